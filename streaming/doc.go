@@ -1,0 +1,29 @@
+// Package streaming is the core of tflo: the operator contract, the graph
+// runtime that evaluates operators per key, the Flow iterator adapter, typed
+// signals, and the durable-state contracts (StateStore, Cursor, ShardRouter)
+// that connectors implement and the Checkpointer sequences.
+//
+// The package does no network I/O and imports nothing but the standard
+// library (backends that need Badger live in streaming/state/...).
+//
+// # Main types
+//
+//   - [Computed]: the value that flows on a graph edge — a float, an int, a
+//     bool or a signal carrying a [Mode]. A 16-byte value type; passing it
+//     never allocates.
+//   - [Operator]: a node of a graph, evaluated once per record of its key.
+//     Embed [Base] for the defaults; implement [Migrator] to accept state
+//     saved by older type versions.
+//   - [Builder] / [Graph]: operators wired into a DAG by stable names,
+//     validated at Build. A Graph is immutable and shared.
+//   - [Instance]: one key's live copy of a Graph (its own operators and
+//     state). [Keyed] maps keys to instances, creating each on first sight.
+//   - [Flow] / [FlowFunc]: adapt an iter.Seq of records through a graph (or a
+//     closure) into an iter.Seq of typed [Signal] values.
+//
+// # Concurrency
+//
+// A Graph is safe for concurrent use. An Instance and a Keyed are not: each
+// is owned by one goroutine (one per shard), which is also how the hot path
+// avoids locks. Operators are called from that goroutine only.
+package streaming

@@ -1,0 +1,80 @@
+package streaming
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNotFound is returned by StateStore.Load and CursorStore.Load when the
+// key has nothing stored. Stores never return a nil value with a nil error.
+var ErrNotFound = errors.New("not found")
+
+// ErrCorrupt is wrapped by errors for bytes that fail their checksum or
+// cannot be decoded (snapshots, cursors, state blobs).
+var ErrCorrupt = errors.New("corrupt data")
+
+// OperatorLoadError is returned when an operator cannot read a state blob.
+type OperatorLoadError struct {
+	Node     string // graph node name, when known
+	Operator string // operator type name
+	Reason   string
+	Err      error
+}
+
+func (e *OperatorLoadError) Error() string {
+	var b strings.Builder
+	b.WriteString("load state of operator ")
+	b.WriteString(strconv.Quote(e.Operator))
+	if e.Node != "" {
+		b.WriteString(" (node ")
+		b.WriteString(strconv.Quote(e.Node))
+		b.WriteString(")")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *OperatorLoadError) Unwrap() error { return e.Err }
+
+// VersionError is returned when a saved state blob has a type version the
+// operator neither is nor can migrate from.
+type VersionError struct {
+	Node     string
+	Operator string
+	Saved    uint32
+	Accepted []uint32 // the current version first, then MigratesFrom
+}
+
+func (e *VersionError) Error() string {
+	acc := make([]string, len(e.Accepted))
+	for i, v := range e.Accepted {
+		acc[i] = strconv.FormatUint(uint64(v), 10)
+	}
+	return fmt.Sprintf("load state of operator %q (node %q): saved at type version %d, operator accepts %s",
+		e.Operator, e.Node, e.Saved, strings.Join(acc, ", "))
+}
+
+// GraphError is returned by Builder.Build; it names the node at fault.
+type GraphError struct {
+	Node   string
+	Reason string
+}
+
+func (e *GraphError) Error() string {
+	if e.Node == "" {
+		return "graph: " + e.Reason
+	}
+	return fmt.Sprintf("graph: node %q: %s", e.Node, e.Reason)
+}
+
+// ErrFenced is wrapped by errors for durable writes refused because the
+// writer's epoch is older than the one already recorded: the writer no
+// longer owns the shard.
+var ErrFenced = errors.New("fenced: writer epoch is older than the owner's")

@@ -1,0 +1,49 @@
+package streaming
+
+import (
+	"context"
+	"fmt"
+)
+
+// StateStore is durable per-key state (the seeds' AsyncStateStore).
+//
+// Keys are arbitrary bytes (slashes, dots, binary); stores must round-trip
+// them exactly. All methods honour ctx cancellation and are safe for
+// concurrent use. Byte slices passed in are not retained after the call
+// returns; slices returned are owned by the caller.
+type StateStore interface {
+	// Save stores s under key, replacing any previous snapshot.
+	Save(ctx context.Context, key []byte, s Snapshot) error
+	// Load returns key's snapshot, or an error wrapping ErrNotFound.
+	Load(ctx context.Context, key []byte) (Snapshot, error)
+	// ListKeys returns every stored key, in no particular order.
+	ListKeys(ctx context.Context) ([][]byte, error)
+	// SaveBatch stores several snapshots. Backends whose requests cost
+	// money must do this in a bounded number of requests, not one per key.
+	SaveBatch(ctx context.Context, items []KeyedSnapshot) error
+	// Delete removes key; deleting an absent key is not an error.
+	Delete(ctx context.Context, key []byte) error
+}
+
+// KeyedSnapshot is one item of a SaveBatch.
+type KeyedSnapshot struct {
+	Key      []byte
+	Snapshot Snapshot
+}
+
+// SaveBatchSequential implements SaveBatch with one Save per item, for
+// stores without a batch API. It stops at the first error, which names the
+// key.
+func SaveBatchSequential(ctx context.Context, s interface {
+	Save(context.Context, []byte, Snapshot) error
+}, items []KeyedSnapshot) error {
+	for _, it := range items {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.Save(ctx, it.Key, it.Snapshot); err != nil {
+			return fmt.Errorf("save batch: key %q: %w", it.Key, err)
+		}
+	}
+	return nil
+}
