@@ -21,7 +21,11 @@ const instanceBlobVersion = 1
 // entry recording the node name, the operator name and its type version.
 // It returns nil when no operator has state.
 func (in *Instance) Save() ([]byte, error) {
-	return in.AppendSave(nil)
+	out, err := in.AppendSave(nil)
+	if len(out) == 0 {
+		return nil, err
+	}
+	return out, err
 }
 
 // AppendSave appends the instance's state blob to dst; see Save.
