@@ -34,12 +34,29 @@ bench: ## run the benchmarks; x-<baseline> columns are ratios against a baseline
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: tools
-tools: $(BIN)/staticcheck $(BIN)/workflowcheck ## build the pinned tools (tools/go.mod) into ./bin
+tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/influxd ## build the pinned tools (tools/go.mod) into ./bin
+
+# Servers used by the tests and the demo. Each builds from source through the
+# Go module proxy with its own go.mod (so its dependency graph is the one its
+# authors tested), pinned by version here.
+TEMPORAL_CLI_VERSION := v1.5.1
+
+$(BIN)/temporal:
+	@mkdir -p $(BIN)
+	@echo "building the Temporal CLI $(TEMPORAL_CLI_VERSION) (dev server + web UI) — the first build takes ~10 minutes"
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 
 $(BIN)/staticcheck $(BIN)/workflowcheck: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && GOBIN=$(BIN) $(GO) install tool
 	@touch $(BIN)/staticcheck $(BIN)/workflowcheck
+
+# influxd v1.8.10 (pure Go; newer 1.x need a Rust library) for the Influx sink tests.
+# It builds with its own go.mod, pinned by the version here.
+INFLUXD_VERSION := v1.8.10
+$(BIN)/influxd:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install github.com/influxdata/influxdb/cmd/influxd@$(INFLUXD_VERSION)
 
 .PHONY: clean
 clean: ## remove ./bin and test caches

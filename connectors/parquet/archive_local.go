@@ -1,0 +1,236 @@
+package parquet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// tempPrefix starts the base name of a file PutAtomic is still writing.
+// List skips such files, so a crash mid-write leaves litter but never a
+// half file in the archive's listing.
+const tempPrefix = ".tmp-"
+
+// LocalArchive is an Archive in a local folder: object names are paths
+// under the root. PutAtomic writes a temp file in the destination folder,
+// fsyncs it, renames it over the name and fsyncs the folder.
+type LocalArchive struct {
+	root string
+}
+
+var _ Archive = (*LocalArchive)(nil)
+
+// NewLocalArchive returns an archive rooted at dir, creating the folder.
+func NewLocalArchive(dir string) (*LocalArchive, error) {
+	if dir == "" {
+		return nil, errors.New("local archive: empty folder name")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("local archive %s: %w", dir, err)
+	}
+	return &LocalArchive{root: dir}, nil
+}
+
+// Root returns the archive's folder.
+func (a *LocalArchive) Root() string { return a.root }
+
+func checkName(name string) error {
+	if name == "" || !fs.ValidPath(name) || strings.HasPrefix(path.Base(name), tempPrefix) {
+		return fmt.Errorf("%w: %q is not a clean relative path", ErrBadName, name)
+	}
+	return nil
+}
+
+// List implements Archive.
+func (a *LocalArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	err := filepath.WalkDir(a.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == a.root && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(a.root, p)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		if d.IsDir() {
+			// Prune folders that cannot hold a match.
+			if name != "." && !strings.HasPrefix(name+"/", prefix) && !strings.HasPrefix(prefix, name+"/") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tempPrefix) || !strings.HasPrefix(name, prefix) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, ObjectInfo{Name: name, Size: info.Size()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local archive %s: list %q: %w", a.root, prefix, err)
+	}
+	slices.SortFunc(out, func(x, y ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}
+
+// Open implements Archive.
+func (a *LocalArchive) Open(ctx context.Context, name string) (Object, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(a.root, filepath.FromSlash(name)))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("local archive %s: open %s: %w", a.root, name, ErrNotFound)
+		}
+		return nil, fmt.Errorf("local archive %s: open %s: %w", a.root, name, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("local archive %s: stat %s: %w", a.root, name, err)
+	}
+	return &fileObject{File: f, size: st.Size()}, nil
+}
+
+type fileObject struct {
+	*os.File
+	size int64
+}
+
+func (o *fileObject) Size() int64 { return o.size }
+
+// PutAtomic implements Archive.
+func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) (err error) {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dst := filepath.Join(a.root, filepath.FromSlash(name))
+	dir := filepath.Dir(dst)
+	wrap := func(step string, err error) error {
+		return fmt.Errorf("local archive %s: put %s: %s: %w", a.root, name, step, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return wrap("create folder", err)
+	}
+	tmp, err := os.CreateTemp(dir, tempPrefix+path.Base(name)+"-*")
+	if err != nil {
+		return wrap("create temp file", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return wrap("write", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return wrap("fsync", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return wrap("close", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return wrap("rename", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // best effort: not every file system syncs folders
+		d.Close()
+	}
+	return nil
+}
+
+// MemArchive is an in-memory Archive for tests and examples. Not for
+// production: nothing survives the process.
+type MemArchive struct {
+	mu   sync.Mutex
+	objs map[string][]byte
+	puts int
+}
+
+var _ Archive = (*MemArchive)(nil)
+
+// NewMemArchive returns an empty in-memory archive.
+func NewMemArchive() *MemArchive { return &MemArchive{objs: map[string][]byte{}} }
+
+// Puts returns how many PutAtomic calls succeeded.
+func (m *MemArchive) Puts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.puts
+}
+
+// List implements Archive.
+func (m *MemArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []ObjectInfo
+	for name, b := range m.objs {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, ObjectInfo{Name: name, Size: int64(len(b))})
+		}
+	}
+	slices.SortFunc(out, func(x, y ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}
+
+// Open implements Archive.
+func (m *MemArchive) Open(ctx context.Context, name string) (Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	b, ok := m.objs[name]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("memory archive: open %s: %w", name, ErrNotFound)
+	}
+	return &memObject{Reader: strings.NewReader(string(b))}, nil
+}
+
+type memObject struct{ *strings.Reader }
+
+func (o *memObject) Close() error { return nil }
+
+// PutAtomic implements Archive.
+func (m *MemArchive) PutAtomic(ctx context.Context, name string, data []byte) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objs[name] = slices.Clone(data)
+	m.puts++
+	return nil
+}

@@ -1,0 +1,112 @@
+package parquet
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// FileKey identifies one archive file: the pipeline and shard it belongs
+// to, the owner epoch that wrote it, and the first and last source offsets
+// it covers. The name is a pure function of the key, so replaying the same
+// records under the same epoch rewrites the same file instead of adding one.
+type FileKey struct {
+	Pipeline string
+	Shard    int32
+	Epoch    streaming.Epoch
+	First    int64 // source offset of the first row
+	Last     int64 // source offset of the last row
+}
+
+// Name returns the file's archive name:
+//
+//	<pipeline>/shard-<shard, 6 digits>/<first, 20 digits>-<last, 20 digits>-e<epoch, 20 digits>.parquet
+//
+// Zero padding makes byte order equal to numeric order, so a listing
+// sorted by name is in (shard, first offset, last offset, epoch) order.
+func (k FileKey) Name() string {
+	return fmt.Sprintf("%s/shard-%06d/%020d-%020d-e%020d.parquet", k.Pipeline, k.Shard, k.First, k.Last, uint64(k.Epoch))
+}
+
+// ShardPrefix returns the listing prefix of one shard of a pipeline.
+func ShardPrefix(pipeline string, shard int32) string {
+	return fmt.Sprintf("%s/shard-%06d/", pipeline, shard)
+}
+
+// Validate reports whether k can name a file.
+func (k FileKey) Validate() error {
+	if err := validatePipeline(k.Pipeline); err != nil {
+		return err
+	}
+	switch {
+	case k.Shard < 0:
+		return fmt.Errorf("%w: shard %d is negative", ErrBadName, k.Shard)
+	case k.First < 0:
+		return fmt.Errorf("%w: first offset %d is negative", ErrBadName, k.First)
+	case k.Last < k.First:
+		return fmt.Errorf("%w: last offset %d is before first offset %d", ErrBadName, k.Last, k.First)
+	}
+	return nil
+}
+
+func validatePipeline(p string) error {
+	if p == "" {
+		return fmt.Errorf("%w: empty pipeline name", ErrBadName)
+	}
+	if p == "." || p == ".." {
+		return fmt.Errorf("%w: pipeline name %q", ErrBadName, p)
+	}
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("%w: pipeline name %q has %q; use letters, digits, '-', '_' and '.'", ErrBadName, p, c)
+		}
+	}
+	return nil
+}
+
+// ParseFileName reverses FileKey.Name. It returns an error wrapping
+// ErrBadName for any other name.
+func ParseFileName(name string) (FileKey, error) {
+	bad := func(why string) (FileKey, error) {
+		return FileKey{}, fmt.Errorf("%w: %q: %s", ErrBadName, name, why)
+	}
+	parts := strings.Split(name, "/")
+	if len(parts) != 3 {
+		return bad("want <pipeline>/shard-<n>/<first>-<last>-e<epoch>.parquet")
+	}
+	var k FileKey
+	k.Pipeline = parts[0]
+	shard, ok := strings.CutPrefix(parts[1], "shard-")
+	if !ok || len(shard) != 6 {
+		return bad("folder is not shard-<6 digits>")
+	}
+	s, err := strconv.ParseUint(shard, 10, 31)
+	if err != nil {
+		return bad("shard is not a number")
+	}
+	k.Shard = int32(s)
+	base, ok := strings.CutSuffix(parts[2], ".parquet")
+	if !ok {
+		return bad("no .parquet suffix")
+	}
+	f := strings.Split(base, "-")
+	if len(f) != 3 || len(f[0]) != 20 || len(f[1]) != 20 || len(f[2]) != 21 || f[2][0] != 'e' {
+		return bad("base name is not <20 digits>-<20 digits>-e<20 digits>")
+	}
+	first, err1 := strconv.ParseUint(f[0], 10, 63)
+	last, err2 := strconv.ParseUint(f[1], 10, 63)
+	epoch, err3 := strconv.ParseUint(f[2][1:], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return bad("offsets or epoch are not numbers")
+	}
+	k.First, k.Last, k.Epoch = int64(first), int64(last), streaming.Epoch(epoch)
+	if err := k.Validate(); err != nil {
+		return FileKey{}, fmt.Errorf("%q: %w", name, err)
+	}
+	if k.Name() != name {
+		return bad("not in canonical form")
+	}
+	return k, nil
+}

@@ -1,0 +1,257 @@
+package parquet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+
+	pq "github.com/parquet-go/parquet-go"
+)
+
+// Position is a resume point of a backfill: the next row to read is row
+// Row (counted from 0, in file order) of archive file File. The zero
+// Position is the start of the archive. It is small and JSON-friendly so
+// an activity can heartbeat it.
+type Position struct {
+	File string `json:"file,omitempty"`
+	Row  int64  `json:"row"`
+}
+
+// Next returns the position after p's row.
+func (p Position) Next() Position { return Position{File: p.File, Row: p.Row + 1} }
+
+// Entry is one row read from the archive and its position.
+type Entry struct {
+	Row Row
+	// Pos is this row's position; resume after it from Pos.Next().
+	Pos Position
+}
+
+// FileInfo is one file of a read plan.
+type FileInfo struct {
+	Key  FileKey
+	Name string
+	Size int64
+	// Rows is the file's row count, from its footer.
+	Rows int64
+	// SkipThrough is the highest source offset earlier files of the same
+	// shard already cover; rows at or below it are skipped. -1 for none.
+	SkipThrough int64
+	// Fingerprint is the schema fingerprint stored in the file.
+	Fingerprint string
+}
+
+// Reader reads an archive prefix for backfills: it plans the files in
+// order, refuses any whose schema fingerprint is not the expected one, and
+// streams rows one row group at a time with a fixed-size decode batch, so
+// memory is bounded by one row group's pages whatever the archive's size.
+// A Reader is used by one goroutine.
+type Reader struct {
+	archive Archive
+	prefix  string
+	cfg     readerConfig
+}
+
+// NewReader returns a reader of the files under prefix (for example
+// "iot/" for a whole pipeline or ShardPrefix("iot", 3) for one shard).
+func NewReader(a Archive, prefix string, opts ...ReaderOption) (*Reader, error) {
+	if a == nil {
+		return nil, errors.New("parquet reader: nil archive")
+	}
+	cfg := defaultReaderConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Reader{archive: a, prefix: prefix, cfg: cfg}, nil
+}
+
+// Plan lists the archive and returns the files to read, in read order,
+// after checking each file's schema fingerprint (one footer read per
+// file). It fails with a *FingerprintError on the first mismatch and with
+// an error wrapping ErrBadName for an object whose name is not a FileKey
+// name. Of several files with the same shard and offset range, only the
+// one of the highest epoch is kept.
+func (r *Reader) Plan(ctx context.Context) ([]FileInfo, error) {
+	objs, err := r.archive.List(ctx, r.prefix)
+	if err != nil {
+		return nil, fmt.Errorf("parquet reader: list %q: %w", r.prefix, err)
+	}
+	var plan []FileInfo
+	for _, o := range objs {
+		k, err := ParseFileName(o.Name)
+		if err != nil {
+			return nil, fmt.Errorf("parquet reader: %w", err)
+		}
+		fi := FileInfo{Key: k, Name: o.Name, Size: o.Size, SkipThrough: -1}
+		// The listing is sorted by (pipeline, shard, first, last, epoch):
+		// a later file with the same range has a higher epoch and wins.
+		if n := len(plan); n > 0 && sameRange(plan[n-1].Key, k) {
+			plan[n-1] = fi
+			continue
+		}
+		plan = append(plan, fi)
+	}
+	for i := range plan {
+		if i > 0 && sameShard(plan[i-1].Key, plan[i].Key) {
+			plan[i].SkipThrough = max(plan[i-1].SkipThrough, plan[i-1].Key.Last)
+		}
+		if err := r.inspect(ctx, &plan[i]); err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+func sameShard(a, b FileKey) bool { return a.Pipeline == b.Pipeline && a.Shard == b.Shard }
+
+func sameRange(a, b FileKey) bool { return sameShard(a, b) && a.First == b.First && a.Last == b.Last }
+
+// inspect reads fi's footer: its row count and its fingerprint.
+func (r *Reader) inspect(ctx context.Context, fi *FileInfo) error {
+	obj, f, err := r.open(ctx, fi.Name)
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	fi.Rows = f.NumRows()
+	fi.Fingerprint, _ = f.Lookup(FingerprintKey)
+	return nil
+}
+
+// open opens the named file and checks its fingerprint, both the stored
+// one and the one of the schema the file actually has.
+func (r *Reader) open(ctx context.Context, name string) (Object, *pq.File, error) {
+	obj, err := r.archive.Open(ctx, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parquet reader: %w", err)
+	}
+	f, err := pq.OpenFile(obj, obj.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
+	if err != nil {
+		obj.Close()
+		return nil, nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
+	}
+	stored, _ := f.Lookup(FingerprintKey)
+	if stored != r.cfg.expected {
+		obj.Close()
+		return nil, nil, &FingerprintError{File: name, Got: stored, Expected: r.cfg.expected}
+	}
+	if actual := Fingerprint(f.Schema()); actual != stored {
+		obj.Close()
+		return nil, nil, &FingerprintError{File: name + " (schema in the footer)", Got: actual, Expected: r.cfg.expected}
+	}
+	return obj, f, nil
+}
+
+// All plans the archive and streams every row from position from (the
+// zero Position for the start). The sequence stops at the first error,
+// which it yields; from.File must be a file of the plan.
+func (r *Reader) All(ctx context.Context, from Position) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		plan, err := r.Plan(ctx)
+		if err != nil {
+			yield(Entry{}, err)
+			return
+		}
+		start := 0
+		if from.File != "" {
+			start = -1
+			for i, fi := range plan {
+				if fi.Name == from.File {
+					start = i
+					break
+				}
+			}
+			if start < 0 {
+				yield(Entry{}, fmt.Errorf("parquet reader: resume position %s row %d: file is not in the archive plan of %q (%d files)", from.File, from.Row, r.prefix, len(plan)))
+				return
+			}
+		}
+		for i := start; i < len(plan); i++ {
+			row := int64(0)
+			if i == start {
+				row = from.Row
+			}
+			for e, err := range r.File(ctx, plan[i], row) {
+				if !yield(e, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// File streams the rows of one planned file from row fromRow on, skipping
+// rows at or below fi.SkipThrough. The file is reopened and its
+// fingerprint checked again, so a file replaced since Plan is caught.
+func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		obj, f, err := r.open(ctx, fi.Name)
+		if err != nil {
+			yield(Entry{}, err)
+			return
+		}
+		defer obj.Close()
+		if fromRow < 0 || fromRow > f.NumRows() {
+			yield(Entry{}, fmt.Errorf("parquet reader: archive file %s: resume row %d outside 0..%d", fi.Name, fromRow, f.NumRows()))
+			return
+		}
+		batch := make([]Row, r.cfg.batchRows)
+		base := int64(0)
+		for _, rg := range f.RowGroups() {
+			n := rg.NumRows()
+			if fromRow >= base+n {
+				base += n
+				continue
+			}
+			ok, err := r.readGroup(ctx, fi, rg, base, max(fromRow-base, 0), batch, yield)
+			if err != nil {
+				yield(Entry{}, fmt.Errorf("parquet reader: archive file %s: row group at row %d: %w", fi.Name, base, err))
+				return
+			}
+			if !ok {
+				return
+			}
+			base += n
+		}
+	}
+}
+
+// readGroup yields the rows of one row group from row skip (relative to
+// the group) on. ok is false when the consumer stopped.
+func (r *Reader) readGroup(ctx context.Context, fi FileInfo, rg pq.RowGroup, base, skip int64, batch []Row, yield func(Entry, error) bool) (ok bool, err error) {
+	rd := pq.NewGenericRowGroupReader[Row](rg)
+	defer rd.Close()
+	if skip > 0 {
+		if err := rd.SeekToRow(skip); err != nil {
+			return false, err
+		}
+	}
+	idx := base + skip
+	for {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		n, err := rd.Read(batch)
+		for _, row := range batch[:n] {
+			pos := Position{File: fi.Name, Row: idx}
+			idx++
+			if row.Offset <= fi.SkipThrough {
+				continue
+			}
+			if !yield(Entry{Row: row, Pos: pos}, nil) {
+				return false, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}

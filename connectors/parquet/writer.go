@@ -1,0 +1,140 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	kzstd "github.com/klauspost/compress/zstd"
+	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Writer writes one shard's derived signals to archive files. Each file
+// holds the rows of a contiguous range of source offsets, is named by its
+// FileKey (pipeline, shard, epoch, first and last offset), carries the
+// schema fingerprint in its key-value metadata, and is stored with one
+// Archive.PutAtomic — so a replay of the same records under the same epoch
+// rewrites the same file, and a crash never leaves half a file.
+//
+// A Writer belongs to one shard owner at one epoch (make a new one after
+// a rebalance) and is used by one goroutine.
+type Writer struct {
+	archive  Archive
+	pipeline string
+	shard    int32
+	epoch    streaming.Epoch
+	cfg      writerConfig
+
+	pending []Row
+	buf     bytes.Buffer
+	pw      *pq.GenericWriter[Row]
+}
+
+// NewWriter returns a writer of pipeline's shard at epoch into a.
+func NewWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, opts ...WriterOption) (*Writer, error) {
+	if a == nil {
+		return nil, fmt.Errorf("parquet writer: nil archive")
+	}
+	cfg := defaultWriterConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := (FileKey{Pipeline: pipeline, Shard: shard, Epoch: epoch}).Validate(); err != nil {
+		return nil, fmt.Errorf("parquet writer: %w", err)
+	}
+	w := &Writer{archive: a, pipeline: pipeline, shard: shard, epoch: epoch, cfg: cfg}
+	w.pw = pq.NewGenericWriter[Row](&w.buf,
+		Schema(),
+		pq.Compression(&zstd.Codec{Level: kzstd.EncoderLevelFromZstd(cfg.zstdLevel)}),
+		pq.MaxRowsPerRowGroup(cfg.rowGroupRows),
+		pq.KeyValueMetadata(FingerprintKey, SchemaFingerprint()),
+		pq.CreatedBy("tflo", "archive-v1", ""),
+	)
+	return w, nil
+}
+
+// Append buffers rows for the next file. When the buffer reaches the
+// configured maximum rows per file, Append writes that file first (so the
+// writer's memory stays bounded) and returns its error, if any; on error
+// the rows stay buffered.
+func (w *Writer) Append(ctx context.Context, rows ...Row) error {
+	for len(rows) > 0 {
+		room := w.cfg.maxRowsPerFile - len(w.pending)
+		n := min(room, len(rows))
+		w.pending = append(w.pending, rows[:n]...)
+		rows = rows[n:]
+		if len(w.pending) >= w.cfg.maxRowsPerFile {
+			if _, _, err := w.Flush(ctx); err != nil {
+				w.pending = append(w.pending, rows...)
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Pending returns the number of buffered rows.
+func (w *Writer) Pending() int { return len(w.pending) }
+
+// Flush writes the buffered rows as one file and reports its key; ok is
+// false when nothing was buffered. Call it at checkpoint time, before the
+// cursor is committed, so every committed offset is archived. On error the
+// rows stay buffered and a later Flush writes them under the same name.
+func (w *Writer) Flush(ctx context.Context) (key FileKey, ok bool, err error) {
+	if len(w.pending) == 0 {
+		return FileKey{}, false, nil
+	}
+	key, err = w.WriteFile(ctx, w.pending)
+	if err != nil {
+		return FileKey{}, false, err
+	}
+	clear(w.pending)
+	w.pending = w.pending[:0]
+	return key, true, nil
+}
+
+// WriteFile writes rows as one file, bypassing the buffer. rows must be in
+// source order: offsets never decrease. It returns the file's key.
+func (w *Writer) WriteFile(ctx context.Context, rows []Row) (FileKey, error) {
+	if len(rows) == 0 {
+		return FileKey{}, fmt.Errorf("parquet writer %s: no rows to write", ShardPrefix(w.pipeline, w.shard))
+	}
+	for i := 1; i < len(rows); i++ {
+		if rows[i].Offset < rows[i-1].Offset {
+			return FileKey{}, fmt.Errorf("parquet writer %s: row %d has offset %d after offset %d: rows must be in source order",
+				ShardPrefix(w.pipeline, w.shard), i, rows[i].Offset, rows[i-1].Offset)
+		}
+	}
+	key := FileKey{Pipeline: w.pipeline, Shard: w.shard, Epoch: w.epoch, First: rows[0].Offset, Last: rows[len(rows)-1].Offset}
+	if err := key.Validate(); err != nil {
+		return FileKey{}, fmt.Errorf("parquet writer: %w", err)
+	}
+	data, err := w.encode(rows)
+	if err != nil {
+		return FileKey{}, fmt.Errorf("parquet writer: encode %s: %w", key.Name(), err)
+	}
+	if err := w.archive.PutAtomic(ctx, key.Name(), data); err != nil {
+		return FileKey{}, err
+	}
+	return key, nil
+}
+
+// encode returns the Parquet bytes of rows; the slice is valid until the
+// next encode.
+func (w *Writer) encode(rows []Row) ([]byte, error) {
+	w.buf.Reset()
+	w.pw.Reset(&w.buf)
+	if _, err := w.pw.Write(rows); err != nil {
+		return nil, err
+	}
+	if err := w.pw.Close(); err != nil {
+		return nil, err
+	}
+	return w.buf.Bytes(), nil
+}
