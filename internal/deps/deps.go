@@ -1,0 +1,48 @@
+//go:build deps
+
+// Package deps pins, for `go mod tidy`, the packages the team is wiring in
+// while their users land. Never built (the deps tag is never set).
+package deps
+
+import (
+	_ "github.com/aws/aws-sdk-go-v2/aws"
+	_ "github.com/aws/aws-sdk-go-v2/config"
+	_ "github.com/aws/aws-sdk-go-v2/credentials"
+	_ "github.com/aws/aws-sdk-go-v2/service/s3"
+	_ "github.com/aws/smithy-go/middleware"
+	_ "github.com/dgraph-io/badger/v4"
+	_ "github.com/eclipse/paho.golang/autopaho"
+	_ "github.com/eclipse/paho.golang/paho"
+	_ "github.com/influxdata/influxdb-client-go/v2"
+	_ "github.com/johannesboyne/gofakes3"
+	_ "github.com/johannesboyne/gofakes3/backend/s3mem"
+	_ "github.com/mochi-mqtt/server/v2"
+	_ "github.com/mochi-mqtt/server/v2/hooks/auth"
+	_ "github.com/mochi-mqtt/server/v2/listeners"
+	_ "github.com/nats-io/nats-server/v2/server"
+	_ "github.com/nats-io/nats.go"
+	_ "github.com/nats-io/nats.go/jetstream"
+	_ "github.com/parquet-go/parquet-go"
+	_ "github.com/parquet-go/parquet-go/compress/zstd"
+	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/prometheus/client_golang/prometheus/promhttp"
+	_ "github.com/prometheus/client_golang/prometheus/testutil"
+	_ "github.com/spf13/cobra"
+	_ "github.com/stretchr/testify/assert"
+	_ "github.com/stretchr/testify/mock"
+	_ "github.com/stretchr/testify/require"
+	_ "github.com/twmb/franz-go/pkg/kadm"
+	_ "github.com/twmb/franz-go/pkg/kfake"
+	_ "github.com/twmb/franz-go/pkg/kgo"
+	_ "github.com/twmb/franz-go/pkg/sasl/plain"
+	_ "github.com/twmb/franz-go/pkg/sasl/scram"
+	_ "go.temporal.io/api/enums/v1"
+	_ "go.temporal.io/api/workflowservice/v1"
+	_ "go.temporal.io/sdk/activity"
+	_ "go.temporal.io/sdk/client"
+	_ "go.temporal.io/sdk/temporal"
+	_ "go.temporal.io/sdk/testsuite"
+	_ "go.temporal.io/sdk/worker"
+	_ "go.temporal.io/sdk/workflow"
+	_ "gopkg.in/yaml.v3"
+)
