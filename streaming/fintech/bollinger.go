@@ -1,0 +1,209 @@
+package fintech
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Band selects which Bollinger value a node emits. A graph that needs
+// several adds one Bollinger node per band; each keeps its own window
+// (N floats), which keeps Computed a single value and each node's output
+// self-describing.
+type Band uint8
+
+// The Bollinger values a node can emit.
+const (
+	Middle   Band = iota // the N-period simple moving average
+	Upper                // middle + K·σ
+	Lower                // middle − K·σ
+	PercentB             // (price − lower)/(upper − lower); 0.5 when the bands coincide
+)
+
+func (b Band) String() string {
+	switch b {
+	case Middle:
+		return "middle"
+	case Upper:
+		return "upper"
+	case Lower:
+		return "lower"
+	case PercentB:
+		return "percent_b"
+	}
+	return fmt.Sprintf("band(%d)", uint8(b))
+}
+
+// Bollinger computes John Bollinger's bands ("Bollinger on Bollinger
+// Bands", 2001): the middle band is the N-period simple moving average, the
+// upper and lower bands lie K population standard deviations of the same
+// N prices above and below it (N = 20, K = 2 classically).
+//
+// Output: streaming.Sig(position, value) where value is the selected
+// [Band] and position is [AboveBand], [InsideBands] or [BelowBand] — where
+// the latest price stands against the bands.
+//
+// Warm-up: no output until N prices have been seen.
+//
+// NaN and ±Inf prices are ignored: no output, state unchanged.
+//
+// Numerics: the mean and the sum of squared deviations are updated in O(1)
+// per price (Welford's update for a sliding window) and recomputed exactly
+// from the window every N prices, so rounding never accumulates.
+//
+// State (TypeVersion 1): window | K | band | count | head | mean | sum of
+// squared deviations | the ring's values.
+type Bollinger struct {
+	streaming.Base
+	k     float64
+	band  Band
+	buf   []float64
+	head  int
+	count int
+	mean  float64
+	m2    float64 // Σ(x − mean)² over the window
+}
+
+var (
+	_ streaming.Operator = (*Bollinger)(nil)
+	_ streaming.Arity    = (*Bollinger)(nil)
+)
+
+// NewBollinger returns Bollinger bands over n prices at k standard
+// deviations, emitting band. It panics if n is outside 1..2^24, k is
+// negative or not finite, or band is unknown.
+func NewBollinger(n int, k float64, band Band) *Bollinger {
+	if n < 1 || n > maxWindow {
+		panic(fmt.Sprintf("fintech.NewBollinger: window %d is outside 1..%d", n, maxWindow))
+	}
+	if !finiteIn(k) || k < 0 {
+		panic(fmt.Sprintf("fintech.NewBollinger: K must be finite and not negative, got %v", k))
+	}
+	if band > PercentB {
+		panic(fmt.Sprintf("fintech.NewBollinger: unknown %v", band))
+	}
+	return &Bollinger{k: k, band: band, buf: make([]float64, n)}
+}
+
+// Name returns "bollinger".
+func (*Bollinger) Name() string { return "bollinger" }
+
+// TypeVersion returns 1.
+func (*Bollinger) TypeVersion() uint32 { return 1 }
+
+// Arity is exactly one input: the price.
+func (*Bollinger) Arity() (int, int) { return 1, 1 }
+
+// Reset empties the window.
+func (b *Bollinger) Reset() { b.head, b.count, b.mean, b.m2 = 0, 0, 0, 0 }
+
+// Eval adds the price and emits the selected band once the window is full.
+func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	x := in[0].Float64()
+	if !finiteIn(x) {
+		return streaming.NoOutput()
+	}
+	n := len(b.buf)
+	if b.count < n {
+		b.count++
+		d := x - b.mean
+		b.mean += d / float64(b.count)
+		b.m2 += d * (x - b.mean)
+	} else {
+		old := b.buf[b.head]
+		mean := b.mean + (x-old)/float64(n)
+		b.m2 += (x - old) * (x - mean + old - b.mean)
+		b.mean = mean
+	}
+	b.buf[b.head] = x
+	b.head++
+	if b.head == n {
+		b.head = 0
+		b.exact()
+	}
+	if b.count < n {
+		return streaming.NoOutput()
+	}
+	sd := math.Sqrt(max(b.m2, 0) / float64(n))
+	upper, lower := b.mean+b.k*sd, b.mean-b.k*sd
+	pos := InsideBands
+	if x > upper {
+		pos = AboveBand
+	} else if x < lower {
+		pos = BelowBand
+	}
+	var v float64
+	switch b.band {
+	case Middle:
+		v = b.mean
+	case Upper:
+		v = upper
+	case Lower:
+		v = lower
+	case PercentB:
+		v = 0.5
+		if upper > lower {
+			v = (x - lower) / (upper - lower)
+		}
+	}
+	return streaming.Sig(pos, v)
+}
+
+// exact recomputes mean and m2 from the (full) window by two passes.
+func (b *Bollinger) exact() {
+	var s float64
+	for _, v := range b.buf {
+		s += v
+	}
+	mean := s / float64(len(b.buf))
+	var m2 float64
+	for _, v := range b.buf {
+		m2 += (v - mean) * (v - mean)
+	}
+	b.mean, b.m2 = mean, m2
+}
+
+// Save writes: window | K | band | count | head | mean | m2 | count values.
+func (b *Bollinger) Save() ([]byte, error) {
+	dst := make([]byte, 0, 48+8*b.count)
+	dst = putU(dst, uint64(len(b.buf)))
+	dst = putF(dst, b.k)
+	dst = putU(dst, uint64(b.band))
+	dst = putU(dst, uint64(b.count))
+	dst = putU(dst, uint64(b.head))
+	dst = putF(dst, b.mean)
+	dst = putF(dst, b.m2)
+	for _, v := range b.buf[:b.count] {
+		dst = putF(dst, v)
+	}
+	return dst, nil
+}
+
+// Load reads a blob made by Save; it refuses one saved with another
+// window, K or band.
+func (b *Bollinger) Load(data []byte) error {
+	d := decoder{b: data}
+	n := d.count("window", maxWindow)
+	k := d.f()
+	band := Band(d.count("band", 255))
+	if d.err == nil && (n != len(b.buf) || k != b.k || band != b.band) {
+		return mismatch(b.Name(), "window, K and band", fmt.Sprint(n, " ", k, " ", band), fmt.Sprint(len(b.buf), " ", b.k, " ", b.band))
+	}
+	count := d.count("count", uint64(n))
+	head := d.count("head", uint64(n-1))
+	if d.err == nil && count < n && head != count%n {
+		d.fail("head %d does not fit count %d", head, count)
+	}
+	mean, m2 := d.finite("mean"), d.finite("m2")
+	vals := make([]float64, count)
+	for i := range vals {
+		vals[i] = d.finite("window value")
+	}
+	if err := d.done(b.Name()); err != nil {
+		return err
+	}
+	copy(b.buf, vals)
+	b.count, b.head, b.mean, b.m2 = count, head, mean, m2
+	return nil
+}

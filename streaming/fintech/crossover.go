@@ -1,0 +1,119 @@
+package fintech
+
+import (
+	"fmt"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// MACrossover detects crossings of a fast and a slow simple moving average
+// of the price (the "golden cross" / "death cross" of chartists, 50/200
+// days classically).
+//
+// Output: streaming.Sig([GoldenCross], fastMA) on the record where the fast
+// average moves from below the slow one to above it,
+// streaming.Sig([DeathCross], fastMA) for the opposite, nothing on every
+// other record. Equal averages keep the previous side, so touching is not
+// crossing.
+//
+// Warm-up: slow prices fill both averages; the first record where they
+// differ only establishes the side and never emits.
+//
+// NaN and ±Inf prices are ignored: no output, state unchanged.
+//
+// State (TypeVersion 1): both windows (size, count, head, compensated sum,
+// values) | whether a side is known | the side.
+type MACrossover struct {
+	streaming.Base
+	fast, slow window
+	known      bool
+	above      bool
+}
+
+var (
+	_ streaming.Operator = (*MACrossover)(nil)
+	_ streaming.Arity    = (*MACrossover)(nil)
+)
+
+// NewMACrossover returns a crossover detector of SMA(fast) and SMA(slow).
+// It panics unless 1 ≤ fast < slow ≤ 2^24.
+func NewMACrossover(fast, slow int) *MACrossover {
+	if fast < 1 || slow <= fast || slow > maxWindow {
+		panic(fmt.Sprintf("fintech.NewMACrossover: need 1 ≤ fast < slow ≤ %d, got %d, %d", maxWindow, fast, slow))
+	}
+	return &MACrossover{fast: newWindow(fast), slow: newWindow(slow)}
+}
+
+// Name returns "ma_crossover".
+func (*MACrossover) Name() string { return "ma_crossover" }
+
+// TypeVersion returns 1.
+func (*MACrossover) TypeVersion() uint32 { return 1 }
+
+// Arity is exactly one input: the price.
+func (*MACrossover) Arity() (int, int) { return 1, 1 }
+
+// Reset forgets every price.
+func (c *MACrossover) Reset() {
+	c.fast.reset()
+	c.slow.reset()
+	c.known, c.above = false, false
+}
+
+// Eval updates both averages and emits on a crossing.
+func (c *MACrossover) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	p := in[0].Float64()
+	if !finiteIn(p) {
+		return streaming.NoOutput()
+	}
+	c.fast.push(p)
+	c.slow.push(p)
+	if !c.slow.full() {
+		return streaming.NoOutput()
+	}
+	f, s := c.fast.mean(), c.slow.mean()
+	if f == s {
+		return streaming.NoOutput()
+	}
+	above := f > s
+	if !c.known {
+		c.known, c.above = true, above
+		return streaming.NoOutput()
+	}
+	if above == c.above {
+		return streaming.NoOutput()
+	}
+	c.above = above
+	if above {
+		return streaming.Sig(GoldenCross, f)
+	}
+	return streaming.Sig(DeathCross, f)
+}
+
+// Save writes: fast window | slow window | known | above.
+func (c *MACrossover) Save() ([]byte, error) {
+	dst := make([]byte, 0, 64+8*(c.fast.count+c.slow.count))
+	dst = c.fast.save(dst)
+	dst = c.slow.save(dst)
+	dst = putB(dst, c.known)
+	return putB(dst, c.above), nil
+}
+
+// Load reads a blob made by Save; it refuses one saved with other windows.
+func (c *MACrossover) Load(data []byte) error {
+	d := decoder{b: data}
+	fast, nF := c.fast.load(&d, "fast")
+	if d.err == nil && nF != len(c.fast.buf) {
+		return mismatch(c.Name(), "fast window", nF, len(c.fast.buf))
+	}
+	slow, nS := c.slow.load(&d, "slow")
+	if d.err == nil && nS != len(c.slow.buf) {
+		return mismatch(c.Name(), "slow window", nS, len(c.slow.buf))
+	}
+	known, above := d.bool(), d.bool()
+	if err := d.done(c.Name()); err != nil {
+		return err
+	}
+	c.fast, c.slow, c.known, c.above = fast, slow, known, above
+	return nil
+}

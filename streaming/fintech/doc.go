@@ -1,0 +1,38 @@
+// Package fintech is tflo's catalog of market-data operators: [VWAP],
+// [RSI] (Wilder smoothing), [Bollinger] bands, [MACD] with its signal line,
+// and [MACrossover]. It follows the pattern of streaming/ops (see that
+// package's doc for how to write a catalog).
+//
+// # Multi-valued indicators
+//
+// A graph edge carries one [streaming.Computed]. Indicators with several
+// values (Bollinger upper/middle/lower, MACD line/signal/histogram) are
+// therefore configured with the one value the node emits ([Band],
+// [MACDComponent]); a graph that needs several declares one node per value.
+// Each such node emits a signal whose Mode says something the value alone
+// does not: Bollinger reports where the price stands against the bands
+// ([AboveBand], [InsideBands], [BelowBand]), MACD the sign of the histogram
+// ([Bullish], [Neutral], [Bearish]). [MACrossover] emits [GoldenCross] and
+// [DeathCross] only on the record of a crossing.
+//
+// # Inputs, warm-up, bad input
+//
+// Every operator takes the price as its first input ([VWAP] also takes the
+// volume). Each type's doc states its warm-up (what it emits before it has
+// seen enough prices — always nothing) and that NaN/±Inf input is ignored:
+// no output, state unchanged, never a panic. Constructors panic on
+// impossible parameters (fast ≥ slow, a window of 0); Graph.Build calls
+// each factory once, so the mistake surfaces when the graph is built.
+//
+// # State
+//
+// Every operator saves a compact little-endian/varint blob that starts
+// with its configuration; Load refuses a blob saved by a differently
+// configured node with a *streaming.OperatorLoadError, and an undecodable
+// blob with one wrapping streaming.ErrCorrupt. All are TypeVersion 1.
+//
+// # Concurrency
+//
+// Operators are not safe for concurrent use: the runtime makes one per key
+// and calls it from the key's owning goroutine only.
+package fintech

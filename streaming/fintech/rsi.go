@@ -1,0 +1,127 @@
+package fintech
+
+import (
+	"fmt"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// RSI is the Relative Strength Index with Wilder's smoothing (J. Welles
+// Wilder, "New Concepts in Technical Trading Systems", 1978): the first
+// average gain and loss are the simple means of the first N price changes,
+// then avg ← (avg·(N−1) + current)/N, and RSI = 100 − 100/(1 + avgGain /
+// avgLoss).
+//
+// Output: Float(RSI) in [0, 100]. When the average loss is 0 the RSI is
+// 100, and when both averages are 0 (a flat market) it is 50.
+//
+// Warm-up: N+1 prices (N changes); no output before.
+//
+// NaN and ±Inf prices are ignored: no output, state unchanged.
+//
+// State (TypeVersion 1): period | whether a price is held | last price |
+// changes seen (capped at N) | average gain | average loss (during warm-up
+// the averages hold the running sums).
+type RSI struct {
+	streaming.Base
+	n          int
+	has        bool
+	prev       float64
+	seen       int
+	gain, loss float64
+}
+
+var (
+	_ streaming.Operator = (*RSI)(nil)
+	_ streaming.Arity    = (*RSI)(nil)
+)
+
+// NewRSI returns an RSI with period n (14 is Wilder's). It panics if n < 1
+// or n > 2^24.
+func NewRSI(n int) *RSI {
+	if n < 1 || n > maxWindow {
+		panic(fmt.Sprintf("fintech.NewRSI: period %d is outside 1..%d", n, maxWindow))
+	}
+	return &RSI{n: n}
+}
+
+// Name returns "rsi".
+func (*RSI) Name() string { return "rsi" }
+
+// TypeVersion returns 1.
+func (*RSI) TypeVersion() uint32 { return 1 }
+
+// Arity is exactly one input: the price.
+func (*RSI) Arity() (int, int) { return 1, 1 }
+
+// Reset forgets every price.
+func (r *RSI) Reset() { r.has, r.prev, r.seen, r.gain, r.loss = false, 0, 0, 0, 0 }
+
+// Eval folds the change from the previous price into the averages.
+func (r *RSI) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	p := in[0].Float64()
+	if !finiteIn(p) {
+		return streaming.NoOutput()
+	}
+	if !r.has {
+		r.has, r.prev = true, p
+		return streaming.NoOutput()
+	}
+	ch := p - r.prev
+	r.prev = p
+	var g, l float64
+	if ch > 0 {
+		g = ch
+	} else {
+		l = -ch
+	}
+	if r.seen < r.n {
+		r.seen++
+		r.gain += g
+		r.loss += l
+		if r.seen < r.n {
+			return streaming.NoOutput()
+		}
+		r.gain /= float64(r.n)
+		r.loss /= float64(r.n)
+	} else {
+		k := float64(r.n - 1)
+		r.gain = (r.gain*k + g) / float64(r.n)
+		r.loss = (r.loss*k + l) / float64(r.n)
+	}
+	if r.gain+r.loss == 0 {
+		return streaming.Float(50)
+	}
+	return streaming.Float(100 * r.gain / (r.gain + r.loss))
+}
+
+// Save writes: period | has | prev | seen | gain | loss.
+func (r *RSI) Save() ([]byte, error) {
+	dst := make([]byte, 0, 32)
+	dst = putU(dst, uint64(r.n))
+	dst = putB(dst, r.has)
+	dst = putF(dst, r.prev)
+	dst = putU(dst, uint64(r.seen))
+	dst = putF(dst, r.gain)
+	return putF(dst, r.loss), nil
+}
+
+// Load reads a blob made by Save; it refuses one saved with another period.
+func (r *RSI) Load(data []byte) error {
+	d := decoder{b: data}
+	n := d.count("period", maxWindow)
+	if d.err == nil && n != r.n {
+		return mismatch(r.Name(), "period", n, r.n)
+	}
+	has, prev := d.bool(), d.finite("last price")
+	seen := d.count("changes seen", uint64(r.n))
+	gain, loss := d.finite("average gain"), d.finite("average loss")
+	if d.err == nil && (gain < 0 || loss < 0) {
+		d.fail("negative average gain %v or loss %v", gain, loss)
+	}
+	if err := d.done(r.Name()); err != nil {
+		return err
+	}
+	r.has, r.prev, r.seen, r.gain, r.loss = has, prev, seen, gain, loss
+	return nil
+}

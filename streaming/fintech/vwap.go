@@ -1,0 +1,133 @@
+package fintech
+
+import (
+	"fmt"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// VWAP is the volume-weighted average price Σ(price·volume) / Σ volume,
+// either cumulative (window 0: since the start or the last Reset, e.g. a
+// session) or over the last N trades.
+//
+// Inputs: price, volume (in that order).
+//
+// Output: Float(vwap) for every valid record once the total volume in the
+// window is positive; there is no other warm-up. A window holding only
+// zero-volume trades emits nothing.
+//
+// A record whose price or volume is NaN or ±Inf, or whose volume is
+// negative, is ignored: no output, state unchanged. Zero volume is a valid
+// trade that counts toward the window but not the average.
+//
+// State (TypeVersion 1): window | Σp·v and Σv (compensated) | for a
+// rolling window, its count, head and (p·v, v) pairs.
+type VWAP struct {
+	streaming.Base
+	pv, v window // rolling: the last N products and volumes
+	cpv   ksum   // cumulative Σp·v (window 0)
+	cv    ksum   // cumulative Σv (window 0)
+	n     int
+}
+
+var (
+	_ streaming.Operator = (*VWAP)(nil)
+	_ streaming.Arity    = (*VWAP)(nil)
+)
+
+// NewVWAP returns a VWAP over the last n trades, or cumulative for n = 0.
+// It panics if n is negative or above 2^24.
+func NewVWAP(n int) *VWAP {
+	if n < 0 || n > maxWindow {
+		panic(fmt.Sprintf("fintech.NewVWAP: window %d is outside 0..%d", n, maxWindow))
+	}
+	w := &VWAP{n: n}
+	if n > 0 {
+		w.pv, w.v = newWindow(n), newWindow(n)
+	}
+	return w
+}
+
+// Name returns "vwap".
+func (*VWAP) Name() string { return "vwap" }
+
+// TypeVersion returns 1.
+func (*VWAP) TypeVersion() uint32 { return 1 }
+
+// Arity is exactly two inputs: price, volume.
+func (*VWAP) Arity() (int, int) { return 2, 2 }
+
+// Reset forgets every trade (start a new session).
+func (w *VWAP) Reset() {
+	w.pv.reset()
+	w.v.reset()
+	w.cpv, w.cv = ksum{}, ksum{}
+}
+
+// Eval adds the trade (in[0] price, in[1] volume) and emits the VWAP.
+func (w *VWAP) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	p, vol := in[0].Float64(), in[1].Float64()
+	if !finiteIn(p) || !finiteIn(vol) || vol < 0 {
+		return streaming.NoOutput()
+	}
+	var num, den float64
+	if w.n == 0 {
+		w.cpv.add(p * vol)
+		w.cv.add(vol)
+		num, den = w.cpv.value(), w.cv.value()
+	} else {
+		w.pv.push(p * vol)
+		w.v.push(vol)
+		num, den = w.pv.sum.value(), w.v.sum.value()
+	}
+	if den <= 0 {
+		return streaming.NoOutput()
+	}
+	r := num / den
+	if !finiteIn(r) {
+		return streaming.NoOutput()
+	}
+	return streaming.Float(r)
+}
+
+// Save writes: window | cumulative sums, or the two rolling windows.
+func (w *VWAP) Save() ([]byte, error) {
+	dst := make([]byte, 0, 40+16*w.pv.count)
+	dst = putU(dst, uint64(w.n))
+	if w.n == 0 {
+		dst = putF(dst, w.cpv.sum)
+		dst = putF(dst, w.cpv.comp)
+		dst = putF(dst, w.cv.sum)
+		return putF(dst, w.cv.comp), nil
+	}
+	dst = w.pv.save(dst)
+	return w.v.save(dst), nil
+}
+
+// Load reads a blob made by Save; it refuses one saved with another window.
+func (w *VWAP) Load(data []byte) error {
+	d := decoder{b: data}
+	n := d.count("window", maxWindow)
+	if d.err == nil && n != w.n {
+		return mismatch(w.Name(), "window", n, w.n)
+	}
+	if n == 0 {
+		cpv := ksum{sum: d.finite("Σp·v"), comp: d.finite("Σp·v compensation")}
+		cv := ksum{sum: d.finite("Σv"), comp: d.finite("Σv compensation")}
+		if err := d.done(w.Name()); err != nil {
+			return err
+		}
+		w.cpv, w.cv = cpv, cv
+		return nil
+	}
+	pv, _ := w.pv.load(&d, "p·v")
+	v, _ := w.v.load(&d, "volume")
+	if d.err == nil && (pv.count != v.count || pv.head != v.head) {
+		d.fail("p·v and volume windows disagree on count or head")
+	}
+	if err := d.done(w.Name()); err != nil {
+		return err
+	}
+	w.pv, w.v = pv, v
+	return nil
+}

@@ -1,0 +1,105 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// EMA is the exponential moving average with period N: smoothing factor
+// α = 2/(N+1) and, once seeded, ema ← ema + α·(x − ema).
+//
+// Warm-up: the average is seeded with the simple mean of the first N
+// values (the usual charting convention, and the one MACD uses), so there
+// is no output for the first N−1 values; the N-th value emits the seed and
+// every later valid value emits the updated average.
+//
+// NaN and ±Inf inputs are ignored: the state is unchanged and the node
+// emits nothing for that record.
+//
+// State (TypeVersion 1): period | values seen during warm-up | their sum |
+// current average.
+type EMA struct {
+	streaming.Base
+	n     int
+	alpha float64
+	seen  int // values seen, capped at n
+	seed  float64
+	value float64
+}
+
+var (
+	_ streaming.Operator = (*EMA)(nil)
+	_ streaming.Arity    = (*EMA)(nil)
+)
+
+const emaMaxPeriod = 1 << 24
+
+// NewEMA returns an EMA with period n. It panics if n < 1 or n > 2^24.
+func NewEMA(n int) *EMA {
+	if n < 1 || n > emaMaxPeriod {
+		panic(fmt.Sprintf("ops.NewEMA: period %d is outside 1..%d", n, emaMaxPeriod))
+	}
+	return &EMA{n: n, alpha: 2 / float64(n+1)}
+}
+
+// Name returns "ema".
+func (*EMA) Name() string { return "ema" }
+
+// TypeVersion returns 1.
+func (*EMA) TypeVersion() uint32 { return 1 }
+
+// Arity is exactly one input.
+func (*EMA) Arity() (int, int) { return 1, 1 }
+
+// Period returns N.
+func (e *EMA) Period() int { return e.n }
+
+// Reset forgets every value.
+func (e *EMA) Reset() { e.seen, e.seed, e.value = 0, 0, 0 }
+
+// Eval folds in[0] into the average and emits it once seeded.
+func (e *EMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	x := in[0].Float64()
+	if !finiteIn(x) {
+		return streaming.NoOutput()
+	}
+	if e.seen < e.n {
+		e.seen++
+		e.seed += x
+		if e.seen < e.n {
+			return streaming.NoOutput()
+		}
+		e.value = e.seed / float64(e.n)
+		return streaming.Float(e.value)
+	}
+	e.value += e.alpha * (x - e.value)
+	return streaming.Float(e.value)
+}
+
+// Save writes: period | seen | seed sum | value.
+func (e *EMA) Save() ([]byte, error) {
+	dst := make([]byte, 0, 24)
+	dst = putU(dst, uint64(e.n))
+	dst = putU(dst, uint64(e.seen))
+	dst = putF(dst, e.seed)
+	dst = putF(dst, e.value)
+	return dst, nil
+}
+
+// Load reads a blob made by Save; it refuses one saved with another period.
+func (e *EMA) Load(data []byte) error {
+	d := decoder{b: data}
+	n := d.count("period", emaMaxPeriod)
+	if d.err == nil && n != e.n {
+		return mismatch(e.Name(), "period", n, e.n)
+	}
+	seen := d.count("values seen", uint64(e.n))
+	seed := d.finite("seed sum")
+	value := d.finite("average")
+	if err := d.done(e.Name()); err != nil {
+		return err
+	}
+	e.seen, e.seed, e.value = seen, seed, value
+	return nil
+}

@@ -1,0 +1,172 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// SMA is the simple moving average of the last N values (a count-based
+// window).
+//
+// Cost: O(1) per event. The window is a ring buffer and the average comes
+// from a running sum with Neumaier compensation, so the sum does not drift
+// however long the stream runs.
+//
+// Warm-up: no output until N values have been seen; from the N-th value on,
+// every valid input emits Float(mean of the last N).
+//
+// NaN and ±Inf inputs are ignored: the state is unchanged and the node
+// emits nothing for that record.
+//
+// State: TypeVersion 2 saves the window size, the values in the window and
+// the compensated sum, so a restored SMA continues bit for bit like one that
+// never stopped. Blobs of TypeVersion 1 (the window values only) are
+// migrated; see [SMA.Migrate].
+type SMA struct {
+	streaming.Base
+	buf   []float64
+	head  int // next slot to write
+	count int // values in the window, <= len(buf)
+	sum   ksum
+}
+
+var (
+	_ streaming.Operator = (*SMA)(nil)
+	_ streaming.Arity    = (*SMA)(nil)
+	_ streaming.Migrator = (*SMA)(nil)
+)
+
+// smaMaxWindow bounds the window a state blob may declare.
+const smaMaxWindow = 1 << 24
+
+// NewSMA returns an SMA over the last n values. It panics if n < 1 or
+// n > 2^24, as a window of that size is a programming error; the panic
+// surfaces when the graph is built.
+func NewSMA(n int) *SMA {
+	if n < 1 || n > smaMaxWindow {
+		panic(fmt.Sprintf("ops.NewSMA: window %d is outside 1..%d", n, smaMaxWindow))
+	}
+	return &SMA{buf: make([]float64, n)}
+}
+
+// Name returns "sma".
+func (*SMA) Name() string { return "sma" }
+
+// TypeVersion returns 2.
+func (*SMA) TypeVersion() uint32 { return 2 }
+
+// Arity is exactly one input.
+func (*SMA) Arity() (int, int) { return 1, 1 }
+
+// Window returns N.
+func (s *SMA) Window() int { return len(s.buf) }
+
+// Reset empties the window.
+func (s *SMA) Reset() {
+	clear(s.buf)
+	s.head, s.count, s.sum = 0, 0, ksum{}
+}
+
+// Eval adds in[0] to the window and emits the mean once the window is full.
+func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	x := in[0].Float64()
+	if !finiteIn(x) {
+		return streaming.NoOutput()
+	}
+	if s.count == len(s.buf) {
+		s.sum.add(-s.buf[s.head])
+	} else {
+		s.count++
+	}
+	s.buf[s.head] = x
+	s.sum.add(x)
+	s.head++
+	if s.head == len(s.buf) {
+		s.head = 0
+	}
+	if s.count < len(s.buf) {
+		return streaming.NoOutput()
+	}
+	return streaming.Float(s.sum.value() / float64(len(s.buf)))
+}
+
+// Save writes: window | count | sum | comp | count values, oldest first.
+func (s *SMA) Save() ([]byte, error) {
+	dst := make([]byte, 0, 2*4+16+8*s.count)
+	dst = putU(dst, uint64(len(s.buf)))
+	dst = putU(dst, uint64(s.count))
+	dst = putF(dst, s.sum.sum)
+	dst = putF(dst, s.sum.comp)
+	s.each(func(v float64) { dst = putF(dst, v) })
+	return dst, nil
+}
+
+// each calls f on the window's values, oldest first.
+func (s *SMA) each(f func(float64)) {
+	start := s.head - s.count
+	if start < 0 {
+		start += len(s.buf)
+	}
+	for i := range s.count {
+		f(s.buf[(start+i)%len(s.buf)])
+	}
+}
+
+// Load reads a TypeVersion 2 blob. It refuses a blob saved with another
+// window size.
+func (s *SMA) Load(data []byte) error {
+	d := decoder{b: data}
+	n := d.count("window", smaMaxWindow)
+	if d.err == nil && n != len(s.buf) {
+		return mismatch(s.Name(), "window", n, len(s.buf))
+	}
+	count := d.count("value count", uint64(n))
+	sum := ksum{sum: d.finite("sum"), comp: d.finite("compensation")}
+	vals := make([]float64, count)
+	for i := range vals {
+		vals[i] = d.finite("window value")
+	}
+	if err := d.done(s.Name()); err != nil {
+		return err
+	}
+	s.Reset()
+	copy(s.buf, vals)
+	s.count = count
+	s.head = count % len(s.buf)
+	s.sum = sum
+	return nil
+}
+
+// MigratesFrom returns [1].
+func (*SMA) MigratesFrom() []uint32 { return []uint32{1} }
+
+// Migrate converts a TypeVersion 1 blob (window | count | count values,
+// oldest first) to TypeVersion 2 by recomputing the compensated sum from
+// the values, in window order.
+func (s *SMA) Migrate(from uint32, data []byte) ([]byte, error) {
+	if from != 1 {
+		return nil, fmt.Errorf("sma: no migration from type version %d", from)
+	}
+	d := decoder{b: data}
+	n := d.count("window", smaMaxWindow)
+	count := d.count("value count", uint64(n))
+	var sum ksum
+	out := make([]byte, 0, 2*4+16+8*count)
+	vals := make([]float64, count)
+	for i := range vals {
+		vals[i] = d.finite("window value")
+		sum.add(vals[i])
+	}
+	if err := d.done(s.Name()); err != nil {
+		return nil, err
+	}
+	out = putU(out, uint64(n))
+	out = putU(out, uint64(count))
+	out = putF(out, sum.sum)
+	out = putF(out, sum.comp)
+	for _, v := range vals {
+		out = putF(out, v)
+	}
+	return out, nil
+}
