@@ -64,7 +64,9 @@ func (c readerConfig) validate() error {
 // WithExpectedFingerprint sets the schema fingerprint every file must
 // carry (for a backfill: the one stamped in the snapshot it starts from).
 // Default SchemaFingerprint().
-func WithExpectedFingerprint(fp string) ReaderOption { return func(c *readerConfig) { c.expected = fp } }
+func WithExpectedFingerprint(fp string) ReaderOption {
+	return func(c *readerConfig) { c.expected = fp }
+}
 
 // WithBatchRows sets how many rows the reader decodes per call into the
 // file. Default 1024.

@@ -1,0 +1,57 @@
+package parquet_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
+)
+
+func TestLocalArchiveConformance(t *testing.T) {
+	archivetest.Run(t, func(t *testing.T) parquet.Archive {
+		a, err := parquet.NewLocalArchive(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	})
+}
+
+func TestMemArchiveConformance(t *testing.T) {
+	archivetest.Run(t, func(t *testing.T) parquet.Archive { return parquet.NewMemArchive() })
+}
+
+// A crash in the middle of PutAtomic leaves a temp file behind; it must
+// never show up in a listing or be taken for an archive file.
+func TestLocalArchiveHidesTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, err := parquet.NewLocalArchive(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := a.PutAtomic(ctx, "p/shard-000000/done.parquet", []byte("whole")); err != nil {
+		t.Fatal(err)
+	}
+	// What a crash after CreateTemp and a partial write leaves.
+	if err := os.WriteFile(filepath.Join(dir, "p", "shard-000000", ".tmp-half.parquet-123"), []byte("ha"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := a.List(ctx, "p/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].Name != "p/shard-000000/done.parquet" {
+		t.Fatalf("List = %+v, want only the finished file", objs)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "p", "shard-000000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Fatalf("folder has %d entries, want the file and the crash litter", len(entries))
+	}
+}
