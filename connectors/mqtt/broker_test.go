@@ -1,0 +1,95 @@
+package mqtt
+
+import (
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/hooks/storage/badger"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/stretchr/testify/require"
+)
+
+// testBroker is an in-process MQTT v5 broker (mochi) on a loopback port.
+type testBroker struct {
+	srv  *mochi.Server
+	addr string // host:port
+
+	listenLater func() // set when started with deferListen
+}
+
+type brokerOpts struct {
+	users    map[string]string // nil: allow everyone
+	tls      *tls.Config
+	storeDir string // non-empty: persist sessions (badger storage hook)
+	addr     string // empty: 127.0.0.1:0
+	// deferListen starts the broker without accepting connections until
+	// listen is called (to queue messages for an offline session).
+	deferListen bool
+}
+
+func startBroker(t testing.TB, o brokerOpts) *testBroker {
+	t.Helper()
+	srv := mochi.New(&mochi.Options{
+		InlineClient: true,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if o.users == nil {
+		require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
+	} else {
+		var rules auth.AuthRules
+		for u, p := range o.users {
+			rules = append(rules, auth.AuthRule{Username: auth.RString(u), Password: auth.RString(p), Allow: true})
+		}
+		require.NoError(t, srv.AddHook(new(auth.Hook), &auth.Options{Ledger: &auth.Ledger{
+			Auth: rules,
+			ACL:  auth.ACLRules{{}}, // everyone authenticated may read and write everything
+		}}))
+	}
+	if o.storeDir != "" {
+		bo := badgerdb.DefaultOptions(o.storeDir).WithMemTableSize(4 << 20).WithNumMemtables(1).WithValueLogFileSize(8 << 20)
+		require.NoError(t, srv.AddHook(new(badger.Hook), &badger.Options{Path: o.storeDir, Options: &bo}))
+	}
+	addr := o.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr, TLSConfig: o.tls})
+	b := &testBroker{srv: srv}
+	if !o.deferListen {
+		require.NoError(t, srv.AddListener(tcp))
+		b.addr = tcp.Address()
+	}
+	require.NoError(t, srv.Serve())
+	if o.deferListen {
+		b.listenLater = func() {
+			require.NoError(t, srv.AddListener(tcp))
+			b.addr = tcp.Address()
+			srv.Listeners.Serve("tcp", srv.EstablishConnection)
+		}
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return b
+}
+
+func (b *testBroker) url() string { return "mqtt://" + b.addr }
+
+// waitClient waits until the broker has a connected client with id.
+func (b *testBroker) waitClient(t testing.TB, id string) *mochi.Client {
+	t.Helper()
+	var cl *mochi.Client
+	require.Eventually(t, func() bool {
+		c, ok := b.srv.Clients.Get(id)
+		if ok && !c.Closed() {
+			cl = c
+			return true
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "client %q never connected", id)
+	return cl
+}

@@ -1,0 +1,242 @@
+package mqtt
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Option configures a Source.
+type Option func(*config)
+
+type config struct {
+	servers         []*url.URL
+	clientID        string
+	filters         []string
+	shareGroup      string
+	qos             byte
+	cleanStart      bool
+	sessionExpiry   time.Duration
+	keepAlive       time.Duration
+	connectTimeout  time.Duration
+	backoffMin      time.Duration
+	backoffMax      time.Duration
+	receiveMaximum  uint16
+	ackInterval     time.Duration
+	username        string
+	password        []byte
+	tls             *tls.Config
+	deadLetterTopic string
+	decoder         Decoder
+	windowCap       int
+	retainedCap     int
+	cursor          []byte
+	logger          *slog.Logger
+	counters        CounterHook
+	credErr         error
+}
+
+func defaultConfig() config {
+	return config{
+		qos:             2,
+		sessionExpiry:   time.Hour,
+		keepAlive:       30 * time.Second,
+		connectTimeout:  10 * time.Second,
+		backoffMin:      100 * time.Millisecond,
+		backoffMax:      10 * time.Second,
+		receiveMaximum:  256,
+		ackInterval:     5 * time.Millisecond,
+		deadLetterTopic: "tflo/deadletter",
+		decoder:         DecodeReading,
+		windowCap:       4096,
+		retainedCap:     4096,
+		logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if c.credErr != nil {
+		errs = append(errs, c.credErr)
+	}
+	if len(c.servers) == 0 {
+		errs = append(errs, errors.New("no broker: set WithServers"))
+	}
+	if c.clientID == "" {
+		errs = append(errs, errors.New("no client id: a persistent session needs a stable one, set WithClientID"))
+	}
+	if len(c.filters) == 0 {
+		errs = append(errs, errors.New("no topic filters: set WithTopics"))
+	}
+	for _, f := range c.filters {
+		if strings.HasPrefix(f, "$share/") {
+			errs = append(errs, fmt.Errorf("topic filter %q: give the plain filter and set WithSharedGroup instead", f))
+		}
+	}
+	if strings.ContainsAny(c.shareGroup, "/+#") {
+		errs = append(errs, fmt.Errorf("shared group %q must not contain '/', '+' or '#'", c.shareGroup))
+	}
+	if c.qos > 2 {
+		errs = append(errs, fmt.Errorf("qos %d: want 0, 1 or 2", c.qos))
+	}
+	if c.sessionExpiry < 0 || c.sessionExpiry > time.Duration(1<<32-1)*time.Second {
+		errs = append(errs, fmt.Errorf("session expiry %s is out of range (0 to 2^32-1 seconds)", c.sessionExpiry))
+	}
+	if c.backoffMin <= 0 || c.backoffMax <= c.backoffMin {
+		errs = append(errs, fmt.Errorf("reconnect backoff %s..%s: want 0 < min < max", c.backoffMin, c.backoffMax))
+	}
+	if c.receiveMaximum == 0 {
+		errs = append(errs, errors.New("receive maximum must be at least 1"))
+	}
+	if c.ackInterval <= 0 {
+		errs = append(errs, fmt.Errorf("ack interval %s must be positive", c.ackInterval))
+	}
+	if c.deadLetterTopic == "" || strings.ContainsAny(c.deadLetterTopic, "+#") {
+		errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", c.deadLetterTopic))
+	}
+	if c.windowCap <= 0 || c.retainedCap <= 0 {
+		errs = append(errs, fmt.Errorf("dedup window %d and retained map %d capacities must be positive", c.windowCap, c.retainedCap))
+	}
+	if c.decoder == nil {
+		errs = append(errs, errors.New("nil decoder"))
+	}
+	return errors.Join(errs...)
+}
+
+// WithServers sets the broker URLs, tried in order on each (re)connect:
+// mqtt://host:port or tls://host:port. User info in a URL is refused;
+// use WithCredentials. Required.
+func WithServers(urls ...string) Option {
+	return func(c *config) {
+		for _, s := range urls {
+			u, err := url.Parse(s)
+			if err != nil {
+				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL: %v", redactURLError(err)))
+				continue
+			}
+			if u.User != nil {
+				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL %s carries user info: use WithCredentials", u.Redacted()))
+				continue
+			}
+			c.servers = append(c.servers, u)
+		}
+	}
+}
+
+// WithClientID sets the MQTT client id. The persistent session is keyed by
+// it, so it must be stable across restarts and unique per gateway.
+// Required.
+func WithClientID(id string) Option { return func(c *config) { c.clientID = id } }
+
+// WithTopics sets the topic filters to subscribe to. Required.
+func WithTopics(filters ...string) Option {
+	return func(c *config) { c.filters = append(c.filters, filters...) }
+}
+
+// WithSharedGroup subscribes through the shared subscription
+// $share/<group>/<filter>, so several gateways split one stream. Default:
+// none (every subscriber gets every message).
+func WithSharedGroup(group string) Option { return func(c *config) { c.shareGroup = group } }
+
+// WithQoS sets the subscription QoS. Default 2 (exactly once between
+// broker and client; the dedup cursor makes redeliveries after a
+// reconnect harmless).
+func WithQoS(q byte) Option { return func(c *config) { c.qos = q } }
+
+// WithCleanStart sets Clean Start on the first connection. Default false:
+// resume the persistent session (subscriptions and queued QoS 1/2
+// messages survive a reconnect or a restart of the gateway).
+func WithCleanStart(v bool) Option { return func(c *config) { c.cleanStart = v } }
+
+// WithSessionExpiry sets how long the broker keeps the session after a
+// disconnect. Default one hour. Zero ends the session with the connection.
+func WithSessionExpiry(d time.Duration) Option { return func(c *config) { c.sessionExpiry = d } }
+
+// WithKeepAlive sets the keep-alive interval. Default 30s.
+func WithKeepAlive(d time.Duration) Option { return func(c *config) { c.keepAlive = d } }
+
+// WithConnectTimeout bounds one connection attempt. Default 10s.
+func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
+
+// WithBackoff sets the reconnect backoff: exponential with jitter from min
+// up to max. Default 100ms to 10s.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *config) { c.backoffMin, c.backoffMax = min, max }
+}
+
+// WithReceiveMaximum caps the QoS 1/2 messages the broker may have in
+// flight to this client (MQTT v5 Receive Maximum): the back-pressure bound
+// between the broker and a slow handler. Default 256.
+func WithReceiveMaximum(n uint16) Option { return func(c *config) { c.receiveMaximum = n } }
+
+// WithAckInterval sets how often handled messages are acknowledged (acks
+// are sent in receive order, only after the handler returned nil).
+// Default 5ms.
+func WithAckInterval(d time.Duration) Option { return func(c *config) { c.ackInterval = d } }
+
+// WithCredentials sets the user name and password. The password is kept
+// only in the CONNECT packet and is never logged or put in an error.
+// Default: anonymous.
+func WithCredentials(username string, password []byte) Option {
+	return func(c *config) { c.username, c.password = username, password }
+}
+
+// WithCredentialsFromEnv reads the user name and password from the named
+// environment variables; a missing variable is a construction error that
+// names the variable, not its value.
+func WithCredentialsFromEnv(userVar, passwordVar string) Option {
+	return func(c *config) {
+		u, okU := os.LookupEnv(userVar)
+		p, okP := os.LookupEnv(passwordVar)
+		if !okU || !okP {
+			c.credErr = errors.Join(c.credErr, fmt.Errorf("credentials: environment variables %s and %s must both be set", userVar, passwordVar))
+			return
+		}
+		c.username, c.password = u, []byte(p)
+	}
+}
+
+// WithTLS sets the TLS configuration used for tls:// servers (custom root
+// CAs, client certificates). See TLSConfig to build one from PEM files.
+// Default: none (a tls:// URL then uses the system roots).
+func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
+// WithDeadLetterTopic sets the topic malformed payloads are published to
+// (QoS 1, with user properties naming the reason, source topic and packet
+// id). Default "tflo/deadletter".
+func WithDeadLetterTopic(topic string) Option { return func(c *config) { c.deadLetterTopic = topic } }
+
+// WithDecoder replaces the payload decoder. Default DecodeReading (JSON).
+func WithDecoder(d Decoder) Option { return func(c *config) { c.decoder = d } }
+
+// WithDedupCapacity bounds the QoS 2 dedup window and the retained-topic
+// map of the cursor. Defaults 4096 and 4096.
+func WithDedupCapacity(window, retained int) Option {
+	return func(c *config) { c.windowCap, c.retainedCap = window, retained }
+}
+
+// WithCursor restores the dedup cursor from a checkpoint
+// (streaming.MqttCursor Bytes). Default: a fresh cursor.
+func WithCursor(b []byte) Option { return func(c *config) { c.cursor = b } }
+
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithCounterHook reports every counter increment (see Counter) to h, for
+// Prometheus or another metrics backend. Default: none; Stats always works.
+func WithCounterHook(h CounterHook) Option { return func(c *config) { c.counters = h } }
+
+// redactURLError drops the URL (which may hold a password) from a parse error.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %v", ue.Op, ue.Err)
+	}
+	return err
+}

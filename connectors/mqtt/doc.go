@@ -1,0 +1,63 @@
+// Package mqtt is the MQTT v5 source of tflo: sensor readings from a
+// broker (github.com/eclipse/paho.golang autopaho) into a handler — in the
+// reference deployment, the edge gateway's per-sensor graph.
+//
+// # Main types
+//
+//   - [Source]: one client id, one persistent session (Clean Start false on
+//     reconnects and on restart unless WithCleanStart, session expiry one
+//     hour by default), QoS 2 subscriptions, optionally shared
+//     ($share/<group>/<filter>, WithSharedGroup) so several gateways split
+//     one stream. Reconnects with exponential backoff and jitter.
+//   - [Reading] / [DecodeReading]: the JSON payload
+//     {"sensor":"...","ts":...,"value":...}; ts is Unix milliseconds or an
+//     RFC 3339 string.
+//   - [Handler]: the callback each message is handed to.
+//
+// # Processing order and guarantees
+//
+// For every PUBLISH, in receive order:
+//
+//  1. Dedup (QoS 1 and 2): the (packet id, FNV-1a digest of topic and
+//     payload) pair is looked up in the cursor's bounded window. A hit is a
+//     redelivery — the broker resent a message this source already
+//     handled, for example after a reconnect that lost the PUBCOMP, or
+//     after a restart from a checkpoint — and is acknowledged without
+//     calling the handler. The digest is what tells a redelivery from a
+//     new message that reuses a freed packet id.
+//  2. Decode. A payload the decoder refuses is published (QoS 1) to the
+//     dead-letter topic with user properties tflo-reason,
+//     tflo-source-topic and tflo-packet-id, the DeadLettered counter
+//     rises, and the stream continues.
+//  3. Retained: a message delivered because it was retained (a new
+//     subscription, typically after a reconnect) whose ts is not newer
+//     than the last one processed on its topic is skipped.
+//  4. The handler runs. On success the message enters the window, its
+//     topic's sequence advances, and it is acknowledged (PUBREC for QoS 2);
+//     acknowledgements are sent in receive order. On error Run stops and
+//     the message stays unacknowledged, so the broker redelivers it.
+//
+// The window and the topic map have fixed capacities (WithDedupCapacity);
+// the oldest entries are evicted first, so a redelivery arriving after
+// more than window-capacity newer messages is processed again. Memory
+// stays flat under any flood of distinct ids.
+//
+// The broker may have at most WithReceiveMaximum unacknowledged messages
+// in flight to the source: a slow handler slows the broker, no queue grows
+// in between.
+//
+// # Security
+//
+// TLS with custom roots and client certificates ([WithTLS], [TLSConfig])
+// and user name/password ([WithCredentials], [WithCredentialsFromEnv]).
+// The password is never logged nor put in an error. A CONNACK refusing
+// the credentials ends Run with a [*ConnectError] wrapping
+// [ErrBadCredentials] after the first attempt: no reconnect storm.
+//
+// # Concurrency
+//
+// Run owns the connection's goroutines and blocks until they have
+// stopped. The handler is called from one goroutine, one message at a
+// time; [Source.Cut] runs a function between two messages (for
+// checkpoints). Stats and Cut are safe to call from any goroutine.
+package mqtt

@@ -1,0 +1,326 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// Message is one decoded reading as the handler sees it.
+type Message struct {
+	Topic     string
+	PacketID  uint16 // 0 for QoS 0
+	QoS       byte
+	Retain    bool // delivered because it was retained (a new subscription)
+	Duplicate bool // the broker flagged it as a redelivery
+	Reading   Reading
+}
+
+// Handler processes one message. It is called from one goroutine, in
+// receive order, while the source's cut lock is held (see Source.Cut). A
+// non-nil error stops Run; the message stays unacknowledged so the broker
+// redelivers it to the persistent session.
+type Handler func(ctx context.Context, m Message) error
+
+// Source consumes sensor readings from an MQTT v5 broker: QoS 2
+// subscriptions on a persistent session, reconnect with backoff, dedup of
+// redeliveries through a streaming.MqttCursor, dead-lettering of malformed
+// payloads. See the package doc for the processing order.
+type Source struct {
+	cfg config
+
+	mu  sync.Mutex // held while a message is handled and by Cut
+	cur *dedupCursor
+
+	ctr     counters
+	running atomic.Bool
+}
+
+// NewSource validates the options and returns a Source; nothing connects
+// until Run.
+func NewSource(opts ...Option) (*Source, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("mqtt source: %w", err)
+	}
+	cur, err := newDedupCursor(cfg.windowCap, cfg.retainedCap, cfg.cursor)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt source %q: restore cursor: %w", cfg.clientID, err)
+	}
+	return &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}}, nil
+}
+
+// Stats returns the counters and the cursor's sizes.
+func (s *Source) Stats() Stats {
+	s.mu.Lock()
+	wl, wc, rl, rc := s.cur.sizes()
+	s.mu.Unlock()
+	return Stats{
+		Received:         s.ctr.get(CounterReceived),
+		Processed:        s.ctr.get(CounterProcessed),
+		Duplicates:       s.ctr.get(CounterDuplicates),
+		RetainedSkipped:  s.ctr.get(CounterRetainedSkipped),
+		DeadLettered:     s.ctr.get(CounterDeadLettered),
+		DeadLetterFailed: s.ctr.get(CounterDeadLetterFailed),
+		Connects:         s.ctr.get(CounterConnects),
+		ConnectErrors:    s.ctr.get(CounterConnectErrors),
+		Subscribes:       s.ctr.get(CounterSubscribes),
+		WindowLen:        wl, WindowCap: wc, RetainedLen: rl, RetainedCap: rc,
+	}
+}
+
+// Cut runs fn between two messages with the cursor's current encoding
+// (streaming.MqttCursor Bytes): the handler is not running while fn runs,
+// so state the handler owns and the cursor agree. Checkpoints call it.
+// fn must not call back into the Source.
+func (s *Source) Cut(fn func(cursor []byte) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fn(s.cur.bytes())
+}
+
+// Run connects, subscribes and delivers messages to h until ctx is done
+// (then it disconnects cleanly and returns nil), h returns an error (a
+// *HandlerError), or the broker refuses the credentials (a *ConnectError
+// wrapping ErrBadCredentials — Run does not retry those). Other connection
+// failures are retried with backoff. Run may be called once.
+func (s *Source) Run(ctx context.Context, h Handler) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("mqtt source %q: Run called twice: %w", s.cfg.clientID, ErrClosed)
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	log := s.cfg.logger.With("client_id", s.cfg.clientID)
+
+	cc := s.clientConfig(runCtx, cancel, h)
+	cm, err := autopaho.NewConnection(runCtx, cc)
+	if err != nil {
+		return fmt.Errorf("mqtt source %q: %w", s.cfg.clientID, err)
+	}
+	<-runCtx.Done()
+	<-cm.Done()
+	cause := context.Cause(runCtx)
+	if ctx.Err() != nil && errors.Is(cause, ctx.Err()) {
+		log.Info("mqtt source stopped")
+		return nil
+	}
+	log.Error("mqtt source failed", "err", cause)
+	return cause
+}
+
+func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc, h Handler) autopaho.ClientConfig {
+	c := &s.cfg
+	log := c.logger.With("client_id", c.clientID)
+	initialMax := min(c.backoffMin*2, c.backoffMax)
+	cc := autopaho.ClientConfig{
+		ServerUrls:                    c.servers,
+		TlsCfg:                        c.tls,
+		KeepAlive:                     uint16(c.keepAlive.Seconds()),
+		CleanStartOnInitialConnection: c.cleanStart,
+		SessionExpiryInterval:         uint32(c.sessionExpiry.Seconds()),
+		ConnectTimeout:                c.connectTimeout,
+		ReconnectBackoff:              autopaho.NewExponentialBackoff(c.backoffMin, c.backoffMax, initialMax, 2),
+		ConnectUsername:               c.username,
+		ConnectPassword:               c.password,
+		ConnectPacketBuilder: func(cp *paho.Connect, _ *url.URL) (*paho.Connect, error) {
+			if cp.Properties == nil {
+				cp.Properties = &paho.ConnectProperties{}
+			}
+			// Without this paho sends Request Problem Information = 0 and
+			// the broker strips user properties (the dead-letter reason).
+			cp.Properties.RequestProblemInfo = true
+			rm := c.receiveMaximum
+			cp.Properties.ReceiveMaximum = &rm
+			return cp, nil
+		},
+		OnConnectionUp: func(cm *autopaho.ConnectionManager, ca *paho.Connack) {
+			s.ctr.inc(CounterConnects)
+			log.Info("mqtt connected", "session_present", ca.SessionPresent)
+			go s.subscribe(ctx, fail, cm)
+		},
+		OnConnectError: func(err error) {
+			s.ctr.inc(CounterConnectErrors)
+			var ce *autopaho.ConnackError
+			if errors.As(err, &ce) && (ce.ReasonCode == packets.ConnackBadUsernameOrPassword || ce.ReasonCode == packets.ConnackNotAuthorized) {
+				server := ""
+				if len(c.servers) > 0 {
+					server = c.servers[0].Redacted()
+				}
+				fail(&ConnectError{Server: server, Username: c.username, ReasonCode: ce.ReasonCode, Reason: ce.Reason, Err: ErrBadCredentials})
+				return
+			}
+			log.Warn("mqtt connect failed; retrying with backoff", "err", err)
+		},
+		ClientConfig: paho.ClientConfig{
+			ClientID:                   c.clientID,
+			EnableManualAcknowledgment: true,
+			SendAcksInterval:           c.ackInterval,
+			OnClientError:              func(err error) { log.Warn("mqtt connection lost", "err", err) },
+		},
+	}
+	cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){
+		func(pr paho.PublishReceived) (bool, error) {
+			if ctx.Err() != nil {
+				return true, nil // stopping: leave unacked, the broker redelivers
+			}
+			if err := s.handle(ctx, pr.Client, pr.Packet, h); err != nil {
+				if errors.Is(err, errNoAck) {
+					return true, nil
+				}
+				fail(err)
+				return true, err
+			}
+			if pr.Packet.QoS > 0 {
+				if err := pr.Client.Ack(pr.Packet); err != nil {
+					log.Warn("mqtt ack failed", "topic", pr.Packet.Topic, "packet_id", pr.Packet.PacketID, "err", err)
+				}
+			}
+			return true, nil
+		},
+	}
+	return cc
+}
+
+func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm *autopaho.ConnectionManager) {
+	sub := &paho.Subscribe{}
+	for _, f := range s.cfg.filters {
+		if s.cfg.shareGroup != "" {
+			f = "$share/" + s.cfg.shareGroup + "/" + f
+		}
+		sub.Subscriptions = append(sub.Subscriptions, paho.SubscribeOptions{Topic: f, QoS: s.cfg.qos})
+	}
+	sa, err := cm.Subscribe(ctx, sub)
+	if err != nil {
+		if sa != nil { // the broker answered and refused: a configuration error
+			for i, code := range sa.Reasons {
+				if code >= 0x80 && i < len(sub.Subscriptions) {
+					fail(fmt.Errorf("mqtt source %q: subscribe %q refused with reason code 0x%02x", s.cfg.clientID, sub.Subscriptions[i].Topic, code))
+					return
+				}
+			}
+		}
+		// Connection lost mid-subscribe: the next OnConnectionUp retries.
+		s.cfg.logger.Warn("mqtt subscribe failed", "client_id", s.cfg.clientID, "err", err)
+		return
+	}
+	s.ctr.inc(CounterSubscribes)
+}
+
+// handle runs one PUBLISH through dedup, decoding, the retained check and
+// the handler. A nil return means the message may be acknowledged.
+func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, h Handler) error {
+	s.ctr.inc(CounterReceived)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	var digest uint64
+	if p.QoS > 0 {
+		digest = payloadDigest(p.Topic, p.Payload)
+		if s.cur.seen(p.PacketID, digest) {
+			s.ctr.inc(CounterDuplicates)
+			return nil
+		}
+	}
+	r, err := s.cfg.decoder(p.Payload)
+	if err != nil {
+		if err := s.deadLetter(ctx, cli, p, err); err != nil {
+			return err
+		}
+		if p.QoS > 0 {
+			s.cur.mark(p.PacketID, digest)
+		}
+		return nil
+	}
+	if p.Retain && s.cur.retainedSeen(p.Topic, r.TS) {
+		s.ctr.inc(CounterRetainedSkipped)
+		return nil
+	}
+	m := Message{Topic: p.Topic, PacketID: p.PacketID, QoS: p.QoS, Retain: p.Retain, Duplicate: p.Duplicate(), Reading: r}
+	if err := h(ctx, m); err != nil {
+		return &HandlerError{Topic: p.Topic, PacketID: p.PacketID, Err: err}
+	}
+	if p.QoS > 0 {
+		s.cur.mark(p.PacketID, digest)
+	}
+	s.cur.markTopic(p.Topic, r.TS)
+	s.ctr.inc(CounterProcessed)
+	return nil
+}
+
+// Dead-letter user property keys.
+const (
+	PropReason      = "tflo-reason"
+	PropSourceTopic = "tflo-source-topic"
+	PropPacketID    = "tflo-packet-id"
+)
+
+func (s *Source) deadLetter(ctx context.Context, cli *paho.Client, p *paho.Publish, cause error) error {
+	props := &paho.PublishProperties{}
+	props.User.Add(PropReason, cause.Error())
+	props.User.Add(PropSourceTopic, p.Topic)
+	props.User.Add(PropPacketID, strconv.Itoa(int(p.PacketID)))
+	_, err := cli.Publish(ctx, &paho.Publish{
+		Topic:      s.cfg.deadLetterTopic,
+		QoS:        1,
+		Payload:    p.Payload,
+		Properties: props,
+	})
+	if err != nil {
+		s.ctr.inc(CounterDeadLetterFailed)
+		if connectionGone(ctx, cli, err) {
+			// Leave the message unacknowledged: the broker redelivers it
+			// after the reconnect and it is dead-lettered then.
+			s.cfg.logger.Warn("mqtt dead-letter publish lost with the connection", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID)
+			return errNoAck
+		}
+		return fmt.Errorf("mqtt source %q: dead-letter %q (from topic %q, packet %d): %w", s.cfg.clientID, s.cfg.deadLetterTopic, p.Topic, p.PacketID, err)
+	}
+	s.ctr.inc(CounterDeadLettered)
+	s.cfg.logger.Warn("mqtt payload dead-lettered", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "reason", cause)
+	return nil
+}
+
+// errNoAck: the message was not handled because the connection went
+// away; do not acknowledge it and keep running.
+var errNoAck = errors.New("not acknowledged")
+
+func connectionGone(ctx context.Context, cli *paho.Client, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, paho.ErrConnectionLost) {
+		return true
+	}
+	select {
+	case <-cli.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// payloadDigest is FNV-1a 64 over topic and payload: stable across
+// processes (it is persisted in the cursor), no allocation.
+func payloadDigest(topic string, payload []byte) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(topic); i++ {
+		h ^= uint64(topic[i])
+		h *= prime
+	}
+	h ^= 0xff // separator: ("ab","c") != ("a","bc")
+	h *= prime
+	for _, b := range payload {
+		h ^= uint64(b)
+		h *= prime
+	}
+	return h
+}

@@ -1,0 +1,59 @@
+package mqtt
+
+import "sync/atomic"
+
+// Counter names one of the source's counters.
+type Counter int
+
+// The source's counters.
+const (
+	CounterReceived         Counter = iota // PUBLISH packets handed to the source
+	CounterProcessed                       // messages the handler accepted
+	CounterDuplicates                      // QoS 2 redeliveries dropped by the dedup window
+	CounterRetainedSkipped                 // retained messages already seen, dropped
+	CounterDeadLettered                    // malformed payloads published to the dead-letter topic
+	CounterDeadLetterFailed                // dead-letter publishes that failed (message left unacked)
+	CounterConnects                        // successful (re)connections
+	CounterConnectErrors                   // failed connection attempts
+	CounterSubscribes                      // successful SUBSCRIBEs (one per connection)
+	numCounters
+)
+
+var counterNames = [numCounters]string{
+	"received", "processed", "duplicates", "retained_skipped", "dead_lettered",
+	"dead_letter_failed", "connects", "connect_errors", "subscribes",
+}
+
+// String returns the counter's metric-friendly name ("dead_lettered").
+func (c Counter) String() string {
+	if c >= 0 && c < numCounters {
+		return counterNames[c]
+	}
+	return "unknown"
+}
+
+// CounterHook receives every counter increment. It is called from the
+// source's goroutines and must not block.
+type CounterHook func(c Counter, delta uint64)
+
+// Stats is a point-in-time copy of a source's counters and cursor sizes.
+type Stats struct {
+	Received, Processed, Duplicates, RetainedSkipped uint64
+	DeadLettered, DeadLetterFailed                   uint64
+	Connects, ConnectErrors, Subscribes              uint64
+	WindowLen, WindowCap, RetainedLen, RetainedCap   int
+}
+
+type counters struct {
+	v    [numCounters]atomic.Uint64
+	hook CounterHook
+}
+
+func (c *counters) inc(k Counter) {
+	c.v[k].Add(1)
+	if c.hook != nil {
+		c.hook(k, 1)
+	}
+}
+
+func (c *counters) get(k Counter) uint64 { return c.v[k].Load() }
