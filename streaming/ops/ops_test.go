@@ -1,0 +1,299 @@
+package ops
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Hand-computed tables: warm-up, steady state and NaN/±Inf for each
+// single-input operator, event times 0, 1, 2, ...
+func TestOperatorsHandComputed(t *testing.T) {
+	sig := streaming.Sig
+	tests := []struct {
+		name string
+		op   streaming.Operator
+		in   []float64
+		want []streaming.Computed
+	}{
+		{"sma/3 warm-up then mean of last 3", NewSMA(3),
+			[]float64{1, 2, 3, 4, nan, 5, pinf, 6, ninf},
+			[]streaming.Computed{none, none, f(2), f(3), none, f(4), none, f(5), none}},
+		{"sma/1 is identity", NewSMA(1), []float64{7, nan, -2}, []streaming.Computed{f(7), none, f(-2)}},
+		// α = 2/(3+1) = 0.5; seed = (1+2+3)/3 = 2; then 2+0.5(4−2)=3; 3+0.5(8−3)=5.5
+		{"ema/3 seeded by the mean of the first 3", NewEMA(3),
+			[]float64{1, nan, 2, 3, 4, pinf, 8},
+			[]streaming.Computed{none, none, none, f(2), f(3), none, f(5.5)}},
+		{"hysteresis 20/25 no chatter between thresholds", NewHysteresis(20, 25),
+			[]float64{19, 24.9, 25, 24, 21, 20.1, 20, 22, 24.9, nan, 26, pinf, 19},
+			[]streaming.Computed{sig(Low, 19), sig(Low, 24.9), sig(High, 25), sig(High, 24), sig(High, 21), sig(High, 20.1),
+				sig(Low, 20), sig(Low, 22), sig(Low, 24.9), none, sig(High, 26), none, sig(Low, 19)}},
+		{"threshold cross at 10, no dwell; at the threshold is below", NewThresholdCross(10),
+			[]float64{5, 11, 12, 9, 10, 10, 11, nan, 10.5, ninf, 3},
+			[]streaming.Computed{none, sig(Up, 11), none, sig(Down, 9), none, none, sig(Up, 11), none, none, none, sig(Down, 3)}},
+		{"threshold cross: first value above sets the side silently", NewThresholdCross(10),
+			[]float64{nan, 15, 16, 4}, []streaming.Computed{none, none, none, sig(Down, 4)}},
+		{"deadband 1: strictly more than the band", NewDeadband(1),
+			[]float64{10, 10.5, 11, 11.25, 9.75, nan, 10, pinf, 8.5},
+			[]streaming.Computed{f(10), none, none, f(11.25), f(9.75), none, none, none, f(8.5)}},
+		{"rate of change per ts unit", NewRateOfChange(),
+			[]float64{1, 3, nan, 9, 9, pinf, 1},
+			// ts 0..6; NaN at ts 2 and Inf at ts 5 are skipped: (9−3)/(3−1)=3, 0, (1−9)/(6−4)=−4
+			[]streaming.Computed{none, f(2), none, f(3), f(0), none, f(-4)}},
+		{"rolling min/3", NewRollingMin(3),
+			[]float64{5, 3, 4, 6, 7, nan, 2, 2, 9, 9, 9},
+			[]streaming.Computed{none, none, f(3), f(3), f(4), none, f(2), f(2), f(2), f(2), f(9)}},
+		{"rolling max/3", NewRollingMax(3),
+			[]float64{5, 3, 4, 6, 1, ninf, 0, 0, -1, -2, 8},
+			[]streaming.Computed{none, none, f(5), f(6), f(6), none, f(6), f(1), f(0), f(0), f(8)}},
+		// windows (sorted): [1 1 1 1 10]→median 1, |10−1|>2 → 1;
+		// [1 1 1 2 10]→1, |2−1|≤2 → 2; [1 1 2 3 10]→2, |3−2|≤2 → 3;
+		// [1 2 3 10 30]→3, 30 → 3; [2 3 3 10 30]→3, 3 → 3 (oldest 1 left first)
+		{"median despike 5, maxDev 2", NewMedianDespike(5, 2),
+			[]float64{1, 1, 1, 1, 10, nan, 2, 3, 30, 3},
+			[]streaming.Computed{none, none, none, none, f(1), none, f(2), f(3), f(3), f(3)}},
+		// even window: median of [1 2 4 8] is 3; 8 is 5 away > 4 → 3
+		{"median despike 4 even window", NewMedianDespike(4, 4),
+			[]float64{1, 2, 4, 8, 5},
+			[]streaming.Computed{none, none, none, f(3), f(5)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			requireOutputs(t, tt.want, feed(tt.op, tt.in))
+		})
+	}
+}
+
+func TestRateOfChangeTime(t *testing.T) {
+	tests := []struct {
+		name string
+		op   *RateOfChange
+		ts   []int64
+		xs   []float64
+		want []streaming.Computed
+	}{
+		{"duplicate and out-of-order timestamps are ignored", NewRateOfChange(),
+			[]int64{0, 2, 2, 1, 4}, []float64{1, 5, 7, 0, 1},
+			[]streaming.Computed{none, f(2), none, none, f(-2)}},
+		{"per second with nanosecond event time", NewRateOfChange(Per(1e9)),
+			[]int64{0, 500_000_000, 2_500_000_000}, []float64{10, 11, 7},
+			[]streaming.Computed{none, f(2), f(-2)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := make([]streaming.Computed, len(tt.xs))
+			for i := range tt.xs {
+				got[i] = tt.op.Eval([]streaming.Computed{f(tt.xs[i])}, tt.ts[i])
+			}
+			requireOutputs(t, tt.want, got)
+		})
+	}
+}
+
+func TestThresholdCrossDwell(t *testing.T) {
+	sig := streaming.Sig
+	type rec struct {
+		ts int64
+		x  float64
+	}
+	tests := []struct {
+		name string
+		op   *ThresholdCross
+		recs []rec
+		want []streaming.Computed
+	}{
+		{"an excursion shorter than the dwell is no crossing; a held one is confirmed once",
+			NewThresholdCross(10, WithDwell(3)),
+			[]rec{{0, 5}, {1, 11}, {2, 12}, {3, 4}, {4, 11}, {6, 12}, {7, 13}, {8, 14}, {9, 5}, {10, nan}, {11, 6}, {12, 6}},
+			// up pending at 1, cancelled at 3; pending again at 4, confirmed at 7 (7−4 ≥ 3);
+			// down pending at 9, NaN at 10 keeps it pending, confirmed at 12.
+			[]streaming.Computed{none, none, none, none, none, none, sig(Up, 13), none, none, none, none, sig(Down, 6)}},
+		{"exactly the dwell confirms", NewThresholdCross(0, WithDwell(5)),
+			[]rec{{0, -1}, {10, 1}, {14, 1}, {15, 2}},
+			[]streaming.Computed{none, none, none, sig(Up, 2)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := make([]streaming.Computed, len(tt.recs))
+			for i, r := range tt.recs {
+				got[i] = tt.op.Eval([]streaming.Computed{f(r.x)}, r.ts)
+			}
+			requireOutputs(t, tt.want, got)
+		})
+	}
+}
+
+// OnMode: a ThresholdCross at 0.5 behind a Hysteresis confirms the
+// hysteresis' mode changes, reporting the value that confirmed them.
+func TestThresholdCrossOnMode(t *testing.T) {
+	h, c := NewHysteresis(20, 25), NewThresholdCross(0.5, OnMode(), WithDwell(2))
+	xs := []float64{18, 26, 22, 19, 26, 24, 23, 21, 19, 18}
+	// modes:       L   H   H   L   H   H   H   H   L   L
+	// High at ts 1 falls back at ts 3 (held < 2): no crossing. High from
+	// ts 4 is confirmed at ts 6 with value 23. Low from ts 8 is not yet
+	// confirmed at ts 9.
+	want := []streaming.Computed{none, none, none, none, none, none, streaming.Sig(Up, 23), none, none, none}
+	got := make([]streaming.Computed, len(xs))
+	for i, x := range xs {
+		got[i] = c.Eval([]streaming.Computed{h.Eval([]streaming.Computed{f(x)}, int64(i))}, int64(i))
+	}
+	requireOutputs(t, want, got)
+}
+
+// Reference formulas recomputed from scratch over the valid values seen so
+// far, on a long noisy stream: the operators' O(1) updates must agree with
+// the textbook definitions at every step.
+func TestOperatorsAgainstReference(t *testing.T) {
+	xs := noisy(1, 3000)
+	tests := []struct {
+		name string
+		op   streaming.Operator
+		ref  func(hist []float64) streaming.Computed // hist: valid values so far, newest last
+	}{
+		{"sma/7 = arithmetic mean of the last 7", NewSMA(7), func(h []float64) streaming.Computed {
+			if len(h) < 7 {
+				return none
+			}
+			s := 0.0
+			for _, v := range h[len(h)-7:] {
+				s += v
+			}
+			return f(s / 7)
+		}},
+		{"ema/10 = SMA seed then recursive α=2/11", NewEMA(10), func(h []float64) streaming.Computed {
+			if len(h) < 10 {
+				return none
+			}
+			e := 0.0
+			for _, v := range h[:10] {
+				e += v
+			}
+			e /= 10
+			for _, v := range h[10:] {
+				e = (2.0/11)*v + (1-2.0/11)*e
+			}
+			return f(e)
+		}},
+		{"rolling_min/16 = min of the last 16", NewRollingMin(16), func(h []float64) streaming.Computed {
+			if len(h) < 16 {
+				return none
+			}
+			return f(slices.Min(h[len(h)-16:]))
+		}},
+		{"rolling_max/16 = max of the last 16", NewRollingMax(16), func(h []float64) streaming.Computed {
+			if len(h) < 16 {
+				return none
+			}
+			return f(slices.Max(h[len(h)-16:]))
+		}},
+		{"median_despike/7 = median of a sorted copy", NewMedianDespike(7, 3), func(h []float64) streaming.Computed {
+			if len(h) < 7 {
+				return none
+			}
+			w := slices.Sorted(slices.Values(h[len(h)-7:]))
+			x := h[len(h)-1]
+			if math.Abs(x-w[3]) > 3 {
+				return f(w[3])
+			}
+			return f(x)
+		}},
+		{"deadband/0.5 against the last reported value", NewDeadband(0.5), func(h []float64) streaming.Computed {
+			last := h[0]
+			for i, v := range h {
+				if i > 0 && math.Abs(v-last) > 0.5 {
+					last = v
+					if i == len(h)-1 {
+						return f(v)
+					}
+				}
+			}
+			if len(h) == 1 {
+				return f(h[0])
+			}
+			return none
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hist []float64
+			in := make([]streaming.Computed, 1)
+			for i, x := range xs {
+				in[0] = f(x)
+				got := tt.op.Eval(in, int64(i))
+				want := none
+				if valid(x) {
+					hist = append(hist, x)
+					want = tt.ref(hist)
+				}
+				if !approxEqual(got, want) {
+					t.Fatalf("record %d (x=%v): got %v, want %v", i, x, got, want)
+				}
+			}
+		})
+	}
+}
+
+// The compensated running sum keeps a long-running SMA exact where a
+// naive running sum drifts: values far apart in magnitude enter and leave
+// the window for a million events.
+func TestSMADoesNotDrift(t *testing.T) {
+	s := NewSMA(4)
+	in := make([]streaming.Computed, 1)
+	var got streaming.Computed
+	for i := range 1_000_000 {
+		v := 0.1
+		if i%2 == 0 {
+			v = 1e8 + 0.3
+		}
+		in[0] = f(v)
+		got = s.Eval(in, int64(i))
+	}
+	want := (2*(1e8+0.3) + 2*0.1) / 4
+	if math.Abs(got.Float64()-want) > 1e-8 {
+		t.Fatalf("after 1e6 events: %v, want %v (drift %g)", got.Float64(), want, got.Float64()-want)
+	}
+}
+
+func TestConstructorsPanicOnImpossibleParameters(t *testing.T) {
+	tests := []struct {
+		name string
+		make func()
+	}{
+		{"sma window 0", func() { NewSMA(0) }},
+		{"ema period 0", func() { NewEMA(0) }},
+		{"hysteresis low == high", func() { NewHysteresis(5, 5) }},
+		{"hysteresis NaN", func() { NewHysteresis(nan, 5) }},
+		{"cross NaN threshold", func() { NewThresholdCross(nan) }},
+		{"cross negative dwell", func() { NewThresholdCross(1, WithDwell(-1)) }},
+		{"deadband negative", func() { NewDeadband(-1) }},
+		{"rate per 0", func() { NewRateOfChange(Per(0)) }},
+		{"rolling min window 0", func() { NewRollingMin(0) }},
+		{"rolling max window 0", func() { NewRollingMax(0) }},
+		{"despike window 0", func() { NewMedianDespike(0, 1) }},
+		{"despike negative maxDev", func() { NewMedianDespike(3, -1) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("constructor did not panic")
+				}
+			}()
+			tt.make()
+		})
+	}
+}
+
+// Graph.Build refuses a node wired with the wrong number of inputs,
+// naming the node.
+func TestArityCheckedAtBuild(t *testing.T) {
+	_, err := streaming.NewBuilder().Input("a", "b").
+		Node("smooth", func() streaming.Operator { return NewSMA(3) }, "a", "b").
+		Build()
+	var ge *streaming.GraphError
+	if !errorsAs(err, &ge) || ge.Node != "smooth" {
+		t.Fatalf("Build: got %v, want a GraphError naming node smooth", err)
+	}
+}
