@@ -1,0 +1,209 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Secret is a string that never prints: String, GoString and the %v family
+// show "[redacted]", and JSON marshals it as "[redacted]", so a secret put
+// in a config struct cannot leak into logs or error messages.
+type Secret string
+
+// String returns "[redacted]".
+func (Secret) String() string { return "[redacted]" }
+
+// GoString returns "[redacted]".
+func (Secret) GoString() string { return "[redacted]" }
+
+// MarshalJSON writes "[redacted]".
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
+
+// Reveal returns the secret itself, for handing to the client library only.
+func (s Secret) Reveal() string { return string(s) }
+
+// SASL mechanisms.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismScramSHA256 = "SCRAM-SHA-256"
+	MechanismScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASLConfig is SASL authentication.
+type SASLConfig struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string `json:"mechanism" yaml:"mechanism"`
+	Username  string `json:"username" yaml:"username"`
+	Password  Secret `json:"password" yaml:"password"`
+}
+
+// TLSConfig is TLS to the brokers. PEM fields win over file fields.
+type TLSConfig struct {
+	// CAFile / CAPEM: the CA that signed the brokers' certificates; empty
+	// means the system roots.
+	CAFile string `json:"ca_file,omitempty" yaml:"ca_file,omitempty"`
+	CAPEM  []byte `json:"-" yaml:"-"`
+	// CertFile+KeyFile / CertPEM+KeyPEM: the client certificate (mTLS).
+	CertFile string `json:"cert_file,omitempty" yaml:"cert_file,omitempty"`
+	KeyFile  string `json:"key_file,omitempty" yaml:"key_file,omitempty"`
+	CertPEM  []byte `json:"-" yaml:"-"`
+	KeyPEM   Secret `json:"-" yaml:"-"`
+	// ServerName overrides the name checked in the broker certificate.
+	ServerName string `json:"server_name,omitempty" yaml:"server_name,omitempty"`
+}
+
+// Security is the transport security of a Source or Publisher. The zero
+// value is plaintext without authentication.
+type Security struct {
+	TLS  *TLSConfig  `json:"tls,omitempty" yaml:"tls,omitempty"`
+	SASL *SASLConfig `json:"sasl,omitempty" yaml:"sasl,omitempty"`
+}
+
+// SecurityFromEnv reads SASL settings from the environment:
+// <prefix>SASL_MECHANISM, <prefix>SASL_USERNAME, <prefix>SASL_PASSWORD, and
+// TLS files from <prefix>TLS_CA_FILE, <prefix>TLS_CERT_FILE,
+// <prefix>TLS_KEY_FILE (prefix e.g. "TFLO_KAFKA_"). Unset variables leave
+// the feature off.
+func SecurityFromEnv(prefix string) Security {
+	var s Security
+	if u := os.Getenv(prefix + "SASL_USERNAME"); u != "" {
+		mech := os.Getenv(prefix + "SASL_MECHANISM")
+		if mech == "" {
+			mech = MechanismScramSHA512
+		}
+		s.SASL = &SASLConfig{Mechanism: mech, Username: u, Password: Secret(os.Getenv(prefix + "SASL_PASSWORD"))}
+	}
+	ca, cert, key := os.Getenv(prefix+"TLS_CA_FILE"), os.Getenv(prefix+"TLS_CERT_FILE"), os.Getenv(prefix+"TLS_KEY_FILE")
+	if ca != "" || cert != "" {
+		s.TLS = &TLSConfig{CAFile: ca, CertFile: cert, KeyFile: key}
+	}
+	return s
+}
+
+// Validate checks the settings; its errors never contain secrets.
+func (s Security) Validate() error {
+	if s.SASL != nil {
+		switch strings.ToUpper(s.SASL.Mechanism) {
+		case MechanismPlain, MechanismScramSHA256, MechanismScramSHA512:
+		default:
+			return fmt.Errorf("kafka security: SASL mechanism %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", s.SASL.Mechanism)
+		}
+		if s.SASL.Username == "" {
+			return errors.New("kafka security: SASL username is empty")
+		}
+	}
+	if t := s.TLS; t != nil {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			return errors.New("kafka security: TLS client certificate needs both cert_file and key_file")
+		}
+		if (len(t.CertPEM) == 0) != (t.KeyPEM == "") {
+			return errors.New("kafka security: TLS client certificate needs both the certificate and the key PEM")
+		}
+	}
+	return nil
+}
+
+// kgoOpts turns s into client options.
+func (s Security) kgoOpts() ([]kgo.Opt, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	var opts []kgo.Opt
+	if s.TLS != nil {
+		tc, err := s.TLS.build()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if s.SASL != nil {
+		user, pass := s.SASL.Username, s.SASL.Password.Reveal()
+		var m sasl.Mechanism
+		switch strings.ToUpper(s.SASL.Mechanism) {
+		case MechanismPlain:
+			m = plain.Auth{User: user, Pass: pass}.AsMechanism()
+		case MechanismScramSHA256:
+			m = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+		case MechanismScramSHA512:
+			m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+func (t *TLSConfig) build() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	ca := t.CAPEM
+	if len(ca) == 0 && t.CAFile != "" {
+		b, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka security: read CA file: %w", err)
+		}
+		ca = b
+	}
+	if len(ca) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, errors.New("kafka security: CA holds no PEM certificate")
+		}
+		tc.RootCAs = pool
+	}
+	switch {
+	case len(t.CertPEM) > 0:
+		cert, err := tls.X509KeyPair(t.CertPEM, []byte(t.KeyPEM.Reveal()))
+		if err != nil {
+			return nil, errors.New("kafka security: client certificate and key PEM do not form a key pair")
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	case t.CertFile != "":
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka security: load client certificate %s: %w", t.CertFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// isAuthError reports whether err is the broker refusing our credentials.
+func isAuthError(err error) bool {
+	return errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		errors.Is(err, kerr.IllegalSaslState) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// checkConnect makes one metadata round trip with a short-lived client to
+// fail fast — once, with a clear error — on wrong credentials or an
+// unreachable cluster, before a long-lived client starts retrying.
+func checkConnect(ctx context.Context, base []kgo.Opt, who string, sec Security) error {
+	opts := append(append([]kgo.Opt{}, base...), kgo.RequestRetries(0))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	defer cl.Close()
+	if err := cl.Ping(ctx); err != nil {
+		if isAuthError(err) {
+			user, mech := "", ""
+			if sec.SASL != nil {
+				user, mech = sec.SASL.Username, sec.SASL.Mechanism
+			}
+			return fmt.Errorf("%s: broker refused %s credentials of user %q: %w", who, mech, user, ErrAuthentication)
+		}
+		return fmt.Errorf("%s: connect: %w", who, err)
+	}
+	return nil
+}
