@@ -1,0 +1,250 @@
+package s3
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Option configures New, NewCursorStore and NewArchive.
+type Option func(*config)
+
+type config struct {
+	client       *awss3.Client
+	prefix       string
+	region       string
+	endpoint     string
+	pathStyle    bool
+	accessKey    string
+	secretKey    string
+	sessionToken string
+	caPEM        []byte
+	tlsConfig    *tls.Config
+	httpClient   *http.Client
+	apiOptions   []func(*middleware.Stack) error
+
+	compactRatio    float64
+	compactMinBytes uint64
+	conditional     bool
+	epochFencing    bool
+	logger          *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		compactRatio:    0.5,
+		compactMinBytes: 1 << 20,
+		conditional:     true,
+		logger:          slog.Default(),
+	}
+}
+
+// WithClient uses an existing S3 client instead of building one; the
+// client options (WithRegion, WithEndpoint, WithPathStyle,
+// WithStaticCredentials, WithCACert, WithTLSConfig, WithHTTPClient,
+// WithAPIOptions) cannot be combined with it. Default: build a client.
+func WithClient(c *awss3.Client) Option { return func(o *config) { o.client = c } }
+
+// WithPrefix places every object under prefix (a trailing slash is
+// added). One Store (one shard's state) per prefix. Default: the bucket
+// root.
+func WithPrefix(prefix string) Option { return func(o *config) { o.prefix = prefix } }
+
+// WithRegion sets the signing region. Default: the standard chain
+// (AWS_REGION, shared config), else "us-east-1".
+func WithRegion(region string) Option { return func(o *config) { o.region = region } }
+
+// WithEndpoint sets the base endpoint URL of an S3-compatible server
+// (MinIO, versitygw, Ceph), e.g. "http://127.0.0.1:9000". Default: AWS.
+func WithEndpoint(url string) Option { return func(o *config) { o.endpoint = url } }
+
+// WithPathStyle addresses buckets as http://host/bucket/key instead of
+// http://bucket.host/key, which most S3-compatible servers need. Default:
+// false (virtual-hosted style).
+func WithPathStyle(on bool) Option { return func(o *config) { o.pathStyle = on } }
+
+// WithStaticCredentials signs with a fixed access key and secret (and an
+// optional session token). Default: the standard credential chain
+// (environment, shared files, SSO, instance roles). The secret never
+// appears in errors or logs.
+func WithStaticCredentials(accessKey, secretKey, sessionToken string) Option {
+	return func(o *config) { o.accessKey, o.secretKey, o.sessionToken = accessKey, secretKey, sessionToken }
+}
+
+// WithCACert trusts the PEM-encoded CA certificates (in addition to the
+// system pool) for a TLS endpoint with a private CA. Default: system pool.
+func WithCACert(pem []byte) Option { return func(o *config) { o.caPEM = pem } }
+
+// WithTLSConfig sets the TLS configuration of the HTTP transport (client
+// certificates, minimum version, ...). Combined with WithCACert, the CA is
+// added to a clone of it. Default: Go's defaults.
+func WithTLSConfig(c *tls.Config) Option { return func(o *config) { o.tlsConfig = c } }
+
+// WithHTTPClient sends requests through c; it cannot be combined with
+// WithCACert or WithTLSConfig. Default: the SDK's buildable client.
+func WithHTTPClient(c *http.Client) Option { return func(o *config) { o.httpClient = c } }
+
+// WithAPIOptions adds smithy middleware to every request of the built
+// client, e.g. (*RequestCounter).Register. Default: none.
+func WithAPIOptions(fns ...func(*middleware.Stack) error) Option {
+	return func(o *config) { o.apiOptions = append(o.apiOptions, fns...) }
+}
+
+// WithCompaction sets when a commit also rewrites segments: once dead
+// record bytes exceed ratio of all record bytes and at least minDeadBytes.
+// A ratio of 0 disables automatic compaction (Compact still works).
+// Default: 0.5 and 1 MiB.
+func WithCompaction(ratio float64, minDeadBytes uint64) Option {
+	return func(o *config) { o.compactRatio, o.compactMinBytes = ratio, minDeadBytes }
+}
+
+// WithConditionalWrites makes every manifest PUT conditional on the ETag
+// the Store last read (If-Match, or If-None-Match "*" for the first), so
+// a second writer on the same prefix loses with ErrConflict instead of
+// silently overwriting. Turn it off only for servers without conditional
+// PUT support. Default: true.
+func WithConditionalWrites(on bool) Option { return func(o *config) { o.conditional = on } }
+
+// WithEpochFencing makes the manifest record the highest SnapshotMeta.Epoch
+// committed, and SaveBatch refuse (wrapping streaming.ErrFenced) a batch
+// holding an older epoch, so a zombie owner's checkpoint changes nothing.
+// Default: false.
+func WithEpochFencing(on bool) Option { return func(o *config) { o.epochFencing = on } }
+
+// WithLogger sets where background problems (a failed garbage delete) are
+// logged. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
+
+func (c *config) validate(bucket string) error {
+	var errs []error
+	if bucket == "" {
+		errs = append(errs, errors.New("the bucket name is empty"))
+	}
+	if c.client != nil && (c.region != "" || c.endpoint != "" || c.pathStyle || c.accessKey != "" ||
+		c.caPEM != nil || c.tlsConfig != nil || c.httpClient != nil || len(c.apiOptions) > 0) {
+		errs = append(errs, errors.New("WithClient cannot be combined with options that build a client (region, endpoint, path style, credentials, TLS, HTTP client, API options)"))
+	}
+	if c.httpClient != nil && (c.caPEM != nil || c.tlsConfig != nil) {
+		errs = append(errs, errors.New("WithHTTPClient cannot be combined with WithCACert or WithTLSConfig; configure TLS on the HTTP client"))
+	}
+	if c.endpoint != "" {
+		if u, err := url.Parse(c.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("endpoint %q is not an http:// or https:// URL", c.endpoint))
+		}
+	}
+	if (c.accessKey == "") != (c.secretKey == "") {
+		errs = append(errs, errors.New("static credentials need both an access key and a secret"))
+	}
+	if c.compactRatio < 0 || c.compactRatio >= 1 {
+		errs = append(errs, fmt.Errorf("compaction ratio %v is outside [0, 1)", c.compactRatio))
+	}
+	if strings.HasPrefix(c.prefix, "/") {
+		errs = append(errs, fmt.Errorf("prefix %q starts with a slash", c.prefix))
+	}
+	if c.logger == nil {
+		errs = append(errs, errors.New("the logger is nil"))
+	}
+	return errors.Join(errs...)
+}
+
+// objectPrefix is the normalised prefix: "" or ending in "/".
+func (c *config) objectPrefix() string {
+	if c.prefix == "" || strings.HasSuffix(c.prefix, "/") {
+		return c.prefix
+	}
+	return c.prefix + "/"
+}
+
+// endpointName is how errors name the server.
+func (c *config) endpointName() string {
+	if c.endpoint != "" {
+		return c.endpoint
+	}
+	if c.client != nil {
+		if e := c.client.Options().BaseEndpoint; e != nil {
+			return *e
+		}
+		return "AWS S3 (region " + c.client.Options().Region + ")"
+	}
+	return "AWS S3 (region " + c.region + ")"
+}
+
+// buildClient returns the configured client, building it from the options
+// and the standard chain when WithClient was not given.
+func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
+	if c.client != nil {
+		return c.client, nil
+	}
+	var loadOpts []func(*awsconfig.LoadOptions) error
+	if c.region != "" {
+		loadOpts = append(loadOpts, awsconfig.WithRegion(c.region))
+	}
+	if c.accessKey != "" {
+		loadOpts = append(loadOpts, awsconfig.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(c.accessKey, c.secretKey, c.sessionToken)))
+	}
+	switch {
+	case c.httpClient != nil:
+		loadOpts = append(loadOpts, awsconfig.WithHTTPClient(c.httpClient))
+	case c.caPEM != nil || c.tlsConfig != nil:
+		tc, err := c.tls()
+		if err != nil {
+			return nil, err
+		}
+		hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.TLSClientConfig = tc })
+		loadOpts = append(loadOpts, awsconfig.WithHTTPClient(hc))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = "us-east-1"
+	}
+	c.region = awsCfg.Region
+	return awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {
+		if c.endpoint != "" {
+			o.BaseEndpoint = aws.String(c.endpoint)
+		}
+		o.UsePathStyle = c.pathStyle
+		// S3-compatible servers differ in their support of the newer
+		// default checksums; send them only where the API requires.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.APIOptions = append(o.APIOptions, c.apiOptions...)
+	}), nil
+}
+
+func (c *config) tls() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.tlsConfig != nil {
+		tc = c.tlsConfig.Clone()
+	}
+	if c.caPEM != nil {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if tc.RootCAs != nil {
+			pool = tc.RootCAs.Clone()
+		}
+		if !pool.AppendCertsFromPEM(c.caPEM) {
+			return nil, errors.New("s3: WithCACert: no certificate could be parsed from the PEM bytes")
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}

@@ -1,0 +1,90 @@
+// Package s3 keeps tflo's durable state and its Parquet archive in an S3
+// bucket (AWS or an S3-compatible server such as MinIO or versitygw),
+// through github.com/aws/aws-sdk-go-v2/service/s3.
+//
+// # Main types
+//
+//   - [Store]: a streaming.StateStore that never sends one PUT per key.
+//     SaveBatch packs the whole batch into one segment object and commits
+//     it by rewriting one manifest object: 2 PUTs whatever the batch size.
+//     Load of one key is one ranged GET (plus one GET of the manifest on a
+//     cold Store: at most 2 GETs). DeleteKeys removes many keys in one
+//     commit and drops emptied segments with DeleteObjects. Compaction
+//     rewrites segments once dead bytes pass a threshold.
+//   - [CursorStore]: a streaming.CursorStore, one small object per cursor
+//     key (cursors are per shard, not per record key), fenced by epoch.
+//   - [Archive]: the Parquet archive's object store (connectors/parquet's
+//     Archive interface) on an S3 prefix; PutAtomic is a single PUT.
+//   - [RequestCounter]: smithy middleware counting requests by operation,
+//     for tests, benchmarks and metrics.
+//
+// # Object layout (below the prefix given by WithPrefix)
+//
+//	manifest                                  the commit point: live segments and the full key index
+//	seg/<generation:020d>-<random:08x>.seg    immutable segment objects: records, their index, a trailer
+//	cursor/<hex(key)>                         one CursorStore record per cursor key
+//
+// A segment holds records (key, streaming.MarshalSnapshot bytes with their
+// own CRC32C) followed by an index of the records and a checksummed
+// trailer, so every segment describes itself. The manifest names the live
+// segments and maps every key to (segment, offset, length); it is
+// CRC32C-checked as a whole. Byte formats are in format.go.
+//
+// # Commit order and crash safety
+//
+// A commit is: (1) PUT the new segment, under a name never used before;
+// (2) PUT the manifest, conditional on the ETag this Store last read
+// (If-Match, or If-None-Match "*" for the first); (3) DeleteObjects of the
+// segments the new manifest no longer names. Each PUT is atomic on S3:
+// readers see the old object or the whole new one. So a crash
+//
+//   - before or during (1) leaves the old manifest and old segments: the
+//     previous commit, intact; the batch was not saved (SaveBatch had not
+//     returned nil, so the checkpointer does not save the cursor);
+//   - between (1) and (2) leaves an orphan segment no manifest names: the
+//     state is still the previous commit; Compact deletes the orphan;
+//   - between (2) and (3) leaves the new commit in force plus old segments
+//     no manifest names: garbage only, swept by Compact;
+//   - during (3) leaves some of that garbage.
+//
+// Segments are never modified and are deleted only after a manifest that
+// no longer names them is committed, so a manifest always names segments
+// that exist. A reader in another process holding an older manifest may
+// find a segment compacted away; Load then rereads the manifest once.
+//
+// # One writer per prefix
+//
+// A Store is the only writer of its prefix (one shard's state). A second
+// writer — a zombie owner after a rebalance — is caught by the conditional
+// manifest PUT: its commit fails with an error wrapping ErrConflict and
+// streaming.ErrFenced and changes nothing (its segment is an orphan). With
+// WithEpochFencing the manifest also records the highest snapshot epoch,
+// and batches of older epochs are refused even after a reread.
+//
+// # Request costs
+//
+//	SaveBatch(n items)   2 PUTs (+1 GET per compacted segment, +1 DeleteObjects when segments empty out)
+//	Load                 1 ranged GET (+1 GET of the manifest on a cold Store)
+//	ListKeys             0 (+1 GET of the manifest on a cold Store)
+//	DeleteKeys(n keys)   1 PUT (+1 DeleteObjects per 1000 emptied segments)
+//
+// The manifest is rewritten on every commit and grows with the number of
+// keys (about key length + 8 bytes per key), which is why Save of a single
+// key is a poor checkpoint: use SaveBatch.
+//
+// # Clients, credentials, TLS
+//
+// Credentials come from the standard AWS chain (environment, shared
+// files, SSO, instance roles) or WithStaticCredentials; the secret never
+// appears in errors or logs, and errors name the bucket, object and
+// endpoint. WithEndpoint and WithPathStyle address S3-compatible servers;
+// WithCACert and WithTLSConfig configure TLS. Every request body is a
+// bytes.Reader, which is seekable, so signing and retries work over plain
+// http too (the SDK refuses non-seekable bodies there).
+//
+// # Concurrency
+//
+// Store, CursorStore and Archive are safe for concurrent use and start no
+// goroutines. A Store serialises its commits; loads run in parallel with
+// each other and with a commit, and see the last committed manifest.
+package s3

@@ -1,0 +1,69 @@
+package s3
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// ErrAccessDenied is wrapped by errors for requests the server refused
+// because of the credentials (wrong access key or secret, expired token,
+// missing permission). The message names the bucket and endpoint, never
+// the secret.
+var ErrAccessDenied = errors.New("access denied")
+
+// ErrNoSuchBucket is wrapped by errors for requests to a bucket that does
+// not exist on the endpoint.
+var ErrNoSuchBucket = errors.New("no such bucket")
+
+// ErrConflict is wrapped (together with streaming.ErrFenced) by a commit
+// that lost to another writer: the manifest changed on the server since
+// this Store read it, so the commit was refused and changed nothing. The
+// Store forgets its cached manifest; the next call reads the winner's.
+var ErrConflict = errors.New("manifest changed by another writer")
+
+// apiCode returns the S3 error code and HTTP status of err, if any.
+func apiCode(err error) (code string, status int) {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	return code, status
+}
+
+func isNotFound(err error) bool {
+	code, status := apiCode(err)
+	switch code {
+	case "NoSuchKey", "NotFound":
+		return true
+	case "NoSuchBucket":
+		return false
+	}
+	return status == http.StatusNotFound && code != "NoSuchBucket"
+}
+
+func isPreconditionFailed(err error) bool {
+	code, status := apiCode(err)
+	return code == "PreconditionFailed" || status == http.StatusPreconditionFailed
+}
+
+// classify wraps err with the package sentinel its S3 error code maps to.
+func classify(err error) error {
+	code, status := apiCode(err)
+	switch {
+	case code == "NoSuchBucket":
+		return fmt.Errorf("%w: %w", ErrNoSuchBucket, err)
+	case code == "AccessDenied" || code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId" ||
+		code == "InvalidToken" || code == "ExpiredToken" || code == "InvalidClientTokenId" ||
+		status == http.StatusForbidden || status == http.StatusUnauthorized:
+		return fmt.Errorf("%w (check the access key and secret): %w", ErrAccessDenied, err)
+	}
+	return err
+}

@@ -1,0 +1,325 @@
+package s3
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Byte formats of the objects the Store writes. All integers are unsigned
+// varints unless noted; "str" is a uvarint length followed by the bytes.
+//
+// Segment object (immutable once written):
+//
+//	record... | index | trailer
+//	record  = str key | str snapshot          (snapshot = streaming.MarshalSnapshot, own CRC32C)
+//	index   = count | (str key | offset | length)...   (offset/length of each record)
+//	trailer = index offset (8 bytes, big endian) | CRC32C of index (4 bytes, BE) | segmentMagic (8 bytes)
+//
+// Manifest object (rewritten on every commit; the commit point):
+//
+//	manifestMagic (8 bytes) | version | generation | epoch
+//	| segment count | (str name | object size | record bytes)...
+//	| key count | (str key | segment number | offset | length)...
+//	| CRC32C of everything before (4 bytes, BE)
+//
+// The manifest carries the whole key index, so loading one key from a cold
+// store is one GET of the manifest plus one ranged GET of the record.
+const (
+	segmentMagic    = "TFS3SEG1"
+	manifestMagic   = "TFS3MAN1"
+	manifestVersion = 1
+	trailerLen      = 8 + 4 + len(segmentMagic)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// loc is where one key's record lives.
+type loc struct {
+	seg string // segment name
+	off uint64
+	n   uint64
+}
+
+// segment is one live segment object as the manifest names it.
+type segment struct {
+	name string // object key below the store's prefix, e.g. "seg/00000000000000000007-1a2b3c4d.seg"
+	size uint64 // whole object size, trailer included
+	data uint64 // bytes of records (the part dead/live accounting covers)
+	live uint64 // bytes of records still named by the index (derived, not stored)
+}
+
+// manifest is the decoded commit point: the live segments and the index.
+type manifest struct {
+	gen   uint64
+	epoch uint64
+	segs  map[string]*segment // by name
+	index map[string]loc
+}
+
+func appendStr(dst, s []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// appendRecord appends one segment record and returns the new slice.
+func appendRecord(dst, key, snap []byte) []byte {
+	dst = appendStr(dst, key)
+	return appendStr(dst, snap)
+}
+
+// segmentBuilder packs records into one segment object.
+type segmentBuilder struct {
+	buf     []byte
+	entries []segEntry
+}
+
+type segEntry struct {
+	key    []byte
+	off, n uint64
+}
+
+func (b *segmentBuilder) add(key []byte, s streaming.Snapshot) segEntry {
+	off := uint64(len(b.buf))
+	b.buf = appendStr(b.buf, key)
+	b.buf = binary.AppendUvarint(b.buf, uint64(streaming.SnapshotEncodedLen(s)))
+	b.buf = streaming.AppendSnapshot(b.buf, s)
+	e := segEntry{key: key, off: off, n: uint64(len(b.buf)) - off}
+	b.entries = append(b.entries, e)
+	return e
+}
+
+// addRaw copies an already-encoded record (compaction).
+func (b *segmentBuilder) addRaw(key, rec []byte) segEntry {
+	off := uint64(len(b.buf))
+	b.buf = append(b.buf, rec...)
+	e := segEntry{key: key, off: off, n: uint64(len(rec))}
+	b.entries = append(b.entries, e)
+	return e
+}
+
+// finish appends the index and trailer; the result is the object body.
+// It returns the body and the number of record bytes.
+func (b *segmentBuilder) finish() (body []byte, data uint64) {
+	data = uint64(len(b.buf))
+	idx := binary.AppendUvarint(nil, uint64(len(b.entries)))
+	for _, e := range b.entries {
+		idx = appendStr(idx, e.key)
+		idx = binary.AppendUvarint(idx, e.off)
+		idx = binary.AppendUvarint(idx, e.n)
+	}
+	body = append(b.buf, idx...)
+	body = binary.BigEndian.AppendUint64(body, data)
+	body = binary.BigEndian.AppendUint32(body, crc32.Checksum(idx, castagnoli))
+	body = append(body, segmentMagic...)
+	return body, data
+}
+
+// decodeRecord splits one segment record into its key and snapshot bytes.
+// The returned slices alias b.
+func decodeRecord(b []byte) (key, snap []byte, err error) {
+	r := byteReader{b: b}
+	key = r.str()
+	snap = r.str()
+	if r.err != nil {
+		return nil, nil, fmt.Errorf("segment record: %v: %w", r.err, streaming.ErrCorrupt)
+	}
+	if r.off != len(b) {
+		return nil, nil, fmt.Errorf("segment record: %d trailing bytes: %w", len(b)-r.off, streaming.ErrCorrupt)
+	}
+	return key, snap, nil
+}
+
+// decodeSegmentIndex checks a whole segment object's trailer and returns
+// its index entries (keys alias body) and the record-bytes length.
+func decodeSegmentIndex(body []byte) ([]segEntry, uint64, error) {
+	if len(body) < trailerLen {
+		return nil, 0, fmt.Errorf("segment of %d bytes is shorter than its %d-byte trailer: %w", len(body), trailerLen, streaming.ErrCorrupt)
+	}
+	tr := body[len(body)-trailerLen:]
+	if string(tr[12:]) != segmentMagic {
+		return nil, 0, fmt.Errorf("segment trailer magic %q, want %q: %w", tr[12:], segmentMagic, streaming.ErrCorrupt)
+	}
+	data := binary.BigEndian.Uint64(tr[:8])
+	if data > uint64(len(body)-trailerLen) {
+		return nil, 0, fmt.Errorf("segment index offset %d past the index end %d: %w", data, len(body)-trailerLen, streaming.ErrCorrupt)
+	}
+	idx := body[data : len(body)-trailerLen]
+	if got, want := crc32.Checksum(idx, castagnoli), binary.BigEndian.Uint32(tr[8:12]); got != want {
+		return nil, 0, fmt.Errorf("segment index checksum %08x, trailer says %08x: %w", got, want, streaming.ErrCorrupt)
+	}
+	r := byteReader{b: idx}
+	count := r.uvarint()
+	if r.err == nil && count > uint64(len(idx)) {
+		r.err = fmt.Errorf("index count %d exceeds index size %d", count, len(idx))
+	}
+	entries := make([]segEntry, 0, int(min(count, 1<<16)))
+	for i := uint64(0); i < count && r.err == nil; i++ {
+		e := segEntry{key: r.str(), off: r.uvarint(), n: r.uvarint()}
+		if r.err == nil && (e.off > data || e.n > data-e.off) {
+			r.err = fmt.Errorf("index entry %d (%d+%d) runs past the %d record bytes", i, e.off, e.n, data)
+		}
+		entries = append(entries, e)
+	}
+	if r.err == nil && r.off != len(idx) {
+		r.err = fmt.Errorf("%d trailing index bytes", len(idx)-r.off)
+	}
+	if r.err != nil {
+		return nil, 0, fmt.Errorf("segment index: %v: %w", r.err, streaming.ErrCorrupt)
+	}
+	return entries, data, nil
+}
+
+// encodeManifest writes m deterministically: segments by name, keys in
+// byte order.
+func encodeManifest(m *manifest) []byte {
+	segs := slices.SortedFunc(maps.Values(m.segs), func(a, b *segment) int { return strings.Compare(a.name, b.name) })
+	num := make(map[string]uint64, len(segs))
+	for i, s := range segs {
+		num[s.name] = uint64(i)
+	}
+	keys := make([]string, 0, len(m.index))
+	size := 64
+	for k := range m.index {
+		keys = append(keys, k)
+		size += len(k) + 16
+	}
+	slices.Sort(keys)
+	dst := make([]byte, 0, size+len(segs)*64)
+	dst = append(dst, manifestMagic...)
+	dst = binary.AppendUvarint(dst, manifestVersion)
+	dst = binary.AppendUvarint(dst, m.gen)
+	dst = binary.AppendUvarint(dst, m.epoch)
+	dst = binary.AppendUvarint(dst, uint64(len(segs)))
+	for _, s := range segs {
+		dst = appendStr(dst, []byte(s.name))
+		dst = binary.AppendUvarint(dst, s.size)
+		dst = binary.AppendUvarint(dst, s.data)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(keys)))
+	for _, k := range keys {
+		l := m.index[k]
+		dst = appendStr(dst, []byte(k))
+		dst = binary.AppendUvarint(dst, num[l.seg])
+		dst = binary.AppendUvarint(dst, l.off)
+		dst = binary.AppendUvarint(dst, l.n)
+	}
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+}
+
+// decodeManifest parses and checks a manifest; live byte counts of its
+// segments are recomputed from the index.
+func decodeManifest(b []byte) (*manifest, error) {
+	if len(b) < len(manifestMagic)+4 {
+		return nil, fmt.Errorf("manifest of %d bytes is too short: %w", len(b), streaming.ErrCorrupt)
+	}
+	if string(b[:len(manifestMagic)]) != manifestMagic {
+		return nil, fmt.Errorf("manifest magic %q, want %q: %w", b[:len(manifestMagic)], manifestMagic, streaming.ErrCorrupt)
+	}
+	body := b[:len(b)-4]
+	if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, fmt.Errorf("manifest checksum %08x, stored %08x: %w", got, want, streaming.ErrCorrupt)
+	}
+	r := byteReader{b: body, off: len(manifestMagic)}
+	if v := r.uvarint(); r.err == nil && v != manifestVersion {
+		return nil, fmt.Errorf("manifest format version %d, this build reads %d: %w", v, manifestVersion, streaming.ErrCorrupt)
+	}
+	m := &manifest{gen: r.uvarint(), epoch: r.uvarint()}
+	nseg := r.count()
+	m.segs = make(map[string]*segment, nseg)
+	order := make([]*segment, 0, nseg)
+	for i := 0; i < nseg && r.err == nil; i++ {
+		s := &segment{name: string(r.str()), size: r.uvarint(), data: r.uvarint()}
+		if r.err == nil && (s.data > s.size || s.name == "" || m.segs[s.name] != nil) {
+			r.err = fmt.Errorf("segment %d %q: empty or repeated name, or record bytes %d > size %d", i, s.name, s.data, s.size)
+		}
+		m.segs[s.name] = s
+		order = append(order, s)
+	}
+	nkey := r.count()
+	m.index = make(map[string]loc, nkey)
+	for i := 0; i < nkey && r.err == nil; i++ {
+		k := string(r.str())
+		sn := r.uvarint()
+		off := r.uvarint()
+		n := r.uvarint()
+		if r.err != nil {
+			break
+		}
+		if sn >= uint64(len(order)) {
+			r.err = fmt.Errorf("key %q names segment %d of %d", k, sn, len(order))
+			break
+		}
+		s := order[sn]
+		if off > s.data || n > s.data-off || n == 0 {
+			r.err = fmt.Errorf("key %q record %d+%d is outside segment %s's %d record bytes", k, off, n, s.name, s.data)
+			break
+		}
+		if _, dup := m.index[k]; dup {
+			r.err = fmt.Errorf("key %q appears twice", k)
+			break
+		}
+		m.index[k] = loc{seg: s.name, off: off, n: n}
+		s.live += n
+	}
+	if r.err == nil && r.off != len(body) {
+		r.err = fmt.Errorf("%d trailing bytes", len(body)-r.off)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("manifest: %v: %w", r.err, streaming.ErrCorrupt)
+	}
+	return m, nil
+}
+
+// byteReader decodes the varint framing; the first error sticks.
+type byteReader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *byteReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		r.err = fmt.Errorf("truncated or overlong varint at byte %d", r.off)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+// count reads an element count and bounds it by the bytes left (each
+// element takes at least one byte), so a corrupt count cannot make the
+// decoder allocate without bound.
+func (r *byteReader) count() int {
+	v := r.uvarint()
+	if r.err == nil && v > uint64(len(r.b)-r.off) {
+		r.err = fmt.Errorf("count %d at byte %d exceeds the %d bytes left", v, r.off, len(r.b)-r.off)
+	}
+	if r.err != nil {
+		return 0
+	}
+	return int(v)
+}
+
+func (r *byteReader) str() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.off) {
+		r.err = fmt.Errorf("length %d at byte %d runs past the end (%d bytes)", n, r.off, len(r.b))
+		return nil
+	}
+	out := r.b[r.off : r.off+int(n)]
+	r.off += int(n)
+	return out
+}

@@ -1,0 +1,156 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// objects is the thin request layer every type of this package shares: one
+// bucket and prefix, errors that name the object and the endpoint.
+// Request bodies are always bytes.Reader (seekable), so signing and
+// retries work over plain http as well as TLS.
+type objects struct {
+	client   *awss3.Client
+	bucket   string
+	prefix   string // "" or ending in "/"
+	endpoint string
+}
+
+func newObjects(ctx context.Context, bucket string, cfg *config) (*objects, error) {
+	cl, err := cfg.buildClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &objects{client: cl, bucket: bucket, prefix: cfg.objectPrefix(), endpoint: cfg.endpointName()}, nil
+}
+
+func (o *objects) key(name string) string { return o.prefix + name }
+
+// uri names an object in errors: s3://bucket/prefix/name.
+func (o *objects) uri(name string) string { return "s3://" + o.bucket + "/" + o.prefix + name }
+
+func (o *objects) wrap(op, name string, err error) error {
+	return fmt.Errorf("s3 %s %s (endpoint %s): %w", op, o.uri(name), o.endpoint, classify(err))
+}
+
+// get reads a whole object and its ETag. A missing object returns an error
+// for which isNotFound holds.
+func (o *objects) get(ctx context.Context, name string) ([]byte, string, error) {
+	out, err := o.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &o.bucket, Key: aws.String(o.key(name))})
+	if err != nil {
+		return nil, "", o.wrap("get", name, err)
+	}
+	defer out.Body.Close()
+	var buf bytes.Buffer
+	if out.ContentLength != nil && *out.ContentLength > 0 {
+		buf.Grow(int(*out.ContentLength))
+	}
+	if _, err := io.Copy(&buf, out.Body); err != nil {
+		return nil, "", o.wrap("get", name, err)
+	}
+	return buf.Bytes(), aws.ToString(out.ETag), nil
+}
+
+// getRange reads n bytes at off with one ranged GET.
+func (o *objects) getRange(ctx context.Context, name string, off, n uint64) ([]byte, error) {
+	rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+	out, err := o.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &o.bucket, Key: aws.String(o.key(name)), Range: &rng})
+	if err != nil {
+		return nil, o.wrap("get "+rng+" of", name, err)
+	}
+	defer out.Body.Close()
+	buf := make([]byte, n)
+	got, err := io.ReadFull(out.Body, buf)
+	if err != nil {
+		return nil, o.wrap("get "+rng+" of", name, fmt.Errorf("read %d of %d bytes: %w", got, n, err))
+	}
+	return buf, nil
+}
+
+// put writes body in one PUT. ifMatch/ifNoneMatch make it conditional
+// ("" = unconditional). It returns the new ETag.
+func (o *objects) put(ctx context.Context, name string, body []byte, ifMatch, ifNoneMatch string) (string, error) {
+	in := &awss3.PutObjectInput{
+		Bucket:        &o.bucket,
+		Key:           aws.String(o.key(name)),
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+	}
+	if ifMatch != "" {
+		in.IfMatch = aws.String(ifMatch)
+	}
+	if ifNoneMatch != "" {
+		in.IfNoneMatch = aws.String(ifNoneMatch)
+	}
+	out, err := o.client.PutObject(ctx, in)
+	if err != nil {
+		return "", o.wrap("put", name, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// deleteMany removes names with DeleteObjects, 1000 keys per request.
+// Deleting an absent object is not an error.
+func (o *objects) deleteMany(ctx context.Context, names []string) error {
+	for len(names) > 0 {
+		chunk := names[:min(len(names), 1000)]
+		names = names[len(chunk):]
+		ids := make([]types.ObjectIdentifier, len(chunk))
+		for i, n := range chunk {
+			ids[i] = types.ObjectIdentifier{Key: aws.String(o.key(n))}
+		}
+		out, err := o.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{
+			Bucket: &o.bucket,
+			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			return o.wrap(fmt.Sprintf("delete %d objects from", len(chunk)), chunk[0], err)
+		}
+		var errs []error
+		for _, e := range out.Errors {
+			if aws.ToString(e.Code) == "NoSuchKey" {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("s3 delete s3://%s/%s (endpoint %s): %s: %s",
+				o.bucket, aws.ToString(e.Key), o.endpoint, aws.ToString(e.Code), aws.ToString(e.Message)))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list returns the objects below prefix+sub, names relative to the
+// store's prefix, in the server's (byte-ascending) order.
+func (o *objects) list(ctx context.Context, sub string) ([]listed, error) {
+	var res []listed
+	p := awss3.NewListObjectsV2Paginator(o.client, &awss3.ListObjectsV2Input{Bucket: &o.bucket, Prefix: aws.String(o.key(sub))})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, o.wrap("list", sub+"*", err)
+		}
+		for _, c := range page.Contents {
+			name, ok := strings.CutPrefix(aws.ToString(c.Key), o.prefix)
+			if !ok {
+				continue
+			}
+			res = append(res, listed{name: name, size: aws.ToInt64(c.Size)})
+		}
+	}
+	return res, nil
+}
+
+type listed struct {
+	name string
+	size int64
+}

@@ -1,0 +1,356 @@
+package s3_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/stretchr/testify/require"
+
+	s3store "github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/streaming"
+)
+
+func TestStoreRoundTripKeys(t *testing.T) {
+	f := newFakeS3(t)
+	st, _ := f.store(t, s3store.WithPrefix("shard-1"))
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		key  []byte
+	}{
+		{"plain", []byte("sensor-1")},
+		{"slashes", []byte("a/b/../c/")},
+		{"dots", []byte("..")},
+		{"binary", []byte{0, 0xff, '\n', 0x80}},
+		{"empty", []byte{}},
+		{"unicode", []byte("capteur-é-温度")},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := snap(i, 1)
+			require.NoError(t, st.Save(ctx, tc.key, want))
+			got, err := st.Load(ctx, tc.key)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+
+			// A fresh Store (another process) reads the same bytes.
+			other, _ := f.store(t, s3store.WithPrefix("shard-1"))
+			got, err = other.Load(ctx, tc.key)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+	keys, err := st.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, keys, len(cases))
+	for _, tc := range cases {
+		require.True(t, slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, tc.key) }), "key %q listed", tc.key)
+	}
+	for _, name := range f.objectNames(t, "") {
+		require.True(t, strings.HasPrefix(name, "shard-1/"), "object %q outside the prefix", name)
+	}
+}
+
+func TestStoreOverwriteDeleteNotFound(t *testing.T) {
+	f := newFakeS3(t)
+	st, _ := f.store(t)
+	ctx := context.Background()
+
+	_, err := st.Load(ctx, []byte("nope"))
+	require.ErrorIs(t, err, streaming.ErrNotFound)
+	require.Contains(t, err.Error(), `"nope"`)
+
+	require.NoError(t, st.Save(ctx, []byte("k"), snap(1, 1)))
+	require.NoError(t, st.Save(ctx, []byte("k"), snap(1, 2)))
+	got, err := st.Load(ctx, []byte("k"))
+	require.NoError(t, err)
+	require.Equal(t, snap(1, 2), got)
+
+	require.NoError(t, st.Delete(ctx, []byte("k")))
+	require.NoError(t, st.Delete(ctx, []byte("k")), "deleting an absent key is not an error")
+	_, err = st.Load(ctx, []byte("k"))
+	require.ErrorIs(t, err, streaming.ErrNotFound)
+
+	reopened, _ := f.store(t)
+	_, err = reopened.Load(ctx, []byte("k"))
+	require.ErrorIs(t, err, streaming.ErrNotFound)
+	// Both segments held only "k": both are gone from the bucket.
+	require.Empty(t, f.objectNames(t, "seg/"))
+}
+
+func TestSaveBatchLaterDuplicateWins(t *testing.T) {
+	f := newFakeS3(t)
+	st, _ := f.store(t)
+	ctx := context.Background()
+	items := []streaming.KeyedSnapshot{
+		{Key: []byte("a"), Snapshot: snap(1, 1)},
+		{Key: []byte("b"), Snapshot: snap(2, 1)},
+		{Key: []byte("a"), Snapshot: snap(3, 1)},
+	}
+	require.NoError(t, st.SaveBatch(ctx, items))
+	got, err := st.Load(ctx, []byte("a"))
+	require.NoError(t, err)
+	require.Equal(t, snap(3, 1), got)
+	stats, err := st.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, stats.RecordBytes, stats.LiveBytes, "the overridden item is not written")
+}
+
+// TestRequestCosts is the issue's cost contract: saving a batch of 10,000
+// keys costs at most 2 PUTs, and loading one key costs at most 2 GETs even
+// from a cold store.
+func TestRequestCosts(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, rc := f.store(t)
+	items := batch(10_000, 1)
+	require.NoError(t, st.SaveBatch(ctx, items))
+	t.Logf("SaveBatch of 10,000 keys: %v, %d body bytes", rc.Counts(), rc.BytesSent())
+	require.LessOrEqual(t, rc.Count("PutObject"), int64(2), "PUTs for a 10,000-key batch: %v", rc.Counts())
+	require.Positive(t, rc.Count("PutObject"))
+
+	cold, rc2 := f.store(t)
+	got, err := cold.Load(ctx, items[4321].Key)
+	require.NoError(t, err)
+	require.Equal(t, items[4321].Snapshot, got)
+	t.Logf("cold Load of one key: %v", rc2.Counts())
+	require.LessOrEqual(t, rc2.Count("GetObject"), int64(2), "GETs for a cold load: %v", rc2.Counts())
+	require.Equal(t, int64(0), rc2.Count("PutObject"))
+
+	rc2.Reset()
+	got, err = cold.Load(ctx, items[9999].Key)
+	require.NoError(t, err)
+	require.Equal(t, items[9999].Snapshot, got)
+	require.Equal(t, int64(1), rc2.Count("GetObject"), "a warm load is one ranged GET: %v", rc2.Counts())
+
+	// A second batch over the same keys still costs 2 PUTs, and the first
+	// segment, now entirely dead, goes with one DeleteObjects.
+	rc.Reset()
+	require.NoError(t, st.SaveBatch(ctx, batch(10_000, 2)))
+	require.LessOrEqual(t, rc.Count("PutObject"), int64(2), "%v", rc.Counts())
+	require.Equal(t, int64(1), rc.Count("DeleteObjects"), "%v", rc.Counts())
+	require.Len(t, f.objectNames(t, "seg/"), 1)
+}
+
+func TestDeleteKeysOneCommit(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, rc := f.store(t)
+	first := batch(500, 1)
+	require.NoError(t, st.SaveBatch(ctx, first))
+	second := []streaming.KeyedSnapshot{{Key: []byte("other"), Snapshot: snap(7, 1)}}
+	require.NoError(t, st.SaveBatch(ctx, second))
+	require.Len(t, f.objectNames(t, "seg/"), 2)
+
+	keys := make([][]byte, len(first))
+	for i, it := range first {
+		keys[i] = it.Key
+	}
+	rc.Reset()
+	require.NoError(t, st.DeleteKeys(ctx, keys))
+	require.Equal(t, map[string]int64{"PutObject": 1, "DeleteObjects": 1}, rc.Counts())
+	require.Len(t, f.objectNames(t, "seg/"), 1, "the emptied segment is deleted")
+
+	left, err := st.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{[]byte("other")}, left)
+}
+
+func TestCompactionReclaimsDeadBytes(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, rc := f.store(t, s3store.WithCompaction(0.5, 1))
+	// Ten batches, each overwriting a fifth of 1000 keys: segments keep
+	// 80% dead records until compaction folds them into a new segment.
+	require.NoError(t, st.SaveBatch(ctx, batch(1000, 0)))
+	want := map[string]streaming.Snapshot{}
+	for _, it := range batch(1000, 0) {
+		want[string(it.Key)] = it.Snapshot
+	}
+	for g := 1; g <= 10; g++ {
+		items := batch(1000, g)[(g%5)*200 : (g%5)*200+200]
+		for _, it := range items {
+			want[string(it.Key)] = it.Snapshot
+		}
+		require.NoError(t, st.SaveBatch(ctx, items))
+		stats, err := st.Stats(ctx)
+		require.NoError(t, err)
+		dead := stats.RecordBytes - stats.LiveBytes
+		require.LessOrEqual(t, float64(dead), 0.5*float64(stats.RecordBytes), "after batch %d: %+v", g, stats)
+	}
+	require.Positive(t, rc.Count("GetObject"), "compaction read victim segments")
+	stats, err := st.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1000, stats.Keys)
+	require.Len(t, f.objectNames(t, "seg/"), stats.Segments, "no garbage segments left")
+
+	cold, _ := f.store(t)
+	for k, s := range want {
+		got, err := cold.Load(ctx, []byte(k))
+		require.NoError(t, err)
+		require.Equal(t, s, got, "key %s", k)
+	}
+
+	// Compact folds everything with dead bytes into one segment.
+	require.NoError(t, st.Compact(ctx))
+	stats, err = st.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, stats.RecordBytes, stats.LiveBytes)
+}
+
+// failManifestPut makes the client fail every PUT of the manifest object
+// before it is sent, which leaves the bucket exactly as a crash between
+// the segment PUT and the manifest PUT would.
+func failManifestPut(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("test/failManifestPut",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if p, ok := in.Parameters.(*awss3.PutObjectInput); ok && strings.HasSuffix(aws.ToString(p.Key), "manifest") {
+				return middleware.InitializeOutput{}, middleware.Metadata{}, errors.New("injected crash before the manifest PUT")
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
+}
+
+func TestCrashBetweenSegmentAndManifest(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, _ := f.store(t)
+	require.NoError(t, st.SaveBatch(ctx, batch(100, 1)))
+
+	crashing, _ := f.store(t, s3store.WithAPIOptions(failManifestPut))
+	err := crashing.SaveBatch(ctx, batch(100, 2))
+	require.ErrorContains(t, err, "injected crash")
+	require.Len(t, f.objectNames(t, "seg/"), 2, "the new segment was written, the manifest was not")
+
+	// The committed state is still generation 1.
+	after, _ := f.store(t)
+	for _, it := range batch(100, 1) {
+		got, err := after.Load(ctx, it.Key)
+		require.NoError(t, err)
+		require.Equal(t, it.Snapshot, got)
+	}
+	// Compact sweeps the orphan and keeps the data.
+	require.NoError(t, after.Compact(ctx))
+	require.Len(t, f.objectNames(t, "seg/"), 1)
+	got, err := after.Load(ctx, []byte("sensor/000042"))
+	require.NoError(t, err)
+	require.Equal(t, snap(42, 1), got)
+}
+
+func TestSecondWriterLosesWithConflict(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	owner, _ := f.store(t)
+	zombie, _ := f.store(t)
+	require.NoError(t, zombie.SaveBatch(ctx, batch(10, 1))) // the zombie was the owner
+	require.NoError(t, owner.SaveBatch(ctx, batch(10, 2)))  // the new owner reads it and commits
+	err := zombie.SaveBatch(ctx, batch(10, 3))              // the zombie's stale commit
+	require.ErrorIs(t, err, s3store.ErrConflict)
+	require.ErrorIs(t, err, streaming.ErrFenced)
+	require.Contains(t, err.Error(), "s3://"+testBucket+"/manifest")
+
+	check, _ := f.store(t)
+	got, err := check.Load(ctx, []byte("sensor/000003"))
+	require.NoError(t, err)
+	require.Equal(t, snap(3, 2), got, "the zombie's write changed nothing")
+}
+
+func TestEpochFencing(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, _ := f.store(t, s3store.WithEpochFencing(true))
+	require.NoError(t, st.SaveBatch(ctx, batch(5, 4)))
+	err := st.SaveBatch(ctx, batch(5, 3))
+	require.ErrorIs(t, err, streaming.ErrFenced)
+	require.ErrorContains(t, err, "epoch 3 is older than the committed epoch 4")
+	require.NoError(t, st.SaveBatch(ctx, batch(5, 4)), "the same epoch may write again")
+
+	reopened, _ := f.store(t, s3store.WithEpochFencing(true))
+	stats, err := reopened.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), stats.Epoch)
+	require.ErrorIs(t, reopened.SaveBatch(ctx, batch(1, 2)), streaming.ErrFenced)
+}
+
+func TestCorruptObjectsAreRefusedByName(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, _ := f.store(t, s3store.WithPrefix("p"))
+	require.NoError(t, st.SaveBatch(ctx, batch(3, 1)))
+
+	t.Run("segment", func(t *testing.T) {
+		seg := f.objectNames(t, "p/seg/")[0]
+		body := f.getObject(t, seg)
+		bad := bytes.Clone(body)
+		i := bytes.Index(bad, []byte("state 1/1"))
+		require.Positive(t, i)
+		bad[i] ^= 0x20
+		f.putObject(t, seg, bad)
+		_, err := st.Load(ctx, []byte("sensor/000001"))
+		require.ErrorIs(t, err, streaming.ErrCorrupt)
+		require.ErrorContains(t, err, `snapshot key "sensor/000001"`)
+		require.ErrorContains(t, err, "s3://"+testBucket+"/"+seg)
+		f.putObject(t, seg, body)
+	})
+	t.Run("manifest", func(t *testing.T) {
+		body := f.getObject(t, "p/manifest")
+		bad := bytes.Clone(body)
+		bad[len(bad)/2] ^= 1
+		f.putObject(t, "p/manifest", bad)
+		cold, _ := f.store(t, s3store.WithPrefix("p"))
+		_, err := cold.Load(ctx, []byte("sensor/000001"))
+		require.ErrorIs(t, err, streaming.ErrCorrupt)
+		require.ErrorContains(t, err, "s3://"+testBucket+"/p/manifest")
+	})
+}
+
+func TestCanceledContext(t *testing.T) {
+	f := newFakeS3(t)
+	st, rc := f.store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, st.SaveBatch(ctx, batch(3, 1)), context.Canceled)
+	_, err := st.Load(ctx, []byte("x"))
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = st.ListKeys(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, rc.Counts(), "nothing was sent")
+}
+
+func TestNoSuchBucket(t *testing.T) {
+	f := newFakeS3(t)
+	st, err := s3store.New(context.Background(), "absent-bucket", f.opts()...)
+	require.NoError(t, err)
+	_, err = st.Load(context.Background(), []byte("k"))
+	require.ErrorIs(t, err, s3store.ErrNoSuchBucket)
+	require.ErrorContains(t, err, "s3://absent-bucket/manifest")
+	require.ErrorContains(t, err, f.URL)
+}
+
+func TestOptionValidation(t *testing.T) {
+	cases := []struct {
+		name   string
+		bucket string
+		opts   []s3store.Option
+		want   string
+	}{
+		{"empty bucket", "", nil, "bucket name is empty"},
+		{"bad endpoint", "b", []s3store.Option{s3store.WithEndpoint("127.0.0.1:9000")}, "not an http:// or https:// URL"},
+		{"half credentials", "b", []s3store.Option{s3store.WithStaticCredentials("AK", "", "")}, "both an access key and a secret"},
+		{"ratio", "b", []s3store.Option{s3store.WithCompaction(1.5, 0)}, "compaction ratio 1.5"},
+		{"bad CA", "b", []s3store.Option{s3store.WithCACert([]byte("not pem"))}, "no certificate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s3store.New(context.Background(), tc.bucket, append(tc.opts, s3store.WithRegion("us-east-1"))...)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
