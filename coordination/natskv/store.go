@@ -1,0 +1,280 @@
+package natskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tflo-io/tflo/coordination"
+)
+
+// MinServerVersion is the oldest nats-server with per-message TTLs and limit
+// markers (JetStream API level 1).
+const MinServerVersion = "2.11.0"
+
+// Store is the JetStream KV coordination store of one job.
+type Store struct {
+	cfg       config
+	js        jetstream.JetStream
+	nc        *nats.Conn
+	durable   jetstream.KeyValue
+	ephemeral jetstream.KeyValue
+	names     [3]string // indexed by Keyspace
+}
+
+var _ coordination.Store = (*Store)(nil)
+
+// Open binds (creating if allowed) the two buckets of job.
+func Open(ctx context.Context, js jetstream.JetStream, job string, opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(job); err != nil {
+		return nil, coordination.Fatal("open", 0, job, err)
+	}
+	if cfg.markerTTL == 0 {
+		cfg.markerTTL = cfg.ttl
+	}
+	info, err := js.AccountInfo(ctx)
+	if err != nil {
+		return nil, classify("open", 0, job, err)
+	}
+	if info.API.Level < 1 {
+		return nil, coordination.Fatal("open", 0, job, fmt.Errorf(
+			"nats-server %s has JetStream API level %d; per-message TTLs and expiry markers need nats-server %s or newer",
+			js.Conn().ConnectedServerVersion(), info.API.Level, MinServerVersion))
+	}
+	s := &Store{cfg: cfg, js: js, nc: js.Conn()}
+	s.names[coordination.Durable] = job + "_durable"
+	s.names[coordination.Ephemeral] = job + "_ephemeral"
+
+	if s.durable, err = s.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket: s.names[coordination.Durable], History: 1, Storage: cfg.storage, Replicas: cfg.replicas,
+		Description: "tflo coordination: durable records of job " + job,
+	}); err != nil {
+		return nil, err
+	}
+	if s.ephemeral, err = s.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket: s.names[coordination.Ephemeral], History: 1, Storage: cfg.storage, Replicas: cfg.replicas,
+		TTL: cfg.ttl, LimitMarkerTTL: cfg.markerTTL,
+		Description: "tflo coordination: leases of job " + job,
+	}); err != nil {
+		return nil, err
+	}
+	st, err := s.ephemeral.Status(ctx)
+	if err != nil {
+		return nil, classify("open", coordination.Ephemeral, s.names[coordination.Ephemeral], err)
+	}
+	if st.TTL() != cfg.ttl {
+		return nil, coordination.Fatal("open", coordination.Ephemeral, st.Bucket(), fmt.Errorf(
+			"bucket TTL is %v but the configured lease is %v; delete the bucket or configure the same lease", st.TTL(), cfg.ttl))
+	}
+	if st.LimitMarkerTTL() <= 0 {
+		return nil, coordination.Fatal("open", coordination.Ephemeral, st.Bucket(), errors.New(
+			"bucket has no limit marker TTL, so expiry would never reach watchers; recreate it with LimitMarkerTTL"))
+	}
+	return s, nil
+}
+
+func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := s.js.KeyValue(ctx, cfg.Bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, classify("open", 0, cfg.Bucket, err)
+	}
+	if !s.cfg.create {
+		return nil, coordination.Fatal("open", 0, cfg.Bucket, errors.New("bucket does not exist and bucket creation is disabled"))
+	}
+	kv, err = s.js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = s.js.KeyValue(ctx, cfg.Bucket)
+	}
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		return nil, coordination.Fatal("open", 0, cfg.Bucket, fmt.Errorf("%w: nats-server %s or newer is needed", err, MinServerVersion))
+	}
+	if err != nil {
+		return nil, classify("open", 0, cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// Bucket returns the name of the bucket backing ks.
+func (s *Store) Bucket(ks coordination.Keyspace) string { return s.names[ks] }
+
+// LeaseTTL returns the ephemeral bucket's TTL.
+func (s *Store) LeaseTTL() time.Duration { return s.cfg.ttl }
+
+func (s *Store) kv(op string, ks coordination.Keyspace, key string, isPrefix bool) (jetstream.KeyValue, error) {
+	if isPrefix {
+		if err := coordination.CheckPrefix(op, ks, key); err != nil {
+			return nil, err
+		}
+	} else if err := coordination.CheckKey(op, ks, key); err != nil {
+		return nil, err
+	}
+	switch ks {
+	case coordination.Durable:
+		return s.durable, nil
+	case coordination.Ephemeral:
+		return s.ephemeral, nil
+	}
+	return nil, coordination.Fatal(op, ks, key, fmt.Errorf("unknown keyspace %d", uint8(ks)))
+}
+
+// classify maps a client error to Retryable or Fatal.
+func classify(op string, ks coordination.Keyspace, key string, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoHeartbeat),
+		errors.Is(err, nats.ErrNoServers), errors.Is(err, jetstream.ErrServerShutdown):
+		return coordination.Retryable(op, ks, key, err)
+	case errors.Is(err, jetstream.ErrInvalidKey), errors.Is(err, jetstream.ErrBucketNotFound),
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return coordination.Fatal(op, ks, key, err)
+	case errors.As(err, &apiErr):
+		if apiErr.Code >= 500 || apiErr.Code == 503 {
+			return coordination.Retryable(op, ks, key, err)
+		}
+		return coordination.Fatal(op, ks, key, err)
+	}
+	return coordination.Retryable(op, ks, key, err)
+}
+
+func wrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// Create writes key if absent (a deleted or expired key is absent).
+func (s *Store) Create(ctx context.Context, ks coordination.Keyspace, key string, value []byte) (coordination.CasOutcome, error) {
+	kv, err := s.kv("create", ks, key, false)
+	if err != nil {
+		return coordination.Lost, err
+	}
+	rev, err := kv.Create(ctx, key, value)
+	switch {
+	case err == nil:
+		return coordination.WonAt(coordination.Revision(rev)), nil
+	case errors.Is(err, jetstream.ErrKeyExists), wrongLastSeq(err):
+		return coordination.Lost, nil
+	}
+	return coordination.Lost, classify("create", ks, key, err)
+}
+
+// Update replaces key iff it is at expected.
+func (s *Store) Update(ctx context.Context, ks coordination.Keyspace, key string, value []byte, expected coordination.Revision) (coordination.CasOutcome, error) {
+	kv, err := s.kv("update", ks, key, false)
+	if err != nil {
+		return coordination.Lost, err
+	}
+	if expected == 0 {
+		return coordination.Lost, nil
+	}
+	rev, err := kv.Update(ctx, key, value, uint64(expected))
+	switch {
+	case err == nil:
+		return coordination.WonAt(coordination.Revision(rev)), nil
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), wrongLastSeq(err):
+		return coordination.Lost, nil
+	}
+	return coordination.Lost, classify("update", ks, key, err)
+}
+
+// Get reads key.
+func (s *Store) Get(ctx context.Context, ks coordination.Keyspace, key string) (coordination.Entry, error) {
+	kv, err := s.kv("get", ks, key, false)
+	if err != nil {
+		return coordination.Entry{}, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return coordination.Entry{}, coordination.NotFound(ks, key)
+	}
+	if err != nil {
+		return coordination.Entry{}, classify("get", ks, key, err)
+	}
+	return coordination.Entry{Key: key, Value: e.Value(), Revision: coordination.Revision(e.Revision())}, nil
+}
+
+// Delete writes a delete marker, guarded by expected when non-zero. A
+// guarded delete of an absent key wins vacuously at revision 0; an
+// unguarded one always writes a marker and returns its revision.
+func (s *Store) Delete(ctx context.Context, ks coordination.Keyspace, key string, expected coordination.Revision) (coordination.CasOutcome, error) {
+	if _, err := s.kv("delete", ks, key, false); err != nil {
+		return coordination.Lost, err
+	}
+	m := nats.NewMsg("$KV." + s.names[ks] + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	if expected != 0 {
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(uint64(expected), 10))
+	}
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err == nil {
+		return coordination.WonAt(coordination.Revision(ack.Sequence)), nil
+	}
+	if !wrongLastSeq(err) {
+		return coordination.Lost, classify("delete", ks, key, err)
+	}
+	if _, gerr := s.Get(ctx, ks, key); errors.Is(gerr, coordination.ErrNotFound) {
+		return coordination.WonAt(0), nil
+	} else if gerr != nil {
+		return coordination.Lost, gerr
+	}
+	return coordination.Lost, nil
+}
+
+func filter(prefix string) string {
+	if prefix == "" {
+		return ">"
+	}
+	return prefix + ">"
+}
+
+// List returns every live key under prefix, sorted. It reads the bucket's
+// last message per subject through a snapshot watch.
+func (s *Store) List(ctx context.Context, ks coordination.Keyspace, prefix string) ([]coordination.Entry, error) {
+	kv, err := s.kv("list", ks, prefix, true)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.Watch(ctx, filter(prefix), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, classify("list", ks, prefix, err)
+	}
+	defer w.Stop()
+	var out []coordination.Entry
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, coordination.Retryable("list", ks, prefix, errors.New("watcher closed before the listing completed"))
+			}
+			if e == nil {
+				sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+				return out, nil
+			}
+			if e.Operation() == jetstream.KeyValuePut && strings.HasPrefix(e.Key(), prefix) {
+				out = append(out, coordination.Entry{Key: e.Key(), Value: e.Value(), Revision: coordination.Revision(e.Revision())})
+			}
+		case <-ctx.Done():
+			return nil, coordination.Retryable("list", ks, prefix, ctx.Err())
+		}
+	}
+}
