@@ -1,0 +1,33 @@
+// Package badgerstore is a streaming.StateStore and streaming.CursorStore
+// on Badger (github.com/dgraph-io/badger/v4), the embedded key-value store
+// that also holds the keyed hot state.
+//
+// Open either opens a database of its own at a path (WithPath) or shares an
+// existing *badger.DB (WithDB), so snapshots, cursors and the keyed hot
+// state can live in one database; a key prefix (WithPrefix) keeps this
+// store's keys apart from everything else in it. Snapshots are stored in
+// the checksummed streaming.MarshalSnapshot encoding and cursor records in
+// streaming.MarshalCursorRecord's, so a corrupt value is refused with an
+// error naming the key.
+//
+// An in-memory Badger database (Options.InMemory) keeps every value in the
+// LSM tree and refuses values above its ValueThreshold (at most 1 MiB):
+// snapshots larger than that need a database on disk.
+//
+// SaveBatch is one badger.WriteBatch. A WriteBatch commits in as many
+// internal transactions as the batch's size needs, so a batch is not atomic
+// as a whole: after a crash some of its keys may hold the new snapshot and
+// others the old one, each intact. (The Checkpointer's manifest is what
+// makes a checkpoint all-or-nothing.) With WithSync(true), the default,
+// every write is followed by db.Sync, so a save that returned nil survives
+// a crash whatever the database's SyncWrites option.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use. Calls block on Badger I/O in the
+// calling goroutine; ctx is checked before the call does anything and
+// between every 1024 items of a batch — a batch cancelled part way may have
+// written a prefix of its items. SaveCursor is a read-compare-write in one
+// Badger transaction, retried on conflict, so concurrent writers are fenced
+// correctly.
+package badgerstore

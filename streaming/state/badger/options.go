@@ -1,0 +1,60 @@
+package badgerstore
+
+import (
+	"errors"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	db     *badger.DB
+	path   string
+	prefix []byte
+	sync   bool
+	badger func(badger.Options) badger.Options
+}
+
+func defaultConfig() config {
+	return config{prefix: []byte("tflo/state/"), sync: true}
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.db == nil && c.path == "":
+		return errors.New("badger state store: give either WithDB (an open database) or WithPath (a folder to open one in)")
+	case c.db != nil && c.path != "":
+		return errors.New("badger state store: WithDB and WithPath both given; a store uses one database")
+	case c.db != nil && c.badger != nil:
+		return errors.New("badger state store: WithBadgerOptions only applies to a database opened WithPath")
+	}
+	return nil
+}
+
+// WithDB makes the store use an already open database, shared with other
+// users (typically the keyed hot state). The store never closes it. There
+// is no default: give WithDB or WithPath.
+func WithDB(db *badger.DB) Option { return func(c *config) { c.db = db } }
+
+// WithPath makes the store open (and, on Close, close) its own database in
+// folder path. There is no default: give WithDB or WithPath.
+func WithPath(path string) Option { return func(c *config) { c.path = path } }
+
+// WithBadgerOptions adjusts the badger.Options a WithPath database is opened
+// with (default: badger.DefaultOptions(path) with logging off).
+func WithBadgerOptions(f func(badger.Options) badger.Options) Option {
+	return func(c *config) { c.badger = f }
+}
+
+// WithPrefix sets the prefix of every key the store writes, so it can share
+// a database. Snapshots live under prefix+"s/", cursors under prefix+"c/".
+// Default: "tflo/state/".
+func WithPrefix(prefix []byte) Option {
+	return func(c *config) { c.prefix = append([]byte(nil), prefix...) }
+}
+
+// WithSync sets whether every write is followed by db.Sync (fsync of the
+// value log), making a nil return mean durable. Default: true.
+func WithSync(sync bool) Option { return func(c *config) { c.sync = sync } }

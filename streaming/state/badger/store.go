@@ -1,0 +1,316 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Store is a StateStore and CursorStore in a Badger database.
+type Store struct {
+	db      *badger.DB
+	ownsDB  bool
+	sync    bool
+	snapPfx []byte
+	curPfx  []byte
+	closed  atomic.Bool
+}
+
+var (
+	_ streaming.StateStore  = (*Store)(nil)
+	_ streaming.CursorStore = (*Store)(nil)
+)
+
+// inMemoryValueLimit is Badger's largest ValueThreshold, the most an
+// in-memory database accepts in one value.
+const inMemoryValueLimit = 1 << 20
+
+// batchCheckEvery is how many batch items pass between ctx checks.
+const batchCheckEvery = 1024
+
+// Open returns a store on the database given by WithDB or opened WithPath.
+func Open(opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		db:      cfg.db,
+		sync:    cfg.sync,
+		snapPfx: append(append([]byte(nil), cfg.prefix...), 's', '/'),
+		curPfx:  append(append([]byte(nil), cfg.prefix...), 'c', '/'),
+	}
+	if s.db == nil {
+		bo := badger.DefaultOptions(cfg.path).WithLogger(nil)
+		if cfg.badger != nil {
+			bo = cfg.badger(bo)
+		}
+		db, err := badger.Open(bo)
+		if err != nil {
+			return nil, fmt.Errorf("badger state store: open %q: %w", cfg.path, err)
+		}
+		s.db, s.ownsDB = db, true
+	}
+	return s, nil
+}
+
+// DB returns the underlying database, for sharing it with the keyed hot
+// state.
+func (s *Store) DB() *badger.DB { return s.db }
+
+// Close closes the database if the store opened it (WithPath); a shared
+// database (WithDB) is left open. Close is idempotent.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.ownsDB {
+		return s.db.Close()
+	}
+	return nil
+}
+
+func (s *Store) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) snapKey(key []byte) []byte {
+	return append(append(make([]byte, 0, len(s.snapPfx)+len(key)), s.snapPfx...), key...)
+}
+
+func (s *Store) curKey(key []byte) []byte {
+	return append(append(make([]byte, 0, len(s.curPfx)+len(key)), s.curPfx...), key...)
+}
+
+func (s *Store) maybeSync() error {
+	if !s.sync || s.db.Opts().InMemory {
+		return nil
+	}
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("badger state store: sync: %w", err)
+	}
+	return nil
+}
+
+// checkSize refuses a value Badger would refuse, before Badger builds an
+// error message that dumps the whole value.
+func (s *Store) checkSize(key, v []byte) error {
+	o := s.db.Opts()
+	// In memory, Badger refuses values above the ValueThreshold it was
+	// opened with, which is at most 1 MiB (Opts reports MaxInt32 after
+	// Open, so the ceiling is what can be checked here).
+	if o.InMemory && len(v) > inMemoryValueLimit {
+		return fmt.Errorf("snapshot key %q: encoded snapshot of %d bytes exceeds the %d-byte value limit of an in-memory Badger database", key, len(v), inMemoryValueLimit)
+	}
+	if int64(len(v)) >= o.ValueLogFileSize {
+		return fmt.Errorf("snapshot key %q: encoded snapshot of %d bytes does not fit a %d-byte Badger value log file", key, len(v), o.ValueLogFileSize)
+	}
+	return nil
+}
+
+// Save stores snap under key, replacing any previous snapshot.
+func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	v := streaming.MarshalSnapshot(snap)
+	if err := s.checkSize(key, v); err != nil {
+		return err
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(s.snapKey(key), v)
+	})
+	if err != nil {
+		return fmt.Errorf("snapshot key %q: save: %w", key, err)
+	}
+	return s.maybeSync()
+}
+
+// SaveBatch stores every item with one badger.WriteBatch (see the package
+// doc for what is and is not atomic). A key repeated in the batch ends with
+// its last item.
+func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for i, it := range items {
+		if i%batchCheckEvery == 0 && i > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		v := streaming.MarshalSnapshot(it.Snapshot)
+		if err := s.checkSize(it.Key, v); err != nil {
+			return fmt.Errorf("save batch: %w", err)
+		}
+		if err := wb.Set(s.snapKey(it.Key), v); err != nil {
+			return fmt.Errorf("save batch: snapshot key %q: %w", it.Key, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("save batch of %d snapshots: %w", len(items), err)
+	}
+	return s.maybeSync()
+}
+
+// Load returns key's snapshot, or an error wrapping streaming.ErrNotFound.
+// A value that fails its checksum is refused with an error naming the key
+// and wrapping streaming.ErrCorrupt.
+func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
+	if err := s.check(ctx); err != nil {
+		return streaming.Snapshot{}, err
+	}
+	var snap streaming.Snapshot
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(s.snapKey(key))
+		if err != nil {
+			return err
+		}
+		// UnmarshalSnapshot copies what it keeps, so decoding inside
+		// Value (without ValueCopy) is safe.
+		return item.Value(func(v []byte) error {
+			var derr error
+			snap, derr = streaming.UnmarshalSnapshot(v)
+			return derr
+		})
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return streaming.Snapshot{}, fmt.Errorf("snapshot key %q: %w", key, streaming.ErrNotFound)
+	}
+	if err != nil {
+		return streaming.Snapshot{}, fmt.Errorf("snapshot key %q: %w", key, err)
+	}
+	return snap, nil
+}
+
+// ListKeys returns every stored snapshot key, in key order.
+func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	var keys [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		opt := badger.DefaultIteratorOptions
+		opt.PrefetchValues = false
+		opt.Prefix = s.snapPfx
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		n := 0
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n++; n%batchCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			k := it.Item().Key()
+			keys = append(keys, append([]byte{}, k[len(s.snapPfx):]...))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list snapshot keys: %w", err)
+	}
+	return keys, nil
+}
+
+// Delete removes key; deleting an absent key is not an error.
+func (s *Store) Delete(ctx context.Context, key []byte) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(s.snapKey(key)) }); err != nil {
+		return fmt.Errorf("snapshot key %q: delete: %w", key, err)
+	}
+	return s.maybeSync()
+}
+
+// SaveCursor stores rec under key unless the stored record has a newer
+// epoch (an error wrapping streaming.ErrFenced). The read and the write are
+// one transaction, retried when a concurrent writer conflicts.
+func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.CursorRecord) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	k := s.curKey(key)
+	v := streaming.MarshalCursorRecord(rec)
+	for {
+		err := s.db.Update(func(txn *badger.Txn) error {
+			item, err := txn.Get(k)
+			switch {
+			case errors.Is(err, badger.ErrKeyNotFound):
+			case err != nil:
+				return err
+			default:
+				var old streaming.CursorRecord
+				if err := item.Value(func(b []byte) (derr error) {
+					old, derr = streaming.UnmarshalCursorRecord(b)
+					return derr
+				}); err != nil {
+					return fmt.Errorf("stored record: %w", err)
+				}
+				if err := streaming.CheckCursorFence(key, old, rec); err != nil {
+					return err
+				}
+			}
+			return txn.Set(k, v)
+		})
+		if errors.Is(err, badger.ErrConflict) {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			continue
+		}
+		if errors.Is(err, streaming.ErrFenced) {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("cursor key %q: save: %w", key, err)
+		}
+		return s.maybeSync()
+	}
+}
+
+// LoadCursor returns key's cursor record, or an error wrapping
+// streaming.ErrNotFound.
+func (s *Store) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
+	if err := s.check(ctx); err != nil {
+		return streaming.CursorRecord{}, err
+	}
+	var rec streaming.CursorRecord
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(s.curKey(key))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(b []byte) (derr error) {
+			rec, derr = streaming.UnmarshalCursorRecord(b)
+			return derr
+		})
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return streaming.CursorRecord{}, fmt.Errorf("cursor key %q: %w", key, streaming.ErrNotFound)
+	}
+	if err != nil {
+		return streaming.CursorRecord{}, fmt.Errorf("cursor key %q: %w", key, err)
+	}
+	return rec, nil
+}
