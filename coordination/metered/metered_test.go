@@ -1,0 +1,74 @@
+package metered_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/memstore"
+	"github.com/tflo-io/tflo/coordination/metered"
+	"github.com/tflo-io/tflo/coordination/vclock"
+	"github.com/tflo-io/tflo/testsuite/coordtest"
+)
+
+func TestConformance(t *testing.T) {
+	coordtest.Run(t, func(t *testing.T) coordtest.Harness {
+		clk := vclock.New(time.Unix(0, 0))
+		inner, err := memstore.New(memstore.WithClock(clk))
+		require.NoError(t, err)
+		s, err := metered.New(inner, metered.WithTimeout(5*time.Second))
+		require.NoError(t, err)
+		return coordtest.Harness{Store: s, Advance: clk.Advance, BreakWatches: inner.BreakWatches}
+	})
+}
+
+// stuckStore never answers until its context ends, ignoring it for Get.
+type stuckStore struct {
+	coordination.Store
+	release chan struct{}
+}
+
+func (s stuckStore) Get(ctx context.Context, ks coordination.Keyspace, key string) (coordination.Entry, error) {
+	<-s.release // ignores ctx, like a backend stuck in a syscall
+	return coordination.Entry{}, coordination.NotFound(ks, key)
+}
+
+func TestTimeoutIsRetryableAndMetered(t *testing.T) {
+	inner, err := memstore.New()
+	require.NoError(t, err)
+	stuck := stuckStore{Store: inner, release: make(chan struct{})}
+	defer close(stuck.release)
+	reg := prometheus.NewRegistry()
+	m := metered.NewMetrics(reg)
+	s, err := metered.New(stuck, metered.WithTimeout(20*time.Millisecond), metered.WithMetrics(m))
+	require.NoError(t, err)
+
+	_, err = s.Get(context.Background(), coordination.Durable, "k")
+	require.ErrorIs(t, err, metered.ErrTimeout)
+	require.True(t, coordination.IsRetryable(err), "a timeout is Retryable: %v", err)
+
+	o, err := s.Create(context.Background(), coordination.Durable, "k", []byte("v"))
+	require.NoError(t, err)
+	require.True(t, o.Won())
+	_, err = s.Create(context.Background(), coordination.Durable, "k", []byte("v"))
+	require.NoError(t, err)
+
+	require.Equal(t, 3, testutil.CollectAndCount(m.Duration()), "series: get/retryable, create/won, create/lost")
+	n, err := testutil.GatherAndCount(reg, "tflo_coordination_store_op_duration_seconds")
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+}
+
+func TestNewValidates(t *testing.T) {
+	_, err := metered.New(nil)
+	require.Error(t, err)
+	inner, err := memstore.New()
+	require.NoError(t, err)
+	_, err = metered.New(inner, metered.WithTimeout(-1))
+	require.Error(t, err)
+}
