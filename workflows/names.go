@@ -1,0 +1,75 @@
+package workflows
+
+import (
+	"fmt"
+	"net/url"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Task queues and workflow-id prefixes, defined once. Workflows run on the
+// control queue; activities that touch a worker's in-process state run on
+// that worker's own queue (WorkerTaskQueue).
+const (
+	// ControlTaskQueue is where tflo's workflows run.
+	ControlTaskQueue = "tflo-control"
+	// workerTaskQueuePrefix + worker id is a worker's own activity queue.
+	workerTaskQueuePrefix = "tflo-worker-"
+
+	CheckpointWorkflowIDPrefix = "tflo-checkpoint:"
+	HandoffWorkflowIDPrefix    = "tflo-handoff:"
+	LeaseWorkflowIDPrefix      = "tflo-lease:"
+	BackfillWorkflowIDPrefix   = "tflo-backfill:"
+)
+
+// Signal and query names.
+const (
+	// SignalCheckpointNow asks a checkpoint workflow for a checkpoint now.
+	SignalCheckpointNow = "checkpoint-now"
+	// SignalOwner tells a checkpoint workflow who owns its shard (Owner).
+	SignalOwner = "owner"
+	// SignalStop asks a long-running workflow to finish after its current step.
+	SignalStop = "stop"
+	// QueryStatus returns a workflow's State struct.
+	QueryStatus = "status"
+)
+
+// Custom search attributes, so checkpoints can be filtered in the web UI
+// (for example `TfloPipeline = "iot-portal" and TfloBreakerState = "open"`).
+var (
+	SearchPipeline       = temporal.NewSearchAttributeKeyKeyword("TfloPipeline")
+	SearchShard          = temporal.NewSearchAttributeKeyKeyword("TfloShard")
+	SearchLastCheckpoint = temporal.NewSearchAttributeKeyTime("TfloLastCheckpoint")
+	SearchBreakerState   = temporal.NewSearchAttributeKeyKeyword("TfloBreakerState")
+)
+
+// SearchAttributeFlags returns the `--search-attribute Name=Type` arguments
+// that register tflo's search attributes on `temporal server start-dev`.
+func SearchAttributeFlags() []string {
+	return []string{
+		"--search-attribute", SearchPipeline.GetName() + "=Keyword",
+		"--search-attribute", SearchShard.GetName() + "=Keyword",
+		"--search-attribute", SearchLastCheckpoint.GetName() + "=Datetime",
+		"--search-attribute", SearchBreakerState.GetName() + "=Keyword",
+	}
+}
+
+// WorkerTaskQueue is the activity task queue of one worker process.
+func WorkerTaskQueue(workerID string) string { return workerTaskQueuePrefix + workerID }
+
+// CheckpointWorkflowID is the id of the checkpoint workflow of one shard of
+// a pipeline. Names are escaped so ids stay unambiguous.
+func CheckpointWorkflowID(pipeline, shard string) string {
+	return fmt.Sprintf("%s%s/%s", CheckpointWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard))
+}
+
+// HandoffWorkflowID is the id of the handoff of a shard to a new epoch.
+func HandoffWorkflowID(pipeline, shard string, epoch uint64) string {
+	return fmt.Sprintf("%s%s/%s@%d", HandoffWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard), epoch)
+}
+
+// LeaseWorkflowID is the id of a worker's lease workflow.
+func LeaseWorkflowID(workerID string) string { return LeaseWorkflowIDPrefix + url.PathEscape(workerID) }
+
+// BackfillWorkflowID is the id of a named backfill run.
+func BackfillWorkflowID(name string) string { return BackfillWorkflowIDPrefix + url.PathEscape(name) }
