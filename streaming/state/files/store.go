@@ -1,0 +1,465 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Store is a StateStore and CursorStore in one folder. Create it with
+// Open; Close stops its I/O goroutines.
+type Store struct {
+	dir  string
+	cfg  config
+	lock *os.File
+
+	jobs      chan func()
+	closing   chan struct{}
+	closeOnce sync.Once
+	workers   sync.WaitGroup
+
+	curMu sync.Mutex // serialises SaveCursor's read-compare-write
+}
+
+var (
+	_ streaming.StateStore  = (*Store)(nil)
+	_ streaming.CursorStore = (*Store)(nil)
+)
+
+// Open opens (creating it if needed) the store folder dir, takes its lock,
+// removes temporary files a crash left behind and starts the I/O
+// goroutines.
+func Open(dir string, opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("files state store: create folder %q: %w", dir, err)
+	}
+	lock, err := lockFolder(filepath.Join(dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("files state store %q: %w", dir, err)
+	}
+	s := &Store{dir: dir, cfg: cfg, lock: lock, jobs: make(chan func()), closing: make(chan struct{})}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("files state store: read folder %q: %w", dir, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				lock.Close()
+				return nil, fmt.Errorf("files state store: remove stale temporary file: %w", err)
+			}
+		}
+	}
+	for range cfg.workers {
+		s.workers.Go(s.work)
+	}
+	return s, nil
+}
+
+func (s *Store) work() {
+	for {
+		select {
+		case fn := <-s.jobs:
+			fn()
+		case <-s.closing:
+			return
+		}
+	}
+}
+
+// Close stops the I/O goroutines after the jobs they are running and
+// releases the folder's lock. Calls after Close return ErrClosed. Close is
+// idempotent.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.workers.Wait()
+		err = s.lock.Close()
+	})
+	return err
+}
+
+// Dir returns the store's folder.
+func (s *Store) Dir() string { return s.dir }
+
+// submit hands fn to an I/O goroutine. It returns ErrClosed or ctx's error
+// if fn could not be handed over, in which case fn never runs.
+func (s *Store) submit(ctx context.Context, fn func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-s.closing:
+		return ErrClosed
+	default:
+	}
+	select {
+	case s.jobs <- fn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return ErrClosed
+	}
+}
+
+// do runs fn on an I/O goroutine and waits for it or for ctx.
+func (s *Store) do(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	if err := s.submit(ctx, func() { done <- fn() }); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writeFile atomically replaces name with content: temporary file, fsync,
+// rename. The caller fsyncs the folder.
+func (s *Store) writeFile(name string, content []byte) error {
+	f, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(fs.FileMode(s.cfg.perm)); err != nil {
+		return err
+	}
+	if _, err := f.Write(content); err != nil {
+		return err
+	}
+	if s.cfg.sync {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// syncDir fsyncs the folder, making renames and removals durable.
+func (s *Store) syncDir() error {
+	if !s.cfg.sync {
+		return nil
+	}
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync folder %q: %w", s.dir, err)
+	}
+	return nil
+}
+
+// readFile reads the file for key and returns the bytes after its key
+// header, or an error wrapping streaming.ErrNotFound.
+func (s *Store) readFile(k kind, key []byte) ([]byte, string, error) {
+	name := fileName(k, key)
+	path := filepath.Join(s.dir, name)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, path, fmt.Errorf("%s key %q: %w", k, key, streaming.ErrNotFound)
+	}
+	if err != nil {
+		return nil, path, fmt.Errorf("%s key %q: read %s: %w", k, key, path, err)
+	}
+	stored, rest, err := splitKeyHeader(b)
+	if err != nil {
+		return nil, path, fmt.Errorf("%s key %q (file %s): %w", k, key, path, err)
+	}
+	if !bytes.Equal(stored, key) {
+		return nil, path, fmt.Errorf("%s key %q (file %s): file records key %q: %w", k, key, path, stored, streaming.ErrCorrupt)
+	}
+	return rest, path, nil
+}
+
+func encodeSnapshotFile(key []byte, snap streaming.Snapshot) []byte {
+	b := make([]byte, 0, len(key)+14+streaming.SnapshotEncodedLen(snap))
+	return streaming.AppendSnapshot(appendKeyHeader(b, key), snap)
+}
+
+// Save atomically replaces key's snapshot file.
+func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
+	name := fileName(kindSnapshot, key)
+	content := encodeSnapshotFile(key, snap)
+	err := s.do(ctx, func() error {
+		if err := s.writeFile(name, content); err != nil {
+			return err
+		}
+		return s.syncDir()
+	})
+	if err != nil {
+		return fmt.Errorf("snapshot key %q: save: %w", key, err)
+	}
+	return nil
+}
+
+// SaveBatch writes the batch's files in parallel on the I/O goroutines,
+// each atomically, and fsyncs the folder once at the end. A key repeated
+// in the batch ends with its last item. On error or cancellation the
+// files already renamed stay.
+func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	// Last occurrence of each key wins: skip earlier ones, so parallel
+	// writes never race on one name.
+	last := make(map[string]int, len(items))
+	for i, it := range items {
+		last[string(it.Key)] = i
+	}
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+		failed   = make(chan struct{})
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; close(failed) })
+	}
+submitting:
+	for i, it := range items {
+		if last[string(it.Key)] != i {
+			continue
+		}
+		select {
+		case <-failed:
+			break submitting
+		default:
+		}
+		name := fileName(kindSnapshot, it.Key)
+		content := encodeSnapshotFile(it.Key, it.Snapshot)
+		key := append([]byte(nil), it.Key...)
+		wg.Add(1)
+		err := s.submit(ctx, func() {
+			defer wg.Done()
+			select {
+			case <-failed:
+				return
+			default:
+			}
+			if err := s.writeFile(name, content); err != nil {
+				fail(fmt.Errorf("save batch: snapshot key %q: %w", key, err))
+			}
+		})
+		if err != nil {
+			wg.Done()
+			fail(err)
+			break
+		}
+	}
+	// Wait for the handed-over writes, or for ctx.
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	select {
+	case <-allDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Every job has finished (or never started), so firstErr is final.
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := s.do(ctx, s.syncDir); err != nil {
+		return fmt.Errorf("save batch of %d snapshots: %w", len(items), err)
+	}
+	return nil
+}
+
+// Load reads key's snapshot file. A missing file is an error wrapping
+// streaming.ErrNotFound; a corrupt one an error wrapping
+// streaming.ErrCorrupt that names the key and the file.
+func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
+	var snap streaming.Snapshot
+	err := s.do(ctx, func() error {
+		rest, path, err := s.readFile(kindSnapshot, key)
+		if err != nil {
+			return err
+		}
+		snap, err = streaming.UnmarshalSnapshot(rest)
+		if err != nil {
+			return fmt.Errorf("snapshot key %q (file %s): %w", key, path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return streaming.Snapshot{}, err
+	}
+	return snap, nil
+}
+
+// ListKeys returns every stored snapshot key, decoded from file names (and
+// read from the file for hashed names).
+func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
+	var keys [][]byte
+	err := s.do(ctx, func() error {
+		entries, err := os.ReadDir(s.dir)
+		if err != nil {
+			return fmt.Errorf("list snapshot keys: read folder %q: %w", s.dir, err)
+		}
+		for _, e := range entries {
+			k, key, hashed, ok, err := parseName(e.Name())
+			if !ok || k != kindSnapshot {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("list snapshot keys in %q: %w", s.dir, err)
+			}
+			if hashed {
+				key, err = s.keyOfFile(e.Name())
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // deleted since ReadDir
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if fileName(k, key) != e.Name() {
+				return fmt.Errorf("list snapshot keys: file %q is not the canonical name of key %q: %w", e.Name(), key, streaming.ErrCorrupt)
+			}
+			keys = append(keys, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// keyOfFile reads the key header of a file with a hashed name.
+func (s *Store) keyOfFile(name string) ([]byte, error) {
+	path := filepath.Join(s.dir, name)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// Hashed names are for keys of more than ~125 bytes; read the header
+	// in growing steps rather than the whole snapshot.
+	buf := make([]byte, 4096)
+	for {
+		n, rerr := f.ReadAt(buf, 0)
+		key, _, err := splitKeyHeader(buf[:n])
+		if err == nil {
+			return append([]byte(nil), key...), nil
+		}
+		if rerr != nil || n < len(buf) {
+			return nil, fmt.Errorf("file %s: %w", path, err)
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// Delete removes key's snapshot file; an absent key is not an error.
+func (s *Store) Delete(ctx context.Context, key []byte) error {
+	name := fileName(kindSnapshot, key)
+	err := s.do(ctx, func() error {
+		err := os.Remove(filepath.Join(s.dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return s.syncDir()
+	})
+	if err != nil {
+		return fmt.Errorf("snapshot key %q: delete: %w", key, err)
+	}
+	return nil
+}
+
+// SaveCursor atomically replaces key's cursor file unless the stored record
+// has a newer epoch (an error wrapping streaming.ErrFenced). A stored
+// record that fails its checksum is refused, not overwritten.
+func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.CursorRecord) error {
+	name := fileName(kindCursor, key)
+	content := append(appendKeyHeader(nil, key), streaming.MarshalCursorRecord(rec)...)
+	key = append([]byte(nil), key...)
+	return s.do(ctx, func() error {
+		s.curMu.Lock()
+		defer s.curMu.Unlock()
+		old, err := s.loadCursor(key)
+		switch {
+		case errors.Is(err, streaming.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := streaming.CheckCursorFence(key, old, rec); err != nil {
+				return err
+			}
+		}
+		if err := s.writeFile(name, content); err != nil {
+			return fmt.Errorf("cursor key %q: save: %w", key, err)
+		}
+		if err := s.syncDir(); err != nil {
+			return fmt.Errorf("cursor key %q: save: %w", key, err)
+		}
+		return nil
+	})
+}
+
+// LoadCursor returns key's cursor record, or an error wrapping
+// streaming.ErrNotFound.
+func (s *Store) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
+	var rec streaming.CursorRecord
+	err := s.do(ctx, func() (err error) {
+		rec, err = s.loadCursor(key)
+		return err
+	})
+	if err != nil {
+		return streaming.CursorRecord{}, err
+	}
+	return rec, nil
+}
+
+func (s *Store) loadCursor(key []byte) (streaming.CursorRecord, error) {
+	rest, path, err := s.readFile(kindCursor, key)
+	if err != nil {
+		return streaming.CursorRecord{}, err
+	}
+	rec, err := streaming.UnmarshalCursorRecord(rest)
+	if err != nil {
+		return streaming.CursorRecord{}, fmt.Errorf("cursor key %q (file %s): %w", key, path, err)
+	}
+	return rec, nil
+}
