@@ -25,14 +25,18 @@ func TestCallerGivesUpWhileDiskStalls(t *testing.T) {
 	<-stalled
 
 	calls := map[string]func(ctx context.Context) error{
-		"Save": func(ctx context.Context) error { return s.Save(ctx, []byte("k"), streaming.Snapshot{Data: []byte("v")}) },
+		"Save": func(ctx context.Context) error {
+			return s.Save(ctx, []byte("k"), streaming.Snapshot{Data: []byte("v")})
+		},
 		"SaveBatch": func(ctx context.Context) error {
 			return s.SaveBatch(ctx, []streaming.KeyedSnapshot{{Key: []byte("b"), Snapshot: streaming.Snapshot{}}})
 		},
-		"Load":       func(ctx context.Context) error { _, err := s.Load(ctx, []byte("k")); return err },
-		"ListKeys":   func(ctx context.Context) error { _, err := s.ListKeys(ctx); return err },
-		"Delete":     func(ctx context.Context) error { return s.Delete(ctx, []byte("k")) },
-		"SaveCursor": func(ctx context.Context) error { return s.SaveCursor(ctx, []byte("c"), streaming.CursorRecord{Epoch: 1}) },
+		"Load":     func(ctx context.Context) error { _, err := s.Load(ctx, []byte("k")); return err },
+		"ListKeys": func(ctx context.Context) error { _, err := s.ListKeys(ctx); return err },
+		"Delete":   func(ctx context.Context) error { return s.Delete(ctx, []byte("k")) },
+		"SaveCursor": func(ctx context.Context) error {
+			return s.SaveCursor(ctx, []byte("c"), streaming.CursorRecord{Epoch: 1})
+		},
 		"LoadCursor": func(ctx context.Context) error { _, err := s.LoadCursor(ctx, []byte("c")); return err },
 	}
 	for name, call := range calls {
