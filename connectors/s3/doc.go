@@ -22,7 +22,7 @@
 //
 //	manifest                                  the commit point: live segments and the full key index
 //	seg/<generation:020d>-<random:08x>.seg    immutable segment objects: records, their index, a trailer
-//	cursor/<hex(key)>                         one CursorStore record per cursor key
+//	cursor/k-<hex(key)> | cursor/h-<sha256>    one CursorStore record per cursor key (hashed when the key is long)
 //
 // A segment holds records (key, streaming.MarshalSnapshot bytes with their
 // own CRC32C) followed by an index of the records and a checksummed

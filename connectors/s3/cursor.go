@@ -1,0 +1,146 @@
+package s3
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+const cursorDir = "cursor/"
+
+// CursorStore is a streaming.CursorStore on S3: one small object per
+// cursor key (see cursorName for the object name), holding
+// streaming.MarshalCursorRecord bytes. Cursors are saved once per shard
+// and checkpoint, not per record key, so one PUT per save is the cost.
+//
+// Fencing is a read-compare-write made atomic by a conditional PUT on the
+// ETag read (If-Match, or If-None-Match "*" when the key is new): a writer
+// that loses the race rereads and re-checks, so an older epoch never
+// replaces a newer one, even across processes. The last record written
+// per key is cached, so a steady owner's save is one PUT with no GET.
+// Safe for concurrent use.
+type CursorStore struct {
+	obj         *objects
+	conditional bool
+
+	mu    sync.Mutex // serialises saves within the process
+	cache map[string]cachedCursor
+}
+
+type cachedCursor struct {
+	rec  streaming.CursorRecord
+	etag string
+}
+
+var _ streaming.CursorStore = (*CursorStore)(nil)
+
+// NewCursorStore returns a CursorStore for bucket (the prefix, client and
+// conditional-write options apply as for New).
+func NewCursorStore(ctx context.Context, bucket string, opts ...Option) (*CursorStore, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(bucket); err != nil {
+		return nil, fmt.Errorf("s3 cursor store: %w", err)
+	}
+	obj, err := newObjects(ctx, bucket, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &CursorStore{obj: obj, conditional: cfg.conditional, cache: map[string]cachedCursor{}}, nil
+}
+
+// cursorName maps a key to its object name: cursor/k-<hex(key)> for keys
+// up to 256 bytes, cursor/h-<hex(sha256(key))> for longer ones (S3 object
+// names are limited to 1024 bytes).
+func cursorName(key []byte) string {
+	if len(key) <= 256 {
+		return cursorDir + "k-" + hex.EncodeToString(key)
+	}
+	sum := sha256.Sum256(key)
+	return cursorDir + "h-" + hex.EncodeToString(sum[:])
+}
+
+// SaveCursor stores rec under key unless a record of a newer epoch is
+// stored (then the error wraps streaming.ErrFenced and nothing changes).
+func (c *CursorStore) SaveCursor(ctx context.Context, key []byte, rec streaming.CursorRecord) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name := cursorName(key)
+	body := streaming.MarshalCursorRecord(rec)
+	for attempt := 0; ; attempt++ {
+		cur, ok := c.cache[name]
+		if !ok {
+			stored, etag, err := c.read(ctx, key)
+			switch {
+			case err == nil:
+				cur = cachedCursor{rec: stored, etag: etag}
+			case isNotFound(err):
+				cur = cachedCursor{}
+			default:
+				return err
+			}
+		}
+		if cur.etag != "" {
+			if err := streaming.CheckCursorFence(key, cur.rec, rec); err != nil {
+				return fmt.Errorf("s3 cursor store %s: %w", c.obj.uri(name), err)
+			}
+		}
+		var ifMatch, ifNoneMatch string
+		if c.conditional {
+			if cur.etag == "" {
+				ifNoneMatch = "*"
+			} else {
+				ifMatch = cur.etag
+			}
+		}
+		etag, err := c.obj.put(ctx, name, body, ifMatch, ifNoneMatch)
+		if err != nil {
+			delete(c.cache, name)
+			if isPreconditionFailed(err) && attempt < 10 {
+				continue // another process wrote first: reread and re-check
+			}
+			return fmt.Errorf("s3 cursor store: cursor key %q: %w", key, err)
+		}
+		if etag == "" {
+			delete(c.cache, name)
+		} else {
+			c.cache[name] = cachedCursor{rec: rec, etag: etag}
+		}
+		return nil
+	}
+}
+
+// LoadCursor returns key's record, or an error wrapping
+// streaming.ErrNotFound.
+func (c *CursorStore) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return streaming.CursorRecord{}, err
+	}
+	rec, _, err := c.read(ctx, key)
+	if isNotFound(err) {
+		return streaming.CursorRecord{}, fmt.Errorf("s3 cursor store %s: cursor key %q: %w", c.obj.uri(cursorName(key)), key, streaming.ErrNotFound)
+	}
+	return rec, err
+}
+
+func (c *CursorStore) read(ctx context.Context, key []byte) (streaming.CursorRecord, string, error) {
+	name := cursorName(key)
+	body, etag, err := c.obj.get(ctx, name)
+	if err != nil {
+		return streaming.CursorRecord{}, "", err
+	}
+	rec, err := streaming.UnmarshalCursorRecord(body)
+	if err != nil {
+		return streaming.CursorRecord{}, "", fmt.Errorf("s3 cursor store %s: cursor key %q: %w", c.obj.uri(name), key, err)
+	}
+	return rec, etag, nil
+}
