@@ -1,0 +1,73 @@
+package s3_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
+	s3store "github.com/tflo-io/tflo/connectors/s3"
+)
+
+func newArchive(t *testing.T, f *fakeS3, extra ...s3store.Option) (*s3store.Archive, *s3store.RequestCounter) {
+	t.Helper()
+	var rc s3store.RequestCounter
+	a, err := s3store.NewArchive(context.Background(), testBucket, f.opts(append([]s3store.Option{s3store.WithAPIOptions(rc.Register)}, extra...)...)...)
+	require.NoError(t, err)
+	return a, &rc
+}
+
+func TestArchiveConformance(t *testing.T) {
+	archivetest.Run(t, func(t *testing.T) parquet.Archive {
+		a, _ := newArchive(t, newFakeS3(t), s3store.WithPrefix("archive"))
+		return a
+	})
+}
+
+// The Parquet writer and the backfill reader work unchanged over S3: each
+// file is one PUT, and the reader streams back the rows that were written.
+func TestArchiveParquetWriteRead(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeS3(t)
+	a, rc := newArchive(t, f, s3store.WithPrefix("archive"))
+	w, err := parquet.NewWriter(a, "iot", 3, 7, parquet.WithRowGroupRows(100))
+	require.NoError(t, err)
+	var rows []parquet.Row
+	for i := range 1000 {
+		rows = append(rows, parquet.Row{Sensor: "s-1", Signal: "sma", TS: int64(1_700_000_000_000_000_000 + i), Mode: 1, Value: float64(i) / 4, Offset: int64(i)})
+	}
+	for _, chunk := range [][]parquet.Row{rows[:400], rows[400:]} {
+		rc.Reset()
+		key, err := w.WriteFile(ctx, chunk)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), rc.Count("PutObject"), "one PUT per file: %v", rc.Counts())
+		require.Contains(t, f.objectNames(t, "archive/"), "archive/"+key.Name())
+	}
+
+	r, err := parquet.NewReader(a, parquet.ShardPrefix("iot", 3), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
+	require.NoError(t, err)
+	var got []parquet.Row
+	for e, err := range r.All(ctx, parquet.Position{}) {
+		require.NoError(t, err)
+		got = append(got, e.Row)
+	}
+	require.Equal(t, rows, got)
+}
+
+func TestArchiveObjectReplacedWhileOpen(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, newFakeS3(t))
+	require.NoError(t, a.PutAtomic(ctx, "p/f", []byte("version one")))
+	o, err := a.Open(ctx, "p/f")
+	require.NoError(t, err)
+	defer o.Close()
+	require.NoError(t, a.PutAtomic(ctx, "p/f", []byte("version two")))
+	_, err = o.ReadAt(make([]byte, 4), 0)
+	require.ErrorContains(t, err, "replaced since it was opened")
+
+	require.NoError(t, o.Close())
+	_, err = o.ReadAt(make([]byte, 4), 0)
+	require.ErrorContains(t, err, "closed")
+}
