@@ -120,8 +120,11 @@ func (w *VWAP) Load(data []byte) error {
 		w.cpv, w.cv = cpv, cv
 		return nil
 	}
-	pv, _ := w.pv.load(&d, "p·v")
-	v, _ := w.v.load(&d, "volume")
+	pv, nPV := w.pv.load(&d, "p·v")
+	v, nV := w.v.load(&d, "volume")
+	if d.err == nil && (nPV != n || nV != n) {
+		d.fail("inner window sizes %d and %d differ from the window %d", nPV, nV, n)
+	}
 	if d.err == nil && (pv.count != v.count || pv.head != v.head) {
 		d.fail("p·v and volume windows disagree on count or head")
 	}
