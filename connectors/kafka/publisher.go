@@ -102,7 +102,7 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 		return nil, err
 	}
 	base := append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, sec...)
-	if err := checkConnect(ctx, base, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
+	if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
 		return nil, err
 	}
 	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(cfg.maxBuffered))

@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -115,7 +117,11 @@ func (s Security) Validate() error {
 }
 
 // kgoOpts turns s into client options.
-func (s Security) kgoOpts() ([]kgo.Opt, error) {
+func (s Security) kgoOpts() ([]kgo.Opt, error) { return s.kgoOptsWatched(nil) }
+
+// kgoOptsWatched is kgoOpts with the SASL mechanism wrapped by watch when
+// watch is not nil.
+func (s Security) kgoOptsWatched(watch *saslWatch) ([]kgo.Opt, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -128,19 +134,67 @@ func (s Security) kgoOpts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if s.SASL != nil {
-		user, pass := s.SASL.Username, s.SASL.Password.Reveal()
-		var m sasl.Mechanism
-		switch strings.ToUpper(s.SASL.Mechanism) {
-		case MechanismPlain:
-			m = plain.Auth{User: user, Pass: pass}.AsMechanism()
-		case MechanismScramSHA256:
-			m = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
-		case MechanismScramSHA512:
-			m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+		m, err := s.saslMechanism()
+		if err != nil {
+			return nil, err
+		}
+		if watch != nil {
+			watch.Mechanism = m
+			m = watch
 		}
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// saslWatch wraps a SASL mechanism to tell an authentication the broker
+// rejected from a network failure: some brokers answer bad credentials
+// with SASL_AUTHENTICATION_FAILED, others (and kfake) just close the
+// connection mid-exchange, which reaches the client as EOF.
+type saslWatch struct {
+	sasl.Mechanism
+	started, completed atomic.Int64
+}
+
+func (w *saslWatch) Authenticate(ctx context.Context, host string) (sasl.Session, []byte, error) {
+	w.started.Add(1)
+	sess, first, err := w.Mechanism.Authenticate(ctx, host)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &saslWatchSession{Session: sess, w: w}, first, nil
+}
+
+type saslWatchSession struct {
+	sasl.Session
+	w *saslWatch
+}
+
+func (s *saslWatchSession) Challenge(b []byte) (bool, []byte, error) {
+	done, out, err := s.Session.Challenge(b)
+	if done && err == nil {
+		s.w.completed.Add(1)
+	}
+	return done, out, err
+}
+
+// rejectedMidAuth reports whether an authentication began and none ever
+// completed: the broker hung up on our credentials.
+func (w *saslWatch) rejectedMidAuth() bool {
+	return w != nil && w.started.Load() > 0 && w.completed.Load() == 0
+}
+
+func (s Security) saslMechanism() (sasl.Mechanism, error) {
+	user, pass := s.SASL.Username, s.SASL.Password.Reveal()
+	switch strings.ToUpper(s.SASL.Mechanism) {
+	case MechanismPlain:
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case MechanismScramSHA256:
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case MechanismScramSHA512:
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("kafka security: SASL mechanism %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", s.SASL.Mechanism)
 }
 
 func (t *TLSConfig) build() (*tls.Config, error) {
@@ -188,15 +242,22 @@ func isAuthError(err error) bool {
 // checkConnect makes one metadata round trip with a short-lived client to
 // fail fast — once, with a clear error — on wrong credentials or an
 // unreachable cluster, before a long-lived client starts retrying.
-func checkConnect(ctx context.Context, base []kgo.Opt, who string, sec Security) error {
-	opts := append(append([]kgo.Opt{}, base...), kgo.RequestRetries(0))
+func checkConnect(ctx context.Context, brokers []string, extra []kgo.Opt, who string, sec Security) error {
+	watch := &saslWatch{}
+	secOpts, err := sec.kgoOptsWatched(watch)
+	if err != nil {
+		return err
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, secOpts...)
+	opts = append(opts, extra...)
+	opts = append(opts, kgo.RequestRetries(0))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", who, err)
 	}
 	defer cl.Close()
 	if err := cl.Ping(ctx); err != nil {
-		if isAuthError(err) {
+		if isAuthError(err) || (watch.rejectedMidAuth() && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))) {
 			user, mech := "", ""
 			if sec.SASL != nil {
 				user, mech = sec.SASL.Username, sec.SASL.Mechanism

@@ -112,7 +112,7 @@ func (s *Source) Run(ctx context.Context) error {
 		return err
 	}
 	who := fmt.Sprintf("kafka source (group %q)", s.cfg.group)
-	if err := checkConnect(ctx, base, who, s.cfg.security); err != nil {
+	if err := checkConnect(ctx, s.cfg.brokers, s.cfg.kgoOpts, who, s.cfg.security); err != nil {
 		return err
 	}
 	opts := append(base,
