@@ -25,10 +25,11 @@ import (
 // migrated; see [SMA.Migrate].
 type SMA struct {
 	streaming.Base
-	buf   []float64
-	head  int // next slot to write
-	count int // values in the window, <= len(buf)
-	sum   ksum
+	buf    []float64 // inline[:n] for small windows: one allocation, one cache line less per event
+	inline [smaInline]float64
+	head   int // next slot to write
+	count  int // values in the window, <= len(buf)
+	sum    ksum
 }
 
 var (
@@ -36,6 +37,9 @@ var (
 	_ streaming.Arity    = (*SMA)(nil)
 	_ streaming.Migrator = (*SMA)(nil)
 )
+
+// smaInline is the largest window stored inside the SMA value itself.
+const smaInline = 8
 
 // smaMaxWindow bounds the window a state blob may declare.
 const smaMaxWindow = 1 << 24
@@ -47,7 +51,13 @@ func NewSMA(n int) *SMA {
 	if n < 1 || n > smaMaxWindow {
 		panic(fmt.Sprintf("ops.NewSMA: window %d is outside 1..%d", n, smaMaxWindow))
 	}
-	return &SMA{buf: make([]float64, n)}
+	s := &SMA{}
+	if n <= smaInline {
+		s.buf = s.inline[:n]
+	} else {
+		s.buf = make([]float64, n)
+	}
+	return s
 }
 
 // Name returns "sma".
