@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,11 @@ type testBroker struct {
 	addr string // host:port
 
 	listenLater func() // set when started with deferListen
+	closeOnce   sync.Once
 }
+
+// close stops the broker (idempotent).
+func (b *testBroker) close() { b.closeOnce.Do(func() { _ = b.srv.Close() }) }
 
 type brokerOpts struct {
 	users    map[string]string // nil: allow everyone
@@ -52,7 +57,7 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 		}}))
 	}
 	if o.storeDir != "" {
-		bo := badgerdb.DefaultOptions(o.storeDir).WithMemTableSize(4 << 20).WithNumMemtables(1).WithValueLogFileSize(8 << 20)
+		bo := badgerdb.DefaultOptions(o.storeDir).WithMemTableSize(16 << 20).WithNumMemtables(2).WithValueLogFileSize(16 << 20).WithValueThreshold(1 << 10).WithLogger(nil)
 		require.NoError(t, srv.AddHook(new(badger.Hook), &badger.Options{Path: o.storeDir, Options: &bo}))
 	}
 	addr := o.addr
@@ -73,7 +78,7 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 			srv.Listeners.Serve("tcp", srv.EstablishConnection)
 		}
 	}
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(b.close)
 	return b
 }
 

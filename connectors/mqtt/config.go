@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Option configures a Source.
@@ -100,8 +102,12 @@ func (c *config) validate() error {
 	if c.deadLetterTopic == "" || strings.ContainsAny(c.deadLetterTopic, "+#") {
 		errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", c.deadLetterTopic))
 	}
-	if c.windowCap <= 0 || c.retainedCap <= 0 {
-		errs = append(errs, fmt.Errorf("dedup window %d and retained map %d capacities must be positive", c.windowCap, c.retainedCap))
+	if c.windowCap <= 0 || c.retainedCap <= 0 || c.windowCap > streaming.MaxMqttWindow || c.retainedCap > streaming.MaxMqttRetained {
+		errs = append(errs, fmt.Errorf("dedup window %d and retained map %d capacities must be in 1..%d and 1..%d",
+			c.windowCap, c.retainedCap, streaming.MaxMqttWindow, streaming.MaxMqttRetained))
+	}
+	if int(c.receiveMaximum) > c.windowCap {
+		errs = append(errs, fmt.Errorf("receive maximum %d exceeds the dedup window %d: a full in-flight burst could push a redelivered id out of the window", c.receiveMaximum, c.windowCap))
 	}
 	if c.decoder == nil {
 		errs = append(errs, errors.New("nil decoder"))
@@ -222,7 +228,8 @@ func WithDedupCapacity(window, retained int) Option {
 }
 
 // WithCursor restores the dedup cursor from a checkpoint
-// (streaming.MqttCursor Bytes). Default: a fresh cursor.
+// (streaming.MqttCursor Bytes); its capacities come from the encoding and
+// override WithDedupCapacity. Default: a fresh cursor.
 func WithCursor(b []byte) Option { return func(c *config) { c.cursor = b } }
 
 // WithLogger sets the logger. Default: discard.

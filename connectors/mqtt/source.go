@@ -8,10 +8,13 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Message is one decoded reading as the handler sees it.
@@ -38,7 +41,7 @@ type Source struct {
 	cfg config
 
 	mu  sync.Mutex // held while a message is handled and by Cut
-	cur *dedupCursor
+	cur *streaming.MqttCursor
 
 	ctr     counters
 	running atomic.Bool
@@ -54,9 +57,15 @@ func NewSource(opts ...Option) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("mqtt source: %w", err)
 	}
-	cur, err := newDedupCursor(cfg.windowCap, cfg.retainedCap, cfg.cursor)
+	var cur *streaming.MqttCursor
+	var err error
+	if len(cfg.cursor) > 0 {
+		cur, err = streaming.ParseMqttCursor(cfg.cursor)
+	} else {
+		cur, err = streaming.NewMqttCursor(cfg.windowCap, cfg.retainedCap)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("mqtt source %q: restore cursor: %w", cfg.clientID, err)
+		return nil, fmt.Errorf("mqtt source %q: %w", cfg.clientID, err)
 	}
 	return &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}}, nil
 }
@@ -64,7 +73,7 @@ func NewSource(opts ...Option) (*Source, error) {
 // Stats returns the counters and the cursor's sizes.
 func (s *Source) Stats() Stats {
 	s.mu.Lock()
-	wl, wc, rl, rc := s.cur.sizes()
+	wl, wc, rl, rc := s.cur.WindowLen(), s.cur.WindowCap(), s.cur.RetainedLen(), s.cur.RetainedCap()
 	s.mu.Unlock()
 	return Stats{
 		Received:         s.ctr.get(CounterReceived),
@@ -87,7 +96,7 @@ func (s *Source) Stats() Stats {
 func (s *Source) Cut(fn func(cursor []byte) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fn(s.cur.bytes())
+	return fn(s.cur.Bytes())
 }
 
 // Run connects, subscribes and delivers messages to h until ctx is done
@@ -192,6 +201,18 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 	return cc
 }
 
+// Fatal SUBACK reason codes: configuration errors that retrying cannot fix.
+var fatalSubackCodes = map[byte]string{
+	0x87: "not authorized",
+	0x8F: "topic filter invalid",
+	0x9E: "shared subscriptions not supported",
+	0xA1: "subscription identifiers not supported",
+	0xA2: "wildcard subscriptions not supported",
+}
+
+// subscribe subscribes on a fresh connection. A refusal with a fatal code
+// stops Run; other refusals (0x91 packet identifier in use, 0x97 quota
+// exceeded, ...) are retried with backoff while the connection lasts.
 func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm *autopaho.ConnectionManager) {
 	sub := &paho.Subscribe{}
 	for _, f := range s.cfg.filters {
@@ -200,21 +221,32 @@ func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm
 		}
 		sub.Subscriptions = append(sub.Subscriptions, paho.SubscribeOptions{Topic: f, QoS: s.cfg.qos})
 	}
-	sa, err := cm.Subscribe(ctx, sub)
-	if err != nil {
-		if sa != nil { // the broker answered and refused: a configuration error
-			for i, code := range sa.Reasons {
-				if code >= 0x80 && i < len(sub.Subscriptions) {
-					fail(fmt.Errorf("mqtt source %q: subscribe %q refused with reason code 0x%02x", s.cfg.clientID, sub.Subscriptions[i].Topic, code))
-					return
-				}
+	delay := s.cfg.backoffMin
+	for attempt := 1; ; attempt++ {
+		sa, err := cm.Subscribe(ctx, sub)
+		if err == nil {
+			s.ctr.inc(CounterSubscribes)
+			return
+		}
+		if sa == nil {
+			// Connection lost mid-subscribe: the next OnConnectionUp retries.
+			s.cfg.logger.Warn("mqtt subscribe failed", "client_id", s.cfg.clientID, "err", err)
+			return
+		}
+		for i, code := range sa.Reasons {
+			if why, fatal := fatalSubackCodes[code]; fatal && i < len(sub.Subscriptions) {
+				fail(fmt.Errorf("mqtt source %q: subscribe %q refused with reason code 0x%02x (%s)", s.cfg.clientID, sub.Subscriptions[i].Topic, code, why))
+				return
 			}
 		}
-		// Connection lost mid-subscribe: the next OnConnectionUp retries.
-		s.cfg.logger.Warn("mqtt subscribe failed", "client_id", s.cfg.clientID, "err", err)
-		return
+		s.cfg.logger.Warn("mqtt subscribe refused; retrying", "client_id", s.cfg.clientID, "attempt", attempt, "reasons", sa.Reasons)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, s.cfg.backoffMax)
 	}
-	s.ctr.inc(CounterSubscribes)
 }
 
 // handle runs one PUBLISH through dedup, decoding, the retained check and
@@ -224,10 +256,10 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	var digest uint64
+	var id uint64
 	if p.QoS > 0 {
-		digest = payloadDigest(p.Topic, p.Payload)
-		if s.cur.seen(p.PacketID, digest) {
+		id = streaming.MqttMessageID(p.Topic, p.PacketID, p.Payload)
+		if s.cur.Seen(id) {
 			s.ctr.inc(CounterDuplicates)
 			return nil
 		}
@@ -238,22 +270,27 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 			return err
 		}
 		if p.QoS > 0 {
-			s.cur.mark(p.PacketID, digest)
+			s.cur.Observe(id, p.PacketID)
 		}
 		return nil
 	}
-	if p.Retain && s.cur.retainedSeen(p.Topic, r.TS) {
-		s.ctr.inc(CounterRetainedSkipped)
-		return nil
+	seq := uint64(max(r.TS, 0))
+	if p.Retain {
+		if last, ok := s.cur.RetainedSeq(p.Topic); ok && seq <= last {
+			s.ctr.inc(CounterRetainedSkipped)
+			return nil
+		}
 	}
 	m := Message{Topic: p.Topic, PacketID: p.PacketID, QoS: p.QoS, Retain: p.Retain, Duplicate: p.Duplicate(), Reading: r}
 	if err := h(ctx, m); err != nil {
 		return &HandlerError{Topic: p.Topic, PacketID: p.PacketID, Err: err}
 	}
 	if p.QoS > 0 {
-		s.cur.mark(p.PacketID, digest)
+		s.cur.Observe(id, p.PacketID)
 	}
-	s.cur.markTopic(p.Topic, r.TS)
+	// Every processed message advances its topic's sequence, so a retained
+	// copy of a message first seen live is recognised after a reconnect.
+	s.cur.ObserveRetained(p.Topic, seq)
 	s.ctr.inc(CounterProcessed)
 	return nil
 }
@@ -305,22 +342,4 @@ func connectionGone(ctx context.Context, cli *paho.Client, err error) bool {
 	default:
 		return false
 	}
-}
-
-// payloadDigest is FNV-1a 64 over topic and payload: stable across
-// processes (it is persisted in the cursor), no allocation.
-func payloadDigest(topic string, payload []byte) uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
-	for i := 0; i < len(topic); i++ {
-		h ^= uint64(topic[i])
-		h *= prime
-	}
-	h ^= 0xff // separator: ("ab","c") != ("a","bc")
-	h *= prime
-	for _, b := range payload {
-		h ^= uint64(b)
-		h *= prime
-	}
-	return h
 }

@@ -1,0 +1,91 @@
+package mqtt
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFloodOfDistinctPacketIDsKeepsMemoryFlat drives one million distinct
+// QoS 2 messages (every packet id, many times over, with distinct
+// payloads, over 10,000 topics) through the source's message path — the
+// same function the connection's router calls — and checks that the
+// dedup window and the topic map stay at their capacities and the heap
+// does not grow with the number of messages.
+func TestFloodOfDistinctPacketIDsKeepsMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1M messages")
+	}
+	const (
+		n         = 1_000_000
+		windowCap = 1024
+		topicCap  = 512
+	)
+	s, err := NewSource(WithServers("mqtt://127.0.0.1:1"), WithClientID("flood"), WithTopics("sensors/#"),
+		WithDedupCapacity(windowCap, topicCap), WithReceiveMaximum(256))
+	require.NoError(t, err)
+	ctx := context.Background()
+	var handled int
+	h := func(context.Context, Message) error { handled++; return nil }
+
+	topics := make([]string, 10_000)
+	for i := range topics {
+		topics[i] = "sensors/" + strconv.Itoa(i)
+	}
+	payload := make([]byte, 0, 64)
+	pub := &paho.Publish{QoS: 2}
+	send := func(i int) {
+		pub.PacketID = uint16(i%65535) + 1
+		pub.Topic = topics[i%len(topics)]
+		payload = EncodeReading(payload[:0], Reading{Sensor: "s", TS: int64(i), Value: 1})
+		pub.Payload = payload
+		if err := s.handle(ctx, nil, pub, h); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+
+	const warm = 100_000
+	for i := range warm {
+		send(i)
+	}
+	before := heap()
+	maxWindow, maxTopics := 0, 0
+	for i := warm; i < n; i++ {
+		send(i)
+		if i%10_000 == 0 {
+			st := s.Stats()
+			maxWindow, maxTopics = max(maxWindow, st.WindowLen), max(maxTopics, st.RetainedLen)
+		}
+	}
+	after := heap()
+
+	st := s.Stats()
+	assert.Equal(t, n, handled, "every distinct message is processed")
+	assert.Equal(t, uint64(0), st.Duplicates)
+	assert.Equal(t, windowCap, st.WindowLen)
+	assert.LessOrEqual(t, maxWindow, windowCap)
+	assert.Equal(t, topicCap, st.RetainedLen)
+	assert.LessOrEqual(t, maxTopics, topicCap)
+	growth := int64(after) - int64(before)
+	t.Logf("heap after %d messages: %d KiB, after %d: %d KiB (growth %d KiB)", warm, before>>10, n, after>>10, growth>>10)
+	assert.Less(t, growth, int64(2<<20), "heap grew by %d bytes over %d messages", growth, n-warm)
+
+	// The window still catches a redelivery of a recent message...
+	send(n - 1)
+	assert.Equal(t, uint64(1), s.Stats().Duplicates)
+	// ...and, as documented, forgets one older than its capacity.
+	send(n - windowCap - 1)
+	assert.Equal(t, uint64(1), s.Stats().Duplicates)
+	assert.Equal(t, n+1, handled)
+}

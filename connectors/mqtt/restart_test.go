@@ -1,0 +1,71 @@
+package mqtt
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBrokerRestartMidStreamKeepsThePersistentSession stops the broker
+// while messages are in flight, starts it again from its store on the same
+// address, queues more messages for the offline session before the broker
+// accepts connections, and checks that the source — reconnecting with
+// Clean Start false — processes every reading exactly once.
+func TestBrokerRestartMidStreamKeepsThePersistentSession(t *testing.T) {
+	store := t.TempDir()
+	b1 := startBroker(t, brokerOpts{storeDir: store})
+	addr := b1.addr
+
+	var mu sync.Mutex
+	count := map[int64]int{}
+	s := newTestSource(t, b1, "edge-restart", WithSessionExpiry(time.Hour))
+	runSource(t, s, func(_ context.Context, m Message) error {
+		mu.Lock()
+		count[m.Reading.TS]++
+		mu.Unlock()
+		return nil
+	})
+	waitSubscribed(t, s, 1)
+	processed := func() int { mu.Lock(); defer mu.Unlock(); return len(count) }
+
+	for i := range 50 {
+		require.NoError(t, b1.srv.Publish("sensors/r", reading("r", int64(i), 1), false, 2))
+	}
+	require.Eventually(t, func() bool { return processed() == 50 }, waitFor, time.Millisecond)
+	// Mid-stream: publish and stop the broker without waiting.
+	for i := 50; i < 100; i++ {
+		require.NoError(t, b1.srv.Publish("sensors/r", reading("r", int64(i), 1), false, 2))
+	}
+	b1.close()
+	connects := s.Stats().Connects
+
+	b2 := startBroker(t, brokerOpts{storeDir: store, addr: addr, deferListen: true})
+	for i := 100; i < 150; i++ { // queued for the offline session
+		require.NoError(t, b2.srv.Publish("sensors/r", reading("r", int64(i), 1), false, 2))
+	}
+	b2.listenLater()
+	require.Equal(t, addr, b2.addr)
+
+	if !assert.Eventually(t, func() bool { return processed() == 150 }, waitFor, 5*time.Millisecond,
+		"readings lost across the broker restart") {
+		mu.Lock()
+		var missing []int64
+		for ts := range int64(150) {
+			if count[ts] == 0 {
+				missing = append(missing, ts)
+			}
+		}
+		mu.Unlock()
+		t.Fatalf("missing %v; stats %+v", missing, s.Stats())
+	}
+	assert.Greater(t, s.Stats().Connects, connects, "the source reconnected")
+	mu.Lock()
+	defer mu.Unlock()
+	for ts := range int64(150) {
+		assert.Equal(t, 1, count[ts], "reading %d processed %d times", ts, count[ts])
+	}
+}
