@@ -38,15 +38,18 @@ func apiCode(err error) (code string, status int) {
 	return code, status
 }
 
+// isNotFound reports a missing object. A 404 with another error code
+// (NoSuchBucket, or versitygw's XAdminUserNotFound for an unknown access
+// key) is not a missing object.
 func isNotFound(err error) bool {
 	code, status := apiCode(err)
 	switch code {
 	case "NoSuchKey", "NotFound":
 		return true
-	case "NoSuchBucket":
-		return false
+	case "":
+		return status == http.StatusNotFound // HEAD responses carry no error body
 	}
-	return status == http.StatusNotFound && code != "NoSuchBucket"
+	return false
 }
 
 func isPreconditionFailed(err error) bool {
@@ -62,6 +65,7 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrNoSuchBucket, err)
 	case code == "AccessDenied" || code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId" ||
 		code == "InvalidToken" || code == "ExpiredToken" || code == "InvalidClientTokenId" ||
+		code == "XAdminUserNotFound" ||
 		status == http.StatusForbidden || status == http.StatusUnauthorized:
 		return fmt.Errorf("%w (check the access key and secret): %w", ErrAccessDenied, err)
 	}

@@ -1,0 +1,258 @@
+package s3_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
+	s3store "github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/statetest"
+)
+
+const (
+	vgwAccess = "AKIDVERSITYTEST"
+	vgwSecret = "versity-secret-do-not-print-9f3a"
+)
+
+// versitygw is a real S3-compatible server (posix backend, SigV4 checks)
+// running as a child process on a loopback port.
+type versitygw struct {
+	URL string
+}
+
+// versitygwBinary finds the server: $TFLO_VERSITYGW, else
+// <repo>/bin/versitygw. Missing, the test is skipped (`make tools` builds
+// it) unless TFLO_REQUIRE_SERVICES=1, which makes it a failure.
+func versitygwBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("TFLO_VERSITYGW"); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "bin", "versitygw")
+	if _, err := os.Stat(p); err != nil {
+		msg := fmt.Sprintf("versitygw not found at %s (set TFLO_VERSITYGW or run `make tools`, which builds it)", p)
+		if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+// startVersitygw starts a server with a fresh posix folder holding
+// buckets; it is stopped when the test ends.
+func startVersitygw(t *testing.T, buckets ...string) *versitygw {
+	t.Helper()
+	bin := versitygwBinary(t)
+	root := t.TempDir()
+	for _, b := range buckets {
+		require.NoError(t, os.Mkdir(filepath.Join(root, b), 0o755))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	var out lockedBuffer
+	cmd := exec.Command(bin, "--access", vgwAccess, "--secret", vgwSecret, "--port", addr, "posix", root)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	require.Eventually(t, func() bool {
+		select {
+		case <-exited:
+			return true // reported below
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}, 15*time.Second, 20*time.Millisecond, "versitygw did not listen on %s; output:\n%s", addr, &out)
+	select {
+	case <-exited:
+		t.Fatalf("versitygw exited at start; output:\n%s", out.String())
+	default:
+	}
+	return &versitygw{URL: "http://" + addr}
+}
+
+func (v *versitygw) opts(extra ...s3store.Option) []s3store.Option {
+	return append([]s3store.Option{
+		s3store.WithEndpoint(v.URL),
+		s3store.WithPathStyle(true),
+		s3store.WithRegion("us-east-1"),
+		s3store.WithStaticCredentials(vgwAccess, vgwSecret, ""),
+	}, extra...)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestVersitygw(t *testing.T) {
+	v := startVersitygw(t, "state")
+	ctx := context.Background()
+	prefixes := 0
+	fresh := func() string { prefixes++; return fmt.Sprintf("t%03d", prefixes) }
+
+	t.Run("Conformance", func(t *testing.T) {
+		statetest.Run(t, func(t *testing.T) streaming.StateStore {
+			st, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(fresh()))...)
+			require.NoError(t, err)
+			return st
+		})
+	})
+	t.Run("CursorConformance", func(t *testing.T) {
+		statetest.RunCursorStore(t, func(t *testing.T) streaming.CursorStore {
+			cs, err := s3store.NewCursorStore(ctx, "state", v.opts(s3store.WithPrefix(fresh()))...)
+			require.NoError(t, err)
+			return cs
+		})
+	})
+	t.Run("ArchiveConformance", func(t *testing.T) {
+		archivetest.Run(t, func(t *testing.T) parquet.Archive {
+			a, err := s3store.NewArchive(ctx, "state", v.opts(s3store.WithPrefix(fresh()))...)
+			require.NoError(t, err)
+			return a
+		})
+	})
+
+	t.Run("RequestCosts", func(t *testing.T) {
+		var rc s3store.RequestCounter
+		prefix := fresh()
+		st, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(prefix), s3store.WithAPIOptions(rc.Register))...)
+		require.NoError(t, err)
+		items := batch(10_000, 1)
+		require.NoError(t, st.SaveBatch(ctx, items))
+		require.LessOrEqual(t, rc.Count("PutObject"), int64(2), "%v", rc.Counts())
+
+		var rc2 s3store.RequestCounter
+		cold, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(prefix), s3store.WithAPIOptions(rc2.Register))...)
+		require.NoError(t, err)
+		got, err := cold.Load(ctx, items[777].Key)
+		require.NoError(t, err)
+		require.Equal(t, items[777].Snapshot, got)
+		require.LessOrEqual(t, rc2.Count("GetObject"), int64(2), "%v", rc2.Counts())
+	})
+
+	t.Run("ConditionalCommit", func(t *testing.T) {
+		prefix := fresh()
+		owner, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(prefix))...)
+		require.NoError(t, err)
+		zombie, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(prefix))...)
+		require.NoError(t, err)
+		require.NoError(t, zombie.SaveBatch(ctx, batch(10, 1)))
+		require.NoError(t, owner.SaveBatch(ctx, batch(10, 2)))
+		err = zombie.SaveBatch(ctx, batch(10, 3))
+		require.ErrorIs(t, err, s3store.ErrConflict)
+		require.ErrorIs(t, err, streaming.ErrFenced)
+	})
+
+	t.Run("WrongCredentials", func(t *testing.T) {
+		const wrong = "wrong-secret-never-printed-77c1"
+		cases := []struct {
+			name   string
+			access string
+			secret string
+		}{
+			{"wrong secret", vgwAccess, wrong},
+			{"unknown access key", "AKIDUNKNOWN", wrong},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				st, err := s3store.New(ctx, "state", s3store.WithEndpoint(v.URL), s3store.WithPathStyle(true),
+					s3store.WithRegion("us-east-1"), s3store.WithStaticCredentials(tc.access, tc.secret, ""), s3store.WithPrefix("creds"))
+				require.NoError(t, err)
+				err = st.SaveBatch(ctx, batch(3, 1))
+				require.ErrorIs(t, err, s3store.ErrAccessDenied)
+				msg := err.Error()
+				t.Logf("error: %s", msg)
+				require.Contains(t, msg, "s3://state/creds/")
+				require.Contains(t, msg, v.URL)
+				require.NotContains(t, msg, tc.secret)
+				require.NotContains(t, msg, vgwSecret)
+
+				_, err = st.Load(ctx, []byte("k"))
+				require.ErrorIs(t, err, s3store.ErrAccessDenied)
+				require.NotContains(t, err.Error(), tc.secret)
+			})
+		}
+	})
+
+	t.Run("NoSuchBucket", func(t *testing.T) {
+		st, err := s3store.New(ctx, "absent", v.opts()...)
+		require.NoError(t, err)
+		_, err = st.Load(ctx, []byte("k"))
+		require.ErrorIs(t, err, s3store.ErrNoSuchBucket)
+		require.ErrorContains(t, err, "s3://absent/manifest")
+	})
+
+	t.Run("RawClientSeesLayout", func(t *testing.T) {
+		prefix := fresh()
+		st, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(prefix))...)
+		require.NoError(t, err)
+		require.NoError(t, st.SaveBatch(ctx, batch(5, 1)))
+		raw := awss3.New(awss3.Options{
+			Region: "us-east-1", BaseEndpoint: aws.String(v.URL), UsePathStyle: true,
+			Credentials: credentials.NewStaticCredentialsProvider(vgwAccess, vgwSecret, ""),
+		})
+		out, err := raw.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("state"), Prefix: aws.String(prefix + "/")})
+		require.NoError(t, err)
+		var names []string
+		for _, o := range out.Contents {
+			names = append(names, strings.TrimPrefix(aws.ToString(o.Key), prefix+"/"))
+		}
+		require.Len(t, names, 2, "one manifest and one segment: %v", names)
+		require.Contains(t, names, "manifest")
+		require.True(t, strings.HasPrefix(names[1], "seg/") || strings.HasPrefix(names[0], "seg/"), "%v", names)
+	})
+}
