@@ -34,7 +34,7 @@ bench: ## run the benchmarks; x-<baseline> columns are ratios against a baseline
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: tools
-tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/influxd ## build the pinned tools (tools/go.mod) into ./bin
+tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/influxd $(BIN)/versitygw ## build the pinned tools (tools/go.mod) into ./bin
 
 # Servers used by the tests and the demo. Each builds from source through the
 # Go module proxy with its own go.mod (so its dependency graph is the one its
@@ -57,6 +57,12 @@ INFLUXD_VERSION := v1.8.10
 $(BIN)/influxd:
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install github.com/influxdata/influxdb/cmd/influxd@$(INFLUXD_VERSION)
+
+# versitygw v1.8.0 (posix backend, real SigV4 checks) for the S3 store integration tests.
+VERSITYGW_VERSION := v1.8.0
+$(BIN)/versitygw:
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 .PHONY: clean
 clean: ## remove ./bin and test caches
