@@ -1,0 +1,467 @@
+package streaming_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/faults"
+)
+
+// owner is a switchable Ownership for tests.
+type owner struct {
+	mu    sync.Mutex
+	epoch streaming.Epoch
+	owns  bool
+}
+
+func (o *owner) Owner() (streaming.Epoch, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.epoch, o.owns
+}
+
+func (o *owner) set(e streaming.Epoch, owns bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.epoch, o.owns = e, owns
+}
+
+func newCP(t *testing.T, src streaming.CheckpointSource, st streaming.StateStore, cs streaming.CursorStore, opts ...streaming.CheckpointerOption) *streaming.Checkpointer {
+	t.Helper()
+	cp, err := streaming.NewCheckpointer("sensors/p0", src, st, cs, opts...)
+	require.NoError(t, err)
+	return cp
+}
+
+func seqOf(c []byte) uint64 { return binary.BigEndian.Uint64(c) }
+
+func TestCheckpointRestoreRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st)
+
+	for i := range 20 {
+		src.Apply(fmt.Sprintf("k%02d", i%10), int64(i))
+	}
+	res1, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Equal(t, streaming.CheckpointID(1), res1.ID)
+	require.Equal(t, uint64(20), seqOf(res1.Cursor))
+	require.Positive(t, res1.Bytes)
+
+	// Only k03 and k04 change: the second checkpoint is incremental.
+	src.Apply("k03", 100)
+	src.Apply("k04", -5)
+	res2, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Equal(t, streaming.CheckpointID(2), res2.ID)
+	require.Equal(t, 1, res2.Pieces, "two dirty keys fit one piece")
+	require.Less(t, res2.Bytes, res1.Bytes)
+	want, wantSeq := src.snapshot()
+
+	src.Apply("k05", 7) // after the last checkpoint: lost by a crash, replayed from the cursor
+
+	rec, err := st.LoadCursor(ctx, []byte("sensors/p0"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), rec.CheckpointID)
+	require.Equal(t, wantSeq, seqOf(rec.Cursor))
+
+	fresh := newCounterSource()
+	cp2 := newCP(t, fresh, st, st)
+	info, err := cp2.Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, streaming.CheckpointID(2), info.ID)
+	require.Equal(t, wantSeq, seqOf(info.Cursor))
+	got, gotSeq := fresh.snapshot()
+	require.Equal(t, want, got)
+	require.Equal(t, wantSeq, gotSeq)
+
+	// Numbering continues after the restored manifest.
+	fresh.Apply("k00", 1)
+	res3, err := cp2.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Equal(t, streaming.CheckpointID(3), res3.ID)
+
+	s := cp2.Status()
+	require.Equal(t, streaming.CheckpointID(3), s.LastID)
+	require.Equal(t, streaming.BreakerClosed, s.Breaker)
+	require.Zero(t, s.InFlightID)
+	require.Equal(t, 3, s.Runs)
+	require.Contains(t, s.LastCursor, "seq:")
+}
+
+func TestRestoreWithNothingStored(t *testing.T) {
+	st := newTinyStore()
+	src := newCounterSource()
+	src.Apply("a", 1)
+	_, err := newCP(t, src, st, st).Restore(context.Background())
+	require.ErrorIs(t, err, streaming.ErrNotFound)
+	got, _ := src.snapshot()
+	require.Equal(t, map[string]int64{"a": 1}, got, "a failed restore leaves the source untouched")
+}
+
+func TestCheckpointStagesEnforceOrder(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st)
+	src.Apply("a", 1)
+
+	info, err := cp.Snapshot(ctx, 0)
+	require.NoError(t, err)
+
+	err = cp.CommitCursor(ctx, info.ID)
+	require.ErrorIs(t, err, streaming.ErrStateNotSaved)
+	require.ErrorContains(t, err, `shard "sensors/p0": checkpoint 1: commit-cursor: cursor save refused`)
+	_, err = st.LoadCursor(ctx, []byte("sensors/p0"))
+	require.ErrorIs(t, err, streaming.ErrNotFound, "a refused cursor save writes nothing")
+
+	err = cp.CommitCursor(ctx, info.ID+5)
+	require.ErrorIs(t, err, streaming.ErrUnknownCheckpoint)
+	_, err = cp.SaveState(ctx, info.ID+5)
+	require.ErrorIs(t, err, streaming.ErrUnknownCheckpoint)
+
+	si, err := cp.SaveState(ctx, info.ID)
+	require.NoError(t, err)
+	again, err := cp.SaveState(ctx, info.ID)
+	require.NoError(t, err, "a retried save of a saved checkpoint succeeds")
+	require.Equal(t, si, again)
+
+	require.NoError(t, cp.CommitCursor(ctx, info.ID))
+	require.NoError(t, cp.CommitCursor(ctx, info.ID), "a retried commit of the last checkpoint succeeds")
+	require.Equal(t, 0, cp.Status().ConsecutiveFailures, "ordering refusals are not store failures")
+}
+
+func TestSnapshotSupersedesUnsavedCut(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st)
+	src.Apply("a", 1)
+	first, err := cp.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	src.Apply("b", 2)
+	second, err := cp.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	require.Greater(t, second.ID, first.ID)
+
+	_, err = cp.SaveState(ctx, first.ID)
+	require.ErrorIs(t, err, streaming.ErrUnknownCheckpoint)
+	_, err = cp.SaveState(ctx, second.ID)
+	require.NoError(t, err)
+	require.NoError(t, cp.CommitCursor(ctx, second.ID))
+
+	fresh := newCounterSource()
+	_, err = newCP(t, fresh, st, st).Restore(ctx)
+	require.NoError(t, err)
+	got, _ := fresh.snapshot()
+	require.Equal(t, map[string]int64{"a": 1, "b": 2}, got, "the superseded cut's key is carried into the next one")
+}
+
+func TestCheckpointFencing(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name     string
+		moveAt   string // the stage before which ownership moves
+		newEpoch streaming.Epoch
+		owns     bool
+	}{
+		{"lost before snapshot", "snapshot", 4, false},
+		{"epoch bumped before save", "save", 4, true},
+		{"lost before save", "save", 3, false},
+		{"lost before cursor commit", "commit", 4, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newTinyStore()
+			fs := faults.Wrap(st, st)
+			src := newCounterSource()
+			o := &owner{epoch: 3, owns: true}
+			cp := newCP(t, src, fs, fs, streaming.WithOwnership(o))
+			src.Apply("a", 1)
+
+			check := func(err error) {
+				t.Helper()
+				require.ErrorIs(t, err, streaming.ErrFenced)
+				var noe *streaming.NotOwnerError
+				require.ErrorAs(t, err, &noe)
+				require.Equal(t, streaming.Epoch(3), noe.Epoch)
+				require.Contains(t, err.Error(), `shard "sensors/p0"`)
+			}
+			if tc.moveAt == "snapshot" {
+				o.set(tc.newEpoch, tc.owns)
+				_, err := cp.Snapshot(ctx, 3)
+				check(err)
+				require.Zero(t, fs.Writes())
+				return
+			}
+			info, err := cp.Snapshot(ctx, 3)
+			require.NoError(t, err)
+			if tc.moveAt == "save" {
+				o.set(tc.newEpoch, tc.owns)
+				_, err := cp.SaveState(ctx, info.ID)
+				check(err)
+				require.Empty(t, st.keys(), "a fenced save writes nothing")
+				return
+			}
+			_, err = cp.SaveState(ctx, info.ID)
+			require.NoError(t, err)
+			writes := fs.Writes()
+			o.set(tc.newEpoch, tc.owns)
+			check(cp.CommitCursor(ctx, info.ID))
+			require.Equal(t, writes, fs.Writes())
+			require.Zero(t, cp.Status().ConsecutiveFailures, "fencing is not a store failure")
+		})
+	}
+}
+
+// A zombie owner that has not yet learnt of its loss must not replace the
+// manifest of the new owner.
+func TestZombieManifestRefused(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	zombieSrc, newSrc := newCounterSource(), newCounterSource()
+	zombie := newCP(t, zombieSrc, st, st, streaming.WithOwnership(&owner{epoch: 1, owns: true}))
+	next := newCP(t, newSrc, st, st, streaming.WithOwnership(&owner{epoch: 2, owns: true}))
+
+	zombieSrc.Apply("a", 100)
+	info, err := zombie.Snapshot(ctx, 1)
+	require.NoError(t, err)
+
+	newSrc.Apply("a", 1)
+	_, err = next.Checkpoint(ctx)
+	require.NoError(t, err)
+
+	_, err = zombie.SaveState(ctx, info.ID)
+	require.ErrorIs(t, err, streaming.ErrFenced)
+
+	check := newCounterSource()
+	_, err = newCP(t, check, st, st).Restore(ctx)
+	require.NoError(t, err)
+	got, _ := check.snapshot()
+	require.Equal(t, map[string]int64{"a": 1}, got)
+}
+
+func TestStageDeadlineWhileHotPathRuns(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	fs := faults.Wrap(st, st)
+	src := newCounterSource()
+	cp := newCP(t, src, fs, fs, streaming.WithStageTimeouts(time.Second, 100*time.Millisecond, time.Second))
+	src.Apply("a", 1)
+	fs.Hang(faults.OpSaveBatch)
+
+	// The hot path keeps applying records while the save hangs.
+	var applied atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				src.Apply("b", 1)
+				applied.Add(1)
+			}
+		}
+	}()
+	info, err := cp.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	before := applied.Load()
+	_, err = cp.SaveState(ctx, info.ID)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var se *streaming.StageError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, streaming.StageSaveState, se.Stage)
+	require.Greater(t, applied.Load(), before, "records were applied while the save was hung")
+	close(stop)
+	<-done
+
+	require.ErrorIs(t, cp.CommitCursor(ctx, info.ID), streaming.ErrStateNotSaved)
+	require.Equal(t, 1, cp.Status().ConsecutiveFailures)
+
+	fs.Heal()
+	_, err = cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	want, _ := src.snapshot()
+	fresh := newCounterSource()
+	_, err = newCP(t, fresh, st, st).Restore(ctx)
+	require.NoError(t, err)
+	got, _ := fresh.snapshot()
+	require.Equal(t, want, got)
+}
+
+func TestCheckpointerBreaker(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	st := newTinyStore()
+	fs := faults.Wrap(st, st)
+	src := newCounterSource()
+	cp := newCP(t, src, fs, fs, streaming.WithBreaker(3, time.Minute), streaming.WithClock(clk.Now))
+
+	fail := func(op faults.Op) {
+		t.Helper()
+		fs.FailNext(op, 1)
+		src.Apply("k", 1)
+		_, err := cp.Checkpoint(ctx)
+		require.ErrorIs(t, err, faults.ErrInjected)
+	}
+	// Opens after N consecutive failures, whichever stage fails.
+	fail(faults.OpSaveBatch)
+	fail(faults.OpSave)
+	require.Equal(t, streaming.BreakerClosed, cp.Status().Breaker)
+	fail(faults.OpSaveCursor)
+	st0 := cp.Status()
+	require.Equal(t, streaming.BreakerOpen, st0.Breaker)
+	require.Equal(t, 3, st0.ConsecutiveFailures)
+	require.Contains(t, st0.LastError, "injected fault")
+
+	// Open: refused at once, no store touched, hot path unaffected.
+	cuts := src.cuts
+	_, err := cp.Checkpoint(ctx)
+	require.ErrorIs(t, err, streaming.ErrBreakerOpen)
+	_, err = cp.Snapshot(ctx, 0)
+	require.ErrorIs(t, err, streaming.ErrBreakerOpen)
+	require.Equal(t, cuts, src.cuts)
+	src.Apply("k", 1)
+
+	// Half-opens after the cool-down; a failed probe reopens.
+	clk.Advance(time.Minute)
+	require.Equal(t, streaming.BreakerHalfOpen, cp.Status().Breaker)
+	fail(faults.OpSaveBatch)
+	require.Equal(t, streaming.BreakerOpen, cp.Status().Breaker)
+	_, err = cp.Checkpoint(ctx)
+	require.ErrorIs(t, err, streaming.ErrBreakerOpen)
+
+	// A successful probe closes it.
+	clk.Advance(time.Minute)
+	_, err = cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	st1 := cp.Status()
+	require.Equal(t, streaming.BreakerClosed, st1.Breaker)
+	require.Zero(t, st1.ConsecutiveFailures)
+	require.Empty(t, st1.LastError)
+
+	// Nothing was lost while the breaker was open.
+	want, _ := src.snapshot()
+	fresh := newCounterSource()
+	_, err = newCP(t, fresh, st, st).Restore(ctx)
+	require.NoError(t, err)
+	got, _ := fresh.snapshot()
+	require.Equal(t, want, got)
+}
+
+func TestRunsAreMerged(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st, streaming.WithMaxRuns(3))
+	for i := range 10 {
+		src.Apply(fmt.Sprintf("k%d", i), int64(i+1))
+		src.Apply("shared", 1)
+		_, err := cp.Checkpoint(ctx)
+		require.NoError(t, err)
+		require.LessOrEqual(t, cp.Status().Runs, 3)
+	}
+	require.Positive(t, src.merges)
+	var pieces int
+	for _, k := range st.keys() {
+		if strings.Contains(k, "/piece/") {
+			pieces++
+		}
+	}
+	require.LessOrEqual(t, pieces, 3*3, "pieces dropped by a merge are deleted")
+
+	want, _ := src.snapshot()
+	fresh := newCounterSource()
+	_, err := newCP(t, fresh, st, st).Restore(ctx)
+	require.NoError(t, err)
+	got, _ := fresh.snapshot()
+	require.Equal(t, want, got)
+	require.Equal(t, int64(10), got["shared"])
+}
+
+func TestCheckpointerValidation(t *testing.T) {
+	st := newTinyStore()
+	src := newCounterSource()
+	cases := []struct {
+		name string
+		opt  streaming.CheckpointerOption
+		want string
+	}{
+		{"zero save deadline", streaming.WithStageTimeouts(time.Second, 0, time.Second), "save-state stage deadline"},
+		{"zero threshold", streaming.WithBreaker(0, time.Second), "threshold 0"},
+		{"zero max runs", streaming.WithMaxRuns(0), "max runs 0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := streaming.NewCheckpointer("s", src, st, st, tc.opt)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := streaming.NewCheckpointer("", src, st, st)
+	require.ErrorContains(t, err, "shard name")
+}
+
+// Crash between any two durable writes of a checkpoint, restore, replay
+// from the restored cursor: the final state equals a run without crashes.
+func TestCheckpointCrashRecovery(t *testing.T) {
+	ctx := context.Background()
+	const records = 500
+	keyOf := func(i int) string { return fmt.Sprintf("k%d", (i*7)%13) }
+	want := map[string]int64{}
+	for i := range records {
+		want[keyOf(i)] += int64(i)
+	}
+	for seed := range 30 {
+		st := newTinyStore()
+		fs := faults.Wrap(st, st)
+		src := newCounterSource()
+		cp := newCP(t, src, fs, fs, streaming.WithMaxRuns(2))
+		crashes := 0
+		rng := rand.New(rand.NewPCG(uint64(seed), 3))
+		for i := 0; i < records; {
+			src.Apply(keyOf(i), int64(i))
+			i++
+			if i%25 != 0 {
+				continue
+			}
+			if crashes < 8 && rng.IntN(3) == 0 {
+				fs.CrashAfter(rng.IntN(4), nil)
+			}
+			_, err := cp.Checkpoint(ctx)
+			if fs.Crashed() {
+				require.ErrorIs(t, err, faults.ErrCrashed)
+				crashes++
+				fs.Heal()
+				src = newCounterSource()
+				cp = newCP(t, src, fs, fs, streaming.WithMaxRuns(2))
+				info, err := cp.Restore(ctx)
+				if errors.Is(err, streaming.ErrNotFound) {
+					i = 0
+					continue
+				}
+				require.NoError(t, err)
+				i = int(seqOf(info.Cursor)) // resume after the cursor
+				continue
+			}
+			require.NoError(t, err)
+		}
+		got, _ := src.snapshot()
+		require.Equal(t, want, got, "seed %d after %d crashes", seed, crashes)
+		require.Positive(t, crashes)
+	}
+}

@@ -1,0 +1,236 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Op names a store operation a fault can target.
+type Op string
+
+// The operations of a Store.
+const (
+	OpSave       Op = "Save"
+	OpSaveBatch  Op = "SaveBatch"
+	OpLoad       Op = "Load"
+	OpListKeys   Op = "ListKeys"
+	OpDelete     Op = "Delete"
+	OpSaveCursor Op = "SaveCursor"
+	OpLoadCursor Op = "LoadCursor"
+)
+
+func (o Op) isWrite() bool {
+	switch o {
+	case OpSave, OpSaveBatch, OpDelete, OpSaveCursor:
+		return true
+	}
+	return false
+}
+
+// Store forwards to a StateStore and a CursorStore and injects faults.
+//
+// Rules, checked in this order on every call:
+//   - crash: once the crash point is reached, every write fails with
+//     ErrCrashed and changes nothing (reads still work, so a test can
+//     inspect what "survived");
+//   - hang: a hung operation blocks until its ctx is done and returns
+//     ctx.Err(), never touching the inner store;
+//   - fail: the next n calls of an operation fail with an error wrapping
+//     ErrInjected.
+type Store struct {
+	state   streaming.StateStore
+	cursors streaming.CursorStore
+
+	mu         sync.Mutex
+	writes     int // successful writes so far
+	crashAt    int // -1: no crash point; else writes allowed before the crash
+	crashed    bool
+	partialCut func(n int) int
+	hang       map[Op]bool
+	fail       map[Op]int
+	calls      map[Op]int
+}
+
+var (
+	_ streaming.StateStore  = (*Store)(nil)
+	_ streaming.CursorStore = (*Store)(nil)
+)
+
+// Wrap returns a Store with no faults over state and cursors (either may
+// be nil when a test uses only the other; calling a nil one panics).
+func Wrap(state streaming.StateStore, cursors streaming.CursorStore) *Store {
+	return &Store{state: state, cursors: cursors, crashAt: -1, hang: map[Op]bool{}, fail: map[Op]int{}, calls: map[Op]int{}}
+}
+
+// FailNext makes the next n calls of op fail with ErrInjected.
+func (s *Store) FailNext(op Op, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail[op] = n
+}
+
+// Hang makes every call of the ops block until its ctx is done.
+func (s *Store) Hang(ops ...Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range ops {
+		s.hang[o] = true
+	}
+}
+
+// CrashAfter sets the crash point: after n more successful writes
+// (Save, SaveBatch, Delete, SaveCursor each count one), every write fails
+// with ErrCrashed. When partial is non-nil, the SaveBatch that hits the
+// crash point first applies the first partial(len(items)) items (a batch
+// that is not atomic); otherwise it applies nothing.
+func (s *Store) CrashAfter(n int, partial func(items int) int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashAt = s.writes + n
+	s.crashed = false
+	s.partialCut = partial
+}
+
+// Heal clears every rule, including a crash.
+func (s *Store) Heal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashAt, s.crashed, s.partialCut = -1, false, nil
+	clear(s.hang)
+	clear(s.fail)
+}
+
+// Crashed reports whether the crash point was reached.
+func (s *Store) Crashed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.crashed
+}
+
+// Writes returns the number of writes that reached the inner stores.
+func (s *Store) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// Calls returns how many times op was called (faulted or not).
+func (s *Store) Calls(op Op) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[op]
+}
+
+// decision is what a call should do.
+type decision struct {
+	hang    bool
+	err     error
+	partial int // for a crashing SaveBatch: items to apply; -1 for none
+}
+
+func (s *Store) decide(op Op, key []byte, items int) decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[op]++
+	if op.isWrite() && s.crashAt >= 0 && s.writes >= s.crashAt {
+		d := decision{err: fmt.Errorf("%s %q: %w", op, key, ErrCrashed), partial: -1}
+		if !s.crashed && op == OpSaveBatch && s.partialCut != nil {
+			d.partial = min(max(s.partialCut(items), 0), items)
+		}
+		s.crashed = true
+		return d
+	}
+	if s.hang[op] {
+		return decision{hang: true}
+	}
+	if n := s.fail[op]; n > 0 {
+		s.fail[op] = n - 1
+		return decision{err: fmt.Errorf("%s %q: %w", op, key, ErrInjected)}
+	}
+	return decision{}
+}
+
+func (s *Store) wrote(err error) error {
+	if err == nil {
+		s.mu.Lock()
+		s.writes++
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *Store) gate(ctx context.Context, d decision) error {
+	if d.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return d.err
+}
+
+// Save implements streaming.StateStore.
+func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
+	if err := s.gate(ctx, s.decide(OpSave, key, 1)); err != nil {
+		return err
+	}
+	return s.wrote(s.state.Save(ctx, key, snap))
+}
+
+// Load implements streaming.StateStore.
+func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
+	if err := s.gate(ctx, s.decide(OpLoad, key, 0)); err != nil {
+		return streaming.Snapshot{}, err
+	}
+	return s.state.Load(ctx, key)
+}
+
+// ListKeys implements streaming.StateStore.
+func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
+	if err := s.gate(ctx, s.decide(OpListKeys, nil, 0)); err != nil {
+		return nil, err
+	}
+	return s.state.ListKeys(ctx)
+}
+
+// SaveBatch implements streaming.StateStore.
+func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
+	var first []byte
+	if len(items) > 0 {
+		first = items[0].Key
+	}
+	d := s.decide(OpSaveBatch, first, len(items))
+	if d.partial > 0 {
+		// The crash lands in the middle of a non-atomic batch.
+		_ = s.state.SaveBatch(ctx, items[:d.partial])
+	}
+	if err := s.gate(ctx, d); err != nil {
+		return err
+	}
+	return s.wrote(s.state.SaveBatch(ctx, items))
+}
+
+// Delete implements streaming.StateStore.
+func (s *Store) Delete(ctx context.Context, key []byte) error {
+	if err := s.gate(ctx, s.decide(OpDelete, key, 1)); err != nil {
+		return err
+	}
+	return s.wrote(s.state.Delete(ctx, key))
+}
+
+// SaveCursor implements streaming.CursorStore.
+func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.CursorRecord) error {
+	if err := s.gate(ctx, s.decide(OpSaveCursor, key, 1)); err != nil {
+		return err
+	}
+	return s.wrote(s.cursors.SaveCursor(ctx, key, rec))
+}
+
+// LoadCursor implements streaming.CursorStore.
+func (s *Store) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
+	if err := s.gate(ctx, s.decide(OpLoadCursor, key, 0)); err != nil {
+		return streaming.CursorRecord{}, err
+	}
+	return s.cursors.LoadCursor(ctx, key)
+}
