@@ -1,0 +1,79 @@
+package mqtt
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDecodeReading(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    Reading
+		wantErr string
+	}{
+		{"unix ms", `{"sensor":"a","ts":1767225600000,"value":21.5}`, Reading{"a", 1767225600000, 21.5}, ""},
+		{"rfc3339", `{"sensor":"a","ts":"2026-01-01T00:00:00Z","value":1}`, Reading{"a", 1767225600000, 1}, ""},
+		{"rfc3339 fraction and offset", `{"sensor":"a","ts":"2026-01-01T01:00:00.250+01:00","value":1}`, Reading{"a", 1767225600250, 1}, ""},
+		{"fractional ms truncates", `{"sensor":"a","ts":1.9,"value":-3e2}`, Reading{"a", 1, -300}, ""},
+		{"unknown fields ignored", `{"unit":"C","sensor":"a","ts":5,"value":0,"x":[1,{"y":2}]}`, Reading{"a", 5, 0}, ""},
+		{"escaped sensor", `{"sensor":"b\u00e4r\"1","ts":5,"value":0}`, Reading{"bär\"1", 5, 0}, ""},
+		{"not json", `nope`, Reading{}, "invalid character"},
+		{"missing sensor", `{"ts":1,"value":1}`, Reading{}, `"sensor" is missing`},
+		{"sensor not a string", `{"sensor":7,"ts":1,"value":1}`, Reading{}, "cannot unmarshal"},
+		{"missing ts", `{"sensor":"a","value":1}`, Reading{}, `"ts" is missing`},
+		{"null ts", `{"sensor":"a","ts":null,"value":1}`, Reading{}, `"ts" is missing`},
+		{"bad ts string", `{"sensor":"a","ts":"noon","value":1}`, Reading{}, `"ts" is "noon"`},
+		{"ts bool", `{"sensor":"a","ts":true,"value":1}`, Reading{}, `"ts" is true`},
+		{"missing value", `{"sensor":"a","ts":1}`, Reading{}, `"value" is missing`},
+		{"value string", `{"sensor":"a","ts":1,"value":"1"}`, Reading{}, `"value" is "1"`},
+		{"value null", `{"sensor":"a","ts":1,"value":null}`, Reading{}, `"value" is missing`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := DecodeReading([]byte(c.in))
+			if c.wantErr != "" {
+				require.ErrorIs(t, err, ErrMalformed)
+				require.ErrorContains(t, err, c.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
+func TestEncodeReadingRoundTrips(t *testing.T) {
+	for _, r := range []Reading{{"a", 0, 0}, {"x/y z", -5, math.MaxFloat64}, {"\x01\"\\", 1 << 60, -1e-300}} {
+		got, err := DecodeReading(EncodeReading(nil, r))
+		require.NoError(t, err)
+		assert.Equal(t, r, got)
+	}
+}
+
+func FuzzDecodeReading(f *testing.F) {
+	f.Add([]byte(`{"sensor":"a","ts":1767225600000,"value":21.5}`))
+	f.Add([]byte(`{"sensor":"a","ts":"2026-01-01T00:00:00Z","value":1}`))
+	f.Add([]byte(`{"sensor":"","ts":1e400,"value":1}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeReading(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error does not wrap ErrMalformed: %v", err)
+			}
+			return
+		}
+		if r.Sensor == "" || math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
+			t.Fatalf("accepted an invalid reading %+v from %q", r, b)
+		}
+		again, err := DecodeReading(EncodeReading(nil, r))
+		if err != nil || again != r {
+			t.Fatalf("round trip of %+v: got %+v, %v", r, again, err)
+		}
+	})
+}
