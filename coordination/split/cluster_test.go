@@ -1,0 +1,264 @@
+package split_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/memstore"
+	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/coordination/vclock"
+)
+
+const (
+	ttl  = 3 * time.Second
+	step = 100 * time.Millisecond
+)
+
+// cluster is N workers on one memory store and one virtual clock.
+type cluster struct {
+	t       *testing.T
+	clk     *vclock.Clock
+	mem     *memstore.Store
+	audit   *auditStore
+	app     *app
+	metrics *split.Metrics
+	splits  []split.Spec
+
+	mu    sync.Mutex
+	nodes map[split.WorkerID]*node
+	gated int
+}
+
+type node struct {
+	id      split.WorkerID
+	w       *split.Worker
+	link    *faultStore
+	clock   *vclock.Clock // the worker's own clock (shared unless paused)
+	cancel  context.CancelFunc
+	done    chan error
+	started time.Time
+	dead    bool // crashed: its local state means nothing any more
+	paused  bool // its clock stands still and its link is cut
+}
+
+func newCluster(t *testing.T, nSplits int) *cluster {
+	clk := vclock.New(time.Unix(1_800_000_000, 0))
+	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	c := &cluster{
+		t: t, clk: clk, mem: mem, audit: newAudit(mem, clk), app: newApp(clk, 2*step),
+		metrics: split.NewMetrics(nil), nodes: map[split.WorkerID]*node{},
+	}
+	for i := range nSplits {
+		c.splits = append(c.splits, split.Spec{ID: split.SplitID(fmt.Sprintf("s%03d", i)), Weight: 1, Descriptor: []byte(fmt.Sprintf("partition-%d", i))})
+	}
+	require.NoError(t, split.AddSplits(context.Background(), c.audit, c.splits...))
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func (c *cluster) start(id split.WorkerID, opts ...split.Option) *node {
+	return c.startWith(id, c.clk, opts...)
+}
+
+func (c *cluster) startWith(id split.WorkerID, clk *vclock.Clock, opts ...split.Option) *node {
+	c.t.Helper()
+	link := &faultStore{Store: c.audit}
+	base := []split.Option{split.WithClock(clk), split.WithHandler(c.app.handler(id)), split.WithMetrics(c.metrics)}
+	w, err := split.NewWorker(link, id, append(base, opts...)...)
+	require.NoError(c.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{id: id, w: w, link: link, clock: clk, cancel: cancel, done: make(chan error, 1), started: clk.Now()}
+	go func() { n.done <- w.Run(ctx) }()
+	c.mu.Lock()
+	c.nodes[id+split.WorkerID("#"+w.Instance())] = n
+	c.mu.Unlock()
+	return n
+}
+
+func (c *cluster) live() []*node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*node
+	for _, n := range c.nodes {
+		if !n.dead && !n.paused {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b *node) int { return compareStr(string(a.id), string(b.id)) })
+	return out
+}
+
+func compareStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// crash kills a node without a goodbye: its link is cut first, so the
+// graceful shutdown that follows cannot write anything.
+func (c *cluster) crash(n *node) {
+	c.mu.Lock()
+	n.dead = true
+	c.mu.Unlock()
+	n.link.Cut(true)
+	n.cancel()
+}
+
+// tick advances virtual time by one step, unless a live worker is behind
+// on its renewals or still draining a revoked split (then it lets real time
+// pass so goroutines catch up; virtual time must never outrun them).
+func (c *cluster) tick() {
+	for _, n := range c.live() {
+		last := n.w.LastRenewal()
+		if last.IsZero() {
+			last = n.started
+		}
+		if n.clock.Now().Sub(last) > ttl/3+2*step {
+			return
+		}
+		if n.w.Draining() > 0 {
+			c.mu.Lock()
+			c.gated++
+			g := c.gated
+			c.mu.Unlock()
+			if g%50 != 0 {
+				return
+			}
+		}
+	}
+	c.clk.Advance(step)
+	c.mu.Lock()
+	var own []*vclock.Clock
+	for _, n := range c.nodes {
+		if n.clock != c.clk && !n.paused {
+			own = append(own, n.clock)
+		}
+	}
+	c.mu.Unlock()
+	for _, clk := range own {
+		clk.Advance(step)
+	}
+}
+
+// checkInvariants: live workers hold disjoint splits; the audit saw no
+// epoch, owner or watermark violation.
+func (c *cluster) checkInvariants() {
+	owner := map[split.SplitID]split.WorkerID{}
+	for _, n := range c.live() {
+		for _, id := range n.w.Held() {
+			if o, dup := owner[id]; dup {
+				c.t.Fatalf("split %s owned twice: by %s and %s", id, o, n.id)
+			}
+			owner[id] = n.id
+		}
+	}
+	requireNoViolations(c.t, c.audit)
+}
+
+// until advances virtual time until cond holds, checking the invariants at
+// every step; fails after a real-time deadline.
+func (c *cluster) until(what string, cond func() bool) {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool {
+		c.checkInvariants()
+		if cond() {
+			return true
+		}
+		c.tick()
+		return false
+	}, 90*time.Second, time.Millisecond, "waiting for: %s", what)
+}
+
+// runFor advances d of virtual time, checking invariants throughout.
+func (c *cluster) runFor(d time.Duration) {
+	c.t.Helper()
+	end := c.clk.Now().Add(d)
+	c.until(fmt.Sprintf("virtual time to pass %v", d), func() bool { return !c.clk.Now().Before(end) })
+}
+
+// holdings maps each live worker to its held splits.
+func (c *cluster) holdings() map[split.WorkerID][]split.SplitID {
+	out := map[split.WorkerID][]split.SplitID{}
+	for _, n := range c.live() {
+		out[n.id] = n.w.Held()
+	}
+	return out
+}
+
+// balanced: every split held by exactly one of the live workers, loads
+// within one of each other, and the plan agrees with the holdings.
+func (c *cluster) balanced() bool {
+	live := c.live()
+	if len(live) == 0 {
+		return false
+	}
+	held := map[split.SplitID]split.WorkerID{}
+	lo, hi := len(c.splits), 0
+	for _, n := range live {
+		h := n.w.Held()
+		lo, hi = min(lo, len(h)), max(hi, len(h))
+		for _, id := range h {
+			held[id] = n.id
+		}
+	}
+	if len(held) != len(c.splits) || hi-lo > 1 {
+		return false
+	}
+	v, err := split.Inspect(context.Background(), c.mem)
+	if err != nil || v.Plan == nil {
+		return false
+	}
+	return maps.Equal(v.Plan.Assign, held)
+}
+
+func (c *cluster) leader() *node {
+	for _, n := range c.live() {
+		if n.w.IsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	nodes := slices.Collect(maps.Values(c.nodes))
+	c.mu.Unlock()
+	for _, n := range nodes {
+		n.link.Cut(false)
+		n.paused = false
+		n.cancel()
+	}
+	for _, n := range nodes {
+		deadline := time.Now().Add(30 * time.Second)
+	wait:
+		for {
+			if time.Now().After(deadline) {
+				c.t.Errorf("worker %s did not stop", n.id)
+				break
+			}
+			c.clk.Advance(step)
+			n.clock.Advance(step)
+			select { // wait on the worker's exit, advancing time while it drains
+			case <-n.done:
+				break wait
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+}
+
+var _ coordination.Store = (*faultStore)(nil)

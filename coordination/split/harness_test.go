@@ -1,0 +1,375 @@
+package split_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/split"
+)
+
+// auditStore sits directly on the shared store and checks every progress
+// write that lands: per split, the epoch never goes back, one epoch has one
+// owner, and the watermark never regresses.
+type auditStore struct {
+	coordination.Store
+	clock coordination.Clock
+
+	mu         sync.Mutex
+	last       map[split.SplitID]split.Progress
+	claims     []claimRecord
+	violations []string
+	writes     map[split.WorkerID]int
+}
+
+type claimRecord struct {
+	Split    split.SplitID
+	Owner    split.WorkerID
+	Epoch    split.Epoch
+	Attempts uint32
+	At       time.Time
+}
+
+func newAudit(s coordination.Store, clk coordination.Clock) *auditStore {
+	return &auditStore{Store: s, clock: clk, last: map[split.SplitID]split.Progress{}, writes: map[split.WorkerID]int{}}
+}
+
+func (a *auditStore) observe(key string, value []byte, out coordination.CasOutcome, err error) {
+	if err != nil || !out.Won() || !strings.HasPrefix(key, "prog.") {
+		return
+	}
+	id := split.SplitID(strings.TrimPrefix(key, "prog."))
+	var p split.Progress
+	if jerr := json.Unmarshal(value, &p); jerr != nil {
+		a.fail("split %s: undecodable progress %q", id, value)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev, seen := a.last[id]
+	if seen {
+		if p.Epoch < prev.Epoch {
+			a.violations = append(a.violations, fmt.Sprintf("split %s: epoch regressed %d -> %d", id, prev.Epoch, p.Epoch))
+		}
+		if p.Epoch == prev.Epoch && p.Status == split.StatusOwned && prev.Status == split.StatusOwned && p.Owner != prev.Owner {
+			a.violations = append(a.violations, fmt.Sprintf("split %s: epoch %d owned twice (%s and %s)", id, p.Epoch, prev.Owner, p.Owner))
+		}
+		if p.Watermark < prev.Watermark {
+			a.violations = append(a.violations, fmt.Sprintf("split %s: watermark regressed %d -> %d", id, prev.Watermark, p.Watermark))
+		}
+		if p.Status == split.StatusOwned && p.Epoch > prev.Epoch {
+			a.claims = append(a.claims, claimRecord{id, p.Owner, p.Epoch, p.Attempts, a.clock.Now()})
+		}
+	}
+	a.last[id] = p
+	a.writes[p.Owner]++
+}
+
+func (a *auditStore) fail(format string, args ...any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.violations = append(a.violations, fmt.Sprintf(format, args...))
+}
+
+func (a *auditStore) Create(ctx context.Context, ks coordination.Keyspace, key string, value []byte) (coordination.CasOutcome, error) {
+	out, err := a.Store.Create(ctx, ks, key, value)
+	if ks == coordination.Durable {
+		a.observe(key, value, out, err)
+	}
+	return out, err
+}
+
+func (a *auditStore) Update(ctx context.Context, ks coordination.Keyspace, key string, value []byte, expected coordination.Revision) (coordination.CasOutcome, error) {
+	out, err := a.Store.Update(ctx, ks, key, value, expected)
+	if ks == coordination.Durable {
+		a.observe(key, value, out, err)
+	}
+	return out, err
+}
+
+func (a *auditStore) Violations() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.violations...)
+}
+
+func (a *auditStore) Claims() []claimRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]claimRecord(nil), a.claims...)
+}
+
+func (a *auditStore) Last(id split.SplitID) split.Progress {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last[id]
+}
+
+// ErrCut is what a worker behind a cut link gets.
+var ErrCut = errors.New("link to the store cut (fault injected)")
+
+// faultStore is one worker's link to the shared store: Cut makes every call
+// fail and breaks its watches (a crashed, paused or partitioned process);
+// Lossy makes its watches drop events silently (the failure only the
+// reconcile listing can catch).
+type faultStore struct {
+	coordination.Store
+	cut   atomic.Bool
+	lossy atomic.Bool
+
+	mu       sync.Mutex
+	watchers []*faultWatcher
+}
+
+func (f *faultStore) check(op string, ks coordination.Keyspace, key string) error {
+	if f.cut.Load() {
+		return coordination.Retryable(op, ks, key, ErrCut)
+	}
+	return nil
+}
+
+func (f *faultStore) Cut(c bool) {
+	f.cut.Store(c)
+	if c {
+		f.mu.Lock()
+		for _, w := range f.watchers {
+			w.breakNow()
+		}
+		f.watchers = nil
+		f.mu.Unlock()
+	}
+}
+
+func (f *faultStore) Create(ctx context.Context, ks coordination.Keyspace, key string, v []byte) (coordination.CasOutcome, error) {
+	if err := f.check("create", ks, key); err != nil {
+		return coordination.Lost, err
+	}
+	return f.Store.Create(ctx, ks, key, v)
+}
+
+func (f *faultStore) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
+	if err := f.check("update", ks, key); err != nil {
+		return coordination.Lost, err
+	}
+	return f.Store.Update(ctx, ks, key, v, rev)
+}
+
+func (f *faultStore) Get(ctx context.Context, ks coordination.Keyspace, key string) (coordination.Entry, error) {
+	if err := f.check("get", ks, key); err != nil {
+		return coordination.Entry{}, err
+	}
+	return f.Store.Get(ctx, ks, key)
+}
+
+func (f *faultStore) Delete(ctx context.Context, ks coordination.Keyspace, key string, rev coordination.Revision) (coordination.CasOutcome, error) {
+	if err := f.check("delete", ks, key); err != nil {
+		return coordination.Lost, err
+	}
+	return f.Store.Delete(ctx, ks, key, rev)
+}
+
+func (f *faultStore) List(ctx context.Context, ks coordination.Keyspace, prefix string) ([]coordination.Entry, error) {
+	if err := f.check("list", ks, prefix); err != nil {
+		return nil, err
+	}
+	return f.Store.List(ctx, ks, prefix)
+}
+
+func (f *faultStore) Watch(ctx context.Context, ks coordination.Keyspace, prefix string) (coordination.Watcher, error) {
+	if err := f.check("watch", ks, prefix); err != nil {
+		return nil, err
+	}
+	inner, err := f.Store.Watch(ctx, ks, prefix)
+	if err != nil {
+		return nil, err
+	}
+	w := &faultWatcher{inner: inner, f: f, out: make(chan coordination.WatchEvent), stop: make(chan struct{}), done: make(chan struct{})}
+	f.mu.Lock()
+	f.watchers = append(f.watchers, w)
+	f.mu.Unlock()
+	go w.run()
+	return w, nil
+}
+
+type faultWatcher struct {
+	inner     coordination.Watcher
+	f         *faultStore
+	out       chan coordination.WatchEvent
+	stop      chan struct{}
+	stopOnce  sync.Once
+	done      chan struct{}
+	err       error
+	broken    atomic.Bool
+	closeOnce sync.Once
+}
+
+func (w *faultWatcher) breakNow() {
+	w.broken.Store(true)
+	w.stopOnce.Do(func() { close(w.stop) })
+}
+
+func (w *faultWatcher) run() {
+	defer close(w.done)
+	defer close(w.out)
+	for {
+		select {
+		case <-w.stop:
+			_ = w.inner.Close()
+			if w.broken.Load() {
+				w.err = coordination.Retryable("watch", 0, "", ErrCut)
+			}
+			return
+		case ev, ok := <-w.inner.Events():
+			if !ok {
+				w.err = w.inner.Err()
+				return
+			}
+			if w.f.lossy.Load() {
+				continue
+			}
+			select {
+			case w.out <- ev:
+			case <-w.stop:
+				_ = w.inner.Close()
+				if w.broken.Load() {
+					w.err = coordination.Retryable("watch", 0, "", ErrCut)
+				}
+				return
+			}
+		}
+	}
+}
+
+func (w *faultWatcher) Events() <-chan coordination.WatchEvent { return w.out }
+func (w *faultWatcher) Err() error                             { return w.err }
+func (w *faultWatcher) Close() error {
+	w.stopOnce.Do(func() { close(w.stop) })
+	<-w.done
+	return nil
+}
+
+// processed is the application's log: which worker processed which record
+// of which split at which epoch.
+type processed struct {
+	Worker split.WorkerID
+	Epoch  split.Epoch
+	Offset uint64
+}
+
+// app is a fake source: every recordEvery it processes the split's next
+// record, committing every commitEvery records and the tail on revocation.
+type app struct {
+	clock       coordination.Clock
+	recordEvery time.Duration
+	commitEvery uint64
+
+	mu      sync.Mutex
+	log     map[split.SplitID][]processed
+	resumed map[split.SplitID][]uint64 // watermark each tenancy resumed after
+	fenced  atomic.Int64
+}
+
+func newApp(clk coordination.Clock, every time.Duration) *app {
+	return &app{clock: clk, recordEvery: every, commitEvery: 3, log: map[split.SplitID][]processed{}, resumed: map[split.SplitID][]uint64{}}
+}
+
+func (a *app) handler(worker split.WorkerID) split.Handler {
+	return func(ctx context.Context, t *split.Tenancy) error {
+		id := t.Spec().ID
+		done := t.Resume().Watermark
+		a.mu.Lock()
+		a.resumed[id] = append(a.resumed[id], done)
+		a.mu.Unlock()
+		committed := done
+		timer := a.clock.NewTimer(a.recordEvery)
+		defer timer.Stop()
+		commit := func() error {
+			if committed == done {
+				return nil
+			}
+			err := t.Commit(ctx, done, []byte(fmt.Sprintf("state@%d", done)))
+			if errors.Is(err, split.ErrFenced) {
+				a.fenced.Add(1)
+				return err
+			}
+			if err == nil {
+				committed = done
+			}
+			return nil // a store error: keep going, commit later
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.Revoking():
+				if err := commit(); err != nil {
+					return err
+				}
+				return nil
+			case <-timer.C():
+				done++
+				a.mu.Lock()
+				a.log[id] = append(a.log[id], processed{worker, t.Epoch(), done})
+				a.mu.Unlock()
+				if done-committed >= a.commitEvery {
+					if err := commit(); err != nil {
+						return err
+					}
+				}
+				timer.Reset(a.recordEvery)
+			}
+		}
+	}
+}
+
+// duplicates lists records processed more than once.
+func (a *app) duplicates() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for id, recs := range a.log {
+		seen := map[uint64]processed{}
+		for _, r := range recs {
+			if p, ok := seen[r.Offset]; ok {
+				out = append(out, fmt.Sprintf("%s offset %d by %s@%d and %s@%d", id, r.Offset, p.Worker, p.Epoch, r.Worker, r.Epoch))
+			}
+			seen[r.Offset] = r
+		}
+	}
+	return out
+}
+
+func (a *app) lastProcessed(id split.SplitID) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	recs := a.log[id]
+	if len(recs) == 0 {
+		return 0
+	}
+	return recs[len(recs)-1].Offset
+}
+
+func (a *app) resumes(id split.SplitID) []uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]uint64(nil), a.resumed[id]...)
+}
+
+func counter(m *split.Metrics, worker split.WorkerID, reason string) float64 {
+	return testutil.ToFloat64(m.Losses.WithLabelValues(string(worker), reason))
+}
+
+func requireNoViolations(t *testing.T, a *auditStore) {
+	t.Helper()
+	require.Empty(t, a.Violations(), "protocol invariants violated")
+}

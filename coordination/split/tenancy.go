@@ -1,0 +1,137 @@
+package split
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tflo-io/tflo/coordination"
+)
+
+// Tenancy is one ownership period of one split by this worker, at one
+// epoch. Its methods are safe for concurrent use; Commit and Release are
+// serialised.
+type Tenancy struct {
+	w       *Worker
+	spec    Spec
+	epoch   Epoch
+	initial Progress
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	revoking chan struct{}
+	revOnce  sync.Once
+	handled  chan struct{} // closed when the handler returned
+	over     atomic.Bool
+
+	mu        sync.Mutex // serialises progress CAS
+	progRev   coordination.Revision
+	watermark uint64
+	state     []byte
+	attempts  uint32
+
+	// guarded by w.mu
+	leaseRev coordination.Revision
+	fence    coordination.Timer
+	drain    coordination.Timer
+	forced   bool
+}
+
+// Spec is the split's immutable description.
+func (t *Tenancy) Spec() Spec { return t.spec }
+
+// Epoch is the fencing token of this tenancy; stamp it on every snapshot
+// and cursor write of the split.
+func (t *Tenancy) Epoch() Epoch { return t.epoch }
+
+// Resume is the progress committed before this tenancy began: resume after
+// Resume().Watermark with Resume().State.
+func (t *Tenancy) Resume() Progress { return t.initial }
+
+// Revoking is closed when the split is being moved away: stop intake,
+// Commit the tail, return from the handler.
+func (t *Tenancy) Revoking() <-chan struct{} { return t.revoking }
+
+// Context ends when the tenancy is over.
+func (t *Tenancy) Context() context.Context { return t.ctx }
+
+// Watermark is the last committed watermark.
+func (t *Tenancy) Watermark() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.watermark
+}
+
+// Commit writes watermark and state together with a CAS at this tenancy's
+// last-seen revision of the progress record. A lost CAS means a newer owner
+// (or a release) moved the record: nothing is written, the tenancy ends and
+// ErrFenced is returned. A watermark below the committed one is refused
+// with ErrWatermarkRegression. A store error is returned as is (retry).
+func (t *Tenancy) Commit(ctx context.Context, watermark uint64, state []byte) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.over.Load() {
+		return fmt.Errorf("commit split %q epoch %d: %w", t.spec.ID, t.epoch, ErrFenced)
+	}
+	if watermark < t.watermark {
+		return fmt.Errorf("commit split %q epoch %d: watermark %d is below the committed %d: %w",
+			t.spec.ID, t.epoch, watermark, t.watermark, ErrWatermarkRegression)
+	}
+	p := Progress{Epoch: t.epoch, Status: StatusOwned, Owner: t.w.id, Attempts: 0, Watermark: watermark, State: state}
+	out, err := t.w.store.Update(ctx, coordination.Durable, progKey(t.spec.ID), encode(p), t.progRev)
+	if err != nil {
+		return fmt.Errorf("commit split %q epoch %d: %w", t.spec.ID, t.epoch, err)
+	}
+	if !out.Won() {
+		t.over.Store(true)
+		go t.w.drop(t, LossFenced)
+		return fmt.Errorf("commit split %q epoch %d at revision %d lost the CAS: %w", t.spec.ID, t.epoch, t.progRev, ErrFenced)
+	}
+	t.progRev = out.Revision()
+	t.watermark = watermark
+	t.state = append([]byte(nil), state...)
+	t.attempts = 0
+	return nil
+}
+
+// release marks the progress record Released (failed adds one attempt),
+// ending the tenancy, then deletes its lease.
+func (t *Tenancy) release(ctx context.Context, failed bool, reason string) error {
+	t.mu.Lock()
+	if t.over.Load() {
+		t.mu.Unlock()
+		return ErrFenced
+	}
+	attempts := t.attempts
+	if failed {
+		attempts++
+	}
+	p := Progress{Epoch: t.epoch, Status: StatusReleased, Owner: t.w.id, Attempts: attempts, Watermark: t.watermark, State: t.state}
+	out, err := t.w.store.Update(ctx, coordination.Durable, progKey(t.spec.ID), encode(p), t.progRev)
+	if err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	t.over.Store(true)
+	if out.Won() {
+		t.progRev = out.Revision()
+	} else {
+		reason = LossFenced
+	}
+	t.mu.Unlock()
+	leaseRev := t.w.drop(t, reason)
+	if out.Won() && leaseRev != 0 {
+		_, _ = t.w.store.Delete(ctx, coordination.Ephemeral, leaseKey(t.spec.ID), leaseRev)
+	}
+	if !out.Won() {
+		return ErrFenced
+	}
+	return nil
+}
+
+func (t *Tenancy) revoke() bool {
+	first := false
+	t.revOnce.Do(func() { close(t.revoking); first = true })
+	return first
+}

@@ -1,0 +1,627 @@
+package split
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tflo-io/tflo/coordination"
+)
+
+// Worker takes part in the split/lease protocol for one worker id: it
+// announces itself, follows the leader's plan, claims, renews, commits,
+// releases and revokes splits, and runs for leadership.
+//
+// Goroutines, all owned by Run: the control loop (Run's own goroutine:
+// claims, revocations, leader duties), the renewal loop (its own timer,
+// never shared with watches or commands, so a stalled watch or a slow claim
+// can never starve renewals), one watch and one reconcile goroutine per
+// keyspace mirror, and one handler goroutine per tenancy. Self-fence and
+// drain timers are clock AfterFuncs.
+type Worker struct {
+	store coordination.Store
+	id    WorkerID
+	cfg   config
+	ttl   time.Duration
+
+	durable, ephemeral *mirror
+	wake               chan struct{}
+	fatal              chan error
+	handlers           sync.WaitGroup
+
+	mu          sync.Mutex
+	held        map[SplitID]*Tenancy
+	presenceRev coordination.Revision
+	lead        *leadership
+	lastRenew   time.Time
+	running     bool
+}
+
+type leadership struct {
+	leaderRev coordination.Revision
+	planRev   coordination.Revision
+	plan      Plan
+	since     time.Time
+	fence     coordination.Timer
+}
+
+// NewWorker returns a worker for id on store; Run starts it.
+func NewWorker(store coordination.Store, id WorkerID, opts ...Option) (*Worker, error) {
+	if store == nil {
+		return nil, errors.New("split: the store must not be nil")
+	}
+	ttl := store.LeaseTTL()
+	cfg := defaultConfig(ttl)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(id); err != nil {
+		return nil, err
+	}
+	if cfg.metrics == nil {
+		cfg.metrics = NewMetrics(nil)
+	}
+	w := &Worker{
+		store: store, id: id, cfg: cfg, ttl: ttl,
+		wake:  make(chan struct{}, 1),
+		fatal: make(chan error, 1),
+		held:  map[SplitID]*Tenancy{},
+	}
+	w.durable = newMirror(store, coordination.Durable, cfg.clock, cfg.retry, cfg.reconcile, w.poke)
+	w.ephemeral = newMirror(store, coordination.Ephemeral, cfg.clock, cfg.retry, cfg.reconcile, w.poke)
+	return w, nil
+}
+
+// ID returns the worker id.
+func (w *Worker) ID() WorkerID { return w.id }
+
+// Instance returns this incarnation's instance id.
+func (w *Worker) Instance() string { return w.cfg.instance }
+
+// Held returns the ids of the splits this worker currently owns, sorted.
+func (w *Worker) Held() []SplitID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.held))
+}
+
+// Tenancy returns the current tenancy of id, if held.
+func (w *Worker) Tenancy(id SplitID) (*Tenancy, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.held[id]
+	return t, ok
+}
+
+// Draining counts held splits under revocation whose handler is still
+// running.
+func (w *Worker) Draining() int {
+	n := 0
+	for _, t := range w.heldTenancies() {
+		select {
+		case <-t.revoking:
+			select {
+			case <-t.handled:
+			default:
+				n++
+			}
+		default:
+		}
+	}
+	return n
+}
+
+// IsLeader reports whether this worker currently leads.
+func (w *Worker) IsLeader() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lead != nil
+}
+
+// LastRenewal is the clock time at which the last completed renewal round
+// was sent (zero before the first).
+func (w *Worker) LastRenewal() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastRenew
+}
+
+func (w *Worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, w.ttl)
+}
+
+// Run registers the worker, takes part in the protocol until ctx ends, then
+// drains and releases every held split (each handler gets the drain
+// deadline), withdraws its presence and returns nil. It returns an error
+// wrapping ErrDuplicateWorker and coordination.ErrFatal when another live
+// instance holds the same worker id. Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return fmt.Errorf("split: worker %q: Run called twice", w.id)
+	}
+	w.running = true
+	w.mu.Unlock()
+
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, m := range []*mirror{w.durable, w.ephemeral} {
+		wg.Go(func() { m.run(bg) })
+		wg.Go(func() { m.reconcileLoop(bg) })
+	}
+	renewCtx, stopRenew := context.WithCancel(bg)
+	var renewWG sync.WaitGroup
+	renewWG.Go(func() { w.renewLoop(renewCtx) })
+
+	tick := w.cfg.clock.NewTimer(w.cfg.reconcile)
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-w.fatal:
+			runErr = err
+			break loop
+		case <-w.wake:
+		case <-tick.C():
+			tick.Reset(w.cfg.reconcile)
+		}
+		w.step(ctx)
+	}
+	tick.Stop()
+
+	if runErr != nil {
+		// A twin owns our identity: stop everything without writing.
+		for _, t := range w.heldTenancies() {
+			w.drop(t, LossDuplicated)
+		}
+	} else {
+		w.shutdown(bg)
+	}
+	stopRenew()
+	renewWG.Wait()
+	w.handlers.Wait()
+	stopBG()
+	wg.Wait()
+	return runErr
+}
+
+func (w *Worker) heldTenancies() []*Tenancy {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Collect(maps.Values(w.held))
+}
+
+// shutdown revokes every held split, waits for the handlers up to the drain
+// deadline, releases what is left, and withdraws presence and leadership.
+func (w *Worker) shutdown(ctx context.Context) {
+	ts := w.heldTenancies()
+	for _, t := range ts {
+		w.revoke(t)
+	}
+	deadline := w.cfg.clock.NewTimer(w.cfg.drain)
+	for _, t := range ts {
+		select {
+		case <-t.handled:
+		case <-deadline.C():
+		}
+	}
+	deadline.Stop()
+	for _, t := range w.heldTenancies() {
+		c, cancel := w.opCtx(ctx)
+		_ = t.release(c, false, LossShutdown)
+		cancel()
+		w.drop(t, LossShutdown)
+	}
+	w.mu.Lock()
+	lead, presenceRev := w.lead, w.presenceRev
+	w.lead = nil
+	w.mu.Unlock()
+	c, cancel := w.opCtx(ctx)
+	defer cancel()
+	if lead != nil {
+		lead.fence.Stop()
+		_, _ = w.store.Delete(c, coordination.Ephemeral, leaderKey, lead.leaderRev)
+	}
+	if presenceRev != 0 {
+		_, _ = w.store.Delete(c, coordination.Ephemeral, presenceKey(w.id), presenceRev)
+	}
+}
+
+// register creates the presence key. A key held by another instance is
+// watched for a full lease: if its revision moves, a live twin renews it
+// (Fatal); if it expires, its owner was a dead predecessor and we take over.
+func (w *Worker) register(ctx context.Context) error {
+	me := encode(Presence{Worker: w.id, Instance: w.cfg.instance, Capacity: w.cfg.capacity})
+	var watched coordination.Revision
+	for {
+		c, cancel := w.opCtx(ctx)
+		out, err := w.store.Create(c, coordination.Ephemeral, presenceKey(w.id), me)
+		if err == nil && out.Won() {
+			cancel()
+			w.mu.Lock()
+			w.presenceRev = out.Revision()
+			w.mu.Unlock()
+			return nil
+		}
+		if err == nil {
+			e, gerr := w.store.Get(c, coordination.Ephemeral, presenceKey(w.id))
+			switch {
+			case errors.Is(gerr, coordination.ErrNotFound):
+				cancel()
+				continue
+			case gerr == nil:
+				p, derr := decode[Presence](e.Key, e.Value)
+				if derr == nil && p.Instance != w.cfg.instance {
+					if watched != 0 && e.Revision != watched {
+						cancel()
+						return duplicateWorker(w.id, p.Instance, w.cfg.instance)
+					}
+					watched = e.Revision
+				}
+			}
+			err = gerr
+		}
+		cancel()
+		if err != nil && coordination.IsFatal(err) {
+			return fmt.Errorf("split: worker %q: registering presence: %w", w.id, err)
+		}
+		if !sleep(ctx, w.cfg.clock, w.ttl/3) {
+			return ctx.Err()
+		}
+	}
+}
+
+// renewLoop rewrites presence, leader key and every lease each TTL/3.
+func (w *Worker) renewLoop(ctx context.Context) {
+	t := w.cfg.clock.NewTimer(w.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		w.renew(ctx)
+		t.Reset(w.ttl / 3)
+	}
+}
+
+func (w *Worker) renew(ctx context.Context) {
+	sent := w.cfg.clock.Now()
+	w.mu.Lock()
+	presenceRev, lead := w.presenceRev, w.lead
+	var leaderRev coordination.Revision
+	if lead != nil {
+		leaderRev = lead.leaderRev
+	}
+	type lease struct {
+		t   *Tenancy
+		rev coordination.Revision
+	}
+	leases := make([]lease, 0, len(w.held))
+	for _, t := range w.held {
+		leases = append(leases, lease{t, t.leaseRev})
+	}
+	w.mu.Unlock()
+
+	c, cancel := w.opCtx(ctx)
+	defer cancel()
+	defer func() {
+		w.mu.Lock()
+		w.lastRenew = sent
+		w.mu.Unlock()
+	}()
+	w.renewPresence(c, presenceRev)
+	if lead != nil {
+		out, err := w.store.Update(c, coordination.Ephemeral, leaderKey, encode(Leader{Worker: w.id, Instance: w.cfg.instance}), leaderRev)
+		w.mu.Lock()
+		if w.lead == lead {
+			switch {
+			case err == nil && out.Won():
+				lead.leaderRev = out.Revision()
+				lead.fence.Reset(w.untilFence(sent))
+			case err == nil:
+				lead.fence.Stop()
+				w.lead = nil
+				w.cfg.log.Info("leadership lost: leader key moved", "worker", w.id)
+			}
+		}
+		w.mu.Unlock()
+	}
+	for _, l := range leases {
+		if l.t.over.Load() {
+			continue
+		}
+		val := encode(Lease{Owner: w.id, Instance: w.cfg.instance, Epoch: l.t.epoch})
+		out, err := w.store.Update(c, coordination.Ephemeral, leaseKey(l.t.spec.ID), val, l.rev)
+		if err != nil {
+			continue // the self-fence timer decides
+		}
+		if !out.Won() {
+			w.drop(l.t, LossLeaseLost)
+			continue
+		}
+		w.mu.Lock()
+		if w.held[l.t.spec.ID] == l.t {
+			l.t.leaseRev = out.Revision()
+			l.t.fence.Reset(w.untilFence(sent))
+		}
+		w.mu.Unlock()
+	}
+}
+
+// untilFence is how long after now the self-fence must fire for a write
+// sent at sent: a full lease after the send, never after the store's own
+// expiry (which counts from when the write landed).
+func (w *Worker) untilFence(sent time.Time) time.Duration {
+	return sent.Add(w.ttl).Sub(w.cfg.clock.Now())
+}
+
+func (w *Worker) renewPresence(ctx context.Context, rev coordination.Revision) {
+	me := encode(Presence{Worker: w.id, Instance: w.cfg.instance, Capacity: w.cfg.capacity})
+	out, err := w.store.Update(ctx, coordination.Ephemeral, presenceKey(w.id), me, rev)
+	if err != nil {
+		return
+	}
+	if out.Won() {
+		w.mu.Lock()
+		w.presenceRev = out.Revision()
+		w.mu.Unlock()
+		return
+	}
+	// Our presence expired (outage) or was taken over by a twin.
+	e, err := w.store.Get(ctx, coordination.Ephemeral, presenceKey(w.id))
+	if err == nil {
+		if p, derr := decode[Presence](e.Key, e.Value); derr == nil && p.Instance != w.cfg.instance {
+			select {
+			case w.fatal <- duplicateWorker(w.id, p.Instance, w.cfg.instance):
+			default:
+			}
+		}
+		return
+	}
+	if errors.Is(err, coordination.ErrNotFound) {
+		if out, err := w.store.Create(ctx, coordination.Ephemeral, presenceKey(w.id), me); err == nil && out.Won() {
+			w.mu.Lock()
+			w.presenceRev = out.Revision()
+			w.mu.Unlock()
+		}
+	}
+}
+
+// drop ends a tenancy locally (no store write); returns its lease revision.
+func (w *Worker) drop(t *Tenancy, reason string) coordination.Revision {
+	w.mu.Lock()
+	rev := t.leaseRev
+	if w.held[t.spec.ID] != t {
+		w.mu.Unlock()
+		return rev
+	}
+	delete(w.held, t.spec.ID)
+	t.over.Store(true)
+	if t.fence != nil {
+		t.fence.Stop()
+	}
+	revoking := false
+	select {
+	case <-t.revoking:
+		revoking = true
+	default:
+	}
+	if t.drain != nil {
+		t.drain.Stop()
+	}
+	forced := t.forced
+	n := len(w.held)
+	w.mu.Unlock()
+
+	t.cancel()
+	m := w.cfg.metrics
+	if revoking && reason != LossShutdown {
+		if forced {
+			m.Revocations.WithLabelValues(string(w.id), "forced").Inc()
+		} else if reason == LossReleased {
+			reason = LossRevoked
+			m.Revocations.WithLabelValues(string(w.id), "graceful").Inc()
+		}
+		m.Draining.WithLabelValues(string(w.id)).Dec()
+	}
+	m.Losses.WithLabelValues(string(w.id), reason).Inc()
+	m.Owned.WithLabelValues(string(w.id)).Set(float64(n))
+	w.cfg.log.Info("split dropped", "worker", w.id, "split", t.spec.ID, "epoch", t.epoch, "reason", reason)
+	w.poke()
+	return rev
+}
+
+// revoke starts a cooperative revocation with its drain deadline.
+func (w *Worker) revoke(t *Tenancy) {
+	if !t.revoke() {
+		return
+	}
+	w.cfg.metrics.Draining.WithLabelValues(string(w.id)).Inc()
+	w.mu.Lock()
+	if w.held[t.spec.ID] == t {
+		t.drain = w.cfg.clock.AfterFunc(w.cfg.drain, func() {
+			w.mu.Lock()
+			t.forced = true
+			w.mu.Unlock()
+			t.cancel()
+			c, cancel := w.opCtx(context.Background())
+			defer cancel()
+			if err := t.release(c, false, LossForced); err != nil && !errors.Is(err, ErrFenced) {
+				w.drop(t, LossForced) // store unreachable: the lease will expire
+			}
+		})
+	}
+	w.mu.Unlock()
+}
+
+// step is one pass of the control loop over the mirrors.
+func (w *Worker) step(ctx context.Context) {
+	dur, dsync := w.durable.snapshot()
+	eph, esync := w.ephemeral.snapshot()
+	if !dsync || !esync {
+		return
+	}
+	var plan *Plan
+	if e, ok := dur[planKey]; ok {
+		if p, err := decode[Plan](e.Key, e.Value); err == nil {
+			plan = &p
+		}
+	}
+	quarantined := 0
+	for k, e := range dur {
+		if strings.HasPrefix(k, progPrefix) {
+			if p, err := decode[Progress](k, e.Value); err == nil && p.Status == StatusQuarantined {
+				quarantined++
+			}
+		}
+	}
+	w.cfg.metrics.Quarantined.WithLabelValues(string(w.id)).Set(float64(quarantined))
+
+	w.leaderStep(ctx, dur, eph, plan)
+
+	// Revoke what the plan moved elsewhere (absent from the plan: keep it).
+	for _, t := range w.heldTenancies() {
+		if e, ok := eph[leaseKey(t.spec.ID)]; ok {
+			if l, err := decode[Lease](e.Key, e.Value); err == nil && (l.Instance != w.cfg.instance || l.Epoch != t.epoch) && l.Epoch > t.epoch {
+				w.drop(t, LossLeaseLost)
+				continue
+			}
+		}
+		if plan == nil {
+			continue
+		}
+		if owner, ok := plan.Assign[t.spec.ID]; ok && owner != w.id {
+			w.revoke(t)
+		}
+	}
+	if plan == nil {
+		return
+	}
+	ids := make([]SplitID, 0)
+	for id, owner := range plan.Assign {
+		if owner == w.id {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		if _, held := w.Tenancy(id); held {
+			continue
+		}
+		if _, leased := eph[leaseKey(id)]; leased {
+			continue // wait for the holder to release or expire
+		}
+		se, ok := dur[specKey(id)]
+		if !ok {
+			continue
+		}
+		if pe, ok := dur[progKey(id)]; ok {
+			if p, err := decode[Progress](pe.Key, pe.Value); err == nil && p.Status == StatusQuarantined {
+				continue
+			}
+		}
+		spec, err := decode[Spec](se.Key, se.Value)
+		if err != nil {
+			continue
+		}
+		w.claim(ctx, spec)
+	}
+}
+
+// claim writes the lease at epoch+1, then CASes the progress record.
+func (w *Worker) claim(ctx context.Context, spec Spec) {
+	c, cancel := w.opCtx(ctx)
+	defer cancel()
+	pe, err := w.store.Get(c, coordination.Durable, progKey(spec.ID))
+	if err != nil {
+		return
+	}
+	prev, err := decode[Progress](pe.Key, pe.Value)
+	if err != nil || prev.Status == StatusQuarantined {
+		return
+	}
+	epoch := prev.Epoch + 1
+	sent := w.cfg.clock.Now()
+	lo, err := w.store.Create(c, coordination.Ephemeral, leaseKey(spec.ID), encode(Lease{Owner: w.id, Instance: w.cfg.instance, Epoch: epoch}))
+	if err != nil || !lo.Won() {
+		return
+	}
+	attempts := prev.Attempts
+	if prev.Status == StatusOwned {
+		attempts++ // the previous tenancy ended without a release: it failed
+	}
+	next := Progress{Epoch: epoch, Status: StatusOwned, Owner: w.id, Attempts: attempts, Watermark: prev.Watermark, State: prev.State}
+	if attempts >= w.cfg.maxAttempts {
+		next = Progress{Epoch: epoch, Status: StatusQuarantined, Attempts: attempts, Watermark: prev.Watermark, State: prev.State}
+	}
+	po, err := w.store.Update(c, coordination.Durable, progKey(spec.ID), encode(next), pe.Revision)
+	if err != nil || !po.Won() || next.Status == StatusQuarantined {
+		if next.Status == StatusQuarantined && err == nil && po.Won() {
+			w.cfg.log.Warn("split quarantined", "split", spec.ID, "failed_tenancies", attempts)
+		}
+		_, _ = w.store.Delete(c, coordination.Ephemeral, leaseKey(spec.ID), lo.Revision())
+		return
+	}
+	tctx, tcancel := context.WithCancel(context.Background())
+	t := &Tenancy{
+		w: w, spec: spec, epoch: epoch, initial: prev,
+		ctx: tctx, cancel: tcancel,
+		revoking: make(chan struct{}), handled: make(chan struct{}),
+		progRev: po.Revision(), watermark: prev.Watermark, state: prev.State, attempts: attempts,
+		leaseRev: lo.Revision(),
+	}
+	w.mu.Lock()
+	t.fence = w.cfg.clock.AfterFunc(w.untilFence(sent), func() { w.drop(t, LossSelfFence) })
+	w.held[spec.ID] = t
+	n := len(w.held)
+	w.mu.Unlock()
+	w.cfg.metrics.Acquisitions.WithLabelValues(string(w.id)).Inc()
+	w.cfg.metrics.Owned.WithLabelValues(string(w.id)).Set(float64(n))
+	w.cfg.log.Info("split acquired", "worker", w.id, "split", spec.ID, "epoch", epoch, "watermark", prev.Watermark)
+
+	w.handlers.Go(func() {
+		herr := w.cfg.handler(tctx, t)
+		close(t.handled)
+		if t.over.Load() {
+			return
+		}
+		reason := LossReleased
+		if herr != nil {
+			reason = LossFailed
+		}
+		for !t.over.Load() {
+			rc, rcancel := w.opCtx(context.Background())
+			err := t.release(rc, herr != nil, reason)
+			rcancel()
+			if err == nil || errors.Is(err, ErrFenced) {
+				return
+			}
+			if !sleep(tctx, w.cfg.clock, w.cfg.retry) {
+				return // self-fenced meanwhile: the lease expires
+			}
+		}
+	})
+}
