@@ -63,9 +63,12 @@ func CheckpointWorkflowID(pipeline, shard string) string {
 	return fmt.Sprintf("%s%s/%s", CheckpointWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard))
 }
 
-// HandoffWorkflowID is the id of the handoff of a shard to a new epoch.
-func HandoffWorkflowID(pipeline, shard string, epoch uint64) string {
-	return fmt.Sprintf("%s%s/%s@%d", HandoffWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard), epoch)
+// HandoffWorkflowID is the id of a shard's handoff. One handoff per shard
+// runs at a time: a worker that gains the shard signals-with-start it, and
+// the lease workflow of a dead owner starts it; whichever comes second
+// joins the running one.
+func HandoffWorkflowID(pipeline, shard string) string {
+	return fmt.Sprintf("%s%s/%s", HandoffWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard))
 }
 
 // LeaseWorkflowID is the id of a worker's lease workflow.

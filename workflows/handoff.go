@@ -1,0 +1,182 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tflo-io/tflo/activities"
+)
+
+// HandoffInput moves one shard from an old owner (nil or dead: skipped) to
+// a new one. To may be nil: the workflow then waits for the new owner's
+// SignalOwner (the data plane decides who that is).
+type HandoffInput struct {
+	Pipeline string `json:"pipeline"`
+	Shard    string `json:"shard"`
+	From     *Owner `json:"from,omitempty"`
+	// FromDead skips the final checkpoint (the lease workflow saw the old
+	// owner's heartbeat time out).
+	FromDead bool   `json:"from_dead,omitempty"`
+	To       *Owner `json:"to,omitempty"`
+	// OwnerWait bounds the wait for a new owner (default 10m).
+	OwnerWait time.Duration `json:"owner_wait,omitempty"`
+	// StepTimeout is each step's start-to-close deadline (default 2m); the
+	// final checkpoint also gets it as schedule-to-start, so a dead old
+	// owner is detected within it.
+	StepTimeout time.Duration `json:"step_timeout,omitempty"`
+}
+
+// Validate reports the first problem with the input.
+func (in HandoffInput) Validate() error {
+	if in.Pipeline == "" || in.Shard == "" {
+		return errors.New("handoff workflow: pipeline and shard are required")
+	}
+	if in.OwnerWait < 0 || in.StepTimeout < 0 {
+		return fmt.Errorf("handoff workflow %s/%s: durations must not be negative", in.Pipeline, in.Shard)
+	}
+	return nil
+}
+
+// HandoffState is the saga's progress: the status query returns it and the
+// workflow returns it when done. It carries ids, epochs and sizes only.
+type HandoffState struct {
+	Pipeline string `json:"pipeline"`
+	Shard    string `json:"shard"`
+	Step     string `json:"step"`
+	From     *Owner `json:"from,omitempty"`
+	To       *Owner `json:"to,omitempty"`
+
+	FinalCheckpoint        *activities.CheckpointSummary `json:"final_checkpoint,omitempty"`
+	FinalCheckpointSkipped string                        `json:"final_checkpoint_skipped,omitempty"`
+	Restored               *activities.RestoreSummary    `json:"restored,omitempty"`
+	Duration               time.Duration                 `json:"duration"`
+}
+
+// Handoff steps, in order.
+const (
+	StepAwaitOwner      = "await-owner"
+	StepFinalCheckpoint = "final-checkpoint"
+	StepEpochBump       = "epoch-bump"
+	StepRestore         = "restore"
+	StepResume          = "resume"
+	StepAnnounce        = "announce"
+	StepDone            = "done"
+)
+
+// HandoffWorkflow is the saga that moves a shard: final checkpoint on the
+// old owner (skipped when it is dead or already released), the epoch bump
+// (the new owner's epoch must be above the old one's), restore on the new
+// owner, resume, and the announcement to the shard's checkpoint workflow.
+// Every step is idempotent on the worker side, so a crash of either worker
+// or of the worker running this workflow ends with one owner and exact
+// state: Temporal resumes the saga at the step it had reached.
+func HandoffWorkflow(ctx workflow.Context, in HandoffInput) (HandoffState, error) {
+	if err := in.Validate(); err != nil {
+		return HandoffState{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, nil)
+	}
+	if in.OwnerWait == 0 {
+		in.OwnerWait = 10 * time.Minute
+	}
+	if in.StepTimeout == 0 {
+		in.StepTimeout = 2 * time.Minute
+	}
+	st := HandoffState{Pipeline: in.Pipeline, Shard: in.Shard, From: in.From, To: in.To, Step: StepAwaitOwner}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (HandoffState, error) { return st, nil }); err != nil {
+		return st, err
+	}
+	start := workflow.Now(ctx)
+	var a *activities.Handoffs
+
+	// 1. Who is the new owner?
+	ownerCh := workflow.GetSignalChannel(ctx, SignalOwner)
+	if st.To == nil {
+		var o Owner
+		ok, _ := ownerCh.ReceiveWithTimeout(ctx, in.OwnerWait, &o)
+		if !ok {
+			return st, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("handoff of %s/%s: no new owner announced itself within %s", in.Pipeline, in.Shard, in.OwnerWait),
+				"NoNewOwner", nil)
+		}
+		st.To = &o
+	}
+
+	// 2. Final checkpoint on the old owner, unless it is dead or is the new owner.
+	st.Step = StepFinalCheckpoint
+	switch {
+	case st.From == nil:
+		st.FinalCheckpointSkipped = "no previous owner"
+	case in.FromDead:
+		st.FinalCheckpointSkipped = "previous owner is dead"
+	case st.From.TaskQueue == st.To.TaskQueue:
+		st.FinalCheckpointSkipped = "previous owner is the new owner"
+	default:
+		opts := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              st.From.TaskQueue,
+			ScheduleToStartTimeout: in.StepTimeout,
+			StartToCloseTimeout:    in.StepTimeout,
+			RetryPolicy: &temporal.RetryPolicy{
+				MaximumAttempts:        3,
+				NonRetryableErrorTypes: []string{activities.ErrTypeNotOwner, activities.ErrTypeBadInput},
+			},
+		})
+		var sum activities.CheckpointSummary
+		ref := activities.ShardRef{Pipeline: in.Pipeline, Shard: in.Shard, Epoch: st.From.Epoch}
+		if err := workflow.ExecuteActivity(opts, a.FinalCheckpoint, ref).Get(ctx, &sum); err != nil {
+			// The next owner restores from the last durable checkpoint:
+			// state stays exact, only the replay is longer.
+			st.FinalCheckpointSkipped = "previous owner did not answer: " + err.Error()
+		} else {
+			st.FinalCheckpoint = &sum
+		}
+	}
+
+	// 3. Epoch bump: the data plane gave the new owner a higher epoch.
+	st.Step = StepEpochBump
+	if st.From != nil && st.To.Epoch <= st.From.Epoch {
+		return st, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("handoff of %s/%s: new owner %q has epoch %d, not above the old owner's %d",
+				in.Pipeline, in.Shard, st.To.WorkerID, st.To.Epoch, st.From.Epoch), activities.ErrTypeNotOwner, nil)
+	}
+
+	// 4–5. Restore and resume on the new owner.
+	toOpts := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           st.To.TaskQueue,
+		StartToCloseTimeout: in.StepTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeNotOwner, activities.ErrTypeBadInput},
+		},
+	})
+	ref := activities.ShardRef{Pipeline: in.Pipeline, Shard: in.Shard, Epoch: st.To.Epoch}
+	st.Step = StepRestore
+	var restored activities.RestoreSummary
+	if err := workflow.ExecuteActivity(toOpts, a.Restore, ref).Get(ctx, &restored); err != nil {
+		return st, fmt.Errorf("handoff of %s/%s: restore on %q: %w", in.Pipeline, in.Shard, st.To.WorkerID, err)
+	}
+	st.Restored = &restored
+	if st.FinalCheckpoint != nil && restored.CheckpointID < st.FinalCheckpoint.CheckpointID {
+		return st, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("handoff of %s/%s: new owner restored checkpoint %d, older than the final checkpoint %d",
+				in.Pipeline, in.Shard, restored.CheckpointID, st.FinalCheckpoint.CheckpointID), "StaleRestore", nil)
+	}
+	st.Step = StepResume
+	if err := workflow.ExecuteActivity(toOpts, a.Resume, ref).Get(ctx, nil); err != nil {
+		return st, fmt.Errorf("handoff of %s/%s: resume on %q: %w", in.Pipeline, in.Shard, st.To.WorkerID, err)
+	}
+
+	// 6. Tell the shard's checkpoint workflow who owns it now. It may not
+	// run (checkpoints are optional); that does not undo the move.
+	st.Step = StepAnnounce
+	sig := workflow.SignalExternalWorkflow(ctx, CheckpointWorkflowID(in.Pipeline, in.Shard), "", SignalOwner, *st.To)
+	if err := sig.Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Info("checkpoint workflow not signalled", "error", err)
+	}
+	st.Step = StepDone
+	st.Duration = workflow.Now(ctx).Sub(start)
+	return st, nil
+}

@@ -1,0 +1,140 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tflo-io/tflo/activities"
+)
+
+// LeaseInput supervises one worker.
+type LeaseInput struct {
+	WorkerID  string `json:"worker_id"`
+	TaskQueue string `json:"task_queue"`
+	// HeartbeatTimeout: a worker silent for this long is dead (default 30s).
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	// Restarts of the lease activity (after lost leases) before the
+	// workflow continues as new (default 100).
+	MaxRestarts int `json:"max_restarts,omitempty"`
+	// Restarts carried across continue-as-new.
+	Restarts int `json:"restarts,omitempty"`
+}
+
+// LeaseState is the lease workflow's status and result.
+type LeaseState struct {
+	WorkerID string `json:"worker_id"`
+	Status   string `json:"status"` // alive, stopped, dead
+	Restarts int    `json:"restarts"`
+	// Handoffs are the workflow ids of the handoffs started for a dead
+	// worker's shards.
+	Handoffs []string `json:"handoffs,omitempty"`
+	// Orphaned are the shards the dead worker held.
+	Orphaned []activities.HeldShard `json:"orphaned,omitempty"`
+	LastErr  string                 `json:"last_error,omitempty"`
+}
+
+// Lease workflow statuses.
+const (
+	LeaseAlive   = "alive"
+	LeaseStopped = "stopped"
+	LeaseDead    = "dead"
+)
+
+// LeaseWorkflow watches one worker through a long-running activity on the
+// worker's own queue that heartbeats the shards it holds (renewal itself
+// runs in the worker, so it goes on while Temporal is unreachable). When
+// the worker dies, the heartbeat times out and the workflow starts a
+// HandoffWorkflow for each shard of the last heartbeat, marked FromDead so
+// the final checkpoint is skipped; the handoffs wait for the shards' new
+// owners to announce themselves.
+func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
+	if in.WorkerID == "" || in.TaskQueue == "" {
+		return LeaseState{}, temporal.NewNonRetryableApplicationError("lease workflow: worker id and task queue are required", activities.ErrTypeBadInput, nil)
+	}
+	if in.HeartbeatTimeout <= 0 {
+		in.HeartbeatTimeout = 30 * time.Second
+	}
+	if in.MaxRestarts <= 0 {
+		in.MaxRestarts = 100
+	}
+	st := LeaseState{WorkerID: in.WorkerID, Status: LeaseAlive, Restarts: in.Restarts}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (LeaseState, error) { return st, nil }); err != nil {
+		return st, err
+	}
+	var a *activities.Leases
+	for {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              in.TaskQueue,
+			ScheduleToStartTimeout: in.HeartbeatTimeout,
+			StartToCloseTimeout:    365 * 24 * time.Hour,
+			HeartbeatTimeout:       in.HeartbeatTimeout,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		err := workflow.ExecuteActivity(actx, a.KeepLeases, activities.LeaseInput{
+			WorkerID: in.WorkerID, Interval: in.HeartbeatTimeout / 3,
+		}).Get(ctx, nil)
+		if err == nil {
+			st.Status = LeaseStopped
+			return st, nil
+		}
+		st.LastErr = err.Error()
+		var te *temporal.TimeoutError
+		if errors.As(err, &te) && (te.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT || te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START) {
+			var held []activities.HeldShard
+			if te.HasLastHeartbeatDetails() {
+				if derr := te.LastHeartbeatDetails(&held); derr != nil {
+					workflow.GetLogger(ctx).Warn("unreadable heartbeat details", "error", derr)
+				}
+			}
+			st.Status = LeaseDead
+			st.Orphaned = held
+			return st, startHandoffs(ctx, &st, held)
+		}
+		// The worker is alive but its keeper failed: restart the activity
+		// after a pause, and keep history bounded.
+		st.Restarts++
+		if err := workflow.Sleep(ctx, in.HeartbeatTimeout/3); err != nil {
+			return st, err
+		}
+		if st.Restarts-in.Restarts >= in.MaxRestarts || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			next := in
+			next.Restarts = st.Restarts
+			return st, workflow.NewContinueAsNewError(ctx, LeaseWorkflow, next)
+		}
+	}
+}
+
+// startHandoffs starts one handoff per orphaned shard, as children that
+// outlive this workflow.
+func startHandoffs(ctx workflow.Context, st *LeaseState, held []activities.HeldShard) error {
+	var futures []workflow.ChildWorkflowFuture
+	for _, h := range held {
+		id := HandoffWorkflowID(h.Pipeline, h.Shard)
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:        id,
+			TaskQueue:         ControlTaskQueue,
+			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		})
+		from := Owner{WorkerID: h.WorkerID, TaskQueue: h.TaskQueue, Epoch: h.Epoch}
+		f := workflow.ExecuteChildWorkflow(cctx, HandoffWorkflow, HandoffInput{
+			Pipeline: h.Pipeline, Shard: h.Shard, From: &from, FromDead: true,
+		})
+		futures = append(futures, f)
+		st.Handoffs = append(st.Handoffs, id)
+	}
+	// Wait until each child has started (not finished) so the handoffs
+	// exist before this workflow completes. A handoff already running was
+	// started by the shard's new owner: it goes on without us.
+	var errs []error
+	for i, f := range futures {
+		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			errs = append(errs, fmt.Errorf("start handoff %s: %w", st.Handoffs[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,96 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+func newLeaseEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *activities.Leases) {
+	t.Helper()
+	env := quietSuite().NewTestWorkflowEnvironment()
+	a := &activities.Leases{}
+	env.RegisterActivity(a)
+	env.RegisterWorkflow(workflows.LeaseWorkflow)
+	env.RegisterWorkflow(workflows.HandoffWorkflow)
+	return env, a
+}
+
+var leaseIn = workflows.LeaseInput{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1")}
+
+func TestLeaseWorkerStopsCleanly(t *testing.T) {
+	env, a := newLeaseEnv(t)
+	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(nil)
+	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.LeaseState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, workflows.LeaseStopped, st.Status)
+	assert.Empty(t, st.Handoffs)
+}
+
+func TestLeaseDeadWorkerHandsOffItsShards(t *testing.T) {
+	env, a := newLeaseEnv(t)
+	held := []activities.HeldShard{
+		{Pipeline: "iot", Shard: "readings-0", Epoch: 3, TaskQueue: leaseIn.TaskQueue, WorkerID: "w1"},
+		{Pipeline: "iot", Shard: "readings-2", Epoch: 5, TaskQueue: leaseIn.TaskQueue, WorkerID: "w1"},
+	}
+	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(temporal.NewHeartbeatTimeoutError(held))
+	var started []workflows.HandoffInput
+	var ids []string
+	env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, args converter.EncodedValues) {
+		var in workflows.HandoffInput
+		require.NoError(t, args.Get(&in))
+		started = append(started, in)
+		ids = append(ids, info.WorkflowExecution.ID)
+	})
+	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
+	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.LeaseState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, workflows.LeaseDead, st.Status)
+	assert.Equal(t, held, st.Orphaned)
+	assert.Equal(t, []string{workflows.HandoffWorkflowID("iot", "readings-0"), workflows.HandoffWorkflowID("iot", "readings-2")}, st.Handoffs)
+	require.Len(t, started, 2)
+	assert.Equal(t, st.Handoffs, ids)
+	for i, in := range started {
+		assert.True(t, in.FromDead, "the dead owner's final checkpoint is skipped")
+		require.NotNil(t, in.From)
+		assert.Equal(t, held[i].Epoch, in.From.Epoch)
+		assert.Nil(t, in.To, "the new owner is decided on the data plane and announces itself")
+	}
+}
+
+func TestLeaseKeeperFailureRestartsActivity(t *testing.T) {
+	env, a := newLeaseEnv(t)
+	calls := 0
+	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(func(context.Context, activities.LeaseInput) error {
+		calls++
+		if calls < 3 {
+			return errors.New("self-fenced: lease not renewed for a full TTL")
+		}
+		return nil
+	})
+	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.LeaseState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, 3, calls)
+	assert.Equal(t, 2, st.Restarts)
+	assert.Equal(t, workflows.LeaseStopped, st.Status)
+}
