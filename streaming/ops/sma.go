@@ -84,21 +84,29 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	if !finiteIn(x) {
 		return streaming.NoOutput()
 	}
-	if s.count == len(s.buf) {
-		s.sum.add(-s.buf[s.head])
+	// Work on locals so the compiler keeps the sum in registers and
+	// checks the ring index once.
+	buf, h, sum := s.buf, s.head, s.sum
+	if h >= len(buf) {
+		return streaming.NoOutput() // unreachable: head < len(buf) always
+	}
+	full := s.count == len(buf)
+	if full {
+		sum.add(-buf[h])
 	} else {
 		s.count++
+		full = s.count == len(buf)
 	}
-	s.buf[s.head] = x
-	s.sum.add(x)
-	s.head++
-	if s.head == len(s.buf) {
-		s.head = 0
+	buf[h] = x
+	sum.add(x)
+	if h++; h == len(buf) {
+		h = 0
 	}
-	if s.count < len(s.buf) {
+	s.head, s.sum = h, sum
+	if !full {
 		return streaming.NoOutput()
 	}
-	return streaming.Float(s.sum.value() / float64(len(s.buf)))
+	return streaming.Float(sum.value() / float64(len(buf)))
 }
 
 // Save writes: window | count | sum | comp | count values, oldest first.
