@@ -8,16 +8,14 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
-// The state blobs of this package are built from three primitives, all
-// little-endian or varint so a blob is the same on every platform:
-// unsigned varints (counts, sizes, indexes), signed varints (timestamps)
-// and fixed 8-byte IEEE-754 floats (values, sums). Every blob starts with
-// the operator's configuration so Load can refuse state saved by a node
-// configured differently instead of silently misreading it.
+// The state blobs of this package are built from unsigned varints (counts,
+// sizes, indexes), single bytes (bools) and fixed 8-byte little-endian
+// IEEE-754 floats (values, sums), so a blob is the same on every platform.
+// Every blob starts with the operator's configuration so Load can refuse
+// state saved by a node configured differently instead of silently
+// misreading it.
 
 func putU(dst []byte, v uint64) []byte { return binary.AppendUvarint(dst, v) }
-
-func putI(dst []byte, v int64) []byte { return binary.AppendVarint(dst, v) }
 
 func putF(dst []byte, v float64) []byte {
 	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
@@ -67,19 +65,6 @@ func (d *decoder) count(what string, limit uint64) int {
 		return 0
 	}
 	return int(v)
-}
-
-func (d *decoder) i() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
-		d.fail("truncated or overlong varint at byte %d of %d", d.off, len(d.b))
-		return 0
-	}
-	d.off += n
-	return v
 }
 
 func (d *decoder) f() float64 {

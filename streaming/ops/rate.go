@@ -42,15 +42,24 @@ type RateOption func(*rateConfig)
 // event-time unit.
 func Per(unit float64) RateOption { return func(c *rateConfig) { c.per = unit } }
 
+func defaultRateConfig() rateConfig { return rateConfig{per: 1} }
+
+func (c rateConfig) validate() error {
+	if !finiteIn(c.per) || c.per <= 0 {
+		return fmt.Errorf("Per must be finite and positive, got %v", c.per)
+	}
+	return nil
+}
+
 // NewRateOfChange returns a RateOfChange. It panics if Per is not a
 // finite positive number.
 func NewRateOfChange(opts ...RateOption) *RateOfChange {
-	cfg := rateConfig{per: 1}
+	cfg := defaultRateConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if !finiteIn(cfg.per) || cfg.per <= 0 {
-		panic(fmt.Sprintf("ops.NewRateOfChange: Per must be finite and positive, got %v", cfg.per))
+	if err := cfg.validate(); err != nil {
+		panic("ops.NewRateOfChange: " + err.Error())
 	}
 	return &RateOfChange{per: cfg.per}
 }
