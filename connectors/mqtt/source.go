@@ -99,6 +99,23 @@ func (s *Source) Cut(fn func(cursor []byte) error) error {
 	return fn(s.cur.Bytes())
 }
 
+// Restore replaces the dedup cursor with one from a checkpoint
+// (streaming.MqttCursor Bytes), before Run. Corrupt bytes are refused with
+// an error wrapping streaming.ErrCorrupt.
+func (s *Source) Restore(cursor []byte) error {
+	if s.running.Load() {
+		return fmt.Errorf("mqtt source %q: Restore while running", s.cfg.clientID)
+	}
+	cur, err := streaming.ParseMqttCursor(cursor)
+	if err != nil {
+		return fmt.Errorf("mqtt source %q: restore: %w", s.cfg.clientID, err)
+	}
+	s.mu.Lock()
+	s.cur = cur
+	s.mu.Unlock()
+	return nil
+}
+
 // Run connects, subscribes and delivers messages to h until ctx is done
 // (then it disconnects cleanly and returns nil), h returns an error (a
 // *HandlerError), or the broker refuses the credentials (a *ConnectError
