@@ -1,0 +1,381 @@
+package keyedstate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// cut is a pending consistent cut: the keys changed in generation gen and
+// the cursor of the last record before it.
+type cut[K comparable] struct {
+	r        *Runtime[K]
+	gen      uint64
+	keys     map[K]struct{} // immutable after the cut
+	captured map[K][]byte   // copy-on-write states (nil: absent at the cut); guarded by r.mu
+	ctype    string
+	cur      []byte
+	released bool // guarded by r.mu
+
+	sorted []sortedKey[K] // keys in byte order, built by the first Pieces call
+}
+
+type sortedKey[K comparable] struct {
+	kb []byte
+	k  K
+}
+
+// Cut marks a consistent cut between two Process calls; see the package
+// doc. It fails with ErrCutPending while an earlier cut is unreleased.
+func (r *Runtime[K]) Cut(ctx context.Context) (streaming.Cut, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.usable(); err != nil {
+		return nil, err
+	}
+	if r.cut != nil {
+		return nil, ErrCutPending
+	}
+	start := time.Now()
+	c := &cut[K]{
+		r: r, gen: r.gen, keys: r.dirty, captured: make(map[K][]byte),
+		ctype: r.ctype, cur: append([]byte(nil), r.cur...),
+	}
+	r.dirty = make(map[K]struct{}, min(len(c.keys), 1<<16))
+	r.gen++
+	r.cut = c
+	r.stats.LastCutStall = time.Since(start)
+	return c, nil
+}
+
+// capture saves e's state aside for the cut (r.mu held).
+func (c *cut[K]) capture(e *entry[K]) error {
+	blob, err := e.inst.AppendSave(make([]byte, 0, 64))
+	if err != nil {
+		return fmt.Errorf("keyedstate: copy-on-write of key %v: %w", e.key, err)
+	}
+	c.captured[e.key] = blob
+	return nil
+}
+
+func (c *cut[K]) Cursor() (string, []byte) { return c.ctype, c.cur }
+
+// Release ends the cut. An unsaved cut's keys join the current
+// generation, so the next cut carries them.
+func (c *cut[K]) Release(saved bool) {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.released {
+		return
+	}
+	c.released = true
+	if r.cut == c {
+		r.cut = nil
+	}
+	if !saved {
+		for k := range c.keys {
+			r.dirty[k] = struct{}{}
+			if e, ok := r.cache[k]; ok && e.gen == c.gen {
+				e.gen = r.gen
+			}
+		}
+	}
+	c.captured = nil
+}
+
+// chunkVal is where a key's state as of the cut was found.
+type chunkVal struct {
+	src        int // srcArena, srcRef, srcBadger, srcTomb
+	off, end   int
+	ref        []byte
+	badgerRead bool
+}
+
+const (
+	srcArena = iota
+	srcRef
+	srcBadger
+	srcTomb
+)
+
+// Pieces emits the cut's keys with their states as of the cut, in key
+// byte order, as pieces of about the configured size. The runtime's lock
+// is held only while one chunk of keys is located (and cached ones are
+// serialized); Badger reads go through a read transaction opened under
+// the lock.
+func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
+	r := c.r
+	if c.sorted == nil {
+		c.sorted = make([]sortedKey[K], 0, len(c.keys))
+		for k := range c.keys {
+			c.sorted = append(c.sorted, sortedKey[K]{kb: r.codec.AppendKey(nil, k), k: k})
+		}
+		slices.SortFunc(c.sorted, func(a, b sortedKey[K]) int { return bytes.Compare(a.kb, b.kb) })
+	}
+	w := pieceWriter{limit: r.cfg.pieceBytes}
+	vals := make([]chunkVal, 0, r.cfg.chunkKeys)
+	var arena, fk []byte
+	for i := 0; i < len(c.sorted); i += r.cfg.chunkKeys {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		part := c.sorted[i:min(i+r.cfg.chunkKeys, len(c.sorted))]
+		vals = vals[:0]
+		arena = arena[:0]
+		var txn *badger.Txn
+		r.mu.Lock()
+		if c.released {
+			r.mu.Unlock()
+			return errors.New("keyedstate: cut released before its pieces were written")
+		}
+		var err error
+		for _, sk := range part {
+			if b, ok := c.captured[sk.k]; ok {
+				if b == nil {
+					vals = append(vals, chunkVal{src: srcTomb})
+				} else {
+					vals = append(vals, chunkVal{src: srcRef, ref: b})
+				}
+				continue
+			}
+			if e, ok := r.cache[sk.k]; ok {
+				off := len(arena)
+				if arena, err = e.inst.AppendSave(arena); err != nil {
+					break
+				}
+				vals = append(vals, chunkVal{src: srcArena, off: off, end: len(arena)})
+				continue
+			}
+			if b, ok := r.pending[string(sk.kb)]; ok {
+				vals = append(vals, refOrTomb(b))
+				continue
+			}
+			if r.flushing != nil {
+				if b, ok := r.flushing[string(sk.kb)]; ok {
+					vals = append(vals, refOrTomb(b))
+					continue
+				}
+			}
+			if txn == nil {
+				txn = r.db.NewTransaction(false)
+			}
+			vals = append(vals, chunkVal{src: srcBadger})
+		}
+		r.mu.Unlock()
+		if err != nil {
+			if txn != nil {
+				txn.Discard()
+			}
+			return fmt.Errorf("keyedstate: save cut: %w", err)
+		}
+		for j, sk := range part {
+			v := vals[j]
+			switch v.src {
+			case srcArena:
+				err = w.add(sk.kb, arena[v.off:v.end], false)
+			case srcRef:
+				err = w.add(sk.kb, v.ref, false)
+			case srcTomb:
+				err = w.add(sk.kb, nil, true)
+			case srcBadger:
+				fk = append(append(fk[:0], r.cfg.prefix...), sk.kb...)
+				item, gerr := txn.Get(fk)
+				switch {
+				case errors.Is(gerr, badger.ErrKeyNotFound):
+					err = w.add(sk.kb, nil, true)
+				case gerr != nil:
+					err = fmt.Errorf("keyedstate: read key %q at the cut: %w", sk.kb, gerr)
+				default:
+					err = item.Value(func(val []byte) error { return w.add(sk.kb, val, false) })
+				}
+			}
+			if err == nil && w.full() {
+				err = emit(w.finish())
+			}
+			if err != nil {
+				break
+			}
+		}
+		if txn != nil {
+			txn.Discard()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if last := w.finish(); last != nil {
+		return emit(last)
+	}
+	return nil
+}
+
+func refOrTomb(b []byte) chunkVal {
+	if b == nil {
+		return chunkVal{src: srcTomb}
+	}
+	return chunkVal{src: srcRef, ref: b}
+}
+
+// Restore replaces all state with the pieces (later entries win) and sets
+// the cursor: the cache and write-behind buffer are dropped, the runtime's
+// Badger prefix is dropped and rewritten with one WriteBatch. Call it with
+// the hot path stopped.
+func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if r.flushing != nil {
+		<-r.flushDone
+		r.flushing = nil
+	}
+	if r.cut != nil {
+		r.cut.released = true
+		r.cut = nil
+	}
+	clear(r.cache)
+	r.ring, r.hand = nil, 0
+	r.pending, r.pendingBytes = make(map[string][]byte), 0
+	r.dirty = make(map[K]struct{})
+	r.gen++
+	r.err = nil
+	r.stats.RestoredItems = 0
+	if err := r.db.DropPrefix(r.cfg.prefix); err != nil {
+		return fmt.Errorf("keyedstate: restore: drop prefix %q: %w", r.cfg.prefix, err)
+	}
+	wb := r.db.NewWriteBatch()
+	defer wb.Cancel()
+	for p, err := range pieces {
+		if err != nil {
+			return fmt.Errorf("keyedstate: restore: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		entries, err := decodePiece(p)
+		if err != nil {
+			return fmt.Errorf("keyedstate: restore: %w", err)
+		}
+		for _, e := range entries {
+			key := append(append(make([]byte, 0, len(r.cfg.prefix)+len(e.Key)), r.cfg.prefix...), e.Key...)
+			if e.Tombstone {
+				err = wb.Delete(key)
+			} else {
+				err = wb.Set(key, append([]byte(nil), e.State...))
+			}
+			if err != nil {
+				return fmt.Errorf("keyedstate: restore key %q: %w", e.Key, err)
+			}
+			r.stats.RestoredItems++
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("keyedstate: restore: %w", err)
+	}
+	r.ctype = cursorType
+	r.cur = append(r.cur[:0], cursor...)
+	return nil
+}
+
+// Cursor returns the cursor of the last record applied (after a Restore:
+// the restored one). The slice is a copy.
+func (r *Runtime[K]) Cursor() (string, []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ctype, append([]byte(nil), r.cur...)
+}
+
+// runHead walks one run's entries during a merge.
+type runHead struct {
+	next    func() ([]byte, error, bool)
+	stop    func()
+	entries []pieceEntry
+	i       int
+	done    bool
+}
+
+func (h *runHead) advance() error {
+	h.i++
+	for h.i >= len(h.entries) {
+		data, err, ok := h.next()
+		if !ok {
+			h.done = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if h.entries, err = decodePiece(data); err != nil {
+			return err
+		}
+		h.i = 0
+	}
+	return nil
+}
+
+// MergeRuns merges sorted runs (oldest first) into one: for each key the
+// newest run's entry wins, and tombstones are dropped since the result is
+// the whole state. It holds one piece per run in memory and does not touch
+// the runtime's state.
+func (r *Runtime[K]) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, error], emit func([]byte) error) error {
+	heads := make([]*runHead, len(runs))
+	for i, run := range runs {
+		next, stop := iter.Pull2(run)
+		defer stop()
+		heads[i] = &runHead{next: next, stop: stop, i: -1}
+		if err := heads[i].advance(); err != nil {
+			return fmt.Errorf("keyedstate: merge run %d: %w", i, err)
+		}
+	}
+	w := pieceWriter{limit: r.cfg.pieceBytes}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		win := -1
+		for i, h := range heads {
+			if h.done {
+				continue
+			}
+			// Newer runs (higher i) win ties.
+			if win < 0 || bytes.Compare(h.entries[h.i].Key, heads[win].entries[heads[win].i].Key) <= 0 {
+				win = i
+			}
+		}
+		if win < 0 {
+			break
+		}
+		e := heads[win].entries[heads[win].i]
+		if !e.Tombstone {
+			if err := w.add(e.Key, e.State, false); err != nil {
+				return err
+			}
+			if w.full() {
+				if err := emit(w.finish()); err != nil {
+					return err
+				}
+			}
+		}
+		key := e.Key
+		for i, h := range heads {
+			if !h.done && bytes.Equal(h.entries[h.i].Key, key) {
+				if err := h.advance(); err != nil {
+					return fmt.Errorf("keyedstate: merge run %d: %w", i, err)
+				}
+			}
+		}
+	}
+	if last := w.finish(); last != nil {
+		return emit(last)
+	}
+	return nil
+}

@@ -1,0 +1,10 @@
+package keyedstate
+
+import "errors"
+
+// ErrClosed is returned by calls on a Runtime after Close.
+var ErrClosed = errors.New("keyedstate: runtime closed")
+
+// ErrCutPending is returned by Cut while an earlier cut has not been
+// released: at most one cut is pending per runtime.
+var ErrCutPending = errors.New("keyedstate: a cut is already pending")

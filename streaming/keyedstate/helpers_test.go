@@ -1,0 +1,131 @@
+package keyedstate_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+	"github.com/tflo-io/tflo/streaming/ops"
+)
+
+func openDB(t testing.TB) *badger.DB {
+	t.Helper()
+	opts := badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).
+		WithMemTableSize(8 << 20).WithNumMemtables(2).WithBlockCacheSize(8 << 20).WithIndexCacheSize(4 << 20)
+	db, err := badger.Open(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// smaGraph is value → sma(5) → sma(3): two stateful nodes per key.
+func smaGraph(t testing.TB) *streaming.Graph {
+	t.Helper()
+	g, err := streaming.NewBuilder().
+		Input("value").
+		Node("smooth", func() streaming.Operator { return ops.NewSMA(5) }, "value").
+		Node("trend", func() streaming.Operator { return ops.NewSMA(3) }, "smooth").
+		Build()
+	require.NoError(t, err)
+	return g
+}
+
+type record struct {
+	key   string
+	ts    int64
+	value float64
+}
+
+func makeRecords(seed uint64, n, keys int) []record {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	out := make([]record, n)
+	for i := range out {
+		// A skewed key distribution: a few hot keys and a long tail.
+		k := int(rng.ExpFloat64() * float64(keys) / 6)
+		if k >= keys {
+			k = rng.IntN(keys)
+		}
+		out[i] = record{key: fmt.Sprintf("sensor/%04d", k), ts: int64(i), value: rng.NormFloat64()*3 + 20}
+	}
+	return out
+}
+
+func seqCursor(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+
+func seqOf(t testing.TB, typ string, c []byte) int {
+	t.Helper()
+	require.Equal(t, "seq", typ)
+	require.Len(t, c, 8)
+	return int(binary.BigEndian.Uint64(c))
+}
+
+// reference runs records through an all-in-memory Keyed.
+func reference(g *streaming.Graph, recs []record) *streaming.Keyed[string] {
+	k := streaming.NewKeyed[string](g)
+	for _, r := range recs {
+		k.Eval(r.key, r.ts, streaming.Float(r.value))
+	}
+	return k
+}
+
+// requireSameState checks that rt holds exactly the state of ref.
+func requireSameState(t *testing.T, ref *streaming.Keyed[string], rt *keyedstate.Runtime[string], allKeys []string) {
+	t.Helper()
+	for _, k := range allKeys {
+		got, found, err := rt.Get(k)
+		require.NoError(t, err)
+		in, ok := ref.Lookup(k)
+		if !ok {
+			require.False(t, found, "key %q should not exist", k)
+			continue
+		}
+		want, err := in.Save()
+		require.NoError(t, err)
+		require.True(t, found, "key %q missing", k)
+		require.Equal(t, want, nonNil(got), "key %q", k)
+	}
+}
+
+func nonNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func keysOf(recs []record) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range recs {
+		if !seen[r.key] {
+			seen[r.key] = true
+			out = append(out, r.key)
+		}
+	}
+	return out
+}
+
+func newRuntime(t testing.TB, g *streaming.Graph, db *badger.DB, opts ...keyedstate.Option) *keyedstate.Runtime[string] {
+	t.Helper()
+	rt, err := keyedstate.New[string](g, keyedstate.StringKeys{}, db, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+// small makes a runtime that holds about `keys` instances and flushes
+// often, so eviction and write-behind are exercised.
+func small(keys int) []keyedstate.Option {
+	return []keyedstate.Option{
+		keyedstate.WithEntryBytes(1000),
+		keyedstate.WithWriteBatchBytes(4 << 10),
+		keyedstate.WithMemoryBudget(int64(keys)*1000 + 8<<10),
+		keyedstate.WithPieceBytes(2 << 10),
+		keyedstate.WithSaveChunk(16),
+	}
+}

@@ -1,0 +1,243 @@
+package keyedstate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+	"github.com/tflo-io/tflo/streaming/state/memory"
+)
+
+func TestRuntimeMatchesKeyed(t *testing.T) {
+	g := smaGraph(t)
+	recs := makeRecords(1, 20_000, 500)
+	ref := streaming.NewKeyed[string](g)
+	rt := newRuntime(t, g, openDB(t), small(40)...)
+	require.Equal(t, 40, rt.Capacity())
+	for i, r := range recs {
+		in, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value))
+		require.NoError(t, err)
+		want := ref.Eval(r.key, r.ts, streaming.Float(r.value))
+		require.Equal(t, want.Output(0), in.Output(0), "record %d key %s", i, r.key)
+	}
+	st := rt.Stats()
+	require.LessOrEqual(t, st.Cached, 40)
+	require.Positive(t, st.Evictions)
+	require.Positive(t, st.Flushes)
+	require.Positive(t, st.Misses)
+	requireSameState(t, ref, rt, keysOf(recs))
+	require.NoError(t, rt.Flush())
+	requireSameState(t, ref, rt, keysOf(recs))
+}
+
+func TestRuntimeValidation(t *testing.T) {
+	g := smaGraph(t)
+	db := openDB(t)
+	cases := []struct {
+		name string
+		opts []keyedstate.Option
+		want string
+	}{
+		{"budget below two batches", []keyedstate.Option{keyedstate.WithMemoryBudget(1 << 20), keyedstate.WithWriteBatchBytes(1 << 20)}, "must exceed two write batches"},
+		{"zero budget", []keyedstate.Option{keyedstate.WithMemoryBudget(0)}, "memory budget 0 bytes"},
+		{"no room for a key", []keyedstate.Option{keyedstate.WithMemoryBudget(3 << 10), keyedstate.WithWriteBatchBytes(1 << 10), keyedstate.WithEntryBytes(5000)}, "holds no key"},
+		{"zero piece", []keyedstate.Option{keyedstate.WithPieceBytes(0)}, "piece size 0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := keyedstate.New[string](g, keyedstate.StringKeys{}, db, tc.opts...)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestMeasuredEntryBytes(t *testing.T) {
+	rt := newRuntime(t, smaGraph(t), openDB(t), keyedstate.WithMemoryBudget(64<<20))
+	st := rt.Stats()
+	require.Greater(t, st.EntryBytes, 100, "an instance with two SMAs costs more than 100 bytes")
+	require.Less(t, st.EntryBytes, 10_000)
+	require.Equal(t, int((64<<20-2*(4<<20))/st.EntryBytes), st.Capacity)
+}
+
+func checkpointer(t testing.TB, rt *keyedstate.Runtime[string], st *memory.Store, opts ...streaming.CheckpointerOption) *streaming.Checkpointer {
+	t.Helper()
+	cp, err := streaming.NewCheckpointer("shard-0", rt, st, st, append([]streaming.CheckpointerOption{streaming.WithOperators(rt.Graph().Operators())}, opts...)...)
+	require.NoError(t, err)
+	return cp
+}
+
+func TestCheckpointAndRestore(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	recs := makeRecords(2, 6000, 300)
+	st := memory.New()
+	rt := newRuntime(t, g, openDB(t), small(30)...)
+	cp := checkpointer(t, rt, st, streaming.WithMaxRuns(3))
+
+	var lastBytes []int64
+	for i, r := range recs {
+		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value))
+		require.NoError(t, err)
+		if (i+1)%1000 == 0 {
+			res, err := cp.Checkpoint(ctx)
+			require.NoError(t, err)
+			require.Equal(t, i, seqOf(t, res.CursorType, res.Cursor))
+			lastBytes = append(lastBytes, res.Bytes)
+		}
+	}
+	require.Len(t, lastBytes, 6)
+	require.LessOrEqual(t, cp.Status().Runs, 3)
+
+	// Restore into a new runtime over an empty Badger.
+	rt2 := newRuntime(t, g, openDB(t), small(30)...)
+	info, err := checkpointer(t, rt2, st).Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(recs)-1, seqOf(t, info.CursorType, info.Cursor))
+	requireSameState(t, reference(g, recs), rt2, keysOf(recs))
+	typ, cur := rt2.Cursor()
+	require.Equal(t, len(recs)-1, seqOf(t, typ, cur))
+}
+
+func TestIncrementalCheckpointWritesOnlyChangedKeys(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	st := memory.New()
+	rt := newRuntime(t, g, openDB(t), small(100)...)
+	cp := checkpointer(t, rt, st)
+	for i := range 1000 {
+		_, err := rt.Apply(fmt.Sprintf("k%04d", i), 1, "seq", seqCursor(i), streaming.Float(1))
+		require.NoError(t, err)
+	}
+	full, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	for i := range 10 {
+		_, err := rt.Apply(fmt.Sprintf("k%04d", i*97), 2, "seq", seqCursor(1000+i), streaming.Float(2))
+		require.NoError(t, err)
+	}
+	incr, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Less(t, incr.Bytes*30, full.Bytes, "10 of 1000 keys changed: full %d bytes, incremental %d", full.Bytes, incr.Bytes)
+	require.Zero(t, rt.Stats().DirtyKeys)
+}
+
+// The cut is the state between two records, whatever the hot path does
+// after it: keys changed in the cache, keys evicted and reloaded, keys
+// deleted, keys only in Badger.
+func TestCutIsConsistent(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	recs := makeRecords(3, 8000, 400)
+	before, after := recs[:5000], recs[5000:]
+	rt := newRuntime(t, g, openDB(t), small(25)...)
+	for i, r := range before {
+		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value))
+		require.NoError(t, err)
+	}
+	cut, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	_, err = rt.Cut(ctx)
+	require.ErrorIs(t, err, keyedstate.ErrCutPending)
+
+	// The hot path runs on: every key of the cut is touched or deleted.
+	for i, r := range after {
+		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(5000+i), streaming.Float(r.value))
+		require.NoError(t, err)
+	}
+	deleted := keysOf(before)[:5]
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error {
+		for _, k := range deleted {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.Positive(t, rt.Stats().CapturedKeys)
+
+	var pieces [][]byte
+	require.NoError(t, cut.Pieces(ctx, func(p []byte) error { pieces = append(pieces, append([]byte(nil), p...)); return nil }))
+	require.Greater(t, len(pieces), 1)
+	typ, cur := cut.Cursor()
+	require.Equal(t, 4999, seqOf(t, typ, cur))
+
+	// A retried save emits the same pieces.
+	var again [][]byte
+	require.NoError(t, cut.Pieces(ctx, func(p []byte) error { again = append(again, append([]byte(nil), p...)); return nil }))
+	require.Equal(t, pieces, again)
+	cut.Release(true)
+
+	rt2 := newRuntime(t, g, openDB(t), small(25)...)
+	require.NoError(t, rt2.Restore(ctx, typ, cur, func(yield func([]byte, error) bool) {
+		for _, p := range pieces {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}))
+	requireSameState(t, reference(g, before), rt2, keysOf(recs))
+
+	// The deletions reach the next cut as tombstones.
+	cut2, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	var p2 [][]byte
+	require.NoError(t, cut2.Pieces(ctx, func(p []byte) error { p2 = append(p2, append([]byte(nil), p...)); return nil }))
+	cut2.Release(true)
+	require.NoError(t, rt2.Restore(ctx, typ, cur, func(yield func([]byte, error) bool) {
+		for _, p := range append(pieces, p2...) {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}))
+	ref := reference(g, recs)
+	for _, k := range deleted {
+		ref.Delete(k)
+	}
+	requireSameState(t, ref, rt2, keysOf(recs))
+}
+
+func TestUnsavedCutIsCarriedForward(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	rt := newRuntime(t, g, openDB(t), small(10)...)
+	recs := makeRecords(4, 500, 50)
+	for i, r := range recs {
+		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value))
+		require.NoError(t, err)
+	}
+	c1, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	// Touch a key of the cut after the failed cut is released: the next
+	// cut must still see it as changed and copy it on write.
+	c1.Release(false)
+	c2, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	r := recs[0]
+	_, err = rt.Apply(r.key, 1e9, "seq", seqCursor(999), streaming.Float(1000))
+	require.NoError(t, err)
+	var pieces [][]byte
+	require.NoError(t, c2.Pieces(ctx, func(p []byte) error { pieces = append(pieces, append([]byte(nil), p...)); return nil }))
+	c2.Release(true)
+	rt2 := newRuntime(t, g, openDB(t))
+	typ, cur := c2.Cursor()
+	require.NoError(t, rt2.Restore(ctx, typ, cur, func(yield func([]byte, error) bool) {
+		for _, p := range pieces {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}))
+	requireSameState(t, reference(g, recs), rt2, keysOf(recs))
+}
+
+func TestClosedRuntime(t *testing.T) {
+	rt := newRuntime(t, smaGraph(t), openDB(t))
+	require.NoError(t, rt.Close())
+	require.NoError(t, rt.Close())
+	_, err := rt.Apply("a", 1, "seq", nil, streaming.Float(1))
+	require.True(t, errors.Is(err, keyedstate.ErrClosed))
+}
