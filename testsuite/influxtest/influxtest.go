@@ -262,7 +262,7 @@ func (s *Server) CreateDatabase(t testing.TB, db string) {
 type Result struct {
 	Results []struct {
 		Series []struct {
-			Name    string   `json:"name"`
+			Name    string `json:"name"`
 			Tags    map[string]string
 			Columns []string `json:"columns"`
 			Values  [][]any  `json:"values"`

@@ -1,0 +1,51 @@
+package influx
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnauthorized is wrapped by a *WriteError for HTTP 401 and 403: wrong
+// or missing credentials. The sink does not retry it; it fails, and every
+// later Write and Flush returns the same error.
+var ErrUnauthorized = errors.New("influx: credentials refused")
+
+// ErrNoBucket is wrapped by a *WriteError for HTTP 404: the bucket (on
+// 1.8+, the database or retention policy) does not exist. Like
+// ErrUnauthorized it fails the sink without retries.
+var ErrNoBucket = errors.New("influx: bucket not found")
+
+// ErrRejected is wrapped by a *WriteError for a batch the server refused
+// as bad data (HTTP 400, 413, 422: a malformed point, a field type
+// conflict, a partial write). The batch is not retried; the sink reports
+// it to the OnReject hook, counts it, and carries on.
+var ErrRejected = errors.New("influx: batch rejected")
+
+// ErrClosed is returned by Write and Flush after Close.
+var ErrClosed = errors.New("influx sink closed")
+
+// WriteError describes a failed write request. It names the endpoint and
+// bucket, never the token or password.
+type WriteError struct {
+	Endpoint   string // the server's base URL, without any user info
+	Bucket     string
+	StatusCode int    // 0 for a transport error (connection refused, timeout)
+	Message    string // the server's message, or the transport error
+	Points     int    // points in the batch
+	Attempts   int    // requests made for this batch so far
+	Err        error  // ErrUnauthorized, ErrNoBucket, ErrRejected, or nil for retryable errors
+}
+
+func (e *WriteError) Error() string {
+	status := "transport error"
+	if e.StatusCode != 0 {
+		status = fmt.Sprintf("HTTP %d", e.StatusCode)
+	}
+	s := fmt.Sprintf("influx write to %s bucket %q (%d points, attempt %d): %s: %s", e.Endpoint, e.Bucket, e.Points, e.Attempts, status, e.Message)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
