@@ -1,0 +1,265 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+)
+
+// ArchiveFile is one file of a backfill plan, as workflow history carries
+// it: a name and counts, never rows.
+type ArchiveFile struct {
+	Name string `json:"name"`
+	Rows int64  `json:"rows"`
+	Size int64  `json:"size"`
+}
+
+// ListArchiveInput asks for the plan of an archive location.
+type ListArchiveInput struct {
+	// Location is "file:///abs/dir[/prefix]" or a scheme the worker
+	// registered (for example "s3://bucket/prefix").
+	Location string `json:"location"`
+	// ExpectedFingerprint is the schema fingerprint the files must carry
+	// (default: the fingerprint of this build's archive schema).
+	ExpectedFingerprint string `json:"expected_fingerprint,omitempty"`
+}
+
+// ListArchiveResult is the plan: files in replay order.
+type ListArchiveResult struct {
+	Files     []ArchiveFile `json:"files"`
+	TotalRows int64         `json:"total_rows"`
+}
+
+// ReplayFileInput replays one archive file through a graph into a sink.
+type ReplayFileInput struct {
+	Location            string `json:"location"`
+	File                string `json:"file"`
+	ExpectedFingerprint string `json:"expected_fingerprint,omitempty"`
+	// From and To bound the rows' event time, [From, To); zero is open.
+	From time.Time `json:"from,omitempty"`
+	To   time.Time `json:"to,omitempty"`
+	// Graph names the replay graph the worker registered ("" = identity).
+	Graph string `json:"graph,omitempty"`
+	// Sink names the sink the worker registered.
+	Sink string `json:"sink"`
+	// BatchRows rows are written and flushed between heartbeats (default 1000).
+	BatchRows int `json:"batch_rows,omitempty"`
+}
+
+// ReplayFileResult reports one replayed file.
+type ReplayFileResult struct {
+	File string `json:"file"`
+	// Rows read, Written to the sink, Skipped by the time range.
+	Rows    int64 `json:"rows"`
+	Written int64 `json:"written"`
+	Skipped int64 `json:"skipped"`
+	// ResumedAt is the row the attempt resumed from (0 on a first attempt).
+	ResumedAt int64 `json:"resumed_at"`
+}
+
+// RowSink receives replayed rows. Writes must be idempotent (a retried
+// batch overwrites, as Influx points keyed by series and time do). Flush
+// returns once everything written is durable.
+type RowSink interface {
+	WriteRows(ctx context.Context, rows []parquet.Row) error
+	Flush(ctx context.Context) error
+}
+
+// ReplayGraph turns one archived row into the rows written to the sink
+// (the same operator graph the live pipeline runs, for example).
+type ReplayGraph interface {
+	Apply(row parquet.Row, emit func(parquet.Row))
+}
+
+// Backfills are the backfill workflow's activities. Archives resolves a
+// location to an archive and a prefix (file:// is built in); Sinks and
+// Graphs resolve names registered by the worker.
+type Backfills struct {
+	Archives func(location string) (parquet.Archive, string, error)
+	Sinks    func(name string) (RowSink, error)
+	Graphs   func(name string) (ReplayGraph, error)
+}
+
+// ResolveLocalArchive resolves "file:///dir[/prefix]" locations: the
+// directory is the archive, and a trailing element that is not a directory
+// is the name prefix.
+func ResolveLocalArchive(location string) (parquet.Archive, string, error) {
+	u, err := url.Parse(location)
+	if err != nil || u.Scheme != "file" || u.Path == "" {
+		return nil, "", fmt.Errorf("archive location %q: want file:///absolute/dir", location)
+	}
+	a, err := parquet.NewLocalArchive(u.Path)
+	if err != nil {
+		return nil, "", fmt.Errorf("archive location %q: %w", location, err)
+	}
+	return a, "", nil
+}
+
+func (a *Backfills) archive(location string) (parquet.Archive, string, error) {
+	resolve := a.Archives
+	if resolve == nil {
+		resolve = ResolveLocalArchive
+	}
+	arc, prefix, err := resolve(location)
+	if err != nil {
+		return nil, "", temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
+	}
+	return arc, prefix, nil
+}
+
+func expected(fp string) string {
+	if fp == "" {
+		return parquet.SchemaFingerprint()
+	}
+	return fp
+}
+
+// ListArchive plans a backfill: the archive's files in replay order. A
+// file whose schema fingerprint differs from the expected one fails the
+// whole plan with a non-retryable SchemaMismatch error naming the file and
+// both fingerprints.
+func (a *Backfills) ListArchive(ctx context.Context, in ListArchiveInput) (ListArchiveResult, error) {
+	arc, prefix, err := a.archive(in.Location)
+	if err != nil {
+		return ListArchiveResult{}, err
+	}
+	r, err := parquet.NewReader(arc, prefix, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)))
+	if err != nil {
+		return ListArchiveResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
+	}
+	plan, err := r.Plan(ctx)
+	if err != nil {
+		return ListArchiveResult{}, classifyArchive(in.Location, err)
+	}
+	var out ListArchiveResult
+	for _, fi := range plan {
+		out.Files = append(out.Files, ArchiveFile{Name: fi.Name, Rows: fi.Rows, Size: fi.Size})
+		out.TotalRows += fi.Rows
+	}
+	return out, nil
+}
+
+// ReplayFile replays one file from the row its last heartbeat recorded.
+// Rows are written in batches; after each batch is flushed the activity
+// heartbeats the next row, so a retry resumes after the last durable
+// batch and rows written twice are overwritten by the idempotent sink.
+func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayFileResult, error) {
+	if in.File == "" || in.Sink == "" {
+		return ReplayFileResult{}, temporal.NewNonRetryableApplicationError("replay file: file and sink are required", ErrTypeBadInput, nil)
+	}
+	if a.Sinks == nil {
+		return ReplayFileResult{}, temporal.NewNonRetryableApplicationError("backfill activities have no sinks registered", ErrTypeBadInput, nil)
+	}
+	arc, prefix, err := a.archive(in.Location)
+	if err != nil {
+		return ReplayFileResult{}, err
+	}
+	sink, err := a.Sinks(in.Sink)
+	if err != nil {
+		return ReplayFileResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sink %q: %v", in.Sink, err), ErrTypeBadInput, nil)
+	}
+	var graph ReplayGraph
+	if in.Graph != "" {
+		if a.Graphs == nil {
+			return ReplayFileResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("graph %q: no graphs registered", in.Graph), ErrTypeBadInput, nil)
+		}
+		if graph, err = a.Graphs(in.Graph); err != nil {
+			return ReplayFileResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("graph %q: %v", in.Graph, err), ErrTypeBadInput, nil)
+		}
+	}
+	batchRows := in.BatchRows
+	if batchRows <= 0 {
+		batchRows = 1000
+	}
+
+	res := ReplayFileResult{File: in.File}
+	if activity.HasHeartbeatDetails(ctx) {
+		var pos parquet.Position
+		if err := activity.GetHeartbeatDetails(ctx, &pos); err == nil && pos.File == in.File {
+			res.ResumedAt = pos.Row
+		}
+	}
+
+	r, err := parquet.NewReader(arc, prefix, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)))
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
+	}
+	plan, err := r.Plan(ctx)
+	if err != nil {
+		return res, classifyArchive(in.Location, err)
+	}
+	var fi *parquet.FileInfo
+	for i := range plan {
+		if plan[i].Name == in.File {
+			fi = &plan[i]
+			break
+		}
+	}
+	if fi == nil {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive %s has no file %q", in.Location, in.File), ErrTypeBadInput, nil)
+	}
+
+	batch := make([]parquet.Row, 0, batchRows)
+	next := res.ResumedAt
+	flush := func() error {
+		if len(batch) > 0 {
+			if err := sink.WriteRows(ctx, batch); err != nil {
+				return err
+			}
+			res.Written += int64(len(batch))
+			batch = batch[:0]
+		}
+		if err := sink.Flush(ctx); err != nil {
+			return err
+		}
+		activity.RecordHeartbeat(ctx, parquet.Position{File: in.File, Row: next})
+		return nil
+	}
+	emit := func(row parquet.Row) { batch = append(batch, row) }
+	read := int64(0)
+	for e, err := range r.File(ctx, *fi, res.ResumedAt) {
+		if err != nil {
+			return res, classifyArchive(in.Location, err)
+		}
+		res.Rows++
+		read++
+		next = e.Pos.Row + 1
+		ts := time.Unix(0, e.Row.TS)
+		if (!in.From.IsZero() && ts.Before(in.From)) || (!in.To.IsZero() && !ts.Before(in.To)) {
+			res.Skipped++
+		} else if graph != nil {
+			graph.Apply(e.Row, emit)
+		} else {
+			emit(e.Row)
+		}
+		if read%int64(batchRows) == 0 {
+			if err := flush(); err != nil {
+				return res, fmt.Errorf("replay %s row %d: %w", in.File, next, err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return res, fmt.Errorf("replay %s row %d: %w", in.File, next, err)
+	}
+	return res, nil
+}
+
+// classifyArchive makes schema mismatches non-retryable and keeps the
+// message that names the file and both fingerprints.
+func classifyArchive(location string, err error) error {
+	if errors.Is(err, parquet.ErrSchemaMismatch) {
+		return temporal.NewNonRetryableApplicationError(strings.TrimSpace("archive "+location+": "+err.Error()), ErrTypeSchemaMismatch, nil)
+	}
+	if errors.Is(err, parquet.ErrBadName) {
+		return temporal.NewNonRetryableApplicationError("archive "+location+": "+err.Error(), ErrTypeBadInput, nil)
+	}
+	return err
+}

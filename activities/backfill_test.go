@@ -1,0 +1,185 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
+)
+
+// memSink records rows by (sensor, signal, ts) so a replayed row
+// overwrites, like an Influx point; it can fail its Nth write.
+type memSink struct {
+	mu      sync.Mutex
+	rows    map[string]parquet.Row
+	writes  int
+	failAt  int
+	flushes int
+}
+
+func (s *memSink) WriteRows(_ context.Context, rows []parquet.Row) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	if s.writes == s.failAt {
+		return errors.New("influx: 503 service unavailable")
+	}
+	for _, r := range rows {
+		s.rows[fmt.Sprintf("%s/%s/%d", r.Sensor, r.Signal, r.TS)] = r
+	}
+	return nil
+}
+
+func (s *memSink) Flush(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushes++
+	return nil
+}
+
+func writeArchive(t *testing.T, files, rowsPerFile int) (string, *parquet.LocalArchive) {
+	t.Helper()
+	dir := t.TempDir()
+	arc, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	w, err := parquet.NewWriter(arc, "iot", 0, 1)
+	require.NoError(t, err)
+	off := int64(0)
+	for f := 0; f < files; f++ {
+		rows := make([]parquet.Row, rowsPerFile)
+		for i := range rows {
+			rows[i] = parquet.Row{Sensor: fmt.Sprintf("s%d", i%3), Signal: "sma", TS: 1_700_000_000_000_000_000 + off*int64(time.Second), Value: float64(off), Offset: off}
+			off++
+		}
+		_, err := w.WriteFile(context.Background(), rows)
+		require.NoError(t, err)
+	}
+	return "file://" + dir, arc
+}
+
+func backfillEnv(sink *memSink) (*testsuite.TestActivityEnvironment, *activities.Backfills) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	b := &activities.Backfills{Sinks: func(name string) (activities.RowSink, error) {
+		if name != "mem" {
+			return nil, fmt.Errorf("no sink named %q", name)
+		}
+		return sink, nil
+	}}
+	env.RegisterActivity(b)
+	return env, b
+}
+
+func TestListArchivePlansFilesInOrder(t *testing.T) {
+	loc, _ := writeArchive(t, 3, 10)
+	env, b := backfillEnv(&memSink{rows: map[string]parquet.Row{}})
+	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
+	require.NoError(t, err)
+	var res activities.ListArchiveResult
+	require.NoError(t, v.Get(&res))
+	require.Len(t, res.Files, 3)
+	assert.Equal(t, int64(30), res.TotalRows)
+	for i := 1; i < len(res.Files); i++ {
+		assert.Less(t, res.Files[i-1].Name, res.Files[i].Name)
+	}
+}
+
+func TestListArchiveRefusesOtherFingerprint(t *testing.T) {
+	loc, _ := writeArchive(t, 1, 5)
+	env, b := backfillEnv(&memSink{rows: map[string]parquet.Row{}})
+	_, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc, ExpectedFingerprint: "0123456789abcdef"})
+	require.Error(t, err)
+	typ, nonRetryable := appErrType(t, err)
+	assert.Equal(t, activities.ErrTypeSchemaMismatch, typ)
+	assert.True(t, nonRetryable)
+	assert.Contains(t, err.Error(), "0123456789abcdef")
+	assert.Contains(t, err.Error(), parquet.SchemaFingerprint())
+}
+
+func TestReplayFileResumesFromHeartbeat(t *testing.T) {
+	loc, _ := writeArchive(t, 1, 2500)
+	sink := &memSink{rows: map[string]parquet.Row{}}
+	env, b := backfillEnv(sink)
+	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
+	require.NoError(t, err)
+	var plan activities.ListArchiveResult
+	require.NoError(t, v.Get(&plan))
+	file := plan.Files[0].Name
+
+	// A retry after a crash: the last heartbeat said row 2000 was next.
+	env.SetHeartbeatDetails(parquet.Position{File: file, Row: 2000})
+	v, err = env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{Location: loc, File: file, Sink: "mem", BatchRows: 100})
+	require.NoError(t, err)
+	var res activities.ReplayFileResult
+	require.NoError(t, v.Get(&res))
+	assert.Equal(t, int64(2000), res.ResumedAt)
+	assert.Equal(t, int64(500), res.Rows, "rows before the heartbeat position are not read again")
+	assert.Equal(t, int64(500), res.Written)
+	assert.Len(t, sink.rows, 500)
+	for _, r := range sink.rows {
+		assert.GreaterOrEqual(t, r.Offset, int64(2000))
+	}
+}
+
+func TestReplayFileFailsMidwayThenCompletesIdempotently(t *testing.T) {
+	loc, _ := writeArchive(t, 1, 1000)
+	sink := &memSink{rows: map[string]parquet.Row{}, failAt: 4}
+	env, b := backfillEnv(sink)
+	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
+	require.NoError(t, err)
+	var plan activities.ListArchiveResult
+	require.NoError(t, v.Get(&plan))
+	in := activities.ReplayFileInput{Location: loc, File: plan.Files[0].Name, Sink: "mem", BatchRows: 100}
+	_, err = env.ExecuteActivity(b.ReplayFile, in)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "503")
+	// Retried from the start (no heartbeat carried here): every row lands
+	// once, overwriting what the failed attempt wrote.
+	_, err = env.ExecuteActivity(b.ReplayFile, in)
+	require.NoError(t, err)
+	assert.Len(t, sink.rows, 1000)
+}
+
+func TestReplayFileTimeRange(t *testing.T) {
+	loc, _ := writeArchive(t, 1, 100)
+	sink := &memSink{rows: map[string]parquet.Row{}}
+	env, b := backfillEnv(sink)
+	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
+	require.NoError(t, err)
+	var plan activities.ListArchiveResult
+	require.NoError(t, v.Get(&plan))
+	base := time.Unix(0, 1_700_000_000_000_000_000)
+	v, err = env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{
+		Location: loc, File: plan.Files[0].Name, Sink: "mem",
+		From: base.Add(10 * time.Second), To: base.Add(20 * time.Second),
+	})
+	require.NoError(t, err)
+	var res activities.ReplayFileResult
+	require.NoError(t, v.Get(&res))
+	assert.Equal(t, int64(10), res.Written)
+	assert.Equal(t, int64(90), res.Skipped)
+}
+
+func TestReplayFileBadInput(t *testing.T) {
+	loc, _ := writeArchive(t, 1, 1)
+	env, b := backfillEnv(&memSink{rows: map[string]parquet.Row{}})
+	_, err := env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{Location: loc, File: "nope.parquet", Sink: "mem"})
+	require.Error(t, err)
+	typ, _ := appErrType(t, err)
+	assert.Equal(t, activities.ErrTypeBadInput, typ)
+	_, err = env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{Location: loc, File: "x", Sink: "other"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `no sink named "other"`)
+	_, err = env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: "ftp://x"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "want file:///absolute/dir")
+}
