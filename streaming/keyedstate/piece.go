@@ -75,6 +75,7 @@ func (w *pieceWriter) finish() []byte {
 	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc32.Checksum(w.buf, pieceCRC))
 	out := w.buf
 	w.buf = w.buf[:0]
+	w.count = 0
 	return out
 }
 
