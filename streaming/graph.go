@@ -268,26 +268,45 @@ func (in *Instance) Graph() *Graph { return in.g }
 // declaration order (missing trailing inputs are None), ts its event time.
 // It does not allocate.
 func (in *Instance) Eval(ts int64, inputs ...Computed) {
+	vals := in.vals
 	nIn := len(in.g.inputs)
-	n := copy(in.vals[:nIn], inputs)
-	clear(in.vals[n:nIn])
-	for i := range in.g.nodes {
-		nd := &in.g.nodes[i]
-		sc := in.scratch[:len(nd.in)]
-		skip := false
-		for j, s := range nd.in {
-			v := in.vals[s]
-			if v.kind == KindNone && !nd.partial {
-				skip = true
-				break
+	n := min(len(inputs), nIn)
+	for i := 0; i < n; i++ { // a loop, not copy: no memmove call for 1–3 values
+		vals[i] = inputs[i]
+	}
+	for i := n; i < nIn; i++ {
+		vals[i] = Computed{}
+	}
+	nodes := in.g.nodes
+	for i := range nodes {
+		nd := &nodes[i]
+		var args []Computed
+		if len(nd.in) == 1 {
+			// Single-input nodes read their input in place (operators must
+			// not modify inputs), saving the copy into scratch.
+			s := nd.in[0]
+			if vals[s].kind == KindNone && !nd.partial {
+				vals[nd.slot] = Computed{}
+				continue
 			}
-			sc[j] = v
+			args = vals[s : s+1 : s+1]
+		} else {
+			args = in.scratch[:len(nd.in)]
+			skip := false
+			for j, s := range nd.in {
+				v := vals[s]
+				if v.kind == KindNone && !nd.partial {
+					skip = true
+					break
+				}
+				args[j] = v
+			}
+			if skip {
+				vals[nd.slot] = Computed{}
+				continue
+			}
 		}
-		if skip {
-			in.vals[nd.slot] = Computed{}
-			continue
-		}
-		in.vals[nd.slot] = in.ops[i].Eval(sc, ts)
+		vals[nd.slot] = in.ops[i].Eval(args, ts)
 	}
 }
 

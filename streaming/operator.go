@@ -11,7 +11,8 @@ package streaming
 type Operator interface {
 	// Eval consumes this record's inputs (one per wired input, in wiring
 	// order) at event time ts and returns the node's output, or NoOutput().
-	// inputs is owned by the runtime and only valid during the call.
+	// inputs is owned by the runtime, only valid during the call, and must
+	// not be modified (it may alias the graph's value slots).
 	Eval(inputs []Computed, ts int64) NodeOutput
 	// Reset drops all state.
 	Reset()
