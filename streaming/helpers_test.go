@@ -38,7 +38,7 @@ func (s *sum) Load(b []byte) error {
 // an int64 of hundredths.
 type migratingSum struct{ sum }
 
-func (m *migratingSum) TypeVersion() uint32     { return 2 }
+func (m *migratingSum) TypeVersion() uint32    { return 2 }
 func (m *migratingSum) MigratesFrom() []uint32 { return []uint32{1} }
 func (m *migratingSum) Migrate(from uint32, b []byte) ([]byte, error) {
 	if from != 1 || len(b) != 8 {
