@@ -13,15 +13,19 @@ export PATH := $(BIN):$(PATH)
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "}; /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "}; /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## compile every package and command
 	$(GO) build $(PKGS)
 
 .PHONY: test
-test: ## run every test with the race detector (starts what the tests need)
-	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+test: tools ## run every test with the race detector (real Temporal, InfluxDB, S3 servers; builds them first)
+	TFLO_REQUIRE_SERVICES=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+
+.PHONY: record-histories
+record-histories: $(BIN)/temporal ## re-record workflow histories under workflows/testdata from a real dev server
+	TFLO_RECORD_HISTORIES=1 TFLO_REQUIRE_SERVICES=1 $(GO) test -run TestRecordHistoriesOnDevServer -count=1 ./workflows/
 
 .PHONY: lint
 lint: tools ## go vet, staticcheck and workflowcheck
@@ -34,35 +38,44 @@ bench: ## run the benchmarks; x-<baseline> columns are ratios against a baseline
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: tools
-tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/influxd $(BIN)/versitygw ## build the pinned tools (tools/go.mod) into ./bin
-
-# Servers used by the tests and the demo. Each builds from source through the
-# Go module proxy with its own go.mod (so its dependency graph is the one its
-# authors tested), pinned by version here.
-TEMPORAL_CLI_VERSION := v1.5.1
-
-$(BIN)/temporal:
-	@mkdir -p $(BIN)
-	@echo "building the Temporal CLI $(TEMPORAL_CLI_VERSION) (dev server + web UI) — the first build takes ~10 minutes"
-	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/temporal $(BIN)/influxd $(BIN)/versitygw ## build the pinned tools and test servers into ./bin (first time: ~15 min)
 
 $(BIN)/staticcheck $(BIN)/workflowcheck: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && GOBIN=$(BIN) $(GO) install tool
 	@touch $(BIN)/staticcheck $(BIN)/workflowcheck
 
-# influxd v1.8.10 (pure Go; newer 1.x need a Rust library) for the Influx sink tests.
-# It builds with its own go.mod, pinned by the version here.
-INFLUXD_VERSION := v1.8.10
-$(BIN)/influxd:
-	@mkdir -p $(BIN)
-	GOBIN=$(BIN) $(GO) install github.com/influxdata/influxdb/cmd/influxd@$(INFLUXD_VERSION)
+# Servers used by the tests and the demo. Each builds from source through the
+# Go module proxy with its own go.mod (so its dependency graph is the one its
+# authors tested), pinned by the version here; a version stamp in ./bin makes
+# a version change rebuild.
+#   temporal  v1.5.1  Temporal CLI: dev server 1.29.1 + web UI 2.42.1 (~10 min cold)
+#   influxd   v1.8.10 InfluxDB 1.8 with the v2 write API (newer 1.x need Rust) (~1 min)
+#   versitygw v1.8.0  S3 gateway, posix backend, real SigV4 checks (~2 min)
+TEMPORAL_CLI_VERSION := v1.5.1
+INFLUXD_VERSION      := v1.8.10
+VERSITYGW_VERSION    := v1.8.0
 
-# versitygw v1.8.0 (posix backend, real SigV4 checks) for the S3 store integration tests.
-VERSITYGW_VERSION := v1.8.0
-$(BIN)/versitygw:
+$(BIN)/temporal: $(BIN)/.temporal-$(TEMPORAL_CLI_VERSION)
+$(BIN)/.temporal-$(TEMPORAL_CLI_VERSION):
 	@mkdir -p $(BIN)
+	@echo "building the Temporal CLI $(TEMPORAL_CLI_VERSION) (dev server + web UI); the first build takes ~10 minutes"
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+	@touch $@
+
+$(BIN)/influxd: $(BIN)/.influxd-$(INFLUXD_VERSION)
+$(BIN)/.influxd-$(INFLUXD_VERSION):
+	@mkdir -p $(BIN)
+	@echo "building influxd $(INFLUXD_VERSION)"
+	GOBIN=$(BIN) $(GO) install github.com/influxdata/influxdb/cmd/influxd@$(INFLUXD_VERSION)
+	@touch $@
+
+$(BIN)/versitygw: $(BIN)/.versitygw-$(VERSITYGW_VERSION)
+$(BIN)/.versitygw-$(VERSITYGW_VERSION):
+	@mkdir -p $(BIN)
+	@echo "building versitygw $(VERSITYGW_VERSION)"
 	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	@touch $@
 
 .PHONY: clean
 clean: ## remove ./bin and test caches

@@ -1,0 +1,219 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+const historyDir = "testdata/histories"
+
+func newReplayer() worker.WorkflowReplayer {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.CheckpointWorkflow)
+	r.RegisterWorkflow(workflows.HandoffWorkflow)
+	r.RegisterWorkflow(workflows.LeaseWorkflow)
+	r.RegisterWorkflow(workflows.BackfillWorkflow)
+	return r
+}
+
+// TestReplayCommittedHistories replays histories recorded from a real dev
+// server (see TestRecordHistoriesOnDevServer): a change that makes a
+// workflow non-deterministic against histories already in production
+// fails here.
+func TestReplayCommittedHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(historyDir, "*.json"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 4, "expected committed histories of every workflow under %s", historyDir)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			require.NoError(t, newReplayer().ReplayWorkflowHistoryFromJSONFile(nil, f))
+		})
+	}
+}
+
+// fakeStages are activities registered under the names the workflows
+// call, standing in for a worker's shard state.
+type fakeStages struct{ ids atomic.Uint64 }
+
+func (f *fakeStages) register(w worker.Worker) {
+	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(_ context.Context, ref activities.ShardRef) (activities.SnapshotResult, error) {
+		id := f.ids.Add(1)
+		return activities.SnapshotResult{CheckpointID: id, Cursor: fmt.Sprintf("readings/0@%d", id*10), Keys: 3}, nil
+	}, "Snapshot")
+	reg(func(_ context.Context, in activities.StageInput) (activities.SaveResult, error) {
+		return activities.SaveResult{Bytes: 512, Requests: 2}, nil
+	}, "SaveState")
+	reg(func(_ context.Context, in activities.StageInput) (activities.CommitResult, error) {
+		return activities.CommitResult{Cursor: fmt.Sprintf("readings/0@%d", in.CheckpointID*10)}, nil
+	}, "CommitCursor")
+	reg(func(_ context.Context, ref activities.ShardRef) (activities.CheckpointSummary, error) {
+		return activities.CheckpointSummary{CheckpointID: 4, Epoch: ref.Epoch, Cursor: "readings/0@40", Bytes: 512}, nil
+	}, "FinalCheckpoint")
+	reg(func(_ context.Context, ref activities.ShardRef) (activities.RestoreSummary, error) {
+		return activities.RestoreSummary{CheckpointID: 4, Epoch: ref.Epoch - 1, Cursor: "readings/0@40", Bytes: 512}, nil
+	}, "Restore")
+	reg(func(_ context.Context, ref activities.ShardRef) error { return nil }, "Resume")
+	reg(func(ctx context.Context, in activities.LeaseInput) error {
+		if in.WorkerID == "dead" {
+			// Records one heartbeat, then goes silent like a killed worker.
+			activity.RecordHeartbeat(ctx, []activities.HeldShard{{Pipeline: "iot", Shard: "readings-1", Epoch: 2, WorkerID: "dead", TaskQueue: workflows.WorkerTaskQueue("w1")}})
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, "KeepLeases")
+	reg(func(context.Context, activities.ListArchiveInput) (activities.ListArchiveResult, error) {
+		return activities.ListArchiveResult{Files: []activities.ArchiveFile{{Name: "a.parquet", Rows: 10}, {Name: "b.parquet", Rows: 20}, {Name: "c.parquet", Rows: 5}}, TotalRows: 35}, nil
+	}, "ListArchive")
+	reg(func(_ context.Context, in activities.ReplayFileInput) (activities.ReplayFileResult, error) {
+		return activities.ReplayFileResult{File: in.File, Rows: 10, Written: 10}, nil
+	}, "ReplayFile")
+}
+
+// TestRecordHistoriesOnDevServer runs every workflow on a real dev server
+// against stand-in activities and replays the histories it produced. With
+// TFLO_RECORD_HISTORIES=1 it also writes them to testdata/histories (how
+// the committed histories were made: `make record-histories`).
+func TestRecordHistoriesOnDevServer(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var stages fakeStages
+	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.CheckpointWorkflow)
+	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
+	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	for _, q := range []string{workflows.WorkerTaskQueue("w1"), workflows.WorkerTaskQueue("w2"), workflows.WorkerTaskQueue("dead"), workflows.BackfillTaskQueue} {
+		w := worker.New(c, q, worker.Options{})
+		stages.register(w)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+	}
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+
+	start := func(id string, wf any, in any) client.WorkflowRun {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, wf, in)
+		require.NoError(t, err)
+		return run
+	}
+
+	// Checkpoint: two timer checkpoints, one checkpoint-now, then stop.
+	cpID := workflows.CheckpointWorkflowID("iot", "readings-0")
+	cpRun := start(cpID, workflows.CheckpointWorkflow, workflows.CheckpointInput{
+		Pipeline: "iot", Shard: "readings-0", Interval: 300 * time.Millisecond,
+		Owner: &workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 1},
+	})
+	waitFor(t, func() bool { return queryCheckpoint(t, c, cpID).Completed >= 2 })
+	require.NoError(t, c.SignalWorkflow(ctx, cpID, "", workflows.SignalCheckpointNow, workflows.CheckpointNow{Reason: "record"}))
+	require.NoError(t, c.SignalWorkflow(ctx, cpID, "", workflows.SignalOwner, workflows.Owner{WorkerID: "w2", TaskQueue: workflows.WorkerTaskQueue("w2"), Epoch: 2}))
+	waitFor(t, func() bool { return queryCheckpoint(t, c, cpID).Completed >= 4 })
+	require.NoError(t, c.SignalWorkflow(ctx, cpID, "", workflows.SignalStop, nil))
+	var cpState workflows.CheckpointState
+	require.NoError(t, cpRun.Get(ctx, &cpState))
+	assert.GreaterOrEqual(t, cpState.Completed, int64(4))
+
+	// Handoff between two live owners.
+	hoRun := start(workflows.HandoffWorkflowID("iot", "readings-0"), workflows.HandoffWorkflow, workflows.HandoffInput{
+		Pipeline: "iot", Shard: "readings-0",
+		From: &workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 1},
+		To:   &workflows.Owner{WorkerID: "w2", TaskQueue: workflows.WorkerTaskQueue("w2"), Epoch: 2},
+	})
+	var hoState workflows.HandoffState
+	require.NoError(t, hoRun.Get(ctx, &hoState))
+	assert.Equal(t, workflows.StepDone, hoState.Step)
+
+	// Lease of a worker that dies: its heartbeat times out, the handoff
+	// starts, and waits for the new owner, who announces itself.
+	leaseRun := start(workflows.LeaseWorkflowID("dead"), workflows.LeaseWorkflow, workflows.LeaseInput{
+		WorkerID: "dead", TaskQueue: workflows.WorkerTaskQueue("dead"), HeartbeatTimeout: 2 * time.Second,
+	})
+	var leaseState workflows.LeaseState
+	require.NoError(t, leaseRun.Get(ctx, &leaseState))
+	assert.Equal(t, workflows.LeaseDead, leaseState.Status)
+	require.Equal(t, []string{workflows.HandoffWorkflowID("iot", "readings-1")}, leaseState.Handoffs)
+	require.NoError(t, c.SignalWorkflow(ctx, leaseState.Handoffs[0], "", workflows.SignalOwner,
+		workflows.Owner{WorkerID: "w2", TaskQueue: workflows.WorkerTaskQueue("w2"), Epoch: 3}))
+	var orphan workflows.HandoffState
+	require.NoError(t, c.GetWorkflow(ctx, leaseState.Handoffs[0], "").Get(ctx, &orphan))
+	assert.Equal(t, "previous owner is dead", orphan.FinalCheckpointSkipped)
+
+	// Backfill of a three-file archive in a window of two.
+	bfRun := start(workflows.BackfillWorkflowID("record"), workflows.BackfillWorkflow, workflows.BackfillInput{
+		Name: "record", Location: "file:///archive", Sink: "influx", Window: 2,
+	})
+	var bf workflows.BackfillProgress
+	require.NoError(t, bfRun.Get(ctx, &bf))
+	assert.Equal(t, 3, bf.FilesDone)
+
+	record := os.Getenv("TFLO_RECORD_HISTORIES") == "1"
+	for name, run := range map[string]client.WorkflowRun{
+		"checkpoint": cpRun, "handoff": hoRun, "lease-dead": leaseRun,
+		"handoff-orphan": c.GetWorkflow(ctx, leaseState.Handoffs[0], ""), "backfill": bfRun,
+	} {
+		hist := fetchHistory(t, c, run)
+		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), name+".json")
+		if record {
+			require.NoError(t, os.MkdirAll(historyDir, 0o755))
+			path = filepath.Join(historyDir, name+".json")
+		}
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		require.NoError(t, newReplayer().ReplayWorkflowHistoryFromJSONFile(nil, path), "replay %s", name)
+	}
+}
+
+func fetchHistory(t *testing.T, c client.Client, run client.WorkflowRun) *historypb.History {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, 0)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	require.NotEmpty(t, h.Events)
+	return h
+}
+
+func queryCheckpoint(t *testing.T, c client.Client, id string) workflows.CheckpointState {
+	t.Helper()
+	v, err := c.QueryWorkflow(context.Background(), id, "", workflows.QueryStatus)
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") {
+			return workflows.CheckpointState{}
+		}
+		require.NoError(t, err)
+	}
+	var st workflows.CheckpointState
+	require.NoError(t, v.Get(&st))
+	return st
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 30*time.Second, 50*time.Millisecond)
+}
