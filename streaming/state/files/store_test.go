@@ -3,6 +3,7 @@ package files_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,6 +167,32 @@ func TestOpenValidates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := files.Open(t.TempDir(), tc.opt)
 			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestFileMode(t *testing.T) {
+	for _, mode := range []uint32{0o600, 0o640} {
+		t.Run(fmt.Sprintf("%#o", mode), func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, files.WithFileMode(mode))
+			ctx := context.Background()
+			require.NoError(t, s.Save(ctx, []byte("k"), streaming.Snapshot{}))
+			var items []streaming.KeyedSnapshot
+			for i := range 100 { // large enough for the syncfs path
+				items = append(items, streaming.KeyedSnapshot{Key: fmt.Appendf(nil, "b%d", i)})
+			}
+			require.NoError(t, s.SaveBatch(ctx, items))
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			for _, e := range entries {
+				if e.Name() == "LOCK" {
+					continue
+				}
+				fi, err := e.Info()
+				require.NoError(t, err)
+				require.Equal(t, os.FileMode(mode), fi.Mode().Perm(), e.Name())
+			}
 		})
 	}
 }

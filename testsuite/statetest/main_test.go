@@ -1,0 +1,14 @@
+package statetest_test
+
+import (
+	"testing"
+
+	"github.com/tflo-io/tflo/internal/benchratio"
+)
+
+func TestMain(m *testing.M) {
+	benchratio.Main(m, map[string]func(*testing.B){
+		"badger-writebatch": baselineWriteBatch,
+		"badger-gets":       baselineBadgerGets,
+	})
+}
