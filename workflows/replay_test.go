@@ -2,11 +2,9 @@ package workflows_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,11 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/testsuite/fakeactivities"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -49,46 +46,6 @@ func TestReplayCommittedHistories(t *testing.T) {
 	}
 }
 
-// fakeStages are activities registered under the names the workflows
-// call, standing in for a worker's shard state.
-type fakeStages struct{ ids atomic.Uint64 }
-
-func (f *fakeStages) register(w worker.Worker) {
-	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(_ context.Context, ref activities.ShardRef) (activities.SnapshotResult, error) {
-		id := f.ids.Add(1)
-		return activities.SnapshotResult{CheckpointID: id, Cursor: fmt.Sprintf("readings/0@%d", id*10), Keys: 3}, nil
-	}, "Snapshot")
-	reg(func(_ context.Context, in activities.StageInput) (activities.SaveResult, error) {
-		return activities.SaveResult{Bytes: 512, Requests: 2}, nil
-	}, "SaveState")
-	reg(func(_ context.Context, in activities.StageInput) (activities.CommitResult, error) {
-		return activities.CommitResult{Cursor: fmt.Sprintf("readings/0@%d", in.CheckpointID*10)}, nil
-	}, "CommitCursor")
-	reg(func(_ context.Context, ref activities.ShardRef) (activities.CheckpointSummary, error) {
-		return activities.CheckpointSummary{CheckpointID: 4, Epoch: ref.Epoch, Cursor: "readings/0@40", Bytes: 512}, nil
-	}, "FinalCheckpoint")
-	reg(func(_ context.Context, ref activities.ShardRef) (activities.RestoreSummary, error) {
-		return activities.RestoreSummary{CheckpointID: 4, Epoch: ref.Epoch - 1, Cursor: "readings/0@40", Bytes: 512}, nil
-	}, "Restore")
-	reg(func(_ context.Context, ref activities.ShardRef) error { return nil }, "Resume")
-	reg(func(ctx context.Context, in activities.LeaseInput) error {
-		if in.WorkerID == "dead" {
-			// Records one heartbeat, then goes silent like a killed worker.
-			activity.RecordHeartbeat(ctx, []activities.HeldShard{{Pipeline: "iot", Shard: "readings-1", Epoch: 2, WorkerID: "dead", TaskQueue: workflows.WorkerTaskQueue("w1")}})
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		return nil
-	}, "KeepLeases")
-	reg(func(context.Context, activities.ListArchiveInput) (activities.ListArchiveResult, error) {
-		return activities.ListArchiveResult{Files: []activities.ArchiveFile{{Name: "a.parquet", Rows: 10}, {Name: "b.parquet", Rows: 20}, {Name: "c.parquet", Rows: 5}}, TotalRows: 35}, nil
-	}, "ListArchive")
-	reg(func(_ context.Context, in activities.ReplayFileInput) (activities.ReplayFileResult, error) {
-		return activities.ReplayFileResult{File: in.File, Rows: 10, Written: 10}, nil
-	}, "ReplayFile")
-}
-
 // TestRecordHistoriesOnDevServer runs every workflow on a real dev server
 // against stand-in activities and replays the histories it produced. With
 // TFLO_RECORD_HISTORIES=1 it also writes them to testdata/histories (how
@@ -99,15 +56,15 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	var stages fakeStages
+	var stages fakeactivities.Stages
 	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
 	ctl.RegisterWorkflow(workflows.CheckpointWorkflow)
 	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
 	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
 	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
-	for _, q := range []string{workflows.WorkerTaskQueue("w1"), workflows.WorkerTaskQueue("w2"), workflows.WorkerTaskQueue("dead"), workflows.BackfillTaskQueue} {
+	for _, q := range []string{workflows.WorkerTaskQueue("w1"), workflows.WorkerTaskQueue("w2"), workflows.WorkerTaskQueue(fakeactivities.DeadWorker), workflows.BackfillTaskQueue} {
 		w := worker.New(c, q, worker.Options{})
-		stages.register(w)
+		stages.Register(w)
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
 	}
@@ -148,7 +105,7 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	// Lease of a worker that dies: its heartbeat times out, the handoff
 	// starts, and waits for the new owner, who announces itself.
 	leaseRun := start(workflows.LeaseWorkflowID("dead"), workflows.LeaseWorkflow, workflows.LeaseInput{
-		WorkerID: "dead", TaskQueue: workflows.WorkerTaskQueue("dead"), HeartbeatTimeout: 2 * time.Second,
+		WorkerID: "dead", TaskQueue: workflows.WorkerTaskQueue(fakeactivities.DeadWorker), HeartbeatTimeout: 2 * time.Second,
 	})
 	var leaseState workflows.LeaseState
 	require.NoError(t, leaseRun.Get(ctx, &leaseState))

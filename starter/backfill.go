@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tflo-io/tflo/workflows"
+)
+
+func (a *app) backfillCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "backfill",
+		Short: "Replay a Parquet archive through a graph into a sink",
+	}
+	cmd.AddCommand(a.backfillStart(), a.backfillStatus(), a.backfillCancel())
+	return cmd
+}
+
+func (a *app) backfillStart() *cobra.Command {
+	var in workflows.BackfillInput
+	var from, to string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "start",
+		Short: "Start a backfill workflow",
+		Example: `  starter backfill start --name replay-1 --archive file:///var/tflo/archive --sink influx --wait
+  starter backfill start --name june --archive s3://bucket/iot/ --sink influx --from 2026-06-01T00:00:00Z --to 2026-07-01T00:00:00Z`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if in.From, err = parseTime("--from", from); err != nil {
+				return err
+			}
+			if in.To, err = parseTime("--to", to); err != nil {
+				return err
+			}
+			if in.Name == "" {
+				return usagef("--name is required (it names the backfill for status and cancel)")
+			}
+			if err := in.Validate(); err != nil {
+				return usageError{err}
+			}
+			c, err := a.dial()
+			if err != nil {
+				return err
+			}
+			id := workflows.BackfillWorkflowID(in.Name)
+			run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
+			if err != nil {
+				return fmt.Errorf("start backfill %q: %w", in.Name, err)
+			}
+			if !wait {
+				return a.emit(map[string]string{"workflow_id": id, "run_id": run.GetRunID()}, func(w io.Writer) {
+					printf(w, "backfill %s started (workflow %s); follow it with: starter backfill status --name %s --watch\n", in.Name, id, in.Name)
+				})
+			}
+			return a.watchBackfill(cmd.Context(), c, in.Name, true)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.Name, "name", "", "backfill name (required)")
+	f.StringVar(&in.Location, "archive", "", "archive location: file:///dir or s3://bucket/prefix")
+	f.StringVar(&in.Sink, "sink", "influx", "sink name the workers registered")
+	f.StringVar(&in.Graph, "graph", "", "replay graph the workers registered (default: write archived signals as they are)")
+	f.StringVar(&in.ExpectedFingerprint, "fingerprint", "", "expected archive schema fingerprint (default: this build's)")
+	f.StringVar(&from, "from", "", "only rows at or after this time (RFC 3339)")
+	f.StringVar(&to, "to", "", "only rows before this time (RFC 3339)")
+	f.IntVar(&in.Window, "window", 4, "files replayed at once")
+	f.StringVar(&in.TaskQueue, "task-queue", workflows.BackfillTaskQueue, "task queue of the replay activities")
+	f.BoolVar(&wait, "wait", false, "show progress until the backfill ends")
+	return cmd
+}
+
+func parseTime(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, usagef("%s %q: want RFC 3339, like 2026-06-01T00:00:00Z", flag, v)
+	}
+	return t, nil
+}
+
+func (a *app) backfillStatus() *cobra.Command {
+	var name string
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a backfill's progress (files and rows done, rate, ETA)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return usagef("--name is required")
+			}
+			c, err := a.dial()
+			if err != nil {
+				return err
+			}
+			return a.watchBackfill(cmd.Context(), c, name, watch)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "backfill name")
+	cmd.Flags().BoolVar(&watch, "watch", false, "redraw until the backfill ends")
+	return cmd
+}
+
+func (a *app) backfillCancel() *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "cancel",
+		Short: "Cancel a running backfill (replays in flight stop at their next row)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return usagef("--name is required")
+			}
+			c, err := a.dial()
+			if err != nil {
+				return err
+			}
+			id := workflows.BackfillWorkflowID(name)
+			if err := c.CancelWorkflow(cmd.Context(), id, ""); err != nil {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					return notFoundError{fmt.Errorf("no backfill named %q", name)}
+				}
+				return fmt.Errorf("cancel backfill %q: %w", name, err)
+			}
+			return a.emit(map[string]string{"cancelled": id}, func(w io.Writer) { printf(w, "backfill %s cancelled\n", name) })
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "backfill name")
+	return cmd
+}
+
+// watchBackfill prints the backfill's progress once, or redraws it until
+// the workflow closes, then reports how it ended.
+func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, watch bool) error {
+	id := workflows.BackfillWorkflowID(name)
+	for {
+		p, err := queryBackfill(ctx, c, id)
+		closed := false
+		if err != nil {
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return notFoundError{fmt.Errorf("no backfill named %q", name)}
+			}
+			return err
+		}
+		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return fmt.Errorf("describe backfill %q: %w", name, err)
+		}
+		status := desc.GetWorkflowExecutionInfo().GetStatus().String()
+		closed = status != "Running"
+		if a.json {
+			if !watch || closed {
+				return a.emit(map[string]any{"status": status, "progress": p}, nil)
+			}
+		} else {
+			line := progressLine(p) + "  " + strings.ToLower(status)
+			if watch && !closed {
+				printf(a.out, "\r%s", line)
+			} else {
+				printf(a.out, "\r%s\n", line)
+			}
+		}
+		if !watch || closed {
+			if closed && status != "Completed" {
+				// Fetch the failure to show why.
+				err := c.GetWorkflow(ctx, id, "").Get(ctx, nil)
+				return fmt.Errorf("backfill %q %s: %v", name, strings.ToLower(status), err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			printf(a.out, "\n")
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func queryBackfill(ctx context.Context, c client.Client, id string) (workflows.BackfillProgress, error) {
+	var p workflows.BackfillProgress
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return p, err
+	}
+	return p, v.Get(&p)
+}
+
+// progressLine draws "[#######-----]  58%  files 7/12  rows 5800/10000  1200 rows/s  ETA 3s".
+func progressLine(p workflows.BackfillProgress) string {
+	const width = 30
+	frac := 0.0
+	switch {
+	case p.RowsTotal > 0:
+		frac = float64(p.RowsDone) / float64(p.RowsTotal)
+	case p.FilesTotal > 0:
+		frac = float64(p.FilesDone) / float64(p.FilesTotal)
+	case p.Done:
+		frac = 1
+	}
+	filled := int(frac * width)
+	bar := strings.Repeat("#", filled) + strings.Repeat("-", width-filled)
+	eta := "-"
+	if p.ETA > 0 {
+		eta = p.ETA.Round(time.Second).String()
+	}
+	return fmt.Sprintf("[%s] %3.0f%%  files %d/%d  rows %d/%d  %.0f rows/s  ETA %s",
+		bar, frac*100, p.FilesDone, p.FilesTotal, p.RowsDone, p.RowsTotal, p.RowsPerSecond, eta)
+}
+
+func queryState(ctx context.Context, c client.Client, id string) (workflows.CheckpointState, error) {
+	var st workflows.CheckpointState
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return st, notFoundError{fmt.Errorf("no checkpoint workflow %s", id)}
+		}
+		return st, fmt.Errorf("query %s: %w", id, err)
+	}
+	return st, v.Get(&st)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"time"
+
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// workflowExecution is one visibility record with tflo's search attributes
+// decoded.
+type workflowExecution struct {
+	ID             string    `json:"workflow_id"`
+	RunID          string    `json:"run_id"`
+	Type           string    `json:"type"`
+	Status         string    `json:"status"`
+	Started        time.Time `json:"started"`
+	Closed         time.Time `json:"closed,omitzero"`
+	Pipeline       string    `json:"pipeline,omitempty"`
+	Shard          string    `json:"shard,omitempty"`
+	LastCheckpoint time.Time `json:"last_checkpoint,omitzero"`
+	Breaker        string    `json:"breaker,omitempty"`
+}
+
+func newExecution(e *workflowpb.WorkflowExecutionInfo) *workflowExecution {
+	x := &workflowExecution{
+		ID:     e.GetExecution().GetWorkflowId(),
+		RunID:  e.GetExecution().GetRunId(),
+		Type:   e.GetType().GetName(),
+		Status: e.GetStatus().String(),
+	}
+	if t := e.GetStartTime(); t != nil {
+		x.Started = t.AsTime()
+	}
+	if t := e.GetCloseTime(); t != nil {
+		x.Closed = t.AsTime()
+	}
+	fields := e.GetSearchAttributes().GetIndexedFields()
+	dc := converter.GetDefaultDataConverter()
+	str := func(name string) string {
+		var s string
+		if p, ok := fields[name]; ok {
+			_ = dc.FromPayload(p, &s) // an undecodable attribute shows as empty
+		}
+		return s
+	}
+	x.Pipeline = str(workflows.SearchPipeline.GetName())
+	x.Shard = str(workflows.SearchShard.GetName())
+	x.Breaker = str(workflows.SearchBreakerState.GetName())
+	if p, ok := fields[workflows.SearchLastCheckpoint.GetName()]; ok {
+		var t time.Time
+		if dc.FromPayload(p, &t) == nil {
+			x.LastCheckpoint = t
+		}
+	}
+	return x
+}

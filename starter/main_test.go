@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tflo-io/tflo/testsuite/fakeactivities"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+type result struct {
+	code     int
+	out, err string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := newRootCommand(&out, &errOut)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err != nil {
+		errOut.WriteString(err.Error())
+	}
+	return result{exitCode(err), out.String(), errOut.String()}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	cases := [][]string{
+		{"pipeline", "start", "--topic", "readings"},
+		{"pipeline", "start"},
+		{"backfill", "start", "--archive", "file:///a"},
+		{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "yesterday"},
+		{"pipeline", "status", "--no-such-flag"},
+		{"checkpoint", "list", "--address", "no-port"},
+	}
+	for _, args := range cases {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := run(t, args...)
+			assert.Equal(t, exitUsage, r.code, "stderr: %s", r.err)
+			assert.NotEmpty(t, r.err)
+		})
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	line := progressLine(workflows.BackfillProgress{FilesDone: 1, FilesTotal: 4, RowsDone: 250, RowsTotal: 1000, RowsPerSecond: 50, ETA: 15 * time.Second})
+	assert.Equal(t, "[#######-----------------------]  25%  files 1/4  rows 250/1000  50 rows/s  ETA 15s", line)
+	assert.Contains(t, progressLine(workflows.BackfillProgress{Done: true}), "100%")
+}
+
+// TestCommandsAgainstDevServer drives every command against a real
+// Temporal dev server whose workers run the real workflows over stand-in
+// activities.
+func TestCommandsAgainstDevServer(t *testing.T) {
+	srv := temporaltest.Start(t)
+	var stages fakeactivities.Stages
+	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.CheckpointWorkflow)
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	for _, q := range []string{workflows.WorkerTaskQueue("w1"), workflows.BackfillTaskQueue} {
+		w := worker.New(srv.Client, q, worker.Options{})
+		stages.Register(w)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+	}
+	addr := "--address=" + srv.HostPort
+
+	r := run(t, "pipeline", "start", addr, "--pipeline", "cli", "--topic", "readings", "--partitions", "2", "--interval", "1h")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, workflows.CheckpointWorkflowID("cli", "readings-1"))
+	// Starting again keeps the running workflows (idempotent).
+	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--shard", "readings-0")
+	require.Equal(t, exitOK, r.code, r.err)
+
+	// An owner announces itself for readings-0, as a worker would.
+	require.NoError(t, srv.Client.SignalWorkflow(context.Background(), workflows.CheckpointWorkflowID("cli", "readings-0"), "",
+		workflows.SignalOwner, workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 1}))
+
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "readings-0", "--wait", "30s", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var now struct {
+		States []workflows.CheckpointState `json:"states"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &now))
+	require.Len(t, now.States, 1)
+	assert.GreaterOrEqual(t, now.States[0].Completed, int64(1))
+	assert.Equal(t, "w1", now.States[0].Owner.WorkerID)
+
+	// Visibility is eventually consistent: wait for both shards to be listed
+	// with their search attributes.
+	var listed []workflowExecution
+	require.Eventually(t, func() bool {
+		r = run(t, "checkpoint", "list", addr, "--pipeline", "cli", "--json")
+		listed = nil
+		if r.code != exitOK || json.Unmarshal([]byte(r.out), &listed) != nil || len(listed) != 2 {
+			return false
+		}
+		for _, l := range listed {
+			if l.Shard == "readings-0" && !l.LastCheckpoint.IsZero() {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "checkpoint list: %s %s", r.out, r.err)
+	for _, l := range listed {
+		assert.Equal(t, "cli", l.Pipeline)
+		assert.Equal(t, workflows.BreakerClosed, l.Breaker)
+	}
+
+	r = run(t, "pipeline", "status", addr, "--pipeline", "cli")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "SHARD")
+	assert.Contains(t, r.out, "readings-0")
+	assert.Contains(t, r.out, "w1")
+
+	r = run(t, "pipeline", "stop", addr, "--pipeline", "cli")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "asked 2 checkpoint workflows")
+
+	r = run(t, "pipeline", "status", addr, "--pipeline", "nobody")
+	assert.Equal(t, exitNotFound, r.code, r.err)
+
+	r = run(t, "backfill", "start", addr, "--name", "cli-bf", "--archive", "file:///archive", "--window", "2", "--wait")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "100%")
+	assert.Contains(t, r.out, "files 3/3")
+	assert.Equal(t, int64(3), stages.Replayed.Load())
+
+	r = run(t, "backfill", "status", addr, "--name", "cli-bf", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, `"Completed"`)
+
+	r = run(t, "backfill", "status", addr, "--name", "missing")
+	assert.Equal(t, exitNotFound, r.code, r.err)
+	r = run(t, "backfill", "cancel", addr, "--name", "missing")
+	assert.Equal(t, exitNotFound, r.code, r.err)
+}

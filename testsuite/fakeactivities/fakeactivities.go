@@ -1,0 +1,66 @@
+// Package fakeactivities registers stand-ins for tflo's activities on a
+// real Temporal worker, under the names the workflows call, so workflow
+// and CLI tests can run against a real dev server without shard state,
+// archives or sinks. The stand-ins return plausible, deterministic values.
+//
+// Concurrency: a Stages value is safe for concurrent use.
+package fakeactivities
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// DeadWorker is the worker id whose KeepLeases heartbeats once and then
+// goes silent, like a killed worker.
+const DeadWorker = "dead"
+
+// Stages counts what the stand-ins did.
+type Stages struct {
+	ids      atomic.Uint64
+	Replayed atomic.Int64 // files replayed
+}
+
+// Register registers every stand-in on w.
+func (f *Stages) Register(w worker.Worker) {
+	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(_ context.Context, ref activities.ShardRef) (activities.SnapshotResult, error) {
+		id := f.ids.Add(1)
+		return activities.SnapshotResult{CheckpointID: id, Cursor: fmt.Sprintf("readings/0@%d", id*10), Keys: 3}, nil
+	}, "Snapshot")
+	reg(func(_ context.Context, in activities.StageInput) (activities.SaveResult, error) {
+		return activities.SaveResult{Bytes: 512, Requests: 2}, nil
+	}, "SaveState")
+	reg(func(_ context.Context, in activities.StageInput) (activities.CommitResult, error) {
+		return activities.CommitResult{Cursor: fmt.Sprintf("readings/0@%d", in.CheckpointID*10)}, nil
+	}, "CommitCursor")
+	reg(func(_ context.Context, ref activities.ShardRef) (activities.CheckpointSummary, error) {
+		return activities.CheckpointSummary{CheckpointID: 4, Epoch: ref.Epoch, Cursor: "readings/0@40", Bytes: 512}, nil
+	}, "FinalCheckpoint")
+	reg(func(_ context.Context, ref activities.ShardRef) (activities.RestoreSummary, error) {
+		return activities.RestoreSummary{CheckpointID: 4, Epoch: ref.Epoch - 1, Cursor: "readings/0@40", Bytes: 512}, nil
+	}, "Restore")
+	reg(func(_ context.Context, ref activities.ShardRef) error { return nil }, "Resume")
+	reg(func(ctx context.Context, in activities.LeaseInput) error {
+		if in.WorkerID == DeadWorker {
+			activity.RecordHeartbeat(ctx, []activities.HeldShard{{Pipeline: "iot", Shard: "readings-1", Epoch: 2, WorkerID: DeadWorker, TaskQueue: workflows.WorkerTaskQueue("w1")}})
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, "KeepLeases")
+	reg(func(context.Context, activities.ListArchiveInput) (activities.ListArchiveResult, error) {
+		return activities.ListArchiveResult{Files: []activities.ArchiveFile{{Name: "a.parquet", Rows: 10}, {Name: "b.parquet", Rows: 20}, {Name: "c.parquet", Rows: 5}}, TotalRows: 35}, nil
+	}, "ListArchive")
+	reg(func(_ context.Context, in activities.ReplayFileInput) (activities.ReplayFileResult, error) {
+		f.Replayed.Add(1)
+		return activities.ReplayFileResult{File: in.File, Rows: 10, Written: 10}, nil
+	}, "ReplayFile")
+}
