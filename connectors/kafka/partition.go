@@ -86,10 +86,17 @@ func (w *partition) run() {
 			cut, err := w.cut(req.src)
 			req.reply <- cutReply{cut, err}
 		case batch := <-w.in:
+			// Fence: nothing reaches state once the partition is no
+			// longer owned at our epoch or is being released. Ownership
+			// of this partition only ends through release, which sets
+			// stopping before anything else, so the router is asked once
+			// per batch and the flag once per record.
+			if !w.s.router.OwnsAt(w.p, w.epoch) {
+				w.s.router.CountDropped(len(batch))
+				continue
+			}
 			for i, rec := range batch {
-				// Fence: nothing reaches state once the partition is
-				// being released or is no longer owned at our epoch.
-				if w.stopping.Load() || !w.s.router.OwnsAt(w.p, w.epoch) {
+				if w.stopping.Load() {
 					w.s.router.CountDropped(len(batch) - i)
 					break
 				}
