@@ -36,12 +36,48 @@ func Run(t *testing.T, newStore func(t *testing.T) streaming.StateStore) {
 		{"NoAliasing", testNoAliasing},
 		{"Cancelled", testCancelled},
 		{"Concurrent", testConcurrent},
+		{"DeleteKeys", testDeleteKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
 		})
 	}
+}
+
+// KeyDeleter is the optional batch-delete capability of a StateStore:
+// every key removed in a bounded number of requests, absent keys ignored.
+// Run tests it on stores that have it.
+type KeyDeleter interface {
+	DeleteKeys(ctx context.Context, keys [][]byte) error
+}
+
+func testDeleteKeys(t *testing.T, s streaming.StateStore) {
+	d, ok := s.(KeyDeleter)
+	if !ok {
+		t.Skip("store has no DeleteKeys")
+	}
+	ctx := context.Background()
+	require.NoError(t, d.DeleteKeys(ctx, nil), "empty")
+	var del, keep [][]byte
+	for i, k := range oddKeys() {
+		require.NoError(t, s.Save(ctx, k, fullSnapshot(i)))
+		if i%3 == 0 {
+			del = append(del, k)
+		} else {
+			keep = append(keep, k)
+		}
+	}
+	require.NoError(t, d.DeleteKeys(ctx, append(del, []byte("never-saved"), del[0])), "absent and repeated keys are not errors")
+	for _, k := range del {
+		requireNotFound(t, s, k)
+	}
+	requireKeys(t, s, keep)
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, d.DeleteKeys(cctx, keep), context.Canceled)
+	requireKeys(t, s, keep)
 }
 
 // fullSnapshot returns a snapshot with every meta field set, distinct per

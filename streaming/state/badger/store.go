@@ -314,3 +314,30 @@ func (s *Store) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRec
 	}
 	return rec, nil
 }
+
+// DeleteKeys removes every key with one badger.WriteBatch; absent keys are
+// not an error. (The optional batch-delete capability.)
+func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for i, k := range keys {
+		if i%batchCheckEvery == 0 && i > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if err := wb.Delete(s.snapKey(k)); err != nil {
+			return fmt.Errorf("delete batch: snapshot key %q: %w", k, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("delete batch of %d snapshots: %w", len(keys), err)
+	}
+	return s.maybeSync()
+}

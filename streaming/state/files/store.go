@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -574,4 +575,36 @@ func (s *Store) loadCursor(key []byte) (streaming.CursorRecord, error) {
 		return streaming.CursorRecord{}, fmt.Errorf("cursor key %q (file %s): %w", key, path, err)
 	}
 	return rec, nil
+}
+
+// DeleteKeys removes the files of every key in parallel on the I/O
+// goroutines and fsyncs the folder once; absent keys are not an error.
+// (The optional batch-delete capability.)
+func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	names := make([]string, len(keys))
+	keys = slices.Clone(keys) // jobs abandoned by ctx must not read the caller's slice
+	for i, k := range keys {
+		names[i] = fileName(kindSnapshot, k)
+		keys[i] = bytes.Clone(k)
+	}
+	err := s.parallel(ctx, len(names), func(i int) error {
+		err := os.Remove(filepath.Join(s.dir, names[i]))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delete batch: snapshot key %q: %w", keys[i], err)
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if err := s.do(ctx, s.syncDir); err != nil {
+		return fmt.Errorf("delete batch of %d snapshots: %w", len(keys), err)
+	}
+	return nil
 }

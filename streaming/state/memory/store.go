@@ -144,3 +144,17 @@ func cloneOrNil(b []byte) []byte {
 	}
 	return append([]byte(nil), b...)
 }
+
+// DeleteKeys removes every key under one lock acquisition; absent keys are
+// not an error. (The optional batch-delete capability.)
+func (m *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	for _, k := range keys {
+		delete(m.snaps, string(k))
+	}
+	m.mu.Unlock()
+	return nil
+}
