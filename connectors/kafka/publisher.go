@@ -125,30 +125,35 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 		return *e
 	}
 	rec := &kgo.Record{Key: []byte(key), Value: value, Headers: headers}
-	// kgo blocks Produce while the buffer is full and, when ctx ends
-	// first, fails the record with ctx's error: report that to the caller
-	// instead of making it sticky.
-	blocked := make(chan error, 1)
+	// kgo blocks Produce while the buffer is full; when ctx ends first
+	// the record is failed with ctx's error (by an asynchronous promise).
+	// That failure goes back to this caller, not into the sticky error.
+	result := make(chan error, 1)
 	p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err == nil {
 			p.produced.Add(1)
-			return
+		} else {
+			p.failed.Add(1)
+			if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+				e := fmt.Errorf("publish key %q to %q: %w", key, p.cfg.topic, err)
+				p.err.CompareAndSwap(nil, &e)
+				p.cfg.log.Error("publish failed", "err", e)
+			}
 		}
-		p.failed.Add(1)
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			blocked <- err
-			return
-		}
-		e := fmt.Errorf("publish key %q to %q: %w", key, p.cfg.topic, err)
-		p.err.CompareAndSwap(nil, &e)
-		p.cfg.log.Error("publish failed", "err", e)
+		result <- err
 	})
-	select {
-	case err := <-blocked:
-		return fmt.Errorf("publish key %q to %q: buffer full: %w", key, p.cfg.topic, err)
-	default:
+	if ctx.Err() == nil {
 		return nil
 	}
+	// ctx ended while we were (perhaps) blocked: a record cancelled
+	// before it was sent is failed promptly, so wait for its fate.
+	if err := <-result; err != nil {
+		if errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("publish key %q to %q: buffer full: %w", key, p.cfg.topic, err)
+		}
+		return fmt.Errorf("publish key %q to %q: %w", key, p.cfg.topic, err)
+	}
+	return nil
 }
 
 // PublishSignal encodes sig in the current envelope (with its source
