@@ -1,0 +1,69 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// MQTTPublisher publishes readings with QoS 2 over an autopaho connection
+// (reconnects with backoff).
+type MQTTPublisher struct {
+	cm     *autopaho.ConnectionManager
+	cancel context.CancelFunc
+}
+
+// MQTTOptions configure DialMQTT.
+type MQTTOptions struct {
+	URL      string // mqtt://host:port
+	ClientID string // default "tflo-simulator"
+	Username string
+	Password string // never logged
+}
+
+// DialMQTT connects and waits (until ctx ends) for the first connection.
+func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("simulator: broker URL %q: want mqtt://host:port", o.URL)
+	}
+	if o.ClientID == "" {
+		o.ClientID = "tflo-simulator"
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	cm, err := autopaho.NewConnection(runCtx, autopaho.ClientConfig{
+		ServerUrls:                    []*url.URL{u},
+		KeepAlive:                     20,
+		CleanStartOnInitialConnection: true,
+		ConnectUsername:               o.Username,
+		ConnectPassword:               []byte(o.Password),
+		ConnectTimeout:                5 * time.Second,
+		ClientConfig:                  paho.ClientConfig{ClientID: o.ClientID},
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("simulator: connect to %s: %w", u.Host, err)
+	}
+	if err := cm.AwaitConnection(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("simulator: connect to %s: %w", u.Host, err)
+	}
+	return &MQTTPublisher{cm: cm, cancel: cancel}, nil
+}
+
+// Publish sends payload to topic with QoS 2 and waits for PUBCOMP.
+func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byte) error {
+	_, err := p.cm.Publish(ctx, &paho.Publish{Topic: topic, QoS: 2, Payload: payload})
+	return err
+}
+
+// Close disconnects.
+func (p *MQTTPublisher) Close(ctx context.Context) error {
+	err := p.cm.Disconnect(ctx)
+	p.cancel()
+	return err
+}

@@ -1,0 +1,66 @@
+package simulator_test
+
+import (
+	"context"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/workers/simulator"
+)
+
+func TestSimulatorPublishesToRealBroker(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// A subscriber counts what arrives.
+	var got atomic.Int64
+	u, _ := url.Parse(b.URL())
+	sub, err := autopaho.NewConnection(ctx, autopaho.ClientConfig{
+		ServerUrls: []*url.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true,
+		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+			_, _ = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "sensors/#", QoS: 2}}})
+		},
+		ClientConfig: paho.ClientConfig{ClientID: "counter", OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+			func(paho.PublishReceived) (bool, error) { got.Add(1); return true, nil },
+		}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, sub.AwaitConnection(ctx))
+	// Wait until the subscription is active: a probe message comes back.
+	probe, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), ClientID: "probe"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_ = probe.Publish(ctx, "sensors/probe", []byte("{}"))
+		return got.Load() > 0
+	}, 10*time.Second, 50*time.Millisecond)
+	require.NoError(t, probe.Close(ctx))
+	before := got.Load()
+
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL()})
+	require.NoError(t, err)
+	s, err := simulator.New(simulator.Config{Sensors: 5, Rounds: 40, Start: time.Unix(0, 0)})
+	require.NoError(t, err)
+	require.NoError(t, s.Run(ctx, pub))
+	require.NoError(t, pub.Close(ctx))
+	require.Eventually(t, func() bool { return got.Load()-before == 200 }, 10*time.Second, 20*time.Millisecond,
+		"QoS 2: every one of the 200 payloads arrives exactly once (got %d)", got.Load()-before)
+	st := s.Stats()
+	assert.Equal(t, int64(200), st.Readings+st.Malformed)
+}
+
+func TestDialMQTTBadURL(t *testing.T) {
+	_, err := simulator.DialMQTT(context.Background(), simulator.MQTTOptions{URL: "nohost"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `broker URL "nohost"`)
+}

@@ -1,0 +1,101 @@
+package simulator_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/workers/simulator"
+)
+
+type collect struct {
+	mu   sync.Mutex
+	msgs map[string][][]byte
+}
+
+func (c *collect) Publish(_ context.Context, topic string, p []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs[topic] = append(c.msgs[topic], append([]byte(nil), p...))
+	return nil
+}
+
+func TestSimulatorIsDeterministicAndCountsWhatItSends(t *testing.T) {
+	cfg := simulator.Config{Sensors: 4, Rounds: 500, Malformed: 0.05, Seed: 7, Start: time.Unix(1_700_000_000, 0)}
+	runOnce := func() (*collect, simulator.Stats) {
+		c := &collect{msgs: map[string][][]byte{}}
+		s, err := simulator.New(cfg)
+		require.NoError(t, err)
+		require.NoError(t, s.Run(context.Background(), c))
+		return c, s.Stats()
+	}
+	a, sa := runOnce()
+	b, sb := runOnce()
+	assert.Equal(t, a.msgs, b.msgs, "same config, same readings")
+	assert.Equal(t, sa, sb)
+	assert.Equal(t, int64(2000), sa.Readings+sa.Malformed)
+	assert.Positive(t, sa.Malformed)
+	assert.Positive(t, sa.Anomalies)
+
+	// Every payload the simulator calls well-formed decodes with the MQTT
+	// source's decoder, and every one it calls malformed is refused by it.
+	var good, bad int64
+	for topic, ps := range a.msgs {
+		assert.True(t, strings.HasPrefix(topic, "sensors/sensor-"), topic)
+		for _, p := range ps {
+			r, err := mqtt.DecodeReading(p)
+			if err != nil {
+				bad++
+				continue
+			}
+			good++
+			assert.Equal(t, strings.TrimPrefix(topic, "sensors/"), r.Sensor)
+		}
+	}
+	assert.Equal(t, sa.Readings, good)
+	assert.Equal(t, sa.Malformed, bad)
+}
+
+func TestSimulatorAnomaliesCrossThresholds(t *testing.T) {
+	c := &collect{msgs: map[string][][]byte{}}
+	s, err := simulator.New(simulator.Config{Sensors: 1, Rounds: 2000, Seed: 3, Start: time.Unix(0, 0)})
+	require.NoError(t, err)
+	require.NoError(t, s.Run(context.Background(), c))
+	high := 0
+	for _, p := range c.msgs["sensors/sensor-000"] {
+		var r struct{ Value float64 }
+		if json.Unmarshal(p, &r) == nil && r.Value > 30 {
+			high++
+		}
+	}
+	assert.Positive(t, high, "anomalies must reach above the default edge alarm threshold")
+}
+
+func TestSimulatorValidate(t *testing.T) {
+	_, err := simulator.New(simulator.Config{Malformed: 2})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "malformed share 2 must be within 0..1")
+}
+
+func TestSimulatorStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	s, err := simulator.New(simulator.Config{Sensors: 2})
+	require.NoError(t, err)
+	err = s.Run(ctx, simulator.PublisherFunc(func(context.Context, string, []byte) error {
+		n++
+		if n == 10 {
+			cancel()
+		}
+		return nil
+	}))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.GreaterOrEqual(t, n, 10)
+}
