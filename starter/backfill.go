@@ -153,11 +153,11 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 			}
 			return err
 		}
-		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		desc, err := c.DescribeWorkflow(ctx, id, "")
 		if err != nil {
 			return fmt.Errorf("describe backfill %q: %w", name, err)
 		}
-		status := desc.GetWorkflowExecutionInfo().GetStatus().String()
+		status := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus().String()
 		closed = status != "Running"
 		if a.json {
 			if !watch || closed {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -227,6 +226,3 @@ func printStates(w io.Writer, states []workflows.CheckpointState) {
 	}
 	tw.Flush()
 }
-
-// joinIDs is used in messages naming several workflows.
-func joinIDs(ids []string) string { return strings.Join(ids, ", ") }
