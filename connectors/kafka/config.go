@@ -57,6 +57,7 @@ type sourceConfig struct {
 	queueDepth     int
 	maxPoll        int
 	pieceBytes     int
+	interval       time.Duration
 }
 
 func defaultSourceConfig() sourceConfig {
@@ -96,6 +97,8 @@ func (c *sourceConfig) validate() error {
 		return fmt.Errorf("kafka source: piece size %d must be positive", c.pieceBytes)
 	case c.log == nil:
 		return errors.New("kafka source: nil logger")
+	case c.interval < 0:
+		return fmt.Errorf("kafka source: checkpoint interval %v must not be negative", c.interval)
 	}
 	return c.security.Validate()
 }
@@ -188,3 +191,10 @@ func WithCheckpointerOptions(o ...streaming.CheckpointerOption) SourceOption {
 // WithQueueDepth sets how many polled batches may wait for one partition
 // goroutine (default 4). A full queue blocks polling: back-pressure.
 func WithQueueDepth(n int) SourceOption { return func(c *sourceConfig) { c.queueDepth = n } }
+
+// WithCheckpointInterval checkpoints every owned partition each d while Run
+// runs (default 0: off — the checkpoint workflow drives checkpoints through
+// Checkpoint or Checkpointer).
+func WithCheckpointInterval(d time.Duration) SourceOption {
+	return func(c *sourceConfig) { c.interval = d }
+}

@@ -80,8 +80,16 @@ func reading(sensor string, seq int) []byte {
 // produceReadings writes seqs [from, to] of every key, keyed by sensor.
 func produceReadings(t testing.TB, addrs []string, keys []string, from, to int) {
 	t.Helper()
+	require.NoError(t, tryProduceReadings(addrs, keys, from, to))
+}
+
+// tryProduceReadings is produceReadings for goroutines other than the
+// test's (which must not call FailNow).
+func tryProduceReadings(addrs []string, keys []string, from, to int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	defer cl.Close()
 	var recs []*kgo.Record
 	for seq := from; seq <= to; seq++ {
@@ -91,7 +99,7 @@ func produceReadings(t testing.TB, addrs []string, keys []string, from, to int) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	return cl.ProduceSync(ctx, recs...).FirstErr()
 }
 
 func sensorKeys(n int) []string {

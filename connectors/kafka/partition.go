@@ -78,6 +78,17 @@ func newPartition(s *Source, p Partition, epoch streaming.Epoch) *partition {
 // run is the partition goroutine.
 func (w *partition) run() {
 	defer close(w.done)
+	defer func() {
+		// Batches still queued never touch state: count them dropped.
+		for {
+			select {
+			case batch := <-w.in:
+				w.s.router.CountDropped(len(batch))
+			default:
+				return
+			}
+		}
+	}()
 	for {
 		select {
 		case <-w.stop:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -135,12 +136,12 @@ func (s *Source) Run(ctx context.Context) error {
 	defer cancel()
 	s.mu.Lock()
 	s.cl, s.cancel = cl, cancel
-	if s.cfg.cursors == nil {
-		s.cfg.cursors = NewGroupCursorStore(cl, s.cfg.group)
-	}
 	s.mu.Unlock()
 	if s.closed.Load() {
 		cancel()
+	}
+	if s.cfg.interval > 0 {
+		go s.checkpointEvery(ctx, s.cfg.interval)
 	}
 
 	for ctx.Err() == nil {
@@ -165,7 +166,7 @@ func (s *Source) Run(ctx context.Context) error {
 			s.mu.Lock()
 			w := s.parts[Partition{ft.Topic, ft.Partition}]
 			s.mu.Unlock()
-			if w == nil {
+			if w == nil || w.stopping.Load() {
 				s.router.CountDropped(len(ft.Records))
 				return
 			}
@@ -242,7 +243,14 @@ func (s *Source) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]
 	var wg sync.WaitGroup
 	for _, p := range ps {
 		wg.Go(func() {
-			w, err := s.openPartition(ctx, p, epoch)
+			s.mu.Lock()
+			stale := s.parts[p]
+			delete(s.parts, p)
+			s.mu.Unlock()
+			if stale != nil { // assigned again without a revoke in between
+				stale.halt()
+			}
+			w, err := s.openPartition(ctx, cl, p, epoch)
 			if err != nil {
 				s.fail(&PartitionError{Partition: p, Op: "restore", Err: err})
 				return
@@ -260,7 +268,7 @@ func (s *Source) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]
 // openPartition builds the partition's checkpointers and restores its
 // state from the store whose checkpoint has the later cursor (the local
 // copy on a tie, or when the durable store has none).
-func (s *Source) openPartition(ctx context.Context, p Partition, epoch streaming.Epoch) (*partition, error) {
+func (s *Source) openPartition(ctx context.Context, cl *kgo.Client, p Partition, epoch streaming.Epoch) (*partition, error) {
 	w := newPartition(s, p, epoch)
 	shard := ShardName(s.cfg.group, p)
 	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) {
@@ -277,8 +285,12 @@ func (s *Source) openPartition(ctx context.Context, p Partition, epoch streaming
 	}
 	cpOpts = append(cpOpts, s.cfg.cpOpts...)
 	w.durable = &cutSource{w: w, name: "durable"}
+	cursors := s.cfg.cursors
+	if cursors == nil {
+		cursors = NewGroupCursorStore(cl, s.cfg.group)
+	}
 	var err error
-	if w.durableCP, err = streaming.NewCheckpointer(shard, w.durable, s.cfg.durable, s.cfg.cursors, cpOpts...); err != nil {
+	if w.durableCP, err = streaming.NewCheckpointer(shard, w.durable, s.cfg.durable, cursors, cpOpts...); err != nil {
 		return nil, err
 	}
 	if s.cfg.local != nil {
@@ -474,6 +486,23 @@ func (s *Source) Checkpoint(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// checkpointEvery checkpoints every owned partition each interval until
+// ctx ends (WithCheckpointInterval).
+func (s *Source) checkpointEvery(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+				s.cfg.log.Warn("periodic checkpoint failed", "err", err)
+			}
+		}
+	}
 }
 
 // Checkpointer returns the durable checkpointer of an owned partition and

@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func memberOpts(addrs []string, g *streaming.Graph, store streaming.StateStore, j *journal, name string, extra ...SourceOption) []SourceOption {
@@ -21,11 +23,12 @@ func memberOpts(addrs []string, g *streaming.Graph, store streaming.StateStore, 
 	}, extra...)
 }
 
-// TestRebalanceMidStream: members join while a stream flows; cooperative
-// rebalances move partitions with a final checkpoint on the old owner and
-// a restore on the new one. At the end the durable state of every key
-// has seen every record exactly once, and no key was applied by two
-// members in one epoch.
+// TestRebalanceMidStream: members join while a producer keeps writing;
+// cooperative rebalances move partitions with a final checkpoint on the
+// old owner and a restore on the new one. At the end the durable state of
+// every key has seen every record exactly once, no record was applied
+// twice (none replayed), and no key was applied by two members in one
+// epoch.
 func TestRebalanceMidStream(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -35,7 +38,7 @@ func TestRebalanceMidStream(t *testing.T) {
 		{"three members", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const parts, perPhase = 6, 60
+			const parts, total = 6, 300
 			c := newCluster(t, parts)
 			addrs := c.ListenAddrs()
 			keys := sensorKeys(24)
@@ -43,41 +46,48 @@ func TestRebalanceMidStream(t *testing.T) {
 			store := memory.New()
 			j := &journal{}
 
-			produceReadings(t, addrs, keys, 1, perPhase)
-			first := startMember(t, "m0", memberOpts(addrs, g, store, j, "m0")...)
-			// The first member is mid-stream when the others join.
-			require.Eventually(t, func() bool { return first.src.Stats().Applied > 0 }, 20*time.Second, 5*time.Millisecond)
-			ms := []*member{first}
-			for i := 1; i < tc.members; i++ {
-				name := "m" + strconv.Itoa(i)
-				ms = append(ms, startMember(t, name, memberOpts(addrs, g, store, j, name)...))
-				produceReadings(t, addrs, keys, perPhase*i+1, perPhase*(i+1))
-			}
-			total := perPhase * tc.members
-			// Every member ends up owning partitions: the rebalance happened.
-			require.Eventually(t, func() bool {
-				for _, m := range ms {
-					if m.src.Stats().Owned == 0 {
-						return false
+			// A steady stream: one seq of every key per produce call.
+			produced := make(chan struct{})
+			go func() {
+				defer close(produced)
+				for seq := 1; seq <= total; seq++ {
+					if err := tryProduceReadings(addrs, keys, seq, seq); err != nil {
+						t.Errorf("produce seq %d: %v", seq, err)
+						return
 					}
 				}
-				return true
-			}, 20*time.Second, 10*time.Millisecond)
-			produceReadings(t, addrs, keys, total+1, total+perPhase)
-			total += perPhase
+			}()
+			minSeq := func() int64 {
+				m := j.maxSeq()
+				lo := int64(total)
+				for _, k := range keys {
+					lo = min(lo, m[k])
+				}
+				return lo
+			}
+			ms := []*member{startMember(t, "m0", memberOpts(addrs, g, store, j, "m0")...)}
+			for i := 1; i < tc.members; i++ {
+				// Join when the stream is i/(members+1) of the way through.
+				at := int64(total * i / (tc.members + 1))
+				require.Eventually(t, func() bool { return minSeq() >= at }, 30*time.Second, 2*time.Millisecond)
+				name := "m" + strconv.Itoa(i)
+				ms = append(ms, startMember(t, name, memberOpts(addrs, g, store, j, name)...))
+				require.Eventually(t, func() bool { return ms[i].src.Stats().Owned > 0 }, 20*time.Second, 2*time.Millisecond)
+			}
+			<-produced
 			require.Eventually(t, func() bool { return j.allReached(keys, total) }, 30*time.Second, 10*time.Millisecond)
-
+			// The joins happened mid-stream: records were still arriving
+			// after the last member took over partitions.
 			for _, m := range ms {
 				require.Positive(t, j.byMember()[m.name], "member %s applied nothing", m.name)
 			}
-			require.Positive(t, first.src.Stats().Checkpoints, "the first member never ran a final checkpoint on revoke")
+			require.Positive(t, ms[0].src.Stats().Checkpoints, "the first member never ran a final checkpoint on revoke")
 			for _, m := range ms {
 				m.stop(t)
 			}
 			j.requireOneOwnerPerEpoch(t)
-			// With clean handoffs nothing is replayed: each record applied once.
 			j.mu.Lock()
-			require.Len(t, j.events, total*len(keys))
+			require.Len(t, j.events, total*len(keys), "records applied (a replay or a loss)")
 			j.mu.Unlock()
 
 			state := durableState(t, store, g, "central", parts)
@@ -117,20 +127,26 @@ func requireCommitted(t *testing.T, addrs []string, group string, parts int32) {
 
 func endOffsets(t *testing.T, cl *kgo.Client, topic string, parts int32) map[int32]int64 {
 	t.Helper()
-	out := map[int32]int64{}
-	// A direct consumer from the start tells us the end of each partition.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
-		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer cons.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for p := range parts {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = p
+		rp.Timestamp = -1 // latest
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			break
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	out := map[int32]int64{}
+	for _, t2 := range resp.Topics {
+		for _, p := range t2.Partitions {
+			require.NoError(t, kerr.ErrorForCode(p.ErrorCode))
+			out[p.Partition] = p.Offset
 		}
-		fs.EachRecord(func(r *kgo.Record) { out[r.Partition] = max(out[r.Partition], r.Offset+1) })
 	}
 	return out
 }
@@ -146,4 +162,40 @@ func TestShardNameRoundTrip(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 	_ = fmt.Sprint()
+}
+
+// TestCheckpointInterval: with WithCheckpointInterval the member
+// checkpoints by itself while running; the group's committed offsets reach
+// the end of the log before the member stops.
+func TestCheckpointInterval(t *testing.T) {
+	c := newCluster(t, 2)
+	addrs := c.ListenAddrs()
+	keys := sensorKeys(4)
+	j := &journal{}
+	produceReadings(t, addrs, keys, 1, 25)
+	m := startMember(t, "m", memberOpts(addrs, seqGraph(t), memory.New(), j, "m", WithCheckpointInterval(20*time.Millisecond))...)
+	require.Eventually(t, func() bool { return j.allReached(keys, 25) }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return m.src.Stats().Checkpoints >= 4 }, 20*time.Second, 5*time.Millisecond)
+	// Committed while running, not only by the final checkpoint.
+	require.Eventually(t, func() bool { return committedAtEnd(t, addrs, "central", 2) }, 20*time.Second, 20*time.Millisecond)
+	m.stop(t)
+}
+
+func committedAtEnd(t *testing.T, addrs []string, group string, parts int32) bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer cl.Close()
+	cs := NewGroupCursorStore(cl, group)
+	ends := endOffsets(t, cl, "readings", parts)
+	for p := range parts {
+		rec, err := cs.LoadCursor(context.Background(), []byte(ShardName(group, Partition{"readings", p})))
+		if err != nil {
+			return false
+		}
+		off, err := streaming.ParseKafkaOffset(rec.Cursor)
+		if err != nil || off.Next() != ends[p] {
+			return false
+		}
+	}
+	return true
 }
