@@ -199,36 +199,47 @@ func BenchmarkCheckpointSaveBatch100k(b *testing.B) {
 func BenchmarkRestoreLoad100k(b *testing.B) {
 	ctx := context.Background()
 	its := items()
-	run := func(b *testing.B, s streaming.StateStore) {
+	// loaders is how many goroutines restore concurrently (1 =
+	// sequential Loads, as a single-threaded restore would).
+	run := func(b *testing.B, s streaming.StateStore, loaders int) {
 		if err := s.SaveBatch(ctx, its); err != nil {
 			b.Fatal(err)
 		}
 		b.SetBytes(benchBytes)
 		b.ResetTimer()
 		for range b.N {
-			for _, it := range its {
-				if _, err := s.Load(ctx, it.Key); err != nil {
-					b.Fatal(err)
-				}
+			var wg sync.WaitGroup
+			for w := range loaders {
+				wg.Go(func() {
+					for i := w; i < len(its); i += loaders {
+						if _, err := s.Load(ctx, its[i].Key); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
 			}
+			wg.Wait()
 		}
 		b.StopTimer()
 		benchratio.Report(b, "badger-gets", baselineBadgerGets)
 	}
-	b.Run("badger", func(b *testing.B) {
-		s, err := badgerstore.Open(badgerstore.WithPath(b.TempDir()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		run(b, s)
-	})
-	b.Run("files", func(b *testing.B) {
-		s, err := files.Open(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		run(b, s)
-	})
+	for _, loaders := range []int{1, 8} {
+		b.Run(fmt.Sprintf("badger/loaders=%d", loaders), func(b *testing.B) {
+			s, err := badgerstore.Open(badgerstore.WithPath(b.TempDir()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			run(b, s, loaders)
+		})
+		b.Run(fmt.Sprintf("files/loaders=%d", loaders), func(b *testing.B) {
+			s, err := files.Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			run(b, s, loaders)
+		})
+	}
 }
