@@ -271,3 +271,6 @@ func (c *netCutter) Cut() {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// kfakeTopic seeds one more topic with one partition.
+func kfakeTopic(name string) kfake.Opt { return kfake.SeedTopics(1, name) }
