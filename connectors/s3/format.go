@@ -16,10 +16,13 @@ import (
 //
 // Segment object (immutable once written):
 //
-//	record... | index | trailer
+//	record... | trailer
 //	record  = str key | str snapshot          (snapshot = streaming.MarshalSnapshot, own CRC32C)
-//	index   = count | (str key | offset | length)...   (offset/length of each record)
-//	trailer = index offset (8 bytes, big endian) | CRC32C of index (4 bytes, BE) | segmentMagic (8 bytes)
+//	trailer = record bytes (8 bytes, BE) | record count (8 bytes, BE) | CRC32C of the records (4 bytes, BE) | segmentMagic (8 bytes)
+//
+// Records are self-delimiting, so a segment describes itself (a scan from
+// the start finds every key) without repeating the keys in an index; the
+// manifest holds the index.
 //
 // Manifest object (rewritten on every commit; the commit point):
 //
@@ -31,10 +34,10 @@ import (
 // The manifest carries the whole key index, so loading one key from a cold
 // store is one GET of the manifest plus one ranged GET of the record.
 const (
-	segmentMagic    = "TFS3SEG1"
+	segmentMagic    = "TFS3SEG2"
 	manifestMagic   = "TFS3MAN1"
 	manifestVersion = 1
-	trailerLen      = 8 + 4 + len(segmentMagic)
+	trailerLen      = 8 + 8 + 4 + len(segmentMagic)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -75,8 +78,8 @@ func appendRecord(dst, key, snap []byte) []byte {
 
 // segmentBuilder packs records into one segment object.
 type segmentBuilder struct {
-	buf     []byte
-	entries []segEntry
+	buf   []byte
+	count uint64
 }
 
 type segEntry struct {
@@ -84,38 +87,33 @@ type segEntry struct {
 	off, n uint64
 }
 
+func (b *segmentBuilder) grow(n int) { b.buf = slices.Grow(b.buf, n) }
+
 func (b *segmentBuilder) add(key []byte, s streaming.Snapshot) segEntry {
 	off := uint64(len(b.buf))
 	b.buf = appendStr(b.buf, key)
 	b.buf = binary.AppendUvarint(b.buf, uint64(streaming.SnapshotEncodedLen(s)))
 	b.buf = streaming.AppendSnapshot(b.buf, s)
-	e := segEntry{key: key, off: off, n: uint64(len(b.buf)) - off}
-	b.entries = append(b.entries, e)
-	return e
+	b.count++
+	return segEntry{key: key, off: off, n: uint64(len(b.buf)) - off}
 }
 
 // addRaw copies an already-encoded record (compaction).
 func (b *segmentBuilder) addRaw(key, rec []byte) segEntry {
 	off := uint64(len(b.buf))
 	b.buf = append(b.buf, rec...)
-	e := segEntry{key: key, off: off, n: uint64(len(rec))}
-	b.entries = append(b.entries, e)
-	return e
+	b.count++
+	return segEntry{key: key, off: off, n: uint64(len(rec))}
 }
 
-// finish appends the index and trailer; the result is the object body.
-// It returns the body and the number of record bytes.
+// finish appends the trailer; the result is the object body. It returns
+// the body and the number of record bytes.
 func (b *segmentBuilder) finish() (body []byte, data uint64) {
 	data = uint64(len(b.buf))
-	idx := binary.AppendUvarint(nil, uint64(len(b.entries)))
-	for _, e := range b.entries {
-		idx = appendStr(idx, e.key)
-		idx = binary.AppendUvarint(idx, e.off)
-		idx = binary.AppendUvarint(idx, e.n)
-	}
-	body = append(b.buf, idx...)
-	body = binary.BigEndian.AppendUint64(body, data)
-	body = binary.BigEndian.AppendUint32(body, crc32.Checksum(idx, castagnoli))
+	sum := crc32.Checksum(b.buf, castagnoli)
+	body = binary.BigEndian.AppendUint64(b.buf, data)
+	body = binary.BigEndian.AppendUint64(body, b.count)
+	body = binary.BigEndian.AppendUint32(body, sum)
 	body = append(body, segmentMagic...)
 	return body, data
 }
@@ -135,61 +133,58 @@ func decodeRecord(b []byte) (key, snap []byte, err error) {
 	return key, snap, nil
 }
 
-// decodeSegmentIndex checks a whole segment object's trailer and returns
-// its index entries (keys alias body) and the record-bytes length.
-func decodeSegmentIndex(body []byte) ([]segEntry, uint64, error) {
+// decodeSegment checks a whole segment object's trailer and checksum and
+// returns its records in order (keys alias body) and the record-bytes
+// length.
+func decodeSegment(body []byte) ([]segEntry, uint64, error) {
 	if len(body) < trailerLen {
 		return nil, 0, fmt.Errorf("segment of %d bytes is shorter than its %d-byte trailer: %w", len(body), trailerLen, streaming.ErrCorrupt)
 	}
 	tr := body[len(body)-trailerLen:]
-	if string(tr[12:]) != segmentMagic {
-		return nil, 0, fmt.Errorf("segment trailer magic %q, want %q: %w", tr[12:], segmentMagic, streaming.ErrCorrupt)
+	if string(tr[20:]) != segmentMagic {
+		return nil, 0, fmt.Errorf("segment trailer magic %q, want %q: %w", tr[20:], segmentMagic, streaming.ErrCorrupt)
 	}
 	data := binary.BigEndian.Uint64(tr[:8])
-	if data > uint64(len(body)-trailerLen) {
-		return nil, 0, fmt.Errorf("segment index offset %d past the index end %d: %w", data, len(body)-trailerLen, streaming.ErrCorrupt)
+	count := binary.BigEndian.Uint64(tr[8:16])
+	if data != uint64(len(body)-trailerLen) {
+		return nil, 0, fmt.Errorf("segment trailer says %d record bytes, the object holds %d: %w", data, len(body)-trailerLen, streaming.ErrCorrupt)
 	}
-	idx := body[data : len(body)-trailerLen]
-	if got, want := crc32.Checksum(idx, castagnoli), binary.BigEndian.Uint32(tr[8:12]); got != want {
-		return nil, 0, fmt.Errorf("segment index checksum %08x, trailer says %08x: %w", got, want, streaming.ErrCorrupt)
+	recs := body[:data]
+	if got, want := crc32.Checksum(recs, castagnoli), binary.BigEndian.Uint32(tr[16:20]); got != want {
+		return nil, 0, fmt.Errorf("segment record checksum %08x, trailer says %08x: %w", got, want, streaming.ErrCorrupt)
 	}
-	r := byteReader{b: idx}
-	count := r.uvarint()
-	if r.err == nil && count > uint64(len(idx)) {
-		r.err = fmt.Errorf("index count %d exceeds index size %d", count, len(idx))
+	if count > data {
+		return nil, 0, fmt.Errorf("segment trailer says %d records in %d bytes: %w", count, data, streaming.ErrCorrupt)
 	}
+	r := byteReader{b: recs}
 	entries := make([]segEntry, 0, int(min(count, 1<<16)))
-	for i := uint64(0); i < count && r.err == nil; i++ {
-		e := segEntry{key: r.str(), off: r.uvarint(), n: r.uvarint()}
-		if r.err == nil && (e.off > data || e.n > data-e.off) {
-			r.err = fmt.Errorf("index entry %d (%d+%d) runs past the %d record bytes", i, e.off, e.n, data)
-		}
-		entries = append(entries, e)
+	for r.off < len(recs) && r.err == nil {
+		off := r.off
+		key := r.str()
+		r.str()
+		entries = append(entries, segEntry{key: key, off: uint64(off), n: uint64(r.off - off)})
 	}
-	if r.err == nil && r.off != len(idx) {
-		r.err = fmt.Errorf("%d trailing index bytes", len(idx)-r.off)
+	if r.err == nil && uint64(len(entries)) != count {
+		r.err = fmt.Errorf("%d records, trailer says %d", len(entries), count)
 	}
 	if r.err != nil {
-		return nil, 0, fmt.Errorf("segment index: %v: %w", r.err, streaming.ErrCorrupt)
+		return nil, 0, fmt.Errorf("segment records: %v: %w", r.err, streaming.ErrCorrupt)
 	}
 	return entries, data, nil
 }
 
-// encodeManifest writes m deterministically: segments by name, keys in
-// byte order.
+// encodeManifest writes m: segments by name, keys in map order (sorting
+// 100k keys would cost more than the rest of the encoding).
 func encodeManifest(m *manifest) []byte {
 	segs := slices.SortedFunc(maps.Values(m.segs), func(a, b *segment) int { return strings.Compare(a.name, b.name) })
 	num := make(map[string]uint64, len(segs))
 	for i, s := range segs {
 		num[s.name] = uint64(i)
 	}
-	keys := make([]string, 0, len(m.index))
 	size := 64
 	for k := range m.index {
-		keys = append(keys, k)
 		size += len(k) + 16
 	}
-	slices.Sort(keys)
 	dst := make([]byte, 0, size+len(segs)*64)
 	dst = append(dst, manifestMagic...)
 	dst = binary.AppendUvarint(dst, manifestVersion)
@@ -201,11 +196,16 @@ func encodeManifest(m *manifest) []byte {
 		dst = binary.AppendUvarint(dst, s.size)
 		dst = binary.AppendUvarint(dst, s.data)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(keys)))
-	for _, k := range keys {
-		l := m.index[k]
-		dst = appendStr(dst, []byte(k))
-		dst = binary.AppendUvarint(dst, num[l.seg])
+	dst = binary.AppendUvarint(dst, uint64(len(m.index)))
+	var lastSeg string
+	var lastNum uint64
+	for k, l := range m.index {
+		if l.seg != lastSeg {
+			lastSeg, lastNum = l.seg, num[l.seg]
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(k)))
+		dst = append(dst, k...)
+		dst = binary.AppendUvarint(dst, lastNum)
 		dst = binary.AppendUvarint(dst, l.off)
 		dst = binary.AppendUvarint(dst, l.n)
 	}

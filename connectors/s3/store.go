@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -294,26 +295,31 @@ func (s *Store) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 	}
 	changed := false
 
-	// New records, the last occurrence of a key winning.
+	// New records. A key repeated in the batch is written each time; the
+	// last occurrence wins and the earlier records are dead bytes of the
+	// new segment (rare, and cheaper than a dedup map on every batch).
 	var b segmentBuilder
+	var newDead uint64
 	newName := fmt.Sprintf("%s%020d-%08x.seg", segmentDir, m.gen, rand.Uint32())
 	if len(puts) > 0 {
-		last := make(map[string]int, len(puts))
-		for i, it := range puts {
-			last[string(it.Key)] = i
+		size := 0
+		for _, it := range puts {
 			if s.cfg.epochFencing && uint64(it.Snapshot.Meta.Epoch) < old.epoch {
 				return fmt.Errorf("s3 state store %s: snapshot key %q at epoch %d is older than the committed epoch %d: %w",
 					s.obj.uri(manifestName), it.Key, it.Snapshot.Meta.Epoch, old.epoch, streaming.ErrFenced)
 			}
 			m.epoch = max(m.epoch, uint64(it.Snapshot.Meta.Epoch))
+			size += 2*binary.MaxVarintLen32 + len(it.Key) + streaming.SnapshotEncodedLen(it.Snapshot)
 		}
-		for i, it := range puts {
-			if last[string(it.Key)] != i {
-				continue
-			}
+		b.grow(size + trailerLen)
+		for _, it := range puts {
 			k := string(it.Key)
 			if prev, ok := m.index[k]; ok {
-				m.segs[prev.seg].live -= prev.n
+				if prev.seg == newName {
+					newDead += prev.n
+				} else {
+					m.segs[prev.seg].live -= prev.n
+				}
 			}
 			e := b.add(it.Key, it.Snapshot)
 			m.index[k] = loc{seg: newName, off: e.off, n: e.n}
@@ -325,7 +331,11 @@ func (s *Store) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 	}
 	for _, key := range dels {
 		if prev, ok := m.index[string(key)]; ok {
-			m.segs[prev.seg].live -= prev.n
+			if prev.seg == newName {
+				newDead += prev.n
+			} else {
+				m.segs[prev.seg].live -= prev.n
+			}
 			delete(m.index, string(key))
 			changed = true
 		}
@@ -366,12 +376,12 @@ func (s *Store) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 		return nil
 	}
 
-	if len(b.entries) > 0 {
+	if b.count > 0 {
 		body, data := b.finish()
 		if _, err := s.obj.put(ctx, newName, body, "", ""); err != nil {
-			return fmt.Errorf("s3 state store: write segment of %d keys: %w", len(b.entries), err)
+			return fmt.Errorf("s3 state store: write segment of %d records: %w", b.count, err)
 		}
-		m.segs[newName] = &segment{name: newName, size: uint64(len(body)), data: data, live: data}
+		m.segs[newName] = &segment{name: newName, size: uint64(len(body)), data: data, live: data - newDead}
 	}
 
 	var ifMatch, ifNoneMatch string
@@ -423,7 +433,7 @@ func (s *Store) moveLive(ctx context.Context, m *manifest, victims map[string]bo
 		if err != nil {
 			return fmt.Errorf("s3 state store: compaction: %w", err)
 		}
-		if _, _, err := decodeSegmentIndex(body); err != nil {
+		if _, _, err := decodeSegment(body); err != nil {
 			return fmt.Errorf("s3 state store: compaction: segment %s: %w", s.obj.uri(name), err)
 		}
 		keys := byVictim[name]

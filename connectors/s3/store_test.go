@@ -100,7 +100,14 @@ func TestSaveBatchLaterDuplicateWins(t *testing.T) {
 	require.Equal(t, snap(3, 1), got)
 	stats, err := st.Stats(ctx)
 	require.NoError(t, err)
-	require.Equal(t, stats.RecordBytes, stats.LiveBytes, "the overridden item is not written")
+	require.Less(t, stats.LiveBytes, stats.RecordBytes, "the overridden item is a dead record")
+	require.NoError(t, st.Compact(ctx))
+	stats, err = st.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, stats.RecordBytes, stats.LiveBytes, "compaction dropped the dead record")
+	got, err = st.Load(ctx, []byte("a"))
+	require.NoError(t, err)
+	require.Equal(t, snap(3, 1), got)
 }
 
 // TestRequestCosts is the cost contract: saving a batch of 10,000
