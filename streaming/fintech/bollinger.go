@@ -2,6 +2,7 @@ package fintech
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 	"math"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -183,24 +184,24 @@ func (b *Bollinger) Save() ([]byte, error) {
 // Load reads a blob made by Save; it refuses one saved with another
 // window, K or band.
 func (b *Bollinger) Load(data []byte) error {
-	d := decoder{b: data}
-	n := d.count("window", maxWindow)
-	k := d.f()
-	band := Band(d.count("band", 255))
-	if d.err == nil && (n != len(b.buf) || k != b.k || band != b.band) {
+	d := opstate.NewDecoder(data)
+	n := d.Count("window", maxWindow)
+	k := d.F()
+	band := Band(d.Count("band", 255))
+	if d.Err == nil && (n != len(b.buf) || k != b.k || band != b.band) {
 		return mismatch(b.Name(), "window, K and band", fmt.Sprint(n, " ", k, " ", band), fmt.Sprint(len(b.buf), " ", b.k, " ", b.band))
 	}
-	count := d.count("count", uint64(n))
-	head := d.count("head", uint64(n-1))
-	if d.err == nil && count < n && head != count%n {
-		d.fail("head %d does not fit count %d", head, count)
+	count := d.Count("count", uint64(n))
+	head := d.Count("head", uint64(n-1))
+	if d.Err == nil && count < n && head != count%n {
+		d.Fail("head %d does not fit count %d", head, count)
 	}
-	mean, m2 := d.finite("mean"), d.finite("m2")
+	mean, m2 := d.Finite("mean"), d.Finite("m2")
 	vals := make([]float64, count)
 	for i := range vals {
-		vals[i] = d.finite("window value")
+		vals[i] = d.Finite("window value")
 	}
-	if err := d.done(b.Name()); err != nil {
+	if err := d.Done(b.Name()); err != nil {
 		return err
 	}
 	copy(b.buf, vals)

@@ -2,6 +2,7 @@ package fintech
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -101,17 +102,17 @@ func (c *MACrossover) Save() ([]byte, error) {
 
 // Load reads a blob made by Save; it refuses one saved with other windows.
 func (c *MACrossover) Load(data []byte) error {
-	d := decoder{b: data}
+	d := opstate.NewDecoder(data)
 	fast, nF := c.fast.load(&d, "fast")
-	if d.err == nil && nF != len(c.fast.buf) {
+	if d.Err == nil && nF != len(c.fast.buf) {
 		return mismatch(c.Name(), "fast window", nF, len(c.fast.buf))
 	}
 	slow, nS := c.slow.load(&d, "slow")
-	if d.err == nil && nS != len(c.slow.buf) {
+	if d.Err == nil && nS != len(c.slow.buf) {
 		return mismatch(c.Name(), "slow window", nS, len(c.slow.buf))
 	}
-	known, above := d.bool(), d.bool()
-	if err := d.done(c.Name()); err != nil {
+	known, above := d.Bool(), d.Bool()
+	if err := d.Done(c.Name()); err != nil {
 		return err
 	}
 	c.fast, c.slow, c.known, c.above = fast, slow, known, above

@@ -2,6 +2,7 @@ package fintech
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -134,18 +135,18 @@ func (m *MACD) Save() ([]byte, error) {
 // Load reads a blob made by Save; it refuses one saved with other periods
 // or another component.
 func (m *MACD) Load(data []byte) error {
-	d := decoder{b: data}
-	f, s, g := d.count("fast period", maxWindow), d.count("slow period", maxWindow), d.count("signal period", maxWindow)
-	comp := MACDComponent(d.count("component", 255))
-	if d.err == nil && (f != m.fast.n || s != m.slow.n || g != m.signal.n || comp != m.comp) {
+	d := opstate.NewDecoder(data)
+	f, s, g := d.Count("fast period", maxWindow), d.Count("slow period", maxWindow), d.Count("signal period", maxWindow)
+	comp := MACDComponent(d.Count("component", 255))
+	if d.Err == nil && (f != m.fast.n || s != m.slow.n || g != m.signal.n || comp != m.comp) {
 		return mismatch(m.Name(), "periods and component", fmt.Sprint(f, "/", s, "/", g, " ", comp),
 			fmt.Sprint(m.fast.n, "/", m.slow.n, "/", m.signal.n, " ", m.comp))
 	}
 	fast, slow, signal := m.fast.load(&d, "fast EMA"), m.slow.load(&d, "slow EMA"), m.signal.load(&d, "signal EMA")
-	if d.err == nil && (fast.seen < min(slow.seen, fast.n) || (signal.seen > 0 && !slow.ready())) {
-		d.fail("EMA warm-up counts %d/%d/%d are inconsistent", fast.seen, slow.seen, signal.seen)
+	if d.Err == nil && (fast.seen < min(slow.seen, fast.n) || (signal.seen > 0 && !slow.ready())) {
+		d.Fail("EMA warm-up counts %d/%d/%d are inconsistent", fast.seen, slow.seen, signal.seen)
 	}
-	if err := d.done(m.Name()); err != nil {
+	if err := d.Done(m.Name()); err != nil {
 		return err
 	}
 	m.fast, m.slow, m.signal = fast, slow, signal

@@ -2,6 +2,7 @@ package fintech
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -108,18 +109,18 @@ func (r *RSI) Save() ([]byte, error) {
 
 // Load reads a blob made by Save; it refuses one saved with another period.
 func (r *RSI) Load(data []byte) error {
-	d := decoder{b: data}
-	n := d.count("period", maxWindow)
-	if d.err == nil && n != r.n {
+	d := opstate.NewDecoder(data)
+	n := d.Count("period", maxWindow)
+	if d.Err == nil && n != r.n {
 		return mismatch(r.Name(), "period", n, r.n)
 	}
-	has, prev := d.bool(), d.finite("last price")
-	seen := d.count("changes seen", uint64(r.n))
-	gain, loss := d.finite("average gain"), d.finite("average loss")
-	if d.err == nil && (gain < 0 || loss < 0) {
-		d.fail("negative average gain %v or loss %v", gain, loss)
+	has, prev := d.Bool(), d.Finite("last price")
+	seen := d.Count("changes seen", uint64(r.n))
+	gain, loss := d.Finite("average gain"), d.Finite("average loss")
+	if d.Err == nil && (gain < 0 || loss < 0) {
+		d.Fail("negative average gain %v or loss %v", gain, loss)
 	}
-	if err := d.done(r.Name()); err != nil {
+	if err := d.Done(r.Name()); err != nil {
 		return err
 	}
 	r.has, r.prev, r.seen, r.gain, r.loss = has, prev, seen, gain, loss

@@ -1,25 +1,9 @@
 package fintech
 
-import "math"
+import "github.com/tflo-io/tflo/streaming/internal/opstate"
 
-// ksum is a running sum with Neumaier compensation: adding and removing
-// values for ever (a sliding window) keeps the error of a single addition
-// instead of accumulating one rounding error per event.
-type ksum struct {
-	sum, comp float64
-}
-
-func (s *ksum) add(x float64) {
-	t := s.sum + x
-	if math.Abs(s.sum) >= math.Abs(x) {
-		s.comp += (s.sum - t) + x
-	} else {
-		s.comp += (x - t) + s.sum
-	}
-	s.sum = t
-}
-
-func (s *ksum) value() float64 { return s.sum + s.comp }
+// ksum is the compensated running sum (opstate.KSum).
+type ksum = opstate.KSum
 
 // window is a ring of the last n values with their compensated sum: the
 // moving-average core shared by the operators of this package.
@@ -36,19 +20,19 @@ func (w *window) full() bool { return w.count == len(w.buf) }
 
 func (w *window) push(x float64) {
 	if w.count == len(w.buf) {
-		w.sum.add(-w.buf[w.head])
+		w.sum.Add(-w.buf[w.head])
 	} else {
 		w.count++
 	}
 	w.buf[w.head] = x
-	w.sum.add(x)
+	w.sum.Add(x)
 	w.head++
 	if w.head == len(w.buf) {
 		w.head = 0
 	}
 }
 
-func (w *window) mean() float64 { return w.sum.value() / float64(w.count) }
+func (w *window) mean() float64 { return w.sum.Value() / float64(w.count) }
 
 func (w *window) reset() {
 	clear(w.buf)
@@ -60,8 +44,8 @@ func (w *window) save(dst []byte) []byte {
 	dst = putU(dst, uint64(len(w.buf)))
 	dst = putU(dst, uint64(w.count))
 	dst = putU(dst, uint64(w.head))
-	dst = putF(dst, w.sum.sum)
-	dst = putF(dst, w.sum.comp)
+	dst = putF(dst, w.sum.Sum)
+	dst = putF(dst, w.sum.Comp)
 	for _, v := range w.buf[:w.count] {
 		dst = putF(dst, v)
 	}
@@ -73,19 +57,19 @@ func (w *window) save(dst []byte) []byte {
 // It returns the saved window size; a size other than w's leaves d
 // positioned mid-blob and the caller must refuse the blob.
 func (w *window) load(d *decoder, what string) (window, int) {
-	n := d.count(what+" window", maxWindow)
-	if d.err == nil && n != len(w.buf) {
+	n := d.Count(what+" window", maxWindow)
+	if d.Err == nil && n != len(w.buf) {
 		return window{}, n
 	}
 	out := window{buf: make([]float64, len(w.buf))}
-	out.count = d.count(what+" count", uint64(n))
-	out.head = d.count(what+" head", uint64(n))
-	if d.err == nil && (out.count < n && out.head != out.count || out.count == n && out.head >= n) {
-		d.fail("%s head %d does not fit count %d of window %d", what, out.head, out.count, n)
+	out.count = d.Count(what+" count", uint64(n))
+	out.head = d.Count(what+" head", uint64(n))
+	if d.Err == nil && (out.count < n && out.head != out.count || out.count == n && out.head >= n) {
+		d.Fail("%s head %d does not fit count %d of window %d", what, out.head, out.count, n)
 	}
-	out.sum = ksum{sum: d.finite(what + " sum"), comp: d.finite(what + " compensation")}
+	out.sum = ksum{Sum: d.Finite(what + " sum"), Comp: d.Finite(what + " compensation")}
 	for i := range out.count {
-		out.buf[i] = d.finite(what + " value")
+		out.buf[i] = d.Finite(what + " value")
 	}
 	return out, n
 }
@@ -132,8 +116,8 @@ func (e *ema) save(dst []byte) []byte {
 
 func (e *ema) load(d *decoder, what string) ema {
 	out := *e
-	out.seen = d.count(what+" values seen", uint64(e.n))
-	out.seed = d.finite(what + " seed sum")
-	out.value = d.finite(what + " average")
+	out.seen = d.Count(what+" values seen", uint64(e.n))
+	out.seed = d.Finite(what + " seed sum")
+	out.value = d.Finite(what + " average")
 	return out
 }

@@ -2,6 +2,7 @@ package fintech
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -72,13 +73,13 @@ func (w *VWAP) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	}
 	var num, den float64
 	if w.n == 0 {
-		w.cpv.add(p * vol)
-		w.cv.add(vol)
-		num, den = w.cpv.value(), w.cv.value()
+		w.cpv.Add(p * vol)
+		w.cv.Add(vol)
+		num, den = w.cpv.Value(), w.cv.Value()
 	} else {
 		w.pv.push(p * vol)
 		w.v.push(vol)
-		num, den = w.pv.sum.value(), w.v.sum.value()
+		num, den = w.pv.sum.Value(), w.v.sum.Value()
 	}
 	if den <= 0 {
 		return streaming.NoOutput()
@@ -95,10 +96,10 @@ func (w *VWAP) Save() ([]byte, error) {
 	dst := make([]byte, 0, 40+16*w.pv.count)
 	dst = putU(dst, uint64(w.n))
 	if w.n == 0 {
-		dst = putF(dst, w.cpv.sum)
-		dst = putF(dst, w.cpv.comp)
-		dst = putF(dst, w.cv.sum)
-		return putF(dst, w.cv.comp), nil
+		dst = putF(dst, w.cpv.Sum)
+		dst = putF(dst, w.cpv.Comp)
+		dst = putF(dst, w.cv.Sum)
+		return putF(dst, w.cv.Comp), nil
 	}
 	dst = w.pv.save(dst)
 	return w.v.save(dst), nil
@@ -106,15 +107,15 @@ func (w *VWAP) Save() ([]byte, error) {
 
 // Load reads a blob made by Save; it refuses one saved with another window.
 func (w *VWAP) Load(data []byte) error {
-	d := decoder{b: data}
-	n := d.count("window", maxWindow)
-	if d.err == nil && n != w.n {
+	d := opstate.NewDecoder(data)
+	n := d.Count("window", maxWindow)
+	if d.Err == nil && n != w.n {
 		return mismatch(w.Name(), "window", n, w.n)
 	}
 	if n == 0 {
-		cpv := ksum{sum: d.finite("Σp·v"), comp: d.finite("Σp·v compensation")}
-		cv := ksum{sum: d.finite("Σv"), comp: d.finite("Σv compensation")}
-		if err := d.done(w.Name()); err != nil {
+		cpv := ksum{Sum: d.Finite("Σp·v"), Comp: d.Finite("Σp·v compensation")}
+		cv := ksum{Sum: d.Finite("Σv"), Comp: d.Finite("Σv compensation")}
+		if err := d.Done(w.Name()); err != nil {
 			return err
 		}
 		w.cpv, w.cv = cpv, cv
@@ -122,13 +123,13 @@ func (w *VWAP) Load(data []byte) error {
 	}
 	pv, nPV := w.pv.load(&d, "p·v")
 	v, nV := w.v.load(&d, "volume")
-	if d.err == nil && (nPV != n || nV != n) {
-		d.fail("inner window sizes %d and %d differ from the window %d", nPV, nV, n)
+	if d.Err == nil && (nPV != n || nV != n) {
+		d.Fail("inner window sizes %d and %d differ from the window %d", nPV, nV, n)
 	}
-	if d.err == nil && (pv.count != v.count || pv.head != v.head) {
-		d.fail("p·v and volume windows disagree on count or head")
+	if d.Err == nil && (pv.count != v.count || pv.head != v.head) {
+		d.Fail("p·v and volume windows disagree on count or head")
 	}
-	if err := d.done(w.Name()); err != nil {
+	if err := d.Done(w.Name()); err != nil {
 		return err
 	}
 	w.pv, w.v = pv, v

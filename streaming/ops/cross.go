@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -151,13 +152,13 @@ func (t *ThresholdCross) Save() ([]byte, error) {
 // Load reads a blob made by Save; it refuses one saved with another
 // threshold, dwell or level source.
 func (t *ThresholdCross) Load(data []byte) error {
-	d := decoder{b: data}
-	cfg := crossConfig{threshold: d.f(), dwell: d.i(), onMode: d.bool()}
-	if d.err == nil && cfg != t.cfg {
+	d := opstate.NewDecoder(data)
+	cfg := crossConfig{threshold: d.F(), dwell: d.I(), onMode: d.Bool()}
+	if d.Err == nil && cfg != t.cfg {
 		return mismatch(t.Name(), "configuration", fmt.Sprintf("%+v", cfg), fmt.Sprintf("%+v", t.cfg))
 	}
-	known, above, pending, since := d.bool(), d.bool(), d.bool(), d.i()
-	if err := d.done(t.Name()); err != nil {
+	known, above, pending, since := d.Bool(), d.Bool(), d.Bool(), d.I()
+	if err := d.Done(t.Name()); err != nil {
 		return err
 	}
 	t.known, t.above, t.pending, t.since = known, above, pending, since

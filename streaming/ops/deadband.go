@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 	"math"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -75,13 +76,13 @@ func (d *Deadband) Save() ([]byte, error) {
 
 // Load reads a blob made by Save; it refuses one saved with another band.
 func (d *Deadband) Load(data []byte) error {
-	dec := decoder{b: data}
-	band := dec.f()
-	if dec.err == nil && band != d.band {
+	dec := opstate.NewDecoder(data)
+	band := dec.F()
+	if dec.Err == nil && band != d.band {
 		return mismatch(d.Name(), "band", band, d.band)
 	}
-	has, last := dec.bool(), dec.finite("last value")
-	if err := dec.done(d.Name()); err != nil {
+	has, last := dec.Bool(), dec.Finite("last value")
+	if err := dec.Done(d.Name()); err != nil {
 		return err
 	}
 	d.has, d.last = has, last

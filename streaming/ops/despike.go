@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 	"math"
 	"slices"
 
@@ -126,18 +127,18 @@ func (m *MedianDespike) Save() ([]byte, error) {
 // Load reads a blob made by Save; it refuses one saved with another window
 // or maxDev.
 func (m *MedianDespike) Load(data []byte) error {
-	d := decoder{b: data}
-	n := d.count("window", despikeMaxWindow)
-	maxDev := d.f()
-	if d.err == nil && (n != len(m.buf) || maxDev != m.maxDev) {
+	d := opstate.NewDecoder(data)
+	n := d.Count("window", despikeMaxWindow)
+	maxDev := d.F()
+	if d.Err == nil && (n != len(m.buf) || maxDev != m.maxDev) {
 		return mismatch(m.Name(), "window and maxDev", fmt.Sprint(n, " ", maxDev), fmt.Sprint(len(m.buf), " ", m.maxDev))
 	}
-	count := d.count("value count", uint64(n))
+	count := d.Count("value count", uint64(n))
 	vals := make([]float64, count)
 	for i := range vals {
-		vals[i] = d.finite("window value")
+		vals[i] = d.Finite("window value")
 	}
-	if err := d.done(m.Name()); err != nil {
+	if err := d.Done(m.Name()); err != nil {
 		return err
 	}
 	m.Reset()

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -89,15 +90,15 @@ func (e *EMA) Save() ([]byte, error) {
 
 // Load reads a blob made by Save; it refuses one saved with another period.
 func (e *EMA) Load(data []byte) error {
-	d := decoder{b: data}
-	n := d.count("period", emaMaxPeriod)
-	if d.err == nil && n != e.n {
+	d := opstate.NewDecoder(data)
+	n := d.Count("period", emaMaxPeriod)
+	if d.Err == nil && n != e.n {
 		return mismatch(e.Name(), "period", n, e.n)
 	}
-	seen := d.count("values seen", uint64(e.n))
-	seed := d.finite("seed sum")
-	value := d.finite("average")
-	if err := d.done(e.Name()); err != nil {
+	seen := d.Count("values seen", uint64(e.n))
+	seed := d.Finite("seed sum")
+	value := d.Finite("average")
+	if err := d.Done(e.Name()); err != nil {
 		return err
 	}
 	e.seen, e.seed, e.value = seen, seed, value

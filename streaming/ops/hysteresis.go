@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -82,13 +83,13 @@ func (h *Hysteresis) Save() ([]byte, error) {
 // Load reads a blob made by Save; it refuses one saved with other
 // thresholds.
 func (h *Hysteresis) Load(data []byte) error {
-	d := decoder{b: data}
-	low, high := d.f(), d.f()
-	if d.err == nil && (low != h.low || high != h.high) {
+	d := opstate.NewDecoder(data)
+	low, high := d.F(), d.F()
+	if d.Err == nil && (low != h.low || high != h.high) {
 		return mismatch(h.Name(), "thresholds", [2]float64{low, high}, [2]float64{h.low, h.high})
 	}
-	high2 := d.bool()
-	if err := d.done(h.Name()); err != nil {
+	high2 := d.Bool()
+	if err := d.Done(h.Name()); err != nil {
 		return err
 	}
 	h.mode = Low

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -106,13 +107,13 @@ func (r *RateOfChange) Save() ([]byte, error) {
 
 // Load reads a blob made by Save; it refuses one saved with another Per.
 func (r *RateOfChange) Load(data []byte) error {
-	d := decoder{b: data}
-	per := d.f()
-	if d.err == nil && per != r.per {
+	d := opstate.NewDecoder(data)
+	per := d.F()
+	if d.Err == nil && per != r.per {
 		return mismatch(r.Name(), "per", per, r.per)
 	}
-	has, prev, prevTS := d.bool(), d.finite("previous value"), d.i()
-	if err := d.done(r.Name()); err != nil {
+	has, prev, prevTS := d.Bool(), d.Finite("previous value"), d.I()
+	if err := d.Done(r.Name()); err != nil {
 		return err
 	}
 	r.has, r.prev, r.prevTS = has, prev, prevTS

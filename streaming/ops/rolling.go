@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -151,33 +152,33 @@ func (r *rolling) Save() ([]byte, error) {
 // inside the window, values strictly monotonic) so a corrupt blob is
 // refused instead of yielding wrong extremes.
 func (r *rolling) load(name string, data []byte) error {
-	d := decoder{b: data}
-	n := d.count("window", smaMaxWindow)
-	if d.err == nil && n != r.n {
+	d := opstate.NewDecoder(data)
+	n := d.Count("window", smaMaxWindow)
+	if d.Err == nil && n != r.n {
 		return mismatch(name, "window", n, r.n)
 	}
-	seen := d.u()
-	size := d.count("deque length", uint64(n))
+	seen := d.U()
+	size := d.Count("deque length", uint64(n))
 	seqs := make([]uint64, size)
 	vals := make([]float64, size)
 	for i := range size {
-		seqs[i], vals[i] = d.u(), d.finite("deque value")
-		if d.err != nil {
+		seqs[i], vals[i] = d.U(), d.Finite("deque value")
+		if d.Err != nil {
 			break
 		}
 		switch {
 		case seqs[i] >= seen || seqs[i]+uint64(n) < seen:
-			d.fail("deque entry %d has sequence %d outside the window ending at %d", i, seqs[i], seen)
+			d.Fail("deque entry %d has sequence %d outside the window ending at %d", i, seqs[i], seen)
 		case i > 0 && seqs[i] <= seqs[i-1]:
-			d.fail("deque sequence numbers not increasing at entry %d", i)
+			d.Fail("deque sequence numbers not increasing at entry %d", i)
 		case i > 0 && r.dominated(vals[i-1], vals[i]):
-			d.fail("deque values not monotonic at entry %d", i)
+			d.Fail("deque values not monotonic at entry %d", i)
 		}
 	}
-	if d.err == nil && seen > 0 && (size == 0 || seqs[size-1] != seen-1) {
-		d.fail("deque does not end with the newest value (sequence %d)", seen-1)
+	if d.Err == nil && seen > 0 && (size == 0 || seqs[size-1] != seen-1) {
+		d.Fail("deque does not end with the newest value (sequence %d)", seen-1)
 	}
-	if err := d.done(name); err != nil {
+	if err := d.Done(name); err != nil {
 		return err
 	}
 	r.Reset()

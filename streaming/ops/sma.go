@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -92,13 +93,13 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	}
 	full := s.count == len(buf)
 	if full {
-		sum.add(-buf[h])
+		sum.Add(-buf[h])
 	} else {
 		s.count++
 		full = s.count == len(buf)
 	}
 	buf[h] = x
-	sum.add(x)
+	sum.Add(x)
 	if h++; h == len(buf) {
 		h = 0
 	}
@@ -106,7 +107,7 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	if !full {
 		return streaming.NoOutput()
 	}
-	return streaming.Float(sum.value() / float64(len(buf)))
+	return streaming.Float(sum.Value() / float64(len(buf)))
 }
 
 // Save writes: window | count | sum | comp | count values, oldest first.
@@ -114,8 +115,8 @@ func (s *SMA) Save() ([]byte, error) {
 	dst := make([]byte, 0, 2*4+16+8*s.count)
 	dst = putU(dst, uint64(len(s.buf)))
 	dst = putU(dst, uint64(s.count))
-	dst = putF(dst, s.sum.sum)
-	dst = putF(dst, s.sum.comp)
+	dst = putF(dst, s.sum.Sum)
+	dst = putF(dst, s.sum.Comp)
 	s.each(func(v float64) { dst = putF(dst, v) })
 	return dst, nil
 }
@@ -134,18 +135,18 @@ func (s *SMA) each(f func(float64)) {
 // Load reads a TypeVersion 2 blob. It refuses a blob saved with another
 // window size.
 func (s *SMA) Load(data []byte) error {
-	d := decoder{b: data}
-	n := d.count("window", smaMaxWindow)
-	if d.err == nil && n != len(s.buf) {
+	d := opstate.NewDecoder(data)
+	n := d.Count("window", smaMaxWindow)
+	if d.Err == nil && n != len(s.buf) {
 		return mismatch(s.Name(), "window", n, len(s.buf))
 	}
-	count := d.count("value count", uint64(n))
-	sum := ksum{sum: d.finite("sum"), comp: d.finite("compensation")}
+	count := d.Count("value count", uint64(n))
+	sum := ksum{Sum: d.Finite("sum"), Comp: d.Finite("compensation")}
 	vals := make([]float64, count)
 	for i := range vals {
-		vals[i] = d.finite("window value")
+		vals[i] = d.Finite("window value")
 	}
-	if err := d.done(s.Name()); err != nil {
+	if err := d.Done(s.Name()); err != nil {
 		return err
 	}
 	s.Reset()
@@ -166,23 +167,23 @@ func (s *SMA) Migrate(from uint32, data []byte) ([]byte, error) {
 	if from != 1 {
 		return nil, fmt.Errorf("sma: no migration from type version %d", from)
 	}
-	d := decoder{b: data}
-	n := d.count("window", smaMaxWindow)
-	count := d.count("value count", uint64(n))
+	d := opstate.NewDecoder(data)
+	n := d.Count("window", smaMaxWindow)
+	count := d.Count("value count", uint64(n))
 	var sum ksum
 	out := make([]byte, 0, 2*4+16+8*count)
 	vals := make([]float64, count)
 	for i := range vals {
-		vals[i] = d.finite("window value")
-		sum.add(vals[i])
+		vals[i] = d.Finite("window value")
+		sum.Add(vals[i])
 	}
-	if err := d.done(s.Name()); err != nil {
+	if err := d.Done(s.Name()); err != nil {
 		return nil, err
 	}
 	out = putU(out, uint64(n))
 	out = putU(out, uint64(count))
-	out = putF(out, sum.sum)
-	out = putF(out, sum.comp)
+	out = putF(out, sum.Sum)
+	out = putF(out, sum.Comp)
 	for _, v := range vals {
 		out = putF(out, v)
 	}

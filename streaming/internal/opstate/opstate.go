@@ -1,0 +1,182 @@
+// Package opstate is the state-blob toolkit shared by the operator catalogs
+// (streaming/ops, streaming/fintech): append helpers and a sticky-error
+// Decoder for compact, platform-independent blobs, and KSum, the
+// compensated running sum behind every moving average.
+//
+// Blobs are built from unsigned varints (counts, sizes, indexes), signed
+// varints (timestamps), single bytes (bools) and fixed 8-byte
+// little-endian IEEE-754 floats (values, sums). Catalogs start every blob
+// with the operator's configuration so Load can refuse state saved by a
+// node configured differently instead of misreading it.
+//
+// Concurrency: values of this package are used by one goroutine.
+package opstate
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// PutU appends an unsigned varint.
+func PutU(dst []byte, v uint64) []byte { return binary.AppendUvarint(dst, v) }
+
+// PutI appends a signed varint.
+func PutI(dst []byte, v int64) []byte { return binary.AppendVarint(dst, v) }
+
+// PutF appends a float as 8 little-endian bytes.
+func PutF(dst []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+}
+
+// PutB appends a bool as one byte.
+func PutB(dst []byte, v bool) []byte {
+	if v {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+// Decoder reads a state blob; the first error sticks and later reads
+// return zero values, so Load checks Err (or Done) once at the end.
+type Decoder struct {
+	B   []byte
+	Off int
+	Err error
+}
+
+// NewDecoder returns a decoder over b (not retained beyond the Load).
+func NewDecoder(b []byte) Decoder { return Decoder{B: b} }
+
+// Fail records the first error.
+func (d *Decoder) Fail(format string, args ...any) {
+	if d.Err == nil {
+		d.Err = fmt.Errorf(format, args...)
+	}
+}
+
+// U reads an unsigned varint.
+func (d *Decoder) U() uint64 {
+	if d.Err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.B[d.Off:])
+	if n <= 0 {
+		d.Fail("truncated or overlong varint at byte %d of %d", d.Off, len(d.B))
+		return 0
+	}
+	d.Off += n
+	return v
+}
+
+// Count reads an unsigned varint that sizes something in memory and
+// refuses it when it exceeds limit, so a corrupt blob cannot make Load
+// allocate without bound.
+func (d *Decoder) Count(what string, limit uint64) int {
+	v := d.U()
+	if d.Err == nil && v > limit {
+		d.Fail("%s %d exceeds %d", what, v, limit)
+		return 0
+	}
+	return int(v)
+}
+
+// I reads a signed varint.
+func (d *Decoder) I() int64 {
+	if d.Err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.B[d.Off:])
+	if n <= 0 {
+		d.Fail("truncated or overlong varint at byte %d of %d", d.Off, len(d.B))
+		return 0
+	}
+	d.Off += n
+	return v
+}
+
+// F reads an 8-byte float.
+func (d *Decoder) F() float64 {
+	if d.Err != nil {
+		return 0
+	}
+	if len(d.B)-d.Off < 8 {
+		d.Fail("truncated float at byte %d of %d", d.Off, len(d.B))
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.B[d.Off:]))
+	d.Off += 8
+	return v
+}
+
+// Finite reads a float that must be finite: state never holds NaN or ±Inf
+// because every operator ignores such input.
+func (d *Decoder) Finite(what string) float64 {
+	v := d.F()
+	if d.Err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+		d.Fail("%s is %v", what, v)
+	}
+	return v
+}
+
+// Bool reads a one-byte bool (0 or 1).
+func (d *Decoder) Bool() bool {
+	if d.Err != nil {
+		return false
+	}
+	if d.Off >= len(d.B) {
+		d.Fail("truncated bool at byte %d of %d", d.Off, len(d.B))
+		return false
+	}
+	c := d.B[d.Off]
+	d.Off++
+	if c > 1 {
+		d.Fail("bool byte %d at byte %d", c, d.Off-1)
+	}
+	return c == 1
+}
+
+// Done returns the sticky error, or an error for trailing bytes, as an
+// *streaming.OperatorLoadError of operator op wrapping streaming.ErrCorrupt.
+func (d *Decoder) Done(op string) error {
+	if d.Err == nil && d.Off != len(d.B) {
+		d.Fail("%d trailing bytes", len(d.B)-d.Off)
+	}
+	if d.Err != nil {
+		return &streaming.OperatorLoadError{Operator: op, Reason: d.Err.Error(), Err: streaming.ErrCorrupt}
+	}
+	return nil
+}
+
+// Mismatch is the error for a blob saved by a node configured differently.
+func Mismatch(op, what string, saved, configured any) error {
+	return &streaming.OperatorLoadError{Operator: op,
+		Reason: fmt.Sprintf("state was saved with %s %v, this node is configured with %v", what, saved, configured)}
+}
+
+// FiniteIn reports whether v can enter an operator's state: false for NaN
+// and ±Inf (v−v is NaN for both), in one subtraction and compare.
+func FiniteIn(v float64) bool { return v-v == 0 }
+
+// KSum is a running sum with Neumaier compensation: adding and removing
+// values for ever (a sliding window) keeps the error of a single addition
+// instead of accumulating one rounding error per event.
+type KSum struct {
+	Sum, Comp float64
+}
+
+// Add adds x.
+func (s *KSum) Add(x float64) {
+	t := s.Sum + x
+	if math.Abs(s.Sum) >= math.Abs(x) {
+		s.Comp += (s.Sum - t) + x
+	} else {
+		s.Comp += (x - t) + s.Sum
+	}
+	s.Sum = t
+}
+
+// Value is the compensated sum.
+func (s *KSum) Value() float64 { return s.Sum + s.Comp }
