@@ -21,14 +21,15 @@
 // # Object layout (below the prefix given by WithPrefix)
 //
 //	manifest                                  the commit point: live segments and the full key index
-//	seg/<generation:020d>-<random:08x>.seg    immutable segment objects: records, their index, a trailer
+//	seg/<generation:020d>-<random:08x>.seg    immutable segment objects: records and a checksummed trailer
 //	cursor/k-<hex(key)> | cursor/h-<sha256>    one CursorStore record per cursor key (hashed when the key is long)
 //
-// A segment holds records (key, streaming.MarshalSnapshot bytes with their
-// own CRC32C) followed by an index of the records and a checksummed
-// trailer, so every segment describes itself. The manifest names the live
-// segments and maps every key to (segment, offset, length); it is
-// CRC32C-checked as a whole. Byte formats are in format.go.
+// A segment holds self-delimiting records (key, streaming.MarshalSnapshot
+// bytes with their own CRC32C) and a trailer with the record count and a
+// CRC32C of all records, so every segment describes itself. The manifest
+// names the live segments and maps every key to (segment, offset, length);
+// it is CRC32C-checked as a whole. Byte formats are in format.go; both
+// decoders are fuzzed.
 //
 // # Commit order and crash safety
 //

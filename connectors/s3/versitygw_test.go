@@ -228,6 +228,29 @@ func TestVersitygw(t *testing.T) {
 		}
 	})
 
+	t.Run("StandardChainCredentials", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "none")
+		t.Setenv("AWS_ACCESS_KEY_ID", vgwAccess)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", vgwSecret)
+		t.Setenv("AWS_REGION", "us-east-1")
+		t.Setenv("AWS_CONFIG_FILE", missing)
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", missing)
+		t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+		st, err := s3store.New(ctx, "state", s3store.WithEndpoint(v.URL), s3store.WithPathStyle(true), s3store.WithPrefix(fresh()))
+		require.NoError(t, err)
+		require.NoError(t, st.SaveBatch(ctx, batch(3, 1)))
+		got, err := st.Load(ctx, []byte("sensor/000002"))
+		require.NoError(t, err)
+		require.Equal(t, snap(2, 1), got)
+
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "env-secret-that-is-wrong")
+		bad, err := s3store.New(ctx, "state", s3store.WithEndpoint(v.URL), s3store.WithPathStyle(true), s3store.WithPrefix(fresh()))
+		require.NoError(t, err)
+		_, err = bad.Load(ctx, []byte("k"))
+		require.ErrorIs(t, err, s3store.ErrAccessDenied)
+		require.NotContains(t, err.Error(), "env-secret-that-is-wrong")
+	})
+
 	t.Run("NoSuchBucket", func(t *testing.T) {
 		st, err := s3store.New(ctx, "absent", v.opts()...)
 		require.NoError(t, err)
