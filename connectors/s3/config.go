@@ -38,6 +38,7 @@ type config struct {
 
 	compactRatio    float64
 	compactMinBytes uint64
+	maxSegments     int
 	conditional     bool
 	epochFencing    bool
 	logger          *slog.Logger
@@ -47,6 +48,7 @@ func defaultConfig() config {
 	return config{
 		compactRatio:    0.5,
 		compactMinBytes: 1 << 20,
+		maxSegments:     256,
 		conditional:     true,
 		logger:          slog.Default(),
 	}
@@ -111,6 +113,13 @@ func WithCompaction(ratio float64, minDeadBytes uint64) Option {
 	return func(o *config) { o.compactRatio, o.compactMinBytes = ratio, minDeadBytes }
 }
 
+// WithMaxSegments bounds the live segments of a Store: a commit that
+// would leave more than n folds the smallest (by live bytes) into its new
+// segment, down to n/2 (one GET each), so many small batches do not grow
+// the bucket and the manifest without bound. 0 disables the bound.
+// Default: 256.
+func WithMaxSegments(n int) Option { return func(o *config) { o.maxSegments = n } }
+
 // WithConditionalWrites makes every manifest PUT conditional on the ETag
 // the Store last read (If-Match, or If-None-Match "*" for the first), so
 // a second writer on the same prefix loses with ErrConflict instead of
@@ -150,6 +159,9 @@ func (c *config) validate(bucket string) error {
 	}
 	if c.compactRatio < 0 || c.compactRatio >= 1 {
 		errs = append(errs, fmt.Errorf("compaction ratio %v is outside [0, 1)", c.compactRatio))
+	}
+	if c.maxSegments < 0 || c.maxSegments == 1 {
+		errs = append(errs, fmt.Errorf("max segments %d: want 0 (no bound) or at least 2", c.maxSegments))
 	}
 	if strings.HasPrefix(c.prefix, "/") {
 		errs = append(errs, fmt.Errorf("prefix %q starts with a slash", c.prefix))

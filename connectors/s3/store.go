@@ -2,6 +2,7 @@ package s3
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -88,10 +89,14 @@ func (s *Store) ensure(ctx context.Context) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A commit may have installed a newer manifest while this one was in
+	// flight (after a forget): never replace it with an older one.
 	s.mu.Lock()
-	s.cur = st
-	s.mu.Unlock()
-	return st, nil
+	defer s.mu.Unlock()
+	if s.cur == nil || s.cur.m.gen < st.m.gen {
+		s.cur = st
+	}
+	return s.cur, nil
 }
 
 func (s *Store) readManifest(ctx context.Context) (*state, error) {
@@ -360,6 +365,23 @@ func (s *Store) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 			changed = true
 		case compact && sg.live < sg.data && (force || float64(sg.data-sg.live) >= s.cfg.compactRatio*float64(sg.data)):
 			victims[n] = true
+		}
+	}
+	// Too many segments (many small batches): fold the smallest into the
+	// new segment, down to half the bound.
+	if bound := s.cfg.maxSegments; bound > 0 && len(m.segs)-len(victims)+1 > bound {
+		var small []*segment
+		for n, sg := range m.segs {
+			if !victims[n] {
+				small = append(small, sg)
+			}
+		}
+		slices.SortFunc(small, func(a, b *segment) int { return cmp.Compare(a.live, b.live) })
+		for _, sg := range small {
+			if len(m.segs)-len(victims)+1 <= bound/2 {
+				break
+			}
+			victims[sg.name] = true
 		}
 	}
 	if len(victims) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -352,6 +353,8 @@ func TestOptionValidation(t *testing.T) {
 		{"bad endpoint", "b", []s3store.Option{s3store.WithEndpoint("127.0.0.1:9000")}, "not an http:// or https:// URL"},
 		{"half credentials", "b", []s3store.Option{s3store.WithStaticCredentials("AK", "", "")}, "both an access key and a secret"},
 		{"ratio", "b", []s3store.Option{s3store.WithCompaction(1.5, 0)}, "compaction ratio 1.5"},
+		{"max segments", "b", []s3store.Option{s3store.WithMaxSegments(1)}, "max segments 1"},
+		{"client and endpoint", "b", []s3store.Option{s3store.WithClient(awss3.New(awss3.Options{})), s3store.WithEndpoint("http://x")}, "WithClient cannot be combined"},
 		{"bad CA", "b", []s3store.Option{s3store.WithCACert([]byte("not pem"))}, "no certificate"},
 	}
 	for _, tc := range cases {
@@ -360,4 +363,47 @@ func TestOptionValidation(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func TestMaxSegmentsBoundsManySmallSaves(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, _ := f.store(t, s3store.WithMaxSegments(8))
+	for i := range 40 {
+		require.NoError(t, st.Save(ctx, fmt.Appendf(nil, "k%02d", i), snap(i, 1)))
+		stats, err := st.Stats(ctx)
+		require.NoError(t, err)
+		require.LessOrEqual(t, stats.Segments, 8, "after save %d", i)
+		require.Equal(t, i+1, stats.Keys)
+	}
+	stats, err := st.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, f.objectNames(t, "seg/"), stats.Segments, "folded segments are deleted")
+	cold, _ := f.store(t)
+	for i := range 40 {
+		got, err := cold.Load(ctx, fmt.Appendf(nil, "k%02d", i))
+		require.NoError(t, err)
+		require.Equal(t, snap(i, 1), got)
+	}
+}
+
+// A reader in another process holds a manifest whose segment the writer
+// has since replaced and deleted: Load rereads the manifest once and
+// returns the new value.
+func TestReaderRereadsManifestAfterSegmentDeleted(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	writer, _ := f.store(t)
+	require.NoError(t, writer.SaveBatch(ctx, batch(50, 1)))
+	reader, rc := f.store(t)
+	got, err := reader.Load(ctx, []byte("sensor/000010"))
+	require.NoError(t, err)
+	require.Equal(t, snap(10, 1), got)
+
+	require.NoError(t, writer.SaveBatch(ctx, batch(50, 2))) // the old segment is now deleted
+	rc.Reset()
+	got, err = reader.Load(ctx, []byte("sensor/000010"))
+	require.NoError(t, err)
+	require.Equal(t, snap(10, 2), got)
+	require.Equal(t, int64(3), rc.Count("GetObject"), "404 on the old segment, the manifest, the record: %v", rc.Counts())
 }
