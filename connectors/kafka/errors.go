@@ -10,10 +10,6 @@ import (
 // client does not retry: the error is returned once, not a reconnect storm.
 var ErrAuthentication = errors.New("kafka authentication failed")
 
-// ErrNotOwner is wrapped by errors for work on a partition this member does
-// not own at the requested epoch.
-var ErrNotOwner = errors.New("partition not owned by this member")
-
 // ErrClosed is returned by operations on a closed Source or Publisher.
 var ErrClosed = errors.New("kafka connector closed")
 

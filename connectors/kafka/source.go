@@ -175,6 +175,7 @@ func (s *Source) Run(ctx context.Context) error {
 			case <-w.stop:
 				s.router.CountDropped(len(ft.Records))
 			case <-ctx.Done():
+				s.router.CountDropped(len(ft.Records)) // shutting down: never applied
 			}
 		})
 	}
