@@ -1,0 +1,121 @@
+package devstack
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is a child server process with its log in a file. The child
+// runs in its own process group (a Ctrl-C at the terminal reaches the
+// parent, which stops the child in order) and is killed if the parent
+// dies.
+type process struct {
+	name    string
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+}
+
+func (p *process) start(bin string, args, env []string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return fmt.Errorf("devstack: %s already running", p.name)
+	}
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("devstack: %s log: %w", p.name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("devstack: start %s (%s): %w", p.name, bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cmd, p.done, p.log = cmd, done, logf
+	return nil
+}
+
+// exited returns a channel closed when the running child exits (nil when
+// none runs).
+func (p *process) exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// stop signals the child (SIGTERM for a clean stop, SIGKILL for a crash),
+// waits up to grace, then kills it. Stopping a stopped process does
+// nothing.
+func (p *process) stop(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.log.Close()
+	p.cmd = nil
+}
+
+// logTail returns about the last n bytes of the log.
+func (p *process) logTail(n int64) string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	var b strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		b.WriteString(sc.Text())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// waitReady polls ready every interval until it returns nil, the child
+// exits, or timeout passes.
+func (p *process) waitReady(timeout, interval time.Duration, ready func() error) error {
+	exited := p.exited()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("devstack: %s not ready after %v: %w; log tail:\n%s", p.name, timeout, err, p.logTail(2048))
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("devstack: %s exited during start-up: %w", p.name, errors.Join(err, errors.New(p.logTail(2048))))
+		case <-time.After(interval):
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// TemporalStartTimeout bounds how long StartTemporal waits for the
+// frontend (and the web UI).
+const TemporalStartTimeout = 90 * time.Second
+
+// TemporalOptions configure StartTemporal.
+type TemporalOptions struct {
+	// Dir holds the SQLite database (temporal.db) and the server log
+	// (required; a database already there is reused, so workflows survive
+	// a restart of the demo with --dir).
+	Dir string
+	// Bin is the temporal CLI (default: Binary("temporal", "TFLO_TEMPORAL")).
+	Bin string
+	// Port and UIPort of the frontend and the web UI (default: free
+	// loopback ports).
+	Port, UIPort int
+	// Headless disables the web UI.
+	Headless bool
+	// Logger for the Temporal client the server is checked with (default
+	// discard).
+	Logger *slog.Logger
+}
+
+// Temporal is a running Temporal dev server (server + web UI) with tflo's
+// search attributes registered.
+type Temporal struct {
+	// HostPort is the frontend gRPC address (127.0.0.1:P).
+	HostPort string
+	// UIURL is the web UI (http://127.0.0.1:U), empty when headless.
+	UIURL string
+	// Client is connected to the "default" namespace; Close closes it.
+	Client client.Client
+
+	proc process
+	once sync.Once
+}
+
+// StartTemporal runs `temporal server start-dev` on loopback with a
+// SQLite database under o.Dir, tflo's search attributes
+// (workflows.SearchAttributeFlags) and the web UI, and waits until the
+// frontend answers a health check and the UI answers HTTP.
+func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
+	if o.Dir == "" {
+		return nil, fmt.Errorf("devstack: temporal needs a folder for its database (TemporalOptions.Dir is empty)")
+	}
+	if o.Bin == "" {
+		bin, err := Binary("temporal", "TFLO_TEMPORAL")
+		if err != nil {
+			return nil, err
+		}
+		o.Bin = bin
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	port := func(p int) (int, error) {
+		if p != 0 {
+			return p, nil
+		}
+		a, err := freeAddr()
+		if err != nil {
+			return 0, err
+		}
+		_, ps, _ := net.SplitHostPort(a)
+		return strconv.Atoi(ps)
+	}
+	var err error
+	if o.Port, err = port(o.Port); err != nil {
+		return nil, err
+	}
+	args := []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(o.Port),
+		"--db-filename", filepath.Join(o.Dir, "temporal.db"), "--log-level", "error"}
+	t := &Temporal{HostPort: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)),
+		proc: process{name: "temporal dev server", logPath: filepath.Join(o.Dir, "temporal.log")}}
+	if o.Headless {
+		args = append(args, "--headless")
+	} else {
+		if o.UIPort, err = port(o.UIPort); err != nil {
+			return nil, err
+		}
+		args = append(args, "--ui-port", strconv.Itoa(o.UIPort))
+		t.UIURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(o.UIPort))
+	}
+	for _, p := range []string{"--http-port", "--metrics-port"} {
+		n, err := port(0)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, p, strconv.Itoa(n))
+	}
+	args = append(args, workflows.SearchAttributeFlags()...)
+	if err := t.proc.start(o.Bin, args, nil); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			t.Close()
+		}
+	}()
+	logger := tlog.NewStructuredLogger(o.Logger)
+	err = t.proc.waitReady(TemporalStartTimeout, 100*time.Millisecond, func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if t.Client == nil {
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			c, err := client.DialContext(dctx, client.Options{HostPort: t.HostPort, Logger: logger})
+			cancel()
+			if err != nil {
+				return err
+			}
+			t.Client = c
+		}
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := t.Client.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
+			return err
+		}
+		if t.UIURL == "" {
+			return nil
+		}
+		req, _ := http.NewRequestWithContext(hctx, http.MethodGet, t.UIURL, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("web UI %s: %w", t.UIURL, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("web UI %s: %s", t.UIURL, resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return t, nil
+}
+
+// LogTail returns about the last n bytes of the server's log.
+func (t *Temporal) LogTail(n int64) string { return t.proc.logTail(n) }
+
+// Close closes the client and stops the server (SIGTERM, then SIGKILL
+// after 10 s). Idempotent.
+func (t *Temporal) Close() error {
+	t.once.Do(func() {
+		if t.Client != nil {
+			t.Client.Close()
+		}
+		t.proc.stop(syscall.SIGTERM, 10*time.Second)
+	})
+	return nil
+}
