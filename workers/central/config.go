@@ -133,6 +133,10 @@ type CheckpointConfig struct {
 	HeartbeatTimeout Duration `json:"heartbeat_timeout" yaml:"heartbeat_timeout"`
 	// HandoffStepTimeout bounds each handoff step (default 1m).
 	HandoffStepTimeout Duration `json:"handoff_step_timeout" yaml:"handoff_step_timeout"`
+	// StageTimeout is the start-to-close (and schedule-to-start) deadline
+	// of each checkpoint stage activity (default: package activities'
+	// per-stage defaults).
+	StageTimeout Duration `json:"stage_timeout" yaml:"stage_timeout"`
 	// BreakerThreshold and BreakerCoolDown shape the workflow's breaker
 	// (defaults 3 and 1m).
 	BreakerThreshold int      `json:"breaker_threshold" yaml:"breaker_threshold"`
@@ -253,7 +257,7 @@ func (c Config) Validate() error {
 	if c.Influx.URL != "" && c.Influx.Bucket == "" {
 		add("influx.url %q is set but influx.bucket is empty (InfluxDB 1.8: \"db/rp\")", c.Influx.URL)
 	}
-	if c.Checkpoint.Interval < 0 || c.Checkpoint.HeartbeatTimeout < 0 || c.Checkpoint.HandoffStepTimeout < 0 || c.Checkpoint.BreakerCoolDown < 0 {
+	if c.Checkpoint.Interval < 0 || c.Checkpoint.StageTimeout < 0 || c.Checkpoint.HeartbeatTimeout < 0 || c.Checkpoint.HandoffStepTimeout < 0 || c.Checkpoint.BreakerCoolDown < 0 {
 		add("checkpoint durations must not be negative")
 	}
 	if c.Checkpoint.BreakerThreshold < 0 {

@@ -180,6 +180,7 @@ func (h *Host) announce(ctx context.Context, hs *heldShard) error {
 		in := workflows.CheckpointInput{
 			Pipeline: h.pipeline, Shard: hs.shard, Interval: h.cfg.Checkpoint.Interval.D(),
 			BreakerThreshold: h.cfg.Checkpoint.BreakerThreshold, BreakerCoolDown: h.cfg.Checkpoint.BreakerCoolDown.D(),
+			SnapshotTimeout: h.cfg.Checkpoint.StageTimeout.D(), SaveTimeout: h.cfg.Checkpoint.StageTimeout.D(), CommitTimeout: h.cfg.Checkpoint.StageTimeout.D(),
 		}
 		opts := client.StartWorkflowOptions{ID: cpID, TaskQueue: workflows.ControlTaskQueue}
 		if _, err := h.tc.SignalWithStartWorkflow(ctx, cpID, workflows.SignalOwner, owner, opts, workflows.CheckpointWorkflow, in); err != nil {

@@ -306,25 +306,43 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.host = newHost(w.cfg, w.src, w.shards, tc, w.log, w.m)
 
 	var tws []worker.Worker
+	var leaseRun client.WorkflowRun
 	if tc != nil {
-		aw := worker.New(tc, w.TaskQueue(), worker.Options{})
+		// The stop timeout lets the lease activity report its completion.
+		aw := worker.New(tc, w.TaskQueue(), worker.Options{WorkerStopTimeout: 10 * time.Second})
 		aw.RegisterActivity(activities.NewCheckpoints(w.shards))
 		aw.RegisterActivity(&activities.Handoffs{Host: w.host})
-		aw.RegisterActivity(&activities.Leases{Host: w.host, Keeper: w})
+		aw.RegisterActivity(&leases{activities.Leases{Host: w.host, Keeper: w}})
 		tws = append(tws, aw)
 		if w.cfg.Temporal.ControlWorker {
 			cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
 			RegisterWorkflows(cw)
 			tws = append(tws, cw)
 		}
-		for _, tw := range tws {
+		for i, tw := range tws {
 			if err := tw.Start(); err != nil {
-				stopAll(tws)
+				stopAll(tws[:i])
 				return fmt.Errorf("central worker %q: start temporal worker: %w", w.cfg.WorkerID, err)
 			}
 		}
-		defer stopAll(tws)
-		if err := w.startLease(ctx, tc); err != nil {
+		defer func() {
+			// Activity worker first: the lease activity completes. A
+			// control worker in this process then lets the lease
+			// workflow finish before it stops too.
+			tws[0].Stop()
+			if len(tws) > 1 {
+				if leaseRun != nil {
+					wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+					if err := leaseRun.Get(wctx, nil); err != nil {
+						w.log.Warn("lease workflow did not finish", "err", err)
+					}
+					wcancel()
+				}
+				tws[1].Stop()
+			}
+		}()
+		var err error
+		if leaseRun, err = w.startLease(ctx, tc); err != nil {
 			return err
 		}
 	}
@@ -382,7 +400,7 @@ func stopAll(ws []worker.Worker) {
 
 // startLease starts the worker's lease workflow, replacing one left by an
 // earlier process of the same worker id.
-func (w *Worker) startLease(ctx context.Context, tc client.Client) error {
+func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.WorkflowRun, error) {
 	id := workflows.LeaseWorkflowID(w.cfg.WorkerID)
 	opts := client.StartWorkflowOptions{
 		ID: id, TaskQueue: workflows.ControlTaskQueue,
@@ -391,10 +409,11 @@ func (w *Worker) startLease(ctx context.Context, tc client.Client) error {
 	in := workflows.LeaseInput{WorkerID: w.cfg.WorkerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.cfg.Checkpoint.HeartbeatTimeout.D()}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := tc.ExecuteWorkflow(sctx, opts, workflows.LeaseWorkflow, in); err != nil {
-		return fmt.Errorf("central worker %q: start lease workflow %s: %w", w.cfg.WorkerID, id, err)
+	run, err := tc.ExecuteWorkflow(sctx, opts, workflows.LeaseWorkflow, in)
+	if err != nil {
+		return nil, fmt.Errorf("central worker %q: start lease workflow %s: %w", w.cfg.WorkerID, id, err)
 	}
-	return nil
+	return run, nil
 }
 
 // checkpointLoop checkpoints every owned partition in process (no
