@@ -1,11 +1,14 @@
 package kafka
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestRestorePicksLaterCursor: a member with a local copy restores from it
@@ -56,4 +59,32 @@ func TestRestorePicksLaterCursor(t *testing.T) {
 	// The local copy holds the same state (its incremental runs are complete).
 	local := durableState(t, localA, g, "central", parts)
 	require.Equal(t, state, local)
+}
+
+// TestRestoreSeeksWithoutGroupCommit: the checkpoint, not the group's
+// committed offset, decides where consumption resumes — with a cursor
+// store that is not the group (so nothing is ever committed to Kafka) the
+// next member still starts right after the checkpoint's cursor.
+func TestRestoreSeeksWithoutGroupCommit(t *testing.T) {
+	const parts, per = 2, 20
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	keys := sensorKeys(4)
+	g := seqGraph(t)
+	durable, cursors := memory.New(), memory.New()
+	j := &journal{}
+	for n := 1; n <= 2; n++ {
+		produceReadings(t, addrs, keys, (n-1)*per+1, n*per)
+		m := startMember(t, "m", memberOpts(addrs, g, durable, j, "m", WithCursorStore(cursors))...)
+		require.Eventually(t, func() bool { return j.allReached(keys, n*per) }, 20*time.Second, 5*time.Millisecond)
+		m.stop(t)
+	}
+	j.mu.Lock()
+	require.Len(t, j.events, 2*per*len(keys), "the second member re-applied records the checkpoint held")
+	j.mu.Unlock()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = NewGroupCursorStore(cl, "central").LoadCursor(context.Background(), []byte(ShardName("central", Partition{"readings", 0})))
+	require.ErrorIs(t, err, streaming.ErrNotFound, "nothing should have been committed to the group")
 }
