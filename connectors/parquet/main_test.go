@@ -1,0 +1,14 @@
+package parquet_test
+
+import (
+	"testing"
+
+	"github.com/tflo-io/tflo/internal/benchratio"
+)
+
+func TestMain(m *testing.M) {
+	benchratio.Main(m, map[string]func(*testing.B){
+		"plain-parquet-go-write": plainWrite,
+		"plain-parquet-go-read":  plainRead,
+	})
+}
