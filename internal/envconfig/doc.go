@@ -1,0 +1,26 @@
+// Package envconfig loads a worker's configuration: a YAML file, then
+// environment overrides, by one naming rule used by every tflo process.
+//
+// # The naming rule
+//
+// A field's variable is the prefix, then the field's YAML key path, joined
+// by underscores and upper-cased, with every character other than a
+// letter or digit turned into an underscore:
+//
+//	kafka.brokers          → TFLO_KAFKA_BROKERS
+//	checkpoint.interval    → TFLO_CHECKPOINT_INTERVAL
+//	temporal.tls.ca_file   → TFLO_TEMPORAL_TLS_CA_FILE
+//
+// Values are parsed by the field's type: strings as they are; bools,
+// integers and floats with strconv; time.Duration and any
+// encoding.TextUnmarshaler from text ("10s"); []string as a
+// comma-separated list. Fields tagged yaml:"-" (secrets) have no variable:
+// configs name the variable holding a secret instead (token_env). An
+// environment variable that is set, even empty, overrides the file.
+//
+// [Keys] lists every variable a config type accepts, so a deployment file
+// (docker-compose.yml) can be checked against it.
+//
+// Concurrency: the functions hold no state; they are safe to call
+// concurrently on different destinations.
+package envconfig

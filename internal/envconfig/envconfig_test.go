@@ -1,0 +1,136 @@
+package envconfig
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type textDur time.Duration
+
+func (d *textDur) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = textDur(v)
+	return err
+}
+
+type tls struct {
+	CAFile string `yaml:"ca_file"`
+}
+
+type sample struct {
+	WorkerID string `yaml:"worker_id"`
+	Kafka    struct {
+		Brokers []string `yaml:"brokers"`
+		Topic   string   `yaml:"topic"`
+	} `yaml:"kafka"`
+	Window   int           `yaml:"window"`
+	Ratio    float64       `yaml:"ratio"`
+	On       bool          `yaml:"on"`
+	Every    time.Duration `yaml:"every"`
+	Interval textDur       `yaml:"interval"`
+	TLS      *tls          `yaml:"tls,omitempty"`
+	Secret   string        `yaml:"-"`
+	Count    uint16        `yaml:"count"`
+}
+
+func TestName(t *testing.T) {
+	for _, c := range []struct {
+		path []string
+		want string
+	}{
+		{[]string{"kafka", "brokers"}, "TFLO_KAFKA_BROKERS"},
+		{[]string{"temporal", "tls", "ca_file"}, "TFLO_TEMPORAL_TLS_CA_FILE"},
+		{[]string{"dlq-topic"}, "TFLO_DLQ_TOPIC"},
+		{[]string{"x9"}, "TFLO_X9"},
+	} {
+		require.Equal(t, c.want, Name(Prefix, c.path...))
+	}
+}
+
+func TestApply(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		check   func(t *testing.T, s sample)
+		wantErr string
+	}{
+		{"brokers list", map[string]string{"TFLO_KAFKA_BROKERS": "a:1, b:2,"}, func(t *testing.T, s sample) {
+			require.Equal(t, []string{"a:1", "b:2"}, s.Kafka.Brokers)
+		}, ""},
+		{"scalars", map[string]string{"TFLO_WINDOW": "7", "TFLO_RATIO": "0.25", "TFLO_ON": "true", "TFLO_COUNT": "9"}, func(t *testing.T, s sample) {
+			require.Equal(t, 7, s.Window)
+			require.Equal(t, 0.25, s.Ratio)
+			require.True(t, s.On)
+			require.Equal(t, uint16(9), s.Count)
+		}, ""},
+		{"durations", map[string]string{"TFLO_EVERY": "1m", "TFLO_INTERVAL": "3s"}, func(t *testing.T, s sample) {
+			require.Equal(t, time.Minute, s.Every)
+			require.Equal(t, textDur(3*time.Second), s.Interval)
+		}, ""},
+		{"nil section allocated when set", map[string]string{"TFLO_TLS_CA_FILE": "/ca.pem"}, func(t *testing.T, s sample) {
+			require.NotNil(t, s.TLS)
+			require.Equal(t, "/ca.pem", s.TLS.CAFile)
+		}, ""},
+		{"nil section stays nil", map[string]string{}, func(t *testing.T, s sample) { require.Nil(t, s.TLS) }, ""},
+		{"empty value overrides", map[string]string{"TFLO_WORKER_ID": ""}, func(t *testing.T, s sample) { require.Empty(t, s.WorkerID) }, ""},
+		{"secret has no variable", map[string]string{"TFLO_SECRET": "x"}, func(t *testing.T, s sample) { require.Empty(t, s.Secret) }, ""},
+		{"bad int names the variable", map[string]string{"TFLO_WINDOW": "seven"}, nil, "TFLO_WINDOW"},
+		{"bad duration names the path", map[string]string{"TFLO_EVERY": "soon"}, nil, "(every)"},
+		{"overflow", map[string]string{"TFLO_COUNT": "70000"}, nil, "TFLO_COUNT"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := sample{WorkerID: "from-file"}
+			err := Apply(Prefix, &s, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+			if c.wantErr != "" {
+				require.ErrorContains(t, err, c.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			c.check(t, s)
+		})
+	}
+}
+
+func TestKeys(t *testing.T) {
+	keys, err := Keys(Prefix, sample{})
+	require.NoError(t, err)
+	var envs []string
+	for _, k := range keys {
+		envs = append(envs, k.Env)
+	}
+	require.Equal(t, []string{"TFLO_WORKER_ID", "TFLO_KAFKA_BROKERS", "TFLO_KAFKA_TOPIC", "TFLO_WINDOW", "TFLO_RATIO", "TFLO_ON",
+		"TFLO_EVERY", "TFLO_INTERVAL", "TFLO_TLS_CA_FILE", "TFLO_COUNT"}, envs)
+	_, err = Keys(Prefix, struct{ M map[string]int }{})
+	require.ErrorIs(t, err, ErrUnsupported)
+	_, err = Keys(Prefix, 3)
+	require.Error(t, err)
+}
+
+// TestLoad: the file is read strictly (an unknown key is an error) and
+// the environment wins over it.
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, []byte("worker_id: w1\nkafka:\n  brokers: [x:1]\n  topic: t\nevery: 2s\n"), 0o600))
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("kafka:\n  brokerz: [x:1]\n"), 0o600))
+
+	t.Setenv("TFLO_KAFKA_TOPIC", "from-env")
+	var s sample
+	require.NoError(t, Load(good, Prefix, &s))
+	require.Equal(t, "w1", s.WorkerID)
+	require.Equal(t, []string{"x:1"}, s.Kafka.Brokers)
+	require.Equal(t, "from-env", s.Kafka.Topic)
+	require.Equal(t, 2*time.Second, s.Every)
+
+	require.ErrorContains(t, Load(bad, Prefix, &sample{}), "brokerz")
+	require.ErrorContains(t, Load(filepath.Join(dir, "missing.yaml"), Prefix, &sample{}), "missing.yaml")
+	empty := filepath.Join(dir, "empty.yaml")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	require.NoError(t, Load(empty, Prefix, &sample{}))
+	require.Error(t, Apply(Prefix, sample{}, os.LookupEnv))
+}
