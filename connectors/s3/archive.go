@@ -18,12 +18,14 @@ import (
 
 // Archive is the Parquet archive's object store (parquet.Archive) on an S3
 // prefix. PutAtomic is one PUT (atomic on S3: readers see the old object
-// or the whole new one); Open is one HEAD, then each ReadAt is one ranged
-// GET pinned to the ETag seen at Open, so a file replaced while a backfill
-// reads it fails loudly instead of mixing two versions. Safe for
-// concurrent use.
+// or the whole new one); Open is one HEAD, then reads are ranged GETs
+// pinned to the ETag seen at Open, so a file replaced while a backfill
+// reads it fails loudly instead of mixing two versions. Small reads share
+// cached blocks (WithReadBlockSize; at most 4 blocks per open object).
+// Safe for concurrent use.
 type Archive struct {
-	obj *objects
+	obj       *objects
+	blockSize int64
 }
 
 var _ parquet.Archive = (*Archive)(nil)
@@ -42,7 +44,7 @@ func NewArchive(ctx context.Context, bucket string, opts ...Option) (*Archive, e
 	if err != nil {
 		return nil, err
 	}
-	return &Archive{obj: obj}, nil
+	return &Archive{obj: obj, blockSize: cfg.readBlock}, nil
 }
 
 func checkArchiveName(name string) error {
@@ -92,27 +94,43 @@ func (a *Archive) Open(ctx context.Context, name string) (parquet.Object, error)
 		return nil, fmt.Errorf("s3 archive: %w", a.obj.wrap("head", name, err))
 	}
 	octx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &archiveObject{obj: a.obj, name: name, size: aws.ToInt64(head.ContentLength), etag: aws.ToString(head.ETag), ctx: octx, cancel: cancel}, nil
+	return &archiveObject{obj: a.obj, name: name, size: aws.ToInt64(head.ContentLength), etag: aws.ToString(head.ETag),
+		blockSize: a.blockSize, ctx: octx, cancel: cancel}, nil
 }
 
-// archiveObject reads one archive object with ranged GETs.
+// archiveObject reads one archive object with ranged GETs. Reads smaller
+// than a block go through a small cache of aligned blocks (at most
+// cacheBlocks × blockSize bytes per open object), so a Parquet reader's
+// many small reads (footer, page headers, column chunks of a small row
+// group) cost one GET per block instead of one per read; reads of a block
+// or more go straight to one GET.
 type archiveObject struct {
-	obj    *objects
-	name   string
-	size   int64
-	etag   string
-	ctx    context.Context
-	cancel context.CancelFunc
+	obj       *objects
+	name      string
+	size      int64
+	etag      string
+	blockSize int64
+	ctx       context.Context
+	cancel    context.CancelFunc
 
-	once sync.Once
+	once   sync.Once
+	mu     sync.Mutex
+	blocks []cachedBlock // most recently used last
 }
+
+type cachedBlock struct {
+	idx  int64
+	data []byte
+}
+
+const cacheBlocks = 4
 
 var errObjectClosed = errors.New("s3 archive object is closed")
 
 func (o *archiveObject) Size() int64 { return o.size }
 
-// ReadAt implements io.ReaderAt: one ranged GET, clamped to the size seen
-// at Open (a short read at the end returns io.EOF).
+// ReadAt implements io.ReaderAt, clamped to the size seen at Open (a short
+// read at the end returns io.EOF).
 func (o *archiveObject) ReadAt(p []byte, off int64) (int, error) {
 	if err := o.ctx.Err(); err != nil {
 		return 0, fmt.Errorf("s3 archive %s: %w", o.obj.uri(o.name), errObjectClosed)
@@ -123,15 +141,69 @@ func (o *archiveObject) ReadAt(p []byte, off int64) (int, error) {
 	if off >= o.size {
 		return 0, io.EOF
 	}
-	n := int64(len(p))
-	if n == 0 {
+	if len(p) == 0 {
 		return 0, nil
 	}
+	n := int64(len(p))
 	short := false
 	if off+n > o.size {
 		n, short = o.size-off, true
 	}
-	rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+	var err error
+	if n >= o.blockSize {
+		err = o.fetch(p[:n], off)
+	} else {
+		err = o.readCached(p[:n], off)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if short {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}
+
+// readCached fills p from cached blocks, fetching the missing ones.
+func (o *archiveObject) readCached(p []byte, off int64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(p) > 0 {
+		idx := off / o.blockSize
+		blk, err := o.block(idx)
+		if err != nil {
+			return err
+		}
+		c := copy(p, blk[off-idx*o.blockSize:])
+		p, off = p[c:], off+int64(c)
+	}
+	return nil
+}
+
+// block returns block idx from the cache or with one GET. o.mu is held.
+func (o *archiveObject) block(idx int64) ([]byte, error) {
+	for i, b := range o.blocks {
+		if b.idx == idx {
+			o.blocks = append(append(o.blocks[:i:i], o.blocks[i+1:]...), b)
+			return b.data, nil
+		}
+	}
+	start := idx * o.blockSize
+	data := make([]byte, min(o.blockSize, o.size-start))
+	if err := o.fetch(data, start); err != nil {
+		return nil, err
+	}
+	if len(o.blocks) == cacheBlocks {
+		o.blocks = o.blocks[1:]
+	}
+	o.blocks = append(o.blocks, cachedBlock{idx: idx, data: data})
+	return data, nil
+}
+
+// fetch fills p from off with one ranged GET pinned to the ETag seen at
+// Open.
+func (o *archiveObject) fetch(p []byte, off int64) error {
+	rng := fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)
 	in := &awss3.GetObjectInput{Bucket: &o.obj.bucket, Key: aws.String(o.obj.key(o.name)), Range: &rng}
 	if o.etag != "" {
 		in.IfMatch = aws.String(o.etag)
@@ -139,23 +211,19 @@ func (o *archiveObject) ReadAt(p []byte, off int64) (int, error) {
 	out, err := o.obj.client.GetObject(o.ctx, in)
 	if err != nil {
 		if isPreconditionFailed(err) {
-			return 0, fmt.Errorf("s3 archive %s: object replaced since it was opened (ETag %s): %w", o.obj.uri(o.name), o.etag, err)
+			return fmt.Errorf("s3 archive %s: object replaced since it was opened (ETag %s): %w", o.obj.uri(o.name), o.etag, err)
 		}
-		return 0, fmt.Errorf("s3 archive: %w", o.obj.wrap("get "+rng+" of", o.name, err))
+		return fmt.Errorf("s3 archive: %w", o.obj.wrap("get "+rng+" of", o.name, err))
 	}
 	defer out.Body.Close()
 	if o.etag != "" && out.ETag != nil && *out.ETag != o.etag {
 		// Servers that ignore If-Match on GET still return the ETag.
-		return 0, fmt.Errorf("s3 archive %s: object replaced since it was opened (ETag %s, now %s)", o.obj.uri(o.name), o.etag, *out.ETag)
+		return fmt.Errorf("s3 archive %s: object replaced since it was opened (ETag %s, now %s)", o.obj.uri(o.name), o.etag, *out.ETag)
 	}
-	got, err := io.ReadFull(out.Body, p[:n])
-	if err != nil {
-		return got, fmt.Errorf("s3 archive %s: read %s: got %d of %d bytes: %w", o.obj.uri(o.name), rng, got, n, err)
+	if got, err := io.ReadFull(out.Body, p); err != nil {
+		return fmt.Errorf("s3 archive %s: read %s: got %d of %d bytes: %w", o.obj.uri(o.name), rng, got, len(p), err)
 	}
-	if short {
-		return got, io.EOF
-	}
-	return got, nil
+	return nil
 }
 
 // Close cancels reads in flight; later reads fail. Idempotent.

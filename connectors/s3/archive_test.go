@@ -2,6 +2,8 @@ package s3_test
 
 import (
 	"context"
+	"io"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,6 +48,7 @@ func TestArchiveParquetWriteRead(t *testing.T) {
 		require.Contains(t, f.objectNames(t, "archive/"), "archive/"+key.Name())
 	}
 
+	rc.Reset()
 	r, err := parquet.NewReader(a, parquet.ShardPrefix("iot", 3), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
 	require.NoError(t, err)
 	var got []parquet.Row
@@ -54,6 +57,56 @@ func TestArchiveParquetWriteRead(t *testing.T) {
 		got = append(got, e.Row)
 	}
 	require.Equal(t, rows, got)
+	t.Logf("backfill of 2 files, 1000 rows: %v", rc.Counts())
+	require.LessOrEqual(t, rc.Count("GetObject"), rc.Count("HeadObject"), "a small file is one GET per open, whatever the reader's read pattern: %v", rc.Counts())
+}
+
+func TestArchiveBlockCacheReads(t *testing.T) {
+	ctx := context.Background()
+	a, rc := newArchive(t, newFakeS3(t), s3store.WithReadBlockSize(4096))
+	data := make([]byte, 5*4096+123)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	require.NoError(t, a.PutAtomic(ctx, "obj", data))
+	o, err := a.Open(ctx, "obj")
+	require.NoError(t, err)
+	defer o.Close()
+	cases := []struct {
+		name    string
+		off, n  int
+		wantEOF bool
+	}{
+		{"inside a block", 10, 100, false},
+		{"across a block edge", 4000, 200, false},
+		{"exactly one block", 4096, 4096, false},
+		{"large, several blocks", 100, 3*4096 + 7, false},
+		{"tail", len(data) - 50, 50, false},
+		{"over the end", len(data) - 50, 80, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := make([]byte, tc.n)
+			n, err := o.ReadAt(p, int64(tc.off))
+			want := data[tc.off:min(tc.off+tc.n, len(data))]
+			require.Equal(t, len(want), n)
+			require.Equal(t, want, p[:n])
+			if tc.wantEOF {
+				require.ErrorIs(t, err, io.EOF)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+	rc.Reset()
+	p := make([]byte, 16)
+	for i := 0; i < 200; i++ {
+		_, err := o.ReadAt(p, int64(8192+i*16))
+		require.NoError(t, err)
+		require.Equal(t, data[8192+i*16:8192+i*16+16], p)
+	}
+	require.LessOrEqual(t, rc.Count("GetObject"), int64(1), "200 small reads inside one block: %v", rc.Counts())
 }
 
 func TestArchiveObjectReplacedWhileOpen(t *testing.T) {

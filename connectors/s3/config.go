@@ -39,6 +39,7 @@ type config struct {
 	compactRatio    float64
 	compactMinBytes uint64
 	maxSegments     int
+	readBlock       int64
 	conditional     bool
 	epochFencing    bool
 	logger          *slog.Logger
@@ -49,6 +50,7 @@ func defaultConfig() config {
 		compactRatio:    0.5,
 		compactMinBytes: 1 << 20,
 		maxSegments:     256,
+		readBlock:       1 << 20,
 		conditional:     true,
 		logger:          slog.Default(),
 	}
@@ -120,6 +122,12 @@ func WithCompaction(ratio float64, minDeadBytes uint64) Option {
 // Default: 256.
 func WithMaxSegments(n int) Option { return func(o *config) { o.maxSegments = n } }
 
+// WithReadBlockSize sets the block an Archive object fetches for reads
+// smaller than it (one GET per block; each open object caches at most 4
+// blocks). Reads of a block or more are one GET of exactly their range.
+// Default: 1 MiB.
+func WithReadBlockSize(n int64) Option { return func(o *config) { o.readBlock = n } }
+
 // WithConditionalWrites makes every manifest PUT conditional on the ETag
 // the Store last read (If-Match, or If-None-Match "*" for the first), so
 // a second writer on the same prefix loses with ErrConflict instead of
@@ -162,6 +170,9 @@ func (c *config) validate(bucket string) error {
 	}
 	if c.maxSegments < 0 || c.maxSegments == 1 {
 		errs = append(errs, fmt.Errorf("max segments %d: want 0 (no bound) or at least 2", c.maxSegments))
+	}
+	if c.readBlock < 4096 {
+		errs = append(errs, fmt.Errorf("read block size %d is below 4096 bytes", c.readBlock))
 	}
 	if strings.HasPrefix(c.prefix, "/") {
 		errs = append(errs, fmt.Errorf("prefix %q starts with a slash", c.prefix))
