@@ -68,6 +68,14 @@
 //	Load                 1 ranged GET (+1 GET of the manifest on a cold Store)
 //	ListKeys             0 (+1 GET of the manifest on a cold Store)
 //	DeleteKeys(n keys)   1 PUT (+1 DeleteObjects per 1000 emptied segments)
+//	Archive.PutAtomic    1 PUT
+//	Archive.Open         1 HEAD, then 1 GET per 1 MiB block read (or per large read)
+//
+// Compaction runs inside a commit: once dead record bytes pass the ratio
+// of WithCompaction, segments at least that dead are read (one GET each)
+// and their live records copied into the commit's new segment; and when
+// more than WithMaxSegments segments would be live, the smallest are
+// folded in the same way. Either way the commit stays 2 PUTs.
 //
 // The manifest is rewritten on every commit and grows with the number of
 // keys (about key length + 8 bytes per key), which is why Save of a single
