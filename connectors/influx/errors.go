@@ -15,6 +15,12 @@ var ErrUnauthorized = errors.New("influx: credentials refused")
 // ErrUnauthorized it fails the sink without retries.
 var ErrNoBucket = errors.New("influx: bucket not found")
 
+// ErrTLS is wrapped by a *WriteError when the server's certificate does
+// not verify (unknown authority, wrong host name, expired): a
+// configuration error, so the sink fails without retries. Set the CA with
+// WithTLS.
+var ErrTLS = errors.New("influx: server certificate not trusted")
+
 // ErrRejected is wrapped by a *WriteError for a batch the server refused
 // as bad data (HTTP 400, 413, 422: a malformed point, a field type
 // conflict, a partial write). The batch is not retried; the sink reports
@@ -33,7 +39,7 @@ type WriteError struct {
 	Message    string // the server's message, or the transport error
 	Points     int    // points in the batch
 	Attempts   int    // requests made for this batch so far
-	Err        error  // ErrUnauthorized, ErrNoBucket, ErrRejected, or nil for retryable errors
+	Err        error  // ErrUnauthorized, ErrNoBucket, ErrTLS, ErrRejected, or nil for retryable errors
 }
 
 func (e *WriteError) Error() string {

@@ -2,6 +2,8 @@ package influx
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -27,8 +29,8 @@ import (
 // failures (5xx, 429, transport errors) are retried with backoff, behind a
 // circuit breaker; the batch stays queued meanwhile, so nothing is lost.
 // Bad data (400, 413, 422) goes to the OnReject hook. Wrong credentials
-// (401, 403) or a missing bucket (404) fail the sink at once, without
-// retries.
+// (401, 403), a missing bucket (404) or a server certificate that does
+// not verify fail the sink at once, without retries.
 //
 // Memory is bounded: at most MaxPendingBatches sealed batches plus the
 // one being filled. When they are all full, Write blocks until the sender
@@ -409,7 +411,7 @@ func (s *Sink) send(ctx context.Context, b *batch) error {
 		}
 		we, retryAfter := s.classify(err, b.points, attempt)
 		switch {
-		case errors.Is(we, ErrUnauthorized), errors.Is(we, ErrNoBucket):
+		case errors.Is(we, ErrUnauthorized), errors.Is(we, ErrNoBucket), errors.Is(we, ErrTLS):
 			// The server is up but refuses the configuration: no breaker
 			// failure, no retry.
 			return we
@@ -486,6 +488,13 @@ func (s *Sink) classify(err error, points, attempt int) (*WriteError, time.Durat
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 			we.Err = ErrRejected
 		}
+	}
+	var cve *tls.CertificateVerificationError
+	var uae x509.UnknownAuthorityError
+	var hne x509.HostnameError
+	var cie x509.CertificateInvalidError
+	if errors.As(err, &cve) || errors.As(err, &uae) || errors.As(err, &hne) || errors.As(err, &cie) {
+		we.Err = ErrTLS
 	}
 	if s.cfg.token != "" {
 		we.Message = strings.ReplaceAll(we.Message, s.cfg.token, "[redacted]")
