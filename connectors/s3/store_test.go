@@ -213,43 +213,77 @@ func TestCompactionReclaimsDeadBytes(t *testing.T) {
 	require.Equal(t, stats.RecordBytes, stats.LiveBytes)
 }
 
-// failManifestPut makes the client fail every PUT of the manifest object
-// before it is sent, which leaves the bucket exactly as a crash between
-// the segment PUT and the manifest PUT would.
-func failManifestPut(stack *middleware.Stack) error {
-	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("test/failManifestPut",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			if p, ok := in.Parameters.(*awss3.PutObjectInput); ok && strings.HasSuffix(aws.ToString(p.Key), "manifest") {
-				return middleware.InitializeOutput{}, middleware.Metadata{}, errors.New("injected crash before the manifest PUT")
-			}
-			return next.HandleInitialize(ctx, in)
-		}), middleware.Before)
+// failRequest makes the client fail, before sending, every request that
+// match selects: to the bucket this looks exactly like a crash of the
+// writer just before that request.
+func failRequest(match func(op string, params any) bool) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("test/failRequest",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if match(middleware.GetOperationName(ctx), in.Parameters) {
+					return middleware.InitializeOutput{}, middleware.Metadata{}, errors.New("injected crash")
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	}
 }
 
-func TestCrashBetweenSegmentAndManifest(t *testing.T) {
-	f := newFakeS3(t)
-	ctx := context.Background()
-	st, _ := f.store(t)
-	require.NoError(t, st.SaveBatch(ctx, batch(100, 1)))
-
-	crashing, _ := f.store(t, s3store.WithAPIOptions(failManifestPut))
-	err := crashing.SaveBatch(ctx, batch(100, 2))
-	require.ErrorContains(t, err, "injected crash")
-	require.Len(t, f.objectNames(t, "seg/"), 2, "the new segment was written, the manifest was not")
-
-	// The committed state is still generation 1.
-	after, _ := f.store(t)
-	for _, it := range batch(100, 1) {
-		got, err := after.Load(ctx, it.Key)
-		require.NoError(t, err)
-		require.Equal(t, it.Snapshot, got)
+func putOf(suffix string) func(string, any) bool {
+	return func(op string, params any) bool {
+		p, ok := params.(*awss3.PutObjectInput)
+		return ok && op == "PutObject" && strings.Contains(aws.ToString(p.Key), suffix)
 	}
-	// Compact sweeps the orphan and keeps the data.
-	require.NoError(t, after.Compact(ctx))
-	require.Len(t, f.objectNames(t, "seg/"), 1)
-	got, err := after.Load(ctx, []byte("sensor/000042"))
-	require.NoError(t, err)
-	require.Equal(t, snap(42, 1), got)
+}
+
+// TestCrashBetweenRequests walks the crash-safety argument of the package
+// documentation: a crash before any request of a commit leaves a state
+// that is either the previous commit or the new one, never a mix, and at
+// worst garbage that Compact sweeps.
+func TestCrashBetweenRequests(t *testing.T) {
+	cases := []struct {
+		name        string
+		crashBefore func(string, any) bool
+		committed   bool // the new batch is in force after the crash
+		segments    int  // segment objects in the bucket after the crash
+	}{
+		{"segment PUT", putOf("seg/"), false, 1},
+		{"manifest PUT", putOf("manifest"), false, 2},
+		{"DeleteObjects", func(op string, _ any) bool { return op == "DeleteObjects" }, true, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeS3(t)
+			ctx := context.Background()
+			st, _ := f.store(t)
+			require.NoError(t, st.SaveBatch(ctx, batch(100, 1)))
+
+			crashing, _ := f.store(t, s3store.WithAPIOptions(failRequest(tc.crashBefore)))
+			err := crashing.SaveBatch(ctx, batch(100, 2))
+			if tc.committed {
+				require.NoError(t, err, "the commit point was passed; the failed delete is only logged")
+			} else {
+				require.ErrorContains(t, err, "injected crash")
+			}
+			require.Len(t, f.objectNames(t, "seg/"), tc.segments)
+
+			gen := 1
+			if tc.committed {
+				gen = 2
+			}
+			after, _ := f.store(t)
+			for _, it := range batch(100, gen) {
+				got, err := after.Load(ctx, it.Key)
+				require.NoError(t, err)
+				require.Equal(t, it.Snapshot, got)
+			}
+			// Compact sweeps whatever the crash left and keeps the data.
+			require.NoError(t, after.Compact(ctx))
+			require.Len(t, f.objectNames(t, "seg/"), 1)
+			got, err := after.Load(ctx, []byte("sensor/000042"))
+			require.NoError(t, err)
+			require.Equal(t, snap(42, gen), got)
+		})
+	}
 }
 
 func TestSecondWriterLosesWithConflict(t *testing.T) {
