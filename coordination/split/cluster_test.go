@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination"
@@ -24,7 +27,7 @@ const (
 
 // cluster is N workers on one memory store and one virtual clock.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	clk     *vclock.Clock
 	mem     *memstore.Store
 	audit   *auditStore
@@ -43,13 +46,14 @@ type node struct {
 	link    *faultStore
 	clock   *vclock.Clock // the worker's own clock (shared unless paused)
 	cancel  context.CancelFunc
-	done    chan error
+	done    chan struct{} // closed when Run returned; err is then set
+	err     error
 	started time.Time
 	dead    bool // crashed: its local state means nothing any more
 	paused  bool // its clock stands still and its link is cut
 }
 
-func newCluster(t *testing.T, nSplits int) *cluster {
+func newCluster(t testing.TB, nSplits int) *cluster {
 	clk := vclock.New(time.Unix(1_800_000_000, 0))
 	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
 	require.NoError(t, err)
@@ -76,8 +80,8 @@ func (c *cluster) startWith(id split.WorkerID, clk *vclock.Clock, opts ...split.
 	w, err := split.NewWorker(link, id, append(base, opts...)...)
 	require.NoError(c.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{id: id, w: w, link: link, clock: clk, cancel: cancel, done: make(chan error, 1), started: clk.Now()}
-	go func() { n.done <- w.Run(ctx) }()
+	n := &node{id: id, w: w, link: link, clock: clk, cancel: cancel, done: make(chan struct{}), started: clk.Now()}
+	go func() { n.err = w.Run(ctx); close(n.done) }()
 	c.mu.Lock()
 	c.nodes[id+split.WorkerID("#"+w.Instance())] = n
 	c.mu.Unlock()
@@ -123,10 +127,7 @@ func (c *cluster) crash(n *node) {
 func (c *cluster) tick() {
 	for _, n := range c.live() {
 		last := n.w.LastRenewal()
-		if last.IsZero() {
-			last = n.started
-		}
-		if n.clock.Now().Sub(last) > ttl/3+2*step {
+		if !last.IsZero() && n.clock.Now().Sub(last) > ttl/3+2*step {
 			return
 		}
 		if n.w.Draining() > 0 {
@@ -154,32 +155,46 @@ func (c *cluster) tick() {
 }
 
 // checkInvariants: live workers hold disjoint splits; the audit saw no
-// epoch, owner or watermark violation.
-func (c *cluster) checkInvariants() {
+// epoch, owner or watermark violation. Returns the first problem.
+func (c *cluster) checkInvariants() string {
 	owner := map[split.SplitID]split.WorkerID{}
 	for _, n := range c.live() {
 		for _, id := range n.w.Held() {
 			if o, dup := owner[id]; dup {
-				c.t.Fatalf("split %s owned twice: by %s and %s", id, o, n.id)
+				return fmt.Sprintf("split %s owned twice: by %s and %s", id, o, n.id)
 			}
 			owner[id] = n.id
 		}
 	}
-	requireNoViolations(c.t, c.audit)
+	if v := c.audit.Violations(); len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // until advances virtual time until cond holds, checking the invariants at
 // every step; fails after a real-time deadline.
 func (c *cluster) until(what string, cond func() bool) {
 	c.t.Helper()
-	require.Eventually(c.t, func() bool {
-		c.checkInvariants()
+	var broken string
+	ok := assert.Eventually(c.t, func() bool {
+		if broken = c.checkInvariants(); broken != "" {
+			return true
+		}
 		if cond() {
 			return true
 		}
 		c.tick()
 		return false
 	}, 90*time.Second, time.Millisecond, "waiting for: %s", what)
+	if !ok {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		c.t.Log(string(buf))
+		c.t.Log(c.dump())
+		c.t.FailNow()
+	}
+	require.Empty(c.t, broken, "invariant broken while waiting for: %s", what)
 }
 
 // runFor advances d of virtual time, checking invariants throughout.
@@ -262,3 +277,25 @@ func (c *cluster) stopAll() {
 }
 
 var _ coordination.Store = (*faultStore)(nil)
+
+// dump describes the cluster for a failure message.
+func (c *cluster) dump() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "virtual now %v\n", c.clk.Now())
+	c.mu.Lock()
+	for k, n := range c.nodes {
+		fmt.Fprintf(&b, "node %s dead=%v paused=%v leader=%v lastRenew=%v held=%v draining=%d\n",
+			k, n.dead, n.paused, n.w.IsLeader(), n.w.LastRenewal(), n.w.Held(), n.w.Draining())
+	}
+	c.mu.Unlock()
+	v, err := split.Inspect(context.Background(), c.mem)
+	fmt.Fprintf(&b, "inspect err=%v leader=%+v\n", err, v.Leader)
+	if v.Plan != nil {
+		fmt.Fprintf(&b, "plan gen=%d leader=%s assign=%v\n", v.Plan.Generation, v.Plan.Leader, v.Plan.Assign)
+	}
+	fmt.Fprintf(&b, "workers=%v\nleases=%v\n", v.Workers, v.Leases)
+	for id, p := range v.Progress {
+		fmt.Fprintf(&b, "prog %s: epoch=%d status=%s owner=%s attempts=%d wm=%d\n", id, p.Epoch, p.Status, p.Owner, p.Attempts, p.Watermark)
+	}
+	return b.String()
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -156,6 +157,16 @@ func TestScenarioPausedWorkerSelfFencesAndLateCommitIsFenced(t *testing.T) {
 	// every stale split.
 	p.link.lossy.Store(false)
 	pclk.Advance(ttl)
+	require.Eventually(t, func() bool {
+		for _, tn := range stale {
+			select {
+			case <-tn.Context().Done():
+			default:
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, time.Millisecond, "the paused worker's self-fence drops its stale splits")
 	c.mu.Lock()
 	p.paused = false
 	c.mu.Unlock()
@@ -181,8 +192,8 @@ func TestScenarioLiveTwinIsFatal(t *testing.T) {
 	var err error
 	c.until("the twin refuses to run", func() bool {
 		select {
-		case err = <-twin.done:
-			twin.done <- err // for the cleanup's wait
+		case <-twin.done:
+			err = twin.err
 			return true
 		default:
 			return false

@@ -253,11 +253,13 @@ func (w *Worker) register(ctx context.Context) error {
 	var watched coordination.Revision
 	for {
 		c, cancel := w.opCtx(ctx)
+		sent := w.cfg.clock.Now()
 		out, err := w.store.Create(c, coordination.Ephemeral, presenceKey(w.id), me)
 		if err == nil && out.Won() {
 			cancel()
 			w.mu.Lock()
 			w.presenceRev = out.Revision()
+			w.lastRenew = sent // the presence write is the first renewal
 			w.mu.Unlock()
 			return nil
 		}
@@ -291,7 +293,7 @@ func (w *Worker) register(ctx context.Context) error {
 
 // renewLoop rewrites presence, leader key and every lease each TTL/3.
 func (w *Worker) renewLoop(ctx context.Context) {
-	t := w.cfg.clock.NewTimer(w.ttl / 3)
+	t := w.cfg.clock.NewTimer(w.LastRenewal().Add(w.ttl / 3).Sub(w.cfg.clock.Now()))
 	defer t.Stop()
 	for {
 		select {
@@ -299,13 +301,15 @@ func (w *Worker) renewLoop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		w.renew(ctx)
-		t.Reset(w.ttl / 3)
+		sent := w.cfg.clock.Now()
+		w.renew(ctx, sent)
+		// Cadence anchored at send times: a slow round does not push the
+		// next one later.
+		t.Reset(sent.Add(w.ttl / 3).Sub(w.cfg.clock.Now()))
 	}
 }
 
-func (w *Worker) renew(ctx context.Context) {
-	sent := w.cfg.clock.Now()
+func (w *Worker) renew(ctx context.Context, sent time.Time) {
 	w.mu.Lock()
 	presenceRev, lead := w.presenceRev, w.lead
 	var leaderRev coordination.Revision
