@@ -142,9 +142,12 @@ func scanReading(b []byte) (key []byte, ts int64, v float64, err error) {
 				if j < 0 {
 					return nil, 0, 0, errFallback
 				}
-				n, perr := strconv.ParseInt(string(b[i:j]), 10, 64)
-				if perr != nil {
-					return nil, 0, 0, errFallback
+				n, ok := parseSmallInt(b[i:j])
+				if !ok {
+					var perr error
+					if n, perr = strconv.ParseInt(string(b[i:j]), 10, 64); perr != nil {
+						return nil, 0, 0, errFallback
+					}
 				}
 				ts, haveTS, i = n, true, j
 			case "value":
@@ -281,4 +284,27 @@ func skipScalar(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// parseSmallInt parses a JSON integer of at most 18 digits (which cannot
+// overflow int64) without strconv; false for anything else.
+func parseSmallInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
