@@ -1,0 +1,116 @@
+package parquet_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+)
+
+// countingArchive records the byte ranges read through its objects.
+type countingArchive struct {
+	parquet.Archive
+	mu     sync.Mutex
+	ranges [][2]int64
+}
+
+func (c *countingArchive) Open(ctx context.Context, name string) (parquet.Object, error) {
+	o, err := c.Archive.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &countingObject{Object: o, c: c}, nil
+}
+
+func (c *countingArchive) reset() {
+	c.mu.Lock()
+	c.ranges = nil
+	c.mu.Unlock()
+}
+
+// touched returns the number of distinct bytes read since reset.
+func (c *countingArchive) touched() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[int64]bool{}
+	for _, r := range c.ranges {
+		for i := r[0]; i < r[1]; i++ {
+			seen[i] = true
+		}
+	}
+	return int64(len(seen))
+}
+
+type countingObject struct {
+	parquet.Object
+	c *countingArchive
+}
+
+func (o *countingObject) ReadAt(p []byte, off int64) (int, error) {
+	n, err := o.Object.ReadAt(p, off)
+	o.c.mu.Lock()
+	o.c.ranges = append(o.c.ranges, [2]int64{off, off + int64(n)})
+	o.c.mu.Unlock()
+	return n, err
+}
+
+// The reader streams one row group at a time: reading the first rows, or
+// resuming near the end, touches the footer and one row group's pages, not
+// the whole file. (This is what bounds a backfill's memory whatever the
+// file size.)
+func TestReaderTouchesOneRowGroup(t *testing.T) {
+	ctx := context.Background()
+	mem := parquet.NewMemArchive()
+	const groups, perGroup = 20, 2000
+	w, err := parquet.NewWriter(mem, "iot", 0, 1, parquet.WithRowGroupRows(perGroup), parquet.WithZstdLevel(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteFile(ctx, genRows(11, 0, groups*perGroup)); err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := mem.List(ctx, "")
+	size := objs[0].Size
+
+	ca := &countingArchive{Archive: mem}
+	r, err := parquet.NewReader(ca, "iot/", parquet.WithBatchRows(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := readAll(t, r, parquet.Position{})
+	if len(all) != groups*perGroup {
+		t.Fatalf("read %d rows", len(all))
+	}
+	full := ca.touched()
+	if full < size*9/10 {
+		t.Fatalf("a full read touched %d of %d bytes; the counter is broken", full, size)
+	}
+
+	cases := []struct {
+		name string
+		from parquet.Position
+	}{
+		{"first rows", parquet.Position{}},
+		{"resume in group 17", all[17*perGroup+5].Pos},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ca.reset()
+			n := 0
+			for _, err := range r.All(ctx, c.from) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n++; n == 10 {
+					break
+				}
+			}
+			got := ca.touched()
+			if limit := size * 3 / groups; got > limit {
+				t.Fatalf("reading 10 rows touched %d bytes of a %d-byte file (limit %d: footer and about one row group)", got, size, limit)
+			}
+			t.Logf("touched %d of %d bytes", got, size)
+		})
+	}
+}
