@@ -482,3 +482,44 @@ func FuzzParseFileName(f *testing.F) {
 		}
 	})
 }
+
+// Regression: Append used to cut files at exactly the maximum row count,
+// which could split the signals of one record (one offset) across two
+// files; the reader then skipped the second part as already read.
+func TestWriterNeverSplitsAnOffset(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(a, "iot", 0, 1, parquet.WithMaxRowsPerFile(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []parquet.Row
+	for off := int64(0); off < 10; off++ {
+		for sig := range 3 { // three signals per record
+			rows = append(rows, parquet.Row{Sensor: "s", Signal: fmt.Sprint("sig", sig), TS: off, Offset: off})
+		}
+	}
+	if err := w.Append(ctx, rows...); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := a.List(ctx, "")
+	if len(objs) < 2 {
+		t.Fatalf("wrote %d files, want several", len(objs))
+	}
+	prevLast := int64(-1)
+	for _, o := range objs {
+		k, err := parquet.ParseFileName(o.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.First <= prevLast {
+			t.Fatalf("%s starts at offset %d, already in the previous file (last %d)", o.Name, k.First, prevLast)
+		}
+		prevLast = k.Last
+	}
+	r, _ := parquet.NewReader(a, "iot/")
+	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
+}

@@ -59,22 +59,22 @@ func NewWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, o
 	return w, nil
 }
 
-// Append buffers rows for the next file. When the buffer reaches the
-// configured maximum rows per file, Append writes that file first (so the
-// writer's memory stays bounded) and returns its error, if any; on error
-// the rows stay buffered.
+// Append buffers rows for the next file. Once the buffer holds the
+// configured maximum rows per file, Append writes it as a file before
+// taking a row of a new offset — never between two rows of one offset, so
+// each offset's rows live in one file (the reader relies on it) and the
+// buffer exceeds the maximum only by the rows of one record. On a write
+// error Append returns it and keeps every row (the failed file is retried
+// by the next Append or Flush under the same name).
 func (w *Writer) Append(ctx context.Context, rows ...Row) error {
-	for len(rows) > 0 {
-		room := w.cfg.maxRowsPerFile - len(w.pending)
-		n := min(room, len(rows))
-		w.pending = append(w.pending, rows[:n]...)
-		rows = rows[n:]
-		if len(w.pending) >= w.cfg.maxRowsPerFile {
+	for i, row := range rows {
+		if n := len(w.pending); n >= w.cfg.maxRowsPerFile && row.Offset != w.pending[n-1].Offset {
 			if _, _, err := w.Flush(ctx); err != nil {
-				w.pending = append(w.pending, rows...)
+				w.pending = append(w.pending, rows[i:]...)
 				return err
 			}
 		}
+		w.pending = append(w.pending, row)
 	}
 	return nil
 }
