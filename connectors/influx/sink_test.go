@@ -1,7 +1,9 @@
 package influx_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"errors"
 	"fmt"
 	"sort"
@@ -213,8 +215,10 @@ func TestSinkWrongCredentials(t *testing.T) {
 
 	t.Run("wrong password fails once, clearly", func(t *testing.T) {
 		const wrong = "not-the-Pa55word"
+		var logs syncBuffer
 		s := newSink(t, srv.URL, "tflo/autogen", influx.WithUserPassword("admin", wrong), influx.WithBatchSize(5),
-			influx.WithRetryBackoff(time.Millisecond, time.Millisecond))
+			influx.WithRetryBackoff(time.Millisecond, time.Millisecond),
+			influx.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		require.NoError(t, s.Write(ctx, genPoints("auth", 100, 5)...))
 		err := s.Flush(ctx)
 		require.Error(t, err)
@@ -232,7 +236,29 @@ func TestSinkWrongCredentials(t *testing.T) {
 		require.ErrorIs(t, s.Write(ctx, genPoints("auth", 200, 1)...), influx.ErrUnauthorized)
 		require.Equal(t, int64(1), s.Stats().Requests)
 		require.Equal(t, 20, srv.Count(t, "tflo", "auth"))
+		// The failure is logged, without the secret.
+		require.Contains(t, logs.String(), "influx sink failed")
+		require.Contains(t, logs.String(), "401")
+		require.NotContains(t, logs.String(), wrong)
 	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the sink's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestSinkMissingDatabase(t *testing.T) {
