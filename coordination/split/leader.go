@@ -40,7 +40,7 @@ func (w *Worker) leaderStep(ctx context.Context, dur, eph map[string]coordinatio
 	var in AssignInput
 	for k, e := range eph {
 		if strings.HasPrefix(k, presencePrefix) {
-			if p, err := decode[Presence](k, e.Value); err == nil {
+			if p, err := cached[Presence](w, e); err == nil {
 				in.Workers = append(in.Workers, WorkerCap{ID: p.Worker, Capacity: p.Capacity})
 			}
 		}
@@ -53,19 +53,19 @@ func (w *Worker) leaderStep(ctx context.Context, dur, eph map[string]coordinatio
 		if !strings.HasPrefix(k, specPrefix) {
 			continue
 		}
-		spec, err := decode[Spec](k, e.Value)
+		spec, err := cached[Spec](w, e)
 		if err != nil {
 			continue
 		}
 		if pe, ok := dur[progKey(spec.ID)]; ok {
-			if p, err := decode[Progress](pe.Key, pe.Value); err == nil && p.Status == StatusQuarantined {
+			if p, err := cached[Progress](w, pe); err == nil && p.Status == StatusQuarantined {
 				continue
 			}
 		}
 		in.Splits = append(in.Splits, spec)
 		if _, ok := in.Current[spec.ID]; !ok {
 			if le, ok := eph[leaseKey(spec.ID)]; ok {
-				if l, err := decode[Lease](le.Key, le.Value); err == nil {
+				if l, err := cached[Lease](w, le); err == nil {
 					in.Current[spec.ID] = l.Owner
 				}
 			}

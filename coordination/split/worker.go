@@ -34,6 +34,10 @@ type Worker struct {
 	fatal              chan error
 	handlers           sync.WaitGroup
 
+	// cache holds decoded records by key and revision; used only by the
+	// control loop goroutine.
+	cache map[string]decoded
+
 	mu          sync.Mutex
 	held        map[SplitID]*Tenancy
 	presenceRev coordination.Revision
@@ -71,6 +75,7 @@ func NewWorker(store coordination.Store, id WorkerID, opts ...Option) (*Worker, 
 		wake:  make(chan struct{}, 1),
 		fatal: make(chan error, 1),
 		held:  map[SplitID]*Tenancy{},
+		cache: map[string]decoded{},
 	}
 	w.durable = newMirror(store, coordination.Durable, cfg.clock, cfg.retry, cfg.reconcile, w.poke)
 	w.ephemeral = newMirror(store, coordination.Ephemeral, cfg.clock, cfg.retry, cfg.reconcile, w.poke)
@@ -487,26 +492,27 @@ func (w *Worker) step(ctx context.Context) {
 	}
 	var plan *Plan
 	if e, ok := dur[planKey]; ok {
-		if p, err := decode[Plan](e.Key, e.Value); err == nil {
+		if p, err := cached[Plan](w, e); err == nil {
 			plan = &p
 		}
 	}
 	quarantined := 0
 	for k, e := range dur {
 		if strings.HasPrefix(k, progPrefix) {
-			if p, err := decode[Progress](k, e.Value); err == nil && p.Status == StatusQuarantined {
+			if p, err := cached[Progress](w, e); err == nil && p.Status == StatusQuarantined {
 				quarantined++
 			}
 		}
 	}
 	w.cfg.metrics.Quarantined.WithLabelValues(string(w.id)).Set(float64(quarantined))
+	w.pruneCache(dur, eph)
 
 	w.leaderStep(ctx, dur, eph, plan)
 
 	// Revoke what the plan moved elsewhere (absent from the plan: keep it).
 	for _, t := range w.heldTenancies() {
 		if e, ok := eph[leaseKey(t.spec.ID)]; ok {
-			if l, err := decode[Lease](e.Key, e.Value); err == nil && (l.Instance != w.cfg.instance || l.Epoch != t.epoch) && l.Epoch > t.epoch {
+			if l, err := cached[Lease](w, e); err == nil && (l.Instance != w.cfg.instance || l.Epoch != t.epoch) && l.Epoch > t.epoch {
 				w.drop(t, LossLeaseLost)
 				continue
 			}
@@ -543,11 +549,11 @@ func (w *Worker) step(ctx context.Context) {
 			continue
 		}
 		if pe, ok := dur[progKey(id)]; ok {
-			if p, err := decode[Progress](pe.Key, pe.Value); err == nil && p.Status == StatusQuarantined {
+			if p, err := cached[Progress](w, pe); err == nil && p.Status == StatusQuarantined {
 				continue
 			}
 		}
-		spec, err := decode[Spec](se.Key, se.Value)
+		spec, err := cached[Spec](w, se)
 		if err != nil {
 			continue
 		}
@@ -628,4 +634,38 @@ func (w *Worker) claim(ctx context.Context, spec Spec) {
 			}
 		}
 	})
+}
+
+type decoded struct {
+	rev coordination.Revision
+	v   any
+	err error
+}
+
+// cached decodes e once per revision (control loop only). The value is
+// shared: callers must not mutate it.
+func cached[T any](w *Worker, e coordination.Entry) (T, error) {
+	if d, ok := w.cache[e.Key]; ok && d.rev == e.Revision {
+		if d.err != nil {
+			var zero T
+			return zero, d.err
+		}
+		return d.v.(T), nil
+	}
+	v, err := decode[T](e.Key, e.Value)
+	w.cache[e.Key] = decoded{rev: e.Revision, v: v, err: err}
+	return v, err
+}
+
+func (w *Worker) pruneCache(dur, eph map[string]coordination.Entry) {
+	if len(w.cache) <= 2*(len(dur)+len(eph))+64 {
+		return
+	}
+	for k := range w.cache {
+		_, d := dur[k]
+		_, e := eph[k]
+		if !d && !e {
+			delete(w.cache, k)
+		}
+	}
 }
