@@ -48,7 +48,7 @@ func (r *Runtime[K]) Cut(ctx context.Context) (streaming.Cut, error) {
 		r: r, gen: r.gen, keys: r.dirty, captured: make(map[K][]byte),
 		ctype: r.ctype, cur: append([]byte(nil), r.cur...),
 	}
-	r.dirty = make(map[K]struct{}, min(len(c.keys), 1<<16))
+	r.dirty = make(map[K]struct{})
 	r.gen++
 	r.cut = c
 	r.stats.LastCutStall = time.Since(start)
@@ -132,6 +132,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 		arena = arena[:0]
 		var txn *badger.Txn
 		r.mu.Lock()
+		held := time.Now()
 		if c.released {
 			r.mu.Unlock()
 			return errors.New("keyedstate: cut released before its pieces were written")
@@ -168,6 +169,9 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				txn = r.db.NewTransaction(false)
 			}
 			vals = append(vals, chunkVal{src: srcBadger})
+		}
+		if d := time.Since(held); d > r.stats.SaveHoldMax {
+			r.stats.SaveHoldMax = d
 		}
 		r.mu.Unlock()
 		if err != nil {

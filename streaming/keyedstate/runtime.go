@@ -79,6 +79,7 @@ type Stats struct {
 	CutPending    bool          // a cut is pending
 	CapturedKeys  int           // states saved aside by copy-on-write for the pending cut
 	LastCutStall  time.Duration // how long marking the last cut held the lock
+	SaveHoldMax   time.Duration // longest the saver held the lock for one chunk of keys
 	RestoredItems uint64        // entries written by the last Restore
 }
 

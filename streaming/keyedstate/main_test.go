@@ -1,0 +1,38 @@
+package keyedstate_test
+
+import (
+	"flag"
+	"regexp"
+	"testing"
+
+	"github.com/tflo-io/tflo/internal/benchratio"
+)
+
+// TestMain measures, before any benchmark runs, the baselines of the
+// benchmarks selected by -test.bench (the 1M-key one is costly to build).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	baselines := map[string]func(*testing.B){}
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		re, err := regexp.Compile(f.Value.String())
+		if err == nil {
+			for bench, named := range map[string]map[string]func(*testing.B){
+				"BenchmarkCheckpoint100kDirty": {"badger-writebatch-100k": writeBatchBaseline(nil)},
+				"BenchmarkRestore100k":         {"badger-writebatch-100k": writeBatchBaseline(nil)},
+				"BenchmarkCutStall":            {"apply-one-record": baselineApply},
+				"BenchmarkHotPathDuringSave":   {"apply-no-save": baselineApplyNoSave},
+				"BenchmarkPerEvent1M": {
+					"keyed-in-memory-uniform": baselineKeyed("uniform"),
+					"keyed-in-memory-zipf1.1": baselineKeyed("zipf1.1"),
+				},
+			} {
+				if re.MatchString(bench) {
+					for n, f := range named {
+						baselines[n] = f
+					}
+				}
+			}
+		}
+	}
+	benchratio.Main(m, baselines)
+}
