@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -40,6 +41,7 @@ type config struct {
 	compactMinBytes uint64
 	maxSegments     int
 	readBlock       int64
+	unsignedPayload bool
 	conditional     bool
 	epochFencing    bool
 	logger          *slog.Logger
@@ -128,6 +130,13 @@ func WithMaxSegments(n int) Option { return func(o *config) { o.maxSegments = n 
 // Default: 1 MiB.
 func WithReadBlockSize(n int64) Option { return func(o *config) { o.readBlock = n } }
 
+// WithUnsignedPayload signs requests without hashing their bodies
+// (x-amz-content-sha256: UNSIGNED-PAYLOAD), which saves a SHA-256 pass over
+// every segment. Use it over TLS, where the transport protects the body;
+// bodies are seekable either way, so plain http works too. Default: false
+// (bodies are hashed and signed).
+func WithUnsignedPayload(on bool) Option { return func(o *config) { o.unsignedPayload = on } }
+
 // WithConditionalWrites makes every manifest PUT conditional on the ETag
 // the Store last read (If-Match, or If-None-Match "*" for the first), so
 // a second writer on the same prefix loses with ErrConflict instead of
@@ -151,8 +160,8 @@ func (c *config) validate(bucket string) error {
 		errs = append(errs, errors.New("the bucket name is empty"))
 	}
 	if c.client != nil && (c.region != "" || c.endpoint != "" || c.pathStyle || c.accessKey != "" ||
-		c.caPEM != nil || c.tlsConfig != nil || c.httpClient != nil || len(c.apiOptions) > 0) {
-		errs = append(errs, errors.New("WithClient cannot be combined with options that build a client (region, endpoint, path style, credentials, TLS, HTTP client, API options)"))
+		c.caPEM != nil || c.tlsConfig != nil || c.httpClient != nil || len(c.apiOptions) > 0 || c.unsignedPayload) {
+		errs = append(errs, errors.New("WithClient cannot be combined with options that build a client (region, endpoint, path style, credentials, TLS, HTTP client, API options, unsigned payload)"))
 	}
 	if c.httpClient != nil && (c.caPEM != nil || c.tlsConfig != nil) {
 		errs = append(errs, errors.New("WithHTTPClient cannot be combined with WithCACert or WithTLSConfig; configure TLS on the HTTP client"))
@@ -247,6 +256,9 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 		// default checksums; send them only where the API requires.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		if c.unsignedPayload {
+			o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+		}
 		o.APIOptions = append(o.APIOptions, c.apiOptions...)
 	}), nil
 }

@@ -243,8 +243,14 @@ func decodeManifest(b []byte) (*manifest, error) {
 	}
 	nkey := r.count()
 	m.index = make(map[string]loc, nkey)
+	// Keys are substrings of one copy of the key section: one allocation
+	// instead of one per key.
+	keyStart := r.off
+	all := string(body[keyStart:])
 	for i := 0; i < nkey && r.err == nil; i++ {
-		k := string(r.str())
+		kb := r.str()
+		koff := r.off - len(kb) - keyStart
+		k := all[koff : koff+len(kb)]
 		sn := r.uvarint()
 		off := r.uvarint()
 		n := r.uvarint()
@@ -260,11 +266,12 @@ func decodeManifest(b []byte) (*manifest, error) {
 			r.err = fmt.Errorf("key %q record %d+%d is outside segment %s's %d record bytes", k, off, n, s.name, s.data)
 			break
 		}
-		if _, dup := m.index[k]; dup {
+		before := len(m.index)
+		m.index[k] = loc{seg: s.name, off: off, n: n}
+		if len(m.index) == before {
 			r.err = fmt.Errorf("key %q appears twice", k)
 			break
 		}
-		m.index[k] = loc{seg: s.name, off: off, n: n}
 		s.live += n
 	}
 	if r.err == nil && r.off != len(body) {

@@ -42,7 +42,17 @@ type state struct {
 var (
 	_ streaming.StateStore = (*Store)(nil)
 	_ KeyDeleter           = (*Store)(nil)
+	_ Scanner              = (*Store)(nil)
 )
+
+// Scanner is the optional bulk-restore capability: every live snapshot
+// with one GET per segment, instead of one ranged GET per key.
+type Scanner interface {
+	// Scan calls fn for every live key and its snapshot, segment by
+	// segment, stopping at the first error fn or a read returns. The key
+	// passed to fn is only valid during the call.
+	Scan(ctx context.Context, fn func(key []byte, s streaming.Snapshot) error) error
+}
 
 // KeyDeleter is the optional batch-delete capability: many keys removed in
 // one commit (one manifest PUT and at most one DeleteObjects per 1000
@@ -187,6 +197,45 @@ func decodeLoaded(uri string, key, rec []byte) (streaming.Snapshot, error) {
 		return streaming.Snapshot{}, fmt.Errorf("s3 state store %s: snapshot key %q: %w", uri, key, err)
 	}
 	return out, nil
+}
+
+// Scan implements Scanner: each live segment is read whole (one GET, one
+// segment in memory at a time) and its live records decoded in order.
+// A restore of a 100k-key shard is a handful of GETs, not 100k.
+func (s *Store) Scan(ctx context.Context, fn func(key []byte, s streaming.Snapshot) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, err := s.ensure(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.m.segs)) {
+		if st.m.segs[name].live == 0 {
+			continue
+		}
+		body, _, err := s.obj.get(ctx, name)
+		if err != nil {
+			return fmt.Errorf("s3 state store: scan: %w", err)
+		}
+		entries, _, err := decodeSegment(body)
+		if err != nil {
+			return fmt.Errorf("s3 state store: scan: segment %s: %w", s.obj.uri(name), err)
+		}
+		for _, e := range entries {
+			if l, ok := st.m.index[string(e.key)]; !ok || l.seg != name || l.off != e.off {
+				continue // overwritten or deleted since
+			}
+			snap, err := decodeLoaded(s.obj.uri(name), e.key, body[e.off:e.off+e.n])
+			if err != nil {
+				return err
+			}
+			if err := fn(e.key, snap); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ListKeys returns every key of the manifest (no request after the first

@@ -441,3 +441,38 @@ func TestReaderRereadsManifestAfterSegmentDeleted(t *testing.T) {
 	require.Equal(t, snap(10, 2), got)
 	require.Equal(t, int64(3), rc.Count("GetObject"), "404 on the old segment, the manifest, the record: %v", rc.Counts())
 }
+
+func TestScanYieldsLiveSnapshotsOneGetPerSegment(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, _ := f.store(t, s3store.WithCompaction(0, 0))
+	want := map[string]streaming.Snapshot{}
+	for g := 1; g <= 3; g++ {
+		items := batch(300, g)[(g-1)*100:] // each batch overwrites part of the previous one
+		require.NoError(t, st.SaveBatch(ctx, items))
+		for _, it := range items {
+			want[string(it.Key)] = it.Snapshot
+		}
+	}
+	require.NoError(t, st.DeleteKeys(ctx, [][]byte{[]byte("sensor/000250"), []byte("sensor/000001")}))
+	delete(want, "sensor/000250")
+	delete(want, "sensor/000001")
+
+	cold, rc := f.store(t)
+	got := map[string]streaming.Snapshot{}
+	require.NoError(t, cold.Scan(ctx, func(key []byte, s streaming.Snapshot) error {
+		_, dup := got[string(key)]
+		require.False(t, dup, "key %q yielded twice", key)
+		got[string(key)] = s
+		return nil
+	}))
+	require.Equal(t, want, got)
+	stats, err := cold.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1+stats.Segments), rc.Count("GetObject"), "the manifest and one GET per segment: %v", rc.Counts())
+
+	stop := errors.New("stop")
+	n := 0
+	require.ErrorIs(t, cold.Scan(ctx, func([]byte, streaming.Snapshot) error { n++; return stop }), stop)
+	require.Equal(t, 1, n)
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -226,6 +228,39 @@ func TestVersitygw(t *testing.T) {
 				require.NotContains(t, err.Error(), tc.secret)
 			})
 		}
+	})
+
+	t.Run("UnsignedPayload", func(t *testing.T) {
+		// The server checks the signature of the headers; the body is sent
+		// as UNSIGNED-PAYLOAD over plain http (seekable bodies, so the SDK
+		// accepts it).
+		var rc s3store.RequestCounter
+		var mu sync.Mutex
+		payloadHashes := map[string]bool{}
+		capture := func(stack *middleware.Stack) error {
+			return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("test/capture",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					if req, ok := in.Request.(*smithyhttp.Request); ok && middleware.GetOperationName(ctx) == "PutObject" {
+						mu.Lock()
+						payloadHashes[req.Header.Get("X-Amz-Content-Sha256")] = true
+						mu.Unlock()
+					}
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		}
+		st, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(fresh()), s3store.WithUnsignedPayload(true), s3store.WithAPIOptions(rc.Register, capture))...)
+		require.NoError(t, err)
+		require.NoError(t, st.SaveBatch(ctx, batch(1000, 1)))
+		got, err := st.Load(ctx, []byte("sensor/000999"))
+		require.NoError(t, err)
+		require.Equal(t, snap(999, 1), got)
+		require.Equal(t, int64(2), rc.Count("PutObject"))
+		require.Equal(t, map[string]bool{"UNSIGNED-PAYLOAD": true}, payloadHashes)
+
+		bad, err := s3store.New(ctx, "state", s3store.WithEndpoint(v.URL), s3store.WithPathStyle(true), s3store.WithRegion("us-east-1"),
+			s3store.WithStaticCredentials(vgwAccess, "wrong-unsigned-secret", ""), s3store.WithUnsignedPayload(true), s3store.WithPrefix(fresh()))
+		require.NoError(t, err)
+		require.ErrorIs(t, bad.SaveBatch(ctx, batch(3, 1)), s3store.ErrAccessDenied, "headers are still signed")
 	})
 
 	t.Run("StandardChainCredentials", func(t *testing.T) {
