@@ -10,7 +10,9 @@
 //     Load of one key is one ranged GET (plus one GET of the manifest on a
 //     cold Store: at most 2 GETs). DeleteKeys removes many keys in one
 //     commit and drops emptied segments with DeleteObjects. Compaction
-//     rewrites segments once dead bytes pass a threshold.
+//     rewrites segments once dead bytes pass a threshold. Scan (the
+//     [Scanner] capability) restores a whole shard with one GET per
+//     segment.
 //   - [CursorStore]: a streaming.CursorStore, one small object per cursor
 //     key (cursors are per shard, not per record key), fenced by epoch.
 //   - [Archive]: the Parquet archive's object store (connectors/parquet's
@@ -67,6 +69,7 @@
 //	SaveBatch(n items)   2 PUTs (+1 GET per compacted segment, +1 DeleteObjects when segments empty out)
 //	Load                 1 ranged GET (+1 GET of the manifest on a cold Store)
 //	ListKeys             0 (+1 GET of the manifest on a cold Store)
+//	Scan                 1 GET per live segment (+1 GET of the manifest on a cold Store)
 //	DeleteKeys(n keys)   1 PUT (+1 DeleteObjects per 1000 emptied segments)
 //	Archive.PutAtomic    1 PUT
 //	Archive.Open         1 HEAD, then 1 GET per 1 MiB block read (or per large read)
@@ -89,7 +92,8 @@
 // endpoint. WithEndpoint and WithPathStyle address S3-compatible servers;
 // WithCACert and WithTLSConfig configure TLS. Every request body is a
 // bytes.Reader, which is seekable, so signing and retries work over plain
-// http too (the SDK refuses non-seekable bodies there).
+// http too (the SDK refuses non-seekable bodies there); WithUnsignedPayload
+// skips hashing the bodies (for TLS endpoints).
 //
 // # Concurrency
 //
