@@ -249,8 +249,9 @@ const (
 // Memory: at most one cut is pending per shard. A new Snapshot supersedes a
 // pending one that has not saved its state (it is released unsaved, so its
 // changes go into the next cut); the cut's memory is released as soon as
-// its state is saved. While the breaker is open no cut is taken, and the
-// source's set of changed keys grows at most to the number of keys.
+// its state is saved, and when the breaker opens. While the breaker is
+// open no cut is taken, and the source's set of changed keys grows at most
+// to the number of keys.
 //
 // A Checkpointer is safe for concurrent use; stages are serialized.
 type Checkpointer struct {
@@ -425,6 +426,13 @@ func (c *Checkpointer) fail(stage string, id CheckpointID, err error) error {
 	var notOwner *NotOwnerError
 	if !errors.As(err, &notOwner) && !errors.Is(err, ErrStateNotSaved) && !errors.Is(err, ErrUnknownCheckpoint) && !errors.Is(err, ErrBreakerOpen) {
 		c.breaker.Failure()
+		// An open breaker takes no cut for a while: free the pending one
+		// (its changes go into the next cut) rather than hold its memory.
+		if p := c.pending; p != nil && p.cut != nil && c.breaker.State() == BreakerOpen {
+			p.cut.Release(false)
+			c.pending = nil
+			c.setInFlight(0, "")
+		}
 	}
 	if _, ok := err.(*StageError); !ok && notOwner == nil {
 		err = &StageError{Shard: c.shard, Checkpoint: id, Stage: stage, Err: err}

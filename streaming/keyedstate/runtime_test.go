@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/faults"
 )
 
 func TestRuntimeMatchesKeyed(t *testing.T) {
@@ -240,4 +243,56 @@ func TestClosedRuntime(t *testing.T) {
 	require.NoError(t, rt.Close())
 	_, err := rt.Apply("a", 1, "seq", nil, streaming.Float(1))
 	require.True(t, errors.Is(err, keyedstate.ErrClosed))
+}
+
+// The hot path keeps applying records while a save hangs past its
+// deadline and while the breaker is open; nothing is lost once the store
+// heals.
+func TestHotPathRunsWhileCheckpointsFail(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	recs := makeRecords(5, 4000, 100)
+	mem := memory.New()
+	store := faults.Wrap(mem, mem)
+	rt := newRuntime(t, g, openDB(t), small(20)...)
+	cp, err := streaming.NewCheckpointer("shard-0", rt, store, store,
+		streaming.WithStageTimeouts(time.Second, 50*time.Millisecond, time.Second),
+		streaming.WithBreaker(2, time.Hour))
+	require.NoError(t, err)
+
+	var next atomic.Int64
+	apply := func(until int) {
+		for i := int(next.Load()); i < until; i++ {
+			r := recs[i]
+			if _, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value)); err != nil {
+				panic(err)
+			}
+			next.Store(int64(i + 1))
+		}
+	}
+	apply(1000)
+	store.Hang(faults.OpSaveBatch)
+	done := make(chan struct{})
+	go func() { defer close(done); apply(3000) }()
+	for range 2 {
+		_, err := cp.Checkpoint(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	<-done
+	require.Equal(t, int64(3000), next.Load())
+	require.Equal(t, streaming.BreakerOpen, cp.Status().Breaker)
+	_, err = cp.Checkpoint(ctx)
+	require.ErrorIs(t, err, streaming.ErrBreakerOpen)
+	apply(4000) // the hot path is unaffected by the open breaker
+	require.False(t, rt.Stats().CutPending, "no cut is held while the breaker is open")
+
+	store.Heal()
+	cp2, err := streaming.NewCheckpointer("shard-0", rt, store, store) // e.g. after the cool-down
+	require.NoError(t, err)
+	_, err = cp2.Checkpoint(ctx)
+	require.NoError(t, err)
+	rt2 := newRuntime(t, g, openDB(t), small(20)...)
+	_, err = checkpointer(t, rt2, mem).Restore(ctx)
+	require.NoError(t, err)
+	requireSameState(t, reference(g, recs), rt2, keysOf(recs))
 }
