@@ -1,5 +1,9 @@
 // Package coordination is the coordination-store contract, shared by the
-// split/lease protocol (package split) and its backends (memstore, natskv).
+// split/lease protocol (package split) and its backends: memstore (the
+// reference, on an injectable Clock), natskv (NATS JetStream KV) and the
+// metered wrapper (per-operation deadline and duration histogram). Every
+// backend passes testsuite/coordtest.Run; vclock is the virtual Clock tests
+// drive expiry with.
 //
 // The protocol needs exactly six primitives — create-if-absent, CAS update on
 // revision, point read, guarded delete, prefix watch and a reconcile listing —

@@ -56,7 +56,7 @@ type CasOutcome struct {
 var Lost = CasOutcome{}
 
 // WonAt is the outcome of a write that landed at rev. rev is 0 only for a
-// Delete of an absent key (a vacuous win that wrote nothing).
+// vacuous Delete of an absent key that wrote nothing.
 func WonAt(rev Revision) CasOutcome { return CasOutcome{won: true, rev: rev} }
 
 // Won reports whether the write landed.
