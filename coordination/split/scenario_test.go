@@ -2,12 +2,15 @@ package split_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination"
@@ -339,5 +342,90 @@ func TestScenarioQuarantineAfterFailedTenancies(t *testing.T) {
 	c.until("a reset split is claimed again", func() bool {
 		return slices.Contains(c.live()[0].w.Held(), bad) || c.audit.Last(bad).Attempts > 0
 	})
+	requireNoViolations(t, c.audit)
+}
+
+func TestScenarioSlowDrainIsForced(t *testing.T) {
+	c := newCluster(t, 6)
+	var stuck []*split.Tenancy
+	var mu sync.Mutex
+	stubborn := func(ctx context.Context, tn *split.Tenancy) error {
+		mu.Lock()
+		stuck = append(stuck, tn)
+		mu.Unlock()
+		<-ctx.Done() // ignores Revoking: never drains on its own
+		return ctx.Err()
+	}
+	c.start("w1", split.WithHandler(stubborn), split.WithDrainDeadline(ttl))
+	c.until("w1 holds everything", c.balanced)
+	c.start("w2")
+	c.until("balanced after forced revocations", func() bool { return len(c.live()) == 2 && c.balanced() })
+	forced := testutil.ToFloat64(c.metrics.Revocations.WithLabelValues("w1", "forced"))
+	require.Equal(t, float64(3), forced, "three splits moved, each forced at the drain deadline")
+	require.Equal(t, float64(3), counter(c.metrics, "w1", split.LossForced))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tn := range stuck {
+		if slices.Contains(c.live()[1].w.Held(), tn.Spec().ID) {
+			select {
+			case <-tn.Context().Done():
+			default:
+				t.Fatalf("forced tenancy of %s still running", tn.Spec().ID)
+			}
+			require.ErrorIs(t, tn.Commit(context.Background(), 1000, nil), split.ErrFenced)
+		}
+	}
+	for _, cl := range c.audit.Claims() {
+		if cl.Owner == "w2" {
+			require.Zero(t, cl.Attempts, "a forced release is still a release: no attempt consumed")
+		}
+	}
+	requireNoViolations(t, c.audit)
+}
+
+func TestScenarioAbsentAssignmentKeepsHoldingAndForeignPlanFencesLeader(t *testing.T) {
+	c := newCluster(t, 6)
+	for _, id := range workerIDs(2) {
+		c.start(id)
+	}
+	c.until("balanced", c.balanced)
+	leader := c.leader()
+	require.NotNil(t, leader)
+
+	// Another writer (a zombie leader of an older generation, an operator)
+	// replaces the plan with one that omits s000. The holder keeps s000
+	// (absent = keep), and the current leader, seeing a plan revision it
+	// did not write, steps down; a new election bumps the generation.
+	ctx := context.Background()
+	e, err := c.mem.Get(ctx, coordination.Durable, "plan")
+	require.NoError(t, err)
+	v, err := split.Inspect(ctx, c.mem)
+	require.NoError(t, err)
+	gen := v.Plan.Generation
+	holder := v.Plan.Assign["s000"]
+	partial := split.Plan{Generation: gen, Leader: "someone-else", Assign: map[split.SplitID]split.WorkerID{}}
+	for s, w := range v.Plan.Assign {
+		if s != "s000" {
+			partial.Assign[s] = w
+		}
+	}
+	raw, err := json.Marshal(partial)
+	require.NoError(t, err)
+	o, err := c.mem.Update(ctx, coordination.Durable, "plan", raw, e.Revision)
+	require.NoError(t, err)
+	require.True(t, o.Won())
+
+	c.until("a re-elected leader republished a full plan", func() bool {
+		v, err := split.Inspect(ctx, c.mem)
+		return err == nil && v.Plan.Generation > gen && c.balanced()
+	})
+	for _, n := range c.live() {
+		if n.id == holder {
+			require.Contains(t, n.w.Held(), split.SplitID("s000"), "the holder kept s000 through the plan that omitted it")
+		}
+		for _, r := range []string{split.LossRevoked, split.LossForced, split.LossSelfFence, split.LossLeaseLost, split.LossReleased} {
+			require.Zero(t, counter(c.metrics, n.id, r), "%s lost a split (%s)", n.id, r)
+		}
+	}
 	requireNoViolations(t, c.audit)
 }
