@@ -9,6 +9,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -273,7 +275,8 @@ func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
 // Compact rewrites every segment holding dead bytes into one new segment,
 // commits, deletes the old segments, and removes orphaned segment objects
 // that no manifest names (left by a crash between the segment PUT and the
-// manifest PUT).
+// manifest PUT, or by a failed delete), up to the committed generation.
+// Like every write, it belongs to the prefix's one writer.
 func (s *Store) Compact(ctx context.Context) error {
 	if err := s.commit(ctx, nil, nil, true); err != nil {
 		return err
@@ -290,7 +293,10 @@ func (s *Store) Compact(ctx context.Context) error {
 	}
 	var orphans []string
 	for _, o := range objs {
-		if st.m.segs[o.name] == nil {
+		// A segment of a generation above the manifest's may belong to a
+		// commit in flight elsewhere (which will then lose its conditional
+		// manifest PUT or win and name it): leave it to a later sweep.
+		if gen, ok := segmentGeneration(o.name); ok && gen <= st.m.gen && st.m.segs[o.name] == nil {
 			orphans = append(orphans, o.name)
 		}
 	}
@@ -325,6 +331,17 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 }
 
 const segmentDir = "seg/"
+
+// segmentGeneration parses the generation out of a segment name
+// ("seg/<generation:020d>-<random>.seg").
+func segmentGeneration(name string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(name, segmentDir)
+	if !ok || len(rest) < 20 {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(rest[:20], 10, 64)
+	return gen, err == nil
+}
 
 // commit applies puts and dels to a copy of the manifest, writes the new
 // segment (if any records), then the manifest (the commit point), then
