@@ -72,7 +72,10 @@ type OwnershipFunc func() (Epoch, bool)
 // Owner calls f.
 func (f OwnershipFunc) Owner() (Epoch, bool) { return f() }
 
-// RouterOwnership returns the Ownership of shard as router sees it.
+// RouterOwnership returns the Ownership of shard as router sees it. A
+// router's epoch is global (it bumps on every assignment change), so a
+// checkpoint whose epoch moved between its stages is refused even when this
+// shard stayed: the next checkpoint, at the new epoch, takes over.
 func RouterOwnership[K any](router ShardRouter[K], shard K) Ownership {
 	return OwnershipFunc(func() (Epoch, bool) {
 		e := router.AssignmentEpoch()

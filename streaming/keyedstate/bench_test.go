@@ -276,6 +276,9 @@ const (
 )
 
 var (
+	// seqPos continues each key sequence across the calls testing makes
+	// with growing b.N, so no call replays keys a previous one just cached.
+	seqPos       = map[string]int{}
 	perEventOnce sync.Once
 	perEventRT   *keyedstate.Runtime[uint64]
 	seqsOnce     sync.Once
@@ -307,10 +310,12 @@ func baselineKeyed(dist string) func(*testing.B) {
 			baselineKeyedState.keyed = keyed
 		})
 		keyed := baselineKeyedState.keyed
+		pos := seqPos["base-"+dist]
 		b.ResetTimer()
 		for i := range b.N {
-			keyed.Eval(seq[i&(seqLen-1)], int64(i), streaming.Float(float64(i)))
+			keyed.Eval(seq[(pos+i)&(seqLen-1)], int64(i), streaming.Float(float64(i)))
 		}
+		seqPos["base-"+dist] = pos + b.N
 	}
 }
 
@@ -357,13 +362,15 @@ func BenchmarkPerEvent1M(b *testing.B) {
 		b.Run(dist, func(b *testing.B) {
 			rt := perEventRT
 			before := rt.Stats()
+			pos := seqPos[dist]
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := rt.Apply(seq[i&(seqLen-1)], int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
+				if _, err := rt.Apply(seq[(pos+i)&(seqLen-1)], int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.StopTimer()
+			seqPos[dist] = pos + b.N
 			after := rt.Stats()
 			if d := after.Hits + after.Misses - before.Hits - before.Misses; d > 0 {
 				b.ReportMetric(float64(after.Hits-before.Hits)/float64(d), "hit-ratio")
