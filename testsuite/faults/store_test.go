@@ -1,0 +1,76 @@
+package faults_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/faults"
+)
+
+func snap(s string) streaming.Snapshot { return streaming.Snapshot{Data: []byte(s)} }
+
+func TestFailNext(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	s := faults.Wrap(mem, mem)
+	s.FailNext(faults.OpSave, 2)
+	for range 2 {
+		err := s.Save(ctx, []byte("k"), snap("v"))
+		require.ErrorIs(t, err, faults.ErrInjected)
+		require.ErrorContains(t, err, `Save "k"`)
+	}
+	_, err := mem.Load(ctx, []byte("k"))
+	require.ErrorIs(t, err, streaming.ErrNotFound, "a failed write changes nothing")
+	require.NoError(t, s.Save(ctx, []byte("k"), snap("v")))
+	require.Equal(t, 3, s.Calls(faults.OpSave))
+	require.Equal(t, 1, s.Writes())
+}
+
+func TestHangUntilDeadline(t *testing.T) {
+	mem := memory.New()
+	s := faults.Wrap(mem, mem)
+	s.Hang(faults.OpSaveCursor)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := s.SaveCursor(ctx, []byte("c"), streaming.CursorRecord{Type: "seq"})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = mem.LoadCursor(context.Background(), []byte("c"))
+	require.ErrorIs(t, err, streaming.ErrNotFound)
+	s.Heal()
+	require.NoError(t, s.SaveCursor(context.Background(), []byte("c"), streaming.CursorRecord{Type: "seq"}))
+}
+
+func TestCrashAfter(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name     string
+		partial  func(int) int
+		survived []string
+	}{
+		{"atomic batch", nil, []string{"a"}},
+		{"torn batch", func(n int) int { return n / 2 }, []string{"a", "b1", "b2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memory.New()
+			s := faults.Wrap(mem, mem)
+			s.CrashAfter(1, tc.partial)
+			require.NoError(t, s.Save(ctx, []byte("a"), snap("1")))
+			batch := []streaming.KeyedSnapshot{{Key: []byte("b1"), Snapshot: snap("x")}, {Key: []byte("b2"), Snapshot: snap("x")}, {Key: []byte("b3"), Snapshot: snap("x")}, {Key: []byte("b4"), Snapshot: snap("x")}}
+			require.ErrorIs(t, s.SaveBatch(ctx, batch), faults.ErrCrashed)
+			require.True(t, s.Crashed())
+			require.ErrorIs(t, s.Delete(ctx, []byte("a")), faults.ErrCrashed, "every later write fails too")
+			keys, err := s.ListKeys(ctx)
+			require.NoError(t, err, "reads still work after the crash")
+			var got []string
+			for _, k := range keys {
+				got = append(got, string(k))
+			}
+			require.ElementsMatch(t, tc.survived, got)
+		})
+	}
+}
