@@ -815,3 +815,30 @@ func (c *Checkpointer) Status() CheckpointStatus {
 	st.ConsecutiveFailures = c.breaker.ConsecutiveFailures()
 	return st
 }
+
+// Run checkpoints every interval until ctx is done, for users without
+// Temporal, and returns ctx's error. A failed checkpoint is logged and
+// counted by the breaker (an open breaker makes the next ticks fail fast);
+// the next tick tries again. Run blocks; the caller owns its goroutine.
+func (c *Checkpointer) Run(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return fmt.Errorf("checkpointer for shard %q: interval %v must be positive", c.shard, interval)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if res, err := c.Checkpoint(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				c.cfg.log.Warn("checkpoint failed", "shard", c.shard, "err", err)
+			} else {
+				c.cfg.log.Debug("checkpoint", "shard", c.shard, "id", uint64(res.ID), "bytes", res.Bytes, "duration", res.Duration)
+			}
+		}
+	}
+}

@@ -465,3 +465,22 @@ func TestCheckpointCrashRecovery(t *testing.T) {
 		require.Positive(t, crashes)
 	}
 }
+
+func TestRunCheckpointsPeriodically(t *testing.T) {
+	st := newTinyStore()
+	fs := faults.Wrap(st, st)
+	src := newCounterSource()
+	cp := newCP(t, src, fs, fs)
+	fs.FailNext(faults.OpSaveBatch, 1) // one failed tick does not stop the loop
+	for i := range 50 {
+		src.Apply(fmt.Sprint("k", i%5), 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cp.Run(ctx, time.Millisecond) }()
+	require.Eventually(t, func() bool { return cp.Status().LastID >= 3 }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.GreaterOrEqual(t, fs.Calls(faults.OpSaveBatch), 2)
+	require.Error(t, cp.Run(context.Background(), 0))
+}
