@@ -18,7 +18,8 @@
 //   - [Archive]: the Parquet archive's object store (connectors/parquet's
 //     Archive interface) on an S3 prefix; PutAtomic is a single PUT.
 //   - [RequestCounter]: smithy middleware counting requests by operation,
-//     for tests, benchmarks and metrics.
+//     for tests and benchmarks; [RequestMetrics] is its Prometheus backend
+//     (requests by operation and outcome, latency, body bytes).
 //
 // # Object layout (below the prefix given by WithPrefix)
 //
