@@ -21,6 +21,11 @@ const maxErrorHeader = 1024
 // DeadLetter returns the record to produce to dlqTopic for rec, which
 // failed with cause: the original key, value and headers, plus headers
 // naming the source topic, partition, offset, group and the error.
+//
+// Dead letters are at least once: a partition replayed from its last
+// checkpoint (after a crash or a lost session) sends its bad records
+// again. The source headers identify a record, so a DLQ reader dedupes on
+// (topic, partition, offset).
 func DeadLetter(dlqTopic, group string, rec *kgo.Record, cause error) *kgo.Record {
 	msg := cause.Error()
 	if len(msg) > maxErrorHeader {

@@ -140,8 +140,10 @@ func (s *Source) Run(ctx context.Context) error {
 	if s.closed.Load() {
 		cancel()
 	}
+	var bg sync.WaitGroup // goroutines Run owns besides the poll loop
+	defer bg.Wait()
 	if s.cfg.interval > 0 {
-		go s.checkpointEvery(ctx, s.cfg.interval)
+		bg.Go(func() { s.checkpointEvery(ctx, s.cfg.interval) })
 	}
 
 	for ctx.Err() == nil {
@@ -180,7 +182,9 @@ func (s *Source) Run(ctx context.Context) error {
 		})
 	}
 	// Leaving the group revokes every owned partition: the final
-	// checkpoints run inside Close.
+	// checkpoints run inside Close (a periodic checkpoint still running
+	// fails fast on the cancelled ctx and is waited for on return).
+	cancel()
 	cl.Close()
 	s.mu.Lock()
 	left := make([]*partition, 0, len(s.parts))
