@@ -539,7 +539,10 @@ func (c *Checkpointer) saveState(ctx context.Context, id CheckpointID) (SaveInfo
 		c.dropPieces(written)
 		return SaveInfo{}, c.fail(StageSaveState, id, err)
 	}
-	runs := append(append([]ManifestRun(nil), c.manifest.Runs...), run)
+	runs := append([]ManifestRun(nil), c.manifest.Runs...)
+	if len(run.Pieces) > 0 { // nothing changed: the manifest moves its cursor only
+		runs = append(runs, run)
+	}
 	var garbage []string
 	if merger, ok := c.src.(RunMerger); ok && len(runs) > c.cfg.maxRuns {
 		old := runs

@@ -484,3 +484,21 @@ func TestRunCheckpointsPeriodically(t *testing.T) {
 	require.GreaterOrEqual(t, fs.Calls(faults.OpSaveBatch), 2)
 	require.Error(t, cp.Run(context.Background(), 0))
 }
+
+func TestCheckpointWithNothingChangedMovesTheCursorOnly(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st)
+	src.Apply("a", 1)
+	_, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	src.seq += 10 // records that changed no state (filtered, say)
+	res, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Pieces)
+	require.Equal(t, 1, cp.Status().Runs)
+	info, err := newCP(t, newCounterSource(), st, st).Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(11), seqOf(info.Cursor))
+}

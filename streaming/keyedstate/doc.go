@@ -22,6 +22,9 @@
 // writes it with one Badger WriteBatch — never a transaction per event. At
 // most one buffer is being filled and one flushed; when the flusher is
 // behind, the hot path waits (back-pressure) instead of growing a queue.
+// Not counted in the budget: the set of keys changed since the last cut
+// (a map entry per changed key, emptied by every cut) and Badger's own
+// caches and memtables (configured on the DB).
 //
 // # Checkpoints
 //
