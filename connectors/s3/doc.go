@@ -46,7 +46,10 @@
 //     previous commit, intact; the batch was not saved (SaveBatch had not
 //     returned nil, so the checkpointer does not save the cursor);
 //   - between (1) and (2) leaves an orphan segment no manifest names: the
-//     state is still the previous commit; Compact deletes the orphan;
+//     state is still the previous commit; Compact deletes the orphan once
+//     a later commit has reached its generation (Compact never takes a
+//     segment above the committed generation: it may be another writer's
+//     commit in flight);
 //   - between (2) and (3) leaves the new commit in force plus old segments
 //     no manifest names: garbage only, swept by Compact;
 //   - during (3) leaves some of that garbage.
@@ -60,7 +63,7 @@
 //
 // A Store is the only writer of its prefix (one shard's state). A second
 // writer — a zombie owner after a rebalance — is caught by the conditional
-// manifest PUT: its commit fails with an error wrapping ErrConflict and
+// manifest PUT (WithConditionalWrites, on by default): its commit fails with an error wrapping ErrConflict and
 // streaming.ErrFenced and changes nothing (its segment is an orphan). With
 // WithEpochFencing the manifest also records the highest snapshot epoch,
 // and batches of older epochs are refused even after a reread.
