@@ -259,12 +259,68 @@ func baselineGetCheckpoint(b *testing.B) {
 	}
 }
 
+// BenchmarkIncrementalCheckpoint saves 1,000 changed keys into a store of
+// 100,000: still 2 PUTs, but the manifest (the whole key index) is
+// rewritten each time, so it dominates the bytes. Beside one PUT of just
+// the 1,000 snapshots' bytes, the ratio is that amplification's price.
+func BenchmarkIncrementalCheckpoint(b *testing.B) {
+	ctx := context.Background()
+	f := newFakeS3(b)
+	st, rc := f.store(b, s3store.WithCompaction(0, 0))
+	if err := st.SaveBatch(ctx, batch(100_000, 1)); err != nil {
+		b.Fatal(err)
+	}
+	changed := incrementalBatch()
+	rc.Reset()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := st.SaveBatch(ctx, changed); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rc.Count("PutObject"))/float64(b.N), "PUTs/op")
+	b.ReportMetric(float64(rc.BytesSent())/float64(b.N), "req-bytes/op")
+	b.ReportMetric(float64(snapshotBytes(changed)), "snapshot-bytes/op")
+	benchratio.Report(b, "one-put-changed-bytes", baselinePutChanged)
+}
+
+func incrementalBatch() []streaming.KeyedSnapshot { return batch(100_000, 2)[50_000:51_000] }
+
+func snapshotBytes(items []streaming.KeyedSnapshot) int {
+	n := 0
+	for _, it := range items {
+		n += len(it.Key) + streaming.SnapshotEncodedLen(it.Snapshot)
+	}
+	return n
+}
+
+// baselinePutChanged is one PutObject of the 1,000 changed snapshots'
+// bytes.
+func baselinePutChanged(b *testing.B) {
+	ctx := context.Background()
+	f := newFakeS3(b)
+	a, err := s3store.NewArchive(ctx, testBucket, f.opts(s3store.WithPrefix("baseline"))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, snapshotBytes(incrementalBatch()))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := a.PutAtomic(ctx, "changed", payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestMain(m *testing.M) {
 	benchratio.Main(m, map[string]func(*testing.B){
 		"one-put-same-bytes":       baselineOnePut,
 		"one-get-same-bytes":       baselineOneGet,
 		"get-manifest-sized":       baselineGetManifestSized,
 		"get-and-decode-snapshots": baselineGetCheckpoint,
+		"one-put-changed-bytes":    baselinePutChanged,
 	})
 }
 
