@@ -332,6 +332,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 
 const segmentDir = "seg/"
 
+// maxPutBytes is S3's limit on the body of one PutObject (5 GiB).
+const maxPutBytes = 5 << 30
+
 // segmentGeneration parses the generation out of a segment name
 // ("seg/<generation:020d>-<random>.seg").
 func segmentGeneration(name string) (uint64, bool) {
@@ -466,6 +469,10 @@ func (s *Store) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 
 	if b.count > 0 {
 		body, data := b.finish()
+		if len(body) > maxPutBytes {
+			return fmt.Errorf("s3 state store %s: a segment of %d records is %d bytes, over S3's %d-byte single-PUT limit: split the batch",
+				s.obj.uri(newName), b.count, len(body), maxPutBytes)
+		}
 		if _, err := s.obj.put(ctx, newName, body, "", ""); err != nil {
 			return fmt.Errorf("s3 state store: write segment of %d records: %w", b.count, err)
 		}
