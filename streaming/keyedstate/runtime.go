@@ -119,23 +119,31 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 	return r, nil
 }
 
-// measureEntryBytes estimates what one cached key costs: the bytes
-// allocated to build an instance and its entry, plus map overhead.
+// measureEntryBytes estimates what one cached key costs: the live heap
+// that n instances, their entries, a map and a ring of them take (after a
+// GC, so only live bytes count), and at least the bytes allocated to build
+// them.
 func measureEntryBytes[K comparable](g *streaming.Graph) int {
-	const n = 256
-	keep := make([]*entry[K], n)
+	const n = 2048
 	var before, after runtime.MemStats
+	runtime.GC()
 	runtime.ReadMemStats(&before)
-	for i := range keep {
-		keep[i] = &entry[K]{inst: g.NewInstance()}
+	ring := make([]*entry[K], n)
+	m := make(map[int]*entry[K])
+	for i := range ring {
+		ring[i] = &entry[K]{inst: g.NewInstance()}
+		m[i] = ring[i]
 	}
 	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(keep)
+	allocated := int(after.TotalAlloc-before.TotalAlloc) / n
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	live := (int(after.HeapAlloc) - int(before.HeapAlloc)) / n
+	runtime.KeepAlive(ring)
+	runtime.KeepAlive(m)
 	var k K
-	per := int(after.TotalAlloc-before.TotalAlloc) / n
-	// A map slot holds the key and a pointer, at a load factor of ~7/8;
-	// the ring holds a pointer.
-	return per + 2*int(unsafe.Sizeof(k)) + 3*8
+	// The map above is keyed by int; add the difference for K.
+	return max(live, allocated) + max(int(unsafe.Sizeof(k))-8, 0)
 }
 
 // Capacity returns the most keys the cache holds.
