@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
+	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
+	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/faults"
 )
@@ -66,43 +68,73 @@ func TestMeasuredEntryBytes(t *testing.T) {
 	require.Equal(t, int((64<<20-2*(4<<20))/st.EntryBytes), st.Capacity)
 }
 
-func checkpointer(t testing.TB, rt *keyedstate.Runtime[string], st *memory.Store, opts ...streaming.CheckpointerOption) *streaming.Checkpointer {
+func checkpointer(t testing.TB, rt *keyedstate.Runtime[string], st durableStore, opts ...streaming.CheckpointerOption) *streaming.Checkpointer {
 	t.Helper()
 	cp, err := streaming.NewCheckpointer("shard-0", rt, st, st, append([]streaming.CheckpointerOption{streaming.WithOperators(rt.Graph().Operators())}, opts...)...)
 	require.NoError(t, err)
 	return cp
 }
 
+type durableStore interface {
+	streaming.StateStore
+	streaming.CursorStore
+}
+
+// backends are the durable stores a checkpoint is tested against.
+func backends(t *testing.T) map[string]func() durableStore {
+	return map[string]func() durableStore{
+		"memory": func() durableStore { return memory.New() },
+		"files": func() durableStore {
+			s, err := files.Open(t.TempDir(), files.WithSync(false))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+		"badger": func() durableStore {
+			s, err := badgerstore.Open(badgerstore.WithDB(openDB(t)), badgerstore.WithSync(false))
+			require.NoError(t, err)
+			return s
+		},
+	}
+}
+
 func TestCheckpointAndRestore(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
 	recs := makeRecords(2, 6000, 300)
-	st := memory.New()
-	rt := newRuntime(t, g, openDB(t), small(30)...)
-	cp := checkpointer(t, rt, st, streaming.WithMaxRuns(3))
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := open()
+			rt := newRuntime(t, g, openDB(t), small(30)...)
+			cp := checkpointer(t, rt, st, streaming.WithMaxRuns(3))
 
-	var lastBytes []int64
-	for i, r := range recs {
-		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value))
-		require.NoError(t, err)
-		if (i+1)%1000 == 0 {
-			res, err := cp.Checkpoint(ctx)
+			var lastBytes []int64
+			for i, r := range recs {
+				_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value))
+				require.NoError(t, err)
+				if (i+1)%1000 == 0 {
+					res, err := cp.Checkpoint(ctx)
+					require.NoError(t, err)
+					require.Equal(t, i, seqOf(t, res.CursorType, res.Cursor))
+					lastBytes = append(lastBytes, res.Bytes)
+				}
+			}
+			require.Len(t, lastBytes, 6)
+			require.LessOrEqual(t, cp.Status().Runs, 3)
+			rec, err := st.LoadCursor(ctx, []byte("shard-0"))
 			require.NoError(t, err)
-			require.Equal(t, i, seqOf(t, res.CursorType, res.Cursor))
-			lastBytes = append(lastBytes, res.Bytes)
-		}
-	}
-	require.Len(t, lastBytes, 6)
-	require.LessOrEqual(t, cp.Status().Runs, 3)
+			require.Equal(t, uint64(6), rec.CheckpointID)
 
-	// Restore into a new runtime over an empty Badger.
-	rt2 := newRuntime(t, g, openDB(t), small(30)...)
-	info, err := checkpointer(t, rt2, st).Restore(ctx)
-	require.NoError(t, err)
-	require.Equal(t, len(recs)-1, seqOf(t, info.CursorType, info.Cursor))
-	requireSameState(t, reference(g, recs), rt2, keysOf(recs))
-	typ, cur := rt2.Cursor()
-	require.Equal(t, len(recs)-1, seqOf(t, typ, cur))
+			// Restore into a new runtime over an empty Badger.
+			rt2 := newRuntime(t, g, openDB(t), small(30)...)
+			info, err := checkpointer(t, rt2, st).Restore(ctx)
+			require.NoError(t, err)
+			require.Equal(t, len(recs)-1, seqOf(t, info.CursorType, info.Cursor))
+			requireSameState(t, reference(g, recs), rt2, keysOf(recs))
+			typ, cur := rt2.Cursor()
+			require.Equal(t, len(recs)-1, seqOf(t, typ, cur))
+		})
+	}
 }
 
 func TestIncrementalCheckpointWritesOnlyChangedKeys(t *testing.T) {
