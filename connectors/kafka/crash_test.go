@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +40,7 @@ func TestChildMember(t *testing.T) {
 	out := bufio.NewWriter(os.Stdout)
 	src, err := NewSource(WithBrokers(strings.Split(brokers, ",")...), WithGroup("central"), WithTopics("readings"),
 		WithGraph(seqGraph(t)), WithStateStore(store), WithCheckpointInterval(25*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 		WithClientOptions(kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)),
 		WithOnApply(func(a *Applied) {
 			v, _ := a.Instance.Value("value")
@@ -47,6 +50,18 @@ func TestChildMember(t *testing.T) {
 			mu.Unlock()
 		}))
 	require.NoError(t, err)
+	go func() { // report completed checkpoints
+		var last uint64
+		for range time.Tick(5 * time.Millisecond) {
+			if n := src.Stats().Checkpoints; n > last {
+				last = n
+				mu.Lock()
+				fmt.Fprintf(out, "CK %d\n", n)
+				out.Flush()
+				mu.Unlock()
+			}
+		}
+	}()
 	require.NoError(t, src.Run(context.Background())) // until killed
 }
 
@@ -81,12 +96,18 @@ func TestMemberSIGKILLed(t *testing.T) {
 			_ = cmd.Wait()
 		}
 	}()
+	var checkpoints atomic.Int64 // partition checkpoints the child completed
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
+			if len(f) == 2 && f[0] == "CK" {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				checkpoints.Store(n)
+				continue
+			}
 			if len(f) != 4 || f[0] != "EV" {
 				continue
 			}
@@ -98,6 +119,10 @@ func TestMemberSIGKILLed(t *testing.T) {
 		}
 	}()
 	require.Eventually(t, func() bool { return j.allReached(keys, per) }, 30*time.Second, 5*time.Millisecond)
+	// Two more rounds of periodic checkpoints: one of them cut after the
+	// first batch was applied, so the victim dies with state to hand over.
+	ck := checkpoints.Load()
+	require.Eventually(t, func() bool { return checkpoints.Load() >= ck+2*parts }, 30*time.Second, 5*time.Millisecond)
 	produceReadings(t, addrs, keys, per+1, 2*per)
 	// Kill it in the middle of the second batch.
 	require.Eventually(t, func() bool {

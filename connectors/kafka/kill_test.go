@@ -30,7 +30,8 @@ func TestMemberKilledWithoutLeave(t *testing.T) {
 	cut := &netCutter{}
 	victim := startMember(t, "victim", memberOpts(addrs, g, store, j, "victim",
 		WithRevokeTimeout(2*time.Second),
-		WithClientOptions(kgo.Dialer(cut.dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second)))...)
+		WithClientOptions(kgo.Dialer(cut.dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second),
+			kgo.SessionTimeout(2*time.Second)))...)
 	survivor := startMember(t, "survivor", memberOpts(addrs, g, store, j, "survivor")...)
 	require.Eventually(t, func() bool {
 		return victim.src.Stats().Owned > 0 && survivor.src.Stats().Owned > 0 &&

@@ -19,7 +19,10 @@ func memberOpts(addrs []string, g *streaming.Graph, store streaming.StateStore, 
 	return append([]SourceOption{
 		WithBrokers(addrs...), WithGroup("central"), WithTopics("readings"),
 		WithGraph(g), WithStateStore(store), WithOnApply(j.hook(name)),
-		WithClientOptions(kgo.SessionTimeout(2*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)),
+		// A long session: a loaded test machine must not expire healthy
+		// members (that would be a correct but unplanned replay). Tests of
+		// dead members shorten it for the victim.
+		WithClientOptions(kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)),
 	}, extra...)
 }
 
