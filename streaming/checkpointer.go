@@ -8,6 +8,7 @@ import (
 	"iter"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -549,7 +550,7 @@ func (c *Checkpointer) saveState(ctx context.Context, id CheckpointID) (SaveInfo
 		merged, mbytes, err := c.writeRun(sctx, p, id, len(run.Pieces), meta, func(ctx context.Context, emit func([]byte) error) error {
 			seqs := make([]iter.Seq2[[]byte, error], len(old))
 			for i, r := range old {
-				seqs[i] = c.loadRun(ctx, r)
+				seqs[i] = c.loadRun(ctx, r, nil)
 			}
 			return merger.MergeRuns(ctx, seqs, emit)
 		}, &written)
@@ -647,10 +648,14 @@ func (c *Checkpointer) writeRun(ctx context.Context, p *pendingCheckpoint, id Ch
 	return run, total, err
 }
 
-// loadRun yields a run's pieces in order.
-func (c *Checkpointer) loadRun(ctx context.Context, r ManifestRun) iter.Seq2[[]byte, error] {
+// loadRun yields a run's pieces in order; when cur is not nil it holds the
+// key of the piece last yielded.
+func (c *Checkpointer) loadRun(ctx context.Context, r ManifestRun, cur *string) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		for _, pc := range r.Pieces {
+			if cur != nil {
+				*cur = pc.Key
+			}
 			s, err := c.store.Load(ctx, []byte(pc.Key))
 			if err != nil {
 				yield(nil, fmt.Errorf("load piece %q of checkpoint %d: %w", pc.Key, r.ID, err))
@@ -784,9 +789,10 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 		return RestoreInfo{}, &StageError{Shard: c.shard, Stage: StageRestore, Err: err}
 	}
 	pieces := 0
+	var lastKey string
 	all := func(yield func([]byte, error) bool) {
 		for _, r := range m.Runs {
-			for data, err := range c.loadRun(rctx, r) {
+			for data, err := range c.loadRun(rctx, r, &lastKey) {
 				if err == nil {
 					pieces++
 				}
@@ -797,6 +803,11 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 		}
 	}
 	if err := c.src.Restore(rctx, meta.CursorType, meta.Cursor, all); err != nil {
+		if errors.Is(err, ErrCorrupt) && lastKey != "" && !strings.Contains(err.Error(), lastKey) {
+			// Name the object: the source decodes pieces as they come, so
+			// the last one handed over is the one it refused.
+			err = fmt.Errorf("piece %q: %w", lastKey, err)
+		}
 		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore, Err: err}
 	}
 	c.setManifest(m)

@@ -1,6 +1,7 @@
 package streaming_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -501,4 +502,29 @@ func TestCheckpointWithNothingChangedMovesTheCursorOnly(t *testing.T) {
 	info, err := newCP(t, newCounterSource(), st, st).Restore(ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(11), seqOf(info.Cursor))
+}
+
+func TestRestoreNamesACorruptPiece(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st)
+	src.Apply("a", 1)
+	_, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	var piece string
+	for _, k := range st.keys() {
+		if strings.Contains(k, "/piece/") {
+			piece = k
+		}
+	}
+	require.NotEmpty(t, piece)
+	snap, err := st.Load(ctx, []byte(piece))
+	require.NoError(t, err)
+	snap.Data = bytes.Repeat([]byte{0xff}, len(snap.Data)) // the size the manifest records, undecodable
+	require.NoError(t, st.Save(ctx, []byte(piece), snap))
+
+	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+	require.ErrorContains(t, err, piece)
 }
