@@ -257,6 +257,11 @@ const (
 // open no cut is taken, and the source's set of changed keys grows at most
 // to the number of keys.
 //
+// Deadlines rely on the stores honouring ctx, as the StateStore and
+// CursorStore contracts require: a write is never abandoned in flight (a
+// manifest landing after its stage gave up could replace a newer one), so
+// a store that ignores ctx holds its stage past the deadline.
+//
 // A Checkpointer is safe for concurrent use; stages are serialized.
 type Checkpointer struct {
 	shard   string
