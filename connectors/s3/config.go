@@ -37,24 +37,26 @@ type config struct {
 	httpClient   *http.Client
 	apiOptions   []func(*middleware.Stack) error
 
-	compactRatio    float64
-	compactMinBytes uint64
-	maxSegments     int
-	readBlock       int64
-	unsignedPayload bool
-	conditional     bool
-	epochFencing    bool
-	logger          *slog.Logger
+	compactRatio     float64
+	compactMinBytes  uint64
+	maxSegments      int
+	readBlock        int64
+	unsignedPayload  bool
+	compressManifest bool
+	conditional      bool
+	epochFencing     bool
+	logger           *slog.Logger
 }
 
 func defaultConfig() config {
 	return config{
-		compactRatio:    0.5,
-		compactMinBytes: 1 << 20,
-		maxSegments:     256,
-		readBlock:       1 << 20,
-		conditional:     true,
-		logger:          slog.Default(),
+		compactRatio:     0.5,
+		compactMinBytes:  1 << 20,
+		maxSegments:      256,
+		readBlock:        1 << 20,
+		compressManifest: true,
+		conditional:      true,
+		logger:           slog.Default(),
 	}
 }
 
@@ -136,6 +138,12 @@ func WithReadBlockSize(n int64) Option { return func(o *config) { o.readBlock = 
 // bodies are seekable either way, so plain http works too. Default: false
 // (bodies are hashed and signed).
 func WithUnsignedPayload(on bool) Option { return func(o *config) { o.unsignedPayload = on } }
+
+// WithManifestCompression stores the manifest zstd-compressed (fastest
+// level): about 2.5x fewer bytes for the index every commit rewrites, for
+// a few milliseconds of CPU per 100k keys. Readers accept both forms.
+// Default: true.
+func WithManifestCompression(on bool) Option { return func(o *config) { o.compressManifest = on } }
 
 // WithConditionalWrites makes every manifest PUT conditional on the ETag
 // the Store last read (If-Match, or If-None-Match "*" for the first), so

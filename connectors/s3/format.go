@@ -1,12 +1,16 @@
 package s3
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -33,11 +37,18 @@ import (
 //
 // The manifest carries the whole key index, so loading one key from a cold
 // store is one GET of the manifest plus one ranged GET of the record.
+// Stored compressed (the default, WithManifestCompression), the object is
+// manifestZMagic (8 bytes) followed by one zstd frame of the bytes above;
+// readers accept either form.
 const (
-	segmentMagic    = "TFS3SEG2"
-	manifestMagic   = "TFS3MAN1"
-	manifestVersion = 1
-	trailerLen      = 8 + 8 + 4 + len(segmentMagic)
+	segmentMagic   = "TFS3SEG2"
+	manifestMagic  = "TFS3MAN1"
+	manifestZMagic = "TFS3MANZ"
+	// maxManifestBytes bounds a decompressed manifest (a zstd bomb is
+	// refused, not allocated): ~50M keys.
+	maxManifestBytes = 1 << 30
+	manifestVersion  = 1
+	trailerLen       = 8 + 8 + 4 + len(segmentMagic)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -210,6 +221,40 @@ func encodeManifest(m *manifest) []byte {
 		dst = binary.AppendUvarint(dst, l.n)
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+}
+
+var (
+	manifestEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return e
+	})
+	manifestDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxManifestBytes))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return d
+	})
+)
+
+// compressManifest wraps an encoded manifest in the compressed form.
+func compressManifest(enc []byte) []byte {
+	return manifestEncoder().EncodeAll(enc, append(make([]byte, 0, len(enc)/2+64), manifestZMagic...))
+}
+
+// parseManifest decodes a manifest object in either form.
+func parseManifest(b []byte) (*manifest, error) {
+	if z, ok := bytes.CutPrefix(b, []byte(manifestZMagic)); ok {
+		raw, err := manifestDecoder().DecodeAll(z, nil)
+		if err != nil {
+			return nil, fmt.Errorf("manifest: decompress %d bytes: %v: %w", len(z), err, streaming.ErrCorrupt)
+		}
+		b = raw
+	}
+	return decodeManifest(b)
 }
 
 // decodeManifest parses and checks a manifest; live byte counts of its

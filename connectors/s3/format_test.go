@@ -31,6 +31,24 @@ func TestManifestRoundTrip(t *testing.T) {
 	require.Equal(t, m, got)
 }
 
+func TestCompressedManifest(t *testing.T) {
+	m := sampleManifest()
+	z := compressManifest(encodeManifest(m))
+	got, err := parseManifest(z)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+	got, err = parseManifest(encodeManifest(m))
+	require.NoError(t, err, "the uncompressed form is read too")
+	require.Equal(t, m, got)
+
+	bad := bytes.Clone(z)
+	bad[len(bad)-2] ^= 0x10
+	_, err = parseManifest(bad)
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+	_, err = parseManifest(append([]byte(manifestZMagic), "not zstd"...))
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+}
+
 func TestManifestRefusesDamage(t *testing.T) {
 	enc := encodeManifest(sampleManifest())
 	cases := []struct {
@@ -89,8 +107,9 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add(encodeManifest(sampleManifest()))
 	f.Add(encodeManifest(&manifest{segs: map[string]*segment{}, index: map[string]loc{}}))
 	f.Add([]byte(manifestMagic))
+	f.Add(compressManifest(encodeManifest(sampleManifest())))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeManifest(b)
+		m, err := parseManifest(b)
 		if err != nil {
 			if !errors.Is(err, streaming.ErrCorrupt) {
 				t.Fatalf("error does not wrap ErrCorrupt: %v", err)

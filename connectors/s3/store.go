@@ -119,7 +119,7 @@ func (s *Store) readManifest(ctx context.Context) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 state store: load manifest: %w", err)
 	}
-	m, err := decodeManifest(body)
+	m, err := parseManifest(body)
 	if err != nil {
 		return nil, fmt.Errorf("s3 state store: manifest %s: %w", s.obj.uri(manifestName), err)
 	}
@@ -487,7 +487,11 @@ func (s *Store) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 			ifMatch = st.etag
 		}
 	}
-	etag, err := s.obj.put(ctx, manifestName, encodeManifest(m), ifMatch, ifNoneMatch)
+	body := encodeManifest(m)
+	if s.cfg.compressManifest {
+		body = compressManifest(body)
+	}
+	etag, err := s.obj.put(ctx, manifestName, body, ifMatch, ifNoneMatch)
 	if err != nil {
 		s.forget()
 		if isPreconditionFailed(err) {

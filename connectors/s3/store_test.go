@@ -481,3 +481,32 @@ func TestScanYieldsLiveSnapshotsOneGetPerSegment(t *testing.T) {
 	require.ErrorIs(t, cold.Scan(ctx, func([]byte, streaming.Snapshot) error { n++; return stop }), stop)
 	require.Equal(t, 1, n)
 }
+
+func TestManifestCompressionEitherWay(t *testing.T) {
+	cases := []struct {
+		name        string
+		write, read bool
+	}{
+		{"compressed read by compressed", true, true},
+		{"plain read by compressing store", false, true},
+		{"compressed read by plain store", true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeS3(t)
+			ctx := context.Background()
+			w, _ := f.store(t, s3store.WithManifestCompression(tc.write))
+			require.NoError(t, w.SaveBatch(ctx, batch(2000, 1)))
+			size := len(f.getObject(t, "manifest"))
+			r, _ := f.store(t, s3store.WithManifestCompression(tc.read))
+			got, err := r.Load(ctx, []byte("sensor/001234"))
+			require.NoError(t, err)
+			require.Equal(t, snap(1234, 1), got)
+			require.NoError(t, r.SaveBatch(ctx, batch(10, 2)))
+			got, err = w.Load(ctx, []byte("sensor/001234"))
+			require.NoError(t, err)
+			require.Equal(t, snap(1234, 1), got)
+			t.Logf("manifest of 2000 keys: %d bytes (compressed: %v)", size, tc.write)
+		})
+	}
+}
