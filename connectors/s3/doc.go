@@ -31,8 +31,8 @@
 // bytes with their own CRC32C) and a trailer with the record count and a
 // CRC32C of all records, so every segment describes itself. The manifest
 // names the live segments and maps every key to (segment, offset, length);
-// it is CRC32C-checked as a whole. Byte formats are in format.go; both
-// decoders are fuzzed.
+// it is CRC32C-checked as a whole and stored zstd-compressed. Byte formats
+// are in format.go; both decoders are fuzzed.
 //
 // # Commit order and crash safety
 //
@@ -85,8 +85,11 @@
 // folded in the same way. Either way the commit stays 2 PUTs.
 //
 // The manifest is rewritten on every commit and grows with the number of
-// keys (about key length + 8 bytes per key), which is why Save of a single
-// key is a poor checkpoint: use SaveBatch.
+// keys (about key length + 6 bytes per key, stored zstd-compressed: ~8
+// bytes per key for 100k keys like "sensor/000123"). That is the price of
+// a cold Load in 2 GETs: a commit of 1,000 changed keys into a 100k-key
+// store sends ~0.8 MB of manifest beside ~0.1 MB of snapshots. Save of a
+// single key is therefore a poor checkpoint: use SaveBatch.
 //
 // # Clients, credentials, TLS
 //
