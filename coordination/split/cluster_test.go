@@ -3,6 +3,7 @@ package split_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"runtime"
 	"slices"
@@ -76,7 +77,8 @@ func (c *cluster) start(id split.WorkerID, opts ...split.Option) *node {
 func (c *cluster) startWith(id split.WorkerID, clk *vclock.Clock, opts ...split.Option) *node {
 	c.t.Helper()
 	link := &faultStore{Store: c.audit}
-	base := []split.Option{split.WithClock(clk), split.WithHandler(c.app.handler(id)), split.WithMetrics(c.metrics)}
+	logger := slog.New(slog.NewTextHandler(testLog{c.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	base := []split.Option{split.WithClock(clk), split.WithHandler(c.app.handler(id)), split.WithMetrics(c.metrics), split.WithLogger(logger)}
 	w, err := split.NewWorker(link, id, append(base, opts...)...)
 	require.NoError(c.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -298,4 +300,12 @@ func (c *cluster) dump() string {
 		fmt.Fprintf(&b, "prog %s: epoch=%d status=%s owner=%s attempts=%d wm=%d\n", id, p.Epoch, p.Status, p.Owner, p.Attempts, p.Watermark)
 	}
 	return b.String()
+}
+
+// testLog sends worker logs to the test log (shown on failure or -v).
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

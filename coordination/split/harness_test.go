@@ -1,6 +1,8 @@
 package split_test
 
 import (
+	"cmp"
+	"slices"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,17 +21,22 @@ import (
 )
 
 // auditStore sits directly on the shared store and checks every progress
-// write that lands: per split, the epoch never goes back, one epoch has one
-// owner, and the watermark never regresses.
+// write that lands, in revision order per split (a write's reply may be
+// observed after a later write's): the epoch never goes back, one epoch has
+// one owner, and the watermark never regresses.
 type auditStore struct {
 	coordination.Store
 	clock coordination.Clock
 
 	mu         sync.Mutex
-	last       map[split.SplitID]split.Progress
-	claims     []claimRecord
+	history    map[split.SplitID][]landed // sorted by revision
 	violations []string
-	writes     map[split.WorkerID]int
+}
+
+type landed struct {
+	rev coordination.Revision
+	p   split.Progress
+	at  time.Time
 }
 
 type claimRecord struct {
@@ -41,7 +48,20 @@ type claimRecord struct {
 }
 
 func newAudit(s coordination.Store, clk coordination.Clock) *auditStore {
-	return &auditStore{Store: s, clock: clk, last: map[split.SplitID]split.Progress{}, writes: map[split.WorkerID]int{}}
+	return &auditStore{Store: s, clock: clk, history: map[split.SplitID][]landed{}}
+}
+
+// compatible reports why b cannot follow a (empty when it can).
+func compatible(id split.SplitID, a, b split.Progress) string {
+	switch {
+	case b.Epoch < a.Epoch:
+		return fmt.Sprintf("split %s: epoch regressed %d -> %d", id, a.Epoch, b.Epoch)
+	case b.Epoch == a.Epoch && a.Status == split.StatusOwned && b.Status == split.StatusOwned && a.Owner != b.Owner:
+		return fmt.Sprintf("split %s: epoch %d owned twice (%s and %s)", id, a.Epoch, a.Owner, b.Owner)
+	case b.Watermark < a.Watermark:
+		return fmt.Sprintf("split %s: watermark regressed %d -> %d", id, a.Watermark, b.Watermark)
+	}
+	return ""
 }
 
 func (a *auditStore) observe(key string, value []byte, out coordination.CasOutcome, err error) {
@@ -56,23 +76,19 @@ func (a *auditStore) observe(key string, value []byte, out coordination.CasOutco
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	prev, seen := a.last[id]
-	if seen {
-		if p.Epoch < prev.Epoch {
-			a.violations = append(a.violations, fmt.Sprintf("split %s: epoch regressed %d -> %d", id, prev.Epoch, p.Epoch))
-		}
-		if p.Epoch == prev.Epoch && p.Status == split.StatusOwned && prev.Status == split.StatusOwned && p.Owner != prev.Owner {
-			a.violations = append(a.violations, fmt.Sprintf("split %s: epoch %d owned twice (%s and %s)", id, p.Epoch, prev.Owner, p.Owner))
-		}
-		if p.Watermark < prev.Watermark {
-			a.violations = append(a.violations, fmt.Sprintf("split %s: watermark regressed %d -> %d", id, prev.Watermark, p.Watermark))
-		}
-		if p.Status == split.StatusOwned && p.Epoch > prev.Epoch {
-			a.claims = append(a.claims, claimRecord{id, p.Owner, p.Epoch, p.Attempts, a.clock.Now()})
+	h := a.history[id]
+	i, _ := slices.BinarySearchFunc(h, out.Revision(), func(l landed, r coordination.Revision) int { return cmp.Compare(l.rev, r) })
+	if i > 0 {
+		if v := compatible(id, h[i-1].p, p); v != "" {
+			a.violations = append(a.violations, v)
 		}
 	}
-	a.last[id] = p
-	a.writes[p.Owner]++
+	if i < len(h) {
+		if v := compatible(id, p, h[i].p); v != "" {
+			a.violations = append(a.violations, v)
+		}
+	}
+	a.history[id] = slices.Insert(h, i, landed{out.Revision(), p, a.clock.Now()})
 }
 
 func (a *auditStore) fail(format string, args ...any) {
@@ -103,16 +119,31 @@ func (a *auditStore) Violations() []string {
 	return append([]string(nil), a.violations...)
 }
 
+// Claims lists every ownership change: an Owned write at a higher epoch
+// than the write before it.
 func (a *auditStore) Claims() []claimRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]claimRecord(nil), a.claims...)
+	var out []claimRecord
+	for id, h := range a.history {
+		for i := 1; i < len(h); i++ {
+			if p := h[i].p; p.Status == split.StatusOwned && p.Epoch > h[i-1].p.Epoch {
+				out = append(out, claimRecord{id, p.Owner, p.Epoch, p.Attempts, h[i].at})
+			}
+		}
+	}
+	return out
 }
 
+// Last is the progress record at the highest revision seen.
 func (a *auditStore) Last(id split.SplitID) split.Progress {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.last[id]
+	h := a.history[id]
+	if len(h) == 0 {
+		return split.Progress{}
+	}
+	return h[len(h)-1].p
 }
 
 // ErrCut is what a worker behind a cut link gets.
@@ -372,4 +403,18 @@ func counter(m *split.Metrics, worker split.WorkerID, reason string) float64 {
 func requireNoViolations(t *testing.T, a *auditStore) {
 	t.Helper()
 	require.Empty(t, a.Violations(), "protocol invariants violated")
+}
+
+var lossReasons = []string{split.LossReleased, split.LossFailed, split.LossSelfFence, split.LossLeaseLost,
+	split.LossFenced, split.LossRevoked, split.LossForced, split.LossShutdown, split.LossDuplicated}
+
+// losses snapshots every loss counter, to assert on what changed later.
+func losses(m *split.Metrics, ids ...split.WorkerID) map[string]float64 {
+	out := map[string]float64{}
+	for _, id := range ids {
+		for _, r := range lossReasons {
+			out[string(id)+"/"+r] = counter(m, id, r)
+		}
+	}
+	return out
 }

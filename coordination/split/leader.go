@@ -128,11 +128,7 @@ func (w *Worker) elect(ctx context.Context) {
 		_, _ = w.store.Delete(c, coordination.Ephemeral, leaderKey, lo.Revision())
 		return
 	}
-	since := sent
-	if prevRev == 0 {
-		since = sent.Add(-w.ttl) // the first plan ever: nobody to wait for
-	}
-	lead := &leadership{leaderRev: lo.Revision(), planRev: po.Revision(), plan: np, since: since}
+	lead := &leadership{leaderRev: lo.Revision(), planRev: po.Revision(), plan: np, since: sent}
 	w.mu.Lock()
 	lead.fence = w.cfg.clock.AfterFunc(w.untilFence(sent), func() { w.loseLead(lead, "leader self-fence") })
 	w.lead = lead

@@ -11,7 +11,7 @@ type Metrics struct {
 	Quarantined  *prometheus.GaugeVec     // worker (as seen by that worker)
 	Acquisitions *prometheus.CounterVec   // worker
 	Losses       *prometheus.CounterVec   // worker, reason
-	Revocations  *prometheus.CounterVec   // worker, outcome (graceful, forced)
+	Revocations  *prometheus.CounterVec   // worker, outcome (graceful, forced, lost)
 	AssignTime   *prometheus.HistogramVec // worker (leader only)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/metered"
 )
 
 // Handler runs one tenancy of a split. It is started on its own goroutine
@@ -21,16 +22,17 @@ import (
 type Handler func(ctx context.Context, t *Tenancy) error
 
 type config struct {
-	clock       coordination.Clock
-	handler     Handler
-	capacity    uint64
-	maxAttempts uint32
-	drain       time.Duration
-	reconcile   time.Duration
-	retry       time.Duration
-	metrics     *Metrics
-	log         *slog.Logger
-	instance    string
+	clock        coordination.Clock
+	handler      Handler
+	capacity     uint64
+	maxAttempts  uint32
+	drain        time.Duration
+	reconcile    time.Duration
+	retry        time.Duration
+	metrics      *Metrics
+	storeMetrics *metered.Metrics
+	log          *slog.Logger
+	instance     string
 }
 
 func defaultConfig(ttl time.Duration) config {
@@ -103,6 +105,12 @@ func WithRetryInterval(d time.Duration) Option { return func(c *config) { c.retr
 
 // WithMetrics sets the Prometheus collectors. Default: an unregistered set.
 func WithMetrics(m *Metrics) Option { return func(c *config) { c.metrics = m } }
+
+// WithStoreMetrics wraps the store with coordination/metered: every store
+// call gets a deadline of a third of the lease TTL (a timeout is Retryable)
+// and its duration goes to m's histogram. Default: the store is used as
+// given.
+func WithStoreMetrics(m *metered.Metrics) Option { return func(c *config) { c.storeMetrics = m } }
 
 // WithLogger sets the logger. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }

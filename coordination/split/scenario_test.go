@@ -35,14 +35,11 @@ func TestScenarioBalancedAndHeld(t *testing.T) {
 			}
 			c.until("a disjoint balanced assignment", c.balanced)
 			before := c.holdings()
+			lost := losses(c.metrics, workerIDs(n)...)
 			c.runFor(10 * ttl)
 			require.Equal(t, before, c.holdings(), "a balanced assignment is held: nothing moves")
 			require.True(t, c.balanced())
-			for _, id := range workerIDs(n) {
-				for _, r := range []string{split.LossSelfFence, split.LossLeaseLost, split.LossFenced, split.LossForced, split.LossRevoked} {
-					require.Zero(t, counter(c.metrics, id, r), "worker %s lost a split (%s) in steady state", id, r)
-				}
-			}
+			require.Equal(t, lost, losses(c.metrics, workerIDs(n)...), "no split lost, for any reason, in steady state")
 			require.Empty(t, c.app.duplicates(), "no record processed twice")
 			requireNoViolations(t, c.audit)
 		})
@@ -57,6 +54,7 @@ func TestScenarioJoinMovesCooperatively(t *testing.T) {
 	c.until("three workers balanced", c.balanced)
 	c.runFor(2 * ttl) // let records flow and commits land
 	before := c.holdings()
+	lost := losses(c.metrics, workerIDs(3)...)
 
 	c.start("w4")
 	c.until("four workers balanced", func() bool { return len(c.live()) == 4 && c.balanced() })
@@ -78,8 +76,8 @@ func TestScenarioJoinMovesCooperatively(t *testing.T) {
 	require.Empty(t, c.app.duplicates(), "a cooperative move replays nothing")
 	var graceful float64
 	for _, id := range workerIDs(3) {
-		graceful += counter(c.metrics, id, split.LossRevoked)
-		require.Zero(t, counter(c.metrics, id, split.LossForced), "no revocation needed forcing")
+		graceful += counter(c.metrics, id, split.LossRevoked) - lost[string(id)+"/"+split.LossRevoked]
+		require.Equal(t, lost[string(id)+"/"+split.LossForced], counter(c.metrics, id, split.LossForced), "no revocation needed forcing")
 	}
 	require.Equal(t, float64(7), graceful, "seven graceful revocations")
 	for _, cl := range c.audit.Claims() {
@@ -225,6 +223,7 @@ func TestScenarioLeaderDiesHealthySplitsStay(t *testing.T) {
 	require.NoError(t, err)
 	gen := v.Plan.Generation
 	before := c.holdings()
+	lost := losses(c.metrics, workerIDs(3)...)
 	c.crash(old)
 
 	c.until("a new leader rebalanced the dead leader's splits", func() bool {
@@ -243,8 +242,8 @@ func TestScenarioLeaderDiesHealthySplitsStay(t *testing.T) {
 		for _, s := range held {
 			require.Contains(t, after, s, "healthy split %s moved away from %s", s, id)
 		}
-		for _, r := range []string{split.LossRevoked, split.LossForced, split.LossSelfFence, split.LossLeaseLost} {
-			require.Zero(t, counter(c.metrics, id, r), "%s lost a split (%s)", id, r)
+		for _, r := range lossReasons {
+			require.Equal(t, lost[string(id)+"/"+r], counter(c.metrics, id, r), "%s lost a split (%s)", id, r)
 		}
 	}
 	requireNoViolations(t, c.audit)
@@ -391,6 +390,7 @@ func TestScenarioAbsentAssignmentKeepsHoldingAndForeignPlanFencesLeader(t *testi
 	c.until("balanced", c.balanced)
 	leader := c.leader()
 	require.NotNil(t, leader)
+	lost := losses(c.metrics, workerIDs(2)...)
 
 	// Another writer (a zombie leader of an older generation, an operator)
 	// replaces the plan with one that omits s000. The holder keeps s000
@@ -423,8 +423,8 @@ func TestScenarioAbsentAssignmentKeepsHoldingAndForeignPlanFencesLeader(t *testi
 		if n.id == holder {
 			require.Contains(t, n.w.Held(), split.SplitID("s000"), "the holder kept s000 through the plan that omitted it")
 		}
-		for _, r := range []string{split.LossRevoked, split.LossForced, split.LossSelfFence, split.LossLeaseLost, split.LossReleased} {
-			require.Zero(t, counter(c.metrics, n.id, r), "%s lost a split (%s)", n.id, r)
+		for _, r := range lossReasons {
+			require.Equal(t, lost[string(n.id)+"/"+r], counter(c.metrics, n.id, r), "%s lost a split (%s)", n.id, r)
 		}
 	}
 	requireNoViolations(t, c.audit)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/metered"
 )
 
 // Worker takes part in the split/lease protocol for one worker id: it
@@ -69,6 +70,13 @@ func NewWorker(store coordination.Store, id WorkerID, opts ...Option) (*Worker, 
 	}
 	if cfg.metrics == nil {
 		cfg.metrics = NewMetrics(nil)
+	}
+	if cfg.storeMetrics != nil {
+		m, err := metered.New(store, metered.WithMetrics(cfg.storeMetrics))
+		if err != nil {
+			return nil, fmt.Errorf("split: worker %q: %w", id, err)
+		}
+		store = m
 	}
 	w := &Worker{
 		store: store, id: id, cfg: cfg, ttl: ttl,
@@ -276,7 +284,16 @@ func (w *Worker) register(ctx context.Context) error {
 				continue
 			case gerr == nil:
 				p, derr := decode[Presence](e.Key, e.Value)
-				if derr == nil && p.Instance != w.cfg.instance {
+				if derr == nil && p.Instance == w.cfg.instance {
+					// Our own earlier attempt landed (its reply was lost).
+					cancel()
+					w.mu.Lock()
+					w.presenceRev = e.Revision
+					w.lastRenew = sent
+					w.mu.Unlock()
+					return nil
+				}
+				if derr == nil {
 					if watched != 0 && e.Revision != watched {
 						cancel()
 						return duplicateWorker(w.id, p.Instance, w.cfg.instance)
@@ -362,6 +379,7 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 		val := encode(Lease{Owner: w.id, Instance: w.cfg.instance, Epoch: l.t.epoch})
 		out, err := w.store.Update(c, coordination.Ephemeral, leaseKey(l.t.spec.ID), val, l.rev)
 		if err != nil {
+			w.cfg.log.Debug("lease renewal failed", "worker", w.id, "split", l.t.spec.ID, "err", err)
 			continue // the self-fence timer decides
 		}
 		if !out.Won() {
@@ -444,18 +462,22 @@ func (w *Worker) drop(t *Tenancy, reason string) coordination.Revision {
 
 	t.cancel()
 	m := w.cfg.metrics
-	if revoking && reason != LossShutdown {
-		if forced {
+	if revoking {
+		switch {
+		case forced:
+			reason = LossForced
 			m.Revocations.WithLabelValues(string(w.id), "forced").Inc()
-		} else if reason == LossReleased {
+		case reason == LossReleased:
 			reason = LossRevoked
 			m.Revocations.WithLabelValues(string(w.id), "graceful").Inc()
+		case reason != LossShutdown:
+			m.Revocations.WithLabelValues(string(w.id), "lost").Inc() // ended otherwise while draining
 		}
 		m.Draining.WithLabelValues(string(w.id)).Dec()
 	}
 	m.Losses.WithLabelValues(string(w.id), reason).Inc()
 	m.Owned.WithLabelValues(string(w.id)).Set(float64(n))
-	w.cfg.log.Info("split dropped", "worker", w.id, "split", t.spec.ID, "epoch", t.epoch, "reason", reason)
+	w.cfg.log.Info("split dropped", "worker", w.id, "split", t.spec.ID, "epoch", t.epoch, "reason", reason, "at", w.cfg.clock.Now())
 	w.poke()
 	return rev
 }
@@ -610,7 +632,7 @@ func (w *Worker) claim(ctx context.Context, spec Spec) {
 	w.mu.Unlock()
 	w.cfg.metrics.Acquisitions.WithLabelValues(string(w.id)).Inc()
 	w.cfg.metrics.Owned.WithLabelValues(string(w.id)).Set(float64(n))
-	w.cfg.log.Info("split acquired", "worker", w.id, "split", spec.ID, "epoch", epoch, "watermark", prev.Watermark)
+	w.cfg.log.Info("split acquired", "worker", w.id, "split", spec.ID, "epoch", epoch, "watermark", prev.Watermark, "sent", sent, "at", w.cfg.clock.Now())
 
 	w.handlers.Go(func() {
 		herr := w.cfg.handler(tctx, t)
@@ -618,13 +640,16 @@ func (w *Worker) claim(ctx context.Context, spec Spec) {
 		if t.over.Load() {
 			return
 		}
+		// An error caused by our own cancellation (forced revocation,
+		// shutdown) is not a failed tenancy.
+		failed := herr != nil && tctx.Err() == nil
 		reason := LossReleased
-		if herr != nil {
+		if failed {
 			reason = LossFailed
 		}
 		for !t.over.Load() {
 			rc, rcancel := w.opCtx(context.Background())
-			err := t.release(rc, herr != nil, reason)
+			err := t.release(rc, failed, reason)
 			rcancel()
 			if err == nil || errors.Is(err, ErrFenced) {
 				return
