@@ -2,11 +2,11 @@ package split_test
 
 import (
 	"cmp"
-	"slices"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
