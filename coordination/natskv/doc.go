@@ -17,6 +17,12 @@
 // Keys map one-to-one to KV keys (coordination.ValidKey keys are valid NATS
 // subject tokens); a prefix "a.b." watches the subject filter "a.b.>".
 //
+// Known limits: an Update whose expected revision is that of the key's
+// delete or expiry marker succeeds (JetStream's expected-last-sequence check
+// cannot tell a marker from a value), so consumers must pass revisions of
+// values, as the split protocol does. Create on a key that has a marker
+// costs three round trips (try, read the marker, retry at its revision).
+//
 // Concurrency: a Store is safe for concurrent use. Each Watcher owns one
 // goroutine that translates the KV watcher's updates; it also ends the watch
 // with a Retryable error when the connection drops, so consumers re-watch
