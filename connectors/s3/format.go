@@ -144,29 +144,39 @@ func decodeRecord(b []byte) (key, snap []byte, err error) {
 	return key, snap, nil
 }
 
-// decodeSegment checks a whole segment object's trailer and checksum and
-// returns its records in order (keys alias body) and the record-bytes
-// length.
-func decodeSegment(body []byte) ([]segEntry, uint64, error) {
+// checkSegment checks a whole segment object's trailer and record
+// checksum and returns the number of records.
+func checkSegment(body []byte) (count uint64, err error) {
 	if len(body) < trailerLen {
-		return nil, 0, fmt.Errorf("segment of %d bytes is shorter than its %d-byte trailer: %w", len(body), trailerLen, streaming.ErrCorrupt)
+		return 0, fmt.Errorf("segment of %d bytes is shorter than its %d-byte trailer: %w", len(body), trailerLen, streaming.ErrCorrupt)
 	}
 	tr := body[len(body)-trailerLen:]
 	if string(tr[20:]) != segmentMagic {
-		return nil, 0, fmt.Errorf("segment trailer magic %q, want %q: %w", tr[20:], segmentMagic, streaming.ErrCorrupt)
+		return 0, fmt.Errorf("segment trailer magic %q, want %q: %w", tr[20:], segmentMagic, streaming.ErrCorrupt)
 	}
 	data := binary.BigEndian.Uint64(tr[:8])
-	count := binary.BigEndian.Uint64(tr[8:16])
+	count = binary.BigEndian.Uint64(tr[8:16])
 	if data != uint64(len(body)-trailerLen) {
-		return nil, 0, fmt.Errorf("segment trailer says %d record bytes, the object holds %d: %w", data, len(body)-trailerLen, streaming.ErrCorrupt)
+		return 0, fmt.Errorf("segment trailer says %d record bytes, the object holds %d: %w", data, len(body)-trailerLen, streaming.ErrCorrupt)
 	}
-	recs := body[:data]
-	if got, want := crc32.Checksum(recs, castagnoli), binary.BigEndian.Uint32(tr[16:20]); got != want {
-		return nil, 0, fmt.Errorf("segment record checksum %08x, trailer says %08x: %w", got, want, streaming.ErrCorrupt)
+	if got, want := crc32.Checksum(body[:data], castagnoli), binary.BigEndian.Uint32(tr[16:20]); got != want {
+		return 0, fmt.Errorf("segment record checksum %08x, trailer says %08x: %w", got, want, streaming.ErrCorrupt)
 	}
 	if count > data {
-		return nil, 0, fmt.Errorf("segment trailer says %d records in %d bytes: %w", count, data, streaming.ErrCorrupt)
+		return 0, fmt.Errorf("segment trailer says %d records in %d bytes: %w", count, data, streaming.ErrCorrupt)
 	}
+	return count, nil
+}
+
+// decodeSegment checks a whole segment object (checkSegment) and returns
+// its records in order (keys alias body) and the record-bytes length.
+func decodeSegment(body []byte) ([]segEntry, uint64, error) {
+	count, err := checkSegment(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	data := uint64(len(body) - trailerLen)
+	recs := body[:data]
 	r := byteReader{b: recs}
 	entries := make([]segEntry, 0, int(min(count, 1<<16)))
 	for r.off < len(recs) && r.err == nil {

@@ -212,27 +212,47 @@ func (s *Store) Scan(ctx context.Context, fn func(key []byte, s streaming.Snapsh
 	if err != nil {
 		return err
 	}
-	for _, name := range slices.Sorted(maps.Keys(st.m.segs)) {
-		if st.m.segs[name].live == 0 {
-			continue
+	// Live records by segment: one pass over the index instead of a key
+	// lookup per record read.
+	type span struct{ off, n uint64 }
+	bySeg := make(map[string][]span, len(st.m.segs))
+	var lastSeg string
+	var last []span
+	for _, l := range st.m.index {
+		if l.seg != lastSeg {
+			if lastSeg != "" {
+				bySeg[lastSeg] = last
+			}
+			lastSeg, last = l.seg, bySeg[l.seg]
 		}
+		last = append(last, span{l.off, l.n})
+	}
+	if lastSeg != "" {
+		bySeg[lastSeg] = last
+	}
+	for _, name := range slices.Sorted(maps.Keys(bySeg)) {
+		spans := bySeg[name] // in index order: the body is in memory, order does not matter
 		body, _, err := s.obj.get(ctx, name)
 		if err != nil {
 			return fmt.Errorf("s3 state store: scan: %w", err)
 		}
-		entries, _, err := decodeSegment(body)
-		if err != nil {
-			return fmt.Errorf("s3 state store: scan: segment %s: %w", s.obj.uri(name), err)
+		uri := s.obj.uri(name)
+		if _, err := checkSegment(body); err != nil {
+			return fmt.Errorf("s3 state store: scan: segment %s: %w", uri, err)
 		}
-		for _, e := range entries {
-			if l, ok := st.m.index[string(e.key)]; !ok || l.seg != name || l.off != e.off {
-				continue // overwritten or deleted since
+		for _, sp := range spans {
+			if sp.off+sp.n > uint64(len(body)) {
+				return fmt.Errorf("s3 state store: scan: segment %s: record %d+%d runs past the object: %w", uri, sp.off, sp.n, streaming.ErrCorrupt)
 			}
-			snap, err := decodeLoaded(s.obj.uri(name), e.key, body[e.off:e.off+e.n])
+			key, raw, err := decodeRecord(body[sp.off : sp.off+sp.n])
 			if err != nil {
-				return err
+				return fmt.Errorf("s3 state store %s: record at %d: %w", uri, sp.off, err)
 			}
-			if err := fn(e.key, snap); err != nil {
+			snap, err := streaming.UnmarshalSnapshot(raw)
+			if err != nil {
+				return fmt.Errorf("s3 state store %s: snapshot key %q: %w", uri, key, err)
+			}
+			if err := fn(key, snap); err != nil {
 				return err
 			}
 		}
@@ -532,7 +552,7 @@ func (s *Store) moveLive(ctx context.Context, m *manifest, victims map[string]bo
 		if err != nil {
 			return fmt.Errorf("s3 state store: compaction: %w", err)
 		}
-		if _, _, err := decodeSegment(body); err != nil {
+		if _, err := checkSegment(body); err != nil {
 			return fmt.Errorf("s3 state store: compaction: segment %s: %w", s.obj.uri(name), err)
 		}
 		keys := byVictim[name]
