@@ -45,10 +45,11 @@ type ReaderOption func(*readerConfig)
 type readerConfig struct {
 	expected  string
 	batchRows int
+	verify    bool
 }
 
 func defaultReaderConfig() readerConfig {
-	return readerConfig{expected: SchemaFingerprint(), batchRows: 1024}
+	return readerConfig{expected: SchemaFingerprint(), batchRows: 1024, verify: true}
 }
 
 func (c readerConfig) validate() error {
@@ -71,3 +72,9 @@ func WithExpectedFingerprint(fp string) ReaderOption {
 // WithBatchRows sets how many rows the reader decodes per call into the
 // file. Default 1024.
 func WithBatchRows(n int) ReaderOption { return func(c *readerConfig) { c.batchRows = n } }
+
+// WithVerifyChecksum sets whether File and All verify a file's whole-file
+// checksum before decoding it. Verifying reads each file once more
+// (streamed, in 256 KiB chunks); turn it off only for storage that
+// checksums end to end. Default true.
+func WithVerifyChecksum(on bool) ReaderOption { return func(c *readerConfig) { c.verify = on } }

@@ -20,6 +20,14 @@
 //     fingerprints), and streams rows in order, one row group at a time,
 //     from any [Position] (file, row) — the resume point of a backfill.
 //
+// # Integrity
+//
+// Every file carries a whole-file CRC-32C in its key-value metadata
+// ([ChecksumKey]); the reader verifies it before decoding a file, and
+// checks the footer's layout against the schema, so a corrupt file is
+// refused with an error naming it (wrapping streaming.ErrCorrupt) instead
+// of decoding garbage or crashing the decoder.
+//
 // # Ordering and replays
 //
 // File names sort as (shard, first offset, last offset, epoch). When the

@@ -74,7 +74,9 @@ func TestReaderTouchesOneRowGroup(t *testing.T) {
 	size := objs[0].Size
 
 	ca := &countingArchive{Archive: mem}
-	r, err := parquet.NewReader(ca, "iot/", parquet.WithBatchRows(16))
+	// Checksum verification off: it streams the whole file once (checked
+	// below), which would hide what the decoder touches.
+	r, err := parquet.NewReader(ca, "iot/", parquet.WithBatchRows(16), parquet.WithVerifyChecksum(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +114,43 @@ func TestReaderTouchesOneRowGroup(t *testing.T) {
 			}
 			t.Logf("touched %d of %d bytes", got, size)
 		})
+	}
+}
+
+// With verification on, the checksum pass reads the file in bounded
+// chunks: no read is larger than 256 KiB, whatever the file size.
+func TestReaderChecksumPassIsChunked(t *testing.T) {
+	ctx := context.Background()
+	mem := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(mem, "iot", 0, 1, parquet.WithZstdLevel(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteFile(ctx, genRows(12, 0, 200_000)); err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := mem.List(ctx, "")
+	if objs[0].Size < 1<<20 {
+		t.Fatalf("file is only %d bytes; make it larger than the chunk", objs[0].Size)
+	}
+	ca := &countingArchive{Archive: mem}
+	r, _ := parquet.NewReader(ca, "iot/")
+	plan, err := r.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.reset()
+	for _, err := range r.File(ctx, plan[0], 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	for _, rg := range ca.ranges {
+		if n := rg[1] - rg[0]; n > 256<<10 {
+			t.Fatalf("a read of %d bytes at %d; want chunks of at most 256 KiB", n, rg[0])
+		}
 	}
 }

@@ -523,3 +523,52 @@ func TestWriterNeverSplitsAnOffset(t *testing.T) {
 	r, _ := parquet.NewReader(a, "iot/")
 	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
 }
+
+// A file whose bytes changed after it was written — in a page, a page
+// header or the footer — is refused before any row is decoded, with an
+// error naming the file and wrapping streaming.ErrCorrupt.
+func TestReaderRefusesChangedBytes(t *testing.T) {
+	ctx := context.Background()
+	src := parquet.NewMemArchive()
+	w, _ := parquet.NewWriter(src, "iot", 0, 1, parquet.WithRowGroupRows(16))
+	k, err := w.WriteFile(ctx, genRows(21, 0, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := src.Open(ctx, k.Name())
+	good := make([]byte, o.Size())
+	o.ReadAt(good, 0)
+	cases := []struct {
+		name string
+		at   int
+	}{
+		{"first page header", 5},
+		{"middle", len(good) / 2},
+		{"footer", len(good) - 40},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			data := append([]byte(nil), good...)
+			data[c.at] ^= 0x01
+			a := parquet.NewMemArchive()
+			a.PutAtomic(ctx, k.Name(), data)
+			r, _ := parquet.NewReader(a, "iot/")
+			rows := 0
+			var got error
+			for _, err := range r.All(ctx, parquet.Position{}) {
+				if err != nil {
+					got = err
+					break
+				}
+				rows++
+			}
+			if got == nil || !strings.Contains(got.Error(), k.Name()) {
+				t.Fatalf("read %d rows, err %v; want an error naming %s", rows, got, k.Name())
+			}
+			if rows != 0 {
+				t.Fatalf("decoded %d rows of a corrupt file before refusing it", rows)
+			}
+			t.Log(got)
+		})
+	}
+}

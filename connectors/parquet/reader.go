@@ -8,6 +8,9 @@ import (
 	"iter"
 
 	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Position is a resume point of a backfill: the next row to read is row
@@ -113,7 +116,7 @@ func sameRange(a, b FileKey) bool { return sameShard(a, b) && a.First == b.First
 
 // inspect reads fi's footer: its row count and its fingerprint.
 func (r *Reader) inspect(ctx context.Context, fi *FileInfo) error {
-	obj, f, err := r.open(ctx, fi.Name)
+	obj, f, err := r.open(ctx, fi.Name, false)
 	if err != nil {
 		return err
 	}
@@ -124,13 +127,20 @@ func (r *Reader) inspect(ctx context.Context, fi *FileInfo) error {
 }
 
 // open opens the named file and checks its fingerprint, both the stored
-// one and the one of the schema the file actually has.
-func (r *Reader) open(ctx context.Context, name string) (Object, *pq.File, error) {
+// one and the one of the schema the file actually has. With verify, it
+// first checks the whole-file checksum (reading the file once).
+func (r *Reader) open(ctx context.Context, name string, verify bool) (Object, *pq.File, error) {
 	obj, err := r.archive.Open(ctx, name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parquet reader: %w", err)
 	}
-	f, err := pq.OpenFile(obj, obj.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
+	if verify {
+		if err := verifyChecksum(obj); err != nil {
+			obj.Close()
+			return nil, nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
+		}
+	}
+	f, err := openFile(obj)
 	if err != nil {
 		obj.Close()
 		return nil, nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
@@ -145,6 +155,68 @@ func (r *Reader) open(ctx context.Context, name string) (Object, *pq.File, error
 		return nil, nil, &FingerprintError{File: name + " (schema in the footer)", Got: actual, Expected: r.cfg.expected}
 	}
 	return obj, f, nil
+}
+
+// openFile opens a Parquet file, turning a decoder panic (parquet-go
+// panics on some corrupt footers) into an error wrapping
+// streaming.ErrCorrupt.
+func openFile(obj Object) (f *pq.File, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f, err = nil, corruptError(p)
+		}
+	}()
+	f, err = pq.OpenFile(obj, obj.Size(), pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLayout(f, obj.Size()); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkLayout checks the footer against itself before any page is
+// decoded: every column chunk has the physical type of its schema column,
+// a known codec, one value per row (the schema is flat and required), and
+// pages inside the file. parquet-go trusts these fields; a corrupt footer
+// that lies about them makes it decode garbage.
+func checkLayout(f *pq.File, size int64) error {
+	md := f.Metadata()
+	leaves := f.Schema().Columns()
+	var total int64
+	for i, rg := range md.RowGroups {
+		if len(rg.Columns) != len(leaves) {
+			return fmt.Errorf("row group %d has %d column chunks, schema has %d columns: %w", i, len(rg.Columns), len(leaves), streaming.ErrCorrupt)
+		}
+		if rg.NumRows < 0 {
+			return fmt.Errorf("row group %d has %d rows: %w", i, rg.NumRows, streaming.ErrCorrupt)
+		}
+		total += rg.NumRows
+		for j, cc := range rg.Columns {
+			leaf, _ := f.Schema().Lookup(leaves[j]...)
+			cm := cc.MetaData
+			switch {
+			case leaf.Node == nil || int8(leaf.Node.Type().Kind()) != int8(cm.Type):
+				return fmt.Errorf("row group %d column %d: chunk type %v does not match the schema: %w", i, j, cm.Type, streaming.ErrCorrupt)
+			case cm.Codec != format.Zstd && cm.Codec != format.Uncompressed && cm.Codec != format.Snappy && cm.Codec != format.Gzip && cm.Codec != format.Lz4Raw:
+				return fmt.Errorf("row group %d column %d: codec %v: %w", i, j, cm.Codec, streaming.ErrCorrupt)
+			case cm.NumValues != rg.NumRows:
+				return fmt.Errorf("row group %d column %d: %d values for %d rows: %w", i, j, cm.NumValues, rg.NumRows, streaming.ErrCorrupt)
+			case cm.DataPageOffset < 4 || cm.DataPageOffset >= size || cm.DictionaryPageOffset < 0 || cm.DictionaryPageOffset >= size ||
+				cm.TotalCompressedSize < 0 || cm.TotalCompressedSize > size:
+				return fmt.Errorf("row group %d column %d: page offsets outside the %d-byte file: %w", i, j, size, streaming.ErrCorrupt)
+			}
+		}
+	}
+	if total != md.NumRows {
+		return fmt.Errorf("row groups hold %d rows, footer says %d: %w", total, md.NumRows, streaming.ErrCorrupt)
+	}
+	return nil
+}
+
+func corruptError(p any) error {
+	return fmt.Errorf("undecodable Parquet (decoder panicked: %v): %w", p, streaming.ErrCorrupt)
 }
 
 // All plans the archive and streams every row from position from (the
@@ -186,11 +258,13 @@ func (r *Reader) All(ctx context.Context, from Position) iter.Seq2[Entry, error]
 }
 
 // File streams the rows of one planned file from row fromRow on, skipping
-// rows at or below fi.SkipThrough. The file is reopened and its
-// fingerprint checked again, so a file replaced since Plan is caught.
+// rows at or below fi.SkipThrough. The file is reopened, its whole-file
+// checksum verified (see ChecksumKey; WithVerifyChecksum) and its
+// fingerprint checked again, so a file corrupted or replaced since Plan is
+// refused before any row of it is decoded.
 func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
-		obj, f, err := r.open(ctx, fi.Name)
+		obj, f, err := r.open(ctx, fi.Name, r.cfg.verify)
 		if err != nil {
 			yield(Entry{}, err)
 			return
@@ -223,7 +297,19 @@ func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2
 
 // readGroup yields the rows of one row group from row skip (relative to
 // the group) on. ok is false when the consumer stopped.
+//
+// A panic of the decoder (corrupt pages) becomes an error wrapping
+// streaming.ErrCorrupt; a panic of the consumer's loop body is re-raised.
 func (r *Reader) readGroup(ctx context.Context, fi FileInfo, rg pq.RowGroup, base, skip int64, batch []Row, yield func(Entry, error) bool) (ok bool, err error) {
+	inYield := false
+	defer func() {
+		if p := recover(); p != nil {
+			if inYield {
+				panic(p)
+			}
+			ok, err = false, corruptError(p)
+		}
+	}()
 	rd := pq.NewGenericRowGroupReader[Row](rg)
 	defer rd.Close()
 	if skip > 0 {
@@ -243,7 +329,10 @@ func (r *Reader) readGroup(ctx context.Context, fi FileInfo, rg pq.RowGroup, bas
 			if row.Offset <= fi.SkipThrough {
 				continue
 			}
-			if !yield(Entry{Row: row, Pos: pos}, nil) {
+			inYield = true
+			more := yield(Entry{Row: row, Pos: pos}, nil)
+			inYield = false
+			if !more {
 				return false, nil
 			}
 		}

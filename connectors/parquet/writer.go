@@ -130,11 +130,16 @@ func (w *Writer) WriteFile(ctx context.Context, rows []Row) (FileKey, error) {
 func (w *Writer) encode(rows []Row) ([]byte, error) {
 	w.buf.Reset()
 	w.pw.Reset(&w.buf)
+	w.pw.SetKeyValueMetadata(ChecksumKey, checksumPrefix+checksumPlaceholder)
 	if _, err := w.pw.Write(rows); err != nil {
 		return nil, err
 	}
 	if err := w.pw.Close(); err != nil {
 		return nil, err
 	}
-	return w.buf.Bytes(), nil
+	data := w.buf.Bytes()
+	if err := sealChecksum(data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
