@@ -28,6 +28,10 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// verifyChunk is the read size of the checksum pass: large enough that an
+// object store serves a file in few requests, small enough to bound memory.
+const verifyChunk = 1 << 20
+
 // sealChecksum replaces the placeholder in the footer of an encoded file
 // with the file's checksum.
 func sealChecksum(data []byte) error {
@@ -78,7 +82,7 @@ func verifyChecksum(obj Object) error {
 	}
 	patchAt := footerAt + int64(i+len(checksumPrefix))
 	var sum uint32
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, verifyChunk)
 	for off := int64(0); off < size; {
 		n := int(min(int64(len(buf)), size-off))
 		if _, err := obj.ReadAt(buf[:n], off); err != nil {

@@ -75,6 +75,6 @@ func WithBatchRows(n int) ReaderOption { return func(c *readerConfig) { c.batchR
 
 // WithVerifyChecksum sets whether File and All verify a file's whole-file
 // checksum before decoding it. Verifying reads each file once more
-// (streamed, in 256 KiB chunks); turn it off only for storage that
+// (streamed, in 1 MiB chunks); turn it off only for storage that
 // checksums end to end. Default true.
 func WithVerifyChecksum(on bool) ReaderOption { return func(c *readerConfig) { c.verify = on } }

@@ -118,7 +118,7 @@ func TestReaderTouchesOneRowGroup(t *testing.T) {
 }
 
 // With verification on, the checksum pass reads the file in bounded
-// chunks: no read is larger than 256 KiB, whatever the file size.
+// chunks: no read is larger than 1 MiB, whatever the file size.
 func TestReaderChecksumPassIsChunked(t *testing.T) {
 	ctx := context.Background()
 	mem := parquet.NewMemArchive()
@@ -130,7 +130,7 @@ func TestReaderChecksumPassIsChunked(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs, _ := mem.List(ctx, "")
-	if objs[0].Size < 1<<20 {
+	if objs[0].Size < 2<<20 {
 		t.Fatalf("file is only %d bytes; make it larger than the chunk", objs[0].Size)
 	}
 	ca := &countingArchive{Archive: mem}
@@ -149,8 +149,8 @@ func TestReaderChecksumPassIsChunked(t *testing.T) {
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
 	for _, rg := range ca.ranges {
-		if n := rg[1] - rg[0]; n > 256<<10 {
-			t.Fatalf("a read of %d bytes at %d; want chunks of at most 256 KiB", n, rg[0])
+		if n := rg[1] - rg[0]; n > 1<<20 {
+			t.Fatalf("a read of %d bytes at %d; want chunks of at most 1 MiB", n, rg[0])
 		}
 	}
 }
