@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	tlog "go.temporal.io/sdk/log"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -275,4 +277,8 @@ func (s *cutStore) Load(ctx context.Context, key []byte) (streaming.Snapshot, er
 		return streaming.Snapshot{}, errStoreCut
 	}
 	return s.StateStore.Load(ctx, key)
+}
+
+func quietTemporalLogger() tlog.Logger {
+	return tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/activities"
@@ -83,17 +84,69 @@ func (h *Host) notOwner(shard string, epoch streaming.Epoch, why string) error {
 	return fmt.Errorf("worker %q, shard %s/%s at epoch %d: %s: %w", h.workerID, h.pipeline, shard, uint64(epoch), why, ErrNotHeld)
 }
 
-// run watches the router until ctx ends.
+// run watches the router until ctx ends, and now and then offers the
+// shards it holds to handoffs that wait for an owner.
 func (h *Host) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	rt := time.NewTicker(max(h.cfg.Checkpoint.HeartbeatTimeout.D()/2, time.Second))
+	defer rt.Stop()
 	for {
 		h.sync(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-rt.C:
+			h.reconcileHandoffs(ctx)
 		}
+	}
+}
+
+// reconcileHandoffs answers handoffs that wait for the owner of a shard
+// this worker already holds. The lease workflow of a dead worker starts
+// handoffs for the shards of its last heartbeat, which may be older than
+// the last rebalance: a shard it lists may have moved to this worker
+// before it died, and this worker announced itself then, to an earlier
+// handoff. The data plane has decided; tell the waiting saga.
+func (h *Host) reconcileHandoffs(ctx context.Context) {
+	if h.tc == nil {
+		return
+	}
+	h.mu.Lock()
+	var hs []*heldShard
+	for _, s := range h.held {
+		if s.announced {
+			hs = append(hs, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range hs {
+		if ctx.Err() != nil {
+			return
+		}
+		id := workflows.HandoffWorkflowID(h.pipeline, s.shard)
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		desc, err := h.tc.DescribeWorkflowExecution(rctx, id, "")
+		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			cancel()
+			continue
+		}
+		st, err := h.handoffState(rctx, id)
+		switch {
+		case err != nil:
+		case st.Step == workflows.StepAwaitOwner:
+			owner := workflows.Owner{WorkerID: h.workerID, TaskQueue: h.taskQueue, Epoch: uint64(s.epoch)}
+			err = h.tc.SignalWorkflow(rctx, id, "", workflows.SignalOwner, owner)
+			h.log.Info("answered a handoff waiting for the owner of a held shard", "shard", s.shard, "epoch", uint64(s.epoch), "err", err)
+		case st.To != nil && st.To.Epoch < uint64(s.epoch):
+			// A saga towards an owner the group has since replaced:
+			// announce again, which supersedes it.
+			h.mu.Lock()
+			s.announced = false
+			h.mu.Unlock()
+		}
+		cancel()
 	}
 }
 
@@ -156,6 +209,11 @@ func (h *Host) sync(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		// Announcements are round trips: skip a shard lost meanwhile, so
+		// a stale epoch is never offered to a waiting handoff.
+		if _, e, ok := h.src.Checkpointer(hs.part); !ok || e != hs.epoch {
+			continue
+		}
 		if err := h.announce(ctx, hs); err != nil {
 			h.log.Warn("announcing shard owner failed; will retry", "shard", hs.shard, "epoch", uint64(hs.epoch), "err", err)
 			continue
@@ -188,6 +246,9 @@ func (h *Host) announce(ctx context.Context, hs *heldShard) error {
 		}
 	}
 	hoID := workflows.HandoffWorkflowID(h.pipeline, hs.shard)
+	if stale := h.terminateStale(ctx, hoID, hs); stale != nil && prev == nil && stale.TaskQueue != h.taskQueue {
+		prev = stale
+	}
 	in := workflows.HandoffInput{Pipeline: h.pipeline, Shard: hs.shard, From: prev, StepTimeout: h.cfg.Checkpoint.HandoffStepTimeout.D()}
 	opts := client.StartWorkflowOptions{ID: hoID, TaskQueue: workflows.ControlTaskQueue}
 	if _, err := h.tc.SignalWithStartWorkflow(ctx, hoID, workflows.SignalOwner, owner, opts, workflows.HandoffWorkflow, in); err != nil {
@@ -195,6 +256,40 @@ func (h *Host) announce(ctx context.Context, hs *heldShard) error {
 	}
 	h.log.Info("shard owner announced", "shard", hs.shard, "epoch", uint64(hs.epoch), "previous_owner", prevName(prev))
 	return nil
+}
+
+func (h *Host) handoffState(ctx context.Context, id string) (workflows.HandoffState, error) {
+	var st workflows.HandoffState
+	v, err := h.tc.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err
+}
+
+// terminateStale ends a running handoff of hs's shard whose new owner is
+// at an older epoch than ours: the group has given the shard to us since,
+// so that saga can only wait for a dead or former owner (its steps on the
+// owner's queue have no schedule-to-start deadline). It returns that
+// saga's target, which was the shard's owner before us.
+func (h *Host) terminateStale(ctx context.Context, id string, hs *heldShard) *workflows.Owner {
+	desc, err := h.tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil
+	}
+	st, err := h.handoffState(ctx, id)
+	if err != nil || st.To == nil || st.To.Epoch >= uint64(hs.epoch) {
+		return nil
+	}
+	reason := fmt.Sprintf("superseded: worker %q owns the shard at epoch %d, above the saga's target %q at epoch %d",
+		h.workerID, uint64(hs.epoch), st.To.WorkerID, st.To.Epoch)
+	if err := h.tc.TerminateWorkflow(ctx, id, "", reason); err != nil {
+		h.log.Warn("terminating a stale handoff failed", "workflow", id, "err", err)
+		return nil
+	}
+	h.log.Info("terminated a stale handoff", "workflow", id, "reason", reason)
+	to := *st.To
+	return &to
 }
 
 func prevName(o *workflows.Owner) string {

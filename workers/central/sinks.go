@@ -114,6 +114,9 @@ type archiveKey struct {
 type archiveWriter struct {
 	mu sync.Mutex
 	w  *parquet.Writer
+	// dropped: Flush removed this writer from the map; a Write that got
+	// it just before must take the new one instead of appending here.
+	dropped bool
 }
 
 var _ Sink = (*ArchiveSink)(nil)
@@ -149,22 +152,28 @@ func (s *ArchiveSink) Write(ctx context.Context, outs []Output) error {
 	if len(outs) == 0 {
 		return nil
 	}
-	w, err := s.writer(archiveKey{outs[0].Partition, outs[0].Epoch})
-	if err != nil {
-		s.err.set(err)
-		return err
-	}
 	var buf [4]parquet.Row
 	rows := buf[:0]
 	for _, o := range outs {
 		rows = append(rows, parquet.Row{Sensor: o.Sensor, Signal: o.Signal, TS: o.TS, Mode: int32(o.Mode), Value: o.Value, Offset: o.Offset})
 	}
-	w.mu.Lock()
-	// On error (a full buffer whose file could not be written) the rows
-	// stay buffered and the next Flush retries and reports: not sticky.
-	_ = w.w.Append(ctx, rows...)
-	w.mu.Unlock()
-	return nil
+	for {
+		w, err := s.writer(archiveKey{outs[0].Partition, outs[0].Epoch})
+		if err != nil {
+			s.err.set(err)
+			return err
+		}
+		w.mu.Lock()
+		if w.dropped { // a concurrent Flush retired it: rows appended here would be lost
+			w.mu.Unlock()
+			continue
+		}
+		// On error (a full buffer whose file could not be written) the rows
+		// stay buffered and the next Flush retries and reports: not sticky.
+		_ = w.w.Append(ctx, rows...)
+		w.mu.Unlock()
+		return nil
+	}
 }
 
 // Flush implements Sink: every writer writes its buffered rows as one
@@ -196,6 +205,7 @@ func (s *ArchiveSink) Flush(ctx context.Context) error {
 		w.mu.Lock()
 		if w.w.Pending() == 0 && s.writers[k] == w {
 			delete(s.writers, k)
+			w.dropped = true
 		}
 		w.mu.Unlock()
 	}

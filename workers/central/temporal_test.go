@@ -128,7 +128,8 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	rs := makeReadings(12, 1, 60)
 	produce(t, addrs, rs)
 	want := reference(t, cfg.Graph, rs)
-	require.Eventually(t, func() bool { return w.w.Source().Stats().Applied == uint64(len(rs)) }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return rec.has(want) }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, uint64(len(rs)), w.w.Source().Stats().Applied)
 	rec.requireExact(t, want)
 
 	ends := endOffsets(t, addrs, parts)

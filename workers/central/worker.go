@@ -193,6 +193,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	if w.m, err = newMetrics(o.reg, w.src.Stats); err != nil {
 		return nil, fmt.Errorf("central worker: metrics: %w", err)
 	}
+	w.host = newHost(cfg, w.src, w.shards, nil, w.log, w.m)
 	ok = true
 	return w, nil
 }
@@ -303,7 +304,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		defer tc.Close()
 	}
-	w.host = newHost(w.cfg, w.src, w.shards, tc, w.log, w.m)
+	w.host.tc = tc // before any goroutine reads it
 
 	var tws []worker.Worker
 	var leaseRun client.WorkflowRun
