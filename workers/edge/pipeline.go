@@ -65,6 +65,8 @@ type Pipeline struct {
 	signals  atomic.Uint64
 	readings atomic.Uint64
 	running  atomic.Bool
+
+	afterHandle func() // test hook, nil in production
 }
 
 // New returns a Pipeline reading from src, publishing to sink and
@@ -179,6 +181,9 @@ func (p *Pipeline) handle(ctx context.Context, m mqtt.Message) error {
 	in := p.keyed.Eval(r.Sensor, r.TS, streaming.Float(r.Value))
 	p.dirty[r.Sensor] = struct{}{}
 	p.readings.Add(1)
+	if p.afterHandle != nil {
+		defer p.afterHandle()
+	}
 	out := in.Output(0)
 	if out.IsNone() {
 		return nil
