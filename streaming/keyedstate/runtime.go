@@ -130,9 +130,17 @@ func measureEntryBytes[K comparable](g *streaming.Graph) int {
 	runtime.ReadMemStats(&before)
 	ring := make([]*entry[K], n)
 	m := make(map[int]*entry[K])
+	in := make([]streaming.Computed, len(g.Inputs()))
+	for i := range in {
+		in[i] = streaming.Float(1)
+	}
 	for i := range ring {
 		ring[i] = &entry[K]{inst: g.NewInstance()}
 		m[i] = ring[i]
+		// Warm the instance: operators that allocate on first use count.
+		for ts := range 16 {
+			ring[i].inst.Eval(int64(ts), in...)
+		}
 	}
 	runtime.ReadMemStats(&after)
 	allocated := int(after.TotalAlloc-before.TotalAlloc) / n
