@@ -219,3 +219,41 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 		require.Equal(t, v, archived[k], "archived %v", k)
 	}
 }
+
+// TestStaleHandoffSuperseded: a handoff saga is stuck restoring the shard
+// on an owner that died before it picked the step up (its steps on the
+// owner's queue have no schedule-to-start deadline). When a worker gains
+// the shard at a later epoch, its announcement terminates that saga and
+// starts a new one that completes on it, naming the dead target as the
+// previous owner.
+func TestStaleHandoffSuperseded(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cfg := baseConfig(t, "heir", addrs, srv.HostPort)
+	cfg.Temporal.ControlWorker = true
+	shard := topic + "/0"
+	id := workflows.HandoffWorkflowID(cfg.Pipeline, shard)
+	ghost := &workflows.Owner{WorkerID: "ghost", TaskQueue: workflows.WorkerTaskQueue("ghost"), Epoch: 1}
+	stuck, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue},
+		workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: cfg.Pipeline, Shard: shard, To: ghost})
+	require.NoError(t, err)
+
+	w := startWorker(t, cfg, WithTemporalClient(srv.Client), WithLogger(testLogger(t)))
+	defer w.stop(t)
+
+	// The stuck saga ends terminated...
+	err = stuck.Get(ctx, nil)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "terminated")
+	// ...and the new one completes on the heir, from the ghost.
+	var hs workflows.HandoffState
+	waitHandoff(ctx, t, srv.Client, id, "heir", &hs)
+	require.Equal(t, workflows.StepDone, hs.Step)
+	require.NotNil(t, hs.From)
+	require.Equal(t, "ghost", hs.From.WorkerID)
+	require.Greater(t, hs.To.Epoch, ghost.Epoch)
+}
