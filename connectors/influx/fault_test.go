@@ -18,7 +18,6 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/testsuite/influxtest"
 )
 
 // faultProxy forwards to a real influxd and answers the first len(faults)
@@ -60,7 +59,7 @@ func (f *faultProxy) handler(target string) http.Handler {
 }
 
 func TestSinkRetriesOverloadAndHonoursRetryAfter(t *testing.T) {
-	srv := influxtest.Start(t)
+	srv := sharedServer(t)
 	srv.CreateDatabase(t, "tflo")
 	fp := &faultProxy{faults: []int{503, 500, 429}}
 	proxy := httptest.NewServer(fp.handler(srv.URL))
@@ -69,14 +68,15 @@ func TestSinkRetriesOverloadAndHonoursRetryAfter(t *testing.T) {
 	s := newSink(t, proxy.URL, "tflo/autogen", influx.WithBatchSize(100),
 		influx.WithRetryBackoff(5*time.Millisecond, 10*time.Millisecond), influx.WithBreaker(10, time.Second))
 	ctx := context.Background()
-	pts := genPoints("overload", 0, 100)
+	m := measurement("overload")
+	pts := genPoints(m, 0, 100)
 	require.NoError(t, s.Write(ctx, pts...))
 	require.NoError(t, s.Flush(ctx))
 	st := s.Stats()
 	require.Equal(t, int64(3), st.Retries)
 	require.Equal(t, int64(4), st.Requests)
 	require.Equal(t, int64(4), fp.writes.Load())
-	require.Equal(t, 100, srv.Count(t, "tflo", "overload"))
+	require.Equal(t, 100, srv.Count(t, "tflo", m))
 	fp.mu.Lock()
 	gap := fp.times[3].Sub(fp.times[2])
 	fp.mu.Unlock()
@@ -86,7 +86,7 @@ func TestSinkRetriesOverloadAndHonoursRetryAfter(t *testing.T) {
 // The breaker opens after the threshold and, while open, holds requests
 // back for the cool-down instead of hammering the server.
 func TestSinkBreakerHoldsBackDuringCoolDown(t *testing.T) {
-	srv := influxtest.Start(t)
+	srv := sharedServer(t)
 	srv.CreateDatabase(t, "tflo")
 	fp := &faultProxy{faults: []int{503, 503, 503}}
 	proxy := httptest.NewServer(fp.handler(srv.URL))
@@ -95,7 +95,8 @@ func TestSinkBreakerHoldsBackDuringCoolDown(t *testing.T) {
 	s := newSink(t, proxy.URL, "tflo/autogen", influx.WithBatchSize(10),
 		influx.WithRetryBackoff(time.Millisecond, 2*time.Millisecond), influx.WithBreaker(3, coolDown))
 	ctx := context.Background()
-	require.NoError(t, s.Write(ctx, genPoints("breaker", 0, 10)...))
+	m := measurement("breaker")
+	require.NoError(t, s.Write(ctx, genPoints(m, 0, 10)...))
 	require.NoError(t, s.Flush(ctx))
 	require.Equal(t, int64(1), s.Stats().BreakerOpened)
 	require.Equal(t, "closed", s.Stats().Breaker)
@@ -103,14 +104,14 @@ func TestSinkBreakerHoldsBackDuringCoolDown(t *testing.T) {
 	defer fp.mu.Unlock()
 	require.Len(t, fp.times, 4)
 	require.GreaterOrEqual(t, fp.times[3].Sub(fp.times[2]), coolDown, "probe sent before the cool-down ended")
-	require.Equal(t, 10, srv.Count(t, "tflo", "breaker"))
+	require.Equal(t, 10, srv.Count(t, "tflo", m))
 }
 
 // Bad data (here a field type conflict: InfluxDB answers 400 partial
 // write) goes to the dead-letter hook with the reason; the sink keeps
 // going and later batches are written.
 func TestSinkRejectedBatchGoesToHook(t *testing.T) {
-	srv := influxtest.Start(t)
+	srv := sharedServer(t)
 	srv.CreateDatabase(t, "tflo")
 	var mu sync.Mutex
 	var rejected []string
@@ -122,44 +123,46 @@ func TestSinkRejectedBatchGoesToHook(t *testing.T) {
 		rejected = append(rejected, string(lines))
 	}))
 	ctx := context.Background()
-	good := genPoints("typed", 0, 1)
-	bad := influx.Point{Measurement: "typed", Sensor: "s00", Mode: "0", TS: baseTS + 1, Fields: []influx.Field{{Key: "value", Value: streaming.Int(5)}}}
+	m := measurement("typed")
+	good := genPoints(m, 0, 1)
+	bad := influx.Point{Measurement: m, Sensor: "s00", Mode: "0", TS: baseTS + 1, Fields: []influx.Field{{Key: "value", Value: streaming.Int(5)}}}
 	require.NoError(t, s.Write(ctx, good...))
 	require.NoError(t, s.Write(ctx, bad))
-	require.NoError(t, s.Write(ctx, genPoints("typed", 2, 3)...))
+	require.NoError(t, s.Write(ctx, genPoints(m, 2, 3)...))
 	require.NoError(t, s.Flush(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, rejected, 1)
-	require.Equal(t, "typed,mode=0,sensor=s00 value=5i 1767225600000000001", rejected[0])
+	require.Equal(t, m+",mode=0,sensor=s00 value=5i 1767225600000000001", rejected[0])
 	require.ErrorIs(t, rejErr, influx.ErrRejected)
 	require.Equal(t, 400, rejErr.StatusCode)
 	require.Contains(t, rejErr.Error(), "field type conflict")
 	st := s.Stats()
 	require.Equal(t, int64(1), st.Rejected)
 	require.Equal(t, int64(4), st.Points)
-	require.Equal(t, 4, srv.Count(t, "tflo", "typed"))
+	require.Equal(t, 4, srv.Count(t, "tflo", m))
 }
 
 // TLS: with the server's CA the sink writes through an https endpoint;
 // without it the certificate error fails the sink at once (no retries).
 func TestSinkTLS(t *testing.T) {
-	srv := influxtest.Start(t)
+	srv := sharedServer(t)
 	srv.CreateDatabase(t, "tflo")
 	fp := &faultProxy{}
 	proxy := httptest.NewTLSServer(fp.handler(srv.URL))
 	defer proxy.Close()
 	ctx := context.Background()
+	m := measurement("tls")
 
 	pool := x509.NewCertPool()
 	pool.AddCert(proxy.Certificate())
 	s := newSink(t, proxy.URL, "tflo/autogen", influx.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
-	require.NoError(t, s.Write(ctx, genPoints("tls", 0, 10)...))
+	require.NoError(t, s.Write(ctx, genPoints(m, 0, 10)...))
 	require.NoError(t, s.Flush(ctx))
-	require.Equal(t, 10, srv.Count(t, "tflo", "tls"))
+	require.Equal(t, 10, srv.Count(t, "tflo", m))
 
 	untrusting := newSink(t, proxy.URL, "tflo/autogen")
-	require.NoError(t, untrusting.Write(ctx, genPoints("tls", 10, 10)...))
+	require.NoError(t, untrusting.Write(ctx, genPoints(m, 10, 10)...))
 	err := untrusting.Flush(ctx)
 	require.ErrorIs(t, err, influx.ErrTLS)
 	require.Contains(t, err.Error(), proxy.URL)

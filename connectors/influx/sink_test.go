@@ -85,7 +85,7 @@ func wantPoints(pts []influx.Point) []readPoint {
 }
 
 func TestSinkWriteAndReadBack(t *testing.T) {
-	srv := influxtest.Start(t)
+	srv := sharedServer(t)
 	srv.CreateDatabase(t, "tflo")
 	cases := []struct {
 		name      string
@@ -101,7 +101,7 @@ func TestSinkWriteAndReadBack(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := strings.ReplaceAll(c.name, " ", "_")
+			m := measurement(strings.ReplaceAll(c.name, " ", "_"))
 			s := newSink(t, srv.URL, "tflo/autogen", influx.WithBatchSize(c.batch), influx.WithFlushInterval(c.interval))
 			pts := genPoints(m, 0, c.points)
 			ctx := context.Background()
@@ -126,19 +126,20 @@ func TestSinkWriteAndReadBack(t *testing.T) {
 // A replayed batch (the same records processed again after a restore)
 // must overwrite, never duplicate.
 func TestSinkReplayOverwrites(t *testing.T) {
-	srv := influxtest.Start(t)
+	srv := sharedServer(t)
 	srv.CreateDatabase(t, "tflo")
 	s := newSink(t, srv.URL, "tflo/autogen", influx.WithBatchSize(64))
 	ctx := context.Background()
-	pts := genPoints("replay", 0, 300)
+	m := measurement("replay")
+	pts := genPoints(m, 0, 300)
 	require.NoError(t, s.Write(ctx, pts...))
 	require.NoError(t, s.Flush(ctx))
-	require.Equal(t, 300, srv.Count(t, "tflo", "replay"))
+	require.Equal(t, 300, srv.Count(t, "tflo", m))
 	// Replay an overlapping range: the last 100 again plus 50 new.
-	require.NoError(t, s.Write(ctx, genPoints("replay", 200, 150)...))
+	require.NoError(t, s.Write(ctx, genPoints(m, 200, 150)...))
 	require.NoError(t, s.Flush(ctx))
-	require.Equal(t, 350, srv.Count(t, "tflo", "replay"))
-	require.Equal(t, wantPoints(genPoints("replay", 0, 350)), readBack(t, srv.URL, "", "tflo/autogen", "replay"))
+	require.Equal(t, 350, srv.Count(t, "tflo", m))
+	require.Equal(t, wantPoints(genPoints(m, 0, 350)), readBack(t, srv.URL, "", "tflo/autogen", m))
 }
 
 // The server dies in the middle of a stream: the breaker opens, Write
@@ -262,9 +263,9 @@ func (s *syncBuffer) String() string {
 }
 
 func TestSinkMissingDatabase(t *testing.T) {
-	srv := influxtest.Start(t)
+	srv := sharedServer(t)
 	s := newSink(t, srv.URL, "nope/autogen")
-	require.NoError(t, s.Write(context.Background(), genPoints("x", 0, 3)...))
+	require.NoError(t, s.Write(context.Background(), genPoints(measurement("x"), 0, 3)...))
 	err := s.Flush(context.Background())
 	require.ErrorIs(t, err, influx.ErrNoBucket)
 	require.Contains(t, err.Error(), `"nope/autogen"`)
