@@ -3,9 +3,9 @@ package influx_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
