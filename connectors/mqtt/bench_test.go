@@ -2,12 +2,12 @@ package mqtt
 
 import (
 	"context"
-	"sync/atomic"
-	"time"
 	"encoding/binary"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
