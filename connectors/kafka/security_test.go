@@ -74,7 +74,7 @@ func TestSecretsNeverPrint(t *testing.T) {
 	require.NoError(t, err)
 	for _, s := range []string{
 		fmt.Sprint(sec), fmt.Sprintf("%v", sec), fmt.Sprintf("%+v", sec), fmt.Sprintf("%#v", sec),
-		fmt.Sprintf("%v", *sec.SASL), fmt.Sprintf("%+v", *sec.SASL), fmt.Sprintf("%s", sec.SASL.Password), string(js),
+		fmt.Sprintf("%v", *sec.SASL), fmt.Sprintf("%+v", *sec.SASL), sec.SASL.Password.String(), fmt.Sprintf("%q", sec.SASL.Password), string(js),
 	} {
 		require.NotContains(t, s, pw)
 	}

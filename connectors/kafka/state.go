@@ -25,11 +25,6 @@ func ShardName(group string, p Partition) string {
 	return "kafka/" + group + "/" + p.Topic + "/" + strconv.Itoa(int(p.Partition))
 }
 
-type pieceEntry struct {
-	key  string
-	blob []byte
-}
-
 // pieceWriter packs entries into pieces of about limit bytes.
 type pieceWriter struct {
 	limit  int

@@ -93,10 +93,9 @@ func (c *cut[K]) Release(saved bool) {
 
 // chunkVal is where a key's state as of the cut was found.
 type chunkVal struct {
-	src        int // srcArena, srcRef, srcBadger, srcTomb
-	off, end   int
-	ref        []byte
-	badgerRead bool
+	src      int // srcArena, srcRef, srcBadger, srcTomb
+	off, end int
+	ref      []byte
 }
 
 const (
