@@ -46,6 +46,15 @@
 // in flight to the source: a slow handler slows the broker, no queue grows
 // in between.
 //
+// # Payload codec
+//
+// JSON only. Measured on the reference machine (BenchmarkDecodeReading,
+// BenchmarkDecodeBinaryCandidate, BenchmarkReceive in one run): decoding a
+// JSON reading costs about 0.9 µs and 10 allocations, under 2% of the
+// ~50 µs a QoS 2 message costs to cross the broker into the handler; a
+// compact binary form would decode in ~12 ns but save under 2% end to
+// end, so it is not offered. A Decoder option takes any other codec.
+//
 // # Security
 //
 // TLS with custom roots and client certificates ([WithTLS], [TLSConfig])
