@@ -194,6 +194,12 @@ func (s *Influx) Query(ctx context.Context, db, q string) (InfluxResult, error) 
 	return s.query(ctx, db, q, true)
 }
 
+// QueryNS is Query with times returned as integer nanoseconds since the
+// epoch instead of RFC 3339 text.
+func (s *Influx) QueryNS(ctx context.Context, db, q string) (InfluxResult, error) {
+	return s.query(ctx, db, q, true, "epoch", "ns")
+}
+
 // Count returns the number of points of measurement in db (the count of
 // field "value").
 func (s *Influx) Count(ctx context.Context, db, measurement string) (int, error) {
@@ -213,8 +219,11 @@ func (s *Influx) Count(ctx context.Context, db, measurement string) (int, error)
 	return int(i), err
 }
 
-func (s *Influx) query(ctx context.Context, db, q string, withAuth bool) (InfluxResult, error) {
+func (s *Influx) query(ctx context.Context, db, q string, withAuth bool, params ...string) (InfluxResult, error) {
 	form := url.Values{"q": {q}}
+	for i := 0; i+1 < len(params); i += 2 {
+		form.Set(params[i], params[i+1])
+	}
 	if db != "" {
 		form.Set("db", db)
 	}

@@ -1,0 +1,119 @@
+package portal
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/influx"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/workers/central"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// InfluxRowSink writes replayed archive rows to InfluxDB as the central
+// worker's InfluxSink writes live outputs (measurement = signal, tags
+// sensor and, for alarm episodes, mode; field value; the row's event
+// time), so a backfill reproduces the live points exactly.
+type InfluxRowSink struct {
+	s *influx.Sink
+}
+
+var _ activities.RowSink = (*InfluxRowSink)(nil)
+
+// NewInfluxRowSink wraps a connectors/influx Sink.
+func NewInfluxRowSink(s *influx.Sink) *InfluxRowSink { return &InfluxRowSink{s: s} }
+
+// WriteRows implements activities.RowSink.
+func (k *InfluxRowSink) WriteRows(ctx context.Context, rows []parquet.Row) error {
+	pts := make([]influx.Point, len(rows))
+	fields := make([]influx.Field, len(rows))
+	for i, r := range rows {
+		fields[i] = influx.Field{Key: "value", Value: streaming.Float(r.Value)}
+		pts[i] = influx.Point{Measurement: r.Signal, Sensor: r.Sensor, TS: r.TS, Fields: fields[i : i+1]}
+		if r.Signal == central.SignalEpisode {
+			pts[i].Mode = central.ModeName(streaming.Mode(r.Mode))
+		}
+	}
+	return k.s.Write(ctx, pts...)
+}
+
+// Flush implements activities.RowSink.
+func (k *InfluxRowSink) Flush(ctx context.Context) error { return k.s.Flush(ctx) }
+
+// BackfillWorker serves the backfill workflow's activities on
+// workflows.BackfillTaskQueue, and tflo's workflows on
+// workflows.ControlTaskQueue (beside any central worker that also does,
+// so the control plane outlives the central workers). Archives are file:// locations, and a
+// sink named "influx:<db>/<rp>" writes to that bucket of the InfluxDB at
+// URL (opened on first use, closed by Close).
+type BackfillWorker struct {
+	URL, Token string
+	Log        *slog.Logger
+
+	mu    sync.Mutex
+	sinks map[string]*influx.Sink
+	ws    []worker.Worker
+}
+
+// InfluxSinkName is the backfill sink name of an InfluxDB bucket.
+func InfluxSinkName(bucket string) string { return "influx:" + bucket }
+
+// Start registers the activities and starts the Temporal worker.
+func (b *BackfillWorker) Start(tc client.Client) error {
+	b.sinks = map[string]*influx.Sink{}
+	aw := worker.New(tc, workflows.BackfillTaskQueue, worker.Options{})
+	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink})
+	cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
+	central.RegisterWorkflows(cw)
+	for _, w := range []worker.Worker{aw, cw} {
+		if err := w.Start(); err != nil {
+			b.stop()
+			return fmt.Errorf("backfill worker: %w", err)
+		}
+		b.ws = append(b.ws, w)
+	}
+	return nil
+}
+
+func (b *BackfillWorker) sink(name string) (activities.RowSink, error) {
+	bucket, ok := strings.CutPrefix(name, "influx:")
+	if !ok || bucket == "" {
+		return nil, fmt.Errorf("sink %q: want influx:<db>/<rp>", name)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sinks[bucket]; s != nil {
+		return NewInfluxRowSink(s), nil
+	}
+	s, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.Log))
+	if err != nil {
+		return nil, err
+	}
+	b.sinks[bucket] = s
+	return NewInfluxRowSink(s), nil
+}
+
+// Close stops the worker and closes the sinks.
+func (b *BackfillWorker) Close(ctx context.Context) {
+	b.stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.sinks {
+		_ = s.Close(ctx)
+	}
+}
+
+func (b *BackfillWorker) stop() {
+	for i := len(b.ws) - 1; i >= 0; i-- {
+		b.ws[i].Stop()
+	}
+	b.ws = nil
+}

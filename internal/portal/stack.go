@@ -1,0 +1,413 @@
+package portal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/streaming/state/files"
+	"github.com/tflo-io/tflo/workers/central"
+	"github.com/tflo-io/tflo/workers/simulator"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// Names the stack uses.
+const (
+	// PipelineName names the pipeline in workflow ids and the archive.
+	PipelineName = "iot-portal"
+	// SignalsTopic carries the edge's signals to the central workers.
+	SignalsTopic = "signals"
+	// SignalsDLQTopic receives signal records the central workers cannot decode.
+	SignalsDLQTopic = "signals.dlq"
+	// SensorsDLQTopic is the MQTT topic of malformed sensor payloads.
+	SensorsDLQTopic = "dlq/sensors"
+	// Database is the InfluxDB database of the derived signals.
+	Database = "iot_portal"
+)
+
+// StackOptions shape a Stack. Zero values take the documented defaults.
+type StackOptions struct {
+	// Dir is the work folder (required): Badger folders, the shared
+	// checkpoint folder, the archive, the Temporal database, InfluxDB data
+	// and the servers' logs go under it.
+	Dir string
+	// Simulator is the fleet (default: 20 sensors every 100ms in real
+	// time, an anomaly every 100 readings, 1% malformed).
+	Simulator simulator.Config
+	// Partitions of the signals topic (default 4).
+	Partitions int32
+	// CentralWorkers is the number of central workers (default 2).
+	CentralWorkers int
+	// CheckpointInterval of every shard (default 5s).
+	CheckpointInterval time.Duration
+	// Headless starts Temporal without its web UI.
+	Headless bool
+	// Metrics serves each worker's /metrics on a free loopback port.
+	Metrics bool
+	// Tee sees every payload the simulator published (tests).
+	Tee simulator.Publisher
+	// BeforeSimulator, when set, runs after every worker is up and before
+	// the simulator starts (tests subscribe to the dead-letter topic).
+	BeforeSimulator func(*Stack) error
+	// Log receives the workers' logs (default discard).
+	Log *slog.Logger
+}
+
+func (o StackOptions) withDefaults() StackOptions {
+	s := o.Simulator
+	if s.Sensors == 0 {
+		s.Sensors = 20
+	}
+	if s.AnomalyEvery == 0 {
+		s.AnomalyEvery = 100
+	}
+	if s.Start.IsZero() && s.Rounds == 0 {
+		s.Pace = true
+	}
+	o.Simulator = s
+	if o.Partitions == 0 {
+		o.Partitions = 4
+	}
+	if o.CentralWorkers == 0 {
+		o.CentralWorkers = 2
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = 5 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Stack is the iot-portal on one machine: the embedded services and the
+// workers, each worker in its own goroutine.
+type Stack struct {
+	Opts     StackOptions
+	Kafka    *devstack.Kafka
+	MQTT     *devstack.MQTT
+	Temporal *devstack.Temporal
+	Influx   *devstack.Influx
+
+	Simulator *Simulator
+	Edge      *Edge
+	Centrals  []*central.Worker
+	Backfill  *BackfillWorker
+
+	// ArchiveDir is the local Parquet archive; CheckpointDir the shared
+	// durable checkpoint folder.
+	ArchiveDir, CheckpointDir string
+	// Metrics maps a worker name to its /metrics URL (with Opts.Metrics).
+	Metrics map[string]string
+
+	regs    map[string]*prometheus.Registry
+	closers []func()
+
+	simCancel, edgeCancel, centralCancel context.CancelFunc
+	simDone                              chan struct{}
+	simErr                               error
+	edgeDone                             chan error
+	centralDone                          []chan error
+	closeOnce, stopOnce                  sync.Once
+	stopErr                              error
+	closeErr                             error
+}
+
+// StartStack starts the services (Kafka, MQTT, Temporal with its UI and
+// InfluxDB in parallel), the central workers (the first also runs the
+// workflows), the backfill worker, the checkpoint workflows of every
+// partition (what `starter pipeline start` does), the edge gateway and
+// the simulator. On error everything started is stopped.
+func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
+	o = o.withDefaults()
+	if o.Dir == "" {
+		return nil, errors.New("portal stack: no work folder (StackOptions.Dir)")
+	}
+	s := &Stack{Opts: o, ArchiveDir: filepath.Join(o.Dir, "archive"), CheckpointDir: filepath.Join(o.Dir, "checkpoints"),
+		Metrics: map[string]string{}, regs: map[string]*prometheus.Registry{}}
+	defer func() {
+		if err != nil {
+			s.stopAll()
+		}
+	}()
+	for _, d := range []string{s.ArchiveDir, s.CheckpointDir, filepath.Join(o.Dir, "temporal"), filepath.Join(o.Dir, "influxdb")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("portal stack: %w", err)
+		}
+	}
+	log := o.Log
+
+	// Services.
+	if s.Kafka, err = devstack.StartKafka(devstack.KafkaTopic{Name: SignalsTopic, Partitions: o.Partitions}, devstack.KafkaTopic{Name: SignalsDLQTopic, Partitions: 1}); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func() { s.Kafka.Close() })
+	if s.MQTT, err = devstack.StartMQTT(nil); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func() { s.MQTT.Close() })
+	var wg sync.WaitGroup
+	var terr, ierr error
+	wg.Go(func() {
+		s.Temporal, terr = devstack.StartTemporal(ctx, devstack.TemporalOptions{Dir: filepath.Join(o.Dir, "temporal"), Headless: o.Headless})
+	})
+	wg.Go(func() {
+		s.Influx, ierr = devstack.StartInflux(ctx, devstack.InfluxOptions{Dir: filepath.Join(o.Dir, "influxdb")})
+	})
+	wg.Wait()
+	if s.Temporal != nil {
+		s.closers = append(s.closers, func() { s.Temporal.Close() })
+	}
+	if s.Influx != nil {
+		s.closers = append(s.closers, func() { s.Influx.Close() })
+	}
+	if err := errors.Join(terr, ierr); err != nil {
+		return nil, err
+	}
+	if err := s.Influx.CreateDatabase(ctx, Database); err != nil {
+		return nil, err
+	}
+
+	// Central workers.
+	// One durable store shared by the central workers of this process
+	// (a files store locks its folder; separate processes share S3).
+	durable, err := files.Open(s.CheckpointDir)
+	if err != nil {
+		return nil, fmt.Errorf("portal stack: checkpoint folder: %w", err)
+	}
+	s.closers = append(s.closers, func() { durable.Close() })
+	ccx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.centralCancel = ccancel
+	for i := range o.CentralWorkers {
+		cfg := s.CentralConfig(i)
+		reg := s.registry(cfg.WorkerID)
+		w, closeDurable, err := NewCentral(ctx, cfg, log.With("worker", cfg.WorkerID), reg,
+			central.WithTemporalClient(s.Temporal.Client), central.WithDurableStore(durable))
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() { _ = closeDurable() })
+		s.Centrals = append(s.Centrals, w)
+		done := make(chan error, 1)
+		s.centralDone = append(s.centralDone, done)
+		go func() { done <- w.Run(ccx) }()
+	}
+	s.Backfill = &BackfillWorker{URL: s.Influx.URL, Log: log.With("worker", "backfill")}
+	if err := s.Backfill.Start(s.Temporal.Client); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Backfill.Close(cctx)
+	})
+	if err := s.startCheckpointWorkflows(ctx); err != nil {
+		return nil, err
+	}
+
+	// Edge gateway.
+	ecfg := s.EdgeConfig()
+	if s.Edge, err = NewEdge(ctx, ecfg, log.With("worker", "edge"), s.registry("edge")); err != nil {
+		return nil, err
+	}
+	ecx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.edgeCancel, s.edgeDone = ecancel, make(chan error, 1)
+	go func() { s.edgeDone <- s.Edge.Run(ecx) }()
+	if err := waitFor(ctx, 30*time.Second, "edge gateway subscribed", s.Edge.Subscribed); err != nil {
+		return nil, err
+	}
+
+	if o.BeforeSimulator != nil {
+		if err := o.BeforeSimulator(s); err != nil {
+			return nil, err
+		}
+	}
+
+	// Simulator.
+	scfg := SimulatorConfig{Config: o.Simulator}
+	scfg.MQTT.URL = s.MQTT.URL()
+	if s.Simulator, err = NewSimulator(scfg, log.With("worker", "simulator"), s.registry("simulator")); err != nil {
+		return nil, err
+	}
+	scx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.simCancel, s.simDone = scancel, make(chan struct{})
+	go func() {
+		defer close(s.simDone)
+		s.simErr = s.Simulator.Run(scx, o.Tee)
+	}()
+
+	if o.Metrics {
+		for name, reg := range s.regs {
+			ms, err := ServeMetrics("127.0.0.1:0", reg)
+			if err != nil {
+				return nil, err
+			}
+			s.closers = append(s.closers, func() { ms.Close() })
+			s.Metrics[name] = ms.URL
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) registry(name string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	s.regs[name] = reg
+	return reg
+}
+
+// Bucket is the InfluxDB bucket of db (1.8: "db/autogen").
+func Bucket(db string) string { return db + "/autogen" }
+
+// CentralConfig is the configuration of central worker i, as a central
+// process would load it from YAML. (The stack gives every central worker
+// the same durable store, a files store in CheckpointDir, by option.)
+func (s *Stack) CentralConfig(i int) CentralConfig {
+	var c CentralConfig
+	c.Config = central.DefaultConfig()
+	c.WorkerID = fmt.Sprintf("central-%d", i+1)
+	c.Pipeline = PipelineName
+	c.Kafka.Brokers = s.Kafka.Addrs()
+	c.Kafka.Topic, c.Kafka.DLQTopic, c.Kafka.Input = SignalsTopic, SignalsDLQTopic, central.InputSignals
+	c.Kafka.SessionTimeout = central.Duration(6 * time.Second)
+	c.Graph.Window = 3
+	c.Graph.AlarmLow, c.Graph.AlarmHigh = 25, 28
+	c.State.Dir = filepath.Join(s.Opts.Dir, c.WorkerID, "badger")
+	c.Influx.URL, c.Influx.Bucket = s.Influx.URL, Bucket(Database)
+	c.Archive.Dir = s.ArchiveDir
+	c.Temporal.Address = s.Temporal.HostPort
+	c.Temporal.ControlWorker = i == 0
+	c.Checkpoint.Interval = central.Duration(s.Opts.CheckpointInterval)
+	c.Checkpoint.HeartbeatTimeout = central.Duration(10 * time.Second)
+	c.Checkpoint.StageTimeout = central.Duration(10 * time.Second)
+	c.Checkpoint.HandoffStepTimeout = central.Duration(20 * time.Second)
+	return c
+}
+
+// EdgeConfig is the edge gateway's configuration.
+func (s *Stack) EdgeConfig() EdgeConfig {
+	var c EdgeConfig
+	c.GatewayID = "edge-1"
+	c.MQTT.Servers = []string{s.MQTT.URL()}
+	c.MQTT.DLQTopic = SensorsDLQTopic
+	c.Kafka.Brokers = s.Kafka.Addrs()
+	c.Kafka.Topic = SignalsTopic
+	c.State.Dir = filepath.Join(s.Opts.Dir, "edge-1", "badger")
+	c.Checkpoint.Interval = s.Opts.CheckpointInterval
+	return c.WithDefaults()
+}
+
+// Shards are the checkpoint shards of the signals topic, named as the
+// central workers name them.
+func (s *Stack) Shards() []string {
+	out := make([]string, s.Opts.Partitions)
+	for p := range s.Opts.Partitions {
+		out[p] = central.ShardName(kafka.Partition{Topic: SignalsTopic, Partition: p})
+	}
+	return out
+}
+
+// startCheckpointWorkflows starts (or keeps) the checkpoint workflow of
+// every partition, as `starter pipeline start` does; the workers announce
+// themselves as owners when they are assigned the partitions.
+func (s *Stack) startCheckpointWorkflows(ctx context.Context) error {
+	c := s.CentralConfig(0)
+	for _, sh := range s.Shards() {
+		in := workflows.CheckpointInput{Pipeline: PipelineName, Shard: sh, Interval: s.Opts.CheckpointInterval,
+			BreakerThreshold: c.Checkpoint.BreakerThreshold, BreakerCoolDown: c.Checkpoint.BreakerCoolDown.D(),
+			SnapshotTimeout: c.Checkpoint.StageTimeout.D(), SaveTimeout: c.Checkpoint.StageTimeout.D(), CommitTimeout: c.Checkpoint.StageTimeout.D()}
+		id := workflows.CheckpointWorkflowID(PipelineName, sh)
+		if _, err := s.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, workflows.CheckpointWorkflow, in); err != nil {
+			return fmt.Errorf("portal stack: start checkpoint workflow %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// SimulatorDone is closed when the simulator has published its configured
+// rounds (or failed: see SimulatorErr).
+func (s *Stack) SimulatorDone() <-chan struct{} { return s.simDone }
+
+// SimulatorErr is the simulator's result once SimulatorDone is closed.
+func (s *Stack) SimulatorErr() error {
+	<-s.simDone
+	return s.simErr
+}
+
+// Close stops the simulator, then the edge gateway (final checkpoint),
+// then the central workers (final checkpoints, sinks closed), then the
+// backfill worker and the services. It returns the first worker error.
+// Idempotent.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.stopAll() })
+	return s.closeErr
+}
+
+func (s *Stack) stopAll() error {
+	err := s.StopWorkers()
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	return err
+}
+
+// StopWorkers stops the simulator, the edge gateway and the central
+// workers (each draining and taking its final checkpoint) and leaves the
+// services and the backfill worker running, so their results can be
+// read. It returns the workers' errors. Idempotent.
+func (s *Stack) StopWorkers() error {
+	s.stopOnce.Do(func() { s.stopErr = s.stopWorkers() })
+	return s.stopErr
+}
+
+func (s *Stack) stopWorkers() error {
+	var errs []error
+	if s.simCancel != nil {
+		s.simCancel()
+		if err := s.SimulatorErr(); err != nil {
+			errs = append(errs, fmt.Errorf("simulator: %w", err))
+		}
+	}
+	if s.edgeCancel != nil {
+		s.edgeCancel()
+		if err := <-s.edgeDone; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.centralCancel != nil {
+		s.centralCancel()
+		for _, d := range s.centralDone {
+			if err := <-d; err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitFor polls cond every 20ms until it holds, ctx ends or d passes.
+func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("portal stack: %s: not within %v", what, d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,440 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	neturl "net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/portal"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/ops"
+	"github.com/tflo-io/tflo/workers/central"
+	"github.com/tflo-io/tflo/workers/edge"
+	"github.com/tflo-io/tflo/workers/simulator"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+func requireServers(t *testing.T) {
+	t.Helper()
+	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
+		if _, err := devstack.Binary(b[0], b[1]); err != nil {
+			if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+}
+
+// tee records every payload the simulator published, in order, and
+// keeps the simulator at most window messages ahead of the edge: mochi
+// parks QoS 2 messages beyond the subscriber's receive maximum and does
+// not reliably deliver them all when a publisher floods it, and an
+// unpaced simulator would do that.
+type tee struct {
+	mu       sync.Mutex
+	payloads [][]byte
+	stack    atomic.Pointer[portal.Stack]
+}
+
+const window = 128
+
+func (r *tee) Publish(ctx context.Context, _ string, p []byte) error {
+	r.mu.Lock()
+	r.payloads = append(r.payloads, append([]byte(nil), p...))
+	n := len(r.payloads)
+	r.mu.Unlock()
+	st := r.stack.Load()
+	for {
+		s := st.Stats()
+		if int(s.EdgeReadings+s.EdgeDLQ)+window >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond): // poll interval of the flow control
+		}
+	}
+}
+
+type sigKey struct {
+	sensor string
+	ts     int64
+}
+
+type outKey struct {
+	sensor, signal string
+	ts             int64 // ns
+}
+
+type outVal struct {
+	mode  string
+	value float64
+}
+
+// dlqCollector subscribes to the MQTT dead-letter topic and keeps every
+// payload with its reason.
+type dlqCollector struct {
+	mu      sync.Mutex
+	reasons map[string]string // payload → reason
+	cm      *autopaho.ConnectionManager
+	cancel  context.CancelFunc
+}
+
+// close disconnects (before the broker stops: a client reconnecting into
+// a closing mochi broker keeps its listener from closing).
+func (d *dlqCollector) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.cm.Disconnect(ctx)
+	d.cancel()
+}
+
+func collectDLQ(t *testing.T, ctx context.Context, url string) *dlqCollector {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	d := &dlqCollector{reasons: map[string]string{}, cancel: cancel}
+	cm, err := autopaho.NewConnection(cctx, autopaho.ClientConfig{
+		ServerUrls: []*neturl.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true,
+		ConnectPacketBuilder: func(c *paho.Connect, _ *neturl.URL) (*paho.Connect, error) {
+			if c.Properties == nil {
+				c.Properties = &paho.ConnectProperties{}
+			}
+			c.Properties.RequestProblemInfo = true
+			return c, nil
+		},
+		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+			_, _ = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: portal.SensorsDLQTopic, QoS: 1}}})
+		},
+		ClientConfig: paho.ClientConfig{ClientID: "e2e-dlq", OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+			func(pr paho.PublishReceived) (bool, error) {
+				reason := ""
+				if pr.Packet.Properties != nil {
+					reason = pr.Packet.Properties.User.Get(mqtt.PropReason)
+				}
+				d.mu.Lock()
+				d.reasons[string(pr.Packet.Payload)] = reason
+				d.mu.Unlock()
+				return true, nil
+			}}},
+	})
+	require.NoError(t, err)
+	d.cm = cm
+	require.NoError(t, cm.AwaitConnection(ctx))
+	return d
+}
+
+func (d *dlqCollector) snapshot() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]string, len(d.reasons))
+	for k, v := range d.reasons {
+		out[k] = v
+	}
+	return out
+}
+
+// TestPortalEndToEnd runs the demo's topology for a fixed, seeded fleet
+// and checks every leg: each valid reading was conditioned by the edge
+// and the signals it implies (a reference run of the edge graph) reached
+// Kafka; each signal's derived outputs (a reference run of the central
+// graph) are in InfluxDB and in the Parquet archive; each malformed
+// payload is on the dead-letter topic with a reason; every shard's
+// checkpoints completed and are listed through the visibility API by
+// their search attributes; and a BackfillWorkflow replaying the archive
+// into a fresh database reproduces the same points.
+func TestPortalEndToEnd(t *testing.T) {
+	requireServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rec := &tee{}
+	var dlq *dlqCollector
+	simCfg := simulator.Config{Sensors: 8, Rounds: 250, Interval: 100 * time.Millisecond, Start: start,
+		AnomalyEvery: 40, AnomalyLength: 10, Malformed: 0.03, Seed: 42}
+	st, err := portal.StartStack(ctx, portal.StackOptions{
+		Dir: t.TempDir(), Simulator: simCfg, CheckpointInterval: time.Second, Headless: true, Tee: rec,
+		BeforeSimulator: func(s *portal.Stack) error {
+			rec.stack.Store(s)
+			dlq = collectDLQ(t, ctx, s.MQTT.URL())
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	defer st.Close()
+	defer dlq.close()
+
+	// The fleet published its rounds; split what it sent.
+	select {
+	case <-st.SimulatorDone():
+	case <-ctx.Done():
+		t.Fatal("simulator did not finish")
+	}
+	require.NoError(t, st.SimulatorErr())
+	var valid []mqtt.Reading
+	var malformed []string
+	for _, p := range rec.payloads {
+		if r, err := mqtt.DecodeReading(p); err == nil {
+			valid = append(valid, r)
+		} else {
+			malformed = append(malformed, string(p))
+		}
+	}
+	sim := st.Simulator.Stats()
+	require.Equal(t, int(sim.Readings), len(valid), "the simulator's valid readings decode, its malformed ones do not")
+	require.Equal(t, int(sim.Malformed), len(malformed))
+	require.Equal(t, simCfg.Sensors*simCfg.Rounds, len(rec.payloads))
+	require.NotEmpty(t, malformed)
+
+	// Edge: every valid reading applied, every malformed one dead-lettered.
+	require.Eventually(t, func() bool {
+		s := st.Stats()
+		return s.EdgeReadings == uint64(len(valid)) && s.EdgeDLQ == uint64(len(malformed))
+	}, time.Minute, 20*time.Millisecond, "edge stats %+v, want %d readings and %d dead letters", st.Stats(), len(valid), len(malformed))
+
+	// The signals the readings imply, by a reference run of the edge graph.
+	ec := st.EdgeConfig()
+	eg, err := edge.NewGraph(ec.Graph.SMAWindow, ec.Graph.Low, ec.Graph.High, ec.Graph.DwellMS)
+	require.NoError(t, err)
+	ek := streaming.NewKeyed[string](eg)
+	type sigVal struct {
+		mode          edge.Mode
+		smoothed, raw float64
+	}
+	wantSig := map[sigKey]sigVal{}
+	var sigOrder []sigKey
+	for _, r := range valid {
+		in := ek.Eval(r.Sensor, r.TS, streaming.Float(r.Value))
+		if in.Output(0).IsNone() {
+			continue
+		}
+		mode := edge.Cleared
+		if in.Output(0).Mode() == ops.Up {
+			mode = edge.Raised
+		}
+		sm, _ := in.Value("smooth")
+		k := sigKey{r.Sensor, r.TS}
+		wantSig[k] = sigVal{mode, sm.Float64(), r.Value}
+		sigOrder = append(sigOrder, k)
+	}
+	require.GreaterOrEqual(t, len(wantSig), 10, "the seeded fleet should raise and clear alarms")
+
+	// Kafka holds exactly those signals.
+	gotSig := readSignals(t, ctx, st.Kafka.Addrs(), len(sigOrder))
+	require.Len(t, gotSig, len(wantSig))
+	for k, w := range wantSig {
+		g, ok := gotSig[k]
+		require.True(t, ok, "signal %v missing from Kafka", k)
+		require.Equal(t, w.mode, g.Mode, "signal %v", k)
+		require.Equal(t, w.smoothed, g.Payload.Smoothed, "signal %v", k)
+		require.Equal(t, w.raw, g.Payload.Raw, "signal %v", k)
+	}
+
+	// Central: every signal applied.
+	require.Eventually(t, func() bool { return st.Stats().CentralIn == uint64(len(sigOrder)) }, time.Minute, 20*time.Millisecond,
+		"central applied %d of %d signals", st.Stats().CentralIn, len(sigOrder))
+	require.Zero(t, st.Stats().CentralDLQ)
+
+	// The derived outputs, by a reference run of the central graph.
+	cg, err := central.Graph(st.CentralConfig(0).Graph)
+	require.NoError(t, err)
+	ck := streaming.NewKeyed[string](cg)
+	want := map[outKey]outVal{}
+	for _, k := range sigOrder {
+		in := ck.Eval(k.sensor, k.ts, streaming.Float(wantSig[k].smoothed))
+		for i, name := range cg.Outputs() {
+			c := in.Output(i)
+			if c.IsNone() {
+				continue
+			}
+			v := outVal{value: c.Float64()}
+			if name == central.SignalEpisode {
+				v.mode = central.ModeName(c.Mode())
+			}
+			want[outKey{k.sensor, name, k.ts * 1e6}] = v
+		}
+	}
+
+	// Dead letters carry their reasons.
+	require.Eventually(t, func() bool { return len(dlq.snapshot()) == len(malformed) }, 30*time.Second, 20*time.Millisecond)
+	reasons := dlq.snapshot()
+	for _, m := range malformed {
+		require.Contains(t, reasons, m)
+		require.NotEmpty(t, reasons[m], "dead letter %q has no reason", m)
+	}
+
+	// Checkpoints completed on every shard and are listed by their search
+	// attributes.
+	for _, shard := range st.Shards() {
+		q := fmt.Sprintf("%s = '%s' AND %s = '%s'", workflows.SearchPipeline.GetName(), portal.PipelineName, workflows.SearchShard.GetName(), shard)
+		var attrs map[string]string
+		require.Eventually(t, func() bool {
+			resp, err := st.Temporal.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q})
+			if err != nil || len(resp.Executions) != 1 {
+				return false
+			}
+			attrs = map[string]string{}
+			for name, p := range resp.Executions[0].GetSearchAttributes().GetIndexedFields() {
+				var v any
+				if converter.GetDefaultDataConverter().FromPayload(p, &v) == nil {
+					attrs[name] = fmt.Sprint(v)
+				}
+			}
+			return attrs[workflows.SearchLastCheckpoint.GetName()] != ""
+		}, time.Minute, 200*time.Millisecond, "visibility: %s", q)
+		require.Equal(t, workflows.BreakerClosed, attrs[workflows.SearchBreakerState.GetName()])
+		var cs workflows.CheckpointState
+		v, err := st.Temporal.Client.QueryWorkflow(ctx, workflows.CheckpointWorkflowID(portal.PipelineName, shard), "", workflows.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&cs))
+		require.Positive(t, cs.Completed, "shard %s", shard)
+	}
+
+	// Drain: final checkpoints flush the sinks.
+	require.NoError(t, st.StopWorkers())
+
+	got := influxPoints(t, ctx, st.Influx, portal.Database, cg.Outputs())
+	requireSameOutputs(t, want, got, "InfluxDB")
+
+	la, err := parquet.NewLocalArchive(st.ArchiveDir)
+	require.NoError(t, err)
+	archived := map[outKey]outVal{}
+	rows := 0
+	for p := range st.Opts.Partitions {
+		r, err := parquet.NewReader(la, parquet.ShardPrefix(portal.PipelineName, p), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
+		require.NoError(t, err)
+		for e, err := range r.All(ctx, parquet.Position{}) {
+			require.NoError(t, err)
+			v := outVal{value: e.Row.Value}
+			if e.Row.Signal == central.SignalEpisode {
+				v.mode = central.ModeName(streaming.Mode(e.Row.Mode))
+			}
+			archived[outKey{e.Row.Sensor, e.Row.Signal, e.Row.TS}] = v
+			rows++
+		}
+	}
+	if !t.Failed() && len(archived) != len(want) {
+		_ = filepath.WalkDir(st.ArchiveDir, func(p string, d os.DirEntry, _ error) error {
+			if !d.IsDir() {
+				t.Logf("archive file %s", strings.TrimPrefix(p, st.ArchiveDir))
+			}
+			return nil
+		})
+	}
+	requireSameOutputs(t, want, archived, "the Parquet archive")
+
+	// Backfill the archive into a fresh database: the same points.
+	const replayDB = "iot_portal_replay"
+	require.NoError(t, st.Influx.CreateDatabase(ctx, replayDB))
+	in := workflows.BackfillInput{Name: "e2e", Location: "file://" + st.ArchiveDir, Sink: portal.InfluxSinkName(portal.Bucket(replayDB))}
+	run, err := st.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(in.Name), TaskQueue: workflows.ControlTaskQueue},
+		workflows.BackfillWorkflow, in)
+	require.NoError(t, err)
+	var prog workflows.BackfillProgress
+	require.NoError(t, run.Get(ctx, &prog))
+	require.True(t, prog.Done)
+	require.Equal(t, int64(rows), prog.RowsDone)
+	replayed := influxPoints(t, ctx, st.Influx, replayDB, cg.Outputs())
+	requireSameOutputs(t, got, replayed, "the backfilled database")
+
+	dlq.close()
+	require.NoError(t, st.Close())
+}
+
+// readSignals consumes the signals topic from the start until n signals
+// arrived.
+func readSignals(t *testing.T, ctx context.Context, addrs []string, n int) map[sigKey]edge.Signal {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(portal.SignalsTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	out := map[sigKey]edge.Signal{}
+	total := 0
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for total < n {
+		fs := cl.PollFetches(pctx)
+		require.NoError(t, pctx.Err(), "read %d of %d signals", total, n)
+		fs.EachRecord(func(r *kgo.Record) {
+			sig, _, err := kafka.DecodeSignal[edge.Mode, edge.Payload](r.Value)
+			require.NoError(t, err)
+			require.Equal(t, sig.Key, string(r.Key), "signals are keyed by sensor")
+			out[sigKey{sig.Key, sig.TS}] = sig
+			total++
+		})
+	}
+	require.Equal(t, n, total, "no signal twice")
+	return out
+}
+
+// influxPoints reads every point of the measurements of db.
+func influxPoints(t *testing.T, ctx context.Context, s *devstack.Influx, db string, measurements []string) map[outKey]outVal {
+	t.Helper()
+	out := map[outKey]outVal{}
+	for _, m := range measurements {
+		r, err := s.QueryNS(ctx, db, fmt.Sprintf(`SELECT "value", "sensor", "mode" FROM %q`, m))
+		require.NoError(t, err)
+		for _, res := range r.Results {
+			for _, se := range res.Series {
+				col := map[string]int{}
+				for i, c := range se.Columns {
+					col[c] = i
+				}
+				for _, row := range se.Values {
+					ts, err := row[col["time"]].(json.Number).Int64()
+					require.NoError(t, err)
+					v, err := row[col["value"]].(json.Number).Float64()
+					require.NoError(t, err)
+					mode, _ := row[col["mode"]].(string)
+					sensor, _ := row[col["sensor"]].(string)
+					out[outKey{sensor, m, ts}] = outVal{mode: mode, value: v}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func requireSameOutputs(t *testing.T, want, got map[outKey]outVal, where string) {
+	t.Helper()
+	var missing, wrong []string
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			missing = append(missing, fmt.Sprint(k))
+		case g.mode != w.mode || math.Abs(g.value-w.value) > 1e-9*math.Max(1, math.Abs(w.value)):
+			wrong = append(wrong, fmt.Sprintf("%v: got %+v want %+v", k, g, w))
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(wrong)
+	require.Empty(t, missing, "outputs missing from %s (%d of %d)", where, len(missing), len(want))
+	require.Empty(t, wrong, "outputs differing in %s", where)
+	require.Len(t, got, len(want), "%s holds outputs no reference run produced", where)
+}
