@@ -380,14 +380,18 @@ func (a *app) duplicates() []string {
 	return out
 }
 
-func (a *app) lastProcessed(id split.SplitID) uint64 {
+// lastProcessedExcept is the highest record of id processed by any worker
+// other than w (the previous owners' tail, when w is the new owner).
+func (a *app) lastProcessedExcept(id split.SplitID, w split.WorkerID) uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	recs := a.log[id]
-	if len(recs) == 0 {
-		return 0
+	var last uint64
+	for _, r := range a.log[id] {
+		if r.Worker != w {
+			last = max(last, r.Offset)
+		}
 	}
-	return recs[len(recs)-1].Offset
+	return last
 }
 
 func (a *app) resumes(id split.SplitID) []uint64 {

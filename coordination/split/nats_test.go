@@ -231,3 +231,26 @@ func TestNATSScenarioCrashReclaimed(t *testing.T) {
 		require.Equal(t, epochs[s]+1, c.audit.Last(s).Epoch)
 	}
 }
+
+func TestNATSScenarioJoinMovesCooperatively(t *testing.T) {
+	c := newNATSCluster(t, 6)
+	c.start("w1")
+	c.start("w2")
+	c.until("two workers balanced", 60*time.Second, c.balanced)
+	lost := losses(c.m, "w1", "w2")
+	c.start("w3")
+	c.until("three workers balanced", 60*time.Second, func() bool { return c.balanced() && len(c.nodes["w3"].w.Held()) == 2 })
+	var graceful float64
+	for _, id := range []split.WorkerID{"w1", "w2"} {
+		graceful += counter(c.m, id, split.LossRevoked) - lost[string(id)+"/"+split.LossRevoked]
+		require.Equal(t, lost[string(id)+"/"+split.LossForced], counter(c.m, id, split.LossForced))
+		require.Equal(t, lost[string(id)+"/"+split.LossSelfFence], counter(c.m, id, split.LossSelfFence))
+	}
+	require.Equal(t, float64(2), graceful, "w3 took two splits, each by a graceful revocation")
+	for _, s := range c.nodes["w3"].w.Held() {
+		tn, ok := c.nodes["w3"].w.Tenancy(s)
+		require.True(t, ok)
+		require.Equal(t, c.app.lastProcessedExcept(s, "w3"), tn.Resume().Watermark, "%s arrived with the old owner's committed tail", s)
+	}
+	require.Empty(t, c.app.duplicates(), "a cooperative move replays nothing")
+}

@@ -71,6 +71,9 @@ func TestScenarioJoinMovesCooperatively(t *testing.T) {
 	for _, s := range after["w4"] {
 		resumes := c.app.resumes(s)
 		require.GreaterOrEqual(t, len(resumes), 2, "split %s had two tenancies", s)
+		tn, ok := c.live()[3].w.Tenancy(s)
+		require.True(t, ok)
+		require.Equal(t, c.app.lastProcessedExcept(s, "w4"), tn.Resume().Watermark, "%s arrived with the old owner's committed tail", s)
 		require.Equal(t, c.audit.Last(s).Owner, split.WorkerID("w4"))
 	}
 	require.Empty(t, c.app.duplicates(), "a cooperative move replays nothing")
