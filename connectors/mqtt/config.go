@@ -42,6 +42,7 @@ type config struct {
 	logger          *slog.Logger
 	counters        CounterHook
 	credErr         error
+	ackOnCheckpoint bool
 }
 
 func defaultConfig() config {
@@ -231,6 +232,15 @@ func WithDedupCapacity(window, retained int) Option {
 // (streaming.MqttCursor Bytes); its capacities come from the encoding and
 // override WithDedupCapacity. Default: a fresh cursor.
 func WithCursor(b []byte) Option { return func(c *config) { c.cursor = b } }
+
+// WithAckOnCheckpoint defers every acknowledgement until a checkpoint
+// that contains the message is saved (see Source.CutWithAck): a crash then
+// loses nothing — the broker redelivers what the restored state lacks, and
+// the restored dedup window drops what it has. The broker stops sending
+// when WithReceiveMaximum messages await their checkpoint, so size it
+// above the messages that arrive in one checkpoint interval. Default off:
+// a message is acknowledged as soon as the handler returns.
+func WithAckOnCheckpoint() Option { return func(c *config) { c.ackOnCheckpoint = true } }
 
 // WithLogger sets the logger. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

@@ -42,6 +42,10 @@ type Source struct {
 
 	mu  sync.Mutex // held while a message is handled and by Cut
 	cur *streaming.MqttCursor
+	// With WithAckOnCheckpoint: handled messages awaiting a saved cut, in
+	// receive order, and the connection they arrived on. Guarded by mu.
+	pending    []*paho.Publish
+	pendingCli *paho.Client
 
 	ctr     counters
 	running atomic.Bool
@@ -97,6 +101,70 @@ func (s *Source) Cut(fn func(cursor []byte) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return fn(s.cur.Bytes())
+}
+
+// ack acknowledges p now, or, with WithAckOnCheckpoint, queues it for the
+// next saved cut.
+func (s *Source) ack(cli *paho.Client, p *paho.Publish) {
+	if !s.cfg.ackOnCheckpoint {
+		if err := cli.Ack(p); err != nil {
+			s.cfg.logger.Warn("mqtt ack failed", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "err", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pendingCli != cli {
+		// A new connection: the broker redelivers whatever the old one left
+		// unacknowledged, so those acks are void.
+		s.pending, s.pendingCli = s.pending[:0], cli
+	}
+	s.pending = append(s.pending, p)
+}
+
+// CutWithAck is Cut for checkpoints: it also returns release, which the
+// checkpoint calls exactly once when it ends. release(true) — the cut's
+// state is durable — acknowledges every message the cut contains (with
+// WithAckOnCheckpoint; otherwise they were acknowledged already);
+// release(false) keeps them for the next cut. Acks of a connection that
+// has since dropped are skipped: the broker redelivers those messages
+// and the dedup window drops them.
+func (s *Source) CutWithAck(fn func(cursor []byte) error) (release func(saved bool), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := fn(s.cur.Bytes()); err != nil {
+		return func(bool) {}, err
+	}
+	msgs, cli := s.pending, s.pendingCli
+	s.pending = nil
+	var once sync.Once
+	return func(saved bool) {
+		once.Do(func() {
+			if len(msgs) == 0 {
+				return
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.pendingCli != cli {
+				return
+			}
+			if !saved {
+				s.pending = append(msgs, s.pending...)
+				return
+			}
+			select {
+			case <-cli.Done():
+				return
+			default:
+			}
+			for _, p := range msgs {
+				if err := cli.Ack(p); err != nil {
+					s.cfg.logger.Warn("mqtt ack failed", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "err", err)
+					return
+				}
+			}
+		})
+	}, nil
 }
 
 // Restore replaces the dedup cursor with one from a checkpoint
@@ -208,9 +276,7 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 				return true, err
 			}
 			if pr.Packet.QoS > 0 {
-				if err := pr.Client.Ack(pr.Packet); err != nil {
-					log.Warn("mqtt ack failed", "topic", pr.Packet.Topic, "packet_id", pr.Packet.PacketID, "err", err)
-				}
+				s.ack(pr.Client, pr.Packet)
 			}
 			return true, nil
 		},

@@ -24,11 +24,16 @@
 // redelivered message the checkpoint already contains is dropped by the
 // dedup window instead of being applied twice.
 //
-// Delivery: MQTT has no replay. Messages are acknowledged once their
-// signals are handed to the publisher; after a crash the state rolls back
-// to the last checkpoint, and messages acknowledged after it are not in
-// the restored state (at-most-once for that gap, never twice). Signals
-// derived from them may have been published already.
+// Delivery: MQTT has no replay, so what a crash loses depends on when
+// messages are acknowledged. With mqtt.WithAckOnCheckpoint on the source
+// (recommended), a message is acknowledged only once a checkpoint that
+// contains it is saved: after a crash the broker redelivers everything the
+// restored state lacks and the restored dedup window drops everything it
+// has — every reading affects state exactly once. Signals derived from
+// redelivered readings may be published again (at least once; consumers
+// key them by sensor and ts). Without it, messages are acknowledged when
+// handled and a crash loses, from state, those handled after the last
+// checkpoint (never applies one twice).
 //
 // # Concurrency
 //

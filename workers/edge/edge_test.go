@@ -57,10 +57,10 @@ type gateway struct {
 	done   chan error
 }
 
-func startGateway(t testing.TB, e *env, opts ...Option) *gateway {
+func startGateway(t testing.TB, e *env, srcOpts []mqtt.Option, opts ...Option) *gateway {
 	t.Helper()
-	src, err := mqtt.NewSource(mqtt.WithServers("mqtt://"+e.addr), mqtt.WithClientID("edge-gw-1"),
-		mqtt.WithTopics("sensors/#"), mqtt.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
+	src, err := mqtt.NewSource(append([]mqtt.Option{mqtt.WithServers("mqtt://" + e.addr), mqtt.WithClientID("edge-gw-1"),
+		mqtt.WithTopics("sensors/#"), mqtt.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}, srcOpts...)...)
 	require.NoError(t, err)
 	pub, err := kafka.NewPublisher(context.Background(), kafka.PublishTo(signalsTopic, e.kafka.ListenAddrs()...))
 	require.NoError(t, err)
@@ -169,7 +169,7 @@ type kgoRecord struct {
 
 func TestEdgeEndToEndWithCheckpointRestoreAndRedelivery(t *testing.T) {
 	e := newEnv(t)
-	g1 := startGateway(t, e)
+	g1 := startGateway(t, e, nil)
 	cl, ok := e.broker.Clients.Get("edge-gw-1")
 	require.True(t, ok)
 
@@ -214,7 +214,7 @@ func TestEdgeEndToEndWithCheckpointRestoreAndRedelivery(t *testing.T) {
 	// Stop the gateway (a clean stop checkpoints again) and start a new
 	// one on the same store: it restores the sensors' graphs and cursor.
 	require.NoError(t, g1.stop(t))
-	g2 := startGateway(t, e)
+	g2 := startGateway(t, e, nil)
 	cl, ok = e.broker.Clients.Get("edge-gw-1")
 	require.True(t, ok)
 
@@ -250,4 +250,84 @@ func TestEdgeEndToEndWithCheckpointRestoreAndRedelivery(t *testing.T) {
 		assert.Equal(t, "sensors/"+r.key, r.sig.Payload.Topic)
 	}
 	assert.Equal(t, want, bySensor)
+}
+
+// TestCrashBetweenCheckpointsAppliesEveryReadingOnce runs the gateway with
+// acknowledgements deferred to checkpoints, crashes it (no final
+// checkpoint, no acks) after readings it handled but did not checkpoint,
+// and starts a new one on the same store and session: the broker
+// redelivers the unacknowledged readings, the restored state lacks them,
+// so each is applied once — the signals (deduplicated by sensor, ts and
+// mode, since outputs are at least once) equal an uninterrupted run.
+func TestCrashBetweenCheckpointsAppliesEveryReadingOnce(t *testing.T) {
+	e := newEnv(t)
+	deferAcks := []mqtt.Option{mqtt.WithAckOnCheckpoint()}
+	g1 := startGateway(t, e, deferAcks)
+	publish := func(rs []rd) {
+		for _, r := range rs {
+			payload := mqtt.EncodeReading(nil, mqtt.Reading{Sensor: r.sensor, TS: r.ts, Value: r.v})
+			require.NoError(t, e.broker.Publish("sensors/"+r.sensor, payload, false, 2))
+		}
+	}
+	phase1 := []rd{{"boiler", 1, 19}, {"boiler", 2, 21}, {"boiler", 3, 23}, {"boiler", 4, 30}, {"attic", 1, 10}}
+	// One reading per sensor in phase 2: mochi redelivers a session's
+	// in-flight messages sorted by creation second, not in publish order.
+	phase2 := []rd{{"boiler", 5, 31}, {"attic", 2, 30}}
+	phase3 := []rd{{"boiler", 6, 29}, {"boiler", 7, 12}, {"attic", 3, 31}, {"boiler", 8, 11}, {"boiler", 9, 10},
+		{"attic", 4, 32}, {"attic", 5, 10}, {"attic", 6, 9}, {"attic", 7, 8}}
+
+	publish(phase1)
+	require.Eventually(t, func() bool { return g1.p.Stats().Readings == uint64(len(phase1)) }, waitFor, time.Millisecond)
+	_, err := g1.p.Checkpoint(context.Background())
+	require.NoError(t, err)
+	publish(phase2)
+	require.Eventually(t, func() bool { return g1.p.Stats().Readings == uint64(len(phase1)+len(phase2)) }, waitFor, time.Millisecond)
+	// Phase 1's QoS 2 flows complete (acknowledged at the checkpoint);
+	// phase 2's stay open at the broker, awaiting a checkpoint.
+	cl, ok := e.broker.Clients.Get("edge-gw-1")
+	require.True(t, ok)
+	require.Eventually(t, func() bool { return cl.State.Inflight.Len() == len(phase2) }, waitFor, time.Millisecond)
+	g1.p.skipFinalCheckpoint = true // crash: phase 2 is handled but neither checkpointed nor acknowledged
+	require.NoError(t, g1.stop(t))
+
+	g2 := startGateway(t, e, deferAcks)
+	require.Eventually(t, func() bool { return g2.p.Stats().Readings == uint64(len(phase2)) }, waitFor, time.Millisecond,
+		"the broker redelivers the unacknowledged phase 2")
+	publish(phase3)
+	require.Eventually(t, func() bool { return g2.p.Stats().Readings == uint64(len(phase2)+len(phase3)) }, waitFor, time.Millisecond)
+	require.NoError(t, g2.pub.Flush(context.Background()))
+
+	want := expectSignals(append(append(append([]rd{}, phase1...), phase2...), phase3...))
+	total := 0
+	for _, ms := range want {
+		total += len(ms)
+	}
+	got := consumeSignals(t, e, total)
+	type sigKey struct {
+		key  string
+		ts   int64
+		mode Mode
+	}
+	seen := map[sigKey]bool{}
+	bySensor := map[string][]Mode{}
+	for _, r := range got {
+		k := sigKey{r.key, r.sig.TS, r.sig.Mode}
+		if !seen[k] {
+			seen[k] = true
+			bySensor[r.key] = append(bySensor[r.key], r.sig.Mode)
+		}
+	}
+	assert.Equal(t, want, bySensor)
+
+	// The state itself: boiler's smoothing window holds exactly its last
+	// three readings (10, 11, 12 → 11), each applied once.
+	var smooth float64
+	require.NoError(t, g2.src.Cut(func([]byte) error {
+		in, ok := g2.p.keyed.Lookup("boiler")
+		require.True(t, ok)
+		v, _ := in.Value("smooth")
+		smooth = v.Float64()
+		return nil
+	}))
+	assert.InDelta(t, 11.0, smooth, 1e-9)
 }

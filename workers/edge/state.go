@@ -39,6 +39,7 @@ type edgeCut struct {
 	p       *Pipeline
 	cursor  []byte
 	entries []entry
+	release func(saved bool) // acknowledges the cut's MQTT messages
 }
 
 // Cut copies, between two messages, the state of the sensors changed since
@@ -47,7 +48,8 @@ type edgeCut struct {
 func (s checkpointSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	p := s.p
 	c := &edgeCut{p: p}
-	err := p.src.Cut(func(cursor []byte) error {
+	var err error
+	c.release, err = p.src.CutWithAck(func(cursor []byte) error {
 		c.cursor = cursor
 		for _, key := range slices.Sorted(maps.Keys(p.dirty)) {
 			in, ok := p.keyed.Lookup(key)
@@ -105,9 +107,11 @@ func (c *edgeCut) Pieces(ctx context.Context, emit func(piece []byte) error) err
 	return flush()
 }
 
-// Release puts the cut's sensors back among the changed ones when the cut
-// was not saved, so the next cut carries them.
+// Release acknowledges the cut's MQTT messages when the cut was saved
+// (mqtt.WithAckOnCheckpoint); otherwise it puts the cut's sensors back
+// among the changed ones, so the next cut carries them.
 func (c *edgeCut) Release(saved bool) {
+	c.release(saved)
 	if saved || len(c.entries) == 0 {
 		return
 	}
