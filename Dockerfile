@@ -1,0 +1,14 @@
+# One image with every tflo binary: edge, central, simulator and the
+# starter CLI. docker-compose.yml picks the command per service.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./workers/cmd/edge ./workers/cmd/central ./workers/cmd/simulator ./starter
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/ /usr/local/bin/
+COPY deploy/*.yaml /etc/tflo/
+USER nonroot
+ENTRYPOINT []
