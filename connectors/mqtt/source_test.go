@@ -1,15 +1,15 @@
 package mqtt
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/assert"
@@ -245,7 +245,9 @@ func TestWrongPasswordIsAClearErrorNotAReconnectStorm(t *testing.T) {
 		waitSubscribed(t, s, 1)
 	})
 	t.Run("wrong password stops Run", func(t *testing.T) {
-		s := newTestSource(t, b, "edge-auth-bad", WithCredentials("gateway", []byte(secret)))
+		var logs lockedBuffer
+		s := newTestSource(t, b, "edge-auth-bad", WithCredentials("gateway", []byte(secret)),
+			WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		r := runSource(t, s, func(context.Context, Message) error { return nil })
 		var err error
 		select {
@@ -261,6 +263,8 @@ func TestWrongPasswordIsAClearErrorNotAReconnectStorm(t *testing.T) {
 		assert.Contains(t, err.Error(), `user "gateway"`)
 		assert.NotContains(t, err.Error(), secret)
 		assert.Equal(t, uint64(1), s.Stats().ConnectErrors, "one refused CONNECT, no retries")
+		assert.Contains(t, logs.String(), "bad", "the failure is logged")
+		assert.NotContains(t, logs.String(), secret, "the password is never logged")
 	})
 }
 
@@ -375,5 +379,51 @@ func TestHandlerErrorStopsRunWithoutAck(t *testing.T) {
 	}, waitFor, time.Millisecond)
 }
 
-var _ = fmt.Sprint
-var _ = paho.ErrConnectionLost
+// lockedBuffer is an io.Writer safe for the source's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAckOnCheckpointHoldsAcksUntilTheCutIsSaved checks at the broker that
+// with WithAckOnCheckpoint a handled QoS 2 message stays unacknowledged
+// (its flow open) until the cut containing it is released as saved, that
+// release(false) keeps it for the next cut, and that the next saved cut
+// completes it.
+func TestAckOnCheckpointHoldsAcksUntilTheCutIsSaved(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	s := newTestSource(t, b, "edge-defer", WithAckOnCheckpoint())
+	var rec recorder
+	runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	cl := b.waitClient(t, "edge-defer")
+	for i := range 3 {
+		require.NoError(t, b.srv.Publish("sensors/d", reading("d", int64(i), 1), false, 2))
+	}
+	require.Eventually(t, func() bool { return rec.len() == 3 }, waitFor, time.Millisecond)
+	// Handled, yet the broker still holds all three flows open.
+	require.Never(t, func() bool { return cl.State.Inflight.Len() < 3 }, 100*time.Millisecond, 5*time.Millisecond)
+
+	release, err := s.CutWithAck(func([]byte) error { return nil })
+	require.NoError(t, err)
+	release(false) // the checkpoint failed: nothing acknowledged
+	require.Never(t, func() bool { return cl.State.Inflight.Len() < 3 }, 100*time.Millisecond, 5*time.Millisecond)
+
+	release, err = s.CutWithAck(func([]byte) error { return nil })
+	require.NoError(t, err)
+	release(true)
+	require.Eventually(t, func() bool { return cl.State.Inflight.Len() == 0 }, waitFor, time.Millisecond,
+		"the saved cut acknowledges its messages")
+}

@@ -331,3 +331,21 @@ func TestCrashBetweenCheckpointsAppliesEveryReadingOnce(t *testing.T) {
 	}))
 	assert.InDelta(t, 11.0, smooth, 1e-9)
 }
+
+func TestCheckpointTimerCheckpointsWhileRunning(t *testing.T) {
+	e := newEnv(t)
+	g := startGateway(t, e, []mqtt.Option{mqtt.WithAckOnCheckpoint()}, WithCheckpointInterval(20*time.Millisecond))
+	for i := range 5 {
+		payload := mqtt.EncodeReading(nil, mqtt.Reading{Sensor: "s", TS: int64(i), Value: 1})
+		require.NoError(t, e.broker.Publish("sensors/s", payload, false, 2))
+	}
+	// The timer's checkpoints acknowledge the readings: the broker's
+	// flows for them complete without any explicit Checkpoint call.
+	cl, ok := e.broker.Clients.Get("edge-gw-1")
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		return g.p.Stats().Readings == 5 && cl.State.Inflight.Len() == 0
+	}, waitFor, time.Millisecond)
+	st := g.p.Stats().Checkpoint
+	assert.NotZero(t, st.LastID, "status after timer checkpoints: %+v", st)
+}
