@@ -3,7 +3,6 @@ package natskv
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,7 +18,6 @@ type watcher struct {
 	out    chan coordination.WatchEvent
 	cancel context.CancelFunc
 	done   chan struct{}
-	once   sync.Once
 	err    error
 }
 

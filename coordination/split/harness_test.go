@@ -233,15 +233,14 @@ func (f *faultStore) Watch(ctx context.Context, ks coordination.Keyspace, prefix
 }
 
 type faultWatcher struct {
-	inner     coordination.Watcher
-	f         *faultStore
-	out       chan coordination.WatchEvent
-	stop      chan struct{}
-	stopOnce  sync.Once
-	done      chan struct{}
-	err       error
-	broken    atomic.Bool
-	closeOnce sync.Once
+	inner    coordination.Watcher
+	f        *faultStore
+	out      chan coordination.WatchEvent
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	err      error
+	broken   atomic.Bool
 }
 
 func (w *faultWatcher) breakNow() {

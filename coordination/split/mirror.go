@@ -125,9 +125,9 @@ func (m *mirror) watchOnce(ctx context.Context) {
 			changed = m.applyDelete(ev.Key, ev.Revision)
 		case coordination.EventSnapshotDone:
 			inSnapshot = false
-			changed = m.dropMissing(present, since)
+			m.dropMissing(present, since)
 			m.synced = true
-			changed = true
+			changed = true // synced: the control loop may act now
 		}
 		m.mu.Unlock()
 		if changed {
