@@ -197,13 +197,15 @@ func (s *Source) Run(ctx context.Context, h Handler) error {
 	defer cancel(nil)
 	log := s.cfg.logger.With("client_id", s.cfg.clientID)
 
-	cc := s.clientConfig(runCtx, cancel, h)
+	var subs sync.WaitGroup // subscribe goroutines, one per connection
+	cc := s.clientConfig(runCtx, cancel, h, &subs)
 	cm, err := autopaho.NewConnection(runCtx, cc)
 	if err != nil {
 		return fmt.Errorf("mqtt source %q: %w", s.cfg.clientID, err)
 	}
 	<-runCtx.Done()
 	<-cm.Done()
+	subs.Wait()
 	cause := context.Cause(runCtx)
 	if ctx.Err() != nil && errors.Is(cause, ctx.Err()) {
 		log.Info("mqtt source stopped")
@@ -213,7 +215,7 @@ func (s *Source) Run(ctx context.Context, h Handler) error {
 	return cause
 }
 
-func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc, h Handler) autopaho.ClientConfig {
+func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc, h Handler, subs *sync.WaitGroup) autopaho.ClientConfig {
 	c := &s.cfg
 	log := c.logger.With("client_id", c.clientID)
 	initialMax := min(c.backoffMin*2, c.backoffMax)
@@ -241,7 +243,11 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, ca *paho.Connack) {
 			s.ctr.inc(CounterConnects)
 			log.Info("mqtt connected", "session_present", ca.SessionPresent)
-			go s.subscribe(ctx, fail, cm)
+			subs.Add(1)
+			go func() {
+				defer subs.Done()
+				s.subscribe(ctx, fail, cm)
+			}()
 		},
 		OnConnectError: func(err error) {
 			s.ctr.inc(CounterConnectErrors)
