@@ -1,17 +1,187 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tflo-io/tflo/internal/portal"
+	"github.com/tflo-io/tflo/workers/simulator"
+	"github.com/tflo-io/tflo/workflows"
 )
 
+// demoFlags are `starter demo`'s options.
+type demoFlags struct {
+	duration   time.Duration
+	dir        string
+	sensors    int
+	interval   time.Duration
+	partitions int32
+	every      time.Duration
+	checkpoint time.Duration
+	logFile    string
+}
+
 func (a *app) demoCommand() *cobra.Command {
-	return &cobra.Command{
+	var f demoFlags
+	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the whole iot-portal on this machine (not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("starter demo is not built yet: it arrives with the iot-portal reference deployment")
-		},
+		Short: "Run the whole iot-portal on this machine",
+		Long: `Run the whole iot-portal on this machine: an in-process MQTT broker
+(mochi-mqtt) and Kafka-protocol cluster (kfake), the Temporal dev server
+with its web UI (bin/temporal) and InfluxDB 1.8 (bin/influxd) — both built
+by "make tools" — a sensor simulator, one edge gateway and two central
+workers (each on its own Temporal task queue), Badger state, a shared
+checkpoint folder and a local Parquet archive under the work folder.
+
+It prints what runs where (the Temporal web UI first), then progress every
+few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
+--duration. The work folder is a temporary one removed at exit unless
+--dir names one to keep.`,
+		Example: "  starter demo\n  starter demo --duration 2m --dir ./demo-data --sensors 50",
+		RunE:    func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
 	}
+	fl := cmd.Flags()
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
+	fl.StringVar(&f.dir, "dir", "", "work folder to keep (default: a temporary folder removed at exit)")
+	fl.IntVar(&f.sensors, "sensors", 20, "number of simulated sensors")
+	fl.DurationVar(&f.interval, "interval", 100*time.Millisecond, "time between two readings of one sensor")
+	fl.Int32Var(&f.partitions, "partitions", 4, "partitions of the signals topic (the central workers share them)")
+	fl.DurationVar(&f.every, "progress", 3*time.Second, "how often to print progress")
+	fl.DurationVar(&f.checkpoint, "checkpoint-interval", 5*time.Second, "checkpoint interval of every shard")
+	fl.StringVar(&f.logFile, "log", "", "write the workers' logs to this file (default <work folder>/workers.log)")
+	return cmd
+}
+
+func (a *app) runDemo(ctx context.Context, f demoFlags) error {
+	if f.duration < 0 || f.sensors < 1 || f.interval <= 0 || f.partitions < 1 || f.every <= 0 || f.checkpoint <= 0 {
+		return usagef("demo: --duration must not be negative; --sensors, --interval, --partitions, --progress and --checkpoint-interval must be positive")
+	}
+	dir := f.dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "tflo-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	} else if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	logPath := f.logFile
+	if logPath == "" {
+		logPath = filepath.Join(dir, "workers.log")
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	level := slog.LevelInfo
+	if a.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}))
+
+	fmt.Fprintf(a.errOut, "starting the iot-portal in %s (Temporal dev server and influxd take a few seconds)...\n", dir)
+	started := time.Now()
+	st, err := portal.StartStack(ctx, portal.StackOptions{
+		Dir:                dir,
+		Simulator:          simulator.Config{Sensors: f.sensors, Interval: f.interval, Pace: true},
+		Partitions:         f.partitions,
+		CheckpointInterval: f.checkpoint,
+		Metrics:            true,
+		Log:                log,
+	})
+	if err != nil {
+		return fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)
+	}
+	printWhere(a.out, st, logPath)
+	fmt.Fprintf(a.errOut, "running (started in %s); Ctrl-C stops it\n", time.Since(started).Round(100*time.Millisecond))
+
+	var stop <-chan time.Time
+	if f.duration > 0 {
+		t := time.NewTimer(f.duration)
+		defer t.Stop()
+		stop = t.C
+	}
+	tick := time.NewTicker(f.every)
+	defer tick.Stop()
+	begin := time.Now()
+	var simErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(a.errOut, "interrupted: draining the workers (final checkpoints)...")
+			break loop
+		case <-stop:
+			fmt.Fprintf(a.errOut, "%s passed: draining the workers (final checkpoints)...\n", f.duration)
+			break loop
+		case <-st.SimulatorDone():
+			simErr = st.SimulatorErr()
+			break loop
+		case <-tick.C:
+			fmt.Fprintln(a.out, progress(time.Since(begin), st.Stats()))
+		}
+	}
+	err = st.StopWorkers()
+	fmt.Fprintln(a.out, progress(time.Since(begin), st.Stats()))
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	fmt.Fprintf(a.out, "stopped; work folder %s%s\n", dir, map[bool]string{true: " (removed)", false: ""}[f.dir == ""])
+	if simErr != nil {
+		return fmt.Errorf("demo: simulator: %w", simErr)
+	}
+	if err != nil {
+		return fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)
+	}
+	return nil
+}
+
+// printWhere prints what runs where, the Temporal web UI first.
+func printWhere(w io.Writer, st *portal.Stack, logPath string) {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	p := func(what, where, note string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", what, where, note) }
+	p("Temporal web UI", st.Temporal.UIURL, fmt.Sprintf("namespace default; search %s = %q", workflows.SearchPipeline.GetName(), portal.PipelineName))
+	p("Temporal frontend", st.Temporal.HostPort, "starter --address "+st.Temporal.HostPort+" pipeline status --pipeline "+portal.PipelineName)
+	p("InfluxDB", st.Influx.URL, fmt.Sprintf("database %s: curl -G %s/query --data-urlencode 'db=%s' --data-urlencode 'q=SELECT * FROM mean LIMIT 5'", portal.Database, st.Influx.URL, portal.Database))
+	p("Parquet archive", st.ArchiveDir, "starter backfill start replays it (sink influx:<db>/autogen)")
+	names := make([]string, 0, len(st.Metrics))
+	for n := range st.Metrics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p("metrics "+n, st.Metrics[n], "")
+	}
+	p("MQTT broker", st.MQTT.URL(), "readings on sensors/<sensor>, dead letters on "+portal.SensorsDLQTopic)
+	p("Kafka (kfake)", strings.Join(st.Kafka.Addrs(), ","), fmt.Sprintf("topic %s, %d partitions; dead letters %s", portal.SignalsTopic, st.Opts.Partitions, portal.SignalsDLQTopic))
+	var badger []string
+	for i := range st.Centrals {
+		badger = append(badger, st.CentralConfig(i).State.Dir)
+	}
+	p("Badger", st.EdgeConfig().State.Dir, strings.Join(badger, ", "))
+	p("checkpoints", st.CheckpointDir, "shared durable store of the central workers")
+	p("worker logs", logPath, "")
+	tw.Flush()
+}
+
+// progress is one line of live progress.
+func progress(elapsed time.Duration, s portal.StackStats) string {
+	return fmt.Sprintf("[%6s] readings %d (malformed %d) → edge signals %d, dlq %d → central in %d, out %d, dlq %d | checkpoints edge %d central %d | lag %d signals, event lag %s | partitions %v",
+		elapsed.Round(time.Second), s.Simulator.Readings, s.Simulator.Malformed, s.EdgeSignals, s.EdgeDLQ,
+		s.CentralIn, s.CentralOut, s.CentralDLQ, s.EdgeCheckpoints, s.CentralCheckpoints, s.Lag, s.EventLag.Round(time.Millisecond), s.Owned)
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/internal/devstack"
+)
+
+// TestDemoBoundedRun runs `starter demo --duration 20s` as a user would
+// (the real Temporal dev server with its UI and influxd from ./bin): it
+// prints the web UI address first, then where everything else runs,
+// shows progress in which readings reach the edge and its signals the
+// central workers, stops by itself and exits 0, leaving no server behind.
+func TestDemoBoundedRun(t *testing.T) {
+	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
+		if _, err := devstack.Binary(b[0], b[1]); err != nil {
+			if getenv("TFLO_REQUIRE_SERVICES") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+	dir := t.TempDir()
+	r := runLong(t, "demo", "--duration", "20s", "--dir", dir, "--progress", "2s", "--interval", "50ms", "--checkpoint-interval", "2s")
+	require.Equal(t, exitOK, r.code, "stderr: %s\nstdout: %s", r.err, r.out)
+
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	require.True(t, strings.HasPrefix(lines[0], "Temporal web UI"), "first line: %q", lines[0])
+	ui := regexp.MustCompile(`http://127\.0\.0\.1:\d+`).FindString(lines[0])
+	require.NotEmpty(t, ui)
+	for _, want := range []string{"InfluxDB", "Parquet archive", "metrics edge", "metrics central-1", "metrics central-2", "MQTT broker", "Kafka", "Badger"} {
+		require.Contains(t, r.out, want)
+	}
+	require.Contains(t, r.out, dir+"/archive")
+
+	// The last progress line: readings flowed through both legs.
+	var last string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "[") {
+			last = l
+		}
+	}
+	require.NotEmpty(t, last, "no progress line in %s", r.out)
+	num := func(label string) int {
+		m := regexp.MustCompile(regexp.QuoteMeta(label) + ` (\d+)`).FindStringSubmatch(last)
+		require.NotNil(t, m, "%q in %q", label, last)
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	require.Positive(t, num("readings"))
+	require.Positive(t, num("edge signals"))
+	require.Equal(t, num("edge signals"), num("central in"), "every signal reached the central workers after the drain: %s", last)
+	require.Positive(t, num("central in"))
+	require.Positive(t, num("central"), "checkpoints completed: %s", last)
+	require.Contains(t, r.out, "stopped;")
+
+	// Nothing left behind: the web UI is gone.
+	_, err := http.Get(ui)
+	require.Error(t, err)
+}
+
+func getenv(k string) string { return os.Getenv(k) }
+
+// runLong is run with room for the demo's start-up and drain.
+func runLong(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := newRootCommand(&out, &errOut)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err != nil {
+		errOut.WriteString(err.Error())
+	}
+	return result{exitCode(err), out.String(), errOut.String()}
+}
