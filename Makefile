@@ -23,6 +23,15 @@ build: ## compile every package and command
 test: tools ## run every test with the race detector (real Temporal, InfluxDB, S3 servers; builds them first)
 	TFLO_REQUIRE_SERVICES=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 
+.PHONY: demo
+demo: ## run the whole iot-portal on this machine (builds bin/temporal and bin/influxd first if missing); DEMO_ARGS="--duration 2m --dir ./demo-data"
+	@missing=""; for b in temporal influxd; do [ -x $(BIN)/$$b ] || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "first run: building$$missing into ./bin (the Temporal CLI takes ~10 minutes, influxd ~1 minute; packages are listed as they compile)"; \
+	fi; \
+	GOFLAGS=-v $(MAKE) --no-print-directory $(BIN)/temporal $(BIN)/influxd
+	$(GO) run ./starter demo $(DEMO_ARGS)
+
 .PHONY: record-histories
 record-histories: $(BIN)/temporal ## re-record workflow histories under workflows/testdata from a real dev server
 	TFLO_RECORD_HISTORIES=1 TFLO_REQUIRE_SERVICES=1 $(GO) test -run TestRecordHistoriesOnDevServer -count=1 ./workflows/

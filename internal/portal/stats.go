@@ -18,8 +18,9 @@ type StackStats struct {
 	EdgeDLQ         uint64 `json:"edge_dlq"`
 	EdgeCheckpoints uint64 `json:"edge_checkpoints"`
 	// Central workers, summed: records applied, derived outputs written,
-	// dead letters, completed partition checkpoints (as the workers'
-	// tflo_central_checkpoints_total counts them), owned partitions.
+	// dead letters, completed partition checkpoints (driven by the
+	// checkpoint workflows, plus those the Kafka source takes itself on
+	// assignment, revoke and shutdown), owned partitions.
 	CentralIn          uint64 `json:"central_in"`
 	CentralOut         uint64 `json:"central_out"`
 	CentralDLQ         uint64 `json:"central_dlq"`
@@ -48,6 +49,7 @@ func (s *Stack) Stats() StackStats {
 		ks := w.Source().Stats()
 		st.CentralIn += ks.Applied
 		st.CentralDLQ += ks.DeadLettered
+		st.CentralCheckpoints += ks.Checkpoints // in process: on assignment, revoke and shutdown
 		st.Owned = append(st.Owned, ks.Owned)
 	}
 	for name, reg := range s.regs {
@@ -55,7 +57,7 @@ func (s *Stack) Stats() StackStats {
 			continue
 		}
 		st.CentralOut += uint64(gather(reg, "tflo_central_records_out_total"))
-		st.CentralCheckpoints += uint64(gather(reg, "tflo_central_checkpoints_total"))
+		st.CentralCheckpoints += uint64(gather(reg, "tflo_central_checkpoints_total")) // driven by the checkpoint workflows
 		if l := time.Duration(gather(reg, "tflo_central_event_lag_seconds") * float64(time.Second)); l > st.EventLag {
 			st.EventLag = l
 		}
