@@ -1,6 +1,7 @@
 package split
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"sync"
@@ -42,16 +43,20 @@ func (m *mirror) snapshot() (map[string]coordination.Entry, bool) {
 	return maps.Clone(m.entries), m.synced
 }
 
-// applyPut applies a put unless a newer revision of the key was seen.
+// applyPut applies a put unless a newer revision of the key was seen. It
+// reports a change only when the value differs: a rewrite with the same
+// bytes (every lease and presence renewal) moves the revision silently, so
+// renewals do not wake the control loop.
 func (m *mirror) applyPut(e coordination.Entry) bool {
 	if e.Revision <= m.seen[e.Key] {
 		return false
 	}
+	old, had := m.entries[e.Key]
 	m.version++
 	m.seen[e.Key] = e.Revision
 	m.applied[e.Key] = m.version
 	m.entries[e.Key] = e
-	return true
+	return !had || !bytes.Equal(old.Value, e.Value)
 }
 
 func (m *mirror) applyDelete(key string, rev coordination.Revision) bool {
