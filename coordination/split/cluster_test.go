@@ -78,6 +78,9 @@ func (c *cluster) startWith(id split.WorkerID, clk *vclock.Clock, opts ...split.
 	c.t.Helper()
 	link := &faultStore{Store: c.audit}
 	logger := slog.New(slog.NewTextHandler(testLog{c.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if _, bench := c.t.(*testing.B); bench {
+		logger = slog.New(slog.DiscardHandler) // logging would dominate the measurement
+	}
 	base := []split.Option{split.WithClock(clk), split.WithHandler(c.app.handler(id)), split.WithMetrics(c.metrics), split.WithLogger(logger)}
 	w, err := split.NewWorker(link, id, append(base, opts...)...)
 	require.NoError(c.t, err)
