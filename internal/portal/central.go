@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -25,8 +29,49 @@ type CentralConfig struct {
 	// (one worker per machine only).
 	Durable DurableConfig `json:"durable" yaml:"durable"`
 
+	// Backfill also serves the backfill workflow's activities
+	// (workflows.BackfillTaskQueue) in this process, writing to the
+	// InfluxDB of influx.url; `starter backfill start --sink
+	// influx:<db>/<rp>` then replays the archive there.
+	Backfill bool `json:"backfill" yaml:"backfill"`
+
 	Metrics MetricsConfig `json:"metrics" yaml:"metrics"`
 	Log     LogConfig     `json:"log" yaml:"log"`
+}
+
+// StartBackfill starts a BackfillWorker for cfg (Backfill set) on its own
+// Temporal connection; stop it with the returned function.
+func StartBackfill(ctx context.Context, cfg CentralConfig, log *slog.Logger) (stop func(), err error) {
+	if !cfg.Backfill {
+		return func() {}, nil
+	}
+	if cfg.Temporal.Address == "" || cfg.Influx.URL == "" {
+		return nil, errors.New("central config: backfill needs temporal.address and influx.url")
+	}
+	copts, err := cfg.Temporal.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	copts.Logger = tlog.NewStructuredLogger(log)
+	tc, err := client.DialContext(ctx, copts)
+	if err != nil {
+		return nil, fmt.Errorf("backfill worker: dial temporal %s: %w", cfg.Temporal.Address, err)
+	}
+	token := cfg.Influx.Token
+	if cfg.Influx.TokenEnv != "" {
+		token = os.Getenv(cfg.Influx.TokenEnv)
+	}
+	b := &BackfillWorker{URL: cfg.Influx.URL, Token: token, Log: log}
+	if err := b.Start(tc); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	return func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b.Close(cctx)
+		tc.Close()
+	}, nil
 }
 
 // DurableConfig names a durable checkpoint store shared by the central

@@ -35,6 +35,11 @@ func main() {
 				return err
 			}
 			defer closeDurable()
+			stopBackfill, err := portal.StartBackfill(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer stopBackfill()
 			return w.Run(ctx)
 		},
 	}, os.Args[1:], os.Stderr))

@@ -1,0 +1,153 @@
+package portal
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/internal/devstack"
+	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
+	"github.com/tflo-io/tflo/workers/simulator"
+)
+
+func edgeMain(cfg *EdgeConfig) Main {
+	return Main{Name: "edge", Summary: "test", Config: cfg, Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
+		e, err := NewEdge(ctx, *cfg, log, reg)
+		if err != nil {
+			return err
+		}
+		return e.Run(ctx)
+	}}
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestRunMainUsage(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		code     int
+		contains []string
+	}{
+		{"help lists every key with its variable", []string{"--help"}, nil, ExitOK,
+			[]string{"kafka.brokers", "TFLO_KAFKA_BROKERS", "mqtt.dlq_topic", "TFLO_MQTT_DLQ_TOPIC", "TFLO_METRICS_ADDR"}},
+		{"unknown flag", []string{"--nope"}, nil, ExitUsage, []string{"nope"}},
+		{"stray argument", []string{"extra"}, nil, ExitUsage, []string{"unexpected arguments"}},
+		{"unknown key in the file", []string{"--config", "BADFILE"}, nil, ExitUsage, []string{"kafak"}},
+		{"invalid config names every problem", nil, nil, ExitUsage, []string{"mqtt.servers is empty", "kafka.brokers is empty", "state.dir is empty"}},
+		{"bad environment value names the variable", nil, map[string]string{"TFLO_GRAPH_SMA_WINDOW": "five"}, ExitUsage, []string{"TFLO_GRAPH_SMA_WINDOW"}},
+		{"dead letters must not loop back", nil, map[string]string{"TFLO_MQTT_SERVERS": "mqtt://x:1", "TFLO_KAFKA_BROKERS": "k:1", "TFLO_STATE_DIR": "/tmp/x", "TFLO_MQTT_DLQ_TOPIC": "sensors/dlq"}, ExitUsage, []string{`matches the subscription "sensors/#"`}},
+	}
+	bad := writeFile(t, "kafak:\n  brokers: [x:1]\n")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			for i, a := range c.args {
+				if a == "BADFILE" {
+					c.args[i] = bad
+				}
+			}
+			var errOut bytes.Buffer
+			var cfg EdgeConfig
+			code := RunMain(edgeMain(&cfg), c.args, &errOut)
+			require.Equal(t, c.code, code, errOut.String())
+			for _, s := range c.contains {
+				require.Contains(t, errOut.String(), s)
+			}
+		})
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func metric(t *testing.T, url, name string) float64 {
+	resp, err := http.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+// TestEdgeMainDrainsOnSIGTERM runs the edge main against a real broker
+// and Kafka: readings show on /metrics, SIGTERM stops it with exit 0 and
+// the final checkpoint is in the Badger folder with the MQTT cursor.
+func TestEdgeMainDrainsOnSIGTERM(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "signals", Partitions: 2})
+	require.NoError(t, err)
+	defer k.Close()
+	b, err := devstack.StartMQTT(nil)
+	require.NoError(t, err)
+	defer b.Close()
+	state := filepath.Join(t.TempDir(), "edge")
+	maddr := freePort(t)
+	path := writeFile(t, fmt.Sprintf("gateway_id: gw\nmqtt:\n  servers: [%s]\nkafka:\n  brokers: [%s]\nstate:\n  dir: %s\nmetrics:\n  addr: %q\n",
+		b.URL(), k.Addrs()[0], state, maddr))
+	t.Setenv("TFLO_CHECKPOINT_INTERVAL", "1h") // only the final checkpoint
+
+	var cfg EdgeConfig
+	done := make(chan int, 1)
+	go func() { done <- RunMain(edgeMain(&cfg), []string{"--config", path}, io.Discard) }()
+	url := "http://" + maddr + "/metrics"
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_edge_mqtt_received_total") == 0 }, 30*time.Second, 20*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sim, err := simulator.New(simulator.Config{Sensors: 3, Rounds: 10, Start: time.Unix(1_700_000_000, 0), AnomalyEvery: -1, Malformed: 0.001})
+	require.NoError(t, err)
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL()})
+	require.NoError(t, err)
+	require.NoError(t, sim.Run(ctx, pub))
+	require.NoError(t, pub.Close(ctx))
+	n := float64(sim.Stats().Readings)
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_edge_records_in_total") == n }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1.0, metric(t, url, "tflo_edge_checkpoint_breaker_state")+1, "breaker closed")
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, ExitOK, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("edge main did not stop on SIGTERM")
+	}
+	st, err := badgerstore.Open(badgerstore.WithPath(state))
+	require.NoError(t, err)
+	defer st.Close()
+	rec, err := st.LoadCursor(ctx, []byte("edge/gw"))
+	require.NoError(t, err, "the final checkpoint saved the cursor")
+	require.NotEmpty(t, rec.Cursor)
+}
