@@ -3,9 +3,13 @@ package portal
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -53,7 +57,8 @@ func (k *InfluxRowSink) Flush(ctx context.Context) error { return k.s.Flush(ctx)
 // workflows.ControlTaskQueue (beside any central worker that also does,
 // so the control plane outlives the central workers). Archives are file:// locations, and a
 // sink named "influx:<db>/<rp>" writes to that bucket of the InfluxDB at
-// URL (opened on first use, closed by Close).
+// URL (the database is created if missing; the sink is opened on first
+// use and closed by Close).
 type BackfillWorker struct {
 	URL, Token string
 	Log        *slog.Logger
@@ -61,6 +66,31 @@ type BackfillWorker struct {
 	mu    sync.Mutex
 	sinks map[string]*influx.Sink
 	ws    []worker.Worker
+}
+
+// createDatabase runs CREATE DATABASE (idempotent in InfluxDB 1.8) so a
+// backfill can target a fresh database by name.
+func createDatabase(base, token, db string) error {
+	form := url.Values{"q": {fmt.Sprintf("CREATE DATABASE %q", db)}}
+	req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(base, "/")+"/query", strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if user, pass, ok := strings.Cut(token, ":"); ok {
+		req.SetBasicAuth(user, pass)
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("influx %s: create database %q: %w", base, db, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("influx %s: create database %q: %s: %s", base, db, resp.Status, body)
+	}
+	return nil
 }
 
 // InfluxSinkName is the backfill sink name of an InfluxDB bucket.
@@ -92,6 +122,9 @@ func (b *BackfillWorker) sink(name string) (activities.RowSink, error) {
 	defer b.mu.Unlock()
 	if s := b.sinks[bucket]; s != nil {
 		return NewInfluxRowSink(s), nil
+	}
+	if err := createDatabase(b.URL, b.Token, strings.SplitN(bucket, "/", 2)[0]); err != nil {
+		return nil, err
 	}
 	s, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.Log))
 	if err != nil {

@@ -350,7 +350,7 @@ func TestPortalEndToEnd(t *testing.T) {
 
 	// Backfill the archive into a fresh database: the same points.
 	const replayDB = "iot_portal_replay"
-	require.NoError(t, st.Influx.CreateDatabase(ctx, replayDB))
+	// (The backfill worker creates the database.)
 	in := workflows.BackfillInput{Name: "e2e", Location: "file://" + st.ArchiveDir, Sink: portal.InfluxSinkName(portal.Bucket(replayDB))}
 	run, err := st.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(in.Name), TaskQueue: workflows.ControlTaskQueue},
 		workflows.BackfillWorkflow, in)
