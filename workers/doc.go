@@ -1,7 +1,14 @@
-// Package workers holds the thin main packages of the reference deployment:
-// the edge gateway (MQTT → conditioning graph → Kafka) and the central
-// worker (Kafka consumer group → keyed graph → InfluxDB and Parquet), each
-// also a Temporal worker on its own task queue.
+// Package workers holds the iot-portal reference deployment's workers:
 //
-// Status: not built yet (see the iot-portal issue).
+//   - workers/edge: the edge gateway as a library (MQTT → conditioning
+//     graph → Kafka signals, Badger checkpoints).
+//   - workers/central: the central worker as a library (Kafka consumer
+//     group → derived signals → InfluxDB and Parquet, Temporal slow path).
+//   - workers/simulator: a seeded sensor fleet publishing to MQTT.
+//   - workers/cmd/{edge,central,simulator}: their thin mains (YAML config
+//     with TFLO_* environment overrides, slog, Prometheus /metrics,
+//     graceful shutdown), wired by internal/portal.
+//
+// `starter demo` runs them all in one process; docker-compose.yml runs the
+// mains against real services.
 package workers
