@@ -51,12 +51,10 @@ type Simulator struct {
 	cfg SimulatorConfig
 	sim *simulator.Simulator
 	log *slog.Logger
-	pub simulator.Publisher
 }
 
 // NewSimulator validates cfg and registers the fleet's metrics with reg
-// (may be nil). pub, when not nil, replaces the MQTT connection (tests
-// wrap it to record what was sent).
+// (may be nil).
 func NewSimulator(cfg SimulatorConfig, log *slog.Logger, reg prometheus.Registerer) (*Simulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
