@@ -143,7 +143,9 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 // once they are written: use Flush for that), blocking while the buffer
 // is full. Points are encoded before Write returns; p is not retained.
 // A point that cannot be encoded fails Write before anything of the call
-// is buffered. After a fatal error (wrong credentials) Write returns it.
+// is buffered. When ctx ends while Write waits for room, the points before
+// the wait stay buffered and the error says how many. After a fatal error
+// (wrong credentials) Write returns it.
 func (s *Sink) Write(ctx context.Context, points ...Point) error {
 	// Encode outside the lock; one line per point.
 	var buf []byte
@@ -158,8 +160,11 @@ func (s *Sink) Write(ctx context.Context, points ...Point) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := 0
-	for _, end := range ends {
+	for i, end := range ends {
 		if err := s.waitRoomLocked(ctx); err != nil {
+			if i > 0 && ctx.Err() != nil {
+				return fmt.Errorf("%w (%d of %d points of this call buffered)", err, i, len(ends))
+			}
 			return err
 		}
 		b := s.cur

@@ -304,6 +304,12 @@ func TestSinkCloseReleasesBlockedWriter(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- s.Write(ctx, genPoints("c", 0, 100)...) }()
 	require.Eventually(t, func() bool { return s.Stats().Buffered == 4 }, 10*time.Second, time.Millisecond)
+	// A writer with a deadline gives up, and says so.
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	err = s.Write(wctx, genPoints("c", 500, 3)...)
+	wcancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "waiting for buffer room")
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, s.Close(cctx), context.DeadlineExceeded)
