@@ -20,8 +20,9 @@ import (
 // (Inflight.NextImmediate → GetAll) after every packet a QoS 1/2
 // subscriber sends while it has messages in flight; a publish to that
 // client (Inflight.Set) queued between the two read locks deadlocks the
-// broker. The race needs acks and publishes to overlap, so tests keep
-// their bursts short; the benchmarks, which cannot, may hang on it.
+// broker. The path is only taken for clients that sent a Receive Maximum,
+// so test sources omit it (WithReceiveMaximum(0)) unless a test needs the
+// broker's flow control, and bursts stay short.
 const mochiDeadlockNote = "mochi Inflight.NextImmediate recursive RLock"
 
 // testBroker is an in-process MQTT v5 broker (mochi) on a loopback port.

@@ -94,9 +94,6 @@ func (c *config) validate() error {
 	if c.backoffMin <= 0 || c.backoffMax <= c.backoffMin {
 		errs = append(errs, fmt.Errorf("reconnect backoff %s..%s: want 0 < min < max", c.backoffMin, c.backoffMax))
 	}
-	if c.receiveMaximum == 0 {
-		errs = append(errs, errors.New("receive maximum must be at least 1"))
-	}
 	if c.ackInterval <= 0 {
 		errs = append(errs, fmt.Errorf("ack interval %s must be positive", c.ackInterval))
 	}
@@ -107,7 +104,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("dedup window %d and retained map %d capacities must be in 1..%d and 1..%d",
 			c.windowCap, c.retainedCap, streaming.MaxMqttWindow, streaming.MaxMqttRetained))
 	}
-	if int(c.receiveMaximum) > c.windowCap {
+	if c.receiveMaximum > 0 && int(c.receiveMaximum) > c.windowCap {
 		errs = append(errs, fmt.Errorf("receive maximum %d exceeds the dedup window %d: a full in-flight burst could push a redelivered id out of the window", c.receiveMaximum, c.windowCap))
 	}
 	if c.decoder == nil {
@@ -179,7 +176,10 @@ func WithBackoff(min, max time.Duration) Option {
 
 // WithReceiveMaximum caps the QoS 1/2 messages the broker may have in
 // flight to this client (MQTT v5 Receive Maximum): the back-pressure bound
-// between the broker and a slow handler. Default 256.
+// between the broker and a slow handler. Default 256. Zero omits the
+// property, so the protocol default (65535) applies: a workaround for
+// brokers whose flow control misbehaves (mochi v2.7.9 can deadlock in it),
+// at the price of a larger in-flight bound.
 func WithReceiveMaximum(n uint16) Option { return func(c *config) { c.receiveMaximum = n } }
 
 // WithAckInterval sets how often handled messages are acknowledged (acks

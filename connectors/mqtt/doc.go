@@ -50,10 +50,10 @@
 //
 // JSON only. Measured on the reference machine (BenchmarkDecodeReading,
 // BenchmarkDecodeBinaryCandidate, BenchmarkReceive in one run): decoding a
-// JSON reading costs about 0.9 µs and 10 allocations, under 2% of the
-// ~50 µs a QoS 2 message costs to cross the broker into the handler; a
-// compact binary form would decode in ~12 ns but save under 2% end to
-// end, so it is not offered. A Decoder option takes any other codec.
+// JSON reading costs 0.8–1 µs and 10 allocations, about 2% of the ~40 µs
+// a QoS 2 message costs to cross the broker into the handler; a compact
+// binary form decodes in ~12 ns but would save about 2% end to end, so it
+// is not offered. WithDecoder takes any other codec.
 //
 // # Security
 //

@@ -236,8 +236,10 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 			// Without this paho sends Request Problem Information = 0 and
 			// the broker strips user properties (the dead-letter reason).
 			cp.Properties.RequestProblemInfo = true
-			rm := c.receiveMaximum
-			cp.Properties.ReceiveMaximum = &rm
+			if c.receiveMaximum > 0 {
+				rm := c.receiveMaximum
+				cp.Properties.ReceiveMaximum = &rm
+			}
 			return cp, nil
 		},
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, ca *paho.Connack) {

@@ -82,6 +82,7 @@ func newTestSource(t testing.TB, b *testBroker, id string, opts ...Option) *Sour
 		WithTopics("sensors/#"),
 		WithBackoff(20*time.Millisecond, 200*time.Millisecond),
 		WithConnectTimeout(2 * time.Second),
+		WithReceiveMaximum(0), // see mochiDeadlockNote
 	}
 	s, err := NewSource(append(base, opts...)...)
 	require.NoError(t, err)
