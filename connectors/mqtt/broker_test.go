@@ -22,8 +22,8 @@ import (
 // client (Inflight.Set) queued between the two read locks deadlocks the
 // broker. The path is only taken for clients that sent a Receive Maximum,
 // so test sources omit it (WithReceiveMaximum(0)) unless a test needs the
-// broker's flow control, and bursts stay short.
-const mochiDeadlockNote = "mochi Inflight.NextImmediate recursive RLock"
+// broker's flow control, and bursts stay short. (This comment is what
+// "see mochiDeadlockNote" refers to.)
 
 // testBroker is an in-process MQTT v5 broker (mochi) on a loopback port.
 type testBroker struct {
