@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/stretchr/testify/assert"
@@ -88,4 +89,40 @@ func TestFloodOfDistinctPacketIDsKeepsMemoryFlat(t *testing.T) {
 	send(n - windowCap - 1)
 	assert.Equal(t, uint64(1), s.Stats().Duplicates)
 	assert.Equal(t, n+1, handled)
+}
+
+// TestFloodThroughTheBrokerKeepsCursorBounded sends 20,000 distinct QoS 2
+// messages over 500 topics through the broker: every one is processed,
+// and the window and topic map end at, never above, their capacities.
+func TestFloodThroughTheBrokerKeepsCursorBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20k messages through the broker")
+	}
+	const n, windowCap, topicCap = 20_000, 1024, 64
+	b := startBroker(t, brokerOpts{})
+	hook := &completions{slots: make(chan struct{}, 256)}
+	require.NoError(t, b.srv.AddHook(hook, nil))
+	s := newTestSource(t, b, "edge-flood", WithDedupCapacity(windowCap, topicCap))
+	var handled int
+	maxWindow := 0
+	runSource(t, s, func(context.Context, Message) error {
+		handled++ // one handler goroutine
+		if handled%1000 == 0 {
+			maxWindow = max(maxWindow, s.cur.WindowLen()) // the handler runs under s.mu
+		}
+		return nil
+	})
+	waitSubscribed(t, s, 1)
+	payload := make([]byte, 0, 64)
+	for i := range n {
+		hook.slots <- struct{}{}
+		payload = EncodeReading(payload[:0], Reading{Sensor: "s", TS: int64(i), Value: 1})
+		require.NoError(t, b.srv.Publish("sensors/"+strconv.Itoa(i%500), payload, false, 2))
+	}
+	require.Eventually(t, func() bool { return s.Stats().Processed == n }, waitFor, time.Millisecond)
+	st := s.Stats()
+	assert.Equal(t, windowCap, st.WindowLen)
+	assert.LessOrEqual(t, maxWindow, windowCap)
+	assert.Equal(t, topicCap, st.RetainedLen)
+	assert.Zero(t, st.Duplicates)
 }
