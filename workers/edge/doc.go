@@ -35,6 +35,15 @@
 // handled and a crash loses, from state, those handled after the last
 // checkpoint (never applies one twice).
 //
+// # Memory
+//
+// Every sensor's graph instance stays in memory (a few hundred bytes for
+// the default graph), so memory grows with the number of distinct sensors
+// a gateway sees, not with the number of readings; a cut holds one blob
+// per sensor changed since the last saved cut. Signals wait in the Kafka
+// publisher's bounded buffer; with mqtt.WithAckOnCheckpoint at most the
+// source's receive maximum of messages await their checkpoint.
+//
 // # Concurrency
 //
 // Run owns every goroutine it starts and returns when they have stopped.
