@@ -100,6 +100,11 @@ func (c *config) validate() error {
 	if c.deadLetterTopic == "" || strings.ContainsAny(c.deadLetterTopic, "+#") {
 		errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", c.deadLetterTopic))
 	}
+	for _, f := range c.filters {
+		if topicMatches(f, c.deadLetterTopic) {
+			errs = append(errs, fmt.Errorf("dead-letter topic %q matches topic filter %q: the source would read its own dead letters", c.deadLetterTopic, f))
+		}
+	}
 	if c.windowCap <= 0 || c.retainedCap <= 0 || c.windowCap > streaming.MaxMqttWindow || c.retainedCap > streaming.MaxMqttRetained {
 		errs = append(errs, fmt.Errorf("dedup window %d and retained map %d capacities must be in 1..%d and 1..%d",
 			c.windowCap, c.retainedCap, streaming.MaxMqttWindow, streaming.MaxMqttRetained))
@@ -256,4 +261,23 @@ func redactURLError(err error) error {
 		return fmt.Errorf("%s: %v", ue.Op, ue.Err)
 	}
 	return err
+}
+
+// topicMatches reports whether topic name matches filter (MQTT wildcards
+// '+' for one level, '#' for the rest; '$' topics match no leading
+// wildcard).
+func topicMatches(filter, topic string) bool {
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	fs, ts := strings.Split(filter, "/"), strings.Split(topic, "/")
+	for i, f := range fs {
+		if f == "#" {
+			return true
+		}
+		if i >= len(ts) || (f != "+" && f != ts[i]) {
+			return false
+		}
+	}
+	return len(fs) == len(ts)
 }

@@ -296,6 +296,7 @@ func TestNewSourceValidates(t *testing.T) {
 		{"bad qos", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithQoS(3)}, "qos 3"},
 		{"bad backoff", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithBackoff(time.Second, time.Millisecond)}, "backoff"},
 		{"wildcard dlq", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithDeadLetterTopic("dlq/#")}, "dead-letter topic"},
+		{"dlq read back", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("tflo/#")}, "would read its own dead letters"},
 		{"zero window", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithDedupCapacity(0, 1)}, "capacities"},
 	}
 	for _, c := range cases {
@@ -303,6 +304,20 @@ func TestNewSourceValidates(t *testing.T) {
 			_, err := NewSource(c.opts...)
 			require.ErrorContains(t, err, c.want)
 		})
+	}
+}
+
+func TestTopicMatches(t *testing.T) {
+	cases := []struct {
+		filter, topic string
+		want          bool
+	}{
+		{"#", "a/b", true}, {"a/#", "a", true}, {"a/#", "a/b/c", true}, {"a/+", "a/b", true},
+		{"a/+", "a/b/c", false}, {"+/b", "a/b", true}, {"a/b", "a/b", true}, {"a/b", "a/c", false},
+		{"a", "a/b", false}, {"#", "$SYS/x", false}, {"+/x", "$SYS/x", false}, {"tflo/deadletter", "tflo/deadletter", true},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, topicMatches(c.filter, c.topic), "%q vs %q", c.filter, c.topic)
 	}
 }
 
