@@ -22,6 +22,12 @@ type Timer interface {
 	Stop() bool
 	// Reset re-arms the timer to fire after d.
 	Reset(d time.Duration) bool
+	// ResetAt re-arms the timer to fire at deadline on its clock
+	// (immediately if it has passed). Prefer it to Reset(deadline.Sub(Now()))
+	// for deadlines anchored at an earlier instant: computing the duration
+	// first lets time pass before the timer is armed, and the deadline
+	// drifts late by that much.
+	ResetAt(deadline time.Time) bool
 }
 
 // SystemClock is the wall clock.
@@ -45,3 +51,6 @@ type sysTimer struct{ t *time.Timer }
 func (s sysTimer) C() <-chan time.Time        { return s.t.C }
 func (s sysTimer) Stop() bool                 { return s.t.Stop() }
 func (s sysTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
+func (s sysTimer) ResetAt(deadline time.Time) bool {
+	return s.t.Reset(time.Until(deadline))
+}

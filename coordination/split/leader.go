@@ -130,7 +130,8 @@ func (w *Worker) elect(ctx context.Context) {
 	}
 	lead := &leadership{leaderRev: lo.Revision(), planRev: po.Revision(), plan: np, since: sent}
 	w.mu.Lock()
-	lead.fence = w.cfg.clock.AfterFunc(w.untilFence(sent), func() { w.loseLead(lead, "leader self-fence") })
+	lead.fence = w.cfg.clock.AfterFunc(w.ttl, func() { w.loseLead(lead, "leader self-fence") })
+	lead.fence.ResetAt(sent.Add(w.ttl))
 	w.lead = lead
 	w.mu.Unlock()
 	w.cfg.log.Info("leadership won", "worker", w.id, "generation", np.Generation)

@@ -315,7 +315,8 @@ func (w *Worker) register(ctx context.Context) error {
 
 // renewLoop rewrites presence, leader key and every lease each TTL/3.
 func (w *Worker) renewLoop(ctx context.Context) {
-	t := w.cfg.clock.NewTimer(w.LastRenewal().Add(w.ttl / 3).Sub(w.cfg.clock.Now()))
+	t := w.cfg.clock.NewTimer(w.ttl)
+	t.ResetAt(w.LastRenewal().Add(w.ttl / 3))
 	defer t.Stop()
 	for {
 		select {
@@ -327,7 +328,7 @@ func (w *Worker) renewLoop(ctx context.Context) {
 		w.renew(ctx, sent)
 		// Cadence anchored at send times: a slow round does not push the
 		// next one later.
-		t.Reset(sent.Add(w.ttl / 3).Sub(w.cfg.clock.Now()))
+		t.ResetAt(sent.Add(w.ttl / 3))
 	}
 }
 
@@ -363,7 +364,7 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 			switch {
 			case err == nil && out.Won():
 				lead.leaderRev = out.Revision()
-				lead.fence.Reset(w.untilFence(sent))
+				lead.fence.ResetAt(sent.Add(w.ttl))
 			case err == nil:
 				lead.fence.Stop()
 				w.lead = nil
@@ -389,17 +390,10 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 		w.mu.Lock()
 		if w.held[l.t.spec.ID] == l.t {
 			l.t.leaseRev = out.Revision()
-			l.t.fence.Reset(w.untilFence(sent))
+			l.t.fence.ResetAt(sent.Add(w.ttl))
 		}
 		w.mu.Unlock()
 	}
-}
-
-// untilFence is how long after now the self-fence must fire for a write
-// sent at sent: a full lease after the send, never after the store's own
-// expiry (which counts from when the write landed).
-func (w *Worker) untilFence(sent time.Time) time.Duration {
-	return sent.Add(w.ttl).Sub(w.cfg.clock.Now())
 }
 
 func (w *Worker) renewPresence(ctx context.Context, rev coordination.Revision) {
@@ -626,7 +620,8 @@ func (w *Worker) claim(ctx context.Context, spec Spec) {
 		leaseRev: lo.Revision(),
 	}
 	w.mu.Lock()
-	t.fence = w.cfg.clock.AfterFunc(w.untilFence(sent), func() { w.drop(t, LossSelfFence) })
+	t.fence = w.cfg.clock.AfterFunc(w.ttl, func() { w.drop(t, LossSelfFence) })
+	t.fence.ResetAt(sent.Add(w.ttl)) // a full lease after the send, never later
 	w.held[spec.ID] = t
 	n := len(w.held)
 	w.mu.Unlock()

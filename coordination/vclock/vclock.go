@@ -119,11 +119,23 @@ func (t *timer) Stop() bool {
 
 func (t *timer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
+	return t.arm(t.c.now.Add(d))
+}
+
+// ResetAt arms the timer for an absolute deadline, read against the clock
+// under its lock, so no time can pass between computing and arming.
+func (t *timer) ResetAt(deadline time.Time) bool {
+	t.c.mu.Lock()
+	return t.arm(deadline)
+}
+
+// arm is called with t.c.mu held and releases it.
+func (t *timer) arm(at time.Time) bool {
 	_, armed := t.c.timers[t]
-	t.at = t.c.now.Add(d)
+	t.at = at
 	t.c.seq++
 	t.seq = t.c.seq
-	if d <= 0 {
+	if !at.After(t.c.now) {
 		delete(t.c.timers, t)
 		now := t.c.now
 		t.c.mu.Unlock()
