@@ -140,6 +140,7 @@ func (s *Store) writeLocked(ks coordination.Keyspace, key string, value []byte, 
 		it.expires = s.cfg.clock.Now().Add(s.cfg.ttl)
 		rev := it.rev
 		it.timer = s.cfg.clock.AfterFunc(s.cfg.ttl, func() { s.expire(ks, key, rev) })
+		it.timer.ResetAt(it.expires) // exactly at the expiry Get and List apply
 	}
 	s.data[ks][key] = it
 	s.publishLocked(ks, coordination.WatchEvent{Kind: coordination.EventPut, Entry: coordination.Entry{Key: key, Value: it.value, Revision: it.rev}})
