@@ -46,7 +46,8 @@ checkpoint folder and a local Parquet archive under the work folder.
 It prints what runs where (the Temporal web UI first), then progress every
 few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
 --duration. The work folder is a temporary one removed at exit unless
---dir names one to keep.`,
+--dir names one to keep (it must be new or empty: the embedded Kafka starts
+empty on every run).`,
 		Example: "  starter demo\n  starter demo --duration 2m --dir ./demo-data --sensors 50",
 		RunE:    func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
 	}
@@ -74,10 +75,17 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	} else if dir, err = filepath.Abs(dir); err != nil {
-		return err
+	} else {
+		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+			return usagef("demo: work folder %s is not empty: the embedded Kafka starts empty on every run, so an earlier run's checkpoints and workflows would not match it; remove the folder or name another", dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		var err error
+		if dir, err = filepath.Abs(dir); err != nil {
+			return err
+		}
 	}
 	logPath := f.logFile
 	if logPath == "" {

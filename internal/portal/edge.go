@@ -33,6 +33,13 @@ type EdgeConfig struct {
 		// DLQTopic receives malformed payloads with the reason in a user
 		// property (default "dlq/sensors"; must not match Topics).
 		DLQTopic string `json:"dlq_topic" yaml:"dlq_topic"`
+		// ReceiveMaximum is how many unacknowledged QoS 1/2 messages the
+		// broker may have in flight to the gateway (default 4096; the QoS
+		// 2 dedup window is kept at 4× this). Larger than the MQTT
+		// library's 256 because the embedded broker (mochi-mqtt v2.7.9)
+		// deadlocks once a subscriber's quota is exhausted: its
+		// Inflight.NextImmediate read-locks twice.
+		ReceiveMaximum uint16 `json:"receive_maximum" yaml:"receive_maximum"`
 		// Username and PasswordEnv (the variable holding the password).
 		Username    string `json:"username" yaml:"username"`
 		PasswordEnv string `json:"password_env" yaml:"password_env"`
@@ -80,6 +87,9 @@ func (c EdgeConfig) WithDefaults() EdgeConfig {
 		c.MQTT.Topics = []string{"sensors/#"}
 	}
 	def(&c.MQTT.DLQTopic, "dlq/sensors")
+	if c.MQTT.ReceiveMaximum == 0 {
+		c.MQTT.ReceiveMaximum = 4096
+	}
 	def(&c.Kafka.Topic, "signals")
 	if c.Graph.SMAWindow == 0 {
 		c.Graph.SMAWindow = 5
@@ -186,6 +196,7 @@ func NewEdge(ctx context.Context, cfg EdgeConfig, log *slog.Logger, reg promethe
 	mopts := []mqtt.Option{
 		mqtt.WithServers(cfg.MQTT.Servers...), mqtt.WithClientID(cfg.GatewayID), mqtt.WithTopics(cfg.MQTT.Topics...),
 		mqtt.WithDeadLetterTopic(cfg.MQTT.DLQTopic), mqtt.WithLogger(log),
+		mqtt.WithReceiveMaximum(cfg.MQTT.ReceiveMaximum), mqtt.WithDedupCapacity(4*int(cfg.MQTT.ReceiveMaximum), 4096),
 	}
 	if cfg.MQTT.Username != "" {
 		mopts = append(mopts, mqtt.WithCredentials(cfg.MQTT.Username, []byte(os.Getenv(cfg.MQTT.PasswordEnv))))
