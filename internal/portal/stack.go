@@ -156,7 +156,17 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	if s.MQTT, err = devstack.StartMQTT(nil); err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, func() { s.MQTT.Close() })
+	s.closers = append(s.closers, func() {
+		// Bounded: a deadlocked mochi broker (see EdgeConfig.MQTT.ReceiveMaximum)
+		// never finishes Close; the process exits anyway.
+		done := make(chan struct{})
+		go func() { s.MQTT.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			log.Warn("mqtt broker did not close within 5s; leaving it")
+		}
+	})
 	var wg sync.WaitGroup
 	var terr, ierr error
 	wg.Go(func() {
