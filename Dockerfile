@@ -6,9 +6,13 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./workers/cmd/edge ./workers/cmd/central ./workers/cmd/simulator ./starter
+# State folders owned by the runtime user, so named volumes mounted there
+# start writable.
+RUN mkdir -p /data/edge /data/central /data/archive
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/
 COPY deploy/*.yaml /etc/tflo/
+COPY --from=build --chown=65532:65532 /data/ /var/lib/tflo/
 USER nonroot
 ENTRYPOINT []

@@ -169,6 +169,24 @@ func TestComposeWorkers(t *testing.T) {
 	require.Equal(t, 4, workers, "simulator, edge and two central workers")
 }
 
+// TestDockerfileBuildsTheCommands: every command a built service runs is
+// compiled into the image, and every config it mounts is also baked in.
+func TestDockerfileBuildsTheCommands(t *testing.T) {
+	c := load(t)
+	b, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	require.NoError(t, err)
+	df := string(b)
+	for name, s := range c.Services {
+		if s.Build == nil {
+			continue
+		}
+		require.Contains(t, df, "./workers/cmd/"+s.Command[0], "service %s runs %s, which the Dockerfile does not build", name, s.Command[0])
+		_, err := os.Stat(filepath.Join("..", "workers", "cmd", s.Command[0], "main.go"))
+		require.NoError(t, err)
+	}
+	require.Contains(t, df, "COPY deploy/*.yaml /etc/tflo/")
+}
+
 func (s service) dependsOn(c compose, target string) bool {
 	for _, d := range s.DependsOn {
 		if d == target || c.Services[d].dependsOn(c, target) {
