@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/internal/envconfig"
+	"github.com/tflo-io/tflo/workers/central"
 )
 
 // Config is what a worker main loads: one of EdgeConfig, CentralConfig,
@@ -123,4 +124,62 @@ Keys:
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", k.Path, k.Env, strings.TrimPrefix(k.Type, "central."))
 	}
 	tw.Flush()
+}
+
+// EdgeMain is workers/cmd/edge.
+func EdgeMain() Main {
+	cfg := &EdgeConfig{}
+	return Main{
+		Name:    "edge",
+		Summary: "MQTT sensor readings → SMA/hysteresis/threshold-cross per sensor → Kafka signals",
+		Config:  cfg,
+		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
+			e, err := NewEdge(ctx, *cfg, log, reg)
+			if err != nil {
+				return err
+			}
+			return e.Run(ctx)
+		},
+	}
+}
+
+// CentralMain is workers/cmd/central.
+func CentralMain() Main {
+	cfg := &CentralConfig{Config: central.DefaultConfig()}
+	return Main{
+		Name:    "central",
+		Summary: "Kafka signals → derived signals per sensor → InfluxDB + Parquet archive, checkpoints driven by Temporal",
+		Config:  cfg,
+		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
+			w, closeDurable, err := NewCentral(ctx, *cfg, log, reg)
+			if err != nil {
+				return err
+			}
+			defer closeDurable()
+			stopBackfill, err := StartBackfill(ctx, *cfg, log)
+			if err != nil {
+				w.Close()
+				return err
+			}
+			defer stopBackfill()
+			return w.Run(ctx)
+		},
+	}
+}
+
+// SimulatorMain is workers/cmd/simulator.
+func SimulatorMain() Main {
+	cfg := &SimulatorConfig{}
+	return Main{
+		Name:    "simulator",
+		Summary: "a seeded fleet of synthetic sensors publishing readings to MQTT",
+		Config:  cfg,
+		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
+			s, err := NewSimulator(*cfg, log, reg)
+			if err != nil {
+				return err
+			}
+			return s.Run(ctx, nil)
+		},
+	}
 }

@@ -5,9 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,23 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/internal/devstack"
 	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
-
-func edgeMain(cfg *EdgeConfig) Main {
-	return Main{Name: "edge", Summary: "test", Config: cfg, Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
-		e, err := NewEdge(ctx, *cfg, log, reg)
-		if err != nil {
-			return err
-		}
-		return e.Run(ctx)
-	}}
-}
 
 func writeFile(t *testing.T, body string) string {
 	t.Helper()
@@ -70,8 +61,7 @@ func TestRunMainUsage(t *testing.T) {
 				}
 			}
 			var errOut bytes.Buffer
-			var cfg EdgeConfig
-			code := RunMain(edgeMain(&cfg), c.args, &errOut)
+			code := RunMain(EdgeMain(), c.args, &errOut)
 			require.Equal(t, c.code, code, errOut.String())
 			for _, s := range c.contains {
 				require.Contains(t, errOut.String(), s)
@@ -119,9 +109,8 @@ func TestEdgeMainDrainsOnSIGTERM(t *testing.T) {
 		b.URL(), k.Addrs()[0], state, maddr))
 	t.Setenv("TFLO_CHECKPOINT_INTERVAL", "1h") // only the final checkpoint
 
-	var cfg EdgeConfig
 	done := make(chan int, 1)
-	go func() { done <- RunMain(edgeMain(&cfg), []string{"--config", path}, io.Discard) }()
+	go func() { done <- RunMain(EdgeMain(), []string{"--config", path}, io.Discard) }()
 	url := "http://" + maddr + "/metrics"
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_edge_mqtt_received_total") == 0 }, 30*time.Second, 20*time.Millisecond)
 
@@ -150,4 +139,38 @@ func TestEdgeMainDrainsOnSIGTERM(t *testing.T) {
 	rec, err := st.LoadCursor(ctx, []byte("edge/gw"))
 	require.NoError(t, err, "the final checkpoint saved the cursor")
 	require.NotEmpty(t, rec.Cursor)
+}
+
+// TestSimulatorMainRunsItsRounds: the simulator main publishes its rounds
+// to a real broker (seen by a subscriber) and exits 0 by itself.
+func TestSimulatorMainRunsItsRounds(t *testing.T) {
+	b, err := devstack.StartMQTT(nil)
+	require.NoError(t, err)
+	defer b.Close()
+	got := make(chan struct{}, 100)
+	u, err := url.Parse(b.URL())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subscribed := make(chan struct{})
+	cm, err := autopaho.NewConnection(ctx, autopaho.ClientConfig{
+		ServerUrls: []*url.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true,
+		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+			if _, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "sensors/#", QoS: 1}}}); err == nil {
+				close(subscribed)
+			}
+		},
+		ClientConfig: paho.ClientConfig{ClientID: "main-test", OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+			func(paho.PublishReceived) (bool, error) { got <- struct{}{}; return true, nil }}},
+	})
+	require.NoError(t, err)
+	<-subscribed
+	defer cm.Disconnect(context.Background())
+	t.Setenv("TFLO_MQTT_URL", b.URL())
+	t.Setenv("TFLO_SENSORS", "2")
+	t.Setenv("TFLO_ROUNDS", "5")
+	t.Setenv("TFLO_MALFORMED", "0.000001")
+	var errOut bytes.Buffer
+	require.Equal(t, ExitOK, RunMain(SimulatorMain(), nil, &errOut), errOut.String())
+	require.Eventually(t, func() bool { return len(got) == 10 }, 10*time.Second, 10*time.Millisecond)
 }

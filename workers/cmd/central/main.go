@@ -13,34 +13,9 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tflo-io/tflo/internal/portal"
-	"github.com/tflo-io/tflo/workers/central"
 )
 
-func main() {
-	cfg := portal.CentralConfig{Config: central.DefaultConfig()}
-	os.Exit(portal.RunMain(portal.Main{
-		Name:    "central",
-		Summary: "Kafka signals → derived signals per sensor → InfluxDB + Parquet archive, checkpoints driven by Temporal",
-		Config:  &cfg,
-		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
-			w, closeDurable, err := portal.NewCentral(ctx, cfg, log, reg)
-			if err != nil {
-				return err
-			}
-			defer closeDurable()
-			stopBackfill, err := portal.StartBackfill(ctx, cfg, log)
-			if err != nil {
-				return err
-			}
-			defer stopBackfill()
-			return w.Run(ctx)
-		},
-	}, os.Args[1:], os.Stderr))
-}
+func main() { os.Exit(portal.RunMain(portal.CentralMain(), os.Args[1:], os.Stderr)) }

@@ -11,27 +11,9 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/internal/portal"
 )
 
-func main() {
-	var cfg portal.EdgeConfig
-	os.Exit(portal.RunMain(portal.Main{
-		Name:    "edge",
-		Summary: "MQTT sensor readings → SMA/hysteresis/threshold-cross per sensor → Kafka signals",
-		Config:  &cfg,
-		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
-			e, err := portal.NewEdge(ctx, cfg, log, reg)
-			if err != nil {
-				return err
-			}
-			return e.Run(ctx)
-		},
-	}, os.Args[1:], os.Stderr))
-}
+func main() { os.Exit(portal.RunMain(portal.EdgeMain(), os.Args[1:], os.Stderr)) }

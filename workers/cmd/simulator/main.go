@@ -7,27 +7,9 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/internal/portal"
 )
 
-func main() {
-	var cfg portal.SimulatorConfig
-	os.Exit(portal.RunMain(portal.Main{
-		Name:    "simulator",
-		Summary: "a seeded fleet of synthetic sensors publishing readings to MQTT",
-		Config:  &cfg,
-		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
-			s, err := portal.NewSimulator(cfg, log, reg)
-			if err != nil {
-				return err
-			}
-			return s.Run(ctx, nil)
-		},
-	}, os.Args[1:], os.Stderr))
-}
+func main() { os.Exit(portal.RunMain(portal.SimulatorMain(), os.Args[1:], os.Stderr)) }
