@@ -20,8 +20,10 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/internal/devstack"
 	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
+	"github.com/tflo-io/tflo/workers/edge"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
@@ -173,4 +175,59 @@ func TestSimulatorMainRunsItsRounds(t *testing.T) {
 	var errOut bytes.Buffer
 	require.Equal(t, ExitOK, RunMain(SimulatorMain(), nil, &errOut), errOut.String())
 	require.Eventually(t, func() bool { return len(got) == 10 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestCentralMainDrainsOnSIGTERM runs the central main (no Temporal:
+// in-process checkpoints) on the edge's signals in a real Kafka
+// protocol, with a shared durable folder: records show on /metrics, an
+// undecodable record is dead-lettered, SIGTERM exits 0 after the final
+// checkpoints, which are in the durable folder.
+func TestCentralMainDrainsOnSIGTERM(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "signals", Partitions: 2}, devstack.KafkaTopic{Name: "signals.dlq", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	dir := t.TempDir()
+	maddr := freePort(t)
+	for k, v := range map[string]string{
+		"TFLO_WORKER_ID": "c1", "TFLO_KAFKA_BROKERS": k.Addrs()[0], "TFLO_KAFKA_TOPIC": "signals", "TFLO_KAFKA_INPUT": "signals",
+		"TFLO_KAFKA_SESSION_TIMEOUT": "2s", "TFLO_STATE_DIR": filepath.Join(dir, "badger"), "TFLO_DURABLE_DIR": filepath.Join(dir, "durable"),
+		"TFLO_ARCHIVE_DIR": filepath.Join(dir, "archive"), "TFLO_GRAPH_WINDOW": "2", "TFLO_CHECKPOINT_INTERVAL": "1h", "TFLO_METRICS_ADDR": maddr,
+	} {
+		t.Setenv(k, v)
+	}
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() { done <- RunMain(CentralMain(), nil, &errOut) }()
+	url := "http://" + maddr + "/metrics"
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_central_owned_partitions") == 2 }, 30*time.Second, 20*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub, err := kafka.NewPublisher(ctx, kafka.PublishTo("signals", k.Addrs()...))
+	require.NoError(t, err)
+	defer pub.Close()
+	const n = 20
+	for i := range n {
+		sig := edge.Signal{Key: fmt.Sprintf("s%d", i%4), TS: int64(1000 + i), Mode: edge.Raised, Payload: edge.Payload{Smoothed: float64(20 + i)}}
+		require.NoError(t, kafka.PublishSignal(ctx, pub, sig, nil, 0))
+	}
+	require.NoError(t, pub.Publish(ctx, "s0", []byte("not an envelope")))
+	require.NoError(t, pub.Flush(ctx))
+	require.Eventually(t, func() bool {
+		return metric(t, url, "tflo_central_records_in_total") == n && metric(t, url, "tflo_central_dlq_total") == 1
+	}, 30*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, ExitOK, code, errOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("central main did not stop on SIGTERM")
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "durable"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ents, "final checkpoints in the durable folder")
+	arch, err := os.ReadDir(filepath.Join(dir, "archive"))
+	require.NoError(t, err)
+	require.NotEmpty(t, arch, "archive flushed at shutdown")
 }
