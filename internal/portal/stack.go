@@ -372,10 +372,11 @@ func (s *Stack) stopAll() error {
 	return err
 }
 
-// StopWorkers stops the simulator, the edge gateway and the central
-// workers (each draining and taking its final checkpoint) and leaves the
-// services and the backfill worker running, so their results can be
-// read. It returns the workers' errors. Idempotent.
+// StopWorkers stops the simulator, then the edge gateway, waits (up to
+// 15 s) until the central workers applied every signal the edge
+// published, then stops them (each draining and taking its final
+// checkpoint). The services and the backfill worker keep running, so
+// their results can be read. It returns the workers' errors. Idempotent.
 func (s *Stack) StopWorkers() error {
 	s.stopOnce.Do(func() { s.stopErr = s.stopWorkers() })
 	return s.stopErr
@@ -396,6 +397,11 @@ func (s *Stack) stopWorkers() error {
 		}
 	}
 	if s.centralCancel != nil {
+		// Drain: let the central workers apply what the edge published
+		// (bounded, so a stuck worker cannot hold the shutdown).
+		if s.Edge != nil {
+			_ = waitFor(context.Background(), 15*time.Second, "central workers caught up", func() bool { return s.Stats().Lag <= 0 })
+		}
 		s.centralCancel()
 		for _, d := range s.centralDone {
 			if err := <-d; err != nil {
