@@ -126,7 +126,9 @@ func TestEdgeMainDrainsOnSIGTERM(t *testing.T) {
 	require.NoError(t, pub.Close(ctx))
 	n := float64(sim.Stats().Readings)
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_edge_records_in_total") == n }, 30*time.Second, 20*time.Millisecond)
-	require.Equal(t, 1.0, metric(t, url, "tflo_edge_checkpoint_breaker_state")+1, "breaker closed")
+	require.Equal(t, 0.0, metric(t, url, "tflo_edge_checkpoint_breaker_state"), "breaker closed")
+	require.Greater(t, metric(t, url, "tflo_edge_event_lag_seconds"), float64(time.Since(time.Unix(1_700_000_000, 0))/time.Second)-60,
+		"event lag follows the readings' time")
 
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	select {
