@@ -81,16 +81,16 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 
 	r := run(t, "pipeline", "start", addr, "--pipeline", "cli", "--topic", "readings", "--partitions", "2", "--interval", "1h")
 	require.Equal(t, exitOK, r.code, r.err)
-	assert.Contains(t, r.out, workflows.CheckpointWorkflowID("cli", "readings-1"))
+	assert.Contains(t, r.out, workflows.CheckpointWorkflowID("cli", "readings/1"))
 	// Starting again keeps the running workflows (idempotent).
-	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--shard", "readings-0")
+	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--shard", "readings/0")
 	require.Equal(t, exitOK, r.code, r.err)
 
 	// An owner announces itself for readings-0, as a worker would.
-	require.NoError(t, srv.Client.SignalWorkflow(context.Background(), workflows.CheckpointWorkflowID("cli", "readings-0"), "",
+	require.NoError(t, srv.Client.SignalWorkflow(context.Background(), workflows.CheckpointWorkflowID("cli", "readings/0"), "",
 		workflows.SignalOwner, workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 1}))
 
-	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "readings-0", "--wait", "30s", "--json")
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "readings/0", "--wait", "30s", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
 	var now struct {
 		States []workflows.CheckpointState `json:"states"`
@@ -110,7 +110,7 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 			return false
 		}
 		for _, l := range listed {
-			if l.Shard == "readings-0" && !l.LastCheckpoint.IsZero() {
+			if l.Shard == "readings/0" && !l.LastCheckpoint.IsZero() {
 				return true
 			}
 		}
@@ -124,7 +124,7 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	r = run(t, "pipeline", "status", addr, "--pipeline", "cli")
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, "SHARD")
-	assert.Contains(t, r.out, "readings-0")
+	assert.Contains(t, r.out, "readings/0")
 	assert.Contains(t, r.out, "w1")
 
 	r = run(t, "pipeline", "stop", addr, "--pipeline", "cli")

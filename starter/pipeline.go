@@ -35,7 +35,7 @@ func (s *shardFlags) add(cmd *cobra.Command, needShards bool) {
 	cmd.Flags().StringVar(&s.pipeline, "pipeline", "iot-portal", "pipeline name")
 	if needShards {
 		cmd.Flags().StringSliceVar(&s.shards, "shard", nil, "shard names (repeat or comma-separate)")
-		cmd.Flags().StringVar(&s.topic, "topic", "", "Kafka topic: with --partitions, one shard per partition (<topic>-<n>)")
+		cmd.Flags().StringVar(&s.topic, "topic", "", "Kafka topic: with --partitions, one shard per partition (<topic>/<n>)")
 		cmd.Flags().Int32Var(&s.partitions, "partitions", 0, "number of partitions of --topic")
 	}
 }

@@ -77,6 +77,7 @@ func LeaseWorkflowID(workerID string) string { return LeaseWorkflowIDPrefix + ur
 // BackfillWorkflowID is the id of a named backfill run.
 func BackfillWorkflowID(name string) string { return BackfillWorkflowIDPrefix + url.PathEscape(name) }
 
-// KafkaShard names the shard of one Kafka partition ("readings-3"); every
-// worker and the CLI name Kafka shards this way.
-func KafkaShard(topic string, partition int32) string { return fmt.Sprintf("%s-%d", topic, partition) }
+// KafkaShard names the shard of one Kafka partition ("signals/3", the same
+// as connectors/kafka's Partition.String); the central worker and the CLI
+// name Kafka shards this way.
+func KafkaShard(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }
