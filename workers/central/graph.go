@@ -3,6 +3,7 @@ package central
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/ops"
@@ -52,6 +53,13 @@ func Graph(g GraphConfig) (*streaming.Graph, error) {
 	c := Config{Graph: g}
 	c.applyDefaults()
 	g = c.Graph
+	// Refuse what the operators' constructors would panic on.
+	if g.Window < 1 || g.Window > 1<<20 {
+		return nil, fmt.Errorf("central graph: window %d is outside 1..%d", g.Window, 1<<20)
+	}
+	if !(g.AlarmLow < g.AlarmHigh) || math.IsInf(g.AlarmLow, 0) || math.IsInf(g.AlarmHigh, 0) {
+		return nil, fmt.Errorf("central graph: alarm thresholds low %g, high %g: want finite low < high", g.AlarmLow, g.AlarmHigh)
+	}
 	return streaming.NewBuilder().
 		Input("value").
 		Node(SignalMean, func() streaming.Operator { return ops.NewSMA(g.Window) }, "value").

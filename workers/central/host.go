@@ -38,9 +38,10 @@ type Host struct {
 	log       *slog.Logger
 	m         *metrics
 
-	mu       sync.Mutex
-	held     map[string]*heldShard
-	released map[string]*heldShard // last loss of each shard
+	mu         sync.Mutex
+	held       map[string]*heldShard
+	released   map[string]*heldShard // last loss of each shard
+	nCompleted int                   // checkpoints completed while held
 }
 
 type heldShard struct {
@@ -190,6 +191,7 @@ func (h *Host) sync(ctx context.Context) {
 		h.m.breaker.WithLabelValues(hs.shard).Set(breakerValue(st.Breaker))
 		if !st.LastCompletedAt.IsZero() && st.LastCompletedAt != hs.lastAt {
 			hs.lastAt = st.LastCompletedAt
+			h.nCompleted++
 			h.m.checkpoints.WithLabelValues(hs.shard).Inc()
 			h.m.checkpointDur.WithLabelValues(hs.shard).Observe(st.LastDuration.Seconds())
 		}
@@ -418,4 +420,11 @@ func (h *Host) HeldShards() []string {
 		out = append(out, s.Shard)
 	}
 	return out
+}
+
+// completed sums the completed checkpoints counted by the watch loop.
+func (h *Host) completed() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.nCompleted
 }
