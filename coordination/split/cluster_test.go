@@ -162,14 +162,13 @@ func (c *cluster) tick() {
 // checkInvariants: live workers hold disjoint splits; the audit saw no
 // epoch, owner or watermark violation. Returns the first problem.
 func (c *cluster) checkInvariants() string {
-	owner := map[split.SplitID]split.WorkerID{}
-	for _, n := range c.live() {
-		for _, id := range n.w.Held() {
-			if o, dup := owner[id]; dup {
-				return fmt.Sprintf("split %s owned twice: by %s and %s", id, o, n.id)
-			}
-			owner[id] = n.id
-		}
+	live := c.live()
+	ids := make([]split.WorkerID, len(live))
+	for i, n := range live {
+		ids[i] = n.id
+	}
+	if v := doubleOwned(ids, func(i int) []split.SplitID { return live[i].w.Held() }); v != "" {
+		return v
 	}
 	if v := c.audit.Violations(); len(v) > 0 {
 		return v[0]

@@ -421,3 +421,39 @@ func losses(m *split.Metrics, ids ...split.WorkerID) map[string]float64 {
 	}
 	return out
 }
+
+// doubleOwned reads every worker's held set twice, forwards then backwards,
+// and reports a split as owned twice only when both passes show it under
+// two workers: a handoff between two sequential reads (the old owner read
+// before it released, the new one after it claimed) shows in one pass only,
+// a real double ownership in both.
+func doubleOwned(ids []split.WorkerID, held func(i int) []split.SplitID) string {
+	n := len(ids)
+	fwd := make([][]split.SplitID, n)
+	for i := 0; i < n; i++ {
+		fwd[i] = held(i)
+	}
+	bwd := make([][]split.SplitID, n)
+	for i := n - 1; i >= 0; i-- {
+		bwd[i] = held(i)
+	}
+	a, b := overlap(ids, fwd), overlap(ids, bwd)
+	if a != "" && a == b {
+		return a
+	}
+	return ""
+}
+
+// overlap names the first split held by two workers.
+func overlap(ids []split.WorkerID, sets [][]split.SplitID) string {
+	owner := map[split.SplitID]split.WorkerID{}
+	for i, set := range sets {
+		for _, s := range set {
+			if o, dup := owner[s]; dup {
+				return fmt.Sprintf("split %s owned twice: by %s and %s", s, o, ids[i])
+			}
+			owner[s] = ids[i]
+		}
+	}
+	return ""
+}

@@ -135,18 +135,14 @@ func (c *natsCluster) stop() {
 }
 
 func (c *natsCluster) check() string {
-	owner := map[split.SplitID]split.WorkerID{}
+	var ids []split.WorkerID
 	for _, id := range c.order {
-		n := c.nodes[id]
-		if n.dead {
-			continue
+		if !c.nodes[id].dead {
+			ids = append(ids, id)
 		}
-		for _, s := range n.w.Held() {
-			if o, dup := owner[s]; dup {
-				return fmt.Sprintf("split %s owned twice: %s and %s", s, o, id)
-			}
-			owner[s] = id
-		}
+	}
+	if v := doubleOwned(ids, func(i int) []split.SplitID { return c.nodes[ids[i]].w.Held() }); v != "" {
+		return v
 	}
 	if v := c.audit.Violations(); len(v) > 0 {
 		return v[0]

@@ -432,3 +432,23 @@ func TestScenarioAbsentAssignmentKeepsHoldingAndForeignPlanFencesLeader(t *testi
 	}
 	requireNoViolations(t, c.audit)
 }
+
+// TestInvariantCheckerCatchesDoubleOwnership: the checker the scenarios rely
+// on reports a split two workers hold, and not a handoff between its reads.
+func TestInvariantCheckerCatchesDoubleOwnership(t *testing.T) {
+	ids := []split.WorkerID{"w1", "w2"}
+	both := [][]split.SplitID{{"a", "b"}, {"b"}}
+	require.Contains(t, doubleOwned(ids, func(i int) []split.SplitID { return both[i] }), "split b owned twice")
+	reads := 0
+	handoff := func(i int) []split.SplitID { // w1 releases b after the first read of w1
+		reads++
+		if i == 0 && reads == 1 {
+			return []split.SplitID{"a", "b"}
+		}
+		if i == 0 {
+			return []split.SplitID{"a"}
+		}
+		return []split.SplitID{"b"}
+	}
+	require.Empty(t, doubleOwned(ids, handoff))
+}
