@@ -2,6 +2,7 @@ package central
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +126,22 @@ func TestTemporalClientOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, opts.ConnectionOptions.TLS)
 	require.Equal(t, "default", opts.Namespace)
+}
+
+func TestLoadConfigWithEnvOverrides(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/central.yaml"
+	require.NoError(t, os.WriteFile(path, []byte("worker_id: from-file\nkafka:\n  brokers: [a:1]\nstate:\n  dir: /d\n"), 0o600))
+	t.Setenv("TFLO_CENTRAL_WORKER_ID", "from-env")
+	t.Setenv("TFLO_KAFKA_BROKERS", "b:1,c:2")
+	c, err := LoadConfig(path)
+	require.NoError(t, err)
+	require.Equal(t, "from-env", c.WorkerID)
+	require.Equal(t, []string{"b:1", "c:2"}, c.Kafka.Brokers)
+	require.Equal(t, "/d", c.State.Dir)
+	require.Equal(t, "readings", c.Kafka.Topic, "defaults applied")
+
+	require.NoError(t, os.WriteFile(path, []byte("worker_idd: typo\n"), 0o600))
+	_, err = LoadConfig(path)
+	require.ErrorContains(t, err, "worker_idd")
 }

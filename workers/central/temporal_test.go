@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -122,7 +123,8 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	cfg.Temporal.ControlWorker = true
 	cfg.Archive.Dir = t.TempDir()
 	rec := newRecorder()
-	w := startWorker(t, cfg, WithTemporalClient(srv.Client), WithSinks(rec.as("solo")), WithLogger(testLogger(t)))
+	reg := prometheus.NewRegistry()
+	w := startWorker(t, cfg, WithTemporalClient(srv.Client), WithSinks(rec.as("solo")), WithLogger(testLogger(t)), WithRegisterer(reg))
 	defer w.stop(t)
 
 	rs := makeReadings(12, 1, 60)
@@ -177,6 +179,14 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 		require.NoError(t, err, "TfloLastCheckpoint %q", attrs["TfloLastCheckpoint"])
 		require.WithinDuration(t, time.Now(), last, 2*time.Minute)
 	}
+
+	// The metrics saw the records, their outputs and the checkpoints.
+	require.Equal(t, float64(len(rs)), gather(t, reg, "tflo_central_records_in_total"))
+	require.Equal(t, float64(len(want)), gather(t, reg, "tflo_central_records_out_total"))
+	require.Equal(t, float64(parts), gather(t, reg, "tflo_central_owned_partitions"))
+	require.Eventually(t, func() bool { return gather(t, reg, "tflo_central_checkpoints_total") >= parts }, 10*time.Second, 50*time.Millisecond)
+	require.Positive(t, gather(t, reg, "tflo_central_checkpoint_duration_seconds"))
+	require.Zero(t, gather(t, reg, "tflo_central_checkpoint_breaker_state"))
 
 	// The handoff of each shard's first owner completed (no previous owner).
 	for p := int32(0); p < parts; p++ {
@@ -256,4 +266,30 @@ func TestStaleHandoffSuperseded(t *testing.T) {
 	require.NotNil(t, hs.From)
 	require.Equal(t, "ghost", hs.From.WorkerID)
 	require.Greater(t, hs.To.Epoch, ghost.Epoch)
+}
+
+// gather sums a metric family over its series (histograms: the sample
+// count).
+func gather(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		var sum float64
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return sum
+	}
+	return 0
 }
