@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -112,7 +113,6 @@ type recorder struct {
 	conflicts []string
 	byWorker  map[string]int
 	flushes   int
-	worker    string
 }
 
 func newRecorder() *recorder { return &recorder{outs: map[outKey]outVal{}, byWorker: map[string]int{}} }
@@ -281,4 +281,11 @@ func (s *cutStore) Load(ctx context.Context, key []byte) (streaming.Snapshot, er
 
 func quietTemporalLogger() tlog.Logger {
 	return tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+}
+
+func pendingActivities(d *client.WorkflowExecutionDescription) any {
+	if d == nil || d.RawResponse == nil {
+		return nil
+	}
+	return d.RawResponse.GetPendingActivities()
 }

@@ -128,8 +128,8 @@ func (h *Host) reconcileHandoffs(ctx context.Context) {
 		}
 		id := workflows.HandoffWorkflowID(h.pipeline, s.shard)
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		desc, err := h.tc.DescribeWorkflowExecution(rctx, id, "")
-		if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		desc, err := h.tc.DescribeWorkflow(rctx, id, "")
+		if err != nil || desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			cancel()
 			continue
 		}
@@ -275,8 +275,8 @@ func (h *Host) handoffState(ctx context.Context, id string) (workflows.HandoffSt
 // owner's queue have no schedule-to-start deadline). It returns that
 // saga's target, which was the shard's owner before us.
 func (h *Host) terminateStale(ctx context.Context, id string, hs *heldShard) *workflows.Owner {
-	desc, err := h.tc.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	desc, err := h.tc.DescribeWorkflow(ctx, id, "")
+	if err != nil || desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return nil
 	}
 	st, err := h.handoffState(ctx, id)

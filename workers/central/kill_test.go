@@ -191,7 +191,7 @@ func waitHandoff(ctx context.Context, t *testing.T, c client.Client, id, worker 
 	if qerr == nil {
 		qerr = v.Get(&st)
 	}
-	desc, derr := c.DescribeWorkflowExecution(ctx, id, "")
+	desc, derr := c.DescribeWorkflow(ctx, id, "")
 	t.Fatalf("handoff %s never completed on %s: last get error %v, result %+v; status %+v (query error %v); pending activities %v (describe error %v)",
-		id, worker, err, *hs, st, qerr, desc.GetPendingActivities(), derr)
+		id, worker, err, *hs, st, qerr, pendingActivities(desc), derr)
 }

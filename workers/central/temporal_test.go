@@ -200,8 +200,8 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 			if qerr == nil {
 				_ = v.Get(&hs)
 			}
-			desc, derr := srv.Client.DescribeWorkflowExecution(ctx, id, "")
-			t.Fatalf("handoff %s: %v; state %+v (query err %v); pending activities %v (%v)", id, err, hs, qerr, desc.GetPendingActivities(), derr)
+			desc, derr := srv.Client.DescribeWorkflow(ctx, id, "")
+			t.Fatalf("handoff %s: %v; state %+v (query err %v); pending activities %v (%v)", id, err, hs, qerr, pendingActivities(desc), derr)
 		}
 		require.Equal(t, workflows.StepDone, hs.Step)
 		require.Equal(t, "solo", hs.To.WorkerID)
