@@ -173,6 +173,9 @@ func BenchmarkCheckpointRoundTrip(b *testing.B) {
 		waitFor(b, time.Minute, func() bool { st := cp.Status(); return st.LastID > before && st.InFlightID == 0 })
 		b.StopTimer()
 	}
+	if st, err := queryCheckpoint(ctx, srv.Client, "plant", shard); err == nil {
+		b.ReportMetric(float64(st.LastDuration.Nanoseconds()), "workflow-stages-ns")
+	}
 	benchratio.Report(b, "inproc-checkpoint", baselineInProcessCheckpoint)
 }
 

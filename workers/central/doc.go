@@ -53,6 +53,15 @@
 // that dies instead stops heartbeating: its lease workflow times out and
 // starts the handoffs of the shards of its last heartbeat.
 //
+// # Tests and benchmarks
+//
+// The tests run against a real Temporal dev server (testsuite/temporaltest)
+// and kfake: go test -race ./workers/central/. Benchmarks need different
+// -benchtime values and each selects its own same-run baseline:
+//
+//	go test -run '^$' -bench CheckpointRoundTrip -benchtime 20x ./workers/central/
+//	go test -run '^$' -bench HotPath -benchtime 3000000x ./workers/central/
+//
 // # Concurrency
 //
 // Run owns every goroutine it starts: the Source's poll loop and partition

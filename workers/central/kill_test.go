@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/grpc"
 
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
@@ -90,6 +92,16 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	produce(t, addrs, phase2)
 	upTo2 := append(slices.Clone(phase1), phase2...)
 	require.Eventually(t, func() bool { return rec.has(reference(t, vcfg.Graph, upTo2)) }, 30*time.Second, 20*time.Millisecond)
+	// The victim's lease heartbeat has reported what it holds (heartbeats
+	// are throttled, so this can lag a rebalance).
+	require.Eventually(t, func() bool {
+		held := lastHeartbeat(ctx, t, srv.Client, workflows.LeaseWorkflowID("victim"))
+		var shards []string
+		for _, h := range held {
+			shards = append(shards, h.Shard)
+		}
+		return len(victimShards) > 0 && subset(victimShards, shards)
+	}, 30*time.Second, 100*time.Millisecond, "the victim's lease heartbeat never listed its shards")
 	kcut.Cut()
 	tcut.Cut()
 	vstore.Cut()
@@ -194,4 +206,34 @@ func waitHandoff(ctx context.Context, t *testing.T, c client.Client, id, worker 
 	desc, derr := c.DescribeWorkflow(ctx, id, "")
 	t.Fatalf("handoff %s never completed on %s: last get error %v, result %+v; status %+v (query error %v); pending activities %v (describe error %v)",
 		id, worker, err, *hs, st, qerr, pendingActivities(desc), derr)
+}
+
+// lastHeartbeat returns the held shards in the last heartbeat of the
+// lease workflow's pending activity.
+func lastHeartbeat(ctx context.Context, t *testing.T, c client.Client, id string) []activities.HeldShard {
+	d, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil || d.RawResponse == nil {
+		return nil
+	}
+	for _, pa := range d.RawResponse.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != "KeepLeases" || pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var held []activities.HeldShard
+		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &held); err != nil {
+			t.Logf("heartbeat details: %v", err)
+			return nil
+		}
+		return held
+	}
+	return nil
+}
+
+func subset(sub, of []string) bool {
+	for _, s := range sub {
+		if !slices.Contains(of, s) {
+			return false
+		}
+	}
+	return true
 }
