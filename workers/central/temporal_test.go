@@ -20,6 +20,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -292,4 +293,48 @@ func gather(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		return sum
 	}
 	return 0
+}
+
+// TestRebalanceHandoffVerifiesFinalCheckpoint: a second worker joins; the
+// group moves some partitions to it cooperatively, the first worker takes
+// their final checkpoints in its revoke callback, and the handoff of each
+// moved shard runs the old owner's FinalCheckpoint step (which returns
+// that revoke checkpoint) and restores it on the new owner.
+func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
+	srv := temporaltest.Start(t)
+	const parts = 4
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	durable := memory.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	acfg := baseConfig(t, "first", addrs, srv.HostPort)
+	acfg.Temporal.ControlWorker = true
+	a := startWorker(t, acfg, WithTemporalClient(srv.Client), WithDurableStore(durable), WithLogger(testLogger(t).With("w", "first")))
+	defer a.stop(t)
+	require.Eventually(t, func() bool { return len(a.w.Host().HeldShards()) == parts }, 30*time.Second, 20*time.Millisecond)
+	produce(t, addrs, makeReadings(16, 1, 20))
+	require.Eventually(t, func() bool { return a.w.Source().Stats().Applied == 16*20 }, 30*time.Second, 20*time.Millisecond)
+
+	b := startWorker(t, baseConfig(t, "second", addrs, srv.HostPort), WithTemporalClient(srv.Client), WithDurableStore(durable),
+		WithLogger(testLogger(t).With("w", "second")))
+	defer b.stop(t)
+	require.Eventually(t, func() bool {
+		na, nb := len(a.w.Host().HeldShards()), len(b.w.Host().HeldShards())
+		return na > 0 && nb > 0 && na+nb == parts
+	}, 30*time.Second, 20*time.Millisecond)
+
+	for _, shard := range b.w.Host().HeldShards() {
+		var hs workflows.HandoffState
+		waitHandoff(ctx, t, srv.Client, workflows.HandoffWorkflowID(acfg.Pipeline, shard), "second", &hs)
+		require.NotNil(t, hs.From, "handoff of %s does not name the first owner", shard)
+		require.Equal(t, "first", hs.From.WorkerID)
+		require.NotNil(t, hs.FinalCheckpoint, "handoff of %s: final checkpoint skipped: %s", shard, hs.FinalCheckpointSkipped)
+		require.NotNil(t, hs.Restored)
+		require.Equal(t, hs.FinalCheckpoint.CheckpointID, hs.Restored.CheckpointID,
+			"the new owner restored another checkpoint than the old owner's final one")
+		require.Equal(t, hs.FinalCheckpoint.Cursor, hs.Restored.Cursor)
+		require.NotEmpty(t, hs.Restored.Cursor)
+	}
 }
