@@ -21,6 +21,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/influxtest"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -120,9 +121,14 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	c := newCluster(t, parts)
 	addrs := c.ListenAddrs()
 
+	influxd := influxtest.Start(t)
+	influxd.CreateDatabase(t, "plant")
+
 	cfg := baseConfig(t, "solo", addrs, srv.HostPort)
 	cfg.Temporal.ControlWorker = true
 	cfg.Archive.Dir = t.TempDir()
+	cfg.Influx.URL = influxd.URL
+	cfg.Influx.Bucket = "plant/autogen"
 	rec := newRecorder()
 	reg := prometheus.NewRegistry()
 	w := startWorker(t, cfg, WithTemporalClient(srv.Client), WithSinks(rec.as("solo")), WithLogger(testLogger(t)), WithRegisterer(reg))
@@ -213,6 +219,17 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	var ls workflows.LeaseState
 	require.NoError(t, srv.Client.GetWorkflow(ctx, workflows.LeaseWorkflowID("solo"), "").Get(ctx, &ls))
 	require.Equal(t, workflows.LeaseStopped, ls.Status)
+
+	// Influx holds one point per derived signal (the final checkpoints
+	// flushed the sink before the stop returned).
+	perSignal := map[string]int{}
+	for k := range want {
+		perSignal[k.signal]++
+	}
+	for _, sig := range graphOutputs {
+		require.Equal(t, perSignal[sig], influxd.Count(t, "plant", sig), "influx points of %s", sig)
+	}
+	require.Positive(t, perSignal[SignalEpisode], "the readings opened no alarm episode")
 
 	la, err := parquet.NewLocalArchive(cfg.Archive.Dir)
 	require.NoError(t, err)
