@@ -331,6 +331,14 @@ func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
 	a := startWorker(t, acfg, WithTemporalClient(srv.Client), WithDurableStore(durable), WithLogger(testLogger(t).With("w", "first")))
 	defer a.stop(t)
 	require.Eventually(t, func() bool { return len(a.w.Host().HeldShards()) == parts }, 30*time.Second, 20*time.Millisecond)
+	// The first owner has announced itself to every shard's checkpoint
+	// workflow: that is where the next owner learns whom it replaces.
+	for _, shard := range allShards(parts) {
+		require.Eventually(t, func() bool {
+			st, err := queryCheckpoint(ctx, srv.Client, acfg.Pipeline, shard)
+			return err == nil && st.Owner != nil && st.Owner.WorkerID == "first"
+		}, time.Minute, 50*time.Millisecond, "shard %s: first owner never announced", shard)
+	}
 	produce(t, addrs, makeReadings(16, 1, 20))
 	require.Eventually(t, func() bool { return a.w.Source().Stats().Applied == 16*20 }, 30*time.Second, 20*time.Millisecond)
 
