@@ -38,6 +38,8 @@ type Host struct {
 	log       *slog.Logger
 	m         *metrics
 
+	announcers sync.WaitGroup // announcement goroutines (see sync)
+
 	mu         sync.Mutex
 	held       map[string]*heldShard
 	released   map[string]*heldShard // last loss of each shard
@@ -45,13 +47,14 @@ type Host struct {
 }
 
 type heldShard struct {
-	shard     string
-	part      kafka.Partition
-	epoch     streaming.Epoch
-	cp        *streaming.Checkpointer
-	restored  activities.RestoreSummary
-	announced bool
-	lastAt    time.Time // completion time of the last checkpoint counted in metrics
+	shard      string
+	part       kafka.Partition
+	epoch      streaming.Epoch
+	cp         *streaming.Checkpointer
+	restored   activities.RestoreSummary
+	announced  bool
+	announcing bool      // an announcement goroutine runs
+	lastAt     time.Time // completion time of the last checkpoint counted in metrics
 }
 
 var _ activities.ShardHost = (*Host)(nil)
@@ -92,6 +95,7 @@ func (h *Host) run(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	rt := time.NewTicker(max(h.cfg.Checkpoint.HeartbeatTimeout.D()/2, time.Second))
 	defer rt.Stop()
+	defer h.announcers.Wait()
 	for {
 		h.sync(ctx)
 		select {
@@ -195,7 +199,8 @@ func (h *Host) sync(ctx context.Context) {
 			h.m.checkpoints.WithLabelValues(hs.shard).Inc()
 			h.m.checkpointDur.WithLabelValues(hs.shard).Observe(st.LastDuration.Seconds())
 		}
-		if !hs.announced {
+		if !hs.announced && !hs.announcing {
+			hs.announcing = true
 			toAnnounce = append(toAnnounce, hs)
 		}
 	}
@@ -207,22 +212,23 @@ func (h *Host) sync(ctx context.Context) {
 	if h.tc == nil {
 		return
 	}
+	// Announcements are round trips to Temporal: one goroutine each, so a
+	// slow server never delays noticing a lost shard.
 	for _, hs := range toAnnounce {
-		if ctx.Err() != nil {
-			return
-		}
-		// Announcements are round trips: skip a shard lost meanwhile, so
-		// a stale epoch is never offered to a waiting handoff.
-		if _, e, ok := h.src.Checkpointer(hs.part); !ok || e != hs.epoch {
-			continue
-		}
-		if err := h.announce(ctx, hs); err != nil {
-			h.log.Warn("announcing shard owner failed; will retry", "shard", hs.shard, "epoch", uint64(hs.epoch), "err", err)
-			continue
-		}
-		h.mu.Lock()
-		hs.announced = true
-		h.mu.Unlock()
+		h.announcers.Go(func() {
+			err := ctx.Err()
+			// Skip a shard lost meanwhile, so a stale epoch is never
+			// offered to a waiting handoff.
+			if _, e, ok := h.src.Checkpointer(hs.part); err == nil && ok && e == hs.epoch {
+				if err = h.announce(ctx, hs); err != nil {
+					h.log.Warn("announcing shard owner failed; will retry", "shard", hs.shard, "epoch", uint64(hs.epoch), "err", err)
+				}
+			}
+			h.mu.Lock()
+			hs.announcing = false
+			hs.announced = hs.announced || err == nil
+			h.mu.Unlock()
+		})
 	}
 }
 

@@ -373,6 +373,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	hostCancel()
 	bg.Wait()
 	w.host.sync(context.Background())
+	w.host.announcers.Wait()
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer ccancel()
 	if cerr := w.sinks.Close(cctx); cerr != nil {
