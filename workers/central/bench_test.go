@@ -184,7 +184,7 @@ func BenchmarkCheckpointRoundTrip(b *testing.B) {
 func hotPath(b *testing.B, checkpoints bool) {
 	b.StopTimer()
 	if b.N > hotPathMaxRecords {
-		b.Skipf("the hot-path benchmark keeps every record in kfake: run it with -benchtime=Nx, N ≤ %d records (e.g. 3000000x), not %d", hotPathMaxRecords, b.N)
+		b.Skipf("the hot-path benchmark keeps every record in kfake: run it with -benchtime=Nx, N ≤ %d records (e.g. 5000000x), not %d", hotPathMaxRecords, b.N)
 	}
 	srv := temporaltest.Start(b)
 	hotPathRun(b, b.N, srv.HostPort, !checkpoints, b.StartTimer, b.StopTimer, WithTemporalClient(srv.Client))
@@ -247,7 +247,7 @@ func baselineHotPathNoCheckpoints(b *testing.B) { hotPath(b, false) }
 // partition checkpointed every second through its CheckpointWorkflow,
 // against the same worker without checkpoints ("x-no-checkpoints"; the
 // target is at most 1/0.95 ≈ 1.053, i.e. ≥ 95% of the throughput). Each
-// op is one record; run it with -benchtime=3000000x so the consumption
+// op is one record; run it with -benchtime=5000000x so the consumption
 // spans checkpoints.
 func BenchmarkHotPathCheckpointEverySecond(b *testing.B) {
 	hotPath(b, true)

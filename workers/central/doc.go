@@ -60,7 +60,7 @@
 // -benchtime values and each selects its own same-run baseline:
 //
 //	go test -run '^$' -bench CheckpointRoundTrip -benchtime 20x ./workers/central/
-//	go test -run '^$' -bench HotPath -benchtime 3000000x ./workers/central/
+//	go test -run '^$' -bench HotPath -benchtime 5000000x ./workers/central/
 //
 // # Concurrency
 //
