@@ -142,10 +142,14 @@ func HandoffWorkflow(ctx workflow.Context, in HandoffInput) (HandoffState, error
 				in.Pipeline, in.Shard, st.To.WorkerID, st.To.Epoch, st.From.Epoch), activities.ErrTypeNotOwner, nil)
 	}
 
-	// 4–5. Restore and resume on the new owner.
+	// 4–5. Restore and resume on the new owner. A new owner that died
+	// before picking the step up fails it within StepTimeout (schedule to
+	// start) instead of holding the saga for ever; the next owner starts a
+	// new handoff.
 	toOpts := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           st.To.TaskQueue,
-		StartToCloseTimeout: in.StepTimeout,
+		TaskQueue:              st.To.TaskQueue,
+		ScheduleToStartTimeout: in.StepTimeout,
+		StartToCloseTimeout:    in.StepTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			MaximumInterval:        30 * time.Second,
