@@ -165,7 +165,7 @@ func (w *partition) apply(rec *kgo.Record) {
 // partition goroutine between two records (or inline once it stopped).
 func (w *partition) cut(src *cutSource) (*partCut, error) {
 	since := src.saved.Load()
-	pw := pieceWriter{limit: w.s.cfg.pieceBytes}
+	pw := pieceWriter{Limit: w.s.cfg.pieceBytes}
 	var blob []byte
 	for _, ks := range w.keys {
 		if ks.mod <= since {
@@ -175,10 +175,10 @@ func (w *partition) cut(src *cutSource) (*partCut, error) {
 		if blob, err = ks.in.AppendSave(blob[:0]); err != nil {
 			return nil, fmt.Errorf("partition %s: key %q: %w", w.p, ks.key, err)
 		}
-		pw.add(ks.key, blob)
+		pw.Add(ks.key, blob)
 	}
-	pw.close()
-	c := &partCut{src: src, upTo: w.seq, pieces: pw.pieces}
+	pw.Close()
+	c := &partCut{src: src, upTo: w.seq, pieces: pw.Pieces()}
 	if w.lastOffset >= 0 {
 		c.cursor = streaming.KafkaOffset{Topic: w.p.Topic, Partition: w.p.Partition, Offset: w.lastOffset}.Bytes()
 	}
@@ -306,15 +306,15 @@ func (c *cutSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, erro
 			}
 		}
 	}
-	pw := pieceWriter{limit: c.w.s.cfg.pieceBytes}
+	pw := pieceWriter{Limit: c.w.s.cfg.pieceBytes}
 	for _, k := range order {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		pw.add(k, latest[k])
+		pw.Add(k, latest[k])
 	}
-	pw.close()
-	for _, p := range pw.pieces {
+	pw.Close()
+	for _, p := range pw.Pieces() {
 		if err := emit(p); err != nil {
 			return err
 		}

@@ -10,18 +10,18 @@ import (
 )
 
 func TestPieceRoundTrip(t *testing.T) {
-	pw := pieceWriter{limit: 64}
+	pw := pieceWriter{Limit: 64}
 	want := map[string][]byte{}
 	for i := range 40 {
 		k := string(rune('a'+i%26)) + string(rune('0'+i/26))
 		v := bytes.Repeat([]byte{byte(i)}, i%7)
-		pw.add(k, v)
+		pw.Add(k, v)
 		want[k] = v
 	}
-	pw.close()
-	require.Greater(t, len(pw.pieces), 1, "limit should split the entries into several pieces")
+	pw.Close()
+	require.Greater(t, len(pw.Pieces()), 1, "limit should split the entries into several pieces")
 	got := map[string][]byte{}
-	for _, p := range pw.pieces {
+	for _, p := range pw.Pieces() {
 		require.NoError(t, decodePiece(p, func(k, v []byte) error {
 			got[string(k)] = append([]byte{}, v...)
 			return nil
@@ -34,10 +34,10 @@ func TestPieceRoundTrip(t *testing.T) {
 }
 
 func TestPieceCorrupt(t *testing.T) {
-	pw := pieceWriter{limit: 1 << 20}
-	pw.add("k", []byte("blob"))
-	pw.close()
-	p := pw.pieces[0]
+	pw := pieceWriter{Limit: 1 << 20}
+	pw.Add("k", []byte("blob"))
+	pw.Close()
+	p := pw.Pieces()[0]
 	for _, bad := range [][]byte{nil, {2, 1}, p[:len(p)-1], append(append([]byte{}, p...), 0)} {
 		err := decodePiece(bad, func(k, v []byte) error { return nil })
 		require.ErrorIs(t, err, streaming.ErrCorrupt, "%x", bad)
@@ -49,11 +49,11 @@ func TestPieceCorrupt(t *testing.T) {
 // re-encodes to a piece that decodes to the same entries (varints may be
 // overlong in the input, so bytes need not match).
 func FuzzDecodePiece(f *testing.F) {
-	pw := pieceWriter{limit: 1 << 20}
-	pw.add("sensor-1", []byte{1, 2, 3})
-	pw.add("", nil)
-	pw.close()
-	f.Add(pw.pieces[0])
+	pw := pieceWriter{Limit: 1 << 20}
+	pw.Add("sensor-1", []byte{1, 2, 3})
+	pw.Add("", nil)
+	pw.Close()
+	f.Add(pw.Pieces()[0])
 	f.Add([]byte{1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		type entry struct{ k, v string }
@@ -72,15 +72,15 @@ func FuzzDecodePiece(f *testing.F) {
 			}
 			return
 		}
-		re := pieceWriter{limit: 1 << 30}
+		re := pieceWriter{Limit: 1 << 30}
 		for _, e := range es {
-			re.add(e.k, []byte(e.v))
+			re.Add(e.k, []byte(e.v))
 		}
-		re.close()
+		re.Close()
 		if len(es) == 0 {
 			return
 		}
-		again, err := read(re.pieces[0])
+		again, err := read(re.Pieces()[0])
 		if err != nil {
 			t.Fatalf("re-encoded piece unreadable: %v", err)
 		}

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"iter"
 	"maps"
@@ -11,14 +10,10 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
-// pieceVersion is the format of one checkpoint piece:
-//
-//	version uvarint | count uvarint | count × (uvarint len key | key | uvarint len blob | blob)
-//
-// each blob a streaming.Instance Save of the sensor's graph. A piece holds
-// the sensors changed since the previous saved cut; on restore a later
-// piece's entry wins. The Checkpointer's snapshot codec checksums pieces.
-const pieceVersion = 1
+// Checkpoint pieces use the keyed piece format of package streaming
+// (streaming.KeyedPieceVersion): the sensors changed since the previous
+// saved cut, each blob a streaming.Instance Save of the sensor's graph; on
+// restore a later piece's entry wins.
 
 // pieceLimit is the size at which a piece is closed.
 const pieceLimit = 1 << 20
@@ -86,17 +81,12 @@ func (c *edgeCut) Pieces(ctx context.Context, emit func(piece []byte) error) err
 		if count == 0 {
 			return nil
 		}
-		piece := binary.AppendUvarint(make([]byte, 0, len(cur)+12), pieceVersion)
-		piece = binary.AppendUvarint(piece, uint64(count))
-		piece = append(piece, cur...)
+		piece := streaming.NewKeyedPiece(count, cur)
 		cur, count = cur[:0], 0
 		return emit(piece)
 	}
 	for _, e := range c.entries {
-		cur = binary.AppendUvarint(cur, uint64(len(e.key)))
-		cur = append(cur, e.key...)
-		cur = binary.AppendUvarint(cur, uint64(len(e.blob)))
-		cur = append(cur, e.blob...)
+		cur = streaming.AppendPieceEntry(cur, e.key, e.blob)
 		count++
 		if len(cur) >= pieceLimit {
 			if err := flush(); err != nil {
@@ -158,56 +148,5 @@ func (s checkpointSource) Restore(ctx context.Context, cursorType string, cursor
 
 // decodePiece calls fn for each entry of a piece; blobs alias piece.
 func decodePiece(piece []byte, fn func(key string, blob []byte) error) error {
-	off := 0
-	next := func() (uint64, error) {
-		v, n := binary.Uvarint(piece[off:])
-		if n <= 0 {
-			return 0, fmt.Errorf("truncated varint at byte %d: %w", off, streaming.ErrCorrupt)
-		}
-		off += n
-		return v, nil
-	}
-	chunk := func() ([]byte, error) {
-		n, err := next()
-		if err != nil {
-			return nil, err
-		}
-		if n > uint64(len(piece)-off) {
-			return nil, fmt.Errorf("length %d at byte %d runs past the end (%d bytes): %w", n, off, len(piece), streaming.ErrCorrupt)
-		}
-		b := piece[off : off+int(n)]
-		off += int(n)
-		return b, nil
-	}
-	ver, err := next()
-	if err != nil {
-		return err
-	}
-	if ver != pieceVersion {
-		return fmt.Errorf("format version %d, this build reads %d: %w", ver, pieceVersion, streaming.ErrCorrupt)
-	}
-	count, err := next()
-	if err != nil {
-		return err
-	}
-	if count > uint64(len(piece)) {
-		return fmt.Errorf("claims %d entries in %d bytes: %w", count, len(piece), streaming.ErrCorrupt)
-	}
-	for range count {
-		key, err := chunk()
-		if err != nil {
-			return err
-		}
-		blob, err := chunk()
-		if err != nil {
-			return err
-		}
-		if err := fn(string(key), blob); err != nil {
-			return err
-		}
-	}
-	if off != len(piece) {
-		return fmt.Errorf("%d trailing bytes: %w", len(piece)-off, streaming.ErrCorrupt)
-	}
-	return nil
+	return streaming.DecodeKeyedPiece(piece, func(key, blob []byte) error { return fn(string(key), blob) })
 }
