@@ -41,6 +41,13 @@ type EdgeConfig struct {
 		// deadlocks once a subscriber's quota is exhausted: its
 		// Inflight.NextImmediate read-locks twice.
 		ReceiveMaximum uint16 `json:"receive_maximum" yaml:"receive_maximum"`
+		// OmitReceiveMaximum leaves Receive Maximum out of CONNECT (no
+		// broker-side flow control; the dedup window is still sized from
+		// ReceiveMaximum). It avoids mochi-mqtt v2.7.9's deadlock outright:
+		// without a receive maximum mochi never queues messages behind an
+		// exhausted send quota, the only path that takes its in-flight
+		// read lock twice. The embedded demo stack sets it.
+		OmitReceiveMaximum bool `json:"omit_receive_maximum" yaml:"omit_receive_maximum"`
 		// Username and PasswordEnv (the variable holding the password).
 		Username    string `json:"username" yaml:"username"`
 		PasswordEnv string `json:"password_env" yaml:"password_env"`
@@ -198,7 +205,7 @@ func NewEdge(ctx context.Context, cfg EdgeConfig, log *slog.Logger, reg promethe
 	mopts := []mqtt.Option{
 		mqtt.WithServers(cfg.MQTT.Servers...), mqtt.WithClientID(cfg.GatewayID), mqtt.WithTopics(cfg.MQTT.Topics...),
 		mqtt.WithDeadLetterTopic(cfg.MQTT.DLQTopic), mqtt.WithLogger(log),
-		mqtt.WithReceiveMaximum(cfg.MQTT.ReceiveMaximum), mqtt.WithDedupCapacity(4*int(cfg.MQTT.ReceiveMaximum), 4096),
+		mqtt.WithReceiveMaximum(sentReceiveMaximum(cfg)), mqtt.WithDedupCapacity(4*int(cfg.MQTT.ReceiveMaximum), 4096),
 		mqtt.WithDecoder(func(p []byte) (mqtt.Reading, error) {
 			r, err := mqtt.DecodeReading(p)
 			if err == nil && r.TS > e.maxTS.Load() {
@@ -307,4 +314,13 @@ func (e *Edge) doClose() {
 			e.log.Warn("edge: close state", "err", err)
 		}
 	}
+}
+
+// sentReceiveMaximum is the Receive Maximum the gateway puts in CONNECT
+// (0 omits it).
+func sentReceiveMaximum(cfg EdgeConfig) uint16 {
+	if cfg.MQTT.OmitReceiveMaximum {
+		return 0
+	}
+	return cfg.MQTT.ReceiveMaximum
 }

@@ -310,6 +310,9 @@ func (s *Stack) EdgeConfig() EdgeConfig {
 	c.GatewayID = "edge-1"
 	c.MQTT.Servers = []string{s.MQTT.URL()}
 	c.MQTT.DLQTopic = SensorsDLQTopic
+	// The embedded broker is mochi-mqtt v2.7.9, whose flow control can
+	// deadlock (see EdgeConfig.MQTT.OmitReceiveMaximum).
+	c.MQTT.OmitReceiveMaximum = true
 	c.Kafka.Brokers = s.Kafka.Addrs()
 	c.Kafka.Topic = SignalsTopic
 	c.State.Dir = filepath.Join(s.Opts.Dir, "edge-1", "badger")
