@@ -21,6 +21,15 @@ var ErrWatermarkRegression = errors.New("split: watermark regression")
 // Worker.Run returns when another live process runs with the same worker id.
 var ErrDuplicateWorker = errors.New("split: another live worker has the same id")
 
+// ErrLeasesExpired is wrapped by Worker.Err when no renewal of the worker's
+// presence landed for a whole lease TTL: its leases have expired in the
+// store (or are about to), and its tenancies have self-fenced.
+var ErrLeasesExpired = errors.New("leases expired")
+
+// ErrWorkerStopped is wrapped by Worker.Err once Run has returned after its
+// context ended.
+var ErrWorkerStopped = errors.New("worker stopped")
+
 // ErrCorruptRecord is wrapped by errors for coordination records that fail
 // to decode.
 var ErrCorruptRecord = errors.New("split: corrupt coordination record")

@@ -44,7 +44,11 @@ type Worker struct {
 	presenceRev coordination.Revision
 	lead        *leadership
 	lastRenew   time.Time
+	presenceAt  time.Time // send time of the last presence write that landed
 	running     bool
+	registered  chan struct{} // closed once presence is registered
+	runErr      error         // why Run ended; set before stopped is closed
+	stopped     chan struct{} // closed when Run returns
 }
 
 type leadership struct {
@@ -84,6 +88,9 @@ func NewWorker(store coordination.Store, id WorkerID, opts ...Option) (*Worker, 
 		fatal: make(chan error, 1),
 		held:  map[SplitID]*Tenancy{},
 		cache: map[string]decoded{},
+
+		registered: make(chan struct{}),
+		stopped:    make(chan struct{}),
 	}
 	w.durable = newMirror(store, coordination.Durable, cfg.clock, cfg.retry, cfg.reconcile, w.poke)
 	w.ephemeral = newMirror(store, coordination.Ephemeral, cfg.clock, cfg.retry, cfg.reconcile, w.poke)
@@ -144,6 +151,46 @@ func (w *Worker) LastRenewal() time.Time {
 	return w.lastRenew
 }
 
+// Registered is closed once the worker's presence is registered (Run's
+// first step; a twin holding the id makes Run fail instead, see Stopped).
+func (w *Worker) Registered() <-chan struct{} { return w.registered }
+
+// Stopped is closed when Run has returned; Err then says why.
+func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
+
+// Err reports on the worker's leases, for a supervisor such as the lease
+// activity (it satisfies activities.LeaseKeeper): nil while Run runs and
+// the presence lease was renewed within the last TTL. Otherwise an error
+// naming the worker: not registered yet; no presence renewal landed for a
+// whole TTL (the store is unreachable or slow, so every tenancy has
+// self-fenced and other workers may hold its splits); or Run ended (the
+// ErrDuplicateWorker of a twin, or ErrWorkerStopped).
+func (w *Worker) Err() error {
+	select {
+	case <-w.stopped:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.runErr != nil {
+			return w.runErr
+		}
+		return fmt.Errorf("split: worker %q: %w", w.id, ErrWorkerStopped)
+	default:
+	}
+	select {
+	case <-w.registered:
+	default:
+		return fmt.Errorf("split: worker %q: presence not registered yet", w.id)
+	}
+	w.mu.Lock()
+	at := w.presenceAt
+	w.mu.Unlock()
+	if age := w.cfg.clock.Now().Sub(at); age > w.ttl {
+		return fmt.Errorf("split: worker %q: %w: the last presence renewal that landed was sent %v ago (lease TTL %v)",
+			w.id, ErrLeasesExpired, age.Round(time.Millisecond), w.ttl)
+	}
+	return nil
+}
+
 func (w *Worker) poke() {
 	select {
 	case w.wake <- struct{}{}:
@@ -168,10 +215,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.running = true
 	w.mu.Unlock()
+	var runErr error
+	defer func() {
+		w.mu.Lock()
+		w.runErr = runErr
+		w.mu.Unlock()
+		close(w.stopped)
+	}()
 
-	if err := w.register(ctx); err != nil {
-		return err
+	if runErr = w.register(ctx); runErr != nil {
+		return runErr
 	}
+	close(w.registered)
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, m := range []*mirror{w.durable, w.ephemeral} {
@@ -183,7 +238,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	renewWG.Go(func() { w.renewLoop(renewCtx) })
 
 	tick := w.cfg.clock.NewTimer(w.cfg.reconcile)
-	var runErr error
 loop:
 	for {
 		select {
@@ -273,6 +327,7 @@ func (w *Worker) register(ctx context.Context) error {
 			w.mu.Lock()
 			w.presenceRev = out.Revision()
 			w.lastRenew = sent // the presence write is the first renewal
+			w.presenceAt = sent
 			w.mu.Unlock()
 			return nil
 		}
@@ -290,6 +345,7 @@ func (w *Worker) register(ctx context.Context) error {
 					w.mu.Lock()
 					w.presenceRev = e.Revision
 					w.lastRenew = sent
+					w.presenceAt = sent
 					w.mu.Unlock()
 					return nil
 				}
@@ -356,7 +412,7 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 		w.lastRenew = sent
 		w.mu.Unlock()
 	}()
-	w.renewPresence(c, presenceRev)
+	w.renewPresence(c, presenceRev, sent)
 	if lead != nil {
 		out, err := w.store.Update(c, coordination.Ephemeral, leaderKey, encode(Leader{Worker: w.id, Instance: w.cfg.instance}), leaderRev)
 		w.mu.Lock()
@@ -396,7 +452,7 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 	}
 }
 
-func (w *Worker) renewPresence(ctx context.Context, rev coordination.Revision) {
+func (w *Worker) renewPresence(ctx context.Context, rev coordination.Revision, sent time.Time) {
 	me := encode(Presence{Worker: w.id, Instance: w.cfg.instance, Capacity: w.cfg.capacity})
 	out, err := w.store.Update(ctx, coordination.Ephemeral, presenceKey(w.id), me, rev)
 	if err != nil {
@@ -405,6 +461,7 @@ func (w *Worker) renewPresence(ctx context.Context, rev coordination.Revision) {
 	if out.Won() {
 		w.mu.Lock()
 		w.presenceRev = out.Revision()
+		w.presenceAt = sent
 		w.mu.Unlock()
 		return
 	}
@@ -423,6 +480,7 @@ func (w *Worker) renewPresence(ctx context.Context, rev coordination.Revision) {
 		if out, err := w.store.Create(ctx, coordination.Ephemeral, presenceKey(w.id), me); err == nil && out.Won() {
 			w.mu.Lock()
 			w.presenceRev = out.Revision()
+			w.presenceAt = sent
 			w.mu.Unlock()
 		}
 	}
