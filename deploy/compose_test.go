@@ -70,7 +70,7 @@ func load(t *testing.T) compose {
 // every depends_on and named volume exists.
 func TestComposeServices(t *testing.T) {
 	c := load(t)
-	for _, name := range []string{"temporal", "temporal-ui", "postgresql", "kafka", "mosquitto", "minio", "influxdb", "simulator", "edge", "central-1", "central-2"} {
+	for _, name := range []string{"temporal", "temporal-ui", "postgresql", "kafka", "mosquitto", "minio", "influxdb", "nats", "simulator", "edge", "central-1", "central-2"} {
 		require.Contains(t, c.Services, name)
 	}
 	require.Contains(t, c.Services["kafka"].Environment["KAFKA_PROCESS_ROLES"], "controller", "Kafka runs in KRaft mode")
@@ -216,6 +216,9 @@ func addresses(t *testing.T, cfg portal.Config) []string {
 		out := append([]string{c.Temporal.Address, hostPort(c.Influx.URL)}, c.Kafka.Brokers...)
 		if c.Durable.S3.Endpoint != "" {
 			out = append(out, hostPort(c.Durable.S3.Endpoint))
+		}
+		if c.Coordination.NATSURL != "" {
+			out = append(out, hostPort(c.Coordination.NATSURL))
 		}
 		return out
 	case *portal.SimulatorConfig:

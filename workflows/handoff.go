@@ -52,6 +52,10 @@ type HandoffState struct {
 
 	FinalCheckpoint        *activities.CheckpointSummary `json:"final_checkpoint,omitempty"`
 	FinalCheckpointSkipped string                        `json:"final_checkpoint_skipped,omitempty"`
+	// Unmoved says why the saga moved nothing: the "new" owner is the old
+	// one at the same epoch (a worker declared dead while it was alive
+	// answers its own handoff).
+	Unmoved string `json:"unmoved,omitempty"`
 	Restored               *activities.RestoreSummary    `json:"restored,omitempty"`
 	Duration               time.Duration                 `json:"duration"`
 }
@@ -102,6 +106,17 @@ func HandoffWorkflow(ctx workflow.Context, in HandoffInput) (HandoffState, error
 				"NoNewOwner", nil)
 		}
 		st.To = &o
+	}
+
+	// A worker declared dead while alive (Temporal was unreachable from it
+	// for longer than its heartbeat timeout) still owns the shard at the
+	// same epoch and answers for it: nothing moves.
+	if st.From != nil && st.From.TaskQueue == st.To.TaskQueue && st.From.Epoch == st.To.Epoch &&
+		workflow.GetVersion(ctx, "handoff-unmoved", workflow.DefaultVersion, 1) >= 1 {
+		st.Unmoved = fmt.Sprintf("worker %q still owns the shard at epoch %d", st.To.WorkerID, st.To.Epoch)
+		st.Step = StepDone
+		st.Duration = workflow.Now(ctx).Sub(start)
+		return st, nil
 	}
 
 	// 2. Final checkpoint on the old owner, unless it is dead or is the new owner.

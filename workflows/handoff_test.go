@@ -155,3 +155,31 @@ func TestHandoffFailures(t *testing.T) {
 		assert.Contains(t, err.Error(), "restored checkpoint 7, older than the final checkpoint 8")
 	})
 }
+
+// TestHandoffUnmovedWhenOwnerAnswersItself: a worker the lease workflow
+// declared dead while it was alive still owns the shard at the same epoch
+// and answers the handoff; the saga moves nothing and runs no step.
+func TestHandoffUnmovedWhenOwnerAnswersItself(t *testing.T) {
+	env, _, calls := newHandoffEnv(t)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalOwner, oldOwner)
+	}, time.Second)
+	env.ExecuteWorkflow(workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: "p", Shard: "s", From: &oldOwner, FromDead: true})
+	st := handoffResult(t, env)
+	assert.Equal(t, workflows.StepDone, st.Step)
+	assert.Contains(t, st.Unmoved, `worker "w1" still owns the shard at epoch 3`)
+	assert.Nil(t, st.Restored)
+	assert.Empty(t, *calls, "no step runs when nothing moves")
+
+	// The same owner at a higher epoch (it lost and regained the shard)
+	// is a move: restore and resume run on it.
+	env, a, calls := newHandoffEnv(t)
+	again := oldOwner
+	again.Epoch = 5
+	env.OnActivity(a.Restore, mock.Anything, mock.Anything).Return(activities.RestoreSummary{CheckpointID: 7, Epoch: 3}, nil)
+	env.OnActivity(a.Resume, mock.Anything, mock.Anything).Return(nil)
+	env.ExecuteWorkflow(workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: "p", Shard: "s", From: &oldOwner, To: &again})
+	st = handoffResult(t, env)
+	assert.Empty(t, st.Unmoved)
+	assert.Equal(t, []string{"Restore@" + again.TaskQueue, "Resume@" + again.TaskQueue}, *calls)
+}

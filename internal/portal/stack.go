@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/workers/central"
@@ -104,6 +105,10 @@ type Stack struct {
 	Edge      *Edge
 	Centrals  []*central.Worker
 	Backfill  *BackfillWorker
+	// Coordination is the in-process coordination store in which the
+	// central workers keep their presence leases (a NATS server in a
+	// real deployment: coordination.nats_url).
+	Coordination *memstore.Store
 
 	// ArchiveDir is the local Parquet archive; CheckpointDir the shared
 	// durable checkpoint folder.
@@ -197,13 +202,16 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		return nil, fmt.Errorf("portal stack: checkpoint folder: %w", err)
 	}
 	s.closers = append(s.closers, func() { durable.Close() })
+	if s.Coordination, err = memstore.New(); err != nil {
+		return nil, fmt.Errorf("portal stack: coordination store: %w", err)
+	}
 	ccx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.centralCancel = ccancel
 	for i := range o.CentralWorkers {
 		cfg := s.CentralConfig(i)
 		reg := s.registry(cfg.WorkerID)
 		w, closeDurable, err := NewCentral(ctx, cfg, log.With("worker", cfg.WorkerID), reg,
-			central.WithTemporalClient(s.Temporal.Client), central.WithDurableStore(durable))
+			central.WithTemporalClient(s.Temporal.Client), central.WithDurableStore(durable), central.WithCoordinationStore(s.Coordination))
 		if err != nil {
 			return nil, err
 		}

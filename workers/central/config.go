@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+
+	"github.com/tflo-io/tflo/coordination"
 )
 
 // Duration is a time.Duration that reads and writes as text ("10s",
@@ -61,6 +63,28 @@ type Config struct {
 	Archive    ArchiveConfig    `json:"archive" yaml:"archive"`
 	Temporal   TemporalConfig   `json:"temporal" yaml:"temporal"`
 	Checkpoint CheckpointConfig `json:"checkpoint" yaml:"checkpoint"`
+	// Coordination is the coordination store the worker registers in;
+	// its leases are what the lease workflow supervises.
+	Coordination CoordinationConfig `json:"coordination" yaml:"coordination"`
+}
+
+// CoordinationConfig names the coordination store (package coordination,
+// NATS JetStream KV) in which the worker keeps a presence lease for its id
+// through the split/lease protocol (coordination/split). The lease is
+// renewed by the worker's own goroutine, so it stays alive while Temporal
+// is unreachable; the lease activity reports on it to the lease workflow,
+// and a second live process started with the same worker id is refused.
+// An empty NATSURL leaves the worker out of any coordination store (unless
+// WithCoordinationStore gives one).
+type CoordinationConfig struct {
+	// NATSURL of a JetStream-enabled nats-server 2.11 or later.
+	NATSURL string `json:"nats_url" yaml:"nats_url"`
+	// Job names the KV buckets ("<job>_durable", "<job>_ephemeral");
+	// default "tflo". Worker ids are unique within a job.
+	Job string `json:"job" yaml:"job"`
+	// LeaseTTL: a worker whose presence was not renewed for this long has
+	// lost its leases (default 10s, minimum 1s).
+	LeaseTTL Duration `json:"lease_ttl" yaml:"lease_ttl"`
 }
 
 // KafkaConfig is the consumer-group side.
@@ -204,6 +228,8 @@ func (c *Config) applyDefaults() {
 	defD(&c.Checkpoint.HeartbeatTimeout, 30*time.Second)
 	defD(&c.Checkpoint.HandoffStepTimeout, time.Minute)
 	defD(&c.Checkpoint.BreakerCoolDown, time.Minute)
+	def(&c.Coordination.Job, "tflo")
+	defD(&c.Coordination.LeaseTTL, 10*time.Second)
 	if c.Checkpoint.BreakerThreshold == 0 {
 		c.Checkpoint.BreakerThreshold = 3
 	}
@@ -265,6 +291,17 @@ func (c Config) Validate() error {
 	}
 	if err := c.Temporal.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("central config: %w", err))
+	}
+	if c.Coordination.NATSURL != "" {
+		if !coordination.ValidKey(c.WorkerID) {
+			add("worker_id %q cannot name a coordination lease: use letters, digits, '_', '=', '-' and '.' between tokens", c.WorkerID)
+		}
+		if !validJob(c.Coordination.Job) {
+			add("coordination.job %q must be letters, digits, '_' or '-' (it names the KV buckets)", c.Coordination.Job)
+		}
+		if c.Coordination.LeaseTTL.D() < time.Second {
+			add("coordination.lease_ttl %v is below the 1s minimum", c.Coordination.LeaseTTL.D())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -347,4 +384,16 @@ func (i InfluxConfig) token() string {
 		}
 	}
 	return i.Token
+}
+
+func validJob(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

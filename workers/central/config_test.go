@@ -42,6 +42,19 @@ func TestConfigValidate(t *testing.T) {
 			c.Temporal.TLS = &TLSFiles{CertFile: "c.pem"}
 		}, "must be given together"},
 		{"api key without address", func(c *Config) { c.Temporal.APIKey = "k" }, "address is empty"},
+		{"coordination", func(c *Config) { c.Coordination.NATSURL = "nats://127.0.0.1:4222" }, ""},
+		{"coordination with a worker id that cannot name a lease", func(c *Config) {
+			c.Coordination.NATSURL = "nats://127.0.0.1:4222"
+			c.WorkerID = "central 1"
+		}, `worker_id "central 1" cannot name a coordination lease`},
+		{"coordination job with a dot", func(c *Config) {
+			c.Coordination.NATSURL = "nats://127.0.0.1:4222"
+			c.Coordination.Job = "a.b"
+		}, `coordination.job "a.b"`},
+		{"coordination lease too short", func(c *Config) {
+			c.Coordination.NATSURL = "nats://127.0.0.1:4222"
+			c.Coordination.LeaseTTL = Duration(500 * time.Millisecond)
+		}, "coordination.lease_ttl 500ms is below the 1s minimum"},
 		{"control worker with address", func(c *Config) {
 			c.Temporal.Address = "127.0.0.1:7233"
 			c.Temporal.ControlWorker = true

@@ -43,13 +43,34 @@
 // worker's queue); without it, Run checkpoints every
 // Config.Checkpoint.Interval in process.
 //
+// # Leases
+//
+// With a coordination store (Config.Coordination.NATSURL, or
+// WithCoordinationStore) the worker registers its id there through the
+// split/lease protocol (coordination/split) before it serves anything: a
+// second live process with the same id is refused (split.ErrDuplicateWorker)
+// and the presence lease is renewed every TTL/3 by the split worker's own
+// goroutine, independent of Temporal. The lease activity (KeepLeases, on
+// this worker's queue) polls Worker.Err, which reports the Kafka source's
+// failure or leases that expired (no renewal landed for a TTL); the lease
+// workflow then restarts the activity. Its heartbeats carry the held
+// shards and reach the server every third of the heartbeat timeout, so a
+// Temporal outage shorter than about two thirds of it goes unnoticed. A
+// longer one makes the lease workflow declare the live worker dead and
+// start handoffs of its shards; the worker then starts a new lease
+// workflow and answers those handoffs as the owner at the same epoch, so
+// they end without moving anything (HandoffState.Unmoved). The worker's
+// Kafka partitions themselves are owned through the group protocol, not
+// through coordination leases.
+//
 // # Shutdown
 //
 // Cancelling Run's context (or Close) is the graceful path: the Source
 // leaves the group (each owned partition's final checkpoint runs in the
 // revoke callback, after the sinks are flushed), the sinks are closed,
 // then the Temporal workers stop (the lease activity returns, so the lease
-// workflow ends as "stopped" rather than handing shards off). A process
+// workflow ends as "stopped" rather than handing shards off), and last the
+// presence lease is withdrawn. A process
 // that dies instead stops heartbeating: its lease workflow times out and
 // starts the handoffs of the shards of its last heartbeat.
 //

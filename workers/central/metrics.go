@@ -21,6 +21,7 @@ type metrics struct {
 	checkpointDur *prometheus.HistogramVec
 	checkpoints   *prometheus.CounterVec
 	breaker       *prometheus.GaugeVec
+	leaseRestarts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, src func() kafka.Stats) (*metrics, error) {
@@ -38,6 +39,10 @@ func newMetrics(reg prometheus.Registerer, src func() kafka.Stats) (*metrics, er
 			Namespace: "tflo", Subsystem: "central", Name: "checkpoint_breaker_state",
 			Help: "Checkpoint circuit breaker per owned shard: 0 closed, 1 half-open, 2 open.",
 		}, []string{"shard"}),
+		leaseRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "tflo", Subsystem: "central", Name: "lease_workflow_restarts_total",
+			Help: "Lease workflows restarted because one ended while the worker ran (it was declared dead while alive).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -49,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, src func() kafka.Stats) (*metrics, er
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tflo", Subsystem: "central", Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		m.checkpointDur, m.checkpoints, m.breaker,
+		m.checkpointDur, m.checkpoints, m.breaker, m.leaseRestarts,
 		counter("records_in_total", "Records applied to state.", func() float64 { return float64(m.recordsIn.Load()) }),
 		counter("records_out_total", "Derived signals written to the sinks.", func() float64 { return float64(m.recordsOut.Load()) }),
 		counter("dlq_total", "Records that failed to decode, sent to the dead-letter topic.", func() float64 { return float64(src().DeadLettered) }),

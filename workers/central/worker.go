@@ -20,6 +20,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/streaming"
 	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
 	"github.com/tflo-io/tflo/workers/edge"
@@ -37,6 +38,7 @@ type options struct {
 	tc        client.Client
 	kafkaOpts []kafka.SourceOption
 	watch     time.Duration
+	coord     coordination.Store
 }
 
 func defaultOptions() options {
@@ -96,6 +98,7 @@ type Worker struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	fatal   atomic.Pointer[error]
+	member  atomic.Pointer[membership] // nil without a coordination store
 }
 
 // New validates cfg, opens the local Badger database, builds the sinks
@@ -111,6 +114,9 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 	}
 	if o.log == nil || o.watch <= 0 {
 		return nil, errors.New("central worker: nil logger or non-positive watch interval")
+	}
+	if o.coord != nil && !coordination.ValidKey(cfg.WorkerID) {
+		return nil, fmt.Errorf("central config: worker_id %q cannot name a coordination lease: use letters, digits, '_', '=', '-' and '.' between tokens", cfg.WorkerID)
 	}
 	if o.durable == nil && cfg.State.Dir == "" {
 		return nil, errors.New("central config: state.dir is empty and no durable store was given: checkpoints would have nowhere to go")
@@ -259,11 +265,19 @@ func (w *Worker) TaskQueue() string { return workflows.WorkerTaskQueue(w.cfg.Wor
 // Graph returns the derived-signal graph every sensor runs.
 func (w *Worker) Graph() *streaming.Graph { return w.graph }
 
-// Err implements activities.LeaseKeeper: nil while the worker runs, the
-// fatal error of the Kafka source once it failed.
+// Err implements activities.LeaseKeeper: nil while the worker runs and
+// (with a coordination store) its presence lease is renewed; the fatal
+// error of the Kafka source once it failed, or the coordination worker's
+// error once its leases expired (split.ErrLeasesExpired: no renewal
+// landed for a lease TTL).
 func (w *Worker) Err() error {
 	if e := w.fatal.Load(); e != nil {
 		return *e
+	}
+	if m := w.member.Load(); m != nil {
+		if err := m.sw.Err(); err != nil {
+			return fmt.Errorf("central worker %q: coordination: %w", w.cfg.WorkerID, err)
+		}
 	}
 	return nil
 }
@@ -306,11 +320,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.host.tc = tc // before any goroutine reads it
 
+	m, jerr := w.join(ctx)
+	if jerr != nil {
+		return jerr
+	}
+	w.member.Store(m)
+	defer m.stop() // after the Temporal workers (deferred below) stopped
+
 	var tws []worker.Worker
-	var leaseRun client.WorkflowRun
+	var lease leaseSupervisor
 	if tc != nil {
 		// The stop timeout lets the lease activity report its completion.
-		aw := worker.New(tc, w.TaskQueue(), worker.Options{WorkerStopTimeout: 10 * time.Second})
+		// Heartbeats reach the server every lease interval (a third of
+		// the heartbeat timeout) instead of the SDK's default 80% of it,
+		// so a Temporal outage of up to two intervals never makes the
+		// lease workflow declare this worker dead.
+		aw := worker.New(tc, w.TaskQueue(), worker.Options{
+			WorkerStopTimeout:            10 * time.Second,
+			MaxHeartbeatThrottleInterval: w.cfg.Checkpoint.HeartbeatTimeout.D() / 3,
+		})
 		aw.RegisterActivity(activities.NewCheckpoints(w.shards))
 		aw.RegisterActivity(&activities.Handoffs{Host: w.host})
 		aw.RegisterActivity(&leases{activities.Leases{Host: w.host, Keeper: w}})
@@ -332,7 +360,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// workflow finish before it stops too.
 			tws[0].Stop()
 			if len(tws) > 1 {
-				if leaseRun != nil {
+				if leaseRun := lease.current(); leaseRun != nil {
 					wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 					if err := leaseRun.Get(wctx, nil); err != nil {
 						w.log.Warn("lease workflow did not finish", "err", err)
@@ -342,10 +370,14 @@ func (w *Worker) Run(ctx context.Context) error {
 				tws[1].Stop()
 			}
 		}()
-		var err error
-		if leaseRun, err = w.startLease(ctx, tc); err != nil {
+		run, err := w.startLease(ctx, tc)
+		if err != nil {
 			return err
 		}
+		lease.set(run)
+		sctx, scancel := context.WithCancel(ctx)
+		lease.wg.Go(func() { w.superviseLease(sctx, tc, &lease) })
+		defer func() { scancel(); lease.wg.Wait() }()
 	}
 
 	srcDone := make(chan error, 1)
@@ -416,6 +448,57 @@ func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.Workf
 		return nil, fmt.Errorf("central worker %q: start lease workflow %s: %w", w.cfg.WorkerID, id, err)
 	}
 	return run, nil
+}
+
+// leaseSupervisor holds the worker's current lease workflow run.
+type leaseSupervisor struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	run client.WorkflowRun
+}
+
+func (l *leaseSupervisor) set(r client.WorkflowRun) {
+	l.mu.Lock()
+	l.run = r
+	l.mu.Unlock()
+}
+
+func (l *leaseSupervisor) current() client.WorkflowRun {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.run
+}
+
+// superviseLease starts a new lease workflow whenever the current one
+// ends while the worker runs. That happens when Temporal was unreachable
+// from this worker for longer than the heartbeat timeout: the workflow
+// declared the worker dead and started handoffs of its shards (which this
+// worker answers as the shards' owner: nothing moves). Without a new lease
+// workflow, a later real death would go unnoticed.
+func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseSupervisor) {
+	for {
+		var st workflows.LeaseState
+		err := l.current().Get(ctx, &st)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("the lease workflow ended while this worker runs (Temporal was unreachable for longer than the heartbeat timeout?); starting a new one",
+			"status", st.Status, "handoffs", st.Handoffs, "err", err)
+		w.m.leaseRestarts.Inc()
+		for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+			run, err := w.startLease(ctx, tc)
+			if err == nil {
+				l.set(run)
+				break
+			}
+			w.log.Warn("restarting the lease workflow failed; will retry", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+	}
 }
 
 // checkpointLoop checkpoints every owned partition in process (no

@@ -1,0 +1,290 @@
+package central
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/memstore"
+	"github.com/tflo-io/tflo/coordination/natskv"
+	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+func newCoordStore(t testing.TB, ttl time.Duration) *memstore.Store {
+	t.Helper()
+	s, err := memstore.New(memstore.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	return s
+}
+
+func registered(w *Worker) bool {
+	m := w.member.Load()
+	return m != nil && m.sw.Err() == nil
+}
+
+// presence reads the worker's presence lease from the store.
+func presence(t testing.TB, s coordination.Store, id string) (coordination.Entry, bool) {
+	t.Helper()
+	e, err := s.Get(context.Background(), coordination.Ephemeral, "worker."+id)
+	if err != nil {
+		return coordination.Entry{}, false
+	}
+	return e, true
+}
+
+// TestCoordinationRefusesTwin: a worker registers its id in the
+// coordination store; a second live process with the same id is refused
+// with an error that names the id, and the first keeps running. After a
+// graceful stop the presence is withdrawn, so the id is free at once.
+func TestCoordinationRefusesTwin(t *testing.T) {
+	c := newCluster(t, 2)
+	store := newCoordStore(t, time.Second)
+	cfg := baseConfig(t, "c1", c.ListenAddrs(), "")
+	first := startWorker(t, cfg, WithCoordinationStore(store), WithLogger(testLogger(t).With("w", "first")))
+	require.Eventually(t, func() bool { return registered(first.w) }, 30*time.Second, 10*time.Millisecond)
+	_, ok := presence(t, store, "c1")
+	require.True(t, ok, "no presence lease for c1")
+
+	twinCfg := baseConfig(t, "c1", c.ListenAddrs(), "")
+	twin := startWorker(t, twinCfg, WithCoordinationStore(store), WithLogger(testLogger(t).With("w", "twin")))
+	var err error
+	select {
+	case err = <-twin.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the twin was not refused")
+	}
+	require.ErrorIs(t, err, split.ErrDuplicateWorker)
+	require.ErrorContains(t, err, `central worker "c1"`)
+	twin.done <- nil
+	require.NoError(t, first.w.Err(), "the incumbent keeps its lease")
+
+	first.stop(t)
+	_, ok = presence(t, store, "c1")
+	require.False(t, ok, "a graceful stop withdraws the presence lease")
+	again := startWorker(t, baseConfig(t, "c1", c.ListenAddrs(), ""), WithCoordinationStore(store))
+	require.Eventually(t, func() bool { return registered(again.w) }, 30*time.Second, 10*time.Millisecond)
+	again.stop(t)
+}
+
+// TestLeaseRenewalOutlivesTemporalOutage: the worker's coordination lease
+// is renewed by its own goroutine, so cutting the worker off Temporal for
+// longer than the lease TTL changes nothing there — the presence lease is
+// renewed throughout and the hot path keeps applying records. After the
+// outage (shorter than the lease workflow's heartbeat timeout) the lease
+// activity heartbeats again in its first attempt: the worker was never
+// declared dead. Then the coordination store goes away for longer than the
+// TTL: the keeper reports its leases expired, the lease activity fails, the
+// lease workflow restarts it (Restarts counts it) and, once the store is
+// back, the activity runs again with the worker alive.
+func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
+	srv := temporaltest.Start(t)
+	kc := newCluster(t, 2)
+	addrs := kc.ListenAddrs()
+	const ttl = time.Second
+	store := newCoordStore(t, ttl)
+	rec := newRecorder()
+
+	// The workflows run on a control worker that stays connected: the
+	// outage is the central worker's alone.
+	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
+	RegisterWorkflows(ctl)
+	require.NoError(t, ctl.Start())
+	defer ctl.Stop()
+
+	tcut := &netCutter{}
+	wc, err := client.Dial(client.Options{
+		HostPort:          srv.HostPort,
+		Logger:            quietTemporalLogger(),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(tcut.grpcDial)}},
+	})
+	require.NoError(t, err)
+	defer wc.Close()
+	cfg := baseConfig(t, "w1", addrs, srv.HostPort)
+	cfg.Checkpoint.HeartbeatTimeout = Duration(10 * time.Second)
+	w := startWorker(t, cfg, WithTemporalClient(wc), WithCoordinationStore(store), WithSinks(rec.as("w1")),
+		WithLogger(testLogger(t).With("w", "w1")))
+	defer w.stop(t)
+	require.Eventually(t, func() bool { return registered(w.w) && len(w.w.Host().HeldShards()) == 2 }, 30*time.Second, 10*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	leaseID := workflows.LeaseWorkflowID("w1")
+	require.Eventually(t, func() bool {
+		a, ok := pendingLease(ctx, srv.Client, leaseID)
+		return ok && !a.GetLastHeartbeatTime().AsTime().IsZero()
+	}, 30*time.Second, 50*time.Millisecond, "the lease activity never heartbeat")
+
+	// Temporal unreachable for more than a lease TTL.
+	before, ok := presence(t, store, "w1")
+	require.True(t, ok)
+	tcut.Cut()
+	cutAt := time.Now()
+	phase1 := makeReadings(8, 1, 30)
+	produce(t, addrs, phase1)
+	require.Eventually(t, func() bool {
+		m := w.w.member.Load()
+		return m.sw.LastRenewal().After(cutAt.Add(2*ttl)) && rec.has(reference(t, cfg.Graph, phase1))
+	}, 30*time.Second, 10*time.Millisecond, "renewals or the hot path stalled while Temporal was cut off")
+	after, ok := presence(t, store, "w1")
+	require.True(t, ok, "the presence lease expired while Temporal was unreachable")
+	require.Greater(t, after.Revision, before.Revision, "the presence lease was not renewed during the outage")
+	require.NoError(t, w.w.Err())
+	tcut.Heal()
+	healAt := time.Now()
+	t.Logf("Temporal cut off for %s; presence renewed from revision %d to %d", healAt.Sub(cutAt).Round(time.Millisecond), before.Revision, after.Revision)
+
+	if !assert.Eventually(t, func() bool {
+		a, ok := pendingLease(ctx, srv.Client, leaseID)
+		return ok && a.GetAttempt() == 1 && a.GetLastHeartbeatTime().AsTime().After(healAt)
+	}, 60*time.Second, 100*time.Millisecond, "the lease activity did not heartbeat again after the outage") {
+		a, _ := pendingLease(ctx, srv.Client, leaseID)
+		t.Fatalf("lease %+v; pending %v", queryLease(ctx, t, srv.Client, leaseID), a)
+	}
+	ls := queryLease(ctx, t, srv.Client, leaseID)
+	require.Equal(t, workflows.LeaseAlive, ls.Status)
+	require.Zero(t, ls.Restarts, "the lease activity was restarted: %s", ls.LastErr)
+	require.Empty(t, ls.Handoffs)
+
+	// The coordination store unreachable for more than a TTL.
+	store.SetAvailable(false)
+	require.Eventually(t, func() bool { return w.w.Err() != nil }, 30*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, w.w.Err(), split.ErrLeasesExpired)
+	require.Eventually(t, func() bool { return queryLease(ctx, t, srv.Client, leaseID).Restarts >= 1 }, time.Minute, 100*time.Millisecond,
+		"the lease workflow never saw the leases lost")
+	ls = queryLease(ctx, t, srv.Client, leaseID)
+	require.Contains(t, ls.LastErr, "leases expired")
+	require.Equal(t, workflows.LeaseAlive, ls.Status, "a worker that lost its leases is not dead")
+	store.SetAvailable(true)
+	backAt := time.Now()
+	require.Eventually(t, func() bool { return w.w.Err() == nil }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		a, ok := pendingLease(ctx, srv.Client, leaseID)
+		return ok && a.GetLastHeartbeatTime().AsTime().After(backAt)
+	}, time.Minute, 100*time.Millisecond, "the lease activity did not run again once the store was back")
+	ls = queryLease(ctx, t, srv.Client, leaseID)
+	require.Equal(t, workflows.LeaseAlive, ls.Status)
+	require.Empty(t, ls.Handoffs)
+
+	// Temporal unreachable for longer than the heartbeat timeout: the
+	// lease workflow declares the live worker dead and starts handoffs of
+	// its shards. Once Temporal is back the worker starts a new lease
+	// workflow and answers those handoffs as the shards' owner at the same
+	// epoch: nothing moves, nothing is restored.
+	desc, err := srv.Client.DescribeWorkflowExecution(ctx, leaseID, "")
+	require.NoError(t, err)
+	firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	epochs := heldEpochs(w.w.Host())
+	restoredBefore := w.w.Source().Stats().RestoredDurable
+	tcut.Cut()
+	var dead workflows.LeaseState
+	require.NoError(t, srv.Client.GetWorkflow(ctx, leaseID, firstRun).Get(ctx, &dead))
+	require.Equal(t, workflows.LeaseDead, dead.Status)
+	require.Len(t, dead.Handoffs, 2, "one handoff per held shard: %+v", dead)
+	require.NoError(t, w.w.Err(), "the coordination lease outlived the Temporal outage")
+	phase2 := makeReadings(8, 31, 40)
+	produce(t, addrs, phase2)
+	tcut.Heal()
+	require.Eventually(t, func() bool {
+		d, err := srv.Client.DescribeWorkflowExecution(ctx, leaseID, "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun &&
+			d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	}, time.Minute, 100*time.Millisecond, "the worker did not start a new lease workflow")
+	for _, id := range dead.Handoffs {
+		var hs workflows.HandoffState
+		waitHandoff(ctx, t, srv.Client, id, "w1", &hs)
+		require.Equal(t, workflows.StepDone, hs.Step)
+		require.NotEmpty(t, hs.Unmoved, "handoff %s moved a shard nobody lost: %+v", id, hs)
+		require.Nil(t, hs.Restored)
+	}
+	require.Equal(t, epochs, heldEpochs(w.w.Host()), "the worker kept its shards at the same epochs")
+	require.Equal(t, restoredBefore, w.w.Source().Stats().RestoredDurable, "nothing was restored")
+
+	// The hot path never stopped.
+	all := append(phase1, phase2...)
+	require.Eventually(t, func() bool { return rec.has(reference(t, cfg.Graph, all)) }, 30*time.Second, 10*time.Millisecond)
+	rec.requireExact(t, reference(t, cfg.Graph, all))
+}
+
+func queryLease(ctx context.Context, t testing.TB, c client.Client, id string) workflows.LeaseState {
+	t.Helper()
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	require.NoError(t, err)
+	var st workflows.LeaseState
+	require.NoError(t, v.Get(&st))
+	return st
+}
+
+// pendingLease returns the lease workflow's pending KeepLeases activity.
+func pendingLease(ctx context.Context, c client.Client, id string) (*workflowpb.PendingActivityInfo, bool) {
+	d, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil || d.RawResponse == nil {
+		return nil, false
+	}
+	for _, pa := range d.RawResponse.GetPendingActivities() {
+		if pa.GetActivityType().GetName() == "KeepLeases" {
+			return pa, true
+		}
+	}
+	return nil, false
+}
+
+func heldEpochs(h *Host) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, s := range h.Held() {
+		out[s.Shard] = s.Epoch
+	}
+	return out
+}
+
+// TestCoordinationOverNATS: with coordination.nats_url the worker opens
+// the job's JetStream KV buckets on a real (in-process) nats-server and
+// keeps its presence lease there; a graceful stop withdraws it.
+func TestCoordinationOverNATS(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	defer srv.Shutdown()
+
+	c := newCluster(t, 1)
+	cfg := baseConfig(t, "c1", c.ListenAddrs(), "")
+	cfg.Coordination.NATSURL = srv.ClientURL()
+	cfg.Coordination.Job = "central-test"
+	cfg.Coordination.LeaseTTL = Duration(2 * time.Second)
+	w := startWorker(t, cfg, WithLogger(testLogger(t)))
+	require.Eventually(t, func() bool { return registered(w.w) }, 30*time.Second, 10*time.Millisecond)
+
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := natskv.Open(ctx, js, "central-test", natskv.WithLeaseTTL(2*time.Second), natskv.WithCreateBuckets(false))
+	require.NoError(t, err, "the worker did not create the job's buckets")
+	first, ok := presence(t, kv, "c1")
+	require.True(t, ok, "no presence lease for c1 in NATS")
+	require.Eventually(t, func() bool {
+		e, ok := presence(t, kv, "c1")
+		return ok && e.Revision > first.Revision
+	}, 30*time.Second, 50*time.Millisecond, "the presence lease is not renewed")
+
+	w.stop(t)
+	_, ok = presence(t, kv, "c1")
+	require.False(t, ok, "a graceful stop withdraws the presence lease")
+}
