@@ -38,7 +38,7 @@ func newReplayer() worker.WorkflowReplayer {
 func TestReplayCommittedHistories(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(historyDir, "*.json"))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 4, "expected committed histories of every workflow under %s", historyDir)
+	require.GreaterOrEqual(t, len(files), 6, "expected committed histories of every workflow under %s", historyDir)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			require.NoError(t, newReplayer().ReplayWorkflowHistoryFromJSONFile(nil, f))
@@ -117,6 +117,16 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	require.NoError(t, c.GetWorkflow(ctx, leaseState.Handoffs[0], "").Get(ctx, &orphan))
 	assert.Equal(t, "previous owner is dead", orphan.FinalCheckpointSkipped)
 
+	// A worker declared dead while alive answers its own handoff: nothing
+	// moves (the history carries the handoff-unmoved version marker).
+	w1 := workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 5}
+	unmovedRun := start(workflows.HandoffWorkflowID("iot", "readings-2"), workflows.HandoffWorkflow, workflows.HandoffInput{
+		Pipeline: "iot", Shard: "readings-2", From: &w1, FromDead: true, To: &w1,
+	})
+	var unmoved workflows.HandoffState
+	require.NoError(t, unmovedRun.Get(ctx, &unmoved))
+	assert.NotEmpty(t, unmoved.Unmoved)
+
 	// Backfill of a three-file archive in a window of two.
 	bfRun := start(workflows.BackfillWorkflowID("record"), workflows.BackfillWorkflow, workflows.BackfillInput{
 		Name: "record", Location: "file:///archive", Sink: "influx", Window: 2,
@@ -128,7 +138,7 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	record := os.Getenv("TFLO_RECORD_HISTORIES") == "1"
 	for name, run := range map[string]client.WorkflowRun{
 		"checkpoint": cpRun, "handoff": hoRun, "lease-dead": leaseRun,
-		"handoff-orphan": c.GetWorkflow(ctx, leaseState.Handoffs[0], ""), "backfill": bfRun,
+		"handoff-orphan": c.GetWorkflow(ctx, leaseState.Handoffs[0], ""), "backfill": bfRun, "handoff-unmoved": unmovedRun,
 	} {
 		hist := fetchHistory(t, c, run)
 		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
