@@ -54,37 +54,28 @@ $(BIN)/staticcheck $(BIN)/workflowcheck: tools/go.mod tools/go.sum
 	cd tools && GOBIN=$(BIN) $(GO) install tool
 	@touch $(BIN)/staticcheck $(BIN)/workflowcheck
 
-# Servers used by the tests and the demo. Each builds from source through the
-# Go module proxy with its own go.mod (so its dependency graph is the one its
-# authors tested), pinned by the version here; a version stamp in ./bin makes
-# a version change rebuild.
-#   temporal  v1.5.1  Temporal CLI: dev server 1.29.1 + web UI 2.42.1 (~10 min cold)
-#   influxd   v1.8.10 InfluxDB 1.8 with the v2 write API (newer 1.x need Rust) (~1 min)
-#   versitygw v1.8.0  S3 gateway, posix backend, real SigV4 checks (~2 min)
-TEMPORAL_CLI_VERSION := v1.5.1
-INFLUXD_VERSION      := v1.8.10
-VERSITYGW_VERSION    := v1.8.0
-
-$(BIN)/temporal: $(BIN)/.temporal-$(TEMPORAL_CLI_VERSION)
-$(BIN)/.temporal-$(TEMPORAL_CLI_VERSION):
+# Servers used by the tests and the demo, each built from source through the
+# Go module proxy and pinned (with checksums) by its own tools module,
+# tools/<name>/go.mod: their dependency graphs conflict with each other and
+# with tools/go.mod, and a module of its own gives each exactly the graph its
+# authors tested. Changing a pin there rebuilds the binary.
+#   temporal  github.com/temporalio/cli v1.5.1: dev server 1.29.1 + web UI 2.42.1 (~10 min cold)
+#   influxd   github.com/influxdata/influxdb v1.8.10: InfluxDB 1.8 with the v2 write API (newer 1.x need Rust) (~1 min)
+#   versitygw github.com/versity/versitygw v1.8.0: S3 gateway, posix backend, real SigV4 checks (~2 min)
+# $(call build-server,<name>,<what it is>)
+define build-server
 	@mkdir -p $(BIN)
-	@echo "building the Temporal CLI $(TEMPORAL_CLI_VERSION) (dev server + web UI); the first build takes ~10 minutes"
-	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
-	@touch $@
+	@echo "building $(2), pinned in tools/$(1)"
+	cd tools/$(1) && GOBIN=$(BIN) $(GO) install tool
+	@touch $(BIN)/$(1)
+endef
 
-$(BIN)/influxd: $(BIN)/.influxd-$(INFLUXD_VERSION)
-$(BIN)/.influxd-$(INFLUXD_VERSION):
-	@mkdir -p $(BIN)
-	@echo "building influxd $(INFLUXD_VERSION)"
-	GOBIN=$(BIN) $(GO) install github.com/influxdata/influxdb/cmd/influxd@$(INFLUXD_VERSION)
-	@touch $@
-
-$(BIN)/versitygw: $(BIN)/.versitygw-$(VERSITYGW_VERSION)
-$(BIN)/.versitygw-$(VERSITYGW_VERSION):
-	@mkdir -p $(BIN)
-	@echo "building versitygw $(VERSITYGW_VERSION)"
-	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
-	@touch $@
+$(BIN)/temporal: tools/temporal/go.mod tools/temporal/go.sum
+	$(call build-server,temporal,the Temporal CLI (dev server + web UI; the first build takes ~10 minutes))
+$(BIN)/influxd: tools/influxd/go.mod tools/influxd/go.sum
+	$(call build-server,influxd,InfluxDB 1.8)
+$(BIN)/versitygw: tools/versitygw/go.mod tools/versitygw/go.sum
+	$(call build-server,versitygw,the versitygw S3 gateway)
 
 .PHONY: clean
 clean: ## remove ./bin and test caches
