@@ -55,9 +55,9 @@ type HandoffState struct {
 	// Unmoved says why the saga moved nothing: the "new" owner is the old
 	// one at the same epoch (a worker declared dead while it was alive
 	// answers its own handoff).
-	Unmoved string `json:"unmoved,omitempty"`
-	Restored               *activities.RestoreSummary    `json:"restored,omitempty"`
-	Duration               time.Duration                 `json:"duration"`
+	Unmoved  string                     `json:"unmoved,omitempty"`
+	Restored *activities.RestoreSummary `json:"restored,omitempty"`
+	Duration time.Duration              `json:"duration"`
 }
 
 // Handoff steps, in order.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -237,37 +236,6 @@ func durableState(t *testing.T, store streaming.StateStore, g *streaming.Graph, 
 		}
 	}
 	return out
-}
-
-// netCutter dials brokers and can cut the member off the network: every
-// open connection is closed and new dials fail, as if the machine died
-// (no LeaveGroup, no commit reaches the cluster).
-type netCutter struct {
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func (c *netCutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("network cut by test")
-	}
-	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *netCutter) Cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

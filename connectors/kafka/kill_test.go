@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/faults"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -27,10 +28,10 @@ func TestMemberKilledWithoutLeave(t *testing.T) {
 	store := memory.New()
 	j := &journal{}
 
-	cut := &netCutter{}
+	cut := &faults.Net{}
 	victim := startMember(t, "victim", memberOpts(addrs, g, store, j, "victim",
 		WithRevokeTimeout(2*time.Second),
-		WithClientOptions(kgo.Dialer(cut.dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second),
+		WithClientOptions(kgo.Dialer(cut.Dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second),
 			kgo.SessionTimeout(2*time.Second)))...)
 	survivor := startMember(t, "survivor", memberOpts(addrs, g, store, j, "survivor")...)
 	require.Eventually(t, func() bool {

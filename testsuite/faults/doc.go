@@ -9,6 +9,8 @@
 //
 //   - [Store]: a streaming.StateStore and streaming.CursorStore that
 //     forwards to real stores until a rule says otherwise.
+//   - [Net]: a dialer (for Kafka and Temporal clients) that cuts a
+//     process off the network as if its machine died, and heals.
 //
 // # Concurrency
 //

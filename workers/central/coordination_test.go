@@ -20,6 +20,7 @@ import (
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/testsuite/faults"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -105,11 +106,11 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	require.NoError(t, ctl.Start())
 	defer ctl.Stop()
 
-	tcut := &netCutter{}
+	tcut := &faults.Net{}
 	wc, err := client.Dial(client.Options{
 		HostPort:          srv.HostPort,
 		Logger:            quietTemporalLogger(),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(tcut.grpcDial)}},
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(tcut.GRPCDial)}},
 	})
 	require.NoError(t, err)
 	defer wc.Close()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -186,47 +185,6 @@ func (r *recorder) has(want map[outKey]outVal) bool {
 		}
 	}
 	return true
-}
-
-// netCutter dials and can cut a process off the network: open
-// connections are closed and new dials fail, as if the machine died.
-type netCutter struct {
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func (c *netCutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("network cut by test")
-	}
-	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *netCutter) grpcDial(ctx context.Context, addr string) (net.Conn, error) {
-	return c.dial(ctx, "tcp", addr)
-}
-
-func (c *netCutter) Cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-	c.conns = nil
-}
-
-func (c *netCutter) Heal() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = false
 }
 
 // cutStore is a StateStore whose writes fail once cut: a dead process

@@ -16,6 +16,7 @@ import (
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/faults"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -41,19 +42,19 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 
 	// The victim reaches Kafka, Temporal and the durable store through
 	// connections the test can cut.
-	kcut, tcut := &netCutter{}, &netCutter{}
+	kcut, tcut := &faults.Net{}, &faults.Net{}
 	vstore := &cutStore{StateStore: durable}
 	vclient, err := client.Dial(client.Options{
 		HostPort:          srv.HostPort,
 		Logger:            quietTemporalLogger(),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(tcut.grpcDial)}},
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(tcut.GRPCDial)}},
 	})
 	require.NoError(t, err)
 	defer vclient.Close()
 	vcfg := baseConfig(t, "victim", addrs, srv.HostPort)
 	victim := startWorker(t, vcfg, WithTemporalClient(vclient), WithDurableStore(vstore), WithSinks(rec.as("victim")),
 		WithLogger(testLogger(t).With("w", "victim")),
-		WithKafkaOptions(kafka.WithClientOptions(kgo.Dialer(kcut.dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second))))
+		WithKafkaOptions(kafka.WithClientOptions(kgo.Dialer(kcut.Dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second))))
 
 	scfg := baseConfig(t, "survivor", addrs, srv.HostPort)
 	scfg.Temporal.ControlWorker = true
