@@ -10,8 +10,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/testsuite/fakeactivities"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
@@ -69,9 +72,11 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
 	ctl.RegisterWorkflow(workflows.CheckpointWorkflow)
 	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
+	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
 	require.NoError(t, ctl.Start())
 	t.Cleanup(ctl.Stop)
-	for _, q := range []string{workflows.WorkerTaskQueue("w1"), workflows.BackfillTaskQueue} {
+	for _, q := range []string{workflows.WorkerTaskQueue("w1"), workflows.WorkerTaskQueue(fakeactivities.DeadWorker), workflows.BackfillTaskQueue} {
 		w := worker.New(srv.Client, q, worker.Options{})
 		stages.Register(w)
 		require.NoError(t, w.Start())
@@ -143,6 +148,53 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	r = run(t, "backfill", "status", addr, "--name", "cli-bf", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, `"Completed"`)
+
+	// Workers: one alive, heartbeating the shard it holds; one that dies.
+	r = run(t, "workers", addr)
+	require.Equal(t, exitNotFound, r.code, "no lease workflow runs yet: %s %s", r.out, r.err)
+	held := []activities.HeldShard{{Pipeline: "cli", Shard: "readings/0", Epoch: 1, WorkerID: "w-alive", TaskQueue: workflows.WorkerTaskQueue("w-alive")}}
+	alive := worker.New(srv.Client, workflows.WorkerTaskQueue("w-alive"), worker.Options{})
+	alive.RegisterActivityWithOptions(func(ctx context.Context, in activities.LeaseInput) error {
+		for {
+			activity.RecordHeartbeat(ctx, held)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(in.Interval):
+			}
+		}
+	}, activity.RegisterOptions{Name: "KeepLeases"})
+	require.NoError(t, alive.Start())
+	t.Cleanup(alive.Stop)
+	ctx := context.Background()
+	for _, id := range []string{"w-alive", fakeactivities.DeadWorker} {
+		_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeaseWorkflowID(id), TaskQueue: workflows.ControlTaskQueue},
+			workflows.LeaseWorkflow, workflows.LeaseInput{WorkerID: id, TaskQueue: workflows.WorkerTaskQueue(id), HeartbeatTimeout: 3 * time.Second})
+		require.NoError(t, err)
+	}
+	var leases []workerLease
+	if !assert.Eventually(t, func() bool {
+		r = run(t, "workers", addr, "--all", "--json")
+		leases = nil
+		if r.code != exitOK || json.Unmarshal([]byte(r.out), &leases) != nil {
+			return false
+		}
+		var sawAlive, sawDead bool
+		for _, l := range leases {
+			sawAlive = sawAlive || l.WorkerID == "w-alive" && l.Status == workflows.LeaseAlive && len(l.Shards) == 1 && !l.LastHeartbeat.IsZero()
+			sawDead = sawDead || l.WorkerID == fakeactivities.DeadWorker && l.Status == workflows.LeaseDead && len(l.Handoffs) == 1
+		}
+		return sawAlive && sawDead
+	}, time.Minute, 200*time.Millisecond, "workers --all never showed w-alive alive and the dead worker dead") {
+		t.Fatalf("last workers --all: %s %s", r.out, r.err)
+	}
+	r = run(t, "workers", addr)
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "WORKER")
+	assert.Contains(t, r.out, "w-alive")
+	t.Logf("starter workers:\n%s", r.out)
+	assert.Contains(t, r.out, "cli/readings/0@1")
+	assert.NotContains(t, r.out, fakeactivities.DeadWorker+" ", "an ended lease is listed only with --all")
 
 	r = run(t, "backfill", "status", addr, "--name", "missing")
 	assert.Equal(t, exitNotFound, r.code, r.err)

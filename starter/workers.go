@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// workerLease is one worker as its lease workflow sees it.
+type workerLease struct {
+	WorkerID      string                 `json:"worker_id"`
+	WorkflowID    string                 `json:"workflow_id"`
+	RunID         string                 `json:"run_id"`
+	Execution     string                 `json:"execution"` // Running, Completed, Failed, ...
+	Status        string                 `json:"status"`    // alive, stopped, dead
+	Restarts      int                    `json:"restarts"`
+	LastHeartbeat time.Time              `json:"last_heartbeat,omitzero"`
+	Shards        []activities.HeldShard `json:"shards,omitempty"`
+	Handoffs      []string               `json:"handoffs,omitempty"`
+	LastError     string                 `json:"last_error,omitempty"`
+}
+
+func (a *app) workersCommand() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "workers",
+		Short: "List the workers' lease workflows: alive, stopped or dead, their shards and lease errors",
+		Long: `List the workers' lease workflows (one per central worker, id "` + workflows.LeaseWorkflowIDPrefix + `<worker>").
+
+A running lease is "alive": its activity on the worker's own task queue heartbeats
+the shards the worker holds (SHARDS, as of LAST HEARTBEAT). RESTARTS counts the
+times the worker's coordination leases were lost and the activity restarted
+(LAST ERROR says why). With --all, ended leases are listed too: "stopped" (a clean
+shutdown) or "dead" (the heartbeat timed out; HANDOFFS are the handoffs it started).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.dial()
+			if err != nil {
+				return err
+			}
+			leases, err := listLeases(cmd.Context(), c, all)
+			if err != nil {
+				return err
+			}
+			if len(leases) == 0 {
+				return notFoundError{errors.New("no running lease workflows: no worker is connected to this namespace (--all lists ended ones)")}
+			}
+			return a.emit(leases, func(w io.Writer) { printLeases(w, leases) })
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "also list ended lease workflows (stopped or dead workers)")
+	return cmd
+}
+
+func listLeases(ctx context.Context, c client.Client, all bool) ([]workerLease, error) {
+	q := "WorkflowType = 'LeaseWorkflow'"
+	if !all {
+		q += " AND ExecutionStatus = 'Running'"
+	}
+	var out []workerLease
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list lease workflows: %w", err)
+		}
+		for _, e := range resp.Executions {
+			x := newExecution(e)
+			id := strings.TrimPrefix(x.ID, workflows.LeaseWorkflowIDPrefix)
+			if u, err := url.PathUnescape(id); err == nil {
+				id = u
+			}
+			l := workerLease{
+				WorkerID:   id,
+				WorkflowID: x.ID, RunID: x.RunID, Execution: x.Status,
+			}
+			if err := describeLease(ctx, c, &l, e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING); err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// describeLease fills l from the workflow: the status query (running) or
+// result (ended), and the pending activity's last heartbeat.
+func describeLease(ctx context.Context, c client.Client, l *workerLease, running bool) error {
+	var st workflows.LeaseState
+	if running {
+		v, err := c.QueryWorkflow(ctx, l.WorkflowID, l.RunID, workflows.QueryStatus)
+		if err != nil {
+			return fmt.Errorf("query %s: %w", l.WorkflowID, err)
+		}
+		if err := v.Get(&st); err != nil {
+			return fmt.Errorf("decode status of %s: %w", l.WorkflowID, err)
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, l.WorkflowID, l.RunID)
+		if err != nil {
+			return fmt.Errorf("describe %s: %w", l.WorkflowID, err)
+		}
+		for _, pa := range d.GetPendingActivities() {
+			if pa.GetActivityType().GetName() != "KeepLeases" {
+				continue
+			}
+			if t := pa.GetLastHeartbeatTime(); t != nil {
+				l.LastHeartbeat = t.AsTime()
+			}
+			if pa.GetHeartbeatDetails() != nil {
+				_ = converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &l.Shards) // undecodable: no shards shown
+			}
+		}
+	} else {
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second) // it has ended: its result is there
+		err := c.GetWorkflow(gctx, l.WorkflowID, l.RunID).Get(gctx, &st)
+		cancel()
+		var notFound *serviceerror.NotFound
+		if err != nil && !errors.As(err, &notFound) {
+			l.LastError = err.Error() // failed or terminated: its error is the news
+		}
+		l.Shards = st.Orphaned
+	}
+	l.Status, l.Restarts, l.Handoffs = st.Status, st.Restarts, st.Handoffs
+	if l.LastError == "" {
+		l.LastError = st.LastErr
+	}
+	return nil
+}
+
+func printLeases(w io.Writer, leases []workerLease) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSTATUS\tRESTARTS\tLAST HEARTBEAT\tSHARDS\tHANDOFFS\tLAST ERROR")
+	for _, l := range leases {
+		status := l.Status
+		if status == "" {
+			status = strings.ToLower(l.Execution)
+		}
+		hb := "-"
+		if !l.LastHeartbeat.IsZero() {
+			hb = time.Since(l.LastHeartbeat).Round(time.Second).String() + " ago"
+		}
+		var shards []string
+		for _, s := range l.Shards {
+			shards = append(shards, fmt.Sprintf("%s/%s@%d", s.Pipeline, s.Shard, s.Epoch))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", l.WorkerID, status, l.Restarts, hb, orDash(strings.Join(shards, ",")),
+			len(l.Handoffs), orDash(oneLine(l.LastError, 80)))
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine shortens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
