@@ -2,6 +2,7 @@ package central
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -79,6 +80,32 @@ func TestCoordinationRefusesTwin(t *testing.T) {
 	again := startWorker(t, baseConfig(t, "c1", c.ListenAddrs(), ""), WithCoordinationStore(store))
 	require.Eventually(t, func() bool { return registered(again.w) }, 30*time.Second, 10*time.Millisecond)
 	again.stop(t)
+}
+
+// TestCoordinationTwinTakesOverStopsWorker: when another process holds
+// the worker's id after all (this one was paused past its lease and the
+// other registered meanwhile), this worker stops with an error naming the
+// duplicate instead of serving the same task queue twice.
+func TestCoordinationTwinTakesOverStopsWorker(t *testing.T) {
+	c := newCluster(t, 2)
+	store := newCoordStore(t, time.Second)
+	w := startWorker(t, baseConfig(t, "c1", c.ListenAddrs(), ""), WithCoordinationStore(store), WithLogger(testLogger(t)))
+	require.Eventually(t, func() bool { return registered(w.w) }, 30*time.Second, 10*time.Millisecond)
+	e, ok := presence(t, store, "c1")
+	require.True(t, ok)
+	other, err := json.Marshal(split.Presence{Worker: "c1", Instance: "the-other-process"})
+	require.NoError(t, err)
+	out, err := store.Update(context.Background(), coordination.Ephemeral, "worker.c1", other, e.Revision)
+	require.NoError(t, err)
+	require.True(t, out.Won())
+	select {
+	case err = <-w.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker kept running under a duplicate id")
+	}
+	require.ErrorIs(t, err, split.ErrDuplicateWorker)
+	require.ErrorContains(t, err, "the-other-process")
+	w.done <- nil
 }
 
 // TestLeaseRenewalOutlivesTemporalOutage: the worker's coordination lease

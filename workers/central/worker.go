@@ -391,11 +391,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("central worker running", "pipeline", w.cfg.Pipeline, "group", w.cfg.Kafka.Group, "topic", w.cfg.Kafka.Topic,
 		"task_queue", w.TaskQueue(), "temporal", tc != nil)
 
+	var twin <-chan struct{} // the coordination worker stopped on its own: a twin took our id
+	if m != nil {
+		twin = m.sw.Stopped()
+	}
 	var err error
 	select {
 	case <-ctx.Done():
 		err = <-srcDone
 	case err = <-srcDone:
+	case <-twin:
+		err = fmt.Errorf("coordination: %w", m.sw.Err())
+		w.log.Error("another process took this worker id in the coordination store; stopping", "err", err)
+		cancel()
+		if serr := <-srcDone; serr != nil {
+			err = errors.Join(err, serr)
+		}
 	}
 	if err != nil {
 		w.fatal.Store(&err)
