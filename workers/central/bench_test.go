@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,16 +26,14 @@ var benchBaselines = map[string]struct {
 	name string
 	fn   func(*testing.B)
 }{
-	"BenchmarkCheckpointRoundTrip":          {"inproc-checkpoint", baselineInProcessCheckpoint},
-	"BenchmarkHotPathCheckpointEverySecond": {"no-checkpoints", baselineHotPathNoCheckpoints},
+	"BenchmarkCheckpointRoundTrip": {"inproc-checkpoint", baselineInProcessCheckpoint},
 }
 
-// TestMain measures the baselines of the selected benchmarks (in-process
-// checkpoints; the hot path without checkpoints) before any benchmark
-// runs, so benchratio.Report compares like with like in one run. Only the
-// selected benchmarks' baselines run: the two need very different
-// -benchtime values (checkpoints: 20x; hot path: records, 1000000x), and
-// one run's -benchtime applies to every baseline.
+// TestMain measures the baseline of the in-process checkpoint before the
+// round-trip benchmark runs, so benchratio.Report compares like with like
+// in one run; only when that benchmark is selected (it needs -benchtime
+// 20x, which would also apply to any other baseline). The hot-path
+// benchmark measures its baseline itself, paired with each run.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
@@ -179,27 +178,22 @@ func BenchmarkCheckpointRoundTrip(b *testing.B) {
 	benchratio.Report(b, "inproc-checkpoint", baselineInProcessCheckpoint)
 }
 
-// hotPath pushes b.N readings of benchSensors sensors through a worker
-// and times their consumption, from the first applied record to the last.
-func hotPath(b *testing.B, checkpoints bool) {
-	b.StopTimer()
-	if b.N > hotPathMaxRecords {
-		b.Skipf("the hot-path benchmark keeps every record in kfake: run it with -benchtime=Nx, N ≤ %d records (e.g. 5000000x), not %d", hotPathMaxRecords, b.N)
-	}
-	srv := temporaltest.Start(b)
-	hotPathRun(b, b.N, srv.HostPort, !checkpoints, b.StartTimer, b.StopTimer, WithTemporalClient(srv.Client))
-}
+// hotPathRecords is how many readings one hot-path run consumes: enough
+// for several checkpoints of each partition at one per second (kfake keeps
+// every record in memory, about 1 GB here).
+const hotPathRecords = 10_000_000
 
-// hotPathMaxRecords bounds the records a hot-path run keeps in memory.
-const hotPathMaxRecords = 5_000_000
+// hotPathPairs is how many (no checkpoints, checkpoints) pairs of runs the
+// hot-path benchmark measures; it reports the median of the paired ratios.
+const hotPathPairs = 5
 
-func hotPathRun(tb testing.TB, n int, temporalAddr string, noCheckpoints bool, start, stop func(), opts ...Option) (produced, consumed time.Duration) {
-	c := newCluster(tb, 2)
-	addrs := c.ListenAddrs()
+// produceReadings writes n readings of benchSensors sensors to topic.
+func produceReadings(tb testing.TB, addrs []string, n int) time.Duration {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		tb.Fatal(err)
 	}
+	defer cl.Close()
 	t0 := time.Now()
 	var perr atomic.Pointer[error]
 	for i := range n {
@@ -219,37 +213,89 @@ func hotPathRun(tb testing.TB, n int, temporalAddr string, noCheckpoints bool, s
 	if e := perr.Load(); e != nil {
 		tb.Fatal(*e)
 	}
-	cl.Close()
-	produced = time.Since(t0)
-	cfg := baseConfig(tb, "hot", addrs, temporalAddr)
-	cfg.Checkpoint.Disabled = noCheckpoints
+	return time.Since(t0)
+}
+
+// consumeAll runs a fresh worker (its own group, pipeline and state, so
+// it reads the topic from the start) until it has applied all n records,
+// and returns the time from its first applied record to its last and the
+// checkpoints completed meanwhile.
+func consumeAll(tb testing.TB, addrs []string, srv *temporaltest.Server, name string, n int, checkpoints bool) (time.Duration, int) {
+	cfg := baseConfig(tb, name, addrs, srv.HostPort)
+	cfg.Pipeline = name
+	cfg.Kafka.Group = name
+	cfg.Checkpoint.Disabled = !checkpoints
 	cfg.Temporal.ControlWorker = true
-	w := startWorker(tb, cfg, opts...)
+	w := startWorker(tb, cfg, WithTemporalClient(srv.Client))
 	defer w.stop(tb)
 	src := w.w.Source()
 	waitFor(tb, time.Minute, func() bool { return src.Stats().Applied > 0 })
-	t1 := time.Now()
-	start()
+	t0 := time.Now()
+	before := w.w.Host().completed()
 	waitFor(tb, 10*time.Minute, func() bool { return src.Stats().Applied >= uint64(n) })
-	stop()
-	consumed = time.Since(t1)
-	if n > 1 {
-		tb.Logf("N=%d: produced in %s, consumed in %s, %d checkpoints completed", n, produced.Round(time.Millisecond), consumed.Round(time.Millisecond), w.w.Host().completed())
-	}
-	return produced, consumed
+	return time.Since(t0), w.w.Host().completed() - before
 }
 
-// baselineHotPathNoCheckpoints: the same worker, connected to the same
-// kind of dev server (lease workflow running), without checkpoints.
-func baselineHotPathNoCheckpoints(b *testing.B) { hotPath(b, false) }
-
-// BenchmarkHotPathCheckpointEverySecond is the hot path with each
-// partition checkpointed every second through its CheckpointWorkflow,
-// against the same worker without checkpoints ("x-no-checkpoints"; the
-// target is at most 1/0.95 ≈ 1.053, i.e. ≥ 95% of the throughput). Each
-// op is one record; run it with -benchtime=5000000x so the consumption
-// spans checkpoints.
+// BenchmarkHotPathCheckpointEverySecond is the cost of Temporal-driven
+// checkpoints on the hot path: hotPathRecords readings over two partitions
+// consumed by a worker whose partitions are checkpointed every second
+// through their CheckpointWorkflows, against the same worker, records,
+// kfake cluster and dev server without checkpoints. Runs alternate
+// (baseline first) hotPathPairs times; "x-no-checkpoints" is the median of
+// the paired ratios (target ≤ 1/0.95 ≈ 1.053: at least 95% of the
+// throughput). ns/op is per record, the median checkpointed run. The
+// dev server shares the machine's cores with the worker, so its work for
+// the checkpoints counts as cost. b.N is ignored: the comparison runs
+// once per process and every call reports it, so plain `make bench` works.
 func BenchmarkHotPathCheckpointEverySecond(b *testing.B) {
-	hotPath(b, true)
-	benchratio.Report(b, "no-checkpoints", baselineHotPathNoCheckpoints)
+	hotPathOnce.Do(func() { hotPathResult = measureHotPath(b) })
+	r := hotPathResult
+	if r.err != "" {
+		b.Fatal(r.err)
+	}
+	b.ReportMetric(r.withCP, "ns/op")
+	b.ReportMetric(r.without, "no-checkpoints-ns/op")
+	b.ReportMetric(r.ratio, "x-no-checkpoints")
+	b.ReportMetric(r.cpPerSec, "checkpoints/s")
+}
+
+var (
+	hotPathOnce   sync.Once
+	hotPathResult hotPathMeasure
+)
+
+type hotPathMeasure struct {
+	withCP, without, ratio, cpPerSec float64
+	err                              string
+}
+
+func measureHotPath(b *testing.B) (m hotPathMeasure) {
+	m.err = "the hot-path measurement did not finish"
+	srv := temporaltest.Start(b)
+	c := newCluster(b, 2)
+	addrs := c.ListenAddrs()
+	produced := produceReadings(b, addrs, hotPathRecords)
+	b.Logf("%d records produced in %s", hotPathRecords, produced.Round(time.Millisecond))
+	var ratios, withCP, without []float64
+	checkpoints, seconds := 0, 0.0
+	for i := range hotPathPairs {
+		base, _ := consumeAll(b, addrs, srv, fmt.Sprintf("hot-base-%d", i), hotPathRecords, false)
+		cp, n := consumeAll(b, addrs, srv, fmt.Sprintf("hot-cp-%d", i), hotPathRecords, true)
+		ratios = append(ratios, cp.Seconds()/base.Seconds())
+		withCP = append(withCP, float64(cp.Nanoseconds())/hotPathRecords)
+		without = append(without, float64(base.Nanoseconds())/hotPathRecords)
+		checkpoints += n
+		seconds += cp.Seconds()
+		b.Logf("pair %d: no checkpoints %s, checkpoints every 1s %s (%d completed): ratio %.3f", i, base.Round(time.Millisecond), cp.Round(time.Millisecond), n, ratios[i])
+	}
+	return hotPathMeasure{withCP: median(withCP), without: median(without), ratio: median(ratios), cpPerSec: float64(checkpoints) / seconds}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -77,11 +77,11 @@
 // # Tests and benchmarks
 //
 // The tests run against a real Temporal dev server (testsuite/temporaltest)
-// and kfake: go test -race ./workers/central/. Benchmarks need different
-// -benchtime values and each selects its own same-run baseline:
+// and kfake: go test -race ./workers/central/. Benchmarks, each with its
+// baseline measured in the same run:
 //
 //	go test -run '^$' -bench CheckpointRoundTrip -benchtime 20x ./workers/central/
-//	go test -run '^$' -bench HotPath -benchtime 5000000x ./workers/central/
+//	go test -run '^$' -bench HotPath ./workers/central/   # 10M records, 5 paired runs
 //
 // # Concurrency
 //
