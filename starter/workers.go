@@ -113,11 +113,11 @@ func describeLease(ctx context.Context, c client.Client, l *workerLease, running
 		if err := v.Get(&st); err != nil {
 			return fmt.Errorf("decode status of %s: %w", l.WorkflowID, err)
 		}
-		d, err := c.DescribeWorkflowExecution(ctx, l.WorkflowID, l.RunID)
+		d, err := c.DescribeWorkflow(ctx, l.WorkflowID, l.RunID)
 		if err != nil {
 			return fmt.Errorf("describe %s: %w", l.WorkflowID, err)
 		}
-		for _, pa := range d.GetPendingActivities() {
+		for _, pa := range d.RawResponse.GetPendingActivities() {
 			if pa.GetActivityType().GetName() != "KeepLeases" {
 				continue
 			}

@@ -212,9 +212,9 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	// its shards. Once Temporal is back the worker starts a new lease
 	// workflow and answers those handoffs as the shards' owner at the same
 	// epoch: nothing moves, nothing is restored.
-	desc, err := srv.Client.DescribeWorkflowExecution(ctx, leaseID, "")
+	desc, err := srv.Client.DescribeWorkflow(ctx, leaseID, "")
 	require.NoError(t, err)
-	firstRun := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	firstRun := desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	epochs := heldEpochs(w.w.Host())
 	restoredBefore := w.w.Source().Stats().RestoredDurable
 	tcut.Cut()
@@ -227,9 +227,9 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	produce(t, addrs, phase2)
 	tcut.Heal()
 	require.Eventually(t, func() bool {
-		d, err := srv.Client.DescribeWorkflowExecution(ctx, leaseID, "")
-		return err == nil && d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun &&
-			d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		d, err := srv.Client.DescribeWorkflow(ctx, leaseID, "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun &&
+			d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	}, time.Minute, 100*time.Millisecond, "the worker did not start a new lease workflow")
 	for _, id := range dead.Handoffs {
 		var hs workflows.HandoffState
