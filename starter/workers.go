@@ -85,12 +85,12 @@ func listLeases(ctx context.Context, c client.Client, all bool) ([]workerLease, 
 			if u, err := url.PathUnescape(id); err == nil {
 				id = u
 			}
-			l := workerLease{
-				WorkerID:   id,
-				WorkflowID: x.ID, RunID: x.RunID, Execution: x.Status,
-			}
-			if err := describeLease(ctx, c, &l, e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING); err != nil {
+			l := workerLease{WorkerID: id, WorkflowID: x.ID, RunID: x.RunID}
+			if err := describeLease(ctx, c, &l); err != nil {
 				return nil, err
+			}
+			if !all && l.Execution != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING.String() {
+				continue // visibility lags: it has ended since
 			}
 			out = append(out, l)
 		}
@@ -101,21 +101,24 @@ func listLeases(ctx context.Context, c client.Client, all bool) ([]workerLease, 
 	}
 }
 
-// describeLease fills l from the workflow: the status query (running) or
-// result (ended), and the pending activity's last heartbeat.
-func describeLease(ctx context.Context, c client.Client, l *workerLease, running bool) error {
+// describeLease fills l from the workflow (visibility may lag, so its
+// execution status comes from a describe): the status query and the
+// pending activity's last heartbeat while it runs, its result once ended.
+func describeLease(ctx context.Context, c client.Client, l *workerLease) error {
+	d, err := c.DescribeWorkflow(ctx, l.WorkflowID, l.RunID)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", l.WorkflowID, err)
+	}
+	status := d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
+	l.Execution = status.String()
 	var st workflows.LeaseState
-	if running {
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		v, err := c.QueryWorkflow(ctx, l.WorkflowID, l.RunID, workflows.QueryStatus)
 		if err != nil {
 			return fmt.Errorf("query %s: %w", l.WorkflowID, err)
 		}
 		if err := v.Get(&st); err != nil {
 			return fmt.Errorf("decode status of %s: %w", l.WorkflowID, err)
-		}
-		d, err := c.DescribeWorkflow(ctx, l.WorkflowID, l.RunID)
-		if err != nil {
-			return fmt.Errorf("describe %s: %w", l.WorkflowID, err)
 		}
 		for _, pa := range d.RawResponse.GetPendingActivities() {
 			if pa.GetActivityType().GetName() != "KeepLeases" {
