@@ -15,7 +15,6 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/grpc"
 
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/memstore"
@@ -134,13 +133,7 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	defer ctl.Stop()
 
 	tcut := &faults.Net{}
-	wc, err := client.Dial(client.Options{
-		HostPort:          srv.HostPort,
-		Logger:            quietTemporalLogger(),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(tcut.GRPCDial)}},
-	})
-	require.NoError(t, err)
-	defer wc.Close()
+	wc := dialThrough(t, srv, tcut)
 	cfg := baseConfig(t, "w1", addrs, srv.HostPort)
 	cfg.Checkpoint.HeartbeatTimeout = Duration(10 * time.Second)
 	w := startWorker(t, cfg, WithTemporalClient(wc), WithCoordinationStore(store), WithSinks(rec.as("w1")),

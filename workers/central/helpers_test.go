@@ -15,8 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/faults"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
 )
 
 const topic = "readings"
@@ -185,6 +188,20 @@ func (r *recorder) has(want map[outKey]outVal) bool {
 		}
 	}
 	return true
+}
+
+// dialThrough connects a Temporal client to srv through link, which the
+// test can cut; the client is closed when the test ends.
+func dialThrough(t testing.TB, srv *temporaltest.Server, link *faults.Net) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{
+		HostPort:          srv.HostPort,
+		Logger:            quietTemporalLogger(),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(link.GRPCDial)}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
 }
 
 // cutStore is a StateStore whose writes fail once cut: a dead process

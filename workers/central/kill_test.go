@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"google.golang.org/grpc"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/kafka"
@@ -44,13 +43,7 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	// connections the test can cut.
 	kcut, tcut := &faults.Net{}, &faults.Net{}
 	vstore := &cutStore{StateStore: durable}
-	vclient, err := client.Dial(client.Options{
-		HostPort:          srv.HostPort,
-		Logger:            quietTemporalLogger(),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(tcut.GRPCDial)}},
-	})
-	require.NoError(t, err)
-	defer vclient.Close()
+	vclient := dialThrough(t, srv, tcut)
 	vcfg := baseConfig(t, "victim", addrs, srv.HostPort)
 	victim := startWorker(t, vcfg, WithTemporalClient(vclient), WithDurableStore(vstore), WithSinks(rec.as("victim")),
 		WithLogger(testLogger(t).With("w", "victim")),
