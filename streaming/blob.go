@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/tflo-io/tflo/internal/wire"
 )
 
 // instanceBlobVersion is the format version of an Instance state blob.
@@ -56,7 +58,7 @@ func (in *Instance) AppendSave(dst []byte) ([]byte, error) {
 	if count == 0 {
 		return dst[:start], nil
 	}
-	putPaddedUvarint(dst[countAt:countAt+5], uint64(count))
+	wire.PutPaddedUvarint(dst[countAt:countAt+5], uint64(count))
 	return dst, nil
 }
 
@@ -71,19 +73,19 @@ func (in *Instance) Load(blob []byte) error {
 	if len(blob) == 0 {
 		return nil
 	}
-	r := reader{b: blob}
-	ver := r.uvarint()
-	if r.err == nil && ver != instanceBlobVersion {
+	r := wire.Reader{B: blob}
+	ver := r.Uvarint()
+	if r.Err == nil && ver != instanceBlobVersion {
 		return fmt.Errorf("graph state blob: format version %d, this build reads %d: %w", ver, instanceBlobVersion, ErrCorrupt)
 	}
-	count := r.paddedUvarint()
+	count := r.PaddedUvarint()
 	seen := make([]bool, len(in.g.nodes))
-	for k := uint64(0); k < count && r.err == nil; k++ {
-		nodeName := r.string()
-		opName := r.string()
-		version := uint32(r.uvarint())
-		data := r.bytes()
-		if r.err != nil {
+	for k := uint64(0); k < count && r.Err == nil; k++ {
+		nodeName := r.Str()
+		opName := r.Str()
+		version := uint32(r.Uvarint())
+		data := r.Bytes()
+		if r.Err != nil {
 			break
 		}
 		idx := slices.IndexFunc(in.g.nodes, func(n node) bool { return n.name == nodeName })
@@ -123,11 +125,11 @@ func (in *Instance) Load(blob []byte) error {
 			return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: "operator refused its state", Err: err}
 		}
 	}
-	if r.err != nil {
-		return fmt.Errorf("graph state blob: %v: %w", r.err, ErrCorrupt)
+	if r.Err != nil {
+		return fmt.Errorf("graph state blob: %v: %w", r.Err, ErrCorrupt)
 	}
-	if r.off != len(blob) {
-		return fmt.Errorf("graph state blob: %d trailing bytes: %w", len(blob)-r.off, ErrCorrupt)
+	if r.Off != len(blob) {
+		return fmt.Errorf("graph state blob: %d trailing bytes: %w", len(blob)-r.Off, ErrCorrupt)
 	}
 	return nil
 }
@@ -136,71 +138,3 @@ func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
 }
-
-// putPaddedUvarint writes v as a uvarint that always takes len(b) bytes
-// (continuation bits on every byte but the last), so a count can be patched
-// in after the entries are written.
-func putPaddedUvarint(b []byte, v uint64) {
-	for i := range b {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if i < len(b)-1 {
-			c |= 0x80
-		}
-		b[i] = c
-	}
-}
-
-// reader decodes the varint framing used by state blobs; the first error
-// sticks and later reads return zero values.
-type reader struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 {
-		r.err = fmt.Errorf("truncated or overlong varint at byte %d", r.off)
-		return 0
-	}
-	r.off += n
-	return v
-}
-
-func (r *reader) paddedUvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b)-r.off < 5 {
-		r.err = fmt.Errorf("truncated entry count at byte %d", r.off)
-		return 0
-	}
-	v, n := binary.Uvarint(r.b[r.off : r.off+5])
-	if n != 5 {
-		r.err = fmt.Errorf("malformed entry count at byte %d", r.off)
-		return 0
-	}
-	r.off += 5
-	return v
-}
-
-func (r *reader) bytes() []byte {
-	n := r.uvarint()
-	if r.err != nil {
-		return nil
-	}
-	if n > uint64(len(r.b)-r.off) {
-		r.err = fmt.Errorf("length %d at byte %d runs past the end (%d bytes)", n, r.off, len(r.b))
-		return nil
-	}
-	out := r.b[r.off : r.off+int(n)]
-	r.off += int(n)
-	return out
-}
-
-func (r *reader) string() string { return string(r.bytes()) }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/tflo-io/tflo/internal/wire"
 )
 
 // checkpointManifestVersion is the format version of a checkpoint
@@ -86,35 +88,35 @@ func UnmarshalManifest(b []byte) (Manifest, error) {
 	if got := crc32.Checksum(body, manifestCRC); got != sum {
 		return Manifest{}, fmt.Errorf("checkpoint manifest: checksum %08x does not match stored %08x: %w", got, sum, ErrCorrupt)
 	}
-	r := reader{b: body}
-	if v := r.uvarint(); r.err == nil && v != checkpointManifestVersion {
+	r := wire.Reader{B: body}
+	if v := r.Uvarint(); r.Err == nil && v != checkpointManifestVersion {
 		return Manifest{}, fmt.Errorf("checkpoint manifest: format version %d, this build reads %d: %w", v, checkpointManifestVersion, ErrCorrupt)
 	}
 	var m Manifest
-	m.ID = CheckpointID(r.uvarint())
-	m.Epoch = Epoch(r.uvarint())
-	nRuns := r.uvarint()
+	m.ID = CheckpointID(r.Uvarint())
+	m.Epoch = Epoch(r.Uvarint())
+	nRuns := r.Uvarint()
 	total := uint64(0)
-	for i := uint64(0); i < nRuns && r.err == nil; i++ {
+	for i := uint64(0); i < nRuns && r.Err == nil; i++ {
 		var run ManifestRun
-		run.ID = CheckpointID(r.uvarint())
-		nPieces := r.uvarint()
+		run.ID = CheckpointID(r.Uvarint())
+		nPieces := r.Uvarint()
 		total += nPieces
 		if total > maxManifestPieces || nPieces > uint64(len(body)) {
 			return Manifest{}, fmt.Errorf("checkpoint manifest: run %d claims %d pieces: %w", run.ID, nPieces, ErrCorrupt)
 		}
-		for j := uint64(0); j < nPieces && r.err == nil; j++ {
-			key := r.string()
-			size := r.uvarint()
+		for j := uint64(0); j < nPieces && r.Err == nil; j++ {
+			key := r.Str()
+			size := r.Uvarint()
 			run.Pieces = append(run.Pieces, ManifestPiece{Key: key, Size: int64(size)})
 		}
 		m.Runs = append(m.Runs, run)
 	}
-	if r.err != nil {
-		return Manifest{}, fmt.Errorf("checkpoint manifest: %v: %w", r.err, ErrCorrupt)
+	if r.Err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint manifest: %v: %w", r.Err, ErrCorrupt)
 	}
-	if r.off != len(body) {
-		return Manifest{}, fmt.Errorf("checkpoint manifest: %d trailing bytes: %w", len(body)-r.off, ErrCorrupt)
+	if r.Off != len(body) {
+		return Manifest{}, fmt.Errorf("checkpoint manifest: %d trailing bytes: %w", len(body)-r.Off, ErrCorrupt)
 	}
 	return m, nil
 }

@@ -3,6 +3,8 @@ package streaming
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/tflo-io/tflo/internal/wire"
 )
 
 // CursorTypeKafka is the SnapshotMeta.CursorType and CursorRecord.Type of a
@@ -81,16 +83,16 @@ func ParseKafkaOffset(b []byte) (KafkaOffset, error) {
 	if b[1] != kafkaOffsetVersion {
 		return KafkaOffset{}, fmt.Errorf("kafka offset: encoding version %d, this build reads %d: %w", b[1], kafkaOffsetVersion, ErrCorrupt)
 	}
-	r := reader{b: b, off: 2}
+	r := wire.Reader{B: b, Off: 2}
 	var k KafkaOffset
-	k.Topic = r.string()
-	p := r.varint()
-	k.Offset = r.varint()
-	if r.err != nil {
-		return KafkaOffset{}, fmt.Errorf("kafka offset: %v: %w", r.err, ErrCorrupt)
+	k.Topic = r.Str()
+	p := r.Varint()
+	k.Offset = r.Varint()
+	if r.Err != nil {
+		return KafkaOffset{}, fmt.Errorf("kafka offset: %v: %w", r.Err, ErrCorrupt)
 	}
-	if r.off != len(b) {
-		return KafkaOffset{}, fmt.Errorf("kafka offset: %d trailing bytes: %w", len(b)-r.off, ErrCorrupt)
+	if r.Off != len(b) {
+		return KafkaOffset{}, fmt.Errorf("kafka offset: %d trailing bytes: %w", len(b)-r.Off, ErrCorrupt)
 	}
 	if p < 0 || p > 1<<31-1 {
 		return KafkaOffset{}, fmt.Errorf("kafka offset: partition %d out of range: %w", p, ErrCorrupt)

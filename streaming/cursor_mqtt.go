@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+
+	"github.com/tflo-io/tflo/internal/wire"
 )
 
 // CursorTypeMqtt is the SnapshotMeta.CursorType and CursorRecord.Type of an
@@ -275,12 +277,12 @@ func ParseMqttCursor(b []byte) (*MqttCursor, error) {
 	if b[1] != mqttCursorVersion {
 		return fail("encoding version %d, this build reads %d", b[1], mqttCursorVersion)
 	}
-	r := reader{b: b, off: 2}
-	last := r.uvarint()
-	wcap := r.uvarint()
-	n := r.uvarint()
-	if r.err != nil {
-		return fail("%v", r.err)
+	r := wire.Reader{B: b, Off: 2}
+	last := r.Uvarint()
+	wcap := r.Uvarint()
+	n := r.Uvarint()
+	if r.Err != nil {
+		return fail("%v", r.Err)
 	}
 	if last > 1<<16-1 {
 		return fail("last packet id %d exceeds 65535", last)
@@ -291,16 +293,16 @@ func ParseMqttCursor(b []byte) (*MqttCursor, error) {
 	if n > wcap {
 		return fail("dedup window holds %d ids, more than its capacity %d", n, wcap)
 	}
-	if n*8 > uint64(len(b)-r.off) {
-		return fail("dedup window of %d ids runs past the end (%d bytes left)", n, len(b)-r.off)
+	if n*8 > uint64(len(b)-r.Off) {
+		return fail("dedup window of %d ids runs past the end (%d bytes left)", n, len(b)-r.Off)
 	}
 	// The ring is allocated at its full capacity, at most MaxMqttWindow
 	// ids (512 KiB): bounded whatever the input claims.
 	c := newMqttCursor(int(wcap), 1)
 	c.LastPacketID = uint16(last)
 	for i := range int(n) {
-		id := binary.LittleEndian.Uint64(b[r.off:])
-		r.off += 8
+		id := binary.LittleEndian.Uint64(b[r.Off:])
+		r.Off += 8
 		if _, dup := c.set[id]; dup {
 			return fail("dedup window repeats id %016x at position %d", id, i)
 		}
@@ -308,10 +310,10 @@ func ParseMqttCursor(b []byte) (*MqttCursor, error) {
 		c.set[id] = struct{}{}
 	}
 	c.n = int(n)
-	rcap := r.uvarint()
-	m := r.uvarint()
-	if r.err != nil {
-		return fail("%v", r.err)
+	rcap := r.Uvarint()
+	m := r.Uvarint()
+	if r.Err != nil {
+		return fail("%v", r.Err)
 	}
 	if rcap < 1 || rcap > MaxMqttRetained {
 		return fail("retained map capacity %d is outside 1..%d", rcap, MaxMqttRetained)
@@ -319,23 +321,23 @@ func ParseMqttCursor(b []byte) (*MqttCursor, error) {
 	if m > rcap {
 		return fail("retained map holds %d topics, more than its capacity %d", m, rcap)
 	}
-	if m*2 > uint64(len(b)-r.off) {
-		return fail("retained map of %d topics runs past the end (%d bytes left)", m, len(b)-r.off)
+	if m*2 > uint64(len(b)-r.Off) {
+		return fail("retained map of %d topics runs past the end (%d bytes left)", m, len(b)-r.Off)
 	}
 	c.retainedCap = int(rcap)
 	for i := range int(m) {
-		topic := r.string()
-		seq := r.uvarint()
-		if r.err != nil {
-			return fail("retained topic %d: %v", i, r.err)
+		topic := r.Str()
+		seq := r.Uvarint()
+		if r.Err != nil {
+			return fail("retained topic %d: %v", i, r.Err)
 		}
 		if _, dup := c.retained[topic]; dup {
 			return fail("retained map repeats topic %q", topic)
 		}
 		c.retained[topic] = c.order.PushBack(&retainedEntry{topic: topic, seq: seq})
 	}
-	if r.off != len(b) {
-		return fail("%d trailing bytes", len(b)-r.off)
+	if r.Off != len(b) {
+		return fail("%d trailing bytes", len(b)-r.Off)
 	}
 	return c, nil
 }

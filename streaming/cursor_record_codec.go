@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/tflo-io/tflo/internal/wire"
 )
 
 // CursorRecord encoding, used by stores that persist bytes:
@@ -49,20 +51,20 @@ func UnmarshalCursorRecord(b []byte) (CursorRecord, error) {
 	if got := crc32.Checksum(body, castagnoli); got != want {
 		return CursorRecord{}, fmt.Errorf("cursor record: checksum mismatch: stored crc32c %08x, computed %08x over %d bytes (corrupt or truncated): %w", want, got, len(body), ErrCorrupt)
 	}
-	r := reader{b: body, off: 4}
-	if ver := r.uvarint(); r.err == nil && ver != cursorRecordVersion {
+	r := wire.Reader{B: body, Off: 4}
+	if ver := r.Uvarint(); r.Err == nil && ver != cursorRecordVersion {
 		return CursorRecord{}, fmt.Errorf("cursor record: format version %d, this build reads %d: %w", ver, cursorRecordVersion, ErrCorrupt)
 	}
 	var rec CursorRecord
-	rec.Type = r.string()
-	rec.Cursor = cloneOrNil(r.bytes())
-	rec.Epoch = Epoch(r.uvarint())
-	rec.CheckpointID = r.uvarint()
-	if r.err != nil {
-		return CursorRecord{}, fmt.Errorf("cursor record: %v: %w", r.err, ErrCorrupt)
+	rec.Type = r.Str()
+	rec.Cursor = cloneOrNil(r.Bytes())
+	rec.Epoch = Epoch(r.Uvarint())
+	rec.CheckpointID = r.Uvarint()
+	if r.Err != nil {
+		return CursorRecord{}, fmt.Errorf("cursor record: %v: %w", r.Err, ErrCorrupt)
 	}
-	if r.off != len(body) {
-		return CursorRecord{}, fmt.Errorf("cursor record: %d trailing bytes before the checksum: %w", len(body)-r.off, ErrCorrupt)
+	if r.Off != len(body) {
+		return CursorRecord{}, fmt.Errorf("cursor record: %d trailing bytes before the checksum: %w", len(body)-r.Off, ErrCorrupt)
 	}
 	return rec, nil
 }

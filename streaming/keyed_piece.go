@@ -3,6 +3,8 @@ package streaming
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/tflo-io/tflo/internal/wire"
 )
 
 // KeyedPieceVersion is the format of a keyed-state checkpoint piece, the
@@ -69,30 +71,30 @@ func NewKeyedPiece(count int, entries []byte) []byte {
 // key and blob alias piece. Malformed bytes are refused with an error
 // wrapping ErrCorrupt that says where.
 func DecodeKeyedPiece(piece []byte, fn func(key, blob []byte) error) error {
-	r := reader{b: piece}
-	ver := r.uvarint()
-	if r.err == nil && ver != KeyedPieceVersion {
+	r := wire.Reader{B: piece}
+	ver := r.Uvarint()
+	if r.Err == nil && ver != KeyedPieceVersion {
 		return fmt.Errorf("keyed piece: format version %d, this build reads %d: %w", ver, KeyedPieceVersion, ErrCorrupt)
 	}
-	count := r.uvarint()
-	if r.err == nil && count > uint64(len(piece)) {
+	count := r.Uvarint()
+	if r.Err == nil && count > uint64(len(piece)) {
 		return fmt.Errorf("keyed piece: claims %d entries in %d bytes: %w", count, len(piece), ErrCorrupt)
 	}
-	for i := uint64(0); i < count && r.err == nil; i++ {
-		key := r.bytes()
-		blob := r.bytes()
-		if r.err != nil {
+	for i := uint64(0); i < count && r.Err == nil; i++ {
+		key := r.Bytes()
+		blob := r.Bytes()
+		if r.Err != nil {
 			break
 		}
 		if err := fn(key, blob); err != nil {
 			return err
 		}
 	}
-	if r.err != nil {
-		return fmt.Errorf("keyed piece: %v: %w", r.err, ErrCorrupt)
+	if r.Err != nil {
+		return fmt.Errorf("keyed piece: %v: %w", r.Err, ErrCorrupt)
 	}
-	if r.off != len(piece) {
-		return fmt.Errorf("keyed piece: %d trailing bytes: %w", len(piece)-r.off, ErrCorrupt)
+	if r.Off != len(piece) {
+		return fmt.Errorf("keyed piece: %d trailing bytes: %w", len(piece)-r.Off, ErrCorrupt)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/tflo-io/tflo/internal/wire"
 )
 
 // Snapshot encoding (SnapshotFormatVersion 1). Integers are varints unless
@@ -98,59 +100,46 @@ func UnmarshalSnapshot(b []byte) (Snapshot, error) {
 	if got := crc32.Checksum(body, castagnoli); got != want {
 		return Snapshot{}, fmt.Errorf("snapshot: checksum mismatch: stored crc32c %08x, computed %08x over %d bytes (corrupt or truncated): %w", want, got, len(body), ErrCorrupt)
 	}
-	r := reader{b: body, off: 4}
-	ver := r.uvarint()
-	if r.err == nil && ver != SnapshotFormatVersion {
+	r := wire.Reader{B: body, Off: 4}
+	ver := r.Uvarint()
+	if r.Err == nil && ver != SnapshotFormatVersion {
 		return Snapshot{}, fmt.Errorf("snapshot: format version %d, this build reads %d: %w", ver, SnapshotFormatVersion, ErrCorrupt)
 	}
 	var s Snapshot
 	s.Meta.FormatVersion = uint32(ver)
-	s.Meta.CursorType = r.string()
-	s.Meta.Cursor = cloneOrNil(r.bytes())
-	s.Meta.Epoch = Epoch(r.uvarint())
-	nops := r.uvarint()
+	s.Meta.CursorType = r.Str()
+	s.Meta.Cursor = cloneOrNil(r.Bytes())
+	s.Meta.Epoch = Epoch(r.Uvarint())
+	nops := r.Uvarint()
 	// Each operator takes at least three bytes; refuse counts the
 	// remaining bytes cannot hold before allocating for them.
-	if r.err == nil && nops > uint64(len(body)-r.off)/3 {
-		return Snapshot{}, fmt.Errorf("snapshot: operator count %d does not fit in the remaining %d bytes: %w", nops, len(body)-r.off, ErrCorrupt)
+	if r.Err == nil && nops > uint64(len(body)-r.Off)/3 {
+		return Snapshot{}, fmt.Errorf("snapshot: operator count %d does not fit in the remaining %d bytes: %w", nops, len(body)-r.Off, ErrCorrupt)
 	}
-	if nops > 0 && r.err == nil {
+	if nops > 0 && r.Err == nil {
 		s.Meta.Operators = make([]OperatorInfo, 0, nops)
-		for i := uint64(0); i < nops && r.err == nil; i++ {
+		for i := uint64(0); i < nops && r.Err == nil; i++ {
 			var op OperatorInfo
-			op.Node = r.string()
-			op.Operator = r.string()
-			tv := r.uvarint()
-			if r.err == nil && tv > 1<<32-1 {
+			op.Node = r.Str()
+			op.Operator = r.Str()
+			tv := r.Uvarint()
+			if r.Err == nil && tv > 1<<32-1 {
 				return Snapshot{}, fmt.Errorf("snapshot: operator %q type version %d overflows uint32: %w", op.Node, tv, ErrCorrupt)
 			}
 			op.TypeVersion = uint32(tv)
 			s.Meta.Operators = append(s.Meta.Operators, op)
 		}
 	}
-	s.Meta.SchemaFingerprint = r.string()
-	s.Meta.CreatedUnixNano = r.varint()
-	s.Data = cloneOrNil(r.bytes())
-	if r.err != nil {
-		return Snapshot{}, fmt.Errorf("snapshot: %v: %w", r.err, ErrCorrupt)
+	s.Meta.SchemaFingerprint = r.Str()
+	s.Meta.CreatedUnixNano = r.Varint()
+	s.Data = cloneOrNil(r.Bytes())
+	if r.Err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot: %v: %w", r.Err, ErrCorrupt)
 	}
-	if r.off != len(body) {
-		return Snapshot{}, fmt.Errorf("snapshot: %d trailing bytes before the checksum: %w", len(body)-r.off, ErrCorrupt)
+	if r.Off != len(body) {
+		return Snapshot{}, fmt.Errorf("snapshot: %d trailing bytes before the checksum: %w", len(body)-r.Off, ErrCorrupt)
 	}
 	return s, nil
-}
-
-func (r *reader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b[r.off:])
-	if n <= 0 {
-		r.err = fmt.Errorf("truncated or overlong varint at byte %d", r.off)
-		return 0
-	}
-	r.off += n
-	return v
 }
 
 func appendBytes(dst, b []byte) []byte {

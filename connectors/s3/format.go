@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/tflo-io/tflo/internal/wire"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -132,14 +133,14 @@ func (b *segmentBuilder) finish() (body []byte, data uint64) {
 // decodeRecord splits one segment record into its key and snapshot bytes.
 // The returned slices alias b.
 func decodeRecord(b []byte) (key, snap []byte, err error) {
-	r := byteReader{b: b}
-	key = r.str()
-	snap = r.str()
-	if r.err != nil {
-		return nil, nil, fmt.Errorf("segment record: %v: %w", r.err, streaming.ErrCorrupt)
+	r := wire.Reader{B: b}
+	key = r.Bytes()
+	snap = r.Bytes()
+	if r.Err != nil {
+		return nil, nil, fmt.Errorf("segment record: %v: %w", r.Err, streaming.ErrCorrupt)
 	}
-	if r.off != len(b) {
-		return nil, nil, fmt.Errorf("segment record: %d trailing bytes: %w", len(b)-r.off, streaming.ErrCorrupt)
+	if r.Off != len(b) {
+		return nil, nil, fmt.Errorf("segment record: %d trailing bytes: %w", len(b)-r.Off, streaming.ErrCorrupt)
 	}
 	return key, snap, nil
 }
@@ -177,19 +178,19 @@ func decodeSegment(body []byte) ([]segEntry, uint64, error) {
 	}
 	data := uint64(len(body) - trailerLen)
 	recs := body[:data]
-	r := byteReader{b: recs}
+	r := wire.Reader{B: recs}
 	entries := make([]segEntry, 0, int(min(count, 1<<16)))
-	for r.off < len(recs) && r.err == nil {
-		off := r.off
-		key := r.str()
-		r.str()
-		entries = append(entries, segEntry{key: key, off: uint64(off), n: uint64(r.off - off)})
+	for r.Off < len(recs) && r.Err == nil {
+		off := r.Off
+		key := r.Bytes()
+		r.Bytes()
+		entries = append(entries, segEntry{key: key, off: uint64(off), n: uint64(r.Off - off)})
 	}
-	if r.err == nil && uint64(len(entries)) != count {
-		r.err = fmt.Errorf("%d records, trailer says %d", len(entries), count)
+	if r.Err == nil && uint64(len(entries)) != count {
+		r.Err = fmt.Errorf("%d records, trailer says %d", len(entries), count)
 	}
-	if r.err != nil {
-		return nil, 0, fmt.Errorf("segment records: %v: %w", r.err, streaming.ErrCorrupt)
+	if r.Err != nil {
+		return nil, 0, fmt.Errorf("segment records: %v: %w", r.Err, streaming.ErrCorrupt)
 	}
 	return entries, data, nil
 }
@@ -280,108 +281,60 @@ func decodeManifest(b []byte) (*manifest, error) {
 	if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
 		return nil, fmt.Errorf("manifest checksum %08x, stored %08x: %w", got, want, streaming.ErrCorrupt)
 	}
-	r := byteReader{b: body, off: len(manifestMagic)}
-	if v := r.uvarint(); r.err == nil && v != manifestVersion {
+	r := wire.Reader{B: body, Off: len(manifestMagic)}
+	if v := r.Uvarint(); r.Err == nil && v != manifestVersion {
 		return nil, fmt.Errorf("manifest format version %d, this build reads %d: %w", v, manifestVersion, streaming.ErrCorrupt)
 	}
-	m := &manifest{gen: r.uvarint(), epoch: r.uvarint()}
-	nseg := r.count()
+	m := &manifest{gen: r.Uvarint(), epoch: r.Uvarint()}
+	nseg := r.Count()
 	m.segs = make(map[string]*segment, nseg)
 	order := make([]*segment, 0, nseg)
-	for i := 0; i < nseg && r.err == nil; i++ {
-		s := &segment{name: string(r.str()), size: r.uvarint(), data: r.uvarint()}
-		if r.err == nil && (s.data > s.size || s.name == "" || m.segs[s.name] != nil) {
-			r.err = fmt.Errorf("segment %d %q: empty or repeated name, or record bytes %d > size %d", i, s.name, s.data, s.size)
+	for i := 0; i < nseg && r.Err == nil; i++ {
+		s := &segment{name: string(r.Bytes()), size: r.Uvarint(), data: r.Uvarint()}
+		if r.Err == nil && (s.data > s.size || s.name == "" || m.segs[s.name] != nil) {
+			r.Err = fmt.Errorf("segment %d %q: empty or repeated name, or record bytes %d > size %d", i, s.name, s.data, s.size)
 		}
 		m.segs[s.name] = s
 		order = append(order, s)
 	}
-	nkey := r.count()
+	nkey := r.Count()
 	m.index = make(map[string]loc, nkey)
 	// Keys are substrings of one copy of the key section: one allocation
 	// instead of one per key.
-	keyStart := r.off
+	keyStart := r.Off
 	all := string(body[keyStart:])
-	for i := 0; i < nkey && r.err == nil; i++ {
-		kb := r.str()
-		koff := r.off - len(kb) - keyStart
+	for i := 0; i < nkey && r.Err == nil; i++ {
+		kb := r.Bytes()
+		koff := r.Off - len(kb) - keyStart
 		k := all[koff : koff+len(kb)]
-		sn := r.uvarint()
-		off := r.uvarint()
-		n := r.uvarint()
-		if r.err != nil {
+		sn := r.Uvarint()
+		off := r.Uvarint()
+		n := r.Uvarint()
+		if r.Err != nil {
 			break
 		}
 		if sn >= uint64(len(order)) {
-			r.err = fmt.Errorf("key %q names segment %d of %d", k, sn, len(order))
+			r.Err = fmt.Errorf("key %q names segment %d of %d", k, sn, len(order))
 			break
 		}
 		s := order[sn]
 		if off > s.data || n > s.data-off || n == 0 {
-			r.err = fmt.Errorf("key %q record %d+%d is outside segment %s's %d record bytes", k, off, n, s.name, s.data)
+			r.Err = fmt.Errorf("key %q record %d+%d is outside segment %s's %d record bytes", k, off, n, s.name, s.data)
 			break
 		}
 		before := len(m.index)
 		m.index[k] = loc{seg: s.name, off: off, n: n}
 		if len(m.index) == before {
-			r.err = fmt.Errorf("key %q appears twice", k)
+			r.Err = fmt.Errorf("key %q appears twice", k)
 			break
 		}
 		s.live += n
 	}
-	if r.err == nil && r.off != len(body) {
-		r.err = fmt.Errorf("%d trailing bytes", len(body)-r.off)
+	if r.Err == nil && r.Off != len(body) {
+		r.Err = fmt.Errorf("%d trailing bytes", len(body)-r.Off)
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("manifest: %v: %w", r.err, streaming.ErrCorrupt)
+	if r.Err != nil {
+		return nil, fmt.Errorf("manifest: %v: %w", r.Err, streaming.ErrCorrupt)
 	}
 	return m, nil
-}
-
-// byteReader decodes the varint framing; the first error sticks.
-type byteReader struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (r *byteReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 {
-		r.err = fmt.Errorf("truncated or overlong varint at byte %d", r.off)
-		return 0
-	}
-	r.off += n
-	return v
-}
-
-// count reads an element count and bounds it by the bytes left (each
-// element takes at least one byte), so a corrupt count cannot make the
-// decoder allocate without bound.
-func (r *byteReader) count() int {
-	v := r.uvarint()
-	if r.err == nil && v > uint64(len(r.b)-r.off) {
-		r.err = fmt.Errorf("count %d at byte %d exceeds the %d bytes left", v, r.off, len(r.b)-r.off)
-	}
-	if r.err != nil {
-		return 0
-	}
-	return int(v)
-}
-
-func (r *byteReader) str() []byte {
-	n := r.uvarint()
-	if r.err != nil {
-		return nil
-	}
-	if n > uint64(len(r.b)-r.off) {
-		r.err = fmt.Errorf("length %d at byte %d runs past the end (%d bytes)", n, r.off, len(r.b))
-		return nil
-	}
-	out := r.b[r.off : r.off+int(n)]
-	r.off += int(n)
-	return out
 }

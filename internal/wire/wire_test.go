@@ -1,0 +1,55 @@
+package wire
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestReaderRoundTrip(t *testing.T) {
+	var b []byte
+	b = binary.AppendUvarint(b, 300)
+	b = binary.AppendVarint(b, -7)
+	pad := len(b)
+	b = append(b, 0, 0, 0, 0, 0)
+	PutPaddedUvarint(b[pad:], 2)
+	b = binary.AppendUvarint(b, 3)
+	b = append(b, "abc"...)
+	b = binary.AppendUvarint(b, 2)
+	b = append(b, "xy"...)
+
+	r := Reader{B: b}
+	require.Equal(t, uint64(300), r.Uvarint())
+	require.Equal(t, int64(-7), r.Varint())
+	require.Equal(t, uint64(2), r.PaddedUvarint())
+	require.Equal(t, []byte("abc"), r.Bytes())
+	require.Equal(t, "xy", r.Str())
+	require.NoError(t, r.Err)
+	require.Equal(t, len(b), r.Off)
+}
+
+func TestReaderErrorsStick(t *testing.T) {
+	cases := map[string]struct {
+		b    []byte
+		read func(*Reader)
+		want string
+	}{
+		"truncated varint":    {[]byte{0x80}, func(r *Reader) { r.Uvarint() }, "truncated or overlong varint at byte 0"},
+		"length past the end": {[]byte{5, 'a'}, func(r *Reader) { r.Bytes() }, "length 5 at byte 1 runs past the end"},
+		"count too large":     {[]byte{9, 1}, func(r *Reader) { r.Count() }, "count 9 at byte 1 exceeds the 1 bytes left"},
+		"short padded count":  {[]byte{0x80, 0}, func(r *Reader) { r.PaddedUvarint() }, "truncated entry count at byte 0"},
+		"malformed padded":    {[]byte{1, 0, 0, 0, 0}, func(r *Reader) { r.PaddedUvarint() }, "malformed entry count at byte 0"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := Reader{B: c.b}
+			c.read(&r)
+			require.ErrorContains(t, r.Err, c.want)
+			off := r.Off
+			require.Zero(t, r.Uvarint(), "reads after an error return zero")
+			require.Nil(t, r.Bytes())
+			require.Equal(t, off, r.Off, "and do not move")
+		})
+	}
+}
