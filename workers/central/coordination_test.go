@@ -135,7 +135,7 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	tcut := &faults.Net{}
 	wc := dialThrough(t, srv, tcut)
 	cfg := baseConfig(t, "w1", addrs, srv.HostPort)
-	cfg.Checkpoint.HeartbeatTimeout = Duration(10 * time.Second)
+	cfg.Checkpoint.HeartbeatTimeout = Duration(15 * time.Second) // heartbeats every 5s: outages up to ~10s pass unnoticed
 	w := startWorker(t, cfg, WithTemporalClient(wc), WithCoordinationStore(store), WithSinks(rec.as("w1")),
 		WithLogger(testLogger(t).With("w", "w1")))
 	defer w.stop(t)
