@@ -114,6 +114,9 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	who := fmt.Sprintf("kafka source (group %q)", s.cfg.group)
 	if err := checkConnect(ctx, s.cfg.brokers, s.cfg.kgoOpts, who, s.cfg.security); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it connected: nothing was owned
+		}
 		return err
 	}
 	opts := append(base,

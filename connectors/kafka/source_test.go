@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -201,4 +202,30 @@ func committedAtEnd(t *testing.T, addrs []string, group string, parts int32) boo
 		}
 	}
 	return true
+}
+
+// TestRunStoppedBeforeConnectingIsClean: a Source whose context ends
+// while it is still connecting owned nothing; Run returns nil (a requested
+// stop), while an unreachable cluster under a live context is an error.
+func TestRunStoppedBeforeConnectingIsClean(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	newSrc := func() *Source {
+		s, err := NewSource(WithBrokers(addr), WithGroup("g"), WithTopics("readings"), WithStateStore(memory.New()),
+			WithGraph(seqGraph(t)), WithClientOptions(kgo.RetryTimeout(500*time.Millisecond), kgo.DialTimeout(200*time.Millisecond)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, newSrc().Run(ctx), "stopped before connecting")
+
+	live, liveCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer liveCancel()
+	err = newSrc().Run(live)
+	require.Error(t, err, "an unreachable cluster is an error")
+	require.ErrorContains(t, err, `kafka source (group "g"): connect`)
 }

@@ -322,6 +322,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	m, jerr := w.join(ctx)
 	if jerr != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while registering: nothing was served
+		}
 		return jerr
 	}
 	w.member.Store(m)
