@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/optest"
 )
 
 // Hand-computed tables: warm-up, steady state and NaN/±Inf.
@@ -61,7 +62,7 @@ func TestOperatorsHandComputed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			requireOutputs(t, tt.want, feed(tt.op, tt.ticks))
+			optest.RequireOutputs(t, tt.want, feed(tt.op, tt.ticks))
 		})
 	}
 }
@@ -210,7 +211,7 @@ func TestOperatorsAgainstReference(t *testing.T) {
 					hist = append(hist, tk)
 					want = tt.ref(hist)
 				}
-				if !approxEqual(got, want) {
+				if !optest.ApproxEqual(got, want) {
 					t.Fatalf("tick %d %+v: got %v, want %v", i, tk, got, want)
 				}
 				if !got.IsNone() {

@@ -3,7 +3,6 @@ package fintech
 import (
 	"math"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -74,26 +73,3 @@ func market(seed uint64, n int) []tick {
 }
 
 func valid(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
-func approxEqual(a, b streaming.Computed) bool {
-	if a.Kind() != b.Kind() || a.Mode() != b.Mode() {
-		return false
-	}
-	if a.IsNone() {
-		return true
-	}
-	x, y := a.Float64(), b.Float64()
-	return x == y || math.Abs(x-y) <= 1e-9*math.Max(1, math.Max(math.Abs(x), math.Abs(y)))
-}
-
-func requireOutputs(t *testing.T, want, got []streaming.Computed) {
-	t.Helper()
-	if len(want) != len(got) {
-		t.Fatalf("got %d outputs, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if !approxEqual(want[i], got[i]) {
-			t.Fatalf("output %d: got %v, want %v (all: got %v, want %v)", i, got[i], want[i], got, want)
-		}
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/optest"
 )
 
 // catalog is every operator of the package, freshly made, with a second
@@ -80,26 +81,7 @@ func TestLoadRefusesBadBlobs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := c.make()
 			feed(a, market(3, 60))
-			blob, _ := a.Save()
-			for name, bad := range map[string][]byte{
-				"truncated":      blob[:len(blob)-1],
-				"trailing bytes": append(bytes.Clone(blob), 0),
-				"empty":          {},
-			} {
-				err := a.Load(bad)
-				var le *streaming.OperatorLoadError
-				if !errors.As(err, &le) || !errors.Is(err, streaming.ErrCorrupt) || le.Operator != c.name {
-					t.Fatalf("%s: got %v, want *OperatorLoadError for %q wrapping ErrCorrupt", name, err, c.name)
-				}
-				if after, _ := a.Save(); !bytes.Equal(blob, after) {
-					t.Fatalf("%s: refused Load changed the state", name)
-				}
-			}
-			err := c.other().Load(blob)
-			var le *streaming.OperatorLoadError
-			if !errors.As(err, &le) || errors.Is(err, streaming.ErrCorrupt) {
-				t.Fatalf("other configuration: got %v, want a configuration mismatch *OperatorLoadError", err)
-			}
+			optest.RequireLoadRefusesBadBlobs(t, c.name, a, c.other())
 		})
 	}
 }
@@ -183,22 +165,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, c := range catalog {
-			op := c.make()
-			if err := op.Load(data); err != nil {
-				continue
-			}
-			saved, err := op.Save()
-			if err != nil {
-				t.Fatalf("%s: Save after accepted Load: %v", c.name, err)
-			}
-			feed(op, market(1, 40))
-			again := c.make()
-			if err := again.Load(saved); err != nil {
-				t.Fatalf("%s: reloading its own Save: %v", c.name, err)
-			}
-			if s2, _ := again.Save(); !bytes.Equal(saved, s2) {
-				t.Fatalf("%s: Save/Load/Save not stable", c.name)
-			}
+			optest.CheckLoad(t, c.name, data, c.make, func(op streaming.Operator) { feed(op, market(1, 40)) })
 		}
 	})
 }

@@ -3,7 +3,6 @@ package ops
 import (
 	"math"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -27,31 +26,6 @@ func feed(op streaming.Operator, xs []float64) []streaming.Computed {
 		out[i] = op.Eval(in, int64(i))
 	}
 	return out
-}
-
-// approxEqual compares two outputs: same kind and mode, values equal
-// within a relative 1e-9 (exact for non-floats).
-func approxEqual(a, b streaming.Computed) bool {
-	if a.Kind() != b.Kind() || a.Mode() != b.Mode() {
-		return false
-	}
-	if a.IsNone() {
-		return true
-	}
-	x, y := a.Float64(), b.Float64()
-	return x == y || math.Abs(x-y) <= 1e-9*math.Max(1, math.Max(math.Abs(x), math.Abs(y)))
-}
-
-func requireOutputs(t *testing.T, want, got []streaming.Computed) {
-	t.Helper()
-	if len(want) != len(got) {
-		t.Fatalf("got %d outputs, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if !approxEqual(want[i], got[i]) {
-			t.Fatalf("output %d: got %v, want %v (all: got %v, want %v)", i, got[i], want[i], got, want)
-		}
-	}
 }
 
 // noisy returns n values of a random walk with occasional NaN, ±Inf and

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/optest"
 )
 
 // Hand-computed tables: warm-up, steady state and NaN/±Inf for each
@@ -61,7 +62,7 @@ func TestOperatorsHandComputed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			requireOutputs(t, tt.want, feed(tt.op, tt.in))
+			optest.RequireOutputs(t, tt.want, feed(tt.op, tt.in))
 		})
 	}
 }
@@ -87,7 +88,7 @@ func TestRateOfChangeTime(t *testing.T) {
 			for i := range tt.xs {
 				got[i] = tt.op.Eval([]streaming.Computed{f(tt.xs[i])}, tt.ts[i])
 			}
-			requireOutputs(t, tt.want, got)
+			optest.RequireOutputs(t, tt.want, got)
 		})
 	}
 }
@@ -120,7 +121,7 @@ func TestThresholdCrossDwell(t *testing.T) {
 			for i, r := range tt.recs {
 				got[i] = tt.op.Eval([]streaming.Computed{f(r.x)}, r.ts)
 			}
-			requireOutputs(t, tt.want, got)
+			optest.RequireOutputs(t, tt.want, got)
 		})
 	}
 }
@@ -139,7 +140,7 @@ func TestThresholdCrossOnMode(t *testing.T) {
 	for i, x := range xs {
 		got[i] = c.Eval([]streaming.Computed{h.Eval([]streaming.Computed{f(x)}, int64(i))}, int64(i))
 	}
-	requireOutputs(t, want, got)
+	optest.RequireOutputs(t, want, got)
 }
 
 // Reference formulas recomputed from scratch over the valid values seen so
@@ -227,7 +228,7 @@ func TestOperatorsAgainstReference(t *testing.T) {
 					hist = append(hist, x)
 					want = tt.ref(hist)
 				}
-				if !approxEqual(got, want) {
+				if !optest.ApproxEqual(got, want) {
 					t.Fatalf("record %d (x=%v): got %v, want %v", i, x, got, want)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/optest"
 )
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
@@ -90,36 +91,7 @@ func TestLoadRefusesBadBlobs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := c.make()
 			feed(a, noisy(3, 40))
-			blob, _ := a.Save()
-			before, _ := a.Save()
-
-			cases := map[string][]byte{
-				"truncated":      blob[:len(blob)-1],
-				"trailing bytes": append(bytes.Clone(blob), 0),
-				"empty":          {},
-			}
-			for name, bad := range cases {
-				err := a.Load(bad)
-				var le *streaming.OperatorLoadError
-				if !errors.As(err, &le) || !errors.Is(err, streaming.ErrCorrupt) {
-					t.Fatalf("%s: got %v, want *OperatorLoadError wrapping ErrCorrupt", name, err)
-				}
-				if le.Operator != c.name {
-					t.Fatalf("%s: error names operator %q, want %q", name, le.Operator, c.name)
-				}
-				after, _ := a.Save()
-				if !bytes.Equal(before, after) {
-					t.Fatalf("%s: refused Load changed the state", name)
-				}
-			}
-
-			o := c.other()
-			err := o.Load(blob)
-			var le *streaming.OperatorLoadError
-			if !errors.As(err, &le) || errors.Is(err, streaming.ErrCorrupt) {
-				t.Fatalf("other configuration: got %v, want a configuration mismatch *OperatorLoadError", err)
-			}
-			t.Log(err)
+			t.Log(optest.RequireLoadRefusesBadBlobs(t, c.name, a, c.other()))
 		})
 	}
 }
@@ -183,7 +155,7 @@ func TestSMAMigratesFromVersion1(t *testing.T) {
 		}
 		migrated.Eval(int64(i), f(x))
 		w, got := ref.Output(0), migrated.Output(0)
-		if !approxEqual(w, got) {
+		if !optest.ApproxEqual(w, got) {
 			t.Fatalf("record %d: migrated SMA %v, uninterrupted %v", i, got, w)
 		}
 		if !got.IsNone() {
