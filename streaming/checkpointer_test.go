@@ -44,6 +44,17 @@ func newCP(t *testing.T, src streaming.CheckpointSource, st streaming.StateStore
 	return cp
 }
 
+// restored restores st's newest checkpoint into a fresh source and returns
+// the state it holds.
+func restored(t *testing.T, st *tinyStore) map[string]int64 {
+	t.Helper()
+	fresh := newCounterSource()
+	_, err := newCP(t, fresh, st, st).Restore(context.Background())
+	require.NoError(t, err)
+	got, _ := fresh.snapshot()
+	return got
+}
+
 func seqOf(c []byte) uint64 { return binary.BigEndian.Uint64(c) }
 
 func TestCheckpointRestoreRoundTrip(t *testing.T) {
@@ -163,11 +174,7 @@ func TestSnapshotSupersedesUnsavedCut(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cp.CommitCursor(ctx, second.ID))
 
-	fresh := newCounterSource()
-	_, err = newCP(t, fresh, st, st).Restore(ctx)
-	require.NoError(t, err)
-	got, _ := fresh.snapshot()
-	require.Equal(t, map[string]int64{"a": 1, "b": 2}, got, "the superseded cut's key is carried into the next one")
+	require.Equal(t, map[string]int64{"a": 1, "b": 2}, restored(t, st), "the superseded cut's key is carried into the next one")
 }
 
 func TestCheckpointFencing(t *testing.T) {
@@ -298,11 +305,7 @@ func TestStageDeadlineWhileHotPathRuns(t *testing.T) {
 	_, err = cp.Checkpoint(ctx)
 	require.NoError(t, err)
 	want, _ := src.snapshot()
-	fresh := newCounterSource()
-	_, err = newCP(t, fresh, st, st).Restore(ctx)
-	require.NoError(t, err)
-	got, _ := fresh.snapshot()
-	require.Equal(t, want, got)
+	require.Equal(t, want, restored(t, st))
 }
 
 func TestCheckpointerBreaker(t *testing.T) {
@@ -358,11 +361,7 @@ func TestCheckpointerBreaker(t *testing.T) {
 
 	// Nothing was lost while the breaker was open.
 	want, _ := src.snapshot()
-	fresh := newCounterSource()
-	_, err = newCP(t, fresh, st, st).Restore(ctx)
-	require.NoError(t, err)
-	got, _ := fresh.snapshot()
-	require.Equal(t, want, got)
+	require.Equal(t, want, restored(t, st))
 }
 
 func TestRunsAreMerged(t *testing.T) {
@@ -387,10 +386,7 @@ func TestRunsAreMerged(t *testing.T) {
 	require.LessOrEqual(t, pieces, 3*3, "pieces dropped by a merge are deleted")
 
 	want, _ := src.snapshot()
-	fresh := newCounterSource()
-	_, err := newCP(t, fresh, st, st).Restore(ctx)
-	require.NoError(t, err)
-	got, _ := fresh.snapshot()
+	got := restored(t, st)
 	require.Equal(t, want, got)
 	require.Equal(t, int64(10), got["shared"])
 }
