@@ -1,0 +1,97 @@
+package streaming_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+type scale struct {
+	streaming.StatelessBase
+	k float64
+}
+
+func (s *scale) Name() string { return "scale" }
+func (s *scale) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	return streaming.Float(s.k * in[0].Float64())
+}
+
+func scaleType() streaming.OperatorType {
+	return streaming.OperatorType{
+		Name: "scale", Doc: "multiplies its input by k", MinInputs: 1, MaxInputs: 1, Output: "float",
+		Params: []streaming.Param{
+			{Name: "k", Kind: streaming.ParamFloat, Default: 1.0, Doc: "the factor", Min: streaming.Bound(-10), Max: streaming.Bound(10)},
+			{Name: "every", Kind: streaming.ParamDuration, Default: time.Second, Doc: "unused"},
+			{Name: "mode", Kind: streaming.ParamString, Default: "a", Enum: []string{"a", "b"}, Doc: "unused"},
+			{Name: "n", Kind: streaming.ParamInt, Doc: "required count"},
+		},
+		New: func(p streaming.Params) (func() streaming.Operator, error) {
+			k := p.Float("k")
+			return func() streaming.Operator { return &scale{k: k} }, nil
+		},
+	}
+}
+
+func TestRegistryResolve(t *testing.T) {
+	r := streaming.NewRegistry()
+	require.NoError(t, r.Register(scaleType()))
+	require.Error(t, r.Register(scaleType()), "a second registration of one name is refused")
+
+	_, p, err := r.Resolve("scale", map[string]any{"k": 3, "every": "2s", "n": 4.0})
+	require.NoError(t, err)
+	require.Equal(t, 3.0, p.Float("k"), "an int from YAML is accepted for a float")
+	require.Equal(t, 2*time.Second, p.Duration("every"))
+	require.Equal(t, "a", p.String("mode"), "default applied")
+	require.Equal(t, 4, p.Int("n"), "a whole float is accepted for an int")
+
+	f, err := r.Factory("scale", map[string]any{"k": 2, "n": 1})
+	require.NoError(t, err)
+	out := f().Eval([]streaming.Computed{streaming.Float(21)}, 0)
+	require.Equal(t, 42.0, out.Float64())
+
+	for _, tc := range []struct {
+		name  string
+		op    string
+		raw   map[string]any
+		param string
+		want  string
+	}{
+		{"unknown operator", "scal", nil, "", "unknown operator type \"scal\""},
+		{"unknown parameter", "scale", map[string]any{"n": 1, "kk": 1}, "kk", "unknown parameter (accepted: k, every, mode, n)"},
+		{"missing required", "scale", map[string]any{}, "n", "required"},
+		{"mistyped", "scale", map[string]any{"n": "three"}, "n", "want an int"},
+		{"not integer", "scale", map[string]any{"n": 1.5}, "n", "not an integer"},
+		{"above max", "scale", map[string]any{"n": 1, "k": 11}, "k", "above the maximum 10"},
+		{"enum", "scale", map[string]any{"n": 1, "mode": "c"}, "mode", `"c" is not one of a, b`},
+		{"bad duration", "scale", map[string]any{"n": 1, "every": "soon"}, "every", "not a duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := r.Factory(tc.op, tc.raw)
+			require.ErrorContains(t, err, tc.want)
+			var pe *streaming.ParamError
+			if tc.param != "" {
+				require.True(t, errors.As(err, &pe))
+				require.Equal(t, tc.param, pe.Param)
+				require.True(t, strings.Contains(err.Error(), `operator "scale"`), err.Error())
+			} else {
+				require.ErrorIs(t, err, streaming.ErrUnknownOperator)
+			}
+		})
+	}
+}
+
+func TestRegistryRefusesBadDeclarations(t *testing.T) {
+	r := streaming.NewRegistry()
+	bad := scaleType()
+	bad.Params[0].Default = 20.0 // above its own maximum
+	require.ErrorContains(t, r.Register(bad), "above the maximum")
+	bad = scaleType()
+	bad.New = nil
+	require.ErrorContains(t, r.Register(bad), "nil New")
+	require.Empty(t, r.Types())
+}
