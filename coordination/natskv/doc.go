@@ -19,12 +19,17 @@
 //
 // JetStream's expected-last-sequence check cannot tell a delete or expiry
 // marker from a value, so Update reads the message at the expected revision
-// first and loses when it is a marker (one more round trip per update);
-// otherwise an update at a marker's revision would bring the key back.
-// A watch forwards the delete of every key it has already sent, also before
-// its snapshot-done event (nats.go ends the snapshot by counting messages,
-// so such a delete can come first); List replays puts and deletes into a
-// map and reads until nothing is pending, so each key is listed once.
+// first and loses when it is a marker; otherwise an update at a marker's
+// revision would bring the key back. The read is skipped for revisions the
+// Store has seen carry a value (its own writes, Get, List, Watch), so a
+// lease renewed at the revision of its last write costs one round trip.
+//
+// nats.go ends a watch's snapshot by counting messages, which concurrent
+// writes throw off. A Watch here sends SnapshotDone, and List returns, only
+// once a message of every key the bucket held when they began has arrived
+// (the replay type), so a snapshot never misses a live key and a listing
+// never holds one twice; a watch forwards the delete of every key it has
+// already sent, also before SnapshotDone.
 //
 // Limits: a value may be at most MaxValueSize bytes (the server's
 // max_payload, 1 MiB by default, less 1 KiB for headers); Create and Update
