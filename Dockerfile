@@ -1,6 +1,9 @@
 # One image with every tflo binary: edge, central, simulator and the
-# starter CLI. docker-compose.yml picks the command per service.
-FROM golang:1.26 AS build
+# starter CLI. docker-compose.yml tags it once (tflo/iot-portal:dev) and
+# picks the command per service. .dockerignore keeps bin/, .git and the
+# development .env out of the build context. Base images are pinned; the
+# tags are checked by deploy/compose_test.go.
+FROM golang:1.26.7 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -24,6 +24,11 @@
 //   - Losing a precondition (Create on a live key, Update or guarded Delete
 //     at a stale revision) is the outcome Lost, never an error. Deleting an
 //     absent key wins vacuously (Won with revision 0: nothing was written).
+//   - The revision of a delete or an expiry (what Delete returns and what a
+//     delete event carries) names no value: an Update expecting it loses,
+//     because the key was absent at that revision.
+//   - A watch forwards the delete of every key it has sent, also while its
+//     snapshot is still arriving; a listing holds each live key once.
 //   - A watch delivers a snapshot of live keys, then one SnapshotDone event,
 //     then live puts and deletes in revision order per key. A broken watch
 //     ends with a Retryable error: consumers re-watch and apply a Put only at
@@ -33,9 +38,11 @@
 //   - Every error a Store returns wraps ErrRetryable or ErrFatal (see
 //     StoreError); Get of an absent key returns an error wrapping ErrNotFound.
 //
-// Keys are portable when they are dot-separated tokens of [A-Za-z0-9_=-]
-// (ValidKey); prefixes are empty or end with a dot (ValidPrefix). Backends
-// reject anything else with a Fatal error.
+// Keys are portable when they are dot-separated tokens of [A-Za-z0-9_=-] and
+// at most MaxKeyLen bytes (ValidKey); prefixes are empty or end with a dot
+// (ValidPrefix). Backends reject anything else with a Fatal error. A backend
+// may document a largest value; it refuses a larger one with a Fatal error
+// (a retry cannot succeed) and leaves the key as it was.
 //
 // # Concurrency
 //

@@ -34,7 +34,7 @@ func (e *StoreError) Error() string {
 		msg += " " + e.Keyspace.String()
 	}
 	if e.Key != "" {
-		msg += fmt.Sprintf(" %q", e.Key)
+		msg += " " + QuoteKey(e.Key)
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -70,3 +70,15 @@ func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
 
 // IsFatal reports whether err is an unrecoverable store error.
 func IsFatal(err error) bool { return errors.Is(err, ErrFatal) }
+
+// quoteKeyMax is how much of a key QuoteKey shows.
+const quoteKeyMax = 64
+
+// QuoteKey quotes key for a message, cutting a long one to its first bytes
+// and its length, so a hostile key cannot flood a log line.
+func QuoteKey(key string) string {
+	if len(key) <= quoteKeyMax {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q…(%d bytes)", key[:quoteKeyMax], len(key))
+}

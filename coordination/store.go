@@ -2,6 +2,7 @@ package coordination
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -137,7 +138,8 @@ type Store interface {
 	// absent); Lost if it is live.
 	Create(ctx context.Context, ks Keyspace, key string, value []byte) (CasOutcome, error)
 	// Update replaces key iff its current revision is expected; Lost when
-	// the key moved on or is absent.
+	// the key moved on or is absent. The revision of a delete or an expiry
+	// never matches: the key is absent at it.
 	Update(ctx context.Context, ks Keyspace, key string, value []byte, expected Revision) (CasOutcome, error)
 	// Get reads key's current value; an absent key is an error wrapping
 	// ErrNotFound.
@@ -153,10 +155,16 @@ type Store interface {
 	List(ctx context.Context, ks Keyspace, prefix string) ([]Entry, error)
 }
 
+// MaxKeyLen is the longest portable key, in bytes. NATS carries a key in
+// the subject of a protocol line the server caps at 4 KiB (a longer one
+// closes the connection), and a listing or watch holds every key in
+// memory; 1 KiB leaves room for the bucket name and the reply subject.
+const MaxKeyLen = 1024
+
 // ValidKey reports whether key is portable across backends: one or more
-// dot-separated tokens of [A-Za-z0-9_=-].
+// dot-separated tokens of [A-Za-z0-9_=-], at most MaxKeyLen bytes.
 func ValidKey(key string) bool {
-	if key == "" {
+	if key == "" || len(key) > MaxKeyLen {
 		return false
 	}
 	for tok := range strings.SplitSeq(key, ".") {
@@ -189,7 +197,10 @@ func CheckKey(op string, ks Keyspace, key string) error {
 	if ValidKey(key) {
 		return nil
 	}
-	return Fatal(op, ks, key, fmt.Errorf("key %q is not dot-separated tokens of [A-Za-z0-9_=-]", key))
+	if len(key) > MaxKeyLen {
+		return Fatal(op, ks, key, fmt.Errorf("key is %d bytes, above the %d-byte limit", len(key), MaxKeyLen))
+	}
+	return Fatal(op, ks, key, errors.New("key is not dot-separated tokens of [A-Za-z0-9_=-]"))
 }
 
 // CheckPrefix returns a Fatal StoreError naming prefix when it is not
@@ -198,5 +209,5 @@ func CheckPrefix(op string, ks Keyspace, prefix string) error {
 	if ValidPrefix(prefix) {
 		return nil
 	}
-	return Fatal(op, ks, prefix, fmt.Errorf("prefix %q must be empty or a valid key followed by a dot", prefix))
+	return Fatal(op, ks, prefix, fmt.Errorf("prefix must be empty or a valid key (at most %d bytes) followed by a dot", MaxKeyLen))
 }

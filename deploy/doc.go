@@ -1,5 +1,18 @@
-// Package deploy holds the deployment files of the iot-portal (worker
-// configs, the Mosquitto config) and the test that checks
-// docker-compose.yml at the repository root against the workers' config
-// keys. It has no code of its own.
+// Package deploy holds the deployment files of the iot-portal and the test
+// that checks them. It has no code of its own.
+//
+//   - central.yaml, edge.yaml, simulator.yaml: the workers' configs,
+//     mounted by docker-compose.yml and baked into the image;
+//   - mosquitto.conf: the development MQTT broker;
+//   - temporal/: the Temporal setup docker-compose.yml runs with
+//     temporalio/admin-tools (setup-postgres.sh: databases and schemas;
+//     register.sh: the namespace and tflo's search attributes) and the
+//     server's development dynamic config.
+//
+// compose_test.go loads docker-compose.yml (with the repository's .env)
+// through compose-go, the loader `docker compose` itself uses, and checks
+// the images against tags known to be published, health checks and start
+// order, published ports, volumes, stop grace periods, the search
+// attributes against workflows.SearchAttributeFlags, and every worker's
+// config keys and the services it reaches.
 package deploy

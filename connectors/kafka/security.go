@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 )
 
 // Secret is a string that never prints: String, GoString and the %v family
@@ -105,12 +106,9 @@ func (s Security) Validate() error {
 			return errors.New("kafka security: SASL username is empty")
 		}
 	}
-	if t := s.TLS; t != nil {
-		if (t.CertFile == "") != (t.KeyFile == "") {
-			return errors.New("kafka security: TLS client certificate needs both cert_file and key_file")
-		}
-		if (len(t.CertPEM) == 0) != (t.KeyPEM == "") {
-			return errors.New("kafka security: TLS client certificate needs both the certificate and the key PEM")
+	if s.TLS != nil {
+		if err := s.TLS.material().Validate(); err != nil {
+			return fmt.Errorf("kafka security: %w", err)
 		}
 	}
 	return nil
@@ -198,37 +196,19 @@ func (s Security) saslMechanism() (sasl.Mechanism, error) {
 }
 
 func (t *TLSConfig) build() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	ca := t.CAPEM
-	if len(ca) == 0 && t.CAFile != "" {
-		b, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka security: read CA file: %w", err)
-		}
-		ca = b
-	}
-	if len(ca) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(ca) {
-			return nil, errors.New("kafka security: CA holds no PEM certificate")
-		}
-		tc.RootCAs = pool
-	}
-	switch {
-	case len(t.CertPEM) > 0:
-		cert, err := tls.X509KeyPair(t.CertPEM, []byte(t.KeyPEM.Reveal()))
-		if err != nil {
-			return nil, errors.New("kafka security: client certificate and key PEM do not form a key pair")
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	case t.CertFile != "":
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka security: load client certificate %s: %w", t.CertFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := t.material().Build()
+	if err != nil {
+		return nil, fmt.Errorf("kafka security: %w", err)
 	}
 	return tc, nil
+}
+
+// material is t as the project's one PEM → tls.Config builder takes it.
+func (t *TLSConfig) material() tlsconfig.Config {
+	return tlsconfig.Config{
+		CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName,
+		CAPEM: t.CAPEM, CertPEM: t.CertPEM, KeyPEM: []byte(t.KeyPEM.Reveal()),
+	}
 }
 
 // isAuthError reports whether err is the broker refusing our credentials.

@@ -215,8 +215,9 @@ func WithCredentialsFromEnv(userVar, passwordVar string) Option {
 }
 
 // WithTLS sets the TLS configuration used for tls:// servers (custom root
-// CAs, client certificates). See TLSConfig to build one from PEM files.
-// Default: none (a tls:// URL then uses the system roots).
+// CAs, client certificates). The workers build it from PEM files with
+// internal/tlsconfig. Default: none (a tls:// URL then uses the system
+// roots).
 func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
 // WithDeadLetterTopic sets the topic malformed payloads are published to

@@ -57,7 +57,7 @@
 //
 // # Security
 //
-// TLS with custom roots and client certificates ([WithTLS], [TLSConfig])
+// TLS with custom roots and client certificates ([WithTLS])
 // and user name/password ([WithCredentials], [WithCredentialsFromEnv]).
 // The password is never logged nor put in an error. A CONNACK refusing
 // the credentials ends Run with a [*ConnectError] wrapping

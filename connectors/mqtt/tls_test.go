@@ -2,14 +2,13 @@ package mqtt
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -19,7 +18,7 @@ func TestTLSWithCustomCAAndClientCertificate(t *testing.T) {
 	tlsURL := "tls://" + b.addr
 
 	t.Run("mutual TLS delivers", func(t *testing.T) {
-		cfg, err := TLSConfig(pki.CAFile, pki.ClientCertFile, pki.ClientKeyFile, "")
+		cfg, err := tlsconfig.Config{CAFile: pki.CAFile, CertFile: pki.ClientCertFile, KeyFile: pki.ClientKeyFile}.Build()
 		require.NoError(t, err)
 		s, err := NewSource(WithServers(tlsURL), WithClientID("edge-tls"), WithTopics("sensors/#"), WithTLS(cfg),
 			WithBackoff(20*time.Millisecond, 200*time.Millisecond))
@@ -31,7 +30,7 @@ func TestTLSWithCustomCAAndClientCertificate(t *testing.T) {
 		require.Eventually(t, func() bool { return rec.len() == 1 }, waitFor, time.Millisecond)
 	})
 	t.Run("without a client certificate the broker refuses", func(t *testing.T) {
-		cfg, err := TLSConfig(pki.CAFile, "", "", "")
+		cfg, err := tlsconfig.Config{CAFile: pki.CAFile}.Build()
 		require.NoError(t, err)
 		s, err := NewSource(WithServers(tlsURL), WithClientID("edge-tls-nocert"), WithTopics("sensors/#"), WithTLS(cfg),
 			WithBackoff(20*time.Millisecond, 200*time.Millisecond))
@@ -41,14 +40,4 @@ func TestTLSWithCustomCAAndClientCertificate(t *testing.T) {
 		assert.Zero(t, s.Stats().Connects)
 		require.NoError(t, r.stop(t))
 	})
-}
-
-func TestTLSConfigErrorsNameTheFile(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(bad, []byte("not a pem"), 0o600))
-	_, err := TLSConfig(bad, "", "", "")
-	require.ErrorContains(t, err, bad)
-	_, err = TLSConfig("", filepath.Join(dir, "c.pem"), "", "")
-	require.ErrorContains(t, err, "together")
 }

@@ -3,7 +3,6 @@ package s3
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 )
 
 // Option configures New, NewCursorStore and NewArchive.
@@ -97,8 +98,9 @@ func WithStaticCredentials(accessKey, secretKey, sessionToken string) Option {
 func WithCACert(pem []byte) Option { return func(o *config) { o.caPEM = pem } }
 
 // WithTLSConfig sets the TLS configuration of the HTTP transport (client
-// certificates, minimum version, ...). Combined with WithCACert, the CA is
-// added to a clone of it. Default: Go's defaults.
+// certificates, ...; the minimum version is raised to TLS 1.2). Combined
+// with WithCACert, the CA is added to a clone of it. Default: Go's
+// defaults with TLS 1.2 or newer.
 func WithTLSConfig(c *tls.Config) Option { return func(o *config) { o.tlsConfig = c } }
 
 // WithHTTPClient sends requests through c; it cannot be combined with
@@ -272,22 +274,9 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 }
 
 func (c *config) tls() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.tlsConfig != nil {
-		tc = c.tlsConfig.Clone()
-	}
-	if c.caPEM != nil {
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if tc.RootCAs != nil {
-			pool = tc.RootCAs.Clone()
-		}
-		if !pool.AppendCertsFromPEM(c.caPEM) {
-			return nil, errors.New("s3: WithCACert: no certificate could be parsed from the PEM bytes")
-		}
-		tc.RootCAs = pool
+	tc, err := tlsconfig.Config{CAPEM: c.caPEM, SystemRoots: true}.Apply(c.tlsConfig)
+	if err != nil {
+		return nil, fmt.Errorf("s3: WithCACert: %w", err)
 	}
 	return tc, nil
 }

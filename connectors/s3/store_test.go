@@ -394,7 +394,7 @@ func TestOptionValidation(t *testing.T) {
 		{"ratio", "b", []s3store.Option{s3store.WithCompaction(1.5, 0)}, "compaction ratio 1.5"},
 		{"max segments", "b", []s3store.Option{s3store.WithMaxSegments(1)}, "max segments 1"},
 		{"client and endpoint", "b", []s3store.Option{s3store.WithClient(awss3.New(awss3.Options{})), s3store.WithEndpoint("http://x")}, "WithClient cannot be combined"},
-		{"bad CA", "b", []s3store.Option{s3store.WithCACert([]byte("not pem"))}, "no certificate"},
+		{"bad CA", "b", []s3store.Option{s3store.WithCACert([]byte("not pem"))}, "no PEM certificate"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,8 +40,8 @@ func WithClock(c coordination.Clock) Option { return func(cfg *config) { cfg.clo
 // WithLeaseTTL sets the TTL every ephemeral write re-arms. Default: 10s.
 func WithLeaseTTL(d time.Duration) Option { return func(cfg *config) { cfg.ttl = d } }
 
-// WithMaxWatchBacklog bounds how many events a watcher may have queued; a
-// consumer that falls further behind has its watch broken with a Retryable
-// error (it re-watches and resynchronises from the snapshot). Default: 0,
-// unbounded.
+// WithMaxWatchBacklog bounds how many live events a watcher may have queued
+// (the snapshot it has not read yet does not count); a consumer that falls
+// further behind has its watch broken with a Retryable error (it re-watches
+// and resynchronises from the snapshot). Default: 0, unbounded.
 func WithMaxWatchBacklog(n int) Option { return func(cfg *config) { cfg.maxBacklog = n } }

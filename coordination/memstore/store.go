@@ -278,6 +278,7 @@ func (s *Store) Watch(ctx context.Context, ks coordination.Keyspace, prefix stri
 		w.queue = append(w.queue, coordination.WatchEvent{Kind: coordination.EventPut, Entry: e})
 	}
 	w.queue = append(w.queue, coordination.WatchEvent{Kind: coordination.EventSnapshotDone})
+	w.snap = len(w.queue)
 	s.watchers[w] = struct{}{}
 	ctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel

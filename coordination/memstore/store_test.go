@@ -1,11 +1,14 @@
 package memstore_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/coordination/vclock"
 	"github.com/tflo-io/tflo/testsuite/coordtest"
@@ -40,4 +43,38 @@ func TestOptionsValidate(t *testing.T) {
 			require.Error(t, err)
 		})
 	}
+}
+
+// A snapshot larger than the backlog bound is not a backlog: only live
+// events the consumer has not read count, and past the bound the watch
+// breaks with a Retryable error.
+func TestWatchBacklogCountsLiveEventsOnly(t *testing.T) {
+	s, err := memstore.New(memstore.WithMaxWatchBacklog(4))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := range 10 {
+		_, err := s.Create(ctx, coordination.Durable, fmt.Sprintf("k%d", i), []byte("v"))
+		require.NoError(t, err)
+	}
+	w, err := s.Watch(ctx, coordination.Durable, "")
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = s.Create(ctx, coordination.Durable, "live0", []byte("v"))
+	require.NoError(t, err)
+	for range 11 {
+		ev := <-w.Events()
+		require.NotEqual(t, coordination.EventDelete, ev.Kind)
+	}
+	require.Equal(t, "live0", (<-w.Events()).Key, "the snapshot and one live event arrive")
+
+	// At most one event is in flight to the consumer and four are queued;
+	// ten unread events must break the watch.
+	for i := range 10 {
+		_, err := s.Create(ctx, coordination.Durable, fmt.Sprintf("burst%d", i), []byte("v"))
+		require.NoError(t, err)
+	}
+	for range w.Events() {
+	}
+	require.ErrorIs(t, w.Err(), memstore.ErrWatchBroken)
+	require.True(t, coordination.IsRetryable(w.Err()))
 }

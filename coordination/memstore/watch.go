@@ -15,8 +15,11 @@ type watcher struct {
 	prefix string
 	out    chan coordination.WatchEvent
 
-	mu     sync.Mutex
-	queue  []coordination.WatchEvent
+	mu    sync.Mutex
+	queue []coordination.WatchEvent
+	// snap counts the snapshot events (SnapshotDone included) still at
+	// the front of queue; they do not count against the backlog bound.
+	snap   int
 	failed error
 	wake   chan struct{}
 
@@ -44,9 +47,9 @@ func (w *watcher) push(ev coordination.WatchEvent, maxBacklog int) bool {
 		w.mu.Unlock()
 		return false
 	}
-	if maxBacklog > 0 && len(w.queue) >= maxBacklog {
+	if behind := len(w.queue) - w.snap; maxBacklog > 0 && behind >= maxBacklog {
 		w.failed = coordination.Retryable("watch", w.ks, w.prefix,
-			fmt.Errorf("%w: consumer fell %d events behind", ErrWatchBroken, len(w.queue)))
+			fmt.Errorf("%w: consumer fell %d events behind", ErrWatchBroken, behind))
 		w.queue = nil
 		w.mu.Unlock()
 		w.signal()
@@ -88,10 +91,14 @@ func (w *watcher) run(ctx context.Context) {
 		}
 		var ev coordination.WatchEvent
 		have := len(w.queue) > 0
+		fromSnap := w.snap > 0
 		if have {
 			ev = w.queue[0]
 			w.queue[0] = coordination.WatchEvent{}
 			w.queue = w.queue[1:]
+			if fromSnap {
+				w.snap--
+			}
 		}
 		w.mu.Unlock()
 		if !have {
@@ -111,6 +118,9 @@ func (w *watcher) run(ctx context.Context) {
 			w.mu.Lock()
 			if w.failed == nil {
 				w.queue = append([]coordination.WatchEvent{ev}, w.queue...)
+				if fromSnap {
+					w.snap++
+				}
 			}
 			w.mu.Unlock()
 		}

@@ -88,6 +88,9 @@ func BenchmarkStoreOps(b *testing.B) {
 	val := []byte("value-0123456789")
 	for _, ks := range []coordination.Keyspace{coordination.Durable, coordination.Ephemeral} {
 		b.Run(ks.String()+"/update", func(b *testing.B) {
+			if _, err := s.Delete(ctx, ks, "u", 0); err != nil { // left by an earlier -count round
+				b.Fatal(err)
+			}
 			o, err := s.Create(ctx, ks, "u", val)
 			if err != nil || !o.Won() {
 				b.Fatalf("create: %v %v", o, err)

@@ -17,10 +17,23 @@
 // Keys map one-to-one to KV keys (coordination.ValidKey keys are valid NATS
 // subject tokens); a prefix "a.b." watches the subject filter "a.b.>".
 //
-// Known limits: an Update whose expected revision is that of the key's
-// delete or expiry marker succeeds (JetStream's expected-last-sequence check
-// cannot tell a marker from a value), so consumers must pass revisions of
-// values, as the split protocol does. Create on a key that has a marker
+// JetStream's expected-last-sequence check cannot tell a delete or expiry
+// marker from a value, so Update reads the message at the expected revision
+// first and loses when it is a marker; otherwise an update at a marker's
+// revision would bring the key back. The read is skipped for revisions the
+// Store has seen carry a value (its own writes, Get, List, Watch), so a
+// lease renewed at the revision of its last write costs one round trip.
+//
+// nats.go ends a watch's snapshot by counting messages, which concurrent
+// writes throw off. A Watch here sends SnapshotDone, and List returns, only
+// once a message of every key the bucket held when they began has arrived
+// (the replay type), so a snapshot never misses a live key and a listing
+// never holds one twice; a watch forwards the delete of every key it has
+// already sent, also before SnapshotDone.
+//
+// Limits: a value may be at most MaxValueSize bytes (the server's
+// max_payload, 1 MiB by default, less 1 KiB for headers); Create and Update
+// refuse a larger one with a Fatal error. Create on a key that has a marker
 // costs three round trips (try, read the marker, retry at its revision).
 //
 // Concurrency: a Store is safe for concurrent use. Each Watcher owns one

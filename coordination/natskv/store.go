@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,7 +25,9 @@ type Store struct {
 	nc        *nats.Conn
 	durable   jetstream.KeyValue
 	ephemeral jetstream.KeyValue
-	names     [3]string // indexed by Keyspace
+	names     [3]string           // indexed by Keyspace
+	streams   [3]jetstream.Stream // the buckets' streams, indexed by Keyspace
+	values    valueRevs
 }
 
 var _ coordination.Store = (*Store)(nil)
@@ -68,6 +69,11 @@ func Open(ctx context.Context, js jetstream.JetStream, job string, opts ...Optio
 		Description: "tflo coordination: leases of job " + job,
 	}); err != nil {
 		return nil, err
+	}
+	for _, ks := range []coordination.Keyspace{coordination.Durable, coordination.Ephemeral} {
+		if s.streams[ks], err = js.Stream(ctx, "KV_"+s.names[ks]); err != nil {
+			return nil, classify("open", ks, s.names[ks], err)
+		}
 	}
 	st, err := s.ephemeral.Status(ctx)
 	if err != nil {
@@ -142,7 +148,9 @@ func classify(op string, ks coordination.Keyspace, key string, err error) error 
 		errors.Is(err, nats.ErrNoServers), errors.Is(err, jetstream.ErrServerShutdown):
 		return coordination.Retryable(op, ks, key, err)
 	case errors.Is(err, jetstream.ErrInvalidKey), errors.Is(err, jetstream.ErrBucketNotFound),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrMaxPayload):
+		// A message above the server's max_payload is refused again on
+		// every retry.
 		return coordination.Fatal(op, ks, key, err)
 	case errors.As(err, &apiErr):
 		if apiErr.Code >= 500 || apiErr.Code == 503 {
@@ -162,15 +170,36 @@ func wrongLastSeq(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
+// headerRoom is what MaxValueSize keeps free of a message for the headers
+// the KV operations add (operation, expected last sequence).
+const headerRoom = 1024
+
+// MaxValueSize is the largest value the store writes: the connected
+// server's max_payload (1 MiB by default) less 1 KiB for headers. Create
+// and Update refuse a larger value with a Fatal error naming both sizes.
+func (s *Store) MaxValueSize() int { return int(s.nc.MaxPayload()) - headerRoom }
+
+func (s *Store) checkValue(op string, ks coordination.Keyspace, key string, value []byte) error {
+	if limit := s.MaxValueSize(); len(value) > limit {
+		return coordination.Fatal(op, ks, key, fmt.Errorf("%w: the value is %d bytes, above the %d-byte limit (the server's max_payload of %d bytes less %d for headers)",
+			nats.ErrMaxPayload, len(value), limit, s.nc.MaxPayload(), headerRoom))
+	}
+	return nil
+}
+
 // Create writes key if absent (a deleted or expired key is absent).
 func (s *Store) Create(ctx context.Context, ks coordination.Keyspace, key string, value []byte) (coordination.CasOutcome, error) {
 	kv, err := s.kv("create", ks, key, false)
 	if err != nil {
 		return coordination.Lost, err
 	}
+	if err := s.checkValue("create", ks, key, value); err != nil {
+		return coordination.Lost, err
+	}
 	rev, err := kv.Create(ctx, key, value)
 	switch {
 	case err == nil:
+		s.values.add(ks, coordination.Revision(rev))
 		return coordination.WonAt(coordination.Revision(rev)), nil
 	case errors.Is(err, jetstream.ErrKeyExists), wrongLastSeq(err):
 		return coordination.Lost, nil
@@ -179,17 +208,40 @@ func (s *Store) Create(ctx context.Context, ks coordination.Keyspace, key string
 }
 
 // Update replaces key iff it is at expected.
+//
+// JetStream's expected-last-subject-sequence check cannot tell a delete or
+// expiry marker from a value, so an update at a marker's sequence would
+// bring the key back. Update therefore first reads the message at expected:
+// the message at a sequence never changes, so a marker there means the key
+// was absent at expected and the update loses, whatever happens after the
+// read. Any other message (or none: superseded, or not yet on the replica
+// that answered) leaves the decision to the server's check. The read is
+// skipped for a revision this Store has seen carry a value (valueRevs).
 func (s *Store) Update(ctx context.Context, ks coordination.Keyspace, key string, value []byte, expected coordination.Revision) (coordination.CasOutcome, error) {
 	kv, err := s.kv("update", ks, key, false)
 	if err != nil {
 		return coordination.Lost, err
 	}
+	if err := s.checkValue("update", ks, key, value); err != nil {
+		return coordination.Lost, err
+	}
 	if expected == 0 {
 		return coordination.Lost, nil
+	}
+	if !s.values.take(ks, expected) {
+		switch m, err := s.streams[ks].GetMsg(ctx, uint64(expected)); {
+		case err == nil:
+			if m.Subject == s.subject(ks, key) && isMarker(m.Header) {
+				return coordination.Lost, nil
+			}
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
+			return coordination.Lost, classify("update", ks, key, err)
+		}
 	}
 	rev, err := kv.Update(ctx, key, value, uint64(expected))
 	switch {
 	case err == nil:
+		s.values.add(ks, coordination.Revision(rev))
 		return coordination.WonAt(coordination.Revision(rev)), nil
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), wrongLastSeq(err):
 		return coordination.Lost, nil
@@ -210,6 +262,7 @@ func (s *Store) Get(ctx context.Context, ks coordination.Keyspace, key string) (
 	if err != nil {
 		return coordination.Entry{}, classify("get", ks, key, err)
 	}
+	s.values.add(ks, coordination.Revision(e.Revision()))
 	return coordination.Entry{Key: key, Value: e.Value(), Revision: coordination.Revision(e.Revision())}, nil
 }
 
@@ -220,8 +273,8 @@ func (s *Store) Delete(ctx context.Context, ks coordination.Keyspace, key string
 	if _, err := s.kv("delete", ks, key, false); err != nil {
 		return coordination.Lost, err
 	}
-	m := nats.NewMsg("$KV." + s.names[ks] + "." + key)
-	m.Header.Set("KV-Operation", "DEL")
+	m := nats.NewMsg(s.subject(ks, key))
+	m.Header.Set(kvOperationHeader, "DEL")
 	if expected != 0 {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(uint64(expected), 10))
 	}
@@ -247,34 +300,64 @@ func filter(prefix string) string {
 	return prefix + ">"
 }
 
-// List returns every live key under prefix, sorted. It reads the bucket's
-// last message per subject through a snapshot watch.
+// subject is the stream subject of key (or of a filter) in ks's bucket.
+func (s *Store) subject(ks coordination.Keyspace, key string) string {
+	return "$KV." + s.names[ks] + "." + key
+}
+
+func (s *Store) replay(ctx context.Context, ks coordination.Keyspace, prefix string) (*replay, error) {
+	return newReplay(ctx, s.streams[ks], s.subject(ks, filter(prefix)), len(s.subject(ks, "")))
+}
+
+// List returns every live key under prefix, sorted, as of one stream
+// sequence at or after the call began.
+//
+// It replays the bucket's last message per subject through a watch and
+// applies puts and deletes to a map until the replay is complete (see
+// replay), so a key rewritten while the listing runs appears once, at its
+// latest revision, and a key live throughout is never left out.
 func (s *Store) List(ctx context.Context, ks coordination.Keyspace, prefix string) ([]coordination.Entry, error) {
 	kv, err := s.kv("list", ks, prefix, true)
 	if err != nil {
 		return nil, err
 	}
-	w, err := kv.Watch(ctx, filter(prefix), jetstream.IgnoreDeletes())
+	w, err := kv.Watch(ctx, filter(prefix))
 	if err != nil {
 		return nil, classify("list", ks, prefix, err)
 	}
 	defer w.Stop()
-	var out []coordination.Entry
-	for {
+	rp, err := s.replay(ctx, ks, prefix)
+	if err != nil {
+		return nil, classify("list", ks, prefix, err)
+	}
+	live := map[string]coordination.Entry{}
+	for done := rp.empty(); !done; {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
 				return nil, coordination.Retryable("list", ks, prefix, errors.New("watcher closed before the listing completed"))
 			}
 			if e == nil {
-				sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-				return out, nil
+				continue // nats.go's count-based marker; see replay
 			}
-			if e.Operation() == jetstream.KeyValuePut && strings.HasPrefix(e.Key(), prefix) {
-				out = append(out, coordination.Entry{Key: e.Key(), Value: e.Value(), Revision: coordination.Revision(e.Revision())})
+			switch e.Operation() {
+			case jetstream.KeyValuePut:
+				live[e.Key()] = coordination.Entry{Key: e.Key(), Value: e.Value(), Revision: coordination.Revision(e.Revision())}
+			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+				delete(live, e.Key())
+			}
+			if done, err = rp.after(ctx, e); err != nil {
+				return nil, classify("list", ks, prefix, err)
 			}
 		case <-ctx.Done():
 			return nil, coordination.Retryable("list", ks, prefix, ctx.Err())
 		}
 	}
+	out := make([]coordination.Entry, 0, len(live))
+	for _, e := range live {
+		s.values.add(ks, e.Revision)
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
 }

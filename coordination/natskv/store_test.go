@@ -53,6 +53,7 @@ func TestConformance(t *testing.T) {
 			Advance:      func(d time.Duration) { <-time.After(d) }, // real time must pass for a real TTL
 			BreakWatches: nc.Close,
 			EventWait:    5 * time.Second,
+			MaxValueSize: s.MaxValueSize(),
 		}
 	})
 }

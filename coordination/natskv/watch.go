@@ -35,18 +35,30 @@ func (s *Store) Watch(ctx context.Context, ks coordination.Keyspace, prefix stri
 		cancel()
 		return nil, classify("watch", ks, prefix, err)
 	}
+	rp, err := s.replay(ctx, ks, prefix)
+	if err != nil {
+		kw.Stop()
+		cancel()
+		return nil, classify("watch", ks, prefix, err)
+	}
 	w := &watcher{out: make(chan coordination.WatchEvent), cancel: cancel, done: make(chan struct{})}
-	go w.run(ctx, s, kw, ks, prefix)
+	go w.run(ctx, s, kw, rp, ks, prefix)
 	return w, nil
 }
 
-func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, ks coordination.Keyspace, prefix string) {
+func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, rp *replay, ks coordination.Keyspace, prefix string) {
 	defer close(w.done)
 	defer close(w.out)
 	defer kw.Stop()
 	poll := time.NewTicker(s.cfg.connPoll)
 	defer poll.Stop()
 	live := false
+	// sent holds the keys put during the snapshot. A key can be deleted
+	// after the watch sent it and before the snapshot is complete; that
+	// delete must be forwarded or the consumer keeps the key forever. A
+	// delete of a key not sent yet is dropped: the snapshot holds live keys
+	// only.
+	sent := map[string]struct{}{}
 	send := func(ev coordination.WatchEvent) bool {
 		select {
 		case w.out <- ev:
@@ -54,6 +66,13 @@ func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, ks
 		case <-ctx.Done():
 			return false
 		}
+	}
+	snapshotDone := func() bool {
+		live, sent = true, nil
+		return send(coordination.WatchEvent{Kind: coordination.EventSnapshotDone})
+	}
+	if rp.empty() && !snapshotDone() {
+		return
 	}
 	for {
 		select {
@@ -72,28 +91,41 @@ func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, ks
 				return
 			}
 			if e == nil {
-				if !live {
-					live = true
-					if !send(coordination.WatchEvent{Kind: coordination.EventSnapshotDone}) {
-						return
-					}
-				}
-				continue
+				continue // nats.go's count-based marker; see replay
 			}
 			ev := coordination.WatchEvent{Entry: coordination.Entry{Key: e.Key(), Revision: coordination.Revision(e.Revision())}}
+			forward := true
 			switch e.Operation() {
 			case jetstream.KeyValuePut:
 				ev.Kind = coordination.EventPut
 				ev.Value = e.Value()
-			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+				s.values.add(ks, ev.Revision)
 				if !live {
-					continue // the snapshot holds live keys only
+					sent[e.Key()] = struct{}{}
 				}
+			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
 				ev.Kind = coordination.EventDelete
+				if !live {
+					_, forward = sent[e.Key()]
+					delete(sent, e.Key())
+				}
 			default:
+				forward = false
+			}
+			if forward && !send(ev) {
+				return
+			}
+			if live {
 				continue
 			}
-			if !send(ev) {
+			done, err := rp.after(ctx, e)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.err = classify("watch", ks, prefix, err)
+				}
+				return
+			}
+			if done && !snapshotDone() {
 				return
 			}
 		}

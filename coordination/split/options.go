@@ -52,7 +52,7 @@ func defaultConfig(ttl time.Duration) config {
 func (c config) validate(id WorkerID) error {
 	switch {
 	case !coordination.ValidKey(string(id)):
-		return fmt.Errorf("split: worker id %q must be dot-separated tokens of [A-Za-z0-9_=-]", id)
+		return fmt.Errorf("split: worker id %s must be dot-separated tokens of [A-Za-z0-9_=-], at most %d bytes", coordination.QuoteKey(string(id)), coordination.MaxKeyLen)
 	case c.clock == nil:
 		return fmt.Errorf("split: worker %q: the clock must not be nil", id)
 	case c.handler == nil:

@@ -33,7 +33,7 @@ type Spec struct {
 // Validate reports a spec that cannot be stored.
 func (s Spec) Validate() error {
 	if !coordination.ValidKey(string(s.ID)) {
-		return fmt.Errorf("split id %q must be dot-separated tokens of [A-Za-z0-9_=-]", s.ID)
+		return fmt.Errorf("split id %s must be dot-separated tokens of [A-Za-z0-9_=-], at most %d bytes", coordination.QuoteKey(string(s.ID)), coordination.MaxKeyLen)
 	}
 	if s.Weight == 0 {
 		return fmt.Errorf("split %q: weight must be at least 1", s.ID)

@@ -2,7 +2,6 @@ package temporalclient
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 )
 
 // Config is how to reach Temporal.
@@ -117,24 +118,12 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 	if !c.usesTLS() {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName}
-	if c.TLSCA != "" {
-		pem, err := os.ReadFile(c.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("temporal TLS: read tls_ca %q: %w", c.TLSCA, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("temporal TLS: tls_ca %q holds no PEM certificate", c.TLSCA)
-		}
-		tc.RootCAs = pool
-	}
-	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("temporal TLS: load client certificate %q: %v", c.TLSCert, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := tlsconfig.Config{
+		CAFile: c.TLSCA, CertFile: c.TLSCert, KeyFile: c.TLSKey, ServerName: c.TLSServerName,
+		Keys: tlsconfig.Keys{CA: "tls_ca", Cert: "tls_cert", Key: "tls_key"},
+	}.Build()
+	if err != nil {
+		return nil, fmt.Errorf("temporal %w", err)
 	}
 	return tc, nil
 }

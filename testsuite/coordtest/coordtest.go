@@ -27,6 +27,11 @@ type Harness struct {
 	// EventWait bounds how long the suite waits for an event or an expiry
 	// to show. Default 5s.
 	EventWait time.Duration
+	// MaxValueSize is the largest value, in bytes, the backend documents
+	// that it stores; 0 means it documents no limit. The suite checks that
+	// a value of this size is stored and one byte more is refused with a
+	// Fatal error.
+	MaxValueSize int
 }
 
 // NewHarness returns a fresh, empty store for one subtest; cleanup goes
@@ -57,6 +62,15 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"ConcurrentCreateOneWinner", testConcurrentCreate},
 		{"ConcurrentUpdateOneWinnerPerRevision", testConcurrentUpdate},
 		{"ValuesAreCopied", testValuesCopied},
+		{"UpdateAtTombstoneRevisionLoses", testTombstoneRevision},
+		{"UpdateAtExpiryRevisionLoses", testExpiryRevision},
+		{"WatchDeleteDuringSnapshot", testWatchDeleteDuringSnapshot},
+		{"ListExactUnderConcurrentUpdates", testListUnderUpdates},
+		{"WatchSnapshotCompleteUnderConcurrentUpdates", testWatchSnapshotUnderUpdates},
+		{"WatchConvergesToListUnderConcurrentWriters", testWatchConverges},
+		{"ReadThenCASOneWinnerPerRevision", testReadThenCAS},
+		{"OddKeysRefusedOrExact", testOddKeys},
+		{"LargeValuesStoredOrFatal", testLargeValues},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

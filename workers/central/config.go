@@ -2,7 +2,6 @@ package central
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 )
 
 // Duration is a time.Duration that reads and writes as text ("10s",
@@ -345,24 +345,9 @@ func (t TemporalConfig) ClientOptions() (client.Options, error) {
 		opts.Namespace = "default"
 	}
 	if t.TLS != nil {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.TLS.ServerName}
-		if t.TLS.CAFile != "" {
-			pem, err := os.ReadFile(t.TLS.CAFile)
-			if err != nil {
-				return client.Options{}, fmt.Errorf("temporal: tls ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return client.Options{}, fmt.Errorf("temporal: tls ca_file %q holds no PEM certificate", t.TLS.CAFile)
-			}
-			cfg.RootCAs = pool
-		}
-		if t.TLS.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(t.TLS.CertFile, t.TLS.KeyFile)
-			if err != nil {
-				return client.Options{}, fmt.Errorf("temporal: tls client certificate %q/%q: %w", t.TLS.CertFile, t.TLS.KeyFile, err)
-			}
-			cfg.Certificates = []tls.Certificate{cert}
+		cfg, err := tlsconfig.Config{CAFile: t.TLS.CAFile, CertFile: t.TLS.CertFile, KeyFile: t.TLS.KeyFile, ServerName: t.TLS.ServerName}.Build()
+		if err != nil {
+			return client.Options{}, fmt.Errorf("temporal: %w", err)
 		}
 		opts.ConnectionOptions.TLS = cfg
 	}
