@@ -132,7 +132,7 @@ type LimitError struct {
 	Reason string
 }
 
-func (e *LimitError) Error() string { return e.Field + " " + e.Reason }
+func (e *LimitError) Error() string { return "reading out of limits: " + e.Field + " " + e.Reason }
 
 func (e *LimitError) Unwrap() error { return ErrOutOfLimits }
 
@@ -140,7 +140,7 @@ func (e *LimitError) Unwrap() error { return ErrOutOfLimits }
 // unit, and its inputs (floats and signal payloads are bounded; None,
 // ints and bools pass). The error is a *LimitError.
 func (c *LimitCheck) Check(key []byte, ts int64, inputs []Computed) error {
-	if err := c.CheckKey(key); err != nil {
+	if err := checkKey(c, key); err != nil {
 		return err
 	}
 	if err := c.CheckTS(ts); err != nil {
@@ -160,12 +160,35 @@ func (c *LimitCheck) Check(key []byte, ts int64, inputs []Computed) error {
 	return nil
 }
 
+// CheckReading is Check for a reading with a string key and one float
+// value (it does not copy the key).
+func (c *LimitCheck) CheckReading(key string, ts int64, value float64) error {
+	if err := checkKey(c, key); err != nil {
+		return err
+	}
+	if err := c.CheckTS(ts); err != nil {
+		return err
+	}
+	return c.CheckValue(value)
+}
+
 // CheckKey checks a key's length and pattern.
-func (c *LimitCheck) CheckKey(key []byte) error {
+func (c *LimitCheck) CheckKey(key []byte) error { return checkKey(c, key) }
+
+func checkKey[T ~string | ~[]byte](c *LimitCheck, key T) error {
 	if len(key) > c.maxKey {
 		return &LimitError{Field: "key", Reason: fmt.Sprintf("%s is longer than %d bytes", QuoteKey(key), c.maxKey)}
 	}
-	if !c.re.Match(key) {
+	var ok bool
+	switch k := any(key).(type) {
+	case string:
+		ok = c.re.MatchString(k)
+	case []byte:
+		ok = c.re.Match(k)
+	default:
+		ok = c.re.MatchString(string(key))
+	}
+	if !ok {
 		return &LimitError{Field: "key", Reason: fmt.Sprintf("%s does not match %s", QuoteKey(key), c.pattern)}
 	}
 	return nil

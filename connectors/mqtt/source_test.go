@@ -343,7 +343,7 @@ func TestSharedSubscriptionSplitsTheStream(t *testing.T) {
 	waitSubscribed(t, s2, 1)
 	const n = 60 // see mochiDeadlockNote
 	for i := range n {
-		require.NoError(t, b.srv.Publish("sensors/"+strconv.Itoa(i%7), reading("s", int64(i), 1), false, 2))
+		require.NoError(t, b.srv.Publish("sensors/"+strconv.Itoa(i%7), reading(strconv.Itoa(i%7), int64(i), 1), false, 2))
 	}
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n }, waitFor, time.Millisecond)
 	mu.Lock()
