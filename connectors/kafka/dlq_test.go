@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -243,4 +244,53 @@ func TestTruncateDeadLetter(t *testing.T) {
 	require.Empty(t, headerValues(small, "big"))
 	require.Equal(t, []string{"2"}, headerValues(small, HeaderDLQPartition))
 	require.Less(t, recordBytes(small), 20<<10)
+}
+
+// TestRecordsOutOfLimitsAreDeadLettered is issues 17.1, 17.2 and 17.8 at
+// the Kafka source: readings with a 1.7e308 value (operators' sums
+// overflow and the checkpoint then refuses to load), a sensor id outside
+// the key pattern or too long (its signal later fails to publish), or a
+// ts far in the future or beyond int64 nanoseconds (ts × scale wrapped at
+// central) were applied to state. They go to the DLQ now, with the
+// reason, and the rest of the partition carries on.
+func TestRecordsOutOfLimitsAreDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now().UnixMilli()
+	long := strings.Repeat("k", 300)
+	bad := map[string]string{ // value -> fragment of the reason
+		fmt.Sprintf(`{"sensor":"s-1","ts":%d,"value":1.7e308}`, now):       "value 1.7e+308 is outside",
+		fmt.Sprintf(`{"sensor":"a/b","ts":%d,"value":1}`, now):             `key "a/b" does not match`,
+		fmt.Sprintf(`{"sensor":%q,"ts":%d,"value":1}`, long, now):          "longer than 128 bytes",
+		fmt.Sprintf(`{"sensor":"s-1","ts":%d,"value":1}`, now+172_800_000): "ahead of the clock",
+		`{"sensor":"s-1","ts":9300000000000000,"value":1}`:                 "does not fit the int64 nanosecond range",
+	}
+	var recs []*kgo.Record
+	for v := range bad {
+		recs = append(recs, &kgo.Record{Key: []byte("s-1"), Value: []byte(v)})
+	}
+	recs = append(recs, &kgo.Record{Key: []byte("s-1"), Value: reading("s-1", 1)})
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+
+	j := &journal{}
+	m := startMember(t, "m", memberOpts(addrs, seqGraph(t), memory.New(), j, "m")...)
+	require.Eventually(t, func() bool { return j.allReached([]string{"s-1"}, 1) }, 20*time.Second, 5*time.Millisecond)
+	require.NoError(t, m.src.Checkpoint(ctx))
+	require.Equal(t, uint64(len(bad)), m.src.Stats().DeadLettered)
+	require.Equal(t, uint64(1), m.src.Stats().Applied, "only the good reading reaches state")
+	for _, r := range dlqRecords(t, addrs, len(bad)) {
+		frag, ok := bad[string(r.Value)]
+		require.True(t, ok, "unexpected dead letter %q", r.Value)
+		errs := headerValues(r, HeaderDLQError)
+		require.Len(t, errs, 1)
+		require.Contains(t, errs[0], "reading out of limits")
+		require.Contains(t, errs[0], frag)
+		require.Less(t, len(errs[0]), 400, "a long key is shortened")
+	}
+	m.stop(t)
 }
