@@ -150,35 +150,42 @@ func recordBytes(r *kgo.Record) int {
 // a checkpoint. Every produce is buffered before the call (or the promise
 // it runs in) returns, so a Flush of cl covers the truncated copy too.
 func ProduceDeadLetter(ctx context.Context, cl *kgo.Client, dl *kgo.Record, log *slog.Logger, promise func(*kgo.Record, error)) {
-	if limit, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && recordBytes(dl) > int(limit) {
+	if tooLargeForClient(cl, dl) {
 		dl = TruncateDeadLetter(dl)
-	}
-	truncated := func(r *kgo.Record) bool {
-		for _, h := range r.Headers {
-			if h.Key == HeaderDLQTruncated {
-				return true
-			}
-		}
-		return false
 	}
 	var retry func(*kgo.Record, error)
 	retry = func(r *kgo.Record, err error) {
-		if err == nil || !errors.Is(err, kerr.MessageTooLarge) {
+		switch {
+		case err == nil || !errors.Is(err, kerr.MessageTooLarge):
 			promise(r, err)
-			return
-		}
-		if truncated(r) {
+		case isTruncated(r):
 			log.Error("dead letter dropped: too large for the broker even truncated",
 				"dlq", r.Topic, "key", streaming.QuoteKey(r.Key), "bytes", recordBytes(r), "err", err)
 			promise(r, nil)
-			return
+		default:
+			log.Warn("dead letter too large for the broker; sending it truncated",
+				"dlq", r.Topic, "value_bytes", len(r.Value), "key_bytes", len(r.Key), "err", err)
+			// Inside a promise: TryProduce buffers before returning (or
+			// fails at once), so a concurrent Flush waits for the copy.
+			cl.TryProduce(ctx, TruncateDeadLetter(r), retry)
 		}
-		small := TruncateDeadLetter(r)
-		log.Warn("dead letter too large for the broker; sending it truncated",
-			"dlq", r.Topic, "value_bytes", len(r.Value), "key_bytes", len(r.Key), "err", err)
-		// Inside a promise: TryProduce buffers before returning (or fails
-		// at once), so a concurrent Flush still waits for the copy.
-		cl.TryProduce(ctx, small, retry)
 	}
 	cl.Produce(ctx, dl, retry)
+}
+
+// tooLargeForClient reports whether r cannot fit cl's ProducerBatchMaxBytes
+// (kgo would fail it before buffering it, outside any Flush).
+func tooLargeForClient(cl *kgo.Client, r *kgo.Record) bool {
+	limit, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32)
+	return ok && recordBytes(r) > int(limit)
+}
+
+// isTruncated reports a TruncateDeadLetter copy.
+func isTruncated(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == HeaderDLQTruncated {
+			return true
+		}
+	}
+	return false
 }
