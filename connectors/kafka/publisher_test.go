@@ -126,7 +126,7 @@ func TestPublisherDeadLettersTooLargeRecords(t *testing.T) {
 	defer pub.Close()
 
 	hugeKey := strings.Repeat("k", 1_100_000) // over the client's 1 MB batch limit
-	bigValue := make([]byte, 2*limit)        // under it, over the topic's
+	bigValue := make([]byte, 2*limit)         // under it, over the topic's
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range bigValue {
 		bigValue[i] = byte(rng.Uint32())
