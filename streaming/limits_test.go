@@ -93,3 +93,40 @@ func TestQuoteKey(t *testing.T) {
 	q = streaming.QuoteKey("a" + strings.Repeat("é", 100)) // the cut falls inside a rune
 	require.Equal(t, `"a`+strings.Repeat("é", 31)+`"… (201 bytes)`, q)
 }
+
+// FuzzLimits: the check never panics on any key, ts or value, accepts
+// only what the bounds allow, and its messages stay short.
+func FuzzLimits(f *testing.F) {
+	f.Add([]byte("s-1"), int64(1767225600000), 21.5)
+	f.Add([]byte(strings.Repeat("é", 300)), int64(math.MaxInt64), math.Inf(1))
+	f.Add([]byte{0xff, 0xfe}, int64(math.MinInt64), -1e308)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c, err := streaming.Limits{Now: func() time.Time { return now }}.Compile()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, key []byte, ts int64, v float64) {
+		err := c.Check(key, ts, []streaming.Computed{streaming.Float(v)})
+		if err2 := c.CheckReading(string(key), ts, v); (err == nil) != (err2 == nil) {
+			t.Fatalf("Check and CheckReading disagree: %v, %v", err, err2)
+		}
+		if err != nil {
+			if !errors.Is(err, streaming.ErrOutOfLimits) || len(err.Error()) > 400 {
+				t.Fatalf("error %q", err)
+			}
+			return
+		}
+		if len(key) == 0 || len(key) > 128 || math.IsNaN(v) || math.Abs(v) > 1e15 || ts > now.Add(time.Hour).UnixMilli() {
+			t.Fatalf("accepted %q, %d, %v", key, ts, v)
+		}
+		for _, b := range key {
+			if !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-", rune(b)) {
+				t.Fatalf("accepted key %q", key)
+			}
+		}
+		q := streaming.QuoteKey(key)
+		if len(q) > 4*64+40 {
+			t.Fatalf("QuoteKey of %d bytes", len(q))
+		}
+	})
+}
