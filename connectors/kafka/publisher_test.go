@@ -125,8 +125,8 @@ func TestPublisherDeadLettersTooLargeRecords(t *testing.T) {
 	require.NoError(t, err)
 	defer pub.Close()
 
-	hugeKey := strings.Repeat("k", 1_100_000) // over the client's 1 MB batch limit
-	bigValue := make([]byte, 2*limit)         // under it, over the topic's
+	hugeKey := strings.Repeat("k", 1_100_000) // a 1.1 MB sensor id
+	bigValue := make([]byte, 2*limit)         // twice the topic's limit
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range bigValue {
 		bigValue[i] = byte(rng.Uint32())
