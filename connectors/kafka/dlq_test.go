@@ -119,6 +119,17 @@ func fetchAt(t *testing.T, addrs []string, topic string, p int32, off int64) *kg
 	return nil
 }
 
+// produceSync writes recs to the readings topic.
+func produceSync(t *testing.T, addrs []string, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+}
+
 // dlqRecords reads n records of the DLQ topic.
 func dlqRecords(t *testing.T, addrs []string, n int) []*kgo.Record {
 	t.Helper()
@@ -152,9 +163,6 @@ func headerValues(r *kgo.Record, key string) []string {
 func TestDeadLetterStripsForgedHeaders(t *testing.T) {
 	c := newCluster(t, 1)
 	addrs := c.ListenAddrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
-	require.NoError(t, err)
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	bad := &kgo.Record{Key: []byte("s-1"), Value: []byte("not json"), Headers: []kgo.RecordHeader{
@@ -163,7 +171,7 @@ func TestDeadLetterStripsForgedHeaders(t *testing.T) {
 		{Key: "TFLO-DLQ-OFFSET", Value: []byte("999")},
 		{Key: "trace-id", Value: []byte("abc")},
 	}}
-	require.NoError(t, cl.ProduceSync(ctx, bad, &kgo.Record{Key: []byte("s-1"), Value: reading("s-1", 1)}).FirstErr())
+	produceSync(t, addrs, bad, &kgo.Record{Key: []byte("s-1"), Value: reading("s-1", 1)})
 	j := &journal{}
 	m := startMember(t, "m", memberOpts(addrs, seqGraph(t), memory.New(), j, "m")...)
 	require.Eventually(t, func() bool { return j.allReached([]string{"s-1"}, 1) }, 20*time.Second, 5*time.Millisecond)
@@ -188,9 +196,6 @@ func TestDeadLetterTooLargeIsTruncated(t *testing.T) {
 	const limit = 64 << 10
 	c := newCluster(t, 1, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(limit)}))
 	addrs := c.ListenAddrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
-	require.NoError(t, err)
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Random bytes (they do not compress, and do not decode) that fit the
@@ -202,8 +207,8 @@ func TestDeadLetterTooLargeIsTruncated(t *testing.T) {
 		value[i] = byte(rng.Uint32())
 	}
 	value[0] = '~'
-	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("s-1"), Value: value}).FirstErr(), "the original fits the broker's limit")
-	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("s-1"), Value: reading("s-1", 1)}).FirstErr())
+	produceSync(t, addrs, &kgo.Record{Key: []byte("s-1"), Value: value}) // the original fits the broker's limit
+	produceSync(t, addrs, &kgo.Record{Key: []byte("s-1"), Value: reading("s-1", 1)})
 
 	j := &journal{}
 	store := memory.New()
@@ -256,9 +261,6 @@ func TestTruncateDeadLetter(t *testing.T) {
 func TestRecordsOutOfLimitsAreDeadLettered(t *testing.T) {
 	c := newCluster(t, 1)
 	addrs := c.ListenAddrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
-	require.NoError(t, err)
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	now := time.Now().UnixMilli()
@@ -275,7 +277,7 @@ func TestRecordsOutOfLimitsAreDeadLettered(t *testing.T) {
 		recs = append(recs, &kgo.Record{Key: []byte("s-1"), Value: []byte(v)})
 	}
 	recs = append(recs, &kgo.Record{Key: []byte("s-1"), Value: reading("s-1", 1)})
-	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	produceSync(t, addrs, recs...)
 
 	j := &journal{}
 	m := startMember(t, "m", memberOpts(addrs, seqGraph(t), memory.New(), j, "m")...)

@@ -39,6 +39,13 @@ func (d *deadLetters) len() int {
 	return len(d.list)
 }
 
+// payload returns dead letter i's payload.
+func (d *deadLetters) payload(i int) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return string(d.list[i].Payload)
+}
+
 // props returns every value of user property key in dead letter i.
 func (d *deadLetters) props(i int, key string) []string {
 	d.mu.Lock()
