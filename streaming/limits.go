@@ -66,7 +66,7 @@ type Limits struct {
 // LimitCheck is a compiled Limits. It is safe for concurrent use.
 type LimitCheck struct {
 	pattern string
-	re      *regexp.Regexp
+	re      *regexp.Regexp // nil for DefaultKeyPattern: keyByte does its work
 	maxKey  int
 	maxAbs  float64
 	skew    time.Duration // < 0: unbounded
@@ -103,11 +103,13 @@ func (l Limits) Compile() (*LimitCheck, error) {
 		c.now = time.Now
 	}
 	var errs []error
-	re, err := regexp.Compile(`^(?:` + c.pattern + `)$`)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("limits: key pattern %q: %v", c.pattern, err))
+	if c.pattern != DefaultKeyPattern {
+		re, err := regexp.Compile(`^(?:` + c.pattern + `)$`)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("limits: key pattern %q: %v", c.pattern, err))
+		}
+		c.re = re
 	}
-	c.re = re
 	if c.maxKey < 0 {
 		errs = append(errs, fmt.Errorf("limits: max key bytes %d must be positive", c.maxKey))
 	}
@@ -180,13 +182,22 @@ func checkKey[T ~string | ~[]byte](c *LimitCheck, key T) error {
 		return &LimitError{Field: "key", Reason: fmt.Sprintf("%s is longer than %d bytes", QuoteKey(key), c.maxKey)}
 	}
 	var ok bool
-	switch k := any(key).(type) {
-	case string:
-		ok = c.re.MatchString(k)
-	case []byte:
-		ok = c.re.Match(k)
-	default:
-		ok = c.re.MatchString(string(key))
+	if c.re == nil {
+		// DefaultKeyPattern without a regexp, which would cost more than
+		// decoding the reading: 1 to 128 bytes of keyByte.
+		ok = len(key) >= 1 && len(key) <= 128
+		for i := 0; ok && i < len(key); i++ {
+			ok = keyByte[key[i]]
+		}
+	} else {
+		switch k := any(key).(type) {
+		case string:
+			ok = c.re.MatchString(k)
+		case []byte:
+			ok = c.re.Match(k)
+		default:
+			ok = c.re.MatchString(string(key))
+		}
 	}
 	if !ok {
 		return &LimitError{Field: "key", Reason: fmt.Sprintf("%s does not match %s", QuoteKey(key), c.pattern)}
@@ -225,6 +236,14 @@ func (c *LimitCheck) CheckTS(ts int64) error {
 	}
 	return nil
 }
+
+// keyByte holds the bytes of DefaultKeyPattern's class [A-Za-z0-9._:-].
+var keyByte = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") {
+		t[c] = true
+	}
+	return t
+}()
 
 // maxQuotedKey is how much of a key a message quotes.
 const maxQuotedKey = 64
