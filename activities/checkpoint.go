@@ -112,7 +112,10 @@ func (a *Checkpoints) CommitCursor(ctx context.Context, in StageInput) (CommitRe
 }
 
 // classify maps streaming errors to Temporal application errors: fencing
-// and ordering errors are non-retryable, everything else retries.
+// and ordering errors are non-retryable, everything else retries — a
+// state store's lost commit race among them (connectors/s3 ErrConflict
+// does not wrap streaming.ErrFenced): the retry rereads, and the epochs
+// the Checkpointer checks decide whether this worker is the stale one.
 func classify(err error) error {
 	var notOwner *streaming.NotOwnerError
 	switch {

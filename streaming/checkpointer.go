@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -377,11 +376,10 @@ func NewCheckpointer(shard string, src CheckpointSource, store StateStore, curso
 // Breaker returns the checkpointer's breaker (for inspection).
 func (c *Checkpointer) Breaker() *Breaker { return c.breaker }
 
-func (c *Checkpointer) manifestKey() []byte { return []byte(c.shard + "/manifest") }
+func (c *Checkpointer) manifestKey() []byte { return CheckpointManifestKey(c.shard) }
 
 func (c *Checkpointer) pieceKey(epoch Epoch, id CheckpointID, n int) string {
-	return c.shard + "/piece/" + strconv.FormatUint(uint64(epoch), 10) + "/" +
-		strconv.FormatUint(uint64(id), 10) + "/" + strconv.Itoa(n)
+	return CheckpointPieceKey(c.shard, epoch, id, n)
 }
 
 func (c *Checkpointer) checkOwner(stage string, id CheckpointID, epoch Epoch) error {

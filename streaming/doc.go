@@ -21,6 +21,12 @@
 //   - [Flow] / [FlowFunc]: adapt an iter.Seq of records through a graph (or a
 //     closure) into an iter.Seq of typed [Signal] values.
 //
+// Bounds on decoded readings live here too: [Limits] (key pattern and
+// length, value magnitude, event-time skew) compiles to a [LimitCheck]
+// that every connector decoding untrusted bytes applies to each record,
+// dead-lettering the ones outside with a [*LimitError]; [QuoteKey]
+// shortens a key for messages.
+//
 // # Concurrency
 //
 // A Graph is safe for concurrent use. An Instance and a Keyed are not: each

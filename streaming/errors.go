@@ -15,6 +15,11 @@ var ErrNotFound = errors.New("not found")
 // cannot be decoded (snapshots, cursors, state blobs).
 var ErrCorrupt = errors.New("corrupt data")
 
+// ErrOutOfLimits is wrapped by a *LimitError: a decoded reading's key,
+// event time or value is outside the Limits its connector checks, so the
+// connector dead-letters it.
+var ErrOutOfLimits = errors.New("reading out of limits")
+
 // OperatorLoadError is returned when an operator cannot read a state blob.
 type OperatorLoadError struct {
 	Node     string // graph node name, when known

@@ -27,6 +27,7 @@ type config struct {
 	tls            *tls.Config
 	logger         *slog.Logger
 	onReject       func(err *WriteError, lines []byte)
+	onRefuse       func(err error)
 	gzip           bool
 }
 
@@ -138,6 +139,15 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // valid during the call. Default: none (the batch is logged and counted).
 func WithOnReject(f func(err *WriteError, lines []byte)) Option {
 	return func(c *config) { c.onReject = f }
+}
+
+// WithOnRefuse sets the dead-letter hook called with the *PointError of
+// each point Write refuses (ErrPointRefused: it cannot be written as line
+// protocol InfluxDB accepts unchanged). It runs on the writer's
+// goroutine. Default: none (the point is logged and counted in
+// Stats.Refused).
+func WithOnRefuse(f func(err error)) Option {
+	return func(c *config) { c.onRefuse = f }
 }
 
 // redactURL returns u without user info, for messages.

@@ -14,6 +14,21 @@
 //     Wrong credentials (401/403) fail the sink at once with a
 //     [*WriteError] naming the endpoint and the status — no retry storm.
 //
+// # Points that cannot be written
+//
+// [AppendLine] refuses, with a [*PointError] wrapping [ErrPointRefused], a
+// point InfluxDB would refuse or read back as something else: a
+// non-finite float, a measurement, tag or field key that is not printable
+// UTF-8 (a newline, a tab) or holds a backslash the line protocol cannot
+// carry (at its end, or before a backslash, ',', ' ', '=' or '"'), a
+// timestamp outside InfluxDB's range, a series key over 64 KiB. [Sink.Write]
+// refuses such a point on its own — counted in Stats.Refused, logged and
+// passed to [WithOnRefuse] — and writes the rest: one bad point never
+// costs the batch it would have been in (the server refuses a whole
+// request for one malformed line) nor fails a checkpoint. The encoder is
+// fuzzed against InfluxDB 1.8's own parser in the separate module
+// connectors/influx/lpcheck (see its doc for why it is separate).
+//
 // # InfluxDB 2.x and 1.8+
 //
 // Both speak the v2 write API (/api/v2/write); they differ in how the

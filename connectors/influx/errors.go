@@ -3,6 +3,8 @@ package influx
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // ErrUnauthorized is wrapped by a *WriteError for HTTP 401 and 403: wrong
@@ -26,6 +28,29 @@ var ErrTLS = errors.New("influx: server certificate not trusted")
 // conflict, a partial write). The batch is not retried; the sink reports
 // it to the OnReject hook, counts it, and carries on.
 var ErrRejected = errors.New("influx: batch rejected")
+
+// ErrPointRefused is wrapped by a *PointError: the point cannot be
+// written as line protocol that InfluxDB accepts and reads back
+// unchanged (a non-finite float, a sensor id with a newline or a trailing
+// backslash, a timestamp out of range, ...). Sink.Write refuses such a
+// point on its own — counted in Stats.Refused and reported to the
+// WithOnRefuse hook — and buffers the rest of the call.
+var ErrPointRefused = errors.New("influx: point refused")
+
+// PointError names a point AppendLine cannot encode and why. Long
+// measurement names and sensor ids are shortened in the message.
+type PointError struct {
+	Measurement string
+	Sensor      string
+	TS          int64
+	Reason      string
+}
+
+func (e *PointError) Error() string {
+	return fmt.Sprintf("influx point %s sensor %s ts %d: %s", streaming.QuoteKey(e.Measurement), streaming.QuoteKey(e.Sensor), e.TS, e.Reason)
+}
+
+func (e *PointError) Unwrap() error { return ErrPointRefused }
 
 // ErrClosed is returned by Write and Flush after Close.
 var ErrClosed = errors.New("influx sink closed")

@@ -1,6 +1,7 @@
 package influx_test
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -24,8 +25,22 @@ func TestAppendLine(t *testing.T) {
 		{"fields sorted, kinds", influx.Point{Measurement: "m", Sensor: "s", TS: 7, Fields: []influx.Field{
 			f("z", streaming.Int(-5)), f("a", streaming.Bool(true)), f("m", streaming.Sig(2, 1e21)), f("n", streaming.None())}},
 			"m,sensor=s a=true,m=1e+21,z=-5i 7", ""},
-		{"escapes", influx.Point{Measurement: "my temp,x", Sensor: "a b,c=d", Mode: "hi\nlo", TS: 0, Fields: []influx.Field{f("my field", streaming.Float(1))}},
+		{"escapes", influx.Point{Measurement: "my temp,x", Sensor: "a b,c=d", Mode: "hi lo", TS: 0, Fields: []influx.Field{f("my field", streaming.Float(1))}},
 			`my\ temp\,x,mode=hi\ lo,sensor=a\ b\,c\=d my\ field=1 0`, ""},
+		{"literal backslash", influx.Point{Measurement: `m\x`, Sensor: `a\b`, TS: 1, Fields: []influx.Field{f(`k\y`, streaming.Float(1))}},
+			`m\x,sensor=a\b k\y=1 1`, ""},
+		// Issue 17.6: a trailing backslash escaped the separator after it
+		// and InfluxDB refused the whole batch; a newline became a space,
+		// so "a\nb" and "a b" were one series.
+		{"trailing backslash", influx.Point{Measurement: "m", Sensor: `dev\`, Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "backslash"},
+		{"backslash before a separator", influx.Point{Measurement: "m", Sensor: `a\,b`, Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "backslash"},
+		{"newline", influx.Point{Measurement: "m", Sensor: "a\nb", Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "non-printable"},
+		{"tab in mode", influx.Point{Measurement: "m", Sensor: "s", Mode: "a\tb", Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "non-printable"},
+		{"invalid UTF-8", influx.Point{Measurement: "m", Sensor: "s\xff", Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "UTF-8"},
+		{"comment", influx.Point{Measurement: "#m", Sensor: "s", Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "comment"},
+		{"reserved field key", influx.Point{Measurement: "m", Sensor: "s", Fields: []influx.Field{f("time", streaming.Float(1))}}, "", "reserved"},
+		{"timestamp out of range", influx.Point{Measurement: "m", Sensor: "s", TS: math.MinInt64, Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "timestamp outside"},
+		{"series key too long", influx.Point{Measurement: "m", Sensor: strings.Repeat("s", 70000), Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "series key"},
 		{"NaN", influx.Point{Measurement: "m", Sensor: "s", Fields: []influx.Field{f("v", streaming.Float(math.NaN()))}}, "", "finite floats"},
 		{"Inf", influx.Point{Measurement: "m", Sensor: "s", Fields: []influx.Field{f("v", streaming.Float(math.Inf(1)))}}, "", "finite floats"},
 		{"no measurement", influx.Point{Sensor: "s", Fields: []influx.Field{f("v", streaming.Float(1))}}, "", "empty measurement"},
@@ -41,6 +56,12 @@ func TestAppendLine(t *testing.T) {
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want one mentioning %q", err, c.err)
+				}
+				if !errors.Is(err, influx.ErrPointRefused) {
+					t.Fatalf("err = %v, want one wrapping ErrPointRefused", err)
+				}
+				if len(err.Error()) > 400 {
+					t.Fatalf("error of %d bytes: a long sensor id is not shortened", len(err.Error()))
 				}
 				if string(got) != "keep\n" {
 					t.Fatalf("dst changed on error: %q", got)

@@ -77,6 +77,7 @@ type Stats struct {
 	Requests      int64  // write requests made
 	Retries       int64  // requests that failed with a retryable error
 	Rejected      int64  // points in batches rejected as bad data
+	Refused       int64  // points Write refused before sending (ErrPointRefused)
 	Buffered      int    // points waiting (being filled or queued)
 	Breaker       string // breaker state: closed, open, half-open
 	BreakerOpened int64  // times the breaker opened
@@ -142,9 +143,14 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 // Write adds points to the sink. It returns once they are buffered (not
 // once they are written: use Flush for that), blocking while the buffer
 // is full. Points are encoded before Write returns; p is not retained.
-// A point that cannot be encoded fails Write before anything of the call
-// is buffered. When ctx ends while Write waits for room, the points before
-// the wait stay buffered and the error says how many. After a fatal error
+//
+// A point that cannot be encoded (a *PointError: a non-finite value, a
+// sensor id InfluxDB would refuse or read back differently, ...) is
+// refused on its own: it is counted in Stats.Refused, logged and passed
+// to the WithOnRefuse hook, and the other points of the call are
+// buffered — one bad point never fails the call, the batch or a later
+// Flush. When ctx ends while Write waits for room, the points before the
+// wait stay buffered and the error says how many. After a fatal error
 // (wrong credentials) Write returns it.
 func (s *Sink) Write(ctx context.Context, points ...Point) error {
 	// Encode outside the lock; one line per point.
@@ -153,7 +159,8 @@ func (s *Sink) Write(ctx context.Context, points ...Point) error {
 	for _, p := range points {
 		var err error
 		if buf, err = AppendLine(buf, p); err != nil {
-			return err
+			s.refuse(err)
+			continue
 		}
 		ends = append(ends, len(buf))
 	}
@@ -183,6 +190,17 @@ func (s *Sink) Write(ctx context.Context, points ...Point) error {
 		}
 	}
 	return nil
+}
+
+// refuse counts and reports a point AppendLine refused.
+func (s *Sink) refuse(err error) {
+	s.mu.Lock()
+	s.stats.Refused++
+	s.mu.Unlock()
+	s.cfg.logger.Warn("influx point refused", "endpoint", s.endpoint, "bucket", s.bucket, "err", err)
+	if s.cfg.onRefuse != nil {
+		s.cfg.onRefuse(err)
+	}
 }
 
 // waitRoomLocked returns when the current batch can take a point: it is

@@ -42,6 +42,7 @@ type sourceConfig struct {
 	topics         []string
 	graph          *streaming.Graph
 	decoder        Decoder
+	limits         streaming.Limits
 	durable        streaming.StateStore
 	local          streaming.StateStore
 	cursors        streaming.CursorStore
@@ -100,6 +101,13 @@ func (c *sourceConfig) validate() error {
 	case c.interval < 0:
 		return fmt.Errorf("kafka source: checkpoint interval %v must not be negative", c.interval)
 	}
+	check, err := c.limits.Compile()
+	if err != nil {
+		return fmt.Errorf("kafka source: %w", err)
+	}
+	// From here on every decoded record is checked against the limits
+	// before it reaches a graph (validate runs once, in NewSource).
+	c.decoder = checkedDecoder{inner: c.decoder, check: check}
 	return c.security.Validate()
 }
 
@@ -123,6 +131,15 @@ func WithGraph(g *streaming.Graph) SourceOption { return func(c *sourceConfig) {
 
 // WithDecoder sets the record decoder (default JSONReadingDecoder).
 func WithDecoder(d Decoder) SourceOption { return func(c *sourceConfig) { c.decoder = d } }
+
+// WithLimits sets the bounds every decoded record must keep — key
+// pattern and length, magnitude of float inputs, ts skew and range (see
+// streaming.Limits; ts is in Unix ms unless Limits.TSUnit says
+// otherwise). A record outside them is dead-lettered with the reason,
+// whatever the decoder. Default: streaming.Limits{} — keys
+// [A-Za-z0-9._:-]{1,128}, |value| <= 1e15, ts at most one hour ahead of
+// the clock.
+func WithLimits(l streaming.Limits) SourceOption { return func(c *sourceConfig) { c.limits = l } }
 
 // WithStateStore sets the durable StateStore the partitions' checkpoints
 // go to and the next owner restores from. Required.

@@ -53,6 +53,20 @@
 // at the beginning of the log. The group's committed offset is only a lag
 // marker: the checkpoint is the truth.
 //
+// # Bad records
+//
+// Every decoded record is checked against the source's [WithLimits]
+// (streaming.Limits: key pattern and length, magnitude of float inputs,
+// ts skew and range — the same check the MQTT source applies), whatever
+// the decoder. A record that fails to decode or falls outside them goes
+// to the dead-letter topic with headers naming its source and the reason
+// ([DeadLetter]); the record's own tflo-dlq-* headers are dropped so a
+// producer cannot forge them, and a dead letter too large for the broker
+// is sent truncated, with the original size and SHA-256 in headers
+// ([TruncateDeadLetter]), instead of failing the partition's checkpoints.
+// A [Publisher] record too large for the broker is dead-lettered the same
+// way and never fails later publishes.
+//
 // # Decoding cost
 //
 // JSON decoding is the known per-event cost. [JSONReadingDecoder] scans

@@ -56,7 +56,7 @@ func EncodeSignal[M comparable, P any](sig streaming.Signal[M, P], src *Envelope
 	env := Envelope[M, P]{V: EnvelopeVersion, Compat: 1, Key: sig.Key, TS: sig.TS, Mode: sig.Mode, Payload: sig.Payload, Source: src, Epoch: uint64(epoch)}
 	b, err := json.Marshal(env)
 	if err != nil {
-		return nil, fmt.Errorf("encode signal of key %q: %w", sig.Key, err)
+		return nil, fmt.Errorf("encode signal of key %s: %w", streaming.QuoteKey(sig.Key), err)
 	}
 	return b, nil
 }

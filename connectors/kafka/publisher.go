@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -18,6 +21,7 @@ type PublisherOption func(*publisherConfig)
 type publisherConfig struct {
 	brokers     []string
 	topic       string
+	dlqTopic    string
 	security    Security
 	maxBuffered int
 	log         *slog.Logger
@@ -45,6 +49,13 @@ func (c *publisherConfig) validate() error {
 // PublishTo sets the seed brokers and the topic. Required.
 func PublishTo(topic string, brokers ...string) PublisherOption {
 	return func(c *publisherConfig) { c.topic, c.brokers = topic, append(c.brokers, brokers...) }
+}
+
+// PublisherDeadLetterTopic sets where a record too large for the broker
+// (MESSAGE_TOO_LARGE) goes instead, truncated (see TruncateDeadLetter).
+// Default "<topic>.dlq".
+func PublisherDeadLetterTopic(topic string) PublisherOption {
+	return func(c *publisherConfig) { c.dlqTopic = topic }
 }
 
 // PublisherSecurity sets TLS and SASL (default none).
@@ -76,12 +87,13 @@ func PublisherClientOptions(o ...kgo.Opt) PublisherOption {
 // before saving state) waits for every buffered record and reports the
 // first failure. Safe for concurrent use.
 type Publisher struct {
-	cfg      publisherConfig
-	cl       *kgo.Client
-	err      atomic.Pointer[error]
-	produced atomic.Uint64
-	failed   atomic.Uint64
-	closed   atomic.Bool
+	cfg          publisherConfig
+	cl           *kgo.Client
+	err          atomic.Pointer[error]
+	produced     atomic.Uint64
+	failed       atomic.Uint64
+	deadLettered atomic.Uint64
+	closed       atomic.Bool
 }
 
 var _ Flusher = (*Publisher)(nil)
@@ -97,6 +109,9 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.dlqTopic == "" {
+		cfg.dlqTopic = cfg.topic + ".dlq"
+	}
 	sec, err := cfg.security.kgoOpts()
 	if err != nil {
 		return nil, err
@@ -106,6 +121,12 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 		return nil, err
 	}
 	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(cfg.maxBuffered))
+	if limit, ok := topicMaxMessageBytes(ctx, base, cfg.topic); ok && limit < defaultBatchMaxBytes {
+		// Batches the broker would refuse whole would fail (and
+		// dead-letter) every record in them: keep each under the topic's
+		// limit, so only a record too large on its own is refused.
+		all = append(all, kgo.ProducerBatchMaxBytes(limit))
+	}
 	all = append(all, cfg.kgoOpts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
@@ -114,9 +135,46 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	return &Publisher{cfg: cfg, cl: cl}, nil
 }
 
+// defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
+const defaultBatchMaxBytes = 1_000_012
+
+// topicMaxMessageBytes reads topic's max.message.bytes (the broker's
+// default when the topic does not set it), best effort: false when the
+// topic does not exist yet or the configs may not be described.
+func topicMaxMessageBytes(ctx context.Context, base []kgo.Opt, topic string) (int32, bool) {
+	cl, err := kgo.NewClient(base...)
+	if err != nil {
+		return 0, false
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, false
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return 0, false
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			n, err := strconv.ParseInt(*c.Value, 10, 32)
+			return int32(n), err == nil && n > 0
+		}
+	}
+	return 0, false
+}
+
 // Publish buffers one record keyed by key. It blocks while the buffer is
 // full (until ctx is done) and returns the first earlier delivery failure,
 // if any.
+//
+// A record too large for the client's batch limit or for the broker
+// (MESSAGE_TOO_LARGE) is not a delivery failure: its dead letter goes to
+// the dead-letter topic instead (PublisherDeadLetterTopic), truncated
+// (see TruncateDeadLetter), it is counted in DeadLettered, and later
+// publishes carry on — one oversized signal never stops the publisher.
 func (p *Publisher) Publish(ctx context.Context, key string, value []byte, headers ...kgo.RecordHeader) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -124,20 +182,33 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 	if e := p.err.Load(); e != nil {
 		return *e
 	}
-	rec := &kgo.Record{Key: []byte(key), Value: value, Headers: headers}
+	rec := &kgo.Record{Topic: p.cfg.topic, Key: []byte(key), Value: value, Headers: headers}
+	dead := tooLargeForClient(p.cl, rec)
+	if dead {
+		rec = p.deadLetterOf(rec, fmt.Errorf("%w: %d bytes, over the producer's batch limit", kerr.MessageTooLarge, recordBytes(rec)))
+	}
 	// kgo blocks Produce while the buffer is full; when ctx ends first
 	// the record is failed with ctx's error (by an asynchronous promise).
 	// That failure goes back to this caller, not into the sticky error.
 	result := make(chan error, 1)
-	p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-		if err == nil {
-			p.produced.Add(1)
-		} else {
+	p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		switch {
+		case err == nil:
+			if !dead {
+				p.produced.Add(1)
+			}
+		case errors.Is(err, kerr.MessageTooLarge) && !dead:
+			// The broker's limit is below the client's. Inside a promise:
+			// TryProduce buffers before returning, so Flush waits for it.
+			p.cl.TryProduce(context.WithoutCancel(ctx), p.deadLetterOf(r, err), p.deadLetterDone)
+			err = nil
+		case errors.Is(err, kerr.MessageTooLarge):
+			p.deadLetterDone(r, err) // even the truncated dead letter: dropped, logged
+			err = nil
+		default:
 			p.failed.Add(1)
 			if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
-				e := fmt.Errorf("publish key %q to %q: %w", key, p.cfg.topic, err)
-				p.err.CompareAndSwap(nil, &e)
-				p.cfg.log.Error("publish failed", "err", e)
+				p.fail(fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), r.Topic, err))
 			}
 		}
 		result <- err
@@ -149,11 +220,44 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 	// before it was sent is failed promptly, so wait for its fate.
 	if err := <-result; err != nil {
 		if errors.Is(err, ctx.Err()) {
-			return fmt.Errorf("publish key %q to %q: buffer full: %w", key, p.cfg.topic, err)
+			return fmt.Errorf("publish key %s to %q: buffer full: %w", streaming.QuoteKey(key), p.cfg.topic, err)
 		}
-		return fmt.Errorf("publish key %q to %q: %w", key, p.cfg.topic, err)
+		return fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), p.cfg.topic, err)
 	}
 	return nil
+}
+
+// fail records the first delivery failure: every later Publish and Flush
+// returns it.
+func (p *Publisher) fail(err error) {
+	p.err.CompareAndSwap(nil, &err)
+	p.cfg.log.Error("publish failed", "err", err)
+}
+
+// deadLetterOf counts rec as dead-lettered for cause and returns the
+// truncated dead letter to produce instead.
+func (p *Publisher) deadLetterOf(rec *kgo.Record, cause error) *kgo.Record {
+	p.deadLettered.Add(1)
+	p.cfg.log.Warn("record too large for the broker; dead-lettered", "topic", p.cfg.topic, "key", streaming.QuoteKey(rec.Key),
+		"bytes", recordBytes(rec), "dlq", p.cfg.dlqTopic, "err", cause)
+	src := *rec
+	src.Topic, src.Partition, src.Offset = p.cfg.topic, -1, -1
+	return TruncateDeadLetter(DeadLetter(p.cfg.dlqTopic, "", &src, cause))
+}
+
+// deadLetterDone is the promise of a dead letter produced from a promise:
+// a dead letter that is lost is a lost record, so it becomes the sticky
+// error — unless even its truncated copy is too large, which can never
+// succeed and must not stop the publisher.
+func (p *Publisher) deadLetterDone(r *kgo.Record, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, kerr.MessageTooLarge):
+		p.cfg.log.Error("dead letter dropped: too large for the broker even truncated", "dlq", r.Topic, "key", streaming.QuoteKey(r.Key), "err", err)
+	default:
+		p.failed.Add(1)
+		p.fail(fmt.Errorf("dead-letter key %s of %q to %q: %w", streaming.QuoteKey(r.Key), p.cfg.topic, r.Topic, err))
+	}
 }
 
 // PublishSignal encodes sig in the current envelope (with its source
@@ -183,6 +287,10 @@ func (p *Publisher) Produced() uint64 { return p.produced.Load() }
 
 // Failed returns how many records failed.
 func (p *Publisher) Failed() uint64 { return p.failed.Load() }
+
+// DeadLettered returns how many records went to the dead-letter topic for
+// being too large for the broker.
+func (p *Publisher) DeadLettered() uint64 { return p.deadLettered.Load() }
 
 // Buffered returns how many records wait for acknowledgement.
 func (p *Publisher) Buffered() int64 { return p.cl.BufferedProduceRecords() }

@@ -1,13 +1,20 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -94,4 +101,77 @@ func TestPublisherKeysAndEnvelope(t *testing.T) {
 		})
 	}
 	require.Equal(t, per*len(keys), n)
+}
+
+// TestPublisherDeadLettersTooLargeRecords is issue 17.2 at the publisher:
+// a signal too large for the broker (a 1.1 MB sensor id, or a value over
+// the broker's message.max.bytes) failed with MESSAGE_TOO_LARGE, and the
+// publisher kept that error, so every later signal of every sensor failed
+// and the edge stopped. Such a record is dead-lettered now (truncated,
+// with its size and SHA-256), and the publisher carries on.
+func TestPublisherDeadLettersTooLargeRecords(t *testing.T) {
+	const limit = 64 << 10
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	v := strconv.Itoa(limit)
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings")
+	require.NoError(t, err)
+	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...))
+	require.NoError(t, err)
+	defer pub.Close()
+
+	hugeKey := strings.Repeat("k", 1_100_000) // a 1.1 MB sensor id
+	bigValue := make([]byte, 2*limit)         // twice the topic's limit
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range bigValue {
+		bigValue[i] = byte(rng.Uint32())
+	}
+	require.NoError(t, pub.Publish(ctx, "s-1", reading("s-1", 1)))
+	require.NoError(t, pub.Publish(ctx, hugeKey, reading("x", 2)))
+	require.NoError(t, pub.Publish(ctx, "s-1", bigValue))
+	require.NoError(t, pub.Flush(ctx), "an oversized record is not a delivery failure")
+	require.NoError(t, pub.Publish(ctx, "s-1", reading("s-1", 3)), "later publishes carry on")
+	require.NoError(t, pub.Flush(ctx))
+	require.Equal(t, uint64(2), pub.Produced())
+	require.Equal(t, uint64(2), pub.DeadLettered())
+	require.Equal(t, uint64(0), pub.Failed())
+
+	letters := dlqRecords(t, addrs, 2)
+	byKeyBytes := map[string]*kgo.Record{}
+	for _, r := range letters {
+		require.Equal(t, []string{"readings"}, headerValues(r, HeaderDLQTopic))
+		require.Contains(t, headerValues(r, HeaderDLQError)[0], "MESSAGE_TOO_LARGE")
+		if kb := headerValues(r, HeaderDLQKeyBytes); len(kb) == 1 {
+			byKeyBytes[kb[0]] = r
+		} else {
+			byKeyBytes[""] = r
+		}
+	}
+	huge := byKeyBytes[strconv.Itoa(len(hugeKey))]
+	require.NotNil(t, huge, "the 1.1 MB key's dead letter")
+	sum := sha256.Sum256([]byte(hugeKey))
+	require.Equal(t, []string{hex.EncodeToString(sum[:])}, headerValues(huge, HeaderDLQKeySHA256))
+	big := byKeyBytes[""]
+	require.NotNil(t, big, "the big value's dead letter")
+	require.Equal(t, []string{strconv.Itoa(len(bigValue))}, headerValues(big, HeaderDLQValueBytes))
+	require.True(t, bytes.HasPrefix(bigValue, big.Value))
+
+	// A client whose batch limit is above the topic's sends the big value
+	// (alone in its batch: flushed before and after) and the broker
+	// refuses it: dead-lettered from the produce promise.
+	pub2, err := NewPublisher(ctx, PublishTo("readings", addrs...), PublisherClientOptions(kgo.ProducerBatchMaxBytes(1<<20)))
+	require.NoError(t, err)
+	defer pub2.Close()
+	require.NoError(t, pub2.Publish(ctx, "s-1", bigValue))
+	require.NoError(t, pub2.Flush(ctx), "the broker's MESSAGE_TOO_LARGE is not a delivery failure")
+	require.NoError(t, pub2.Publish(ctx, "s-1", reading("s-1", 4)))
+	require.NoError(t, pub2.Flush(ctx))
+	require.Equal(t, uint64(1), pub2.Produced())
+	require.Equal(t, uint64(1), pub2.DeadLettered())
+	require.Len(t, dlqRecords(t, addrs, 3), 3)
 }

@@ -535,7 +535,7 @@ func (s *Source) deadLetter(rec *kgo.Record, cause error) {
 	s.mu.Unlock()
 	dl := DeadLetter(s.cfg.dlqTopic(rec.Topic), s.cfg.group, rec, cause)
 	s.cfg.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", dl.Topic, "err", cause)
-	cl.Produce(context.Background(), dl, func(_ *kgo.Record, err error) {
+	ProduceDeadLetter(context.Background(), cl, dl, s.cfg.log, func(_ *kgo.Record, err error) {
 		if err != nil {
 			s.stats.deadLetterErrors.Add(1)
 			e := fmt.Errorf("dead-letter %s/%d@%d to %q: %w", rec.Topic, rec.Partition, rec.Offset, dl.Topic, err)

@@ -24,6 +24,16 @@ func benchPayloads() [][]byte {
 	return out
 }
 
+// benchTopics[i] is the topic of sensor-i: the sensor id is its last
+// level (WithRequireTopicMatch).
+var benchTopics = func() []string {
+	out := make([]string, 100)
+	for i := range out {
+		out[i] = "sensors/sensor-" + strconv.Itoa(i)
+	}
+	return out
+}()
+
 // completions is a broker hook that frees one publishing slot each time
 // a QoS 2 flow to a subscriber completes (PUBCOMP received).
 type completions struct {
@@ -73,7 +83,7 @@ func benchReceive(b *testing.B, h Handler) {
 		case <-stuck.C:
 			b.Fatalf("stuck after %d of %d messages: %+v", handled.Load(), i, s.Stats())
 		}
-		if err := br.srv.Publish("sensors/s", payloads[i%len(payloads)], false, 2); err != nil {
+		if err := br.srv.Publish(benchTopics[i%100], payloads[i%len(payloads)], false, 2); err != nil {
 			b.Fatal(err)
 		}
 	}

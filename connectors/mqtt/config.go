@@ -43,6 +43,10 @@ type config struct {
 	counters        CounterHook
 	credErr         error
 	ackOnCheckpoint bool
+	limits          streaming.Limits
+	check           *streaming.LimitCheck // compiled by validate
+	topicMatch      bool
+	maxPacketSize   uint32
 }
 
 func defaultConfig() config {
@@ -59,6 +63,8 @@ func defaultConfig() config {
 		decoder:         DecodeReading,
 		windowCap:       4096,
 		retainedCap:     4096,
+		topicMatch:      true,
+		maxPacketSize:   DefaultMaxPacketSize,
 		logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
@@ -115,6 +121,11 @@ func (c *config) validate() error {
 	if c.decoder == nil {
 		errs = append(errs, errors.New("nil decoder"))
 	}
+	check, err := c.limits.Compile()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.check = check
 	return errors.Join(errs...)
 }
 
@@ -247,6 +258,33 @@ func WithCursor(b []byte) Option { return func(c *config) { c.cursor = b } }
 // above the messages that arrive in one checkpoint interval. Default off:
 // a message is acknowledged as soon as the handler returns.
 func WithAckOnCheckpoint() Option { return func(c *config) { c.ackOnCheckpoint = true } }
+
+// DefaultMaxPacketSize is the Maximum Packet Size the source announces
+// in CONNECT unless WithMaxPacketSize says otherwise: 64 KiB, far above a
+// reading and far below what would hurt.
+const DefaultMaxPacketSize = 64 << 10
+
+// WithLimits sets the bounds every decoded reading must keep — key
+// pattern and length, value magnitude, ts skew (see streaming.Limits;
+// ts is in Unix ms unless Limits.TSUnit says otherwise). A reading
+// outside them is dead-lettered with the reason and never reaches the
+// handler, the retained-topic sequences or Stats.NewestTS. Default:
+// streaming.Limits{} — keys [A-Za-z0-9._:-]{1,128}, |value| <= 1e15, ts
+// at most one hour ahead of the clock.
+func WithLimits(l streaming.Limits) Option { return func(c *config) { c.limits = l } }
+
+// WithRequireTopicMatch makes the source dead-letter a reading whose
+// sensor id is not the last level of the topic it arrived on, so a
+// client the broker's ACL allows to publish only on sensors/dev1 cannot
+// write another sensor's state. Default: true.
+func WithRequireTopicMatch(on bool) Option { return func(c *config) { c.topicMatch = on } }
+
+// WithMaxPacketSize sets the MQTT v5 Maximum Packet Size announced in
+// CONNECT: the broker must not send this client a larger packet (it drops
+// the message for this subscriber instead), so an oversized payload never
+// reaches the decoder. 0 omits the property (no limit). Default
+// DefaultMaxPacketSize (64 KiB).
+func WithMaxPacketSize(n uint32) Option { return func(c *config) { c.maxPacketSize = n } }
 
 // WithLogger sets the logger. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

@@ -25,10 +25,17 @@
 //     after a restart from a checkpoint — and is acknowledged without
 //     calling the handler. The digest is what tells a redelivery from a
 //     new message that reuses a freed packet id.
-//  2. Decode. A payload the decoder refuses is published (QoS 1) to the
-//     dead-letter topic with user properties tflo-reason,
-//     tflo-source-topic and tflo-packet-id, the DeadLettered counter
-//     rises, and the stream continues.
+//  2. Decode and check. A payload the decoder refuses, a reading outside
+//     the source's limits ([WithLimits], streaming.Limits: key pattern and
+//     length, value magnitude, ts skew — the same check the Kafka source
+//     applies) or, by default, whose sensor id is not the last level of
+//     its topic ([WithRequireTopicMatch]: a client the broker lets publish
+//     only on sensors/dev1 cannot write another sensor's state) is
+//     published (QoS 1) to the dead-letter topic with user properties
+//     tflo-reason, tflo-source-topic and tflo-packet-id — the source's
+//     own, never the publisher's — the DeadLettered counter rises, and the
+//     stream continues. Only checked readings reach the handler, the
+//     retained-topic sequences and Stats.NewestTS.
 //  3. Retained: a message delivered because it was retained (a new
 //     subscription, typically after a reconnect) whose ts is not newer
 //     than the last one processed on its topic is skipped.
@@ -59,7 +66,10 @@
 //
 // TLS with custom roots and client certificates ([WithTLS])
 // and user name/password ([WithCredentials], [WithCredentialsFromEnv]).
-// The password is never logged nor put in an error. A CONNACK refusing
+// The password is never logged nor put in an error. CONNECT announces a
+// Maximum Packet Size ([WithMaxPacketSize], 64 KiB by default), so the
+// broker never delivers an oversized payload (a megabyte-long sensor id)
+// to the source. A CONNACK refusing
 // the credentials ends Run with a [*ConnectError] wrapping
 // [ErrBadCredentials] after the first attempt: no reconnect storm.
 //

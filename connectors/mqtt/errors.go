@@ -19,6 +19,10 @@ var ErrClosed = errors.New("mqtt: source closed")
 // sensor reading. Malformed payloads go to the dead-letter topic.
 var ErrMalformed = errors.New("malformed reading")
 
+// ErrTopicMismatch is wrapped by the dead-letter reason of a reading whose
+// sensor id is not the last level of its topic (WithRequireTopicMatch).
+var ErrTopicMismatch = errors.New("sensor does not match topic")
+
 // ConnectError describes a CONNACK refusal. It names the broker and the
 // user but never carries the password.
 type ConnectError struct {

@@ -35,15 +35,17 @@ func TestFloodOfDistinctPacketIDsKeepsMemoryFlat(t *testing.T) {
 	h := func(context.Context, Message) error { handled++; return nil }
 
 	topics := make([]string, 10_000)
+	sensors := make([]string, len(topics))
 	for i := range topics {
-		topics[i] = "sensors/" + strconv.Itoa(i)
+		sensors[i] = strconv.Itoa(i)
+		topics[i] = "sensors/" + sensors[i]
 	}
 	payload := make([]byte, 0, 64)
 	pub := &paho.Publish{QoS: 2}
 	send := func(i int) {
 		pub.PacketID = uint16(i%65535) + 1
 		pub.Topic = topics[i%len(topics)]
-		payload = EncodeReading(payload[:0], Reading{Sensor: "s", TS: int64(i), Value: 1})
+		payload = EncodeReading(payload[:0], Reading{Sensor: sensors[i%len(topics)], TS: int64(i), Value: 1})
 		pub.Payload = payload
 		if err := s.handle(ctx, nil, pub, h); err != nil {
 			t.Fatalf("message %d: %v", i, err)
@@ -116,8 +118,9 @@ func TestFloodThroughTheBrokerKeepsCursorBounded(t *testing.T) {
 	payload := make([]byte, 0, 64)
 	for i := range n {
 		hook.slots <- struct{}{}
-		payload = EncodeReading(payload[:0], Reading{Sensor: "s", TS: int64(i), Value: 1})
-		require.NoError(t, b.srv.Publish("sensors/"+strconv.Itoa(i%500), payload, false, 2))
+		sensor := strconv.Itoa(i % 500)
+		payload = EncodeReading(payload[:0], Reading{Sensor: sensor, TS: int64(i), Value: 1})
+		require.NoError(t, b.srv.Publish("sensors/"+sensor, payload, false, 2))
 	}
 	require.Eventually(t, func() bool { return s.Stats().Processed == n }, waitFor, time.Millisecond)
 	st := s.Stats()

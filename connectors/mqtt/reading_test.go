@@ -3,10 +3,15 @@ package mqtt
 import (
 	"errors"
 	"math"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 func TestDecodeReading(t *testing.T) {
@@ -74,6 +79,47 @@ func FuzzDecodeReading(f *testing.F) {
 		again, err := DecodeReading(EncodeReading(nil, r))
 		if err != nil || again != r {
 			t.Fatalf("round trip of %+v: got %+v, %v", r, again, err)
+		}
+	})
+}
+
+// FuzzCheckedReading: what the source hands its handler (DecodeReading,
+// then its Limits and the topic rule) always keeps them, whatever the
+// payload and topic.
+func FuzzCheckedReading(f *testing.F) {
+	f.Add("sensors/a", []byte(`{"sensor":"a","ts":1767225600000,"value":21.5}`))
+	f.Add("sensors/a", []byte(`{"sensor":"b","ts":1,"value":1}`))
+	f.Add("a/b/c", []byte(`{"sensor":"c","ts":9300000000000000,"value":1.7e308}`))
+	f.Add("x", []byte(`{"sensor":"x","ts":"2262-04-12T00:00:00Z","value":1}`))
+	now := time.Now()
+	s, err := NewSource(WithServers("mqtt://127.0.0.1:1"), WithClientID("fuzz"), WithTopics("sensors/#"), WithDeadLetterTopic("dlq"),
+		WithLimits(streaming.Limits{Now: func() time.Time { return now }}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	keyRE := regexp.MustCompile(`^(?:` + streaming.DefaultKeyPattern + `)$`)
+	f.Fuzz(func(t *testing.T, topic string, b []byte) {
+		r, err := DecodeReading(b)
+		if err != nil {
+			return
+		}
+		if err := s.checkReading(topic, r); err != nil {
+			if len(err.Error()) > 2048 {
+				t.Fatalf("reason of %d bytes", len(err.Error()))
+			}
+			return
+		}
+		switch {
+		case !keyRE.MatchString(r.Sensor):
+			t.Fatalf("sensor %q accepted", r.Sensor)
+		case !strings.HasSuffix(topic, r.Sensor) || (len(topic) > len(r.Sensor) && topic[len(topic)-len(r.Sensor)-1] != '/'):
+			t.Fatalf("sensor %q accepted on topic %q", r.Sensor, topic)
+		case math.Abs(r.Value) > streaming.DefaultMaxAbsValue:
+			t.Fatalf("value %v accepted", r.Value)
+		case r.TS > math.MaxInt64/int64(time.Millisecond) || r.TS < math.MinInt64/int64(time.Millisecond):
+			t.Fatalf("ts %d accepted: ts × 1ms overflows", r.TS)
+		case time.UnixMilli(r.TS).After(now.Add(streaming.DefaultMaxTSSkew)):
+			t.Fatalf("ts %d accepted: past the skew", r.TS)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,8 +48,9 @@ type Source struct {
 	pending    []*paho.Publish
 	pendingCli *paho.Client
 
-	ctr     counters
-	running atomic.Bool
+	ctr      counters
+	newestTS atomic.Int64
+	running  atomic.Bool
 }
 
 // NewSource validates the options and returns a Source; nothing connects
@@ -89,6 +91,7 @@ func (s *Source) Stats() Stats {
 		Connects:         s.ctr.get(CounterConnects),
 		ConnectErrors:    s.ctr.get(CounterConnectErrors),
 		Subscribes:       s.ctr.get(CounterSubscribes),
+		NewestTS:         s.newestTS.Load(),
 		WindowLen:        wl, WindowCap: wc, RetainedLen: rl, RetainedCap: rc,
 	}
 }
@@ -240,6 +243,10 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 				rm := c.receiveMaximum
 				cp.Properties.ReceiveMaximum = &rm
 			}
+			if c.maxPacketSize > 0 {
+				mps := c.maxPacketSize
+				cp.Properties.MaximumPacketSize = &mps
+			}
 			return cp, nil
 		},
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, ca *paho.Connack) {
@@ -356,6 +363,9 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 		}
 	}
 	r, err := s.cfg.decoder(p.Payload)
+	if err == nil {
+		err = s.checkReading(p.Topic, r)
+	}
 	if err != nil {
 		if err := s.deadLetter(ctx, cli, p, err); err != nil {
 			return err
@@ -382,7 +392,26 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 	// Every processed message advances its topic's sequence, so a retained
 	// copy of a message first seen live is recognised after a reconnect.
 	s.cur.ObserveRetained(p.Topic, seq)
+	if r.TS > s.newestTS.Load() {
+		s.newestTS.Store(r.TS) // only this goroutine (under mu) writes it
+	}
 	s.ctr.inc(CounterProcessed)
+	return nil
+}
+
+// checkReading applies the source's Limits and, with
+// WithRequireTopicMatch, the topic rule to a decoded reading.
+func (s *Source) checkReading(topic string, r Reading) error {
+	if err := s.cfg.check.CheckReading(r.Sensor, r.TS, r.Value); err != nil {
+		return err
+	}
+	if s.cfg.topicMatch {
+		last := topic[strings.LastIndexByte(topic, '/')+1:]
+		if r.Sensor != last {
+			return fmt.Errorf("%w: sensor %s is not %s, the last level of topic %s",
+				ErrTopicMismatch, streaming.QuoteKey(r.Sensor), streaming.QuoteKey(last), streaming.QuoteKey(topic))
+		}
+	}
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -191,21 +190,7 @@ func TestRetainedNotReprocessedAfterReconnect(t *testing.T) {
 
 func TestMalformedGoesToDeadLetterTopic(t *testing.T) {
 	b := startBroker(t, brokerOpts{})
-	type dead struct {
-		payload string
-		props   map[string]string
-	}
-	var mu sync.Mutex
-	var dlq []dead
-	require.NoError(t, b.srv.Subscribe("dlq/edge", 1, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
-		d := dead{payload: string(pk.Payload), props: map[string]string{}}
-		for _, u := range pk.Properties.User {
-			d.props[u.Key] = u.Val
-		}
-		mu.Lock()
-		dlq = append(dlq, d)
-		mu.Unlock()
-	}))
+	dl := collectDeadLetters(t, b, "dlq/edge")
 	s := newTestSource(t, b, "edge-dlq", WithDeadLetterTopic("dlq/edge"))
 	var rec recorder
 	runSource(t, s, rec.handle)
@@ -223,15 +208,14 @@ func TestMalformedGoesToDeadLetterTopic(t *testing.T) {
 	}
 	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 99, 1), false, 2))
 
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(dlq) == len(bad) }, waitFor, time.Millisecond)
+	require.Eventually(t, func() bool { return dl.len() == len(bad) }, waitFor, time.Millisecond)
 	require.Eventually(t, func() bool { return rec.len() == len(bad)+1 }, waitFor, time.Millisecond, "the stream must continue past bad payloads")
-	mu.Lock()
-	defer mu.Unlock()
 	for i, c := range bad {
-		assert.Equal(t, c.payload, dlq[i].payload)
-		assert.Contains(t, dlq[i].props[PropReason], c.reason)
-		assert.Equal(t, "sensors/bad", dlq[i].props[PropSourceTopic])
-		assert.NotEqual(t, "0", dlq[i].props[PropPacketID])
+		assert.Equal(t, c.payload, dl.payload(i))
+		require.Len(t, dl.props(i, PropReason), 1)
+		assert.Contains(t, dl.props(i, PropReason)[0], c.reason)
+		assert.Equal(t, []string{"sensors/bad"}, dl.props(i, PropSourceTopic))
+		assert.NotEqual(t, []string{"0"}, dl.props(i, PropPacketID))
 	}
 	assert.Equal(t, uint64(len(bad)), s.Stats().DeadLettered)
 }
@@ -343,7 +327,7 @@ func TestSharedSubscriptionSplitsTheStream(t *testing.T) {
 	waitSubscribed(t, s2, 1)
 	const n = 60 // see mochiDeadlockNote
 	for i := range n {
-		require.NoError(t, b.srv.Publish("sensors/"+strconv.Itoa(i%7), reading("s", int64(i), 1), false, 2))
+		require.NoError(t, b.srv.Publish("sensors/"+strconv.Itoa(i%7), reading(strconv.Itoa(i%7), int64(i), 1), false, 2))
 	}
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n }, waitFor, time.Millisecond)
 	mu.Lock()

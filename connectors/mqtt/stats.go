@@ -42,6 +42,10 @@ type Stats struct {
 	DeadLettered, DeadLetterFailed                   uint64
 	Connects, ConnectErrors, Subscribes              uint64
 	WindowLen, WindowCap, RetainedLen, RetainedCap   int
+	// NewestTS is the event time (Unix ms) of the newest reading the
+	// handler accepted, 0 before the first: readings outside the source's
+	// Limits never reach it, so it is safe for a lag gauge.
+	NewestTS int64
 }
 
 type counters struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/tflo-io/tflo/internal/tlsconfig"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Option configures New, NewCursorStore and NewArchive.
@@ -46,6 +47,7 @@ type config struct {
 	compressManifest bool
 	conditional      bool
 	epochFencing     bool
+	shardOf          func(key []byte) (string, bool)
 	logger           *slog.Logger
 }
 
@@ -57,6 +59,7 @@ func defaultConfig() config {
 		readBlock:        1 << 20,
 		compressManifest: true,
 		conditional:      true,
+		shardOf:          streaming.CheckpointKeyShard,
 		logger:           slog.Default(),
 	}
 }
@@ -68,8 +71,9 @@ func defaultConfig() config {
 func WithClient(c *awss3.Client) Option { return func(o *config) { o.client = c } }
 
 // WithPrefix places every object under prefix (a trailing slash is
-// added). One Store (one shard's state) per prefix. Default: the bucket
-// root.
+// added). Any number of workers may share a prefix: each shard's keys
+// have their own manifest (see WithShardOf), and each shard has one
+// writer. Default: the bucket root.
 func WithPrefix(prefix string) Option { return func(o *config) { o.prefix = prefix } }
 
 // WithRegion sets the signing region. Default: the standard chain
@@ -159,6 +163,18 @@ func WithConditionalWrites(on bool) Option { return func(o *config) { o.conditio
 // holding an older epoch, so a zombie owner's checkpoint changes nothing.
 // Default: false.
 func WithEpochFencing(on bool) Option { return func(o *config) { o.epochFencing = on } }
+
+// WithShardOf sets how a Store tells which shard a key belongs to: each
+// shard's keys get their own manifest and segments (below
+// shards/<shard>/), so writers of different shards never commit to the
+// same object, and the keys for which f returns false share the root
+// manifest. nil puts every key in the root manifest (one commit point for
+// the prefix, the layout of stores written before shards had their own).
+// Default: streaming.CheckpointKeyShard, the shard of the keys a
+// streaming.Checkpointer writes.
+func WithShardOf(f func(key []byte) (shard string, ok bool)) Option {
+	return func(o *config) { o.shardOf = f }
+}
 
 // WithLogger sets where background problems (a failed garbage delete) are
 // logged. Default: slog.Default().

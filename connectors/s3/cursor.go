@@ -12,6 +12,10 @@ import (
 
 const cursorDir = "cursor/"
 
+// maxCursorBytes bounds a cursor object read back (an MQTT cursor at its
+// largest capacities is a few MiB).
+const maxCursorBytes = 64 << 20
+
 // CursorStore is a streaming.CursorStore on S3: one small object per
 // cursor key (see cursorName for the object name), holding
 // streaming.MarshalCursorRecord bytes. Cursors are saved once per shard
@@ -134,7 +138,7 @@ func (c *CursorStore) LoadCursor(ctx context.Context, key []byte) (streaming.Cur
 
 func (c *CursorStore) read(ctx context.Context, key []byte) (streaming.CursorRecord, string, error) {
 	name := cursorName(key)
-	body, etag, err := c.obj.get(ctx, name)
+	body, etag, err := c.obj.get(ctx, name, maxCursorBytes)
 	if err != nil {
 		return streaming.CursorRecord{}, "", err
 	}

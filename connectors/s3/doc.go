@@ -23,9 +23,21 @@
 //
 // # Object layout (below the prefix given by WithPrefix)
 //
-//	manifest                                  the commit point: live segments and the full key index
+//	manifest                                  the root commit point: keys of no shard, their segments and index
 //	seg/<generation:020d>-<random:08x>.seg    immutable segment objects: records and a checksummed trailer
+//	shards/s-<escaped shard>/manifest         one shard's commit point (shards/h-<sha256>/ for a long name)
+//	shards/s-<escaped shard>/seg/...          that shard's segments
 //	cursor/k-<hex(key)> | cursor/h-<sha256>    one CursorStore record per cursor key (hashed when the key is long)
+//
+// Each shard's keys — by default the keys a streaming.Checkpointer writes
+// for its shard, see WithShardOf — have their own manifest and segments,
+// so any number of workers checkpointing different shards share one
+// prefix (and one Store per worker) without ever writing the same object.
+// Keys of no shard share the root manifest. A shard's key that is not in
+// its shard's manifest is also looked up in the root one, where stores
+// written before shards had manifests of their own kept every key; a
+// shard's key deleted is removed from both, so the old layout drains away
+// as checkpoints merge their runs.
 //
 // A segment holds self-delimiting records (key, streaming.MarshalSnapshot
 // bytes with their own CRC32C) and a trailer with the record count and a
@@ -33,6 +45,19 @@
 // names the live segments and maps every key to (segment, offset, length);
 // it is CRC32C-checked as a whole and stored zstd-compressed. Byte formats
 // are in format.go; both decoders are fuzzed.
+//
+// # Untrusted bucket contents
+//
+// Anyone with write access to the bucket can change its objects, so
+// nothing read from it drives a request or an allocation unchecked: a
+// manifest naming a segment that is not of the form
+// seg/<generation:020d>-<random:08x>.seg, larger than one PUT can write
+// (5 GiB) or whose size and record bytes disagree is refused as corrupt
+// (names reach GET and DeleteObjects); a whole-object GET refuses an
+// object larger than its bound (the manifest size for a segment, 1 GiB
+// for a manifest) before reading it; a ranged GET checks the server's
+// ContentLength against the record length before allocating. Errors wrap
+// streaming.ErrCorrupt and name the object.
 //
 // # Commit order and crash safety
 //
@@ -59,21 +84,27 @@
 // that exist. A reader in another process holding an older manifest may
 // find a segment compacted away; Load then rereads the manifest once.
 //
-// # One writer per prefix
+// # One writer per shard
 //
-// A Store is the only writer of its prefix (one shard's state). A second
-// writer — a zombie owner after a rebalance — is caught by the conditional
-// manifest PUT (WithConditionalWrites, on by default): its commit fails with an error wrapping ErrConflict and
-// streaming.ErrFenced and changes nothing (its segment is an orphan). With
-// WithEpochFencing the manifest also records the highest snapshot epoch,
-// and batches of older epochs are refused even after a reread.
+// A shard's manifest has one writer: the shard's owner. A second writer —
+// a zombie owner after a rebalance — is caught by the conditional
+// manifest PUT (WithConditionalWrites, on by default): one of the two
+// commits fails with an error wrapping ErrConflict and changes nothing
+// (its segment is an orphan). The conflict alone does not tell which
+// writer is the zombie — the rightful owner may be the one that lost the
+// race — so it does not wrap streaming.ErrFenced: the caller retries,
+// which rereads the manifest, and epochs decide. A streaming.Checkpointer
+// checks the stored checkpoint manifest's epoch before every commit of
+// its own; with WithEpochFencing the store also records the highest
+// snapshot epoch per manifest and refuses (wrapping streaming.ErrFenced)
+// batches of older epochs.
 //
 // # Request costs
 //
 //	SaveBatch(n items)   2 PUTs (+1 GET per compacted segment, +1 DeleteObjects when segments empty out)
-//	Load                 1 ranged GET (+1 GET of the manifest on a cold Store)
-//	ListKeys             0 (+1 GET of the manifest on a cold Store)
-//	Scan                 1 GET per live segment (+1 GET of the manifest on a cold Store)
+//	Load                 1 ranged GET (+1 GET of the key's manifest on a cold Store, +1 of the root one for a shard's key)
+//	ListKeys             1 LIST of the shard manifests (+1 GET per manifest on a cold Store)
+//	Scan                 1 LIST, 1 GET per live segment (+1 GET per manifest on a cold Store)
 //	DeleteKeys(n keys)   1 PUT (+1 DeleteObjects per 1000 emptied segments)
 //	Archive.PutAtomic    1 PUT
 //	Archive.Open         1 HEAD, then 1 GET per 1 MiB block read (or per large read)
@@ -105,6 +136,7 @@
 // # Concurrency
 //
 // Store, CursorStore and Archive are safe for concurrent use and start no
-// goroutines. A Store serialises its commits; loads run in parallel with
-// each other and with a commit, and see the last committed manifest.
+// goroutines. A Store serialises the commits of each manifest (commits of
+// different shards run in parallel); loads run in parallel with each
+// other and with a commit, and see the last committed manifest.
 package s3

@@ -19,10 +19,12 @@ var ErrAccessDenied = errors.New("access denied")
 // not exist on the endpoint.
 var ErrNoSuchBucket = errors.New("no such bucket")
 
-// ErrConflict is wrapped (together with streaming.ErrFenced) by a commit
-// that lost to another writer: the manifest changed on the server since
-// this Store read it, so the commit was refused and changed nothing. The
-// Store forgets its cached manifest; the next call reads the winner's.
+// ErrConflict is wrapped by a commit that lost a race for its manifest:
+// the manifest changed on the server since this Store read it (another
+// writer of the same shard, or of the root manifest), so the commit was
+// refused and changed nothing. The Store forgets its cached manifest; a
+// retry reads the winner's. It does not wrap streaming.ErrFenced: losing
+// a race does not make a writer the stale one (see the package doc).
 var ErrConflict = errors.New("manifest changed by another writer")
 
 // apiCode returns the S3 error code and HTTP status of err, if any.

@@ -195,6 +195,29 @@ func decodeSegment(body []byte) ([]segEntry, uint64, error) {
 	return entries, data, nil
 }
 
+// validSegmentName reports whether name has the form of the names commit
+// gives segments: seg/<generation:020d>-<random:08x>.seg.
+func validSegmentName(name string) bool {
+	rest, ok := strings.CutPrefix(name, segmentDir)
+	if !ok || len(rest) != 20+1+8+len(".seg") || rest[20] != '-' || !strings.HasSuffix(rest, ".seg") {
+		return false
+	}
+	for i := range 29 {
+		c := rest[i]
+		switch {
+		case i < 20:
+			if c < '0' || c > '9' {
+				return false
+			}
+		case i > 20:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // encodeManifest writes m: segments by name, keys in map order (sorting
 // 100k keys would cost more than the rest of the encoding).
 func encodeManifest(m *manifest) []byte {
@@ -291,8 +314,16 @@ func decodeManifest(b []byte) (*manifest, error) {
 	order := make([]*segment, 0, nseg)
 	for i := 0; i < nseg && r.Err == nil; i++ {
 		s := &segment{name: string(r.Bytes()), size: r.Uvarint(), data: r.Uvarint()}
-		if r.Err == nil && (s.data > s.size || s.name == "" || m.segs[s.name] != nil) {
-			r.Err = fmt.Errorf("segment %d %q: empty or repeated name, or record bytes %d > size %d", i, s.name, s.data, s.size)
+		switch {
+		case r.Err != nil:
+		case !validSegmentName(s.name):
+			// The names reach GET and DeleteObjects: anything but the
+			// segment form could name another object of the bucket.
+			r.Err = fmt.Errorf("segment %d: segment name %q is not of the form seg/<generation:020d>-<random:08x>.seg", i, s.name)
+		case m.segs[s.name] != nil:
+			r.Err = fmt.Errorf("segment %d: segment name %q is repeated", i, s.name)
+		case s.size > maxPutBytes || s.data > s.size || s.size-s.data != uint64(trailerLen):
+			r.Err = fmt.Errorf("segment %s: size %d and record bytes %d do not make a segment (record bytes + %d-byte trailer, at most %d bytes)", s.name, s.size, s.data, trailerLen, maxPutBytes)
 		}
 		m.segs[s.name] = s
 		order = append(order, s)

@@ -10,16 +10,21 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
+const (
+	seg0 = "seg/00000000000000000006-0badf00d.seg"
+	seg1 = "seg/00000000000000000007-1a2b3c4d.seg"
+)
+
 func sampleManifest() *manifest {
 	m := &manifest{gen: 7, epoch: 3, segs: map[string]*segment{}, index: map[string]loc{}}
 	var b segmentBuilder
 	for _, k := range []string{"a", "", "x/y", "\x00\xff"} {
 		e := b.add([]byte(k), streaming.Snapshot{Data: []byte("data of " + k)})
-		m.index[k] = loc{seg: "seg/1.seg", off: e.off, n: e.n}
+		m.index[k] = loc{seg: seg1, off: e.off, n: e.n}
 	}
 	body, data := b.finish()
-	m.segs["seg/1.seg"] = &segment{name: "seg/1.seg", size: uint64(len(body)), data: data, live: data}
-	m.segs["seg/0.seg"] = &segment{name: "seg/0.seg", size: 100, data: 80}
+	m.segs[seg1] = &segment{name: seg1, size: uint64(len(body)), data: data, live: data}
+	m.segs[seg0] = &segment{name: seg0, size: 108, data: 80}
 	return m
 }
 
@@ -60,6 +65,10 @@ func TestManifestRefusesDamage(t *testing.T) {
 		{"truncated", enc[:len(enc)-3], "checksum"},
 		{"flipped bit", func() []byte { b := bytes.Clone(enc); b[20] ^= 4; return b }(), "checksum"},
 		{"magic", append([]byte("XXXXXXXX"), enc[8:]...), "magic"},
+		{"segment name outside seg/", encodeManifest(&manifest{segs: map[string]*segment{"cursor/k-00": {name: "cursor/k-00", size: 28}}, index: map[string]loc{}}), "segment name"},
+		{"segment name with dots", encodeManifest(&manifest{segs: map[string]*segment{"seg/../manifest": {name: "seg/../manifest", size: 28}}, index: map[string]loc{}}), "segment name"},
+		{"segment over 5 GiB", encodeManifest(&manifest{segs: map[string]*segment{seg0: {name: seg0, size: 6 << 30, data: 6<<30 - 28}}, index: map[string]loc{}}), "do not make a segment"},
+		{"size and record bytes disagree", encodeManifest(&manifest{segs: map[string]*segment{seg0: {name: seg0, size: 100, data: 10}}, index: map[string]loc{}}), "do not make a segment"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,6 +124,19 @@ func FuzzDecodeManifest(f *testing.F) {
 				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
 			}
 			return
+		}
+		// Whatever decodes is safe to act on: segment names of the
+		// segment form (they reach GET and DeleteObjects), sizes a PUT can
+		// have written, records inside their segment.
+		for name, sg := range m.segs {
+			if !validSegmentName(name) || sg.size > maxPutBytes || sg.data+uint64(trailerLen) != sg.size {
+				t.Fatalf("accepted segment %q of %d bytes (%d record bytes)", name, sg.size, sg.data)
+			}
+		}
+		for k, l := range m.index {
+			if sg := m.segs[l.seg]; sg == nil || l.n == 0 || l.off+l.n > sg.data {
+				t.Fatalf("accepted key %q at %+v", k, l)
+			}
 		}
 		again, err := decodeManifest(encodeManifest(m))
 		if err != nil {

@@ -114,3 +114,19 @@ func batch(n, g int) []streaming.KeyedSnapshot {
 	}
 	return items
 }
+
+// shardKey is key i of shard kafka/central/readings/0 in the form a
+// streaming.Checkpointer writes, so the Store keeps it in that shard's
+// own manifest.
+func shardKey(i int) []byte {
+	return []byte(streaming.CheckpointPieceKey("kafka/central/readings/0", 1, 1, i))
+}
+
+// shardBatch is batch with shard keys.
+func shardBatch(n, g int) []streaming.KeyedSnapshot {
+	items := make([]streaming.KeyedSnapshot, n)
+	for i := range items {
+		items[i] = streaming.KeyedSnapshot{Key: shardKey(i), Snapshot: snap(i, g)}
+	}
+	return items
+}

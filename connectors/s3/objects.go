@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // objects is the thin request layer every type of this package shares: one
@@ -41,25 +43,50 @@ func (o *objects) wrap(op, name string, err error) error {
 	return fmt.Errorf("s3 %s %s (endpoint %s): %w", op, o.uri(name), o.endpoint, classify(err))
 }
 
-// get reads a whole object and its ETag. A missing object returns an error
-// for which isNotFound holds.
-func (o *objects) get(ctx context.Context, name string) ([]byte, string, error) {
+// sub returns the objects of the folder dir below o's prefix (dir ends in
+// "/"), on the same client.
+func (o *objects) sub(dir string) *objects {
+	c := *o
+	c.prefix += dir
+	return &c
+}
+
+// get reads a whole object of at most limit bytes and its ETag. A missing
+// object returns an error for which isNotFound holds. An object larger
+// than limit is refused (wrapping streaming.ErrCorrupt) before its body
+// is read: the size comes from the server, never from a manifest, and is
+// bounded before anything is allocated.
+func (o *objects) get(ctx context.Context, name string, limit int64) ([]byte, string, error) {
 	out, err := o.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &o.bucket, Key: aws.String(o.key(name))})
 	if err != nil {
 		return nil, "", o.wrap("get", name, err)
 	}
 	defer out.Body.Close()
-	var buf bytes.Buffer
-	if out.ContentLength != nil && *out.ContentLength > 0 {
-		buf.Grow(int(*out.ContentLength))
+	tooBig := func(n int64) error {
+		return fmt.Errorf("s3 get %s (endpoint %s): object of %d bytes is over the %d bytes allowed: %w", o.uri(name), o.endpoint, n, limit, streaming.ErrCorrupt)
 	}
-	if _, err := io.Copy(&buf, out.Body); err != nil {
+	var buf bytes.Buffer
+	if out.ContentLength != nil {
+		if *out.ContentLength > limit {
+			return nil, "", tooBig(*out.ContentLength)
+		}
+		if *out.ContentLength > 0 {
+			buf.Grow(int(*out.ContentLength))
+		}
+	}
+	if _, err := io.Copy(&buf, io.LimitReader(out.Body, limit+1)); err != nil {
 		return nil, "", o.wrap("get", name, err)
+	}
+	if int64(buf.Len()) > limit {
+		return nil, "", tooBig(int64(buf.Len()))
 	}
 	return buf.Bytes(), aws.ToString(out.ETag), nil
 }
 
-// getRange reads n bytes at off with one ranged GET.
+// getRange reads n bytes at off with one ranged GET. The response's
+// ContentLength must be n before the buffer is allocated, so a record
+// length the manifest lies about allocates nothing (the error wraps
+// streaming.ErrCorrupt).
 func (o *objects) getRange(ctx context.Context, name string, off, n uint64) ([]byte, error) {
 	rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
 	out, err := o.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &o.bucket, Key: aws.String(o.key(name)), Range: &rng})
@@ -67,10 +94,26 @@ func (o *objects) getRange(ctx context.Context, name string, off, n uint64) ([]b
 		return nil, o.wrap("get "+rng+" of", name, err)
 	}
 	defer out.Body.Close()
-	buf := make([]byte, n)
-	got, err := io.ReadFull(out.Body, buf)
+	if cl := out.ContentLength; cl != nil && (*cl < 0 || uint64(*cl) != n) {
+		return nil, fmt.Errorf("s3 get %s of %s (endpoint %s): the server sends %d bytes, the manifest says %d: %w",
+			rng, o.uri(name), o.endpoint, *cl, n, streaming.ErrCorrupt)
+	}
+	var buf []byte
+	if out.ContentLength != nil {
+		buf = make([]byte, n)
+		if got, err := io.ReadFull(out.Body, buf); err != nil {
+			return nil, o.wrap("get "+rng+" of", name, fmt.Errorf("read %d of %d bytes: %w", got, n, err))
+		}
+		return buf, nil
+	}
+	// No length announced: read what comes, up to n+1 bytes.
+	buf, err = io.ReadAll(io.LimitReader(out.Body, int64(min(n, maxPutBytes))+1))
 	if err != nil {
-		return nil, o.wrap("get "+rng+" of", name, fmt.Errorf("read %d of %d bytes: %w", got, n, err))
+		return nil, o.wrap("get "+rng+" of", name, err)
+	}
+	if uint64(len(buf)) != n {
+		return nil, fmt.Errorf("s3 get %s of %s (endpoint %s): the server sent %d bytes, the manifest says %d: %w",
+			rng, o.uri(name), o.endpoint, len(buf), n, streaming.ErrCorrupt)
 	}
 	return buf, nil
 }

@@ -2,12 +2,13 @@ package s3
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/binary"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,23 +17,29 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
-const manifestName = "manifest"
+const (
+	manifestName = "manifest"
+	shardDir     = "shards/"
+)
 
 // Store is a streaming.StateStore on S3 that packs each batch into one
 // segment object and commits it by rewriting one manifest object; see the
 // package documentation for the layout, request costs and crash safety.
 //
-// A Store caches the manifest (the key index) from its first call and is
-// the only writer of its prefix; Refresh rereads it. It is safe for
-// concurrent use: commits are serialised, loads run in parallel.
+// Each shard's keys (WithShardOf; by default the keys a
+// streaming.Checkpointer writes for its shard) have their own manifest
+// and segments, so the workers checkpointing different shards on one
+// prefix never write the same object; keys of no shard share the root
+// manifest. A Store caches each manifest from its first use; Refresh
+// rereads them. It is safe for concurrent use: commits of one manifest
+// are serialised, everything else runs in parallel.
 type Store struct {
-	obj *objects
-	cfg config
+	obj  *objects
+	cfg  config
+	root *group
 
-	wmu    sync.Mutex // serialises commits and compaction
-	loadMu sync.Mutex // serialises manifest loads
-	mu     sync.RWMutex
-	cur    *state // nil: not loaded (or forgotten after an uncertain commit)
+	gmu    sync.Mutex
+	groups map[string]*group // shard groups by folder
 }
 
 // state is one committed manifest and the ETag it was read or written with.
@@ -77,66 +84,81 @@ func New(ctx context.Context, bucket string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{obj: obj, cfg: cfg}, nil
+	s := &Store{obj: obj, cfg: cfg, groups: map[string]*group{}}
+	s.root = &group{obj: obj, cfg: &s.cfg}
+	return s, nil
 }
 
-// ensure returns the current state, loading the manifest if needed
-// (one GET).
-func (s *Store) ensure(ctx context.Context) (*state, error) {
-	s.mu.RLock()
-	st := s.cur
-	s.mu.RUnlock()
-	if st != nil {
-		return st, nil
+// groupFor returns the group key belongs to: its shard's (see
+// WithShardOf), or the root group.
+func (s *Store) groupFor(key []byte) *group {
+	if s.cfg.shardOf != nil {
+		if shard, ok := s.cfg.shardOf(key); ok {
+			return s.group(shardFolder(shard), shard)
+		}
 	}
-	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
-	s.mu.RLock()
-	st = s.cur
-	s.mu.RUnlock()
-	if st != nil {
-		return st, nil
+	return s.root
+}
+
+// group returns the group of folder, creating its (unloaded) handle.
+func (s *Store) group(folder, shard string) *group {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	g := s.groups[folder]
+	if g == nil {
+		g = &group{obj: s.obj.sub(folder), cfg: &s.cfg, shard: shard}
+		s.groups[folder] = g
 	}
-	st, err := s.readManifest(ctx)
+	return g
+}
+
+// shardFolder is the folder of a shard's group below the prefix:
+// shards/s-<path-escaped name>/, or shards/h-<hex(sha256(name))>/ for a
+// name that escapes to more than 200 bytes (S3 names are limited to 1024
+// bytes). Escaping makes every name one folder level, and the "s-" keeps
+// "." and ".." from being path elements.
+func shardFolder(shard string) string {
+	if esc := url.PathEscape(shard); len(esc) <= 200 {
+		return shardDir + "s-" + esc + "/"
+	}
+	sum := sha256.Sum256([]byte(shard))
+	return shardDir + "h-" + hex.EncodeToString(sum[:]) + "/"
+}
+
+// allGroups returns the root group and the group of every shard that has
+// a manifest in the bucket (one LIST) or a handle in this Store; only the
+// root one without WithShardOf.
+func (s *Store) allGroups(ctx context.Context) ([]*group, error) {
+	if s.cfg.shardOf == nil {
+		return []*group{s.root}, nil
+	}
+	objs, err := s.obj.list(ctx, shardDir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("s3 state store: list shard manifests: %w", err)
 	}
-	// A commit may have installed a newer manifest while this one was in
-	// flight (after a forget): never replace it with an older one.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil || s.cur.m.gen < st.m.gen {
-		s.cur = st
+	for _, o := range objs {
+		if folder, ok := strings.CutSuffix(o.name, manifestName); ok && strings.Count(folder, "/") == 2 {
+			s.group(folder, "")
+		}
 	}
-	return s.cur, nil
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	out := []*group{s.root}
+	for _, folder := range slices.Sorted(maps.Keys(s.groups)) {
+		out = append(out, s.groups[folder])
+	}
+	return out, nil
 }
 
-func (s *Store) readManifest(ctx context.Context) (*state, error) {
-	body, etag, err := s.obj.get(ctx, manifestName)
-	if isNotFound(err) {
-		return &state{m: &manifest{segs: map[string]*segment{}, index: map[string]loc{}}}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("s3 state store: load manifest: %w", err)
-	}
-	m, err := parseManifest(body)
-	if err != nil {
-		return nil, fmt.Errorf("s3 state store: manifest %s: %w", s.obj.uri(manifestName), err)
-	}
-	return &state{m: m, etag: etag}, nil
-}
-
-// forget drops the cached manifest so the next call rereads it.
-func (s *Store) forget() {
-	s.mu.Lock()
-	s.cur = nil
-	s.mu.Unlock()
-}
-
-// Refresh rereads the manifest, picking up commits of another process.
+// Refresh rereads the manifests, picking up commits of another process.
 func (s *Store) Refresh(ctx context.Context) error {
-	s.forget()
-	_, err := s.ensure(ctx)
+	s.gmu.Lock()
+	gs := append([]*group{s.root}, slices.Collect(maps.Values(s.groups))...)
+	s.gmu.Unlock()
+	for _, g := range gs {
+		g.forget()
+	}
+	_, err := s.root.ensure(ctx)
 	return err
 }
 
@@ -146,133 +168,137 @@ func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) e
 	return s.SaveBatch(ctx, []streaming.KeyedSnapshot{{Key: key, Snapshot: snap}})
 }
 
-// SaveBatch stores every item with one segment PUT and one manifest PUT,
-// whatever the batch size (plus the GETs of segments being compacted when
-// dead bytes pass the threshold). When a key appears twice, the later item
-// wins. An empty batch sends nothing.
+// SaveBatch stores every item with one segment PUT and one manifest PUT
+// per group the items belong to — one, for a checkpoint's batch, which
+// holds the keys of one shard — whatever the batch size (plus the GETs of
+// segments being compacted when dead bytes pass the threshold). Items of
+// one group are committed together or not at all; items of several
+// groups are committed group by group, in order of first appearance. When
+// a key appears twice, the later item wins. An empty batch sends nothing.
 func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
 	if len(items) == 0 {
 		return ctx.Err()
 	}
-	return s.commit(ctx, items, nil, false)
+	first := s.groupFor(items[0].Key)
+	split := false
+	for _, it := range items[1:] {
+		if s.groupFor(it.Key) != first {
+			split = true
+			break
+		}
+	}
+	if !split {
+		return first.commit(ctx, items, nil, false)
+	}
+	var order []*group
+	byGroup := map[*group][]streaming.KeyedSnapshot{}
+	for _, it := range items {
+		g := s.groupFor(it.Key)
+		if byGroup[g] == nil {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], it)
+	}
+	for _, g := range order {
+		if err := g.commit(ctx, byGroup[g], nil, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Load returns key's snapshot with one ranged GET (plus one GET of the
-// manifest on the Store's first call).
+// key's manifest on first use). A shard's key not in its shard's manifest
+// is looked up in the root manifest too (one more GET on first use), where
+// a store written before shards had manifests of their own kept it.
 func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return streaming.Snapshot{}, err
 	}
-	for attempt := 0; ; attempt++ {
-		st, err := s.ensure(ctx)
-		if err != nil {
-			return streaming.Snapshot{}, err
-		}
-		l, ok := st.m.index[string(key)]
-		if !ok {
-			return streaming.Snapshot{}, fmt.Errorf("s3 state store %s: snapshot key %q: %w", s.obj.uri(""), key, streaming.ErrNotFound)
-		}
-		rec, err := s.obj.getRange(ctx, l.seg, l.off, l.n)
-		if isNotFound(err) && attempt == 0 {
-			// Another writer compacted the segment away after this Store
-			// read the manifest: reread it once.
-			s.forget()
-			continue
-		}
-		if err != nil {
-			return streaming.Snapshot{}, fmt.Errorf("s3 state store: snapshot key %q: %w", key, err)
-		}
-		return decodeLoaded(s.obj.uri(l.seg), key, rec)
+	g := s.groupFor(key)
+	snap, found, err := g.load(ctx, key)
+	if err == nil && !found && g != s.root {
+		snap, found, err = s.root.load(ctx, key)
 	}
+	if err != nil {
+		return streaming.Snapshot{}, err
+	}
+	if !found {
+		return streaming.Snapshot{}, fmt.Errorf("s3 state store %s: snapshot key %s: %w", g.obj.uri(""), streaming.QuoteKey(key), streaming.ErrNotFound)
+	}
+	return snap, nil
 }
 
 func decodeLoaded(uri string, key, rec []byte) (streaming.Snapshot, error) {
 	k, snap, err := decodeRecord(rec)
 	if err == nil && !bytes.Equal(k, key) {
-		err = fmt.Errorf("record holds key %q: %w", k, streaming.ErrCorrupt)
+		err = fmt.Errorf("record holds key %s: %w", streaming.QuoteKey(k), streaming.ErrCorrupt)
 	}
 	var out streaming.Snapshot
 	if err == nil {
 		out, err = streaming.UnmarshalSnapshot(snap)
 	}
 	if err != nil {
-		return streaming.Snapshot{}, fmt.Errorf("s3 state store %s: snapshot key %q: %w", uri, key, err)
+		return streaming.Snapshot{}, fmt.Errorf("s3 state store %s: snapshot key %s: %w", uri, streaming.QuoteKey(key), err)
 	}
 	return out, nil
 }
 
-// Scan implements Scanner: each live segment is read whole (one GET, one
-// segment in memory at a time) and its live records decoded in order.
-// A restore of a 100k-key shard is a handful of GETs, not 100k.
+// Scan implements Scanner: each live segment of every manifest is read
+// whole (one GET, one segment in memory at a time) and its live records
+// decoded in order. A restore of a 100k-key shard is a handful of GETs,
+// not 100k. A key kept both in its shard's manifest and in the root one
+// (written before shards had manifests of their own) is yielded once,
+// from its shard's.
 func (s *Store) Scan(ctx context.Context, fn func(key []byte, s streaming.Snapshot) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	st, err := s.ensure(ctx)
+	gs, err := s.allGroups(ctx)
 	if err != nil {
 		return err
 	}
-	// Live records by segment: one pass over the index instead of a key
-	// lookup per record read.
-	type span struct{ off, n uint64 }
-	bySeg := make(map[string][]span, len(st.m.segs))
-	var lastSeg string
-	var last []span
-	for _, l := range st.m.index {
-		if l.seg != lastSeg {
-			if lastSeg != "" {
-				bySeg[lastSeg] = last
-			}
-			lastSeg, last = l.seg, bySeg[l.seg]
+	seen := map[string]bool{}
+	for _, g := range slices.Concat(gs[1:], gs[:1]) { // the root last
+		skip := func(key string) bool { return false }
+		if g == s.root && len(seen) > 0 {
+			skip = func(key string) bool { return seen[key] }
 		}
-		last = append(last, span{l.off, l.n})
-	}
-	if lastSeg != "" {
-		bySeg[lastSeg] = last
-	}
-	for _, name := range slices.Sorted(maps.Keys(bySeg)) {
-		spans := bySeg[name] // in index order: the body is in memory, order does not matter
-		body, _, err := s.obj.get(ctx, name)
-		if err != nil {
-			return fmt.Errorf("s3 state store: scan: %w", err)
-		}
-		uri := s.obj.uri(name)
-		if _, err := checkSegment(body); err != nil {
-			return fmt.Errorf("s3 state store: scan: segment %s: %w", uri, err)
-		}
-		for _, sp := range spans {
-			if sp.off+sp.n > uint64(len(body)) {
-				return fmt.Errorf("s3 state store: scan: segment %s: record %d+%d runs past the object: %w", uri, sp.off, sp.n, streaming.ErrCorrupt)
+		if err := g.scan(ctx, skip, func(key []byte, snap streaming.Snapshot) error {
+			if g != s.root {
+				seen[string(key)] = true
 			}
-			key, raw, err := decodeRecord(body[sp.off : sp.off+sp.n])
-			if err != nil {
-				return fmt.Errorf("s3 state store %s: record at %d: %w", uri, sp.off, err)
-			}
-			snap, err := streaming.UnmarshalSnapshot(raw)
-			if err != nil {
-				return fmt.Errorf("s3 state store %s: snapshot key %q: %w", uri, key, err)
-			}
-			if err := fn(key, snap); err != nil {
-				return err
-			}
+			return fn(key, snap)
+		}); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// ListKeys returns every key of the manifest (no request after the first
-// call).
+// ListKeys returns every key of every manifest: one LIST of the shard
+// manifests, and a GET of each manifest not yet loaded.
 func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	st, err := s.ensure(ctx)
+	gs, err := s.allGroups(ctx)
 	if err != nil {
 		return nil, err
 	}
-	keys := make([][]byte, 0, len(st.m.index))
-	for k := range st.m.index {
-		keys = append(keys, []byte(k))
+	seen := map[string]bool{}
+	var keys [][]byte
+	for _, g := range gs {
+		st, err := g.ensure(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for k := range st.m.index {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, []byte(k))
+			}
+		}
 	}
 	return keys, nil
 }
@@ -283,50 +309,79 @@ func (s *Store) Delete(ctx context.Context, key []byte) error {
 	return s.DeleteKeys(ctx, [][]byte{key})
 }
 
-// DeleteKeys removes many keys in one commit: one manifest PUT, then one
-// DeleteObjects for the segments left empty. Absent keys are ignored.
+// DeleteKeys removes many keys in one commit per manifest they are in:
+// one manifest PUT, then one DeleteObjects for the segments left empty.
+// Absent keys are ignored. A shard's key still in the root manifest
+// (written before shards had manifests of their own) is removed from it
+// too; the root manifest may be shared by several workers, so that commit
+// is retried on a conflict (deletes commute).
 func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
 	if len(keys) == 0 {
 		return ctx.Err()
 	}
-	return s.commit(ctx, nil, keys, false)
-}
-
-// Compact rewrites every segment holding dead bytes into one new segment,
-// commits, deletes the old segments, and removes orphaned segment objects
-// that no manifest names (left by a crash between the segment PUT and the
-// manifest PUT, or by a failed delete), up to the committed generation.
-// Like every write, it belongs to the prefix's one writer.
-func (s *Store) Compact(ctx context.Context) error {
-	if err := s.commit(ctx, nil, nil, true); err != nil {
-		return err
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	st, err := s.ensure(ctx)
-	if err != nil {
-		return err
-	}
-	objs, err := s.obj.list(ctx, segmentDir)
-	if err != nil {
-		return fmt.Errorf("s3 state store: sweep orphaned segments: %w", err)
-	}
-	var orphans []string
-	for _, o := range objs {
-		// A segment of a generation above the manifest's may belong to a
-		// commit in flight elsewhere (which will then lose its conditional
-		// manifest PUT or win and name it): leave it to a later sweep.
-		if gen, ok := segmentGeneration(o.name); ok && gen <= st.m.gen && st.m.segs[o.name] == nil {
-			orphans = append(orphans, o.name)
+	var order []*group
+	byGroup := map[*group][][]byte{}
+	var legacy [][]byte
+	for _, k := range keys {
+		g := s.groupFor(k)
+		if byGroup[g] == nil {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], k)
+		if g != s.root {
+			legacy = append(legacy, k)
 		}
 	}
-	if err := s.obj.deleteMany(ctx, orphans); err != nil {
-		return fmt.Errorf("s3 state store: sweep orphaned segments: %w", err)
+	for _, g := range order {
+		if err := g.commit(ctx, nil, byGroup[g], false); err != nil {
+			return err
+		}
+	}
+	if len(legacy) == 0 {
+		return nil
+	}
+	for attempt := 1; ; attempt++ {
+		st, err := s.root.ensure(ctx)
+		if err != nil {
+			return err
+		}
+		var present [][]byte
+		for _, k := range legacy {
+			if _, ok := st.m.index[string(k)]; ok {
+				present = append(present, k)
+			}
+		}
+		if len(present) == 0 {
+			return nil
+		}
+		err = s.root.commit(ctx, nil, present, false)
+		if !errors.Is(err, ErrConflict) || attempt == 5 {
+			return err
+		}
+	}
+}
+
+// Compact rewrites every segment holding dead bytes into one new segment
+// per manifest, commits, deletes the old segments, and removes orphaned
+// segment objects that no manifest names (left by a crash between the
+// segment PUT and the manifest PUT, or by a failed delete), up to each
+// manifest's committed generation. Like every write of a shard, it
+// belongs to that shard's one writer.
+func (s *Store) Compact(ctx context.Context) error {
+	gs, err := s.allGroups(ctx)
+	if err != nil {
+		return err
+	}
+	for _, g := range gs {
+		if err := g.compact(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// Stats describes the committed manifest.
+// Stats describes the committed manifests, summed over the root and
+// every shard.
 type Stats struct {
 	Generation  uint64 // commits so far
 	Epoch       uint64 // highest epoch committed (with WithEpochFencing)
@@ -334,25 +389,41 @@ type Stats struct {
 	Segments    int
 	RecordBytes uint64 // bytes of records in live segments
 	LiveBytes   uint64 // of which still named by a key
+	Shards      int    // manifests of shards (besides the root one)
 }
 
-// Stats returns the committed manifest's statistics (loading it if needed).
+// Stats returns the statistics of every committed manifest (one LIST,
+// and a GET of each manifest not yet loaded).
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st, err := s.ensure(ctx)
+	gs, err := s.allGroups(ctx)
 	if err != nil {
 		return Stats{}, err
 	}
-	out := Stats{Generation: st.m.gen, Epoch: st.m.epoch, Keys: len(st.m.index), Segments: len(st.m.segs)}
-	for _, sg := range st.m.segs {
-		out.RecordBytes += sg.data
-		out.LiveBytes += sg.live
+	var out Stats
+	for _, g := range gs {
+		st, err := g.ensure(ctx)
+		if err != nil {
+			return Stats{}, err
+		}
+		if g != s.root && st.etag != "" {
+			out.Shards++
+		}
+		out.Generation += st.m.gen
+		out.Epoch = max(out.Epoch, st.m.epoch)
+		out.Keys += len(st.m.index)
+		out.Segments += len(st.m.segs)
+		for _, sg := range st.m.segs {
+			out.RecordBytes += sg.data
+			out.LiveBytes += sg.live
+		}
 	}
 	return out, nil
 }
 
 const segmentDir = "seg/"
 
-// maxPutBytes is S3's limit on the body of one PutObject (5 GiB).
+// maxPutBytes is S3's limit on the body of one PutObject (5 GiB), and so
+// the largest segment a manifest may name.
 const maxPutBytes = 5 << 30
 
 // segmentGeneration parses the generation out of a segment name
@@ -364,207 +435,4 @@ func segmentGeneration(name string) (uint64, bool) {
 	}
 	gen, err := strconv.ParseUint(rest[:20], 10, 64)
 	return gen, err == nil
-}
-
-// commit applies puts and dels to a copy of the manifest, writes the new
-// segment (if any records), then the manifest (the commit point), then
-// deletes segments no longer named. Any failure before the manifest PUT
-// leaves the committed state unchanged; a failed or uncertain manifest PUT
-// makes the Store forget its cache.
-func (s *Store) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels [][]byte, force bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	st, err := s.ensure(ctx)
-	if err != nil {
-		return err
-	}
-	old := st.m
-	m := &manifest{gen: old.gen + 1, epoch: old.epoch, segs: make(map[string]*segment, len(old.segs)+1), index: maps.Clone(old.index)}
-	for n, sg := range old.segs {
-		cp := *sg
-		m.segs[n] = &cp
-	}
-	changed := false
-
-	// New records. A key repeated in the batch is written each time; the
-	// last occurrence wins and the earlier records are dead bytes of the
-	// new segment (rare, and cheaper than a dedup map on every batch).
-	var b segmentBuilder
-	var newDead uint64
-	newName := fmt.Sprintf("%s%020d-%08x.seg", segmentDir, m.gen, rand.Uint32())
-	if len(puts) > 0 {
-		size := 0
-		for _, it := range puts {
-			if s.cfg.epochFencing && uint64(it.Snapshot.Meta.Epoch) < old.epoch {
-				return fmt.Errorf("s3 state store %s: snapshot key %q at epoch %d is older than the committed epoch %d: %w",
-					s.obj.uri(manifestName), it.Key, it.Snapshot.Meta.Epoch, old.epoch, streaming.ErrFenced)
-			}
-			m.epoch = max(m.epoch, uint64(it.Snapshot.Meta.Epoch))
-			size += 2*binary.MaxVarintLen32 + len(it.Key) + streaming.SnapshotEncodedLen(it.Snapshot)
-		}
-		b.grow(size + trailerLen)
-		for _, it := range puts {
-			k := string(it.Key)
-			if prev, ok := m.index[k]; ok {
-				if prev.seg == newName {
-					newDead += prev.n
-				} else {
-					m.segs[prev.seg].live -= prev.n
-				}
-			}
-			e := b.add(it.Key, it.Snapshot)
-			m.index[k] = loc{seg: newName, off: e.off, n: e.n}
-		}
-		changed = true
-	}
-	if !s.cfg.epochFencing {
-		m.epoch = old.epoch
-	}
-	for _, key := range dels {
-		if prev, ok := m.index[string(key)]; ok {
-			if prev.seg == newName {
-				newDead += prev.n
-			} else {
-				m.segs[prev.seg].live -= prev.n
-			}
-			delete(m.index, string(key))
-			changed = true
-		}
-	}
-
-	// Segments to drop: empty ones, and compaction victims whose live
-	// records move into the new segment.
-	var garbage []string
-	var data, live uint64
-	for _, sg := range m.segs {
-		data += sg.data
-		live += sg.live
-	}
-	compact := force || (s.cfg.compactRatio > 0 && data-live >= s.cfg.compactMinBytes &&
-		float64(data-live) > s.cfg.compactRatio*float64(data))
-	victims := map[string]bool{}
-	for n, sg := range m.segs {
-		switch {
-		case sg.live == 0:
-			garbage = append(garbage, n)
-			delete(m.segs, n)
-			changed = true
-		case compact && sg.live < sg.data && (force || float64(sg.data-sg.live) >= s.cfg.compactRatio*float64(sg.data)):
-			victims[n] = true
-		}
-	}
-	// Too many segments (many small batches): fold the smallest into the
-	// new segment, down to half the bound.
-	if bound := s.cfg.maxSegments; bound > 0 && len(m.segs)-len(victims)+1 > bound {
-		var small []*segment
-		for n, sg := range m.segs {
-			if !victims[n] {
-				small = append(small, sg)
-			}
-		}
-		slices.SortFunc(small, func(a, b *segment) int { return cmp.Compare(a.live, b.live) })
-		for _, sg := range small {
-			if len(m.segs)-len(victims)+1 <= bound/2 {
-				break
-			}
-			victims[sg.name] = true
-		}
-	}
-	if len(victims) > 0 {
-		if err := s.moveLive(ctx, m, victims, &b, newName); err != nil {
-			return err
-		}
-		for n := range victims {
-			garbage = append(garbage, n)
-			delete(m.segs, n)
-		}
-		changed = true
-	}
-	if !changed {
-		return nil
-	}
-
-	if b.count > 0 {
-		body, data := b.finish()
-		if len(body) > maxPutBytes {
-			return fmt.Errorf("s3 state store %s: a segment of %d records is %d bytes, over S3's %d-byte single-PUT limit: split the batch",
-				s.obj.uri(newName), b.count, len(body), maxPutBytes)
-		}
-		if _, err := s.obj.put(ctx, newName, body, "", ""); err != nil {
-			return fmt.Errorf("s3 state store: write segment of %d records: %w", b.count, err)
-		}
-		m.segs[newName] = &segment{name: newName, size: uint64(len(body)), data: data, live: data - newDead}
-	}
-
-	var ifMatch, ifNoneMatch string
-	if s.cfg.conditional {
-		if st.etag == "" {
-			ifNoneMatch = "*"
-		} else {
-			ifMatch = st.etag
-		}
-	}
-	body := encodeManifest(m)
-	if s.cfg.compressManifest {
-		body = compressManifest(body)
-	}
-	etag, err := s.obj.put(ctx, manifestName, body, ifMatch, ifNoneMatch)
-	if err != nil {
-		s.forget()
-		if isPreconditionFailed(err) {
-			return fmt.Errorf("s3 state store %s: commit %d refused: %w (%w): %w", s.obj.uri(manifestName), m.gen, ErrConflict, streaming.ErrFenced, err)
-		}
-		return fmt.Errorf("s3 state store: commit manifest generation %d: %w", m.gen, err)
-	}
-	s.mu.Lock()
-	if etag == "" {
-		s.cur = nil // the server returned no ETag: reread before the next commit
-	} else {
-		s.cur = &state{m: m, etag: etag}
-	}
-	s.mu.Unlock()
-
-	if len(garbage) > 0 {
-		slices.Sort(garbage)
-		// The commit stands; a failed delete only leaves orphans that
-		// Compact sweeps.
-		if err := s.obj.deleteMany(ctx, garbage); err != nil {
-			s.cfg.logger.Warn("s3 state store: delete unreferenced segments", "count", len(garbage), "err", err)
-		}
-	}
-	return nil
-}
-
-// moveLive copies the live records of victim segments (one whole-object
-// GET each) into b and points their keys at the new segment.
-func (s *Store) moveLive(ctx context.Context, m *manifest, victims map[string]bool, b *segmentBuilder, newName string) error {
-	byVictim := map[string][]string{}
-	for k, l := range m.index {
-		if victims[l.seg] {
-			byVictim[l.seg] = append(byVictim[l.seg], k)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(victims)) {
-		body, _, err := s.obj.get(ctx, name)
-		if err != nil {
-			return fmt.Errorf("s3 state store: compaction: %w", err)
-		}
-		if _, err := checkSegment(body); err != nil {
-			return fmt.Errorf("s3 state store: compaction: segment %s: %w", s.obj.uri(name), err)
-		}
-		keys := byVictim[name]
-		slices.Sort(keys)
-		for _, k := range keys {
-			l := m.index[k]
-			if l.off+l.n > uint64(len(body)) {
-				return fmt.Errorf("s3 state store: compaction: segment %s: key %q record runs past the object: %w", s.obj.uri(name), k, streaming.ErrCorrupt)
-			}
-			e := b.addRaw([]byte(k), body[l.off:l.off+l.n])
-			m.index[k] = loc{seg: newName, off: e.off, n: e.n}
-		}
-	}
-	return nil
 }

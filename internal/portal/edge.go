@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -179,7 +178,6 @@ type Edge struct {
 	log   *slog.Logger
 
 	closeOnce sync.Once
-	maxTS     atomic.Int64 // newest reading time seen (ms)
 }
 
 // EdgeStats are the gateway's counters.
@@ -206,13 +204,6 @@ func NewEdge(ctx context.Context, cfg EdgeConfig, log *slog.Logger, reg promethe
 		mqtt.WithServers(cfg.MQTT.Servers...), mqtt.WithClientID(cfg.GatewayID), mqtt.WithTopics(cfg.MQTT.Topics...),
 		mqtt.WithDeadLetterTopic(cfg.MQTT.DLQTopic), mqtt.WithLogger(log),
 		mqtt.WithReceiveMaximum(sentReceiveMaximum(cfg)), mqtt.WithDedupCapacity(4*int(cfg.MQTT.ReceiveMaximum), 4096),
-		mqtt.WithDecoder(func(p []byte) (mqtt.Reading, error) {
-			r, err := mqtt.DecodeReading(p)
-			if err == nil && r.TS > e.maxTS.Load() {
-				e.maxTS.Store(r.TS) // only the source's handler goroutine decodes
-			}
-			return r, err
-		}),
 	}
 	if cfg.MQTT.Username != "" {
 		mopts = append(mopts, mqtt.WithCredentials(cfg.MQTT.Username, []byte(os.Getenv(cfg.MQTT.PasswordEnv))))
@@ -247,8 +238,8 @@ func NewEdge(ctx context.Context, cfg EdgeConfig, log *slog.Logger, reg promethe
 		gaugeFunc("edge", "checkpoint_last_id", "Id of the last completed checkpoint.", func() float64 { return float64(st().Checkpoint.LastID) }),
 		gaugeFunc("edge", "checkpoint_duration_seconds", "Duration of the last completed checkpoint.", func() float64 { return st().Checkpoint.LastDuration.Seconds() }),
 		gaugeFunc("edge", "checkpoint_breaker_state", "Checkpoint circuit breaker: 0 closed, 1 half-open, 2 open.", func() float64 { return breakerValue(st().Checkpoint.Breaker) }),
-		gaugeFunc("edge", "event_lag_seconds", "Wall clock minus the newest reading time (ms since the epoch) decoded (0 before the first).", func() float64 {
-			ts := e.maxTS.Load()
+		gaugeFunc("edge", "event_lag_seconds", "Wall clock minus the newest reading time (ms since the epoch) accepted (0 before the first).", func() float64 {
+			ts := st().Source.NewestTS // readings outside the source's limits never count
 			if ts == 0 {
 				return 0
 			}

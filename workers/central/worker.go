@@ -178,6 +178,7 @@ func New(cfg Config, opts ...Option) (*Worker, error) {
 		kafka.WithTopics(cfg.Kafka.Topic),
 		kafka.WithGraph(g),
 		kafka.WithDecoder(dec),
+		kafka.WithLimits(streaming.Limits{TSUnit: time.Duration(w.scale)}), // ts_unit: the check's bounds and ts × scale agree
 		kafka.WithStateStore(durable),
 		kafka.WithDeadLetterTopic(func(string) string { return dlq }),
 		kafka.WithRevokeTimeout(cfg.Kafka.RevokeTimeout.D()),

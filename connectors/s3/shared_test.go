@@ -1,0 +1,226 @@
+package s3_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	s3store "github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
+)
+
+// counterSource is a shard's hot state for the checkpointer: a count of
+// records, cut as one piece; the cursor is the count. It merges runs, so
+// checkpoints also delete the pieces of older runs.
+type counterSource struct {
+	mu sync.Mutex
+	n  uint64
+}
+
+func (s *counterSource) add() {
+	s.mu.Lock()
+	s.n++
+	s.mu.Unlock()
+}
+
+func (s *counterSource) Cut(context.Context) (streaming.Cut, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return counterCut(s.n), nil
+}
+
+func (s *counterSource) Restore(_ context.Context, _ string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
+	for p, err := range pieces {
+		if err != nil {
+			return err
+		}
+		_ = p
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n = 0
+	if len(cursor) == 8 {
+		s.n = binary.BigEndian.Uint64(cursor)
+	}
+	return nil
+}
+
+// MergeRuns keeps the newest piece: the count is the whole state.
+func (s *counterSource) MergeRuns(_ context.Context, runs []iter.Seq2[[]byte, error], emit func([]byte) error) error {
+	var last []byte
+	for _, run := range runs {
+		for p, err := range run {
+			if err != nil {
+				return err
+			}
+			last = append(last[:0], p...)
+		}
+	}
+	return emit(last)
+}
+
+type counterCut uint64
+
+func (c counterCut) Cursor() (string, []byte) {
+	return "count", binary.BigEndian.AppendUint64(nil, uint64(c))
+}
+
+func (c counterCut) Pieces(_ context.Context, emit func([]byte) error) error {
+	return emit(fmt.Appendf(nil, "count=%d", uint64(c)))
+}
+
+func (counterCut) Release(bool) {}
+
+// sharedPrefixWriters is issue 16.1: workers sharing one S3 prefix
+// collided on its single manifest (HTTP 412, "manifest changed by another
+// writer"), which the checkpoint activities turned into NotOwner, and a
+// partition stopped checkpointing for good. Each writer here is its own
+// Store (a separate worker) checkpointing its own shards with a real
+// streaming.Checkpointer, all at once on one prefix: every checkpoint of
+// every shard must succeed, and a fresh Store restores each shard's last
+// one.
+func sharedPrefixWriters(t *testing.T, writers, shardsPerWriter, rounds int, open func(t *testing.T) *s3store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	shard := func(w, i int) string { return fmt.Sprintf("kafka/central/readings/%d", w*shardsPerWriter+i) }
+	counts := make([][]int, writers)
+	errs := make(chan error, writers*shardsPerWriter*rounds)
+	var wg sync.WaitGroup
+	for w := range writers {
+		counts[w] = make([]int, shardsPerWriter)
+		store := open(t)
+		cursors := memory.New()
+		wg.Go(func() {
+			type sh struct {
+				src *counterSource
+				cp  *streaming.Checkpointer
+			}
+			var shards []sh
+			for i := range shardsPerWriter {
+				src := &counterSource{}
+				cp, err := streaming.NewCheckpointer(shard(w, i), src, store, cursors, streaming.WithMaxRuns(3))
+				if err != nil {
+					errs <- err
+					return
+				}
+				shards = append(shards, sh{src, cp})
+			}
+			for range rounds {
+				for i, s := range shards {
+					s.src.add()
+					if _, err := s.cp.Checkpoint(ctx); err != nil {
+						errs <- fmt.Errorf("writer %d shard %s: %w", w, shard(w, i), err)
+						continue
+					}
+					counts[w][i]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var failed []error
+	for err := range errs {
+		failed = append(failed, err)
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d checkpoints refused, the first: %v", len(failed), failed[0])
+	}
+	for w := range writers {
+		for i := range shardsPerWriter {
+			require.Equal(t, rounds, counts[w][i], "checkpoints of shard %s", shard(w, i))
+		}
+	}
+	// A fresh worker restores every shard at its last checkpoint.
+	fresh := open(t)
+	for w := range writers {
+		for i := range shardsPerWriter {
+			src := &counterSource{}
+			cp, err := streaming.NewCheckpointer(shard(w, i), src, fresh, memory.New())
+			require.NoError(t, err)
+			info, err := cp.Restore(ctx)
+			require.NoError(t, err)
+			require.Equal(t, streaming.CheckpointID(rounds), info.ID, "shard %s", shard(w, i))
+			require.Equal(t, uint64(rounds), src.n, "shard %s", shard(w, i))
+		}
+	}
+	stats, err := fresh.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, writers*shardsPerWriter, stats.Shards, "one manifest per shard")
+}
+
+func TestSharedPrefixCheckpoints(t *testing.T) {
+	for _, writers := range []int{2, 3} {
+		t.Run(fmt.Sprintf("gofakes3 %d writers", writers), func(t *testing.T) {
+			f := newFakeS3(t)
+			sharedPrefixWriters(t, writers, 2, 25, func(t *testing.T) *s3store.Store {
+				st, _ := f.store(t, s3store.WithPrefix("central"))
+				return st
+			})
+		})
+	}
+}
+
+// A bucket written before shards had manifests of their own (every key in
+// the root manifest, as WithShardOf(nil) still writes) is read by the new
+// layout: a shard restores from the root manifest, checkpoints into its
+// own, and the old pieces it drops are removed from the root one.
+func TestSharedPrefixReadsRootLayout(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	const shard = "kafka/central/readings/4"
+	old, _ := f.store(t, s3store.WithPrefix("central"), s3store.WithShardOf(nil))
+	src := &counterSource{}
+	cp, err := streaming.NewCheckpointer(shard, src, old, memory.New())
+	require.NoError(t, err)
+	for range 3 {
+		src.add()
+		_, err := cp.Checkpoint(ctx)
+		require.NoError(t, err)
+	}
+	require.Empty(t, f.objectNames(t, "central/shards/"), "the old layout has one manifest")
+	oldKeys, err := old.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, oldKeys, 4, "the manifest and three pieces")
+
+	st, _ := f.store(t, s3store.WithPrefix("central"))
+	src = &counterSource{}
+	cp, err = streaming.NewCheckpointer(shard, src, st, memory.New(), streaming.WithMaxRuns(2))
+	require.NoError(t, err)
+	info, err := cp.Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, streaming.CheckpointID(3), info.ID)
+	require.Equal(t, uint64(3), src.n)
+	for range 3 {
+		src.add()
+		_, err := cp.Checkpoint(ctx)
+		require.NoError(t, err)
+	}
+	require.NotEmpty(t, f.objectNames(t, "central/shards/"), "the shard has its own manifest now")
+	require.NoError(t, old.Refresh(ctx))
+	rootKeys, err := old.ListKeys(ctx) // the root manifest only
+	require.NoError(t, err)
+	require.Len(t, rootKeys, 1, "merged pieces left the root manifest; its stale checkpoint manifest stays: %q", rootKeys)
+
+	fresh, _ := f.store(t, s3store.WithPrefix("central"))
+	src = &counterSource{}
+	cp, err = streaming.NewCheckpointer(shard, src, fresh, memory.New())
+	require.NoError(t, err)
+	info, err = cp.Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, streaming.CheckpointID(6), info.ID, "the shard's own manifest wins over the root one")
+	require.Equal(t, uint64(6), src.n)
+	keys, err := fresh.ListKeys(ctx)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, k := range keys {
+		seen[string(k)]++
+		require.Equal(t, 1, seen[string(k)], "key %q listed twice", k)
+	}
+}
