@@ -43,17 +43,32 @@ lint: tools ## go vet, staticcheck and workflowcheck
 	$(BIN)/staticcheck $(PKGS)
 	$(BIN)/workflowcheck ./workflows/...
 
+GOVULNDB ?= https://vuln.go.dev
+.PHONY: vulncheck
+vulncheck: $(BIN)/govulncheck ## govulncheck against the Go vulnerability database (skipped, saying so, when $(GOVULNDB) is unreachable)
+	@case "$(GOVULNDB)" in file://*) reachable=1;; *) curl -fsS -m 10 -o /dev/null "$(GOVULNDB)/index/db.json" 2>/dev/null && reachable=1;; esac; \
+	if [ -n "$$reachable" ]; then \
+	  GOVULNDB=$(GOVULNDB) $(BIN)/govulncheck ./...; \
+	else \
+	  echo "vulncheck: skipped: the Go vulnerability database $(GOVULNDB) is not reachable from this machine (set GOVULNDB to a mirror or a file:// copy)"; \
+	fi
+
 .PHONY: bench
 bench: ## run the benchmarks; x-<baseline> columns are ratios against a baseline measured in the same run
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: tools
-tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/temporal $(BIN)/influxd $(BIN)/versitygw ## build the pinned tools and test servers into ./bin (first time: ~15 min)
+tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/govulncheck $(BIN)/temporal $(BIN)/influxd $(BIN)/versitygw ## build the pinned tools and test servers into ./bin (first time: ~15 min)
 
 $(BIN)/staticcheck $(BIN)/workflowcheck: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
 	cd tools && GOBIN=$(BIN) $(GO) install tool
 	@touch $(BIN)/staticcheck $(BIN)/workflowcheck
+
+$(BIN)/govulncheck: tools/govulncheck/go.mod tools/govulncheck/go.sum
+	@mkdir -p $(BIN)
+	cd tools/govulncheck && GOBIN=$(BIN) $(GO) install tool
+	@touch $(BIN)/govulncheck
 
 # Servers used by the tests and the demo, each built from source through the
 # Go module proxy and pinned (with checksums) by its own tools module,
