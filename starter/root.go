@@ -31,8 +31,9 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 		Long: `starter is the tflo CLI.
 
 It talks to any Temporal: the local dev server "starter demo" starts, a
-self-hosted cluster, or a cloud namespace (--address, --namespace, --tls-*,
---api-key, or the TEMPORAL_* environment variables the Temporal CLI uses).
+self-hosted cluster, or a cloud namespace, found as the Temporal CLI finds
+it (--address, --namespace, --tls-*, --api-key-file, --profile and
+--config-file, or the TEMPORAL_* environment variables).
 
 Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found.`,
 		SilenceUsage:  true,
@@ -46,14 +47,16 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found.`,
 	root.SetOut(out)
 	root.SetErr(errOut)
 	f := root.PersistentFlags()
-	f.StringVar(&a.temporal.Address, "address", "", "Temporal frontend host:port (env TEMPORAL_ADDRESS, default 127.0.0.1:7233)")
-	f.StringVar(&a.temporal.Namespace, "namespace", "", "Temporal namespace (env TEMPORAL_NAMESPACE, default \"default\")")
-	f.StringVar(&a.temporal.TLSCA, "tls-ca", "", "PEM file of CAs to trust (env TEMPORAL_TLS_CA)")
-	f.StringVar(&a.temporal.TLSCert, "tls-cert", "", "PEM client certificate for mTLS (env TEMPORAL_TLS_CERT)")
-	f.StringVar(&a.temporal.TLSKey, "tls-key", "", "PEM client key for mTLS (env TEMPORAL_TLS_KEY)")
-	f.StringVar(&a.temporal.TLSServerName, "tls-server-name", "", "server name to verify (env TEMPORAL_TLS_SERVER_NAME)")
-	f.BoolVar(&a.temporal.TLS, "tls", false, "use TLS with the system CAs")
-	f.StringVar(&a.temporal.APIKey, "api-key", "", "Temporal Cloud API key (env TEMPORAL_API_KEY; implies TLS)")
+	f.StringVar(&a.temporal.Address, "address", "", "Temporal frontend host:port (env "+temporalclient.EnvAddress+"; default "+temporalclient.DefaultAddr+")")
+	f.StringVarP(&a.temporal.Namespace, "namespace", "n", "", "Temporal namespace (env "+temporalclient.EnvNamespace+"; default \"default\")")
+	f.BoolVar(&a.temporal.TLS, "tls", false, "use TLS with the system CAs (env "+temporalclient.EnvTLS+")")
+	f.StringVar(&a.temporal.TLSCA, "tls-ca-path", "", "PEM file of the CAs that sign the server certificate (env "+temporalclient.EnvTLSCA+")")
+	f.StringVar(&a.temporal.TLSCert, "tls-cert-path", "", "PEM client certificate for mutual TLS (env "+temporalclient.EnvTLSCert+")")
+	f.StringVar(&a.temporal.TLSKey, "tls-key-path", "", "PEM client key for mutual TLS (env "+temporalclient.EnvTLSKey+")")
+	f.StringVar(&a.temporal.TLSServerName, "tls-server-name", "", "server name to verify in its certificate (env "+temporalclient.EnvTLSServer+")")
+	f.StringVar(&a.temporal.APIKeyFile, "api-key-file", "", "file holding the API key (or env "+temporalclient.EnvAPIKey+"); turns TLS on")
+	f.StringVar(&a.temporal.Profile, "profile", "", "profile of the Temporal CLI config file (env "+temporalclient.EnvProfile+")")
+	f.StringVar(&a.temporal.ConfigFile, "config-file", "", "Temporal CLI config file (env "+temporalclient.EnvConfigFile+")")
 	f.BoolVar(&a.json, "json", false, "print machine-readable JSON")
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log more")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -71,11 +74,11 @@ func (a *app) dial() (client.Client, error) {
 	if a.verbose {
 		level = slog.LevelInfo
 	}
-	cfg := a.temporal.FromEnv()
-	if err := cfg.Validate(); err != nil {
+	r, err := a.temporal.Resolve()
+	if err != nil {
 		return nil, usageError{err}
 	}
-	c, err := cfg.Dial(slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level})))
+	c, err := r.Dial(slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level})))
 	if err != nil {
 		return nil, err
 	}
