@@ -45,8 +45,16 @@ func (a *app) backfillStart() *cobra.Command {
 			if in.To, err = parseTime("--to", to); err != nil {
 				return err
 			}
-			if in.Name == "" {
+			// The flags by name first; in.Validate names the workflow's fields.
+			switch {
+			case in.Name == "":
 				return usagef("--name is required (it names the backfill for status and cancel)")
+			case in.Location == "":
+				return usagef("--archive is required: file:///dir or s3://bucket/prefix")
+			case in.Window < 0:
+				return usagef("--window %d must not be negative", in.Window)
+			case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):
+				return usagef("--from %s is not before --to %s", from, to)
 			}
 			if err := in.Validate(); err != nil {
 				return usageError{err}

@@ -40,6 +40,39 @@ func run(t *testing.T, args ...string) result {
 	return result{code, out.String(), errOut.String()}
 }
 
+// TestUsageErrorsNameTheFlag: bad input is a usage error (exit 2) whose
+// message names the flag as typed, not a field of the workflow input.
+func TestUsageErrorsNameTheFlag(t *testing.T) {
+	isolateTemporalConfig(t)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pipeline", "start"}, "Error: name the shards: --shard a,b or --topic T --partitions N"},
+		{[]string{"pipeline", "start", "--topic", "signals"}, `Error: --topic and --partitions go together (got topic "signals", partitions 0)`},
+		{[]string{"pipeline", "start", "--shard", "a", "--interval", "-1s"}, "Error: --interval -1s must not be negative"},
+		{[]string{"pipeline", "start", "--shard", "a", "--breaker-threshold", "-2"}, "Error: --breaker-threshold -2 must not be negative"},
+		{[]string{"backfill", "start", "--name", "x"}, "Error: --archive is required: file:///dir or s3://bucket/prefix"},
+		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--window", "-1"}, "Error: --window -1 must not be negative"},
+		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "yesterday"}, `Error: --from "yesterday": want RFC 3339, like 2026-06-01T00:00:00Z`},
+		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "2026-02-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"},
+			"Error: --from 2026-02-01T00:00:00Z is not before --to 2026-01-01T00:00:00Z"},
+		{[]string{"backfill", "status"}, "Error: --name is required"},
+		{[]string{"backfill", "status", "--name", "x", "--timeout", "-1s", "--wait"}, "Error: --timeout -1s must not be negative"},
+		{[]string{"checkpoint", "list", "--address", "no-port"}, `Error: --address "no-port": want host:port`},
+		{[]string{"checkpoint", "list", "--config-file", "/nonexistent/temporal.toml"}, `Error: --config-file "/nonexistent/temporal.toml": no such file or directory`},
+		{[]string{"pipeline", "status", "--no-such-flag"}, "Error: unknown flag: --no-such-flag"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := run(t, tc.args...)
+			assert.Equal(t, exitUsage, r.code, "stderr: %s", r.err)
+			assert.True(t, strings.HasPrefix(r.err, tc.want+"\n"), "stderr %q does not start with %q", r.err, tc.want)
+			assert.Empty(t, r.out)
+		})
+	}
+}
+
 func TestProgressLine(t *testing.T) {
 	line := progressLine(workflows.BackfillProgress{FilesDone: 1, FilesTotal: 4, RowsDone: 250, RowsTotal: 1000, RowsPerSecond: 50, ETA: 15 * time.Second})
 	assert.Equal(t, "[#######-----------------------]  25%  files 1/4  rows 250/1000  50 rows/s  ETA 15s", line)

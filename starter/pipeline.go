@@ -70,6 +70,14 @@ these workflows when they gain a shard; until then the workflows wait.`,
 			if err != nil {
 				return err
 			}
+			for _, f := range []struct {
+				flag     string
+				negative bool
+			}{{"--interval", in.Interval < 0}, {"--breaker-threshold", in.BreakerThreshold < 0}, {"--breaker-cool-down", in.BreakerCoolDown < 0}} {
+				if f.negative {
+					return usagef("%s %s must not be negative", f.flag, cmd.Flags().Lookup(f.flag[2:]).Value)
+				}
+			}
 			c, err := a.dial()
 			if err != nil {
 				return err
