@@ -63,7 +63,8 @@ func execute(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// SIGINT or SIGTERM: whatever failed, failed because of it.
 		fmt.Fprintln(errOut, "Error: interrupted")
 		return exitInterrupted
 	}

@@ -73,6 +73,17 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 	}
 }
 
+func TestInterruptedExits130(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as SIGINT does to main's context
+	var out, errOut bytes.Buffer
+	code := execute(ctx, []string{"--address", "127.0.0.1:1", "workers"}, &out, &errOut)
+	assert.Equal(t, exitInterrupted, code)
+	assert.Equal(t, "Error: interrupted\n", errOut.String())
+	// Success stays success.
+	assert.Equal(t, exitOK, execute(ctx, []string{"version"}, &out, &errOut))
+}
+
 func TestProgressLine(t *testing.T) {
 	line := progressLine(workflows.BackfillProgress{FilesDone: 1, FilesTotal: 4, RowsDone: 250, RowsTotal: 1000, RowsPerSecond: 50, ETA: 15 * time.Second})
 	assert.Equal(t, "[#######-----------------------]  25%  files 1/4  rows 250/1000  50 rows/s  ETA 15s", line)
