@@ -73,6 +73,42 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 	}
 }
 
+// TestConnectionFlags: the connection flags and variables reach the
+// client as the Temporal CLI would use them (-v logs the target), and the
+// API key never shows.
+func TestConnectionFlags(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("sekret-from-file\n"), 0o600))
+	cases := []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		target string
+	}{
+		{"plaintext by default", nil, nil, "127.0.0.1:1 namespace=default"},
+		{"--tls", nil, []string{"--tls"}, "127.0.0.1:1 namespace=default tls"},
+		{"-n", nil, []string{"-n", "prod"}, "127.0.0.1:1 namespace=prod"},
+		{"TEMPORAL_NAMESPACE", map[string]string{"TEMPORAL_NAMESPACE": "env-ns"}, nil, "127.0.0.1:1 namespace=env-ns"},
+		{"TEMPORAL_API_KEY turns TLS on", map[string]string{"TEMPORAL_API_KEY": "sekret-from-env"}, nil, "127.0.0.1:1 namespace=default tls api-key=<redacted>"},
+		{"--tls=false keeps it off", map[string]string{"TEMPORAL_API_KEY": "sekret-from-env"}, []string{"--tls=false"}, "127.0.0.1:1 namespace=default api-key=<redacted>"},
+		{"TEMPORAL_TLS=false keeps it off", map[string]string{"TEMPORAL_API_KEY": "sekret-from-env", "TEMPORAL_TLS": "false"}, nil, "127.0.0.1:1 namespace=default api-key=<redacted>"},
+		{"--api-key-file", nil, []string{"--api-key-file", keyFile}, "127.0.0.1:1 namespace=default tls api-key=<redacted>"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			isolateTemporalConfig(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			r := run(t, append(tc.args, "--address", "127.0.0.1:1", "-v", "workers")...)
+			assert.Equal(t, exitFailure, r.code, r.err)
+			assert.Contains(t, r.err, `target="`+tc.target+`"`)
+			assert.Contains(t, r.err, "Error: connect to temporal at "+tc.target+": ")
+			assert.NotContains(t, r.err, "sekret")
+		})
+	}
+}
+
 func TestInterruptedExits130(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // as SIGINT does to main's context

@@ -125,6 +125,13 @@ func TestResolveTLSMaterial(t *testing.T) {
 	assert.Equal(t, "--api-key-file", r.Source("api_key"))
 	assert.Equal(t, EnvTLSCert, r.Source("tls_cert_path"))
 	assert.NotContains(t, r.String(), "sekret")
+
+	// The Temporal CLI's TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is honoured.
+	r, err = Config{TLSCA: pki.CAFile}.resolve(env{"TEMPORAL_TLS_DISABLE_HOST_VERIFICATION": "true"})
+	require.NoError(t, err)
+	opts, err = r.Options(nil)
+	require.NoError(t, err)
+	assert.True(t, opts.ConnectionOptions.TLS.InsecureSkipVerify)
 }
 
 func TestResolveErrorsNameWhatTheUserTyped(t *testing.T) {
