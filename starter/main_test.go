@@ -296,7 +296,8 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 		var sawAlive, sawDead bool
 		for _, l := range leases {
 			sawAlive = sawAlive || l.WorkerID == "w-alive" && l.Status == workflows.LeaseAlive && len(l.Shards) == 1 && !l.LastHeartbeat.IsZero()
-			sawDead = sawDead || l.WorkerID == fakeactivities.DeadWorker && l.Status == workflows.LeaseDead && len(l.Handoffs) == 1
+			sawDead = sawDead || l.WorkerID == fakeactivities.DeadWorker && l.Status == workflows.LeaseDead && len(l.Handoffs) == 1 &&
+				l.Execution != "running" // ended: listed only with --all below
 		}
 		return sawAlive && sawDead
 	}, time.Minute, 200*time.Millisecond, "workers --all never showed w-alive alive and the dead worker dead") {
