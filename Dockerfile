@@ -8,7 +8,12 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./workers/cmd/edge ./workers/cmd/central ./workers/cmd/simulator ./starter
+# VERSION is what the binaries report (--version, tflo_build_info); the
+# build context has no .git, so pass it:
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/tflo-io/tflo/internal/version.Version=${VERSION}" \
+    -o /out/ ./workers/cmd/edge ./workers/cmd/central ./workers/cmd/simulator ./starter
 # State folders owned by the runtime user, so named volumes mounted there
 # start writable.
 RUN mkdir -p /data/edge /data/central /data/archive

@@ -15,9 +15,18 @@ export PATH := $(BIN):$(PATH)
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "}; /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The version every binary reports (--version, tflo_build_info): the
+# nearest tag, commits since, commit and -dirty, as git describe says.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/tflo-io/tflo/internal/version.Version=$(VERSION)
+COMMANDS := ./starter ./workers/cmd/edge ./workers/cmd/central ./workers/cmd/simulator
+
 .PHONY: build
-build: ## compile every package and command
+build: ## compile every package; starter and the workers into ./bin, stamped with VERSION (git describe)
 	$(GO) build $(PKGS)
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(COMMANDS)
+	@$(BIN)/starter version
 
 .PHONY: test
 test: tools ## run every test with the race detector (real Temporal, InfluxDB, S3 servers; builds them first)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -27,13 +28,16 @@ func (a *app) backfillCommand() *cobra.Command {
 func (a *app) backfillStart() *cobra.Command {
 	var in workflows.BackfillInput
 	var from, to string
-	var wait bool
+	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start a backfill workflow",
 		Example: `  starter backfill start --name replay-1 --archive file:///var/tflo/archive --sink influx --wait
   starter backfill start --name june --archive s3://bucket/iot/ --sink influx --from 2026-06-01T00:00:00Z --to 2026-07-01T00:00:00Z`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := wf.check(cmd); err != nil {
+				return err
+			}
 			var err error
 			if in.From, err = parseTime("--from", from); err != nil {
 				return err
@@ -41,8 +45,16 @@ func (a *app) backfillStart() *cobra.Command {
 			if in.To, err = parseTime("--to", to); err != nil {
 				return err
 			}
-			if in.Name == "" {
+			// The flags by name first; in.Validate names the workflow's fields.
+			switch {
+			case in.Name == "":
 				return usagef("--name is required (it names the backfill for status and cancel)")
+			case in.Location == "":
+				return usagef("--archive is required: file:///dir or s3://bucket/prefix")
+			case in.Window < 0:
+				return usagef("--window %d must not be negative", in.Window)
+			case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):
+				return usagef("--from %s is not before --to %s", from, to)
 			}
 			if err := in.Validate(); err != nil {
 				return usageError{err}
@@ -56,12 +68,12 @@ func (a *app) backfillStart() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("start backfill %q: %w", in.Name, err)
 			}
-			if !wait {
+			if !wf.wait {
 				return a.emit(map[string]string{"workflow_id": id, "run_id": run.GetRunID()}, func(w io.Writer) {
-					printf(w, "backfill %s started (workflow %s); follow it with: starter backfill status --name %s --watch\n", in.Name, id, in.Name)
+					printf(w, "backfill %s started (workflow %s); follow it with: starter backfill status --name %s --wait\n", in.Name, id, in.Name)
 				})
 			}
-			return a.watchBackfill(cmd.Context(), c, in.Name, true)
+			return a.watchBackfill(cmd.Context(), c, in.Name, &wf)
 		},
 	}
 	f := cmd.Flags()
@@ -74,7 +86,7 @@ func (a *app) backfillStart() *cobra.Command {
 	f.StringVar(&to, "to", "", "only rows before this time (RFC 3339)")
 	f.IntVar(&in.Window, "window", 4, "files replayed at once")
 	f.StringVar(&in.TaskQueue, "task-queue", workflows.BackfillTaskQueue, "task queue of the replay activities")
-	f.BoolVar(&wait, "wait", false, "show progress until the backfill ends")
+	wf.add(cmd, "until the backfill ends, showing its progress", 0)
 	return cmd
 }
 
@@ -91,11 +103,20 @@ func parseTime(flag, v string) (time.Time, error) {
 
 func (a *app) backfillStatus() *cobra.Command {
 	var name string
-	var watch bool
+	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show a backfill's progress (files and rows done, rate, ETA)",
+		Long: `Show a backfill's progress: files and rows done, rate, ETA and how it
+stands (running, completed, failed, canceled, ...). With --wait, redraw it
+until the backfill ends; a backfill that ended other than completed exits 1
+with its error.
+
+Exit code 3: no backfill has that --name.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := wf.check(cmd); err != nil {
+				return err
+			}
 			if name == "" {
 				return usagef("--name is required")
 			}
@@ -103,11 +124,13 @@ func (a *app) backfillStatus() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.watchBackfill(cmd.Context(), c, name, watch)
+			return a.watchBackfill(cmd.Context(), c, name, &wf)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "backfill name")
-	cmd.Flags().BoolVar(&watch, "watch", false, "redraw until the backfill ends")
+	wf.add(cmd, "until the backfill ends, redrawing its progress", 0)
+	cmd.Flags().BoolVar(&wf.wait, "watch", false, "same as --wait")
+	_ = cmd.Flags().MarkDeprecated("watch", "use --wait")
 	return cmd
 }
 
@@ -116,6 +139,9 @@ func (a *app) backfillCancel() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel",
 		Short: "Cancel a running backfill (replays in flight stop at their next row)",
+		Long: `Cancel a running backfill: the replays in flight stop at their next row.
+
+Exit code 3: no backfill has that --name.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
 				return usagef("--name is required")
@@ -139,13 +165,14 @@ func (a *app) backfillCancel() *cobra.Command {
 	return cmd
 }
 
-// watchBackfill prints the backfill's progress once, or redraws it until
-// the workflow closes, then reports how it ended.
-func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, watch bool) error {
+// watchBackfill prints the backfill's progress once, or, with --wait,
+// redraws it until the workflow closes, then reports how it ended.
+func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, wf *waitFlags) error {
 	id := workflows.BackfillWorkflowID(name)
+	wctx, cancel := wf.context(ctx)
+	defer cancel()
 	for {
 		p, err := queryBackfill(ctx, c, id)
-		closed := false
 		if err != nil {
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
@@ -157,32 +184,40 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		if err != nil {
 			return fmt.Errorf("describe backfill %q: %w", name, err)
 		}
-		status := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus().String()
-		closed = status != "Running"
-		if a.json {
-			if !watch || closed {
-				return a.emit(map[string]any{"status": status, "progress": p}, nil)
+		st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
+		status := executionStatus(st)
+		closed := st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if a.structured() {
+			if !wf.wait || closed {
+				if err := a.emit(map[string]any{"name": name, "status": status, "progress": p}, nil); err != nil {
+					return err
+				}
 			}
 		} else {
-			line := progressLine(p) + "  " + strings.ToLower(status)
-			if watch && !closed {
+			line := progressLine(p) + "  " + status
+			if wf.wait && !closed {
 				printf(a.out, "\r%s", line)
 			} else {
 				printf(a.out, "\r%s\n", line)
 			}
 		}
-		if !watch || closed {
-			if closed && status != "Completed" {
+		if !wf.wait || closed {
+			if closed && st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 				// Fetch the failure to show why.
 				err := c.GetWorkflow(ctx, id, "").Get(ctx, nil)
-				return fmt.Errorf("backfill %q %s: %v", name, strings.ToLower(status), err)
+				return fmt.Errorf("backfill %q %s: %v", name, status, err)
 			}
 			return nil
 		}
 		select {
-		case <-ctx.Done():
-			printf(a.out, "\n")
-			return ctx.Err()
+		case <-wctx.Done():
+			if !a.structured() {
+				printf(a.out, "\n")
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("backfill %q did not end within --timeout %s (it goes on: starter backfill status --name %s)", name, wf.timeout, name)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

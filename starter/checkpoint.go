@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,12 +22,21 @@ func (a *app) checkpointCommand() *cobra.Command {
 func (a *app) checkpointNow() *cobra.Command {
 	var pipeline string
 	var shards []string
-	var wait time.Duration
+	var wf waitFlags
 	cmd := &cobra.Command{
-		Use:     "now",
-		Short:   "Ask for a checkpoint now (every shard of the pipeline, or --shard)",
-		Example: "  starter checkpoint now --pipeline iot-portal --wait 30s",
+		Use:   "now",
+		Short: "Ask for a checkpoint now (every shard of the pipeline, or --shard)",
+		Long: `Ask the checkpoint workflow of every shard of the pipeline (or of each
+--shard) for a checkpoint now. With --wait, stay until each has finished
+one (done, failed or skipped by the breaker) and show their states.
+
+Exit code 3: the pipeline has no running checkpoint workflow, or a --shard
+has none.`,
+		Example: "  starter checkpoint now --pipeline iot-portal --wait --timeout 30s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := wf.check(cmd); err != nil {
+				return err
+			}
 			c, err := a.dial()
 			if err != nil {
 				return err
@@ -52,7 +60,7 @@ func (a *app) checkpointNow() *cobra.Command {
 			}
 			before := map[string]workflows.CheckpointState{}
 			for _, id := range ids {
-				if wait > 0 {
+				if wf.wait {
 					st, err := queryState(ctx, c, id)
 					if err != nil {
 						return err
@@ -63,9 +71,10 @@ func (a *app) checkpointNow() *cobra.Command {
 					return notFoundError{fmt.Errorf("signal %s: %w", id, err)}
 				}
 			}
-			var after []workflows.CheckpointState
-			if wait > 0 {
-				deadline := time.Now().Add(wait)
+			after := []workflows.CheckpointState{}
+			if wf.wait {
+				wctx, cancel := wf.context(ctx)
+				defer cancel()
 				for _, id := range ids {
 					for {
 						st, err := queryState(ctx, c, id)
@@ -77,12 +86,12 @@ func (a *app) checkpointNow() *cobra.Command {
 							after = append(after, st)
 							break
 						}
-						if time.Now().After(deadline) {
-							return fmt.Errorf("%s: no checkpoint finished within %s (owner known: %t)", id, wait, st.Owner != nil)
-						}
 						select {
-						case <-ctx.Done():
-							return ctx.Err()
+						case <-wctx.Done():
+							if ctx.Err() != nil {
+								return ctx.Err()
+							}
+							return fmt.Errorf("%s: no checkpoint finished within --timeout %s (owner known: %t)", id, wf.timeout, st.Owner != nil)
 						case <-time.After(200 * time.Millisecond):
 						}
 					}
@@ -98,7 +107,7 @@ func (a *app) checkpointNow() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
 	cmd.Flags().StringSliceVar(&shards, "shard", nil, "only these shards")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the checkpoints to finish")
+	wf.add(cmd, "until every shard has finished a checkpoint", time.Minute)
 	return cmd
 }
 
@@ -117,22 +126,12 @@ func (a *app) checkpointList() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(runs, func(w io.Writer) {
-				if len(runs) == 0 {
-					printf(w, "no checkpoint workflows for pipeline %q\n", pipeline)
-					return
-				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SHARD\tSTATUS\tLAST CHECKPOINT\tBREAKER\tWORKFLOW ID")
-				for _, r := range runs {
-					last := "-"
-					if !r.LastCheckpoint.IsZero() {
-						last = r.LastCheckpoint.Local().Format(time.RFC3339)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Shard, r.Status, last, r.Breaker, r.ID)
-				}
-				tw.Flush()
-			})
+			t := newTable("SHARD", "STATUS", "LAST CHECKPOINT", "BREAKER", "WORKFLOW ID")
+			for _, r := range runs {
+				t.add(r.Shard, r.Status, r.LastCheckpoint, r.Breaker, r.ID)
+			}
+			t.empty = fmt.Sprintf("no checkpoint workflows for pipeline %q", pipeline)
+			return a.emitTable(runs, t)
 		},
 	}
 	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/portal"
 	"github.com/tflo-io/tflo/workers/simulator"
 	"github.com/tflo-io/tflo/workflows"
@@ -47,9 +48,12 @@ It prints what runs where (the Temporal web UI first), then progress every
 few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
 --duration. The work folder is a temporary one removed at exit unless
 --dir names one to keep (it must be new or empty: the embedded Kafka starts
-empty on every run).`,
-		Example: "  starter demo\n  starter demo --duration 2m --dir ./demo-data --sensors 50",
-		RunE:    func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
+empty on every run). If the demo cannot start, it removes what it created
+there, so the same command can run again. Its output is for people: -o
+json and yaml do not apply.`,
+		Example:     "  starter demo\n  starter demo --duration 2m --dir ./demo-data --sensors 50",
+		Annotations: map[string]string{annotationTextOnly: "true"},
+		RunE:        func(cmd *cobra.Command, _ []string) error { return a.runDemo(cmd.Context(), f) },
 	}
 	fl := cmd.Flags()
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
@@ -63,9 +67,34 @@ empty on every run).`,
 	return cmd
 }
 
+// demoServers are the servers the demo runs from ./bin, with the
+// variable that overrides where each is.
+var demoServers = []struct{ name, env, what string }{
+	{"temporal", "TFLO_TEMPORAL", "the Temporal dev server and web UI"},
+	{"influxd", "TFLO_INFLUXD", "InfluxDB 1.8"},
+}
+
+// checkDemoServers says which servers are missing and how to build them.
+func checkDemoServers() error {
+	var missing []string
+	for _, s := range demoServers {
+		if _, err := devstack.Binary(s.name, s.env); err != nil {
+			missing = append(missing, fmt.Sprintf("  %s (%s): %v", s.name, s.what, err))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("demo: missing servers:\n%s\nbuild them into ./bin with `make tools` (the Temporal CLI takes ~10 minutes the first time), or run `make demo`, which builds them first", strings.Join(missing, "\n"))
+}
+
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
+	running := false // the stack started: --dir holds a run's data now
 	if f.duration < 0 || f.sensors < 1 || f.interval <= 0 || f.partitions < 1 || f.every <= 0 || f.checkpoint <= 0 {
 		return usagef("demo: --duration must not be negative; --sensors, --interval, --partitions, --progress and --checkpoint-interval must be positive")
+	}
+	if err := checkDemoServers(); err != nil {
+		return err
 	}
 	dir := f.dir
 	if dir == "" {
@@ -79,10 +108,15 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 			return usagef("demo: work folder %s is not empty: the embedded Kafka starts empty on every run, so an earlier run's checkpoints and workflows would not match it; remove the folder or name another", dir)
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		undo, err := makeWorkDir(dir)
+		if err != nil {
 			return err
 		}
-		var err error
+		defer func() {
+			if !running {
+				undo() // nothing ran: leave --dir as it was, so the same command works again
+			}
+		}()
 		if dir, err = filepath.Abs(dir); err != nil {
 			return err
 		}
@@ -113,8 +147,12 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		Log:                log,
 	})
 	if err != nil {
+		if f.dir != "" && (f.logFile == "" || isUnder(f.logFile, dir)) {
+			return fmt.Errorf("demo: %w (%s is emptied again, worker log included; --log FILE outside it keeps the log)", err, f.dir)
+		}
 		return fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)
 	}
+	running = true
 	printWhere(a.out, st, logPath)
 	fmt.Fprintf(a.errOut, "running (started in %s); Ctrl-C stops it\n", time.Since(started).Round(100*time.Millisecond))
 
@@ -157,6 +195,35 @@ loop:
 		return fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)
 	}
 	return nil
+}
+
+// makeWorkDir makes dir (new or empty) and returns how to undo that:
+// remove dir if this made it, else empty it again.
+func makeWorkDir(dir string) (undo func(), err error) {
+	_, statErr := os.Stat(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("demo: work folder: %w", err)
+	}
+	if os.IsNotExist(statErr) {
+		return func() { os.RemoveAll(dir) }, nil
+	}
+	return func() {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}, nil
+}
+
+// isUnder reports whether path lies in dir.
+func isUnder(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // printWhere prints what runs where, the Temporal web UI first.

@@ -77,11 +77,6 @@ func runLong(t *testing.T, args ...string) result {
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := newRootCommand(&out, &errOut)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
-	if err != nil {
-		errOut.WriteString(err.Error())
-	}
-	return result{exitCode(err), out.String(), errOut.String()}
+	code := execute(ctx, args, &out, &errOut)
+	return result{code, out.String(), errOut.String()}
 }

@@ -15,7 +15,7 @@ type workflowExecution struct {
 	ID             string    `json:"workflow_id"`
 	RunID          string    `json:"run_id"`
 	Type           string    `json:"type"`
-	Status         string    `json:"status"`
+	Status         string    `json:"status"` // running, completed, failed, ... (executionStatus)
 	Started        time.Time `json:"started"`
 	Closed         time.Time `json:"closed,omitzero"`
 	Pipeline       string    `json:"pipeline,omitempty"`
@@ -29,7 +29,7 @@ func newExecution(e *workflowpb.WorkflowExecutionInfo) *workflowExecution {
 		ID:     e.GetExecution().GetWorkflowId(),
 		RunID:  e.GetExecution().GetRunId(),
 		Type:   e.GetType().GetName(),
-		Status: e.GetStatus().String(),
+		Status: executionStatus(e.GetStatus()),
 	}
 	if t := e.GetStartTime(); t != nil {
 		x.Started = t.AsTime()

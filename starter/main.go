@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,23 +12,28 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	os.Exit(exitCode(err))
+	os.Exit(code)
 }
 
-// Exit codes scripts can rely on.
+// Exit codes scripts can rely on (the root help and README list them).
 const (
-	exitOK       = 0
-	exitFailure  = 1
-	exitUsage    = 2
-	exitNotFound = 3
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitNotFound    = 3
+	exitInterrupted = 130
 )
 
-// usageError marks an error in how the command was called.
+// usageError marks an error in how the command was called: an unknown
+// command or flag, an extra argument, a missing or invalid flag value.
 type usageError struct{ error }
 
-// notFoundError marks a missing workflow, pipeline or backfill.
+// notFoundError marks a named object that does not exist: a backfill
+// named by --name, a pipeline or shard whose checkpoint workflow
+// checkpoint now or pipeline stop acts on. Listings that find nothing are
+// not errors.
 type notFoundError struct{ error }
 
 func exitCode(err error) int {
@@ -46,3 +52,26 @@ func exitCode(err error) int {
 }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// execute runs the CLI with args and returns the exit code. It is the one
+// place errors are printed: "Error: <message>" on errOut, and for usage
+// errors a pointer to the command's help.
+func execute(ctx context.Context, args []string, out, errOut io.Writer) int {
+	root := newRootCommand(out, errOut)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// SIGINT or SIGTERM: whatever failed, failed because of it.
+		fmt.Fprintln(errOut, "Error: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintf(errOut, "Error: %v\n", err)
+	code := exitCode(err)
+	if code == exitUsage && cmd != nil {
+		fmt.Fprintf(errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return code
+}

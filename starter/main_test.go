@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,36 +28,96 @@ type result struct {
 	out, err string
 }
 
+// run runs the CLI in process through execute, the path main takes, so
+// stderr holds what a user sees (use the built binary, binary_test.go, for
+// what only a process shows).
 func run(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := newRootCommand(&out, &errOut)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
-	if err != nil {
-		errOut.WriteString(err.Error())
-	}
-	return result{exitCode(err), out.String(), errOut.String()}
+	code := execute(ctx, args, &out, &errOut)
+	return result{code, out.String(), errOut.String()}
 }
 
-func TestUsageErrorsExitTwo(t *testing.T) {
-	cases := [][]string{
-		{"pipeline", "start", "--topic", "readings"},
-		{"pipeline", "start"},
-		{"backfill", "start", "--archive", "file:///a"},
-		{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "yesterday"},
-		{"pipeline", "status", "--no-such-flag"},
-		{"checkpoint", "list", "--address", "no-port"},
+// TestUsageErrorsNameTheFlag: bad input is a usage error (exit 2) whose
+// message names the flag as typed, not a field of the workflow input.
+func TestUsageErrorsNameTheFlag(t *testing.T) {
+	isolateTemporalConfig(t)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pipeline", "start"}, "Error: name the shards: --shard a,b or --topic T --partitions N"},
+		{[]string{"pipeline", "start", "--topic", "signals"}, `Error: --topic and --partitions go together (got topic "signals", partitions 0)`},
+		{[]string{"pipeline", "start", "--shard", "a", "--interval", "-1s"}, "Error: --interval -1s must not be negative"},
+		{[]string{"pipeline", "start", "--shard", "a", "--breaker-threshold", "-2"}, "Error: --breaker-threshold -2 must not be negative"},
+		{[]string{"backfill", "start", "--name", "x"}, "Error: --archive is required: file:///dir or s3://bucket/prefix"},
+		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--window", "-1"}, "Error: --window -1 must not be negative"},
+		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "yesterday"}, `Error: --from "yesterday": want RFC 3339, like 2026-06-01T00:00:00Z`},
+		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "2026-02-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"},
+			"Error: --from 2026-02-01T00:00:00Z is not before --to 2026-01-01T00:00:00Z"},
+		{[]string{"backfill", "status"}, "Error: --name is required"},
+		{[]string{"backfill", "status", "--name", "x", "--timeout", "-1s", "--wait"}, "Error: --timeout -1s must not be negative"},
+		{[]string{"checkpoint", "list", "--address", "no-port"}, `Error: --address "no-port": want host:port`},
+		{[]string{"checkpoint", "list", "--config-file", "/nonexistent/temporal.toml"}, `Error: --config-file "/nonexistent/temporal.toml": no such file or directory`},
+		{[]string{"pipeline", "status", "--no-such-flag"}, "Error: unknown flag: --no-such-flag"},
 	}
-	for _, args := range cases {
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			r := run(t, args...)
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := run(t, tc.args...)
 			assert.Equal(t, exitUsage, r.code, "stderr: %s", r.err)
-			assert.NotEmpty(t, r.err)
+			assert.True(t, strings.HasPrefix(r.err, tc.want+"\n"), "stderr %q does not start with %q", r.err, tc.want)
+			assert.Empty(t, r.out)
 		})
 	}
+}
+
+// TestConnectionFlags: the connection flags and variables reach the
+// client as the Temporal CLI would use them (-v logs the target), and the
+// API key never shows.
+func TestConnectionFlags(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("sekret-from-file\n"), 0o600))
+	cases := []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		target string
+	}{
+		{"plaintext by default", nil, nil, "127.0.0.1:1 namespace=default"},
+		{"--tls", nil, []string{"--tls"}, "127.0.0.1:1 namespace=default tls"},
+		{"-n", nil, []string{"-n", "prod"}, "127.0.0.1:1 namespace=prod"},
+		{"TEMPORAL_NAMESPACE", map[string]string{"TEMPORAL_NAMESPACE": "env-ns"}, nil, "127.0.0.1:1 namespace=env-ns"},
+		{"TEMPORAL_API_KEY turns TLS on", map[string]string{"TEMPORAL_API_KEY": "sekret-from-env"}, nil, "127.0.0.1:1 namespace=default tls api-key=<redacted>"},
+		{"--tls=false keeps it off", map[string]string{"TEMPORAL_API_KEY": "sekret-from-env"}, []string{"--tls=false"}, "127.0.0.1:1 namespace=default api-key=<redacted>"},
+		{"TEMPORAL_TLS=false keeps it off", map[string]string{"TEMPORAL_API_KEY": "sekret-from-env", "TEMPORAL_TLS": "false"}, nil, "127.0.0.1:1 namespace=default api-key=<redacted>"},
+		{"--api-key-file", nil, []string{"--api-key-file", keyFile}, "127.0.0.1:1 namespace=default tls api-key=<redacted>"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			isolateTemporalConfig(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			r := run(t, append(tc.args, "--address", "127.0.0.1:1", "-v", "workers")...)
+			assert.Equal(t, exitFailure, r.code, r.err)
+			assert.Contains(t, r.err, `target="`+tc.target+`"`)
+			assert.Contains(t, r.err, "Error: connect to temporal at "+tc.target+": ")
+			assert.NotContains(t, r.err, "sekret")
+		})
+	}
+}
+
+func TestInterruptedExits130(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as SIGINT does to main's context
+	var out, errOut bytes.Buffer
+	code := execute(ctx, []string{"--address", "127.0.0.1:1", "workers"}, &out, &errOut)
+	assert.Equal(t, exitInterrupted, code)
+	assert.Equal(t, "Error: interrupted\n", errOut.String())
+	// Success stays success.
+	assert.Equal(t, exitOK, execute(ctx, []string{"version"}, &out, &errOut))
 }
 
 func TestProgressLine(t *testing.T) {
@@ -67,6 +130,7 @@ func TestProgressLine(t *testing.T) {
 // Temporal dev server whose workers run the real workflows over stand-in
 // activities.
 func TestCommandsAgainstDevServer(t *testing.T) {
+	isolateTemporalConfig(t)
 	srv := temporaltest.Start(t)
 	var stages fakeactivities.Stages
 	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
@@ -84,7 +148,26 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	}
 	addr := "--address=" + srv.HostPort
 
-	r := run(t, "pipeline", "start", addr, "--pipeline", "cli", "--topic", "readings", "--partitions", "2", "--interval", "1h")
+	// Nothing runs yet: listings are empty, not errors.
+	for _, args := range [][]string{{"workers"}, {"pipeline", "status", "--pipeline", "cli"}, {"checkpoint", "list", "--pipeline", "cli"}} {
+		r := run(t, append(args, addr)...)
+		require.Equal(t, exitOK, r.code, "%v: %s", args, r.err)
+		assert.Regexp(t, `^[A-Z][A-Z /]+\n$`, r.out, "%v: a header and no rows", args)
+		assert.NotEmpty(t, r.err, "%v: a hint on stderr", args)
+		for _, o := range []string{"--json", "-o=json"} {
+			r = run(t, append(args, addr, o)...)
+			require.Equal(t, exitOK, r.code, r.err)
+			assert.Equal(t, "[]\n", r.out, "%v %s", args, o)
+		}
+		r = run(t, append(args, addr, "-o", "yaml")...)
+		require.Equal(t, exitOK, r.code, r.err)
+		assert.Equal(t, "[]\n", r.out, "%v -o yaml", args)
+	}
+	r := run(t, "pipeline", "stop", addr, "--pipeline", "cli")
+	assert.Equal(t, exitNotFound, r.code, "stop acts on the named pipeline, which runs nothing: %s", r.err)
+	assert.Contains(t, r.err, `Error: pipeline "cli" has no running checkpoint workflows`)
+
+	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--topic", "readings", "--partitions", "2", "--interval", "1h")
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, workflows.CheckpointWorkflowID("cli", "readings/1"))
 	// Starting again keeps the running workflows (idempotent).
@@ -95,15 +178,28 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	require.NoError(t, srv.Client.SignalWorkflow(context.Background(), workflows.CheckpointWorkflowID("cli", "readings/0"), "",
 		workflows.SignalOwner, workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 1}))
 
-	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "readings/0", "--wait", "30s", "--json")
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "readings/0", "--wait", "--timeout", "30s", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
 	var now struct {
-		States []workflows.CheckpointState `json:"states"`
+		States []map[string]any `json:"states"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.out), &now))
+	require.NoError(t, json.Unmarshal([]byte(r.out), &now), r.out)
 	require.Len(t, now.States, 1)
-	assert.GreaterOrEqual(t, now.States[0].Completed, int64(1))
-	assert.Equal(t, "w1", now.States[0].Owner.WorkerID)
+	st := now.States[0]
+	assert.GreaterOrEqual(t, st["completed"], 1.0)
+	assert.Equal(t, "w1", st["owner"].(map[string]any)["worker_id"])
+	// Durations are strings, zero times are left out.
+	d, ok := st["last_duration"].(string)
+	require.True(t, ok, "last_duration is a string: %#v", st["last_duration"])
+	_, err := time.ParseDuration(d)
+	require.NoError(t, err)
+	assert.NotContains(t, st, "breaker_opened_at", "the breaker never opened: no 0001-01-01")
+	assert.NotContains(t, r.out, "0001-01-01")
+	_, err = time.Parse(time.RFC3339, st["last_completed_at"].(string))
+	require.NoError(t, err)
+
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "nope/9", "--wait", "--timeout", "5s")
+	assert.Equal(t, exitNotFound, r.code, "a named shard without a workflow: %s", r.err)
 
 	// Visibility is eventually consistent: wait for both shards to be listed
 	// with their search attributes.
@@ -126,18 +222,29 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 		assert.Equal(t, workflows.BreakerClosed, l.Breaker)
 	}
 
+	for _, l := range listed {
+		assert.Equal(t, "running", l.Status, "one casing for statuses")
+	}
+
 	r = run(t, "pipeline", "status", addr, "--pipeline", "cli")
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, "SHARD")
 	assert.Contains(t, r.out, "readings/0")
 	assert.Contains(t, r.out, "w1")
+	assert.Regexp(t, `readings/0\s+w1\s+1\s+1\s+\S+\s+[0-9.]+(µs|ms|s) ago\s+[0-9.]+(µs|ms|s)\s`, r.out, "age and duration are short strings")
+	assert.Regexp(t, `readings/1\s+-\s+-\s+0\s+-\s+-\s+-\s`, r.out, "nothing yet prints as -")
+	r = run(t, "pipeline", "status", addr, "--pipeline", "cli", "-o", "yaml")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "- pipeline: cli\n  shard: readings/0\n", "YAML keeps the fields' order")
+	assert.Regexp(t, `last_duration: [0-9.]+(µs|ms|s)\n`, r.out)
 
 	r = run(t, "pipeline", "stop", addr, "--pipeline", "cli")
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, "asked 2 checkpoint workflows")
 
-	r = run(t, "pipeline", "status", addr, "--pipeline", "nobody")
-	assert.Equal(t, exitNotFound, r.code, r.err)
+	r = run(t, "pipeline", "status", addr, "--pipeline", "nobody", "--json")
+	assert.Equal(t, exitOK, r.code, r.err)
+	assert.Equal(t, "[]\n", r.out)
 
 	r = run(t, "backfill", "start", addr, "--name", "cli-bf", "--archive", "file:///archive", "--window", "2", "--wait")
 	require.Equal(t, exitOK, r.code, r.err)
@@ -147,11 +254,18 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 
 	r = run(t, "backfill", "status", addr, "--name", "cli-bf", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
-	assert.Contains(t, r.out, `"Completed"`)
+	var bf struct {
+		Status   string         `json:"status"`
+		Progress map[string]any `json:"progress"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &bf), r.out)
+	assert.Equal(t, "completed", bf.Status)
+	assert.IsType(t, "", bf.Progress["eta"], "the ETA is a duration string")
+	r = run(t, "backfill", "status", addr, "--name", "cli-bf", "--wait", "--timeout", "10s")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "completed")
 
 	// Workers: one alive, heartbeating the shard it holds; one that dies.
-	r = run(t, "workers", addr)
-	require.Equal(t, exitNotFound, r.code, "no lease workflow runs yet: %s %s", r.out, r.err)
 	held := []activities.HeldShard{{Pipeline: "cli", Shard: "readings/0", Epoch: 1, WorkerID: "w-alive", TaskQueue: workflows.WorkerTaskQueue("w-alive")}}
 	alive := worker.New(srv.Client, workflows.WorkerTaskQueue("w-alive"), worker.Options{})
 	alive.RegisterActivityWithOptions(func(ctx context.Context, in activities.LeaseInput) error {
@@ -182,7 +296,8 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 		var sawAlive, sawDead bool
 		for _, l := range leases {
 			sawAlive = sawAlive || l.WorkerID == "w-alive" && l.Status == workflows.LeaseAlive && len(l.Shards) == 1 && !l.LastHeartbeat.IsZero()
-			sawDead = sawDead || l.WorkerID == fakeactivities.DeadWorker && l.Status == workflows.LeaseDead && len(l.Handoffs) == 1
+			sawDead = sawDead || l.WorkerID == fakeactivities.DeadWorker && l.Status == workflows.LeaseDead && len(l.Handoffs) == 1 &&
+				l.Execution != "running" // ended: listed only with --all below
 		}
 		return sawAlive && sawDead
 	}, time.Minute, 200*time.Millisecond, "workers --all never showed w-alive alive and the dead worker dead") {
@@ -195,9 +310,49 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	t.Logf("starter workers:\n%s", r.out)
 	assert.Contains(t, r.out, "cli/readings/0@1")
 	assert.NotContains(t, r.out, fakeactivities.DeadWorker+" ", "an ended lease is listed only with --all")
+	assert.Regexp(t, `w-alive\s+alive\s+0\s+[0-9.]+(ms|s) ago\s`, r.out)
 
 	r = run(t, "backfill", "status", addr, "--name", "missing")
 	assert.Equal(t, exitNotFound, r.code, r.err)
+	assert.Equal(t, "Error: no backfill named \"missing\"\n", r.err)
 	r = run(t, "backfill", "cancel", addr, "--name", "missing")
 	assert.Equal(t, exitNotFound, r.code, r.err)
+
+	// The connection as the Temporal CLI finds it: a profile of its config
+	// file, named by flags or by TEMPORAL_CONFIG_FILE and TEMPORAL_PROFILE,
+	// or TEMPORAL_ADDRESS.
+	cfg := filepath.Join(t.TempDir(), "temporal.toml")
+	require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil, "[profile.dev]\naddress = %q\n", srv.HostPort), 0o600))
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"--config-file and --profile", nil, []string{"--config-file", cfg, "--profile", "dev"}},
+		{"TEMPORAL_CONFIG_FILE and TEMPORAL_PROFILE", map[string]string{"TEMPORAL_CONFIG_FILE": cfg, "TEMPORAL_PROFILE": "dev"}, nil},
+		{"TEMPORAL_ADDRESS", map[string]string{"TEMPORAL_ADDRESS": srv.HostPort}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			r := run(t, append(tc.args, "checkpoint", "list", "--pipeline", "cli", "--all")...)
+			require.Equal(t, exitOK, r.code, r.err)
+			assert.Contains(t, r.out, "readings/0")
+		})
+	}
+}
+
+// isolateTemporalConfig keeps the user's own Temporal CLI config and
+// TEMPORAL_* variables out of a test.
+func isolateTemporalConfig(t *testing.T) {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "TEMPORAL_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
 }

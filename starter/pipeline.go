@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,11 +64,19 @@ func (a *app) pipelineStart() *cobra.Command {
 		Long: `Start the checkpoint workflow of each shard. Starting is idempotent: a
 shard whose workflow already runs keeps it. Workers announce themselves to
 these workflows when they gain a shard; until then the workflows wait.`,
-		Example: "  starter pipeline start --pipeline iot-portal --topic readings --partitions 4 --interval 10s",
+		Example: "  starter pipeline start --pipeline iot-portal --topic signals --partitions 4 --interval 10s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			shards, err := sf.names()
 			if err != nil {
 				return err
+			}
+			for _, f := range []struct {
+				flag     string
+				negative bool
+			}{{"--interval", in.Interval < 0}, {"--breaker-threshold", in.BreakerThreshold < 0}, {"--breaker-cool-down", in.BreakerCoolDown < 0}} {
+				if f.negative {
+					return usagef("%s %s must not be negative", f.flag, cmd.Flags().Lookup(f.flag[2:]).Value)
+				}
 			}
 			c, err := a.dial()
 			if err != nil {
@@ -141,6 +148,10 @@ func (a *app) pipelineStop() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Ask every running checkpoint workflow of a pipeline to finish",
+		Long: `Ask every running checkpoint workflow of the pipeline to finish (each
+takes no further checkpoint and ends with its final state).
+
+Exit code 3: the pipeline has no running checkpoint workflow.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
@@ -174,6 +185,10 @@ func (a *app) pipelineStatus() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show each shard's owner, last checkpoint and breaker",
+		Long: `Show each running checkpoint workflow of the pipeline: the shard, its owner
+and epoch, the last checkpoint (id, cursor, age, duration, bytes), the
+breaker and the counts of checkpoints done, failed and skipped. A pipeline
+with none prints an empty table ([] under -o json) and exits 0.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
@@ -183,10 +198,7 @@ func (a *app) pipelineStatus() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if len(runs) == 0 {
-				return notFoundError{fmt.Errorf("pipeline %q has no running checkpoint workflows (start them with: starter pipeline start)", sf.pipeline)}
-			}
-			var states []workflows.CheckpointState
+			states := []workflows.CheckpointState{}
 			for _, r := range runs {
 				v, err := c.QueryWorkflow(cmd.Context(), r.ID, "", workflows.QueryStatus)
 				if err != nil {
@@ -198,31 +210,33 @@ func (a *app) pipelineStatus() *cobra.Command {
 				}
 				states = append(states, st)
 			}
-			return a.emit(states, func(w io.Writer) { printStates(w, states) })
+			t := statesTable(states)
+			t.empty = fmt.Sprintf("pipeline %q has no running checkpoint workflows (start them with: starter pipeline start)", sf.pipeline)
+			return a.emitTable(states, t)
 		},
 	}
 	sf.add(cmd, false)
 	return cmd
 }
 
-func printStates(w io.Writer, states []workflows.CheckpointState) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tOWNER\tEPOCH\tLAST\tCURSOR\tAGE\tBYTES\tBREAKER\tFAILURES\tDONE/FAILED/SKIPPED")
+// statesTable is the table of checkpoint workflow states that pipeline
+// status and checkpoint now print.
+func statesTable(states []workflows.CheckpointState) *table {
+	t := newTable("SHARD", "OWNER", "EPOCH", "LAST", "CURSOR", "AGE", "DURATION", "BYTES", "BREAKER", "FAILURES", "DONE/FAILED/SKIPPED")
 	for _, st := range states {
-		owner, epoch := "-", "-"
+		var owner, epoch any
 		if st.Owner != nil {
-			owner, epoch = st.Owner.WorkerID, fmt.Sprint(st.Owner.Epoch)
+			owner, epoch = st.Owner.WorkerID, st.Owner.Epoch
 		}
-		age := "-"
-		if !st.LastCompletedAt.IsZero() {
-			age = time.Since(st.LastCompletedAt).Round(time.Second).String()
+		var took any
+		if st.LastID > 0 {
+			took = st.LastDuration
 		}
-		cursor := st.LastCursor
-		if cursor == "" {
-			cursor = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%d\t%d/%d/%d\n", st.Shard, owner, epoch, st.LastID, cursor, age,
-			st.LastBytes, st.Breaker, st.ConsecutiveFailures, st.Completed, st.Failed, st.Skipped)
+		t.add(st.Shard, owner, epoch, st.LastID, st.LastCursor, age(st.LastCompletedAt), took,
+			st.LastBytes, st.Breaker, st.ConsecutiveFailures, fmt.Sprintf("%d/%d/%d", st.Completed, st.Failed, st.Skipped))
 	}
-	tw.Flush()
+	return t
 }
+
+// printStates writes statesTable(states).
+func printStates(w io.Writer, states []workflows.CheckpointState) { statesTable(states).write(w) }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +24,7 @@ type workerLease struct {
 	WorkerID      string                 `json:"worker_id"`
 	WorkflowID    string                 `json:"workflow_id"`
 	RunID         string                 `json:"run_id"`
-	Execution     string                 `json:"execution"` // Running, Completed, Failed, ...
+	Execution     string                 `json:"execution"` // running, completed, failed, ... (executionStatus)
 	Status        string                 `json:"status"`    // alive, stopped, dead
 	Restarts      int                    `json:"restarts"`
 	LastHeartbeat time.Time              `json:"last_heartbeat,omitzero"`
@@ -46,8 +44,8 @@ A running lease is "alive": its activity on the worker's own task queue heartbea
 the shards the worker holds (SHARDS, as of LAST HEARTBEAT). RESTARTS counts the
 times the worker's coordination leases were lost and the activity restarted
 (LAST ERROR says why). With --all, ended leases are listed too: "stopped" (a clean
-shutdown) or "dead" (the heartbeat timed out; HANDOFFS are the handoffs it started).`,
-		Args: cobra.NoArgs,
+shutdown) or "dead" (the heartbeat timed out; HANDOFFS are the handoffs it started).
+No worker connected prints an empty table ([] under -o json) and exits 0.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
@@ -57,10 +55,13 @@ shutdown) or "dead" (the heartbeat timed out; HANDOFFS are the handoffs it start
 			if err != nil {
 				return err
 			}
-			if len(leases) == 0 {
-				return notFoundError{errors.New("no running lease workflows: no worker is connected to this namespace (--all lists ended ones)")}
+			t := leasesTable(leases)
+			if all {
+				t.empty = "no lease workflows: no worker has connected to this namespace"
+			} else {
+				t.empty = "no running lease workflows: no worker is connected to this namespace (--all lists ended ones)"
 			}
-			return a.emit(leases, func(w io.Writer) { printLeases(w, leases) })
+			return a.emitTable(leases, t)
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "also list ended lease workflows (stopped or dead workers)")
@@ -72,7 +73,7 @@ func listLeases(ctx context.Context, c client.Client, all bool) ([]workerLease, 
 	if !all {
 		q += " AND ExecutionStatus = 'Running'"
 	}
-	var out []workerLease
+	out := []workerLease{}
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
@@ -89,7 +90,7 @@ func listLeases(ctx context.Context, c client.Client, all bool) ([]workerLease, 
 			if err := describeLease(ctx, c, &l); err != nil {
 				return nil, err
 			}
-			if !all && l.Execution != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING.String() {
+			if !all && l.Execution != executionStatus(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING) {
 				continue // visibility lags: it has ended since
 			}
 			out = append(out, l)
@@ -110,7 +111,7 @@ func describeLease(ctx context.Context, c client.Client, l *workerLease) error {
 		return fmt.Errorf("describe %s: %w", l.WorkflowID, err)
 	}
 	status := d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
-	l.Execution = status.String()
+	l.Execution = executionStatus(status)
 	var st workflows.LeaseState
 	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		v, err := c.QueryWorkflow(ctx, l.WorkflowID, l.RunID, workflows.QueryStatus)
@@ -148,33 +149,21 @@ func describeLease(ctx context.Context, c client.Client, l *workerLease) error {
 	return nil
 }
 
-func printLeases(w io.Writer, leases []workerLease) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tSTATUS\tRESTARTS\tLAST HEARTBEAT\tSHARDS\tHANDOFFS\tLAST ERROR")
+// leasesTable is the workers table.
+func leasesTable(leases []workerLease) *table {
+	t := newTable("WORKER", "STATUS", "RESTARTS", "LAST HEARTBEAT", "SHARDS", "HANDOFFS", "LAST ERROR")
 	for _, l := range leases {
 		status := l.Status
 		if status == "" {
-			status = strings.ToLower(l.Execution)
-		}
-		hb := "-"
-		if !l.LastHeartbeat.IsZero() {
-			hb = time.Since(l.LastHeartbeat).Round(time.Second).String() + " ago"
+			status = l.Execution
 		}
 		var shards []string
 		for _, s := range l.Shards {
 			shards = append(shards, fmt.Sprintf("%s/%s@%d", s.Pipeline, s.Shard, s.Epoch))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\n", l.WorkerID, status, l.Restarts, hb, orDash(strings.Join(shards, ",")),
-			len(l.Handoffs), orDash(oneLine(l.LastError, 80)))
+		t.add(l.WorkerID, status, l.Restarts, age(l.LastHeartbeat), strings.Join(shards, ","), len(l.Handoffs), oneLine(l.LastError, 80))
 	}
-	tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return t
 }
 
 // oneLine shortens s to one line of at most n runes.

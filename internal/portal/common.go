@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tflo-io/tflo/internal/version"
 )
 
 // LogConfig selects the slog output of a worker.
@@ -59,10 +61,10 @@ type MetricsConfig struct {
 }
 
 // NewRegistry returns a registry with the Go runtime and process
-// collectors.
+// collectors and tflo_build_info.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.Collector())
 	return reg
 }
 

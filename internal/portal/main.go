@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/internal/envconfig"
+	"github.com/tflo-io/tflo/internal/version"
 	"github.com/tflo-io/tflo/workers/central"
 )
 
@@ -51,7 +52,7 @@ const (
 	ExitUsage   = 2
 )
 
-// RunMain parses args (--config FILE, --help), loads the config (the
+// RunMain parses args (--config FILE, --version, --help), loads the config (the
 // file, then TFLO_* variables), validates it, starts the /metrics server
 // when metrics.addr is set, and runs m until SIGINT or SIGTERM, after
 // which the worker drains and takes its final checkpoint. It returns the
@@ -60,6 +61,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet(m.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "YAML config file (optional: every key can also come from the environment)")
+	showVersion := version.Flag(fs)
 	fs.Usage = func() { Usage(stderr, m, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -70,6 +72,10 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", m.Name, fs.Args())
 		return ExitUsage
+	}
+	if *showVersion {
+		fmt.Fprintln(os.Stdout, version.Get().Line(m.Name))
+		return ExitOK
 	}
 	if err := envconfig.Load(*path, envconfig.Prefix, m.Config); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", m.Name, err)

@@ -115,6 +115,11 @@ func TestEdgeMainDrainsOnSIGTERM(t *testing.T) {
 	go func() { done <- RunMain(EdgeMain(), []string{"--config", path}, io.Discard) }()
 	url := "http://" + maddr + "/metrics"
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_edge_mqtt_received_total") == 0 }, 30*time.Second, 20*time.Millisecond)
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Regexp(t, `(?m)^tflo_build_info\{go_version="go[^"]+",revision="[^"]*",version="[^"]+"\} 1$`, string(body), "the worker says which build it runs")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

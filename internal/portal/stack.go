@@ -17,6 +17,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/version"
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/workers/central"
 	"github.com/tflo-io/tflo/workers/simulator"
@@ -280,6 +281,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 
 func (s *Stack) registry(name string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(version.Collector())
 	s.regs[name] = reg
 	return reg
 }

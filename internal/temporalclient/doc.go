@@ -1,9 +1,26 @@
-// Package temporalclient holds the connection settings every tflo binary
-// uses to reach Temporal — a local dev server, a self-hosted cluster or a
-// cloud namespace — and dials a client from them.
+// Package temporalclient is the one Temporal connection configuration of
+// every tflo binary: starter's flags and the workers' YAML both fill a
+// Config, and Resolve turns it into the connection a client dials — a
+// local dev server, a self-hosted cluster or a cloud namespace.
 //
-// Config is a plain struct (json/yaml tags) so it can come from a YAML
-// file, flags or the environment (FromEnv reads the TEMPORAL_* variables
-// the Temporal CLI uses). The API key and TLS key never appear in String
-// or in errors.
+// It speaks the Temporal CLI's language (through
+// go.temporal.io/sdk/contrib/envconfig): a setting not given in the Config
+// comes from the CLI's environment variable (TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, ...),
+// else from the selected profile of the CLI's TOML config file (--profile,
+// --config-file, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE), else from the
+// default. Config's keys mirror the CLI's flags (tls_cert_path is
+// --tls-cert-path).
+//
+// Errors name where the bad value came from, as the user typed it: the
+// flag (--tls-cert-path) or YAML key (temporal.tls_cert_path, with
+// Config.KeyPath), the variable, or "profile.<name>.<key> in <file>"
+// (Resolved.Source). The API key is never a key or a flag value: it comes
+// from APIKeyFile, TEMPORAL_API_KEY or the profile, and never appears in
+// String or in errors; neither does TLS key material (internal/tlsconfig
+// builds the TLS settings).
+//
+// Main types: Config (plain data, json/yaml tags), Resolved (the effective
+// connection: Options, Dial, String, Source). Concurrency: both are values;
+// Resolve reads the environment and files and shares no state.
 package temporalclient
