@@ -68,14 +68,12 @@ func MarshalManifest(m Manifest) []byte {
 		b = binary.AppendUvarint(b, uint64(r.ID))
 		b = binary.AppendUvarint(b, uint64(len(r.Pieces)))
 		for _, p := range r.Pieces {
-			b = appendString(b, p.Key)
+			b = wire.AppendString(b, p.Key)
 			b = binary.AppendUvarint(b, uint64(p.Size))
 		}
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, manifestCRC))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, wire.Castagnoli))
 }
-
-var manifestCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // UnmarshalManifest decodes a manifest made by MarshalManifest. Bytes that
 // fail the checksum, are truncated, or carry another format version are
@@ -85,7 +83,7 @@ func UnmarshalManifest(b []byte) (Manifest, error) {
 		return Manifest{}, fmt.Errorf("checkpoint manifest: %d bytes is too short: %w", len(b), ErrCorrupt)
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
-	if got := crc32.Checksum(body, manifestCRC); got != sum {
+	if got := crc32.Checksum(body, wire.Castagnoli); got != sum {
 		return Manifest{}, fmt.Errorf("checkpoint manifest: checksum %08x does not match stored %08x: %w", got, sum, ErrCorrupt)
 	}
 	r := wire.Reader{B: body}
