@@ -367,6 +367,10 @@ func NewCheckpointer(shard string, src CheckpointSource, store StateStore, curso
 // Shard returns the shard's name.
 func (c *Checkpointer) Shard() string { return c.shard }
 
+// Owner returns the epoch this process owns the shard at now, and whether
+// it owns it (the Ownership the Checkpointer was built with).
+func (c *Checkpointer) Owner() (Epoch, bool) { return c.cfg.ownership.Owner() }
+
 // ReportBreaker records the checkpoint coordinator's breaker state, which
 // Status returns (for a worker's metrics). It changes nothing else.
 func (c *Checkpointer) ReportBreaker(s BreakerState) {
