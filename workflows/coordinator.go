@@ -62,9 +62,9 @@ type coordinator struct {
 	nextRoundAt   time.Time
 	stopping      bool
 	stopReason    string
-	finished      uint64                  // the last round that finished
-	waited        []RoundSummary          // rounds checkpoint-now callers wait for (Round set, the rest once done)
-	pendingStarts int                     // handoffs whose start is not confirmed yet
+	finished      uint64         // the last round that finished
+	waited        []RoundSummary // rounds checkpoint-now callers wait for (Round set, the rest once done)
+	pendingStarts int            // handoffs whose start is not confirmed yet
 	roundsThisRun int
 	wantRound     uint64   // the highest round a checkpoint-now request waits for
 	reasons       []string // why the next round runs (checkpoint-now reasons)
@@ -337,7 +337,7 @@ func (c *coordinator) startHandoff(ctx workflow.Context, shard string, from Owne
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		StaticSummary:     fmt.Sprintf("move %s/%s: %s@%d → %s@%d", c.in.Pipeline, shard, from.WorkerID, from.Epoch, to.WorkerID, to.Epoch),
 	})
-		f := workflow.ExecuteChildWorkflow(cctx, HandoffWorkflow, HandoffInput{
+	f := workflow.ExecuteChildWorkflow(cctx, HandoffWorkflow, HandoffInput{
 		Pipeline: c.in.Pipeline, Shard: shard, From: &from, FromDead: fromDead, To: &to,
 		StepTimeout: c.in.HandoffStepTimeout.D(), FinalRound: true,
 	})

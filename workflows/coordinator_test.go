@@ -373,7 +373,9 @@ func TestCoordinatorAnnouncementWhileRoundInFlight(t *testing.T) {
 	assert.Equal(t, uint64(3), st.Round)
 }
 
-func timeout(tt enumspb.TimeoutType) error { return temporal.NewTimeoutError(tt, errors.New("no poller")) }
+func timeout(tt enumspb.TimeoutType) error {
+	return temporal.NewTimeoutError(tt, errors.New("no poller"))
+}
 
 // TestCoordinatorBreakerCountsStorageFailuresOnly: a dead owner's
 // schedule-to-start timeouts opened the per-shard workflow's breaker for

@@ -275,8 +275,8 @@ type CoordinatorState struct {
 	// attribute (upserts happen only on change).
 	SearchBreaker string `json:"search_breaker,omitempty"`
 
-	Workers []WorkerRow `json:"workers,omitempty"`
-	Shards  []ShardRow  `json:"shards,omitempty"`
+	Workers []WorkerRow   `json:"workers,omitempty"`
+	Shards  []ShardRow    `json:"shards,omitempty"`
 	Last    *RoundSummary `json:"last,omitempty"`
 	// Generation counts continue-as-new runs.
 	Generation int `json:"generation,omitempty"`

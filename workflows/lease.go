@@ -41,8 +41,8 @@ type LeaseState struct {
 	// Orphaned are the shards the dead worker held.
 	Orphaned []activities.HeldShard `json:"orphaned,omitempty"`
 	// Told are the coordinators told of the death (Coordinated).
-	Told []string `json:"told,omitempty"`
-	LastErr  string                 `json:"last_error,omitempty"`
+	Told    []string `json:"told,omitempty"`
+	LastErr string   `json:"last_error,omitempty"`
 }
 
 // Lease workflow statuses.

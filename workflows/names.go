@@ -18,9 +18,9 @@ const (
 
 	CoordinatorWorkflowIDPrefix = "tflo-coordinator:"
 	CheckpointWorkflowIDPrefix  = "tflo-checkpoint:"
-	HandoffWorkflowIDPrefix    = "tflo-handoff:"
-	LeaseWorkflowIDPrefix      = "tflo-lease:"
-	BackfillWorkflowIDPrefix   = "tflo-backfill:"
+	HandoffWorkflowIDPrefix     = "tflo-handoff:"
+	LeaseWorkflowIDPrefix       = "tflo-lease:"
+	BackfillWorkflowIDPrefix    = "tflo-backfill:"
 )
 
 // Update, signal and query names.
