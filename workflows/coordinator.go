@@ -552,12 +552,19 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 				row.Status = ShardUnreachable
 				row.Error = fmt.Sprintf("round %d: worker %q did not pick the round up within %s", r.summary.Round, sh.worker, c.in.ReachTimeout)
 			})
-		default:
-			// The worker took its share and did not finish it in time, or
-			// failed as a whole: counted, as an expired checkpoint is.
+		case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+			// The worker took its share and did not finish it in time:
+			// counted, as an expired checkpoint is in Flink.
 			s.Failed += len(sh.in.Shards)
 			c.st.LastError = fmt.Sprintf("round %d on %s: %v", r.summary.Round, sh.worker, err)
 			c.eachOwnedRow(sh, func(row *ShardRow) { row.Status, row.Error = ShardFailed, err.Error() })
+		default:
+			// The round could not run on the worker at all (it is
+			// closing, or does not serve rounds): a worker matter, not
+			// a storage failure.
+			s.WorkerErrors += len(sh.in.Shards)
+			c.st.LastError = fmt.Sprintf("round %d on %s: %v", r.summary.Round, sh.worker, err)
+			c.eachOwnedRow(sh, func(row *ShardRow) { row.Status, row.Error = ShardWorkerError, err.Error() })
 		}
 		return
 	}

@@ -122,9 +122,10 @@ func recordCoordinator(t *testing.T, ctx context.Context, c client.Client) map[s
 	assert.Equal(t, uint64(1), hs.FinalCheckpoint.Epoch)
 	assert.Equal(t, hs.FinalCheckpoint.CheckpointID, hs.Restored.CheckpointID)
 
-	// c1 dies: its coordinated lease tells the coordinator (the stand-in
-	// lease of DeadWorker heartbeats shard readings-1 of iot once).
-	_, err = workflows.Announce(ctx, c, in, workflows.Announcement{WorkerID: fakeactivities.DeadWorker, TaskQueue: workflows.WorkerTaskQueue(fakeactivities.DeadWorker),
+	// A worker that announced readings-1 dies (nothing polls its queue any
+	// more): its rounds are unreachable, then its coordinated lease tells
+	// the coordinator (the stand-in lease of DeadWorker heartbeats once).
+	_, err = workflows.Announce(ctx, c, in, workflows.Announcement{WorkerID: fakeactivities.DeadWorker, TaskQueue: workflows.WorkerTaskQueue("nobody-polls"),
 		Shards: []activities.ShardEpoch{{Shard: "readings-1", Epoch: 2}}})
 	require.NoError(t, err)
 	lease, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeaseWorkflowID("dead-coordinated"), TaskQueue: workflows.ControlTaskQueue},

@@ -391,6 +391,9 @@ func TestCoordinatorBreakerCountsStorageFailuresOnly(t *testing.T) {
 		defer mu.Unlock()
 		switch mode {
 		case "unreachable":
+			if in.Round%2 == 0 {
+				return activities.RoundResult{}, errors.New("worker is closing"), true
+			}
 			return activities.RoundResult{}, timeout(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START), true
 		case "storage":
 			res := f.ok(in)
@@ -425,7 +428,7 @@ func TestCoordinatorBreakerCountsStorageFailuresOnly(t *testing.T) {
 		BreakerThreshold: 3, BreakerCoolDown: activities.Duration(time.Minute)})
 	st := coordinatorResult(t, env)
 
-	assert.Equal(t, workflows.BreakerClosed, afterUnreachable.Breaker, "an unreachable worker is not a storage failure")
+	assert.Equal(t, workflows.BreakerClosed, afterUnreachable.Breaker, "an unreachable or failing worker is not a storage failure")
 	assert.Zero(t, afterUnreachable.ConsecutiveFailures)
 	assert.Equal(t, uint64(6), afterUnreachable.Partial)
 	assert.Equal(t, workflows.BreakerOpen, whileOpen.Breaker)

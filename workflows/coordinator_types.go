@@ -149,6 +149,9 @@ const (
 	ShardNotOwner = activities.ShardNotOwner
 	// ShardUnreachable: its owner did not pick the last round up in time.
 	ShardUnreachable = "unreachable"
+	// ShardWorkerError: its owner could not run the last round at all
+	// (closing, or not serving rounds): not a storage failure.
+	ShardWorkerError = "worker-error"
 	// ShardOwnerGone: its owner was declared dead; waiting for the next.
 	ShardOwnerGone = "owner-gone"
 	// ShardReleased: its owner released it; waiting for the next.
@@ -207,13 +210,15 @@ type RoundSummary struct {
 	// Failed shards failed on storage; Unreachable ones were on workers
 	// that did not pick the round up; NotOwner ones had moved on; Moved
 	// ones changed owner while the round ran (their results discarded).
-	Failed      int    `json:"failed"`
-	Unreachable int    `json:"unreachable,omitempty"`
-	NotOwner    int    `json:"not_owner,omitempty"`
-	Moved       int    `json:"moved,omitempty"`
-	Bytes       int64  `json:"bytes"`
-	Local       int    `json:"local,omitempty"`
-	Breaker     string `json:"breaker"`
+	Failed      int `json:"failed"`
+	Unreachable int `json:"unreachable,omitempty"`
+	// WorkerErrors are shards whose worker failed the round as a whole.
+	WorkerErrors int    `json:"worker_errors,omitempty"`
+	NotOwner     int    `json:"not_owner,omitempty"`
+	Moved        int    `json:"moved,omitempty"`
+	Bytes        int64  `json:"bytes"`
+	Local        int    `json:"local,omitempty"`
+	Breaker      string `json:"breaker"`
 	// Cut says the round was cut short (the coordinator was stopped).
 	Cut bool `json:"cut,omitempty"`
 }
@@ -225,6 +230,9 @@ func (s RoundSummary) String() string {
 		s.Duration.D().Round(time.Millisecond), s.Failed)
 	if s.Unreachable > 0 {
 		out += fmt.Sprintf(", %d unreachable", s.Unreachable)
+	}
+	if s.WorkerErrors > 0 {
+		out += fmt.Sprintf(", %d on failing workers", s.WorkerErrors)
 	}
 	if s.NotOwner+s.Moved > 0 {
 		out += fmt.Sprintf(", %d moved", s.NotOwner+s.Moved)
