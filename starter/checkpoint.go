@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -25,8 +27,15 @@ func (a *app) checkpointNow() *cobra.Command {
 	var shards []string
 	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:     "now",
-		Short:   "Ask for a checkpoint now (every shard of the pipeline, or --shard)",
+		Use:   "now",
+		Short: "Ask for a checkpoint of the whole pipeline now and wait for it",
+		Long: `Ask the pipeline's checkpoint coordinator for a round now (a Workflow
+Update): the round starts after the request, even if one is running, and
+the command prints its summary when it ends — no polling. --wait bounds how
+long it waits.
+
+Pipelines still on per-shard checkpoint workflows (no coordinator running)
+are signalled shard by shard instead; --shard picks shards there.`,
 		Example: "  starter checkpoint now --pipeline iot-portal --wait 30s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
@@ -34,72 +43,104 @@ func (a *app) checkpointNow() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			ids := make([]string, 0, len(shards))
-			for _, s := range shards {
-				ids = append(ids, workflows.CheckpointWorkflowID(pipeline, s))
+			running, err := workflows.CoordinatorRunning(ctx, c, pipeline)
+			if err != nil {
+				return err
 			}
-			if len(ids) == 0 {
-				runs, err := a.checkpointRuns(ctx, c, pipeline, true)
-				if err != nil {
-					return err
-				}
-				for _, r := range runs {
-					ids = append(ids, r.ID)
-				}
+			if !running {
+				return a.checkpointNowPerShard(cmd, c, pipeline, shards, wait)
 			}
-			if len(ids) == 0 {
-				return notFoundError{fmt.Errorf("pipeline %q has no running checkpoint workflows", pipeline)}
+			if len(shards) > 0 {
+				return usagef("pipeline %q runs a checkpoint coordinator, whose rounds checkpoint every shard: --shard does not apply", pipeline)
 			}
-			before := map[string]workflows.CheckpointState{}
-			for _, id := range ids {
-				if wait > 0 {
-					st, err := queryState(ctx, c, id)
-					if err != nil {
-						return err
-					}
-					before[id] = st
-				}
-				if err := c.SignalWorkflow(ctx, id, "", workflows.SignalCheckpointNow, workflows.CheckpointNow{Reason: "starter checkpoint now"}); err != nil {
-					return notFoundError{fmt.Errorf("signal %s: %w", id, err)}
-				}
+			if wait <= 0 {
+				wait = time.Minute
 			}
-			var after []workflows.CheckpointState
-			if wait > 0 {
-				deadline := time.Now().Add(wait)
-				for _, id := range ids {
-					for {
-						st, err := queryState(ctx, c, id)
-						if err != nil {
-							return err
-						}
-						b := before[id]
-						if st.Completed > b.Completed || st.Failed > b.Failed || st.Skipped > b.Skipped {
-							after = append(after, st)
-							break
-						}
-						if time.Now().After(deadline) {
-							return fmt.Errorf("%s: no checkpoint finished within %s (owner known: %t)", id, wait, st.Owner != nil)
-						}
-						select {
-						case <-ctx.Done():
-							return ctx.Err()
-						case <-time.After(200 * time.Millisecond):
-						}
-					}
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			sum, err := workflows.CheckpointRoundNow(wctx, c, pipeline, "starter checkpoint now")
+			if err != nil {
+				if wctx.Err() != nil && ctx.Err() == nil {
+					return fmt.Errorf("pipeline %q: the round did not finish within %s (it goes on): %w", pipeline, wait, err)
 				}
+				return err
 			}
-			return a.emit(map[string]any{"signalled": ids, "states": after}, func(w io.Writer) {
-				printf(w, "asked %d shard(s) of %s for a checkpoint\n", len(ids), pipeline)
-				if len(after) > 0 {
-					printStates(w, after)
-				}
+			return a.emit(map[string]any{"coordinator": workflows.CoordinatorWorkflowID(pipeline), "round": sum}, func(w io.Writer) {
+				printf(w, "%s\n", sum)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
-	cmd.Flags().StringSliceVar(&shards, "shard", nil, "only these shards")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the checkpoints to finish")
+	cmd.Flags().StringSliceVar(&shards, "shard", nil, "only these shards (per-shard checkpoint workflows only)")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the round (default 1m; per-shard workflows: 0 does not wait)")
 	return cmd
+}
+
+// checkpointNowPerShard signals the per-shard checkpoint workflows of a
+// pipeline that runs no coordinator yet, and polls their state when asked
+// to wait. It goes when the per-shard workflows go.
+func (a *app) checkpointNowPerShard(cmd *cobra.Command, c client.Client, pipeline string, shards []string, wait time.Duration) error {
+	ctx := cmd.Context()
+	ids := make([]string, 0, len(shards))
+	for _, s := range shards {
+		ids = append(ids, workflows.CheckpointWorkflowID(pipeline, s))
+	}
+	if len(ids) == 0 {
+		runs, err := a.checkpointRuns(ctx, c, pipeline, true)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return notFoundError{fmt.Errorf("pipeline %q runs neither a checkpoint coordinator nor checkpoint workflows", pipeline)}
+	}
+	before := map[string]workflows.CheckpointState{}
+	for _, id := range ids {
+		if wait > 0 {
+			st, err := queryState(ctx, c, id)
+			if err != nil {
+				return err
+			}
+			before[id] = st
+		}
+		if err := c.SignalWorkflow(ctx, id, "", workflows.SignalCheckpointNow, workflows.CheckpointNow{Reason: "starter checkpoint now"}); err != nil {
+			return notFoundError{fmt.Errorf("signal %s: %w", id, err)}
+		}
+	}
+	var after []workflows.CheckpointState
+	if wait > 0 {
+		deadline := time.Now().Add(wait)
+		for _, id := range ids {
+			for {
+				st, err := queryState(ctx, c, id)
+				if err != nil {
+					return err
+				}
+				b := before[id]
+				if st.Completed > b.Completed || st.Failed > b.Failed || st.Skipped > b.Skipped {
+					after = append(after, st)
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%s: no checkpoint finished within %s (owner known: %t)", id, wait, st.Owner != nil)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}
+	}
+	return a.emit(map[string]any{"signalled": ids, "states": after}, func(w io.Writer) {
+		printf(w, "asked %d shard(s) of %s for a checkpoint\n", len(ids), pipeline)
+		if len(after) > 0 {
+			printStates(w, after)
+		}
+	})
 }
 
 func (a *app) checkpointList() *cobra.Command {
