@@ -687,8 +687,10 @@ func (c *coordinator) notice(ctx workflow.Context) {
 
 func (c *coordinator) shouldContinueAsNew(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
+	// A new current version of the control workers (a rollout): move to it
+	// at the next round boundary instead of pinning the old one for a run.
 	return c.roundsThisRun >= c.in.ContinueAsNewAfter || info.GetContinueAsNewSuggested() ||
-		info.GetCurrentHistoryLength() >= continueAsNewEvents
+		info.GetCurrentHistoryLength() >= continueAsNewEvents || info.GetTargetWorkerDeploymentVersionChanged()
 }
 
 // continueAsNew drains what could be lost — started handoffs, buffered

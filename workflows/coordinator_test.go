@@ -622,3 +622,21 @@ func TestHumanBytes(t *testing.T) {
 		assert.Equal(t, want, workflows.HumanBytes(n))
 	}
 }
+
+// TestCoordinatorMovesToANewVersionAtTheNextRound: when the control
+// workers' current version changes (a rollout), the pinned coordinator
+// continues as new after its round, asking to upgrade, instead of holding
+// the old version for a whole run.
+func TestCoordinatorMovesToANewVersionAtTheNextRound(t *testing.T) {
+	env, _ := newCoordinatorEnv(t)
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	env.RegisterDelayedCallback(func() { env.SetTargetWorkerDeploymentVersionChanged(true) }, 25*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	assert.EqualValues(t, workflow.ContinueAsNewVersioningBehaviorAutoUpgrade, can.InitialVersioningBehavior)
+	var next workflows.CoordinatorInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	assert.Equal(t, uint64(3), next.State.Round, "the round after the change (at 30s) was the last of the run")
+}

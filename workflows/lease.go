@@ -114,7 +114,9 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 		if st.Restarts-in.Restarts >= in.MaxRestarts || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			next := in
 			next.Restarts = st.Restarts
-			return st, workflow.NewContinueAsNewError(ctx, LeaseWorkflow, next)
+			return st, workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
+				InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+			}, LeaseWorkflow, next)
 		}
 	}
 }
