@@ -322,6 +322,7 @@ func (c *coordinator) announce(ctx workflow.Context, a Announcement) (AnnounceRe
 	c.dropMovedShares()
 	c.announced = true
 	c.showDetails(ctx)
+	res.Coordinator = workflow.GetInfo(ctx).FirstRunID
 	res.Round, res.Breaker = c.st.Round, c.st.Breaker
 	res.Interval, res.MaxCheckpointAge = c.in.Interval, c.in.MaxCheckpointAge
 	return res, nil

@@ -207,6 +207,9 @@ func TestCoordinatorUnreachableWorkerOnDevServer(t *testing.T) {
 		Shards: []activities.ShardEpoch{{Shard: "iot/1", Epoch: e}}})
 	require.NoError(t, err)
 	require.Len(t, res.Previous, 1)
+	first, err := c.DescribeWorkflow(ctx, workflows.CoordinatorWorkflowID("iot"), "")
+	require.NoError(t, err)
+	assert.Equal(t, first.RawResponse.GetWorkflowExecutionInfo().GetFirstRunId(), res.Coordinator, "the coordinator's chain of runs")
 	waitFor(t, func() bool {
 		r := shardRow(coordinatorShards(t, c, "iot"), "iot/1")
 		return r.Status == workflows.ShardOK && r.Owner.WorkerID == "live"

@@ -107,6 +107,11 @@ type PreviousOwner struct {
 
 // AnnounceResult answers an announcement.
 type AnnounceResult struct {
+	// Coordinator identifies the coordinator's chain of runs (the first
+	// run's id; continue-as-new keeps it). When it changes the coordinator
+	// was started afresh (after a stop) and knows nothing: announce every
+	// shard held again.
+	Coordinator string `json:"coordinator"`
 	// Previous lists the announced shards that another worker owned.
 	Previous []PreviousOwner `json:"previous,omitempty"`
 	// Round is the last round the coordinator started.
