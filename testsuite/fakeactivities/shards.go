@@ -165,6 +165,27 @@ func (s *keySource) Restore(_ context.Context, _ string, cursor []byte, pieces i
 	return nil
 }
 
+// MergeRuns implements streaming.RunMerger: every cut of a keySource holds
+// every key, so the newest run is the whole state.
+func (s *keySource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, error], emit func([]byte) error) error {
+	var last [][]byte
+	for _, run := range runs {
+		last = last[:0]
+		for p, err := range run {
+			if err != nil {
+				return err
+			}
+			last = append(last, append([]byte(nil), p...))
+		}
+	}
+	for _, p := range last {
+		if err := emit(p); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
 type keyCut struct {
 	src   *keySource
 	seq   uint64
