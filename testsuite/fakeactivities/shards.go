@@ -120,7 +120,6 @@ type keySource struct {
 	value  []byte
 	seq    uint64
 	dirty  bool
-	cutAt  uint64
 	cutOut bool
 }
 
