@@ -96,12 +96,7 @@ func baselineInProcess(b *testing.B, ms *fakeactivities.MemoryShards) {
 func BenchmarkRound64Shards(b *testing.B) {
 	srv := temporaltest.Start(b)
 	c := srv.Client
-	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
-	workflows.Register(ctl)
-	if err := ctl.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer ctl.Stop()
+	startControlWorker(b, c)
 	for _, store := range []string{"memory", "files"} {
 		b.Run("store="+store, func(b *testing.B) {
 			ms := roundShards(b, store)
@@ -157,6 +152,23 @@ func BenchmarkRound64Shards(b *testing.B) {
 			// larger b.N, on the same shards.
 		})
 	}
+}
+
+// benchPipeline spreads n in-memory shards over workers workers (each on
+// its own queue, running the real round activity), announces them, which
+// starts the coordinator with in, and returns the shards and the
+// coordinator's first run id.
+func benchPipeline(b *testing.B, c client.Client, in workflows.CoordinatorInput, n, keys, value, workers int) (*fakeactivities.MemoryShards, string) {
+	ids := make([]string, workers)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-w%d", in.Pipeline, i)
+	}
+	ms, err := fakeactivities.NewMemoryShards(in.Pipeline, n, keys, value, memory.New(), ids...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	startMemoryWorkers(b, c, ms, ids...)
+	return ms, announceAll(b, context.Background(), c, in, ms)
 }
 
 // chainCounts counts the events and billable actions of every run of a
@@ -216,12 +228,7 @@ var benchRuns int
 func BenchmarkRoundHistory(b *testing.B) {
 	srv := temporaltest.Start(b)
 	c := srv.Client
-	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
-	workflows.Register(ctl)
-	if err := ctl.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer ctl.Stop()
+	startControlWorker(b, c)
 	base := map[int]float64{}
 	for _, workers := range []int{2, 8} {
 		for _, shards := range []int{4, 64, 1024} {
@@ -231,36 +238,10 @@ func BenchmarkRoundHistory(b *testing.B) {
 				// to the coordinator the previous call is stopping.
 				benchRuns++
 				pipeline := fmt.Sprintf("hist-%d-%d-%d", workers, shards, benchRuns)
-				ids := make([]string, workers)
-				for i := range ids {
-					ids[i] = fmt.Sprintf("%s-w%d", pipeline, i)
-				}
-				ms, err := fakeactivities.NewMemoryShards(pipeline, shards, 4, 16, memory.New(), ids...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, id := range ids {
-					w := worker.New(c, workflows.WorkerTaskQueue(id), worker.Options{})
-					w.RegisterActivity(&activities.Rounds{Host: ms.Hosts[id]})
-					if err := w.Start(); err != nil {
-						b.Fatal(err)
-					}
-					defer w.Stop()
-				}
 				ctx := context.Background()
 				in := workflows.CoordinatorInput{Pipeline: pipeline, Interval: activities.Duration(100 * time.Millisecond)}
+				_, first := benchPipeline(b, c, in, shards, 4, 16, workers)
 				id := workflows.CoordinatorWorkflowID(pipeline)
-				for w, s := range ms.Announcements() {
-					if _, err := workflows.Announce(ctx, c, in, workflows.Announcement{WorkerID: w, TaskQueue: workflows.WorkerTaskQueue(w), Shards: s}); err != nil {
-						dumpTaskFailures(b, c, id)
-						b.Fatal(err)
-					}
-				}
-				d, err := c.DescribeWorkflow(ctx, id, "")
-				if err != nil {
-					b.Fatal(err)
-				}
-				first := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 				status := func() workflows.CoordinatorStatus {
 					v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 					if err != nil {
@@ -337,39 +318,11 @@ func BenchmarkLoadRounds(b *testing.B) {
 	}
 	srv := temporaltest.Start(b)
 	c := srv.Client
-	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
-	workflows.Register(ctl)
-	if err := ctl.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer ctl.Stop()
+	startControlWorker(b, c)
 	const pipeline, interval = "load", time.Second
-	ids := []string{"load-w0", "load-w1", "load-w2", "load-w3"}
-	ms, err := fakeactivities.NewMemoryShards(pipeline, 1024, 8, 32, memory.New(), ids...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, id := range ids {
-		w := worker.New(c, workflows.WorkerTaskQueue(id), worker.Options{})
-		w.RegisterActivity(&activities.Rounds{Host: ms.Hosts[id]})
-		if err := w.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer w.Stop()
-	}
 	ctx := context.Background()
-	in := workflows.CoordinatorInput{Pipeline: pipeline, Interval: activities.Duration(interval)}
-	for w, s := range ms.Announcements() {
-		if _, err := workflows.Announce(ctx, c, in, workflows.Announcement{WorkerID: w, TaskQueue: workflows.WorkerTaskQueue(w), Shards: s}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	ms, first := benchPipeline(b, c, workflows.CoordinatorInput{Pipeline: pipeline, Interval: activities.Duration(interval)}, 1024, 8, 32, 4)
 	id := workflows.CoordinatorWorkflowID(pipeline)
-	d, err := c.DescribeWorkflow(ctx, id, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	first := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	stop := make(chan struct{})
 	touched := make(chan struct{})
 	go func() { // the hot path changes every key between rounds

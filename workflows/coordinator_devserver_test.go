@@ -22,7 +22,7 @@ import (
 
 // startMemoryWorkers runs one worker per id on its own queue with the real
 // Rounds activity over ms, and its handoff side.
-func startMemoryWorkers(t *testing.T, c client.Client, ms *fakeactivities.MemoryShards, ids ...string) {
+func startMemoryWorkers(t testing.TB, c client.Client, ms *fakeactivities.MemoryShards, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		w := worker.New(c, workflows.WorkerTaskQueue(id), worker.Options{})
@@ -33,12 +33,27 @@ func startMemoryWorkers(t *testing.T, c client.Client, ms *fakeactivities.Memory
 	}
 }
 
-func announceAll(t *testing.T, ctx context.Context, c client.Client, in workflows.CoordinatorInput, ms *fakeactivities.MemoryShards) {
+// announceAll announces every worker's shards (starting the coordinator)
+// and returns the coordinator's first run id.
+func announceAll(t testing.TB, ctx context.Context, c client.Client, in workflows.CoordinatorInput, ms *fakeactivities.MemoryShards) string {
 	t.Helper()
+	var first string
 	for w, shards := range ms.Announcements() {
-		_, err := workflows.Announce(ctx, c, in, workflows.Announcement{WorkerID: w, TaskQueue: workflows.WorkerTaskQueue(w), Shards: shards})
+		res, err := workflows.Announce(ctx, c, in, workflows.Announcement{WorkerID: w, TaskQueue: workflows.WorkerTaskQueue(w), Shards: shards})
 		require.NoError(t, err)
+		first = res.Coordinator
 	}
+	return first
+}
+
+// startControlWorker runs an unversioned control-queue worker with every
+// workflow registered.
+func startControlWorker(t testing.TB, c client.Client) {
+	t.Helper()
+	w := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	workflows.Register(w)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
 }
 
 func coordinatorStatus(t *testing.T, c client.Client, pipeline string) workflows.CoordinatorStatus {
@@ -173,11 +188,7 @@ func TestCoordinatorUnreachableWorkerOnDevServer(t *testing.T) {
 	c := srv.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
-	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
-	require.NoError(t, ctl.Start())
-	defer ctl.Stop()
+	startControlWorker(t, c)
 
 	ms, err := fakeactivities.NewMemoryShards("iot", 4, 8, 16, memory.New(), "live", "gone")
 	require.NoError(t, err)

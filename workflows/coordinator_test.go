@@ -138,6 +138,13 @@ func coordinatorResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) wor
 	return st
 }
 
+func queryInto(t *testing.T, env *testsuite.TestWorkflowEnvironment, query string, into any) {
+	t.Helper()
+	v, err := env.QueryWorkflow(query)
+	require.NoError(t, err)
+	require.NoError(t, v.Get(into))
+}
+
 func rowOf(t *testing.T, st workflows.CoordinatorState, shard string) workflows.ShardRow {
 	t.Helper()
 	for _, r := range st.Shards {
@@ -161,12 +168,8 @@ func TestCoordinatorRoundIsOneActivityPerWorker(t *testing.T) {
 	var status workflows.CoordinatorStatus
 	var table []workflows.ShardRow
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryStatus)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&status))
-		v, err = env.QueryWorkflow(workflows.QueryShards)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&table))
+		queryInto(t, env, workflows.QueryStatus, &status)
+		queryInto(t, env, workflows.QueryShards, &table)
 	}, 25*time.Second)
 	stopCoordinatorAfter(env, 35*time.Second)
 	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
@@ -275,9 +278,7 @@ func TestCoordinatorStopWhileRoundInFlight(t *testing.T) {
 	announceAt(env, 0, announcement("w1", 1, "readings/0"))
 	var inFlight workflows.CoordinatorStatus
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryStatus)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&inFlight))
+		queryInto(t, env, workflows.QueryStatus, &inFlight)
 		env.SignalWorkflow(workflows.SignalStop, workflows.StopRequest{Reason: "operator"})
 	}, 15*time.Second)
 	start := env.Now()
@@ -412,11 +413,7 @@ func TestCoordinatorBreakerCountsStorageFailuresOnly(t *testing.T) {
 	announceAt(env, 0, announcement("w1", 1, "readings/0", "readings/1"))
 	var afterUnreachable, whileOpen workflows.CoordinatorStatus
 	query := func(into *workflows.CoordinatorStatus) func() {
-		return func() {
-			v, err := env.QueryWorkflow(workflows.QueryStatus)
-			require.NoError(t, err)
-			require.NoError(t, v.Get(into))
-		}
+		return func() { queryInto(t, env, workflows.QueryStatus, into) }
 	}
 	env.RegisterDelayedCallback(func() { setMode("unreachable") }, 5*time.Second)
 	env.RegisterDelayedCallback(query(&afterUnreachable), 65*time.Second) // six unreachable rounds
@@ -482,12 +479,8 @@ func TestCoordinatorWorkerGone(t *testing.T) {
 	var gone workflows.CoordinatorStatus
 	var goneTable []workflows.ShardRow
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryStatus)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&gone))
-		v, err = env.QueryWorkflow(workflows.QueryShards)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&goneTable))
+		queryInto(t, env, workflows.QueryStatus, &gone)
+		queryInto(t, env, workflows.QueryShards, &goneTable)
 	}, 26*time.Second)
 	takeover := announceAt(env, 33*time.Second, announcement("w2", 2, "readings/0", "readings/1"))
 	stopCoordinatorAfter(env, 55*time.Second)
