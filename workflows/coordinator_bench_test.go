@@ -14,6 +14,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -193,6 +194,19 @@ var actionEvents = map[enumspb.EventType]bool{
 
 func countChain(b testing.TB, c client.Client, id, runID string) chainCounts {
 	var out chainCounts
+	eachEvent(b, c, id, runID, func(ev *historypb.HistoryEvent) {
+		out.events++
+		out.bytes += ev.Size()
+		if actionEvents[ev.GetEventType()] {
+			out.actions++
+		}
+	})
+	return out
+}
+
+// eachEvent calls fn with every event of every run of a workflow id,
+// following continue-as-new from runID.
+func eachEvent(b testing.TB, c client.Client, id, runID string, fn func(*historypb.HistoryEvent)) {
 	ctx := context.Background()
 	for runID != "" {
 		it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -202,18 +216,13 @@ func countChain(b testing.TB, c client.Client, id, runID string) chainCounts {
 			if err != nil {
 				b.Fatal(err)
 			}
-			out.events++
-			out.bytes += ev.Size()
-			if actionEvents[ev.GetEventType()] {
-				out.actions++
-			}
+			fn(ev)
 			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
 				next = a.GetNewExecutionRunId()
 			}
 		}
 		runID = next
 	}
-	return out
 }
 
 // BenchmarkRoundHistory counts, on the dev server, the history events,
@@ -371,46 +380,33 @@ func roundDurations(b *testing.B, c client.Client, id, runID string) []time.Dura
 	type span struct{ start, end time.Time }
 	rounds := map[uint64]*span{}
 	scheduled := map[int64]uint64{} // scheduled event id → round
-	ctx := context.Background()
-	for runID != "" {
-		it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		next := ""
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
+	eachEvent(b, c, id, runID, func(ev *historypb.HistoryEvent) {
+		at := ev.GetEventTime().AsTime()
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "CheckpointRound" {
+			var in activities.RoundInput
+			if err := json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in); err != nil {
 				b.Fatal(err)
 			}
-			at := ev.GetEventTime().AsTime()
-			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "CheckpointRound" {
-				var in activities.RoundInput
-				if err := json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in); err != nil {
-					b.Fatal(err)
-				}
-				scheduled[ev.GetEventId()] = in.Round
-				if rounds[in.Round] == nil {
-					rounds[in.Round] = &span{start: at}
-				}
-			}
-			var sched int64
-			switch {
-			case ev.GetActivityTaskCompletedEventAttributes() != nil:
-				sched = ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()
-			case ev.GetActivityTaskTimedOutEventAttributes() != nil:
-				sched = ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()
-			case ev.GetActivityTaskFailedEventAttributes() != nil:
-				sched = ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()
-			}
-			if r, ok := scheduled[sched]; ok && sched != 0 {
-				if s := rounds[r]; at.After(s.end) {
-					s.end = at
-				}
-			}
-			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
-				next = a.GetNewExecutionRunId()
+			scheduled[ev.GetEventId()] = in.Round
+			if rounds[in.Round] == nil {
+				rounds[in.Round] = &span{start: at}
 			}
 		}
-		runID = next
-	}
+		var sched int64
+		switch {
+		case ev.GetActivityTaskCompletedEventAttributes() != nil:
+			sched = ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()
+		case ev.GetActivityTaskTimedOutEventAttributes() != nil:
+			sched = ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId()
+		case ev.GetActivityTaskFailedEventAttributes() != nil:
+			sched = ev.GetActivityTaskFailedEventAttributes().GetScheduledEventId()
+		}
+		if r, ok := scheduled[sched]; ok && sched != 0 {
+			if s := rounds[r]; at.After(s.end) {
+				s.end = at
+			}
+		}
+	})
 	var out []time.Duration
 	for _, s := range rounds {
 		if !s.end.IsZero() {
