@@ -238,7 +238,7 @@ func BenchmarkRoundHistory(b *testing.B) {
 	srv := temporaltest.Start(b)
 	c := srv.Client
 	startControlWorker(b, c)
-	base := map[int]float64{}
+	base, basePerWorker := map[int]float64{}, map[int]float64{}
 	for _, workers := range []int{2, 8} {
 		for _, shards := range []int{4, 64, 1024} {
 			b.Run(fmt.Sprintf("workers=%d/shards=%d", workers, shards), func(b *testing.B) {
@@ -287,10 +287,15 @@ func BenchmarkRoundHistory(b *testing.B) {
 				b.ReportMetric(float64(c1.actions-c0.actions)/rounds, "actions/round")
 				b.ReportMetric(float64(c1.bytes-c0.bytes)/rounds, "history-B/round")
 				b.ReportMetric(float64(st.Generation), "continue-as-new")
+				// Only workers that own a shard get a share: 4 shards on 8
+				// workers keep 4 busy.
+				perWorker := events / float64(min(workers, shards))
+				b.ReportMetric(perWorker, "events/round/busy-worker")
 				if shards == 4 {
-					base[workers] = events
+					base[workers], basePerWorker[workers] = events, perWorker
 				} else if base[workers] > 0 {
 					b.ReportMetric(events/base[workers], "x-events-vs-4-shards")
+					b.ReportMetric(perWorker/basePerWorker[workers], "x-per-busy-worker-vs-4-shards")
 				}
 				if st.Failed > 0 || st.Last == nil || st.Last.OK != shards {
 					v, _ := c.QueryWorkflow(ctx, id, "", workflows.QueryShards)
