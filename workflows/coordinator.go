@@ -121,6 +121,9 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 		}
 	})
 
+	// Histories of release 574a995 started each interval when the
+	// previous round started.
+	cadence := workflow.GetVersion(ctx, "round-cadence", workflow.DefaultVersion, 1) >= 1
 	last := workflow.Now(ctx)
 	for {
 		if c.stopping {
@@ -135,7 +138,13 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 			c.wait(ctx, last)
 			continue
 		}
-		last = workflow.Now(ctx)
+		// Rounds keep their cadence: the next is due an interval after
+		// this one was due, not after it started (a timer fires late by a
+		// workflow task); one that overran starts the count afresh.
+		now := workflow.Now(ctx)
+		if last = last.Add(c.in.Interval.D()); !cadence || requested || now.Sub(last) >= c.in.Interval.D() {
+			last = now
+		}
 		c.runRound(ctx)
 		if c.stopping {
 			return c.finish(ctx)
