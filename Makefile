@@ -43,8 +43,9 @@ demo: ## run the whole iot-portal on this machine (builds bin/temporal and bin/i
 	$(GO) run ./starter demo $(DEMO_ARGS)
 
 .PHONY: record-histories
-record-histories: $(BIN)/temporal ## re-record workflow histories under workflows/testdata from a real dev server
-	TFLO_RECORD_HISTORIES=1 TFLO_REQUIRE_SERVICES=1 $(GO) test -run TestRecordHistoriesOnDevServer -count=1 ./workflows/
+record-histories: RELEASE ?= $(shell git rev-parse --short HEAD)
+record-histories: $(BIN)/temporal ## add workflow histories of this release (RELEASE=name, default the commit) under workflows/testdata/histories; never overwrites
+	TFLO_RECORD_HISTORIES=1 TFLO_HISTORY_RELEASE=$(RELEASE) TFLO_REQUIRE_SERVICES=1 $(GO) test -run TestRecordHistoriesOnDevServer -count=1 ./workflows/
 
 .PHONY: lint
 lint: tools ## go vet, staticcheck and workflowcheck

@@ -6,39 +6,97 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tflo-io/tflo/streaming"
 )
 
-// Shards is the registry of the shards this worker serves: the worker
-// registers a shard's Checkpointer when it gains the shard and unregisters
-// it when it loses it. Safe for concurrent use.
+// Shards is the registry of the shards this worker serves, and the
+// CheckpointHost over their streaming.Checkpointers: the worker registers
+// a shard's Checkpointer when it gains the shard and unregisters it when it
+// loses it; a round checkpoints the registered shards it names with
+// streaming.CheckpointGroup (their writes batched per store). When rounds
+// stop coming (Temporal unreachable, no coordinator) RunLocal checkpoints
+// the shards on its own and the next round reports those checkpoints.
+//
+// Safe for concurrent use.
 type Shards struct {
-	mu     sync.RWMutex
-	shards map[shardKey]*streaming.Checkpointer
+	now func() time.Time
+
+	mu        sync.RWMutex
+	shards    map[shardKey]*streaming.Checkpointer
+	released  map[shardKey]streaming.CheckpointStatus // the last status of each unregistered shard
+	local     map[shardKey]int                        // local checkpoints not yet reported to a round
+	pipelines map[string]*CoordinatorView
 }
 
 type shardKey struct{ pipeline, shard string }
 
-// NewShards returns an empty registry.
-func NewShards() *Shards {
-	return &Shards{shards: make(map[shardKey]*streaming.Checkpointer)}
+// CoordinatorView is what a worker knows of its pipeline's checkpoint
+// coordinator: the metrics a worker exports come from it.
+type CoordinatorView struct {
+	// Round is the last round this worker answered (0: none yet).
+	Round uint64
+	// LastRoundAt is when it answered it (or when RunLocal started).
+	LastRoundAt time.Time
+	// Breaker is the coordinator's breaker as last told ("closed" until a
+	// round or a notice says otherwise).
+	Breaker string
+	// PausedUntil is the end of an open breaker's cool-down.
+	PausedUntil time.Time
+	// MaxCheckpointAge is the coordinator's setting, once a round told it.
+	MaxCheckpointAge time.Duration
+	// LocalCheckpoints counts the shard checkpoints taken without a round.
+	LocalCheckpoints int64
 }
+
+// ShardsOption configures Shards.
+type ShardsOption func(*Shards)
+
+// WithShardsClock sets the clock of round and local-checkpoint bookkeeping
+// (default time.Now).
+func WithShardsClock(now func() time.Time) ShardsOption { return func(r *Shards) { r.now = now } }
+
+// NewShards returns an empty registry.
+func NewShards(opts ...ShardsOption) *Shards {
+	r := &Shards{
+		now:    time.Now,
+		shards: make(map[shardKey]*streaming.Checkpointer), released: map[shardKey]streaming.CheckpointStatus{},
+		local: map[shardKey]int{}, pipelines: map[string]*CoordinatorView{},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+var _ CheckpointHost = (*Shards)(nil)
 
 // Register makes cp serve the stages of pipeline/shard.
 func (r *Shards) Register(pipeline, shard string, cp *streaming.Checkpointer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.shards[shardKey{pipeline, shard}] = cp
+	k := shardKey{pipeline, shard}
+	r.shards[k] = cp
+	delete(r.released, k)
+	if v := r.pipelines[pipeline]; v != nil {
+		cp.ReportBreaker(breakerState(v.Breaker))
+	}
 }
 
-// Unregister stops serving pipeline/shard (the worker lost it).
+// Unregister stops serving pipeline/shard (the worker lost it). Its last
+// checkpoint is kept for a handoff's final round.
 func (r *Shards) Unregister(pipeline, shard string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.shards, shardKey{pipeline, shard})
+	k := shardKey{pipeline, shard}
+	if cp, ok := r.shards[k]; ok {
+		r.released[k] = cp.Status()
+	}
+	delete(r.shards, k)
+	delete(r.local, k)
 }
 
 // Lookup returns the Checkpointer serving ref, or a non-retryable NotOwner
@@ -55,9 +113,203 @@ func (r *Shards) Lookup(ref ShardRef) (*streaming.Checkpointer, error) {
 	return cp, nil
 }
 
+// Coordinator returns what this worker knows of pipeline's coordinator.
+func (r *Shards) Coordinator(pipeline string) CoordinatorView {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if v := r.pipelines[pipeline]; v != nil {
+		return *v
+	}
+	return CoordinatorView{Breaker: "closed"}
+}
+
+// view returns pipeline's view (r.mu held for writing).
+func (r *Shards) view(pipeline string) *CoordinatorView {
+	v := r.pipelines[pipeline]
+	if v == nil {
+		v = &CoordinatorView{Breaker: "closed"}
+		r.pipelines[pipeline] = v
+	}
+	return v
+}
+
+// setBreaker records the coordinator's breaker and reports it to every
+// Checkpointer of pipeline, whose Status is what metrics read (r.mu held).
+func (r *Shards) setBreaker(pipeline, state string) {
+	v := r.view(pipeline)
+	if state == "" || state == v.Breaker {
+		return
+	}
+	v.Breaker = state
+	for k, cp := range r.shards {
+		if k.pipeline == pipeline {
+			cp.ReportBreaker(breakerState(state))
+		}
+	}
+}
+
+func breakerState(s string) streaming.BreakerState {
+	switch s {
+	case streaming.BreakerOpen.String():
+		return streaming.BreakerOpen
+	case streaming.BreakerHalfOpen.String():
+		return streaming.BreakerHalfOpen
+	}
+	return streaming.BreakerClosed
+}
+
+// CheckpointRound implements CheckpointHost over the registered
+// Checkpointers.
+func (r *Shards) CheckpointRound(ctx context.Context, in RoundInput) (RoundResult, error) {
+	start := r.now()
+	res := RoundResult{Round: in.Round, WorkerID: in.WorkerID, Shards: make([]ShardResult, len(in.Shards))}
+	var members []streaming.GroupMember
+	var at []int
+	r.mu.Lock()
+	r.setBreaker(in.Pipeline, in.Breaker)
+	if in.MaxCheckpointAge > 0 {
+		r.view(in.Pipeline).MaxCheckpointAge = in.MaxCheckpointAge.D()
+	}
+	for i, se := range in.Shards {
+		k := shardKey{in.Pipeline, se.Shard}
+		res.Shards[i] = ShardResult{Shard: se.Shard, Epoch: se.Epoch}
+		if cp, ok := r.shards[k]; ok {
+			members = append(members, streaming.GroupMember{Checkpointer: cp, Epoch: streaming.Epoch(se.Epoch)})
+			at = append(at, i)
+			continue
+		}
+		if st, ok := r.released[k]; ok && in.Final && uint64(st.LastEpoch) == se.Epoch && st.LastID > 0 {
+			res.Shards[i] = shardOK(se.Shard, st)
+			continue
+		}
+		res.Shards[i].Status = ShardNotOwner
+		res.Shards[i].Error = fmt.Sprintf("worker %q does not serve shard %s/%s", in.WorkerID, in.Pipeline, se.Shard)
+	}
+	r.mu.Unlock()
+
+	out := streaming.CheckpointGroup(ctx, members)
+	if err := ctx.Err(); err != nil && len(members) > 0 {
+		return RoundResult{}, err
+	}
+	r.mu.Lock()
+	for j, o := range out {
+		i, cp := at[j], members[j].Checkpointer
+		sr := &res.Shards[i]
+		k := shardKey{in.Pipeline, sr.Shard}
+		sr.Local = r.local[k]
+		delete(r.local, k)
+		var notOwner *streaming.NotOwnerError
+		switch {
+		case o.Err == nil:
+			local := sr.Local
+			*sr = shardOK(sr.Shard, cp.Status())
+			sr.Epoch, sr.Local = uint64(o.Result.Epoch), local
+			sr.Bytes, sr.Duration = o.Result.Bytes, Duration(o.Result.Duration)
+		case errors.As(o.Err, &notOwner), errors.Is(o.Err, streaming.ErrFenced):
+			sr.Status, sr.Error = ShardNotOwner, o.Err.Error()
+		default:
+			sr.Status, sr.Error = ShardFailed, o.Err.Error()
+			sr.CheckpointID = uint64(cp.Status().LastID)
+		}
+	}
+	v := r.view(in.Pipeline)
+	if in.Round > v.Round {
+		v.Round = in.Round
+	}
+	v.LastRoundAt = r.now()
+	r.mu.Unlock()
+	res.Duration = Duration(r.now().Sub(start))
+	return res, nil
+}
+
+func shardOK(shard string, st streaming.CheckpointStatus) ShardResult {
+	return ShardResult{Shard: shard, Epoch: uint64(st.LastEpoch), Status: ShardOK, CheckpointID: uint64(st.LastID),
+		Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: Duration(st.LastDuration)}
+}
+
+// Notice implements CheckpointHost.
+func (r *Shards) Notice(_ context.Context, n CoordinatorNotice) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setBreaker(n.Pipeline, n.Breaker)
+	v := r.view(n.Pipeline)
+	v.PausedUntil = n.Until
+	return nil
+}
+
+// RunLocal checkpoints pipeline's shards on their own whenever no round
+// has come for maxAge (the coordinator's MaxCheckpointAge once a round
+// told it; maxAge until then): Temporal being down degrades the cadence of
+// checkpoints, not their safety. An open breaker's cool-down (a Notice) is
+// not an outage and takes no local checkpoint. The next round reports the
+// local checkpoints per shard (ShardResult.Local). It checks every
+// maxAge/4 and blocks until ctx ends, returning ctx's error.
+func (r *Shards) RunLocal(ctx context.Context, pipeline string, maxAge time.Duration) error {
+	if maxAge <= 0 {
+		return fmt.Errorf("local checkpoints of %s: max checkpoint age %v must be positive", pipeline, maxAge)
+	}
+	r.mu.Lock()
+	if v := r.view(pipeline); v.LastRoundAt.IsZero() {
+		v.LastRoundAt = r.now()
+	}
+	r.mu.Unlock()
+	t := time.NewTicker(max(maxAge/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			r.localOnce(ctx, pipeline, maxAge)
+		}
+	}
+}
+
+// localOnce takes one local checkpoint of pipeline's shards if one is due.
+func (r *Shards) localOnce(ctx context.Context, pipeline string, maxAge time.Duration) {
+	now := r.now()
+	r.mu.Lock()
+	v := r.view(pipeline)
+	if v.MaxCheckpointAge > 0 {
+		maxAge = v.MaxCheckpointAge
+	}
+	due := now.Sub(v.LastRoundAt) >= maxAge && !now.Before(v.PausedUntil)
+	var members []streaming.GroupMember
+	var keys []shardKey
+	if due {
+		for k, cp := range r.shards {
+			if e, owns := cp.Owner(); k.pipeline == pipeline && owns {
+				members = append(members, streaming.GroupMember{Checkpointer: cp, Epoch: e})
+				keys = append(keys, k)
+			}
+		}
+		// Counted from now: the next local checkpoint is due maxAge later
+		// unless a round comes first.
+		v.LastRoundAt = now
+	}
+	r.mu.Unlock()
+	if len(members) == 0 {
+		return
+	}
+	out := streaming.CheckpointGroup(ctx, members)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, o := range out {
+		if o.Err == nil {
+			if _, still := r.shards[keys[i]]; still {
+				r.local[keys[i]]++
+			}
+			r.view(pipeline).LocalCheckpoints++
+		}
+	}
+}
+
 // Checkpoints runs the three checkpoint stages of the shards this worker
-// serves, as activities on the worker's own task queue. Register it with
-// worker.RegisterActivity; workflows call its methods by reference.
+// serves, as activities on the worker's own task queue, for the per-shard
+// CheckpointWorkflow. Superseded by the coordinator's rounds (Rounds over
+// a CheckpointHost); kept, with that workflow, until the pipeline runtime
+// runs on rounds. Register it with worker.RegisterActivity; workflows call
+// its methods by reference.
 type Checkpoints struct {
 	Shards *Shards
 }

@@ -90,7 +90,7 @@ func TestBuiltBinary(t *testing.T) {
 			[]string{`Error: invalid argument "xml" for "-o, --output" flag: "xml" is not one of table, json, yaml`, "..."}, ""},
 		{"--json and -o disagree", nil, []string{"workers", "--json", "-o", "yaml"}, exitUsage, []string{"Error: --json and -o yaml disagree: give one", "..."}, ""},
 		{"demo is text only", nil, []string{"demo", "--json", "--duration", "1s"}, exitUsage, []string{"Error: starter demo prints for people only: -o json is not supported", "..."}, ""},
-		{"--timeout without --wait", nil, []string{"checkpoint", "now", "--timeout", "5s"}, exitUsage, []string{"Error: --timeout bounds --wait: add --wait", "..."}, ""},
+		{"--timeout without --wait", nil, []string{"backfill", "status", "--name", "x", "--timeout", "5s"}, exitUsage, []string{"Error: --timeout bounds --wait: add --wait", "..."}, ""},
 		{"an API key on the command line", nil, []string{"workers", "--api-key", "sekret"}, exitUsage,
 			[]string{"Error: --api-key would show the key in the process list: put it in TEMPORAL_API_KEY, a file named by --api-key-file, or a --profile", "..."}, ""},
 		{"a missing file names the flag", nil, []string{"workers", "--tls-ca-path", missing}, exitUsage,

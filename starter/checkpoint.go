@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -25,90 +26,128 @@ func (a *app) checkpointNow() *cobra.Command {
 	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "now",
-		Short: "Ask for a checkpoint now (every shard of the pipeline, or --shard)",
-		Long: `Ask the checkpoint workflow of every shard of the pipeline (or of each
---shard) for a checkpoint now. With --wait, stay until each has finished
-one (done, failed or skipped by the breaker) and show their states.
+		Short: "Ask for a checkpoint of the whole pipeline now and wait for it",
+		Long: `Ask the pipeline's checkpoint coordinator for a round now (a Workflow
+Update): the round starts after the request, even if one is running, and
+the command prints its summary when it ends — no polling (--wait is
+implied; --timeout bounds how long it waits).
 
-Exit code 3: the pipeline has no running checkpoint workflow, or a --shard
-has none.`,
-		Example: "  starter checkpoint now --pipeline iot-portal --wait --timeout 30s",
+Pipelines still on per-shard checkpoint workflows (no coordinator running)
+are signalled shard by shard instead; --shard picks shards there, and
+--wait stays until each has finished one checkpoint.
+
+Exit code 3: the pipeline runs neither a coordinator nor checkpoint
+workflows.`,
+		Example: "  starter checkpoint now --pipeline iot-portal --timeout 30s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := wf.check(cmd); err != nil {
-				return err
-			}
 			c, err := a.dial()
 			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
-			ids := make([]string, 0, len(shards))
-			for _, s := range shards {
-				ids = append(ids, workflows.CheckpointWorkflowID(pipeline, s))
+			running, err := workflows.CoordinatorRunning(ctx, c, pipeline)
+			if err != nil {
+				return err
 			}
-			if len(ids) == 0 {
-				runs, err := a.checkpointRuns(ctx, c, pipeline, true)
-				if err != nil {
+			if !running {
+				if err := wf.check(cmd); err != nil {
 					return err
 				}
-				for _, r := range runs {
-					ids = append(ids, r.ID)
-				}
+				return a.checkpointNowPerShard(cmd, c, pipeline, shards, wf)
 			}
-			if len(ids) == 0 {
-				return notFoundError{fmt.Errorf("pipeline %q has no running checkpoint workflows", pipeline)}
+			if len(shards) > 0 {
+				return usagef("pipeline %q runs a checkpoint coordinator, whose rounds checkpoint every shard: --shard does not apply", pipeline)
 			}
-			before := map[string]workflows.CheckpointState{}
-			for _, id := range ids {
-				if wf.wait {
-					st, err := queryState(ctx, c, id)
-					if err != nil {
-						return err
-					}
-					before[id] = st
-				}
-				if err := c.SignalWorkflow(ctx, id, "", workflows.SignalCheckpointNow, workflows.CheckpointNow{Reason: "starter checkpoint now"}); err != nil {
-					return notFoundError{fmt.Errorf("signal %s: %w", id, err)}
-				}
+			wf.wait = true // an Update waits for its round
+			if err := wf.check(cmd); err != nil {
+				return err
 			}
-			after := []workflows.CheckpointState{}
-			if wf.wait {
-				wctx, cancel := wf.context(ctx)
-				defer cancel()
-				for _, id := range ids {
-					for {
-						st, err := queryState(ctx, c, id)
-						if err != nil {
-							return err
-						}
-						b := before[id]
-						if st.Completed > b.Completed || st.Failed > b.Failed || st.Skipped > b.Skipped {
-							after = append(after, st)
-							break
-						}
-						select {
-						case <-wctx.Done():
-							if ctx.Err() != nil {
-								return ctx.Err()
-							}
-							return fmt.Errorf("%s: no checkpoint finished within --timeout %s (owner known: %t)", id, wf.timeout, st.Owner != nil)
-						case <-time.After(200 * time.Millisecond):
-						}
-					}
+			wctx, cancel := wf.context(ctx)
+			defer cancel()
+			sum, err := workflows.CheckpointRoundNow(wctx, c, pipeline, "starter checkpoint now")
+			if err != nil {
+				if wctx.Err() != nil && ctx.Err() == nil {
+					return fmt.Errorf("pipeline %q: the round did not finish within --timeout %s (it goes on): %w", pipeline, wf.timeout, err)
 				}
+				return err
 			}
-			return a.emit(map[string]any{"signalled": ids, "states": after}, func(w io.Writer) {
-				printf(w, "asked %d shard(s) of %s for a checkpoint\n", len(ids), pipeline)
-				if len(after) > 0 {
-					printStates(w, after)
-				}
+			return a.emit(map[string]any{"coordinator": workflows.CoordinatorWorkflowID(pipeline), "round": sum}, func(w io.Writer) {
+				printf(w, "%s\n", sum)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
-	cmd.Flags().StringSliceVar(&shards, "shard", nil, "only these shards")
-	wf.add(cmd, "until every shard has finished a checkpoint", time.Minute)
+	cmd.Flags().StringSliceVar(&shards, "shard", nil, "only these shards (per-shard checkpoint workflows only)")
+	wf.add(cmd, "until the round (or, per-shard workflows, every shard's checkpoint) has finished; implied with a coordinator", time.Minute)
 	return cmd
+}
+
+// checkpointNowPerShard signals the per-shard checkpoint workflows of a
+// pipeline that runs no coordinator yet, and polls their state when asked
+// to wait. It goes when the per-shard workflows go.
+func (a *app) checkpointNowPerShard(cmd *cobra.Command, c client.Client, pipeline string, shards []string, wf waitFlags) error {
+	ctx := cmd.Context()
+	ids := make([]string, 0, len(shards))
+	for _, s := range shards {
+		ids = append(ids, workflows.CheckpointWorkflowID(pipeline, s))
+	}
+	if len(ids) == 0 {
+		runs, err := a.checkpointRuns(ctx, c, pipeline, true)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return notFoundError{fmt.Errorf("pipeline %q runs neither a checkpoint coordinator nor checkpoint workflows", pipeline)}
+	}
+	before := map[string]workflows.CheckpointState{}
+	for _, id := range ids {
+		if wf.wait {
+			st, err := queryState(ctx, c, id)
+			if err != nil {
+				return err
+			}
+			before[id] = st
+		}
+		if err := c.SignalWorkflow(ctx, id, "", workflows.SignalCheckpointNow, workflows.CheckpointNow{Reason: "starter checkpoint now"}); err != nil {
+			return notFoundError{fmt.Errorf("signal %s: %w", id, err)}
+		}
+	}
+	var after []workflows.CheckpointState
+	if wf.wait {
+		wctx, cancel := wf.context(ctx)
+		defer cancel()
+		for _, id := range ids {
+			for {
+				st, err := queryState(ctx, c, id)
+				if err != nil {
+					return err
+				}
+				b := before[id]
+				if st.Completed > b.Completed || st.Failed > b.Failed || st.Skipped > b.Skipped {
+					after = append(after, st)
+					break
+				}
+				select {
+				case <-wctx.Done():
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return fmt.Errorf("%s: no checkpoint finished within --timeout %s (owner known: %t)", id, wf.timeout, st.Owner != nil)
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}
+	}
+	return a.emit(map[string]any{"signalled": ids, "states": after}, func(w io.Writer) {
+		printf(w, "asked %d shard(s) of %s for a checkpoint\n", len(ids), pipeline)
+		if len(after) > 0 {
+			printStates(w, after)
+		}
+	})
 }
 
 func (a *app) checkpointList() *cobra.Command {

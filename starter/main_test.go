@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/fakeactivities"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
@@ -355,4 +356,45 @@ func isolateTemporalConfig(t *testing.T) {
 			os.Unsetenv(k)
 		}
 	}
+}
+
+// TestCheckpointNowWaitsOnTheCoordinator: with a coordinator running,
+// checkpoint now is a Workflow Update that returns the round's summary
+// (it used to signal each shard and poll its state every 200ms).
+func TestCheckpointNowWaitsOnTheCoordinator(t *testing.T) {
+	srv := temporaltest.Start(t)
+	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	ms, err := fakeactivities.NewMemoryShards("cli", 3, 4, 8, memory.New(), "w1")
+	require.NoError(t, err)
+	w := worker.New(srv.Client, workflows.WorkerTaskQueue("w1"), worker.Options{})
+	w.RegisterActivity(&activities.Rounds{Host: ms.Hosts["w1"]})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	in := workflows.CoordinatorInput{Pipeline: "cli", Manual: true}
+	_, err = workflows.Announce(context.Background(), srv.Client, in, workflows.Announcement{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"),
+		Shards: ms.Announcements()["w1"]})
+	require.NoError(t, err)
+	addr := "--address=" + srv.HostPort
+
+	r := run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var out struct {
+		Coordinator string                 `json:"coordinator"`
+		Round       workflows.RoundSummary `json:"round"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	assert.Equal(t, workflows.CoordinatorWorkflowID("cli"), out.Coordinator)
+	assert.Equal(t, uint64(1), out.Round.Round, "a manual coordinator runs a round only when asked")
+	assert.Equal(t, 3, out.Round.OK)
+	assert.Equal(t, "checkpoint now: starter checkpoint now", out.Round.Reason)
+
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "round 2: 1 workers, 3 shards")
+
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "cli/0")
+	assert.Equal(t, exitUsage, r.code, "--shard does not apply to a coordinator: %s", r.err)
 }

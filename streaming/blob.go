@@ -49,8 +49,8 @@ func (in *Instance) AppendSave(dst []byte) ([]byte, error) {
 			continue
 		}
 		count++
-		dst = appendString(dst, n.name)
-		dst = appendString(dst, n.opName)
+		dst = wire.AppendString(dst, n.name)
+		dst = wire.AppendString(dst, n.opName)
 		dst = binary.AppendUvarint(dst, uint64(n.version))
 		dst = binary.AppendUvarint(dst, uint64(len(data)))
 		dst = append(dst, data...)
@@ -132,9 +132,4 @@ func (in *Instance) Load(blob []byte) error {
 		return fmt.Errorf("graph state blob: %d trailing bytes: %w", len(blob)-r.Off, ErrCorrupt)
 	}
 	return nil
-}
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
 }

@@ -5,9 +5,8 @@ import (
 	"fmt"
 )
 
-// ErrBreakerOpen is wrapped by errors from a Breaker (and from the
-// Checkpointer stages it guards) while it is open, or half-open with its
-// one probe already in flight.
+// ErrBreakerOpen is wrapped by errors from a Breaker while it is open, or
+// half-open with its one probe already in flight.
 var ErrBreakerOpen = errors.New("circuit breaker open")
 
 // ErrStateNotSaved is wrapped by the error CommitCursor returns for a

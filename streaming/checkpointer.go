@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -91,8 +93,6 @@ type checkpointerConfig struct {
 	saveTimeout     time.Duration
 	cursorTimeout   time.Duration
 	restoreTimeout  time.Duration
-	threshold       int
-	coolDown        time.Duration
 	now             func() time.Time
 	ownership       Ownership
 	operators       []OperatorInfo
@@ -109,8 +109,6 @@ func defaultCheckpointerConfig() checkpointerConfig {
 		saveTimeout:     time.Minute,
 		cursorTimeout:   10 * time.Second,
 		restoreTimeout:  5 * time.Minute,
-		threshold:       5,
-		coolDown:        30 * time.Second,
 		now:             time.Now,
 		ownership:       OwnershipFunc(func() (Epoch, bool) { return 0, true }),
 		batchBytes:      8 << 20,
@@ -128,12 +126,6 @@ func (c *checkpointerConfig) validate() error {
 		if d.v <= 0 {
 			return fmt.Errorf("checkpointer: the %s stage deadline %v must be positive", d.name, d.v)
 		}
-	}
-	if c.threshold < 1 {
-		return fmt.Errorf("checkpointer: breaker threshold %d must be at least 1", c.threshold)
-	}
-	if c.coolDown <= 0 {
-		return fmt.Errorf("checkpointer: breaker cool-down %v must be positive", c.coolDown)
 	}
 	if c.batchBytes < 1 {
 		return fmt.Errorf("checkpointer: save batch size %d bytes must be positive", c.batchBytes)
@@ -162,15 +154,8 @@ func WithRestoreTimeout(d time.Duration) CheckpointerOption {
 	return func(c *checkpointerConfig) { c.restoreTimeout = d }
 }
 
-// WithBreaker sets the circuit breaker: it opens after threshold
-// consecutive failed checkpoints (default 5) and half-opens after
-// coolDown (default 30s).
-func WithBreaker(threshold int, coolDown time.Duration) CheckpointerOption {
-	return func(c *checkpointerConfig) { c.threshold, c.coolDown = threshold, coolDown }
-}
-
-// WithClock sets the clock used for the breaker and durations (default
-// time.Now).
+// WithClock sets the clock used for durations and snapshot times
+// (default time.Now).
 func WithClock(now func() time.Time) CheckpointerOption {
 	return func(c *checkpointerConfig) { c.now = now }
 }
@@ -240,21 +225,26 @@ const (
 //
 // Restore loads the newest manifest and resumes after the cursor it
 // records, so a crash between stages 2 and 3 never applies a record twice.
+// What the records are and where they go is checkpoint_format.go's
+// business.
 //
-// The stages run one by one (Temporal activities, each carrying the epoch
-// it was scheduled for) or together through Checkpoint. Each runs under its
+// The stages run one by one (each carrying the epoch it was scheduled for),
+// together through Checkpoint, or for several shards at once through
+// CheckpointGroup, which batches their writes. Each stage runs under its
 // own deadline; each write first checks that the Ownership still owns the
 // shard at the checkpoint's epoch (a *NotOwnerError wrapping ErrFenced
-// otherwise). A Breaker counts consecutive failed checkpoints: when open,
-// Snapshot and Checkpoint fail at once with ErrBreakerOpen while the hot
-// path keeps running.
+// otherwise).
+//
+// The Checkpointer never refuses a checkpoint on its own: it counts
+// consecutive storage failures and reports them (Status), and the
+// checkpoint coordinator — which sees every shard of the pipeline —
+// decides whether to hold off, and reports its breaker back
+// (ReportBreaker) so a worker's metrics show the coordinator's state.
 //
 // Memory: at most one cut is pending per shard. A new Snapshot supersedes a
 // pending one that has not saved its state (it is released unsaved, so its
 // changes go into the next cut); the cut's memory is released as soon as
-// its state is saved, and when the breaker opens. While the breaker is
-// open no cut is taken, and the source's set of changed keys grows at most
-// to the number of keys.
+// its state is saved, or when Checkpoint or CheckpointGroup fails.
 //
 // Deadlines rely on the stores honouring ctx, as the StateStore and
 // CursorStore contracts require: a write is never abandoned in flight (a
@@ -268,7 +258,6 @@ type Checkpointer struct {
 	store   StateStore
 	cursors CursorStore
 	cfg     checkpointerConfig
-	breaker *Breaker
 
 	runMu sync.Mutex // serializes stages and Restore; guards the fields below
 	// manifest is the last committed manifest; loaded lazily.
@@ -328,23 +317,29 @@ type RestoreInfo struct {
 	Pieces     int          `json:"pieces"`
 }
 
-// CheckpointStatus is what the checkpoint workflow's status query shows.
+// CheckpointStatus is a shard's checkpoint status.
 type CheckpointStatus struct {
-	Shard               string        `json:"shard"`
-	LastID              CheckpointID  `json:"last_id"`
-	LastEpoch           Epoch         `json:"last_epoch"`
-	LastCursor          string        `json:"last_cursor"`
-	LastDuration        time.Duration `json:"last_duration"`
-	LastBytes           int64         `json:"last_bytes"`
-	LastPieces          int           `json:"last_pieces"`
-	LastCompletedAt     time.Time     `json:"last_completed_at"`
-	InFlightID          CheckpointID  `json:"in_flight_id"`
-	InFlightStage       string        `json:"in_flight_stage,omitempty"`
-	Breaker             BreakerState  `json:"breaker"`
-	ConsecutiveFailures int           `json:"consecutive_failures"`
-	LastError           string        `json:"last_error,omitempty"`
-	StateBytes          int64         `json:"state_bytes"` // bytes the manifest names
-	Runs                int           `json:"runs"`
+	Shard           string        `json:"shard"`
+	LastID          CheckpointID  `json:"last_id"`
+	LastEpoch       Epoch         `json:"last_epoch"`
+	LastCursor      string        `json:"last_cursor"`
+	LastDuration    time.Duration `json:"last_duration"`
+	LastBytes       int64         `json:"last_bytes"`
+	LastPieces      int           `json:"last_pieces"`
+	LastCompletedAt time.Time     `json:"last_completed_at"`
+	InFlightID      CheckpointID  `json:"in_flight_id"`
+	InFlightStage   string        `json:"in_flight_stage,omitempty"`
+	// Breaker is the checkpoint coordinator's breaker as it last reported
+	// it (ReportBreaker; closed until then). The Checkpointer does not
+	// decide on it.
+	Breaker BreakerState `json:"breaker"`
+	// ConsecutiveFailures counts failed stages since the last committed
+	// checkpoint, storage failures only: fencing and ordering refusals say
+	// nothing about the stores and are not counted.
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	LastError           string `json:"last_error,omitempty"`
+	StateBytes          int64  `json:"state_bytes"` // bytes the manifest names
+	Runs                int    `json:"runs"`
 }
 
 // NewCheckpointer returns a Checkpointer for shard (a name unique in the
@@ -363,24 +358,28 @@ func NewCheckpointer(shard string, src CheckpointSource, store StateStore, curso
 	if src == nil || store == nil || cursors == nil {
 		return nil, fmt.Errorf("checkpointer for shard %q: source, state store and cursor store must not be nil", shard)
 	}
-	br, err := NewBreaker(cfg.threshold, cfg.coolDown, cfg.snapshotTimeout+cfg.saveTimeout+cfg.cursorTimeout, cfg.now)
-	if err != nil {
-		return nil, fmt.Errorf("checkpointer for shard %q: %w", shard, err)
-	}
 	return &Checkpointer{
-		shard: shard, src: src, store: store, cursors: cursors, cfg: cfg, breaker: br,
+		shard: shard, src: src, store: store, cursors: cursors, cfg: cfg,
 		nextID: 1, status: CheckpointStatus{Shard: shard},
 	}, nil
 }
 
-// Breaker returns the checkpointer's breaker (for inspection).
-func (c *Checkpointer) Breaker() *Breaker { return c.breaker }
+// Shard returns the shard's name.
+func (c *Checkpointer) Shard() string { return c.shard }
 
-func (c *Checkpointer) manifestKey() []byte { return CheckpointManifestKey(c.shard) }
+// Owner returns the epoch this process owns the shard at now, and whether
+// it owns it (the Ownership the Checkpointer was built with).
+func (c *Checkpointer) Owner() (Epoch, bool) { return c.cfg.ownership.Owner() }
 
-func (c *Checkpointer) pieceKey(epoch Epoch, id CheckpointID, n int) string {
-	return CheckpointPieceKey(c.shard, epoch, id, n)
+// ReportBreaker records the checkpoint coordinator's breaker state, which
+// Status returns (for a worker's metrics). It changes nothing else.
+func (c *Checkpointer) ReportBreaker(s BreakerState) {
+	c.statusMu.Lock()
+	c.status.Breaker = s
+	c.statusMu.Unlock()
 }
+
+func (c *Checkpointer) records() shardRecords { return shardRecords{c.shard, c.store} }
 
 func (c *Checkpointer) checkOwner(stage string, id CheckpointID, epoch Epoch) error {
 	cur, owns := c.cfg.ownership.Owner()
@@ -395,24 +394,12 @@ func (c *Checkpointer) loadManifest(ctx context.Context) error {
 	if c.manifestLoaded {
 		return nil
 	}
-	m, _, err := c.readManifest(ctx)
+	m, _, err := c.records().readManifest(ctx)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	c.setManifest(m)
 	return nil
-}
-
-func (c *Checkpointer) readManifest(ctx context.Context) (Manifest, SnapshotMeta, error) {
-	s, err := c.store.Load(ctx, c.manifestKey())
-	if err != nil {
-		return Manifest{}, SnapshotMeta{}, fmt.Errorf("load manifest %q: %w", c.manifestKey(), err)
-	}
-	m, err := UnmarshalManifest(s.Data)
-	if err != nil {
-		return Manifest{}, SnapshotMeta{}, fmt.Errorf("manifest %q: %w", c.manifestKey(), err)
-	}
-	return m, s.Meta, nil
 }
 
 func (c *Checkpointer) setManifest(m Manifest) {
@@ -427,25 +414,27 @@ func (c *Checkpointer) setManifest(m Manifest) {
 	c.statusMu.Unlock()
 }
 
-// fail records a failed stage: the breaker counts it (unless it is a
-// fencing or ordering refusal, which says nothing about the stores).
-func (c *Checkpointer) fail(stage string, id CheckpointID, err error) error {
+// countsAsStorageFailure reports whether err says something about the
+// stores: fencing and ordering refusals do not.
+func countsAsStorageFailure(err error) bool {
 	var notOwner *NotOwnerError
-	if !errors.As(err, &notOwner) && !errors.Is(err, ErrStateNotSaved) && !errors.Is(err, ErrUnknownCheckpoint) && !errors.Is(err, ErrBreakerOpen) {
-		c.breaker.Failure()
-		// An open breaker takes no cut for a while: free the pending one
-		// (its changes go into the next cut) rather than hold its memory.
-		if p := c.pending; p != nil && p.cut != nil && c.breaker.State() == BreakerOpen {
-			p.cut.Release(false)
-			c.pending = nil
-			c.setInFlight(0, "")
-		}
-	}
-	if _, ok := err.(*StageError); !ok && notOwner == nil {
+	return !errors.As(err, &notOwner) && !errors.Is(err, ErrFenced) &&
+		!errors.Is(err, ErrStateNotSaved) && !errors.Is(err, ErrUnknownCheckpoint)
+}
+
+// fail records a failed stage and returns the error to report: a
+// *NotOwnerError as is, anything else as a *StageError.
+func (c *Checkpointer) fail(stage string, id CheckpointID, err error) error {
+	storage := countsAsStorageFailure(err)
+	var notOwner *NotOwnerError
+	if _, ok := err.(*StageError); !ok && !errors.As(err, &notOwner) {
 		err = &StageError{Shard: c.shard, Checkpoint: id, Stage: stage, Err: err}
 	}
 	c.cfg.log.Warn("checkpoint stage failed", "shard", c.shard, "checkpoint", uint64(id), "stage", stage, "err", err)
 	c.statusMu.Lock()
+	if storage {
+		c.status.ConsecutiveFailures++
+	}
 	c.status.LastError = err.Error()
 	c.statusMu.Unlock()
 	return err
@@ -457,10 +446,22 @@ func (c *Checkpointer) setInFlight(id CheckpointID, stage string) {
 	c.statusMu.Unlock()
 }
 
+// dropPending releases a pending cut unsaved (its changes go into the
+// next cut).
+func (c *Checkpointer) dropPending() {
+	if p := c.pending; p != nil {
+		if p.cut != nil {
+			p.cut.Release(false)
+		}
+		c.pending = nil
+		c.setInFlight(0, "")
+	}
+}
+
 // Snapshot is stage 1: it marks a consistent cut of the source for a new
-// checkpoint at epoch. It fails at once while the breaker is open, and with
-// a *NotOwnerError when the shard is not owned at epoch. A pending
-// checkpoint whose state is not saved is superseded (released unsaved).
+// checkpoint at epoch. It fails with a *NotOwnerError when the shard is
+// not owned at epoch. A pending checkpoint whose state is not saved is
+// superseded (released unsaved).
 func (c *Checkpointer) Snapshot(ctx context.Context, epoch Epoch) (CheckpointInfo, error) {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
@@ -471,16 +472,7 @@ func (c *Checkpointer) snapshot(ctx context.Context, epoch Epoch) (CheckpointInf
 	if err := c.checkOwner(StageSnapshot, 0, epoch); err != nil {
 		return CheckpointInfo{}, c.fail(StageSnapshot, 0, err)
 	}
-	if err := c.breaker.Allow(); err != nil {
-		return CheckpointInfo{}, c.fail(StageSnapshot, 0, fmt.Errorf("shard %q: checkpoint refused: %w", c.shard, err))
-	}
-	if p := c.pending; p != nil {
-		if p.cut != nil {
-			p.cut.Release(false)
-		}
-		c.pending = nil
-		c.setInFlight(0, "")
-	}
+	c.dropPending()
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.snapshotTimeout)
 	defer cancel()
 	if err := c.loadManifest(sctx); err != nil {
@@ -512,10 +504,6 @@ func (c *Checkpointer) snapshot(ctx context.Context, epoch Epoch) (CheckpointInf
 func (c *Checkpointer) SaveState(ctx context.Context, id CheckpointID) (SaveInfo, error) {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
-	return c.saveState(ctx, id)
-}
-
-func (c *Checkpointer) saveState(ctx context.Context, id CheckpointID) (SaveInfo, error) {
 	p := c.pending
 	if p == nil || p.id != id {
 		return SaveInfo{}, c.fail(StageSaveState, id, c.unknown(id))
@@ -523,12 +511,17 @@ func (c *Checkpointer) saveState(ctx context.Context, id CheckpointID) (SaveInfo
 	if p.stateSaved {
 		return SaveInfo{ID: id, Bytes: p.bytes, Pieces: p.pieces, Runs: len(c.manifest.Runs)}, nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, c.cfg.saveTimeout)
-	defer cancel()
-	if err := c.checkOwner(StageSaveState, id, p.epoch); err != nil {
-		return SaveInfo{}, c.fail(StageSaveState, id, err)
+	s := &groupShard{c: c, p: p}
+	saveGroup(ctx, []*groupShard{s})
+	if s.err != nil {
+		return SaveInfo{}, c.fail(StageSaveState, id, s.err)
 	}
-	meta := SnapshotMeta{
+	return SaveInfo{ID: id, Bytes: p.bytes, Pieces: p.pieces, Runs: len(c.manifest.Runs)}, nil
+}
+
+// meta is the SnapshotMeta every record of p carries.
+func (c *Checkpointer) meta(p *pendingCheckpoint) SnapshotMeta {
+	return SnapshotMeta{
 		FormatVersion:     SnapshotFormatVersion,
 		CursorType:        p.cursorType,
 		Cursor:            p.cursor,
@@ -537,158 +530,116 @@ func (c *Checkpointer) saveState(ctx context.Context, id CheckpointID) (SaveInfo
 		SchemaFingerprint: c.cfg.fingerprint,
 		CreatedUnixNano:   p.startedAt.UnixNano(),
 	}
-	var written []string
-	run, bytes, err := c.writeRun(sctx, p, id, 0, meta, p.cut.Pieces, &written)
-	if err != nil {
-		c.dropPieces(written)
-		return SaveInfo{}, c.fail(StageSaveState, id, err)
-	}
-	runs := append([]ManifestRun(nil), c.manifest.Runs...)
-	if len(run.Pieces) > 0 { // nothing changed: the manifest moves its cursor only
-		runs = append(runs, run)
-	}
-	var garbage []string
-	if merger, ok := c.src.(RunMerger); ok && len(runs) > c.cfg.maxRuns {
-		old := runs
-		merged, mbytes, err := c.writeRun(sctx, p, id, len(run.Pieces), meta, func(ctx context.Context, emit func([]byte) error) error {
-			seqs := make([]iter.Seq2[[]byte, error], len(old))
-			for i, r := range old {
-				seqs[i] = c.loadRun(ctx, r, nil)
-			}
-			return merger.MergeRuns(ctx, seqs, emit)
-		}, &written)
-		if err != nil {
-			c.dropPieces(written)
-			return SaveInfo{}, c.fail(StageSaveState, id, fmt.Errorf("merge %d runs: %w", len(old), err))
-		}
-		bytes += mbytes
-		runs = []ManifestRun{merged}
-		for _, r := range old {
-			for _, pc := range r.Pieces {
-				garbage = append(garbage, pc.Key)
-			}
-		}
-	}
-	m := Manifest{ID: id, Epoch: p.epoch, Runs: runs}
-	data := MarshalManifest(m)
-	// Fence against a newer owner that already committed: a zombie's
-	// manifest must not replace it.
-	if _, stored, err := c.readManifest(sctx); err == nil && stored.Epoch > p.epoch {
-		c.dropPieces(written)
-		cur, owns := c.cfg.ownership.Owner()
-		return SaveInfo{}, c.fail(StageSaveState, id, &NotOwnerError{Shard: c.shard, Checkpoint: id, Epoch: p.epoch, CurrentEpoch: max(cur, stored.Epoch), Owns: owns, Stage: StageSaveState})
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
-		c.dropPieces(written)
-		return SaveInfo{}, c.fail(StageSaveState, id, err)
-	}
-	if err := c.checkOwner(StageSaveState, id, p.epoch); err != nil {
-		c.dropPieces(written)
-		return SaveInfo{}, c.fail(StageSaveState, id, err)
-	}
-	if err := c.store.Save(sctx, c.manifestKey(), Snapshot{Meta: meta, Data: data}); err != nil {
-		// The manifest may or may not have landed (a timeout after the
-		// write): keep the pieces, forget the cached manifest so the next
-		// stage re-reads it.
-		c.manifestLoaded = false
-		return SaveInfo{}, c.fail(StageSaveState, id, fmt.Errorf("save manifest %q: %w", c.manifestKey(), err))
-	}
-	bytes += int64(len(data))
-	c.setManifest(m)
-	if c.nextID <= id {
-		c.nextID = id + 1
-	}
-	p.cut.Release(true)
-	p.cut = nil
-	p.stateSaved = true
-	p.bytes = bytes
-	p.pieces = len(written)
-	c.setInFlight(id, "state-saved")
-	c.dropPieces(garbage)
-	return SaveInfo{ID: id, Bytes: bytes, Pieces: len(written), Runs: len(runs)}, nil
 }
 
-// writeRun stores the pieces produces emits in batches of about batchBytes
-// and returns the run naming them.
-func (c *Checkpointer) writeRun(ctx context.Context, p *pendingCheckpoint, id CheckpointID, first int, meta SnapshotMeta,
-	produce func(context.Context, func([]byte) error) error, written *[]string) (ManifestRun, int64, error) {
-	run := ManifestRun{ID: id}
-	var batch []KeyedSnapshot
-	batchBytes := 0
-	var total int64
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := c.checkOwner(StageSaveState, id, p.epoch); err != nil {
-			return err
-		}
-		for _, it := range batch {
-			*written = append(*written, string(it.Key))
-		}
-		if err := c.store.SaveBatch(ctx, batch); err != nil {
-			return fmt.Errorf("save %d pieces (%d bytes): %w", len(batch), batchBytes, err)
-		}
-		batch, batchBytes = batch[:0], 0
-		return nil
-	}
-	n := first
-	err := produce(ctx, func(piece []byte) error {
-		key := c.pieceKey(p.epoch, id, n)
-		n++
-		data := append([]byte(nil), piece...)
-		batch = append(batch, KeyedSnapshot{Key: []byte(key), Snapshot: Snapshot{Meta: meta, Data: data}})
-		batchBytes += len(data)
-		total += int64(len(data))
-		run.Pieces = append(run.Pieces, ManifestPiece{Key: key, Size: int64(len(data))})
-		if batchBytes >= c.cfg.batchBytes {
-			return flush()
-		}
-		return ctx.Err()
-	})
-	if err == nil {
-		err = flush()
-	}
-	return run, total, err
-}
-
-// loadRun yields a run's pieces in order; when cur is not nil it holds the
-// key of the piece last yielded.
-func (c *Checkpointer) loadRun(ctx context.Context, r ManifestRun, cur *string) iter.Seq2[[]byte, error] {
-	return func(yield func([]byte, error) bool) {
-		for _, pc := range r.Pieces {
-			if cur != nil {
-				*cur = pc.Key
-			}
-			s, err := c.store.Load(ctx, []byte(pc.Key))
-			if err != nil {
-				yield(nil, fmt.Errorf("load piece %q of checkpoint %d: %w", pc.Key, r.ID, err))
-				return
-			}
-			if int64(len(s.Data)) != pc.Size {
-				yield(nil, fmt.Errorf("piece %q of checkpoint %d: %d bytes, manifest says %d: %w", pc.Key, r.ID, len(s.Data), pc.Size, ErrCorrupt))
-				return
-			}
-			if !yield(s.Data, nil) {
-				return
-			}
-		}
+// saveGroup runs stage 2 for shards (runMu of each held, each with a
+// pending cut whose state is not saved): shards that share a StateStore
+// share its SaveBatch calls for pieces and for manifests. Each shard ends
+// with s.err set, or with its manifest committed and its cut released.
+func saveGroup(ctx context.Context, shards []*groupShard) {
+	for _, byStore := range groupByStore(shards) {
+		saveOneStore(ctx, byStore)
 	}
 }
 
-// dropPieces deletes pieces no manifest names, best effort (a crash leaves
-// them behind; they are never read).
-func (c *Checkpointer) dropPieces(keys []string) {
-	if len(keys) == 0 {
-		return
+func saveOneStore(ctx context.Context, shards []*groupShard) {
+	timeout, limit := time.Duration(0), 0
+	for _, s := range shards {
+		timeout, limit = max(timeout, s.c.cfg.saveTimeout), max(limit, s.c.cfg.batchBytes)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cursorTimeout)
+	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for _, k := range keys {
-		if err := c.store.Delete(ctx, []byte(k)); err != nil {
-			c.cfg.log.Debug("drop unreferenced piece", "shard", c.shard, "key", k, "err", err)
-			return
+	store := shards[0].c.store
+	w := &recordWriter{store: store, limit: limit}
+	for _, s := range shards {
+		c, p := s.c, s.p
+		s.meta = c.meta(p)
+		if err := c.checkOwner(StageSaveState, p.id, p.epoch); err != nil {
+			s.err = err
+			continue
+		}
+		run, err := s.writeRun(sctx, w, 0, p.cut.Pieces)
+		if err != nil {
+			s.err = err
+			continue
+		}
+		runs := append([]ManifestRun(nil), c.manifest.Runs...)
+		if len(run.Pieces) > 0 { // nothing changed: the manifest moves its cursor only
+			runs = append(runs, run)
+		}
+		if merger, ok := c.src.(RunMerger); ok && len(runs) > c.cfg.maxRuns {
+			// The merge reads the new run back: write it first.
+			w.flush(sctx)
+			if s.err != nil {
+				continue
+			}
+			old := runs
+			rec := c.records()
+			merged, err := s.writeRun(sctx, w, len(run.Pieces), func(ctx context.Context, emit func([]byte) error) error {
+				seqs := make([]iter.Seq2[[]byte, error], len(old))
+				for i, r := range old {
+					seqs[i] = rec.loadRun(ctx, r, nil)
+				}
+				return merger.MergeRuns(ctx, seqs, emit)
+			})
+			if err != nil {
+				s.err = fmt.Errorf("merge %d runs: %w", len(old), err)
+				continue
+			}
+			runs = []ManifestRun{merged}
+			for _, r := range old {
+				for _, pc := range r.Pieces {
+					s.garbage = append(s.garbage, pc.Key)
+				}
+			}
+		}
+		s.runs = runs
+	}
+	w.flush(sctx)
+	commitManifests(sctx, store, shards)
+	for _, s := range shards {
+		c, p := s.c, s.p
+		if s.err != nil {
+			if !s.landed {
+				c.records().drop(s.written, c.cfg.cursorTimeout, c.cfg.log)
+			}
+			continue
+		}
+		c.setManifest(Manifest{ID: p.id, Epoch: p.epoch, Runs: s.runs})
+		if c.nextID <= p.id {
+			c.nextID = p.id + 1
+		}
+		p.cut.Release(true)
+		p.cut = nil
+		p.stateSaved = true
+		p.bytes = s.bytes
+		p.pieces = len(s.written)
+		c.setInFlight(p.id, "state-saved")
+		c.records().drop(s.garbage, c.cfg.cursorTimeout, c.cfg.log)
+	}
+}
+
+// groupByStore splits shards by the StateStore they write to, keeping
+// their order; stores of a type that cannot be compared each get a group
+// of their own.
+func groupByStore(shards []*groupShard) [][]*groupShard {
+	var groups [][]*groupShard
+	for _, s := range shards {
+		joined := false
+		if reflect.TypeOf(s.c.store).Comparable() {
+			for i, g := range groups {
+				if reflect.TypeOf(g[0].c.store) == reflect.TypeOf(s.c.store) && g[0].c.store == s.c.store {
+					groups[i] = append(g, s)
+					joined = true
+					break
+				}
+			}
+		}
+		if !joined {
+			groups = append(groups, []*groupShard{s})
 		}
 	}
+	return groups
 }
 
 func (c *Checkpointer) unknown(id CheckpointID) error {
@@ -727,7 +678,6 @@ func (c *Checkpointer) commitCursor(ctx context.Context, id CheckpointID) error 
 	if err := c.cursors.SaveCursor(sctx, []byte(c.shard), rec); err != nil {
 		return c.fail(StageCommitCursor, id, fmt.Errorf("save cursor %s: %w", c.cfg.formatCursor(p.cursorType, p.cursor), err))
 	}
-	c.breaker.Success()
 	c.pending = nil
 	c.lastCommitted = id
 	now := c.cfg.now()
@@ -741,29 +691,109 @@ func (c *Checkpointer) commitCursor(ctx context.Context, id CheckpointID) error 
 	c.status.LastCompletedAt = now
 	c.status.InFlightID, c.status.InFlightStage = 0, ""
 	c.status.LastError = ""
+	c.status.ConsecutiveFailures = 0
 	c.statusMu.Unlock()
 	return nil
 }
 
 // Checkpoint runs the three stages in order at the current epoch, each
 // under its own deadline: the in-process path for users without Temporal.
+// On failure the pending cut is released (its changes go into the next
+// checkpoint).
 func (c *Checkpointer) Checkpoint(ctx context.Context) (CheckpointResult, error) {
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
 	epoch, _ := c.cfg.ownership.Owner()
-	info, err := c.snapshot(ctx, epoch)
-	if err != nil {
-		return CheckpointResult{}, err
+	out := CheckpointGroup(ctx, []GroupMember{{Checkpointer: c, Epoch: epoch}})
+	return out[0].Result, out[0].Err
+}
+
+// GroupMember is one shard of a CheckpointGroup: its Checkpointer and the
+// epoch its checkpoint is for.
+type GroupMember struct {
+	Checkpointer *Checkpointer
+	Epoch        Epoch
+}
+
+// GroupOutcome is one member's result: Err is nil, a *NotOwnerError, or a
+// *StageError naming the stage that failed. Result holds what is known
+// (the cut's id and cursor once the snapshot succeeded).
+type GroupOutcome struct {
+	Result CheckpointResult
+	Err    error
+}
+
+// CheckpointGroup checkpoints several shards together (one worker's share
+// of a checkpoint round): a cut of every shard, then their pieces written
+// in shared SaveBatch calls per StateStore, their manifests in one shared
+// call per store, and each shard's cursor. Every shard still commits on
+// its own — its own manifest key, fenced by its own epoch — so one shard's
+// failure or lost ownership fails that shard only, unless a shared write
+// fails, which fails the shards in it. Outcomes are in the order of
+// members; the same Checkpointer twice is refused for the second.
+//
+// It holds every member's stage lock for the whole call (taken in shard
+// order), so a stage-by-stage checkpoint of a member waits for it.
+func CheckpointGroup(ctx context.Context, members []GroupMember) []GroupOutcome {
+	out := make([]GroupOutcome, len(members))
+	type slot struct {
+		i int
+		c *Checkpointer
 	}
-	si, err := c.saveState(ctx, info.ID)
-	if err != nil {
-		return CheckpointResult{CheckpointInfo: info}, err
+	order := make([]slot, 0, len(members))
+	seen := make(map[*Checkpointer]bool, len(members))
+	for i, m := range members {
+		switch {
+		case m.Checkpointer == nil:
+			out[i].Err = errors.New("checkpoint group: member has no checkpointer")
+		case seen[m.Checkpointer]:
+			out[i].Err = fmt.Errorf("checkpoint group: shard %q appears twice", m.Checkpointer.shard)
+		default:
+			seen[m.Checkpointer] = true
+			order = append(order, slot{i, m.Checkpointer})
+		}
 	}
-	if err := c.commitCursor(ctx, info.ID); err != nil {
-		return CheckpointResult{CheckpointInfo: info, Bytes: si.Bytes, Pieces: si.Pieces}, err
+	slices.SortFunc(order, func(a, b slot) int { return strings.Compare(a.c.shard, b.c.shard) })
+	for _, s := range order {
+		s.c.runMu.Lock()
+		defer s.c.runMu.Unlock()
 	}
-	st := c.Status()
-	return CheckpointResult{CheckpointInfo: info, Bytes: si.Bytes, Pieces: si.Pieces, Duration: st.LastDuration}, nil
+
+	// 1. Cut every shard.
+	var saving []*groupShard
+	idx := map[*groupShard]int{}
+	for i, m := range members {
+		if out[i].Err != nil {
+			continue
+		}
+		c := m.Checkpointer
+		info, err := c.snapshot(ctx, m.Epoch)
+		out[i].Result.CheckpointInfo = info
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		s := &groupShard{c: c, p: c.pending}
+		idx[s] = i
+		saving = append(saving, s)
+	}
+	// 2. Save their state, sharing writes.
+	saveGroup(ctx, saving)
+	// 3. Commit each cursor.
+	for _, s := range saving {
+		i, c, p := idx[s], s.c, s.p
+		if s.err != nil {
+			out[i].Err = c.fail(StageSaveState, p.id, s.err)
+			c.dropPending()
+			continue
+		}
+		out[i].Result.Bytes, out[i].Result.Pieces = p.bytes, p.pieces
+		if err := c.commitCursor(ctx, p.id); err != nil {
+			out[i].Err = err
+			c.dropPending()
+			continue
+		}
+		out[i].Result.Duration = c.Status().LastDuration
+	}
+	return out
 }
 
 // Restore loads the newest committed manifest and its pieces into the
@@ -776,14 +806,9 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	defer c.runMu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.restoreTimeout)
 	defer cancel()
-	if p := c.pending; p != nil {
-		if p.cut != nil {
-			p.cut.Release(false)
-		}
-		c.pending = nil
-		c.setInFlight(0, "")
-	}
-	m, meta, err := c.readManifest(rctx)
+	c.dropPending()
+	rec := c.records()
+	m, meta, err := rec.readManifest(rctx)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			c.setManifest(Manifest{})
@@ -793,19 +818,7 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	}
 	pieces := 0
 	var lastKey string
-	all := func(yield func([]byte, error) bool) {
-		for _, r := range m.Runs {
-			for data, err := range c.loadRun(rctx, r, &lastKey) {
-				if err == nil {
-					pieces++
-				}
-				if !yield(data, err) {
-					return
-				}
-			}
-		}
-	}
-	if err := c.src.Restore(rctx, meta.CursorType, meta.Cursor, all); err != nil {
+	if err := c.src.Restore(rctx, meta.CursorType, meta.Cursor, rec.loadAll(rctx, m, &lastKey, &pieces)); err != nil {
 		if errors.Is(err, ErrCorrupt) && lastKey != "" && !strings.Contains(err.Error(), lastKey) {
 			// Name the object: the source decodes pieces as they come, so
 			// the last one handed over is the one it refused.
@@ -823,20 +836,17 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	return RestoreInfo{ID: m.ID, Epoch: m.Epoch, CursorType: meta.CursorType, Cursor: meta.Cursor, Bytes: m.Bytes(), Pieces: pieces}, nil
 }
 
-// Status returns the checkpointer's status for the workflow's query.
+// Status returns the checkpointer's status.
 func (c *Checkpointer) Status() CheckpointStatus {
 	c.statusMu.Lock()
-	st := c.status
-	c.statusMu.Unlock()
-	st.Breaker = c.breaker.State()
-	st.ConsecutiveFailures = c.breaker.ConsecutiveFailures()
-	return st
+	defer c.statusMu.Unlock()
+	return c.status
 }
 
 // Run checkpoints every interval until ctx is done, for users without
 // Temporal, and returns ctx's error. A failed checkpoint is logged and
-// counted by the breaker (an open breaker makes the next ticks fail fast);
-// the next tick tries again. Run blocks; the caller owns its goroutine.
+// counted (Status); the next tick tries again. Run blocks; the caller owns
+// its goroutine.
 func (c *Checkpointer) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return fmt.Errorf("checkpointer for shard %q: interval %v must be positive", c.shard, interval)

@@ -39,7 +39,7 @@ func (k KafkaOffset) Next() int64 { return k.Offset + 1 }
 func (k KafkaOffset) Bytes() []byte {
 	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(k.Topic)+binary.MaxVarintLen32+binary.MaxVarintLen64)
 	b = append(b, 'K', kafkaOffsetVersion)
-	b = appendString(b, k.Topic)
+	b = wire.AppendString(b, k.Topic)
 	b = binary.AppendVarint(b, int64(k.Partition))
 	return binary.AppendVarint(b, k.Offset)
 }

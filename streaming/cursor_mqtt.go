@@ -252,7 +252,7 @@ func (c *MqttCursor) Bytes() []byte {
 	b = binary.AppendUvarint(b, uint64(len(c.retained)))
 	for e := c.order.Front(); e != nil; e = e.Next() {
 		ent := e.Value.(*retainedEntry)
-		b = appendString(b, ent.topic)
+		b = wire.AppendString(b, ent.topic)
 		b = binary.AppendUvarint(b, ent.seq)
 	}
 	return b

@@ -27,11 +27,11 @@ func MarshalCursorRecord(rec CursorRecord) []byte {
 	dst := make([]byte, 0, 4+1+bytesLen(len(rec.Type))+bytesLen(len(rec.Cursor))+2*binary.MaxVarintLen64+4)
 	dst = append(dst, cursorRecordMagic[:]...)
 	dst = binary.AppendUvarint(dst, cursorRecordVersion)
-	dst = appendString(dst, rec.Type)
-	dst = appendBytes(dst, rec.Cursor)
+	dst = wire.AppendString(dst, rec.Type)
+	dst = wire.AppendBytes(dst, rec.Cursor)
 	dst = binary.AppendUvarint(dst, uint64(rec.Epoch))
 	dst = binary.AppendUvarint(dst, rec.CheckpointID)
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, castagnoli))
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst, wire.Castagnoli))
 }
 
 // UnmarshalCursorRecord decodes an encoding made by MarshalCursorRecord.
@@ -48,7 +48,7 @@ func UnmarshalCursorRecord(b []byte) (CursorRecord, error) {
 	}
 	body := b[:len(b)-4]
 	want := binary.LittleEndian.Uint32(b[len(b)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != want {
+	if got := crc32.Checksum(body, wire.Castagnoli); got != want {
 		return CursorRecord{}, fmt.Errorf("cursor record: checksum mismatch: stored crc32c %08x, computed %08x over %d bytes (corrupt or truncated): %w", want, got, len(body), ErrCorrupt)
 	}
 	r := wire.Reader{B: body, Off: 4}

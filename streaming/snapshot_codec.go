@@ -29,9 +29,6 @@ import (
 // snapshotMagic opens every encoded snapshot.
 var snapshotMagic = [4]byte{'T', 'F', 'S', 'N'}
 
-// castagnoli is the CRC32C table shared by the snapshot and cursor codecs.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // minSnapshotLen is the shortest possible encoding: magic, a one-byte
 // version, seven one-byte fields (all empty or zero) and the checksum.
 const minSnapshotLen = 4 + 1 + 7 + 4
@@ -66,19 +63,19 @@ func AppendSnapshot(dst []byte, s Snapshot) []byte {
 	start := len(dst)
 	dst = append(dst, snapshotMagic[:]...)
 	dst = binary.AppendUvarint(dst, SnapshotFormatVersion)
-	dst = appendString(dst, s.Meta.CursorType)
-	dst = appendBytes(dst, s.Meta.Cursor)
+	dst = wire.AppendString(dst, s.Meta.CursorType)
+	dst = wire.AppendBytes(dst, s.Meta.Cursor)
 	dst = binary.AppendUvarint(dst, uint64(s.Meta.Epoch))
 	dst = binary.AppendUvarint(dst, uint64(len(s.Meta.Operators)))
 	for _, op := range s.Meta.Operators {
-		dst = appendString(dst, op.Node)
-		dst = appendString(dst, op.Operator)
+		dst = wire.AppendString(dst, op.Node)
+		dst = wire.AppendString(dst, op.Operator)
 		dst = binary.AppendUvarint(dst, uint64(op.TypeVersion))
 	}
-	dst = appendString(dst, s.Meta.SchemaFingerprint)
+	dst = wire.AppendString(dst, s.Meta.SchemaFingerprint)
 	dst = binary.AppendVarint(dst, s.Meta.CreatedUnixNano)
-	dst = appendBytes(dst, s.Data)
-	sum := crc32.Checksum(dst[start:], castagnoli)
+	dst = wire.AppendBytes(dst, s.Data)
+	sum := crc32.Checksum(dst[start:], wire.Castagnoli)
 	return binary.LittleEndian.AppendUint32(dst, sum)
 }
 
@@ -97,7 +94,7 @@ func UnmarshalSnapshot(b []byte) (Snapshot, error) {
 	}
 	body := b[:len(b)-4]
 	want := binary.LittleEndian.Uint32(b[len(b)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != want {
+	if got := crc32.Checksum(body, wire.Castagnoli); got != want {
 		return Snapshot{}, fmt.Errorf("snapshot: checksum mismatch: stored crc32c %08x, computed %08x over %d bytes (corrupt or truncated): %w", want, got, len(body), ErrCorrupt)
 	}
 	r := wire.Reader{B: body, Off: 4}
@@ -140,11 +137,6 @@ func UnmarshalSnapshot(b []byte) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("snapshot: %d trailing bytes before the checksum: %w", len(body)-r.Off, ErrCorrupt)
 	}
 	return s, nil
-}
-
-func appendBytes(dst, b []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
 }
 
 func cloneOrNil(b []byte) []byte {

@@ -1,9 +1,25 @@
-// Package workflows holds tflo's Temporal workflows: checkpoint
-// orchestration, shard handoff, lease supervision and Parquet backfills.
-// Only deterministic code lives here (checked by workflowcheck in make
-// lint); every side effect is an activity from package activities, called
-// by reference. Records never travel through workflow history: inputs and
-// results carry offsets, object keys, counts and durations.
+// Package workflows holds tflo's Temporal workflows: the checkpoint
+// coordinator of a pipeline, shard handoff, lease supervision and Parquet
+// backfills, plus the client calls that drive them (Announce,
+// CheckpointRoundNow, CoordinatorStartOptions) and their registration with
+// Worker Versioning (Register, ControlDeployment).
 //
-// Status: not built yet (see the Temporal slow-path issue).
+// Only deterministic code runs in workflows (checked by workflowcheck in
+// make lint); every side effect is an activity from package activities,
+// called by reference. Records never travel through workflow history:
+// inputs and results carry offsets, object keys, counts and durations
+// (durations as text, activities.Duration).
+//
+// Main types:
+//   - CoordinatorWorkflow: one per pipeline; numbered checkpoint rounds,
+//     one activity per live worker (activities.CheckpointHost), owners
+//     announced by the workers, one breaker over storage failures.
+//   - HandoffWorkflow: moves a shard (final checkpoint, epoch check,
+//     restore, resume); LeaseWorkflow: one per worker, sees it die.
+//   - BackfillWorkflow: replays archive files in a sliding window.
+//   - CheckpointWorkflow: the per-shard checkpoints the coordinator
+//     replaces; kept while the pipeline runtime still starts it.
+//
+// Concurrency: workflow code runs on Temporal's workflow goroutines; the
+// client helpers are safe for concurrent use.
 package workflows

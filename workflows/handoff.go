@@ -28,6 +28,11 @@ type HandoffInput struct {
 	// final checkpoint also gets it as schedule-to-start, so a dead old
 	// owner is detected within it.
 	StepTimeout time.Duration `json:"step_timeout,omitempty"`
+	// FinalRound: the handoff was started by the pipeline's checkpoint
+	// coordinator. The final checkpoint is then a one-worker round on the
+	// old owner (activities.Rounds, the same code as every round), and no
+	// announcement follows (the coordinator already knows the new owner).
+	FinalRound bool `json:"final_round,omitempty"`
 }
 
 // Validate reports the first problem with the input.
@@ -137,10 +142,10 @@ func HandoffWorkflow(ctx workflow.Context, in HandoffInput) (HandoffState, error
 				MaximumAttempts:        3,
 				NonRetryableErrorTypes: []string{activities.ErrTypeNotOwner, activities.ErrTypeBadInput},
 			},
+			Summary: fmt.Sprintf("final checkpoint of %s/%s on %s at epoch %d", in.Pipeline, in.Shard, st.From.WorkerID, st.From.Epoch),
 		})
-		var sum activities.CheckpointSummary
-		ref := activities.ShardRef{Pipeline: in.Pipeline, Shard: in.Shard, Epoch: st.From.Epoch}
-		if err := workflow.ExecuteActivity(opts, a.FinalCheckpoint, ref).Get(ctx, &sum); err != nil {
+		sum, err := finalCheckpoint(ctx, opts, in, *st.From)
+		if err != nil {
 			// The next owner restores from the last durable checkpoint:
 			// state stays exact, only the replay is longer.
 			st.FinalCheckpointSkipped = "previous owner did not answer: " + err.Error()
@@ -189,13 +194,46 @@ func HandoffWorkflow(ctx workflow.Context, in HandoffInput) (HandoffState, error
 	}
 
 	// 6. Tell the shard's checkpoint workflow who owns it now. It may not
-	// run (checkpoints are optional); that does not undo the move.
-	st.Step = StepAnnounce
-	sig := workflow.SignalExternalWorkflow(ctx, CheckpointWorkflowID(in.Pipeline, in.Shard), "", SignalOwner, *st.To)
-	if err := sig.Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Info("checkpoint workflow not signalled", "error", err)
+	// run (checkpoints are optional); that does not undo the move. A
+	// coordinator's handoff skips this: the coordinator started it because
+	// the new owner announced itself there.
+	if !in.FinalRound {
+		st.Step = StepAnnounce
+		sig := workflow.SignalExternalWorkflow(ctx, CheckpointWorkflowID(in.Pipeline, in.Shard), "", SignalOwner, *st.To)
+		if err := sig.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Info("checkpoint workflow not signalled", "error", err)
+		}
 	}
 	st.Step = StepDone
 	st.Duration = workflow.Now(ctx).Sub(start)
 	return st, nil
+}
+
+// finalCheckpoint runs the old owner's final checkpoint: a one-worker
+// round of one shard for a coordinator's handoff, the FinalCheckpoint
+// activity otherwise.
+func finalCheckpoint(ctx, opts workflow.Context, in HandoffInput, from Owner) (activities.CheckpointSummary, error) {
+	ref := activities.ShardRef{Pipeline: in.Pipeline, Shard: in.Shard, Epoch: from.Epoch}
+	if !in.FinalRound {
+		var a *activities.Handoffs
+		var sum activities.CheckpointSummary
+		err := workflow.ExecuteActivity(opts, a.FinalCheckpoint, ref).Get(ctx, &sum)
+		return sum, err
+	}
+	var r *activities.Rounds
+	var res activities.RoundResult
+	round := activities.RoundInput{Pipeline: in.Pipeline, WorkerID: from.WorkerID, Final: true,
+		Shards: []activities.ShardEpoch{{Shard: in.Shard, Epoch: from.Epoch}}}
+	if err := workflow.ExecuteActivity(opts, r.CheckpointRound, round).Get(ctx, &res); err != nil {
+		return activities.CheckpointSummary{}, err
+	}
+	if len(res.Shards) != 1 || res.Shards[0].Status != activities.ShardOK {
+		why := "no result"
+		if len(res.Shards) == 1 {
+			why = res.Shards[0].Status + ": " + res.Shards[0].Error
+		}
+		return activities.CheckpointSummary{}, fmt.Errorf("final round on %q: %s", from.WorkerID, why)
+	}
+	sr := res.Shards[0]
+	return activities.CheckpointSummary{CheckpointID: sr.CheckpointID, Epoch: sr.Epoch, Cursor: sr.Cursor, Bytes: sr.Bytes, Duration: sr.Duration.D()}, nil
 }

@@ -183,3 +183,50 @@ func TestHandoffUnmovedWhenOwnerAnswersItself(t *testing.T) {
 	assert.Empty(t, st.Unmoved)
 	assert.Equal(t, []string{"Restore@" + again.TaskQueue, "Resume@" + again.TaskQueue}, *calls)
 }
+
+// TestHandoffFinalCheckpointIsARound: a coordinator's handoff takes the old
+// owner's final checkpoint as a one-worker round (the same activity every
+// round runs) and announces nothing (the coordinator knows the new owner).
+func TestHandoffFinalCheckpointIsARound(t *testing.T) {
+	env, a, calls := newHandoffEnv(t)
+	r := &activities.Rounds{}
+	env.RegisterActivity(r)
+	var asked activities.RoundInput
+	env.OnActivity(r.CheckpointRound, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.RoundInput) (activities.RoundResult, error) {
+		asked = in
+		return activities.RoundResult{WorkerID: in.WorkerID, Shards: []activities.ShardResult{{Shard: "s", Epoch: 3, Status: activities.ShardOK,
+			CheckpointID: 12, Cursor: "t/0@99", Bytes: 4096, Duration: activities.Duration(5 * time.Millisecond)}}}, nil
+	})
+	env.OnActivity(a.Restore, mock.Anything, activities.ShardRef{Pipeline: "p", Shard: "s", Epoch: 4}).
+		Return(activities.RestoreSummary{CheckpointID: 12, Epoch: 3, Cursor: "t/0@99", Bytes: 4096}, nil)
+	env.OnActivity(a.Resume, mock.Anything, activities.ShardRef{Pipeline: "p", Shard: "s", Epoch: 4}).Return(nil)
+	env.ExecuteWorkflow(workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: "p", Shard: "s", From: &oldOwner, To: &newOwner, FinalRound: true})
+	st := handoffResult(t, env)
+	assert.Equal(t, workflows.StepDone, st.Step)
+	require.NotNil(t, st.FinalCheckpoint)
+	assert.Equal(t, activities.CheckpointSummary{CheckpointID: 12, Epoch: 3, Cursor: "t/0@99", Bytes: 4096, Duration: 5 * time.Millisecond}, *st.FinalCheckpoint)
+	assert.True(t, asked.Final)
+	assert.Equal(t, []activities.ShardEpoch{{Shard: "s", Epoch: 3}}, asked.Shards)
+	assert.Equal(t, []string{
+		"CheckpointRound@" + oldOwner.TaskQueue,
+		"Restore@" + newOwner.TaskQueue,
+		"Resume@" + newOwner.TaskQueue,
+	}, *calls)
+}
+
+// TestHandoffFinalRoundNotOwner: a final round whose old owner answers
+// "not owner" is recorded as skipped, and the move goes on.
+func TestHandoffFinalRoundNotOwner(t *testing.T) {
+	env, a, _ := newHandoffEnv(t)
+	r := &activities.Rounds{}
+	env.RegisterActivity(r)
+	env.OnActivity(r.CheckpointRound, mock.Anything, mock.Anything).Return(activities.RoundResult{Shards: []activities.ShardResult{
+		{Shard: "s", Epoch: 3, Status: activities.ShardNotOwner, Error: "worker \"w1\" does not serve shard p/s"}}}, nil)
+	env.OnActivity(a.Restore, mock.Anything, mock.Anything).Return(activities.RestoreSummary{CheckpointID: 10, Epoch: 3}, nil)
+	env.OnActivity(a.Resume, mock.Anything, mock.Anything).Return(nil)
+	env.ExecuteWorkflow(workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: "p", Shard: "s", From: &oldOwner, To: &newOwner, FinalRound: true})
+	st := handoffResult(t, env)
+	assert.Equal(t, workflows.StepDone, st.Step)
+	assert.Nil(t, st.FinalCheckpoint)
+	assert.Contains(t, st.FinalCheckpointSkipped, "not-owner")
+}

@@ -23,6 +23,11 @@ type LeaseInput struct {
 	MaxRestarts int `json:"max_restarts,omitempty"`
 	// Restarts carried across continue-as-new.
 	Restarts int `json:"restarts,omitempty"`
+	// Coordinated: the worker's pipelines run checkpoint coordinators,
+	// which start handoffs when the shards' next owners announce
+	// themselves. A dead worker's lease then tells each coordinator
+	// (SignalWorkerGone) instead of starting handoffs itself.
+	Coordinated bool `json:"coordinated,omitempty"`
 }
 
 // LeaseState is the lease workflow's status and result.
@@ -35,7 +40,9 @@ type LeaseState struct {
 	Handoffs []string `json:"handoffs,omitempty"`
 	// Orphaned are the shards the dead worker held.
 	Orphaned []activities.HeldShard `json:"orphaned,omitempty"`
-	LastErr  string                 `json:"last_error,omitempty"`
+	// Told are the coordinators told of the death (Coordinated).
+	Told    []string `json:"told,omitempty"`
+	LastErr string   `json:"last_error,omitempty"`
 }
 
 // Lease workflow statuses.
@@ -93,6 +100,9 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 			}
 			st.Status = LeaseDead
 			st.Orphaned = held
+			if in.Coordinated {
+				return st, tellCoordinators(ctx, &st, held)
+			}
 			return st, startHandoffs(ctx, &st, held)
 		}
 		// The worker is alive but its keeper failed: restart the activity
@@ -104,9 +114,35 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 		if st.Restarts-in.Restarts >= in.MaxRestarts || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			next := in
 			next.Restarts = st.Restarts
-			return st, workflow.NewContinueAsNewError(ctx, LeaseWorkflow, next)
+			return st, workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
+				InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+			}, LeaseWorkflow, next)
 		}
 	}
+}
+
+// tellCoordinators tells the coordinator of each pipeline the dead worker
+// served that it is gone, with the shards of its last heartbeat.
+func tellCoordinators(ctx workflow.Context, st *LeaseState, held []activities.HeldShard) error {
+	byPipeline := map[string][]activities.ShardEpoch{}
+	var pipelines []string
+	for _, h := range held {
+		if _, ok := byPipeline[h.Pipeline]; !ok {
+			pipelines = append(pipelines, h.Pipeline)
+		}
+		byPipeline[h.Pipeline] = append(byPipeline[h.Pipeline], activities.ShardEpoch{Shard: h.Shard, Epoch: h.Epoch})
+	}
+	var errs []error
+	for _, p := range pipelines {
+		id := CoordinatorWorkflowID(p)
+		g := WorkerGone{WorkerID: st.WorkerID, Shards: byPipeline[p], Reason: "lease heartbeat timed out: " + st.LastErr}
+		if err := workflow.SignalExternalWorkflow(ctx, id, "", SignalWorkerGone, g).Get(ctx, nil); err != nil {
+			errs = append(errs, fmt.Errorf("tell %s: %w", id, err))
+			continue
+		}
+		st.Told = append(st.Told, id)
+	}
+	return errors.Join(errs...)
 }
 
 // startHandoffs starts one handoff per orphaned shard, as children that

@@ -97,3 +97,39 @@ func TestLeaseKeeperFailureRestartsActivity(t *testing.T) {
 	assert.Equal(t, 2, st.Restarts)
 	assert.Equal(t, workflows.LeaseStopped, st.Status)
 }
+
+// TestLeaseDeadWorkerTellsItsCoordinators: with coordinators, a dead
+// worker's lease tells each pipeline's coordinator, which starts the
+// handoffs when the next owners announce themselves; it starts none.
+func TestLeaseDeadWorkerTellsItsCoordinators(t *testing.T) {
+	env, a := newLeaseEnv(t)
+	held := []activities.HeldShard{
+		{Pipeline: "iot", Shard: "readings-0", Epoch: 3, TaskQueue: leaseIn.TaskQueue, WorkerID: "w1"},
+		{Pipeline: "fx", Shard: "eurusd", Epoch: 2, TaskQueue: leaseIn.TaskQueue, WorkerID: "w1"},
+		{Pipeline: "iot", Shard: "readings-2", Epoch: 5, TaskQueue: leaseIn.TaskQueue, WorkerID: "w1"},
+	}
+	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(temporal.NewHeartbeatTimeoutError(held))
+	told := map[string]workflows.WorkerGone{}
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalWorkerGone, mock.Anything).Return(
+		func(_, id, _, _ string, arg any) error {
+			told[id] = arg.(workflows.WorkerGone)
+			return nil
+		})
+	env.SetOnChildWorkflowStartedListener(func(*workflow.Info, workflow.Context, converter.EncodedValues) {
+		t.Error("a coordinated lease starts no handoff")
+	})
+	in := leaseIn
+	in.Coordinated = true
+	env.ExecuteWorkflow(workflows.LeaseWorkflow, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.LeaseState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, workflows.LeaseDead, st.Status)
+	assert.Equal(t, []string{workflows.CoordinatorWorkflowID("iot"), workflows.CoordinatorWorkflowID("fx")}, st.Told)
+	assert.Empty(t, st.Handoffs)
+	iot := told[workflows.CoordinatorWorkflowID("iot")]
+	assert.Equal(t, "w1", iot.WorkerID)
+	assert.Equal(t, []activities.ShardEpoch{{Shard: "readings-0", Epoch: 3}, {Shard: "readings-2", Epoch: 5}}, iot.Shards)
+	assert.Contains(t, iot.Reason, "heartbeat timed out")
+}

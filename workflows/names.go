@@ -16,15 +16,28 @@ const (
 	// workerTaskQueuePrefix + worker id is a worker's own activity queue.
 	workerTaskQueuePrefix = "tflo-worker-"
 
-	CheckpointWorkflowIDPrefix = "tflo-checkpoint:"
-	HandoffWorkflowIDPrefix    = "tflo-handoff:"
-	LeaseWorkflowIDPrefix      = "tflo-lease:"
-	BackfillWorkflowIDPrefix   = "tflo-backfill:"
+	CoordinatorWorkflowIDPrefix = "tflo-coordinator:"
+	CheckpointWorkflowIDPrefix  = "tflo-checkpoint:"
+	HandoffWorkflowIDPrefix     = "tflo-handoff:"
+	LeaseWorkflowIDPrefix       = "tflo-lease:"
+	BackfillWorkflowIDPrefix    = "tflo-backfill:"
 )
 
-// Signal and query names.
+// Update, signal and query names.
 const (
-	// SignalCheckpointNow asks a checkpoint workflow for a checkpoint now.
+	// UpdateCheckpointNow asks a pipeline's coordinator for a round now and
+	// returns the round's summary (CheckpointNowRequest → RoundSummary).
+	UpdateCheckpointNow = "checkpoint-now"
+	// UpdateAnnounce tells a pipeline's coordinator which shards a worker
+	// owns (Announcement → AnnounceResult), usually as update-with-start.
+	UpdateAnnounce = "announce"
+	// SignalWorkerGone tells a coordinator that a worker died (WorkerGone).
+	SignalWorkerGone = "worker-gone"
+	// QueryShards returns a coordinator's per-shard table ([]ShardRow).
+	QueryShards = "shards"
+
+	// SignalCheckpointNow asks a per-shard checkpoint workflow for a
+	// checkpoint now.
 	SignalCheckpointNow = "checkpoint-now"
 	// SignalOwner tells a checkpoint workflow who owns its shard (Owner).
 	SignalOwner = "owner"
@@ -57,6 +70,11 @@ func SearchAttributeFlags() []string {
 // WorkerTaskQueue is the activity task queue of one worker process.
 func WorkerTaskQueue(workerID string) string { return workerTaskQueuePrefix + workerID }
 
+// CoordinatorWorkflowID is the id of a pipeline's checkpoint coordinator.
+func CoordinatorWorkflowID(pipeline string) string {
+	return CoordinatorWorkflowIDPrefix + url.PathEscape(pipeline)
+}
+
 // CheckpointWorkflowID is the id of the checkpoint workflow of one shard of
 // a pipeline. Names are escaped so ids stay unambiguous.
 func CheckpointWorkflowID(pipeline, shard string) string {
@@ -69,6 +87,14 @@ func CheckpointWorkflowID(pipeline, shard string) string {
 // joins the running one.
 func HandoffWorkflowID(pipeline, shard string) string {
 	return fmt.Sprintf("%s%s/%s", HandoffWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard))
+}
+
+// HandoffWorkflowIDAt is the id of the handoff a pipeline's coordinator
+// starts when a shard moves to an owner at epoch: one per move, so a
+// handoff still running towards an owner the group has since replaced
+// never blocks the next one.
+func HandoffWorkflowIDAt(pipeline, shard string, epoch uint64) string {
+	return fmt.Sprintf("%s@%d", HandoffWorkflowID(pipeline, shard), epoch)
 }
 
 // LeaseWorkflowID is the id of a worker's lease workflow.

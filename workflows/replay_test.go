@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,10 +21,15 @@ import (
 	"github.com/tflo-io/tflo/workflows"
 )
 
+// historyDir holds the recorded histories, one folder per release
+// (`make record-histories RELEASE=...` adds a folder; it never overwrites
+// one): every release's histories must keep replaying, because workflows
+// started by that release may still be running when the next is deployed.
 const historyDir = "testdata/histories"
 
 func newReplayer() worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.CoordinatorWorkflow)
 	r.RegisterWorkflow(workflows.CheckpointWorkflow)
 	r.RegisterWorkflow(workflows.HandoffWorkflow)
 	r.RegisterWorkflow(workflows.LeaseWorkflow)
@@ -36,28 +42,41 @@ func newReplayer() worker.WorkflowReplayer {
 // workflow non-deterministic against histories already in production
 // fails here.
 func TestReplayCommittedHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(historyDir, "*.json"))
+	files, err := filepath.Glob(filepath.Join(historyDir, "*", "*.json"))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 6, "expected committed histories of every workflow under %s", historyDir)
+	require.GreaterOrEqual(t, len(files), 9, "expected committed histories of every workflow under %s", historyDir)
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+		rel, _ := filepath.Rel(historyDir, f)
+		t.Run(rel, func(t *testing.T) {
 			require.NoError(t, newReplayer().ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}
 }
 
 // TestRecordHistoriesOnDevServer runs every workflow on a real dev server
-// against stand-in activities and replays the histories it produced. With
-// TFLO_RECORD_HISTORIES=1 it also writes them to testdata/histories (how
-// the committed histories were made: `make record-histories`).
+// against stand-in activities (the coordinator's rounds against the real
+// Rounds activity over in-memory shards) and replays the histories it
+// produced. With TFLO_RECORD_HISTORIES=1 it also writes them to
+// testdata/histories/$TFLO_HISTORY_RELEASE, a folder that must not exist
+// yet: histories are added per release, never overwritten (how the
+// committed histories were made: `make record-histories`).
 func TestRecordHistoriesOnDevServer(t *testing.T) {
+	record := os.Getenv("TFLO_RECORD_HISTORIES") == "1"
+	release := os.Getenv("TFLO_HISTORY_RELEASE")
+	if record {
+		require.NotEmpty(t, release, "TFLO_HISTORY_RELEASE names the folder the histories go to (make record-histories RELEASE=...)")
+		require.NotContains(t, release, string(filepath.Separator), "release name")
+		_, err := os.Stat(filepath.Join(historyDir, release))
+		require.True(t, os.IsNotExist(err), "histories of release %q are recorded already (%s): they are never overwritten; record a new release", release, filepath.Join(historyDir, release))
+	}
 	srv := temporaltest.Start(t)
 	c := srv.Client
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	var stages fakeactivities.Stages
 	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
 	ctl.RegisterWorkflow(workflows.CheckpointWorkflow)
 	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
 	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
@@ -135,19 +154,22 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	require.NoError(t, bfRun.Get(ctx, &bf))
 	assert.Equal(t, 3, bf.FilesDone)
 
-	record := os.Getenv("TFLO_RECORD_HISTORIES") == "1"
-	for name, run := range map[string]client.WorkflowRun{
+	runs := map[string]client.WorkflowRun{
 		"checkpoint": cpRun, "handoff": hoRun, "lease-dead": leaseRun,
 		"handoff-orphan": c.GetWorkflow(ctx, leaseState.Handoffs[0], ""), "backfill": bfRun, "handoff-unmoved": unmovedRun,
-	} {
+	}
+	maps.Copy(runs, recordCoordinator(t, ctx, c))
+
+	dir := t.TempDir()
+	if record {
+		dir = filepath.Join(historyDir, release)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+	}
+	for name, run := range runs {
 		hist := fetchHistory(t, c, run)
 		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
 		require.NoError(t, err)
-		path := filepath.Join(t.TempDir(), name+".json")
-		if record {
-			require.NoError(t, os.MkdirAll(historyDir, 0o755))
-			path = filepath.Join(historyDir, name+".json")
-		}
+		path := filepath.Join(dir, name+".json")
 		require.NoError(t, os.WriteFile(path, b, 0o644))
 		require.NoError(t, newReplayer().ReplayWorkflowHistoryFromJSONFile(nil, path), "replay %s", name)
 	}

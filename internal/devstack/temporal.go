@@ -159,6 +159,17 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	return t, nil
 }
 
+// Pid returns the server process's id (0 when it is not running), for
+// reading its resource use from /proc.
+func (t *Temporal) Pid() int {
+	t.proc.mu.Lock()
+	defer t.proc.mu.Unlock()
+	if t.proc.cmd == nil || t.proc.cmd.Process == nil {
+		return 0
+	}
+	return t.proc.cmd.Process.Pid
+}
+
 // LogTail returns about the last n bytes of the server's log.
 func (t *Temporal) LogTail(n int64) string { return t.proc.logTail(n) }
 

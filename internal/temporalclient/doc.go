@@ -20,6 +20,13 @@
 // String or in errors; neither does TLS key material (internal/tlsconfig
 // builds the TLS settings).
 //
+// Observability of the slow path: WithMetrics sends the SDK's metrics into
+// a Prometheus registry (PrometheusMetrics; schedule-to-start latency is
+// the one operators alert on: a worker that stops picking its tasks up),
+// and WithTracing adds the OpenTelemetry tracing interceptor, so a
+// checkpoint round is one trace from the coordinator to every worker's
+// share. Both are safe for concurrent use.
+//
 // Main types: Config (plain data, json/yaml tags), Resolved (the effective
 // connection: Options, Dial, String, Source). Concurrency: both are values;
 // Resolve reads the environment and files and shares no state.

@@ -1,7 +1,8 @@
-// Package wire reads the varint framing tflo's binary formats share (state
-// blobs, snapshots, cursors, checkpoint manifests, keyed pieces, the S3
-// store's segments and manifests): uvarints, zigzag varints, fixed-width
-// padded uvarints, and length-prefixed byte strings.
+// Package wire reads and writes the varint framing tflo's binary formats
+// share (state blobs, snapshots, cursors, checkpoint manifests, keyed
+// pieces, the S3 store's segments and manifests): uvarints, zigzag
+// varints, fixed-width padded uvarints, length-prefixed byte strings, and
+// the CRC32C table of the formats that carry a checksum.
 //
 // A Reader's first error sticks: later reads return zero values, so a
 // decoder reads a whole record and checks Err once. Every length is
@@ -12,7 +13,25 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 )
+
+// Castagnoli is the CRC32C table the formats that carry a checksum share.
+var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// AppendString appends s as a length-prefixed string (what Reader.Str
+// reads).
+func AppendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// AppendBytes appends b as a length-prefixed byte string (what
+// Reader.Bytes reads).
+func AppendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
 
 // Reader decodes B from Off. The zero value reads nothing; set B (and Off
 // to skip a header).

@@ -53,3 +53,19 @@ func TestReaderErrorsStick(t *testing.T) {
 		})
 	}
 }
+
+func TestAppendStringAndBytesReadBack(t *testing.T) {
+	b := AppendString(nil, "topic/3")
+	b = AppendBytes(b, []byte{0, 0xff})
+	b = AppendBytes(b, nil)
+	r := Reader{B: b}
+	if got := r.Str(); got != "topic/3" {
+		t.Fatalf("Str = %q", got)
+	}
+	if got := r.Bytes(); string(got) != "\x00\xff" {
+		t.Fatalf("Bytes = %x", got)
+	}
+	if got := r.Bytes(); len(got) != 0 || r.Err != nil || r.Off != len(b) {
+		t.Fatalf("empty Bytes = %x, err %v, off %d of %d", got, r.Err, r.Off, len(b))
+	}
+}

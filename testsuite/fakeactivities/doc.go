@@ -3,5 +3,11 @@
 // and CLI tests can run against a real dev server without shard state,
 // archives or sinks. The stand-ins return plausible, deterministic values.
 //
-// Concurrency: a Stages value is safe for concurrent use.
+// MemoryShards is the in-memory worker side of the checkpoint
+// coordinator's rounds (not for production): N fake shards with real
+// streaming.Checkpointers over one store, split among workers whose
+// activities.Shards hosts run the real Rounds activity — what the
+// coordinator's dev-server tests and benchmarks use.
+//
+// Concurrency: Stages and MemoryShards values are safe for concurrent use.
 package fakeactivities

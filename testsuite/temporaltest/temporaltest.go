@@ -21,6 +21,9 @@ type Server struct {
 	dev *devstack.Temporal
 }
 
+// Pid returns the dev server's process id (for its CPU use in /proc).
+func (s *Server) Pid() int { return s.dev.Pid() }
+
 // Binary returns the temporal CLI path and whether it exists
 // ($TFLO_TEMPORAL, else <repo>/bin/temporal).
 func Binary() (string, bool) { return toolbin.Path("temporal", "TFLO_TEMPORAL") }

@@ -1,0 +1,52 @@
+package activities
+
+import (
+	"fmt"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes as text ("5s",
+// "1m30s") in JSON and YAML, so workflow inputs and results read as
+// durations in the Temporal web UI instead of raw nanoseconds
+// ("interval": 5000000000). A plain JSON number is still read as
+// nanoseconds, so histories and configs written before it decode.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String is time.Duration's String.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", b, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalJSON reads a quoted duration ("5s") or, as older inputs wrote
+// it, a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		if len(b) < 2 || b[len(b)-1] != '"' {
+			return fmt.Errorf("duration %s: unterminated string", b)
+		}
+		return d.UnmarshalText(b[1 : len(b)-1])
+	}
+	if string(b) == "null" {
+		return nil
+	}
+	var n int64
+	if _, err := fmt.Sscan(string(b), &n); err != nil {
+		return fmt.Errorf("duration %s: want a string such as \"5s\" or a number of nanoseconds", b)
+	}
+	*d = Duration(n)
+	return nil
+}

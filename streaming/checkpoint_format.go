@@ -1,0 +1,456 @@
+package streaming
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"iter"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/tflo-io/tflo/internal/wire"
+)
+
+// This file is the one home of a shard's checkpoints as they sit in the
+// stores: which keys a checkpoint writes, what each record holds, how the
+// manifest is encoded, in which order the records are written and how they
+// are read back. The Checkpointer decides when; this file decides what and
+// where.
+//
+// A shard's checkpoints are records in its StateStore, each a Snapshot
+// (stores encode it with MarshalSnapshot, see snapshot_codec.go):
+//
+//	<shard>/piece/<epoch>/<checkpoint>/<n>  a piece of one checkpoint's state: Meta is
+//	                                        the checkpoint's SnapshotMeta, Data the piece
+//	                                        as the CheckpointSource emitted it
+//	<shard>/manifest                        the commit point: Meta is the checkpoint's
+//	                                        SnapshotMeta (cursor, epoch, operators,
+//	                                        fingerprint), Data the manifest below
+//
+// and a CursorRecord under the key <shard> in the shard's CursorStore.
+//
+// Order of writes, per checkpoint: the pieces (SaveBatch calls of bounded
+// size; several shards that share a store share the calls), then the
+// manifest (after checking that no newer owner's manifest is stored; the
+// manifests of several shards may share one SaveBatch, each stays its own
+// key and its own commit point), then the cursor. A crash before the
+// manifest leaves the previous manifest, cursor and pieces in agreement;
+// pieces no manifest names are never read, and are deleted best effort.
+//
+// Manifest encoding (checkpointManifestVersion 1; integers unsigned
+// varints unless noted):
+//
+//	version | checkpoint id | epoch | run count | runs... | crc32c (4 bytes LE)
+//	run   = checkpoint id | piece count | pieces...
+//	piece = len(key) key | size
+//
+// The checksum (Castagnoli) covers every byte before it. The bytes of
+// every record are pinned by testdata/checkpoint-format-v1.golden: a
+// change to them needs a new version and a reader for the old one.
+const checkpointManifestVersion = 1
+
+// maxManifestPieces bounds what a decoder accepts, so a corrupt count
+// cannot make it allocate without bound.
+const maxManifestPieces = 1 << 24
+
+// Manifest names the pieces that together make up a shard's full state at
+// one checkpoint: runs, oldest first, each the pieces one checkpoint wrote
+// (or one compaction merged). A key's state is its entry in the newest run
+// that has it.
+type Manifest struct {
+	ID    CheckpointID  `json:"id"`
+	Epoch Epoch         `json:"epoch"`
+	Runs  []ManifestRun `json:"runs"`
+}
+
+// ManifestRun is the pieces one checkpoint (or compaction) wrote, in the
+// order the source emitted them.
+type ManifestRun struct {
+	ID     CheckpointID    `json:"id"`
+	Pieces []ManifestPiece `json:"pieces"`
+}
+
+// ManifestPiece is one stored piece: its StateStore key and its size.
+type ManifestPiece struct {
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
+}
+
+// Bytes returns the total size of the pieces the manifest names.
+func (m Manifest) Bytes() int64 {
+	var n int64
+	for _, r := range m.Runs {
+		for _, p := range r.Pieces {
+			n += p.Size
+		}
+	}
+	return n
+}
+
+// MarshalManifest encodes m (versioned, CRC32C-checksummed).
+func MarshalManifest(m Manifest) []byte {
+	b := binary.AppendUvarint(nil, checkpointManifestVersion)
+	b = binary.AppendUvarint(b, uint64(m.ID))
+	b = binary.AppendUvarint(b, uint64(m.Epoch))
+	b = binary.AppendUvarint(b, uint64(len(m.Runs)))
+	for _, r := range m.Runs {
+		b = binary.AppendUvarint(b, uint64(r.ID))
+		b = binary.AppendUvarint(b, uint64(len(r.Pieces)))
+		for _, p := range r.Pieces {
+			b = wire.AppendString(b, p.Key)
+			b = binary.AppendUvarint(b, uint64(p.Size))
+		}
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, wire.Castagnoli))
+}
+
+// UnmarshalManifest decodes a manifest made by MarshalManifest. Bytes that
+// fail the checksum, are truncated, or carry another format version are
+// refused with an error wrapping ErrCorrupt.
+func UnmarshalManifest(b []byte) (Manifest, error) {
+	if len(b) < 5 {
+		return Manifest{}, fmt.Errorf("checkpoint manifest: %d bytes is too short: %w", len(b), ErrCorrupt)
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if got := crc32.Checksum(body, wire.Castagnoli); got != sum {
+		return Manifest{}, fmt.Errorf("checkpoint manifest: checksum %08x does not match stored %08x: %w", got, sum, ErrCorrupt)
+	}
+	r := wire.Reader{B: body}
+	if v := r.Uvarint(); r.Err == nil && v != checkpointManifestVersion {
+		return Manifest{}, fmt.Errorf("checkpoint manifest: format version %d, this build reads %d: %w", v, checkpointManifestVersion, ErrCorrupt)
+	}
+	var m Manifest
+	m.ID = CheckpointID(r.Uvarint())
+	m.Epoch = Epoch(r.Uvarint())
+	nRuns := r.Uvarint()
+	total := uint64(0)
+	for i := uint64(0); i < nRuns && r.Err == nil; i++ {
+		var run ManifestRun
+		run.ID = CheckpointID(r.Uvarint())
+		nPieces := r.Uvarint()
+		total += nPieces
+		if total > maxManifestPieces || nPieces > uint64(len(body)) {
+			return Manifest{}, fmt.Errorf("checkpoint manifest: run %d claims %d pieces: %w", run.ID, nPieces, ErrCorrupt)
+		}
+		for j := uint64(0); j < nPieces && r.Err == nil; j++ {
+			key := r.Str()
+			size := r.Uvarint()
+			run.Pieces = append(run.Pieces, ManifestPiece{Key: key, Size: int64(size)})
+		}
+		m.Runs = append(m.Runs, run)
+	}
+	if r.Err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint manifest: %v: %w", r.Err, ErrCorrupt)
+	}
+	if r.Off != len(body) {
+		return Manifest{}, fmt.Errorf("checkpoint manifest: %d trailing bytes: %w", len(body)-r.Off, ErrCorrupt)
+	}
+	return m, nil
+}
+
+// shardRecords reads and names the records of one shard's checkpoints.
+type shardRecords struct {
+	shard string
+	store StateStore
+}
+
+func (r shardRecords) manifestKey() []byte { return CheckpointManifestKey(r.shard) }
+
+func (r shardRecords) pieceKey(epoch Epoch, id CheckpointID, n int) string {
+	return CheckpointPieceKey(r.shard, epoch, id, n)
+}
+
+// readManifest loads and decodes the committed manifest; an error wraps
+// ErrNotFound when the shard has none.
+func (r shardRecords) readManifest(ctx context.Context) (Manifest, SnapshotMeta, error) {
+	s, err := r.store.Load(ctx, r.manifestKey())
+	if err != nil {
+		return Manifest{}, SnapshotMeta{}, fmt.Errorf("load manifest %q: %w", r.manifestKey(), err)
+	}
+	m, err := UnmarshalManifest(s.Data)
+	if err != nil {
+		return Manifest{}, SnapshotMeta{}, fmt.Errorf("manifest %q: %w", r.manifestKey(), err)
+	}
+	return m, s.Meta, nil
+}
+
+// manifestRecord is the record that commits m.
+func (r shardRecords) manifestRecord(m Manifest, meta SnapshotMeta) KeyedSnapshot {
+	return KeyedSnapshot{Key: r.manifestKey(), Snapshot: Snapshot{Meta: meta, Data: MarshalManifest(m)}}
+}
+
+// loadRun yields a run's pieces in order; when cur is not nil it holds the
+// key of the piece last yielded.
+func (r shardRecords) loadRun(ctx context.Context, run ManifestRun, cur *string) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for _, pc := range run.Pieces {
+			if cur != nil {
+				*cur = pc.Key
+			}
+			s, err := r.store.Load(ctx, []byte(pc.Key))
+			if err != nil {
+				yield(nil, fmt.Errorf("load piece %q of checkpoint %d: %w", pc.Key, run.ID, err))
+				return
+			}
+			if int64(len(s.Data)) != pc.Size {
+				yield(nil, fmt.Errorf("piece %q of checkpoint %d: %d bytes, manifest says %d: %w", pc.Key, run.ID, len(s.Data), pc.Size, ErrCorrupt))
+				return
+			}
+			if !yield(s.Data, nil) {
+				return
+			}
+		}
+	}
+}
+
+// loadAll yields every piece the manifest names, oldest run first,
+// counting the pieces yielded.
+func (r shardRecords) loadAll(ctx context.Context, m Manifest, cur *string, count *int) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for _, run := range m.Runs {
+			for data, err := range r.loadRun(ctx, run, cur) {
+				if err == nil {
+					*count++
+				}
+				if !yield(data, err) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// drop deletes pieces no manifest names, best effort (a crash leaves them
+// behind; they are never read).
+func (r shardRecords) drop(keys []string, timeout time.Duration, log *slog.Logger) {
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, k := range keys {
+		if err := r.store.Delete(ctx, []byte(k)); err != nil {
+			log.Debug("drop unreferenced piece", "shard", r.shard, "key", k, "err", err)
+			return
+		}
+	}
+}
+
+// recordWriter writes the records of one or more shards to one StateStore
+// in SaveBatch calls of about limit bytes. Before each call it asks every
+// shard with records in the batch whether it may still write (its fence);
+// a shard that may not loses its records from the batch and fails, the
+// others are written. A failed call fails every shard in it.
+type recordWriter struct {
+	store StateStore
+	limit int
+	items []KeyedSnapshot
+	from  []*groupShard // the shard of each item
+	size  int
+}
+
+// add queues rec for s, flushing when the batch is full. It returns s's
+// error, so the producer of a failed shard stops.
+func (w *recordWriter) add(ctx context.Context, s *groupShard, rec KeyedSnapshot) error {
+	if s.err != nil {
+		return s.err
+	}
+	w.items = append(w.items, rec)
+	w.from = append(w.from, s)
+	w.size += len(rec.Snapshot.Data)
+	if w.size >= w.limit {
+		w.flush(ctx)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
+}
+
+// flush writes the queued records.
+func (w *recordWriter) flush(ctx context.Context) {
+	if len(w.items) == 0 {
+		return
+	}
+	items, from := w.items[:0], w.from[:0]
+	size := 0
+	for i, s := range w.from {
+		if s.err == nil && !s.fenced {
+			s.fenced = true
+			if err := s.c.checkOwner(StageSaveState, s.p.id, s.p.epoch); err != nil {
+				s.err = err
+			}
+		}
+		if s.err != nil {
+			continue
+		}
+		items = append(items, w.items[i])
+		from = append(from, s)
+		size += len(w.items[i].Snapshot.Data)
+	}
+	for _, s := range from {
+		s.fenced = false
+	}
+	if len(items) > 0 {
+		if err := w.store.SaveBatch(ctx, items); err != nil {
+			err = fmt.Errorf("save %d records (%d bytes): %w", len(items), size, err)
+			for _, s := range from {
+				if s.err == nil {
+					s.err = err
+				}
+			}
+		}
+	}
+	clear(w.items)
+	clear(w.from)
+	w.items, w.from, w.size = w.items[:0], w.from[:0], 0
+}
+
+// groupShard is one shard's progress through a group save.
+type groupShard struct {
+	c       *Checkpointer
+	p       *pendingCheckpoint
+	meta    SnapshotMeta
+	err     error
+	fenced  bool     // its fence was checked for the batch being flushed
+	landed  bool     // its manifest may have landed: keep its pieces
+	written []string // piece keys queued or written
+	bytes   int64
+	runs    []ManifestRun
+	garbage []string // pieces of runs a merge replaced
+}
+
+// writeRun queues the pieces produce emits as one run of s's checkpoint,
+// numbered from first.
+func (s *groupShard) writeRun(ctx context.Context, w *recordWriter, first int,
+	produce func(context.Context, func([]byte) error) error) (ManifestRun, error) {
+	rec := shardRecords{s.c.shard, s.c.store}
+	run := ManifestRun{ID: s.p.id}
+	n := first
+	err := produce(ctx, func(piece []byte) error {
+		key := rec.pieceKey(s.p.epoch, s.p.id, n)
+		n++
+		data := append([]byte(nil), piece...)
+		s.written = append(s.written, key)
+		s.bytes += int64(len(data))
+		run.Pieces = append(run.Pieces, ManifestPiece{Key: key, Size: int64(len(data))})
+		return w.add(ctx, s, KeyedSnapshot{Key: []byte(key), Snapshot: Snapshot{Meta: s.meta, Data: data}})
+	})
+	if err == nil {
+		err = s.err
+	}
+	return run, err
+}
+
+// commitManifests fences and writes the manifests of the shards in group
+// that are still without error, in one SaveBatch (a single Save for one
+// shard). A manifest is each shard's own commit point; when the call
+// fails none is known to have landed and each shard re-reads its manifest
+// before its next checkpoint.
+func commitManifests(ctx context.Context, store StateStore, group []*groupShard) {
+	var recs []KeyedSnapshot
+	var ok []*groupShard
+	for _, s := range group {
+		if s.err != nil {
+			continue
+		}
+		c, p := s.c, s.p
+		rec := shardRecords{c.shard, c.store}
+		// Fence against a newer owner that already committed: a zombie's
+		// manifest must not replace it.
+		if _, stored, err := rec.readManifest(ctx); err == nil && stored.Epoch > p.epoch {
+			cur, owns := c.cfg.ownership.Owner()
+			s.err = &NotOwnerError{Shard: c.shard, Checkpoint: p.id, Epoch: p.epoch, CurrentEpoch: max(cur, stored.Epoch), Owns: owns, Stage: StageSaveState}
+			continue
+		} else if err != nil && !errors.Is(err, ErrNotFound) {
+			s.err = err
+			continue
+		}
+		if err := c.checkOwner(StageSaveState, p.id, p.epoch); err != nil {
+			s.err = err
+			continue
+		}
+		m := Manifest{ID: p.id, Epoch: p.epoch, Runs: s.runs}
+		recs = append(recs, rec.manifestRecord(m, s.meta))
+		ok = append(ok, s)
+	}
+	var err error
+	switch len(recs) {
+	case 0:
+		return
+	case 1:
+		err = store.Save(ctx, recs[0].Key, recs[0].Snapshot)
+	default:
+		err = store.SaveBatch(ctx, recs)
+	}
+	for i, s := range ok {
+		if err != nil {
+			// The manifest may or may not have landed (a timeout after
+			// the write): keep the pieces, forget the cached manifest so
+			// the next stage re-reads it.
+			s.c.manifestLoaded = false
+			s.landed = true
+			s.err = fmt.Errorf("save manifest %q: %w", recs[i].Key, err)
+			continue
+		}
+		s.bytes += int64(len(recs[i].Snapshot.Data))
+	}
+}
+
+// The keys a Checkpointer writes to its StateStore, for shard S:
+//
+//	S/manifest                      the checkpoint manifest (the commit point)
+//	S/piece/<epoch>/<id>/<n>        piece n of the run checkpoint id wrote at epoch
+//
+// Every key of a shard starts with the shard's name, so a store can keep
+// each shard's keys apart — its own commit point per shard — with
+// CheckpointKeyShard.
+
+// CheckpointManifestKey is the key of shard's checkpoint manifest.
+func CheckpointManifestKey(shard string) []byte { return []byte(shard + "/manifest") }
+
+// CheckpointPieceKey is the key of piece n of the run checkpoint id wrote
+// at epoch.
+func CheckpointPieceKey(shard string, epoch Epoch, id CheckpointID, n int) string {
+	return shard + "/piece/" + strconv.FormatUint(uint64(epoch), 10) + "/" +
+		strconv.FormatUint(uint64(id), 10) + "/" + strconv.Itoa(n)
+}
+
+// CheckpointKeyShard returns the shard a Checkpointer's key belongs to
+// (the inverse of CheckpointManifestKey and CheckpointPieceKey), or false
+// for a key of any other form.
+func CheckpointKeyShard(key []byte) (string, bool) {
+	if shard, ok := bytes.CutSuffix(key, []byte("/manifest")); ok && len(shard) > 0 {
+		return string(shard), true
+	}
+	// S/piece/<epoch>/<id>/<n>: three decimal fields from the right.
+	rest := key
+	for range 3 {
+		i := bytes.LastIndexByte(rest, '/')
+		if i < 0 || !decimal(rest[i+1:]) {
+			return "", false
+		}
+		rest = rest[:i]
+	}
+	if shard, ok := bytes.CutSuffix(rest, []byte("/piece")); ok && len(shard) > 0 {
+		return string(shard), true
+	}
+	return "", false
+}
+
+// decimal reports a non-empty run of ASCII digits.
+func decimal(b []byte) bool {
+	if len(b) == 0 || len(b) > 20 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

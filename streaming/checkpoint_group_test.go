@@ -1,0 +1,151 @@
+package streaming_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/faults"
+)
+
+type groupShard struct {
+	src *counterSource
+	own *owner
+	cp  *streaming.Checkpointer
+}
+
+// newGroup makes n shards over one store, owned at epoch 2.
+func newGroup(t *testing.T, st streaming.StateStore, cs streaming.CursorStore, n int, opts ...streaming.CheckpointerOption) []groupShard {
+	t.Helper()
+	out := make([]groupShard, n)
+	for i := range out {
+		src := newCounterSource()
+		own := &owner{}
+		own.set(2, true)
+		cp, err := streaming.NewCheckpointer(fmt.Sprintf("signals/%d", i), src, st, cs, append([]streaming.CheckpointerOption{streaming.WithOwnership(own)}, opts...)...)
+		require.NoError(t, err)
+		out[i] = groupShard{src, own, cp}
+	}
+	return out
+}
+
+func members(g []groupShard) []streaming.GroupMember {
+	out := make([]streaming.GroupMember, len(g))
+	for i, s := range g {
+		out[i] = streaming.GroupMember{Checkpointer: s.cp, Epoch: 2}
+	}
+	return out
+}
+
+func restoredShard(t *testing.T, st *tinyStore, shard string) map[string]int64 {
+	t.Helper()
+	fresh := newCounterSource()
+	cp, err := streaming.NewCheckpointer(shard, fresh, st, st)
+	require.NoError(t, err)
+	_, err = cp.Restore(context.Background())
+	require.NoError(t, err)
+	got, _ := fresh.snapshot()
+	return got
+}
+
+// TestCheckpointGroupSharesWrites: shards on one store share the SaveBatch
+// calls of their pieces and of their manifests, and each restores its own
+// state.
+func TestCheckpointGroupSharesWrites(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	fs := faults.Wrap(st, st)
+	g := newGroup(t, fs, fs, 16)
+	for i, s := range g {
+		for k := range 10 {
+			s.src.Apply(fmt.Sprintf("k%d", k), int64(i*100+k))
+		}
+	}
+	out := streaming.CheckpointGroup(ctx, members(g))
+	for i, o := range out {
+		require.NoError(t, o.Err, "shard %d", i)
+		require.Equal(t, streaming.CheckpointID(1), o.Result.ID)
+		require.Equal(t, 3, o.Result.Pieces, "10 keys in pieces of 4")
+		require.Positive(t, o.Result.Bytes)
+	}
+	require.Equal(t, 2, fs.Calls(faults.OpSaveBatch), "one batch of pieces and one of manifests for 16 shards")
+	require.Zero(t, fs.Calls(faults.OpSave))
+	require.Equal(t, 16, fs.Calls(faults.OpSaveCursor))
+	for _, s := range g {
+		want, _ := s.src.snapshot()
+		require.Equal(t, want, restoredShard(t, st, s.cp.Shard()))
+	}
+}
+
+// TestCheckpointGroupFailsShardsOnTheirOwn: a shard the worker no longer
+// owns is refused alone; a failed shared write fails the shards in it,
+// and the next group commits everything they held.
+func TestCheckpointGroupFailsShardsOnTheirOwn(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	fs := faults.Wrap(st, st)
+	g := newGroup(t, fs, fs, 4)
+	for _, s := range g {
+		s.src.Apply("a", 1)
+	}
+	g[1].own.set(3, true) // shard 1 moved on to a newer epoch
+	out := streaming.CheckpointGroup(ctx, members(g))
+	require.ErrorIs(t, out[1].Err, streaming.ErrFenced)
+	for _, i := range []int{0, 2, 3} {
+		require.NoError(t, out[i].Err)
+	}
+	require.Zero(t, g[1].cp.Status().ConsecutiveFailures, "fencing is not a storage failure")
+
+	for _, s := range g {
+		s.src.Apply("b", 2)
+	}
+	fs.FailNext(faults.OpSaveBatch, 1)
+	out = streaming.CheckpointGroup(ctx, members(g[:1]))
+	require.ErrorIs(t, out[0].Err, faults.ErrInjected)
+	var se *streaming.StageError
+	require.ErrorAs(t, out[0].Err, &se)
+	require.Equal(t, streaming.StageSaveState, se.Stage)
+	require.Equal(t, 1, g[0].cp.Status().ConsecutiveFailures)
+
+	out = streaming.CheckpointGroup(ctx, append(members(g[:1]), members(g[2:])...))
+	for i, o := range out {
+		require.NoError(t, o.Err, "member %d", i)
+	}
+	for _, i := range []int{0, 2, 3} {
+		want, _ := g[i].src.snapshot()
+		require.Equal(t, want, restoredShard(t, st, g[i].cp.Shard()), "shard %d", i)
+	}
+}
+
+func TestCheckpointGroupRefusesTheSameShardTwice(t *testing.T) {
+	st := newTinyStore()
+	g := newGroup(t, st, st, 1)
+	out := streaming.CheckpointGroup(context.Background(), []streaming.GroupMember{{Checkpointer: g[0].cp, Epoch: 2}, {Checkpointer: g[0].cp, Epoch: 2}})
+	require.NoError(t, out[0].Err)
+	require.ErrorContains(t, out[1].Err, `shard "signals/0" appears twice`)
+}
+
+// TestCheckpointGroupMergesRuns: a shard that needs its runs merged in a
+// group reads back its new run, which must already be written.
+func TestCheckpointGroupMergesRuns(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	g := newGroup(t, st, st, 3, streaming.WithMaxRuns(2), streaming.WithSaveBatchBytes(1<<20))
+	for round := range 5 {
+		for _, s := range g {
+			s.src.Apply(fmt.Sprintf("k%d", round), int64(round))
+		}
+		for i, o := range streaming.CheckpointGroup(ctx, members(g)) {
+			require.NoError(t, o.Err, "round %d member %d", round, i)
+		}
+	}
+	for _, s := range g {
+		require.LessOrEqual(t, s.cp.Status().Runs, 2)
+		require.Positive(t, s.src.merges)
+		want, _ := s.src.snapshot()
+		require.Equal(t, want, restoredShard(t, st, s.cp.Shard()))
+	}
+}

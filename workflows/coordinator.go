@@ -1,0 +1,851 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/tflo-io/tflo/activities"
+)
+
+// continueAsNewEvents is the history length past which a coordinator run
+// continues as new even before ContinueAsNewAfter rounds.
+const continueAsNewEvents = 10_000
+
+// CoordinatorWorkflow is a pipeline's checkpoint coordinator, modelled on
+// Flink's CheckpointCoordinator. It runs numbered rounds — on the
+// interval, or at once on UpdateCheckpointNow — and a round is one
+// activity per live worker, on the worker's own queue, that checkpoints
+// every shard the worker owns (activities.CheckpointHost); each shard
+// commits on its own, fenced by its epoch, and the round records every
+// shard's result. Temporal's cost per round is O(workers), whatever the
+// number of shards.
+//
+// Owners come from the workers (UpdateAnnounce, update-with-start): the
+// validator refuses stale epochs, the handler records the owner, returns
+// the previous one and, when a shard moved between workers, starts its
+// HandoffWorkflow (whose final checkpoint is a one-worker round). A lease
+// workflow tells it a worker died (SignalWorkerGone): that worker leaves
+// the rounds at once, and its shards rejoin them when their next owners
+// announce themselves.
+//
+// One breaker counts consecutive rounds with storage failures; a worker
+// that cannot be reached (schedule-to-start timeout), a shard that moved,
+// or a stale epoch never count. Announcements, checkpoint-now requests,
+// worker-gone notices and stop are all handled while a round is in flight.
+// It keeps its search attributes (TfloPipeline, TfloBreakerState) current
+// by upserting on change, shows the round as current details, answers
+// QueryStatus and QueryShards, and continues as new before its history
+// grows large, after draining signals and waiting for its handlers.
+// SignalStop ends it (an in-flight round is cut short: shards that
+// committed stay committed), returning its state.
+func CoordinatorWorkflow(ctx workflow.Context, in CoordinatorInput) (CoordinatorState, error) {
+	if err := in.Validate(); err != nil {
+		return CoordinatorState{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, nil)
+	}
+	c := &coordinator{in: in.WithDefaults()}
+	return c.run(ctx)
+}
+
+type coordinator struct {
+	in CoordinatorInput
+	st CoordinatorState
+
+	// Not carried across continue-as-new: rebuilt or drained first.
+	inFlight      *roundRun
+	nextRoundAt   time.Time
+	stopping      bool
+	stopReason    string
+	finished      uint64         // the last round that finished
+	waited        []RoundSummary // rounds checkpoint-now callers wait for (Round set, the rest once done)
+	pendingStarts int            // handoffs whose start is not confirmed yet
+	roundsThisRun int
+	wantRound     uint64   // the highest round a checkpoint-now request waits for
+	reasons       []string // why the next round runs (checkpoint-now reasons)
+	announced     bool     // an announcement came while waiting
+}
+
+// roundRun is the round in flight.
+type roundRun struct {
+	summary RoundSummary
+	shares  []*share
+	pending int
+}
+
+// share is one worker's part of a round.
+type share struct {
+	worker  string
+	in      activities.RoundInput
+	cancel  workflow.CancelFunc
+	done    bool
+	skipped string // why its results are discarded (the worker left)
+}
+
+func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
+	if c.in.State != nil {
+		c.st = *c.in.State
+		c.st.Generation++
+		c.in.State = nil
+	} else {
+		c.st = CoordinatorState{Pipeline: c.in.Pipeline, Breaker: BreakerClosed}
+	}
+	c.finished = c.st.Round
+	if err := c.setHandlers(ctx); err != nil {
+		return c.st, err
+	}
+	if c.st.Generation == 0 {
+		c.upsertSearch(ctx, true)
+	}
+	c.showDetails(ctx)
+
+	stopCh := workflow.GetSignalChannel(ctx, SignalStop)
+	goneCh := workflow.GetSignalChannel(ctx, SignalWorkerGone)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var req StopRequest
+			stopCh.Receive(ctx, &req)
+			c.stop(req)
+		}
+	})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var g WorkerGone
+			goneCh.Receive(ctx, &g)
+			c.workerGone(ctx, g)
+		}
+	})
+
+	// Histories of release 574a995 started each interval when the
+	// previous round started.
+	cadence := workflow.GetVersion(ctx, "round-cadence", workflow.DefaultVersion, 1) >= 1
+	last := workflow.Now(ctx)
+	for {
+		if c.stopping {
+			return c.finish(ctx)
+		}
+		requested := c.wantRound > c.st.Round
+		due := requested
+		if !due && !c.in.Manual && c.paused(ctx).IsZero() && c.hasWork() {
+			due = !workflow.Now(ctx).Before(last.Add(c.in.Interval.D()))
+		}
+		if !due {
+			c.wait(ctx, last)
+			continue
+		}
+		// Rounds keep their cadence: the next is due an interval after
+		// this one was due, not after it started (a timer fires late by a
+		// workflow task); one that overran starts the count afresh.
+		now := workflow.Now(ctx)
+		if last = last.Add(c.in.Interval.D()); !cadence || requested || now.Sub(last) >= c.in.Interval.D() {
+			last = now
+		}
+		c.runRound(ctx)
+		if c.stopping {
+			return c.finish(ctx)
+		}
+		if c.wantRound <= c.st.Round && c.shouldContinueAsNew(ctx) {
+			return c.continueAsNew(ctx, stopCh, goneCh)
+		}
+	}
+}
+
+// hasWork reports whether some live worker owns a shard to checkpoint.
+func (c *coordinator) hasWork() bool { return len(c.plan()) > 0 }
+
+// paused returns the end of an open breaker's cool-down, or zero when the
+// breaker lets rounds run (closed, or due for its half-open probe).
+func (c *coordinator) paused(ctx workflow.Context) time.Time {
+	if c.st.Breaker != BreakerOpen {
+		return time.Time{}
+	}
+	until := c.st.BreakerOpenedAt.Add(c.in.BreakerCoolDown.D())
+	if !workflow.Now(ctx).Before(until) {
+		c.st.Breaker = BreakerHalfOpen
+		c.upsertSearch(ctx, false)
+		return time.Time{}
+	}
+	return until
+}
+
+// wait blocks until the next round is due, a checkpoint-now request or a
+// stop arrives, the breaker's cool-down ends, or — with nothing to
+// checkpoint — until an announcement brings shards.
+func (c *coordinator) wait(ctx workflow.Context, last time.Time) {
+	var next time.Time
+	switch {
+	case !c.paused(ctx).IsZero():
+		next = c.paused(ctx)
+	case !c.in.Manual && c.hasWork():
+		next = last.Add(c.in.Interval.D())
+	}
+	c.nextRoundAt = next
+	c.announced = false
+	defer func() { c.nextRoundAt = time.Time{} }()
+	cond := func() bool { return c.stopping || c.wantRound > c.st.Round || (next.IsZero() && c.announced) }
+	if next.IsZero() {
+		_ = workflow.Await(ctx, cond)
+		return
+	}
+	d := max(next.Sub(workflow.Now(ctx)), time.Millisecond)
+	_, _ = workflow.AwaitWithTimeout(ctx, d, cond)
+}
+
+func (c *coordinator) setHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (CoordinatorStatus, error) {
+		st := CoordinatorStatus{CoordinatorState: c.st, NextRoundAt: c.nextRoundAt, Stopping: c.stopping}
+		st.Shards = nil
+		st.Workers = slices.Clone(c.st.Workers)
+		if c.inFlight != nil {
+			s := c.inFlight.summary
+			st.InFlight = &s
+		}
+		return st, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryShards, func() ([]ShardRow, error) {
+		return slices.Clone(c.st.Shards), nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAnnounce, c.announce, workflow.UpdateHandlerOptions{
+		Validator: c.validateAnnouncement,
+	}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateCheckpointNow, c.checkpointNow, workflow.UpdateHandlerOptions{
+		Validator: func(req CheckpointNowRequest) error {
+			if c.stopping {
+				return temporal.NewApplicationError(fmt.Sprintf("checkpoint coordinator of %s is stopping", c.in.Pipeline), ErrTypeStopping)
+			}
+			return nil
+		},
+	})
+}
+
+// checkpointNow asks for a round that starts after the request (the next
+// one, even while one is in flight) and returns its summary.
+func (c *coordinator) checkpointNow(ctx workflow.Context, req CheckpointNowRequest) (RoundSummary, error) {
+	want := c.st.Round + 1
+	c.wantRound = max(c.wantRound, want)
+	if req.Reason != "" {
+		c.reasons = append(c.reasons, req.Reason)
+	}
+	if c.waitedFor(want) == nil {
+		c.waited = append(c.waited, RoundSummary{Round: want})
+	}
+	if err := workflow.Await(ctx, func() bool { return c.finished >= want || c.stopping }); err != nil {
+		return RoundSummary{}, err
+	}
+	if c.finished < want {
+		return RoundSummary{}, temporal.NewApplicationError(
+			fmt.Sprintf("checkpoint coordinator of %s stopped before round %d: %s", c.in.Pipeline, want, c.stopReason), ErrTypeStopping)
+	}
+	var s RoundSummary
+	if w := c.waitedFor(want); w != nil {
+		s = *w
+	}
+	if s.Shards == 0 {
+		return s, temporal.NewApplicationError(
+			fmt.Sprintf("checkpoint coordinator of %s: no live worker has announced a shard yet", c.in.Pipeline), ErrTypeNoShards)
+	}
+	return s, nil
+}
+
+// Error types of the coordinator's update failures.
+const (
+	// ErrTypeStaleEpoch: an announcement's epoch is below (or equal to,
+	// from another worker) the owner's the coordinator knows.
+	ErrTypeStaleEpoch = "StaleEpoch"
+	// ErrTypeStopping: the coordinator is stopping.
+	ErrTypeStopping = "Stopping"
+	// ErrTypeNoShards: checkpoint now found no shard to checkpoint.
+	ErrTypeNoShards = "NoShards"
+)
+
+func (c *coordinator) validateAnnouncement(a Announcement) error {
+	if a.WorkerID == "" || a.TaskQueue == "" {
+		return temporal.NewApplicationError(fmt.Sprintf("announcement to the coordinator of %s: worker id and task queue are required", c.in.Pipeline), activities.ErrTypeBadInput)
+	}
+	if len(a.Shards)+len(a.Released) == 0 {
+		return temporal.NewApplicationError(fmt.Sprintf("announcement of worker %q to the coordinator of %s names no shard", a.WorkerID, c.in.Pipeline), activities.ErrTypeBadInput)
+	}
+	if c.stopping {
+		return temporal.NewApplicationError(fmt.Sprintf("checkpoint coordinator of %s is stopping", c.in.Pipeline), ErrTypeStopping)
+	}
+	for _, s := range a.Shards {
+		if s.Shard == "" {
+			return temporal.NewApplicationError(fmt.Sprintf("announcement of worker %q names a shard without a name", a.WorkerID), activities.ErrTypeBadInput)
+		}
+		row := c.row(s.Shard)
+		if row == nil || row.Owner.WorkerID == "" {
+			continue
+		}
+		if s.Epoch < row.Owner.Epoch || (s.Epoch == row.Owner.Epoch && row.Owner.WorkerID != a.WorkerID) {
+			return temporal.NewApplicationError(fmt.Sprintf("announcement of shard %s/%s by worker %q at epoch %d is stale: worker %q owns it at epoch %d",
+				c.in.Pipeline, s.Shard, a.WorkerID, s.Epoch, row.Owner.WorkerID, row.Owner.Epoch), ErrTypeStaleEpoch)
+		}
+	}
+	return nil
+}
+
+// announce records a worker's shards and starts the handoff of each shard
+// that moved from another worker.
+func (c *coordinator) announce(ctx workflow.Context, a Announcement) (AnnounceResult, error) {
+	wr := c.worker(a.WorkerID, a.TaskQueue)
+	wr.Status, wr.Unreachable = WorkerLive, 0
+	me := Owner{WorkerID: a.WorkerID, TaskQueue: a.TaskQueue}
+	var res AnnounceResult
+	for _, s := range a.Shards {
+		me.Epoch = s.Epoch
+		row := c.row(s.Shard)
+		if row == nil {
+			row = c.addRow(s.Shard)
+		}
+		if row.Owner == me && row.Status != ShardOwnerGone && row.Status != ShardReleased && row.Status != ShardNotOwner {
+			continue // announced before: nothing changes
+		}
+		prev := row.Owner
+		prevGone := row.Status == ShardOwnerGone
+		row.Owner, row.Status, row.Error = me, ShardNew, ""
+		if prev.WorkerID == "" || prev.WorkerID == me.WorkerID {
+			continue
+		}
+		p := PreviousOwner{Shard: s.Shard, Owner: prev, Gone: prevGone}
+		p.Handoff = c.startHandoff(ctx, s.Shard, prev, prevGone, me)
+		row.Handoff = fmt.Sprintf("%s@%d → %s@%d: started %s", prev.WorkerID, prev.Epoch, me.WorkerID, me.Epoch, p.Handoff)
+		res.Previous = append(res.Previous, p)
+	}
+	for _, s := range a.Released {
+		if row := c.row(s.Shard); row != nil && row.Owner.WorkerID == a.WorkerID && row.Owner.Epoch == s.Epoch {
+			row.Status = ShardReleased
+		}
+	}
+	c.countShards()
+	c.dropMovedShares()
+	c.announced = true
+	c.showDetails(ctx)
+	res.Coordinator = workflow.GetInfo(ctx).FirstRunID
+	res.Round, res.Breaker = c.st.Round, c.st.Breaker
+	res.Interval, res.MaxCheckpointAge = c.in.Interval, c.in.MaxCheckpointAge
+	return res, nil
+}
+
+// startHandoff starts the HandoffWorkflow of a shard that moved (a child
+// that outlives this run) and returns its id.
+func (c *coordinator) startHandoff(ctx workflow.Context, shard string, from Owner, fromDead bool, to Owner) string {
+	id := HandoffWorkflowIDAt(c.in.Pipeline, shard, to.Epoch)
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:        id,
+		TaskQueue:         ControlTaskQueue,
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		StaticSummary:     fmt.Sprintf("move %s/%s: %s@%d → %s@%d", c.in.Pipeline, shard, from.WorkerID, from.Epoch, to.WorkerID, to.Epoch),
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, HandoffWorkflow, HandoffInput{
+		Pipeline: c.in.Pipeline, Shard: shard, From: &from, FromDead: fromDead, To: &to,
+		StepTimeout: c.in.HandoffStepTimeout.D(), FinalRound: true,
+	})
+	c.pendingStarts++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		err := f.GetChildWorkflowExecution().Get(ctx, nil)
+		c.pendingStarts--
+		if err != nil {
+			c.noteHandoff(shard, to, "not started: "+err.Error())
+			return
+		}
+		var hs HandoffState
+		err = f.Get(ctx, &hs)
+		switch {
+		case err != nil:
+			c.noteHandoff(shard, to, "failed: "+err.Error())
+		case hs.FinalCheckpoint != nil:
+			c.noteHandoff(shard, to, fmt.Sprintf("done in %s, final checkpoint %d", hs.Duration.Round(time.Millisecond), hs.FinalCheckpoint.CheckpointID))
+		default:
+			c.noteHandoff(shard, to, fmt.Sprintf("done in %s, %s", hs.Duration.Round(time.Millisecond), hs.FinalCheckpointSkipped))
+		}
+	})
+	return id
+}
+
+func (c *coordinator) noteHandoff(shard string, to Owner, what string) {
+	row := c.row(shard)
+	if row == nil || row.Owner != to {
+		return
+	}
+	if i := strings.LastIndex(row.Handoff, ": "); i >= 0 {
+		row.Handoff = row.Handoff[:i+2] + what
+	}
+}
+
+// workerGone takes a dead worker out of the rounds; its shards wait for
+// their next owners.
+func (c *coordinator) workerGone(ctx workflow.Context, g WorkerGone) {
+	if g.WorkerID == "" {
+		return
+	}
+	wr := c.findWorker(g.WorkerID)
+	if wr == nil {
+		return
+	}
+	wr.Status = WorkerGoneStatus
+	for i := range c.st.Shards {
+		row := &c.st.Shards[i]
+		if row.Owner.WorkerID == g.WorkerID {
+			row.Status = ShardOwnerGone
+			row.Error = "owner declared dead: " + g.Reason
+		}
+	}
+	if r := c.inFlight; r != nil {
+		for _, sh := range r.shares {
+			if sh.worker == g.WorkerID && !sh.done {
+				sh.skipped = "worker gone"
+				sh.cancel()
+			}
+		}
+	}
+	c.countShards()
+	c.showDetails(ctx)
+}
+
+func (c *coordinator) stop(req StopRequest) {
+	c.stopping = true
+	c.stopReason = req.Reason
+	if c.stopReason == "" {
+		c.stopReason = "stop requested"
+	}
+	if r := c.inFlight; r != nil {
+		r.summary.Cut = true
+		for _, sh := range r.shares {
+			if !sh.done {
+				sh.skipped = "stopped"
+				sh.cancel()
+			}
+		}
+	}
+}
+
+// dropMovedShares stops waiting for a worker's share whose shards have
+// all moved to other owners while the round runs.
+func (c *coordinator) dropMovedShares() {
+	r := c.inFlight
+	if r == nil {
+		return
+	}
+	for _, sh := range r.shares {
+		if sh.done {
+			continue
+		}
+		moved := true
+		for _, se := range sh.in.Shards {
+			if row := c.row(se.Shard); row != nil && row.Owner.WorkerID == sh.worker && row.Owner.Epoch == se.Epoch {
+				moved = false
+				break
+			}
+		}
+		if moved {
+			sh.skipped = "its shards moved"
+			sh.cancel()
+		}
+	}
+}
+
+// plan groups the shards to checkpoint by live worker.
+func (c *coordinator) plan() []activities.RoundInput {
+	var out []activities.RoundInput
+	for _, wr := range c.st.Workers {
+		if wr.Status == WorkerGoneStatus {
+			continue
+		}
+		in := activities.RoundInput{Pipeline: c.in.Pipeline, WorkerID: wr.WorkerID, Breaker: c.st.Breaker, MaxCheckpointAge: c.in.MaxCheckpointAge}
+		for _, row := range c.st.Shards {
+			if row.Owner.WorkerID != wr.WorkerID {
+				continue
+			}
+			switch row.Status {
+			case ShardOwnerGone, ShardReleased, ShardNotOwner:
+				continue
+			}
+			in.Shards = append(in.Shards, activities.ShardEpoch{Shard: row.Shard, Epoch: row.Owner.Epoch})
+		}
+		if len(in.Shards) > 0 {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// runRound runs one round: one activity per live worker with shards.
+func (c *coordinator) runRound(ctx workflow.Context) {
+	reason := "interval"
+	if c.wantRound > c.st.Round {
+		reason = "checkpoint now"
+		if len(c.reasons) > 0 {
+			reason += ": " + strings.Join(c.reasons, "; ")
+		}
+	}
+	c.reasons = nil
+	if c.st.Breaker == BreakerOpen {
+		// Asked for during the cool-down: this round is the probe.
+		c.st.Breaker = BreakerHalfOpen
+	}
+	plan := c.plan()
+	c.st.Round++
+	n := c.st.Round
+	c.roundsThisRun++
+	r := &roundRun{summary: RoundSummary{Round: n, Reason: reason, StartedAt: workflow.Now(ctx), Workers: len(plan), Breaker: c.st.Breaker}}
+	for _, in := range plan {
+		r.summary.Shards += len(in.Shards)
+	}
+	if len(plan) == 0 {
+		c.endRound(ctx, r)
+		return
+	}
+	c.inFlight = r
+	c.showDetails(ctx)
+	var a *activities.Rounds
+	for _, in := range plan {
+		in.Round = n
+		wr := c.findWorker(in.WorkerID)
+		actx, cancel := workflow.WithCancel(ctx)
+		actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{
+			TaskQueue:              wr.TaskQueue,
+			ScheduleToStartTimeout: c.in.ReachTimeout.D(),
+			StartToCloseTimeout:    c.in.RoundTimeout.D(),
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+			Summary:                fmt.Sprintf("round %d of %s: %d shards on %s", n, c.in.Pipeline, len(in.Shards), in.WorkerID),
+		})
+		sh := &share{worker: in.WorkerID, in: in, cancel: cancel}
+		r.shares = append(r.shares, sh)
+		r.pending++
+		f := workflow.ExecuteActivity(actx, a.CheckpointRound, in)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			var res activities.RoundResult
+			err := f.Get(ctx, &res)
+			sh.done = true
+			r.pending--
+			c.record(ctx, r, sh, res, err)
+		})
+	}
+	_ = workflow.Await(ctx, func() bool { return r.pending == 0 })
+	c.inFlight = nil
+	c.endRound(ctx, r)
+}
+
+// record books one worker's answer.
+func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res activities.RoundResult, err error) {
+	s := &r.summary
+	wr := c.findWorker(sh.worker)
+	if sh.skipped != "" {
+		s.Moved += len(sh.in.Shards)
+		return
+	}
+	if err != nil {
+		var te *temporal.TimeoutError
+		var ce *temporal.CanceledError
+		switch {
+		case errors.As(err, &ce):
+			s.Moved += len(sh.in.Shards)
+		case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			// A liveness matter (lease, handoff), not a storage failure.
+			s.Unreachable += len(sh.in.Shards)
+			if wr != nil && wr.Status != WorkerGoneStatus {
+				wr.Status = WorkerUnreachable
+				wr.Unreachable++
+			}
+			c.eachOwnedRow(sh, func(row *ShardRow) {
+				row.Status = ShardUnreachable
+				row.Error = fmt.Sprintf("round %d: worker %q did not pick the round up within %s", r.summary.Round, sh.worker, c.in.ReachTimeout)
+			})
+		case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+			// The worker took its share and did not finish it in time:
+			// counted, as an expired checkpoint is in Flink.
+			s.Failed += len(sh.in.Shards)
+			c.st.LastError = fmt.Sprintf("round %d on %s: %v", r.summary.Round, sh.worker, err)
+			c.eachOwnedRow(sh, func(row *ShardRow) { row.Status, row.Error = ShardFailed, err.Error() })
+		default:
+			// The round could not run on the worker at all (it is
+			// closing, or does not serve rounds): a worker matter, not
+			// a storage failure.
+			s.WorkerErrors += len(sh.in.Shards)
+			c.st.LastError = fmt.Sprintf("round %d on %s: %v", r.summary.Round, sh.worker, err)
+			c.eachOwnedRow(sh, func(row *ShardRow) { row.Status, row.Error = ShardWorkerError, err.Error() })
+		}
+		return
+	}
+	if wr != nil && wr.Status != WorkerGoneStatus {
+		wr.Status, wr.Unreachable, wr.LastRound = WorkerLive, 0, res.Round
+	}
+	now := workflow.Now(ctx)
+	for i, sr := range res.Shards {
+		if i >= len(sh.in.Shards) {
+			break
+		}
+		asked := sh.in.Shards[i]
+		row := c.row(asked.Shard)
+		if row == nil || row.Owner.WorkerID != sh.worker || row.Owner.Epoch != asked.Epoch || sr.Shard != asked.Shard {
+			s.Moved++ // the owner changed while the round ran: a late answer
+			continue
+		}
+		row.Local += int64(sr.Local)
+		s.Local += sr.Local
+		c.st.LocalCheckpoints += int64(sr.Local)
+		switch sr.Status {
+		case activities.ShardOK:
+			s.OK++
+			s.Bytes += sr.Bytes
+			row.Status, row.Error, row.Round, row.At = ShardOK, "", r.summary.Round, now
+			row.CheckpointID, row.Cursor, row.Bytes, row.Duration = sr.CheckpointID, sr.Cursor, sr.Bytes, sr.Duration
+		case activities.ShardNotOwner:
+			s.NotOwner++
+			row.Status, row.Error = ShardNotOwner, sr.Error
+		default:
+			s.Failed++
+			row.Status, row.Error = ShardFailed, sr.Error
+			c.st.LastError = fmt.Sprintf("round %d, shard %s: %s", r.summary.Round, sr.Shard, sr.Error)
+			if sr.CheckpointID > row.CheckpointID {
+				row.CheckpointID = sr.CheckpointID
+			}
+		}
+	}
+}
+
+func (c *coordinator) eachOwnedRow(sh *share, fn func(*ShardRow)) {
+	for _, se := range sh.in.Shards {
+		if row := c.row(se.Shard); row != nil && row.Owner.WorkerID == sh.worker && row.Owner.Epoch == se.Epoch {
+			fn(row)
+		}
+	}
+}
+
+// endRound closes the books of a round: counters, breaker, details.
+func (c *coordinator) endRound(ctx workflow.Context, r *roundRun) {
+	s := &r.summary
+	s.Duration = activities.Duration(workflow.Now(ctx).Sub(s.StartedAt))
+	switch {
+	case s.Failed > 0:
+		c.st.Failed++
+		c.st.ConsecutiveFailures++
+		if c.st.Breaker == BreakerHalfOpen || c.st.ConsecutiveFailures >= c.in.BreakerThreshold {
+			c.st.Breaker = BreakerOpen
+			c.st.BreakerOpenedAt = workflow.Now(ctx)
+			c.notice(ctx)
+		}
+	case s.OK > 0:
+		if s.OK == s.Shards {
+			c.st.Complete++
+		} else {
+			c.st.Partial++
+		}
+		c.st.ConsecutiveFailures = 0
+		c.st.Breaker = BreakerClosed
+		c.st.LastError = ""
+	case s.Shards > 0:
+		c.st.Partial++
+	}
+	s.Breaker = c.st.Breaker
+	c.upsertSearch(ctx, false)
+	if s.Shards > 0 {
+		sum := *s
+		c.st.Last = &sum
+	}
+	c.finished = s.Round
+	if w := c.waitedFor(s.Round); w != nil {
+		*w = *s
+	}
+	c.waited = slices.DeleteFunc(c.waited, func(w RoundSummary) bool { return w.Round+16 < s.Round })
+	c.showDetails(ctx)
+}
+
+// waitedFor returns the summary slot of a round a checkpoint-now caller
+// waits for, or nil.
+func (c *coordinator) waitedFor(round uint64) *RoundSummary {
+	for i := range c.waited {
+		if c.waited[i].Round == round {
+			return &c.waited[i]
+		}
+	}
+	return nil
+}
+
+// notice tells every live worker that the breaker opened (no rounds until
+// the cool-down ends), so its metrics show it and it takes no local
+// checkpoints meanwhile. Best effort: not waited for.
+func (c *coordinator) notice(ctx workflow.Context) {
+	var a *activities.Rounds
+	n := activities.CoordinatorNotice{Pipeline: c.in.Pipeline, Breaker: c.st.Breaker, Round: c.st.Round,
+		Until: c.st.BreakerOpenedAt.Add(c.in.BreakerCoolDown.D())}
+	for _, wr := range c.st.Workers {
+		if wr.Status != WorkerLive || wr.Shards == 0 {
+			continue
+		}
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              wr.TaskQueue,
+			ScheduleToStartTimeout: c.in.ReachTimeout.D(),
+			StartToCloseTimeout:    10 * time.Second,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+			Summary:                fmt.Sprintf("breaker %s until %s", c.st.Breaker, n.Until.Format(time.RFC3339)),
+		})
+		workflow.ExecuteActivity(actx, a.Notice, n)
+	}
+}
+
+func (c *coordinator) shouldContinueAsNew(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	// A new current version of the control workers (a rollout): move to it
+	// at the next round boundary instead of pinning the old one for a run.
+	return c.roundsThisRun >= c.in.ContinueAsNewAfter || info.GetContinueAsNewSuggested() ||
+		info.GetCurrentHistoryLength() >= continueAsNewEvents || info.GetTargetWorkerDeploymentVersionChanged()
+}
+
+// continueAsNew drains what could be lost — started handoffs, buffered
+// signals, running handlers — and continues with the state, upgrading to
+// the current worker version (Worker Versioning: the coordinator is pinned
+// within a run).
+func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflow.ReceiveChannel) (CoordinatorState, error) {
+	if err := workflow.Await(ctx, func() bool { return c.pendingStarts == 0 }); err != nil {
+		return c.st, err
+	}
+	for {
+		var g WorkerGone
+		var req StopRequest
+		switch {
+		case goneCh.ReceiveAsync(&g):
+			c.workerGone(ctx, g)
+			continue
+		case stopCh.ReceiveAsync(&req):
+			c.stop(req)
+			continue
+		}
+		break
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return c.st, err
+	}
+	if c.stopping {
+		return c.finish(ctx)
+	}
+	next := c.in
+	st := c.st
+	next.State = &st
+	return c.st, workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
+		InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+	}, CoordinatorWorkflow, next)
+}
+
+// finish ends the workflow after a stop, once its handlers are done.
+func (c *coordinator) finish(ctx workflow.Context) (CoordinatorState, error) {
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && c.pendingStarts == 0 })
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("stopped (%s) after round %d", c.stopReason, c.st.Round))
+	return c.st, nil
+}
+
+// showDetails tells the web UI where the coordinator is.
+func (c *coordinator) showDetails(ctx workflow.Context) {
+	var b strings.Builder
+	switch {
+	case c.inFlight != nil:
+		s := c.inFlight.summary
+		b.WriteString(fmt.Sprintf("round %d in flight: %d workers, %d shards (%s)", s.Round, s.Workers, s.Shards, s.Reason))
+	case c.st.Last != nil:
+		b.WriteString(c.st.Last.String())
+	default:
+		b.WriteString(fmt.Sprintf("no round yet: %d workers, %d shards announced", len(c.st.Workers), len(c.st.Shards)))
+	}
+	if c.st.Breaker != BreakerClosed {
+		b.WriteString(fmt.Sprintf("\nbreaker %s after %d failed rounds", c.st.Breaker, c.st.ConsecutiveFailures))
+		if c.st.Breaker == BreakerOpen {
+			b.WriteString(fmt.Sprintf(", rounds resume at %s", c.st.BreakerOpenedAt.Add(c.in.BreakerCoolDown.D()).UTC().Format(time.RFC3339)))
+		}
+	}
+	if c.st.LastError != "" {
+		b.WriteString(fmt.Sprintf("\nlast error: %s", c.st.LastError))
+	}
+	gone, unreachable := 0, 0
+	for _, wr := range c.st.Workers {
+		switch wr.Status {
+		case WorkerGoneStatus:
+			gone++
+		case WorkerUnreachable:
+			unreachable++
+		}
+	}
+	if gone+unreachable > 0 {
+		b.WriteString(fmt.Sprintf("\nworkers: %d gone, %d unreachable", gone, unreachable))
+	}
+	workflow.SetCurrentDetails(ctx, b.String())
+}
+
+// upsertSearch upserts the search attributes that changed: the pipeline
+// once, the breaker state when it changes.
+func (c *coordinator) upsertSearch(ctx workflow.Context, first bool) {
+	var ups []temporal.SearchAttributeUpdate
+	if first {
+		ups = append(ups, SearchPipeline.ValueSet(c.in.Pipeline))
+	}
+	if c.st.SearchBreaker != c.st.Breaker {
+		ups = append(ups, SearchBreakerState.ValueSet(c.st.Breaker))
+		c.st.SearchBreaker = c.st.Breaker
+	}
+	if len(ups) == 0 {
+		return
+	}
+	// Failing to upsert only degrades visibility.
+	if err := workflow.UpsertTypedSearchAttributes(ctx, ups...); err != nil {
+		workflow.GetLogger(ctx).Warn("upsert search attributes", "error", err)
+	}
+}
+
+// row returns the table row of shard, or nil.
+func (c *coordinator) row(shard string) *ShardRow {
+	i, ok := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s string) int { return strings.Compare(r.Shard, s) })
+	if !ok {
+		return nil
+	}
+	return &c.st.Shards[i]
+}
+
+func (c *coordinator) addRow(shard string) *ShardRow {
+	i, _ := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s string) int { return strings.Compare(r.Shard, s) })
+	c.st.Shards = slices.Insert(c.st.Shards, i, ShardRow{Shard: shard, Status: ShardNew})
+	return &c.st.Shards[i]
+}
+
+func (c *coordinator) findWorker(id string) *WorkerRow {
+	i, ok := slices.BinarySearchFunc(c.st.Workers, id, func(w WorkerRow, s string) int { return strings.Compare(w.WorkerID, s) })
+	if !ok {
+		return nil
+	}
+	return &c.st.Workers[i]
+}
+
+// worker returns the worker's row, adding it (or updating its queue).
+func (c *coordinator) worker(id, queue string) *WorkerRow {
+	if wr := c.findWorker(id); wr != nil {
+		wr.TaskQueue = queue
+		return wr
+	}
+	i, _ := slices.BinarySearchFunc(c.st.Workers, id, func(w WorkerRow, s string) int { return strings.Compare(w.WorkerID, s) })
+	c.st.Workers = slices.Insert(c.st.Workers, i, WorkerRow{WorkerID: id, TaskQueue: queue, Status: WorkerLive})
+	return &c.st.Workers[i]
+}
+
+// countShards refreshes each worker's shard count.
+func (c *coordinator) countShards() {
+	for i := range c.st.Workers {
+		c.st.Workers[i].Shards = 0
+	}
+	for _, row := range c.st.Shards {
+		if row.Status == ShardOwnerGone || row.Status == ShardReleased {
+			continue
+		}
+		if wr := c.findWorker(row.Owner.WorkerID); wr != nil {
+			wr.Shards++
+		}
+	}
+}

@@ -1,0 +1,308 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tflo-io/tflo/activities"
+)
+
+// CoordinatorInput starts (or continues) the checkpoint coordinator of a
+// pipeline. Zero durations and counts take the defaults documented on each
+// field; durations read and write as text ("10s").
+type CoordinatorInput struct {
+	Pipeline string `json:"pipeline"`
+	// Interval between rounds (default 10s).
+	Interval activities.Duration `json:"interval,omitempty"`
+	// Manual runs rounds only when asked (checkpoint now), never on the
+	// interval.
+	Manual bool `json:"manual,omitempty"`
+	// ReachTimeout is how long a worker has to pick its share of a round
+	// up (schedule-to-start). A worker that has not is unreachable for
+	// that round: a liveness matter for its lease and the handoff, never
+	// a storage failure (default: Interval, at least 1s).
+	ReachTimeout activities.Duration `json:"reach_timeout,omitempty"`
+	// RoundTimeout bounds one worker's share once started (start-to-close;
+	// default 2m). A share that runs past it counts as a storage failure,
+	// as an expired checkpoint does in Flink.
+	RoundTimeout activities.Duration `json:"round_timeout,omitempty"`
+	// BreakerThreshold consecutive rounds with storage failures open the
+	// breaker (default 3).
+	BreakerThreshold int `json:"breaker_threshold,omitempty"`
+	// BreakerCoolDown is how long an open breaker holds rounds off before
+	// one probe round (default 1m).
+	BreakerCoolDown activities.Duration `json:"breaker_cool_down,omitempty"`
+	// MaxCheckpointAge is how long a worker may go without a round before
+	// it checkpoints on its own (default 3 × Interval); told to workers in
+	// every round and announcement.
+	MaxCheckpointAge activities.Duration `json:"max_checkpoint_age,omitempty"`
+	// HandoffStepTimeout is the step timeout of the handoffs the
+	// coordinator starts (default: the handoff's, 2m).
+	HandoffStepTimeout activities.Duration `json:"handoff_step_timeout,omitempty"`
+	// ContinueAsNewAfter rounds in one run (default 500; earlier when the
+	// server suggests it or the run's history passes 10,000 events).
+	ContinueAsNewAfter int `json:"continue_as_new_after,omitempty"`
+	// State carries the coordinator across continue-as-new.
+	State *CoordinatorState `json:"state,omitempty"`
+}
+
+// Validate reports the first problem with the input, as a sentence.
+func (in CoordinatorInput) Validate() error {
+	switch {
+	case in.Pipeline == "":
+		return errors.New("checkpoint coordinator: pipeline is empty")
+	case in.Interval < 0, in.ReachTimeout < 0, in.RoundTimeout < 0, in.BreakerCoolDown < 0, in.MaxCheckpointAge < 0, in.HandoffStepTimeout < 0:
+		return fmt.Errorf("checkpoint coordinator of %s: durations must not be negative", in.Pipeline)
+	case in.BreakerThreshold < 0, in.ContinueAsNewAfter < 0:
+		return fmt.Errorf("checkpoint coordinator of %s: counts must not be negative", in.Pipeline)
+	}
+	return nil
+}
+
+// WithDefaults returns in with every zero field at its default.
+func (in CoordinatorInput) WithDefaults() CoordinatorInput {
+	def := func(d *activities.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = activities.Duration(v)
+		}
+	}
+	def(&in.Interval, 10*time.Second)
+	def(&in.ReachTimeout, max(in.Interval.D(), time.Second))
+	def(&in.RoundTimeout, activities.DefaultRoundTimeout)
+	def(&in.BreakerCoolDown, time.Minute)
+	def(&in.MaxCheckpointAge, 3*in.Interval.D())
+	if in.BreakerThreshold == 0 {
+		in.BreakerThreshold = 3
+	}
+	if in.ContinueAsNewAfter == 0 {
+		in.ContinueAsNewAfter = 500
+	}
+	return in
+}
+
+// Announcement is a worker telling the coordinator which shards it owns
+// (update-with-start of UpdateAnnounce). It is idempotent: announcing a
+// shard again at the same epoch changes nothing.
+type Announcement struct {
+	WorkerID  string `json:"worker_id"`
+	TaskQueue string `json:"task_queue"`
+	// Shards the worker owns now, each at the epoch the data plane gave it.
+	Shards []activities.ShardEpoch `json:"shards,omitempty"`
+	// Released are shards the worker no longer owns (optional: the next
+	// owner's announcement supersedes them anyway).
+	Released []activities.ShardEpoch `json:"released,omitempty"`
+}
+
+// PreviousOwner is who owned an announced shard before the announcing
+// worker; Gone says its lease workflow declared it dead.
+type PreviousOwner struct {
+	Shard string `json:"shard"`
+	Owner Owner  `json:"owner"`
+	Gone  bool   `json:"gone,omitempty"`
+	// Handoff is the id of the handoff the coordinator started for the
+	// move.
+	Handoff string `json:"handoff,omitempty"`
+}
+
+// AnnounceResult answers an announcement.
+type AnnounceResult struct {
+	// Coordinator identifies the coordinator's chain of runs (the first
+	// run's id; continue-as-new keeps it). When it changes the coordinator
+	// was started afresh (after a stop) and knows nothing: announce every
+	// shard held again.
+	Coordinator string `json:"coordinator"`
+	// Previous lists the announced shards that another worker owned.
+	Previous []PreviousOwner `json:"previous,omitempty"`
+	// Round is the last round the coordinator started.
+	Round uint64 `json:"round"`
+	// Breaker is the coordinator's breaker now.
+	Breaker string `json:"breaker"`
+	// Interval and MaxCheckpointAge are the coordinator's settings, for
+	// the worker's local checkpoints when rounds stop coming.
+	Interval         activities.Duration `json:"interval"`
+	MaxCheckpointAge activities.Duration `json:"max_checkpoint_age"`
+}
+
+// WorkerGone is what a lease workflow tells the coordinator when its
+// worker's heartbeat timed out (SignalWorkerGone).
+type WorkerGone struct {
+	WorkerID string `json:"worker_id"`
+	// Shards the worker held at its last heartbeat.
+	Shards []activities.ShardEpoch `json:"shards,omitempty"`
+	Reason string                  `json:"reason,omitempty"`
+}
+
+// CheckpointNowRequest is the argument of UpdateCheckpointNow.
+type CheckpointNowRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// StopRequest is the payload of SignalStop to a coordinator.
+type StopRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Shard statuses in the coordinator's table.
+const (
+	// ShardNew: announced, not checkpointed by its owner yet.
+	ShardNew = "new"
+	// ShardOK, ShardFailed, ShardNotOwner: the outcome of its last round
+	// (see package activities).
+	ShardOK       = activities.ShardOK
+	ShardFailed   = activities.ShardFailed
+	ShardNotOwner = activities.ShardNotOwner
+	// ShardUnreachable: its owner did not pick the last round up in time.
+	ShardUnreachable = "unreachable"
+	// ShardWorkerError: its owner could not run the last round at all
+	// (closing, or not serving rounds): not a storage failure.
+	ShardWorkerError = "worker-error"
+	// ShardOwnerGone: its owner was declared dead; waiting for the next.
+	ShardOwnerGone = "owner-gone"
+	// ShardReleased: its owner released it; waiting for the next.
+	ShardReleased = "released"
+)
+
+// ShardRow is one line of the coordinator's per-shard table (QueryShards).
+type ShardRow struct {
+	Shard  string `json:"shard"`
+	Owner  Owner  `json:"owner"`
+	Status string `json:"status"`
+	// Round is the last round that checkpointed the shard.
+	Round        uint64              `json:"round,omitempty"`
+	CheckpointID uint64              `json:"checkpoint_id,omitempty"`
+	Cursor       string              `json:"cursor,omitempty"`
+	Bytes        int64               `json:"bytes,omitempty"`
+	Duration     activities.Duration `json:"duration,omitempty"`
+	// At is when its last checkpoint was recorded (workflow time).
+	At time.Time `json:"at,omitzero"`
+	// Local counts checkpoints its owners took without a round.
+	Local int64  `json:"local,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Handoff describes the last move of the shard.
+	Handoff string `json:"handoff,omitempty"`
+}
+
+// Worker statuses in the coordinator's table.
+const (
+	WorkerLive        = "live"
+	WorkerUnreachable = "unreachable"
+	WorkerGoneStatus  = "gone"
+)
+
+// WorkerRow is one worker as the coordinator knows it.
+type WorkerRow struct {
+	WorkerID  string `json:"worker_id"`
+	TaskQueue string `json:"task_queue"`
+	Status    string `json:"status"`
+	Shards    int    `json:"shards"`
+	// LastRound is the last round the worker answered.
+	LastRound uint64 `json:"last_round,omitempty"`
+	// Unreachable counts consecutive rounds it did not pick up.
+	Unreachable int `json:"unreachable,omitempty"`
+}
+
+// RoundSummary is what one round did; checkpoint now returns it, and the
+// web UI shows it as the coordinator's current details.
+type RoundSummary struct {
+	Round     uint64              `json:"round"`
+	Reason    string              `json:"reason"`
+	StartedAt time.Time           `json:"started_at"`
+	Duration  activities.Duration `json:"duration"`
+	Workers   int                 `json:"workers"`
+	Shards    int                 `json:"shards"`
+	OK        int                 `json:"ok"`
+	// Failed shards failed on storage; Unreachable ones were on workers
+	// that did not pick the round up; NotOwner ones had moved on; Moved
+	// ones changed owner while the round ran (their results discarded).
+	Failed      int `json:"failed"`
+	Unreachable int `json:"unreachable,omitempty"`
+	// WorkerErrors are shards whose worker failed the round as a whole.
+	WorkerErrors int    `json:"worker_errors,omitempty"`
+	NotOwner     int    `json:"not_owner,omitempty"`
+	Moved        int    `json:"moved,omitempty"`
+	Bytes        int64  `json:"bytes"`
+	Local        int    `json:"local,omitempty"`
+	Breaker      string `json:"breaker"`
+	// Cut says the round was cut short (the coordinator was stopped).
+	Cut bool `json:"cut,omitempty"`
+}
+
+// String is the one-line story of the round, as the web UI shows it:
+// "round 1234: 12 workers, 480 shards, 3.2 MB, 850ms, 0 failed".
+func (s RoundSummary) String() string {
+	out := fmt.Sprintf("round %d: %d workers, %d shards, %s, %s, %d failed", s.Round, s.Workers, s.Shards, HumanBytes(s.Bytes),
+		s.Duration.D().Round(time.Millisecond), s.Failed)
+	if s.Unreachable > 0 {
+		out += fmt.Sprintf(", %d unreachable", s.Unreachable)
+	}
+	if s.WorkerErrors > 0 {
+		out += fmt.Sprintf(", %d on failing workers", s.WorkerErrors)
+	}
+	if s.NotOwner+s.Moved > 0 {
+		out += fmt.Sprintf(", %d moved", s.NotOwner+s.Moved)
+	}
+	if s.Local > 0 {
+		out += fmt.Sprintf(", %d local checkpoints reconciled", s.Local)
+	}
+	if s.Cut {
+		out += " (cut short by stop)"
+	}
+	return out
+}
+
+// HumanBytes renders n as "3.2 MB" (decimal units).
+func HumanBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}
+
+// CoordinatorState is the coordinator's memory, carried across
+// continue-as-new: owners and the last checkpoint of every shard, the
+// workers, the breaker and the counters.
+type CoordinatorState struct {
+	Pipeline string `json:"pipeline"`
+	// Round is the number of the last round started.
+	Round uint64 `json:"round"`
+	// Rounds by outcome: every shard checkpointed; some shards not
+	// (unreachable or moved), none failed; some failed on storage.
+	Complete uint64 `json:"complete"`
+	Partial  uint64 `json:"partial"`
+	Failed   uint64 `json:"failed"`
+	// LocalCheckpoints sums the checkpoints workers took without a round.
+	LocalCheckpoints int64 `json:"local_checkpoints,omitempty"`
+
+	Breaker             string    `json:"breaker"`
+	ConsecutiveFailures int       `json:"consecutive_failures,omitempty"`
+	BreakerOpenedAt     time.Time `json:"breaker_opened_at,omitzero"`
+	LastError           string    `json:"last_error,omitempty"`
+	// SearchBreaker is the breaker state last upserted as a search
+	// attribute (upserts happen only on change).
+	SearchBreaker string `json:"search_breaker,omitempty"`
+
+	Workers []WorkerRow   `json:"workers,omitempty"`
+	Shards  []ShardRow    `json:"shards,omitempty"`
+	Last    *RoundSummary `json:"last,omitempty"`
+	// Generation counts continue-as-new runs.
+	Generation int `json:"generation,omitempty"`
+}
+
+// CoordinatorStatus is what QueryStatus returns: the state without the
+// per-shard table (QueryShards returns that).
+type CoordinatorStatus struct {
+	CoordinatorState
+	// InFlight is the round running now, if any.
+	InFlight *RoundSummary `json:"in_flight,omitempty"`
+	// NextRoundAt is when the next round is due (zero: manual, or a round
+	// is running).
+	NextRoundAt time.Time `json:"next_round_at,omitzero"`
+	Stopping    bool      `json:"stopping,omitempty"`
+}
