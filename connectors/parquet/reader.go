@@ -116,51 +116,73 @@ func sameRange(a, b FileKey) bool { return sameShard(a, b) && a.First == b.First
 
 // inspect reads fi's footer: its row count and its fingerprint.
 func (r *Reader) inspect(ctx context.Context, fi *FileInfo) error {
-	obj, f, err := r.open(ctx, fi.Name, false)
+	of, err := r.open(ctx, fi.Name, false)
 	if err != nil {
 		return err
 	}
-	defer obj.Close()
-	fi.Rows = f.NumRows()
-	fi.Fingerprint, _ = f.Lookup(FingerprintKey)
+	defer of.Close()
+	fi.Rows = of.f.NumRows()
+	fi.Fingerprint, _ = of.f.Lookup(FingerprintKey)
 	return nil
 }
+
+// openedFile is an open archive file: the object, the window its row
+// groups are read through, and parquet-go's view of it.
+type openedFile struct {
+	obj Object
+	win *window
+	f   *pq.File
+}
+
+func (o *openedFile) Close() error { return o.obj.Close() }
 
 // open opens the named file and checks its fingerprint, both the stored
 // one and the one of the schema the file actually has. With verify, it
 // first checks the whole-file checksum (reading the file once).
-func (r *Reader) open(ctx context.Context, name string, verify bool) (Object, *pq.File, error) {
+func (r *Reader) open(ctx context.Context, name string, verify bool) (*openedFile, error) {
 	obj, err := r.archive.Open(ctx, name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parquet reader: %w", err)
+		return nil, fmt.Errorf("parquet reader: %w", err)
 	}
-	if verify {
-		if err := verifyChecksum(obj); err != nil {
-			obj.Close()
-			return nil, nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
-		}
-	}
-	f, err := openFile(obj)
+	of, err := openChecked(obj, name, r.cfg.expected, verify)
 	if err != nil {
 		obj.Close()
-		return nil, nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
+		return nil, err
 	}
-	stored, _ := f.Lookup(FingerprintKey)
-	if stored != r.cfg.expected {
-		obj.Close()
-		return nil, nil, &FingerprintError{File: name, Got: stored, Expected: r.cfg.expected}
-	}
-	if actual := Fingerprint(f.Schema()); actual != stored {
-		obj.Close()
-		return nil, nil, &FingerprintError{File: name + " (schema in the footer)", Got: actual, Expected: r.cfg.expected}
-	}
-	return obj, f, nil
+	return of, nil
 }
 
-// openFile opens a Parquet file, turning a decoder panic (parquet-go
-// panics on some corrupt footers) into an error wrapping
-// streaming.ErrCorrupt.
+// openChecked opens obj (named name in errors) as an archive file whose
+// fingerprint must be expected; with verify, after checking its
+// whole-file checksum.
+func openChecked(obj Object, name, expected string, verify bool) (*openedFile, error) {
+	if verify {
+		if err := verifyChecksum(obj); err != nil {
+			return nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
+		}
+	}
+	win := &window{Object: obj}
+	f, err := openFile(win)
+	if err != nil {
+		return nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
+	}
+	stored, _ := f.Lookup(FingerprintKey)
+	if stored != expected {
+		return nil, &FingerprintError{File: name, Got: stored, Expected: expected}
+	}
+	if actual := Fingerprint(f.Schema()); actual != stored {
+		return nil, &FingerprintError{File: name + " (schema in the footer)", Got: actual, Expected: expected}
+	}
+	return &openedFile{obj: obj, win: win, f: f}, nil
+}
+
+// openFile opens a Parquet file after checking its footer's length and
+// shape (readFooter), turning a decoder panic (parquet-go panics on some
+// corrupt footers) into an error wrapping streaming.ErrCorrupt.
 func openFile(obj Object) (f *pq.File, err error) {
+	if _, err := readFooter(obj); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			f, err = nil, corruptError(p)
@@ -178,7 +200,7 @@ func openFile(obj Object) (f *pq.File, err error) {
 
 // checkLayout checks the footer against itself before any page is
 // decoded: every column chunk has the physical type of its schema column,
-// a known codec, one value per row (the schema is flat and required), and
+// a codec the archive writes (zstd, or none), one value per row (the schema is flat and required), and
 // pages inside the file. parquet-go trusts these fields; a corrupt footer
 // that lies about them makes it decode garbage.
 func checkLayout(f *pq.File, size int64) error {
@@ -199,7 +221,7 @@ func checkLayout(f *pq.File, size int64) error {
 			switch {
 			case leaf.Node == nil || int8(leaf.Node.Type().Kind()) != int8(cm.Type):
 				return fmt.Errorf("row group %d column %d: chunk type %v does not match the schema: %w", i, j, cm.Type, streaming.ErrCorrupt)
-			case cm.Codec != format.Zstd && cm.Codec != format.Uncompressed && cm.Codec != format.Snappy && cm.Codec != format.Gzip && cm.Codec != format.Lz4Raw:
+			case cm.Codec != format.Zstd && cm.Codec != format.Uncompressed:
 				return fmt.Errorf("row group %d column %d: codec %v: %w", i, j, cm.Codec, streaming.ErrCorrupt)
 			case cm.NumValues != rg.NumRows:
 				return fmt.Errorf("row group %d column %d: %d values for %d rows: %w", i, j, cm.NumValues, rg.NumRows, streaming.ErrCorrupt)
@@ -264,23 +286,29 @@ func (r *Reader) All(ctx context.Context, from Position) iter.Seq2[Entry, error]
 // refused before any row of it is decoded.
 func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
-		obj, f, err := r.open(ctx, fi.Name, r.cfg.verify)
+		of, err := r.open(ctx, fi.Name, r.cfg.verify)
 		if err != nil {
 			yield(Entry{}, err)
 			return
 		}
-		defer obj.Close()
+		defer of.Close()
+		f := of.f
 		if fromRow < 0 || fromRow > f.NumRows() {
 			yield(Entry{}, fmt.Errorf("parquet reader: archive file %s: resume row %d outside 0..%d", fi.Name, fromRow, f.NumRows()))
 			return
 		}
 		batch := make([]Row, r.cfg.batchRows)
 		base := int64(0)
-		for _, rg := range f.RowGroups() {
+		md := f.Metadata()
+		for i, rg := range f.RowGroups() {
 			n := rg.NumRows()
 			if fromRow >= base+n {
 				base += n
 				continue
+			}
+			if err := loadRowGroup(of, &md.RowGroups[i]); err != nil {
+				yield(Entry{}, fmt.Errorf("parquet reader: archive file %s: row group at row %d: %w", fi.Name, base, err))
+				return
 			}
 			ok, err := r.readGroup(ctx, fi, rg, base, max(fromRow-base, 0), batch, yield)
 			if err != nil {
@@ -293,6 +321,20 @@ func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2
 			base += n
 		}
 	}
+}
+
+// loadRowGroup reads a row group's bytes into of's window (one read) and
+// checks its pages (checkPages) before the decoder touches them.
+func loadRowGroup(of *openedFile, rg *format.RowGroup) error {
+	start, end := rowGroupRange(rg)
+	if start < 4 || end > of.obj.Size()-8 || end-start > maxRowGroupBytes {
+		return fmt.Errorf("column chunks at bytes %d-%d of a %d-byte file (at most %d bytes per row group): %w",
+			start, end, of.obj.Size(), maxRowGroupBytes, streaming.ErrCorrupt)
+	}
+	if err := of.win.load(start, end); err != nil {
+		return err
+	}
+	return checkPages(of.win, rg)
 }
 
 // readGroup yields the rows of one row group from row skip (relative to
