@@ -74,6 +74,8 @@ func NewReader(a Archive, prefix string, opts ...ReaderOption) (*Reader, error) 
 }
 
 // Plan lists the archive and returns the files to read, in read order,
+// skipping hidden names (an element starting with '_' or '.', such as
+// StagingDir),
 // after checking each file's schema fingerprint (one footer read per
 // file). It fails with a *FingerprintError on the first mismatch and with
 // an error wrapping ErrBadName for an object whose name is not a FileKey
@@ -86,6 +88,9 @@ func (r *Reader) Plan(ctx context.Context) ([]FileInfo, error) {
 	}
 	var plan []FileInfo
 	for _, o := range objs {
+		if hiddenName(o.Name) {
+			continue // the archive's working objects (StagingDir) and other hidden files
+		}
 		k, err := ParseFileName(o.Name)
 		if err != nil {
 			return nil, fmt.Errorf("parquet reader: %w", err)
