@@ -192,7 +192,7 @@ func (w *RollingWriter) Append(ctx context.Context, rows ...Row) error {
 		if err := w.encode(); err != nil {
 			return fmt.Errorf("rolling writer %s: %w", w.where(), err)
 		}
-		errs = append(errs, w.upload(ctx, &w.open.uploadInfo, &w.open.pending, w.cfg.partSize))
+		errs = append(errs, w.upload(ctx, &w.open.uploadInfo, &w.open.pending, max(w.cfg.partSize, w.up.MinPartSize())))
 	}
 	return errors.Join(errs...)
 }
@@ -446,7 +446,8 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 		}
 	}
 	var st RestoreStats
-	kept := map[string]bool{} // uploads finished from the record
+	keptNames := map[string]bool{} // staging objects finished from the record
+	keptIDs := map[string]bool{}   // and their uploads
 	if best != "" {
 		rec, err := w.readRecord(ctx, best)
 		if err != nil {
@@ -460,14 +461,14 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 			st.Files = append(st.Files, k)
 			st.Rows += s.Rows
 			st.Bytes += s.Size
-			kept[s.Staging] = true
+			keptNames[s.Staging], keptIDs[s.UploadID] = true, true
 		}
 		if rec.Open != nil {
-			key, size, err := w.finish(ctx, rec)
+			key, id, size, err := w.finish(ctx, rec)
 			if err != nil {
 				return RestoreStats{}, err
 			}
-			kept[rec.Open.Staging] = true
+			keptNames[rec.Open.Staging], keptIDs[id] = true, true
 			if size > 0 {
 				st.Files = append(st.Files, key)
 				st.Rows += rec.Open.Rows + int64(len(rec.tailRows))
@@ -483,7 +484,7 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 			return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
 		}
 		for _, u := range ups {
-			if kept[u.Name] {
+			if keptIDs[u.ID] {
 				continue
 			}
 			if err := w.up.AbortUpload(ctx, u.Name, u.ID); err != nil {
@@ -494,17 +495,15 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 	}
 	var drop []string
 	for _, o := range objs {
-		if !kept[o.Name] {
+		if !keptNames[o.Name] {
 			drop = append(drop, o.Name)
+			if o.Name != best {
+				st.Discarded++
+			}
 		}
 	}
 	if err := w.del.Delete(ctx, drop...); err != nil {
 		return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
-	}
-	if best != "" {
-		st.Discarded += len(drop) - 1
-	} else {
-		st.Discarded += len(drop)
 	}
 	w.restored = true
 	w.lastCut, w.lastOff = at.Cut, at.Cut
@@ -528,13 +527,13 @@ func (w *RollingWriter) readRecord(ctx context.Context, name string) (*record, e
 }
 
 // finish finishes and publishes the file open in rec, as it stood at the
-// record's cut. size is 0 when the file held no row (its upload is
-// aborted instead).
-func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, int64, error) {
+// record's cut, and returns its key, its upload id and size. size is 0
+// when the file held no row (its upload is aborted instead).
+func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, string, int64, error) {
 	o := rec.Open
 	rgs, err := decodeRowGroups(o.RowGroups)
 	if err != nil {
-		return FileKey{}, 0, fmt.Errorf("rolling writer %s: open file %s: row groups: %w: %w", w.where(), o.Staging, err, streaming.ErrCorrupt)
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: open file %s: row groups: %w: %w", w.where(), o.Staging, err, streaming.ErrCorrupt)
 	}
 	b := newFileBuilder(w.cfg.zstdLevel, w.cfg.rowGroupRows)
 	b.resume(fileState{Size: o.Size, CRC: o.CRC, Rows: o.Rows, First: o.First, Last: o.Last, RowGroups: rgs})
@@ -542,21 +541,21 @@ func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, int64
 	if len(rec.tailRows) > 0 {
 		body, err := b.appendRows(rec.tailRows)
 		if err != nil {
-			return FileKey{}, 0, fmt.Errorf("rolling writer %s: open file %s: %w", w.where(), o.Staging, err)
+			return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: open file %s: %w", w.where(), o.Staging, err)
 		}
 		pending = append(pending, body...)
 	}
 	if b.state().Rows == 0 {
 		if o.UploadID != "" {
 			if err := w.up.AbortUpload(ctx, o.Staging, o.UploadID); err != nil {
-				return FileKey{}, 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+				return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
 			}
 		}
-		return FileKey{}, 0, nil
+		return FileKey{}, "", 0, nil
 	}
 	tail, err := b.footer()
 	if err != nil {
-		return FileKey{}, 0, fmt.Errorf("rolling writer %s: open file %s: %w", w.where(), o.Staging, err)
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: open file %s: %w", w.where(), o.Staging, err)
 	}
 	pending = append(pending, tail...)
 	st := b.state()
@@ -565,7 +564,7 @@ func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, int64
 	u.Parts = slices.Clone(u.Parts)
 	if u.UploadID == "" {
 		if u.UploadID, err = w.up.CreateUpload(ctx, u.Staging); err != nil {
-			return FileKey{}, 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+			return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
 		}
 	}
 	end, _ := partsEnd(u.Parts)
@@ -573,12 +572,12 @@ func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, int64
 	switch {
 	case errors.Is(err, ErrUploadNotFound): // finished by an earlier Restore
 	case err != nil:
-		return FileKey{}, 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
 	default:
 		u.Parts = append(u.Parts, p)
 	}
 	if err := w.publish(ctx, u, key.Name()); err != nil {
-		return FileKey{}, 0, err
+		return FileKey{}, "", 0, err
 	}
-	return key, st.Size, nil
+	return key, u.UploadID, st.Size, nil
 }
