@@ -137,17 +137,21 @@ func arrowReadFile(t testing.TB, data []byte, name string) []parquet.Row {
 
 // arrowReadArchive reads every visible file of a with arrow-go, file by
 // file (no de-duplication).
-func arrowReadArchive(t testing.TB, a parquet.Archive) []parquet.Row {
+func arrowReadArchive(t testing.TB, a parquet.Archive) []fileRow {
 	t.Helper()
 	ctx := context.Background()
 	objs, err := a.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []parquet.Row
+	var rows []fileRow
 	for _, o := range objs {
 		if strings.HasPrefix(o.Name, parquet.StagingDir+"/") {
 			continue
+		}
+		k, err := parquet.ParseFileName(o.Name)
+		if err != nil {
+			t.Fatal(err)
 		}
 		obj, err := a.Open(ctx, o.Name)
 		if err != nil {
@@ -158,7 +162,9 @@ func arrowReadArchive(t testing.TB, a parquet.Archive) []parquet.Row {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows = append(rows, arrowReadFile(t, data, o.Name)...)
+		for _, r := range arrowReadFile(t, data, o.Name) {
+			rows = append(rows, fileRow{k.Shard, r})
+		}
 	}
 	return rows
 }
@@ -206,5 +212,5 @@ func TestArrowReadsRolledFiles(t *testing.T) {
 	if _, err := next.Restore(ctx, parquet.RestorePoint{Cut: n + 499, Epoch: 2}); err != nil {
 		t.Fatal(err)
 	}
-	exactlyOnce(t, arrowReadArchive(t, a), rowsThrough(n+500))
+	exactlyOnce(t, arrowReadArchive(t, a), map[int32][]parquet.Row{1: rowsThrough(n + 500)})
 }

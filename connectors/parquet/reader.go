@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"time"
 
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -17,13 +18,28 @@ import (
 // Row (counted from 0, in file order) of archive file File. The zero
 // Position is the start of the archive. It is small and JSON-friendly so
 // an activity can heartbeat it.
+//
+// Positions the reader hands out (Entry.Pos and its Next) also locate the
+// point by source offset: Seen rows of offset Offset had been read, and
+// the files before File cover offsets up to SkipThrough. So a resume
+// needs no listing of the earlier files, and still works when File itself
+// is gone (compacted into a larger file): the reader then finds the point
+// by offset. A Position built by hand ({File, Row}, Seen 0) must name a
+// file that exists.
 type Position struct {
-	File string `json:"file,omitempty"`
-	Row  int64  `json:"row"`
+	File        string `json:"file,omitempty"`
+	Row         int64  `json:"row"`
+	Offset      int64  `json:"offset,omitempty"`
+	Seen        int64  `json:"seen,omitempty"`
+	SkipThrough int64  `json:"skip_through,omitempty"`
 }
 
 // Next returns the position after p's row.
-func (p Position) Next() Position { return Position{File: p.File, Row: p.Row + 1} }
+func (p Position) Next() Position {
+	p.Row++
+	p.Seen++
+	return p
+}
 
 // Entry is one row read from the archive and its position.
 type Entry struct {
@@ -44,6 +60,8 @@ type FileInfo struct {
 	SkipThrough int64
 	// Fingerprint is the schema fingerprint stored in the file.
 	Fingerprint string
+	// ModTime is when the file was written, as the archive lists it.
+	ModTime time.Time
 }
 
 // Reader reads an archive prefix for backfills: it plans the files in
@@ -74,45 +92,82 @@ func NewReader(a Archive, prefix string, opts ...ReaderOption) (*Reader, error) 
 }
 
 // Plan lists the archive and returns the files to read, in read order,
-// skipping hidden names (an element starting with '_' or '.', such as
-// StagingDir),
 // after checking each file's schema fingerprint (one footer read per
 // file). It fails with a *FingerprintError on the first mismatch and with
 // an error wrapping ErrBadName for an object whose name is not a FileKey
-// name. Of several files with the same shard and offset range, only the
-// one of the highest epoch is kept.
+// name. Hidden names (an element starting with '_' or '.', such as
+// StagingDir) are skipped. Of several files with the same shard and
+// offset range, only the one of the highest epoch is kept. All and
+// Files plan the same way, page by page, without reading footers.
 func (r *Reader) Plan(ctx context.Context) ([]FileInfo, error) {
-	objs, err := r.archive.List(ctx, r.prefix)
-	if err != nil {
-		return nil, fmt.Errorf("parquet reader: list %q: %w", r.prefix, err)
-	}
 	var plan []FileInfo
-	for _, o := range objs {
-		if hiddenName(o.Name) {
-			continue // the archive's working objects (StagingDir) and other hidden files
-		}
-		k, err := ParseFileName(o.Name)
+	for fi, err := range r.Files(ctx, "", -1) {
 		if err != nil {
-			return nil, fmt.Errorf("parquet reader: %w", err)
+			return nil, err
 		}
-		fi := FileInfo{Key: k, Name: o.Name, Size: o.Size, SkipThrough: -1}
-		// The listing is sorted by (pipeline, shard, first, last, epoch):
-		// a later file with the same range has a higher epoch and wins.
-		if n := len(plan); n > 0 && sameRange(plan[n-1].Key, k) {
-			plan[n-1] = fi
-			continue
+		if err := r.inspect(ctx, &fi); err != nil {
+			return nil, err
 		}
 		plan = append(plan, fi)
 	}
-	for i := range plan {
-		if i > 0 && sameShard(plan[i-1].Key, plan[i].Key) {
-			plan[i].SkipThrough = max(plan[i-1].SkipThrough, plan[i-1].Key.Last)
+	return plan, nil
+}
+
+// listPage is how many names a Reader lists per request.
+const listPage = 1000
+
+// Files plans the archive from the first name after startAfter ("" for
+// the start), page by page (ListAfter), without reading any file: the
+// files in read order with their SkipThrough, skip being the highest
+// offset already covered in the first shard listed (-1 for none). Rows
+// and Fingerprint are not filled in (see Plan).
+func (r *Reader) Files(ctx context.Context, startAfter string, skip int64) iter.Seq2[FileInfo, error] {
+	return func(yield func(FileInfo, error) bool) {
+		var held *FileInfo
+		cov, shard, first := skip, "", true
+		emit := func(fi FileInfo) bool {
+			k := ShardPrefix(fi.Key.Pipeline, fi.Key.Shard)
+			if !first && k != shard {
+				cov = -1
+			}
+			fi.SkipThrough = cov
+			cov, shard, first = max(cov, fi.Key.Last), k, false
+			return yield(fi, nil)
 		}
-		if err := r.inspect(ctx, &plan[i]); err != nil {
-			return nil, err
+		after := startAfter
+		for {
+			page, err := ListAfter(ctx, r.archive, r.prefix, after, listPage)
+			if err != nil {
+				yield(FileInfo{}, fmt.Errorf("parquet reader: list %q after %q: %w", r.prefix, after, err))
+				return
+			}
+			for _, o := range page {
+				after = o.Name
+				if hiddenName(o.Name) {
+					continue // the archive's working objects (StagingDir) and other hidden files
+				}
+				k, err := ParseFileName(o.Name)
+				if err != nil {
+					yield(FileInfo{}, fmt.Errorf("parquet reader: %w", err))
+					return
+				}
+				fi := FileInfo{Key: k, Name: o.Name, Size: o.Size, SkipThrough: -1, ModTime: o.ModTime}
+				// The listing is sorted by (pipeline, shard, first, last,
+				// epoch): a later file with the same range has a higher
+				// epoch and wins.
+				if held != nil && !sameRange(held.Key, k) && !emit(*held) {
+					return
+				}
+				held = &fi
+			}
+			if len(page) < listPage {
+				break
+			}
+		}
+		if held != nil {
+			emit(*held)
 		}
 	}
-	return plan, nil
 }
 
 func sameShard(a, b FileKey) bool { return a.Pipeline == b.Pipeline && a.Shard == b.Shard }
@@ -246,42 +301,105 @@ func corruptError(p any) error {
 	return fmt.Errorf("undecodable Parquet (decoder panicked: %v): %w", p, streaming.ErrCorrupt)
 }
 
-// All plans the archive and streams every row from position from (the
-// zero Position for the start). The sequence stops at the first error,
-// which it yields; from.File must be a file of the plan.
+// errByOffset asks All to find a resume point by offset: its file is gone.
+var errByOffset = errors.New("resume file gone")
+
+// maxReplans bounds how often one All call lists the archive again after
+// files vanished under it (compaction swaps).
+const maxReplans = 16
+
+// All streams every row from position from (the zero Position for the
+// start), planning page by page as it goes. The sequence stops at the
+// first error, which it yields. When a file vanishes while the archive is
+// read (compaction replaced it with a larger one) the reader lists again
+// and resumes after the last row it yielded, by offset, so no row is
+// skipped or read twice.
 func (r *Reader) All(ctx context.Context, from Position) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
-		plan, err := r.Plan(ctx)
-		if err != nil {
-			yield(Entry{}, err)
-			return
-		}
-		start := 0
-		if from.File != "" {
-			start = -1
-			for i, fi := range plan {
-				if fi.Name == from.File {
-					start = i
-					break
-				}
-			}
-			if start < 0 {
-				yield(Entry{}, fmt.Errorf("parquet reader: resume position %s row %d: file is not in the archive plan of %q (%d files)", from.File, from.Row, r.prefix, len(plan)))
+		pos, byOffset := from, false
+		for range maxReplans {
+			next, err := r.scan(ctx, pos, byOffset, yield)
+			switch {
+			case err == nil:
+				return
+			case errors.Is(err, errByOffset):
+				byOffset = true
+			case errors.Is(err, ErrNotFound) && (next.File == "" || next.Seen > 0):
+				pos, byOffset = next, false
+			default:
+				yield(Entry{}, err)
 				return
 			}
 		}
-		for i := start; i < len(plan); i++ {
-			row := int64(0)
-			if i == start {
-				row = from.Row
-			}
-			for e, err := range r.File(ctx, plan[i], row) {
-				if !yield(e, err) || err != nil {
-					return
-				}
-			}
+		yield(Entry{}, fmt.Errorf("parquet reader: files under %q kept vanishing; gave up after %d listings", r.prefix, maxReplans))
+	}
+}
+
+// errStop is returned by scan when the consumer stopped.
+var errStop = errors.New("stopped")
+
+// scan streams rows from from and returns the position after the last
+// row yielded. byOffset: from.File is gone; list its shard from the start
+// and skip rows by offset.
+func (r *Reader) scan(ctx context.Context, from Position, byOffset bool, yield func(Entry, error) bool) (Position, error) {
+	last := from
+	startAfter, skip := "", int64(-1)
+	var shard string
+	if from.File != "" {
+		k, err := ParseFileName(from.File)
+		if err != nil {
+			return last, fmt.Errorf("parquet reader: resume position: %w", err)
+		}
+		shard = ShardPrefix(k.Pipeline, k.Shard)
+		switch {
+		case byOffset || from.Seen == 0:
+			startAfter = shard // the shard from its start
+		default:
+			// The name just before from.File: no archive name lies between.
+			startAfter, skip = from.File[:len(from.File)-1], from.SkipThrough
 		}
 	}
+	started := from.File == "" || byOffset
+	for fi, err := range r.Files(ctx, startAfter, skip) {
+		if err != nil {
+			return last, err
+		}
+		c := cursor{offset: -1}
+		fromRow := int64(0)
+		switch {
+		case !started && fi.Name == from.File:
+			started, fromRow = true, from.Row
+			c = cursor{offset: from.Offset, seen: from.Seen}
+		case !started && from.Seen > 0:
+			return last, errByOffset // the file is gone: look for the point by offset
+		case !started && fi.Name < from.File:
+			continue // before the resume file: it only feeds SkipThrough
+		case !started:
+			return last, fmt.Errorf("parquet reader: resume position %s row %d: file is not in the archive under %q", from.File, from.Row, r.prefix)
+		case byOffset && ShardPrefix(fi.Key.Pipeline, fi.Key.Shard) == shard:
+			if fi.Key.Last < from.Offset {
+				continue
+			}
+			c = cursor{offset: -1, dropBelow: from.Offset, dropAt: from.Seen}
+		}
+		for e, err := range r.file(ctx, fi, fromRow, c) {
+			if err != nil {
+				return last, err
+			}
+			if !yield(e, nil) {
+				return last, nil
+			}
+			last = e.Pos.Next()
+		}
+	}
+	if !started {
+		// Nothing at or after from.File: it is gone, and so is all after it.
+		if from.Seen > 0 {
+			return last, errByOffset
+		}
+		return last, fmt.Errorf("parquet reader: resume position %s row %d: file is not in the archive under %q", from.File, from.Row, r.prefix)
+	}
+	return last, nil
 }
 
 // File streams the rows of one planned file from row fromRow on, skipping
@@ -290,6 +408,18 @@ func (r *Reader) All(ctx context.Context, from Position) iter.Seq2[Entry, error]
 // fingerprint checked again, so a file corrupted or replaced since Plan is
 // refused before any row of it is decoded.
 func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2[Entry, error] {
+	return r.file(ctx, fi, fromRow, cursor{offset: -1})
+}
+
+// cursor counts the rows of one offset as they are yielded (for
+// Position.Seen) and drops the rows a resume by offset has read already:
+// those below dropBelow and the first dropAt rows of offset dropBelow.
+type cursor struct {
+	offset, seen      int64
+	dropBelow, dropAt int64
+}
+
+func (r *Reader) file(ctx context.Context, fi FileInfo, fromRow int64, c cursor) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		of, err := r.open(ctx, fi.Name, r.cfg.verify)
 		if err != nil {
@@ -315,7 +445,7 @@ func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2
 				yield(Entry{}, fmt.Errorf("parquet reader: archive file %s: row group at row %d: %w", fi.Name, base, err))
 				return
 			}
-			ok, err := r.readGroup(ctx, fi, rg, base, max(fromRow-base, 0), batch, yield)
+			ok, err := r.readGroup(ctx, fi, rg, base, max(fromRow-base, 0), batch, &c, yield)
 			if err != nil {
 				yield(Entry{}, fmt.Errorf("parquet reader: archive file %s: row group at row %d: %w", fi.Name, base, err))
 				return
@@ -347,7 +477,7 @@ func loadRowGroup(of *openedFile, rg *format.RowGroup) error {
 //
 // A panic of the decoder (corrupt pages) becomes an error wrapping
 // streaming.ErrCorrupt; a panic of the consumer's loop body is re-raised.
-func (r *Reader) readGroup(ctx context.Context, fi FileInfo, rg pq.RowGroup, base, skip int64, batch []Row, yield func(Entry, error) bool) (ok bool, err error) {
+func (r *Reader) readGroup(ctx context.Context, fi FileInfo, rg pq.RowGroup, base, skip int64, batch []Row, c *cursor, yield func(Entry, error) bool) (ok bool, err error) {
 	inYield := false
 	defer func() {
 		if p := recover(); p != nil {
@@ -371,11 +501,20 @@ func (r *Reader) readGroup(ctx context.Context, fi FileInfo, rg pq.RowGroup, bas
 		}
 		n, err := rd.Read(batch)
 		for _, row := range batch[:n] {
-			pos := Position{File: fi.Name, Row: idx}
+			at := idx
 			idx++
-			if row.Offset <= fi.SkipThrough {
+			if row.Offset <= fi.SkipThrough || row.Offset < c.dropBelow {
 				continue
 			}
+			if row.Offset == c.dropBelow && c.dropAt > 0 {
+				c.dropAt--
+				continue
+			}
+			if row.Offset != c.offset {
+				c.offset, c.seen = row.Offset, 0
+			}
+			pos := Position{File: fi.Name, Row: at, Offset: row.Offset, Seen: c.seen, SkipThrough: fi.SkipThrough}
+			c.seen++
 			inYield = true
 			more := yield(Entry{Row: row, Pos: pos}, nil)
 			inYield = false

@@ -236,25 +236,36 @@ func (w *RollingWriter) encode() error {
 // upload uploads *pending as the next part of u when it holds at least
 // threshold bytes, creating the upload first if needed.
 func (w *RollingWriter) upload(ctx context.Context, u *uploadInfo, pending *[]byte, threshold int64) error {
+	n, err := uploadPending(ctx, w.up, u, pending, threshold)
+	if err != nil {
+		return fmt.Errorf("rolling writer %s: %w", w.where(), err)
+	}
+	w.cutBytes += n
+	return nil
+}
+
+// uploadPending uploads *pending as the next part of u when it holds at
+// least threshold bytes (and any bytes at all), creating the upload first
+// if needed, and returns how many bytes it uploaded.
+func uploadPending(ctx context.Context, up Uploader, u *uploadInfo, pending *[]byte, threshold int64) (int64, error) {
 	if len(*pending) == 0 || int64(len(*pending)) < threshold {
-		return nil
+		return 0, nil
 	}
 	if u.UploadID == "" {
-		id, err := w.up.CreateUpload(ctx, u.Staging)
+		id, err := up.CreateUpload(ctx, u.Staging)
 		if err != nil {
-			return fmt.Errorf("rolling writer %s: %w", w.where(), err)
+			return 0, err
 		}
 		u.UploadID = id
 	}
 	end, _ := partsEnd(u.Parts)
-	p, err := w.up.UploadPart(ctx, u.Staging, u.UploadID, len(u.Parts)+1, end, *pending)
+	p, err := up.UploadPart(ctx, u.Staging, u.UploadID, len(u.Parts)+1, end, *pending)
 	if err != nil {
-		return fmt.Errorf("rolling writer %s: %w", w.where(), err)
+		return 0, err
 	}
 	u.Parts = append(u.Parts, p)
-	w.cutBytes += p.Size
 	*pending = (*pending)[:0]
-	return nil
+	return p.Size, nil
 }
 
 // seal finishes the open file (last row group, footer) and moves it to

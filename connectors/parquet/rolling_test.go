@@ -46,22 +46,32 @@ type fullArchive interface {
 	parquet.Deleter
 }
 
+// fileRow is a row read from a file of shard Shard.
+type fileRow struct {
+	Shard int32
+	parquet.Row
+}
+
 // readEveryFile reads every visible archive file from start to end, each
 // on its own (no de-duplication across files, as an independent reader
 // such as Spark or DuckDB over a glob would), and returns the rows in
 // file-name order.
-func readEveryFile(t testing.TB, a parquet.Archive) ([]parquet.Row, []string) {
+func readEveryFile(t testing.TB, a parquet.Archive) ([]fileRow, []string) {
 	t.Helper()
 	ctx := context.Background()
 	objs, err := a.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []parquet.Row
+	var rows []fileRow
 	var names []string
 	for _, o := range objs {
 		if strings.HasPrefix(o.Name, parquet.StagingDir+"/") {
 			continue
+		}
+		k, err := parquet.ParseFileName(o.Name)
+		if err != nil {
+			t.Fatal(err)
 		}
 		names = append(names, o.Name)
 		r, err := parquet.NewReader(a, o.Name)
@@ -72,39 +82,44 @@ func readEveryFile(t testing.TB, a parquet.Archive) ([]parquet.Row, []string) {
 			if err != nil {
 				t.Fatalf("read %s: %v", o.Name, err)
 			}
-			rows = append(rows, e.Row)
+			rows = append(rows, fileRow{k.Shard, e.Row})
 		}
 	}
 	return rows, names
 }
 
-// exactlyOnce checks that got holds each row of want exactly once, in
-// any file order.
-func exactlyOnce(t testing.TB, got, want []parquet.Row) {
+// exactlyOnce checks that got holds each row of want (by shard) exactly
+// once, in any file order.
+func exactlyOnce(t testing.TB, got []fileRow, want map[int32][]parquet.Row) {
 	t.Helper()
 	type key struct {
+		shard  int32
 		off    int64
 		signal string
 	}
 	seen := map[key]parquet.Row{}
 	for _, r := range got {
-		k := key{r.Offset, r.Signal}
+		k := key{r.Shard, r.Offset, r.Signal}
 		if _, dup := seen[k]; dup {
-			t.Fatalf("row (offset %d, signal %s) is in the archive twice", r.Offset, r.Signal)
+			t.Fatalf("row (shard %d, offset %d, signal %s) is in the archive twice", r.Shard, r.Offset, r.Signal)
 		}
-		seen[k] = r
+		seen[k] = r.Row
 	}
-	for _, r := range want {
-		g, ok := seen[key{r.Offset, r.Signal}]
-		if !ok {
-			t.Fatalf("row (offset %d, signal %s) is missing from the archive (%d rows there, %d wanted)", r.Offset, r.Signal, len(got), len(want))
-		}
-		if g != r {
-			t.Fatalf("row at offset %d reads %+v, want %+v", r.Offset, g, r)
+	n := 0
+	for shard, rows := range want {
+		for _, r := range rows {
+			n++
+			g, ok := seen[key{shard, r.Offset, r.Signal}]
+			if !ok {
+				t.Fatalf("row (shard %d, offset %d, signal %s) is missing from the archive (%d rows there)", shard, r.Offset, r.Signal, len(got))
+			}
+			if g != r {
+				t.Fatalf("row at shard %d offset %d reads %+v, want %+v", shard, r.Offset, g, r)
+			}
 		}
 	}
-	if len(got) != len(want) {
-		t.Fatalf("archive holds %d rows, want %d", len(got), len(want))
+	if len(got) != n {
+		t.Fatalf("archive holds %d rows, want %d", len(got), n)
 	}
 }
 
@@ -168,7 +183,7 @@ func TestRollingWriterRollsAndPublishesAtCommit(t *testing.T) {
 		t.Fatalf("commits report %d rows, %d were appended", committedRows, len(want))
 	}
 	got, names := readEveryFile(t, a)
-	exactlyOnce(t, got, want)
+	exactlyOnce(t, got, map[int32][]parquet.Row{3: want})
 	if len(names) < 4 || len(names) > 20 {
 		t.Fatalf("%d files for %d rows at a 6 KiB target: %v", len(names), len(want), names)
 	}
@@ -213,7 +228,7 @@ func TestRollingWriterRollsOnAgeAtACut(t *testing.T) {
 		t.Fatalf("commit after the file aged published %v", st.Files)
 	}
 	got, _ := readEveryFile(t, a)
-	exactlyOnce(t, got, rowsAt(0))
+	exactlyOnce(t, got, map[int32][]parquet.Row{0: rowsAt(0)})
 }
 
 func mustCommit(t *testing.T, w *parquet.RollingWriter, cut int64) parquet.CommitStats {
@@ -482,7 +497,7 @@ func crashModel(t *testing.T, inner fullArchive, seed uint64) {
 		t.Fatal(err)
 	}
 	got, names := readEveryFile(t, inner)
-	exactlyOnce(t, got, rowsThrough(total))
+	exactlyOnce(t, got, map[int32][]parquet.Row{5: rowsThrough(total)})
 	// File names are deterministic and in offset order: the listing
 	// reads back in source order.
 	r, err := parquet.NewReader(inner, "iot/")
