@@ -364,4 +364,3 @@ func (c *compactor) run(ctx context.Context, files []FileInfo, skip int64, names
 	res.Runs = append(res.Runs, cr)
 	return nil
 }
-
