@@ -58,7 +58,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found.`,
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log more")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	root.AddCommand(a.pipelineCommand(), a.checkpointCommand(), a.backfillCommand(), a.workersCommand(), a.demoCommand())
+	root.AddCommand(a.pipelineCommand(), a.checkpointCommand(), a.backfillCommand(), a.archiveCommand(), a.workersCommand(), a.demoCommand())
 	return root
 }
 
