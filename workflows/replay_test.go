@@ -129,7 +129,7 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 
 	// Backfill of a three-file archive in a window of two.
 	bfRun := start(workflows.BackfillWorkflowID("record"), workflows.BackfillWorkflow, workflows.BackfillInput{
-		Name: "record", Location: "file:///archive", Sink: "influx", Window: 2,
+		Name: "record", Location: "file:///archive", Sink: "influx:replay/autogen", Window: 2,
 	})
 	var bf workflows.BackfillProgress
 	require.NoError(t, bfRun.Get(ctx, &bf))
@@ -138,7 +138,7 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	record := os.Getenv("TFLO_RECORD_HISTORIES") == "1"
 	for name, run := range map[string]client.WorkflowRun{
 		"checkpoint": cpRun, "handoff": hoRun, "lease-dead": leaseRun,
-		"handoff-orphan": c.GetWorkflow(ctx, leaseState.Handoffs[0], ""), "backfill": bfRun, "handoff-unmoved": unmovedRun,
+		"handoff-orphan": c.GetWorkflow(ctx, leaseState.Handoffs[0], ""), "backfill-partitions": bfRun, "handoff-unmoved": unmovedRun,
 	} {
 		hist := fetchHistory(t, c, run)
 		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
