@@ -40,7 +40,9 @@ func TestBackfillFiftyThousandFilesOnDevServer(t *testing.T) {
 	t.Cleanup(ctl.Stop)
 	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
 	reg := func(fn any, name string) { bw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) { return f.totals(), nil }, "CountArchive")
+	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
+		return f.totals(), nil
+	}, "CountArchive")
 	reg(f.listPartitions, "ListPartitions")
 	reg(f.replay, "ReplayPartition")
 	require.NoError(t, bw.Start())

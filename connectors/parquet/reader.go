@@ -46,6 +46,8 @@ type Entry struct {
 	Row Row
 	// Pos is this row's position; resume after it from Pos.Next().
 	Pos Position
+	// FileSize is the size of the file the row is in, as listed.
+	FileSize int64
 }
 
 // FileInfo is one file of a read plan.
@@ -173,6 +175,17 @@ func (r *Reader) Files(ctx context.Context, startAfter string, skip int64) iter.
 func sameShard(a, b FileKey) bool { return a.Pipeline == b.Pipeline && a.Shard == b.Shard }
 
 func sameRange(a, b FileKey) bool { return sameShard(a, b) && a.First == b.First && a.Last == b.Last }
+
+// CheckFile opens the named file's footer and checks its schema
+// fingerprint (a *FingerprintError on a mismatch) and layout, without
+// reading its rows.
+func (r *Reader) CheckFile(ctx context.Context, name string) error {
+	of, err := r.open(ctx, name, false)
+	if err != nil {
+		return err
+	}
+	return of.Close()
+}
 
 // inspect reads fi's footer: its row count and its fingerprint.
 func (r *Reader) inspect(ctx context.Context, fi *FileInfo) error {
@@ -516,7 +529,7 @@ func (r *Reader) readGroup(ctx context.Context, fi FileInfo, rg pq.RowGroup, bas
 			pos := Position{File: fi.Name, Row: at, Offset: row.Offset, Seen: c.seen, SkipThrough: fi.SkipThrough}
 			c.seen++
 			inYield = true
-			more := yield(Entry{Row: row, Pos: pos}, nil)
+			more := yield(Entry{Row: row, Pos: pos, FileSize: fi.Size}, nil)
 			inYield = false
 			if !more {
 				return false, nil
