@@ -14,6 +14,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // ArchiveFile is one file of a backfill plan, as workflow history carries
@@ -236,14 +237,18 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 	return res, nil
 }
 
-// classifyArchive makes schema mismatches non-retryable and keeps the
-// message that names the file and both fingerprints.
+// classifyArchive makes schema mismatches, bad names and corrupt files
+// non-retryable and keeps the message that names the file (and both
+// fingerprints).
 func classifyArchive(location string, err error) error {
 	if errors.Is(err, parquet.ErrSchemaMismatch) {
 		return temporal.NewNonRetryableApplicationError(strings.TrimSpace("archive "+location+": "+err.Error()), ErrTypeSchemaMismatch, nil)
 	}
 	if errors.Is(err, parquet.ErrBadName) {
 		return temporal.NewNonRetryableApplicationError("archive "+location+": "+err.Error(), ErrTypeBadInput, nil)
+	}
+	if errors.Is(err, streaming.ErrCorrupt) {
+		return temporal.NewNonRetryableApplicationError("archive "+location+": "+err.Error(), ErrTypeCorrupt, nil)
 	}
 	return err
 }

@@ -145,7 +145,7 @@ func (a *Backfills) ListPartitions(ctx context.Context, in ListPartitionsInput) 
 }
 
 // ReplayPartitionInput replays part of one partition: from Start, files
-// in order, until MaxFiles files were finished or the partition ends.
+// in order, until MaxFiles files were read or the partition ends.
 type ReplayPartitionInput struct {
 	Location            string `json:"location"`
 	Partition           string `json:"partition"`
@@ -158,7 +158,7 @@ type ReplayPartitionInput struct {
 	To    time.Time `json:"to,omitempty"`
 	Graph string    `json:"graph,omitempty"`
 	Sink  string    `json:"sink"`
-	// MaxFiles bounds the files one activity finishes (default 256).
+	// MaxFiles bounds the files one activity reads (default 256).
 	MaxFiles int `json:"max_files,omitempty"`
 	// BatchRows rows go to the sink per write (default 10,000).
 	BatchRows int `json:"batch_rows,omitempty"`
@@ -174,8 +174,9 @@ type ReplayPartitionResult struct {
 	// is left.
 	Next parquet.Position `json:"next"`
 	Done bool             `json:"done"`
-	// Files finished, their Bytes, Rows read, Written to the sink,
-	// Skipped by the time range (over every attempt of the activity).
+	// Files read (counted when their first row is read), their Bytes,
+	// Rows read, Written to the sink, Skipped by the time range (over
+	// every attempt of the activity).
 	Files   int   `json:"files"`
 	Bytes   int64 `json:"bytes"`
 	Rows    int64 `json:"rows"`
@@ -258,7 +259,10 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		activity.RecordHeartbeat(ctx, res)
 		return nil
 	}
-	file, fileSize := "", int64(0)
+	// A file counts (Files, Bytes) when its first row is read, so the
+	// file of a resume position was counted by the attempt or activity
+	// that read into it.
+	file := res.Next.File
 	sinceBeat := 0
 	stopped := false
 	for e, err := range r.All(ctx, res.Next) {
@@ -266,15 +270,13 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 			return res, classifyArchive(in.Location, err)
 		}
 		if e.Pos.File != file {
-			if file != "" {
-				pending.Files++
-				pending.Bytes += fileSize
-				if res.Files+pending.Files >= maxFiles {
-					stopped = true
-					break
-				}
+			if file != "" && res.Files+pending.Files >= maxFiles {
+				stopped = true
+				break
 			}
-			file, fileSize = e.Pos.File, e.FileSize
+			file = e.Pos.File
+			pending.Files++
+			pending.Bytes += e.FileSize
 		}
 		pending.Rows++
 		next = e.Pos.Next()
@@ -298,10 +300,6 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 				return res, fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err)
 			}
 		}
-	}
-	if !stopped && file != "" {
-		pending.Files++
-		pending.Bytes += fileSize
 	}
 	if err := flush(); err != nil {
 		return res, fmt.Errorf("replay %s: %w", in.Partition, err)

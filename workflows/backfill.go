@@ -184,7 +184,7 @@ func backfillFiles(ctx workflow.Context, in BackfillInput) (BackfillProgress, er
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput},
+			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
 		},
 	})
 	var plan activities.ListArchiveResult
@@ -204,7 +204,7 @@ func backfillFiles(ctx workflow.Context, in BackfillInput) (BackfillProgress, er
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput},
+			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
 		},
 	})
 	sel := workflow.NewSelector(ctx)
@@ -294,7 +294,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput},
+			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
 		},
 	})
 	if b.in.Resume == nil {
@@ -314,7 +314,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput},
+			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
 		},
 	})
 	sel := workflow.NewSelector(ctx)

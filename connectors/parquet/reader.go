@@ -226,14 +226,10 @@ func (r *Reader) open(ctx context.Context, name string, verify bool) (*openedFil
 }
 
 // openChecked opens obj (named name in errors) as an archive file whose
-// fingerprint must be expected; with verify, after checking its
-// whole-file checksum.
+// fingerprint must be expected, then, with verify, checks its whole-file
+// checksum. The footer is read first (its length and shape bounded, see
+// readFooter), so a file of another schema is refused as such.
 func openChecked(obj Object, name, expected string, verify bool) (*openedFile, error) {
-	if verify {
-		if err := verifyChecksum(obj); err != nil {
-			return nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
-		}
-	}
 	win := &window{Object: obj}
 	f, err := openFile(win)
 	if err != nil {
@@ -245,6 +241,11 @@ func openChecked(obj Object, name, expected string, verify bool) (*openedFile, e
 	}
 	if actual := Fingerprint(f.Schema()); actual != stored {
 		return nil, &FingerprintError{File: name + " (schema in the footer)", Got: actual, Expected: expected}
+	}
+	if verify {
+		if err := verifyChecksum(obj); err != nil {
+			return nil, fmt.Errorf("parquet reader: archive file %s: %w", name, err)
+		}
 	}
 	return &openedFile{obj: obj, win: win, f: f}, nil
 }
