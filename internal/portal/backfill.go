@@ -171,12 +171,19 @@ func (b *BackfillWorker) sink(name string) (activities.RowSink, error) {
 	if err := createDatabase(b.URL, b.Token, strings.SplitN(target, "/", 2)[0]); err != nil {
 		return nil, err
 	}
-	s, err := influx.NewSink(b.URL, target, influx.WithToken(b.Token), influx.WithLogger(b.Log), influx.WithBatchSize(backfillBatch))
+	s, err := influx.NewSink(b.URL, target, influx.WithToken(b.Token), influx.WithLogger(b.log()), influx.WithBatchSize(backfillBatch))
 	if err != nil {
 		return nil, err
 	}
 	b.sinks[target] = s
 	return NewInfluxRowSink(s), nil
+}
+
+func (b *BackfillWorker) log() *slog.Logger {
+	if b.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.Log
 }
 
 // backfillBatch is the Influx batch of a backfill sink: large, since a
@@ -193,7 +200,7 @@ func (b *BackfillWorker) kafkaSink(topic string) (activities.RowSink, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.Log))
+	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()))
 	if err != nil {
 		return nil, err
 	}
