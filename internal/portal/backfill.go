@@ -139,8 +139,6 @@ func KafkaSinkName(topic string) string { return SinkKafka + ":" + topic }
 
 // Start registers the activities and starts the Temporal worker.
 func (b *BackfillWorker) Start(tc client.Client) error {
-	b.sinks = map[string]*influx.Sink{}
-	b.pubs = map[string]*kafka.Publisher{}
 	aw := worker.New(tc, workflows.BackfillTaskQueue, worker.Options{})
 	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink, Archives: archiveloc.Resolver(b.S3)})
 	cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
@@ -162,6 +160,9 @@ func (b *BackfillWorker) sink(name string) (activities.RowSink, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.sinks == nil {
+		b.sinks, b.pubs = map[string]*influx.Sink{}, map[string]*kafka.Publisher{}
+	}
 	if kind == SinkKafka {
 		return b.kafkaSink(target)
 	}
