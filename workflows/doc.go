@@ -5,5 +5,8 @@
 // by reference. Records never travel through workflow history: inputs and
 // results carry offsets, object keys, counts and durations.
 //
-// Status: not built yet (see the Temporal slow-path issue).
+// BackfillWorkflow replays an archive partition by partition, Window
+// partitions at once, many files per activity, and continues as new
+// carrying its lanes, so an archive of any size keeps its history small
+// (a 50,000-file archive: at most about 2,200 events per run).
 package workflows
