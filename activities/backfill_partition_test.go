@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,38 +18,8 @@ import (
 	"github.com/tflo-io/tflo/connectors/parquet"
 )
 
-// countingSink counts writes per (partition-free) row key, so a row
-// written twice shows, and can fail its Nth write.
-type countingSink struct {
-	mu     sync.Mutex
-	writes map[string]int
-	calls  int
-	failAt int
-}
-
-func (s *countingSink) WriteRows(_ context.Context, rows []parquet.Row) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls++
-	if s.calls == s.failAt {
-		return fmt.Errorf("influx: 503 service unavailable")
-	}
-	for _, r := range rows {
-		s.writes[fmt.Sprintf("%s/%d/%s", r.Sensor, r.Offset, r.Signal)]++
-	}
-	return nil
-}
-
-func (s *countingSink) Flush(context.Context) error { return nil }
-
-func partitionEnv(sink activities.RowSink) (*activityEnv, *activities.Backfills) {
-	env, b := backfillEnv(nil)
-	b.Sinks = func(name string) (activities.RowSink, error) {
-		if name != "mem" {
-			return nil, fmt.Errorf("no sink named %q", name)
-		}
-		return sink, nil
-	}
+func partitionEnv(sink *memSink) (*activityEnv, *activities.Backfills) {
+	env, b := backfillEnv(sink)
 	return &activityEnv{env}, b
 }
 
@@ -77,7 +46,7 @@ func TestReplayPartitionChainsActivities(t *testing.T) {
 	loc, arc := writeArchive(t, 0, 0)
 	rows := shardFiles(t, arc, "iot", 2, 30, 50)
 	shardFiles(t, arc, "iot", 3, 5, 50) // another partition, not read
-	sink := &countingSink{writes: map[string]int{}}
+	sink := newMemSink()
 	env, b := partitionEnv(sink)
 	in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000002/", Sink: "mem", MaxFiles: 10, BatchRows: 64}
 	var total activities.ReplayPartitionResult
@@ -97,8 +66,8 @@ func TestReplayPartitionChainsActivities(t *testing.T) {
 	assert.Equal(t, 30, total.Files)
 	assert.Equal(t, int64(rows), total.Rows)
 	assert.Equal(t, int64(rows), total.Written)
-	require.Len(t, sink.writes, rows)
-	for k, n := range sink.writes {
+	require.Len(t, sink.counts, rows)
+	for k, n := range sink.counts {
 		require.Equal(t, 1, n, "%s written %d times", k, n)
 	}
 }
@@ -109,7 +78,7 @@ func TestReplayPartitionChainsActivities(t *testing.T) {
 func TestReplayPartitionResumesFromHeartbeat(t *testing.T) {
 	loc, arc := writeArchive(t, 0, 0)
 	rows := shardFiles(t, arc, "iot", 0, 8, 1000)
-	sink := &countingSink{writes: map[string]int{}, failAt: 30}
+	sink := func() *memSink { m := newMemSink(); m.failAt = 30; return m }()
 	env, b := partitionEnv(sink)
 	var last converter.EncodedValues
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) { last = d })
@@ -127,9 +96,9 @@ func TestReplayPartitionResumesFromHeartbeat(t *testing.T) {
 	assert.True(t, res.Done)
 	assert.Equal(t, int64(rows), res.Rows, "rows of both attempts")
 	assert.Equal(t, 8, res.Files)
-	require.Len(t, sink.writes, rows)
+	require.Len(t, sink.counts, rows)
 	twice := 0
-	for _, n := range sink.writes {
+	for _, n := range sink.counts {
 		if n > 1 {
 			twice++
 		}
@@ -142,7 +111,7 @@ func TestReplayPartitionResumesFromHeartbeat(t *testing.T) {
 func TestReplayPartitionAfterCompaction(t *testing.T) {
 	loc, arc := writeArchive(t, 0, 0)
 	rows := shardFiles(t, arc, "iot", 1, 20, 30)
-	sink := &countingSink{writes: map[string]int{}}
+	sink := newMemSink()
 	env, b := partitionEnv(sink)
 	in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000001/", Sink: "mem", MaxFiles: 7}
 	var res activities.ReplayPartitionResult
@@ -156,8 +125,8 @@ func TestReplayPartitionAfterCompaction(t *testing.T) {
 	in.Start, in.MaxFiles = res.Next, 100
 	require.NoError(t, env.run(b.ReplayPartition, in, &res))
 	require.True(t, res.Done)
-	require.Len(t, sink.writes, rows)
-	for k, n := range sink.writes {
+	require.Len(t, sink.counts, rows)
+	for k, n := range sink.counts {
 		require.Equal(t, 1, n, "%s written %d times", k, n)
 	}
 }
@@ -173,7 +142,7 @@ func TestListPartitionsPages(t *testing.T) {
 	}
 	// Working objects of the archive are no partition.
 	require.NoError(t, arc.PutAtomic(context.Background(), parquet.StagingDir+"/staging/iot/shard-000000/rec-x", []byte("x")))
-	env, b := partitionEnv(&countingSink{writes: map[string]int{}})
+	env, b := partitionEnv(newMemSink())
 	var got []string
 	after := ""
 	for pages := 0; ; pages++ {
@@ -221,7 +190,7 @@ func TestBackfillRefusesIncompatibleFiles(t *testing.T) {
 				name = parquet.FileKey{Pipeline: "iot", Shard: 0, Epoch: 1, First: 15, Last: 15}.Name()
 			}
 			require.NoError(t, arc.PutAtomic(context.Background(), name, foreign()))
-			env, b := partitionEnv(&countingSink{writes: map[string]int{}})
+			env, b := partitionEnv(newMemSink())
 			var tot activities.ArchiveTotals
 			err := env.run(b.CountArchive, activities.CountArchiveInput{Location: loc}, &tot)
 			if where == "last" {

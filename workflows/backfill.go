@@ -184,7 +184,7 @@ func backfillFiles(ctx workflow.Context, in BackfillInput) (BackfillProgress, er
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
+			NonRetryableErrorTypes: backfillNonRetryable,
 		},
 	})
 	var plan activities.ListArchiveResult
@@ -196,17 +196,7 @@ func backfillFiles(ctx workflow.Context, in BackfillInput) (BackfillProgress, er
 	p.FilesTotal = len(plan.Files)
 	p.RowsTotal = plan.TotalRows
 
-	replayCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           in.TaskQueue,
-		StartToCloseTimeout: 6 * time.Hour,
-		HeartbeatTimeout:    in.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
-		},
-	})
+	replayCtx := replayContext(ctx, in)
 	sel := workflow.NewSelector(ctx)
 	inFlight := 0
 	var firstErr error
@@ -254,6 +244,25 @@ func backfillFiles(ctx workflow.Context, in BackfillInput) (BackfillProgress, er
 	return p, nil
 }
 
+// backfillNonRetryable are the activity errors a retry cannot cure.
+var backfillNonRetryable = []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt}
+
+// replayContext sets the options of replay activities: long, heartbeating,
+// retried from their heartbeat, waited for on cancellation.
+func replayContext(ctx workflow.Context, in BackfillInput) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           in.TaskQueue,
+		StartToCloseTimeout: 6 * time.Hour,
+		HeartbeatTimeout:    in.HeartbeatTimeout,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			MaximumInterval:        time.Minute,
+			NonRetryableErrorTypes: backfillNonRetryable,
+		},
+	})
+}
+
 func remove(xs []string, x string) []string {
 	for i, v := range xs {
 		if v == x {
@@ -294,7 +303,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
+			NonRetryableErrorTypes: backfillNonRetryable,
 		},
 	})
 	if b.in.Resume == nil {
@@ -306,17 +315,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		}
 		b.st.Progress.FilesTotal, b.st.Progress.BytesTotal, b.st.Progress.PartitionsTotal = t.Files, t.Bytes, t.Partitions
 	}
-	replay := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           b.in.TaskQueue,
-		StartToCloseTimeout: 6 * time.Hour,
-		HeartbeatTimeout:    b.in.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt},
-		},
-	})
+	replay := replayContext(ctx, b.in)
 	sel := workflow.NewSelector(ctx)
 	stopping := false
 	for {

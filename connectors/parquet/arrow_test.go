@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -139,31 +138,10 @@ func arrowReadFile(t testing.TB, data []byte, name string) []parquet.Row {
 // file (no de-duplication).
 func arrowReadArchive(t testing.TB, a parquet.Archive) []fileRow {
 	t.Helper()
-	ctx := context.Background()
-	objs, err := a.List(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rows []fileRow
-	for _, o := range objs {
-		if strings.HasPrefix(o.Name, parquet.StagingDir+"/") {
-			continue
-		}
-		k, err := parquet.ParseFileName(o.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, err := a.Open(ctx, o.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(io.NewSectionReader(obj, 0, obj.Size()))
-		obj.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range arrowReadFile(t, data, o.Name) {
-			rows = append(rows, fileRow{k.Shard, r})
+	for _, f := range visibleFiles(t, a) {
+		for _, r := range arrowReadFile(t, readObject(t, a, f.Name), f.Name) {
+			rows = append(rows, fileRow{f.Key.Shard, r})
 		}
 	}
 	return rows

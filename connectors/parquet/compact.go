@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -119,32 +120,17 @@ func Compact(ctx context.Context, a Archive, prefix, expected string, p CompactP
 		shard = shard[:0]
 		return err
 	}
-	after := ""
-	for {
-		page, err := ListAfter(ctx, a, prefix, after, listPage)
+	for fi, err := range archiveFiles(ctx, a, prefix, "") {
 		if err != nil {
-			return res, fmt.Errorf("compact: list %q: %w", prefix, err)
+			return res, fmt.Errorf("compact: %w", err)
 		}
-		for _, o := range page {
-			after = o.Name
-			if hiddenName(o.Name) {
-				continue
+		res.Files++
+		if len(shard) > 0 && !sameShard(shard[0].Key, fi.Key) {
+			if err := flush(); err != nil {
+				return res, err
 			}
-			k, err := ParseFileName(o.Name)
-			if err != nil {
-				return res, fmt.Errorf("compact: %w", err)
-			}
-			res.Files++
-			if len(shard) > 0 && !sameShard(shard[0].Key, k) {
-				if err := flush(); err != nil {
-					return res, err
-				}
-			}
-			shard = append(shard, FileInfo{Key: k, Name: o.Name, Size: o.Size, SkipThrough: -1, ModTime: o.ModTime})
 		}
-		if len(page) < listPage {
-			break
-		}
+		shard = append(shard, fi)
 	}
 	return res, flush()
 }
@@ -197,11 +183,11 @@ func (c *compactor) shard(ctx context.Context, files []FileInfo, res *CompactRes
 	slices.SortStableFunc(order, func(x, y FileInfo) int {
 		switch {
 		case x.Key.First != y.Key.First:
-			return cmpInt(x.Key.First, y.Key.First)
+			return cmp.Compare(x.Key.First, y.Key.First)
 		case x.Key.Last != y.Key.Last:
-			return cmpInt(y.Key.Last, x.Key.Last)
+			return cmp.Compare(y.Key.Last, x.Key.Last)
 		}
-		return cmpInt(int64(y.Key.Epoch), int64(x.Key.Epoch))
+		return cmp.Compare(y.Key.Epoch, x.Key.Epoch)
 	})
 	covered := map[string]bool{}
 	reach := int64(-1)
@@ -261,16 +247,6 @@ func (c *compactor) shard(ctx context.Context, files []FileInfo, res *CompactRes
 		i = j
 	}
 	return nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // run rewrites files (of one shard, in order; skip is the highest offset

@@ -27,6 +27,15 @@ func defaultWriterConfig() writerConfig {
 	}
 }
 
+// newWriterConfig applies opts to the defaults and validates the result.
+func newWriterConfig(opts []WriterOption) (writerConfig, error) {
+	cfg := defaultWriterConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg, cfg.validate()
+}
+
 func (c writerConfig) validate() error {
 	if c.rowGroupRows < 1 {
 		return fmt.Errorf("parquet writer: row group size must be at least 1 row, got %d", c.rowGroupRows)

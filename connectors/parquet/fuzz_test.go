@@ -16,19 +16,7 @@ import (
 // or an error naming the file — it never panics.
 func FuzzReaderCorruptFile(f *testing.F) {
 	ctx := context.Background()
-	src := parquet.NewMemArchive()
-	w, err := parquet.NewWriter(src, "iot", 0, 1, parquet.WithRowGroupRows(8))
-	if err != nil {
-		f.Fatal(err)
-	}
-	k, err := w.WriteFile(ctx, genRows(5, 0, 40))
-	if err != nil {
-		f.Fatal(err)
-	}
-	o, _ := src.Open(ctx, k.Name())
-	good := make([]byte, o.Size())
-	o.ReadAt(good, 0)
-	o.Close()
+	good := goodFile(f)
 	f.Add(good)
 	f.Add(good[:len(good)/2])
 	f.Add(good[len(good)/3:])
@@ -37,26 +25,7 @@ func FuzzReaderCorruptFile(f *testing.F) {
 	flipped[len(flipped)/2] ^= 0xff
 	f.Add(flipped)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a := parquet.NewMemArchive()
-		if err := a.PutAtomic(ctx, k.Name(), data); err != nil {
-			t.Fatal(err)
-		}
-		r, err := parquet.NewReader(a, "iot/", parquet.WithBatchRows(4))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, err := range r.All(ctx, parquet.Position{}) {
-			if err != nil {
-				if !strings.Contains(err.Error(), k.Name()) {
-					t.Fatalf("error %q does not name the file", err)
-				}
-				return
-			}
-			if n++; n > 1_000_000 {
-				t.Fatal("runaway read")
-			}
-		}
+		readAllOrNamedError(ctx, t, data)
 	})
 }
 
@@ -137,19 +106,7 @@ func readAllOrNamedError(ctx context.Context, t *testing.T, data []byte) {
 // corruptions of a valid file.
 func TestReaderSurvivesCorruption(t *testing.T) {
 	ctx := context.Background()
-	src := parquet.NewMemArchive()
-	w, err := parquet.NewWriter(src, "iot", 0, 1, parquet.WithRowGroupRows(8))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := w.WriteFile(ctx, genRows(5, 0, 40))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, _ := src.Open(ctx, k.Name())
-	good := make([]byte, o.Size())
-	o.ReadAt(good, 0)
-	o.Close()
+	good := goodFile(t)
 	rng := rand.New(rand.NewPCG(sweepSeed, 2))
 	corrupt := 0
 	for i := range sweepInputs {
@@ -158,13 +115,13 @@ func TestReaderSurvivesCorruption(t *testing.T) {
 			data[rng.IntN(len(data))] = byte(rng.IntN(256))
 		}
 		a := parquet.NewMemArchive()
-		if err := a.PutAtomic(ctx, k.Name(), data); err != nil {
+		if err := a.PutAtomic(ctx, fuzzName, data); err != nil {
 			t.Fatal(err)
 		}
 		r, _ := parquet.NewReader(a, "iot/")
 		for _, err := range r.All(ctx, parquet.Position{}) {
 			if err != nil {
-				if !strings.Contains(err.Error(), k.Name()) {
+				if !strings.Contains(err.Error(), fuzzName) {
 					t.Fatalf("input %d: error %q does not name the file", i, err)
 				}
 				if errors.Is(err, streaming.ErrCorrupt) {

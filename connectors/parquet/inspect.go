@@ -3,6 +3,7 @@ package parquet
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,33 +64,19 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 		name string
 	}
 	var jobs []job
-	after := ""
-	for {
-		page, err := ListAfter(ctx, a, prefix, after, listPage)
+	for fi, err := range archiveFiles(ctx, a, prefix, "") {
 		if err != nil {
-			return s, fmt.Errorf("summarize %q: %w", prefix, err)
+			return s, fmt.Errorf("summarize: %w", err)
 		}
-		for _, o := range page {
-			after = o.Name
-			if hiddenName(o.Name) {
-				continue
-			}
-			k, err := ParseFileName(o.Name)
-			if err != nil {
-				return s, fmt.Errorf("summarize: %w", err)
-			}
-			p := part(k)
-			p.Files++
-			p.Bytes += o.Size
-			if p.FirstOffset < 0 || k.First < p.FirstOffset {
-				p.FirstOffset = k.First
-			}
-			p.LastOffset = max(p.LastOffset, k.Last)
-			jobs = append(jobs, job{k, o.Name})
+		k := fi.Key
+		p := part(k)
+		p.Files++
+		p.Bytes += fi.Size
+		if p.FirstOffset < 0 || k.First < p.FirstOffset {
+			p.FirstOffset = k.First
 		}
-		if len(page) < listPage {
-			break
-		}
+		p.LastOffset = max(p.LastOffset, k.Last)
+		jobs = append(jobs, job{k, fi.Name})
 	}
 	// Staged objects per shard.
 	staged, err := a.List(ctx, StagingDir+"/staging/")
@@ -230,33 +217,21 @@ func Verify(ctx context.Context, a Archive, prefix, expected string, concurrency
 		expected = SchemaFingerprint()
 	}
 	var shards [][]FileInfo
-	after := ""
-	for {
-		page, err := ListAfter(ctx, a, prefix, after, listPage)
-		if err != nil {
-			return rep, fmt.Errorf("verify %q: %w", prefix, err)
-		}
-		for _, o := range page {
-			after = o.Name
-			if hiddenName(o.Name) {
-				continue
-			}
+	for fi, err := range archiveFiles(ctx, a, prefix, "") {
+		if errors.Is(err, ErrBadName) {
 			rep.Files++
-			rep.Bytes += o.Size
-			k, err := ParseFileName(o.Name)
-			if err != nil {
-				rep.Problems = append(rep.Problems, err.Error())
-				continue
-			}
-			fi := FileInfo{Key: k, Name: o.Name, Size: o.Size, SkipThrough: -1}
-			if n := len(shards); n == 0 || !sameShard(shards[n-1][0].Key, k) {
-				shards = append(shards, nil)
-			}
-			shards[len(shards)-1] = append(shards[len(shards)-1], fi)
+			rep.Problems = append(rep.Problems, err.Error())
+			continue
 		}
-		if len(page) < listPage {
-			break
+		if err != nil {
+			return rep, fmt.Errorf("verify: %w", err)
 		}
+		rep.Files++
+		rep.Bytes += fi.Size
+		if n := len(shards); n == 0 || !sameShard(shards[n-1][0].Key, fi.Key) {
+			shards = append(shards, nil)
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], fi)
 	}
 	reports := make([]VerifyReport, len(shards))
 	sem := make(chan struct{}, max(concurrency, 1))

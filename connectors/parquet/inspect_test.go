@@ -129,7 +129,7 @@ func TestVerify(t *testing.T) {
 	})
 }
 
-func readObject(t *testing.T, a parquet.Archive, name string) []byte {
+func readObject(t testing.TB, a parquet.Archive, name string) []byte {
 	t.Helper()
 	o, err := a.Open(context.Background(), name)
 	if err != nil {

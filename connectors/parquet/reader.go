@@ -136,38 +136,58 @@ func (r *Reader) Files(ctx context.Context, startAfter string, skip int64) iter.
 			cov, shard, first = max(cov, fi.Key.Last), k, false
 			return yield(fi, nil)
 		}
+		for fi, err := range archiveFiles(ctx, r.archive, r.prefix, startAfter) {
+			if err != nil {
+				yield(FileInfo{}, fmt.Errorf("parquet reader: %w", err))
+				return
+			}
+			// The listing is sorted by (pipeline, shard, first, last,
+			// epoch): a later file with the same range has a higher
+			// epoch and wins.
+			if held != nil && !sameRange(held.Key, fi.Key) && !emit(*held) {
+				return
+			}
+			held = &fi
+		}
+		if held != nil {
+			emit(*held)
+		}
+	}
+}
+
+// archiveFiles lists the archive's files under prefix after startAfter,
+// page by page (ListAfter), in name order, skipping hidden names (the
+// archive's working objects). A name that is not a FileKey name is
+// yielded as an error wrapping ErrBadName, and the listing goes on if the
+// consumer continues; a listing error ends it. SkipThrough is -1.
+func archiveFiles(ctx context.Context, a Archive, prefix, startAfter string) iter.Seq2[FileInfo, error] {
+	return func(yield func(FileInfo, error) bool) {
 		after := startAfter
 		for {
-			page, err := ListAfter(ctx, r.archive, r.prefix, after, listPage)
+			page, err := ListAfter(ctx, a, prefix, after, listPage)
 			if err != nil {
-				yield(FileInfo{}, fmt.Errorf("parquet reader: list %q after %q: %w", r.prefix, after, err))
+				yield(FileInfo{}, fmt.Errorf("list %q after %q: %w", prefix, after, err))
 				return
 			}
 			for _, o := range page {
 				after = o.Name
 				if hiddenName(o.Name) {
-					continue // the archive's working objects (StagingDir) and other hidden files
+					continue
 				}
 				k, err := ParseFileName(o.Name)
 				if err != nil {
-					yield(FileInfo{}, fmt.Errorf("parquet reader: %w", err))
+					if !yield(FileInfo{}, err) {
+						return
+					}
+					continue
+				}
+				if !yield(FileInfo{Key: k, Name: o.Name, Size: o.Size, SkipThrough: -1, ModTime: o.ModTime}, nil) {
 					return
 				}
-				fi := FileInfo{Key: k, Name: o.Name, Size: o.Size, SkipThrough: -1, ModTime: o.ModTime}
-				// The listing is sorted by (pipeline, shard, first, last,
-				// epoch): a later file with the same range has a higher
-				// epoch and wins.
-				if held != nil && !sameRange(held.Key, k) && !emit(*held) {
-					return
-				}
-				held = &fi
 			}
 			if len(page) < listPage {
-				break
+				return
 			}
-		}
-		if held != nil {
-			emit(*held)
 		}
 	}
 }

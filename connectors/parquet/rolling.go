@@ -140,11 +140,8 @@ func NewRollingWriter(a Archive, pipeline string, shard int32, epoch streaming.E
 	if !ok1 || !ok2 || !ok3 {
 		return nil, fmt.Errorf("rolling writer: archive %T cannot upload in parts, move and delete objects (Uploader, Mover, Deleter)", a)
 	}
-	cfg := defaultWriterConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := newWriterConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := (FileKey{Pipeline: pipeline, Shard: shard, Epoch: epoch}).Validate(); err != nil {

@@ -59,12 +59,38 @@ type fileRow struct {
 func readEveryFile(t testing.TB, a parquet.Archive) ([]fileRow, []string) {
 	t.Helper()
 	ctx := context.Background()
-	objs, err := a.List(ctx, "")
+	var rows []fileRow
+	var names []string
+	for _, f := range visibleFiles(t, a) {
+		names = append(names, f.Name)
+		r, err := parquet.NewReader(a, f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for e, err := range r.All(ctx, parquet.Position{}) {
+			if err != nil {
+				t.Fatalf("read %s: %v", f.Name, err)
+			}
+			rows = append(rows, fileRow{f.Key.Shard, e.Row})
+		}
+	}
+	return rows, names
+}
+
+type visibleFile struct {
+	Name string
+	Key  parquet.FileKey
+}
+
+// visibleFiles lists the archive's published files (not its working
+// objects) in name order.
+func visibleFiles(t testing.TB, a parquet.Archive) []visibleFile {
+	t.Helper()
+	objs, err := a.List(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []fileRow
-	var names []string
+	var out []visibleFile
 	for _, o := range objs {
 		if strings.HasPrefix(o.Name, parquet.StagingDir+"/") {
 			continue
@@ -73,19 +99,9 @@ func readEveryFile(t testing.TB, a parquet.Archive) ([]fileRow, []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, o.Name)
-		r, err := parquet.NewReader(a, o.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for e, err := range r.All(ctx, parquet.Position{}) {
-			if err != nil {
-				t.Fatalf("read %s: %v", o.Name, err)
-			}
-			rows = append(rows, fileRow{k.Shard, e.Row})
-		}
+		out = append(out, visibleFile{o.Name, k})
 	}
-	return rows, names
+	return out
 }
 
 // exactlyOnce checks that got holds each row of want (by shard) exactly

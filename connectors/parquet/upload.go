@@ -91,6 +91,12 @@ func ListAfter(ctx context.Context, a Archive, prefix, startAfter string, limit 
 	if err != nil {
 		return nil, err
 	}
+	return pageAfter(all, startAfter, limit), nil
+}
+
+// pageAfter returns up to limit objects of the sorted listing all whose
+// names sort after startAfter.
+func pageAfter(all []ObjectInfo, startAfter string, limit int) []ObjectInfo {
 	i, _ := slices.BinarySearchFunc(all, startAfter, func(o ObjectInfo, s string) int {
 		if o.Name <= s {
 			return -1
@@ -98,7 +104,7 @@ func ListAfter(ctx context.Context, a Archive, prefix, startAfter string, limit 
 		return 1
 	})
 	all = all[i:]
-	return all[:min(len(all), limit)], nil
+	return all[:min(len(all), limit)]
 }
 
 // StagingDir is the hidden top-level folder of the archive's own working

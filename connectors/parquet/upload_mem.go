@@ -163,12 +163,5 @@ func (m *MemArchive) ListPage(ctx context.Context, prefix, startAfter string, li
 	if err != nil {
 		return nil, err
 	}
-	i, _ := slices.BinarySearchFunc(all, startAfter, func(o ObjectInfo, s string) int {
-		if o.Name <= s {
-			return -1
-		}
-		return 1
-	})
-	all = all[i:]
-	return all[:min(len(all), limit)], nil
+	return pageAfter(all, startAfter, limit), nil
 }

@@ -2,7 +2,6 @@ package portal
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
 	"github.com/tflo-io/tflo/testsuite/s3test"
@@ -43,54 +43,29 @@ func archiveRows(shard int32, n int) []parquet.Row {
 	return rows
 }
 
-type point struct {
-	sensor, measurement string
-	ts                  int64
-}
-
-type pointVal struct {
-	mode  string
-	value float64
-}
+type (
+	point    = devstack.SignalPoint
+	pointVal = devstack.SignalValue
+)
 
 // wantPoints is what the live pipeline writes to InfluxDB for rows.
 func wantPoints(rows []parquet.Row) map[point]pointVal {
 	out := map[point]pointVal{}
 	for _, r := range rows {
-		v := pointVal{value: r.Value}
+		v := pointVal{Value: r.Value}
 		if r.Signal == central.SignalEpisode {
-			v.mode = central.ModeName(streaming.Mode(r.Mode))
+			v.Mode = central.ModeName(streaming.Mode(r.Mode))
 		}
-		out[point{r.Sensor, r.Signal, r.TS}] = v
+		out[point{Sensor: r.Sensor, Measurement: r.Signal, TS: r.TS}] = v
 	}
 	return out
 }
 
 func readPoints(t *testing.T, srv *influxtest.Server, db string) map[point]pointVal {
 	t.Helper()
-	out := map[point]pointVal{}
-	for _, m := range []string{central.SignalMean, central.SignalMin, central.SignalMax, central.SignalEpisode} {
-		r, err := srv.Influx().QueryNS(context.Background(), db, fmt.Sprintf(`SELECT "value", "sensor", "mode" FROM %q`, m))
-		require.NoError(t, err)
-		for _, res := range r.Results {
-			for _, se := range res.Series {
-				col := map[string]int{}
-				for i, c := range se.Columns {
-					col[c] = i
-				}
-				for _, row := range se.Values {
-					ts, err := row[col["time"]].(json.Number).Int64()
-					require.NoError(t, err)
-					v, err := row[col["value"]].(json.Number).Float64()
-					require.NoError(t, err)
-					mode, _ := row[col["mode"]].(string)
-					sensor, _ := row[col["sensor"]].(string)
-					out[point{sensor, m, ts}] = pointVal{mode: mode, value: v}
-				}
-			}
-		}
-	}
-	return out
+	got, err := srv.Influx().Points(context.Background(), db, []string{central.SignalMean, central.SignalMin, central.SignalMax, central.SignalEpisode})
+	require.NoError(t, err)
+	return got
 }
 
 func requireSamePoints(t *testing.T, want, got map[point]pointVal, where string) {
@@ -101,7 +76,7 @@ func requireSamePoints(t *testing.T, want, got map[point]pointVal, where string)
 		switch {
 		case !ok:
 			missing++
-		case g.mode != w.mode || math.Abs(g.value-w.value) > 1e-9*math.Max(1, math.Abs(w.value)):
+		case g.Mode != w.Mode || math.Abs(g.Value-w.Value) > 1e-9*math.Max(1, math.Abs(w.Value)):
 			wrong++
 		}
 	}

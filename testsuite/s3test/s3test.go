@@ -11,7 +11,6 @@
 package s3test
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -58,9 +57,15 @@ func Start(t testing.TB, buckets ...string) *Server {
 	n.i++
 	s := &Server{URL: "http://" + addr, AccessKey: fmt.Sprintf("AKIDS3TEST%04d", n.i), SecretKey: fmt.Sprintf("s3test-secret-%04d", n.i)}
 	n.Unlock()
-	var out lockedBuffer
+	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	logTail := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	cmd := exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "posix", root)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +79,7 @@ func Start(t testing.TB, buckets ...string) *Server {
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("versitygw exited at start: %s", out.String())
+			t.Fatalf("versitygw exited at start: %s", logTail())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
@@ -82,7 +87,7 @@ func Start(t testing.TB, buckets ...string) *Server {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("versitygw did not listen on %s: %s", addr, out.String())
+			t.Fatalf("versitygw did not listen on %s: %s", addr, logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -96,21 +101,4 @@ func (s *Server) Settings(t testing.TB) archiveloc.S3 {
 	t.Setenv(ak, s.AccessKey)
 	t.Setenv(sk, s.SecretKey)
 	return archiveloc.S3{Endpoint: s.URL, Region: "us-east-1", AccessKeyEnv: ak, SecretKeyEnv: sk}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
