@@ -369,9 +369,6 @@ func (r *Reader) All(ctx context.Context, from Position) iter.Seq2[Entry, error]
 	}
 }
 
-// errStop is returned by scan when the consumer stopped.
-var errStop = errors.New("stopped")
-
 // scan streams rows from from and returns the position after the last
 // row yielded. byOffset: from.File is gone; list its shard from the start
 // and skip rows by offset.
