@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // ArchiveFile is one file of a backfill plan, as workflow history carries
@@ -24,8 +27,8 @@ type ArchiveFile struct {
 
 // ListArchiveInput asks for the plan of an archive location.
 type ListArchiveInput struct {
-	// Location is "file:///abs/dir[/prefix]" or a scheme the worker
-	// registered (for example "s3://bucket/prefix").
+	// Location is "file:///abs/dir" or "s3://bucket/prefix" (see
+	// internal/archiveloc), or a scheme the worker registered.
 	Location string `json:"location"`
 	// ExpectedFingerprint is the schema fingerprint the files must carry
 	// (default: the fingerprint of this build's archive schema).
@@ -80,33 +83,23 @@ type ReplayGraph interface {
 }
 
 // Backfills are the backfill workflow's activities. Archives resolves a
-// location to an archive and a prefix (file:// is built in); Sinks and
-// Graphs resolve names registered by the worker.
+// location to an archive and a name prefix (default: file:// and s3://
+// through internal/archiveloc, S3 settings from the TFLO_S3_* variables);
+// Sinks and Graphs resolve names registered by the worker.
 type Backfills struct {
 	Archives func(location string) (parquet.Archive, string, error)
 	Sinks    func(name string) (RowSink, error)
 	Graphs   func(name string) (ReplayGraph, error)
-}
 
-// ResolveLocalArchive resolves "file:///dir[/prefix]" locations: the
-// directory is the archive, and a trailing element that is not a directory
-// is the name prefix.
-func ResolveLocalArchive(location string) (parquet.Archive, string, error) {
-	u, err := url.Parse(location)
-	if err != nil || u.Scheme != "file" || u.Path == "" {
-		return nil, "", fmt.Errorf("archive location %q: want file:///absolute/dir", location)
-	}
-	a, err := parquet.NewLocalArchive(u.Path)
-	if err != nil {
-		return nil, "", fmt.Errorf("archive location %q: %w", location, err)
-	}
-	return a, "", nil
+	once     sync.Once
+	defaults func(location string) (parquet.Archive, string, error)
 }
 
 func (a *Backfills) archive(location string) (parquet.Archive, string, error) {
 	resolve := a.Archives
 	if resolve == nil {
-		resolve = ResolveLocalArchive
+		a.once.Do(func() { a.defaults = archiveloc.Resolver(archiveloc.S3FromEnv(os.LookupEnv)) })
+		resolve = a.defaults
 	}
 	arc, prefix, err := resolve(location)
 	if err != nil {
@@ -125,7 +118,10 @@ func expected(fp string) string {
 // ListArchive plans a backfill: the archive's files in replay order. A
 // file whose schema fingerprint differs from the expected one fails the
 // whole plan with a non-retryable SchemaMismatch error naming the file and
-// both fingerprints.
+// both fingerprints. It returns every file in one result (about 8,500
+// names fit a payload): kept for backfills started before the
+// partition-paged workflow; new runs use CountArchive, ListPartitions and
+// ReplayPartition.
 func (a *Backfills) ListArchive(ctx context.Context, in ListArchiveInput) (ListArchiveResult, error) {
 	arc, prefix, err := a.archive(in.Location)
 	if err != nil {
@@ -147,7 +143,8 @@ func (a *Backfills) ListArchive(ctx context.Context, in ListArchiveInput) (ListA
 	return out, nil
 }
 
-// ReplayFile replays one file from the row its last heartbeat recorded.
+// ReplayFile replays one file from the row its last heartbeat recorded
+// (kept for backfills started before ReplayPartition).
 // Rows are written in batches; after each batch is flushed the activity
 // heartbeats the next row, so a retry resumes after the last durable
 // batch and rows written twice are overwritten by the idempotent sink.
@@ -155,25 +152,13 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 	if in.File == "" || in.Sink == "" {
 		return ReplayFileResult{}, temporal.NewNonRetryableApplicationError("replay file: file and sink are required", ErrTypeBadInput, nil)
 	}
-	if a.Sinks == nil {
-		return ReplayFileResult{}, temporal.NewNonRetryableApplicationError("backfill activities have no sinks registered", ErrTypeBadInput, nil)
+	sink, graph, err := a.sinkAndGraph(in.Sink, in.Graph)
+	if err != nil {
+		return ReplayFileResult{}, err
 	}
 	arc, prefix, err := a.archive(in.Location)
 	if err != nil {
 		return ReplayFileResult{}, err
-	}
-	sink, err := a.Sinks(in.Sink)
-	if err != nil {
-		return ReplayFileResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sink %q: %v", in.Sink, err), ErrTypeBadInput, nil)
-	}
-	var graph ReplayGraph
-	if in.Graph != "" {
-		if a.Graphs == nil {
-			return ReplayFileResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("graph %q: no graphs registered", in.Graph), ErrTypeBadInput, nil)
-		}
-		if graph, err = a.Graphs(in.Graph); err != nil {
-			return ReplayFileResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("graph %q: %v", in.Graph, err), ErrTypeBadInput, nil)
-		}
 	}
 	batchRows := in.BatchRows
 	if batchRows <= 0 {
@@ -252,14 +237,18 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 	return res, nil
 }
 
-// classifyArchive makes schema mismatches non-retryable and keeps the
-// message that names the file and both fingerprints.
+// classifyArchive makes schema mismatches, bad names and corrupt files
+// non-retryable and keeps the message that names the file (and both
+// fingerprints).
 func classifyArchive(location string, err error) error {
 	if errors.Is(err, parquet.ErrSchemaMismatch) {
 		return temporal.NewNonRetryableApplicationError(strings.TrimSpace("archive "+location+": "+err.Error()), ErrTypeSchemaMismatch, nil)
 	}
 	if errors.Is(err, parquet.ErrBadName) {
 		return temporal.NewNonRetryableApplicationError("archive "+location+": "+err.Error(), ErrTypeBadInput, nil)
+	}
+	if errors.Is(err, streaming.ErrCorrupt) {
+		return temporal.NewNonRetryableApplicationError("archive "+location+": "+err.Error(), ErrTypeCorrupt, nil)
 	}
 	return err
 }

@@ -49,6 +49,9 @@ const (
 	ErrTypeSchemaMismatch = "SchemaMismatch"
 	// ErrTypeBadInput: the activity input cannot be acted on.
 	ErrTypeBadInput = "BadInput"
+	// ErrTypeCorrupt: data read (an archive file) fails its checksum or
+	// cannot be decoded. Non-retryable: reading it again gives the same.
+	ErrTypeCorrupt = "Corrupt"
 )
 
 // Default stage deadlines used by workflows unless their input overrides.

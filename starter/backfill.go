@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/portal"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -32,13 +35,29 @@ func (a *app) backfillStart() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start a backfill workflow",
-		Example: `  starter backfill start --name replay-1 --archive file:///var/tflo/archive --sink influx --wait
-  starter backfill start --name june --archive s3://bucket/iot/ --sink influx --from 2026-06-01T00:00:00Z --to 2026-07-01T00:00:00Z`,
+		Long: `start runs a BackfillWorkflow: it counts the archive, then replays its
+partitions (--window at once), each partition's files in order, many files
+per activity, into the sink. The workers serving backfills (backfill: true
+in a central worker's configuration, or the demo) must reach the archive
+and the sink: file:// folders they share, s3:// buckets through their
+TFLO_S3_* settings. Sinks: ` + portal.SinkExamples + `.`,
+		Example: `  starter backfill start --name replay-1 --archive file:///var/tflo/archive --sink influx:iot_portal_replay/autogen --wait
+  starter backfill start --name june --archive s3://tflo-archive/prod --sink influx:iot_portal/autogen --from 2026-06-01T00:00:00Z --to 2026-07-01T00:00:00Z
+  starter backfill start --name reprocess --archive s3://tflo-archive/prod --sink kafka:signals.replay`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := wf.check(cmd); err != nil {
 				return err
 			}
 			var err error
+			if in.Location == "" {
+				return usagef("--archive is required (%s)", archiveloc.Examples)
+			}
+			if _, err := archiveloc.Parse(in.Location); err != nil {
+				return usageError{err}
+			}
+			if _, _, err := portal.ParseSink(in.Sink); err != nil {
+				return usageError{err}
+			}
 			if in.From, err = parseTime("--from", from); err != nil {
 				return err
 			}
@@ -78,13 +97,14 @@ func (a *app) backfillStart() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.Name, "name", "", "backfill name (required)")
-	f.StringVar(&in.Location, "archive", "", "archive location: file:///dir or s3://bucket/prefix")
-	f.StringVar(&in.Sink, "sink", "influx", "sink name the workers registered")
+	f.StringVar(&in.Location, "archive", "", "archive location: "+archiveloc.Examples+" (required)")
+	f.StringVar(&in.Sink, "sink", portal.InfluxSinkName(portal.Bucket(portal.Database+"_replay")), "where to write: "+portal.SinkExamples)
 	f.StringVar(&in.Graph, "graph", "", "replay graph the workers registered (default: write archived signals as they are)")
 	f.StringVar(&in.ExpectedFingerprint, "fingerprint", "", "expected archive schema fingerprint (default: this build's)")
 	f.StringVar(&from, "from", "", "only rows at or after this time (RFC 3339)")
 	f.StringVar(&to, "to", "", "only rows before this time (RFC 3339)")
-	f.IntVar(&in.Window, "window", 4, "files replayed at once")
+	f.IntVar(&in.Window, "window", 4, "partitions replayed at once")
+	f.IntVar(&in.FilesPerActivity, "files-per-activity", 256, "files one replay activity reads before the next takes over")
 	f.StringVar(&in.TaskQueue, "task-queue", workflows.BackfillTaskQueue, "task queue of the replay activities")
 	wf.add(cmd, "until the backfill ends, showing its progress", 0)
 	return cmd
@@ -171,6 +191,9 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 	id := workflows.BackfillWorkflowID(name)
 	wctx, cancel := wf.context(ctx)
 	defer cancel()
+	tty := isTerminal(a.out)
+	var lastLine string
+	var lastPrint time.Time
 	for {
 		p, err := queryBackfill(ctx, c, id)
 		if err != nil {
@@ -195,10 +218,20 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 			}
 		} else {
 			line := progressLine(p) + "  " + status
-			if wf.wait && !closed {
+			switch {
+			case wf.wait && !closed && tty:
 				printf(a.out, "\r%s", line)
-			} else {
+			case wf.wait && !closed:
+				// Not a terminal (a log, a pipe): a line when something
+				// moved, at most every few seconds.
+				if line != lastLine && time.Since(lastPrint) >= plainInterval {
+					printf(a.out, "%s\n", line)
+					lastLine, lastPrint = line, time.Now()
+				}
+			case tty:
 				printf(a.out, "\r%s\n", line)
+			default:
+				printf(a.out, "%s\n", line)
 			}
 		}
 		if !wf.wait || closed {
@@ -211,7 +244,7 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		}
 		select {
 		case <-wctx.Done():
-			if !a.structured() {
+			if tty && !a.structured() {
 				printf(a.out, "\n")
 			}
 			if ctx.Err() != nil {
@@ -232,26 +265,53 @@ func queryBackfill(ctx context.Context, c client.Client, id string) (workflows.B
 	return p, v.Get(&p)
 }
 
-// progressLine draws "[#######-----]  58%  files 7/12  rows 5800/10000  1200 rows/s  ETA 3s".
+// progressLine draws "[#######-----]  58%  files 7/12  rows 5800/10000  1200 rows/s  ETA 3s"
+// (rows without a total, and bytes, when the workflow measures the work in
+// bytes).
 func progressLine(p workflows.BackfillProgress) string {
 	const width = 30
 	frac := 0.0
 	switch {
-	case p.RowsTotal > 0:
-		frac = float64(p.RowsDone) / float64(p.RowsTotal)
-	case p.FilesTotal > 0:
-		frac = float64(p.FilesDone) / float64(p.FilesTotal)
 	case p.Done:
 		frac = 1
+	case p.RowsTotal > 0:
+		frac = float64(p.RowsDone) / float64(p.RowsTotal)
+	case p.BytesTotal > 0:
+		frac = float64(p.BytesDone) / float64(p.BytesTotal)
+	case p.FilesTotal > 0:
+		frac = float64(p.FilesDone) / float64(p.FilesTotal)
 	}
+	frac = min(max(frac, 0), 1)
 	filled := int(frac * width)
 	bar := strings.Repeat("#", filled) + strings.Repeat("-", width-filled)
 	eta := "-"
 	if p.ETA > 0 {
 		eta = p.ETA.Round(time.Second).String()
 	}
-	return fmt.Sprintf("[%s] %3.0f%%  files %d/%d  rows %d/%d  %.0f rows/s  ETA %s",
-		bar, frac*100, p.FilesDone, p.FilesTotal, p.RowsDone, p.RowsTotal, p.RowsPerSecond, eta)
+	rows := fmt.Sprintf("rows %d", p.RowsDone)
+	if p.RowsTotal > 0 {
+		rows += fmt.Sprintf("/%d", p.RowsTotal)
+	}
+	if p.BytesTotal > 0 {
+		rows += "  " + bytesString(p.BytesDone) + "/" + bytesString(p.BytesTotal)
+	}
+	return fmt.Sprintf("[%s] %3.0f%%  files %d/%d  %s  %.0f rows/s  ETA %s",
+		bar, frac*100, p.FilesDone, p.FilesTotal, rows, p.RowsPerSecond, eta)
+}
+
+// plainInterval is how often a watched backfill prints a progress line
+// when the output is not a terminal.
+const plainInterval = 5 * time.Second
+
+// isTerminal reports whether w is a terminal (a character device), where
+// a progress line can be redrawn in place with \r.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func queryState(ctx context.Context, c client.Client, id string) (workflows.CheckpointState, error) {

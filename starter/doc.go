@@ -6,6 +6,7 @@
 //	starter pipeline start|stop|status
 //	starter checkpoint now|list
 //	starter backfill start|status|cancel
+//	starter archive ls|verify|compact  file:// folders and s3://bucket/prefix
 //	starter workers [--all]           each worker's lease: alive, stopped or dead
 //	starter version                   which build this is (also --version)
 //

@@ -251,6 +251,7 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, "100%")
 	assert.Contains(t, r.out, "files 3/3")
+	assert.NotContains(t, r.out, "\r", "no carriage returns when stdout is not a terminal")
 	assert.Equal(t, int64(3), stages.Replayed.Load())
 
 	r = run(t, "backfill", "status", addr, "--name", "cli-bf", "--json")

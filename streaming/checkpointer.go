@@ -174,7 +174,10 @@ func WithOperators(ops []OperatorInfo) CheckpointerOption {
 }
 
 // WithSchemaFingerprint records the archive's Parquet schema fingerprint
-// in every snapshot's metadata (default empty).
+// in every snapshot's metadata, and makes Restore refuse a snapshot that
+// records another one (a *SchemaMismatchError naming the snapshot and
+// both fingerprints; snapshots recording none are restored). Default
+// empty: nothing recorded or checked.
 func WithSchemaFingerprint(fp string) CheckpointerOption {
 	return func(c *checkpointerConfig) { c.fingerprint = fp }
 }
@@ -799,8 +802,10 @@ func CheckpointGroup(ctx context.Context, members []GroupMember) []GroupOutcome 
 // Restore loads the newest committed manifest and its pieces into the
 // source, positioned after the cursor the manifest records. Call it with
 // the hot path stopped. With nothing stored it returns an error wrapping
-// ErrNotFound and leaves the source untouched. A pending checkpoint is
-// dropped.
+// ErrNotFound and leaves the source untouched; a snapshot taken with
+// another archive schema (WithSchemaFingerprint) is refused with an
+// error wrapping ErrSchemaMismatch, the source untouched too. A pending
+// checkpoint is dropped.
 func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
@@ -815,6 +820,10 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 			return RestoreInfo{}, fmt.Errorf("shard %q: nothing to restore: %w", c.shard, err)
 		}
 		return RestoreInfo{}, &StageError{Shard: c.shard, Stage: StageRestore, Err: err}
+	}
+	if want, got := c.cfg.fingerprint, meta.SchemaFingerprint; want != "" && got != "" && got != want {
+		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore,
+			Err: &SchemaMismatchError{Snapshot: string(rec.manifestKey()), Checkpoint: m.ID, Stored: got, Running: want}}
 	}
 	pieces := 0
 	var lastKey string

@@ -48,11 +48,7 @@ func newCP(t *testing.T, src streaming.CheckpointSource, st streaming.StateStore
 // the state it holds.
 func restored(t *testing.T, st *tinyStore) map[string]int64 {
 	t.Helper()
-	fresh := newCounterSource()
-	_, err := newCP(t, fresh, st, st).Restore(context.Background())
-	require.NoError(t, err)
-	got, _ := fresh.snapshot()
-	return got
+	return restoredWith(t, st)
 }
 
 func seqOf(c []byte) uint64 { return binary.BigEndian.Uint64(c) }
@@ -490,4 +486,54 @@ func TestRestoreNamesACorruptPiece(t *testing.T) {
 	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
 	require.ErrorIs(t, err, streaming.ErrCorrupt)
 	require.ErrorContains(t, err, piece)
+}
+
+// Regression (issue 14): the schema fingerprint stamped into snapshot
+// metadata was never read back, so a snapshot taken by a graph archiving
+// another schema was restored. Restore refuses it, naming the snapshot
+// and both fingerprints, and leaves the source untouched; a snapshot
+// recording no fingerprint (taken before it was stamped) still restores.
+func TestRestoreRefusesOtherSchemaFingerprint(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	src.Apply("k", 1)
+	_, err := newCP(t, src, st, st, streaming.WithSchemaFingerprint("pq1-aaaa")).Checkpoint(ctx)
+	require.NoError(t, err)
+
+	fresh := newCounterSource()
+	fresh.Apply("other", 9)
+	_, err = newCP(t, fresh, st, st, streaming.WithSchemaFingerprint("pq1-bbbb")).Restore(ctx)
+	require.ErrorIs(t, err, streaming.ErrSchemaMismatch)
+	var sm *streaming.SchemaMismatchError
+	require.ErrorAs(t, err, &sm)
+	require.Equal(t, "pq1-aaaa", sm.Stored)
+	require.Equal(t, "pq1-bbbb", sm.Running)
+	require.Contains(t, err.Error(), "sensors/p0/manifest")
+	require.Contains(t, err.Error(), "pq1-aaaa")
+	require.Contains(t, err.Error(), "pq1-bbbb")
+	got, _ := fresh.snapshot()
+	require.Equal(t, map[string]int64{"other": 9}, got, "a refused restore leaves the source untouched")
+
+	// The same fingerprint, or none configured, restores.
+	require.Equal(t, map[string]int64{"k": 1}, restoredWith(t, st, streaming.WithSchemaFingerprint("pq1-aaaa")))
+	require.Equal(t, map[string]int64{"k": 1}, restoredWith(t, st))
+
+	// A snapshot recording none restores under any fingerprint.
+	old := newTinyStore()
+	src2 := newCounterSource()
+	src2.Apply("k", 2)
+	_, err = newCP(t, src2, old, old).Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"k": 2}, restoredWith(t, old, streaming.WithSchemaFingerprint("pq1-bbbb")))
+}
+
+// restoredWith is restored with checkpointer options.
+func restoredWith(t *testing.T, st *tinyStore, opts ...streaming.CheckpointerOption) map[string]int64 {
+	t.Helper()
+	fresh := newCounterSource()
+	_, err := newCP(t, fresh, st, st, opts...).Restore(context.Background())
+	require.NoError(t, err)
+	got, _ := fresh.snapshot()
+	return got
 }

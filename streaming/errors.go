@@ -83,3 +83,22 @@ func (e *GraphError) Error() string {
 // writer's epoch is older than the one already recorded: the writer no
 // longer owns the shard.
 var ErrFenced = errors.New("fenced: writer epoch is older than the owner's")
+
+// ErrSchemaMismatch is wrapped by a *SchemaMismatchError: a snapshot was
+// taken by a graph whose archive schema differs from the running one's.
+var ErrSchemaMismatch = errors.New("snapshot schema fingerprint mismatch")
+
+// SchemaMismatchError is returned by Checkpointer.Restore for a snapshot
+// whose recorded archive schema fingerprint is not the running graph's.
+type SchemaMismatchError struct {
+	Snapshot   string // the snapshot's manifest key
+	Checkpoint CheckpointID
+	Stored     string // fingerprint recorded in the snapshot
+	Running    string // fingerprint of the running graph
+}
+
+func (e *SchemaMismatchError) Error() string {
+	return fmt.Sprintf("snapshot %s (checkpoint %d): schema fingerprint %s does not match the running graph's %s", e.Snapshot, uint64(e.Checkpoint), e.Stored, e.Running)
+}
+
+func (e *SchemaMismatchError) Unwrap() error { return ErrSchemaMismatch }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
 )
 
 // BackfillTaskQueue is where backfill activities run by default: any
@@ -18,7 +19,8 @@ const BackfillTaskQueue = "tflo-backfill"
 // BackfillInput starts a backfill: replay an archive (or the part of it in
 // a time range) through a graph into a sink.
 type BackfillInput struct {
-	Name     string `json:"name"`
+	Name string `json:"name"`
+	// Location of the archive: file:///dir or s3://bucket/prefix.
 	Location string `json:"location"`
 	// ExpectedFingerprint of the archive schema (default: this build's).
 	ExpectedFingerprint string    `json:"expected_fingerprint,omitempty"`
@@ -26,12 +28,43 @@ type BackfillInput struct {
 	To                  time.Time `json:"to,omitempty"`
 	Graph               string    `json:"graph,omitempty"`
 	Sink                string    `json:"sink"`
-	// Window is how many files replay at once (default 4).
+	// Window is how many partitions replay at once (default 4). (Before
+	// the partition-paged workflow, how many files.)
 	Window int `json:"window,omitempty"`
+	// FilesPerActivity bounds the files one replay activity finishes
+	// (default 256).
+	FilesPerActivity int `json:"files_per_activity,omitempty"`
+	// ActivitiesPerRun: after this many replay activities (or when
+	// Temporal suggests it) the workflow continues as new, carrying its
+	// state (default 500).
+	ActivitiesPerRun int `json:"activities_per_run,omitempty"`
 	// TaskQueue of the replay activities (default BackfillTaskQueue).
 	TaskQueue string `json:"task_queue,omitempty"`
 	// HeartbeatTimeout of a replay activity (default 30s).
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	// Resume is the state a previous run continued as new with (set by
+	// the workflow only).
+	Resume *BackfillState `json:"resume,omitempty"`
+}
+
+// BackfillState is what a backfill carries across continue-as-new: its
+// progress, where the partition listing stands, the partitions listed
+// but not started, and the partitions in flight with their positions.
+type BackfillState struct {
+	Progress BackfillProgress `json:"progress"`
+	// ListedAfter is the last partition listed; ListingDone: no more.
+	ListedAfter string `json:"listed_after,omitempty"`
+	ListingDone bool   `json:"listing_done,omitempty"`
+	// Queue holds partitions listed and not started, in order.
+	Queue []string `json:"queue,omitempty"`
+	// Lanes are the partitions started and not finished.
+	Lanes []BackfillLane `json:"lanes,omitempty"`
+}
+
+// BackfillLane is one partition in flight and where it stands.
+type BackfillLane struct {
+	Partition string           `json:"partition"`
+	Next      parquet.Position `json:"next"`
 }
 
 // Validate reports the first problem with the input.
@@ -41,8 +74,8 @@ func (in BackfillInput) Validate() error {
 		return errors.New("backfill: archive location is required")
 	case in.Sink == "":
 		return errors.New("backfill: sink is required")
-	case in.Window < 0:
-		return fmt.Errorf("backfill %q: window %d must not be negative", in.Name, in.Window)
+	case in.Window < 0, in.FilesPerActivity < 0, in.ActivitiesPerRun < 0:
+		return fmt.Errorf("backfill %q: window %d, files per activity %d and activities per run %d must not be negative", in.Name, in.Window, in.FilesPerActivity, in.ActivitiesPerRun)
 	case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):
 		return fmt.Errorf("backfill %q: time range [%s, %s) is empty", in.Name, in.From.Format(time.RFC3339), in.To.Format(time.RFC3339))
 	}
@@ -52,28 +85,62 @@ func (in BackfillInput) Validate() error {
 // BackfillProgress is what the status query returns (the CLI draws its
 // progress bar from it) and what the workflow returns.
 type BackfillProgress struct {
-	Name       string    `json:"name"`
-	FilesTotal int       `json:"files_total"`
-	FilesDone  int       `json:"files_done"`
-	RowsTotal  int64     `json:"rows_total"`
-	RowsDone   int64     `json:"rows_done"`
-	Written    int64     `json:"written"`
-	Skipped    int64     `json:"skipped"`
-	Running    []string  `json:"running,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	// RowsPerSecond since the start and the estimated time left, computed
-	// when queried.
+	Name       string `json:"name"`
+	FilesTotal int    `json:"files_total"`
+	FilesDone  int    `json:"files_done"`
+	// RowsTotal is known when the files were planned with their footers
+	// (the workflow before partition paging); else 0 and BytesTotal
+	// measures the work.
+	RowsTotal       int64     `json:"rows_total"`
+	RowsDone        int64     `json:"rows_done"`
+	BytesTotal      int64     `json:"bytes_total,omitempty"`
+	BytesDone       int64     `json:"bytes_done,omitempty"`
+	PartitionsTotal int       `json:"partitions_total,omitempty"`
+	PartitionsDone  int       `json:"partitions_done,omitempty"`
+	Written         int64     `json:"written"`
+	Skipped         int64     `json:"skipped"`
+	Running         []string  `json:"running,omitempty"`
+	StartedAt       time.Time `json:"started_at"`
+	// Runs counts the workflow's runs (continue-as-new) so far.
+	Runs int `json:"runs,omitempty"`
+	// RowsPerSecond since the start and the estimated time left (from
+	// bytes when the row total is unknown), computed when queried.
 	RowsPerSecond float64       `json:"rows_per_second"`
 	ETA           time.Duration `json:"eta"`
 	Done          bool          `json:"done"`
 }
 
-// BackfillWorkflow lists the archive (refusing a schema-fingerprint
-// mismatch with a non-retryable error naming both fingerprints), then
-// replays its files in a bounded sliding window of activities that
-// heartbeat their row and resume from it on retry. It answers QueryStatus
-// with progress and stops on cancellation. Only names and counts travel
-// through history.
+// WithRate returns p with its rate and ETA at now (what QueryStatus
+// answers).
+func (p BackfillProgress) WithRate(now time.Time) BackfillProgress {
+	el := now.Sub(p.StartedAt).Seconds()
+	if el <= 0 || p.RowsDone == 0 {
+		return p
+	}
+	p.RowsPerSecond = float64(p.RowsDone) / el
+	switch {
+	case p.RowsTotal > 0:
+		p.ETA = time.Duration(float64(p.RowsTotal-p.RowsDone) / p.RowsPerSecond * float64(time.Second))
+	case p.BytesTotal > 0 && p.BytesDone > 0:
+		p.ETA = time.Duration(float64(p.BytesTotal-p.BytesDone) / (float64(p.BytesDone) / el) * float64(time.Second))
+	}
+	p.Running = append([]string(nil), p.Running...)
+	return p
+}
+
+// BackfillWorkflow replays an archive into a sink, partition by
+// partition: it counts the archive (CountArchive: files, bytes,
+// partitions; an archive of another schema is refused here with a
+// non-retryable error naming both fingerprints), lists partitions a page
+// at a time (ListPartitions), and replays up to Window partitions at once,
+// each with a chain of ReplayPartition activities that read many files
+// apiece, heartbeat their (file, row) and resume from it on retry. After
+// ActivitiesPerRun activities (or when Temporal suggests it) it stops
+// starting replays, lets those in flight finish and continues as new
+// with its state (progress, listing cursor, queued partitions, lanes and
+// their positions), so history stays small whatever the archive's size.
+// It answers QueryStatus with progress and stops on cancellation. Only
+// partition names, positions and counts travel through history.
 func BackfillWorkflow(ctx workflow.Context, in BackfillInput) (BackfillProgress, error) {
 	if err := in.Validate(); err != nil {
 		return BackfillProgress{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, nil)
@@ -87,15 +154,26 @@ func BackfillWorkflow(ctx workflow.Context, in BackfillInput) (BackfillProgress,
 	if in.HeartbeatTimeout == 0 {
 		in.HeartbeatTimeout = 30 * time.Second
 	}
+	if workflow.GetVersion(ctx, "backfill-partitions", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return backfillFiles(ctx, in)
+	}
+	if in.FilesPerActivity == 0 {
+		in.FilesPerActivity = 256
+	}
+	if in.ActivitiesPerRun == 0 {
+		in.ActivitiesPerRun = 500
+	}
+	b := &backfill{in: in}
+	return b.run(ctx)
+}
+
+// backfillFiles is the workflow as it ran before partition paging (one
+// listing of every file with its footer, one activity per file); it
+// replays histories of backfills started then.
+func backfillFiles(ctx workflow.Context, in BackfillInput) (BackfillProgress, error) {
 	p := BackfillProgress{Name: in.Name, StartedAt: workflow.Now(ctx)}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BackfillProgress, error) {
-		q := p
-		if el := workflow.Now(ctx).Sub(p.StartedAt).Seconds(); el > 0 && q.RowsDone > 0 {
-			q.RowsPerSecond = float64(q.RowsDone) / el
-			q.ETA = time.Duration(float64(q.RowsTotal-q.RowsDone) / q.RowsPerSecond * float64(time.Second))
-		}
-		q.Running = append([]string(nil), p.Running...)
-		return q, nil
+		return p.WithRate(workflow.Now(ctx)), nil
 	}); err != nil {
 		return p, err
 	}
@@ -106,7 +184,7 @@ func BackfillWorkflow(ctx workflow.Context, in BackfillInput) (BackfillProgress,
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput},
+			NonRetryableErrorTypes: backfillNonRetryable,
 		},
 	})
 	var plan activities.ListArchiveResult
@@ -118,17 +196,7 @@ func BackfillWorkflow(ctx workflow.Context, in BackfillInput) (BackfillProgress,
 	p.FilesTotal = len(plan.Files)
 	p.RowsTotal = plan.TotalRows
 
-	replayCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           in.TaskQueue,
-		StartToCloseTimeout: 6 * time.Hour,
-		HeartbeatTimeout:    in.HeartbeatTimeout,
-		WaitForCancellation: true,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput},
-		},
-	})
+	replayCtx := replayContext(ctx, in)
 	sel := workflow.NewSelector(ctx)
 	inFlight := 0
 	var firstErr error
@@ -176,6 +244,25 @@ func BackfillWorkflow(ctx workflow.Context, in BackfillInput) (BackfillProgress,
 	return p, nil
 }
 
+// backfillNonRetryable are the activity errors a retry cannot cure.
+var backfillNonRetryable = []string{activities.ErrTypeSchemaMismatch, activities.ErrTypeBadInput, activities.ErrTypeCorrupt}
+
+// replayContext sets the options of replay activities: long, heartbeating,
+// retried from their heartbeat, waited for on cancellation.
+func replayContext(ctx workflow.Context, in BackfillInput) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           in.TaskQueue,
+		StartToCloseTimeout: 6 * time.Hour,
+		HeartbeatTimeout:    in.HeartbeatTimeout,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			MaximumInterval:        time.Minute,
+			NonRetryableErrorTypes: backfillNonRetryable,
+		},
+	})
+}
+
 func remove(xs []string, x string) []string {
 	for i, v := range xs {
 		if v == x {
@@ -183,4 +270,159 @@ func remove(xs []string, x string) []string {
 		}
 	}
 	return xs
+}
+
+// backfill is one run of the partition-paged BackfillWorkflow.
+type backfill struct {
+	in BackfillInput
+	st BackfillState
+	a  *activities.Backfills
+
+	running  map[string]bool
+	inFlight int
+	started  int // replay activities started in this run
+	firstErr error
+}
+
+func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
+	if b.in.Resume != nil {
+		b.st = *b.in.Resume
+	} else {
+		b.st.Progress = BackfillProgress{Name: b.in.Name, StartedAt: workflow.Now(ctx)}
+	}
+	b.st.Progress.Runs++
+	b.running = map[string]bool{}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BackfillProgress, error) {
+		return b.st.Progress.WithRate(workflow.Now(ctx)), nil
+	}); err != nil {
+		return b.st.Progress, err
+	}
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           b.in.TaskQueue,
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			MaximumAttempts:        5,
+			NonRetryableErrorTypes: backfillNonRetryable,
+		},
+	})
+	if b.in.Resume == nil {
+		var t activities.ArchiveTotals
+		if err := workflow.ExecuteActivity(short, b.a.CountArchive, activities.CountArchiveInput{
+			Location: b.in.Location, ExpectedFingerprint: b.in.ExpectedFingerprint,
+		}).Get(ctx, &t); err != nil {
+			return b.st.Progress, err
+		}
+		b.st.Progress.FilesTotal, b.st.Progress.BytesTotal, b.st.Progress.PartitionsTotal = t.Files, t.Bytes, t.Partitions
+	}
+	replay := replayContext(ctx, b.in)
+	sel := workflow.NewSelector(ctx)
+	stopping := false
+	for {
+		for b.firstErr == nil && ctx.Err() == nil && !stopping && b.inFlight < b.in.Window {
+			lane, ok, err := b.nextLane(ctx, short)
+			if err != nil {
+				return b.st.Progress, err
+			}
+			if !ok {
+				break
+			}
+			b.start(ctx, replay, sel, lane)
+			if b.started >= b.in.ActivitiesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+				stopping = true
+			}
+		}
+		if b.inFlight == 0 {
+			break
+		}
+		sel.Select(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		return b.st.Progress, temporal.NewCanceledError(b.st.Progress)
+	}
+	if b.firstErr != nil {
+		return b.st.Progress, b.firstErr
+	}
+	if len(b.st.Lanes) > 0 || len(b.st.Queue) > 0 || !b.st.ListingDone {
+		next := b.in
+		st := b.st
+		next.Resume = &st
+		return b.st.Progress, workflow.NewContinueAsNewError(ctx, BackfillWorkflow, next)
+	}
+	b.st.Progress.Done = true
+	return b.st.Progress, nil
+}
+
+// nextLane picks the next partition to replay: a lane carried over that
+// is not running, else the next queued partition (listing a page when the
+// queue is empty). ok is false when there is none.
+func (b *backfill) nextLane(ctx, short workflow.Context) (int, bool, error) {
+	for i, l := range b.st.Lanes {
+		if !b.running[l.Partition] {
+			return i, true, nil
+		}
+	}
+	if len(b.st.Queue) == 0 && !b.st.ListingDone {
+		var page activities.ListPartitionsResult
+		if err := workflow.ExecuteActivity(short, b.a.ListPartitions, activities.ListPartitionsInput{
+			Location: b.in.Location, After: b.st.ListedAfter,
+		}).Get(ctx, &page); err != nil {
+			return 0, false, err
+		}
+		b.st.Queue = append(b.st.Queue, page.Partitions...)
+		if n := len(page.Partitions); n > 0 {
+			b.st.ListedAfter = page.Partitions[n-1]
+		}
+		b.st.ListingDone = !page.More
+	}
+	if len(b.st.Queue) == 0 {
+		return 0, false, nil
+	}
+	b.st.Lanes = append(b.st.Lanes, BackfillLane{Partition: b.st.Queue[0]})
+	b.st.Queue = b.st.Queue[1:]
+	return len(b.st.Lanes) - 1, true, nil
+}
+
+// start runs one ReplayPartition activity for lane i.
+func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i int) {
+	lane := b.st.Lanes[i]
+	fut := workflow.ExecuteActivity(replay, b.a.ReplayPartition, activities.ReplayPartitionInput{
+		Location: b.in.Location, Partition: lane.Partition, ExpectedFingerprint: b.in.ExpectedFingerprint,
+		Start: lane.Next, From: b.in.From, To: b.in.To, Graph: b.in.Graph, Sink: b.in.Sink,
+		MaxFiles: b.in.FilesPerActivity,
+	})
+	b.inFlight++
+	b.started++
+	b.running[lane.Partition] = true
+	p := &b.st.Progress
+	p.Running = append(p.Running, lane.Partition)
+	sel.AddFuture(fut, func(fut workflow.Future) {
+		b.inFlight--
+		delete(b.running, lane.Partition)
+		p.Running = remove(p.Running, lane.Partition)
+		var res activities.ReplayPartitionResult
+		if err := fut.Get(ctx, &res); err != nil {
+			if b.firstErr == nil {
+				b.firstErr = fmt.Errorf("replay %s: %w", lane.Partition, err)
+			}
+			return
+		}
+		p.FilesDone += res.Files
+		p.BytesDone += res.Bytes
+		p.RowsDone += res.Rows
+		p.Written += res.Written
+		p.Skipped += res.Skipped
+		for j := range b.st.Lanes {
+			if b.st.Lanes[j].Partition != lane.Partition {
+				continue
+			}
+			if res.Done {
+				b.st.Lanes = append(b.st.Lanes[:j], b.st.Lanes[j+1:]...)
+				p.PartitionsDone++
+			} else {
+				b.st.Lanes[j].Next = res.Next
+			}
+			break
+		}
+	})
 }

@@ -2,7 +2,9 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,68 +13,181 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/workflows"
 )
 
-func newBackfillEnv(t *testing.T, files int) (*testsuite.TestWorkflowEnvironment, *activities.Backfills) {
+// fakeArchive stands in for the backfill activities over an archive of
+// partitions holding files of 100 rows and 1000 bytes each. A partition's
+// position is the index of its next file, carried in Position.Row.
+type fakeArchive struct {
+	files map[string]int // files per partition
+	names []string       // partitions in order
+	page  int            // partitions per ListPartitions page
+
+	mu         sync.Mutex
+	running    map[string]bool
+	maxRunning int
+	calls      map[string]int
+	overlap    bool // two replays of one partition ran at once
+	starts     []int64
+}
+
+func newFakeArchive(parts, filesEach, page int) *fakeArchive {
+	f := &fakeArchive{files: map[string]int{}, page: page, running: map[string]bool{}, calls: map[string]int{}}
+	for i := range parts {
+		p := fmt.Sprintf("iot/shard-%06d/", i)
+		f.names = append(f.names, p)
+		f.files[p] = filesEach + i%3
+	}
+	return f
+}
+
+func (f *fakeArchive) totals() activities.ArchiveTotals {
+	t := activities.ArchiveTotals{Partitions: len(f.names)}
+	for _, n := range f.files {
+		t.Files += n
+		t.Bytes += int64(n) * 1000
+	}
+	return t
+}
+
+func (f *fakeArchive) listPartitions(_ context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
+	i := 0
+	for i < len(f.names) && f.names[i] <= in.After {
+		i++
+	}
+	end := min(i+f.page, len(f.names))
+	return activities.ListPartitionsResult{Partitions: f.names[i:end], More: end < len(f.names)}, nil
+}
+
+func (f *fakeArchive) replay(_ context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+	f.mu.Lock()
+	if f.running[in.Partition] {
+		f.overlap = true
+	}
+	f.running[in.Partition] = true
+	f.calls[in.Partition]++
+	f.starts = append(f.starts, in.Start.Row)
+	n := 0
+	for _, r := range f.running {
+		if r {
+			n++
+		}
+	}
+	f.maxRunning = max(f.maxRunning, n)
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.running[in.Partition] = false; f.mu.Unlock() }()
+	from := int(in.Start.Row)
+	to := min(from+in.MaxFiles, f.files[in.Partition])
+	done := to == f.files[in.Partition]
+	k := to - from
+	return activities.ReplayPartitionResult{
+		Partition: in.Partition, Next: parquet.Position{File: in.Partition + strconv.Itoa(to), Row: int64(to), Seen: 1}, Done: done,
+		Files: k, Bytes: int64(k) * 1000, Rows: int64(k) * 100, Written: int64(k) * 100,
+	}, nil
+}
+
+// newPartitionEnv stubs the backfill activities with f; replay, when
+// given, replaces f.replay.
+func newPartitionEnv(t *testing.T, f *fakeArchive, replay ...func(context.Context, activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error)) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	env := quietSuite().NewTestWorkflowEnvironment()
 	a := &activities.Backfills{}
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(workflows.BackfillWorkflow)
-	plan := activities.ListArchiveResult{}
-	for i := range files {
-		plan.Files = append(plan.Files, activities.ArchiveFile{Name: fmt.Sprintf("f%02d.parquet", i), Rows: 100})
-		plan.TotalRows += 100
+	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
+	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(f.listPartitions)
+	fn := f.replay
+	if len(replay) > 0 {
+		fn = replay[0]
 	}
-	env.OnActivity(a.ListArchive, mock.Anything, mock.Anything).Return(plan, nil)
-	return env, a
+	env.OnActivity(a.ReplayPartition, mock.Anything, mock.Anything).Return(fn)
+	return env
 }
 
-var backfillIn = workflows.BackfillInput{Name: "b1", Location: "file:///archive", Sink: "influx", Window: 3}
+var backfillIn = workflows.BackfillInput{Name: "b1", Location: "file:///archive", Sink: "influx:replay/autogen", Window: 3, FilesPerActivity: 4}
 
-func TestBackfillSlidingWindow(t *testing.T) {
-	env, a := newBackfillEnv(t, 10)
-	var mu sync.Mutex
-	running, maxRunning := 0, 0
-	var order []string
-	env.OnActivity(a.ReplayFile, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.ReplayFileInput) (activities.ReplayFileResult, error) {
-			mu.Lock()
-			running++
-			if running > maxRunning {
-				maxRunning = running
-			}
-			order = append(order, in.File)
-			mu.Unlock()
-			defer func() { mu.Lock(); running--; mu.Unlock() }()
-			return activities.ReplayFileResult{File: in.File, Rows: 100, Written: 100}, nil
-		})
+func TestBackfillPartitionsInParallel(t *testing.T) {
+	f := newFakeArchive(10, 9, 4)
+	env := newPartitionEnv(t, f)
 	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	var p workflows.BackfillProgress
 	require.NoError(t, env.GetWorkflowResult(&p))
+	tot := f.totals()
 	assert.True(t, p.Done)
-	assert.Equal(t, 10, p.FilesDone)
-	assert.Equal(t, 10, p.FilesTotal)
-	assert.Equal(t, int64(1000), p.RowsDone)
-	assert.Equal(t, int64(1000), p.Written)
-	assert.LessOrEqual(t, maxRunning, 3, "never more than Window replays at once")
-	assert.Len(t, order, 10)
-	// The status query answers from the same state (queried after the end:
-	// a mid-run query races the activities' real goroutines in the test env).
+	assert.Equal(t, tot.Files, p.FilesDone)
+	assert.Equal(t, tot.Files, p.FilesTotal)
+	assert.Equal(t, tot.Bytes, p.BytesDone)
+	assert.Equal(t, 10, p.PartitionsDone)
+	assert.Equal(t, int64(tot.Files)*100, p.RowsDone)
+	assert.LessOrEqual(t, f.maxRunning, 3, "never more than Window partitions at once")
+	assert.False(t, f.overlap, "a partition's files replay in order, one activity at a time")
+	for _, name := range f.names {
+		want := (f.files[name] + 3) / 4
+		assert.Equal(t, want, f.calls[name], "partition %s: one activity per 4 files", name)
+	}
 	v, err := env.QueryWorkflow(workflows.QueryStatus)
 	require.NoError(t, err)
 	var q workflows.BackfillProgress
 	require.NoError(t, v.Get(&q))
-	assert.Equal(t, 10, q.FilesTotal)
-	assert.Equal(t, int64(1000), q.RowsDone)
+	assert.Equal(t, tot.Files, q.FilesDone)
 	assert.Empty(t, q.Running)
+}
+
+// A long backfill continues as new, carrying the partitions in flight
+// with their positions, the queue and the listing cursor; the chain of
+// runs replays every file exactly once.
+func TestBackfillContinuesAsNewCarryingLanes(t *testing.T) {
+	f := newFakeArchive(7, 11, 3)
+	in := backfillIn
+	in.ActivitiesPerRun = 5
+	runs := 0
+	var p workflows.BackfillProgress
+	for {
+		runs++
+		require.Less(t, runs, 50, "the chain does not end")
+		env := newPartitionEnv(t, f)
+		env.ExecuteWorkflow(workflows.BackfillWorkflow, in)
+		require.True(t, env.IsWorkflowCompleted())
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if errors.As(err, &can) {
+			var next workflows.BackfillInput
+			require.NoError(t, converterArgs(can, &next))
+			require.NotNil(t, next.Resume)
+			assert.LessOrEqual(t, len(next.Resume.Lanes), in.Window)
+			assert.Empty(t, next.Resume.Progress.Running, "in-flight replays finish before continuing as new")
+			in = next
+			continue
+		}
+		require.NoError(t, err)
+		require.NoError(t, env.GetWorkflowResult(&p))
+		break
+	}
+	tot := f.totals()
+	assert.True(t, p.Done)
+	assert.Greater(t, runs, 3)
+	assert.Equal(t, runs, p.Runs)
+	assert.Equal(t, tot.Files, p.FilesDone, "every file once")
+	assert.Equal(t, 7, p.PartitionsDone)
+	assert.False(t, f.overlap)
+	// Each partition's activities resumed where the previous one stopped.
+	for _, name := range f.names {
+		assert.Equal(t, (f.files[name]+3)/4, f.calls[name], "partition %s", name)
+	}
+}
+
+func converterArgs(can *workflow.ContinueAsNewError, out any) error {
+	return converter.GetDefaultDataConverter().FromPayloads(can.Input, out)
 }
 
 func TestBackfillRefusesSchemaMismatch(t *testing.T) {
@@ -80,10 +195,10 @@ func TestBackfillRefusesSchemaMismatch(t *testing.T) {
 	a := &activities.Backfills{}
 	env.RegisterActivity(a)
 	calls := 0
-	env.OnActivity(a.ListArchive, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.ListArchiveInput) (activities.ListArchiveResult, error) {
+	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
 			calls++
-			return activities.ListArchiveResult{}, temporal.NewNonRetryableApplicationError(
+			return activities.ArchiveTotals{}, temporal.NewNonRetryableApplicationError(
 				"archive file:///a: iot/0/x.parquet: schema fingerprint 77aa does not match expected 9f1c", activities.ErrTypeSchemaMismatch, nil)
 		})
 	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
@@ -94,34 +209,31 @@ func TestBackfillRefusesSchemaMismatch(t *testing.T) {
 	assert.Equal(t, 1, calls, "a schema mismatch is not retried")
 }
 
-func TestBackfillRetriesReplayFromHeartbeat(t *testing.T) {
-	env, a := newBackfillEnv(t, 1)
-	attempts := 0
-	env.OnActivity(a.ReplayFile, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.ReplayFileInput) (activities.ReplayFileResult, error) {
-			attempts++
-			if attempts == 1 {
-				return activities.ReplayFileResult{}, fmt.Errorf("worker crashed")
-			}
-			return activities.ReplayFileResult{File: in.File, Rows: 40, Written: 40, ResumedAt: 60}, nil
-		})
+func TestBackfillRetriesReplay(t *testing.T) {
+	f := newFakeArchive(2, 3, 10)
+	var attempts atomic.Int32
+	env := newPartitionEnv(t, f, func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		if attempts.Add(1) == 1 {
+			return activities.ReplayPartitionResult{}, errors.New("worker crashed")
+		}
+		return f.replay(ctx, in)
+	})
 	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
 	require.NoError(t, env.GetWorkflowError())
 	var p workflows.BackfillProgress
 	require.NoError(t, env.GetWorkflowResult(&p))
-	assert.Equal(t, 2, attempts)
-	assert.Equal(t, 1, p.FilesDone)
+	assert.Equal(t, f.totals().Files, p.FilesDone)
+	assert.Greater(t, attempts.Load(), int32(len(f.names)))
 }
 
 func TestBackfillCancel(t *testing.T) {
-	env, a := newBackfillEnv(t, 6)
+	f := newFakeArchive(6, 3, 10)
 	var started atomic.Int32
-	env.OnActivity(a.ReplayFile, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.ReplayFileInput) (activities.ReplayFileResult, error) {
-			started.Add(1)
-			<-ctx.Done()
-			return activities.ReplayFileResult{}, ctx.Err()
-		})
+	env := newPartitionEnv(t, f, func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		started.Add(1)
+		<-ctx.Done()
+		return activities.ReplayPartitionResult{}, ctx.Err()
+	})
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Millisecond)
 	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
 	require.True(t, env.IsWorkflowCompleted())
@@ -133,7 +245,7 @@ func TestBackfillCancel(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	var p workflows.BackfillProgress
 	require.NoError(t, ce.Details(&p), "the cancellation carries the progress so far")
-	assert.Equal(t, 6, p.FilesTotal)
+	assert.Equal(t, f.totals().Files, p.FilesTotal)
 	assert.False(t, p.Done)
 }
 
@@ -144,4 +256,11 @@ func TestBackfillValidates(t *testing.T) {
 	err := env.GetWorkflowError()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is empty")
+}
+
+func TestBackfillProgressETAFromBytes(t *testing.T) {
+	p := workflows.BackfillProgress{StartedAt: time.Unix(1000, 0), RowsDone: 5000, BytesDone: 250, BytesTotal: 1000}
+	q := p.WithRate(time.Unix(1010, 0))
+	assert.InDelta(t, 500, q.RowsPerSecond, 0.001)
+	assert.Equal(t, 30*time.Second, q.ETA, "25 bytes/s, 750 bytes left")
 }

@@ -148,7 +148,7 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 
 	// Backfill of a three-file archive in a window of two.
 	bfRun := start(workflows.BackfillWorkflowID("record"), workflows.BackfillWorkflow, workflows.BackfillInput{
-		Name: "record", Location: "file:///archive", Sink: "influx", Window: 2,
+		Name: "record", Location: "file:///archive", Sink: "influx:replay/autogen", Window: 2,
 	})
 	var bf workflows.BackfillProgress
 	require.NoError(t, bfRun.Get(ctx, &bf))

@@ -3,6 +3,7 @@ package parquet
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Archive is the object store an archive lives in: a local folder
@@ -33,6 +34,9 @@ type Archive interface {
 type ObjectInfo struct {
 	Name string
 	Size int64
+	// ModTime is when the object was last written (zero when the
+	// store does not say).
+	ModTime time.Time
 }
 
 // Object is an open archive object: random access plus its size, which is

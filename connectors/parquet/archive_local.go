@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // tempPrefix starts the base name of a file PutAtomic is still writing.
@@ -80,7 +81,7 @@ func (a *LocalArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, e
 		if err != nil {
 			return err
 		}
-		out = append(out, ObjectInfo{Name: name, Size: info.Size()})
+		out = append(out, ObjectInfo{Name: name, Size: info.Size(), ModTime: info.ModTime()})
 		return nil
 	})
 	if err != nil {
@@ -158,25 +159,38 @@ func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) 
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return wrap("rename", err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: not every file system syncs folders
-		d.Close()
-	}
+	syncDir(dir)
 	return nil
 }
 
 // MemArchive is an in-memory Archive for tests and examples. Not for
 // production: nothing survives the process.
 type MemArchive struct {
-	mu   sync.Mutex
-	objs map[string][]byte
-	puts int
+	mu      sync.Mutex
+	objs    map[string]memObj
+	uploads map[string]*memUpload
+	nextID  int
+	puts    int
+	// Now is the clock of ModTime (default time.Now); tests set it.
+	Now func() time.Time
+}
+
+type memObj struct {
+	data []byte
+	mod  time.Time
+}
+
+type memUpload struct {
+	name  string
+	parts map[int][]byte
 }
 
 var _ Archive = (*MemArchive)(nil)
 
 // NewMemArchive returns an empty in-memory archive.
-func NewMemArchive() *MemArchive { return &MemArchive{objs: map[string][]byte{}} }
+func NewMemArchive() *MemArchive {
+	return &MemArchive{objs: map[string]memObj{}, uploads: map[string]*memUpload{}, Now: time.Now}
+}
 
 // Puts returns how many PutAtomic calls succeeded.
 func (m *MemArchive) Puts() int {
@@ -193,9 +207,9 @@ func (m *MemArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, err
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []ObjectInfo
-	for name, b := range m.objs {
+	for name, o := range m.objs {
 		if strings.HasPrefix(name, prefix) {
-			out = append(out, ObjectInfo{Name: name, Size: int64(len(b))})
+			out = append(out, ObjectInfo{Name: name, Size: int64(len(o.data)), ModTime: o.mod})
 		}
 	}
 	slices.SortFunc(out, func(x, y ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
@@ -208,12 +222,12 @@ func (m *MemArchive) Open(ctx context.Context, name string) (Object, error) {
 		return nil, err
 	}
 	m.mu.Lock()
-	b, ok := m.objs[name]
+	o, ok := m.objs[name]
 	m.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("memory archive: open %s: %w", name, ErrNotFound)
 	}
-	return &memObject{Reader: strings.NewReader(string(b))}, nil
+	return &memObject{Reader: strings.NewReader(string(o.data))}, nil
 }
 
 type memObject struct{ *strings.Reader }
@@ -230,7 +244,7 @@ func (m *MemArchive) PutAtomic(ctx context.Context, name string, data []byte) er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.objs[name] = slices.Clone(data)
+	m.objs[name] = memObj{data: slices.Clone(data), mod: m.Now()}
 	m.puts++
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -128,3 +129,64 @@ func BenchmarkArchiveRead(b *testing.B) {
 }
 
 func BenchmarkPlainParquetRead(b *testing.B) { plainRead(b) }
+
+// BenchmarkRollingFilesPerPartitionHour models the demo: a partition
+// receiving about 9 archived rows per 5-second checkpoint (a 4-minute
+// `make demo` left 2,156 rows in 240 files), for one hour of a fake
+// clock. It reports the files a partition publishes per hour with the
+// rolling writer (default 15-minute age, 128 MiB) against the writer it
+// replaces, which wrote one file per checkpoint, measured in the same
+// run (target: at most 4, against 720).
+func BenchmarkRollingFilesPerPartitionHour(b *testing.B) {
+	ctx := context.Background()
+	const interval, rowsPerCheckpoint = 5 * time.Second, 9
+	var rolling, perCheckpoint float64
+	for b.Loop() {
+		clock := &fakeClock{}
+		a := parquet.NewMemArchive()
+		w, err := parquet.NewRollingWriter(a, "iot", 0, 1, parquet.WithClock(clock.Now))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+			b.Fatal(err)
+		}
+		old := parquet.NewMemArchive()
+		ow, err := parquet.NewWriter(old, "iot", 0, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		files, oldFiles := 0, 0
+		off := int64(0)
+		for elapsed := time.Duration(0); elapsed < time.Hour; elapsed += interval {
+			for range rowsPerCheckpoint {
+				rows := rowsAt(off)
+				if err := w.Append(ctx, rows...); err != nil {
+					b.Fatal(err)
+				}
+				if err := ow.Append(ctx, rows...); err != nil {
+					b.Fatal(err)
+				}
+				off++
+			}
+			clock.Advance(interval)
+			if _, err := w.PreCommit(ctx, off-1); err != nil {
+				b.Fatal(err)
+			}
+			st, err := w.Commit(ctx, off-1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			files += len(st.Files)
+			if _, ok, err := ow.Flush(ctx); err != nil {
+				b.Fatal(err)
+			} else if ok {
+				oldFiles++
+			}
+		}
+		rolling, perCheckpoint = float64(files), float64(oldFiles)
+	}
+	b.ReportMetric(rolling, "files/partition-hour")
+	b.ReportMetric(perCheckpoint, "baseline-files/partition-hour")
+	b.ReportMetric(rolling/perCheckpoint, "x-one-file-per-checkpoint")
+}

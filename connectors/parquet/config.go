@@ -1,6 +1,9 @@
 package parquet
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // WriterOption configures a Writer.
 type WriterOption func(*writerConfig)
@@ -9,10 +12,28 @@ type writerConfig struct {
 	rowGroupRows   int64
 	maxRowsPerFile int
 	zstdLevel      int
+
+	// RollingWriter only.
+	targetFileSize int64
+	maxFileAge     time.Duration
+	partSize       int64
+	now            func() time.Time
 }
 
 func defaultWriterConfig() writerConfig {
-	return writerConfig{rowGroupRows: 16384, maxRowsPerFile: 1 << 20, zstdLevel: 3}
+	return writerConfig{
+		rowGroupRows: 16384, maxRowsPerFile: 1 << 20, zstdLevel: 3,
+		targetFileSize: 128 << 20, maxFileAge: 15 * time.Minute, partSize: 8 << 20, now: time.Now,
+	}
+}
+
+// newWriterConfig applies opts to the defaults and validates the result.
+func newWriterConfig(opts []WriterOption) (writerConfig, error) {
+	cfg := defaultWriterConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg, cfg.validate()
 }
 
 func (c writerConfig) validate() error {
@@ -25,15 +46,54 @@ func (c writerConfig) validate() error {
 	if c.zstdLevel < 1 || c.zstdLevel > 22 {
 		return fmt.Errorf("parquet writer: zstd level must be 1..22, got %d", c.zstdLevel)
 	}
+	if c.targetFileSize < 1 || c.targetFileSize > maxFileSize {
+		return fmt.Errorf("parquet writer: target file size must be 1 byte..%d bytes, got %d", int64(maxFileSize), c.targetFileSize)
+	}
+	if c.maxFileAge <= 0 {
+		return fmt.Errorf("parquet writer: max file age must be positive, got %v", c.maxFileAge)
+	}
+	if c.partSize < 1 {
+		return fmt.Errorf("parquet writer: part size must be at least 1 byte, got %d", c.partSize)
+	}
+	if c.now == nil {
+		return fmt.Errorf("parquet writer: nil clock")
+	}
 	return nil
 }
 
+// maxFileSize bounds the target file size: an object store moves a
+// finished file to its name with one server-side copy, which S3 allows up
+// to 5 GiB.
+const maxFileSize = 5 << 30
+
+// WithTargetFileSize sets the size at which a RollingWriter finishes a
+// file and starts the next (checked between records). Default 128 MiB;
+// at most 5 GiB.
+func WithTargetFileSize(n int64) WriterOption { return func(c *writerConfig) { c.targetFileSize = n } }
+
+// WithMaxFileAge sets how long a RollingWriter keeps a file open before
+// it finishes it, however small: the longest a row waits before its file
+// becomes visible. Default 15 minutes.
+func WithMaxFileAge(d time.Duration) WriterOption { return func(c *writerConfig) { c.maxFileAge = d } }
+
+// WithPartSize sets how many encoded bytes a RollingWriter gathers before
+// it uploads them as one part (an object store's minimum part size is the
+// floor). Default 8 MiB.
+func WithPartSize(n int64) WriterOption { return func(c *writerConfig) { c.partSize = n } }
+
+// WithClock sets the clock a RollingWriter measures file age by. Default
+// time.Now.
+func WithClock(now func() time.Time) WriterOption { return func(c *writerConfig) { c.now = now } }
+
 // WithRowGroupRows sets how many rows go in one row group; readers hold
-// one row group's pages at a time. Default 16384.
+// one row group's pages at a time. A RollingWriter also makes a row group
+// of the rows it holds at a cut when they are at least an eighth of this.
+// Default 16384.
 func WithRowGroupRows(n int64) WriterOption { return func(c *writerConfig) { c.rowGroupRows = n } }
 
-// WithMaxRowsPerFile caps the rows Append buffers before it writes a file
-// on its own (the writer's memory bound). Default 1<<20.
+// WithMaxRowsPerFile caps the rows Writer.Append buffers before it writes
+// a file on its own (the writer's memory bound; a RollingWriter ignores
+// it). Default 1<<20.
 func WithMaxRowsPerFile(n int) WriterOption { return func(c *writerConfig) { c.maxRowsPerFile = n } }
 
 // WithZstdLevel sets the zstd compression level (1..22). Default 3.

@@ -5,40 +5,106 @@
 //
 //   - [Archive]: the small object-store contract the archive lives in
 //     (List, Open as io.ReaderAt plus size, PutAtomic). [LocalArchive] is
-//     a local folder (temp file + fsync + rename); connectors/s3 implements
-//     it on S3 (one PUT per file); [MemArchive] is for tests.
+//     a local folder (temp file + fsync + rename); connectors/s3
+//     implements it on S3; [MemArchive] is for tests. Optional
+//     capabilities, found by type assertion: [Uploader] (objects built
+//     from parts, invisible until completed), [Mover], [Deleter],
+//     [PageLister], [UploadLister]; all three backends have them.
 //   - [Row]: one derived signal, the archive's fixed schema (documented on
 //     the type). [SchemaFingerprint] is a stable hash of that schema; every
 //     file stores it in its key-value metadata under [FingerprintKey], and
 //     the checkpointer stamps it into streaming.SnapshotMeta.
-//   - [Writer]: buffers one shard's rows and writes zstd-compressed files
-//     with row groups of a configurable size, named by [FileKey]
-//     (pipeline, shard, epoch, first offset, last offset). Names are
-//     deterministic, so a replay rewrites the same file.
-//   - [Reader]: lists an archive prefix, refuses files whose fingerprint is
-//     not the expected one ([FingerprintError] names the file and both
-//     fingerprints), and streams rows in order, one row group at a time,
-//     from any [Position] (file, row) — the resume point of a backfill.
+//   - [RollingWriter]: one shard's archive, exactly once and in large
+//     files (below). The API a pipeline's archive sink calls: Restore on
+//     assign, Append per record, PreCommit at a checkpoint's cut, Commit
+//     after the checkpoint's state committed, Roll before a shard's last
+//     checkpoint.
+//   - [Writer]: the older one-file-per-flush writer (each Flush writes
+//     the buffered rows as one file named by [FileKey]); kept for the
+//     central worker until it moves to the RollingWriter.
+//   - [Reader]: reads an archive prefix in name order, page by page,
+//     refuses files whose fingerprint is not the expected one
+//     ([FingerprintError] names the file and both fingerprints), and
+//     streams rows one row group at a time from any [Position].
+//   - [Compact], [Summarize], [Verify]: the archive tools behind
+//     `starter archive compact|ls|verify`.
 //
-// # Integrity
+// # Layout
+//
+// Published files are <pipeline>/shard-<6 digits>/<first>-<last>-e<epoch>.parquet
+// (first and last source offset, 20 digits; the epoch of the owner that
+// opened the file). Names are deterministic and sort as (shard, first,
+// last, epoch). The archive's working objects live under [StagingDir]
+// ("_tflo/"): files being built (*.inprogress) and pre-commit records per
+// shard, compaction outputs being built. Names with an element starting
+// with '_' or '.' are hidden from readers, as Hive, Spark and Arrow
+// datasets hide them, and *.inprogress matches no *.parquet glob.
+//
+// # Exactly once: in progress, pending, committed
+//
+// The model is Flink's FileSink. A RollingWriter keeps one open file per
+// shard, built a row group at a time and uploaded in parts; it finishes
+// ("seals") the file at a target size (128 MiB) or age (15 minutes),
+// between records, never at every checkpoint. PreCommit at a
+// checkpoint's cut makes every row up to the cut durable: it uploads what
+// a restore needs and writes a pre-commit record holding the open file's
+// state (parts, row-group metadata, the bytes and rows not yet in a part).
+// Commit, once the checkpoint's state committed, publishes the files
+// sealed by then: completes the upload and moves the file to its name (on
+// S3, CompleteMultipartUpload and a server-side copy). Restore, with the
+// cut and epoch of the checkpoint a new owner restored, publishes what
+// that checkpoint's record sealed, finishes its open file exactly as it
+// stood at the cut, and discards everything later (records, uploads,
+// parts). The source replays from after the cut, so every row is in
+// exactly one published file, whatever crashed when: the tests crash
+// every request of a scripted run, before and after it (connectors/s3),
+// and random requests of random runs (memory and local folder). No
+// reader, ours or another, sees a row twice.
+//
+// Files are assembled from row groups parquet-go encodes one batch at a
+// time (their offsets moved to where they land, the footer built from
+// the collected metadata), so a file can grow across checkpoints and be
+// finished by another process. An independent reader (arrow-go) reads
+// them back in the tests.
+//
+// # Compaction
+//
+// [Compact] rewrites runs of small files older than a minimum age into
+// large files, shard by shard, publishing each output with one atomic
+// move before deleting its inputs, and deletes files another file fully
+// covers (left by older writers or an interrupted compaction). The output
+// sorts after the run's first input and covers the others, so a reader
+// listing in between reads each row once; a reader whose next file was
+// deleted lists again and resumes by offset. Run one compaction at a
+// time per archive.
+//
+// # Integrity and hostile files
 //
 // Every file carries a whole-file CRC-32C in its key-value metadata
-// ([ChecksumKey]); the reader verifies it before decoding a file, and
-// checks the footer's layout against the schema, so a corrupt file is
-// refused with an error naming it (wrapping streaming.ErrCorrupt) instead
-// of decoding garbage or crashing the decoder.
+// ([ChecksumKey]); the reader verifies it before decoding a file's rows.
+// A file edited and re-sealed passes that check, so the reader also
+// bounds every field parquet-go would size an allocation from before
+// parquet-go sees it: the footer length against the file's size, the
+// footer's thrift lists against its bytes, each row group's pages (page
+// sizes, value counts, zstd frame headers: declared content sizes and
+// windows) against the row group and fixed limits. Corrupt files are
+// refused with an error naming them and wrapping streaming.ErrCorrupt;
+// decoder panics are recovered into such errors. Pre-commit records are
+// checked the same way. The decoders are fuzzed.
 //
 // # Ordering and replays
 //
-// File names sort as (shard, first offset, last offset, epoch). When the
-// same offset range was archived under several epochs (a replay after a
-// rebalance), the reader keeps the file of the highest epoch; when a file
-// overlaps offsets an earlier file already covered, the reader skips the
-// rows at or below the offsets already read. So each source offset's rows
-// are read once.
+// When the same offset range was archived under several epochs (the
+// older writer's replays after a rebalance), the reader keeps the file of
+// the highest epoch; when a file overlaps offsets an earlier file already
+// covered, the reader skips the rows at or below the offsets already
+// read. So each source offset's rows are read once. [Verify] reports such
+// overlaps as duplicates (what other readers would count twice), and
+// compaction removes them.
 //
 // # Concurrency
 //
-// Archives are safe for concurrent use. A Writer and a Reader are each
-// owned by one goroutine; use one Writer per shard owner and epoch.
+// Archives are safe for concurrent use. A Writer, a RollingWriter and a
+// Reader are each owned by one goroutine; use one writer per shard owner
+// and epoch. Summarize and Verify read concurrently; Compact runs alone.
 package parquet

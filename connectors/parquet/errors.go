@@ -8,6 +8,10 @@ import (
 // ErrNotFound is wrapped by Archive.Open for a name that holds no object.
 var ErrNotFound = errors.New("archive object not found")
 
+// ErrUploadNotFound is wrapped by Uploader calls on an upload that was
+// completed or aborted.
+var ErrUploadNotFound = errors.New("upload not found")
+
 // ErrSchemaMismatch is wrapped by a *FingerprintError: an archive file was
 // written with another schema than the reader expects.
 var ErrSchemaMismatch = errors.New("archive schema fingerprint mismatch")

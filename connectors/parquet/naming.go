@@ -55,6 +55,9 @@ func validatePipeline(p string) error {
 	if p == "" {
 		return fmt.Errorf("%w: empty pipeline name", ErrBadName)
 	}
+	if p[0] == '_' {
+		return fmt.Errorf("%w: pipeline name %q starts with '_' (reserved for the archive's working objects)", ErrBadName, p)
+	}
 	if p == "." || p == ".." {
 		return fmt.Errorf("%w: pipeline name %q", ErrBadName, p)
 	}
@@ -109,4 +112,38 @@ func ParseFileName(name string) (FileKey, error) {
 		return bad("not in canonical form")
 	}
 	return k, nil
+}
+
+// StagingPrefix returns the hidden folder of one shard's working objects:
+// the files a RollingWriter has not finished or published, and its
+// pre-commit records. Readers never list it (see StagingDir).
+func StagingPrefix(pipeline string, shard int32) string {
+	return fmt.Sprintf("%s/staging/%s/shard-%06d/", StagingDir, pipeline, shard)
+}
+
+// inProgressName names the object a file is built in before it is
+// published: hidden, and without the ".parquet" suffix, so no glob of
+// archive files matches it.
+func inProgressName(pipeline string, shard int32, first int64, epoch streaming.Epoch) string {
+	return StagingPrefix(pipeline, shard) + fmt.Sprintf("%020d-e%020d.inprogress", first, uint64(epoch))
+}
+
+// recordName names the pre-commit record of a cut written at epoch.
+func recordName(pipeline string, shard int32, cut int64, epoch streaming.Epoch) string {
+	return StagingPrefix(pipeline, shard) + fmt.Sprintf("rec-%020d-e%020d", cut, uint64(epoch))
+}
+
+// parseRecordName returns the cut and epoch of a record name (the part
+// after the staging prefix).
+func parseRecordName(base string) (cut int64, epoch streaming.Epoch, ok bool) {
+	rest, ok := strings.CutPrefix(base, "rec-")
+	if !ok || len(rest) != 20+2+20 || rest[20:22] != "-e" {
+		return 0, 0, false
+	}
+	c, err1 := strconv.ParseInt(rest[:20], 10, 64)
+	e, err2 := strconv.ParseUint(rest[22:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return c, streaming.Epoch(e), true
 }

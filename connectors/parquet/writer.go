@@ -38,11 +38,8 @@ func NewWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, o
 	if a == nil {
 		return nil, fmt.Errorf("parquet writer: nil archive")
 	}
-	cfg := defaultWriterConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := newWriterConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := (FileKey{Pipeline: pipeline, Shard: shard, Epoch: epoch}).Validate(); err != nil {

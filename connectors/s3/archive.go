@@ -17,7 +17,9 @@ import (
 )
 
 // Archive is the Parquet archive's object store (parquet.Archive) on an S3
-// prefix. PutAtomic is one PUT (atomic on S3: readers see the old object
+// prefix, with the capabilities rolling files and compaction need
+// (parquet.Uploader, UploadLister, Mover, Deleter, PageLister; see
+// archive_upload.go). PutAtomic is one PUT (atomic on S3: readers see the old object
 // or the whole new one); Open is one HEAD, then reads are ranged GETs
 // pinned to the ETag seen at Open, so a file replaced while a backfill
 // reads it fails loudly instead of mixing two versions. Small reads share
@@ -26,6 +28,7 @@ import (
 type Archive struct {
 	obj       *objects
 	blockSize int64
+	minPart   int64
 }
 
 var _ parquet.Archive = (*Archive)(nil)
@@ -40,11 +43,17 @@ func NewArchive(ctx context.Context, bucket string, opts ...Option) (*Archive, e
 	if err := cfg.validate(bucket); err != nil {
 		return nil, fmt.Errorf("s3 archive: %w", err)
 	}
+	if cfg.minPartSize == 0 {
+		cfg.minPartSize = s3MinPartSize
+	}
+	if cfg.minPartSize < 1 {
+		return nil, fmt.Errorf("s3 archive: min part size %d is not positive", cfg.minPartSize)
+	}
 	obj, err := newObjects(ctx, bucket, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Archive{obj: obj, blockSize: cfg.readBlock}, nil
+	return &Archive{obj: obj, blockSize: cfg.readBlock, minPart: cfg.minPartSize}, nil
 }
 
 func checkArchiveName(name string) error {
@@ -56,13 +65,9 @@ func checkArchiveName(name string) error {
 
 // List implements parquet.Archive.
 func (a *Archive) List(ctx context.Context, prefix string) ([]parquet.ObjectInfo, error) {
-	objs, err := a.obj.list(ctx, prefix)
+	out, err := a.list(ctx, &awss3.ListObjectsV2Input{Bucket: &a.obj.bucket, Prefix: aws.String(a.obj.key(prefix))}, prefix, 0)
 	if err != nil {
-		return nil, fmt.Errorf("s3 archive: %w", err)
-	}
-	out := make([]parquet.ObjectInfo, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, parquet.ObjectInfo{Name: o.name, Size: o.size})
+		return nil, err
 	}
 	slices.SortFunc(out, func(x, y parquet.ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
 	return out, nil
@@ -210,6 +215,10 @@ func (o *archiveObject) fetch(p []byte, off int64) error {
 	}
 	out, err := o.obj.client.GetObject(o.ctx, in)
 	if err != nil {
+		if isNotFound(err) {
+			// Deleted since Open (compaction replaced it): readers re-plan.
+			return fmt.Errorf("s3 archive %s: deleted since it was opened: %w", o.obj.uri(o.name), parquet.ErrNotFound)
+		}
 		if isPreconditionFailed(err) {
 			return fmt.Errorf("s3 archive %s: object replaced since it was opened (ETag %s): %w", o.obj.uri(o.name), o.etag, err)
 		}

@@ -43,6 +43,7 @@ type config struct {
 	compactMinBytes  uint64
 	maxSegments      int
 	readBlock        int64
+	minPartSize      int64 // Archive uploads; 0 = S3's 5 MiB
 	unsignedPayload  bool
 	compressManifest bool
 	conditional      bool

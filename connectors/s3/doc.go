@@ -16,7 +16,18 @@
 //   - [CursorStore]: a streaming.CursorStore, one small object per cursor
 //     key (cursors are per shard, not per record key), fenced by epoch.
 //   - [Archive]: the Parquet archive's object store (connectors/parquet's
-//     Archive interface) on an S3 prefix; PutAtomic is a single PUT.
+//     Archive interface) on an S3 prefix; PutAtomic is a single PUT. It
+//     also has the capabilities rolling files need (archive_upload.go): a
+//     file in progress is a multipart upload under the archive's hidden
+//     staging prefix, completed at the checkpoint commit
+//     (CompleteMultipartUpload) and moved to its name with a server-side
+//     CopyObject and a delete; every step is idempotent, so a commit or
+//     restore repeated after a crash at any request ends in the same
+//     objects. Parts are at least 5 MiB (WithMinPartSize lowers it for
+//     test servers); a restore aborts the uploads no record knows
+//     (ListMultipartUploads), and a bucket lifecycle rule aborting
+//     incomplete uploads after a day catches what a crash elsewhere
+//     leaves.
 //   - [RequestCounter]: smithy middleware counting requests by operation,
 //     for tests and benchmarks; [RequestMetrics] is its Prometheus backend
 //     (requests by operation and outcome, latency, body bytes).

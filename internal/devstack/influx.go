@@ -200,6 +200,55 @@ func (s *Influx) QueryNS(ctx context.Context, db, q string) (InfluxResult, error
 	return s.query(ctx, db, q, true, "epoch", "ns")
 }
 
+// SignalPoint identifies a point the way tflo writes signals: the
+// sensor tag, the measurement (the signal's name) and the time.
+type SignalPoint struct {
+	Sensor, Measurement string
+	TS                  int64 // unix nanoseconds
+}
+
+// SignalValue is a signal point's value and its mode tag ("" when none).
+type SignalValue struct {
+	Mode  string
+	Value float64
+}
+
+// Points reads every point of the measurements of db: field "value",
+// tags "sensor" and "mode".
+func (s *Influx) Points(ctx context.Context, db string, measurements []string) (map[SignalPoint]SignalValue, error) {
+	out := map[SignalPoint]SignalValue{}
+	for _, m := range measurements {
+		r, err := s.QueryNS(ctx, db, fmt.Sprintf(`SELECT "value", "sensor", "mode" FROM %q`, m))
+		if err != nil {
+			return nil, err
+		}
+		for _, res := range r.Results {
+			for _, se := range res.Series {
+				col := map[string]int{}
+				for i, c := range se.Columns {
+					col[c] = i
+				}
+				for _, row := range se.Values {
+					tn, _ := row[col["time"]].(json.Number)
+					ts, err := tn.Int64()
+					if err != nil {
+						return nil, fmt.Errorf("devstack: %s in %s: time %v: %w", m, db, row[col["time"]], err)
+					}
+					vn, _ := row[col["value"]].(json.Number)
+					v, err := vn.Float64()
+					if err != nil {
+						return nil, fmt.Errorf("devstack: %s in %s: value %v: %w", m, db, row[col["value"]], err)
+					}
+					mode, _ := row[col["mode"]].(string)
+					sensor, _ := row[col["sensor"]].(string)
+					out[SignalPoint{sensor, m, ts}] = SignalValue{Mode: mode, Value: v}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
 // Count returns the number of points of measurement in db (the count of
 // field "value").
 func (s *Influx) Count(ctx context.Context, db, measurement string) (int, error) {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/influx"
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workers/central"
 	"github.com/tflo-io/tflo/workflows"
@@ -55,17 +57,53 @@ func (k *InfluxRowSink) Flush(ctx context.Context) error { return k.s.Flush(ctx)
 // BackfillWorker serves the backfill workflow's activities on
 // workflows.BackfillTaskQueue, and tflo's workflows on
 // workflows.ControlTaskQueue (beside any central worker that also does,
-// so the control plane outlives the central workers). Archives are file:// locations, and a
-// sink named "influx:<db>/<rp>" writes to that bucket of the InfluxDB at
-// URL (the database is created if missing; the sink is opened on first
-// use and closed by Close).
+// so the control plane outlives the central workers). Archives are
+// file:// and s3:// locations (S3 reached as S3 says). Sinks (see
+// ParseSink): "influx:<db>/<rp>" writes to that bucket of the InfluxDB at
+// URL (the database is created if missing); "kafka:<topic>" publishes to
+// that topic of the Kafka cluster at Brokers, keyed by sensor as the
+// live signal stream is. Sinks are opened on first use and closed by
+// Close.
 type BackfillWorker struct {
 	URL, Token string
-	Log        *slog.Logger
+	// Brokers of the Kafka cluster kafka: sinks publish to.
+	Brokers []string
+	// S3 reaches s3:// archives (default: the AWS standard chain).
+	S3  archiveloc.S3
+	Log *slog.Logger
 
 	mu    sync.Mutex
 	sinks map[string]*influx.Sink
+	pubs  map[string]*kafka.Publisher
 	ws    []worker.Worker
+}
+
+// Sink kinds a backfill can write to (ParseSink).
+const (
+	SinkInflux = "influx"
+	SinkKafka  = "kafka"
+)
+
+// SinkExamples shows valid sink names, for help texts and errors.
+const SinkExamples = "influx:<db>/<rp> (e.g. influx:backfill/autogen) or kafka:<topic>"
+
+// ParseSink checks a backfill sink name: "influx:<db>/<rp>" or
+// "kafka:<topic>", and returns its kind and target (the bucket or topic).
+// The error names the sink and says what a valid one looks like.
+func ParseSink(name string) (kind, target string, err error) {
+	kind, target, ok := strings.Cut(name, ":")
+	switch {
+	case !ok || target == "":
+	case kind == SinkInflux:
+		if db, rp, ok := strings.Cut(target, "/"); ok && db != "" && rp != "" && !strings.Contains(rp, "/") {
+			return kind, target, nil
+		}
+	case kind == SinkKafka:
+		if !strings.ContainsAny(target, "/ ") {
+			return kind, target, nil
+		}
+	}
+	return "", "", fmt.Errorf("backfill sink %q: want %s", name, SinkExamples)
 }
 
 // createDatabase runs CREATE DATABASE (idempotent in InfluxDB 1.8) so a
@@ -94,13 +132,15 @@ func createDatabase(base, token, db string) error {
 }
 
 // InfluxSinkName is the backfill sink name of an InfluxDB bucket.
-func InfluxSinkName(bucket string) string { return "influx:" + bucket }
+func InfluxSinkName(bucket string) string { return SinkInflux + ":" + bucket }
+
+// KafkaSinkName is the backfill sink name of a Kafka topic.
+func KafkaSinkName(topic string) string { return SinkKafka + ":" + topic }
 
 // Start registers the activities and starts the Temporal worker.
 func (b *BackfillWorker) Start(tc client.Client) error {
-	b.sinks = map[string]*influx.Sink{}
 	aw := worker.New(tc, workflows.BackfillTaskQueue, worker.Options{})
-	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink})
+	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink, Archives: archiveloc.Resolver(b.S3)})
 	cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
 	central.RegisterWorkflows(cw)
 	for _, w := range []worker.Worker{aw, cw} {
@@ -114,24 +154,59 @@ func (b *BackfillWorker) Start(tc client.Client) error {
 }
 
 func (b *BackfillWorker) sink(name string) (activities.RowSink, error) {
-	bucket, ok := strings.CutPrefix(name, "influx:")
-	if !ok || bucket == "" {
-		return nil, fmt.Errorf("sink %q: want influx:<db>/<rp>", name)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if s := b.sinks[bucket]; s != nil {
-		return NewInfluxRowSink(s), nil
-	}
-	if err := createDatabase(b.URL, b.Token, strings.SplitN(bucket, "/", 2)[0]); err != nil {
-		return nil, err
-	}
-	s, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.Log))
+	kind, target, err := ParseSink(name)
 	if err != nil {
 		return nil, err
 	}
-	b.sinks[bucket] = s
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sinks == nil {
+		b.sinks, b.pubs = map[string]*influx.Sink{}, map[string]*kafka.Publisher{}
+	}
+	if kind == SinkKafka {
+		return b.kafkaSink(target)
+	}
+	if s := b.sinks[target]; s != nil {
+		return NewInfluxRowSink(s), nil
+	}
+	if err := createDatabase(b.URL, b.Token, strings.SplitN(target, "/", 2)[0]); err != nil {
+		return nil, err
+	}
+	s, err := influx.NewSink(b.URL, target, influx.WithToken(b.Token), influx.WithLogger(b.log()), influx.WithBatchSize(backfillBatch))
+	if err != nil {
+		return nil, err
+	}
+	b.sinks[target] = s
 	return NewInfluxRowSink(s), nil
+}
+
+func (b *BackfillWorker) log() *slog.Logger {
+	if b.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.Log
+}
+
+// backfillBatch is the Influx batch of a backfill sink: large, since a
+// replay writes far faster than a live pipeline.
+const backfillBatch = 20_000
+
+// kafkaSink returns the sink of topic (b.mu held).
+func (b *BackfillWorker) kafkaSink(topic string) (activities.RowSink, error) {
+	if p := b.pubs[topic]; p != nil {
+		return NewKafkaRowSink(p), nil
+	}
+	if len(b.Brokers) == 0 {
+		return nil, fmt.Errorf("sink kafka:%s: this backfill worker has no Kafka brokers configured", topic)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()))
+	if err != nil {
+		return nil, err
+	}
+	b.pubs[topic] = p
+	return NewKafkaRowSink(p), nil
 }
 
 // Close stops the worker and closes the sinks.
@@ -141,6 +216,10 @@ func (b *BackfillWorker) Close(ctx context.Context) {
 	defer b.mu.Unlock()
 	for _, s := range b.sinks {
 		_ = s.Close(ctx)
+	}
+	for _, p := range b.pubs {
+		_ = p.Flush(ctx)
+		p.Close()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/workers/central"
@@ -31,8 +32,10 @@ type CentralConfig struct {
 
 	// Backfill also serves the backfill workflow's activities
 	// (workflows.BackfillTaskQueue) in this process, writing to the
-	// InfluxDB of influx.url; `starter backfill start --sink
-	// influx:<db>/<rp>` then replays the archive there.
+	// InfluxDB of influx.url (`starter backfill start --sink
+	// influx:<db>/<rp>`) or to a topic of kafka.brokers (`--sink
+	// kafka:<topic>`); s3:// archives are reached as the TFLO_S3_*
+	// variables say (internal/archiveloc).
 	Backfill bool `json:"backfill" yaml:"backfill"`
 
 	Metrics MetricsConfig `json:"metrics" yaml:"metrics"`
@@ -61,7 +64,7 @@ func StartBackfill(ctx context.Context, cfg CentralConfig, log *slog.Logger) (st
 	if cfg.Influx.TokenEnv != "" {
 		token = os.Getenv(cfg.Influx.TokenEnv)
 	}
-	b := &BackfillWorker{URL: cfg.Influx.URL, Token: token, Log: log}
+	b := &BackfillWorker{URL: cfg.Influx.URL, Token: token, Brokers: cfg.Kafka.Brokers, S3: archiveloc.S3FromEnv(os.LookupEnv), Log: log}
 	if err := b.Start(tc); err != nil {
 		tc.Close()
 		return nil, err

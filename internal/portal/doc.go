@@ -15,7 +15,9 @@
 //     an optional shared durable store: a folder or S3).
 //   - [Simulator]: the sensor fleet publishing to MQTT.
 //   - [BackfillWorker]: a Temporal worker on workflows.BackfillTaskQueue
-//     whose sinks are InfluxDB buckets named by the backfill input.
+//     replaying file:// and s3:// archives into the sinks the backfill
+//     input names ([ParseSink]: InfluxDB buckets, or Kafka topics keyed by
+//     sensor, [KafkaRowSink]).
 //   - [Stack]: the whole portal on one machine ([StartStack]).
 //   - [ServeMetrics]: the /metrics endpoint of a registry.
 //

@@ -222,7 +222,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		s.centralDone = append(s.centralDone, done)
 		go func() { done <- w.Run(ccx) }()
 	}
-	s.Backfill = &BackfillWorker{URL: s.Influx.URL, Log: log.With("worker", "backfill")}
+	s.Backfill = &BackfillWorker{URL: s.Influx.URL, Brokers: s.Kafka.Addrs(), Log: log.With("worker", "backfill")}
 	if err := s.Backfill.Start(s.Temporal.Client); err != nil {
 		return nil, err
 	}

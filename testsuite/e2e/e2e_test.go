@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	neturl "net/url"
@@ -396,27 +395,11 @@ func readSignals(t *testing.T, ctx context.Context, addrs []string, n int) map[s
 // influxPoints reads every point of the measurements of db.
 func influxPoints(t *testing.T, ctx context.Context, s *devstack.Influx, db string, measurements []string) map[outKey]outVal {
 	t.Helper()
-	out := map[outKey]outVal{}
-	for _, m := range measurements {
-		r, err := s.QueryNS(ctx, db, fmt.Sprintf(`SELECT "value", "sensor", "mode" FROM %q`, m))
-		require.NoError(t, err)
-		for _, res := range r.Results {
-			for _, se := range res.Series {
-				col := map[string]int{}
-				for i, c := range se.Columns {
-					col[c] = i
-				}
-				for _, row := range se.Values {
-					ts, err := row[col["time"]].(json.Number).Int64()
-					require.NoError(t, err)
-					v, err := row[col["value"]].(json.Number).Float64()
-					require.NoError(t, err)
-					mode, _ := row[col["mode"]].(string)
-					sensor, _ := row[col["sensor"]].(string)
-					out[outKey{sensor, m, ts}] = outVal{mode: mode, value: v}
-				}
-			}
-		}
+	pts, err := s.Points(ctx, db, measurements)
+	require.NoError(t, err)
+	out := make(map[outKey]outVal, len(pts))
+	for k, v := range pts {
+		out[outKey{k.Sensor, k.Measurement, k.TS}] = outVal{mode: v.Mode, value: v.Value}
 	}
 	return out
 }

@@ -57,4 +57,21 @@ func (f *Stages) Register(w worker.Worker) {
 		f.Replayed.Add(1)
 		return activities.ReplayFileResult{File: in.File, Rows: 10, Written: 10}, nil
 	}, "ReplayFile")
+	// The partition-paged backfill over the same three files: partition
+	// a/shard-000000/ holds two, b/shard-000000/ one.
+	files := map[string]int{"a/shard-000000/": 2, "b/shard-000000/": 1}
+	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
+		return activities.ArchiveTotals{Files: 3, Bytes: 3000, Partitions: 2}, nil
+	}, "CountArchive")
+	reg(func(_ context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
+		if in.After == "" {
+			return activities.ListPartitionsResult{Partitions: []string{"a/shard-000000/"}, More: true}, nil
+		}
+		return activities.ListPartitionsResult{Partitions: []string{"b/shard-000000/"}}, nil
+	}, "ListPartitions")
+	reg(func(_ context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		n := files[in.Partition]
+		f.Replayed.Add(int64(n))
+		return activities.ReplayPartitionResult{Partition: in.Partition, Done: true, Files: n, Bytes: int64(n) * 1000, Rows: int64(n) * 10, Written: int64(n) * 10}, nil
+	}, "ReplayPartition")
 }

@@ -1,0 +1,337 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+)
+
+// A backfill at scale replays an archive partition by partition (a
+// partition is one shard's folder, <pipeline>/shard-<n>/): partitions in
+// parallel, each one's files in order, many files per activity. Workflow
+// history carries partition names, positions and counts; never file lists.
+
+// CountArchiveInput asks for the size of an archive.
+type CountArchiveInput struct {
+	Location            string `json:"location"`
+	ExpectedFingerprint string `json:"expected_fingerprint,omitempty"`
+}
+
+// ArchiveTotals is the size of an archive, from its listing.
+type ArchiveTotals struct {
+	Files      int   `json:"files"`
+	Bytes      int64 `json:"bytes"`
+	Partitions int   `json:"partitions"`
+}
+
+// CountArchive lists the archive page by page and counts its files, bytes
+// and partitions (the backfill's progress totals). It also checks the
+// schema fingerprint of the first and last file of every partition, so an
+// archive of another schema is refused (non-retryable SchemaMismatch,
+// naming the file and both fingerprints) before anything is written;
+// every file is checked again when it is read.
+func (a *Backfills) CountArchive(ctx context.Context, in CountArchiveInput) (ArchiveTotals, error) {
+	arc, prefix, err := a.archive(in.Location)
+	if err != nil {
+		return ArchiveTotals{}, err
+	}
+	r, err := parquet.NewReader(arc, prefix, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)))
+	if err != nil {
+		return ArchiveTotals{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
+	}
+	var t ArchiveTotals
+	var part string
+	var first, last parquet.FileInfo
+	check := func() error {
+		if part == "" {
+			return nil
+		}
+		for _, fi := range []parquet.FileInfo{first, last} {
+			if err := r.CheckFile(ctx, fi.Name); err != nil {
+				return classifyArchive(in.Location, err)
+			}
+		}
+		return nil
+	}
+	for fi, err := range r.Files(ctx, "", -1) {
+		if err != nil {
+			return t, classifyArchive(in.Location, err)
+		}
+		t.Files++
+		t.Bytes += fi.Size
+		if p := parquet.ShardPrefix(fi.Key.Pipeline, fi.Key.Shard); p != part {
+			if err := check(); err != nil {
+				return t, err
+			}
+			part, first = p, fi
+			t.Partitions++
+		}
+		last = fi
+		if t.Files%10000 == 0 {
+			activity.RecordHeartbeat(ctx, t.Files)
+		}
+	}
+	return t, check()
+}
+
+// ListPartitionsInput asks for a page of an archive's partitions.
+type ListPartitionsInput struct {
+	Location string `json:"location"`
+	// After is the last partition of the previous page ("" for the first).
+	After string `json:"after,omitempty"`
+	// Limit is the page size (default 256).
+	Limit int `json:"limit,omitempty"`
+}
+
+// ListPartitionsResult is a page of partitions (shard folders such as
+// "iot/shard-000003/"), in name order; More is false on the last page.
+type ListPartitionsResult struct {
+	Partitions []string `json:"partitions"`
+	More       bool     `json:"more"`
+}
+
+// ListPartitions returns the next page of partitions after in.After,
+// skipping from one partition to the next with one listing request each
+// (file names never contain '~', so "<partition>~" sorts after all of a
+// partition's files).
+func (a *Backfills) ListPartitions(ctx context.Context, in ListPartitionsInput) (ListPartitionsResult, error) {
+	arc, prefix, err := a.archive(in.Location)
+	if err != nil {
+		return ListPartitionsResult{}, err
+	}
+	limit := in.Limit
+	if limit <= 0 {
+		limit = 256
+	}
+	var res ListPartitionsResult
+	after := in.After
+	if after != "" {
+		after += "~"
+	}
+	for len(res.Partitions) < limit {
+		page, err := parquet.ListAfter(ctx, arc, prefix, after, 1)
+		if err != nil {
+			return res, err
+		}
+		if len(page) == 0 {
+			return res, nil
+		}
+		name := page[0].Name
+		el := name[:strings.IndexByte(name+"/", '/')]
+		if strings.HasPrefix(el, "_") || strings.HasPrefix(el, ".") {
+			after = el + "/~" // the archive's working objects
+			continue
+		}
+		k, err := parquet.ParseFileName(name)
+		if err != nil {
+			return res, temporal.NewNonRetryableApplicationError("archive "+in.Location+": "+err.Error(), ErrTypeBadInput, nil)
+		}
+		p := parquet.ShardPrefix(k.Pipeline, k.Shard)
+		res.Partitions = append(res.Partitions, p)
+		after = p + "~"
+	}
+	next, err := parquet.ListAfter(ctx, arc, prefix, after, 1)
+	if err != nil {
+		return res, err
+	}
+	res.More = len(next) > 0
+	return res, nil
+}
+
+// ReplayPartitionInput replays part of one partition: from Start, files
+// in order, until MaxFiles files were read or the partition ends.
+type ReplayPartitionInput struct {
+	Location            string `json:"location"`
+	Partition           string `json:"partition"`
+	ExpectedFingerprint string `json:"expected_fingerprint,omitempty"`
+	// Start is where the previous activity of this partition stopped
+	// (zero: the partition's start).
+	Start parquet.Position `json:"start"`
+	// From and To bound the rows' event time, [From, To); zero is open.
+	From  time.Time `json:"from,omitempty"`
+	To    time.Time `json:"to,omitempty"`
+	Graph string    `json:"graph,omitempty"`
+	Sink  string    `json:"sink"`
+	// MaxFiles bounds the files one activity reads (default 256).
+	MaxFiles int `json:"max_files,omitempty"`
+	// BatchRows rows go to the sink per write (default 10,000).
+	BatchRows int `json:"batch_rows,omitempty"`
+	// HeartbeatRows: the sink is flushed and the position heartbeated
+	// every this many rows (default 100,000) and at the end.
+	HeartbeatRows int `json:"heartbeat_rows,omitempty"`
+}
+
+// ReplayPartitionResult reports one activity's replay of a partition.
+type ReplayPartitionResult struct {
+	Partition string `json:"partition"`
+	// Next is where the partition's next activity starts; Done: nothing
+	// is left.
+	Next parquet.Position `json:"next"`
+	Done bool             `json:"done"`
+	// Files read (counted when their first row is read), their Bytes,
+	// Rows read, Written to the sink, Skipped by the time range (over
+	// every attempt of the activity).
+	Files   int   `json:"files"`
+	Bytes   int64 `json:"bytes"`
+	Rows    int64 `json:"rows"`
+	Written int64 `json:"written"`
+	Skipped int64 `json:"skipped"`
+	// Resumed is true when this attempt continued from a heartbeat.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// ReplayPartition reads a partition's files in order from in.Start (or
+// from its last heartbeat, on a retry), streaming one row group at a time,
+// writes the rows to the sink in batches, and every HeartbeatRows rows
+// flushes the sink and heartbeats its position and counts: a retry
+// resumes after the last flushed row, and rows written twice overwrite
+// (sinks are idempotent). It stops at a file boundary after MaxFiles
+// files. A schema mismatch is non-retryable and names the file and both
+// fingerprints.
+func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput) (ReplayPartitionResult, error) {
+	if in.Partition == "" || in.Sink == "" {
+		return ReplayPartitionResult{}, temporal.NewNonRetryableApplicationError("replay partition: partition and sink are required", ErrTypeBadInput, nil)
+	}
+	sink, graph, err := a.sinkAndGraph(in.Sink, in.Graph)
+	if err != nil {
+		return ReplayPartitionResult{}, err
+	}
+	arc, prefix, err := a.archive(in.Location)
+	if err != nil {
+		return ReplayPartitionResult{}, err
+	}
+	maxFiles, batchRows, beatRows := in.MaxFiles, in.BatchRows, in.HeartbeatRows
+	if maxFiles <= 0 {
+		maxFiles = 256
+	}
+	if batchRows <= 0 {
+		batchRows = 10_000
+	}
+	if beatRows <= 0 {
+		beatRows = 100_000
+	}
+	res := ReplayPartitionResult{Partition: in.Partition, Next: in.Start}
+	if activity.HasHeartbeatDetails(ctx) {
+		var hb ReplayPartitionResult
+		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.Partition == in.Partition {
+			res, res.Resumed = hb, true
+		}
+	}
+	r, err := parquet.NewReader(arc, prefix+in.Partition, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)))
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
+	}
+	batch := make([]parquet.Row, 0, batchRows)
+	emit := func(row parquet.Row) { batch = append(batch, row) }
+	var pending replayCounts // rows read since the last flush
+	write := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := sink.WriteRows(ctx, batch); err != nil {
+			return err
+		}
+		pending.Written += int64(len(batch))
+		batch = batch[:0]
+		return nil
+	}
+	next := res.Next
+	flush := func() error {
+		if err := write(); err != nil {
+			return err
+		}
+		if err := sink.Flush(ctx); err != nil {
+			return err
+		}
+		res.Next = next
+		res.Files += pending.Files
+		res.Bytes += pending.Bytes
+		res.Rows += pending.Rows
+		res.Written += pending.Written
+		res.Skipped += pending.Skipped
+		pending = replayCounts{}
+		activity.RecordHeartbeat(ctx, res)
+		return nil
+	}
+	// A file counts (Files, Bytes) when its first row is read, so the
+	// file of a resume position was counted by the attempt or activity
+	// that read into it.
+	file := res.Next.File
+	sinceBeat := 0
+	stopped := false
+	for e, err := range r.All(ctx, res.Next) {
+		if err != nil {
+			return res, classifyArchive(in.Location, err)
+		}
+		if e.Pos.File != file {
+			if file != "" && res.Files+pending.Files >= maxFiles {
+				stopped = true
+				break
+			}
+			file = e.Pos.File
+			pending.Files++
+			pending.Bytes += e.FileSize
+		}
+		pending.Rows++
+		next = e.Pos.Next()
+		ts := time.Unix(0, e.Row.TS)
+		switch {
+		case (!in.From.IsZero() && ts.Before(in.From)) || (!in.To.IsZero() && !ts.Before(in.To)):
+			pending.Skipped++
+		case graph != nil:
+			graph.Apply(e.Row, emit)
+		default:
+			emit(e.Row)
+		}
+		if len(batch) >= batchRows {
+			if err := write(); err != nil {
+				return res, fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err)
+			}
+		}
+		if sinceBeat++; sinceBeat >= beatRows {
+			sinceBeat = 0
+			if err := flush(); err != nil {
+				return res, fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return res, fmt.Errorf("replay %s: %w", in.Partition, err)
+	}
+	res.Done = !stopped
+	return res, nil
+}
+
+// sinkAndGraph resolves a replay's sink and graph names.
+func (a *Backfills) sinkAndGraph(sinkName, graphName string) (RowSink, ReplayGraph, error) {
+	if a.Sinks == nil {
+		return nil, nil, temporal.NewNonRetryableApplicationError("backfill activities have no sinks registered", ErrTypeBadInput, nil)
+	}
+	sink, err := a.Sinks(sinkName)
+	if err != nil {
+		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sink %q: %v", sinkName, err), ErrTypeBadInput, nil)
+	}
+	if graphName == "" {
+		return sink, nil, nil
+	}
+	if a.Graphs == nil {
+		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("graph %q: no graphs registered", graphName), ErrTypeBadInput, nil)
+	}
+	g, err := a.Graphs(graphName)
+	if err != nil {
+		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("graph %q: %v", graphName, err), ErrTypeBadInput, nil)
+	}
+	return sink, g, nil
+}
+
+// replayCounts are the counts a replay gathers between two flushes.
+type replayCounts struct {
+	Files                         int
+	Bytes, Rows, Written, Skipped int64
+}

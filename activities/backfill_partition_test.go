@@ -1,0 +1,228 @@
+package activities_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	pq "github.com/parquet-go/parquet-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
+)
+
+func partitionEnv(sink *memSink) (*activityEnv, *activities.Backfills) {
+	env, b := backfillEnv(sink)
+	return &activityEnv{env}, b
+}
+
+// shardFiles writes files of perFile offsets each into shard of pipeline.
+func shardFiles(t *testing.T, a parquet.Archive, pipeline string, shard int32, files, perFile int) int {
+	t.Helper()
+	w, err := parquet.NewWriter(a, pipeline, shard, 1)
+	require.NoError(t, err)
+	n := 0
+	for f := range files {
+		rows := make([]parquet.Row, perFile)
+		for i := range rows {
+			off := int64(f*perFile + i)
+			rows[i] = parquet.Row{Sensor: fmt.Sprintf("%s-%d", pipeline, shard), Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Second), Value: float64(off), Offset: off}
+		}
+		_, err := w.WriteFile(context.Background(), rows)
+		require.NoError(t, err)
+		n += perFile
+	}
+	return n
+}
+
+func TestReplayPartitionChainsActivities(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	rows := shardFiles(t, arc, "iot", 2, 30, 50)
+	shardFiles(t, arc, "iot", 3, 5, 50) // another partition, not read
+	sink := newMemSink()
+	env, b := partitionEnv(sink)
+	in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000002/", Sink: "mem", MaxFiles: 10, BatchRows: 64}
+	var total activities.ReplayPartitionResult
+	for i := 0; ; i++ {
+		require.Less(t, i, 5)
+		var res activities.ReplayPartitionResult
+		require.NoError(t, env.run(b.ReplayPartition, in, &res))
+		total.Files += res.Files
+		total.Rows += res.Rows
+		total.Written += res.Written
+		if res.Done {
+			break
+		}
+		assert.Equal(t, 10, res.Files, "a chained activity stops after MaxFiles files")
+		in.Start = res.Next
+	}
+	assert.Equal(t, 30, total.Files)
+	assert.Equal(t, int64(rows), total.Rows)
+	assert.Equal(t, int64(rows), total.Written)
+	require.Len(t, sink.counts, rows)
+	for k, n := range sink.counts {
+		require.Equal(t, 1, n, "%s written %d times", k, n)
+	}
+}
+
+// A replay that fails after some flushed batches resumes, on retry, after
+// the last row it heartbeated, and its result counts the rows of every
+// attempt.
+func TestReplayPartitionResumesFromHeartbeat(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	rows := shardFiles(t, arc, "iot", 0, 8, 1000)
+	sink := func() *memSink { m := newMemSink(); m.failAt = 30; return m }()
+	env, b := partitionEnv(sink)
+	var last converter.EncodedValues
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) { last = d })
+	in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000000/", Sink: "mem", BatchRows: 200, HeartbeatRows: 1000}
+	var res activities.ReplayPartitionResult
+	err := env.run(b.ReplayPartition, in, &res)
+	require.ErrorContains(t, err, "503")
+	require.NotNil(t, last, "the failed attempt heartbeated")
+	var hb activities.ReplayPartitionResult
+	require.NoError(t, last.Get(&hb))
+	assert.Greater(t, hb.Rows, int64(0))
+	env.SetHeartbeatDetails(hb)
+	require.NoError(t, env.run(b.ReplayPartition, in, &res))
+	assert.True(t, res.Resumed)
+	assert.True(t, res.Done)
+	assert.Equal(t, int64(rows), res.Rows, "rows of both attempts")
+	assert.Equal(t, 8, res.Files)
+	require.Len(t, sink.counts, rows)
+	twice := 0
+	for _, n := range sink.counts {
+		if n > 1 {
+			twice++
+		}
+	}
+	assert.Less(t, twice, 1000, "only rows after the last heartbeat are written again")
+}
+
+// Compaction between two activities of a partition: the next activity's
+// start position names a file that is gone; it resumes by offset.
+func TestReplayPartitionAfterCompaction(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	rows := shardFiles(t, arc, "iot", 1, 20, 30)
+	sink := newMemSink()
+	env, b := partitionEnv(sink)
+	in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000001/", Sink: "mem", MaxFiles: 7}
+	var res activities.ReplayPartitionResult
+	require.NoError(t, env.run(b.ReplayPartition, in, &res))
+	require.False(t, res.Done)
+	p := parquet.DefaultCompactPolicy()
+	p.MinAge = 0
+	cr, err := parquet.Compact(context.Background(), arc, "", "", p, time.Now())
+	require.NoError(t, err)
+	require.NotEmpty(t, cr.Runs)
+	in.Start, in.MaxFiles = res.Next, 100
+	require.NoError(t, env.run(b.ReplayPartition, in, &res))
+	require.True(t, res.Done)
+	require.Len(t, sink.counts, rows)
+	for k, n := range sink.counts {
+		require.Equal(t, 1, n, "%s written %d times", k, n)
+	}
+}
+
+func TestListPartitionsPages(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	var want []string
+	for _, p := range []string{"a", "iot", "z"} {
+		for s := range int32(3) {
+			shardFiles(t, arc, p, s*7, 3, 2)
+			want = append(want, parquet.ShardPrefix(p, s*7))
+		}
+	}
+	// Working objects of the archive are no partition.
+	require.NoError(t, arc.PutAtomic(context.Background(), parquet.StagingDir+"/staging/iot/shard-000000/rec-x", []byte("x")))
+	env, b := partitionEnv(newMemSink())
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		var res activities.ListPartitionsResult
+		require.NoError(t, env.run(b.ListPartitions, activities.ListPartitionsInput{Location: loc, After: after, Limit: 4}, &res))
+		got = append(got, res.Partitions...)
+		if !res.More {
+			break
+		}
+		require.Len(t, res.Partitions, 4)
+		after = res.Partitions[len(res.Partitions)-1]
+	}
+	assert.Equal(t, want, got)
+	var tot activities.ArchiveTotals
+	require.NoError(t, env.run(b.CountArchive, activities.CountArchiveInput{Location: loc}, &tot))
+	assert.Equal(t, activities.ArchiveTotals{Files: 27, Bytes: tot.Bytes, Partitions: 9}, tot)
+	assert.Positive(t, tot.Bytes)
+}
+
+// Backfill refuses files of another schema: CountArchive before anything
+// is written (first and last file of each partition), ReplayPartition for
+// any file it reaches; both non-retryable, naming the file and both
+// fingerprints.
+func TestBackfillRefusesIncompatibleFiles(t *testing.T) {
+	type other struct {
+		Sensor  string  `parquet:"sensor"`
+		Reading float64 `parquet:"reading"`
+		Offset  int64   `parquet:"offset"`
+	}
+	foreign := func() []byte {
+		var buf bytes.Buffer
+		w := pq.NewGenericWriter[other](&buf, pq.KeyValueMetadata(parquet.FingerprintKey, "pq1-0000000000000000000000000000beef"))
+		_, err := w.Write([]other{{"s", 1, 1000}})
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		return buf.Bytes()
+	}
+	for _, where := range []string{"last", "middle"} {
+		t.Run(where, func(t *testing.T) {
+			loc, arc := writeArchive(t, 0, 0)
+			shardFiles(t, arc, "iot", 0, 4, 10)
+			name := parquet.FileKey{Pipeline: "iot", Shard: 0, Epoch: 1, First: 1000, Last: 1000}.Name()
+			if where == "middle" {
+				name = parquet.FileKey{Pipeline: "iot", Shard: 0, Epoch: 1, First: 15, Last: 15}.Name()
+			}
+			require.NoError(t, arc.PutAtomic(context.Background(), name, foreign()))
+			env, b := partitionEnv(newMemSink())
+			var tot activities.ArchiveTotals
+			err := env.run(b.CountArchive, activities.CountArchiveInput{Location: loc}, &tot)
+			if where == "last" {
+				require.Error(t, err)
+				typ, nonRetryable := appErrType(t, err)
+				assert.Equal(t, activities.ErrTypeSchemaMismatch, typ)
+				assert.True(t, nonRetryable)
+				assert.Contains(t, err.Error(), name)
+				assert.Contains(t, err.Error(), "beef")
+				assert.Contains(t, err.Error(), parquet.SchemaFingerprint())
+				return
+			}
+			require.NoError(t, err, "the middle file is not sampled by the count")
+			var res activities.ReplayPartitionResult
+			err = env.run(b.ReplayPartition, activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000000/", Sink: "mem"}, &res)
+			require.Error(t, err)
+			typ, nonRetryable := appErrType(t, err)
+			assert.Equal(t, activities.ErrTypeSchemaMismatch, typ)
+			assert.True(t, nonRetryable)
+			assert.Contains(t, err.Error(), name)
+		})
+	}
+}
+
+type activityEnv struct {
+	*testsuite.TestActivityEnvironment
+}
+
+func (e *activityEnv) run(fn, in, out any) error {
+	v, err := e.ExecuteActivity(fn, in)
+	if err != nil {
+		return err
+	}
+	return v.Get(out)
+}

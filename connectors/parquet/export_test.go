@@ -1,0 +1,16 @@
+package parquet
+
+import "bytes"
+
+// ResealChecksum recomputes the whole-file checksum of data in place, as
+// a tool that edits a file and fixes its checksum would: the hostile case
+// the checksum cannot catch. It reports false when data has no checksum
+// entry to seal.
+func ResealChecksum(data []byte) bool {
+	i := bytes.LastIndex(data, []byte(checksumPrefix))
+	if i < 0 || i+len(checksumPrefix)+8 > len(data) {
+		return false
+	}
+	copy(data[i+len(checksumPrefix):], checksumPlaceholder)
+	return sealChecksum(data) == nil
+}

@@ -1,0 +1,333 @@
+package parquet
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// PartitionSummary describes one shard's files in the archive.
+type PartitionSummary struct {
+	Pipeline string `json:"pipeline"`
+	Shard    int32  `json:"shard"`
+	Files    int    `json:"files"`
+	Rows     int64  `json:"rows"`
+	Bytes    int64  `json:"bytes"`
+	// FirstOffset and LastOffset are the source offsets the files cover.
+	FirstOffset int64 `json:"first_offset"`
+	LastOffset  int64 `json:"last_offset"`
+	// MinTS and MaxTS bound the rows' event time (unix nanoseconds),
+	// from the files' column statistics.
+	MinTS int64 `json:"min_ts"`
+	MaxTS int64 `json:"max_ts"`
+	// Staged counts the shard's working objects (files not yet published,
+	// pre-commit records) in StagingDir.
+	Staged int `json:"staged,omitempty"`
+}
+
+// Summary describes an archive: its partitions and their totals.
+type Summary struct {
+	Partitions []PartitionSummary `json:"partitions"`
+	Files      int                `json:"files"`
+	Rows       int64              `json:"rows"`
+	Bytes      int64              `json:"bytes"`
+	MinTS      int64              `json:"min_ts"`
+	MaxTS      int64              `json:"max_ts"`
+	// Problems lists files whose footer could not be read (each names
+	// the file); they are counted in Files and Bytes only.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Summarize lists the archive under prefix and reads every file's footer
+// (concurrency at a time): rows, offsets and event-time range per
+// partition. It reads no row.
+func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (Summary, error) {
+	var s Summary
+	parts := map[string]*PartitionSummary{}
+	var order []string
+	part := func(k FileKey) *PartitionSummary {
+		id := ShardPrefix(k.Pipeline, k.Shard)
+		p := parts[id]
+		if p == nil {
+			p = &PartitionSummary{Pipeline: k.Pipeline, Shard: k.Shard, FirstOffset: -1, LastOffset: -1}
+			parts[id] = p
+			order = append(order, id)
+		}
+		return p
+	}
+	type job struct {
+		key  FileKey
+		name string
+	}
+	var jobs []job
+	for fi, err := range archiveFiles(ctx, a, prefix, "") {
+		if err != nil {
+			return s, fmt.Errorf("summarize: %w", err)
+		}
+		k := fi.Key
+		p := part(k)
+		p.Files++
+		p.Bytes += fi.Size
+		if p.FirstOffset < 0 || k.First < p.FirstOffset {
+			p.FirstOffset = k.First
+		}
+		p.LastOffset = max(p.LastOffset, k.Last)
+		jobs = append(jobs, job{k, fi.Name})
+	}
+	// Staged objects per shard.
+	staged, err := a.List(ctx, StagingDir+"/staging/")
+	if err != nil {
+		return s, fmt.Errorf("summarize: %w", err)
+	}
+	for _, o := range staged {
+		rest := strings.TrimPrefix(o.Name, StagingDir+"/staging/")
+		if i := strings.Index(rest, "/shard-"); i > 0 {
+			if p, ok := parts[rest[:i+len("/shard-000000/")]]; ok {
+				p.Staged++
+			}
+		}
+	}
+	type footer struct {
+		rows       int64
+		minTS, max int64
+		err        error
+	}
+	results := make([]footer, len(jobs))
+	sem := make(chan struct{}, max(concurrency, 1))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rows, lo, hi, err := fileStats(ctx, a, j.name)
+			results[i] = footer{rows, lo, hi, err}
+		}()
+	}
+	wg.Wait()
+	for i, j := range jobs {
+		p := part(j.key)
+		r := results[i]
+		if r.err != nil {
+			s.Problems = append(s.Problems, r.err.Error())
+			continue
+		}
+		p.Rows += r.rows
+		if r.rows > 0 {
+			if p.MinTS == 0 || r.minTS < p.MinTS {
+				p.MinTS = r.minTS
+			}
+			p.MaxTS = max(p.MaxTS, r.max)
+		}
+	}
+	for _, id := range order {
+		p := *parts[id]
+		s.Partitions = append(s.Partitions, p)
+		s.Files += p.Files
+		s.Rows += p.Rows
+		s.Bytes += p.Bytes
+		if p.Rows > 0 {
+			if s.MinTS == 0 || p.MinTS < s.MinTS {
+				s.MinTS = p.MinTS
+			}
+			s.MaxTS = max(s.MaxTS, p.MaxTS)
+		}
+	}
+	return s, nil
+}
+
+// fileStats reads a file's footer (checked, see readFooter): its rows and
+// the event-time range of its ts column statistics.
+func fileStats(ctx context.Context, a Archive, name string) (rows, minTS, maxTS int64, err error) {
+	obj, err := a.Open(ctx, name)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("archive file %s: %w", name, err)
+	}
+	defer obj.Close()
+	f, err := openFile(&window{Object: obj})
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("archive file %s: %w", name, err)
+	}
+	ts := slices.IndexFunc(Schema().Columns(), func(path []string) bool { return len(path) == 1 && path[0] == "ts" })
+	first := true
+	for _, rg := range f.Metadata().RowGroups {
+		if rg.NumRows == 0 || ts < 0 || ts >= len(rg.Columns) {
+			continue
+		}
+		st := rg.Columns[ts].MetaData.Statistics
+		lo, hi := st.MinValue, st.MaxValue
+		if len(lo) != 8 || len(hi) != 8 {
+			continue
+		}
+		l, h := int64(binary.LittleEndian.Uint64(lo)), int64(binary.LittleEndian.Uint64(hi))
+		if first || l < minTS {
+			minTS = l
+		}
+		if first || h > maxTS {
+			maxTS = h
+		}
+		first = false
+	}
+	return f.NumRows(), minTS, maxTS, nil
+}
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	Files int   `json:"files"`
+	Rows  int64 `json:"rows"`
+	Bytes int64 `json:"bytes"`
+	// Problems lists every file that failed a check, naming it and the
+	// problem.
+	Problems []string `json:"problems,omitempty"`
+	// Duplicates lists rows of the same shard, offset and signal found in
+	// more than one file (up to 100 of them); DuplicateRows counts all.
+	Duplicates    []Duplicate `json:"duplicates,omitempty"`
+	DuplicateRows int64       `json:"duplicate_rows"`
+}
+
+// Duplicate is one (shard, offset, signal) found in two files.
+type Duplicate struct {
+	Pipeline string    `json:"pipeline"`
+	Shard    int32     `json:"shard"`
+	Offset   int64     `json:"offset"`
+	Signal   string    `json:"signal"`
+	Files    [2]string `json:"files"`
+}
+
+// OK reports whether nothing was found wrong.
+func (v VerifyReport) OK() bool { return len(v.Problems) == 0 && v.DuplicateRows == 0 }
+
+const maxDuplicatesListed = 100
+
+// Verify reads every file under prefix in full and checks it: the
+// whole-file checksum, the schema fingerprint (expected; "" for this
+// build's), every page and row decoding, the row count against the
+// footer, offsets in order and inside the range the file's name claims;
+// and, across the files of each shard, rows of the same (offset, signal)
+// in two files (what an independent reader would count twice). Shards
+// are verified concurrency at a time. A failed check is reported, not
+// returned as an error; errors are for the archive itself (listing).
+func Verify(ctx context.Context, a Archive, prefix, expected string, concurrency int) (VerifyReport, error) {
+	var rep VerifyReport
+	if expected == "" {
+		expected = SchemaFingerprint()
+	}
+	var shards [][]FileInfo
+	for fi, err := range archiveFiles(ctx, a, prefix, "") {
+		if errors.Is(err, ErrBadName) {
+			rep.Files++
+			rep.Problems = append(rep.Problems, err.Error())
+			continue
+		}
+		if err != nil {
+			return rep, fmt.Errorf("verify: %w", err)
+		}
+		rep.Files++
+		rep.Bytes += fi.Size
+		if n := len(shards); n == 0 || !sameShard(shards[n-1][0].Key, fi.Key) {
+			shards = append(shards, nil)
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], fi)
+	}
+	reports := make([]VerifyReport, len(shards))
+	sem := make(chan struct{}, max(concurrency, 1))
+	var wg sync.WaitGroup
+	for i, files := range shards {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			reports[i] = verifyShard(ctx, a, expected, files)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	for _, r := range reports {
+		rep.Rows += r.Rows
+		rep.Problems = append(rep.Problems, r.Problems...)
+		rep.DuplicateRows += r.DuplicateRows
+		for _, d := range r.Duplicates {
+			if len(rep.Duplicates) < maxDuplicatesListed {
+				rep.Duplicates = append(rep.Duplicates, d)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// verifyShard verifies one shard's files (sorted by name, so by first
+// offset). Duplicates are found with a window of the rows that a later
+// file could repeat: those at or above the next file's first offset.
+func verifyShard(ctx context.Context, a Archive, expected string, files []FileInfo) VerifyReport {
+	var rep VerifyReport
+	type key struct {
+		off    int64
+		signal string
+	}
+	window := map[key]string{}
+	r := &Reader{archive: a, cfg: defaultReaderConfig()}
+	r.cfg.expected = expected
+	for i, fi := range files {
+		next := int64(-1)
+		if i+1 < len(files) {
+			next = files[i+1].Key.First
+		}
+		var rows, prev int64 = 0, -1
+		var problem error
+		for e, err := range r.File(ctx, fi, 0) {
+			if err != nil {
+				problem = err
+				break
+			}
+			rows++
+			row := e.Row
+			switch {
+			case row.Offset < prev:
+				problem = fmt.Errorf("archive file %s: row %d has offset %d after offset %d", fi.Name, e.Pos.Row, row.Offset, prev)
+			case row.Offset < fi.Key.First || row.Offset > fi.Key.Last:
+				problem = fmt.Errorf("archive file %s: row %d has offset %d outside the name's range %d-%d", fi.Name, e.Pos.Row, row.Offset, fi.Key.First, fi.Key.Last)
+			}
+			if problem != nil {
+				break
+			}
+			prev = row.Offset
+			k := key{row.Offset, row.Signal}
+			if other, ok := window[k]; ok && other != fi.Name {
+				rep.DuplicateRows++
+				if len(rep.Duplicates) < maxDuplicatesListed {
+					rep.Duplicates = append(rep.Duplicates, Duplicate{Pipeline: fi.Key.Pipeline, Shard: fi.Key.Shard, Offset: row.Offset, Signal: row.Signal, Files: [2]string{other, fi.Name}})
+				}
+				continue
+			}
+			if next >= 0 && row.Offset >= next {
+				window[k] = fi.Name
+			}
+		}
+		if problem == nil {
+			if n, err := footerRows(ctx, a, fi.Name); err == nil && n != rows {
+				problem = fmt.Errorf("archive file %s: %d rows read, the footer says %d", fi.Name, rows, n)
+			}
+		}
+		if problem != nil {
+			rep.Problems = append(rep.Problems, problem.Error())
+		}
+		rep.Rows += rows
+		for k := range window {
+			if next < 0 || k.off < next {
+				delete(window, k)
+			}
+		}
+	}
+	return rep
+}
+
+func footerRows(ctx context.Context, a Archive, name string) (int64, error) {
+	n, _, _, err := fileStats(ctx, a, name)
+	return n, err
+}

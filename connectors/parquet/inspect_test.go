@@ -1,0 +1,144 @@
+package parquet_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+)
+
+func TestSummarize(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	smallFiles(t, a, 100, 30) // 4 files per shard
+	// A shard with staged (unpublished) rows only shows them as staged.
+	w, err := parquet.NewRollingWriter(a, "iot", 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: 99, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, rowsAt(100)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.PreCommit(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	s, err := parquet.Summarize(ctx, a, "", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := rowsThrough(100)
+	if len(s.Partitions) != 2 || s.Files != 8 || s.Rows != 2*int64(len(rows)) || len(s.Problems) != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	for _, p := range s.Partitions {
+		if p.Files != 4 || p.Rows != int64(len(rows)) || p.FirstOffset != 0 || p.LastOffset != 99 {
+			t.Fatalf("partition %+v", p)
+		}
+		if p.MinTS != rows[0].TS || p.MaxTS != rows[len(rows)-1].TS {
+			t.Fatalf("partition %d time range %d..%d, want %d..%d", p.Shard, p.MinTS, p.MaxTS, rows[0].TS, rows[len(rows)-1].TS)
+		}
+		if want := map[int32]int{0: 0, 1: 1}[p.Shard]; p.Staged != want {
+			t.Fatalf("partition %d: %d staged objects, want %d", p.Shard, p.Staged, want)
+		}
+	}
+}
+
+// Verify finds what an independent reader would count twice (issue 16.5)
+// and names every file that fails a check.
+func TestVerify(t *testing.T) {
+	ctx := context.Background()
+	t.Run("clean", func(t *testing.T) {
+		a := parquet.NewMemArchive()
+		smallFiles(t, a, 200, 25)
+		rep, err := parquet.Verify(ctx, a, "", "", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() || rep.Files != 16 || rep.Rows != 2*int64(len(rowsThrough(200))) {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("duplicates", func(t *testing.T) {
+		a := parquet.NewMemArchive()
+		smallFiles(t, a, 200, 25)
+		w, _ := parquet.NewWriter(a, "iot", 1, 2)
+		var replay []parquet.Row
+		for off := int64(60); off < 90; off++ {
+			replay = append(replay, rowsAt(off)...)
+		}
+		if _, err := w.WriteFile(ctx, replay); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := parquet.Verify(ctx, a, "", "", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An independent reader, file by file, counts the same duplicates.
+		indep := arrowReadArchive(t, a)
+		type key struct {
+			shard  int32
+			off    int64
+			signal string
+		}
+		seen := map[key]int{}
+		dups := int64(0)
+		for _, r := range indep {
+			k := key{r.Shard, r.Offset, r.Signal}
+			if seen[k] > 0 {
+				dups++
+			}
+			seen[k]++
+		}
+		if dups != int64(len(replay)) || rep.DuplicateRows != dups || len(rep.Problems) != 0 {
+			t.Fatalf("verify found %d duplicate rows (%d listed), arrow-go %d, the replay holds %d; problems %v",
+				rep.DuplicateRows, len(rep.Duplicates), dups, len(replay), rep.Problems)
+		}
+		d := rep.Duplicates[0]
+		if d.Shard != 1 || d.Offset < 60 || d.Offset >= 90 || !strings.Contains(d.Files[1], "e00000000000000000002") {
+			t.Fatalf("duplicate %+v", d)
+		}
+	})
+	t.Run("bad files", func(t *testing.T) {
+		a := parquet.NewMemArchive()
+		smallFiles(t, a, 100, 50)
+		objs, _ := a.List(ctx, "iot/shard-000000/")
+		// A flipped byte in one file; another file's bytes under a name
+		// that claims other offsets.
+		data := readObject(t, a, objs[0].Name)
+		data[len(data)/2] ^= 0x40
+		if err := a.PutAtomic(ctx, objs[0].Name, data); err != nil {
+			t.Fatal(err)
+		}
+		moved := parquet.FileKey{Pipeline: "iot", Shard: 7, Epoch: 1, First: 500, Last: 549}.Name()
+		if err := a.PutAtomic(ctx, moved, readObject(t, a, objs[1].Name)); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := parquet.Verify(ctx, a, "", "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Problems) != 2 || !strings.Contains(rep.Problems[0], objs[0].Name) || !strings.Contains(rep.Problems[0], "checksum") ||
+			!strings.Contains(strings.Join(rep.Problems, "\n"), moved+": row 0 has offset 50 outside the name's range 500-549") {
+			t.Fatalf("problems: %q", rep.Problems)
+		}
+	})
+}
+
+func readObject(t testing.TB, a parquet.Archive, name string) []byte {
+	t.Helper()
+	o, err := a.Open(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	b, err := io.ReadAll(io.NewSectionReader(o, 0, o.Size()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

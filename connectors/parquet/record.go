@@ -1,0 +1,209 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// A pre-commit record is what a RollingWriter writes at a checkpoint's
+// cut: everything needed to finish the shard's files exactly as they
+// stood at the cut, whoever restores them. It is one object:
+//
+//	"TFLOREC1"
+//	uint32 length, JSON header (recordHeader)
+//	uint32 length, tail bytes: the open file's encoded bytes not yet uploaded
+//	uint32 length, tail rows: the open file's rows not yet encoded, as an
+//	               archive file (fingerprint and checksum included)
+//	uint32 CRC-32C of everything before it
+//
+// All integers are little-endian.
+
+const recordMagic = "TFLOREC1"
+
+// maxRecordBytes bounds a record (the tail bytes stay below one part, the
+// tail rows below a row group).
+const maxRecordBytes = 256 << 20
+
+type recordHeader struct {
+	Pipeline string       `json:"pipeline"`
+	Shard    int32        `json:"shard"`
+	Epoch    uint64       `json:"epoch"`
+	Cut      int64        `json:"cut"`
+	Sealed   []sealedInfo `json:"sealed,omitempty"`
+	Open     *openInfo    `json:"open,omitempty"`
+}
+
+// uploadInfo is a file's upload: its hidden name, the upload id ("" until
+// the first part) and the parts uploaded.
+type uploadInfo struct {
+	Staging  string `json:"staging"`
+	UploadID string `json:"upload_id,omitempty"`
+	Parts    []Part `json:"parts,omitempty"`
+}
+
+// sealedInfo is a finished file waiting for the commit that publishes it.
+// Its every byte is uploaded.
+type sealedInfo struct {
+	uploadInfo
+	Name     string `json:"name"`
+	Rows     int64  `json:"rows"`
+	Size     int64  `json:"size"`
+	SealedAt int64  `json:"sealed_at"`
+}
+
+// openInfo is the open file at the cut.
+type openInfo struct {
+	uploadInfo
+	Epoch     uint64 `json:"epoch"`
+	Size      int64  `json:"size"`
+	CRC       uint32 `json:"crc"`
+	Rows      int64  `json:"rows"`
+	First     int64  `json:"first"`
+	Last      int64  `json:"last"`
+	RowGroups []byte `json:"row_groups,omitempty"`
+}
+
+type record struct {
+	recordHeader
+	tailBytes []byte
+	tailRows  []Row
+}
+
+// encodeRecord returns the record's bytes; rows are encoded with b.
+func encodeRecord(rec *record, rows *fileBuilder) ([]byte, error) {
+	hdr, err := json.Marshal(rec.recordHeader)
+	if err != nil {
+		return nil, err
+	}
+	var tail []byte
+	if len(rec.tailRows) > 0 {
+		if tail, err = encodeRowsFile(rows, rec.tailRows); err != nil {
+			return nil, err
+		}
+	}
+	var buf bytes.Buffer
+	buf.WriteString(recordMagic)
+	for _, sec := range [][]byte{hdr, rec.tailBytes, tail} {
+		buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(sec))))
+		buf.Write(sec)
+	}
+	buf.Write(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(buf.Bytes(), castagnoli)))
+	if buf.Len() > maxRecordBytes {
+		return nil, fmt.Errorf("pre-commit record of %d bytes exceeds %d", buf.Len(), maxRecordBytes)
+	}
+	return buf.Bytes(), nil
+}
+
+// encodeRowsFile encodes rows as a complete archive file with b.
+func encodeRowsFile(b *fileBuilder, rows []Row) ([]byte, error) {
+	out := append([]byte(nil), b.start()...)
+	body, err := b.appendRows(rows)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, body...)
+	tail, err := b.footer()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, tail...), nil
+}
+
+// decodeRecord decodes and checks a record read from the archive object
+// name. Errors name the object and wrap streaming.ErrCorrupt.
+func decodeRecord(ctx context.Context, name string, data []byte) (*record, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("pre-commit record %s: %s: %w", name, fmt.Sprintf(format, args...), streaming.ErrCorrupt)
+	}
+	if len(data) < len(recordMagic)+16 || string(data[:len(recordMagic)]) != recordMagic {
+		return nil, corrupt("not a record (%d bytes)", len(data))
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, corrupt("checksum %08x, content hashes to %08x", sum, got)
+	}
+	rest := body[len(recordMagic):]
+	var secs [3][]byte
+	for i := range secs {
+		if len(rest) < 4 {
+			return nil, corrupt("truncated at section %d", i)
+		}
+		n := binary.LittleEndian.Uint32(rest)
+		if uint64(n) > uint64(len(rest)-4) {
+			return nil, corrupt("section %d of %d bytes, %d left", i, n, len(rest)-4)
+		}
+		secs[i], rest = rest[4:4+n], rest[4+n:]
+	}
+	if len(rest) != 0 {
+		return nil, corrupt("%d trailing bytes", len(rest))
+	}
+	rec := &record{tailBytes: secs[1]}
+	if err := json.Unmarshal(secs[0], &rec.recordHeader); err != nil {
+		return nil, corrupt("header: %v", err)
+	}
+	if err := checkRecord(rec); err != nil {
+		return nil, corrupt("%v", err)
+	}
+	if len(secs[2]) > 0 {
+		rows, err := decodeRowsFile(ctx, name+" (tail rows)", secs[2])
+		if err != nil {
+			return nil, err
+		}
+		rec.tailRows = rows
+	}
+	return rec, nil
+}
+
+// checkRecord checks a decoded header's internal consistency.
+func checkRecord(rec *record) error {
+	if err := validatePipeline(rec.Pipeline); err != nil {
+		return err
+	}
+	for _, s := range rec.Sealed {
+		end, err := partsEnd(s.Parts)
+		if err != nil {
+			return fmt.Errorf("sealed file %s: %w", s.Name, err)
+		}
+		if end != s.Size || s.UploadID == "" {
+			return fmt.Errorf("sealed file %s: %d bytes in parts of upload %q, %d in the file", s.Name, end, s.UploadID, s.Size)
+		}
+		if _, err := ParseFileName(s.Name); err != nil {
+			return err
+		}
+	}
+	if o := rec.Open; o != nil {
+		end, err := partsEnd(o.Parts)
+		if err != nil {
+			return fmt.Errorf("open file %s: %w", o.Staging, err)
+		}
+		if end+int64(len(rec.tailBytes)) != o.Size || (len(o.Parts) > 0 && o.UploadID == "") {
+			return fmt.Errorf("open file %s: %d bytes in parts and %d in the record, %d in the file", o.Staging, end, len(rec.tailBytes), o.Size)
+		}
+		if o.Size < int64(len(magic)) || o.Rows < 0 {
+			return fmt.Errorf("open file %s: %d bytes, %d rows", o.Staging, o.Size, o.Rows)
+		}
+	}
+	return nil
+}
+
+// decodeRowsFile reads every row of an archive file held in memory
+// through the checked reader.
+func decodeRowsFile(ctx context.Context, name string, data []byte) ([]Row, error) {
+	a := NewMemArchive()
+	a.objs[name] = memObj{data: data}
+	r := &Reader{archive: a, cfg: defaultReaderConfig()}
+	var rows []Row
+	for e, err := range r.File(ctx, FileInfo{Name: name, SkipThrough: -1}, 0) {
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, e.Row)
+	}
+	return rows, nil
+}

@@ -1,0 +1,591 @@
+package parquet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// RollingWriter writes one shard's derived signals into large archive
+// files, exactly once, in step with the shard's checkpoints. It is the
+// archive half of a two-phase sink, modelled on Flink's FileSink:
+//
+//   - in progress: rows go into one open file per shard, built in a
+//     hidden upload (StagingPrefix) one row group at a time and uploaded
+//     in parts. The file is finished ("sealed") when it reaches the
+//     target size (WithTargetFileSize) or age (WithMaxFileAge), checked
+//     between records and at every cut, never at every checkpoint.
+//   - pending: at a checkpoint's cut, PreCommit makes every row up to the
+//     cut durable: it uploads what it must and writes a pre-commit
+//     record, from which the files can be finished exactly as they
+//     stood at the cut. Sealed files wait here, fully uploaded.
+//   - committed: once the checkpoint's state is committed, Commit
+//     publishes the files sealed at or before its cut (completes the
+//     upload and moves the file to its FileKey name). Nothing is visible
+//     to readers before that.
+//
+// After a crash the next owner calls Restore with the cut and epoch of
+// the checkpoint it restored: files sealed by then are published, the
+// open file is finished as it stood at the cut and published, and every
+// row past the cut (later uploads, records, parts) is discarded. The
+// source then replays from after the cut, so no row is lost and none is
+// written twice, and the names stay a function of the rows: (pipeline,
+// shard, epoch that opened the file, first and last offset).
+//
+// Call order per shard: Restore (once, before the first Append, when the
+// shard is assigned), then Append as records are processed, PreCommit at
+// each checkpoint's cut and Commit after that checkpoint's state
+// committed (a Commit covers every earlier cut; a lost Commit is made up
+// by the next one or by Restore). The archive must implement Uploader,
+// Mover and Deleter (LocalArchive, MemArchive and the S3 archive do).
+//
+// A RollingWriter belongs to one shard owner at one epoch and is used by
+// one goroutine.
+type RollingWriter struct {
+	arc      Archive
+	up       Uploader
+	mv       Mover
+	del      Deleter
+	pipeline string
+	shard    int32
+	epoch    streaming.Epoch
+	cfg      writerConfig
+
+	b      *fileBuilder // the open file's encoder
+	rowEnc *fileBuilder // encoder of a record's tail rows
+	open   *inProgress
+	sealed []*sealedFile
+	buf    []Row // rows of the open file not yet in a row group
+
+	lastOff  int64 // offset of the last row appended
+	lastCut  int64 // cut of the last PreCommit
+	restored bool
+	roll     bool // finish the open file at the next PreCommit
+
+	cutRows, cutBytes int64      // since the last PreCommit
+	uncommitted       []CutStats // pre-committed, not yet reported by a Commit
+	records           []int64    // cuts of the records this writer wrote and has not deleted
+}
+
+type inProgress struct {
+	uploadInfo
+	epoch    streaming.Epoch
+	openedAt time.Time
+	pending  []byte // encoded bytes not yet uploaded
+}
+
+type sealedFile struct {
+	uploadInfo
+	key      FileKey
+	rows     int64
+	size     int64
+	pending  []byte // bytes not yet uploaded (the last part)
+	sealedAt int64  // cut of the first record that lists it; -1 before
+}
+
+// CutStats reports what a PreCommit made durable.
+type CutStats struct {
+	Cut int64 `json:"cut"`
+	// Rows appended since the previous cut, durable now.
+	Rows int64 `json:"rows"`
+	// Bytes written to the archive for them (parts and the record).
+	Bytes int64 `json:"bytes"`
+}
+
+// CommitStats reports what a Commit committed: the rows and bytes of the
+// cuts it covers (not reported by an earlier Commit), and the files it
+// published.
+type CommitStats struct {
+	Cut       int64     `json:"cut"`
+	Rows      int64     `json:"rows"`
+	Bytes     int64     `json:"bytes"`
+	Files     []FileKey `json:"files,omitempty"`
+	FileRows  int64     `json:"file_rows"`
+	FileBytes int64     `json:"file_bytes"`
+}
+
+// RestorePoint is the checkpoint a shard was restored from: its cut (the
+// offset of the last record it covers; -1 for none) and the epoch of the
+// owner that took it (streaming.SnapshotMeta.Epoch).
+type RestorePoint struct {
+	Cut   int64           `json:"cut"`
+	Epoch streaming.Epoch `json:"epoch"`
+}
+
+// RestoreStats reports what Restore published and dropped.
+type RestoreStats struct {
+	Files []FileKey `json:"files,omitempty"`
+	Rows  int64     `json:"rows"`
+	Bytes int64     `json:"bytes"`
+	// Discarded counts the records and uploads of cuts past the restore
+	// point (or of other owners) that were dropped.
+	Discarded int `json:"discarded"`
+}
+
+// NewRollingWriter returns the writer of pipeline's shard at epoch into a.
+// Options: WithTargetFileSize, WithMaxFileAge, WithRowGroupRows,
+// WithZstdLevel, WithPartSize, WithClock.
+func NewRollingWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, opts ...WriterOption) (*RollingWriter, error) {
+	if a == nil {
+		return nil, errors.New("rolling writer: nil archive")
+	}
+	up, ok1 := a.(Uploader)
+	mv, ok2 := a.(Mover)
+	del, ok3 := a.(Deleter)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, fmt.Errorf("rolling writer: archive %T cannot upload in parts, move and delete objects (Uploader, Mover, Deleter)", a)
+	}
+	cfg, err := newWriterConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := (FileKey{Pipeline: pipeline, Shard: shard, Epoch: epoch}).Validate(); err != nil {
+		return nil, fmt.Errorf("rolling writer: %w", err)
+	}
+	return &RollingWriter{
+		arc: a, up: up, mv: mv, del: del, pipeline: pipeline, shard: shard, epoch: epoch, cfg: cfg,
+		b: newFileBuilder(cfg.zstdLevel, cfg.rowGroupRows), rowEnc: newFileBuilder(cfg.zstdLevel, cfg.rowGroupRows),
+		lastOff: -1, lastCut: -1,
+	}, nil
+}
+
+func (w *RollingWriter) where() string { return ShardPrefix(w.pipeline, w.shard) }
+
+// Append takes rows (in source order, every offset after the last cut)
+// into the open file, opening one if needed, and first finishes the open
+// file when it is due (size or age) and rows[0] starts a new offset. Rows
+// are always taken once they pass the order checks; an error then reports
+// a failed upload, which the next Append or PreCommit retries.
+func (w *RollingWriter) Append(ctx context.Context, rows ...Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	prev := w.lastOff
+	for i, r := range rows {
+		if r.Offset < prev {
+			return fmt.Errorf("rolling writer %s: row %d has offset %d after offset %d: rows must be in source order", w.where(), i, r.Offset, prev)
+		}
+		if r.Offset <= w.lastCut {
+			return fmt.Errorf("rolling writer %s: row %d has offset %d, at or before the last cut %d", w.where(), i, r.Offset, w.lastCut)
+		}
+		prev = r.Offset
+	}
+	var errs []error
+	if w.open != nil && rows[0].Offset != w.lastOff && w.due() {
+		errs = append(errs, w.seal(ctx))
+	}
+	if w.open == nil {
+		w.startFile(rows[0].Offset)
+	}
+	w.buf = append(w.buf, rows...)
+	w.lastOff = prev
+	w.cutRows += int64(len(rows))
+	if int64(len(w.buf)) >= w.cfg.rowGroupRows {
+		if err := w.encode(); err != nil {
+			return fmt.Errorf("rolling writer %s: %w", w.where(), err)
+		}
+		errs = append(errs, w.upload(ctx, &w.open.uploadInfo, &w.open.pending, max(w.cfg.partSize, w.up.MinPartSize())))
+	}
+	return errors.Join(errs...)
+}
+
+// Roll makes the next PreCommit finish the open file whatever its size
+// and age, so the Commit after it publishes every row. Call it before the
+// last checkpoint of a shard (revoke, shutdown), so the next owner has no
+// file to finish.
+func (w *RollingWriter) Roll() { w.roll = true }
+
+// due reports whether the open file should be finished.
+func (w *RollingWriter) due() bool {
+	return w.roll || w.b.state().Size+int64(len(w.open.pending)) >= w.cfg.targetFileSize ||
+		w.cfg.now().Sub(w.open.openedAt) >= w.cfg.maxFileAge
+}
+
+func (w *RollingWriter) startFile(first int64) {
+	w.open = &inProgress{
+		uploadInfo: uploadInfo{Staging: inProgressName(w.pipeline, w.shard, first, w.epoch)},
+		epoch:      w.epoch,
+		openedAt:   w.cfg.now(),
+		pending:    append([]byte(nil), w.b.start()...),
+	}
+}
+
+// encode turns the buffered rows into row groups of the open file.
+func (w *RollingWriter) encode() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	body, err := w.b.appendRows(w.buf)
+	if err != nil {
+		return err
+	}
+	w.open.pending = append(w.open.pending, body...)
+	clear(w.buf)
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// upload uploads *pending as the next part of u when it holds at least
+// threshold bytes, creating the upload first if needed.
+func (w *RollingWriter) upload(ctx context.Context, u *uploadInfo, pending *[]byte, threshold int64) error {
+	n, err := uploadPending(ctx, w.up, u, pending, threshold)
+	if err != nil {
+		return fmt.Errorf("rolling writer %s: %w", w.where(), err)
+	}
+	w.cutBytes += n
+	return nil
+}
+
+// uploadPending uploads *pending as the next part of u when it holds at
+// least threshold bytes (and any bytes at all), creating the upload first
+// if needed, and returns how many bytes it uploaded.
+func uploadPending(ctx context.Context, up Uploader, u *uploadInfo, pending *[]byte, threshold int64) (int64, error) {
+	if len(*pending) == 0 || int64(len(*pending)) < threshold {
+		return 0, nil
+	}
+	if u.UploadID == "" {
+		id, err := up.CreateUpload(ctx, u.Staging)
+		if err != nil {
+			return 0, err
+		}
+		u.UploadID = id
+	}
+	end, _ := partsEnd(u.Parts)
+	p, err := up.UploadPart(ctx, u.Staging, u.UploadID, len(u.Parts)+1, end, *pending)
+	if err != nil {
+		return 0, err
+	}
+	u.Parts = append(u.Parts, p)
+	*pending = (*pending)[:0]
+	return p.Size, nil
+}
+
+// seal finishes the open file (last row group, footer) and moves it to
+// the sealed files; its last part is uploaded now or by PreCommit.
+func (w *RollingWriter) seal(ctx context.Context) error {
+	if err := w.encode(); err != nil {
+		return fmt.Errorf("rolling writer %s: %w", w.where(), err)
+	}
+	tail, err := w.b.footer()
+	if err != nil {
+		return fmt.Errorf("rolling writer %s: %w", w.where(), err)
+	}
+	o := w.open
+	st := w.b.state()
+	w.roll = false
+	sf := &sealedFile{
+		uploadInfo: o.uploadInfo,
+		key:        FileKey{Pipeline: w.pipeline, Shard: w.shard, Epoch: o.epoch, First: st.First, Last: st.Last},
+		rows:       st.Rows, size: st.Size,
+		pending:  append(o.pending, tail...),
+		sealedAt: -1,
+	}
+	w.sealed = append(w.sealed, sf)
+	w.open = nil
+	return w.upload(ctx, &sf.uploadInfo, &sf.pending, 0)
+}
+
+// PreCommit makes every row appended so far durable for the checkpoint
+// whose cut is cut (the offset of the last record it covers): it
+// finishes the open file if it is due, uploads the sealed files' last
+// parts, and writes the pre-commit record of the cut. Call it from the
+// checkpoint, before the state is saved; on error the checkpoint must
+// fail (the rows stay in the writer, and a later PreCommit retries).
+func (w *RollingWriter) PreCommit(ctx context.Context, cut int64) (CutStats, error) {
+	if cut < w.lastOff || cut < w.lastCut {
+		return CutStats{}, fmt.Errorf("rolling writer %s: cut %d is before the last row appended (%d) or the last cut (%d)", w.where(), cut, w.lastOff, w.lastCut)
+	}
+	if w.open != nil && w.due() {
+		if err := w.seal(ctx); err != nil {
+			return CutStats{}, err
+		}
+	}
+	for _, sf := range w.sealed {
+		if err := w.upload(ctx, &sf.uploadInfo, &sf.pending, 0); err != nil {
+			return CutStats{}, err
+		}
+	}
+	if w.open != nil {
+		if int64(len(w.buf)) >= max(w.cfg.rowGroupRows/8, 1) {
+			if err := w.encode(); err != nil {
+				return CutStats{}, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+			}
+		}
+		if err := w.upload(ctx, &w.open.uploadInfo, &w.open.pending, w.up.MinPartSize()); err != nil {
+			return CutStats{}, err
+		}
+	}
+	if w.open != nil || len(w.sealed) > 0 {
+		data, err := w.record(cut)
+		if err != nil {
+			return CutStats{}, fmt.Errorf("rolling writer %s: pre-commit record of cut %d: %w", w.where(), cut, err)
+		}
+		if err := w.arc.PutAtomic(ctx, recordName(w.pipeline, w.shard, cut, w.epoch), data); err != nil {
+			return CutStats{}, fmt.Errorf("rolling writer %s: pre-commit record of cut %d: %w", w.where(), cut, err)
+		}
+		if n := len(w.records); n == 0 || w.records[n-1] != cut {
+			w.records = append(w.records, cut)
+		}
+		w.cutBytes += int64(len(data))
+	}
+	for _, sf := range w.sealed {
+		if sf.sealedAt < 0 {
+			sf.sealedAt = cut
+		}
+	}
+	st := CutStats{Cut: cut, Rows: w.cutRows, Bytes: w.cutBytes}
+	if n := len(w.uncommitted); n > 0 && w.uncommitted[n-1].Cut == cut {
+		w.uncommitted[n-1].Rows += st.Rows
+		w.uncommitted[n-1].Bytes += st.Bytes
+	} else {
+		w.uncommitted = append(w.uncommitted, st)
+	}
+	w.cutRows, w.cutBytes = 0, 0
+	w.lastCut = cut
+	return st, nil
+}
+
+// record encodes the pre-commit record of cut.
+func (w *RollingWriter) record(cut int64) ([]byte, error) {
+	rec := &record{recordHeader: recordHeader{Pipeline: w.pipeline, Shard: w.shard, Epoch: uint64(w.epoch), Cut: cut}}
+	for _, sf := range w.sealed {
+		rec.Sealed = append(rec.Sealed, sealedInfo{uploadInfo: sf.uploadInfo, Name: sf.key.Name(), Rows: sf.rows, Size: sf.size, SealedAt: sf.sealedAt})
+	}
+	if o := w.open; o != nil {
+		st := w.b.state()
+		rgs, err := encodeRowGroups(st.RowGroups)
+		if err != nil {
+			return nil, err
+		}
+		rec.Open = &openInfo{uploadInfo: o.uploadInfo, Epoch: uint64(o.epoch), Size: st.Size, CRC: st.CRC, Rows: st.Rows, First: st.First, Last: st.Last, RowGroups: rgs}
+		rec.tailBytes = o.pending
+		rec.tailRows = w.buf
+	}
+	return encodeRecord(rec, w.rowEnc)
+}
+
+// Commit publishes the files sealed at or before cut, once the checkpoint
+// of that cut has committed its state, and reports the rows and bytes of
+// the cuts it covers. It also deletes pre-commit records older than the
+// newest one at or before cut. On error, the files not yet published stay
+// sealed and the next Commit (or Restore) publishes them.
+func (w *RollingWriter) Commit(ctx context.Context, cut int64) (CommitStats, error) {
+	st := CommitStats{Cut: cut}
+	keep := w.uncommitted[:0]
+	for _, c := range w.uncommitted {
+		if c.Cut <= cut {
+			st.Rows += c.Rows
+			st.Bytes += c.Bytes
+		} else {
+			keep = append(keep, c)
+		}
+	}
+	w.uncommitted = keep
+	for len(w.sealed) > 0 && w.sealed[0].sealedAt >= 0 && w.sealed[0].sealedAt <= cut {
+		sf := w.sealed[0]
+		if err := w.publish(ctx, sf.uploadInfo, sf.key.Name()); err != nil {
+			return st, err
+		}
+		w.sealed = w.sealed[1:]
+		st.Files = append(st.Files, sf.key)
+		st.FileRows += sf.rows
+		st.FileBytes += sf.size
+	}
+	return st, w.dropRecords(ctx, cut, len(st.Files) > 0)
+}
+
+// publish completes a file's upload and moves it to its name. Both steps
+// are idempotent: an upload completed before, or a file moved before, is
+// not an error.
+func (w *RollingWriter) publish(ctx context.Context, u uploadInfo, name string) error {
+	if err := w.up.CompleteUpload(ctx, u.Staging, u.UploadID, u.Parts); err != nil && !errors.Is(err, ErrUploadNotFound) {
+		return fmt.Errorf("rolling writer %s: publish %s: %w", w.where(), name, err)
+	}
+	if err := w.mv.Move(ctx, u.Staging, name); err != nil {
+		return fmt.Errorf("rolling writer %s: publish %s: %w", w.where(), name, err)
+	}
+	return nil
+}
+
+// dropRecords deletes the records older than the newest at or before
+// cut, in one batch once a few gathered (or now, when force).
+func (w *RollingWriter) dropRecords(ctx context.Context, cut int64, force bool) error {
+	i, _ := slices.BinarySearch(w.records, cut+1) // records[:i] are at or before cut
+	if i <= 1 || (i-1 < 4 && !force) {
+		return nil
+	}
+	names := make([]string, 0, i-1)
+	for _, c := range w.records[:i-1] {
+		names = append(names, recordName(w.pipeline, w.shard, c, w.epoch))
+	}
+	if err := w.del.Delete(ctx, names...); err != nil {
+		return fmt.Errorf("rolling writer %s: delete %d old pre-commit records: %w", w.where(), len(names), err)
+	}
+	w.records = append(w.records[:0], w.records[i-1:]...)
+	return nil
+}
+
+// Restore brings the shard's archive to the checkpoint at: files sealed by
+// its cut are published, the file open at its cut is finished as it stood
+// then and published, and everything later (records, uploads, parts of
+// this or any other owner) is discarded. Call it once, when the shard is
+// assigned and before the first Append; records of the owner at.Epoch are
+// the ones trusted. Restore is idempotent: a crash inside it is repaired
+// by calling it again.
+func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreStats, error) {
+	if w.restored || w.lastOff >= 0 || w.lastCut >= 0 {
+		return RestoreStats{}, fmt.Errorf("rolling writer %s: Restore must come first, once", w.where())
+	}
+	prefix := StagingPrefix(w.pipeline, w.shard)
+	objs, err := w.arc.List(ctx, prefix)
+	if err != nil {
+		return RestoreStats{}, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+	}
+	best, bestCut := "", int64(-1)
+	for _, o := range objs {
+		cut, epoch, ok := parseRecordName(strings.TrimPrefix(o.Name, prefix))
+		if ok && epoch == at.Epoch && cut <= at.Cut && cut >= bestCut {
+			best, bestCut = o.Name, cut
+		}
+	}
+	var st RestoreStats
+	keptNames := map[string]bool{} // staging objects finished from the record
+	keptIDs := map[string]bool{}   // and their uploads
+	if best != "" {
+		rec, err := w.readRecord(ctx, best)
+		if err != nil {
+			return RestoreStats{}, fmt.Errorf("rolling writer %s: restore to cut %d: %w", w.where(), at.Cut, err)
+		}
+		for _, s := range rec.Sealed {
+			if err := w.publish(ctx, s.uploadInfo, s.Name); err != nil {
+				return RestoreStats{}, err
+			}
+			k, _ := ParseFileName(s.Name)
+			st.Files = append(st.Files, k)
+			st.Rows += s.Rows
+			st.Bytes += s.Size
+			keptNames[s.Staging], keptIDs[s.UploadID] = true, true
+		}
+		if rec.Open != nil {
+			key, id, size, err := w.finish(ctx, rec)
+			if err != nil {
+				return RestoreStats{}, err
+			}
+			keptNames[rec.Open.Staging], keptIDs[id] = true, true
+			if size > 0 {
+				st.Files = append(st.Files, key)
+				st.Rows += rec.Open.Rows + int64(len(rec.tailRows))
+				st.Bytes += size
+			}
+		}
+	}
+	// Everything else in the staging folder is past the restore point or
+	// of another owner: abort its uploads, delete its objects.
+	if ul, ok := w.arc.(UploadLister); ok {
+		ups, err := ul.ListUploads(ctx, prefix)
+		if err != nil {
+			return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+		}
+		for _, u := range ups {
+			if keptIDs[u.ID] {
+				continue
+			}
+			if err := w.up.AbortUpload(ctx, u.Name, u.ID); err != nil {
+				return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+			}
+			st.Discarded++
+		}
+	}
+	var drop []string
+	for _, o := range objs {
+		if !keptNames[o.Name] {
+			drop = append(drop, o.Name)
+			if o.Name != best {
+				st.Discarded++
+			}
+		}
+	}
+	if err := w.del.Delete(ctx, drop...); err != nil {
+		return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+	}
+	w.restored = true
+	w.lastCut, w.lastOff = at.Cut, at.Cut
+	return st, nil
+}
+
+func (w *RollingWriter) readRecord(ctx context.Context, name string) (*record, error) {
+	obj, err := w.arc.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	if obj.Size() > maxRecordBytes {
+		return nil, fmt.Errorf("pre-commit record %s: %d bytes exceeds %d: %w", name, obj.Size(), maxRecordBytes, streaming.ErrCorrupt)
+	}
+	data := make([]byte, obj.Size())
+	if n, err := obj.ReadAt(data, 0); n != len(data) {
+		return nil, fmt.Errorf("pre-commit record %s: read %d of %d bytes: %w", name, n, len(data), err)
+	}
+	return decodeRecord(ctx, name, data)
+}
+
+// finish finishes and publishes the file open in rec, as it stood at the
+// record's cut, and returns its key, its upload id and size. size is 0
+// when the file held no row (its upload is aborted instead).
+func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, string, int64, error) {
+	o := rec.Open
+	rgs, err := decodeRowGroups(o.RowGroups)
+	if err != nil {
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: open file %s: row groups: %w: %w", w.where(), o.Staging, err, streaming.ErrCorrupt)
+	}
+	b := newFileBuilder(w.cfg.zstdLevel, w.cfg.rowGroupRows)
+	b.resume(fileState{Size: o.Size, CRC: o.CRC, Rows: o.Rows, First: o.First, Last: o.Last, RowGroups: rgs})
+	pending := append([]byte(nil), rec.tailBytes...)
+	if len(rec.tailRows) > 0 {
+		body, err := b.appendRows(rec.tailRows)
+		if err != nil {
+			return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: open file %s: %w", w.where(), o.Staging, err)
+		}
+		pending = append(pending, body...)
+	}
+	if b.state().Rows == 0 {
+		if o.UploadID != "" {
+			if err := w.up.AbortUpload(ctx, o.Staging, o.UploadID); err != nil {
+				return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+			}
+		}
+		return FileKey{}, "", 0, nil
+	}
+	tail, err := b.footer()
+	if err != nil {
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: open file %s: %w", w.where(), o.Staging, err)
+	}
+	pending = append(pending, tail...)
+	st := b.state()
+	key := FileKey{Pipeline: w.pipeline, Shard: w.shard, Epoch: streaming.Epoch(o.Epoch), First: st.First, Last: st.Last}
+	u := o.uploadInfo
+	u.Parts = slices.Clone(u.Parts)
+	if u.UploadID == "" {
+		if u.UploadID, err = w.up.CreateUpload(ctx, u.Staging); err != nil {
+			return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+		}
+	}
+	end, _ := partsEnd(u.Parts)
+	p, err := w.up.UploadPart(ctx, u.Staging, u.UploadID, len(u.Parts)+1, end, pending)
+	switch {
+	case errors.Is(err, ErrUploadNotFound): // finished by an earlier Restore
+	case err != nil:
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+	default:
+		u.Parts = append(u.Parts, p)
+	}
+	if err := w.publish(ctx, u, key.Name()); err != nil {
+		return FileKey{}, "", 0, err
+	}
+	return key, u.UploadID, st.Size, nil
+}

@@ -1,0 +1,225 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+)
+
+// The archive's rolling files are S3 multipart uploads: a file in
+// progress is an upload under the archive's hidden staging prefix, its
+// parts are uploaded as it grows, CompleteMultipartUpload finishes it at
+// the checkpoint commit, and a server-side CopyObject plus a delete gives
+// it its final name (which holds the file's last offset, unknown when the
+// upload began). Every step is idempotent, so a commit or restore
+// repeated after a crash at any request ends in the same objects.
+
+var (
+	_ parquet.Uploader     = (*Archive)(nil)
+	_ parquet.UploadLister = (*Archive)(nil)
+	_ parquet.Mover        = (*Archive)(nil)
+	_ parquet.Deleter      = (*Archive)(nil)
+	_ parquet.PageLister   = (*Archive)(nil)
+)
+
+// s3MinPartSize is S3's smallest part but the last.
+const s3MinPartSize = 5 << 20
+
+// WithMinPartSize sets the smallest part (but the last) an Archive's
+// uploads may have. Only for S3-compatible servers that accept parts
+// below S3's minimum (tests use it to make many parts of small files).
+// Default 5 MiB.
+func WithMinPartSize(n int64) Option { return func(o *config) { o.minPartSize = n } }
+
+func isNoSuchUpload(err error) bool {
+	code, _ := apiCode(err)
+	return code == "NoSuchUpload"
+}
+
+// CreateUpload implements parquet.Uploader with CreateMultipartUpload.
+func (a *Archive) CreateUpload(ctx context.Context, name string) (string, error) {
+	if err := checkArchiveName(name); err != nil {
+		return "", err
+	}
+	out, err := a.obj.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(name))})
+	if err != nil {
+		return "", fmt.Errorf("s3 archive: %w", a.obj.wrap("create upload", name, err))
+	}
+	return aws.ToString(out.UploadId), nil
+}
+
+// UploadPart implements parquet.Uploader (off is implied by the part
+// number on S3).
+func (a *Archive) UploadPart(ctx context.Context, name, uploadID string, n int, off int64, data []byte) (parquet.Part, error) {
+	if err := checkArchiveName(name); err != nil {
+		return parquet.Part{}, err
+	}
+	out, err := a.obj.client.UploadPart(ctx, &awss3.UploadPartInput{
+		Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(name)), UploadId: &uploadID,
+		PartNumber: aws.Int32(int32(n)), Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
+	})
+	if err != nil {
+		if isNoSuchUpload(err) {
+			return parquet.Part{}, fmt.Errorf("s3 archive %s: upload part %d: %w", a.obj.uri(name), n, parquet.ErrUploadNotFound)
+		}
+		return parquet.Part{}, fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("upload part %d of", n), name, err))
+	}
+	return parquet.Part{Number: n, Offset: off, Size: int64(len(data)), ETag: aws.ToString(out.ETag)}, nil
+}
+
+// CompleteUpload implements parquet.Uploader with CompleteMultipartUpload.
+func (a *Archive) CompleteUpload(ctx context.Context, name, uploadID string, parts []parquet.Part) error {
+	if err := checkArchiveName(name); err != nil {
+		return err
+	}
+	cps := make([]types.CompletedPart, len(parts))
+	for i, p := range parts {
+		cps[i] = types.CompletedPart{PartNumber: aws.Int32(int32(p.Number)), ETag: aws.String(p.ETag)}
+	}
+	_, err := a.obj.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
+		Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(name)), UploadId: &uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: cps},
+	})
+	if err != nil {
+		if isNoSuchUpload(err) {
+			return fmt.Errorf("s3 archive %s: complete upload: %w", a.obj.uri(name), parquet.ErrUploadNotFound)
+		}
+		return fmt.Errorf("s3 archive: %w", a.obj.wrap("complete upload of", name, err))
+	}
+	return nil
+}
+
+// AbortUpload implements parquet.Uploader with AbortMultipartUpload.
+func (a *Archive) AbortUpload(ctx context.Context, name, uploadID string) error {
+	if err := checkArchiveName(name); err != nil {
+		return err
+	}
+	_, err := a.obj.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(name)), UploadId: &uploadID})
+	if err != nil && !isNoSuchUpload(err) && !isNotFound(err) {
+		return fmt.Errorf("s3 archive: %w", a.obj.wrap("abort upload of", name, err))
+	}
+	return nil
+}
+
+// MinPartSize implements parquet.Uploader: 5 MiB unless WithMinPartSize.
+func (a *Archive) MinPartSize() int64 { return a.minPart }
+
+// ListUploads implements parquet.UploadLister with ListMultipartUploads.
+func (a *Archive) ListUploads(ctx context.Context, prefix string) ([]parquet.Upload, error) {
+	var out []parquet.Upload
+	in := &awss3.ListMultipartUploadsInput{Bucket: &a.obj.bucket, Prefix: aws.String(a.obj.key(prefix))}
+	for {
+		page, err := a.obj.client.ListMultipartUploads(ctx, in)
+		if err != nil && isNoSuchUpload(err) {
+			return out, nil // gofakes3 answers so for a bucket that never had an upload
+		}
+		if err != nil {
+			return nil, fmt.Errorf("s3 archive: %w", a.obj.wrap("list uploads", prefix+"*", err))
+		}
+		for _, u := range page.Uploads {
+			if name, ok := strings.CutPrefix(aws.ToString(u.Key), a.obj.prefix); ok {
+				out = append(out, parquet.Upload{Name: name, ID: aws.ToString(u.UploadId)})
+			}
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return out, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+}
+
+// Move implements parquet.Mover: a server-side CopyObject to the new
+// name, then a delete of the old one. A crash between the two leaves both
+// (the old one hidden); repeating the Move finishes it.
+func (a *Archive) Move(ctx context.Context, from, to string) error {
+	if err := checkArchiveName(from); err != nil {
+		return err
+	}
+	if err := checkArchiveName(to); err != nil {
+		return err
+	}
+	src := url.PathEscape(a.obj.bucket) + "/" + escapeKey(a.obj.key(from))
+	_, err := a.obj.client.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to)), CopySource: &src})
+	if err != nil {
+		if !isNotFound(err) {
+			return fmt.Errorf("s3 archive: %w", a.obj.wrap("copy "+a.obj.uri(from)+" to", to, err))
+		}
+		// The source is gone: moved already if the target exists.
+		if _, herr := a.obj.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to))}); herr != nil {
+			if isNotFound(herr) {
+				return fmt.Errorf("s3 archive: move %s to %s: neither exists: %w", a.obj.uri(from), a.obj.uri(to), parquet.ErrNotFound)
+			}
+			return fmt.Errorf("s3 archive: %w", a.obj.wrap("head", to, herr))
+		}
+		return nil
+	}
+	if err := a.obj.deleteMany(ctx, []string{from}); err != nil {
+		return fmt.Errorf("s3 archive: %w", err)
+	}
+	return nil
+}
+
+// escapeKey escapes a key for the CopySource header, keeping slashes.
+func escapeKey(k string) string {
+	parts := strings.Split(k, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+// Delete implements parquet.Deleter with DeleteObjects (1000 per request).
+func (a *Archive) Delete(ctx context.Context, names ...string) error {
+	for _, n := range names {
+		if err := checkArchiveName(n); err != nil {
+			return err
+		}
+	}
+	if err := a.obj.deleteMany(ctx, names); err != nil {
+		return fmt.Errorf("s3 archive: %w", err)
+	}
+	return nil
+}
+
+// ListPage implements parquet.PageLister with ListObjectsV2 StartAfter.
+func (a *Archive) ListPage(ctx context.Context, prefix, startAfter string, limit int) ([]parquet.ObjectInfo, error) {
+	in := &awss3.ListObjectsV2Input{Bucket: &a.obj.bucket, Prefix: aws.String(a.obj.key(prefix))}
+	if startAfter != "" {
+		in.StartAfter = aws.String(a.obj.key(startAfter))
+	}
+	return a.list(ctx, in, prefix, limit)
+}
+
+// list runs ListObjectsV2 pages from in until limit objects (<= 0: all).
+func (a *Archive) list(ctx context.Context, in *awss3.ListObjectsV2Input, prefix string, limit int) ([]parquet.ObjectInfo, error) {
+	var out []parquet.ObjectInfo
+	for {
+		if limit > 0 {
+			in.MaxKeys = aws.Int32(int32(min(limit-len(out), 1000)))
+		}
+		page, err := a.obj.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("s3 archive: %w", a.obj.wrap("list", prefix+"*", err))
+		}
+		for _, c := range page.Contents {
+			name, ok := strings.CutPrefix(aws.ToString(c.Key), a.obj.prefix)
+			if !ok {
+				continue
+			}
+			out = append(out, parquet.ObjectInfo{Name: name, Size: aws.ToInt64(c.Size), ModTime: aws.ToTime(c.LastModified)})
+		}
+		if !aws.ToBool(page.IsTruncated) || (limit > 0 && len(out) >= limit) || page.NextContinuationToken == nil {
+			return out, nil
+		}
+		in.ContinuationToken = page.NextContinuationToken
+		in.StartAfter = nil
+	}
+}

@@ -1,0 +1,175 @@
+package archiveloc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/s3"
+)
+
+// Location is a parsed archive location.
+type Location struct {
+	// Scheme is "file" or "s3".
+	Scheme string
+	// Dir is the archive's folder (file).
+	Dir string
+	// Bucket and Prefix locate the archive on S3 (s3; Prefix may be "").
+	Bucket string
+	Prefix string
+}
+
+// Examples of valid locations, for error messages and help texts.
+const Examples = "file:///var/tflo/archive or s3://bucket/prefix"
+
+// Parse checks and parses an archive location: file:///absolute/dir or
+// s3://bucket[/prefix]. The error names the location and what is wrong.
+func Parse(s string) (Location, error) {
+	bad := func(why string) (Location, error) {
+		return Location{}, fmt.Errorf("archive location %q: %s (want %s)", s, why, Examples)
+	}
+	if s == "" {
+		return bad("empty")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return bad(err.Error())
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return bad("a file:// location needs an absolute path after three slashes")
+		}
+		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
+			return bad("a file:// location needs an absolute path")
+		}
+		return Location{Scheme: "file", Dir: u.Path}, nil
+	case "s3":
+		if u.Host == "" {
+			return bad("no bucket")
+		}
+		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return bad("an s3:// location is only a bucket and a prefix")
+		}
+		return Location{Scheme: "s3", Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}, nil
+	case "":
+		return bad("no scheme")
+	}
+	return bad(fmt.Sprintf("unsupported scheme %q", u.Scheme))
+}
+
+// String returns the location as a URL.
+func (l Location) String() string {
+	if l.Scheme == "s3" {
+		if l.Prefix == "" {
+			return "s3://" + l.Bucket
+		}
+		return "s3://" + l.Bucket + "/" + l.Prefix
+	}
+	return "file://" + l.Dir
+}
+
+// S3 says how to reach S3 for s3:// locations, as the other S3 settings
+// of tflo do (internal/portal's durable store): an endpoint for an
+// S3-compatible server (path-style addressing then), a region, and the
+// names of the environment variables holding the access key and secret.
+// Empty fields fall back to the AWS standard chain (AWS_REGION,
+// AWS_ACCESS_KEY_ID, shared files, instance roles).
+type S3 struct {
+	Endpoint     string `json:"endpoint,omitempty" yaml:"endpoint"`
+	Region       string `json:"region,omitempty" yaml:"region"`
+	AccessKeyEnv string `json:"access_key_env,omitempty" yaml:"access_key_env"`
+	SecretKeyEnv string `json:"secret_key_env,omitempty" yaml:"secret_key_env"`
+}
+
+// Environment variables S3FromEnv reads.
+const (
+	EnvEndpoint     = "TFLO_S3_ENDPOINT"
+	EnvRegion       = "TFLO_S3_REGION"
+	EnvAccessKeyEnv = "TFLO_S3_ACCESS_KEY_ENV"
+	EnvSecretKeyEnv = "TFLO_S3_SECRET_KEY_ENV"
+)
+
+// S3FromEnv returns the settings in the TFLO_S3_* variables.
+func S3FromEnv(lookup func(string) (string, bool)) S3 {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	return S3{Endpoint: get(EnvEndpoint), Region: get(EnvRegion), AccessKeyEnv: get(EnvAccessKeyEnv), SecretKeyEnv: get(EnvSecretKeyEnv)}
+}
+
+// Validate reports a half-given key pair.
+func (c S3) Validate() error {
+	if (c.AccessKeyEnv == "") != (c.SecretKeyEnv == "") {
+		return errors.New("s3 settings: name both the access key and the secret key variables, or neither (for the AWS standard chain)")
+	}
+	return nil
+}
+
+// Options returns the connectors/s3 options of these settings; getenv
+// reads the key variables (os.Getenv in production).
+func (c S3) Options(getenv func(string) string) []s3.Option {
+	var o []s3.Option
+	if c.Endpoint != "" {
+		o = append(o, s3.WithEndpoint(c.Endpoint), s3.WithPathStyle(true))
+	}
+	if c.Region != "" {
+		o = append(o, s3.WithRegion(c.Region))
+	}
+	if c.AccessKeyEnv != "" {
+		o = append(o, s3.WithStaticCredentials(getenv(c.AccessKeyEnv), getenv(c.SecretKeyEnv), ""))
+	}
+	return o
+}
+
+// Open opens the archive at loc (creating a local folder if needed).
+// extra options apply to S3 archives after the settings' own.
+func Open(ctx context.Context, loc Location, c S3, extra ...s3.Option) (parquet.Archive, error) {
+	switch loc.Scheme {
+	case "file":
+		a, err := parquet.NewLocalArchive(loc.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("archive %s: %w", loc, err)
+		}
+		return a, nil
+	case "s3":
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
+		opts := append(c.Options(os.Getenv), s3.WithPrefix(loc.Prefix))
+		a, err := s3.NewArchive(ctx, loc.Bucket, append(opts, extra...)...)
+		if err != nil {
+			return nil, fmt.Errorf("archive %s: %w", loc, err)
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("archive location %s: unsupported scheme %q", loc, loc.Scheme)
+}
+
+// Resolver returns a function that parses a location string and opens
+// its archive (once per location, then reused), with the name prefix ""
+// (the location is the archive's root). Its errors name the location.
+func Resolver(c S3, extra ...s3.Option) func(location string) (parquet.Archive, string, error) {
+	var mu sync.Mutex
+	open := map[string]parquet.Archive{}
+	return func(location string) (parquet.Archive, string, error) {
+		loc, err := Parse(location)
+		if err != nil {
+			return nil, "", err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if a := open[loc.String()]; a != nil {
+			return a, "", nil
+		}
+		a, err := Open(context.Background(), loc, c, extra...)
+		if err != nil {
+			return nil, "", err
+		}
+		open[loc.String()] = a
+		return a, "", nil
+	}
+}

@@ -1,0 +1,54 @@
+package archiveloc
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Location
+		err  string
+	}{
+		{in: "file:///var/tflo/archive", want: Location{Scheme: "file", Dir: "/var/tflo/archive"}},
+		{in: "file://localhost/tmp/a", want: Location{Scheme: "file", Dir: "/tmp/a"}},
+		{in: "s3://bucket", want: Location{Scheme: "s3", Bucket: "bucket"}},
+		{in: "s3://bucket/iot/archive/", want: Location{Scheme: "s3", Bucket: "bucket", Prefix: "iot/archive"}},
+		{in: "", err: "empty"},
+		{in: "/var/tflo/archive", err: "no scheme"},
+		{in: "influx", err: "no scheme"},
+		{in: "file://relative/dir", err: "absolute path after three slashes"},
+		{in: "s3:///prefix", err: "no bucket"},
+		{in: "s3://b/p?x=1", err: "only a bucket and a prefix"},
+		{in: "gs://bucket/p", err: `unsupported scheme "gs"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := Parse(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), Examples) {
+					t.Fatalf("Parse(%q) = %+v, %v; want an error with %q and the examples", tc.in, got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Parse(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			}
+			if again, err := Parse(got.String()); err != nil || again != got {
+				t.Fatalf("String() %q does not parse back: %+v, %v", got.String(), again, err)
+			}
+		})
+	}
+}
+
+func TestS3Settings(t *testing.T) {
+	env := map[string]string{EnvEndpoint: "http://127.0.0.1:9000", EnvAccessKeyEnv: "K"}
+	c := S3FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if c.Endpoint != "http://127.0.0.1:9000" {
+		t.Fatalf("settings %+v", c)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "both") {
+		t.Fatalf("half a key pair: %v", err)
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/archiveloc"
+)
+
+// archiveFlags are the flags every archive command shares: where the
+// archive is and how to reach S3.
+type archiveFlags struct {
+	location string
+	prefix   string
+	s3       archiveloc.S3
+}
+
+func (f *archiveFlags) register(cmd *cobra.Command) {
+	env := archiveloc.S3FromEnv(os.LookupEnv)
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&f.location, "archive", "", "archive location: "+archiveloc.Examples+" (required)")
+	fl.StringVar(&f.prefix, "prefix", "", `only names under this prefix, e.g. "iot/" or "iot/shard-000003/"`)
+	fl.StringVar(&f.s3.Endpoint, "s3-endpoint", env.Endpoint, "S3-compatible endpoint URL, path-style (env "+archiveloc.EnvEndpoint+"; default AWS)")
+	fl.StringVar(&f.s3.Region, "s3-region", env.Region, "S3 region (env "+archiveloc.EnvRegion+"; default AWS_REGION, else us-east-1)")
+	fl.StringVar(&f.s3.AccessKeyEnv, "s3-access-key-env", env.AccessKeyEnv, "variable holding the S3 access key (env "+archiveloc.EnvAccessKeyEnv+"; default the AWS standard chain)")
+	fl.StringVar(&f.s3.SecretKeyEnv, "s3-secret-key-env", env.SecretKeyEnv, "variable holding the S3 secret key (env "+archiveloc.EnvSecretKeyEnv+")")
+}
+
+// open checks the flags and opens the archive.
+func (f *archiveFlags) open(ctx context.Context) (parquet.Archive, archiveloc.Location, error) {
+	if f.location == "" {
+		return nil, archiveloc.Location{}, usagef("--archive is required (%s)", archiveloc.Examples)
+	}
+	loc, err := archiveloc.Parse(f.location)
+	if err != nil {
+		return nil, loc, usageError{err}
+	}
+	if err := f.s3.Validate(); err != nil {
+		return nil, loc, usageError{err}
+	}
+	a, err := archiveloc.Open(ctx, loc, f.s3)
+	return a, loc, err
+}
+
+func (a *app) archiveCommand() *cobra.Command {
+	var af archiveFlags
+	cmd := &cobra.Command{
+		Use:   "archive",
+		Short: "Inspect, verify and compact a Parquet archive (a folder or an S3 prefix)",
+		Long: `The archive is where the central workers write their derived signals
+(Parquet files named <pipeline>/shard-<n>/<first>-<last>-e<epoch>.parquet)
+and what backfills replay. These commands work on file:// folders and
+s3://bucket/prefix alike; for S3-compatible servers give --s3-endpoint
+and the names of the variables holding the keys.`,
+	}
+	af.register(cmd)
+	cmd.AddCommand(a.archiveLs(&af), a.archiveVerify(&af), a.archiveCompact(&af))
+	return cmd
+}
+
+func (a *app) archiveLs(af *archiveFlags) *cobra.Command {
+	var concurrency int
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Short:   "List partitions with their files, rows, bytes, offsets and time range",
+		Example: "  starter archive ls --archive file:///var/tflo/archive\n  starter archive ls --archive s3://tflo-archive/prod --s3-endpoint http://minio:9000 --json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			arc, loc, err := af.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := parquet.Summarize(cmd.Context(), arc, af.prefix, concurrency)
+			if err != nil {
+				return err
+			}
+			return a.emit(s, func(w io.Writer) {
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "PIPELINE\tSHARD\tFILES\tROWS\tBYTES\tOFFSETS\tFROM\tTO\tSTAGED\t")
+				for _, p := range s.Partitions {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d-%d\t%s\t%s\t%d\t\n", p.Pipeline, p.Shard, p.Files, p.Rows, bytesString(p.Bytes),
+						p.FirstOffset, p.LastOffset, tsString(p.MinTS), tsString(p.MaxTS), p.Staged)
+				}
+				tw.Flush()
+				printf(w, "%s: %d partitions, %d files, %d rows, %s, %s .. %s\n", loc, len(s.Partitions), s.Files, s.Rows, bytesString(s.Bytes), tsString(s.MinTS), tsString(s.MaxTS))
+				for _, p := range s.Problems {
+					printf(w, "unreadable: %s\n", p)
+				}
+			})
+		},
+	}
+	cmd.Flags().IntVar(&concurrency, "concurrency", 16, "footers read at once")
+	return cmd
+}
+
+func (a *app) archiveVerify(af *archiveFlags) *cobra.Command {
+	var concurrency int
+	var fingerprint string
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Read every file: checksums, schema fingerprint, rows, and rows found in two files",
+		Long: `verify reads every file of the archive in full and checks its whole-file
+checksum, its schema fingerprint, every page and row, the offsets against
+the range the name claims, and across each shard's files the rows of one
+(offset, signal) held twice (which Spark, DuckDB or Arrow would count
+twice). It exits 1 when it finds anything.`,
+		Example: "  starter archive verify --archive file:///var/tflo/archive --json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			arc, loc, err := af.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rep, err := parquet.Verify(cmd.Context(), arc, af.prefix, fingerprint, concurrency)
+			if err != nil {
+				return err
+			}
+			if err := a.emit(rep, func(w io.Writer) {
+				printf(w, "%s: %d files, %d rows, %s\n", loc, rep.Files, rep.Rows, bytesString(rep.Bytes))
+				for _, p := range rep.Problems {
+					printf(w, "problem: %s\n", p)
+				}
+				for _, d := range rep.Duplicates {
+					printf(w, "duplicate: %s shard %d offset %d signal %s in %s and %s\n", d.Pipeline, d.Shard, d.Offset, d.Signal, d.Files[0], d.Files[1])
+				}
+				if rep.OK() {
+					printf(w, "ok\n")
+				} else {
+					printf(w, "%d problems, %d duplicate rows\n", len(rep.Problems), rep.DuplicateRows)
+				}
+			}); err != nil {
+				return err
+			}
+			if !rep.OK() {
+				return fmt.Errorf("archive %s: %d problems, %d duplicate rows", loc, len(rep.Problems), rep.DuplicateRows)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&concurrency, "concurrency", 4, "shards verified at once")
+	cmd.Flags().StringVar(&fingerprint, "fingerprint", "", "expected schema fingerprint (default: this build's, "+parquet.SchemaFingerprint()+")")
+	return cmd
+}
+
+func (a *app) archiveCompact(af *archiveFlags) *cobra.Command {
+	p := parquet.DefaultCompactPolicy()
+	target, small := "128MiB", "32MiB"
+	cmd := &cobra.Command{
+		Use:   "compact",
+		Short: "Rewrite runs of small old files into large files",
+		Long: `compact rewrites, shard by shard, runs of consecutive small files written
+at least --min-age ago into files of about --target-size, publishes each
+with one atomic move, then deletes its inputs; it also deletes files
+another file fully covers (left by crashes of older writers or of an
+earlier compaction). Readers running meanwhile read each row once. Run
+one compaction at a time per archive.`,
+		Example: "  starter archive compact --archive file:///var/tflo/archive --dry-run\n  starter archive compact --archive s3://tflo-archive/prod --min-age 24h",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if p.TargetSize, err = parseSize("--target-size", target); err != nil {
+				return err
+			}
+			if p.SmallFile, err = parseSize("--small-file", small); err != nil {
+				return err
+			}
+			if err := p.Validate(); err != nil {
+				return usageError{err}
+			}
+			arc, loc, err := af.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := parquet.Compact(cmd.Context(), arc, af.prefix, "", p, time.Now())
+			if err != nil {
+				return err
+			}
+			return a.emit(res, func(w io.Writer) {
+				verb := "rewrote"
+				if res.DryRun {
+					verb = "would rewrite"
+				}
+				var in, out int64
+				files := 0
+				for _, r := range res.Runs {
+					printf(w, "%s %d files (%s) as %s\n", verb, len(r.Inputs), bytesString(r.BytesIn), r.Output)
+					in, out, files = in+r.BytesIn, out+r.BytesOut, files+len(r.Inputs)
+				}
+				for _, f := range res.Redundant {
+					printf(w, "covered by another file, deleted: %s\n", f)
+				}
+				printf(w, "%s: %d shards, %d files listed; %s %d files into %d (%s in, %s out); %d covered files deleted\n",
+					loc, res.Shards, res.Files, verb, files, len(res.Runs), bytesString(in), bytesString(out), len(res.Redundant))
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&target, "target-size", target, "size of the files compaction writes (K, M, G, KiB, MiB, GiB suffixes)")
+	f.StringVar(&small, "small-file", small, "only files smaller than this are rewritten")
+	f.DurationVar(&p.MinAge, "min-age", p.MinAge, "only files written at least this long ago (0: all)")
+	f.BoolVar(&p.DryRun, "dry-run", false, "show what would be rewritten, change nothing")
+	return cmd
+}
+
+// parseSize parses "134217728", "128MiB", "128M" (binary units).
+func parseSize(flag, v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return 0, usagef("%s %q: want a size like 128MiB", flag, v)
+	}
+	return n * mult, nil
+}
+
+// bytesString prints a size with a binary unit.
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// tsString prints an event time (unix nanoseconds) in UTC, "-" for none.
+func tsString(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/archiveloc"
+)
+
+// fillArchive writes 2 shards × 40 small files and a replay of 30
+// offsets of shard 1 under a later epoch (rows held twice).
+func fillArchive(t *testing.T, a parquet.Archive) (rows int64, dups int64) {
+	ctx := context.Background()
+	row := func(off int64) parquet.Row {
+		return parquet.Row{Sensor: fmt.Sprintf("s-%d", off%7), Signal: "mean", TS: 1_700_000_000_000_000_000 + off*1e9, Value: float64(off), Offset: off}
+	}
+	for shard := range int32(2) {
+		w, err := parquet.NewWriter(a, "iot", shard, 1)
+		require.NoError(t, err)
+		for off := range int64(400) {
+			require.NoError(t, w.Append(ctx, row(off)))
+			if off%10 == 9 {
+				_, _, err := w.Flush(ctx)
+				require.NoError(t, err)
+			}
+		}
+		rows += 400
+	}
+	w, err := parquet.NewWriter(a, "iot", 1, 2)
+	require.NoError(t, err)
+	var replay []parquet.Row
+	for off := int64(100); off < 130; off++ {
+		replay = append(replay, row(off))
+	}
+	_, err = w.WriteFile(ctx, replay)
+	require.NoError(t, err)
+	return rows, int64(len(replay))
+}
+
+func archiveCommands(t *testing.T, location string, extra ...string) {
+	args := func(a ...string) []string { return append(append(a, "--archive", location, "--json"), extra...) }
+
+	r := run(t, args("archive", "ls")...)
+	require.Equal(t, exitOK, r.code, r.err)
+	var s parquet.Summary
+	require.NoError(t, json.Unmarshal([]byte(r.out), &s), r.out)
+	require.Len(t, s.Partitions, 2)
+	require.Equal(t, 81, s.Files)
+	require.Equal(t, int64(830), s.Rows)
+	require.Equal(t, int64(1_700_000_000_000_000_000), s.MinTS)
+
+	r = run(t, args("archive", "verify")...)
+	require.Equal(t, exitFailure, r.code, "duplicates make verify fail: %s", r.out)
+	var rep parquet.VerifyReport
+	require.NoError(t, json.Unmarshal([]byte(r.out), &rep), r.out)
+	require.Equal(t, int64(30), rep.DuplicateRows)
+	require.Empty(t, rep.Problems)
+
+	r = run(t, args("archive", "compact", "--min-age", "0", "--dry-run")...)
+	require.Equal(t, exitOK, r.code, r.err)
+	var dry parquet.CompactResult
+	require.NoError(t, json.Unmarshal([]byte(r.out), &dry), r.out)
+	require.True(t, dry.DryRun)
+	require.NotEmpty(t, dry.Runs)
+
+	r = run(t, args("archive", "compact", "--min-age", "0")...)
+	require.Equal(t, exitOK, r.code, r.err)
+	var res parquet.CompactResult
+	require.NoError(t, json.Unmarshal([]byte(r.out), &res), r.out)
+	require.Len(t, res.Redundant, 3, "the replay covers three epoch-1 files")
+
+	r = run(t, args("archive", "verify")...)
+	require.Equal(t, exitOK, r.code, r.out)
+	require.NoError(t, json.Unmarshal([]byte(r.out), &rep))
+	require.True(t, rep.OK())
+	require.Equal(t, int64(800), rep.Rows)
+	require.Equal(t, 2, rep.Files)
+
+	r = run(t, append([]string{"archive", "ls", "--archive", location}, extra...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "2 partitions, 2 files, 800 rows")
+}
+
+func TestArchiveCommandsLocal(t *testing.T) {
+	dir := t.TempDir()
+	a, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	fillArchive(t, a)
+	archiveCommands(t, "file://"+dir)
+}
+
+func TestArchiveCommandsS3(t *testing.T) {
+	backend := s3mem.New()
+	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	t.Cleanup(srv.Close)
+	require.NoError(t, backend.CreateBucket("archive"))
+	t.Setenv("TEST_S3_KEY", "AKIDTEST")
+	t.Setenv("TEST_S3_SECRET", "secret")
+	s3 := archiveloc.S3{Endpoint: srv.URL, Region: "us-east-1", AccessKeyEnv: "TEST_S3_KEY", SecretKeyEnv: "TEST_S3_SECRET"}
+	loc, err := archiveloc.Parse("s3://archive/prod/iot")
+	require.NoError(t, err)
+	a, err := archiveloc.Open(context.Background(), loc, s3)
+	require.NoError(t, err)
+	fillArchive(t, a)
+	// The endpoint from the environment, the key variables from flags.
+	t.Setenv(archiveloc.EnvEndpoint, srv.URL)
+	archiveCommands(t, "s3://archive/prod/iot", "--s3-access-key-env", "TEST_S3_KEY", "--s3-secret-key-env", "TEST_S3_SECRET", "--s3-region", "us-east-1")
+}
+
+func TestArchiveCommandsRefuseBadLocations(t *testing.T) {
+	for _, loc := range []string{"", "/var/tflo/archive", "gs://b/p", "file://relative"} {
+		r := run(t, "archive", "ls", "--archive", loc)
+		require.Equal(t, exitUsage, r.code, "location %q: %s", loc, r.err)
+	}
+	r := run(t, "archive", "ls", "--archive", "s3://b", "--s3-access-key-env", "K")
+	require.Equal(t, exitUsage, r.code, r.err)
+	r = run(t, "archive", "compact", "--archive", "file:///tmp/x", "--target-size", "lots")
+	require.Equal(t, exitUsage, r.code, r.err)
+}

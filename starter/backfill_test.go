@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// Regression (issue 15): --sink defaulted to "influx", which the workers
+// refused only once the backfill ran. The sink and the archive location
+// are checked before anything starts, and the default is valid.
+func TestBackfillStartChecksSinkAndArchive(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--archive", "file:///a", "--sink", "influx"}, "influx:<db>/<rp>"},
+		{[]string{"--archive", "file:///a", "--sink", "kafka:"}, "kafka:<topic>"},
+		{[]string{"--archive", "file:///a", "--sink", "prometheus:x"}, "want influx"},
+		{[]string{"--archive", "/var/tflo/archive"}, "no scheme"},
+		{[]string{"--archive", "gs://b/p"}, `unsupported scheme "gs"`},
+		{[]string{}, "--archive is required"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := run(t, append([]string{"backfill", "start", "--name", "x", "--address", "127.0.0.1:1"}, tc.args...)...)
+			assert.Equal(t, exitUsage, r.code, "stderr: %s", r.err)
+			assert.Contains(t, r.err, tc.want)
+		})
+	}
+	cmd := newRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	start, _, err := cmd.Find([]string{"backfill", "start"})
+	require.NoError(t, err)
+	def := start.Flags().Lookup("sink").DefValue
+	assert.Equal(t, "influx:iot_portal_replay/autogen", def)
+	for _, ex := range strings.Split(start.Example, "\n") {
+		if i := strings.Index(ex, "--sink "); i >= 0 {
+			sink := strings.Fields(ex[i+len("--sink "):])[0]
+			r := run(t, "backfill", "start", "--name", "x", "--address", "127.0.0.1:1", "--archive", "file:///a", "--sink", sink)
+			assert.NotEqual(t, exitUsage, r.code, "the example sink %s is refused: %s", sink, r.err)
+		}
+	}
+}
+
+func TestProgressLineBytes(t *testing.T) {
+	line := progressLine(workflows.BackfillProgress{FilesDone: 10, FilesTotal: 40, RowsDone: 5000, BytesDone: 1 << 20, BytesTotal: 4 << 20, RowsPerSecond: 1200, ETA: 3 * time.Second})
+	assert.Equal(t, "[#######-----------------------]  25%  files 10/40  rows 5000  1.0 MiB/4.0 MiB  1200 rows/s  ETA 3s", line)
+}
