@@ -49,8 +49,11 @@ TFLO_S3_* settings. Sinks: ` + portal.SinkExamples + `.`,
 				return err
 			}
 			var err error
-			if in.Location == "" {
-				return usagef("--archive is required (%s)", archiveloc.Examples)
+			switch {
+			case in.Name == "":
+				return usagef("--name is required (it names the backfill for status and cancel)")
+			case in.Location == "":
+				return usagef("--archive is required: %s", archiveloc.Examples)
 			}
 			if _, err := archiveloc.Parse(in.Location); err != nil {
 				return usageError{err}
@@ -66,10 +69,6 @@ TFLO_S3_* settings. Sinks: ` + portal.SinkExamples + `.`,
 			}
 			// The flags by name first; in.Validate names the workflow's fields.
 			switch {
-			case in.Name == "":
-				return usagef("--name is required (it names the backfill for status and cancel)")
-			case in.Location == "":
-				return usagef("--archive is required: file:///dir or s3://bucket/prefix")
 			case in.Window < 0:
 				return usagef("--window %d must not be negative", in.Window)
 			case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):

@@ -53,7 +53,7 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"pipeline", "start", "--topic", "signals"}, `Error: --topic and --partitions go together (got topic "signals", partitions 0)`},
 		{[]string{"pipeline", "start", "--shard", "a", "--interval", "-1s"}, "Error: --interval -1s must not be negative"},
 		{[]string{"pipeline", "start", "--shard", "a", "--breaker-threshold", "-2"}, "Error: --breaker-threshold -2 must not be negative"},
-		{[]string{"backfill", "start", "--name", "x"}, "Error: --archive is required: file:///dir or s3://bucket/prefix"},
+		{[]string{"backfill", "start", "--name", "x"}, "Error: --archive is required: file:///var/tflo/archive or s3://bucket/prefix"},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--window", "-1"}, "Error: --window -1 must not be negative"},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "yesterday"}, `Error: --from "yesterday": want RFC 3339, like 2026-06-01T00:00:00Z`},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "2026-02-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"},
