@@ -1,7 +1,10 @@
 // Package fintech is tflo's catalog of market-data operators: [VWAP],
 // [RSI] (Wilder smoothing), [Bollinger] bands, [MACD] with its signal line,
 // and [MACrossover]. It follows the pattern of streaming/ops (see that
-// package's doc for how to write a catalog).
+// package's doc for how to write a catalog). [Register] declares them in a
+// streaming.Registry ("vwap", "rsi", "bollinger", "macd", "ma_crossover")
+// with their parameters and classic defaults (RSI 14, Bollinger 20/2,
+// MACD 12/26/9, crossover 50/200), so pipeline specs can name them.
 //
 // # Multi-valued indicators
 //

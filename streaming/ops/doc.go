@@ -12,6 +12,14 @@
 //   - [RollingMin] / [RollingMax]: extreme of the last N values,
 //     monotonic deque, O(1) amortised.
 //   - [MedianDespike]: replaces values far from the window median.
+//   - [Episode]: turns a mode (a Hysteresis output) into opened/closed
+//     episodes with their duration.
+//
+// [Register] declares them all in a streaming.Registry under their type
+// names ("sma", "ema", "hysteresis", "threshold_cross", "deadband",
+// "rate_of_change", "rolling_min", "rolling_max", "median_despike",
+// "episode"), with their parameters, defaults, bounds and docs, so a
+// pipeline spec can name them; [Types] returns the declarations.
 //
 // Each type's doc states its output, its warm-up (what it emits before its
 // window fills — usually nothing) and what NaN/±Inf input does (always:
@@ -19,6 +27,7 @@
 // on impossible parameters (a window of 0, low ≥ high), like
 // time.NewTicker; Graph.Build calls every factory once, so such a mistake
 // surfaces when the graph is built, not on the first record of a key.
+// Through the registry the same mistakes are errors naming the parameter.
 //
 // # Writing a catalog package
 //
@@ -56,7 +65,12 @@
 //  6. Document, on the type, the output, the warm-up, NaN/±Inf handling
 //     and the state format; define the [streaming.Mode] constants the
 //     operator emits in one place (modes.go).
-//  7. Test with table tests whose expected values are computed
+//  7. Declare the type for the registry (register.go): its parameters
+//     with kinds, defaults, bounds and one-sentence docs, inputs, output,
+//     mode names and TypeVersion. New refuses every parameter value the
+//     constructor would panic on, naming the parameter, so a spec's
+//     mistake is an error and never a panic.
+//  8. Test with table tests whose expected values are computed
 //     independently (by hand, or by a from-scratch reference formula that
 //     cites its published definition), a mid-stream Save/Load round trip
 //     that must continue exactly like an uninterrupted run, and a version

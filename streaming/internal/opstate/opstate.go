@@ -144,6 +144,12 @@ func Mismatch(op, what string, saved, configured any) error {
 		Reason: fmt.Sprintf("state was saved with %s %v, this node is configured with %v", what, saved, configured)}
 }
 
+// ParamErr is an OperatorType.New refusal of parameter name; the
+// registry adds the operator type to it.
+func ParamErr(name, format string, args ...any) error {
+	return &streaming.ParamError{Param: name, Reason: fmt.Sprintf(format, args...)}
+}
+
 // FiniteIn reports whether v can enter an operator's state: false for NaN
 // and ±Inf (v−v is NaN for both), in one subtraction and compare.
 func FiniteIn(v float64) bool { return v-v == 0 }
