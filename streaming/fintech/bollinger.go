@@ -45,7 +45,11 @@ func (b Band) String() string {
 // [Band] and position is [AboveBand], [InsideBands] or [BelowBand] — where
 // the latest price stands against the bands.
 //
-// Warm-up: no output until N prices have been seen.
+// Warm-up: by default ([streaming.WarmupFull]) no output until N prices
+// have been seen. With [Bollinger.WithWarmup](streaming.WarmupPartial) the
+// first prices emit the bands of the prices seen so far (mean and
+// population deviation of those); the policy is not state, a blob loads
+// into a node of either.
 //
 // NaN and ±Inf prices are ignored: no output, state unchanged.
 //
@@ -64,6 +68,8 @@ type Bollinger struct {
 	count int
 	mean  float64
 	m2    float64 // Σ(x − mean)² over the window
+	// partial: emit the bands of the prices seen while the window fills.
+	partial bool
 }
 
 var (
@@ -85,6 +91,13 @@ func NewBollinger(n int, k float64, band Band) *Bollinger {
 		panic(fmt.Sprintf("fintech.NewBollinger: unknown %v", band))
 	}
 	return &Bollinger{k: k, band: band, buf: make([]float64, n)}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns b. Call it before the first Eval, in the node's factory.
+func (b *Bollinger) WithWarmup(w streaming.Warmup) *Bollinger {
+	b.partial = w == streaming.WarmupPartial
+	return b
 }
 
 // Name returns "bollinger".
@@ -123,10 +136,10 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 		b.head = 0
 		b.exact()
 	}
-	if b.count < n {
+	if b.count < n && !b.partial {
 		return streaming.NoOutput()
 	}
-	sd := math.Sqrt(max(b.m2, 0) / float64(n))
+	sd := math.Sqrt(max(b.m2, 0) / float64(b.count))
 	upper, lower := b.mean+b.k*sd, b.mean-b.k*sd
 	pos := InsideBands
 	if x > upper {

@@ -17,8 +17,13 @@ import (
 // other record. Equal averages keep the previous side, so touching is not
 // crossing.
 //
-// Warm-up: slow prices fill both averages; the first record where they
-// differ only establishes the side and never emits.
+// Warm-up: by default ([streaming.WarmupFull]) slow prices fill both
+// averages; the first record where they differ only establishes the side
+// and never emits. With [MACrossover.WithWarmup](streaming.WarmupPartial)
+// the averages are taken over the prices seen so far from the first price
+// on, so the side is established (and crossings reported) while the
+// windows fill. The policy is not saved: a blob loads into a node of
+// either, keeping the side it knows.
 //
 // NaN and ±Inf prices are ignored: no output, state unchanged.
 //
@@ -29,6 +34,8 @@ type MACrossover struct {
 	fast, slow window
 	known      bool
 	above      bool
+	// partial: compare the averages while the windows fill.
+	partial bool
 }
 
 var (
@@ -43,6 +50,13 @@ func NewMACrossover(fast, slow int) *MACrossover {
 		panic(fmt.Sprintf("fintech.NewMACrossover: need 1 ≤ fast < slow ≤ %d, got %d, %d", maxWindow, fast, slow))
 	}
 	return &MACrossover{fast: newWindow(fast), slow: newWindow(slow)}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns c. Call it before the first Eval, in the node's factory.
+func (c *MACrossover) WithWarmup(w streaming.Warmup) *MACrossover {
+	c.partial = w == streaming.WarmupPartial
+	return c
 }
 
 // Name returns "ma_crossover".
@@ -69,7 +83,7 @@ func (c *MACrossover) Eval(in []streaming.Computed, _ int64) streaming.NodeOutpu
 	}
 	c.fast.push(p)
 	c.slow.push(p)
-	if !c.slow.full() {
+	if !c.slow.full() && !c.partial {
 		return streaming.NoOutput()
 	}
 	f, s := c.fast.mean(), c.slow.mean()

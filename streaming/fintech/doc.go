@@ -22,7 +22,9 @@
 //
 // Every operator takes the price as its first input ([VWAP] also takes the
 // volume). Each type's doc states its warm-up (what it emits before it has
-// seen enough prices — always nothing) and that NaN/±Inf input is ignored:
+// seen enough prices: by default nothing, except a rolling VWAP, which
+// always averaged the trades it had; WithWarmup or the spec's "warmup"
+// parameter picks the other policy) and that NaN/±Inf input is ignored:
 // no output, state unchanged, never a panic. Constructors panic on
 // impossible parameters (fast ≥ slow, a window of 0); Graph.Build calls
 // each factory once, so the mistake surfaces when the graph is built.
@@ -32,7 +34,9 @@
 // Every operator saves a compact little-endian/varint blob that starts
 // with its configuration; Load refuses a blob saved by a differently
 // configured node with a *streaming.OperatorLoadError, and an undecodable
-// blob with one wrapping streaming.ErrCorrupt. All are TypeVersion 1.
+// blob with one wrapping streaming.ErrCorrupt. All are TypeVersion 1 but
+// MACD, version 2 since it saves its warm-up policy (version 1 blobs are
+// migrated).
 //
 // # Concurrency
 //

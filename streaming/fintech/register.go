@@ -51,13 +51,14 @@ func Types() []streaming.OperatorType {
 			Params: []streaming.Param{
 				{Name: "window", Kind: streaming.ParamInt, Default: int64(0), Min: streaming.Bound(0), Max: streaming.Bound(maxWindow),
 					Doc: "number of trades averaged over; 0 for cumulative since the start (a session)"},
+				streaming.WarmupParam(streaming.WarmupPartial),
 			},
 			MinInputs: 2, MaxInputs: 2, Inputs: "price, volume",
-			Output:      "float: the VWAP, on every valid trade once the volume in the window is positive (trades with a negative volume are ignored)",
+			Output:      "float: the VWAP, on every valid trade once the volume in the window is positive (with warmup: full, a rolling window waits for N trades; trades with a negative volume are ignored)",
 			TypeVersion: (*VWAP)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n := p.Int("window")
-				return func() streaming.Operator { return NewVWAP(n) }, nil
+				n, w := p.Int("window"), p.Warmup()
+				return func() streaming.Operator { return NewVWAP(n).WithWarmup(w) }, nil
 			},
 		},
 		{
@@ -65,13 +66,14 @@ func Types() []streaming.OperatorType {
 			Params: []streaming.Param{
 				{Name: "period", Kind: streaming.ParamInt, Default: int64(14), Min: streaming.Bound(1), Max: streaming.Bound(maxWindow),
 					Doc: "number of price changes averaged (Wilder's 14)"},
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "price",
-			Output:      "float: the RSI, on every valid price once period changes were seen (100 with no losses, 50 in a flat market)",
+			Output:      "float: the RSI, on every valid price once period changes were seen, from the first change with warmup: partial (100 with no losses, 50 in a flat market)",
 			TypeVersion: (*RSI)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n := p.Int("period")
-				return func() streaming.Operator { return NewRSI(n) }, nil
+				n, w := p.Int("period"), p.Warmup()
+				return func() streaming.Operator { return NewRSI(n).WithWarmup(w) }, nil
 			},
 		},
 		{
@@ -83,14 +85,15 @@ func Types() []streaming.OperatorType {
 					Doc: "the band width in standard deviations"},
 				{Name: "band", Kind: streaming.ParamString, Default: "middle", Enum: bandNames,
 					Doc: "the value the node emits: middle, upper, lower or percent_b ((price − lower)/(upper − lower))"},
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "price",
-			Output:      "signal: the selected band, with where the price stands against the bands as the mode, on every valid price once N prices were seen",
+			Output:      "signal: the selected band, with where the price stands against the bands as the mode, on every valid price once N prices were seen (from the first with warmup: partial)",
 			Modes:       map[streaming.Mode]string{AboveBand: "above", InsideBands: "inside", BelowBand: "below"},
 			TypeVersion: (*Bollinger)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n, k, band := p.Int("window"), p.Float("k"), Band(slices.Index(bandNames, p.String("band")))
-				return func() streaming.Operator { return NewBollinger(n, k, band) }, nil
+				n, k, band, w := p.Int("window"), p.Float("k"), Band(slices.Index(bandNames, p.String("band"))), p.Warmup()
+				return func() streaming.Operator { return NewBollinger(n, k, band).WithWarmup(w) }, nil
 			},
 		},
 		{
@@ -104,9 +107,10 @@ func Types() []streaming.OperatorType {
 					Doc: "period of the signal line's EMA"},
 				{Name: "component", Kind: streaming.ParamString, Default: "line", Enum: componentNames,
 					Doc: "the value the node emits: line, signal or histogram (line − signal)"},
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "price",
-			Output:      "signal: the selected component, with the histogram's sign as the mode, on every valid price from the (slow + signal − 1)-th on",
+			Output:      "signal: the selected component, with the histogram's sign as the mode, on every valid price from the (slow + signal − 1)-th on (from the first with warmup: partial)",
 			Modes:       map[streaming.Mode]string{Bullish: "bullish", Neutral: "neutral", Bearish: "bearish"},
 			TypeVersion: (*MACD)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
@@ -115,7 +119,8 @@ func Types() []streaming.OperatorType {
 				if fast >= slow {
 					return nil, paramErr("fast", "%d must be below slow %d", fast, slow)
 				}
-				return func() streaming.Operator { return NewMACD(fast, slow, signal, comp) }, nil
+				w := p.Warmup()
+				return func() streaming.Operator { return NewMACD(fast, slow, signal, comp).WithWarmup(w) }, nil
 			},
 		},
 		{
@@ -125,6 +130,7 @@ func Types() []streaming.OperatorType {
 					Doc: "number of prices of the fast average; below slow"},
 				{Name: "slow", Kind: streaming.ParamInt, Default: int64(200), Min: streaming.Bound(2), Max: streaming.Bound(maxWindow),
 					Doc: "number of prices of the slow average"},
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "price",
 			Output:      "signal: golden or death with the fast average, only on the record where the fast average crosses the slow one",
@@ -135,7 +141,8 @@ func Types() []streaming.OperatorType {
 				if fast >= slow {
 					return nil, paramErr("fast", "%d must be below slow %d", fast, slow)
 				}
-				return func() streaming.Operator { return NewMACrossover(fast, slow) }, nil
+				w := p.Warmup()
+				return func() streaming.Operator { return NewMACrossover(fast, slow).WithWarmup(w) }, nil
 			},
 		},
 	}

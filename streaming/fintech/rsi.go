@@ -16,7 +16,12 @@ import (
 // Output: Float(RSI) in [0, 100]. When the average loss is 0 the RSI is
 // 100, and when both averages are 0 (a flat market) it is 50.
 //
-// Warm-up: N+1 prices (N changes); no output before.
+// Warm-up: by default ([streaming.WarmupFull]) N+1 prices (N changes); no
+// output before. With [RSI.WithWarmup](streaming.WarmupPartial) every
+// price from the second on emits the RSI of the changes seen so far
+// (Σgain/(Σgain+Σloss), which is what the first simple averages give);
+// the averages are the same in both policies, a blob loads into a node
+// of either.
 //
 // NaN and ±Inf prices are ignored: no output, state unchanged.
 //
@@ -30,6 +35,8 @@ type RSI struct {
 	prev       float64
 	seen       int
 	gain, loss float64
+	// partial: emit the RSI of the changes seen during warm-up.
+	partial bool
 }
 
 var (
@@ -44,6 +51,13 @@ func NewRSI(n int) *RSI {
 		panic(fmt.Sprintf("fintech.NewRSI: period %d is outside 1..%d", n, maxWindow))
 	}
 	return &RSI{n: n}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns r. Call it before the first Eval, in the node's factory.
+func (r *RSI) WithWarmup(w streaming.Warmup) *RSI {
+	r.partial = w == streaming.WarmupPartial
+	return r
 }
 
 // Name returns "rsi".
@@ -81,6 +95,9 @@ func (r *RSI) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 		r.gain += g
 		r.loss += l
 		if r.seen < r.n {
+			if r.partial {
+				return rsiOf(r.gain, r.loss) // the sums: same ratio as their means
+			}
 			return streaming.NoOutput()
 		}
 		r.gain /= float64(r.n)
@@ -90,10 +107,15 @@ func (r *RSI) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 		r.gain = (r.gain*k + g) / float64(r.n)
 		r.loss = (r.loss*k + l) / float64(r.n)
 	}
-	if r.gain+r.loss == 0 {
+	return rsiOf(r.gain, r.loss)
+}
+
+// rsiOf is the RSI of an average gain and loss: 50 when both are 0.
+func rsiOf(gain, loss float64) streaming.NodeOutput {
+	if gain+loss == 0 {
 		return streaming.Float(50)
 	}
-	return streaming.Float(100 * r.gain / (r.gain + r.loss))
+	return streaming.Float(100 * gain / (gain + loss))
 }
 
 // Save writes: period | has | prev | seen | gain | loss.

@@ -106,6 +106,15 @@ func (e *ema) push(x float64) bool {
 
 func (e *ema) ready() bool { return e.seen == e.n }
 
+// current is the average once seeded, and the mean of the inputs seen so
+// far before (NaN before the first input).
+func (e *ema) current() float64 {
+	if e.seen < e.n {
+		return e.seed / float64(e.seen)
+	}
+	return e.value
+}
+
 func (e *ema) reset() { e.seen, e.seed, e.value = 0, 0, 0 }
 
 func (e *ema) save(dst []byte) []byte {

@@ -14,8 +14,15 @@ import (
 // Inputs: price, volume (in that order).
 //
 // Output: Float(vwap) for every valid record once the total volume in the
-// window is positive; there is no other warm-up. A window holding only
-// zero-volume trades emits nothing.
+// window is positive. A window holding only zero-volume trades emits
+// nothing.
+//
+// Warm-up of a rolling window: by default ([streaming.WarmupPartial], the
+// behaviour VWAP always had) the first trades emit the VWAP of the trades
+// seen so far; with [VWAP.WithWarmup](streaming.WarmupFull) nothing is
+// emitted until N trades were seen. A cumulative VWAP has no window and
+// ignores the policy. The policy is not state: a blob loads into a node
+// of either.
 //
 // A record whose price or volume is NaN or ±Inf, or whose volume is
 // negative, is ignored: no output, state unchanged. Zero volume is a valid
@@ -29,6 +36,8 @@ type VWAP struct {
 	cpv   ksum   // cumulative Σp·v (window 0)
 	cv    ksum   // cumulative Σv (window 0)
 	n     int
+	// full: no output until the rolling window holds N trades.
+	full bool
 }
 
 var (
@@ -46,6 +55,14 @@ func NewVWAP(n int) *VWAP {
 	if n > 0 {
 		w.pv, w.v = newWindow(n), newWindow(n)
 	}
+	return w
+}
+
+// WithWarmup sets the warm-up policy of a rolling window (default
+// streaming.WarmupPartial) and returns w. Call it before the first Eval,
+// in the node's factory.
+func (w *VWAP) WithWarmup(p streaming.Warmup) *VWAP {
+	w.full = p == streaming.WarmupFull
 	return w
 }
 
@@ -79,6 +96,9 @@ func (w *VWAP) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	} else {
 		w.pv.push(p * vol)
 		w.v.push(vol)
+		if w.full && !w.v.full() {
+			return streaming.NoOutput()
+		}
 		num, den = w.pv.sum.Value(), w.v.sum.Value()
 	}
 	if den <= 0 {

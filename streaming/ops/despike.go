@@ -21,7 +21,11 @@ import (
 // search and one memmove), no allocation; meant for the small windows
 // (3–15) despiking uses.
 //
-// Warm-up: no output until N values have been seen.
+// Warm-up: by default ([streaming.WarmupFull]) no output until N values
+// have been seen. With [MedianDespike.WithWarmup](streaming.WarmupPartial)
+// the first values are compared with the median of the values seen so far
+// (x included); the policy is not state, a blob loads into a node of
+// either.
 //
 // NaN and ±Inf inputs are ignored: no output, state unchanged.
 //
@@ -34,6 +38,9 @@ type MedianDespike struct {
 	sorted []float64 // the window's values in order, len == count
 	head   int
 	count  int
+	// partial: despike against the median of the values seen while the
+	// window fills.
+	partial bool
 }
 
 var (
@@ -54,6 +61,13 @@ func NewMedianDespike(n int, maxDev float64) *MedianDespike {
 		panic(fmt.Sprintf("ops.NewMedianDespike: maxDev must be finite and not negative, got %v", maxDev))
 	}
 	return &MedianDespike{maxDev: maxDev, buf: make([]float64, n), sorted: make([]float64, 0, n)}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns m. Call it before the first Eval, in the node's factory.
+func (m *MedianDespike) WithWarmup(w streaming.Warmup) *MedianDespike {
+	m.partial = w == streaming.WarmupPartial
+	return m
 }
 
 // Name returns "median_despike".
@@ -92,7 +106,7 @@ func (m *MedianDespike) Eval(in []streaming.Computed, _ int64) streaming.NodeOut
 	}
 	i, _ := slices.BinarySearch(m.sorted, x)
 	m.sorted = slices.Insert(m.sorted, i, x)
-	if m.count < n {
+	if m.count < n && !m.partial {
 		return streaming.NoOutput()
 	}
 	med := m.median()

@@ -22,7 +22,10 @@
 // pipeline spec can name them; [Types] returns the declarations.
 //
 // Each type's doc states its output, its warm-up (what it emits before its
-// window fills — usually nothing) and what NaN/±Inf input does (always:
+// window fills: by default nothing; windowed operators take a
+// streaming.Warmup policy through WithWarmup, or the "warmup" parameter of
+// a spec, to emit over the partial window instead) and what NaN/±Inf
+// input does (always:
 // ignored, state unchanged, no output; never a panic). Constructors panic
 // on impossible parameters (a window of 0, low ≥ high), like
 // time.NewTicker; Graph.Build calls every factory once, so such a mistake

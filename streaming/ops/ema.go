@@ -11,9 +11,13 @@ import (
 // α = 2/(N+1) and, once seeded, ema ← ema + α·(x − ema).
 //
 // Warm-up: the average is seeded with the simple mean of the first N
-// values (the usual charting convention, and the one MACD uses), so there
-// is no output for the first N−1 values; the N-th value emits the seed and
-// every later valid value emits the updated average.
+// values (the usual charting convention, and the one MACD uses), so by
+// default ([streaming.WarmupFull]) there is no output for the first N−1
+// values; the N-th value emits the seed and every later valid value emits
+// the updated average. With [EMA.WithWarmup](streaming.WarmupPartial) the
+// first N−1 values emit the mean of the values seen so far (the seed in
+// progress); the average itself is the same in both policies, and a blob
+// loads into a node of either.
 //
 // NaN and ±Inf inputs are ignored: the state is unchanged and the node
 // emits nothing for that record.
@@ -27,6 +31,8 @@ type EMA struct {
 	seen  int // values seen, capped at n
 	seed  float64
 	value float64
+	// partial: emit the seed in progress during warm-up.
+	partial bool
 }
 
 var (
@@ -42,6 +48,13 @@ func NewEMA(n int) *EMA {
 		panic(fmt.Sprintf("ops.NewEMA: period %d is outside 1..%d", n, emaMaxPeriod))
 	}
 	return &EMA{n: n, alpha: 2 / float64(n+1)}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns e. Call it before the first Eval, in the node's factory.
+func (e *EMA) WithWarmup(w streaming.Warmup) *EMA {
+	e.partial = w == streaming.WarmupPartial
+	return e
 }
 
 // Name returns "ema".
@@ -69,6 +82,9 @@ func (e *EMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 		e.seen++
 		e.seed += x
 		if e.seen < e.n {
+			if e.partial {
+				return streaming.Float(e.seed / float64(e.seen))
+			}
 			return streaming.NoOutput()
 		}
 		e.value = e.seed / float64(e.n)

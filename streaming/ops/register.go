@@ -30,13 +30,14 @@ func Types() []streaming.OperatorType {
 			Name: "sma", Doc: "Simple moving average of the last N values.",
 			Params: []streaming.Param{
 				windowParam("number of values averaged", smaMaxWindow),
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "value",
-			Output:      "float: the mean of the last N valid values, on every valid record once N values were seen",
+			Output:      "float: the mean of the last N valid values, on every valid record once N values were seen (from the first with warmup: partial)",
 			TypeVersion: (*SMA)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n := p.Int("window")
-				return func() streaming.Operator { return NewSMA(n) }, nil
+				n, w := p.Int("window"), p.Warmup()
+				return func() streaming.Operator { return NewSMA(n).WithWarmup(w) }, nil
 			},
 		},
 		{
@@ -44,13 +45,14 @@ func Types() []streaming.OperatorType {
 			Params: []streaming.Param{
 				{Name: "period", Kind: streaming.ParamInt, Doc: "the period N; the smoothing factor is 2/(N+1)",
 					Min: streaming.Bound(1), Max: streaming.Bound(emaMaxPeriod)},
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "value",
-			Output:      "float: the average, on every valid record from the N-th on",
+			Output:      "float: the average, on every valid record from the N-th on (from the first with warmup: partial, the mean so far until the N-th)",
 			TypeVersion: (*EMA)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n := p.Int("period")
-				return func() streaming.Operator { return NewEMA(n) }, nil
+				n, w := p.Int("period"), p.Warmup()
+				return func() streaming.Operator { return NewEMA(n).WithWarmup(w) }, nil
 			},
 		},
 		{
@@ -129,26 +131,28 @@ func Types() []streaming.OperatorType {
 			Name: "rolling_min", Doc: "Minimum of the last N values (monotonic deque, O(1) amortised).",
 			Params: []streaming.Param{
 				windowParam("number of values the minimum is taken over", smaMaxWindow),
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "value",
-			Output:      "float: the minimum of the last N valid values, on every valid record once N values were seen",
+			Output:      "float: the minimum of the last N valid values, on every valid record once N values were seen (from the first with warmup: partial)",
 			TypeVersion: (&RollingMin{}).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n := p.Int("window")
-				return func() streaming.Operator { return NewRollingMin(n) }, nil
+				n, w := p.Int("window"), p.Warmup()
+				return func() streaming.Operator { return NewRollingMin(n).WithWarmup(w) }, nil
 			},
 		},
 		{
 			Name: "rolling_max", Doc: "Maximum of the last N values (monotonic deque, O(1) amortised).",
 			Params: []streaming.Param{
 				windowParam("number of values the maximum is taken over", smaMaxWindow),
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "value",
-			Output:      "float: the maximum of the last N valid values, on every valid record once N values were seen",
+			Output:      "float: the maximum of the last N valid values, on every valid record once N values were seen (from the first with warmup: partial)",
 			TypeVersion: (&RollingMax{}).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n := p.Int("window")
-				return func() streaming.Operator { return NewRollingMax(n) }, nil
+				n, w := p.Int("window"), p.Warmup()
+				return func() streaming.Operator { return NewRollingMax(n).WithWarmup(w) }, nil
 			},
 		},
 		{
@@ -157,13 +161,14 @@ func Types() []streaming.OperatorType {
 				windowParam("number of raw values the median is taken over", despikeMaxWindow),
 				{Name: "max_dev", Kind: streaming.ParamFloat, Min: streaming.Bound(0),
 					Doc: "the largest distance from the median a value may have and still pass unchanged"},
+				streaming.WarmupParam(streaming.WarmupFull),
 			},
 			MinInputs: 1, MaxInputs: 1, Inputs: "value",
-			Output:      "float: the value, or the window median when it is a spike, on every valid record once N values were seen",
+			Output:      "float: the value, or the window median when it is a spike, on every valid record once N values were seen (from the first with warmup: partial)",
 			TypeVersion: (*MedianDespike)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
-				n, dev := p.Int("window"), p.Float("max_dev")
-				return func() streaming.Operator { return NewMedianDespike(n, dev) }, nil
+				n, dev, w := p.Int("window"), p.Float("max_dev"), p.Warmup()
+				return func() streaming.Operator { return NewMedianDespike(n, dev).WithWarmup(w) }, nil
 			},
 		},
 		{

@@ -14,8 +14,11 @@ import (
 // from a running sum with Neumaier compensation, so the sum does not drift
 // however long the stream runs.
 //
-// Warm-up: no output until N values have been seen; from the N-th value on,
-// every valid input emits Float(mean of the last N).
+// Warm-up: by default ([streaming.WarmupFull]) no output until N values
+// have been seen; from the N-th value on, every valid input emits
+// Float(mean of the last N). With [SMA.WithWarmup](streaming.WarmupPartial)
+// the first values emit the mean of the values seen so far. The policy
+// is configuration, not state: a blob loads into a node of either policy.
 //
 // NaN and ±Inf inputs are ignored: the state is unchanged and the node
 // emits nothing for that record.
@@ -31,6 +34,8 @@ type SMA struct {
 	head   int // next slot to write
 	count  int // values in the window, <= len(buf)
 	sum    ksum
+	// partial: emit the mean of the values seen while the window fills.
+	partial bool
 }
 
 var (
@@ -58,6 +63,13 @@ func NewSMA(n int) *SMA {
 	} else {
 		s.buf = make([]float64, n)
 	}
+	return s
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns s. Call it before the first Eval, in the node's factory.
+func (s *SMA) WithWarmup(w streaming.Warmup) *SMA {
+	s.partial = w == streaming.WarmupPartial
 	return s
 }
 
@@ -105,6 +117,9 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	}
 	s.head, s.sum = h, sum
 	if !full {
+		if s.partial {
+			return streaming.Float(sum.Value() / float64(s.count))
+		}
 		return streaming.NoOutput()
 	}
 	return streaming.Float(sum.Value() / float64(len(buf)))
