@@ -24,8 +24,11 @@
 // volume). Each type's doc states its warm-up (what it emits before it has
 // seen enough prices: by default nothing, except a rolling VWAP, which
 // always averaged the trades it had; WithWarmup or the spec's "warmup"
-// parameter picks the other policy) and that NaN/±Inf input is ignored:
-// no output, state unchanged, never a panic. Constructors panic on
+// parameter picks the other policy) and which input it refuses: NaN and
+// ±Inf, and magnitudes that could overflow its sums (a price of 1e308 in
+// a 20-price average). A refused input leaves the state unchanged and
+// Eval returns streaming.Rejected(), which the runtime counts; never a
+// panic, never a NaN or ±Inf in the state or the output. Constructors panic on
 // impossible parameters (fast ≥ slow, a window of 0); Graph.Build calls
 // each factory once, so the mistake surfaces when the graph is built.
 //

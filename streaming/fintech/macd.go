@@ -2,9 +2,10 @@ package fintech
 
 import (
 	"fmt"
-	"github.com/tflo-io/tflo/streaming/internal/opstate"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
 // MACDComponent selects which MACD value a node emits. A graph that needs
@@ -51,7 +52,9 @@ func (c MACDComponent) String() string {
 // changes what the signal EMA has seen, the policy is saved with the
 // state and a blob loads only into a node of the same policy.
 //
-// NaN and ±Inf prices are ignored: no output, state unchanged.
+// NaN and ±Inf prices, and prices beyond ±MaxFloat64/(4·max(slow,
+// signal)) (which could overflow the EMAs' seed sums), are refused: the
+// state is unchanged and Eval returns streaming.Rejected().
 //
 // State (TypeVersion 2): fast | slow | signal periods | component |
 // warm-up policy | each EMA's values seen, seed sum and average.
@@ -61,6 +64,7 @@ type MACD struct {
 	comp               MACDComponent
 	fast, slow, signal ema
 	partial            bool
+	lim                float64 // input bound: opstate.InputBound(2·max(slow, signal))
 }
 
 var (
@@ -79,7 +83,8 @@ func NewMACD(fast, slow, signal int, comp MACDComponent) *MACD {
 	if comp > MACDHistogram {
 		panic(fmt.Sprintf("fintech.NewMACD: unknown %v", comp))
 	}
-	return &MACD{comp: comp, fast: newEMA(fast), slow: newEMA(slow), signal: newEMA(signal)}
+	return &MACD{comp: comp, fast: newEMA(fast), slow: newEMA(slow), signal: newEMA(signal),
+		lim: opstate.InputBound(2 * max(slow, signal))}
 }
 
 // WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
@@ -108,25 +113,30 @@ func (m *MACD) Reset() {
 // Eval folds the price into the EMAs and emits the selected component.
 func (m *MACD) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	p := in[0].Float64()
-	if !finiteIn(p) {
-		return streaming.NoOutput()
+	if !(math.Abs(p) <= m.lim) {
+		return streaming.Rejected()
 	}
-	m.fast.push(p)
+	// Update copies and commit them only if they stay finite.
+	fast, slow, signal := m.fast, m.slow, m.signal
+	fast.push(p)
 	var line, sig float64
+	var emit bool
 	if m.partial {
-		m.slow.push(p)
-		line = m.fast.current() - m.slow.current()
-		m.signal.push(line)
-		sig = m.signal.current()
-	} else {
-		if !m.slow.push(p) {
-			return streaming.NoOutput()
-		}
-		line = m.fast.value - m.slow.value
-		if !m.signal.push(line) {
-			return streaming.NoOutput()
-		}
-		sig = m.signal.value
+		slow.push(p)
+		line = fast.current() - slow.current()
+		signal.push(line)
+		sig, emit = signal.current(), true
+	} else if slow.push(p) {
+		line = fast.value - slow.value
+		emit = signal.push(line)
+		sig = signal.value
+	}
+	if !fast.finite() || !slow.finite() || !signal.finite() { // only after loading a blob saved before the bound existed
+		return streaming.Rejected()
+	}
+	m.fast, m.slow, m.signal = fast, slow, signal
+	if !emit {
+		return streaming.NoOutput()
 	}
 	hist := line - sig
 	trend := Neutral

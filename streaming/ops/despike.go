@@ -27,7 +27,10 @@ import (
 // (x included); the policy is not state, a blob loads into a node of
 // either.
 //
-// NaN and ±Inf inputs are ignored: no output, state unchanged.
+// NaN and ±Inf inputs are refused: state unchanged, Eval returns
+// streaming.Rejected(). Any finite value is taken (the state holds raw
+// values, no sums; the even-window median halves before adding, so it
+// cannot overflow).
 //
 // State (TypeVersion 1): window | maxDev | count | values oldest first
 // (the sorted copy is rebuilt on Load).
@@ -89,7 +92,7 @@ func (m *MedianDespike) Reset() {
 func (m *MedianDespike) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
 	if !finiteIn(x) {
-		return streaming.NoOutput()
+		return streaming.Rejected()
 	}
 	n := len(m.buf)
 	if m.count == n {
@@ -121,7 +124,9 @@ func (m *MedianDespike) median() float64 {
 	if k%2 == 1 {
 		return m.sorted[k/2]
 	}
-	return (m.sorted[k/2-1] + m.sorted[k/2]) / 2
+	// Halve first: (a+b)/2 overflows for two values near ±MaxFloat64, and
+	// halving is exact for every normal float.
+	return m.sorted[k/2-1]/2 + m.sorted[k/2]/2
 }
 
 // Save writes: window | maxDev | count | values oldest first.

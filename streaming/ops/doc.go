@@ -24,9 +24,12 @@
 // Each type's doc states its output, its warm-up (what it emits before its
 // window fills: by default nothing; windowed operators take a
 // streaming.Warmup policy through WithWarmup, or the "warmup" parameter of
-// a spec, to emit over the partial window instead) and what NaN/±Inf
-// input does (always:
-// ignored, state unchanged, no output; never a panic). Constructors panic
+// a spec, to emit over the partial window instead) and which inputs it
+// refuses: NaN and ±Inf always, and for operators that add values up,
+// magnitudes that could overflow their sums (beyond MaxFloat64/(2N) for an
+// SMA of N). A refused input leaves the state unchanged and Eval returns
+// streaming.Rejected(), which the runtime counts; never a panic, and never
+// a NaN or ±Inf in the state or the output. Constructors panic
 // on impossible parameters (a window of 0, low ≥ high), like
 // time.NewTicker; Graph.Build calls every factory once, so such a mistake
 // surfaces when the graph is built, not on the first record of a key.
@@ -45,9 +48,13 @@
 //  2. Name returns a stable type name ("sma"): it is written into every
 //     state blob next to the node name, so renaming it orphans saved
 //     state. Eval reads its inputs with Computed.Float64 (or Mode, Truth,
-//     Int64), returns streaming.Float / Sig / Bool / Int, or
-//     streaming.NoOutput() when it has nothing to say (warm-up, ignored
-//     input, no event). The runtime skips downstream nodes that lost an
+//     Int64), returns streaming.Float / Sig / Bool / Int,
+//     streaming.NoOutput() when it has nothing to say (warm-up, no
+//     event), or streaming.Rejected() when it refuses the input (NaN,
+//     ±Inf, or a value that would make its state non-finite: bound the
+//     magnitude, as SMA does with MaxFloat64/(2N) so no window sum can
+//     overflow, or compute the new state into locals and keep it only if
+//     it is finite). The runtime skips downstream nodes that lost an
 //     input, so NoOutput propagates naturally.
 //  3. The per-event path must not allocate: preallocate buffers in the
 //     constructor, keep state in fixed-size fields and rings, and return

@@ -18,8 +18,9 @@ import (
 // first values emit the minimum of the values seen so far; the policy is
 // not state, a blob loads into a node of either.
 //
-// NaN and ±Inf inputs are ignored: no output, state unchanged (they do not
-// count toward the window).
+// NaN and ±Inf inputs are refused: state unchanged (they do not count
+// toward the window), Eval returns streaming.Rejected(). Any finite value
+// is taken: the deque only compares values.
 //
 // State (TypeVersion 1): window | values seen | deque length | deque
 // entries (sequence number, value), front first.
@@ -117,7 +118,7 @@ func (r *rolling) dominated(v, x float64) bool {
 func (r *rolling) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
 	if !finiteIn(x) {
-		return streaming.NoOutput()
+		return streaming.Rejected()
 	}
 	seq := r.seen
 	r.seen++
