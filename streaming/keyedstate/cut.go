@@ -17,9 +17,9 @@ import (
 type cut[K comparable] struct {
 	r        *Runtime[K]
 	gen      uint64
-	keys     keyList        // immutable after the cut
-	captured map[K][]byte   // copy-on-write states (nil: absent at the cut); guarded by r.mu
-	capBytes int            // memory of captured; guarded by r.mu
+	keys     keyList      // immutable after the cut
+	captured map[K][]byte // copy-on-write states (nil: absent at the cut); guarded by r.mu
+	capBytes int          // memory of captured; guarded by r.mu
 	ctype    string
 	cur      []byte
 	released bool // guarded by r.mu
