@@ -18,12 +18,17 @@
 //
 // # Memory
 //
-// One budget (WithMemoryBudget, default 64 MiB) covers, and New refuses a
-// budget too small for:
+// One budget (WithMemoryBudget, default 64 MiB) is meant as the resident
+// memory of the runtime and its Badger database, with the process run at
+// GOMEMLIMIT equal to its runtimes' budgets. A third of it (WithGCHeadroom)
+// is left free for the garbage collector, so that it does not collect all
+// the time; the rest covers what is live, and New refuses a budget too
+// small for:
 //
-//   - Badger's memtables and block and index caches, as configured on the
-//     DB (read from its options; BadgerOptions sizes them at a quarter of
-//     the budget; WithDBShare splits them between runtimes sharing a DB);
+//   - Badger's memtables, the buffers it pools for compactions and its
+//     block and index caches, as configured on the DB (BadgerBytes of its
+//     options; BadgerOptions sizes them at most a quarter of the budget;
+//     WithDBShare splits them between runtimes sharing a DB);
 //   - two write-behind batches (WithWriteBatchBytes): one filled while
 //     the other is written;
 //   - the keys changed since the last saved cut: a compact list of their
@@ -39,7 +44,8 @@
 //
 // Not covered: the file mapping of Badger's tables (their index, bloom
 // filters and the blocks read; the kernel's page cache, counted in the
-// process's RSS as file-backed pages and reclaimed under pressure), Go's
+// process's RSS as file-backed pages and reclaimed under pressure), the
+// buffers of the tables a compaction is building at the moment, Go's
 // garbage-collector headroom (set GOMEMLIMIT near the budget to bound it),
 // the records and outputs in flight, and for an in-memory DB its tables.
 // A CLOCK sweep evicts the coldest cached key; a new key enters without
@@ -50,7 +56,10 @@
 // event. At most one buffer is being filled and one flushed; when the
 // flusher is behind, the hot path waits (back-pressure) instead of
 // growing a queue. Lookups read through one Badger read transaction,
-// renewed after every flush.
+// renewed after every flush. With BadgerOptions the states live in
+// Badger's value log and its LSM tree holds keys and pointers; after
+// every half value-log file it wrote, the flusher collects the log's
+// garbage (files at least half overwritten).
 //
 // # Checkpoints
 //

@@ -20,7 +20,7 @@ func Example() {
 		Input("value").
 		Node("smooth", func() streaming.Operator { return ops.NewSMA(2) }, "value").
 		Build()
-	const budget = 16 << 20 // the runtime and its Badger together
+	const budget = 64 << 20 // the runtime and its Badger together
 	openDB := func() *badger.DB {
 		// In production: keyedstate.BadgerOptions(dir, budget).
 		db, err := badger.Open(keyedstate.BadgerOptions("", budget).WithInMemory(true).WithLogger(nil))

@@ -14,16 +14,16 @@ import (
 	"github.com/tflo-io/tflo/streaming/ops"
 )
 
-// testDBBytes is what the test DB's memtables and caches take, which a
-// runtime over it counts in its budget.
-const testDBBytes = 2*(2<<20) + (1 << 20) + (512 << 10)
-
-// testDBOptions is an in-memory Badger of testDBBytes.
+// testDBOptions is a small in-memory Badger.
 func testDBOptions() badger.Options {
 	return badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).
-		WithMemTableSize(2 << 20).WithNumMemtables(2).WithBlockCacheSize(1 << 20).WithIndexCacheSize(512 << 10).
-		WithValueThreshold(64 << 10)
+		WithMemTableSize(2 << 20).WithNumMemtables(2).WithBaseTableSize(64 << 10).
+		WithBlockCacheSize(1 << 20).WithIndexCacheSize(512 << 10).WithValueThreshold(64 << 10)
 }
+
+// testDBBytes is what a runtime over a test DB counts for it in its
+// budget.
+var testDBBytes = keyedstate.BadgerBytes(testDBOptions())
 
 func openDB(t testing.TB) *badger.DB {
 	t.Helper()
@@ -132,6 +132,7 @@ func newRuntime(t testing.TB, g *streaming.Graph, db *badger.DB, opts ...keyedst
 // often, so eviction and write-behind are exercised.
 func small(keys int) []keyedstate.Option {
 	return []keyedstate.Option{
+		keyedstate.WithGCHeadroom(0),
 		keyedstate.WithEntryBytes(1000),
 		keyedstate.WithWriteBatchBytes(4 << 10),
 		keyedstate.WithMemoryBudget(int64(keys)*1000 + 8<<10 + testDBBytes),

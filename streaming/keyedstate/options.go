@@ -15,16 +15,18 @@ type config struct {
 	prefix          []byte
 	chunkKeys       int
 	dbShare         int
+	gcHeadroom      float64
 }
 
 func defaultConfig() config {
 	return config{
 		budget:          64 << 20,
-		writeBatchBytes: 4 << 20,
+		writeBatchBytes: 0, // from the budget
 		pieceBytes:      1 << 20,
 		prefix:          []byte("keyedstate/"),
 		chunkKeys:       256,
 		dbShare:         1,
+		gcHeadroom:      1.0 / 3,
 	}
 }
 
@@ -32,8 +34,14 @@ func (c *config) validate() error {
 	if c.budget <= 0 {
 		return fmt.Errorf("keyedstate: memory budget %d bytes must be positive", c.budget)
 	}
+	if c.writeBatchBytes == 0 {
+		c.writeBatchBytes = int(min(max(c.budget/64, 64<<10), 4<<20))
+	}
 	if c.writeBatchBytes <= 0 {
 		return fmt.Errorf("keyedstate: write batch size %d bytes must be positive", c.writeBatchBytes)
+	}
+	if !(c.gcHeadroom >= 0 && c.gcHeadroom < 1) {
+		return fmt.Errorf("keyedstate: GC headroom %v must be at least 0 and below 1", c.gcHeadroom)
 	}
 	if c.dbShare < 1 {
 		return fmt.Errorf("keyedstate: DB share %d must be at least 1", c.dbShare)
@@ -58,6 +66,13 @@ func (c *config) validate() error {
 // changed since the last cut and a pending cut's copy-on-write states.
 func WithMemoryBudget(bytes int64) Option { return func(c *config) { c.budget = bytes } }
 
+// WithGCHeadroom sets the part of the budget left free for the Go garbage
+// collector (default 0.25): the runtime keeps what it holds live (its
+// cache, Badger's memtables, ...) to the rest, so that a process run with
+// GOMEMLIMIT at the sum of its runtimes' budgets stays within it without
+// collecting garbage all the time.
+func WithGCHeadroom(fraction float64) Option { return func(c *config) { c.gcHeadroom = fraction } }
+
 // WithDBShare says the DB is shared by n runtimes (one per partition,
 // each under its own prefix, each given its part of the budget): each
 // counts 1/n of Badger's memtables and caches. Default 1.
@@ -69,7 +84,8 @@ func WithDBShare(n int) Option { return func(c *config) { c.dbShare = n } }
 func WithEntryBytes(n int) Option { return func(c *config) { c.entryBytes = n } }
 
 // WithWriteBatchBytes sets the size at which the write-behind buffer is
-// handed to the flusher as one Badger WriteBatch (default 4 MiB).
+// handed to the flusher as one Badger WriteBatch (default: a 64th of the
+// budget, from 64 KiB to 4 MiB).
 func WithWriteBatchBytes(n int) Option { return func(c *config) { c.writeBatchBytes = n } }
 
 // WithPieceBytes sets the approximate size of a checkpoint piece (default

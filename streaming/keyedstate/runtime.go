@@ -23,7 +23,7 @@ type Runtime[K comparable] struct {
 	cfg     config
 	entrySz int
 	dbBytes int64 // Badger's memtables and caches counted in the budget
-	avail   int64 // budget − dbBytes − two write batches: cache + changed keys + cut
+	avail   int64 // budget − GC headroom − dbBytes − two write batches: cache + changed keys + cut
 
 	mu     sync.Mutex
 	tx     Tx[K]
@@ -94,6 +94,7 @@ type Stats struct {
 
 	// Memory, in bytes, as counted against the budget.
 	Budget       int64 // WithMemoryBudget
+	GCHeadroom   int64 // the part of it left to the garbage collector
 	BadgerBytes  int64 // Badger's memtables and caches (this runtime's share)
 	CacheBytes   int64 // cache entries, live or free
 	ChangedBytes int64 // changed-key lists, deleted keys, a pending cut's sorted keys and copied states
@@ -119,11 +120,12 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 	if sz == 0 {
 		sz = measureEntryBytes[K](g)
 	}
-	dbBytes := badgerBytes(db.Opts()) / int64(cfg.dbShare)
-	avail := cfg.budget - dbBytes - int64(2*cfg.writeBatchBytes)
+	dbBytes := BadgerBytes(db.Opts()) / int64(cfg.dbShare)
+	live := int64(float64(cfg.budget) * (1 - cfg.gcHeadroom))
+	avail := live - dbBytes - int64(2*cfg.writeBatchBytes)
 	if avail < int64(sz) {
-		return nil, fmt.Errorf("keyedstate: memory budget %d bytes holds no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget) and two write batches of %d bytes",
-			cfg.budget, sz, dbBytes, cfg.writeBatchBytes)
+		return nil, fmt.Errorf("keyedstate: memory budget %d bytes (%d after the GC headroom) holds no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget) and two write batches of %d bytes",
+			cfg.budget, live, sz, dbBytes, cfg.writeBatchBytes)
 	}
 	r := &Runtime[K]{
 		g: g, codec: codec, db: db, cfg: cfg, entrySz: sz, dbBytes: dbBytes, avail: avail,
@@ -561,12 +563,36 @@ func (r *Runtime[K]) pollFlush() {
 }
 
 // flushLoop is the flusher goroutine, owned by the Runtime (stopped by
-// Close).
+// Close). After every half value-log file it wrote, it collects the value
+// log's garbage: states overwritten since (see valueLogGC).
 func (r *Runtime[K]) flushLoop() {
 	defer close(r.loopDone)
+	var written int64
+	gcEvery := r.db.Opts().ValueLogFileSize / 2
 	for b := range r.flushCh {
-		r.flushDone <- r.writeBatch(b)
+		err := r.writeBatch(b)
+		written += int64(len(b.arena))
+		if err == nil && written >= gcEvery && !r.db.Opts().InMemory {
+			written = 0
+			err = valueLogGC(r.db)
+		}
+		r.flushDone <- err
 	}
+}
+
+// valueLogGC rewrites the value-log files that are at least half garbage
+// (states overwritten since they were written), a few at most per call.
+// Another GC running on the DB (a runtime sharing it) is not an error.
+func valueLogGC(db *badger.DB) error {
+	for range 4 {
+		switch err := db.RunValueLogGC(0.5); {
+		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected):
+			return nil
+		case err != nil:
+			return fmt.Errorf("value log GC: %w", err)
+		}
+	}
+	return nil
 }
 
 func (r *Runtime[K]) writeBatch(b *batch[K]) error {
@@ -691,6 +717,7 @@ func (r *Runtime[K]) Stats() Stats {
 		s.CapturedKeys = len(r.cut.captured)
 	}
 	s.Budget = r.cfg.budget
+	s.GCHeadroom = r.cfg.budget - int64(float64(r.cfg.budget)*(1-r.cfg.gcHeadroom))
 	s.BadgerBytes = r.dbBytes
 	s.CacheBytes = int64(len(r.ring)) * int64(r.entrySz)
 	s.ChangedBytes = r.changedBytes()
