@@ -270,4 +270,3 @@ func hotPathLoop(b *testing.B, saving bool) []time.Duration {
 	}
 	return lat
 }
-
