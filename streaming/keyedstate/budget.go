@@ -70,3 +70,28 @@ func BadgerBytes(opts badger.Options) int64 {
 	return opts.MemTableSize*int64(opts.NumMemtables+1) + 2*pooledBuilders*opts.BaseTableSize +
 		opts.BlockCacheSize + opts.IndexCacheSize
 }
+
+// readView is a Badger read transaction whose value-log reads are safe
+// from the value-log GC: Badger deletes a rewritten value-log file at
+// once unless an iterator is open, so a Get that found its pointer into
+// the file just before the GC moved the value would read from a deleted
+// file (Badger then logs and returns an empty value). The view keeps one
+// key iterator (on a key that does not exist) open, so deletions wait
+// until the view is closed.
+type readView struct {
+	txn *badger.Txn
+	pin *badger.Iterator
+}
+
+// pinKey is a key nothing writes, for the pinning iterator.
+var pinKey = []byte("\xffkeyedstate/pin")
+
+func openReadView(db *badger.DB) readView {
+	txn := db.NewTransaction(false)
+	return readView{txn: txn, pin: txn.NewKeyIterator(pinKey, badger.IteratorOptions{})}
+}
+
+func (v readView) close() {
+	v.pin.Close()
+	v.txn.Discard()
+}

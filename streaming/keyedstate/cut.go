@@ -158,7 +158,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 		}
 		vals = vals[:0]
 		arena = arena[:0]
-		var txn *badger.Txn
+		var view *readView
 		r.mu.Lock()
 		held := time.Now()
 		if c.released {
@@ -187,8 +187,9 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				vals = append(vals, v)
 				continue
 			}
-			if txn == nil {
-				txn = r.db.NewTransaction(false)
+			if view == nil {
+				v := openReadView(r.db)
+				view = &v
 			}
 			vals = append(vals, chunkVal{src: srcBadger})
 		}
@@ -197,8 +198,8 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 		}
 		r.mu.Unlock()
 		if err != nil {
-			if txn != nil {
-				txn.Discard()
+			if view != nil {
+				view.close()
 			}
 			return fmt.Errorf("keyedstate: save cut: %w", err)
 		}
@@ -216,7 +217,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				err = addStored(&w, kb, v.ref)
 			case srcBadger:
 				fk = append(append(fk[:0], r.cfg.prefix...), kb...)
-				item, gerr := txn.Get(fk)
+				item, gerr := view.txn.Get(fk)
 				switch {
 				case errors.Is(gerr, badger.ErrKeyNotFound):
 					err = w.add(kb, nil, true)
@@ -233,8 +234,8 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				break
 			}
 		}
-		if txn != nil {
-			txn.Discard()
+		if view != nil {
+			view.close()
 		}
 		if err != nil {
 			return err

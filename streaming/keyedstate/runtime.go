@@ -51,7 +51,7 @@ type Runtime[K comparable] struct {
 	flushCh   chan *batch[K]
 	flushDone chan error
 	loopDone  chan struct{}
-	rtxn      *badger.Txn // read transaction of the hot path, renewed after every flush
+	rview     *readView // read view of the hot path, renewed after every flush
 
 	keyBuf []byte
 	fkBuf  []byte
@@ -544,9 +544,9 @@ func (r *Runtime[K]) finishFlush(err error) {
 }
 
 func (r *Runtime[K]) dropReadTxn() {
-	if r.rtxn != nil {
-		r.rtxn.Discard()
-		r.rtxn = nil
+	if r.rview != nil {
+		r.rview.close()
+		r.rview = nil
 	}
 }
 
@@ -633,10 +633,11 @@ func (r *Runtime[K]) lookupStored(key K, kb []byte) (blob []byte, found bool, ge
 		val, deleted, ok = r.flushing.get(key)
 	}
 	if !ok {
-		if r.rtxn == nil {
-			r.rtxn = r.db.NewTransaction(false)
+		if r.rview == nil {
+			v := openReadView(r.db)
+			r.rview = &v
 		}
-		item, gerr := r.rtxn.Get(r.fullKey(kb))
+		item, gerr := r.rview.txn.Get(r.fullKey(kb))
 		if errors.Is(gerr, badger.ErrKeyNotFound) {
 			return nil, false, 0, nil
 		}
