@@ -101,6 +101,13 @@ func (c *cut[K]) Release(saved bool) {
 				delete(r.deleted, k)
 			}
 		}
+		// Its spilled runs are garbage now; one that fails to go is
+		// retried at the next release (Restore drops them all anyway).
+		runs := append(r.oldRuns, c.keys.runs...)
+		r.oldRuns = nil
+		if err := r.dropRuns(runs); err != nil {
+			r.oldRuns = runs
+		}
 	} else {
 		r.dirty.addAll(&c.keys)
 	}
@@ -139,22 +146,46 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 		c.sorted, c.sortBytes = sorted, 8*cap(sorted)
 		r.mu.Unlock()
 	}
+	src, err := newKeySource(r, &c.keys, sorted)
+	if err != nil {
+		return fmt.Errorf("keyedstate: save cut: %w", err)
+	}
 	w := pieceWriter{limit: r.cfg.pieceBytes}
 	vals := make([]chunkVal, 0, r.cfg.chunkKeys)
 	keys := make([]K, 0, r.cfg.chunkKeys)
-	var arena, fk []byte
-	for i := 0; i < len(sorted); i += r.cfg.chunkKeys {
+	kbEnds := make([]int, 0, r.cfg.chunkKeys)
+	var arena, fk, kbArena []byte
+	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		part := sorted[i:min(i+r.cfg.chunkKeys, len(sorted))]
-		keys = keys[:0]
-		for _, ref := range part {
-			k, err := r.codec.DecodeKey(c.keys.at(ref))
+		// The next chunk of keys, in order.
+		keys, kbEnds, kbArena = keys[:0], kbEnds[:0], kbArena[:0]
+		for len(keys) < r.cfg.chunkKeys {
+			kb, ok, err := src.next()
+			if err != nil {
+				return fmt.Errorf("keyedstate: save cut: %w", err)
+			}
+			if !ok {
+				break
+			}
+			k, err := r.codec.DecodeKey(kb)
 			if err != nil {
 				return fmt.Errorf("keyedstate: save cut: %w", err)
 			}
 			keys = append(keys, k)
+			kbArena = append(kbArena, kb...)
+			kbEnds = append(kbEnds, len(kbArena))
+		}
+		if len(keys) == 0 {
+			break
+		}
+		kbOf := func(j int) []byte {
+			start := 0
+			if j > 0 {
+				start = kbEnds[j-1]
+			}
+			return kbArena[start:kbEnds[j]]
 		}
 		vals = vals[:0]
 		arena = arena[:0]
@@ -203,8 +234,8 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 			}
 			return fmt.Errorf("keyedstate: save cut: %w", err)
 		}
-		for j, ref := range part {
-			kb := c.keys.at(ref)
+		for j := range keys {
+			kb := kbOf(j)
 			v := vals[j]
 			switch v.src {
 			case srcArena:
@@ -308,7 +339,8 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.savedGen = r.gen - 1 // restored state is checkpointed; it is stored with generation 0
 	r.err = nil
 	r.stats.RestoredItems = 0
-	if err := r.db.DropPrefix(r.cfg.prefix); err != nil {
+	r.oldRuns = nil
+	if err := r.db.DropPrefix(r.cfg.prefix, r.runsKeyPrefix()); err != nil {
 		return fmt.Errorf("keyedstate: restore: drop prefix %q: %w", r.cfg.prefix, err)
 	}
 	wb := r.db.NewWriteBatch()

@@ -33,7 +33,10 @@
 //     the other is written;
 //   - the keys changed since the last saved cut: a compact list of their
 //     encoded bytes (a key's length plus one or two bytes, not a map
-//     entry) and the few deleted keys;
+//     entry) and the few deleted keys. A list that outgrows an eighth of
+//     what the budget leaves the cache (keys keep changing while
+//     checkpoints fail) is spilled to Badger as a sorted run, which the
+//     save of the cut merges back;
 //   - a pending cut: its key list, its sorted index (8 bytes per key) and
 //     the states copied aside on write;
 //   - the cache, which gets what the others leave: at most (budget − the
@@ -83,7 +86,10 @@
 // gives its keys back to the next cut.
 //
 // Restore writes the checkpoint to Badger and loads nothing: a state of
-// any size restores, and keys come into the cache as they are used.
+// any size restores, and keys come into the cache as they are used. It
+// first drops everything under the runtime's prefix, so a process starts
+// with a Restore (with no pieces when there is no checkpoint yet) to
+// clear what an earlier process left in the DB.
 //
 // # Concurrency
 //

@@ -21,7 +21,8 @@ const (
 // of an unsaved cut changed again); sorted drops the repeats.
 type keyList struct {
 	chunks [][]byte
-	n      int
+	n      int          // keys added to the chunks
+	runs   []spilledRun // keys spilled to Badger (see spill.go)
 }
 
 // add appends kb.
@@ -40,8 +41,10 @@ func (l *keyList) add(kb []byte) {
 	l.n++
 }
 
-// addAll appends every key of o (o is left as it was).
+// addAll appends every key of o, and takes over its spilled runs (o is
+// left as it was).
 func (l *keyList) addAll(o *keyList) {
+	l.runs = append(l.runs, o.runs...)
 	for _, c := range o.chunks {
 		for off := 0; off < len(c); {
 			kb, next := keyAt(c, off)
@@ -51,13 +54,26 @@ func (l *keyList) addAll(o *keyList) {
 	}
 }
 
-// bytes is the memory the list holds.
-func (l *keyList) bytes() int {
+// memBytes is the memory the list's chunks hold.
+func (l *keyList) memBytes() int {
 	n := 0
 	for _, c := range l.chunks {
 		n += cap(c)
 	}
 	return n + 24*cap(l.chunks)
+}
+
+// bytes is the memory the list holds: its chunks and the record of its
+// spilled runs.
+func (l *keyList) bytes() int { return l.memBytes() + 32*cap(l.runs) }
+
+// keys is the number of keys recorded, repeats included.
+func (l *keyList) keys() int {
+	n := l.n
+	for _, r := range l.runs {
+		n += r.keys
+	}
+	return n
 }
 
 func keyAt(c []byte, off int) (kb []byte, next int) {
@@ -74,8 +90,9 @@ func (l *keyList) at(r keyRef) []byte {
 	return kb
 }
 
-// sorted returns references to the list's distinct keys in byte order:
-// O(n log n) in the keys of the list, 8 bytes per key.
+// sorted returns references to the distinct keys of the list's chunks
+// (not its spilled runs) in byte order: O(n log n) in those keys, 8 bytes
+// per key.
 func (l *keyList) sorted() []keyRef {
 	refs := make([]keyRef, 0, l.n)
 	for i, c := range l.chunks {

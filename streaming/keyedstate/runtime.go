@@ -43,6 +43,8 @@ type Runtime[K comparable] struct {
 	dirty    keyList      // keys changed in generations > savedGen not held by a pending cut
 	deleted  map[K]uint64 // keys deleted in generations > savedGen: the generation
 	cut      *cut[K]      // the pending cut, or nil
+	nextRun  uint64       // id of the last run of changed keys spilled
+	oldRuns  []spilledRun // runs of saved cuts whose deletion failed, retried
 	ctype    string       // cursor of the last applied record
 	cur      []byte
 
@@ -91,6 +93,7 @@ type Stats struct {
 	SaveHoldMax   time.Duration // longest the saver held the lock for one chunk of keys
 	RestoredItems uint64        // entries written by the last Restore
 	Rejected      uint64        // records an operator refused (streaming.Rejected), counted by Tx.Eval
+	Spills        uint64        // lists of changed keys spilled to Badger (they outgrew their part of the budget)
 
 	// Memory, in bytes, as counted against the budget.
 	Budget       int64 // WithMemoryBudget
@@ -101,7 +104,9 @@ type Stats struct {
 }
 
 // New returns a Runtime over g whose overflow lives in db under the
-// configured prefix. db is not closed by Close. The memory budget
+// configured prefix. db is not closed by Close. Keys an earlier process
+// left under the prefix are not cleared: Restore before the first
+// record. The memory budget
 // (WithMemoryBudget) covers Badger's memtables and caches as db is
 // configured (see BadgerOptions and WithDBShare); New fails when they and
 // two write batches leave no room for a cached key.
@@ -326,6 +331,9 @@ func (tx *Tx[K]) Delete(key K) error {
 	}
 	if gen != r.gen {
 		r.dirty.add(kb)
+		if err := r.maybeSpill(); err != nil {
+			return err
+		}
 	}
 	r.deleted[key] = r.gen
 	r.bufferDelete(key)
@@ -346,7 +354,7 @@ func (r *Runtime[K]) markChanged(e *entry[K]) error {
 		delete(r.deleted, e.key) // it exists again: its entry carries the generation
 	}
 	e.gen, e.absent = r.gen, false
-	return nil
+	return r.maybeSpill()
 }
 
 func (r *Runtime[K]) keyBytes(key K) []byte {
@@ -712,7 +720,7 @@ func (r *Runtime[K]) Stats() Stats {
 	s.Capacity = r.capacity()
 	s.EntryBytes = r.entrySz
 	s.PendingBytes = r.pending.bytes
-	s.DirtyKeys = r.dirty.n
+	s.DirtyKeys = r.dirty.keys()
 	if r.cut != nil {
 		s.CutPending = true
 		s.CapturedKeys = len(r.cut.captured)

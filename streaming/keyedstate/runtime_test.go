@@ -170,11 +170,18 @@ func TestIncrementalCheckpointWritesOnlyChangedKeys(t *testing.T) {
 
 // The cut is the state between two records, whatever the hot path does
 // after it: keys changed in the cache, keys evicted and reloaded, keys
-// deleted, keys only in Badger.
+// deleted, keys only in Badger; with 20,000 keys the lists of changed keys
+// are also spilled to Badger on both sides of the cut.
 func TestCutIsConsistent(t *testing.T) {
+	for _, keys := range []int{400, 20_000} {
+		t.Run(fmt.Sprint(keys, "keys"), func(t *testing.T) { testCutIsConsistent(t, keys) })
+	}
+}
+
+func testCutIsConsistent(t *testing.T, keys int) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	recs := makeRecords(3, 8000, 400)
+	recs := makeRecords(3, 8000, keys)
 	before, after := recs[:5000], recs[5000:]
 	rt := newRuntime(t, g, openDB(t), small(25)...)
 	for i, r := range before {
@@ -201,6 +208,9 @@ func TestCutIsConsistent(t *testing.T) {
 		return nil
 	}))
 	require.Positive(t, rt.Stats().CapturedKeys)
+	if keys > 1000 {
+		require.Positive(t, rt.Stats().Spills)
+	}
 
 	var pieces [][]byte
 	require.NoError(t, cut.Pieces(ctx, func(p []byte) error { pieces = append(pieces, append([]byte(nil), p...)); return nil }))
