@@ -114,7 +114,9 @@ func (r *Runtime[K]) dropRuns(runs []spilledRun) error {
 
 // runCursor reads a spilled run back, one chunk at a time.
 type runCursor struct {
-	r     interface{ chunk(id uint64, i int) ([]byte, error) }
+	r interface {
+		chunk(id uint64, i int) ([]byte, error)
+	}
 	run   spilledRun
 	next  int    // next chunk to read
 	buf   []byte // current chunk
