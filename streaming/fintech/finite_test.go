@@ -12,14 +12,6 @@ const huge = 1.7e308
 
 var rejected = streaming.Rejected()
 
-func priceRecords(ps ...float64) [][]float64 {
-	out := make([][]float64, len(ps))
-	for i, p := range ps {
-		out[i] = []float64{p}
-	}
-	return out
-}
-
 // Huge finite prices and volumes used to overflow the operators' state
 // (issue 17: VWAP's Σp·v, Bollinger's m2, RSI's losses, the EMA seed sums
 // of MACD and the window sums of the crossover became ±Inf, outputs
@@ -40,30 +32,25 @@ func TestHugeFiniteInputsKeepStateFinite(t *testing.T) {
 			[][]float64{{huge, 1}, {huge, 1}, {-huge, 1}},
 			[]streaming.Computed{f(huge), rejected, f(0)}},
 		{"rsi/2 change overflow", func() streaming.Operator { return NewRSI(2) },
-			priceRecords(huge, -huge, 1, 2, 3, 2.5),
+			optest.Records(huge, -huge, 1, 2, 3, 2.5),
 			[]streaming.Computed{rejected, rejected, none, none, f(100), f(100 * (0.5 / 0.75))}},
 		{"bollinger/3 squared deviation overflow", func() streaming.Operator { return NewBollinger(3, 1, Middle) },
-			priceRecords(1e200, 1, 2, -1e160, 3),
+			optest.Records(1e200, 1, 2, -1e160, 3),
 			[]streaming.Computed{rejected, none, none, rejected, streaming.Sig(AboveBand, 2)}},
 		{"bollinger/2 huge K: band not emitted", func() streaming.Operator { return NewBollinger(2, 1e308, Upper) },
-			priceRecords(1, 5, 5),
+			optest.Records(1, 5, 5),
 			[]streaming.Computed{none, none, streaming.Sig(InsideBands, 5)}},
 		{"macd 2/3/2 seed sum overflow", func() streaming.Operator { return NewMACD(2, 3, 2, MACDLine) },
-			priceRecords(huge, huge, 1, 2, 3, 5),
+			optest.Records(huge, huge, 1, 2, 3, 5),
 			[]streaming.Computed{rejected, rejected, none, none, none, streaming.Sig(Bullish, 2.0/3)}},
 		{"ma crossover 2/3 window sum overflow", func() streaming.Operator { return NewMACrossover(2, 3) },
-			priceRecords(huge, huge, 5, 4, 3, 4, 6),
+			optest.Records(huge, huge, 5, 4, 3, 4, 6),
 			[]streaming.Computed{rejected, rejected, none, none, none, none, streaming.Sig(GoldenCross, 5)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := optest.RunSaving(t, tt.newOp, tt.in)
-			optest.RequireOutputs(t, tt.want, got)
-			for i := range got {
-				if got[i].IsRejected() != tt.want[i].IsRejected() {
-					t.Fatalf("record %d: got %v (rejected %v), want rejected %v", i, got[i], got[i].IsRejected(), tt.want[i].IsRejected())
-				}
-			}
+			optest.RequireOutputsAndRejections(t, tt.want, got)
 		})
 	}
 }
@@ -107,35 +94,10 @@ var fuzzConfigs = []optest.Config{
 // stay None or finite, Load accepts everything Save wrote, and the
 // reloaded operator emits what an uninterrupted one does.
 func FuzzFiniteInputs(f *testing.F) {
-	r := streaming.NewRegistry()
-	if err := Register(r); err != nil {
-		f.Fatal(err)
-	}
-	seeded := map[string]bool{}
-	for _, c := range fuzzConfigs {
-		seeded[c.Type] = true
-	}
-	for _, typ := range r.Types() {
-		if !seeded[typ.Name] {
-			f.Fatalf("type %q has no fuzz configuration", typ.Name)
-		}
-	}
-	for _, seed := range [][]float64{
-		{100, 1, 101, 2, 99, 0, 102, 5},
-		{huge, 1, huge, 1, 1, 1, 2, 1},
-		{1e200, 1e200, 1e154, 1, -1e154, 1, 3e153, 2},
-		{-huge, 0, huge, 1e-300, 5e-324, 1e308, 1, 1},
-	} {
-		var b []byte
-		for _, v := range seed {
-			bits := math.Float64bits(v)
-			for i := range 8 {
-				b = append(b, byte(bits>>(8*i)))
-			}
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		optest.CheckFiniteInputs(t, r, fuzzConfigs, optest.FuzzFloats(data))
-	})
+	optest.FuzzFinite(f, Register, fuzzConfigs,
+		[]float64{100, 1, 101, 2, 99, 0, 102, 5},
+		[]float64{huge, 1, huge, 1, 1, 1, 2, 1},
+		[]float64{1e200, 1e200, 1e154, 1, -1e154, 1, 3e153, 2},
+		[]float64{-huge, 0, huge, 1e-300, 5e-324, 1e308, 1, 1},
+	)
 }

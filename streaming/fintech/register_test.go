@@ -29,24 +29,14 @@ func TestTypes(t *testing.T) {
 func TestRegistryRefusesImpossibleParameters(t *testing.T) {
 	r := streaming.NewRegistry()
 	require.NoError(t, fintech.Register(r))
-	for _, tc := range []struct {
-		op    string
-		raw   map[string]any
-		param string
-	}{
-		{"macd", map[string]any{"fast": 26}, "fast"},
-		{"macd", map[string]any{"component": "hist"}, "component"},
-		{"ma_crossover", map[string]any{"fast": 10, "slow": 10}, "fast"},
-		{"bollinger", map[string]any{"k": -0.5}, "k"},
-		{"bollinger", map[string]any{"band": "top"}, "band"},
-		{"vwap", map[string]any{"window": -1}, "window"},
-	} {
-		_, err := r.Factory(tc.op, tc.raw)
-		var pe *streaming.ParamError
-		require.ErrorAs(t, err, &pe, "%s %v", tc.op, tc.raw)
-		require.Equal(t, tc.param, pe.Param, "%s %v: %v", tc.op, tc.raw, err)
-		require.Equal(t, tc.op, pe.Operator, "%v", err)
-	}
+	optest.RequireParamRefusals(t, r, []optest.ParamRefusal{
+		{Op: "macd", Raw: map[string]any{"fast": 26}, Param: "fast"},
+		{Op: "macd", Raw: map[string]any{"component": "hist"}, Param: "component"},
+		{Op: "ma_crossover", Raw: map[string]any{"fast": 10, "slow": 10}, Param: "fast"},
+		{Op: "bollinger", Raw: map[string]any{"k": -0.5}, Param: "k"},
+		{Op: "bollinger", Raw: map[string]any{"band": "top"}, Param: "band"},
+		{Op: "vwap", Raw: map[string]any{"window": -1}, Param: "window"},
+	})
 }
 
 // The registry's parameters reach the operator: a Bollinger upper band at

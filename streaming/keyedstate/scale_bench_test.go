@@ -127,14 +127,19 @@ func baselineKeyed(dist string) func(*testing.B) {
 	}
 }
 
-// dropBaselines frees the in-memory baseline, returns its memory to the
-// OS and resets the process's peak resident size, so the runtime's
-// benchmarks measure their own.
+// dropBaselines frees the in-memory baseline and then the memory, so
+// the runtime's benchmarks measure their own.
 func dropBaselines() {
 	baselineKeyedState.keyed = nil
+	freeMemory()
+}
+
+// freeMemory returns freed heap to the OS and resets the process's peak
+// resident size (VmHWM; Linux).
+func freeMemory() {
 	runtime.GC()
 	debug.FreeOSMemory()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM (Linux)
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 // procStatus reads the memory lines of /proc/self/status, in bytes.
@@ -286,6 +291,7 @@ func BenchmarkPerEvent(b *testing.B) {
 			benchratio.Report(b, "keyed-in-memory-"+dist, nil)
 		})
 		closeRuntime()
+		freeMemory() // the next distribution measures its own
 	}
 }
 

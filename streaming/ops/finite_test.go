@@ -12,14 +12,6 @@ const huge = 1.7e308
 
 var rejected = streaming.Rejected()
 
-func records(xs ...float64) [][]float64 {
-	out := make([][]float64, len(xs))
-	for i, x := range xs {
-		out[i] = []float64{x}
-	}
-	return out
-}
-
 // Huge finite inputs used to overflow an operator's state (issue 17:
 // SMA's running sum became Inf, the mean stayed NaN after the values left
 // the window, and Load refused the Inf the checkpoint saved). Now such an
@@ -52,13 +44,8 @@ func TestHugeFiniteInputsKeepStateFinite(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := optest.RunSaving(t, tt.newOp, records(tt.in...))
-			optest.RequireOutputs(t, tt.want, got)
-			for i := range got {
-				if got[i].IsRejected() != tt.want[i].IsRejected() {
-					t.Fatalf("record %d: got %v (rejected %v), want rejected %v", i, got[i], got[i].IsRejected(), tt.want[i].IsRejected())
-				}
-			}
+			got := optest.RunSaving(t, tt.newOp, optest.Records(tt.in...))
+			optest.RequireOutputsAndRejections(t, tt.want, got)
 		})
 	}
 }
@@ -116,35 +103,10 @@ var fuzzConfigs = []optest.Config{
 // stay None or finite, Load accepts everything Save wrote, and the
 // reloaded operator emits what an uninterrupted one does.
 func FuzzFiniteInputs(f *testing.F) {
-	r := streaming.NewRegistry()
-	if err := Register(r); err != nil {
-		f.Fatal(err)
-	}
-	seeded := map[string]bool{}
-	for _, c := range fuzzConfigs {
-		seeded[c.Type] = true
-	}
-	for _, typ := range r.Types() {
-		if !seeded[typ.Name] {
-			f.Fatalf("type %q has no fuzz configuration", typ.Name)
-		}
-	}
-	for _, seed := range [][]float64{
-		{1, 2, 3, 4, 5},
-		{huge, huge, 1, 2, 3},
-		{-huge, huge, huge, -huge, 0},
-		{1e154, 1e155, 1e200, 1e-300, 5e-324},
-	} {
-		var b []byte
-		for _, v := range seed {
-			bits := math.Float64bits(v)
-			for i := range 8 {
-				b = append(b, byte(bits>>(8*i)))
-			}
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		optest.CheckFiniteInputs(t, r, fuzzConfigs, optest.FuzzFloats(data))
-	})
+	optest.FuzzFinite(f, Register, fuzzConfigs,
+		[]float64{1, 2, 3, 4, 5},
+		[]float64{huge, huge, 1, 2, 3},
+		[]float64{-huge, huge, huge, -huge, 0},
+		[]float64{1e154, 1e155, 1e200, 1e-300, 5e-324},
+	)
 }

@@ -50,26 +50,16 @@ func TestCatalogNamesUnique(t *testing.T) {
 func TestRegistryRefusesImpossibleParameters(t *testing.T) {
 	r := streaming.NewRegistry()
 	require.NoError(t, ops.Register(r))
-	for _, tc := range []struct {
-		op    string
-		raw   map[string]any
-		param string
-	}{
-		{"hysteresis", map[string]any{"low": 25, "high": 25}, "high"},
-		{"hysteresis", map[string]any{"low": 25, "high": 20}, "high"},
-		{"rate_of_change", map[string]any{"per": 0}, "per"},
-		{"sma", map[string]any{"window": 0}, "window"},
-		{"sma", map[string]any{}, "window"},
-		{"median_despike", map[string]any{"window": 3, "max_dev": -1}, "max_dev"},
-		{"threshold_cross", map[string]any{"threshold": 1, "dwell": -1}, "dwell"},
-		{"threshold_cross", map[string]any{"threshold": 1, "level": "slope"}, "level"},
-	} {
-		_, err := r.Factory(tc.op, tc.raw)
-		var pe *streaming.ParamError
-		require.ErrorAs(t, err, &pe, "%s %v", tc.op, tc.raw)
-		require.Equal(t, tc.param, pe.Param, "%s %v: %v", tc.op, tc.raw, err)
-		require.Equal(t, tc.op, pe.Operator, "%v", err)
-	}
+	optest.RequireParamRefusals(t, r, []optest.ParamRefusal{
+		{Op: "hysteresis", Raw: map[string]any{"low": 25, "high": 25}, Param: "high"},
+		{Op: "hysteresis", Raw: map[string]any{"low": 25, "high": 20}, Param: "high"},
+		{Op: "rate_of_change", Raw: map[string]any{"per": 0}, Param: "per"},
+		{Op: "sma", Raw: map[string]any{"window": 0}, Param: "window"},
+		{Op: "sma", Raw: map[string]any{}, Param: "window"},
+		{Op: "median_despike", Raw: map[string]any{"window": 3, "max_dev": -1}, Param: "max_dev"},
+		{Op: "threshold_cross", Raw: map[string]any{"threshold": 1, "dwell": -1}, Param: "dwell"},
+		{Op: "threshold_cross", Raw: map[string]any{"threshold": 1, "level": "slope"}, Param: "level"},
+	})
 }
 
 // A graph built from registered types runs like one built with the
@@ -79,9 +69,7 @@ func TestRegisteredTypesInAGraph(t *testing.T) {
 	r := streaming.NewRegistry()
 	require.NoError(t, ops.Register(r))
 	node := func(name string, raw map[string]any) func() streaming.Operator {
-		f, err := r.Factory(name, raw)
-		require.NoError(t, err)
-		return f
+		return optest.Factory(t, r, name, raw)
 	}
 	g, err := streaming.NewBuilder().Input("v").
 		Node("mode", node("hysteresis", map[string]any{"low": 20, "high": 25}), "v").
@@ -114,9 +102,7 @@ func TestEpisodeLoadsCentralState(t *testing.T) {
 	r := streaming.NewRegistry()
 	require.NoError(t, ops.Register(r))
 	node := func(name string, raw map[string]any) func() streaming.Operator {
-		f, err := r.Factory(name, raw)
-		require.NoError(t, err)
-		return f
+		return optest.Factory(t, r, name, raw)
 	}
 	g, err := streaming.NewBuilder().Input("value").
 		Node("mean", node("sma", map[string]any{"window": 3}), "value").

@@ -1,8 +1,6 @@
 package ops
 
 import (
-	"math"
-	"slices"
 	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -34,79 +32,6 @@ func TestPartialWarmupHandComputed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { optest.RequireOutputs(t, tt.want, feed(tt.op, tt.in)) })
-	}
-}
-
-// Partial warm-up against from-scratch reference formulas over the valid
-// values seen so far: the operator's O(1) updates agree with the textbook
-// definition over the partial window at every step, and from the N-th
-// value on the outputs equal the full-warm-up operator's.
-func TestPartialWarmupAgainstReference(t *testing.T) {
-	xs := noisy(3, 2000)
-	last := func(h []float64, n int) []float64 { return h[max(0, len(h)-n):] }
-	mean := func(w []float64) float64 {
-		s := 0.0
-		for _, v := range w {
-			s += v
-		}
-		return s / float64(len(w))
-	}
-	tests := []struct {
-		name    string
-		op, ful streaming.Operator
-		n       int
-		ref     func(hist []float64) streaming.Computed
-	}{
-		{"sma/7", NewSMA(7).WithWarmup(partial), NewSMA(7), 7,
-			func(h []float64) streaming.Computed { return f(mean(last(h, 7))) }},
-		{"ema/10: mean so far, then α=2/11 recursion", NewEMA(10).WithWarmup(partial), NewEMA(10), 10,
-			func(h []float64) streaming.Computed {
-				if len(h) < 10 {
-					return f(mean(h))
-				}
-				e := mean(h[:10])
-				for _, v := range h[10:] {
-					e = (2.0/11)*v + (1-2.0/11)*e
-				}
-				return f(e)
-			}},
-		{"rolling_min/16", NewRollingMin(16).WithWarmup(partial), NewRollingMin(16), 16,
-			func(h []float64) streaming.Computed { return f(slices.Min(last(h, 16))) }},
-		{"rolling_max/16", NewRollingMax(16).WithWarmup(partial), NewRollingMax(16), 16,
-			func(h []float64) streaming.Computed { return f(slices.Max(last(h, 16))) }},
-		{"median_despike/6", NewMedianDespike(6, 3).WithWarmup(partial), NewMedianDespike(6, 3), 6,
-			func(h []float64) streaming.Computed {
-				w := slices.Sorted(slices.Values(last(h, 6)))
-				med := w[len(w)/2]
-				if len(w)%2 == 0 {
-					med = (w[len(w)/2-1] + w[len(w)/2]) / 2
-				}
-				if x := h[len(h)-1]; math.Abs(x-med) <= 3 {
-					return f(x)
-				}
-				return f(med)
-			}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var hist []float64
-			in := make([]streaming.Computed, 1)
-			for i, x := range xs {
-				in[0] = f(x)
-				got, full := tt.op.Eval(in, int64(i)), tt.ful.Eval(in, int64(i))
-				want := none
-				if valid(x) {
-					hist = append(hist, x)
-					want = tt.ref(hist)
-				}
-				if !optest.ApproxEqual(got, want) {
-					t.Fatalf("record %d (x=%v): got %v, want %v", i, x, got, want)
-				}
-				if len(hist) >= tt.n && got != full {
-					t.Fatalf("record %d: partial %v differs from full %v after warm-up", i, got, full)
-				}
-			}
-		})
 	}
 }
 

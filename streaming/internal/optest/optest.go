@@ -6,6 +6,7 @@ package optest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"math"
@@ -285,8 +286,7 @@ type Config struct {
 func FuzzFloats(data []byte) []float64 {
 	var out []float64
 	for len(data) >= 8 {
-		v := math.Float64frombits(uint64(data[0]) | uint64(data[1])<<8 | uint64(data[2])<<16 | uint64(data[3])<<24 |
-			uint64(data[4])<<32 | uint64(data[5])<<40 | uint64(data[6])<<48 | uint64(data[7])<<56)
+		v := math.Float64frombits(binary.LittleEndian.Uint64(data))
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			v = math.Copysign(math.MaxFloat64, v)
 		}
@@ -332,4 +332,89 @@ func CheckFiniteInputs(t *testing.T, r *streaming.Registry, cfgs []Config, value
 			}
 		}
 	}
+}
+
+// RequireOutputsAndRejections is RequireOutputs that also requires the
+// Rejected markers (Computed.IsRejected) where want has them, and only
+// there.
+func RequireOutputsAndRejections(t testing.TB, want, got []streaming.Computed) {
+	t.Helper()
+	RequireOutputs(t, want, got)
+	for i := range got {
+		if got[i].IsRejected() != want[i].IsRejected() {
+			t.Fatalf("output %d: got %v (rejected %v), want rejected %v", i, got[i], got[i].IsRejected(), want[i].IsRejected())
+		}
+	}
+}
+
+// FuzzFinite is a catalog's fuzz target over finite inputs of any
+// magnitude: it registers the catalog, requires a configuration for every
+// registered type, seeds the corpus with the value sequences given, and
+// runs CheckFiniteInputs on every input.
+func FuzzFinite(f *testing.F, register func(*streaming.Registry) error, cfgs []Config, seeds ...[]float64) {
+	f.Helper()
+	r := streaming.NewRegistry()
+	if err := register(r); err != nil {
+		f.Fatal(err)
+	}
+	configured := map[string]bool{}
+	for _, c := range cfgs {
+		configured[c.Type] = true
+	}
+	for _, typ := range r.Types() {
+		if !configured[typ.Name] {
+			f.Fatalf("type %q has no fuzz configuration", typ.Name)
+		}
+	}
+	for _, seed := range seeds {
+		var b []byte
+		for _, v := range seed {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		CheckFiniteInputs(t, r, cfgs, FuzzFloats(data))
+	})
+}
+
+// RequireParamRefusals requires each case's raw parameters to be refused
+// by r's Factory with a *streaming.ParamError naming the case's operator
+// and parameter.
+func RequireParamRefusals(t *testing.T, r *streaming.Registry, cases []ParamRefusal) {
+	t.Helper()
+	for _, tc := range cases {
+		_, err := r.Factory(tc.Op, tc.Raw)
+		var pe *streaming.ParamError
+		if !errors.As(err, &pe) || pe.Param != tc.Param || pe.Operator != tc.Op {
+			t.Fatalf("%s %v: got %v, want a ParamError naming parameter %q of %q", tc.Op, tc.Raw, err, tc.Param, tc.Op)
+		}
+	}
+}
+
+// ParamRefusal is a case of RequireParamRefusals.
+type ParamRefusal struct {
+	Op    string
+	Raw   map[string]any
+	Param string
+}
+
+// Factory returns r's factory for type name with raw parameters, failing
+// t on an error.
+func Factory(t testing.TB, r *streaming.Registry, name string, raw map[string]any) func() streaming.Operator {
+	t.Helper()
+	f, err := r.Factory(name, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Records makes one single-input record per value, for RunSaving.
+func Records(xs ...float64) [][]float64 {
+	out := make([][]float64, len(xs))
+	for i, x := range xs {
+		out[i] = []float64{x}
+	}
+	return out
 }
