@@ -23,8 +23,9 @@ import (
 
 // The scale benchmarks (BenchmarkPerEvent, BenchmarkCutCost) run the
 // runtime over many distinct keys under a memory budget of 256 MiB per
-// 10M keys (at least 64 MiB). The target is 10M keys; the key count is
-// TFLO_KEYEDSTATE_KEYS (default 1M, so `make bench` stays within minutes):
+// 10M keys (at least 64 MiB; TFLO_KEYEDSTATE_BUDGET_MIB sets another).
+// The target is 10M keys; the key count is TFLO_KEYEDSTATE_KEYS (default
+// 1M, so `make bench` stays within minutes):
 //
 //	TFLO_KEYEDSTATE_KEYS=10000000 go test -run '^$' -bench 'PerEvent|CutCost' -benchtime 1s -timeout 60m ./streaming/keyedstate/
 //
@@ -47,9 +48,19 @@ func scaleKeys() int {
 	return 1_000_000
 }
 
-// scaleBudget is the budget for keys: 256 MiB per 10M keys, at least
-// 64 MiB (Badger alone keeps some 35 MiB).
-func scaleBudget(keys int) int64 { return max(64<<20, int64(targetBudget)*int64(keys)/targetKeys) }
+// scaleBudget is the budget for keys: TFLO_KEYEDSTATE_BUDGET_MIB if set,
+// else 256 MiB per 10M keys, at least 64 MiB (Badger alone keeps some
+// 35 MiB).
+func scaleBudget(keys int) int64 {
+	if v := os.Getenv("TFLO_KEYEDSTATE_BUDGET_MIB"); v != "" {
+		mib, err := strconv.Atoi(v)
+		if err != nil || mib < 64 {
+			panic("TFLO_KEYEDSTATE_BUDGET_MIB must be an integer of at least 64, got " + v)
+		}
+		return int64(mib) << 20
+	}
+	return max(64<<20, int64(targetBudget)*int64(keys)/targetKeys)
+}
 
 func scaleKey(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
 
