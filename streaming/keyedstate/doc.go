@@ -27,8 +27,10 @@
 //
 //   - Badger's memtables, the buffers it pools for compactions and its
 //     block and index caches, as configured on the DB (BadgerBytes of its
-//     options; BadgerOptions sizes them at most a quarter of the budget;
-//     WithDBShare splits them between runtimes sharing a DB);
+//     options; WithDBShare splits them between runtimes sharing a DB).
+//     BadgerOptions sizes the memtables from the budget, but the pooled
+//     buffers are a fixed 32 MiB: Badger takes about a fifth of 256 MiB
+//     and over half of 64 MiB;
 //   - two write-behind batches (WithWriteBatchBytes): one filled while
 //     the other is written;
 //   - the keys changed since the last saved cut: a compact list of their
@@ -39,18 +41,19 @@
 //     save of the cut merges back;
 //   - a pending cut: its key list, its sorted index (8 bytes per key) and
 //     the states copied aside on write;
-//   - the cache, which gets what the others leave: at most (budget − the
-//     rest) / entry bytes instances, measured per instance at
+//   - the cache, which gets what the others leave: at most (budget − GC
+//     headroom − the rest) / entry bytes instances, measured per instance at
 //     construction or set with WithEntryBytes. It shrinks while changed
 //     keys accumulate and grows back when a saved cut takes them (at
 //     least one instance stays).
 //
-// Not covered: the file mapping of Badger's tables (their index, bloom
-// filters and the blocks read; the kernel's page cache, counted in the
-// process's RSS as file-backed pages and reclaimed under pressure), the
-// buffers of the tables a compaction is building at the moment, Go's
-// garbage-collector headroom (set GOMEMLIMIT near the budget to bound it),
-// the records and outputs in flight, and for an in-memory DB its tables.
+// Not covered: the file mappings of Badger's tables and value log (table
+// indexes, bloom filters and the blocks and values read: the kernel's page
+// cache, counted in the process's RSS as file-backed pages, RssFile, and
+// reclaimed under memory pressure), the buffers of the tables a compaction
+// is building at the moment, the records and outputs in flight, and for an
+// in-memory DB its tables.
+//
 // A CLOCK sweep evicts the coldest cached key; a new key enters without
 // its reference bit, so a key seen once leaves before the keys in use.
 // An evicted key whose state changed since it was loaded goes to a
