@@ -59,15 +59,16 @@ func (c *config) validate() error {
 }
 
 // WithMemoryBudget sets the memory the runtime and its Badger database
-// may use (default 64 MiB); see the package doc for what it covers.
-// Badger's memtables and caches are read from the DB's options (open it
-// with BadgerOptions(dir, bytes) to size them from the same budget); two
+// may use (default 64 MiB); see the package doc for what it covers. A
+// part is left to the garbage collector (WithGCHeadroom); Badger's
+// memtables and caches are read from the DB's options (open it with
+// BadgerOptions(dir, bytes) to size them from the same budget); two
 // write-behind batches are reserved; the rest holds the cache, the keys
 // changed since the last cut and a pending cut's copy-on-write states.
 func WithMemoryBudget(bytes int64) Option { return func(c *config) { c.budget = bytes } }
 
 // WithGCHeadroom sets the part of the budget left free for the Go garbage
-// collector (default 0.25): the runtime keeps what it holds live (its
+// collector (default a third): the runtime keeps what it holds live (its
 // cache, Badger's memtables, ...) to the rest, so that a process run with
 // GOMEMLIMIT at the sum of its runtimes' budgets stays within it without
 // collecting garbage all the time.
