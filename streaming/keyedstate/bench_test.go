@@ -158,7 +158,7 @@ func BenchmarkRestore100k(b *testing.B) {
 			_, err = cp.Checkpoint(ctx)
 			require.NoError(b, err)
 
-			dst := newRuntime(b, g, openDiskDB(b, b.TempDir()))
+			dst := newRuntime(b, g, openDiskDB(b, b.TempDir()), keyedstate.WithMemoryBudget(512<<20))
 			rcp, err := streaming.NewCheckpointer("bench", dst, store, store.(streaming.CursorStore))
 			require.NoError(b, err)
 			b.ResetTimer()
