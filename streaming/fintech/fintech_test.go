@@ -170,35 +170,81 @@ func TestOperatorsAgainstReference(t *testing.T) {
 			macdRef(MACDHistogram)},
 		{"macd 12/26/9 signal (Appel)", NewMACD(12, 26, 9, MACDSignal), func(t tick) bool { return valid(t.p) },
 			macdRef(MACDSignal)},
-		{"ma crossover 5/20", NewMACrossover(5, 20), func(t tick) bool { return valid(t.p) },
+		{"ma crossover 5/20", NewMACrossover(5, 20), func(t tick) bool { return valid(t.p) }, crossoverRef(5, 20, false)},
+		// Warm-up policies other than the default.
+		{"vwap/20 full: nothing before 20 trades", NewVWAP(20).WithWarmup(streaming.WarmupFull),
+			func(t tick) bool { return valid(t.p) && valid(t.v) && t.v >= 0 },
 			func(h []tick) streaming.Computed {
-				sma := func(end, n int) float64 {
-					s := 0.0
-					for _, t := range h[end-n : end] {
-						s += t.p
-					}
-					return s / float64(n)
+				if len(h) < 20 {
+					return none
 				}
-				side := 0 // sign of fast−slow after each tick, 0 = unknown
-				var out streaming.Computed
-				for end := 20; end <= len(h); end++ {
-					fast, slow := sma(end, 5), sma(end, 20)
-					out = none
-					d := 0
-					if fast > slow+1e-9 {
-						d = 1
-					} else if fast < slow-1e-9 {
-						d = -1
-					}
-					if d != 0 && side != 0 && d != side {
-						out = streaming.Sig(streaming.Mode(d), fast)
-					}
-					if d != 0 {
-						side = d
-					}
+				var num, den float64
+				for _, t := range h[len(h)-20:] {
+					num += t.p * t.v
+					den += t.v
 				}
-				return out
+				if den == 0 {
+					return none
+				}
+				return f(num / den)
 			}},
+		{"rsi/14 partial: Σgain/(Σgain+Σloss) until 14 changes", NewRSI(14).WithWarmup(partial),
+			func(t tick) bool { return valid(t.p) },
+			func(h []tick) streaming.Computed {
+				const n = 14
+				if len(h) < 2 {
+					return none
+				}
+				var sg, sl, ag, al float64
+				for i := 1; i < len(h); i++ {
+					ch := h[i].p - h[i-1].p
+					g, l := math.Max(ch, 0), math.Max(-ch, 0)
+					switch {
+					case i < n:
+						sg, sl = sg+g, sl+l
+						ag, al = sg/float64(i), sl/float64(i)
+					case i == n:
+						sg, sl = sg+g, sl+l
+						ag, al = sg/n, sl/n
+					default:
+						ag = (ag*(n-1) + g) / n
+						al = (al*(n-1) + l) / n
+					}
+				}
+				if ag+al == 0 {
+					return f(50)
+				}
+				return f(100 * ag / (ag + al))
+			}},
+		{"bollinger/20/2 upper partial: bands of the prices so far", NewBollinger(20, 2, Upper).WithWarmup(partial),
+			func(t tick) bool { return valid(t.p) },
+			func(h []tick) streaming.Computed {
+				return bollingerRef(min(len(h), 20), 2, Upper)(h)
+			}},
+		{"macd 12/26/9 histogram partial", NewMACD(12, 26, 9, MACDHistogram).WithWarmup(partial),
+			func(t tick) bool { return valid(t.p) },
+			func(h []tick) streaming.Computed {
+				ps := make([]float64, len(h))
+				for i, t := range h {
+					ps[i] = t.p
+				}
+				fast, slow := emaPartialSeries(ps, 12), emaPartialSeries(ps, 26)
+				line := make([]float64, len(ps))
+				for i := range ps {
+					line[i] = fast[i] - slow[i]
+				}
+				l := line[len(line)-1]
+				s := emaPartialSeries(line, 9)[len(line)-1]
+				mode := Neutral
+				if l-s > 1e-12 {
+					mode = Bullish
+				} else if l-s < -1e-12 {
+					mode = Bearish
+				}
+				return streaming.Sig(mode, l-s)
+			}},
+		{"ma crossover 5/20 partial: averages of the prices so far", NewMACrossover(5, 20).WithWarmup(partial),
+			func(t tick) bool { return valid(t.p) }, crossoverRef(5, 20, true)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,6 +268,47 @@ func TestOperatorsAgainstReference(t *testing.T) {
 				t.Fatalf("only %d outputs: the stream does not exercise the operator", outs)
 			}
 		})
+	}
+}
+
+// crossoverRef reports the crossing of the simple moving averages of the
+// last fast and slow prices at the newest tick: the side is the sign of
+// fast − slow, set by the first tick where they differ (from the first
+// tick with partial warm-up, averaging the prices so far, else from the
+// slow-th), and a crossing is a change of side.
+func crossoverRef(fastN, slowN int, partial bool) func([]tick) streaming.Computed {
+	return func(h []tick) streaming.Computed {
+		sma := func(end, n int) float64 {
+			n = min(n, end)
+			s := 0.0
+			for _, t := range h[end-n : end] {
+				s += t.p
+			}
+			return s / float64(n)
+		}
+		first := slowN
+		if partial {
+			first = 1
+		}
+		side := 0
+		out := none
+		for end := first; end <= len(h); end++ {
+			fast, slow := sma(end, fastN), sma(end, slowN)
+			out = none
+			d := 0
+			if fast > slow+1e-9 {
+				d = 1
+			} else if fast < slow-1e-9 {
+				d = -1
+			}
+			if d != 0 && side != 0 && d != side {
+				out = streaming.Sig(streaming.Mode(d), fast)
+			}
+			if d != 0 {
+				side = d
+			}
+		}
+		return out
 	}
 }
 

@@ -3,8 +3,6 @@ package keyedstate_test
 import (
 	"context"
 	"fmt"
-	"math/rand"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,9 +22,11 @@ const benchKeys = 100_000
 
 func benchKey(i int) string { return fmt.Sprintf("sensor/%06d", i) }
 
+// openDiskDB opens an on-disk Badger sized for a 512 MiB budget (the
+// budget the 100k-key benchmarks give their runtimes).
 func openDiskDB(b *testing.B, dir string) *badger.DB {
 	b.Helper()
-	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	db, err := badger.Open(keyedstate.BadgerOptions(dir, 512<<20).WithLogger(nil))
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = db.Close() })
 	return db
@@ -66,7 +66,9 @@ func writeBatchBaseline(state []byte) func(*testing.B) {
 		if state == nil {
 			state = sampleState(b, smaGraph(b))
 		}
-		db := openDiskDB(b, b.TempDir())
+		db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil))
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = db.Close() })
 		keys := make([][]byte, benchKeys)
 		for i := range keys {
 			keys[i] = []byte("base/" + benchKey(i))
@@ -156,7 +158,7 @@ func BenchmarkRestore100k(b *testing.B) {
 			_, err = cp.Checkpoint(ctx)
 			require.NoError(b, err)
 
-			dst := newRuntime(b, g, openDiskDB(b, b.TempDir()))
+			dst := newRuntime(b, g, openDiskDB(b, b.TempDir()), keyedstate.WithMemoryBudget(512<<20))
 			rcp, err := streaming.NewCheckpointer("bench", dst, store, store.(streaming.CursorStore))
 			require.NoError(b, err)
 			b.ResetTimer()
@@ -267,125 +269,4 @@ func hotPathLoop(b *testing.B, saving bool) []time.Duration {
 		b.ReportMetric(float64(rt.Stats().SaveHoldMax.Microseconds()), "save-lock-hold-max-µs")
 	}
 	return lat
-}
-
-// The 1M-key working set under a 64 MiB budget.
-const (
-	workingSet = 1_000_000
-	seqLen     = 1 << 20
-)
-
-var (
-	// seqPos continues each key sequence across the calls testing makes
-	// with growing b.N, so no call replays keys a previous one just cached.
-	seqPos       = map[string]int{}
-	perEventOnce sync.Once
-	perEventRT   *keyedstate.Runtime[uint64]
-	seqsOnce     sync.Once
-	perEventSeqs map[string][]uint64
-)
-
-func loadSeqs() map[string][]uint64 {
-	seqsOnce.Do(func() { perEventSeqs = keySeqs() })
-	return perEventSeqs
-}
-
-// baselineKeyed is the all-in-memory streaming.Keyed holding the same 1M
-// keys, fed the same key sequence. The Keyed is built once and dropped by
-// dropBaselineKeyed after the baselines are measured, so it does not weigh
-// on the runtime's benchmark.
-var baselineKeyedState struct {
-	once  sync.Once
-	keyed *streaming.Keyed[uint64]
-}
-
-func baselineKeyed(dist string) func(*testing.B) {
-	return func(b *testing.B) {
-		seq := loadSeqs()[dist]
-		baselineKeyedState.once.Do(func() {
-			keyed := streaming.NewKeyed[uint64](smaGraph(b))
-			for i := range workingSet {
-				keyed.Eval(uint64(i), 0, streaming.Float(float64(i)))
-			}
-			baselineKeyedState.keyed = keyed
-		})
-		keyed := baselineKeyedState.keyed
-		pos := seqPos["base-"+dist]
-		b.ResetTimer()
-		for i := range b.N {
-			keyed.Eval(seq[(pos+i)&(seqLen-1)], int64(i), streaming.Float(float64(i)))
-		}
-		seqPos["base-"+dist] = pos + b.N
-	}
-}
-
-func dropBaselineKeyed() {
-	baselineKeyedState.keyed = nil
-	runtime.GC()
-}
-
-func keySeqs() map[string][]uint64 {
-	rng := rand.New(rand.NewSource(7))
-	uni := make([]uint64, seqLen)
-	for i := range uni {
-		uni[i] = uint64(rng.Intn(workingSet))
-	}
-	z := rand.NewZipf(rng, 1.1, 1, workingSet-1)
-	zipf := make([]uint64, seqLen)
-	for i := range zipf {
-		zipf[i] = z.Uint64()
-	}
-	return map[string][]uint64{"uniform": uni, "zipf1.1": zipf}
-}
-
-// BenchmarkPerEvent1M: per-record cost of the keyed runtime with 1M keys
-// under a 64 MiB cache budget (the rest in an on-disk Badger), beside an
-// all-in-memory streaming.Keyed holding the same 1M keys.
-func BenchmarkPerEvent1M(b *testing.B) {
-	g := smaGraph(b)
-	perEventOnce.Do(func() {
-		loadSeqs()
-		// Badger's own caches are kept small (32 MiB block cache) so the
-		// process stays near the runtime's 64 MiB budget.
-		db, err := badger.Open(badger.DefaultOptions(b.TempDir()).WithLogger(nil).
-			WithBlockCacheSize(32 << 20).WithMemTableSize(16 << 20))
-		require.NoError(b, err)
-		rt, err := keyedstate.New[uint64](g, keyedstate.Uint64Keys{}, db, keyedstate.WithMemoryBudget(64<<20))
-		require.NoError(b, err)
-		for i := range workingSet {
-			if _, err := rt.Apply(uint64(i), 0, "seq", nil, streaming.Float(float64(i))); err != nil {
-				b.Fatal(err)
-			}
-		}
-		require.NoError(b, rt.Flush())
-		perEventRT = rt
-	})
-	for _, dist := range []string{"uniform", "zipf1.1"} {
-		seq := perEventSeqs[dist]
-		b.Run(dist, func(b *testing.B) {
-			rt := perEventRT
-			before := rt.Stats()
-			pos := seqPos[dist]
-			b.ResetTimer()
-			for i := range b.N {
-				if _, err := rt.Apply(seq[(pos+i)&(seqLen-1)], int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			seqPos[dist] = pos + b.N
-			after := rt.Stats()
-			if d := after.Hits + after.Misses - before.Hits - before.Misses; d > 0 {
-				b.ReportMetric(float64(after.Hits-before.Hits)/float64(d), "hit-ratio")
-			}
-			b.ReportMetric(float64(after.Capacity), "cached-keys")
-			var ms runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&ms)
-			// Everything live: cache, changed-key set, key sequences (16 MiB),
-			// Badger's caches and memtables.
-			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
-			benchratio.Report(b, "keyed-in-memory-"+dist, nil)
-		})
-	}
 }

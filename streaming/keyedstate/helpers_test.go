@@ -3,6 +3,7 @@ package keyedstate_test
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"testing"
 
@@ -13,11 +14,20 @@ import (
 	"github.com/tflo-io/tflo/streaming/ops"
 )
 
+// testDBOptions is a small in-memory Badger.
+func testDBOptions() badger.Options {
+	return badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).
+		WithMemTableSize(2 << 20).WithNumMemtables(2).WithBaseTableSize(64 << 10).
+		WithBlockCacheSize(1 << 20).WithIndexCacheSize(512 << 10).WithValueThreshold(64 << 10)
+}
+
+// testDBBytes is what a runtime over a test DB counts for it in its
+// budget.
+var testDBBytes = keyedstate.BadgerBytes(testDBOptions())
+
 func openDB(t testing.TB) *badger.DB {
 	t.Helper()
-	opts := badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).
-		WithMemTableSize(8 << 20).WithNumMemtables(2).WithBlockCacheSize(8 << 20).WithIndexCacheSize(4 << 20)
-	db, err := badger.Open(opts)
+	db, err := badger.Open(testDBOptions())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
@@ -122,10 +132,22 @@ func newRuntime(t testing.TB, g *streaming.Graph, db *badger.DB, opts ...keyedst
 // often, so eviction and write-behind are exercised.
 func small(keys int) []keyedstate.Option {
 	return []keyedstate.Option{
+		keyedstate.WithGCHeadroom(0),
 		keyedstate.WithEntryBytes(1000),
 		keyedstate.WithWriteBatchBytes(4 << 10),
-		keyedstate.WithMemoryBudget(int64(keys)*1000 + 8<<10),
+		keyedstate.WithMemoryBudget(int64(keys)*1000 + 8<<10 + testDBBytes),
 		keyedstate.WithPieceBytes(2 << 10),
 		keyedstate.WithSaveChunk(16),
+	}
+}
+
+// piecesSeq yields pieces as a checkpoint's piece sequence.
+func piecesSeq(pieces [][]byte) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for _, p := range pieces {
+			if !yield(p, nil) {
+				return
+			}
+		}
 	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // TestMain measures, before any benchmark runs, the baselines of the
-// benchmarks selected by -test.bench (the 1M-key one is costly to build).
+// benchmarks selected by -test.bench (the in-memory map of every key is
+// costly to build), then frees them.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	baselines := map[string]func(*testing.B){}
@@ -25,10 +26,11 @@ func TestMain(m *testing.M) {
 				"BenchmarkRestore100k":         {"badger-writebatch-100k": writeBatchBaseline(nil)},
 				"BenchmarkCutStall":            {"apply-one-record": baselineApply},
 				"BenchmarkHotPathDuringSave":   {"apply-no-save": baselineApplyNoSave},
-				"BenchmarkPerEvent1M": {
+				"BenchmarkPerEvent": {
 					"keyed-in-memory-uniform": baselineKeyed("uniform"),
 					"keyed-in-memory-zipf1.1": baselineKeyed("zipf1.1"),
 				},
+				"BenchmarkCutCost": {"cut-10k-of-100k": baselineCut},
 			} {
 				if re.MatchString(bench) {
 					for n, f := range named {
@@ -48,6 +50,6 @@ func TestMain(m *testing.M) {
 	for _, n := range names {
 		benchratio.Baseline(n, baselines[n])
 	}
-	dropBaselineKeyed()
+	dropBaselines()
 	benchratio.Main(m, baselines)
 }

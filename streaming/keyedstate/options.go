@@ -14,15 +14,19 @@ type config struct {
 	pieceBytes      int
 	prefix          []byte
 	chunkKeys       int
+	dbShare         int
+	gcHeadroom      float64
 }
 
 func defaultConfig() config {
 	return config{
 		budget:          64 << 20,
-		writeBatchBytes: 4 << 20,
+		writeBatchBytes: 0, // from the budget
 		pieceBytes:      1 << 20,
 		prefix:          []byte("keyedstate/"),
 		chunkKeys:       256,
+		dbShare:         1,
+		gcHeadroom:      1.0 / 3,
 	}
 }
 
@@ -30,11 +34,17 @@ func (c *config) validate() error {
 	if c.budget <= 0 {
 		return fmt.Errorf("keyedstate: memory budget %d bytes must be positive", c.budget)
 	}
+	if c.writeBatchBytes == 0 {
+		c.writeBatchBytes = int(min(max(c.budget/64, 64<<10), 4<<20))
+	}
 	if c.writeBatchBytes <= 0 {
 		return fmt.Errorf("keyedstate: write batch size %d bytes must be positive", c.writeBatchBytes)
 	}
-	if int64(2*c.writeBatchBytes) >= c.budget {
-		return fmt.Errorf("keyedstate: memory budget %d bytes must exceed two write batches (2×%d bytes): one is filled while the other is written", c.budget, c.writeBatchBytes)
+	if !(c.gcHeadroom >= 0 && c.gcHeadroom < 1) {
+		return fmt.Errorf("keyedstate: GC headroom %v must be at least 0 and below 1", c.gcHeadroom)
+	}
+	if c.dbShare < 1 {
+		return fmt.Errorf("keyedstate: DB share %d must be at least 1", c.dbShare)
 	}
 	if c.pieceBytes <= 0 {
 		return fmt.Errorf("keyedstate: piece size %d bytes must be positive", c.pieceBytes)
@@ -48,11 +58,26 @@ func (c *config) validate() error {
 	return nil
 }
 
-// WithMemoryBudget sets the bytes the cache and the write-behind buffers
-// may use (default 64 MiB). The cache holds (budget − 2 × write batch) /
-// entry bytes instances. The set of keys changed since the last cut is
-// not counted (about 16 bytes plus the key per changed key).
+// WithMemoryBudget sets the memory the runtime and its Badger database
+// may use (default 64 MiB); see the package doc for what it covers. A
+// part is left to the garbage collector (WithGCHeadroom); Badger's
+// memtables and caches are read from the DB's options (open it with
+// BadgerOptions(dir, bytes) to size them from the same budget); two
+// write-behind batches are reserved; the rest holds the cache, the keys
+// changed since the last cut and a pending cut's copy-on-write states.
 func WithMemoryBudget(bytes int64) Option { return func(c *config) { c.budget = bytes } }
+
+// WithGCHeadroom sets the part of the budget left free for the Go garbage
+// collector (default a third): the runtime keeps what it holds live (its
+// cache, Badger's memtables, ...) to the rest, so that a process run with
+// GOMEMLIMIT at the sum of its runtimes' budgets stays within it without
+// collecting garbage all the time.
+func WithGCHeadroom(fraction float64) Option { return func(c *config) { c.gcHeadroom = fraction } }
+
+// WithDBShare says the DB is shared by n runtimes (one per partition,
+// each under its own prefix, each given its part of the budget): each
+// counts 1/n of Badger's memtables and caches. Default 1.
+func WithDBShare(n int) Option { return func(c *config) { c.dbShare = n } }
 
 // WithEntryBytes sets the memory one cached key costs (default: measured
 // at construction by building instances of the graph, plus map overhead).
@@ -60,7 +85,8 @@ func WithMemoryBudget(bytes int64) Option { return func(c *config) { c.budget = 
 func WithEntryBytes(n int) Option { return func(c *config) { c.entryBytes = n } }
 
 // WithWriteBatchBytes sets the size at which the write-behind buffer is
-// handed to the flusher as one Badger WriteBatch (default 4 MiB).
+// handed to the flusher as one Badger WriteBatch (default: a 64th of the
+// budget, from 64 KiB to 4 MiB).
 func WithWriteBatchBytes(n int) Option { return func(c *config) { c.writeBatchBytes = n } }
 
 // WithPieceBytes sets the approximate size of a checkpoint piece (default

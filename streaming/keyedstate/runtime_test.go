@@ -47,7 +47,11 @@ func TestRuntimeValidation(t *testing.T) {
 		opts []keyedstate.Option
 		want string
 	}{
-		{"budget below two batches", []keyedstate.Option{keyedstate.WithMemoryBudget(1 << 20), keyedstate.WithWriteBatchBytes(1 << 20)}, "must exceed two write batches"},
+		{"budget below two batches", []keyedstate.Option{keyedstate.WithMemoryBudget(testDBBytes + 2<<20), keyedstate.WithWriteBatchBytes(1 << 20), keyedstate.WithGCHeadroom(0)}, "two write batches of 1048576 bytes"},
+		{"budget below Badger's memory", []keyedstate.Option{keyedstate.WithMemoryBudget(testDBBytes), keyedstate.WithEntryBytes(100), keyedstate.WithGCHeadroom(0)},
+			fmt.Sprintf("after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions", testDBBytes)},
+		{"zero DB share", []keyedstate.Option{keyedstate.WithDBShare(0)}, "DB share 0"},
+		{"GC headroom 1", []keyedstate.Option{keyedstate.WithGCHeadroom(1)}, "GC headroom 1 must be"},
 		{"zero budget", []keyedstate.Option{keyedstate.WithMemoryBudget(0)}, "memory budget 0 bytes"},
 		{"no room for a key", []keyedstate.Option{keyedstate.WithMemoryBudget(3 << 10), keyedstate.WithWriteBatchBytes(1 << 10), keyedstate.WithEntryBytes(5000)}, "holds no key"},
 		{"zero piece", []keyedstate.Option{keyedstate.WithPieceBytes(0)}, "piece size 0"},
@@ -65,7 +69,12 @@ func TestMeasuredEntryBytes(t *testing.T) {
 	st := rt.Stats()
 	require.Greater(t, st.EntryBytes, 100, "an instance with two SMAs costs more than 100 bytes")
 	require.Less(t, st.EntryBytes, 10_000)
-	require.Equal(t, int((64<<20-2*(4<<20))/st.EntryBytes), st.Capacity)
+	budget := float64(64 << 20)
+	live := int64(budget * (1 - 1.0/3))
+	require.Equal(t, int((live-testDBBytes-2*(1<<20))/int64(st.EntryBytes)), st.Capacity,
+		"64 MiB less a third for the GC, Badger and two write batches of 1 MiB")
+	require.Equal(t, 64<<20-live, st.GCHeadroom)
+	require.Equal(t, testDBBytes, st.BadgerBytes)
 }
 
 func checkpointer(t testing.TB, rt *keyedstate.Runtime[string], st durableStore, opts ...streaming.CheckpointerOption) *streaming.Checkpointer {
@@ -161,11 +170,18 @@ func TestIncrementalCheckpointWritesOnlyChangedKeys(t *testing.T) {
 
 // The cut is the state between two records, whatever the hot path does
 // after it: keys changed in the cache, keys evicted and reloaded, keys
-// deleted, keys only in Badger.
+// deleted, keys only in Badger; with 20,000 keys the lists of changed keys
+// are also spilled to Badger on both sides of the cut.
 func TestCutIsConsistent(t *testing.T) {
+	for _, keys := range []int{400, 20_000} {
+		t.Run(fmt.Sprint(keys, "keys"), func(t *testing.T) { testCutIsConsistent(t, keys) })
+	}
+}
+
+func testCutIsConsistent(t *testing.T, keys int) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	recs := makeRecords(3, 8000, 400)
+	recs := makeRecords(3, 8000, keys)
 	before, after := recs[:5000], recs[5000:]
 	rt := newRuntime(t, g, openDB(t), small(25)...)
 	for i, r := range before {
@@ -192,6 +208,9 @@ func TestCutIsConsistent(t *testing.T) {
 		return nil
 	}))
 	require.Positive(t, rt.Stats().CapturedKeys)
+	if keys > 1000 {
+		require.Positive(t, rt.Stats().Spills)
+	}
 
 	var pieces [][]byte
 	require.NoError(t, cut.Pieces(ctx, func(p []byte) error { pieces = append(pieces, append([]byte(nil), p...)); return nil }))

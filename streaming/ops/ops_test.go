@@ -148,6 +148,14 @@ func TestThresholdCrossOnMode(t *testing.T) {
 // the textbook definitions at every step.
 func TestOperatorsAgainstReference(t *testing.T) {
 	xs := noisy(1, 3000)
+	last := func(h []float64, n int) []float64 { return h[max(0, len(h)-n):] }
+	mean := func(w []float64) float64 {
+		s := 0.0
+		for _, v := range w {
+			s += v
+		}
+		return s / float64(len(w))
+	}
 	tests := []struct {
 		name string
 		op   streaming.Operator
@@ -215,6 +223,36 @@ func TestOperatorsAgainstReference(t *testing.T) {
 			}
 			return none
 		}},
+		// Partial warm-up.
+		{"sma/7 partial: over the values so far", NewSMA(7).WithWarmup(partial),
+			func(h []float64) streaming.Computed { return f(mean(last(h, 7))) }},
+		{"ema/10 partial: mean so far, then α=2/11 recursion", NewEMA(10).WithWarmup(partial),
+			func(h []float64) streaming.Computed {
+				if len(h) < 10 {
+					return f(mean(h))
+				}
+				e := mean(h[:10])
+				for _, v := range h[10:] {
+					e = (2.0/11)*v + (1-2.0/11)*e
+				}
+				return f(e)
+			}},
+		{"rolling_min/16 partial: over the values so far", NewRollingMin(16).WithWarmup(partial),
+			func(h []float64) streaming.Computed { return f(slices.Min(last(h, 16))) }},
+		{"rolling_max/16 partial: over the values so far", NewRollingMax(16).WithWarmup(partial),
+			func(h []float64) streaming.Computed { return f(slices.Max(last(h, 16))) }},
+		{"median_despike/6 partial: over the values so far", NewMedianDespike(6, 3).WithWarmup(partial),
+			func(h []float64) streaming.Computed {
+				w := slices.Sorted(slices.Values(last(h, 6)))
+				med := w[len(w)/2]
+				if len(w)%2 == 0 {
+					med = (w[len(w)/2-1] + w[len(w)/2]) / 2
+				}
+				if x := h[len(h)-1]; math.Abs(x-med) <= 3 {
+					return f(x)
+				}
+				return f(med)
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,97 @@
+package keyedstate
+
+import (
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// BadgerShare: BadgerOptions sizes Badger's memtables at a BadgerShare-th
+// of the budget (three memtables an eighth of that each).
+const BadgerShare = 4
+
+// pooledBuilders is how many table builders' buffers (two base table
+// sizes each) Badger keeps pooled between compactions.
+const pooledBuilders = 8
+
+// BadgerOptions returns Badger options for the state database at dir
+// (dir "" and WithInMemory(true) for tests, which keeps every state in
+// the LSM tree as an in-memory DB has no value log) sized from a memory budget
+// of budget bytes: Badger's memtables and the buffers it pools for
+// compactions (BadgerBytes) take about a quarter of a large budget, and
+// at least 35 MiB, and New, given the same budget with WithMemoryBudget,
+// reads them back from the DB and keeps the rest for the runtime.
+//
+// Badger is tuned for the runtime's point reads and batch writes of
+// small states that are overwritten all the time: the states go to the
+// value log and the LSM tree holds only keys and pointers, so compactions
+// rewrite a fraction of the bytes (the runtime collects the value log's
+// garbage as it writes); no compression and no block cache (a read finds
+// its block in the table's file mapping and decodes nothing); 2 MiB
+// tables on every level; no transaction conflict detection; no metrics.
+// Adjust the logger and anything else with the With methods.
+//
+//	db, err := badger.Open(keyedstate.BadgerOptions(dir, 256<<20))
+//	rt, err := keyedstate.New(g, codec, db, keyedstate.WithMemoryBudget(256<<20))
+func BadgerOptions(dir string, budget int64) badger.Options {
+	memtable := max(budget/BadgerShare/8, 1<<20) // two, plus one being written to level 0
+	opts := badger.DefaultOptions(dir).
+		WithMemTableSize(memtable).
+		WithNumMemtables(2).
+		WithBaseTableSize(2 << 20).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(0). // unencrypted tables keep their index in the file mapping
+		WithCompression(options.None).
+		WithValueThreshold(valueThreshold).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2).
+		WithDetectConflicts(false).
+		WithMetricsEnabled(false)
+	opts.TableSizeMultiplier = 1
+	if dir == "" {
+		// In memory (tests): there is no value log, every value stays in
+		// the LSM tree and must fit a write batch.
+		opts = opts.WithValueThreshold(min(1<<20, memtable/16))
+	}
+	return opts
+}
+
+// valueThreshold: stored states longer than this go to the value log.
+const valueThreshold = 32
+
+// BadgerBytes is the memory Badger takes as opts configure it, as the
+// runtime counts it in its budget: the memtables and one more being
+// written to level 0, the buffers Badger keeps pooled for the table
+// builders of compactions (8 × 2 base table sizes), and the block and
+// index caches. Not counted: the buffers of the tables a compaction is
+// building at the moment (a few base table sizes each, freed when it
+// ends), and, for unencrypted tables, their indexes, bloom filters and
+// the blocks read, which are in the tables' file mapping (page cache).
+func BadgerBytes(opts badger.Options) int64 {
+	return opts.MemTableSize*int64(opts.NumMemtables+1) + 2*pooledBuilders*opts.BaseTableSize +
+		opts.BlockCacheSize + opts.IndexCacheSize
+}
+
+// readView is a Badger read transaction whose value-log reads are safe
+// from the value-log GC: Badger deletes a rewritten value-log file at
+// once unless an iterator is open, so a Get that found its pointer into
+// the file just before the GC moved the value would read from a deleted
+// file (Badger then logs and returns an empty value). The view keeps one
+// key iterator (on a key that does not exist) open, so deletions wait
+// until the view is closed.
+type readView struct {
+	txn *badger.Txn
+	pin *badger.Iterator
+}
+
+// pinKey is a key nothing writes, for the pinning iterator.
+var pinKey = []byte("\xffkeyedstate/pin")
+
+func openReadView(db *badger.DB) readView {
+	txn := db.NewTransaction(false)
+	return readView{txn: txn, pin: txn.NewKeyIterator(pinKey, badger.IteratorOptions{})}
+}
+
+func (v readView) close() {
+	v.pin.Close()
+	v.txn.Discard()
+}

@@ -1,0 +1,44 @@
+package keyedstate
+
+import "iter"
+
+// PiecesOf encodes (key, state) entries, sorted by key, as checkpoint
+// pieces of about limit bytes: for tests that build a checkpoint without
+// running the records that made it.
+func PiecesOf(limit int, keys, states [][]byte) ([][]byte, error) {
+	w := pieceWriter{limit: limit}
+	var out [][]byte
+	for i := range keys {
+		if err := w.add(keys[i], states[i], false); err != nil {
+			return nil, err
+		}
+		if w.full() {
+			out = append(out, append([]byte(nil), w.finish()...))
+		}
+	}
+	if last := w.finish(); last != nil {
+		out = append(out, append([]byte(nil), last...))
+	}
+	return out, nil
+}
+
+// PiecesSeq yields the checkpoint pieces of n keys, key(i) for i in
+// 0..n−1 (increasing in byte order), all with the same state, one piece
+// of about limit bytes at a time: a large checkpoint without holding it.
+func PiecesSeq(limit, n int, key func(i int) []byte, state []byte) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		w := pieceWriter{limit: limit}
+		for i := range n {
+			if err := w.add(key(i), state, false); err != nil {
+				yield(nil, err)
+				return
+			}
+			if w.full() && !yield(w.finish(), nil) {
+				return
+			}
+		}
+		if last := w.finish(); last != nil {
+			yield(last, nil)
+		}
+	}
+}

@@ -1,0 +1,393 @@
+package keyedstate_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"math/rand"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/internal/benchratio"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+)
+
+// The scale benchmarks (BenchmarkPerEvent, BenchmarkCutCost) run the
+// runtime over many distinct keys under a memory budget of 256 MiB per
+// 10M keys (at least 64 MiB; TFLO_KEYEDSTATE_BUDGET_MIB sets another).
+// The target is 10M keys; the key count is TFLO_KEYEDSTATE_KEYS (default
+// 1M, so `make bench` stays within minutes):
+//
+//	TFLO_KEYEDSTATE_KEYS=10000000 go test -run '^$' -bench 'PerEvent|CutCost' -benchtime 1s -timeout 60m ./streaming/keyedstate/
+//
+// At 10M keys the in-memory baseline holds every instance (about 6 GiB).
+const (
+	targetKeys   = 10_000_000
+	targetBudget = 256 << 20
+	seqLen       = 1 << 22 // events per key sequence, replayed in a ring
+)
+
+// scaleKeys is the key count of the scale benchmarks.
+func scaleKeys() int {
+	if v := os.Getenv("TFLO_KEYEDSTATE_KEYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			panic("TFLO_KEYEDSTATE_KEYS must be an integer of at least 1000, got " + v)
+		}
+		return n
+	}
+	return 1_000_000
+}
+
+// scaleBudget is the budget for keys: TFLO_KEYEDSTATE_BUDGET_MIB if set,
+// else 256 MiB per 10M keys, at least 64 MiB (Badger alone keeps some
+// 35 MiB).
+func scaleBudget(keys int) int64 {
+	if v := os.Getenv("TFLO_KEYEDSTATE_BUDGET_MIB"); v != "" {
+		mib, err := strconv.Atoi(v)
+		if err != nil || mib < 64 {
+			panic("TFLO_KEYEDSTATE_BUDGET_MIB must be an integer of at least 64, got " + v)
+		}
+		return int64(mib) << 20
+	}
+	return max(64<<20, int64(targetBudget)*int64(keys)/targetKeys)
+}
+
+func scaleKey(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+
+// startState is the state every key starts with: the SMA graph after
+// eight values.
+func startState(tb testing.TB) []byte {
+	in := smaGraph(tb).NewInstance()
+	for i := range 8 {
+		in.Eval(int64(i), streaming.Float(float64(i)))
+	}
+	s, err := in.Save()
+	require.NoError(tb, err)
+	return s
+}
+
+// keySequence returns seqLen keys drawn from n keys: uniform, or Zipf with
+// s = 1.1 (key 0 the most frequent). Long enough that Zipf's tail keeps
+// bringing keys the cache does not hold.
+func keySequence(n int, dist string) []uint32 {
+	rng := rand.New(rand.NewSource(7))
+	seq := make([]uint32, seqLen)
+	switch dist {
+	case "uniform":
+		for i := range seq {
+			seq[i] = uint32(rng.Intn(n))
+		}
+	case "zipf1.1":
+		z := rand.NewZipf(rng, 1.1, 1, uint64(n-1))
+		for i := range seq {
+			seq[i] = uint32(z.Uint64())
+		}
+	default:
+		panic("unknown key distribution " + dist)
+	}
+	return seq
+}
+
+// seqPos continues each key sequence across the calls testing makes with
+// growing b.N, so no call replays keys a previous one just cached.
+var seqPos = map[string]int{}
+
+// baselineKeyed is the all-in-memory streaming.Keyed holding every key
+// with the same start state, fed the same key sequence. It is built once
+// and dropped by dropBaselines after the baselines are measured, so it
+// weighs neither on the runtime's benchmark nor on its memory.
+var baselineKeyedState struct {
+	once  sync.Once
+	keyed *streaming.Keyed[uint64]
+}
+
+func baselineKeyed(dist string) func(*testing.B) {
+	var seq []uint32
+	return func(b *testing.B) {
+		n := scaleKeys()
+		if seq == nil {
+			seq = keySequence(n, dist)
+		}
+		baselineKeyedState.once.Do(func() {
+			keyed := streaming.NewKeyed[uint64](smaGraph(b))
+			st := startState(b)
+			for i := range n {
+				if err := keyed.Instance(uint64(i)).Load(st); err != nil {
+					b.Fatal(err)
+				}
+			}
+			baselineKeyedState.keyed = keyed
+		})
+		keyed := baselineKeyedState.keyed
+		pos := seqPos["base-"+dist]
+		cpu0 := processCPU()
+		b.ResetTimer()
+		for i := range b.N {
+			keyed.Eval(uint64(seq[(pos+i)&(seqLen-1)]), int64(i), streaming.Float(float64(i)))
+		}
+		b.StopTimer()
+		baselineCPU["keyed-in-memory-"+dist] = float64(processCPU()-cpu0) / float64(b.N)
+		seqPos["base-"+dist] = pos + b.N
+	}
+}
+
+// baselineCPU is the CPU time per op of each baseline's last run: on a
+// shared machine the ratio of CPU times (x-cpu-…) shows the work done
+// where the ratio of wall times also shows the waits for other processes.
+var baselineCPU = map[string]float64{}
+
+// reportCPURatio adds x-cpu-<name>: b's CPU time per op, measured since
+// cpu0, over the baseline's.
+func reportCPURatio(b *testing.B, name string, cpu0 int64) float64 {
+	per := float64(processCPU()-cpu0) / float64(b.N)
+	b.ReportMetric(per, "cpu-ns/op")
+	if base := baselineCPU[name]; base > 0 {
+		b.ReportMetric(per/base, "x-cpu-"+name)
+	}
+	return per
+}
+
+// dropBaselines frees the in-memory baseline and then the memory, so
+// the runtime's benchmarks measure their own.
+func dropBaselines() {
+	baselineKeyedState.keyed = nil
+	freeMemory()
+}
+
+// freeMemory returns freed heap to the OS and resets the process's peak
+// resident size (VmHWM; Linux).
+func freeMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// procStatus reads the memory lines of /proc/self/status, in bytes.
+func procStatus() map[string]float64 {
+	out := map[string]float64{}
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok || !strings.HasPrefix(name, "Vm") && !strings.HasPrefix(name, "Rss") {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 2 && fields[1] == "kB" {
+			if kb, err := strconv.ParseFloat(fields[0], 64); err == nil {
+				out[name] = kb * 1024
+			}
+		}
+	}
+	return out
+}
+
+// processCPU is the CPU time the process has used (every goroutine:
+// the hot path, Badger's flushes and compactions, the GC), in ns. On a
+// shared machine it shows the work done where wall time shows the wait.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// writtenBytes is what the process has written to storage so far
+// (write_bytes of /proc/self/io).
+func writtenBytes() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// reportMemory adds the process's resident memory to b, in MiB and as a
+// ratio to the budget: VmRSS and its anonymous part (the heap: what the
+// budget covers) and file-backed part (Badger's table mappings, the
+// kernel's page cache), and the peak VmHWM since the baselines.
+func reportMemory(b *testing.B, budget int64) {
+	st := procStatus()
+	for _, m := range []struct{ field, unit string }{
+		{"VmRSS", "rss-MiB"}, {"RssAnon", "rss-anon-MiB"}, {"RssFile", "rss-file-MiB"}, {"VmHWM", "hwm-MiB"},
+	} {
+		if v, ok := st[m.field]; ok {
+			b.ReportMetric(v/(1<<20), m.unit)
+		}
+	}
+	if v, ok := st["RssAnon"]; ok {
+		b.ReportMetric(v/float64(budget), "anon/budget")
+	}
+	if v, ok := st["VmHWM"]; ok {
+		b.ReportMetric(v/float64(budget), "hwm/budget")
+	}
+}
+
+// scaleRuntime opens a runtime over an on-disk Badger, both sized from
+// budget, and restores n keys into it (written to Badger, nothing
+// cached). close closes both and removes the DB.
+func scaleRuntime(b *testing.B, n int, budget int64) (rt *keyedstate.Runtime[uint64], close func()) {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "keyedstate-bench-")
+	require.NoError(b, err)
+	opts := keyedstate.BadgerOptions(dir, budget).WithLogger(nil)
+	db, err := badger.Open(opts)
+	require.NoError(b, err)
+	rt, err = keyedstate.New[uint64](smaGraph(b), keyedstate.Uint64Keys{}, db, keyedstate.WithMemoryBudget(budget))
+	require.NoError(b, err)
+	require.NoError(b, rt.Restore(context.Background(), "seq", nil, keyedstate.PiecesSeq(1<<20, n, scaleKey, startState(b))))
+	var once sync.Once
+	held, heldDB := rt, db
+	close = func() {
+		once.Do(func() {
+			_ = held.Close()
+			_ = heldDB.Close()
+			_ = os.RemoveAll(dir)
+			held, heldDB = nil, nil // the Cleanup keeps this closure, not the runtime
+		})
+	}
+	b.Cleanup(close)
+	return rt, close
+}
+
+// BenchmarkPerEvent: per-record cost of the runtime over scaleKeys()
+// distinct keys (10M is the target) under scaleBudget (256 MiB at 10M),
+// beside an all-in-memory streaming.Keyed running the same graph over the
+// same keys; targets ≤ 3× for Zipf(1.1) keys and ≤ 8× for uniform keys,
+// resident memory within the budget + 25%.
+func BenchmarkPerEvent(b *testing.B) {
+	n, budget := scaleKeys(), scaleBudget(scaleKeys())
+	// The Go heap is held at the budget, as a deployment does with
+	// GOMEMLIMIT (unless GOMEMLIMIT is set): without it the GC lets the
+	// heap grow to twice what is live.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(budget + budget/4))
+	}
+	// Each distribution runs on its own freshly restored runtime and DB,
+	// closed before the next starts: neither pays for the other's
+	// background compactions.
+	for _, dist := range []string{"uniform", "zipf1.1"} {
+		seq := keySequence(n, dist)
+		rt, closeRuntime := scaleRuntime(b, n, budget)
+		// Warm the cache: three times its capacity in events, untimed.
+		warm := min(3*rt.Capacity(), seqLen)
+		for i := range warm {
+			if _, err := rt.Apply(uint64(seq[i]), int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		seqPos[dist] = warm
+		b.Run(dist, func(b *testing.B) {
+			before := rt.Stats()
+			pos := seqPos[dist]
+			cpu0, io0 := processCPU(), writtenBytes()
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := rt.Apply(uint64(seq[(pos+i)&(seqLen-1)]), int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportCPURatio(b, "keyed-in-memory-"+dist, cpu0)
+			b.ReportMetric(float64(writtenBytes()-io0)/float64(b.N), "disk-write-B/op")
+			seqPos[dist] = pos + b.N
+			after := rt.Stats()
+			if d := after.Hits + after.Misses - before.Hits - before.Misses; d > 0 {
+				b.ReportMetric(float64(after.Hits-before.Hits)/float64(d), "hit-ratio")
+			}
+			b.ReportMetric(float64(after.Capacity), "cached-keys")
+			b.ReportMetric(float64(n), "keys")
+			b.ReportMetric(float64(budget)/(1<<20), "budget-MiB")
+			reportMemory(b, budget)
+			benchratio.Report(b, "keyed-in-memory-"+dist, nil)
+		})
+		closeRuntime()
+		rt = nil     // nor does the sub-benchmark's closure
+		freeMemory() // the next distribution measures its own
+	}
+}
+
+// cutCost is one op of the cut benchmark: changed keys are applied
+// (untimed), then the cut is marked, its pieces written out and it is
+// released.
+func cutCost(b *testing.B, rt *keyedstate.Runtime[uint64], n, changed int) (cpuPerOp float64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(11))
+	var bytes int
+	var cpu int64
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		require.NoError(b, rt.Process(func(tx *keyedstate.Tx[uint64]) error {
+			for range changed {
+				if _, err := tx.Eval(uint64(rng.Intn(n)), int64(i), streaming.Float(float64(i))); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		b.StartTimer()
+		cpu0 := processCPU()
+		c, err := rt.Cut(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Pieces(ctx, func(p []byte) error { bytes += len(p); return nil }); err != nil {
+			b.Fatal(err)
+		}
+		c.Release(true)
+		cpu += processCPU() - cpu0
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(bytes)/float64(b.N), "piece-B/cut")
+	return float64(cpu) / float64(b.N)
+}
+
+const (
+	cutChanged   = 10_000
+	cutSmallKeys = 100_000
+)
+
+// baselineCut is the cut of 10,000 changed keys out of 100k.
+func baselineCut(b *testing.B) {
+	rt, _ := scaleRuntime(b, cutSmallKeys, scaleBudget(scaleKeys()))
+	baselineCPU["cut-10k-of-100k"] = cutCost(b, rt, cutSmallKeys, cutChanged)
+}
+
+// BenchmarkCutCost: marking and saving a cut of 10,000 changed keys out
+// of scaleKeys() (10M the target), beside the same out of 100k keys under
+// the same budget; target ≤ 1.5×: a cut costs O(changed keys).
+func BenchmarkCutCost(b *testing.B) {
+	n := scaleKeys()
+	rt, _ := scaleRuntime(b, n, scaleBudget(n))
+	b.Run("10k-changed", func(b *testing.B) {
+		per := cutCost(b, rt, n, cutChanged)
+		b.ReportMetric(per, "cpu-ns/op")
+		if base := baselineCPU["cut-10k-of-100k"]; base > 0 {
+			b.ReportMetric(per/base, "x-cpu-cut-10k-of-100k")
+		}
+		b.ReportMetric(float64(n), "keys")
+		benchratio.Report(b, "cut-10k-of-100k", nil)
+	})
+}
