@@ -102,6 +102,8 @@ type checkpointerConfig struct {
 	maxRuns         int
 	formatCursor    func(typ string, cursor []byte) string
 	log             *slog.Logger
+	preCommit       func(ctx context.Context, id CheckpointID) error
+	onCommit        func(ctx context.Context, id CheckpointID)
 }
 
 func defaultCheckpointerConfig() checkpointerConfig {
@@ -212,6 +214,22 @@ func WithMaxRuns(n int) CheckpointerOption {
 // "type:hex").
 func WithCursorFormatter(f func(cursorType string, cursor []byte) string) CheckpointerOption {
 	return func(c *checkpointerConfig) { c.formatCursor = f }
+}
+
+// WithPreCommit sets a function SaveState calls after the checkpoint's cut
+// and before it writes any piece (default none): the sinks' pre-commit,
+// which makes every output of a record the cut contains durable before
+// the state that skips that record on replay. An error fails the stage
+// (it is retried with the stage).
+func WithPreCommit(f func(ctx context.Context, id CheckpointID) error) CheckpointerOption {
+	return func(c *checkpointerConfig) { c.preCommit = f }
+}
+
+// WithOnCommit sets a function called after checkpoint id's cursor is
+// committed, on the caller's goroutine, with the stage's context (default
+// none): the sinks' commit notification.
+func WithOnCommit(f func(ctx context.Context, id CheckpointID)) CheckpointerOption {
+	return func(c *checkpointerConfig) { c.onCommit = f }
 }
 
 // WithCheckpointLogger sets the logger (default discards).
@@ -530,6 +548,11 @@ func (c *Checkpointer) saveState(ctx context.Context, id CheckpointID) (SaveInfo
 	if err := c.checkOwner(StageSaveState, id, p.epoch); err != nil {
 		return SaveInfo{}, c.fail(StageSaveState, id, err)
 	}
+	if c.cfg.preCommit != nil {
+		if err := c.cfg.preCommit(sctx, id); err != nil {
+			return SaveInfo{}, c.fail(StageSaveState, id, fmt.Errorf("pre-commit outputs: %w", err))
+		}
+	}
 	meta := SnapshotMeta{
 		FormatVersion:     SnapshotFormatVersion,
 		CursorType:        p.cursorType,
@@ -744,6 +767,9 @@ func (c *Checkpointer) commitCursor(ctx context.Context, id CheckpointID) error 
 	c.status.InFlightID, c.status.InFlightStage = 0, ""
 	c.status.LastError = ""
 	c.statusMu.Unlock()
+	if c.cfg.onCommit != nil {
+		c.cfg.onCommit(sctx, id)
+	}
 	return nil
 }
 

@@ -78,3 +78,6 @@ func (e *GraphError) Error() string {
 // writer's epoch is older than the one already recorded: the writer no
 // longer owns the shard.
 var ErrFenced = errors.New("fenced: writer epoch is older than the owner's")
+
+// ErrSinkClosed is returned by a Sink's Write after Close.
+var ErrSinkClosed = errors.New("sink closed")
