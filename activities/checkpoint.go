@@ -20,7 +20,10 @@ type Shards struct {
 	shards map[shardKey]*streaming.Checkpointer
 }
 
-type shardKey struct{ pipeline, shard string }
+type shardKey struct {
+	pipeline string
+	shard    streaming.ShardID
+}
 
 // NewShards returns an empty registry.
 func NewShards() *Shards {
@@ -28,14 +31,14 @@ func NewShards() *Shards {
 }
 
 // Register makes cp serve the stages of pipeline/shard.
-func (r *Shards) Register(pipeline, shard string, cp *streaming.Checkpointer) {
+func (r *Shards) Register(pipeline string, shard streaming.ShardID, cp *streaming.Checkpointer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.shards[shardKey{pipeline, shard}] = cp
 }
 
 // Unregister stops serving pipeline/shard (the worker lost it).
-func (r *Shards) Unregister(pipeline, shard string) {
+func (r *Shards) Unregister(pipeline string, shard streaming.ShardID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.shards, shardKey{pipeline, shard})
@@ -78,7 +81,7 @@ func (a *Checkpoints) Snapshot(ctx context.Context, ref ShardRef) (SnapshotResul
 	if err != nil {
 		return SnapshotResult{}, err
 	}
-	info, err := cp.Snapshot(ctx, streaming.Epoch(ref.Epoch))
+	info, err := cp.Snapshot(ctx, ref.Epoch)
 	if err != nil {
 		return SnapshotResult{}, classify(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Breaker states as the checkpoint workflow reports them (and as the
@@ -25,7 +26,7 @@ const (
 type Owner struct {
 	WorkerID  string `json:"worker_id"`
 	TaskQueue string `json:"task_queue"`
-	Epoch     uint64 `json:"epoch"`
+	Epoch     streaming.Epoch `json:"epoch"`
 }
 
 // CheckpointNow is the payload of SignalCheckpointNow.
@@ -37,7 +38,7 @@ type CheckpointNow struct {
 // Zero durations and counts take the defaults documented on each field.
 type CheckpointInput struct {
 	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
+	Shard    streaming.ShardID `json:"shard"`
 	// Interval between checkpoints (default 10s).
 	Interval time.Duration `json:"interval,omitempty"`
 	// Owner, when already known at start.
@@ -103,7 +104,7 @@ func (in CheckpointInput) withDefaults() CheckpointInput {
 // carries across continue-as-new.
 type CheckpointState struct {
 	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
+	Shard    streaming.ShardID `json:"shard"`
 	Owner    *Owner `json:"owner,omitempty"`
 
 	LastID          uint64        `json:"last_id"`
@@ -363,7 +364,7 @@ func (w *checkpointRun) stages(ctx workflow.Context, queue string, ref activitie
 func (w *checkpointRun) upsertSearch(ctx workflow.Context, completed bool) {
 	ups := []temporal.SearchAttributeUpdate{
 		SearchPipeline.ValueSet(w.in.Pipeline),
-		SearchShard.ValueSet(w.in.Shard),
+		SearchShard.ValueSet(string(w.in.Shard)),
 		SearchBreakerState.ValueSet(w.st.Breaker),
 	}
 	if completed || !w.st.LastCompletedAt.IsZero() {

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -98,7 +99,7 @@ func TestCheckpointWorkflowWaitsForOwnerAndFollowsIt(t *testing.T) {
 	env.ExecuteWorkflow(workflows.CheckpointWorkflow, workflows.CheckpointInput{Pipeline: "p", Shard: "s", Interval: 10 * time.Second})
 	st := stateOf(t, env)
 	require.NotNil(t, st.Owner)
-	assert.Equal(t, uint64(4), st.Owner.Epoch)
+	assert.Equal(t, streaming.Epoch(4), st.Owner.Epoch)
 	assert.Equal(t, "w2", st.Owner.WorkerID)
 	assert.Equal(t, int64(2), st.Completed)
 	require.NotEmpty(t, queues)
@@ -228,7 +229,7 @@ func TestCheckpointWorkflowBreaker(t *testing.T) {
 
 func TestCheckpointWorkflowNotOwnerWaitsForNextOwner(t *testing.T) {
 	env, a := newCheckpointEnv(t)
-	var epochs []uint64
+	var epochs []streaming.Epoch
 	env.OnActivity(a.Snapshot, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, ref activities.ShardRef) (activities.SnapshotResult, error) {
 			epochs = append(epochs, ref.Epoch)
@@ -247,7 +248,7 @@ func TestCheckpointWorkflowNotOwnerWaitsForNextOwner(t *testing.T) {
 		Pipeline: "p", Shard: "s", Interval: 10 * time.Second, Owner: owner1, BreakerThreshold: 1,
 	})
 	st := stateOf(t, env)
-	assert.Equal(t, []uint64{1, 2}, epochs, "after NotOwner the workflow waits for the next owner instead of retrying")
+	assert.Equal(t, []streaming.Epoch{1, 2}, epochs, "after NotOwner the workflow waits for the next owner instead of retrying")
 	assert.Equal(t, workflows.BreakerClosed, st.Breaker, "a shard move is not a health failure")
 	assert.Equal(t, int64(1), st.Completed)
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // HandoffInput moves one shard from an old owner (nil or dead: skipped) to
@@ -16,7 +17,7 @@ import (
 // SignalOwner (the data plane decides who that is).
 type HandoffInput struct {
 	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
+	Shard    streaming.ShardID `json:"shard"`
 	From     *Owner `json:"from,omitempty"`
 	// FromDead skips the final checkpoint (the lease workflow saw the old
 	// owner's heartbeat time out).
@@ -45,7 +46,7 @@ func (in HandoffInput) Validate() error {
 // workflow returns it when done. It carries ids, epochs and sizes only.
 type HandoffState struct {
 	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
+	Shard    streaming.ShardID `json:"shard"`
 	Step     string `json:"step"`
 	From     *Owner `json:"from,omitempty"`
 	To       *Owner `json:"to,omitempty"`

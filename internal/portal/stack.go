@@ -14,9 +14,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/workers/central"
 	"github.com/tflo-io/tflo/workers/simulator"
@@ -330,10 +330,10 @@ func (s *Stack) EdgeConfig() EdgeConfig {
 
 // Shards are the checkpoint shards of the signals topic, named as the
 // central workers name them.
-func (s *Stack) Shards() []string {
-	out := make([]string, s.Opts.Partitions)
+func (s *Stack) Shards() []streaming.ShardID {
+	out := make([]streaming.ShardID, s.Opts.Partitions)
 	for p := range s.Opts.Partitions {
-		out[p] = central.ShardName(kafka.Partition{Topic: SignalsTopic, Partition: p})
+		out[p] = streaming.KafkaShard(SignalsTopic, p)
 	}
 	return out
 }

@@ -154,7 +154,7 @@ func BenchmarkCheckpointRoundTrip(b *testing.B) {
 	srv := temporaltest.Start(b)
 	f := newBenchFixture(b, srv.HostPort, WithTemporalClient(srv.Client))
 	cp := f.checkpointer(b)
-	shard := topic + "/0"
+	shard := streaming.KafkaShard(topic, 0)
 	id := workflows.CheckpointWorkflowID("plant", shard)
 	ctx := context.Background()
 	// The owner announcement started the workflow.

@@ -20,6 +20,7 @@ import (
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/faults"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
@@ -263,8 +264,8 @@ func pendingLease(ctx context.Context, c client.Client, id string) (*workflowpb.
 	return nil, false
 }
 
-func heldEpochs(h *Host) map[string]uint64 {
-	out := map[string]uint64{}
+func heldEpochs(h *Host) map[streaming.ShardID]streaming.Epoch {
+	out := map[streaming.ShardID]streaming.Epoch{}
 	for _, s := range h.Held() {
 		out[s.Shard] = s.Epoch
 	}

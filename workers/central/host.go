@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,13 +40,13 @@ type Host struct {
 	announcers sync.WaitGroup // announcement goroutines (see sync)
 
 	mu         sync.Mutex
-	held       map[string]*heldShard
-	released   map[string]*heldShard // last loss of each shard
-	nCompleted int                   // checkpoints completed while held
+	held       map[streaming.ShardID]*heldShard
+	released   map[streaming.ShardID]*heldShard // last loss of each shard
+	nCompleted int                              // checkpoints completed while held
 }
 
 type heldShard struct {
-	shard      string
+	shard      streaming.ShardID
 	part       kafka.Partition
 	epoch      streaming.Epoch
 	cp         *streaming.Checkpointer
@@ -63,28 +62,23 @@ func newHost(cfg Config, src *kafka.Source, shards *activities.Shards, tc client
 	return &Host{
 		pipeline: cfg.Pipeline, workerID: cfg.WorkerID, taskQueue: workflows.WorkerTaskQueue(cfg.WorkerID),
 		src: src, shards: shards, tc: tc, cfg: cfg, log: log, m: m,
-		held: map[string]*heldShard{}, released: map[string]*heldShard{},
+		held: map[streaming.ShardID]*heldShard{}, released: map[streaming.ShardID]*heldShard{},
 	}
 }
 
 // ShardName is the shard name of a Kafka partition in workflow ids and
 // activity inputs: "topic/partition".
-func ShardName(p kafka.Partition) string { return p.String() }
-
-// parseShard is the inverse of ShardName.
-func parseShard(shard string) (kafka.Partition, error) {
-	i := strings.LastIndexByte(shard, '/')
-	if i <= 0 {
-		return kafka.Partition{}, fmt.Errorf("shard %q is not topic/partition", shard)
-	}
-	n, err := strconv.ParseInt(shard[i+1:], 10, 32)
-	if err != nil || n < 0 {
-		return kafka.Partition{}, fmt.Errorf("shard %q is not topic/partition", shard)
-	}
-	return kafka.Partition{Topic: shard[:i], Partition: int32(n)}, nil
+func ShardName(p kafka.Partition) streaming.ShardID {
+	return streaming.KafkaShard(p.Topic, p.Partition)
 }
 
-func (h *Host) notOwner(shard string, epoch streaming.Epoch, why string) error {
+// parseShard is the inverse of ShardName.
+func parseShard(shard streaming.ShardID) (kafka.Partition, error) {
+	t, p, err := shard.KafkaPartition()
+	return kafka.Partition{Topic: t, Partition: p}, err
+}
+
+func (h *Host) notOwner(shard streaming.ShardID, epoch streaming.Epoch, why string) error {
 	return fmt.Errorf("worker %q, shard %s/%s at epoch %d: %s: %w", h.workerID, h.pipeline, shard, uint64(epoch), why, ErrNotHeld)
 }
 
@@ -141,10 +135,10 @@ func (h *Host) reconcileHandoffs(ctx context.Context) {
 		switch {
 		case err != nil:
 		case st.Step == workflows.StepAwaitOwner:
-			owner := workflows.Owner{WorkerID: h.workerID, TaskQueue: h.taskQueue, Epoch: uint64(s.epoch)}
+			owner := workflows.Owner{WorkerID: h.workerID, TaskQueue: h.taskQueue, Epoch: s.epoch}
 			err = h.tc.SignalWorkflow(rctx, id, "", workflows.SignalOwner, owner)
 			h.log.Info("answered a handoff waiting for the owner of a held shard", "shard", s.shard, "epoch", uint64(s.epoch), "err", err)
-		case st.To != nil && st.To.Epoch < uint64(s.epoch):
+		case st.To != nil && st.To.Epoch < s.epoch:
 			// A saga towards an owner the group has since replaced:
 			// announce again, which supersedes it.
 			h.mu.Lock()
@@ -171,7 +165,7 @@ func (h *Host) sync(ctx context.Context) {
 		delete(h.held, shard)
 		h.released[shard] = hs
 		h.shards.Unregister(h.pipeline, shard)
-		h.m.breaker.DeleteLabelValues(shard)
+		h.m.breaker.DeleteLabelValues(string(shard))
 		h.log.Info("shard released", "pipeline", h.pipeline, "shard", shard, "epoch", uint64(hs.epoch), "last_checkpoint", uint64(hs.cp.Status().LastID))
 	}
 	for p, e := range owned {
@@ -185,19 +179,19 @@ func (h *Host) sync(ctx context.Context) {
 		}
 		st := cp.Status()
 		hs := &heldShard{shard: shard, part: p, epoch: e, cp: cp, lastAt: st.LastCompletedAt,
-			restored: activities.RestoreSummary{CheckpointID: uint64(st.LastID), Epoch: uint64(st.LastEpoch), Cursor: st.LastCursor, Bytes: st.StateBytes}}
+			restored: activities.RestoreSummary{CheckpointID: uint64(st.LastID), Epoch: st.LastEpoch, Cursor: st.LastCursor, Bytes: st.StateBytes}}
 		h.held[shard] = hs
 		h.shards.Register(h.pipeline, shard, cp)
 		gained = append(gained, hs)
 	}
 	for _, hs := range h.held {
 		st := hs.cp.Status()
-		h.m.breaker.WithLabelValues(hs.shard).Set(breakerValue(st.Breaker))
+		h.m.breaker.WithLabelValues(string(hs.shard)).Set(breakerValue(st.Breaker))
 		if !st.LastCompletedAt.IsZero() && st.LastCompletedAt != hs.lastAt {
 			hs.lastAt = st.LastCompletedAt
 			h.nCompleted++
-			h.m.checkpoints.WithLabelValues(hs.shard).Inc()
-			h.m.checkpointDur.WithLabelValues(hs.shard).Observe(st.LastDuration.Seconds())
+			h.m.checkpoints.WithLabelValues(string(hs.shard)).Inc()
+			h.m.checkpointDur.WithLabelValues(string(hs.shard)).Observe(st.LastDuration.Seconds())
 		}
 		if !hs.announced && !hs.announcing {
 			hs.announcing = true
@@ -239,7 +233,7 @@ func (h *Host) sync(ctx context.Context) {
 func (h *Host) announce(ctx context.Context, hs *heldShard) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	owner := workflows.Owner{WorkerID: h.workerID, TaskQueue: h.taskQueue, Epoch: uint64(hs.epoch)}
+	owner := workflows.Owner{WorkerID: h.workerID, TaskQueue: h.taskQueue, Epoch: hs.epoch}
 	cpID := workflows.CheckpointWorkflowID(h.pipeline, hs.shard)
 	prev := h.previousOwner(ctx, cpID, owner)
 	if !h.cfg.Checkpoint.Disabled {
@@ -286,7 +280,7 @@ func (h *Host) terminateStale(ctx context.Context, id string, hs *heldShard) *wo
 		return nil
 	}
 	st, err := h.handoffState(ctx, id)
-	if err != nil || st.To == nil || st.To.Epoch >= uint64(hs.epoch) {
+	if err != nil || st.To == nil || st.To.Epoch >= hs.epoch {
 		return nil
 	}
 	reason := fmt.Sprintf("superseded: worker %q owns the shard at epoch %d, above the saga's target %q at epoch %d",
@@ -328,7 +322,7 @@ func (h *Host) previousOwner(ctx context.Context, id string, me workflows.Owner)
 }
 
 func summary(st streaming.CheckpointStatus) activities.CheckpointSummary {
-	return activities.CheckpointSummary{CheckpointID: uint64(st.LastID), Epoch: uint64(st.LastEpoch), Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: st.LastDuration}
+	return activities.CheckpointSummary{CheckpointID: uint64(st.LastID), Epoch: st.LastEpoch, Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: st.LastDuration}
 }
 
 // FinalCheckpoint implements activities.ShardHost. A Kafka member cannot
@@ -336,7 +330,7 @@ func summary(st streaming.CheckpointStatus) activities.CheckpointSummary {
 // shard is still held at epoch this takes a checkpoint now; when it was
 // released (the revoke callback took the final checkpoint) it returns
 // that checkpoint.
-func (h *Host) FinalCheckpoint(ctx context.Context, pipeline, shard string, epoch streaming.Epoch) (activities.CheckpointSummary, error) {
+func (h *Host) FinalCheckpoint(ctx context.Context, pipeline string, shard streaming.ShardID, epoch streaming.Epoch) (activities.CheckpointSummary, error) {
 	if pipeline != h.pipeline {
 		return activities.CheckpointSummary{}, h.notOwner(shard, epoch, "serves pipeline "+h.pipeline+", not "+pipeline)
 	}
@@ -349,7 +343,7 @@ func (h *Host) FinalCheckpoint(ctx context.Context, pipeline, shard string, epoc
 		if err != nil {
 			return activities.CheckpointSummary{}, err
 		}
-		return activities.CheckpointSummary{CheckpointID: uint64(res.ID), Epoch: uint64(res.Epoch), Cursor: cp.Status().LastCursor, Bytes: res.Bytes, Duration: res.Duration}, nil
+		return activities.CheckpointSummary{CheckpointID: uint64(res.ID), Epoch: res.Epoch, Cursor: cp.Status().LastCursor, Bytes: res.Bytes, Duration: res.Duration}, nil
 	}
 	h.mu.Lock()
 	hs := h.released[shard]
@@ -367,7 +361,7 @@ func (h *Host) FinalCheckpoint(ctx context.Context, pipeline, shard string, epoc
 // partition from its newest durable checkpoint before consuming it; this
 // reports that restore, and refuses when the partition is not owned at
 // exactly epoch.
-func (h *Host) Restore(_ context.Context, pipeline, shard string, epoch streaming.Epoch) (activities.RestoreSummary, error) {
+func (h *Host) Restore(_ context.Context, pipeline string, shard streaming.ShardID, epoch streaming.Epoch) (activities.RestoreSummary, error) {
 	hs, err := h.current(pipeline, shard, epoch)
 	if err != nil {
 		return activities.RestoreSummary{}, err
@@ -378,14 +372,14 @@ func (h *Host) Restore(_ context.Context, pipeline, shard string, epoch streamin
 // Resume implements activities.ShardHost: the Source consumes a
 // partition right after restoring it, so this only checks that it is
 // consuming it at epoch.
-func (h *Host) Resume(_ context.Context, pipeline, shard string, epoch streaming.Epoch) error {
+func (h *Host) Resume(_ context.Context, pipeline string, shard streaming.ShardID, epoch streaming.Epoch) error {
 	_, err := h.current(pipeline, shard, epoch)
 	return err
 }
 
 // current returns the held shard at epoch, syncing with the Source when
 // the watch loop has not seen it yet.
-func (h *Host) current(pipeline, shard string, epoch streaming.Epoch) (*heldShard, error) {
+func (h *Host) current(pipeline string, shard streaming.ShardID, epoch streaming.Epoch) (*heldShard, error) {
 	if pipeline != h.pipeline {
 		return nil, h.notOwner(shard, epoch, "serves pipeline "+h.pipeline+", not "+pipeline)
 	}
@@ -404,7 +398,7 @@ func (h *Host) current(pipeline, shard string, epoch streaming.Epoch) (*heldShar
 	}
 	st := cp.Status()
 	return &heldShard{shard: shard, part: p, epoch: e, cp: cp,
-		restored: activities.RestoreSummary{CheckpointID: uint64(st.LastID), Epoch: uint64(st.LastEpoch), Cursor: st.LastCursor, Bytes: st.StateBytes}}, nil
+		restored: activities.RestoreSummary{CheckpointID: uint64(st.LastID), Epoch: st.LastEpoch, Cursor: st.LastCursor, Bytes: st.StateBytes}}, nil
 }
 
 // Held implements activities.ShardHost.
@@ -413,15 +407,15 @@ func (h *Host) Held() []activities.HeldShard {
 	defer h.mu.Unlock()
 	out := make([]activities.HeldShard, 0, len(h.held))
 	for _, hs := range h.held {
-		out = append(out, activities.HeldShard{Pipeline: h.pipeline, Shard: hs.shard, Epoch: uint64(hs.epoch), TaskQueue: h.taskQueue, WorkerID: h.workerID})
+		out = append(out, activities.HeldShard{Pipeline: h.pipeline, Shard: hs.shard, Epoch: hs.epoch, TaskQueue: h.taskQueue, WorkerID: h.workerID})
 	}
-	slices.SortFunc(out, func(a, b activities.HeldShard) int { return strings.Compare(a.Shard, b.Shard) })
+	slices.SortFunc(out, func(a, b activities.HeldShard) int { return strings.Compare(string(a.Shard), string(b.Shard)) })
 	return out
 }
 
 // HeldShards returns the names of the shards held now, sorted.
-func (h *Host) HeldShards() []string {
-	var out []string
+func (h *Host) HeldShards() []streaming.ShardID {
+	var out []streaming.ShardID
 	for _, s := range h.Held() {
 		out = append(out, s.Shard)
 	}

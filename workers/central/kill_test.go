@@ -2,7 +2,6 @@ package central
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/faults"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
@@ -90,7 +90,7 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	// are throttled, so this can lag a rebalance).
 	require.Eventually(t, func() bool {
 		held := lastHeartbeat(ctx, t, srv.Client, workflows.LeaseWorkflowID("victim"))
-		var shards []string
+		var shards []streaming.ShardID
 		for _, h := range held {
 			shards = append(shards, h.Shard)
 		}
@@ -110,7 +110,7 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	// reached the server: all it held at the kill, and possibly shards it
 	// had already given up (heartbeats are throttled); the survivor
 	// answers those handoffs too.
-	var orphaned []string
+	var orphaned []streaming.ShardID
 	for _, h := range ls.Orphaned {
 		orphaned = append(orphaned, h.Shard)
 		require.Equal(t, "victim", h.WorkerID)
@@ -169,10 +169,10 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	}
 }
 
-func allShards(parts int) []string {
-	var out []string
+func allShards(parts int) []streaming.ShardID {
+	var out []streaming.ShardID
 	for p := range parts {
-		out = append(out, fmt.Sprintf("%s/%d", topic, p))
+		out = append(out, streaming.KafkaShard(topic, int32(p)))
 	}
 	return out
 }
@@ -223,7 +223,7 @@ func lastHeartbeat(ctx context.Context, t *testing.T, c client.Client, id string
 	return nil
 }
 
-func subset(sub, of []string) bool {
+func subset(sub, of []streaming.ShardID) bool {
 	for _, s := range sub {
 		if !slices.Contains(of, s) {
 			return false

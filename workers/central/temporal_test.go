@@ -82,7 +82,7 @@ func baseConfig(t testing.TB, id string, addrs []string, temporalAddr string) Co
 	return cfg
 }
 
-func queryCheckpoint(ctx context.Context, c client.Client, pipeline, shard string) (workflows.CheckpointState, error) {
+func queryCheckpoint(ctx context.Context, c client.Client, pipeline string, shard streaming.ShardID) (workflows.CheckpointState, error) {
 	var st workflows.CheckpointState
 	v, err := c.QueryWorkflow(ctx, workflows.CheckpointWorkflowID(pipeline, shard), "", workflows.QueryStatus)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for p := int32(0); p < parts; p++ {
-		shard := fmt.Sprintf("%s/%d", topic, p)
+		shard := streaming.KafkaShard(topic, int32(p))
 		wantCursor := kafka.Partition{Topic: topic, Partition: p}.String()
 		// The status query: a checkpoint at the partition's end.
 		var st workflows.CheckpointState
@@ -198,7 +198,7 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	// The handoff of each shard's first owner completed (no previous owner).
 	for p := int32(0); p < parts; p++ {
 		var hs workflows.HandoffState
-		id := workflows.HandoffWorkflowID(cfg.Pipeline, fmt.Sprintf("%s/%d", topic, p))
+		id := workflows.HandoffWorkflowID(cfg.Pipeline, streaming.KafkaShard(topic, int32(p)))
 		hctx, hcancel := context.WithTimeout(ctx, 30*time.Second)
 		err := srv.Client.GetWorkflow(hctx, id, "").Get(hctx, &hs)
 		hcancel()
@@ -263,7 +263,7 @@ func TestStaleHandoffSuperseded(t *testing.T) {
 
 	cfg := baseConfig(t, "heir", addrs, srv.HostPort)
 	cfg.Temporal.ControlWorker = true
-	shard := topic + "/0"
+	shard := streaming.KafkaShard(topic, 0)
 	id := workflows.HandoffWorkflowID(cfg.Pipeline, shard)
 	ghost := &workflows.Owner{WorkerID: "ghost", TaskQueue: workflows.WorkerTaskQueue("ghost"), Epoch: 1}
 	stuck, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue},
