@@ -3,6 +3,8 @@ package kafka
 import (
 	"context"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // barrier tracks produced records that are not yet acknowledged, by
@@ -70,4 +72,21 @@ func (b *barrier) wait(ctx context.Context) error {
 		}
 		b.mu.Lock()
 	}
+}
+
+// flushBefore waits on b for the records cl produced before the call.
+// Meanwhile a kgo Flush runs, only for its side effect: it stops the
+// partitions' lingers so buffered records are sent at once; it is
+// cancelled as soon as the barrier opens.
+func flushBefore(ctx context.Context, cl *kgo.Client, b *barrier) error {
+	unlinger, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = cl.Flush(unlinger)
+	}()
+	err := b.wait(ctx)
+	cancel()
+	<-done
+	return err
 }

@@ -58,6 +58,7 @@ type sourceConfig struct {
 	maxPoll        int
 	pieceBytes     int
 	interval       time.Duration
+	partitions     Partitions
 }
 
 func defaultSourceConfig() sourceConfig {
@@ -81,9 +82,11 @@ func (c *sourceConfig) validate() error {
 		return errors.New("kafka source: no consumer group (WithGroup)")
 	case len(c.topics) == 0:
 		return errors.New("kafka source: no topics (WithTopics)")
-	case c.durable == nil:
+	case c.partitions != nil && (c.graph != nil || c.onApply != nil || c.durable != nil || len(c.sinks) > 0 || c.interval > 0):
+		return errors.New("kafka source: WithPartitions keeps the state outside the Source; WithGraph, WithOnApply, WithStateStore, WithSinks and WithCheckpointInterval do not apply")
+	case c.partitions == nil && c.durable == nil:
 		return errors.New("kafka source: no durable state store (WithStateStore); use streaming/state/memory for a stateless handler")
-	case c.graph == nil && c.onApply == nil:
+	case c.partitions == nil && c.graph == nil && c.onApply == nil:
 		return errors.New("kafka source: neither a graph (WithGraph) nor a handler (WithOnApply): records would go nowhere")
 	case c.decoder == nil:
 		return errors.New("kafka source: nil decoder")

@@ -45,6 +45,12 @@ type partition struct {
 	durable, local *cutSource // nil local without a local store
 	durableCP      *streaming.Checkpointer
 	localCP        *streaming.Checkpointer
+
+	// With WithPartitions: the runtime's handler, and the context its
+	// Handle calls get (cancelled by halt).
+	h       PartitionHandler
+	hctx    context.Context
+	hcancel context.CancelFunc
 }
 
 type cutRequest struct {
@@ -102,8 +108,18 @@ func (w *partition) run() {
 			// of this partition only ends through release, which sets
 			// stopping before anything else, so the router is asked once
 			// per batch and the flag once per record.
-			if !w.s.router.OwnsAt(w.p, w.epoch) {
+			if !w.s.router.OwnsAt(w.p, w.epoch) || w.stopping.Load() {
 				w.s.router.CountDropped(len(batch))
+				continue
+			}
+			if w.h != nil {
+				if err := w.h.Handle(w.hctx, batch); err != nil {
+					if w.hctx.Err() == nil {
+						w.s.fail(&PartitionError{Partition: w.p, Op: "handle", Err: err})
+					}
+					return
+				}
+				w.s.stats.applied.Add(uint64(len(batch)))
 				continue
 			}
 			for i, rec := range batch {
@@ -121,6 +137,9 @@ func (w *partition) run() {
 func (w *partition) halt() {
 	if w.stopping.CompareAndSwap(false, true) {
 		close(w.stop)
+		if w.hcancel != nil {
+			w.hcancel()
+		}
 	}
 	<-w.done
 }

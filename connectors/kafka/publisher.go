@@ -174,7 +174,7 @@ func PublishSignal[M comparable, P any](ctx context.Context, p *Publisher, sig s
 // ends in bounded time under any load) and returns the first delivery
 // failure since the Publisher started.
 func (p *Publisher) Flush(ctx context.Context) error {
-	if err := p.inflight.wait(ctx); err != nil {
+	if err := flushBefore(ctx, p.cl, p.inflight); err != nil {
 		return fmt.Errorf("flush publisher of %q: %w", p.cfg.topic, err)
 	}
 	if e := p.err.Load(); e != nil {

@@ -34,7 +34,8 @@ type Source struct {
 		checkpoints, checkpointFailures, revokeFailed atomic.Uint64
 		restoredLocal, restoredDurable, restoredEmpty atomic.Uint64
 	}
-	dlqErr atomic.Pointer[error]
+	dlqErr      atomic.Pointer[error]
+	dlqInflight *barrier
 }
 
 // NewSource validates the options and returns a Source. It does not
@@ -47,7 +48,7 @@ func NewSource(opts ...SourceOption) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, router: NewKafkaShardRouter(), parts: map[Partition]*partition{}, runDone: make(chan struct{})}, nil
+	return &Source{cfg: cfg, router: NewKafkaShardRouter(), parts: map[Partition]*partition{}, runDone: make(chan struct{}), dlqInflight: newBarrier()}, nil
 }
 
 // Router returns the member's shard router.
@@ -55,7 +56,7 @@ func (s *Source) Router() *KafkaShardRouter { return s.router }
 
 // Stats is a snapshot of the Source's counters.
 type Stats struct {
-	Applied            uint64 // records applied to state (or handed to the handler)
+	Applied            uint64 // records applied to state (or handed to the handler, or to the Partitions' handlers)
 	DeadLettered       uint64 // records that failed to decode, sent to the DLQ
 	DeadLetterErrors   uint64 // DLQ produces that failed
 	Dropped            uint64 // records dropped because their partition was no longer owned
@@ -199,6 +200,13 @@ func (s *Source) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, w := range left {
 		w.halt()
+		if w.h != nil {
+			// Not revoked by the group (the client closed without
+			// leaving): nothing may be committed any more.
+			if err := w.h.Release(context.Background(), false); err != nil {
+				s.cfg.log.Warn("releasing partition failed", "partition", w.p.String(), "err", err)
+			}
+		}
 	}
 	return fatal
 }
@@ -258,7 +266,11 @@ func (s *Source) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]
 			if stale != nil { // assigned again without a revoke in between
 				stale.halt()
 			}
-			w, err := s.openPartition(ctx, cl, p, epoch)
+			open := s.openPartition
+			if s.cfg.partitions != nil {
+				open = s.openHandled
+			}
+			w, err := open(ctx, cl, p, epoch)
 			if err != nil {
 				s.fail(&PartitionError{Partition: p, Op: "restore", Err: err})
 				return
@@ -271,6 +283,30 @@ func (s *Source) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]
 	}
 	wg.Wait()
 	s.cfg.log.Info("partitions assigned", "group", s.cfg.group, "partitions", fmt.Sprint(ps), "generation", gen, "epoch", uint64(epoch))
+}
+
+// openHandled opens p through the runtime's Partitions (WithPartitions).
+func (s *Source) openHandled(ctx context.Context, cl *kgo.Client, p Partition, epoch streaming.Epoch) (*partition, error) {
+	w := newPartition(s, p, epoch)
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.restoreTimeout)
+	defer cancel()
+	h, last, err := s.cfg.partitions.Open(rctx, Assignment{
+		Partition:        p,
+		Epoch:            epoch,
+		Group:            s.cfg.group,
+		Cursors:          NewGroupCursorStore(cl, s.cfg.group),
+		DeadLetter:       s.deadLetter,
+		FlushDeadLetters: s.flushDeadLetters,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if last < -1 {
+		return nil, fmt.Errorf("partition %s: restored offset %d is below -1", p, last)
+	}
+	w.h, w.lastOffset = h, last
+	w.hctx, w.hcancel = context.WithCancel(context.WithoutCancel(ctx))
+	return w, nil
 }
 
 // openPartition builds the partition's checkpointers and restores its
@@ -427,7 +463,14 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, ps []Partition, fi
 			w.halt()
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.revokeTimeout)
 			defer cancel()
-			if final {
+			if w.h != nil {
+				if err := w.h.Release(cctx, final); err != nil {
+					if final {
+						s.stats.revokeFailed.Add(1)
+					}
+					s.cfg.log.Warn("releasing partition failed", "partition", p.String(), "final", final, "err", err)
+				}
+			} else if final {
 				if err := s.checkpointPartition(cctx, w); err != nil {
 					s.stats.revokeFailed.Add(1)
 					s.cfg.log.Warn("final checkpoint failed; releasing without commit", "partition", p.String(), "err", err)
@@ -535,7 +578,9 @@ func (s *Source) deadLetter(rec *kgo.Record, cause error) {
 	s.mu.Unlock()
 	dl := DeadLetter(s.cfg.dlqTopic(rec.Topic), s.cfg.group, rec, cause)
 	s.cfg.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", dl.Topic, "err", cause)
+	gen := s.dlqInflight.add()
 	cl.Produce(context.Background(), dl, func(_ *kgo.Record, err error) {
+		defer s.dlqInflight.done(gen)
 		if err != nil {
 			s.stats.deadLetterErrors.Add(1)
 			e := fmt.Errorf("dead-letter %s/%d@%d to %q: %w", rec.Topic, rec.Partition, rec.Offset, dl.Topic, err)
@@ -555,13 +600,20 @@ func (s *Source) flushOutputs(ctx context.Context) error {
 			return fmt.Errorf("flush sink: %w", err)
 		}
 	}
+	return s.flushDeadLetters(ctx)
+}
+
+// flushDeadLetters waits for the dead letters sent before the call (not
+// for later ones) and returns the first one that failed (sticky).
+func (s *Source) flushDeadLetters(ctx context.Context) error {
 	s.mu.Lock()
 	cl := s.cl
 	s.mu.Unlock()
-	if cl != nil {
-		if err := cl.Flush(ctx); err != nil {
-			return fmt.Errorf("flush dead letters: %w", err)
-		}
+	if cl == nil {
+		return nil
+	}
+	if err := flushBefore(ctx, cl, s.dlqInflight); err != nil {
+		return fmt.Errorf("flush dead letters: %w", err)
 	}
 	if e := s.dlqErr.Load(); e != nil {
 		return *e
