@@ -154,3 +154,9 @@ func (m *MemorySink) Committed(shard ShardID) CheckpointID {
 	defer m.mu.Unlock()
 	return m.commits[shard]
 }
+
+// ModeNames names the mode of an output's signal, for sinks that write
+// modes as text (an Influx tag, a Kafka envelope): ok is false for an
+// output whose operator does not name its modes. A pipeline builds it
+// from its operators' registered types (OperatorType.Modes).
+type ModeNames func(output string, m Mode) (name string, ok bool)
