@@ -154,3 +154,18 @@ func Emit(c Computed) NodeOutput { return c }
 
 // NoOutput is returned by Eval when the operator has nothing to emit.
 func NoOutput() NodeOutput { return Computed{} }
+
+// rejectedBits marks a None as Rejected (a plain None has zero bits).
+const rejectedBits = 1
+
+// Rejected is returned by Eval when the operator refuses the record's
+// input: it is NaN or ±Inf, or so large that taking it in would make the
+// operator's state non-finite (an overflowing window sum). The operator
+// leaves its state unchanged. Downstream it is None like NoOutput;
+// Instance.Eval counts it (see Instance.Rejected) so the runtime can
+// report refused records, and stores a plain None in its place.
+func Rejected() NodeOutput { return Computed{bits: rejectedBits} }
+
+// IsRejected reports whether c is the Rejected marker (an operator's
+// direct return value; Instance outputs never hold it).
+func (c Computed) IsRejected() bool { return c.kind == KindNone && c.bits == rejectedBits }

@@ -14,6 +14,11 @@
 //   - [Operator]: a node of a graph, evaluated once per record of its key.
 //     Embed [Base] for the defaults; implement [Migrator] to accept state
 //     saved by older type versions.
+//   - [Registry] / [OperatorType]: operator types by name, with their
+//     parameters (defaults, bounds, docs), inputs, outputs and modes;
+//     pipeline specs resolve node types through it (ops.Register and
+//     fintech.Register declare the catalogs). Windowed operators take a
+//     [Warmup] policy ([WarmupParam]).
 //   - [Builder] / [Graph]: operators wired into a DAG by stable names,
 //     validated at Build. A Graph is immutable and shared.
 //   - [Instance]: one key's live copy of a Graph (its own operators and

@@ -255,10 +255,11 @@ func (g *Graph) NewInstance() *Instance {
 // Instance is one key's copy of a Graph: its operators and their state,
 // and the values the last record produced. Owned by one goroutine.
 type Instance struct {
-	g       *Graph
-	ops     []Operator
-	vals    []Computed
-	scratch []Computed
+	g        *Graph
+	ops      []Operator
+	vals     []Computed
+	scratch  []Computed
+	rejected int // nodes that returned Rejected for the last record
 }
 
 // Graph returns the template this instance was made from.
@@ -266,8 +267,10 @@ func (in *Instance) Graph() *Graph { return in.g }
 
 // Eval runs one record through the instance: inputs are the graph inputs in
 // declaration order (missing trailing inputs are None), ts its event time.
-// It does not allocate.
+// It does not allocate. Nodes that return Rejected are counted (see
+// Rejected) and their output is None.
 func (in *Instance) Eval(ts int64, inputs ...Computed) {
+	in.rejected = 0
 	vals := in.vals
 	nIn := len(in.g.inputs)
 	n := min(len(inputs), nIn)
@@ -306,9 +309,19 @@ func (in *Instance) Eval(ts int64, inputs ...Computed) {
 				continue
 			}
 		}
-		vals[nd.slot] = in.ops[i].Eval(args, ts)
+		out := in.ops[i].Eval(args, ts)
+		if out.kind == KindNone && out.bits != 0 {
+			in.rejected++
+			out = Computed{}
+		}
+		vals[nd.slot] = out
 	}
 }
+
+// Rejected returns how many nodes refused the last record's input (they
+// returned Rejected: a NaN, ±Inf or state-overflowing value), 0 when
+// every node took it. Runtimes count records with Rejected() > 0.
+func (in *Instance) Rejected() int { return in.rejected }
 
 // Output returns the i-th declared output of the last Eval (None when that
 // node did not emit).
@@ -344,4 +357,5 @@ func (in *Instance) Reset() {
 		op.Reset()
 	}
 	clear(in.vals)
+	in.rejected = 0
 }

@@ -2,6 +2,7 @@ package streaming_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -183,4 +184,44 @@ func TestKeyedCreatesOnFirstSight(t *testing.T) {
 	k.Delete("a")
 	assert.Equal(t, 1, k.Len())
 	assert.Equal(t, 1.0, k.Eval("a", 0, streaming.Float(1)).Output(0).Float64(), "a deleted key starts fresh")
+}
+
+// A node that returns Rejected is counted for the record, its output is a
+// plain None, and downstream nodes are skipped as for NoOutput; the count
+// starts over with every record and costs no allocation.
+func TestEvalCountsRejectedInputs(t *testing.T) {
+	g, err := streaming.NewBuilder().Input("x", "y").
+		Node("fx", func() streaming.Operator { return finite{} }, "x").
+		Node("fy", func() streaming.Operator { return finite{} }, "y").
+		Node("s", newSum, "fx").
+		Node("c", newCounter, "fx").
+		Output("fx", "s", "c").
+		Build()
+	require.NoError(t, err)
+	in := g.NewInstance()
+	nan, inf := streaming.Float(math.NaN()), streaming.Float(math.Inf(1))
+	for i, tc := range []struct {
+		x, y     streaming.Computed
+		rejected int
+	}{
+		{streaming.Float(1), streaming.Float(2), 0},
+		{nan, streaming.Float(2), 1},
+		{nan, inf, 2},
+		{streaming.Float(3), streaming.Float(2), 0},
+	} {
+		in.Eval(int64(i), tc.x, tc.y)
+		require.Equal(t, tc.rejected, in.Rejected(), "record %d", i)
+		if tc.rejected > 0 && tc.x.Float64() != tc.x.Float64() {
+			require.Equal(t, streaming.None(), in.Output(0), "record %d: a rejected output is a plain None", i)
+			require.False(t, in.Output(0).IsRejected())
+			require.True(t, in.Output(1).IsNone(), "record %d: downstream of a rejection is skipped", i)
+		}
+	}
+	require.Equal(t, 4.0, in.Output(1).Float64())
+	require.Equal(t, int64(4), in.Output(2).Int64(), "a partial-inputs node still runs on every record")
+	require.True(t, streaming.Rejected().IsNone())
+	require.True(t, streaming.Rejected().IsRejected())
+	require.False(t, streaming.NoOutput().IsRejected())
+	allocs := testing.AllocsPerRun(1000, func() { in.Eval(9, nan, inf) })
+	require.Zero(t, allocs)
 }

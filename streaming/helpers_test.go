@@ -95,3 +95,14 @@ func newSum() streaming.Operator     { return &sum{ver: 1} }
 func newAdd() streaming.Operator     { return add{} }
 func newPos() streaming.Operator     { return positive{} }
 func newCounter() streaming.Operator { return &counter{} }
+
+// finite rejects NaN and ±Inf and passes every other value.
+type finite struct{ streaming.StatelessBase }
+
+func (finite) Name() string { return "finite" }
+func (finite) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	if v := in[0].Float64(); v-v != 0 {
+		return streaming.Rejected()
+	}
+	return in[0]
+}

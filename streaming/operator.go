@@ -13,6 +13,14 @@ type Operator interface {
 	// order) at event time ts and returns the node's output, or NoOutput().
 	// inputs is owned by the runtime, only valid during the call, and must
 	// not be modified (it may alias the graph's value slots).
+	//
+	// Non-finite values never enter an operator's state: an input that is
+	// NaN or ±Inf, or that would make the state non-finite (a sum that
+	// overflows), is refused — the state stays as it was and Eval returns
+	// Rejected(), which the runtime counts per record (Instance.Rejected)
+	// and which downstream is None. So Save never writes a NaN or ±Inf and
+	// Load can refuse one as corrupt. Outputs are finite too: an output
+	// that would overflow is not emitted (NoOutput).
 	Eval(inputs []Computed, ts int64) NodeOutput
 	// Reset drops all state.
 	Reset()

@@ -105,6 +105,47 @@ func (t OperatorType) ModeName(m Mode) string {
 	return strconv.Itoa(int(m))
 }
 
+// Warmup is a windowed operator's warm-up policy: what it emits before
+// its window (or period) has filled for the first time.
+type Warmup uint8
+
+// The warm-up policies.
+const (
+	// WarmupFull emits nothing until the window is full: every output
+	// covers a whole window.
+	WarmupFull Warmup = iota
+	// WarmupPartial emits from the first value on, over the values seen
+	// so far (a mean of 3 values while a window of 10 fills).
+	WarmupPartial
+)
+
+// WarmupParamName is the name of the warm-up parameter in specs.
+const WarmupParamName = "warmup"
+
+var warmupNames = []string{"full", "partial"}
+
+func (w Warmup) String() string {
+	if int(w) < len(warmupNames) {
+		return warmupNames[w]
+	}
+	return "warmup(" + strconv.Itoa(int(w)) + ")"
+}
+
+// ParseWarmup reads a policy by name ("full", "partial").
+func ParseWarmup(s string) (Warmup, error) {
+	if i := slices.Index(warmupNames, s); i >= 0 {
+		return Warmup(i), nil
+	}
+	return 0, fmt.Errorf("warm-up %q is not one of %s", s, strings.Join(warmupNames, ", "))
+}
+
+// WarmupParam declares the "warmup" parameter of a windowed operator,
+// defaulting to def. Read it with Params.Warmup.
+func WarmupParam(def Warmup) Param {
+	return Param{Name: WarmupParamName, Kind: ParamString, Default: def.String(), Enum: slices.Clone(warmupNames),
+		Doc: "what the node emits before its window first fills: full (nothing until it is full) or partial (results over the values seen so far)"}
+}
+
 // Params are an operator's parameter values after defaults, keyed by name.
 // The accessors panic on a name the type does not declare, or a value of
 // another kind: both are bugs in the operator's New, not in the spec.
@@ -139,6 +180,15 @@ func (p Params) String(name string) string { return p.get(name).(string) }
 
 // Duration returns a duration parameter.
 func (p Params) Duration(name string) time.Duration { return p.get(name).(time.Duration) }
+
+// Warmup returns the "warmup" parameter (declared with WarmupParam).
+func (p Params) Warmup() Warmup {
+	w, err := ParseWarmup(p.String(WarmupParamName))
+	if err != nil {
+		panic(err) // Resolve checked the enum
+	}
+	return w
+}
 
 // Map returns a copy of the values, keyed by name.
 func (p Params) Map() map[string]any { return maps.Clone(p.m) }
@@ -287,6 +337,11 @@ func (r *Registry) Factory(name string, raw map[string]any) (func() Operator, er
 	if err != nil {
 		var pe *ParamError
 		if errors.As(err, &pe) {
+			if pe.Operator == "" {
+				cp := *pe
+				cp.Operator = name
+				return nil, &cp
+			}
 			return nil, err
 		}
 		return nil, &ParamError{Operator: name, Reason: err.Error()}

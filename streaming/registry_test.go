@@ -95,3 +95,39 @@ func TestRegistryRefusesBadDeclarations(t *testing.T) {
 	require.ErrorContains(t, r.Register(bad), "nil New")
 	require.Empty(t, r.Types())
 }
+
+// A New that refuses a parameter without naming the operator gets the
+// operator's name from the registry.
+func TestRegistryNamesTheOperatorOfNewsRefusal(t *testing.T) {
+	r := streaming.NewRegistry()
+	typ := scaleType()
+	typ.New = func(p streaming.Params) (func() streaming.Operator, error) {
+		return nil, &streaming.ParamError{Param: "k", Reason: "must not be 0"}
+	}
+	require.NoError(t, r.Register(typ))
+	_, err := r.Factory("scale", map[string]any{"n": 1, "k": 0})
+	require.EqualError(t, err, `operator "scale": parameter "k": must not be 0`)
+}
+
+func TestWarmupParam(t *testing.T) {
+	r := streaming.NewRegistry()
+	typ := scaleType()
+	typ.Params = append(typ.Params, streaming.WarmupParam(streaming.WarmupFull))
+	var got streaming.Warmup
+	typ.New = func(p streaming.Params) (func() streaming.Operator, error) {
+		got = p.Warmup()
+		return func() streaming.Operator { return &scale{} }, nil
+	}
+	require.NoError(t, r.Register(typ))
+	_, err := r.Factory("scale", map[string]any{"n": 1})
+	require.NoError(t, err)
+	require.Equal(t, streaming.WarmupFull, got, "default")
+	_, err = r.Factory("scale", map[string]any{"n": 1, "warmup": "partial"})
+	require.NoError(t, err)
+	require.Equal(t, streaming.WarmupPartial, got)
+	_, err = r.Factory("scale", map[string]any{"n": 1, "warmup": "half"})
+	require.ErrorContains(t, err, `parameter "warmup": "half" is not one of full, partial`)
+	w, err := streaming.ParseWarmup("partial")
+	require.NoError(t, err)
+	require.Equal(t, "partial", w.String())
+}

@@ -2,10 +2,10 @@ package fintech
 
 import (
 	"fmt"
-	"github.com/tflo-io/tflo/streaming/internal/opstate"
 	"math"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
 // Band selects which Bollinger value a node emits. A graph that needs
@@ -45,9 +45,16 @@ func (b Band) String() string {
 // [Band] and position is [AboveBand], [InsideBands] or [BelowBand] — where
 // the latest price stands against the bands.
 //
-// Warm-up: no output until N prices have been seen.
+// Warm-up: by default ([streaming.WarmupFull]) no output until N prices
+// have been seen. With [Bollinger.WithWarmup](streaming.WarmupPartial) the
+// first prices emit the bands of the prices seen so far (mean and
+// population deviation of those); the policy is not state, a blob loads
+// into a node of either.
 //
-// NaN and ±Inf prices are ignored: no output, state unchanged.
+// NaN and ±Inf prices, and prices beyond ±√(MaxFloat64/(16N)) (about
+// 3e153/√N, whose squared deviations could overflow), are refused: the
+// state is unchanged and Eval returns streaming.Rejected(). A band that
+// overflows (a huge K) is not emitted.
 //
 // Numerics: the mean and the sum of squared deviations are updated in O(1)
 // per price (Welford's update for a sliding window) and recomputed exactly
@@ -64,6 +71,9 @@ type Bollinger struct {
 	count int
 	mean  float64
 	m2    float64 // Σ(x − mean)² over the window
+	lim   float64 // input bound: √opstate.InputBound(8N)
+	// partial: emit the bands of the prices seen while the window fills.
+	partial bool
 }
 
 var (
@@ -84,7 +94,14 @@ func NewBollinger(n int, k float64, band Band) *Bollinger {
 	if band > PercentB {
 		panic(fmt.Sprintf("fintech.NewBollinger: unknown %v", band))
 	}
-	return &Bollinger{k: k, band: band, buf: make([]float64, n)}
+	return &Bollinger{k: k, band: band, buf: make([]float64, n), lim: math.Sqrt(opstate.InputBound(8 * n))}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns b. Call it before the first Eval, in the node's factory.
+func (b *Bollinger) WithWarmup(w streaming.Warmup) *Bollinger {
+	b.partial = w == streaming.WarmupPartial
+	return b
 }
 
 // Name returns "bollinger".
@@ -102,31 +119,36 @@ func (b *Bollinger) Reset() { b.head, b.count, b.mean, b.m2 = 0, 0, 0, 0 }
 // Eval adds the price and emits the selected band once the window is full.
 func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
-	if !finiteIn(x) {
-		return streaming.NoOutput()
+	if !(math.Abs(x) <= b.lim) {
+		return streaming.Rejected()
 	}
 	n := len(b.buf)
-	if b.count < n {
-		b.count++
-		d := x - b.mean
-		b.mean += d / float64(b.count)
-		b.m2 += d * (x - b.mean)
+	count, mean, m2 := b.count, b.mean, b.m2
+	if count < n {
+		count++
+		d := x - mean
+		mean += d / float64(count)
+		m2 += d * (x - mean)
 	} else {
 		old := b.buf[b.head]
-		mean := b.mean + (x-old)/float64(n)
-		b.m2 += (x - old) * (x - mean + old - b.mean)
-		b.mean = mean
+		next := mean + (x-old)/float64(n)
+		m2 += (x - old) * (x - next + old - mean)
+		mean = next
 	}
+	if !finiteIn(mean) || !finiteIn(m2) { // only after loading a blob saved before the bound existed
+		return streaming.Rejected()
+	}
+	b.count, b.mean, b.m2 = count, mean, m2
 	b.buf[b.head] = x
 	b.head++
 	if b.head == n {
 		b.head = 0
 		b.exact()
 	}
-	if b.count < n {
+	if b.count < n && !b.partial {
 		return streaming.NoOutput()
 	}
-	sd := math.Sqrt(max(b.m2, 0) / float64(n))
+	sd := math.Sqrt(max(b.m2, 0) / float64(b.count))
 	upper, lower := b.mean+b.k*sd, b.mean-b.k*sd
 	pos := InsideBands
 	if x > upper {
@@ -147,6 +169,9 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 		if upper > lower {
 			v = (x - lower) / (upper - lower)
 		}
+	}
+	if !finiteIn(v) {
+		return streaming.NoOutput()
 	}
 	return streaming.Sig(pos, v)
 }

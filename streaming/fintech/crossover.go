@@ -2,9 +2,10 @@ package fintech
 
 import (
 	"fmt"
-	"github.com/tflo-io/tflo/streaming/internal/opstate"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
 // MACrossover detects crossings of a fast and a slow simple moving average
@@ -17,18 +18,28 @@ import (
 // other record. Equal averages keep the previous side, so touching is not
 // crossing.
 //
-// Warm-up: slow prices fill both averages; the first record where they
-// differ only establishes the side and never emits.
+// Warm-up: by default ([streaming.WarmupFull]) slow prices fill both
+// averages; the first record where they differ only establishes the side
+// and never emits. With [MACrossover.WithWarmup](streaming.WarmupPartial)
+// the averages are taken over the prices seen so far from the first price
+// on, so the side is established (and crossings reported) while the
+// windows fill. The policy is not saved: a blob loads into a node of
+// either, keeping the side it knows.
 //
-// NaN and ±Inf prices are ignored: no output, state unchanged.
+// NaN and ±Inf prices, and prices beyond ±MaxFloat64/(2·slow) (which
+// could overflow the window sums), are refused: the state is unchanged and
+// Eval returns streaming.Rejected().
 //
 // State (TypeVersion 1): both windows (size, count, head, compensated sum,
 // values) | whether a side is known | the side.
 type MACrossover struct {
 	streaming.Base
 	fast, slow window
+	lim        float64 // input bound: opstate.InputBound(slow)
 	known      bool
 	above      bool
+	// partial: compare the averages while the windows fill.
+	partial bool
 }
 
 var (
@@ -42,7 +53,14 @@ func NewMACrossover(fast, slow int) *MACrossover {
 	if fast < 1 || slow <= fast || slow > maxWindow {
 		panic(fmt.Sprintf("fintech.NewMACrossover: need 1 ≤ fast < slow ≤ %d, got %d, %d", maxWindow, fast, slow))
 	}
-	return &MACrossover{fast: newWindow(fast), slow: newWindow(slow)}
+	return &MACrossover{fast: newWindow(fast), slow: newWindow(slow), lim: opstate.InputBound(slow)}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns c. Call it before the first Eval, in the node's factory.
+func (c *MACrossover) WithWarmup(w streaming.Warmup) *MACrossover {
+	c.partial = w == streaming.WarmupPartial
+	return c
 }
 
 // Name returns "ma_crossover".
@@ -64,12 +82,17 @@ func (c *MACrossover) Reset() {
 // Eval updates both averages and emits on a crossing.
 func (c *MACrossover) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	p := in[0].Float64()
-	if !finiteIn(p) {
-		return streaming.NoOutput()
+	if !(math.Abs(p) <= c.lim) {
+		return streaming.Rejected()
 	}
-	c.fast.push(p)
-	c.slow.push(p)
-	if !c.slow.full() {
+	sf, ok1 := c.fast.try(p)
+	ss, ok2 := c.slow.try(p)
+	if !ok1 || !ok2 { // only after loading a blob saved before the bound existed
+		return streaming.Rejected()
+	}
+	c.fast.put(p, sf)
+	c.slow.put(p, ss)
+	if !c.slow.full() && !c.partial {
 		return streaming.NoOutput()
 	}
 	f, s := c.fast.mean(), c.slow.mean()

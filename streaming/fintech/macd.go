@@ -2,9 +2,10 @@ package fintech
 
 import (
 	"fmt"
-	"github.com/tflo-io/tflo/streaming/internal/opstate"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
 // MACDComponent selects which MACD value a node emits. A graph that needs
@@ -42,22 +43,34 @@ func (c MACDComponent) String() string {
 // [MACDComponent] and trend is [Bullish] (line above signal), [Bearish]
 // (below) or [Neutral] (equal).
 //
-// Warm-up: slow + signal − 1 prices — the slow EMA needs slow prices and
-// the signal EMA then needs signal MACD values; no output before.
+// Warm-up: by default ([streaming.WarmupFull]) slow + signal − 1 prices —
+// the slow EMA needs slow prices and the signal EMA then needs signal
+// MACD values; no output before. With
+// [MACD.WithWarmup](streaming.WarmupPartial) every price emits: an EMA
+// still warming up counts as the mean of the inputs it has seen, and the
+// signal EMA takes the MACD line from the first price on. Since that
+// changes what the signal EMA has seen, the policy is saved with the
+// state and a blob loads only into a node of the same policy.
 //
-// NaN and ±Inf prices are ignored: no output, state unchanged.
+// NaN and ±Inf prices, and prices beyond ±MaxFloat64/(4·max(slow,
+// signal)) (which could overflow the EMAs' seed sums), are refused: the
+// state is unchanged and Eval returns streaming.Rejected().
 //
-// State (TypeVersion 1): fast | slow | signal periods | component | each
-// EMA's values seen, seed sum and average.
+// State (TypeVersion 2): fast | slow | signal periods | component |
+// warm-up policy | each EMA's values seen, seed sum and average.
+// TypeVersion 1 blobs (no policy: full) are migrated.
 type MACD struct {
 	streaming.Base
 	comp               MACDComponent
 	fast, slow, signal ema
+	partial            bool
+	lim                float64 // input bound: opstate.InputBound(2·max(slow, signal))
 }
 
 var (
 	_ streaming.Operator = (*MACD)(nil)
 	_ streaming.Arity    = (*MACD)(nil)
+	_ streaming.Migrator = (*MACD)(nil)
 )
 
 // NewMACD returns a MACD with the given periods emitting comp. It panics
@@ -70,14 +83,22 @@ func NewMACD(fast, slow, signal int, comp MACDComponent) *MACD {
 	if comp > MACDHistogram {
 		panic(fmt.Sprintf("fintech.NewMACD: unknown %v", comp))
 	}
-	return &MACD{comp: comp, fast: newEMA(fast), slow: newEMA(slow), signal: newEMA(signal)}
+	return &MACD{comp: comp, fast: newEMA(fast), slow: newEMA(slow), signal: newEMA(signal),
+		lim: opstate.InputBound(2 * max(slow, signal))}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns m. Call it before the first Eval, in the node's factory.
+func (m *MACD) WithWarmup(w streaming.Warmup) *MACD {
+	m.partial = w == streaming.WarmupPartial
+	return m
 }
 
 // Name returns "macd".
 func (*MACD) Name() string { return "macd" }
 
-// TypeVersion returns 1.
-func (*MACD) TypeVersion() uint32 { return 1 }
+// TypeVersion returns 2.
+func (*MACD) TypeVersion() uint32 { return 2 }
 
 // Arity is exactly one input: the price.
 func (*MACD) Arity() (int, int) { return 1, 1 }
@@ -92,18 +113,31 @@ func (m *MACD) Reset() {
 // Eval folds the price into the EMAs and emits the selected component.
 func (m *MACD) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	p := in[0].Float64()
-	if !finiteIn(p) {
+	if !(math.Abs(p) <= m.lim) {
+		return streaming.Rejected()
+	}
+	// Update copies and commit them only if they stay finite.
+	fast, slow, signal := m.fast, m.slow, m.signal
+	fast.push(p)
+	var line, sig float64
+	var emit bool
+	if m.partial {
+		slow.push(p)
+		line = fast.current() - slow.current()
+		signal.push(line)
+		sig, emit = signal.current(), true
+	} else if slow.push(p) {
+		line = fast.value - slow.value
+		emit = signal.push(line)
+		sig = signal.value
+	}
+	if !fast.finite() || !slow.finite() || !signal.finite() { // only after loading a blob saved before the bound existed
+		return streaming.Rejected()
+	}
+	m.fast, m.slow, m.signal = fast, slow, signal
+	if !emit {
 		return streaming.NoOutput()
 	}
-	m.fast.push(p)
-	if !m.slow.push(p) {
-		return streaming.NoOutput()
-	}
-	line := m.fast.value - m.slow.value
-	if !m.signal.push(line) {
-		return streaming.NoOutput()
-	}
-	sig := m.signal.value
 	hist := line - sig
 	trend := Neutral
 	if hist > 0 {
@@ -120,30 +154,44 @@ func (m *MACD) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	return streaming.Sig(trend, line)
 }
 
-// Save writes: the three periods | component | the three EMA states.
+// Save writes: the three periods | component | partial warm-up | the
+// three EMA states.
 func (m *MACD) Save() ([]byte, error) {
 	dst := make([]byte, 0, 80)
 	dst = putU(dst, uint64(m.fast.n))
 	dst = putU(dst, uint64(m.slow.n))
 	dst = putU(dst, uint64(m.signal.n))
 	dst = putU(dst, uint64(m.comp))
+	dst = putB(dst, m.partial)
 	dst = m.fast.save(dst)
 	dst = m.slow.save(dst)
 	return m.signal.save(dst), nil
 }
 
-// Load reads a blob made by Save; it refuses one saved with other periods
-// or another component.
+// Load reads a blob made by Save; it refuses one saved with other
+// periods, another component or another warm-up policy.
 func (m *MACD) Load(data []byte) error {
 	d := opstate.NewDecoder(data)
 	f, s, g := d.Count("fast period", maxWindow), d.Count("slow period", maxWindow), d.Count("signal period", maxWindow)
 	comp := MACDComponent(d.Count("component", 255))
-	if d.Err == nil && (f != m.fast.n || s != m.slow.n || g != m.signal.n || comp != m.comp) {
-		return mismatch(m.Name(), "periods and component", fmt.Sprint(f, "/", s, "/", g, " ", comp),
-			fmt.Sprint(m.fast.n, "/", m.slow.n, "/", m.signal.n, " ", m.comp))
+	partial := d.Bool()
+	if d.Err == nil && (f != m.fast.n || s != m.slow.n || g != m.signal.n || comp != m.comp || partial != m.partial) {
+		return mismatch(m.Name(), "periods, component and warm-up", fmt.Sprint(f, "/", s, "/", g, " ", comp, " ", warmupOf(partial)),
+			fmt.Sprint(m.fast.n, "/", m.slow.n, "/", m.signal.n, " ", m.comp, " ", warmupOf(m.partial)))
 	}
 	fast, slow, signal := m.fast.load(&d, "fast EMA"), m.slow.load(&d, "slow EMA"), m.signal.load(&d, "signal EMA")
-	if d.Err == nil && (fast.seen < min(slow.seen, fast.n) || (signal.seen > 0 && !slow.ready())) {
+	// Both price EMAs see every price; the signal EMA sees one line per
+	// price from the slow EMA's seeding on (full) or from the first price
+	// (partial).
+	consistent := fast.seen == min(slow.seen, fast.n)
+	if partial && !slow.ready() {
+		consistent = consistent && signal.seen == min(slow.seen, signal.n)
+	} else if partial {
+		consistent = consistent && signal.seen >= min(slow.n, signal.n)
+	} else {
+		consistent = consistent && (signal.seen == 0 || slow.ready())
+	}
+	if d.Err == nil && !consistent {
 		d.Fail("EMA warm-up counts %d/%d/%d are inconsistent", fast.seen, slow.seen, signal.seen)
 	}
 	if err := d.Done(m.Name()); err != nil {
@@ -151,4 +199,33 @@ func (m *MACD) Load(data []byte) error {
 	}
 	m.fast, m.slow, m.signal = fast, slow, signal
 	return nil
+}
+
+func warmupOf(partial bool) streaming.Warmup {
+	if partial {
+		return streaming.WarmupPartial
+	}
+	return streaming.WarmupFull
+}
+
+// MigratesFrom returns [1].
+func (*MACD) MigratesFrom() []uint32 { return []uint32{1} }
+
+// Migrate converts a TypeVersion 1 blob (no warm-up policy, so full) to
+// TypeVersion 2 by inserting the policy after the component.
+func (m *MACD) Migrate(from uint32, data []byte) ([]byte, error) {
+	if from != 1 {
+		return nil, fmt.Errorf("macd: no migration from type version %d", from)
+	}
+	d := opstate.NewDecoder(data)
+	for _, what := range []string{"fast period", "slow period", "signal period", "component"} {
+		d.Count(what, maxWindow)
+	}
+	if d.Err != nil {
+		return nil, d.Done(m.Name())
+	}
+	out := make([]byte, 0, len(data)+1)
+	out = append(out, data[:d.Off]...)
+	out = putB(out, false)
+	return append(out, data[d.Off:]...), nil
 }

@@ -26,6 +26,15 @@ var catalog = []struct {
 		func() streaming.Operator { return NewMACD(12, 26, 5, MACDLine) }},
 	{"ma_crossover", func() streaming.Operator { return NewMACrossover(5, 20) },
 		func() streaming.Operator { return NewMACrossover(5, 21) }},
+	// Warm-up policies other than the default.
+	{"vwap", func() streaming.Operator { return NewVWAP(10).WithWarmup(streaming.WarmupFull) }, func() streaming.Operator { return NewVWAP(9) }},
+	{"rsi", func() streaming.Operator { return NewRSI(14).WithWarmup(streaming.WarmupPartial) }, func() streaming.Operator { return NewRSI(13) }},
+	{"bollinger", func() streaming.Operator { return NewBollinger(20, 2, Lower).WithWarmup(streaming.WarmupPartial) },
+		func() streaming.Operator { return NewBollinger(20, 2, Upper) }},
+	{"macd", func() streaming.Operator { return NewMACD(12, 26, 9, MACDSignal).WithWarmup(streaming.WarmupPartial) },
+		func() streaming.Operator { return NewMACD(12, 26, 9, MACDSignal) }},
+	{"ma_crossover", func() streaming.Operator { return NewMACrossover(5, 20).WithWarmup(streaming.WarmupPartial) },
+		func() streaming.Operator { return NewMACrossover(6, 20) }},
 }
 
 // Saving mid-stream and loading into a fresh operator continues exactly

@@ -18,14 +18,25 @@ func newWindow(n int) window { return window{buf: make([]float64, n)} }
 
 func (w *window) full() bool { return w.count == len(w.buf) }
 
-func (w *window) push(x float64) {
+// try returns the window's sum after pushing x, and whether it is finite
+// (the window is not changed: a caller pushing into two windows checks
+// both before committing either with put).
+func (w *window) try(x float64) (ksum, bool) {
+	sum := w.sum
 	if w.count == len(w.buf) {
-		w.sum.Add(-w.buf[w.head])
-	} else {
+		sum.Add(-w.buf[w.head])
+	}
+	sum.Add(x)
+	return sum, sum.Finite()
+}
+
+// put pushes x with the sum try returned for it.
+func (w *window) put(x float64, sum ksum) {
+	if w.count < len(w.buf) {
 		w.count++
 	}
 	w.buf[w.head] = x
-	w.sum.Add(x)
+	w.sum = sum
 	w.head++
 	if w.head == len(w.buf) {
 		w.head = 0
@@ -89,6 +100,9 @@ type ema struct {
 
 func newEMA(n int) ema { return ema{n: n, alpha: 2 / float64(n+1)} }
 
+// finite reports whether the EMA's state is finite.
+func (e *ema) finite() bool { return finiteIn(e.seed) && finiteIn(e.value) }
+
 // push folds x in and reports whether the average is seeded.
 func (e *ema) push(x float64) bool {
 	if e.seen < e.n {
@@ -105,6 +119,15 @@ func (e *ema) push(x float64) bool {
 }
 
 func (e *ema) ready() bool { return e.seen == e.n }
+
+// current is the average once seeded, and the mean of the inputs seen so
+// far before (NaN before the first input).
+func (e *ema) current() float64 {
+	if e.seen < e.n {
+		return e.seed / float64(e.seen)
+	}
+	return e.value
+}
 
 func (e *ema) reset() { e.seen, e.seed, e.value = 0, 0, 0 }
 

@@ -2,9 +2,10 @@ package fintech
 
 import (
 	"fmt"
-	"github.com/tflo-io/tflo/streaming/internal/opstate"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
 // VWAP is the volume-weighted average price Σ(price·volume) / Σ volume,
@@ -14,12 +15,23 @@ import (
 // Inputs: price, volume (in that order).
 //
 // Output: Float(vwap) for every valid record once the total volume in the
-// window is positive; there is no other warm-up. A window holding only
-// zero-volume trades emits nothing.
+// window is positive. A window holding only zero-volume trades emits
+// nothing.
+//
+// Warm-up of a rolling window: by default ([streaming.WarmupPartial], the
+// behaviour VWAP always had) the first trades emit the VWAP of the trades
+// seen so far; with [VWAP.WithWarmup](streaming.WarmupFull) nothing is
+// emitted until N trades were seen. A cumulative VWAP has no window and
+// ignores the policy. The policy is not state: a blob loads into a node
+// of either.
 //
 // A record whose price or volume is NaN or ±Inf, or whose volume is
-// negative, is ignored: no output, state unchanged. Zero volume is a valid
-// trade that counts toward the window but not the average.
+// negative, is refused: the state is unchanged and Eval returns
+// streaming.Rejected(). So is a trade that could overflow the sums: in a
+// rolling window, p·v or v beyond ±MaxFloat64/(2N); in a cumulative one, a
+// trade that would take Σp·v or Σv beyond MaxFloat64 (the session's sums
+// are full; Reset starts a new one). Zero volume is a valid trade that
+// counts toward the window but not the average.
 //
 // State (TypeVersion 1): window | Σp·v and Σv (compensated) | for a
 // rolling window, its count, head and (p·v, v) pairs.
@@ -29,6 +41,9 @@ type VWAP struct {
 	cpv   ksum   // cumulative Σp·v (window 0)
 	cv    ksum   // cumulative Σv (window 0)
 	n     int
+	lim   float64 // rolling: bound of p·v and v, opstate.InputBound(N)
+	// full: no output until the rolling window holds N trades.
+	full bool
 }
 
 var (
@@ -45,7 +60,16 @@ func NewVWAP(n int) *VWAP {
 	w := &VWAP{n: n}
 	if n > 0 {
 		w.pv, w.v = newWindow(n), newWindow(n)
+		w.lim = opstate.InputBound(n)
 	}
+	return w
+}
+
+// WithWarmup sets the warm-up policy of a rolling window (default
+// streaming.WarmupPartial) and returns w. Call it before the first Eval,
+// in the node's factory.
+func (w *VWAP) WithWarmup(p streaming.Warmup) *VWAP {
+	w.full = p == streaming.WarmupFull
 	return w
 }
 
@@ -68,18 +92,35 @@ func (w *VWAP) Reset() {
 // Eval adds the trade (in[0] price, in[1] volume) and emits the VWAP.
 func (w *VWAP) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	p, vol := in[0].Float64(), in[1].Float64()
-	if !finiteIn(p) || !finiteIn(vol) || vol < 0 {
-		return streaming.NoOutput()
+	pv := p * vol
+	if !finiteIn(pv) || !(vol >= 0) {
+		return streaming.Rejected() // NaN, ±Inf, negative volume or an overflowing product
 	}
 	var num, den float64
 	if w.n == 0 {
-		w.cpv.Add(p * vol)
-		w.cv.Add(vol)
-		num, den = w.cpv.Value(), w.cv.Value()
+		cpv, cv := w.cpv, w.cv
+		cpv.Add(pv)
+		cv.Add(vol)
+		if !cpv.Finite() || !cv.Finite() {
+			return streaming.Rejected()
+		}
+		w.cpv, w.cv = cpv, cv
+		num, den = cpv.Value(), cv.Value()
 	} else {
-		w.pv.push(p * vol)
-		w.v.push(vol)
-		num, den = w.pv.sum.Value(), w.v.sum.Value()
+		if !(math.Abs(pv) <= w.lim && vol <= w.lim) {
+			return streaming.Rejected()
+		}
+		spv, ok1 := w.pv.try(pv)
+		sv, ok2 := w.v.try(vol)
+		if !ok1 || !ok2 { // only after loading a blob saved before the bound existed
+			return streaming.Rejected()
+		}
+		w.pv.put(pv, spv)
+		w.v.put(vol, sv)
+		if w.full && !w.v.full() {
+			return streaming.NoOutput()
+		}
+		num, den = spv.Value(), sv.Value()
 	}
 	if den <= 0 {
 		return streaming.NoOutput()

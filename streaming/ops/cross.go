@@ -29,8 +29,9 @@ import (
 // Warm-up: the first valid record only establishes the side and never
 // emits.
 //
-// NaN and ±Inf inputs are ignored: no output, state unchanged (a pending
-// crossing stays pending).
+// NaN and ±Inf inputs are refused: state unchanged (a pending crossing
+// stays pending), Eval returns streaming.Rejected(). No input magnitude
+// can overflow the state, which holds no sums.
 //
 // State (TypeVersion 1): threshold | dwell | on-mode | whether a side is
 // known | side | whether a crossing is pending | its first event time.
@@ -108,7 +109,7 @@ func (t *ThresholdCross) Reset() { t.known, t.above, t.pending, t.since = false,
 func (t *ThresholdCross) Eval(in []streaming.Computed, ts int64) streaming.NodeOutput {
 	x := in[0].Float64()
 	if !finiteIn(x) {
-		return streaming.NoOutput()
+		return streaming.Rejected()
 	}
 	level := x
 	if t.cfg.onMode {

@@ -16,7 +16,9 @@ import (
 // nothing otherwise. There is no warm-up: the first valid value is always
 // emitted.
 //
-// NaN and ±Inf inputs are ignored: no output, state unchanged.
+// NaN and ±Inf inputs are refused: state unchanged, Eval returns
+// streaming.Rejected(). Any finite value is taken (the state holds the
+// last value only).
 //
 // State (TypeVersion 1): band | whether a value was emitted | last emitted.
 type Deadband struct {
@@ -56,7 +58,7 @@ func (d *Deadband) Reset() { d.has, d.last = false, 0 }
 func (d *Deadband) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
 	if !finiteIn(x) {
-		return streaming.NoOutput()
+		return streaming.Rejected()
 	}
 	if d.has && math.Abs(x-d.last) <= d.band {
 		return streaming.NoOutput()

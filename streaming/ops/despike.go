@@ -21,9 +21,16 @@ import (
 // search and one memmove), no allocation; meant for the small windows
 // (3–15) despiking uses.
 //
-// Warm-up: no output until N values have been seen.
+// Warm-up: by default ([streaming.WarmupFull]) no output until N values
+// have been seen. With [MedianDespike.WithWarmup](streaming.WarmupPartial)
+// the first values are compared with the median of the values seen so far
+// (x included); the policy is not state, a blob loads into a node of
+// either.
 //
-// NaN and ±Inf inputs are ignored: no output, state unchanged.
+// NaN and ±Inf inputs are refused: state unchanged, Eval returns
+// streaming.Rejected(). Any finite value is taken (the state holds raw
+// values, no sums; the even-window median halves before adding, so it
+// cannot overflow).
 //
 // State (TypeVersion 1): window | maxDev | count | values oldest first
 // (the sorted copy is rebuilt on Load).
@@ -34,6 +41,9 @@ type MedianDespike struct {
 	sorted []float64 // the window's values in order, len == count
 	head   int
 	count  int
+	// partial: despike against the median of the values seen while the
+	// window fills.
+	partial bool
 }
 
 var (
@@ -56,6 +66,13 @@ func NewMedianDespike(n int, maxDev float64) *MedianDespike {
 	return &MedianDespike{maxDev: maxDev, buf: make([]float64, n), sorted: make([]float64, 0, n)}
 }
 
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns m. Call it before the first Eval, in the node's factory.
+func (m *MedianDespike) WithWarmup(w streaming.Warmup) *MedianDespike {
+	m.partial = w == streaming.WarmupPartial
+	return m
+}
+
 // Name returns "median_despike".
 func (*MedianDespike) Name() string { return "median_despike" }
 
@@ -75,7 +92,7 @@ func (m *MedianDespike) Reset() {
 func (m *MedianDespike) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
 	if !finiteIn(x) {
-		return streaming.NoOutput()
+		return streaming.Rejected()
 	}
 	n := len(m.buf)
 	if m.count == n {
@@ -92,7 +109,7 @@ func (m *MedianDespike) Eval(in []streaming.Computed, _ int64) streaming.NodeOut
 	}
 	i, _ := slices.BinarySearch(m.sorted, x)
 	m.sorted = slices.Insert(m.sorted, i, x)
-	if m.count < n {
+	if m.count < n && !m.partial {
 		return streaming.NoOutput()
 	}
 	med := m.median()
@@ -107,7 +124,9 @@ func (m *MedianDespike) median() float64 {
 	if k%2 == 1 {
 		return m.sorted[k/2]
 	}
-	return (m.sorted[k/2-1] + m.sorted[k/2]) / 2
+	// Halve first: (a+b)/2 overflows for two values near ±MaxFloat64, and
+	// halving is exact for every normal float.
+	return m.sorted[k/2-1]/2 + m.sorted[k/2]/2
 }
 
 // Save writes: window | maxDev | count | values oldest first.

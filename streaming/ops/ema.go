@@ -2,21 +2,27 @@ package ops
 
 import (
 	"fmt"
-	"github.com/tflo-io/tflo/streaming/internal/opstate"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
 // EMA is the exponential moving average with period N: smoothing factor
 // α = 2/(N+1) and, once seeded, ema ← ema + α·(x − ema).
 //
 // Warm-up: the average is seeded with the simple mean of the first N
-// values (the usual charting convention, and the one MACD uses), so there
-// is no output for the first N−1 values; the N-th value emits the seed and
-// every later valid value emits the updated average.
+// values (the usual charting convention, and the one MACD uses), so by
+// default ([streaming.WarmupFull]) there is no output for the first N−1
+// values; the N-th value emits the seed and every later valid value emits
+// the updated average. With [EMA.WithWarmup](streaming.WarmupPartial) the
+// first N−1 values emit the mean of the values seen so far (the seed in
+// progress); the average itself is the same in both policies, and a blob
+// loads into a node of either.
 //
-// NaN and ±Inf inputs are ignored: the state is unchanged and the node
-// emits nothing for that record.
+// NaN and ±Inf inputs, and inputs beyond ±MaxFloat64/(2N) (which could
+// overflow the warm-up sum), are refused: the state is unchanged and Eval
+// returns streaming.Rejected() for that record.
 //
 // State (TypeVersion 1): period | values seen during warm-up | their sum |
 // current average.
@@ -24,9 +30,12 @@ type EMA struct {
 	streaming.Base
 	n     int
 	alpha float64
-	seen  int // values seen, capped at n
+	lim   float64 // input bound: opstate.InputBound(N)
+	seen  int     // values seen, capped at n
 	seed  float64
 	value float64
+	// partial: emit the seed in progress during warm-up.
+	partial bool
 }
 
 var (
@@ -41,7 +50,14 @@ func NewEMA(n int) *EMA {
 	if n < 1 || n > emaMaxPeriod {
 		panic(fmt.Sprintf("ops.NewEMA: period %d is outside 1..%d", n, emaMaxPeriod))
 	}
-	return &EMA{n: n, alpha: 2 / float64(n+1)}
+	return &EMA{n: n, alpha: 2 / float64(n+1), lim: opstate.InputBound(n)}
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns e. Call it before the first Eval, in the node's factory.
+func (e *EMA) WithWarmup(w streaming.Warmup) *EMA {
+	e.partial = w == streaming.WarmupPartial
+	return e
 }
 
 // Name returns "ema".
@@ -62,19 +78,30 @@ func (e *EMA) Reset() { e.seen, e.seed, e.value = 0, 0, 0 }
 // Eval folds in[0] into the average and emits it once seeded.
 func (e *EMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
-	if !finiteIn(x) {
-		return streaming.NoOutput()
+	if !(math.Abs(x) <= e.lim) {
+		return streaming.Rejected()
 	}
 	if e.seen < e.n {
+		seed := e.seed + x
+		if !finiteIn(seed) { // only after loading a blob saved before the bound existed
+			return streaming.Rejected()
+		}
 		e.seen++
-		e.seed += x
+		e.seed = seed
 		if e.seen < e.n {
+			if e.partial {
+				return streaming.Float(e.seed / float64(e.seen))
+			}
 			return streaming.NoOutput()
 		}
 		e.value = e.seed / float64(e.n)
 		return streaming.Float(e.value)
 	}
-	e.value += e.alpha * (x - e.value)
+	v := e.value + e.alpha*(x-e.value)
+	if !finiteIn(v) {
+		return streaming.Rejected()
+	}
+	e.value = v
 	return streaming.Float(e.value)
 }
 

@@ -17,8 +17,8 @@ import (
 // x and x itself — so downstream nodes see both the level and the state.
 // There is no warm-up; the initial mode is Low.
 //
-// NaN and ±Inf inputs are ignored: the mode is unchanged and the node
-// emits nothing for that record.
+// NaN and ±Inf inputs are refused: the mode is unchanged and Eval returns
+// streaming.Rejected() for that record.
 //
 // State (TypeVersion 1): low | high | mode.
 type Hysteresis struct {
@@ -60,7 +60,7 @@ func (h *Hysteresis) Reset() { h.mode = Low }
 func (h *Hysteresis) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
 	if !finiteIn(x) {
-		return streaming.NoOutput()
+		return streaming.Rejected()
 	}
 	switch {
 	case h.mode == Low && x >= h.high:

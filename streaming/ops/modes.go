@@ -20,3 +20,13 @@ const (
 	// Down: a confirmed crossing from above the threshold to at-or-below it.
 	Down streaming.Mode = -1
 )
+
+// Modes emitted by Episode.
+const (
+	// EpisodeOpened: the input's mode turned to 1 (for example a
+	// Hysteresis turned High); the value is 0.
+	EpisodeOpened streaming.Mode = 1
+	// EpisodeClosed: the input's mode left 1 again; the value is the
+	// episode's duration in event-time units.
+	EpisodeClosed streaming.Mode = 2
+)

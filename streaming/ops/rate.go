@@ -17,7 +17,10 @@ import (
 // Records whose event time is not after the previous record's (ts ≤
 // ts_prev: a duplicate or out-of-order record) are ignored: no output,
 // state unchanged, so a replayed record never produces a division by zero
-// or a rate backwards in time. NaN and ±Inf inputs are ignored the same way.
+// or a rate backwards in time. NaN and ±Inf inputs are refused the same
+// way and Eval returns streaming.Rejected(). A rate that overflows (a
+// jump of ±1e308 in one time unit) is not emitted; the value is still
+// remembered.
 //
 // State (TypeVersion 1): per | whether a value is held | value | its time.
 type RateOfChange struct {
@@ -80,7 +83,10 @@ func (r *RateOfChange) Reset() { r.has, r.prev, r.prevTS = false, 0, 0 }
 // Eval emits the slope from the previous valid record to this one.
 func (r *RateOfChange) Eval(in []streaming.Computed, ts int64) streaming.NodeOutput {
 	x := in[0].Float64()
-	if !finiteIn(x) || (r.has && ts <= r.prevTS) {
+	if !finiteIn(x) {
+		return streaming.Rejected()
+	}
+	if r.has && ts <= r.prevTS {
 		return streaming.NoOutput()
 	}
 	if !r.has {

@@ -12,11 +12,15 @@ import (
 // extreme, in arrival order), so an update costs O(1) amortised and the
 // deque never holds more than N entries.
 //
-// Warm-up: no output until N values have been seen; from the N-th value on,
-// every valid input emits Float(min of the last N).
+// Warm-up: by default ([streaming.WarmupFull]) no output until N values
+// have been seen; from the N-th value on, every valid input emits
+// Float(min of the last N). With WithWarmup(streaming.WarmupPartial) the
+// first values emit the minimum of the values seen so far; the policy is
+// not state, a blob loads into a node of either.
 //
-// NaN and ±Inf inputs are ignored: no output, state unchanged (they do not
-// count toward the window).
+// NaN and ±Inf inputs are refused: state unchanged (they do not count
+// toward the window), Eval returns streaming.Rejected(). Any finite value
+// is taken: the deque only compares values.
 //
 // State (TypeVersion 1): window | values seen | deque length | deque
 // entries (sequence number, value), front first.
@@ -47,6 +51,20 @@ func (*RollingMin) Name() string { return "rolling_min" }
 // Name returns "rolling_max".
 func (*RollingMax) Name() string { return "rolling_max" }
 
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns r. Call it before the first Eval, in the node's factory.
+func (r *RollingMin) WithWarmup(w streaming.Warmup) *RollingMin {
+	r.partial = w == streaming.WarmupPartial
+	return r
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns r. Call it before the first Eval, in the node's factory.
+func (r *RollingMax) WithWarmup(w streaming.Warmup) *RollingMax {
+	r.partial = w == streaming.WarmupPartial
+	return r
+}
+
 // Load reads a blob made by Save; it refuses one saved with another window.
 func (r *RollingMin) Load(data []byte) error { return r.load("rolling_min", data) }
 
@@ -64,6 +82,8 @@ type rolling struct {
 	vals  []float64
 	front int
 	size  int
+	// partial: emit the extreme of the values seen while the window fills.
+	partial bool
 }
 
 func newRolling(who string, n int, max bool) rolling {
@@ -98,7 +118,7 @@ func (r *rolling) dominated(v, x float64) bool {
 func (r *rolling) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
 	if !finiteIn(x) {
-		return streaming.NoOutput()
+		return streaming.Rejected()
 	}
 	seq := r.seen
 	r.seen++
@@ -128,7 +148,7 @@ func (r *rolling) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	}
 	r.seqs[at], r.vals[at] = seq, x
 	r.size++
-	if r.seen < uint64(r.n) {
+	if r.seen < uint64(r.n) && !r.partial {
 		return streaming.NoOutput()
 	}
 	return streaming.Float(r.vals[r.front])

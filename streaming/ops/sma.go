@@ -2,9 +2,10 @@ package ops
 
 import (
 	"fmt"
-	"github.com/tflo-io/tflo/streaming/internal/opstate"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
 // SMA is the simple moving average of the last N values (a count-based
@@ -14,11 +15,15 @@ import (
 // from a running sum with Neumaier compensation, so the sum does not drift
 // however long the stream runs.
 //
-// Warm-up: no output until N values have been seen; from the N-th value on,
-// every valid input emits Float(mean of the last N).
+// Warm-up: by default ([streaming.WarmupFull]) no output until N values
+// have been seen; from the N-th value on, every valid input emits
+// Float(mean of the last N). With [SMA.WithWarmup](streaming.WarmupPartial)
+// the first values emit the mean of the values seen so far. The policy
+// is configuration, not state: a blob loads into a node of either policy.
 //
-// NaN and ±Inf inputs are ignored: the state is unchanged and the node
-// emits nothing for that record.
+// NaN and ±Inf inputs, and inputs beyond ±MaxFloat64/(2N) (which could
+// overflow the window sum), are refused: the state is unchanged and Eval
+// returns streaming.Rejected() for that record.
 //
 // State: TypeVersion 2 saves the window size, the values in the window and
 // the compensated sum, so a restored SMA continues bit for bit like one that
@@ -31,6 +36,9 @@ type SMA struct {
 	head   int // next slot to write
 	count  int // values in the window, <= len(buf)
 	sum    ksum
+	lim    float64 // input bound: opstate.InputBound(N)
+	// partial: emit the mean of the values seen while the window fills.
+	partial bool
 }
 
 var (
@@ -52,12 +60,19 @@ func NewSMA(n int) *SMA {
 	if n < 1 || n > smaMaxWindow {
 		panic(fmt.Sprintf("ops.NewSMA: window %d is outside 1..%d", n, smaMaxWindow))
 	}
-	s := &SMA{}
+	s := &SMA{lim: opstate.InputBound(n)}
 	if n <= smaInline {
 		s.buf = s.inline[:n]
 	} else {
 		s.buf = make([]float64, n)
 	}
+	return s
+}
+
+// WithWarmup sets the warm-up policy (default streaming.WarmupFull) and
+// returns s. Call it before the first Eval, in the node's factory.
+func (s *SMA) WithWarmup(w streaming.Warmup) *SMA {
+	s.partial = w == streaming.WarmupPartial
 	return s
 }
 
@@ -82,8 +97,8 @@ func (s *SMA) Reset() {
 // Eval adds in[0] to the window and emits the mean once the window is full.
 func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	x := in[0].Float64()
-	if !finiteIn(x) {
-		return streaming.NoOutput()
+	if !(math.Abs(x) <= s.lim) {
+		return streaming.Rejected()
 	}
 	// Work on locals so the compiler keeps the sum in registers and
 	// checks the ring index once.
@@ -94,17 +109,26 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	full := s.count == len(buf)
 	if full {
 		sum.Add(-buf[h])
-	} else {
+	}
+	sum.Add(x)
+	if !sum.Finite() {
+		// Only a state loaded from a blob saved before the input bound
+		// existed can get here.
+		return streaming.Rejected()
+	}
+	if !full {
 		s.count++
 		full = s.count == len(buf)
 	}
 	buf[h] = x
-	sum.Add(x)
 	if h++; h == len(buf) {
 		h = 0
 	}
 	s.head, s.sum = h, sum
 	if !full {
+		if s.partial {
+			return streaming.Float(sum.Value() / float64(s.count))
+		}
 		return streaming.NoOutput()
 	}
 	return streaming.Float(sum.Value() / float64(len(buf)))

@@ -29,6 +29,13 @@ var catalog = []struct {
 	{"rolling_min", func() streaming.Operator { return NewRollingMin(6) }, func() streaming.Operator { return NewRollingMin(7) }},
 	{"rolling_max", func() streaming.Operator { return NewRollingMax(6) }, func() streaming.Operator { return NewRollingMax(2) }},
 	{"median_despike", func() streaming.Operator { return NewMedianDespike(5, 2) }, func() streaming.Operator { return NewMedianDespike(5, 3) }},
+	// Partial warm-up.
+	{"sma", func() streaming.Operator { return NewSMA(5).WithWarmup(streaming.WarmupPartial) }, func() streaming.Operator { return NewSMA(4) }},
+	{"ema", func() streaming.Operator { return NewEMA(5).WithWarmup(streaming.WarmupPartial) }, func() streaming.Operator { return NewEMA(6) }},
+	{"rolling_min", func() streaming.Operator { return NewRollingMin(6).WithWarmup(streaming.WarmupPartial) },
+		func() streaming.Operator { return NewRollingMin(5) }},
+	{"median_despike", func() streaming.Operator { return NewMedianDespike(4, 2).WithWarmup(streaming.WarmupPartial) },
+		func() streaming.Operator { return NewMedianDespike(5, 2) }},
 }
 
 // Saving mid-stream and loading into a fresh operator continues exactly

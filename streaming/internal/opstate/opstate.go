@@ -109,6 +109,16 @@ func (d *Decoder) Finite(what string) float64 {
 	return v
 }
 
+// Bounded reads a float whose magnitude is at most lim: state an
+// operator's input bound admitted (see InputBound). NaN and ±Inf fail.
+func (d *Decoder) Bounded(what string, lim float64) float64 {
+	v := d.F()
+	if d.Err == nil && !(math.Abs(v) <= lim) {
+		d.Fail("%s %v is beyond the input bound ±%v", what, v, lim)
+	}
+	return v
+}
+
 // Bool reads a one-byte bool (0 or 1).
 func (d *Decoder) Bool() bool {
 	if d.Err != nil {
@@ -144,6 +154,21 @@ func Mismatch(op, what string, saved, configured any) error {
 		Reason: fmt.Sprintf("state was saved with %s %v, this node is configured with %v", what, saved, configured)}
 }
 
+// ParamErr is an OperatorType.New refusal of parameter name; the
+// registry adds the operator type to it.
+func ParamErr(name, format string, args ...any) error {
+	return &streaming.ParamError{Param: name, Reason: fmt.Sprintf(format, args...)}
+}
+
+// InputBound returns the largest input magnitude an operator may take
+// when terms of up to terms such inputs are added up in its state (a
+// window sum of N values: terms N). It is MaxFloat64/(2·terms): any sum
+// of that many admitted values, and any difference of two such sums,
+// stays finite with a factor-2 margin for rounding, so an operator that
+// refuses inputs beyond it never overflows however its window slides.
+// Comparing |x| <= bound also refuses NaN and ±Inf.
+func InputBound(terms int) float64 { return math.MaxFloat64 / 2 / float64(max(terms, 1)) }
+
 // FiniteIn reports whether v can enter an operator's state: false for NaN
 // and ±Inf (v−v is NaN for both), in one subtraction and compare.
 func FiniteIn(v float64) bool { return v-v == 0 }
@@ -168,3 +193,8 @@ func (s *KSum) Add(x float64) {
 
 // Value is the compensated sum.
 func (s *KSum) Value() float64 { return s.Sum + s.Comp }
+
+// Finite reports whether the sum, its compensation and its value are all
+// finite: a running sum that may take any number of inputs (a cumulative
+// VWAP) adds into a copy and keeps it only if this holds.
+func (s KSum) Finite() bool { return FiniteIn(s.Sum) && FiniteIn(s.Comp) && FiniteIn(s.Sum+s.Comp) }

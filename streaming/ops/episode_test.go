@@ -1,0 +1,83 @@
+package ops
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+func TestEpisode(t *testing.T) {
+	high, low := streaming.Sig(High, 0), streaming.Sig(Low, 0)
+	steps := []struct {
+		in   streaming.Computed
+		ts   int64
+		want streaming.Computed
+	}{
+		{low, 1, none},
+		{high, 2, streaming.Sig(EpisodeOpened, 0)},
+		{high, 5, none},
+		{f(30), 6, streaming.Sig(EpisodeClosed, 4)}, // a plain value has mode 0: closes
+		{none, 7, none},
+		{low, 9, none},
+		{streaming.Sig(Up, 1), 20, streaming.Sig(EpisodeOpened, 0)}, // a cross's Up opens too
+		{streaming.Sig(Down, 1), 21, streaming.Sig(EpisodeClosed, 1)},
+	}
+	e := NewEpisode()
+	for i, s := range steps {
+		if got := e.Eval([]streaming.Computed{s.in}, s.ts); got != s.want {
+			t.Fatalf("step %d: got %v, want %v", i, got, s.want)
+		}
+	}
+	if e.Closed() != 2 {
+		t.Fatalf("Closed() = %d, want 2", e.Closed())
+	}
+}
+
+// A restored Episode continues like the uninterrupted one; a bad blob is
+// refused and changes nothing.
+func TestEpisodeSaveLoad(t *testing.T) {
+	a := NewEpisode()
+	a.Eval([]streaming.Computed{streaming.Sig(High, 0)}, 100)
+	blob, err := a.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewEpisode()
+	if err := b.Load(blob); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Eval([]streaming.Computed{streaming.Sig(Low, 0)}, 150); got != streaming.Sig(EpisodeClosed, 50) {
+		t.Fatalf("after Load: got %v, want closed after 50", got)
+	}
+	for _, bad := range [][]byte{nil, make([]byte, 16), append([]byte{2}, make([]byte, 16)...)} {
+		c := &Episode{open: true, openedAt: 7}
+		err := c.Load(bad)
+		var le *streaming.OperatorLoadError
+		if !errors.As(err, &le) || !errors.Is(err, streaming.ErrCorrupt) {
+			t.Fatalf("blob %x: got %v, want an OperatorLoadError wrapping ErrCorrupt", bad, err)
+		}
+		if *c != (Episode{open: true, openedAt: 7}) {
+			t.Fatalf("blob %x: a refused Load changed the state", bad)
+		}
+	}
+}
+
+func FuzzEpisodeLoad(f *testing.F) {
+	e := NewEpisode()
+	e.Eval([]streaming.Computed{streaming.Sig(High, 0)}, 3)
+	blob, _ := e.Save()
+	f.Add(blob)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e := NewEpisode()
+		if err := e.Load(b); err != nil {
+			return
+		}
+		again, err := e.Save()
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("load/save of %x gave %x, %v", b, again, err)
+		}
+	})
+}
