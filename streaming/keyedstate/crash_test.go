@@ -25,9 +25,7 @@ type process struct {
 
 func startProcess(t *testing.T, g *streaming.Graph, store *faults.Store) (*process, int) {
 	t.Helper()
-	opts := badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).
-		WithMemTableSize(4 << 20).WithNumMemtables(2).WithValueThreshold(64 << 10).WithBlockCacheSize(1 << 20).WithIndexCacheSize(1 << 20)
-	db, err := badger.Open(opts)
+	db, err := badger.Open(testDBOptions())
 	require.NoError(t, err)
 	rt, err := keyedstate.New[string](g, keyedstate.StringKeys{}, db, small(30)...)
 	require.NoError(t, err)

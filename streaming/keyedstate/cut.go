@@ -6,34 +6,37 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/tflo-io/tflo/streaming"
 )
 
-// cut is a pending consistent cut: the keys changed in generation gen and
-// the cursor of the last record before it.
+// cut is a pending consistent cut: the keys changed in generations
+// (savedGen, gen] and the cursor of the last record before it.
 type cut[K comparable] struct {
 	r        *Runtime[K]
 	gen      uint64
-	keys     map[K]struct{} // immutable after the cut
-	captured map[K][]byte   // copy-on-write states (nil: absent at the cut); guarded by r.mu
+	keys     keyList      // immutable after the cut
+	captured map[K][]byte // copy-on-write states (nil: absent at the cut); guarded by r.mu
+	capBytes int          // memory of captured; guarded by r.mu
 	ctype    string
 	cur      []byte
 	released bool // guarded by r.mu
 
-	sorted []sortedKey[K] // keys in byte order, built by the first Pieces call
+	sorted    []keyRef // distinct keys in byte order, built by the first Pieces call
+	sortBytes int      // memory of sorted; guarded by r.mu
 }
 
-type sortedKey[K comparable] struct {
-	kb []byte
-	k  K
-}
+// capturedEntryBytes is the bookkeeping one captured state is counted at.
+const capturedEntryBytes = 64
+
+// bytes is the memory the cut holds (r.mu held).
+func (c *cut[K]) bytes() int { return c.keys.bytes() + c.capBytes + c.sortBytes }
 
 // Cut marks a consistent cut between two Process calls; see the package
-// doc. It fails with ErrCutPending while an earlier cut is unreleased.
+// doc. It costs O(1): the list of changed keys moves to the cut. It fails
+// with ErrCutPending while an earlier cut is unreleased.
 func (r *Runtime[K]) Cut(ctx context.Context) (streaming.Cut, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -48,7 +51,7 @@ func (r *Runtime[K]) Cut(ctx context.Context) (streaming.Cut, error) {
 		r: r, gen: r.gen, keys: r.dirty, captured: make(map[K][]byte),
 		ctype: r.ctype, cur: append([]byte(nil), r.cur...),
 	}
-	r.dirty = make(map[K]struct{})
+	r.dirty = keyList{}
 	r.gen++
 	r.cut = c
 	r.stats.LastCutStall = time.Since(start)
@@ -57,18 +60,29 @@ func (r *Runtime[K]) Cut(ctx context.Context) (streaming.Cut, error) {
 
 // capture saves e's state aside for the cut (r.mu held).
 func (c *cut[K]) capture(e *entry[K]) error {
-	blob, err := e.inst.AppendSave(make([]byte, 0, 64))
+	if e.absent {
+		c.keep(e.key, nil)
+		return nil
+	}
+	blob, err := e.inst.AppendSave(nil)
 	if err != nil {
 		return fmt.Errorf("keyedstate: copy-on-write of key %v: %w", e.key, err)
 	}
-	c.captured[e.key] = blob
+	c.keep(e.key, blob)
 	return nil
+}
+
+// keep records key's state as of the cut (nil: absent) (r.mu held).
+func (c *cut[K]) keep(key K, blob []byte) {
+	c.captured[key] = blob
+	c.capBytes += len(blob) + capturedEntryBytes
 }
 
 func (c *cut[K]) Cursor() (string, []byte) { return c.ctype, c.cur }
 
-// Release ends the cut. An unsaved cut's keys join the current
-// generation, so the next cut carries them.
+// Release ends the cut. A saved cut's generations become the saved ones;
+// an unsaved cut's keys join the current list of changed keys, so the
+// next cut carries them.
 func (c *cut[K]) Release(saved bool) {
 	r := c.r
 	r.mu.Lock()
@@ -80,53 +94,68 @@ func (c *cut[K]) Release(saved bool) {
 	if r.cut == c {
 		r.cut = nil
 	}
-	if !saved {
-		for k := range c.keys {
-			r.dirty[k] = struct{}{}
-			if e, ok := r.cache[k]; ok && e.gen == c.gen {
-				e.gen = r.gen
+	if saved {
+		r.savedGen = c.gen
+		for k, g := range r.deleted {
+			if g <= c.gen {
+				delete(r.deleted, k)
 			}
 		}
+	} else {
+		r.dirty.addAll(&c.keys)
 	}
-	c.captured = nil
+	c.captured, c.capBytes, c.sorted, c.sortBytes = nil, 0, nil, 0
 }
 
 // chunkVal is where a key's state as of the cut was found.
 type chunkVal struct {
-	src      int // srcArena, srcRef, srcBadger, srcTomb
+	src      int // srcArena, srcRef, srcStored, srcBadger, srcTomb
 	off, end int
 	ref      []byte
 }
 
 const (
-	srcArena = iota
-	srcRef
-	srcBadger
-	srcTomb
+	srcArena  = iota // serialized from the cache into the chunk's arena
+	srcRef           // a copy-on-write state
+	srcStored        // a write-behind value (generation header first)
+	srcBadger        // to read from Badger
+	srcTomb          // absent at the cut
 )
 
 // Pieces emits the cut's keys with their states as of the cut, in key
-// byte order, as pieces of about the configured size. The runtime's lock
-// is held only while one chunk of keys is located (and cached ones are
-// serialized); Badger reads go through a read transaction opened under
-// the lock.
+// byte order, as pieces of about the configured size. The first call
+// sorts the cut's keys (O(n log n) in the changed keys, outside the
+// lock). The runtime's lock is held only while one chunk of keys is
+// located (and cached ones are serialized); Badger reads go through a
+// read transaction opened under the lock.
 func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 	r := c.r
-	if c.sorted == nil {
-		c.sorted = make([]sortedKey[K], 0, len(c.keys))
-		for k := range c.keys {
-			c.sorted = append(c.sorted, sortedKey[K]{kb: r.codec.AppendKey(nil, k), k: k})
-		}
-		slices.SortFunc(c.sorted, func(a, b sortedKey[K]) int { return bytes.Compare(a.kb, b.kb) })
+	r.mu.Lock()
+	sorted := c.sorted
+	r.mu.Unlock()
+	if sorted == nil {
+		sorted = c.keys.sorted()
+		r.mu.Lock()
+		c.sorted, c.sortBytes = sorted, 8*cap(sorted)
+		r.mu.Unlock()
 	}
 	w := pieceWriter{limit: r.cfg.pieceBytes}
 	vals := make([]chunkVal, 0, r.cfg.chunkKeys)
+	keys := make([]K, 0, r.cfg.chunkKeys)
 	var arena, fk []byte
-	for i := 0; i < len(c.sorted); i += r.cfg.chunkKeys {
+	for i := 0; i < len(sorted); i += r.cfg.chunkKeys {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		part := c.sorted[i:min(i+r.cfg.chunkKeys, len(c.sorted))]
+		part := sorted[i:min(i+r.cfg.chunkKeys, len(sorted))]
+		keys = keys[:0]
+		for _, ref := range part {
+			k, err := r.codec.DecodeKey(c.keys.at(ref))
+			if err != nil {
+				return fmt.Errorf("keyedstate: save cut: %w", err)
+			}
+			keys = append(keys, k)
+		}
 		vals = vals[:0]
 		arena = arena[:0]
 		var txn *badger.Txn
@@ -137,16 +166,16 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 			return errors.New("keyedstate: cut released before its pieces were written")
 		}
 		var err error
-		for _, sk := range part {
-			if b, ok := c.captured[sk.k]; ok {
-				if b == nil {
-					vals = append(vals, chunkVal{src: srcTomb})
-				} else {
-					vals = append(vals, chunkVal{src: srcRef, ref: b})
-				}
+		for _, k := range keys {
+			if b, ok := c.captured[k]; ok {
+				vals = append(vals, refOrTomb(b))
 				continue
 			}
-			if e, ok := r.cache[sk.k]; ok {
+			if e, ok := r.cache[k]; ok {
+				if e.absent {
+					vals = append(vals, chunkVal{src: srcTomb})
+					continue
+				}
 				off := len(arena)
 				if arena, err = e.inst.AppendSave(arena); err != nil {
 					break
@@ -154,15 +183,9 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				vals = append(vals, chunkVal{src: srcArena, off: off, end: len(arena)})
 				continue
 			}
-			if b, ok := r.pending[string(sk.kb)]; ok {
-				vals = append(vals, refOrTomb(b))
+			if v, ok := c.stored(k); ok {
+				vals = append(vals, v)
 				continue
-			}
-			if r.flushing != nil {
-				if b, ok := r.flushing[string(sk.kb)]; ok {
-					vals = append(vals, refOrTomb(b))
-					continue
-				}
 			}
 			if txn == nil {
 				txn = r.db.NewTransaction(false)
@@ -179,25 +202,28 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 			}
 			return fmt.Errorf("keyedstate: save cut: %w", err)
 		}
-		for j, sk := range part {
+		for j, ref := range part {
+			kb := c.keys.at(ref)
 			v := vals[j]
 			switch v.src {
 			case srcArena:
-				err = w.add(sk.kb, arena[v.off:v.end], false)
+				err = w.add(kb, arena[v.off:v.end], false)
 			case srcRef:
-				err = w.add(sk.kb, v.ref, false)
+				err = w.add(kb, v.ref, false)
 			case srcTomb:
-				err = w.add(sk.kb, nil, true)
+				err = w.add(kb, nil, true)
+			case srcStored:
+				err = addStored(&w, kb, v.ref)
 			case srcBadger:
-				fk = append(append(fk[:0], r.cfg.prefix...), sk.kb...)
+				fk = append(append(fk[:0], r.cfg.prefix...), kb...)
 				item, gerr := txn.Get(fk)
 				switch {
 				case errors.Is(gerr, badger.ErrKeyNotFound):
-					err = w.add(sk.kb, nil, true)
+					err = w.add(kb, nil, true)
 				case gerr != nil:
-					err = fmt.Errorf("keyedstate: read key %q at the cut: %w", sk.kb, gerr)
+					err = fmt.Errorf("keyedstate: read key %q at the cut: %w", kb, gerr)
 				default:
-					err = item.Value(func(val []byte) error { return w.add(sk.kb, val, false) })
+					err = item.Value(func(val []byte) error { return addStored(&w, kb, val) })
 				}
 			}
 			if err == nil && w.full() {
@@ -218,6 +244,32 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 		return emit(last)
 	}
 	return nil
+}
+
+// stored finds k in the write-behind buffer or the batch in flight
+// (r.mu held).
+func (c *cut[K]) stored(k K) (chunkVal, bool) {
+	r := c.r
+	val, deleted, ok := r.pending.get(k)
+	if !ok && r.flushing != nil {
+		val, deleted, ok = r.flushing.get(k)
+	}
+	switch {
+	case !ok:
+		return chunkVal{}, false
+	case deleted:
+		return chunkVal{src: srcTomb}, true
+	}
+	return chunkVal{src: srcStored, ref: val}, true
+}
+
+// addStored adds a stored value (generation header, then the state).
+func addStored(w *pieceWriter, kb, val []byte) error {
+	blob, _, err := splitStored(val)
+	if err != nil {
+		return fmt.Errorf("keyedstate: stored state of key %q: %w", kb, err)
+	}
+	return w.add(kb, blob, false)
 }
 
 func refOrTomb(b []byte) chunkVal {
@@ -241,15 +293,18 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 		<-r.flushDone
 		r.flushing = nil
 	}
+	r.dropReadTxn()
 	if r.cut != nil {
 		r.cut.released = true
 		r.cut = nil
 	}
 	clear(r.cache)
 	r.ring, r.hand = nil, 0
-	r.pending, r.pendingBytes = make(map[string][]byte), 0
-	r.dirty = make(map[K]struct{})
+	r.pending = newBatch[K]()
+	r.dirty = keyList{}
+	clear(r.deleted)
 	r.gen++
+	r.savedGen = r.gen - 1 // restored state is checkpointed; it is stored with generation 0
 	r.err = nil
 	r.stats.RestoredItems = 0
 	if err := r.db.DropPrefix(r.cfg.prefix); err != nil {
@@ -268,12 +323,19 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 		if err != nil {
 			return fmt.Errorf("keyedstate: restore: %w", err)
 		}
+		arena := make([]byte, 0, len(p)+len(entries)*(len(r.cfg.prefix)+1))
 		for _, e := range entries {
-			key := append(append(make([]byte, 0, len(r.cfg.prefix)+len(e.Key)), r.cfg.prefix...), e.Key...)
+			// Badger holds key and value until the batch commits: one
+			// arena per piece, only ever appended to.
+			start := len(arena)
+			arena = append(append(arena, r.cfg.prefix...), e.Key...)
+			key := arena[start:len(arena):len(arena)]
 			if e.Tombstone {
 				err = wb.Delete(key)
 			} else {
-				err = wb.Set(key, append([]byte(nil), e.State...))
+				start = len(arena)
+				arena = append(append(arena, 0), e.State...) // generation 0: restored
+				err = wb.Set(key, arena[start:len(arena):len(arena)])
 			}
 			if err != nil {
 				return fmt.Errorf("keyedstate: restore key %q: %w", e.Key, err)

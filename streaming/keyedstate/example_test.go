@@ -20,15 +20,23 @@ func Example() {
 		Input("value").
 		Node("smooth", func() streaming.Operator { return ops.NewSMA(2) }, "value").
 		Build()
+	const budget = 16 << 20 // the runtime and its Badger together
 	openDB := func() *badger.DB {
-		db, _ := badger.Open(badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).WithMemTableSize(4 << 20).WithValueThreshold(64 << 10))
+		// In production: keyedstate.BadgerOptions(dir, budget).
+		db, err := badger.Open(keyedstate.BadgerOptions("", budget).WithInMemory(true).WithLogger(nil))
+		if err != nil {
+			panic(err)
+		}
 		return db
 	}
 	durable := memory.New() // a StateStore and CursorStore; use files or badger in production
 
 	db := openDB()
 	defer db.Close()
-	rt, _ := keyedstate.New[string](g, keyedstate.StringKeys{}, db, keyedstate.WithMemoryBudget(16<<20), keyedstate.WithWriteBatchBytes(1<<20))
+	rt, err := keyedstate.New[string](g, keyedstate.StringKeys{}, db, keyedstate.WithMemoryBudget(budget), keyedstate.WithWriteBatchBytes(1<<20))
+	if err != nil {
+		panic(err)
+	}
 	cp, _ := streaming.NewCheckpointer("sensors/0", rt, durable, durable)
 	readings := []struct {
 		sensor string
@@ -45,7 +53,10 @@ func Example() {
 	// The worker restarts: restore, then resume after the cursor.
 	db2 := openDB()
 	defer db2.Close()
-	rt2, _ := keyedstate.New[string](g, keyedstate.StringKeys{}, db2, keyedstate.WithMemoryBudget(16<<20), keyedstate.WithWriteBatchBytes(1<<20))
+	rt2, err := keyedstate.New[string](g, keyedstate.StringKeys{}, db2, keyedstate.WithMemoryBudget(budget), keyedstate.WithWriteBatchBytes(1<<20))
+	if err != nil {
+		panic(err)
+	}
 	defer rt2.Close()
 	cp2, _ := streaming.NewCheckpointer("sensors/0", rt2, durable, durable)
 	info, err := cp2.Restore(ctx)

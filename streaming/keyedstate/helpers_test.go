@@ -3,6 +3,7 @@ package keyedstate_test
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"testing"
 
@@ -13,11 +14,20 @@ import (
 	"github.com/tflo-io/tflo/streaming/ops"
 )
 
+// testDBBytes is what the test DB's memtables and caches take, which a
+// runtime over it counts in its budget.
+const testDBBytes = 2*(2<<20) + (1 << 20) + (512 << 10)
+
+// testDBOptions is an in-memory Badger of testDBBytes.
+func testDBOptions() badger.Options {
+	return badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).
+		WithMemTableSize(2 << 20).WithNumMemtables(2).WithBlockCacheSize(1 << 20).WithIndexCacheSize(512 << 10).
+		WithValueThreshold(64 << 10)
+}
+
 func openDB(t testing.TB) *badger.DB {
 	t.Helper()
-	opts := badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).
-		WithMemTableSize(8 << 20).WithNumMemtables(2).WithBlockCacheSize(8 << 20).WithIndexCacheSize(4 << 20)
-	db, err := badger.Open(opts)
+	db, err := badger.Open(testDBOptions())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
@@ -124,8 +134,19 @@ func small(keys int) []keyedstate.Option {
 	return []keyedstate.Option{
 		keyedstate.WithEntryBytes(1000),
 		keyedstate.WithWriteBatchBytes(4 << 10),
-		keyedstate.WithMemoryBudget(int64(keys)*1000 + 8<<10),
+		keyedstate.WithMemoryBudget(int64(keys)*1000 + 8<<10 + testDBBytes),
 		keyedstate.WithPieceBytes(2 << 10),
 		keyedstate.WithSaveChunk(16),
+	}
+}
+
+// piecesSeq yields pieces as a checkpoint's piece sequence.
+func piecesSeq(pieces [][]byte) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		for _, p := range pieces {
+			if !yield(p, nil) {
+				return
+			}
+		}
 	}
 }

@@ -14,6 +14,7 @@ type config struct {
 	pieceBytes      int
 	prefix          []byte
 	chunkKeys       int
+	dbShare         int
 }
 
 func defaultConfig() config {
@@ -23,6 +24,7 @@ func defaultConfig() config {
 		pieceBytes:      1 << 20,
 		prefix:          []byte("keyedstate/"),
 		chunkKeys:       256,
+		dbShare:         1,
 	}
 }
 
@@ -33,8 +35,8 @@ func (c *config) validate() error {
 	if c.writeBatchBytes <= 0 {
 		return fmt.Errorf("keyedstate: write batch size %d bytes must be positive", c.writeBatchBytes)
 	}
-	if int64(2*c.writeBatchBytes) >= c.budget {
-		return fmt.Errorf("keyedstate: memory budget %d bytes must exceed two write batches (2×%d bytes): one is filled while the other is written", c.budget, c.writeBatchBytes)
+	if c.dbShare < 1 {
+		return fmt.Errorf("keyedstate: DB share %d must be at least 1", c.dbShare)
 	}
 	if c.pieceBytes <= 0 {
 		return fmt.Errorf("keyedstate: piece size %d bytes must be positive", c.pieceBytes)
@@ -48,11 +50,18 @@ func (c *config) validate() error {
 	return nil
 }
 
-// WithMemoryBudget sets the bytes the cache and the write-behind buffers
-// may use (default 64 MiB). The cache holds (budget − 2 × write batch) /
-// entry bytes instances. The set of keys changed since the last cut is
-// not counted (about 16 bytes plus the key per changed key).
+// WithMemoryBudget sets the memory the runtime and its Badger database
+// may use (default 64 MiB); see the package doc for what it covers.
+// Badger's memtables and caches are read from the DB's options (open it
+// with BadgerOptions(dir, bytes) to size them from the same budget); two
+// write-behind batches are reserved; the rest holds the cache, the keys
+// changed since the last cut and a pending cut's copy-on-write states.
 func WithMemoryBudget(bytes int64) Option { return func(c *config) { c.budget = bytes } }
+
+// WithDBShare says the DB is shared by n runtimes (one per partition,
+// each under its own prefix, each given its part of the budget): each
+// counts 1/n of Badger's memtables and caches. Default 1.
+func WithDBShare(n int) Option { return func(c *config) { c.dbShare = n } }
 
 // WithEntryBytes sets the memory one cached key costs (default: measured
 // at construction by building instances of the graph, plus map overhead).

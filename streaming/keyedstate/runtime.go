@@ -1,6 +1,7 @@
 package keyedstate
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -16,12 +17,13 @@ import (
 // rest in Badger. See the package doc for memory, checkpoints and
 // concurrency.
 type Runtime[K comparable] struct {
-	g        *streaming.Graph
-	codec    KeyCodec[K]
-	db       *badger.DB
-	cfg      config
-	capacity int
-	entrySz  int
+	g       *streaming.Graph
+	codec   KeyCodec[K]
+	db      *badger.DB
+	cfg     config
+	entrySz int
+	dbBytes int64 // Badger's memtables and caches counted in the budget
+	avail   int64 // budget − dbBytes − two write batches: cache + changed keys + cut
 
 	mu     sync.Mutex
 	tx     Tx[K]
@@ -32,18 +34,24 @@ type Runtime[K comparable] struct {
 	ring  []*entry[K] // CLOCK ring of every entry, live or free
 	hand  int
 
-	gen   uint64         // current generation; keys changed in it are in dirty
-	dirty map[K]struct{} // keys changed since the last cut
-	cut   *cut[K]        // the pending cut, or nil
-	ctype string         // cursor of the last applied record
-	cur   []byte
+	// Generations: every change is stamped with the generation it happened
+	// in (entry.gen, the header of a stored state, deleted). A cut closes
+	// the current generation. Changes of generations up to savedGen are in
+	// a saved checkpoint; a pending cut holds those in (savedGen, cut.gen].
+	gen      uint64
+	savedGen uint64
+	dirty    keyList      // keys changed in generations > savedGen not held by a pending cut
+	deleted  map[K]uint64 // keys deleted in generations > savedGen: the generation
+	cut      *cut[K]      // the pending cut, or nil
+	ctype    string       // cursor of the last applied record
+	cur      []byte
 
-	pending      map[string][]byte // write-behind: encoded key -> state (nil: deleted)
-	pendingBytes int
-	flushing     map[string][]byte // the batch the flusher is writing, or nil
-	flushCh      chan map[string][]byte
-	flushDone    chan error
-	loopDone     chan struct{}
+	pending   *batch[K] // write-behind: states of evicted or deleted keys
+	flushing  *batch[K] // the batch the flusher is writing, or nil
+	flushCh   chan *batch[K]
+	flushDone chan error
+	loopDone  chan struct{}
+	rtxn      *badger.Txn // read transaction of the hot path, renewed after every flush
 
 	keyBuf []byte
 	fkBuf  []byte
@@ -62,29 +70,40 @@ type entry[K comparable] struct {
 	live    bool   // in the cache
 	ref     bool   // CLOCK reference bit
 	changed bool   // state differs from the stored copy (buffer or Badger)
-	gen     uint64 // generation in which the key was last marked changed
+	absent  bool   // loaded as a key with no state (never seen or deleted), not changed since
+	gen     uint64 // generation of the key's last change (0: none since a restore)
 }
 
 // Stats are counters for tests, benchmarks and metrics.
 type Stats struct {
 	Cached        int           // keys in the cache
-	Capacity      int           // most keys the cache holds
+	Capacity      int           // most keys the cache holds now (shrinks while changed keys and a cut take memory)
 	EntryBytes    int           // memory one cached key is counted at
 	Hits, Misses  uint64        // cache lookups
 	Evictions     uint64        // keys evicted from the cache
 	Flushes       uint64        // write-behind batches handed to the flusher
 	FlushWaits    uint64        // times the hot path waited for the flusher
 	PendingBytes  int           // bytes in the write-behind buffer
-	DirtyKeys     int           // keys changed since the last cut
+	DirtyKeys     int           // keys recorded as changed since the last saved cut and not in a pending one
 	CutPending    bool          // a cut is pending
 	CapturedKeys  int           // states saved aside by copy-on-write for the pending cut
 	LastCutStall  time.Duration // how long marking the last cut held the lock
 	SaveHoldMax   time.Duration // longest the saver held the lock for one chunk of keys
 	RestoredItems uint64        // entries written by the last Restore
+	Rejected      uint64        // records an operator refused (streaming.Rejected), counted by Tx.Eval
+
+	// Memory, in bytes, as counted against the budget.
+	Budget       int64 // WithMemoryBudget
+	BadgerBytes  int64 // Badger's memtables and caches (this runtime's share)
+	CacheBytes   int64 // cache entries, live or free
+	ChangedBytes int64 // changed-key lists, deleted keys, a pending cut's sorted keys and copied states
 }
 
 // New returns a Runtime over g whose overflow lives in db under the
-// configured prefix. db is not closed by Close.
+// configured prefix. db is not closed by Close. The memory budget
+// (WithMemoryBudget) covers Badger's memtables and caches as db is
+// configured (see BadgerOptions and WithDBShare); New fails when they and
+// two write batches leave no room for a cached key.
 func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opts ...Option) (*Runtime[K], error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -100,17 +119,19 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 	if sz == 0 {
 		sz = measureEntryBytes[K](g)
 	}
-	capacity := int((cfg.budget - int64(2*cfg.writeBatchBytes)) / int64(sz))
-	if capacity < 1 {
-		return nil, fmt.Errorf("keyedstate: memory budget %d bytes holds no key of %d bytes after two write batches of %d bytes", cfg.budget, sz, cfg.writeBatchBytes)
+	dbBytes := badgerBytes(db.Opts()) / int64(cfg.dbShare)
+	avail := cfg.budget - dbBytes - int64(2*cfg.writeBatchBytes)
+	if avail < int64(sz) {
+		return nil, fmt.Errorf("keyedstate: memory budget %d bytes holds no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget) and two write batches of %d bytes",
+			cfg.budget, sz, dbBytes, cfg.writeBatchBytes)
 	}
 	r := &Runtime[K]{
-		g: g, codec: codec, db: db, cfg: cfg, capacity: capacity, entrySz: sz,
-		cache:     make(map[K]*entry[K], min(capacity, 1<<16)),
+		g: g, codec: codec, db: db, cfg: cfg, entrySz: sz, dbBytes: dbBytes, avail: avail,
+		cache:     make(map[K]*entry[K], min(avail/int64(sz), 1<<16)),
 		gen:       1,
-		dirty:     make(map[K]struct{}),
-		pending:   make(map[string][]byte),
-		flushCh:   make(chan map[string][]byte, 1),
+		deleted:   make(map[K]uint64),
+		pending:   newBatch[K](),
+		flushCh:   make(chan *batch[K], 1),
 		flushDone: make(chan error, 1),
 		loopDone:  make(chan struct{}),
 	}
@@ -154,8 +175,33 @@ func measureEntryBytes[K comparable](g *streaming.Graph) int {
 	return max(live, allocated) + max(int(unsafe.Sizeof(k))-8, 0)
 }
 
-// Capacity returns the most keys the cache holds.
-func (r *Runtime[K]) Capacity() int { return r.capacity }
+// deletedEntryBytes is what one entry of the deleted map is counted at.
+func deletedEntryBytes[K comparable]() int {
+	var k K
+	return int(unsafe.Sizeof(k)) + 8 + 16
+}
+
+// changedBytes is the memory of the change bookkeeping (r.mu held).
+func (r *Runtime[K]) changedBytes() int64 {
+	n := r.dirty.bytes() + len(r.deleted)*deletedEntryBytes[K]()
+	if c := r.cut; c != nil {
+		n += c.bytes()
+	}
+	return int64(n)
+}
+
+// capacity is the most entries the cache may hold now (r.mu held): what
+// the budget leaves after the change bookkeeping, at least one.
+func (r *Runtime[K]) capacity() int {
+	return int(max((r.avail-r.changedBytes())/int64(r.entrySz), 1))
+}
+
+// Capacity returns the most keys the cache holds now.
+func (r *Runtime[K]) Capacity() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.capacity()
+}
 
 // Graph returns the template graph.
 func (r *Runtime[K]) Graph() *streaming.Graph { return r.g }
@@ -201,7 +247,9 @@ func (r *Runtime[K]) Apply(key K, ts int64, cursorType string, cursor []byte, in
 }
 
 // Eval runs one record of key through its instance (loading it from the
-// write-behind buffer or Badger on a miss) and returns the instance.
+// write-behind buffer or Badger on a miss) and returns the instance. A
+// record some operator refused (Instance.Rejected() > 0) is counted in
+// Stats.Rejected.
 func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming.Instance, error) {
 	r := tx.r
 	e, ok := r.cache[key]
@@ -221,6 +269,9 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 	}
 	e.inst.Eval(ts, inputs...)
 	e.changed = true
+	if e.inst.Rejected() > 0 {
+		r.stats.Rejected++
+	}
 	return e.inst, nil
 }
 
@@ -231,66 +282,74 @@ func (tx *Tx[K]) SetCursor(cursorType string, cursor []byte) {
 	tx.r.cur = append(tx.r.cur[:0], cursor...)
 }
 
+// inCut reports whether a change of generation gen belongs to the pending
+// cut (r.mu held).
+func (r *Runtime[K]) inCut(gen uint64) bool {
+	return r.cut != nil && gen > r.savedGen && gen <= r.cut.gen
+}
+
 // Delete forgets key and its state; the next checkpoint records the
 // deletion.
 func (tx *Tx[K]) Delete(key K) error {
 	r := tx.r
+	kb := r.keyBytes(key)
+	var gen uint64
 	if e, ok := r.cache[key]; ok {
-		if c := r.cut; c != nil && e.gen == c.gen {
-			if err := c.capture(e); err != nil {
+		gen = e.gen
+		if r.inCut(gen) {
+			if err := r.cut.capture(e); err != nil {
 				return err
 			}
 		}
 		delete(r.cache, key)
-		e.live, e.changed, e.gen = false, false, 0
+		e.live, e.changed, e.absent, e.gen = false, false, false, 0
 		e.inst.Reset()
-	} else if c := r.cut; c != nil && r.genOf(key) == c.gen {
-		// Save the cut's state aside before the deletion hides it.
-		kb := r.codec.AppendKey(r.keyBuf[:0], key)
-		r.keyBuf = kb
-		blob, found, err := r.lookupStored(kb)
+	} else {
+		blob, found, sgen, err := r.lookupStored(key, kb)
 		if err != nil {
 			return err
 		}
-		if found {
-			c.captured[key] = append([]byte(nil), blob...)
-		} else {
-			c.captured[key] = nil
+		gen = sgen
+		if !found {
+			gen = r.deleted[key]
+		}
+		if r.inCut(gen) {
+			// Save the cut's state aside before the deletion hides it.
+			var b []byte
+			if found {
+				b = append([]byte(nil), blob...)
+			}
+			r.cut.keep(key, b)
 		}
 	}
-	kb := r.codec.AppendKey(r.keyBuf[:0], key)
-	r.keyBuf = kb
-	r.bufferWrite(kb, nil)
-	r.dirty[key] = struct{}{}
+	if gen != r.gen {
+		r.dirty.add(kb)
+	}
+	r.deleted[key] = r.gen
+	r.bufferDelete(key)
 	return nil
 }
 
-// markChanged adds e's key to the current generation, first saving aside
-// its state as of a pending cut that contains it (copy-on-write).
+// markChanged stamps e with the current generation, recording its key as
+// changed and first saving aside its state as of a pending cut that holds
+// it (copy-on-write).
 func (r *Runtime[K]) markChanged(e *entry[K]) error {
-	if c := r.cut; c != nil && e.gen == c.gen {
-		if err := c.capture(e); err != nil {
+	if r.inCut(e.gen) {
+		if err := r.cut.capture(e); err != nil {
 			return err
 		}
 	}
-	e.gen = r.gen
-	r.dirty[e.key] = struct{}{}
+	r.dirty.add(r.keyBytes(e.key))
+	if e.absent && len(r.deleted) > 0 {
+		delete(r.deleted, e.key) // it exists again: its entry carries the generation
+	}
+	e.gen, e.absent = r.gen, false
 	return nil
 }
 
-// genOf returns the generation a key loaded from storage belongs to.
-func (r *Runtime[K]) genOf(key K) uint64 {
-	if _, ok := r.dirty[key]; ok {
-		return r.gen
-	}
-	if c := r.cut; c != nil {
-		if _, ok := c.keys[key]; ok {
-			if _, captured := c.captured[key]; !captured {
-				return c.gen
-			}
-		}
-	}
-	return 0
+func (r *Runtime[K]) keyBytes(key K) []byte {
+	r.keyBuf = r.codec.AppendKey(r.keyBuf[:0], key)
+	return r.keyBuf
 }
 
 // load brings key into the cache (a miss).
@@ -301,9 +360,8 @@ func (r *Runtime[K]) load(key K) (*entry[K], error) {
 	if err != nil {
 		return nil, err
 	}
-	kb := r.codec.AppendKey(r.keyBuf[:0], key)
-	r.keyBuf = kb
-	blob, found, err := r.lookupStored(kb)
+	kb := r.keyBytes(key)
+	blob, found, gen, err := r.lookupStored(key, kb)
 	if err != nil {
 		return nil, err
 	}
@@ -314,27 +372,56 @@ func (r *Runtime[K]) load(key K) (*entry[K], error) {
 		}
 	} else {
 		e.inst.Reset()
+		gen = r.deleted[key]
 	}
-	e.key, e.live, e.ref, e.changed = key, true, true, false
-	e.gen = r.genOf(key)
+	// A new entry starts unreferenced: a key seen once leaves at the next
+	// sweep, and one seen again earns its reference bit like the others.
+	e.key, e.live, e.ref, e.changed, e.absent, e.gen = key, true, false, false, !found, gen
 	r.cache[key] = e
 	return e, nil
 }
 
 // slot returns a free entry, evicting the coldest live one when the cache
-// is full.
+// is at its capacity, and dropping entries while it is above it (the
+// change bookkeeping grew since they were made).
 func (r *Runtime[K]) slot() (*entry[K], error) {
-	if len(r.ring) < r.capacity {
+	capacity := r.capacity()
+	for len(r.ring) > capacity {
+		e, err := r.victim()
+		if err != nil {
+			return nil, err
+		}
+		// Drop the entry: swap the last one into its place.
+		i := r.hand - 1
+		if i < 0 {
+			i = len(r.ring) - 1
+		}
+		last := len(r.ring) - 1
+		r.ring[i] = r.ring[last]
+		r.ring[last] = nil
+		r.ring = r.ring[:last]
+		if r.hand > len(r.ring) {
+			r.hand = 0
+		}
+		_ = e
+	}
+	if len(r.ring) < capacity {
 		e := &entry[K]{inst: r.g.NewInstance()}
 		r.ring = append(r.ring, e)
 		return e, nil
 	}
+	return r.victim()
+}
+
+// victim advances the CLOCK hand to a free entry or an unreferenced live
+// one, evicts it and returns it; the hand is left just past it.
+func (r *Runtime[K]) victim() (*entry[K], error) {
 	for {
-		e := r.ring[r.hand]
-		r.hand++
-		if r.hand == len(r.ring) {
+		if r.hand >= len(r.ring) {
 			r.hand = 0
 		}
+		e := r.ring[r.hand]
+		r.hand++
 		if !e.live {
 			return e, nil
 		}
@@ -354,13 +441,9 @@ func (r *Runtime[K]) slot() (*entry[K], error) {
 // untouched since, so the saver can read it from the buffer or Badger.
 func (r *Runtime[K]) evict(e *entry[K]) error {
 	if e.changed {
-		blob, err := e.inst.AppendSave(make([]byte, 0, 64))
-		if err != nil {
+		if err := r.bufferState(e); err != nil {
 			return fmt.Errorf("keyedstate: evict key %v: %w", e.key, err)
 		}
-		kb := r.codec.AppendKey(r.keyBuf[:0], e.key)
-		r.keyBuf = kb
-		r.bufferWrite(kb, blob)
 	}
 	delete(r.cache, e.key)
 	e.live, e.changed = false, false
@@ -368,18 +451,65 @@ func (r *Runtime[K]) evict(e *entry[K]) error {
 	return nil
 }
 
-// bufferWrite adds a write (nil state: a deletion) to the write-behind
-// buffer and hands a full buffer to the flusher.
-func (r *Runtime[K]) bufferWrite(kb, state []byte) {
-	old, had := r.pending[string(kb)]
-	if had {
-		r.pendingBytes -= len(old)
-	} else {
-		r.pendingBytes += len(kb) + 48
+// batch is a write-behind buffer: per key, where its stored value (a
+// uvarint generation, then the instance's state blob) is in one
+// append-only arena, or that it was deleted. Arena bytes are never
+// rewritten, so a slice of it stays valid for whoever holds it.
+type batch[K comparable] struct {
+	idx   map[K]span
+	arena []byte
+	bytes int
+}
+
+type span struct {
+	off, end int
+	del      bool
+}
+
+func newBatch[K comparable]() *batch[K] { return &batch[K]{idx: make(map[K]span)} }
+
+// batchEntryBytes is the bookkeeping one key of a batch is counted at.
+const batchEntryBytes = 64
+
+func (b *batch[K]) get(key K) (val []byte, deleted, ok bool) {
+	s, ok := b.idx[key]
+	if !ok {
+		return nil, false, false
 	}
-	r.pending[string(kb)] = state
-	r.pendingBytes += len(state)
-	if r.pendingBytes >= r.cfg.writeBatchBytes {
+	return b.arena[s.off:s.end], s.del, true
+}
+
+func (b *batch[K]) put(key K, s span) {
+	if _, had := b.idx[key]; !had {
+		b.bytes += batchEntryBytes
+	}
+	b.idx[key] = s
+}
+
+// bufferState writes e's state, stamped with its generation, behind.
+func (r *Runtime[K]) bufferState(e *entry[K]) error {
+	b := r.pending
+	off := len(b.arena)
+	b.arena = binary.AppendUvarint(b.arena, e.gen)
+	var err error
+	if b.arena, err = e.inst.AppendSave(b.arena); err != nil {
+		b.arena = b.arena[:off]
+		return err
+	}
+	b.bytes += len(b.arena) - off
+	b.put(e.key, span{off: off, end: len(b.arena)})
+	r.maybeFlush()
+	return nil
+}
+
+// bufferDelete writes key's deletion behind.
+func (r *Runtime[K]) bufferDelete(key K) {
+	r.pending.put(key, span{off: len(r.pending.arena), end: len(r.pending.arena), del: true})
+	r.maybeFlush()
+}
+
+func (r *Runtime[K]) maybeFlush() {
+	if r.pending.bytes >= r.cfg.writeBatchBytes {
 		r.startFlush()
 	}
 }
@@ -387,7 +517,7 @@ func (r *Runtime[K]) bufferWrite(kb, state []byte) {
 // startFlush hands the buffer to the flusher, first waiting for the batch
 // before it (at most one batch in flight: back-pressure, not a queue).
 func (r *Runtime[K]) startFlush() {
-	if len(r.pending) == 0 {
+	if len(r.pending.idx) == 0 {
 		return
 	}
 	if r.flushing != nil {
@@ -395,16 +525,26 @@ func (r *Runtime[K]) startFlush() {
 		r.finishFlush(<-r.flushDone)
 	}
 	r.flushing = r.pending
-	r.pending = make(map[string][]byte, len(r.flushing))
-	r.pendingBytes = 0
+	r.pending = newBatch[K]()
 	r.stats.Flushes++
 	r.flushCh <- r.flushing
 }
 
+// finishFlush ends the flush in flight. The hot path's read transaction
+// began before the batch was written, so it is dropped: the next lookup
+// opens one that sees the batch in Badger.
 func (r *Runtime[K]) finishFlush(err error) {
 	r.flushing = nil
+	r.dropReadTxn()
 	if err != nil && r.err == nil {
 		r.err = fmt.Errorf("keyedstate: write-behind flush: %w", err)
+	}
+}
+
+func (r *Runtime[K]) dropReadTxn() {
+	if r.rtxn != nil {
+		r.rtxn.Discard()
+		r.rtxn = nil
 	}
 }
 
@@ -424,22 +564,27 @@ func (r *Runtime[K]) pollFlush() {
 // Close).
 func (r *Runtime[K]) flushLoop() {
 	defer close(r.loopDone)
-	for batch := range r.flushCh {
-		r.flushDone <- r.writeBatch(batch)
+	for b := range r.flushCh {
+		r.flushDone <- r.writeBatch(b)
 	}
 }
 
-func (r *Runtime[K]) writeBatch(batch map[string][]byte) error {
+func (r *Runtime[K]) writeBatch(b *batch[K]) error {
 	wb := r.db.NewWriteBatch()
 	defer wb.Cancel()
-	for k, v := range batch {
-		key := make([]byte, 0, len(r.cfg.prefix)+len(k))
-		key = append(append(key, r.cfg.prefix...), k...)
+	// Badger holds the key and value slices until the batch is flushed:
+	// keys go into an arena that is only ever appended to.
+	var keys []byte
+	for k, s := range b.idx {
+		start := len(keys)
+		keys = append(keys, r.cfg.prefix...)
+		keys = r.codec.AppendKey(keys, k)
+		key := keys[start:len(keys):len(keys)]
 		var err error
-		if v == nil {
+		if s.del {
 			err = wb.Delete(key)
 		} else {
-			err = wb.Set(key, v)
+			err = wb.Set(key, b.arena[s.off:s.end:s.end])
 		}
 		if err != nil {
 			return err
@@ -454,34 +599,46 @@ func (r *Runtime[K]) fullKey(kb []byte) []byte {
 }
 
 // lookupStored finds a key's stored state: write-behind buffer, the batch
-// in flight, then Badger. The returned slice is valid until the next
-// lookup.
-func (r *Runtime[K]) lookupStored(kb []byte) ([]byte, bool, error) {
-	if b, ok := r.pending[string(kb)]; ok {
-		return b, b != nil, nil
+// in flight, then Badger, and the generation it was written in. The
+// returned slice is valid until the next lookup.
+func (r *Runtime[K]) lookupStored(key K, kb []byte) (blob []byte, found bool, gen uint64, err error) {
+	val, deleted, ok := r.pending.get(key)
+	if !ok && r.flushing != nil {
+		val, deleted, ok = r.flushing.get(key)
 	}
-	if r.flushing != nil {
-		if b, ok := r.flushing[string(kb)]; ok {
-			return b, b != nil, nil
+	if !ok {
+		if r.rtxn == nil {
+			r.rtxn = r.db.NewTransaction(false)
 		}
+		item, gerr := r.rtxn.Get(r.fullKey(kb))
+		if errors.Is(gerr, badger.ErrKeyNotFound) {
+			return nil, false, 0, nil
+		}
+		if gerr == nil {
+			r.valBuf, gerr = item.ValueCopy(r.valBuf[:0])
+		}
+		if gerr != nil {
+			return nil, false, 0, fmt.Errorf("keyedstate: read key %q: %w", kb, gerr)
+		}
+		val = r.valBuf
+	} else if deleted {
+		return nil, false, 0, nil
 	}
-	found := false
-	err := r.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(r.fullKey(kb))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
-		r.valBuf, err = item.ValueCopy(r.valBuf[:0])
-		return err
-	})
+	blob, gen, err = splitStored(val)
 	if err != nil {
-		return nil, false, fmt.Errorf("keyedstate: read key %q: %w", kb, err)
+		return nil, false, 0, fmt.Errorf("keyedstate: stored state of key %q: %w", kb, err)
 	}
-	return r.valBuf, found, nil
+	return blob, true, gen, nil
+}
+
+// splitStored splits a stored value into the instance's state and the
+// generation of its last change.
+func splitStored(val []byte) ([]byte, uint64, error) {
+	gen, n := binary.Uvarint(val)
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("stored value of %d bytes has no generation header: %w", len(val), streaming.ErrCorrupt)
+	}
+	return val[n:], gen, nil
 }
 
 // Flush writes the write-behind buffer to Badger and waits for it.
@@ -510,6 +667,7 @@ func (r *Runtime[K]) Close() error {
 	if r.flushing != nil {
 		r.finishFlush(<-r.flushDone)
 	}
+	r.dropReadTxn()
 	r.closed = true
 	close(r.flushCh)
 	err := r.err
@@ -524,14 +682,18 @@ func (r *Runtime[K]) Stats() Stats {
 	defer r.mu.Unlock()
 	s := r.stats
 	s.Cached = len(r.cache)
-	s.Capacity = r.capacity
+	s.Capacity = r.capacity()
 	s.EntryBytes = r.entrySz
-	s.PendingBytes = r.pendingBytes
-	s.DirtyKeys = len(r.dirty)
+	s.PendingBytes = r.pending.bytes
+	s.DirtyKeys = r.dirty.n
 	if r.cut != nil {
 		s.CutPending = true
 		s.CapturedKeys = len(r.cut.captured)
 	}
+	s.Budget = r.cfg.budget
+	s.BadgerBytes = r.dbBytes
+	s.CacheBytes = int64(len(r.ring)) * int64(r.entrySz)
+	s.ChangedBytes = r.changedBytes()
 	return s
 }
 
@@ -545,9 +707,7 @@ func (r *Runtime[K]) Get(key K) ([]byte, bool, error) {
 		b, err := e.inst.AppendSave(make([]byte, 0, 64))
 		return b, true, err
 	}
-	kb := r.codec.AppendKey(r.keyBuf[:0], key)
-	r.keyBuf = kb
-	b, found, err := r.lookupStored(kb)
+	b, found, _, err := r.lookupStored(key, r.keyBytes(key))
 	if err != nil || !found {
 		return nil, false, err
 	}

@@ -47,7 +47,10 @@ func TestRuntimeValidation(t *testing.T) {
 		opts []keyedstate.Option
 		want string
 	}{
-		{"budget below two batches", []keyedstate.Option{keyedstate.WithMemoryBudget(1 << 20), keyedstate.WithWriteBatchBytes(1 << 20)}, "must exceed two write batches"},
+		{"budget below two batches", []keyedstate.Option{keyedstate.WithMemoryBudget(testDBBytes + 2<<20), keyedstate.WithWriteBatchBytes(1 << 20)}, "two write batches of 1048576 bytes"},
+		{"budget below Badger's memory", []keyedstate.Option{keyedstate.WithMemoryBudget(testDBBytes), keyedstate.WithEntryBytes(100)},
+			"after Badger's memtables and caches (5767168 bytes; open the DB with keyedstate.BadgerOptions"},
+		{"zero DB share", []keyedstate.Option{keyedstate.WithDBShare(0)}, "DB share 0"},
 		{"zero budget", []keyedstate.Option{keyedstate.WithMemoryBudget(0)}, "memory budget 0 bytes"},
 		{"no room for a key", []keyedstate.Option{keyedstate.WithMemoryBudget(3 << 10), keyedstate.WithWriteBatchBytes(1 << 10), keyedstate.WithEntryBytes(5000)}, "holds no key"},
 		{"zero piece", []keyedstate.Option{keyedstate.WithPieceBytes(0)}, "piece size 0"},
@@ -65,7 +68,8 @@ func TestMeasuredEntryBytes(t *testing.T) {
 	st := rt.Stats()
 	require.Greater(t, st.EntryBytes, 100, "an instance with two SMAs costs more than 100 bytes")
 	require.Less(t, st.EntryBytes, 10_000)
-	require.Equal(t, int((64<<20-2*(4<<20))/st.EntryBytes), st.Capacity)
+	require.Equal(t, int((64<<20-testDBBytes-2*(4<<20))/st.EntryBytes), st.Capacity)
+	require.Equal(t, int64(testDBBytes), st.BadgerBytes)
 }
 
 func checkpointer(t testing.TB, rt *keyedstate.Runtime[string], st durableStore, opts ...streaming.CheckpointerOption) *streaming.Checkpointer {
