@@ -242,9 +242,10 @@ func (s ArchiveSink) OpenSink(_ context.Context, env SinkEnv) (streaming.Sink, e
 
 // sinkSet fans a shard's outputs out to the pipeline's sinks.
 type sinkSet struct {
-	sinks []streaming.Sink
-	mu    sync.Mutex
-	err   error // first failed Write: fails every later Flush
+	sinks  []streaming.Sink
+	mu     sync.Mutex
+	err    error // first failed Write: fails every later Flush
+	closed bool
 }
 
 func (m *sinkSet) write(ctx context.Context, outs []streaming.Output) {
@@ -302,7 +303,15 @@ func (m *sinkSet) restore(ctx context.Context, shard streaming.ShardID, epoch st
 	return nil
 }
 
+// close closes every sink once; later calls do nothing.
 func (m *sinkSet) close(ctx context.Context) error {
+	m.mu.Lock()
+	done := m.closed
+	m.closed = true
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
 	var errs []error
 	for _, s := range m.sinks {
 		if err := s.Close(ctx); err != nil {

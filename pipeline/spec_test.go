@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,5 +139,4 @@ func TestValidateSentences(t *testing.T) {
 	for _, w := range []string{"the name must be", "source.mqtt.servers is empty", `dead_letter_topic "sensors/dlq" matches the subscription "sensors/#"`, "graph has no nodes"} {
 		require.Contains(t, err.Error(), w)
 	}
-	fmt.Sprint(err)
 }

@@ -34,6 +34,10 @@ type Assignment struct {
 	Epoch streaming.Epoch
 	// Group is the consumer group.
 	Group string
+	// TopicPartitions is how many partitions the partition's topic has
+	// (0 when the metadata request failed): the most shards a member can
+	// own, which a runtime divides its memory budget by.
+	TopicPartitions int
 	// Cursors commits offsets to the group: the cursor stage of the
 	// partition's checkpoints. The broker fences a member that left the
 	// generation (streaming.ErrFenced).

@@ -145,6 +145,7 @@ func TestPartitionsHandOffThroughTheRuntime(t *testing.T) {
 		require.Equal(t, "central", o.Group)
 		require.NotNil(t, o.Cursors)
 		require.Positive(t, o.Epoch)
+		require.Equal(t, parts, o.TopicPartitions)
 	}
 	require.Greater(t, len(l.opens), parts, "some partition moved: %v", l.events)
 	t.Log(l.events)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -20,8 +21,9 @@ type Source struct {
 	cfg    sourceConfig
 	router *KafkaShardRouter
 
-	mu      sync.Mutex // guards parts, cl, cancel, fatal
+	mu      sync.Mutex // guards parts, cl, cancel, fatal, nparts
 	parts   map[Partition]*partition
+	nparts  map[string]int // partition count per topic, once known
 	cl      *kgo.Client
 	cancel  context.CancelFunc
 	fatal   error
@@ -48,7 +50,7 @@ func NewSource(opts ...SourceOption) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, router: NewKafkaShardRouter(), parts: map[Partition]*partition{}, runDone: make(chan struct{}), dlqInflight: newBarrier()}, nil
+	return &Source{cfg: cfg, router: NewKafkaShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{}, runDone: make(chan struct{}), dlqInflight: newBarrier()}, nil
 }
 
 // Router returns the member's shard router.
@@ -294,6 +296,7 @@ func (s *Source) openHandled(ctx context.Context, cl *kgo.Client, p Partition, e
 		Partition:        p,
 		Epoch:            epoch,
 		Group:            s.cfg.group,
+		TopicPartitions:  s.topicPartitions(rctx, cl, p.Topic),
 		Cursors:          NewGroupCursorStore(cl, s.cfg.group),
 		DeadLetter:       s.deadLetter,
 		FlushDeadLetters: s.flushDeadLetters,
@@ -307,6 +310,27 @@ func (s *Source) openHandled(ctx context.Context, cl *kgo.Client, p Partition, e
 	w.h, w.lastOffset = h, last
 	w.hctx, w.hcancel = context.WithCancel(context.WithoutCancel(ctx))
 	return w, nil
+}
+
+// topicPartitions returns how many partitions topic has, asking the
+// cluster once per topic (0 when it cannot say).
+func (s *Source) topicPartitions(ctx context.Context, cl *kgo.Client, topic string) int {
+	s.mu.Lock()
+	n, ok := s.nparts[topic]
+	s.mu.Unlock()
+	if ok {
+		return n
+	}
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		s.cfg.log.Warn("partition count unknown", "topic", topic, "err", errors.Join(err, td[topic].Err))
+		return 0
+	}
+	n = len(td[topic].Partitions)
+	s.mu.Lock()
+	s.nparts[topic] = n
+	s.mu.Unlock()
+	return n
 }
 
 // openPartition builds the partition's checkpointers and restores its
