@@ -208,8 +208,11 @@ func (w *Worker) Host() activities.ShardHost { return w.host }
 
 // ShardStatus describes one shard a worker holds.
 type ShardStatus struct {
-	Shard      streaming.ShardID
-	Epoch      streaming.Epoch
+	Shard streaming.ShardID
+	Epoch streaming.Epoch
+	// Restored is the checkpoint the shard was restored from when the
+	// worker gained it (0: nothing was stored).
+	Restored   streaming.CheckpointID
 	Checkpoint streaming.CheckpointStatus
 	State      KeyedStats
 }
@@ -227,7 +230,7 @@ func (w *Worker) Shards() []ShardStatus {
 	var out []ShardStatus
 	for _, s := range w.shards() {
 		ks := s.rt.Stats()
-		out = append(out, ShardStatus{Shard: s.id, Epoch: s.epoch, Checkpoint: s.cp.Status(),
+		out = append(out, ShardStatus{Shard: s.id, Epoch: s.epoch, Restored: streaming.CheckpointID(s.restored.CheckpointID), Checkpoint: s.cp.Status(),
 			State: KeyedStats{Cached: ks.Cached, Capacity: ks.Capacity, Hits: ks.Hits, Misses: ks.Misses,
 				MemoryBytes: ks.BadgerBytes + ks.CacheBytes + ks.ChangedBytes, BudgetBytes: ks.Budget}})
 	}
