@@ -172,5 +172,6 @@ func (r *kafkaRunner) stats() sourceStats {
 // sourceStats are a source's counters for the metrics.
 type sourceStats struct {
 	DeadLettered, DeadLetterErrors, Dropped uint64
+	Duplicates                              uint64 // MQTT redeliveries dropped by the dedup window
 	Owned                                   int
 }

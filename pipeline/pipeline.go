@@ -103,6 +103,13 @@ type MQTTSource struct {
 	// broker-side flow control), for brokers whose flow control
 	// misbehaves (mochi-mqtt v2.7.9; the embedded dev stack sets it).
 	OmitReceiveMaximum bool `yaml:"omit_receive_maximum"`
+	// AckOnCheckpoint acknowledges QoS 1/2 messages only once a
+	// checkpoint containing them is saved, so a crash between two
+	// checkpoints loses nothing: the broker redelivers what was not
+	// acknowledged (default false: acknowledged when handled; the broker
+	// may have at most ReceiveMaximum unacknowledged messages in flight,
+	// so checkpoint often enough for the rate).
+	AckOnCheckpoint bool `yaml:"ack_on_checkpoint"`
 	// Username and PasswordEnv (the variable holding the password).
 	Username    string `yaml:"username"`
 	PasswordEnv string `yaml:"password_env"`

@@ -106,13 +106,14 @@ type Worker struct {
 	dlqMu            sync.Mutex
 	flushDeadLetters func(context.Context) error
 
-	running atomic.Bool
-	closed  atomic.Bool
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	done    chan struct{}
-	fatal   atomic.Pointer[error]
-	member  atomic.Pointer[membership]
+	running     atomic.Bool
+	closed      atomic.Bool
+	crashOnStop atomic.Bool // tests: stop an MQTT source like a crash
+	mu          sync.Mutex
+	cancel      context.CancelFunc
+	done        chan struct{}
+	fatal       atomic.Pointer[error]
+	member      atomic.Pointer[membership]
 }
 
 // NewWorker validates p, builds its graph, opens the state database, the
@@ -240,8 +241,10 @@ func (w *Worker) Shards() []ShardStatus {
 // shards returns every shard the worker holds (the MQTT shard included).
 func (w *Worker) shards() []*shard {
 	ss := w.host.heldShards()
-	if w.mqtt != nil && w.mqtt.s != nil {
-		ss = append(ss, w.mqtt.s)
+	if w.mqtt != nil {
+		if s := w.mqtt.cur.Load(); s != nil {
+			ss = append(ss, s)
+		}
 	}
 	return ss
 }
@@ -267,20 +270,20 @@ func (w *Worker) Checkpoint(ctx context.Context) error {
 
 // Stats are a worker's counters.
 type Stats struct {
-	RecordsIn, RecordsOut           uint64
-	DeadLettered, DeadLetterErrors  uint64
-	Dropped                         uint64 // records of shards no longer owned
-	Owned                           int    // shards held
-	Subscribed                      bool   // an MQTT source subscribed at least once
-	LastEventTS                     int64  // newest event time applied (ns)
-	Checkpoints, CheckpointFailures uint64 // not yet counted: see ShardStatus
+	RecordsIn, RecordsOut          uint64
+	DeadLettered, DeadLetterErrors uint64
+	Dropped                        uint64 // records of shards no longer owned
+	Duplicates                     uint64 // MQTT redeliveries dropped by the dedup window
+	Owned                          int    // shards held
+	Subscribed                     bool   // an MQTT source subscribed at least once
+	LastEventTS                    int64  // newest event time applied (ns)
 }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	ss := w.sourceStats()
 	st := Stats{RecordsIn: w.m.recordsIn.Load(), RecordsOut: w.m.recordsOut.Load(), DeadLettered: ss.DeadLettered,
-		DeadLetterErrors: ss.DeadLetterErrors, Dropped: ss.Dropped, Owned: ss.Owned, LastEventTS: w.m.maxTS.Load()}
+		DeadLetterErrors: ss.DeadLetterErrors, Dropped: ss.Dropped, Duplicates: ss.Duplicates, Owned: ss.Owned, LastEventTS: w.m.maxTS.Load()}
 	if w.mqtt != nil {
 		st.Subscribed = w.mqtt.subscribed()
 	}
