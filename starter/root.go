@@ -18,6 +18,8 @@ import (
 type app struct {
 	out, errOut io.Writer
 	temporal    temporalclient.Config
+	tls         temporalclient.TLS // the --tls-* flags
+	tlsOn       bool               // --tls
 	json        bool
 	verbose     bool
 	client      client.Client
@@ -48,11 +50,11 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found.`,
 	f := root.PersistentFlags()
 	f.StringVar(&a.temporal.Address, "address", "", "Temporal frontend host:port (env TEMPORAL_ADDRESS, default 127.0.0.1:7233)")
 	f.StringVar(&a.temporal.Namespace, "namespace", "", "Temporal namespace (env TEMPORAL_NAMESPACE, default \"default\")")
-	f.StringVar(&a.temporal.TLSCA, "tls-ca", "", "PEM file of CAs to trust (env TEMPORAL_TLS_CA)")
-	f.StringVar(&a.temporal.TLSCert, "tls-cert", "", "PEM client certificate for mTLS (env TEMPORAL_TLS_CERT)")
-	f.StringVar(&a.temporal.TLSKey, "tls-key", "", "PEM client key for mTLS (env TEMPORAL_TLS_KEY)")
-	f.StringVar(&a.temporal.TLSServerName, "tls-server-name", "", "server name to verify (env TEMPORAL_TLS_SERVER_NAME)")
-	f.BoolVar(&a.temporal.TLS, "tls", false, "use TLS with the system CAs")
+	f.StringVar(&a.tls.ServerCACertPath, "tls-ca", "", "PEM file of CAs to trust (env TEMPORAL_TLS_SERVER_CA_CERT_PATH)")
+	f.StringVar(&a.tls.ClientCertPath, "tls-cert", "", "PEM client certificate for mTLS (env TEMPORAL_TLS_CLIENT_CERT_PATH)")
+	f.StringVar(&a.tls.ClientKeyPath, "tls-key", "", "PEM client key for mTLS (env TEMPORAL_TLS_CLIENT_KEY_PATH)")
+	f.StringVar(&a.tls.ServerName, "tls-server-name", "", "server name to verify (env TEMPORAL_TLS_SERVER_NAME)")
+	f.BoolVar(&a.tlsOn, "tls", false, "use TLS with the system CAs (env TEMPORAL_TLS)")
 	f.StringVar(&a.temporal.APIKey, "api-key", "", "Temporal Cloud API key (env TEMPORAL_API_KEY; implies TLS)")
 	f.BoolVar(&a.json, "json", false, "print machine-readable JSON")
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log more")
@@ -71,7 +73,12 @@ func (a *app) dial() (client.Client, error) {
 	if a.verbose {
 		level = slog.LevelInfo
 	}
-	cfg := a.temporal.FromEnv()
+	cfg := a.temporal
+	if a.tlsOn || a.tls != (temporalclient.TLS{}) {
+		t := a.tls
+		cfg.TLS = &t
+	}
+	cfg = cfg.FromEnv()
 	if err := cfg.Validate(); err != nil {
 		return nil, usageError{err}
 	}

@@ -8,58 +8,109 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 )
 
-// Config is how to reach Temporal.
+// Config is how to reach Temporal. Its keys are the official client
+// configuration's (go.temporal.io/sdk/contrib/envconfig, the Temporal CLI
+// and SDKs: address, namespace, api_key, tls.*), as YAML keys and as the
+// TEMPORAL_* variables FromEnv reads.
 type Config struct {
 	// Address is host:port of the frontend (default 127.0.0.1:7233).
 	Address string `json:"address" yaml:"address"`
 	// Namespace (default "default").
 	Namespace string `json:"namespace" yaml:"namespace"`
-	// TLSCA is a PEM file of CAs to trust instead of the system pool.
-	TLSCA string `json:"tls_ca,omitempty" yaml:"tls_ca,omitempty"`
-	// TLSCert and TLSKey are PEM files of a client certificate (mTLS).
-	TLSCert string `json:"tls_cert,omitempty" yaml:"tls_cert,omitempty"`
-	TLSKey  string `json:"tls_key,omitempty" yaml:"tls_key,omitempty"`
-	// TLSServerName overrides the name checked in the server certificate.
-	TLSServerName string `json:"tls_server_name,omitempty" yaml:"tls_server_name,omitempty"`
-	// TLS turns TLS on without other TLS settings (system CAs).
-	TLS bool `json:"tls,omitempty" yaml:"tls,omitempty"`
-	// APIKey authenticates to Temporal Cloud (implies TLS).
-	APIKey string `json:"api_key,omitempty" yaml:"api_key,omitempty"`
+	// APIKey authenticates to Temporal Cloud (implies TLS). It is never
+	// read from a file: set TEMPORAL_API_KEY, or name another variable in
+	// APIKeyEnv.
+	APIKey    string `json:"-" yaml:"-"`
+	APIKeyEnv string `json:"api_key_env,omitempty" yaml:"api_key_env"`
+	// TLS, when set, dials with TLS (unless Disabled).
+	TLS *TLS `json:"tls,omitempty" yaml:"tls"`
 }
 
-// Environment variables read by FromEnv, the ones the Temporal CLI uses.
+// TLS is the connection's TLS, with the official key names.
+type TLS struct {
+	// Disabled turns TLS off even with an API key.
+	Disabled bool `json:"disabled,omitempty" yaml:"disabled"`
+	// ServerCACertPath is a PEM file of CAs to trust instead of the
+	// system pool.
+	ServerCACertPath string `json:"server_ca_cert_path,omitempty" yaml:"server_ca_cert_path"`
+	// ClientCertPath and ClientKeyPath are PEM files of a client
+	// certificate (mTLS).
+	ClientCertPath string `json:"client_cert_path,omitempty" yaml:"client_cert_path"`
+	ClientKeyPath  string `json:"client_key_path,omitempty" yaml:"client_key_path"`
+	// ServerName overrides the name checked in the server certificate.
+	ServerName string `json:"server_name,omitempty" yaml:"server_name"`
+}
+
+// Environment variables FromEnv reads: the official names, then the
+// Temporal CLI's older ones.
 const (
-	EnvAddress    = "TEMPORAL_ADDRESS"
-	EnvNamespace  = "TEMPORAL_NAMESPACE"
-	EnvTLSCA      = "TEMPORAL_TLS_CA"
-	EnvTLSCert    = "TEMPORAL_TLS_CERT"
-	EnvTLSKey     = "TEMPORAL_TLS_KEY"
-	EnvTLSServer  = "TEMPORAL_TLS_SERVER_NAME"
-	EnvAPIKey     = "TEMPORAL_API_KEY"
-	DefaultAddr   = "127.0.0.1:7233"
-	DefaultNSName = "default"
+	EnvAddress       = "TEMPORAL_ADDRESS"
+	EnvNamespace     = "TEMPORAL_NAMESPACE"
+	EnvAPIKey        = "TEMPORAL_API_KEY"
+	EnvTLS           = "TEMPORAL_TLS"
+	EnvTLSServerCA   = "TEMPORAL_TLS_SERVER_CA_CERT_PATH"
+	EnvTLSClientCert = "TEMPORAL_TLS_CLIENT_CERT_PATH"
+	EnvTLSClientKey  = "TEMPORAL_TLS_CLIENT_KEY_PATH"
+	EnvTLSServerName = "TEMPORAL_TLS_SERVER_NAME"
+	DefaultAddr      = "127.0.0.1:7233"
+	DefaultNSName    = "default"
 )
 
+// cliEnv are the Temporal CLI's older names of the TLS files.
+var cliEnv = map[string]string{
+	EnvTLSServerCA:   "TEMPORAL_TLS_CA",
+	EnvTLSClientCert: "TEMPORAL_TLS_CERT",
+	EnvTLSClientKey:  "TEMPORAL_TLS_KEY",
+}
+
 // FromEnv returns c with every field that is empty in c taken from the
-// environment.
+// environment (the official TEMPORAL_* variables; for the TLS files also
+// the Temporal CLI's older TEMPORAL_TLS_CA, _CERT and _KEY), and the API
+// key from APIKeyEnv or TEMPORAL_API_KEY.
 func (c Config) FromEnv() Config {
+	get := func(name string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return os.Getenv(cliEnv[name])
+	}
 	set := func(dst *string, env string) {
 		if *dst == "" {
-			*dst = os.Getenv(env)
+			*dst = get(env)
 		}
 	}
 	set(&c.Address, EnvAddress)
 	set(&c.Namespace, EnvNamespace)
-	set(&c.TLSCA, EnvTLSCA)
-	set(&c.TLSCert, EnvTLSCert)
-	set(&c.TLSKey, EnvTLSKey)
-	set(&c.TLSServerName, EnvTLSServer)
+	if c.APIKey == "" && c.APIKeyEnv != "" {
+		c.APIKey = os.Getenv(c.APIKeyEnv)
+	}
 	set(&c.APIKey, EnvAPIKey)
+	var t TLS
+	if c.TLS != nil {
+		t = *c.TLS
+	}
+	set(&t.ServerCACertPath, EnvTLSServerCA)
+	set(&t.ClientCertPath, EnvTLSClientCert)
+	set(&t.ClientKeyPath, EnvTLSClientKey)
+	set(&t.ServerName, EnvTLSServerName)
+	on, onSet := false, false
+	if v := os.Getenv(EnvTLS); v != "" {
+		if b, err := strconv.ParseBool(v); err == nil {
+			on, onSet = b, true
+		}
+	}
+	if c.TLS != nil || t != (TLS{}) || onSet {
+		if onSet && !on {
+			t.Disabled = true
+		}
+		c.TLS = &t
+	}
 	return c
 }
 
@@ -81,15 +132,19 @@ func (c Config) Validate() error {
 			return fmt.Errorf("temporal address %q: want host:port", c.Address)
 		}
 	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("temporal TLS: a client certificate needs both tls_cert and tls_key")
+	if c.TLS == nil {
+		return nil
 	}
-	for _, f := range []struct{ name, path string }{{"tls_ca", c.TLSCA}, {"tls_cert", c.TLSCert}, {"tls_key", c.TLSKey}} {
+	t := c.TLS
+	if (t.ClientCertPath == "") != (t.ClientKeyPath == "") {
+		return errors.New("temporal TLS: a client certificate needs both tls.client_cert_path and tls.client_key_path")
+	}
+	for _, f := range []struct{ name, path string }{{"server_ca_cert_path", t.ServerCACertPath}, {"client_cert_path", t.ClientCertPath}, {"client_key_path", t.ClientKeyPath}} {
 		if f.path == "" {
 			continue
 		}
 		if _, err := os.Stat(f.path); err != nil {
-			return fmt.Errorf("temporal TLS: %s file %q: %v", f.name, f.path, errors.Unwrap(err))
+			return fmt.Errorf("temporal TLS: tls.%s file %q: %v", f.name, f.path, errors.Unwrap(err))
 		}
 	}
 	return nil
@@ -108,8 +163,12 @@ func (c Config) String() string {
 	return s
 }
 
+// usesTLS: TLS is on with a tls section or an API key, unless disabled.
 func (c Config) usesTLS() bool {
-	return c.TLS || c.TLSCA != "" || c.TLSCert != "" || c.APIKey != ""
+	if c.TLS != nil && c.TLS.Disabled {
+		return false
+	}
+	return c.TLS != nil || c.APIKey != ""
 }
 
 // TLSConfig builds the TLS settings, or nil for plaintext.
@@ -117,22 +176,26 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 	if !c.usesTLS() {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName}
-	if c.TLSCA != "" {
-		pem, err := os.ReadFile(c.TLSCA)
+	var t TLS
+	if c.TLS != nil {
+		t = *c.TLS
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.ServerCACertPath != "" {
+		pem, err := os.ReadFile(t.ServerCACertPath)
 		if err != nil {
-			return nil, fmt.Errorf("temporal TLS: read tls_ca %q: %w", c.TLSCA, err)
+			return nil, fmt.Errorf("temporal TLS: read tls.server_ca_cert_path %q: %w", t.ServerCACertPath, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("temporal TLS: tls_ca %q holds no PEM certificate", c.TLSCA)
+			return nil, fmt.Errorf("temporal TLS: tls.server_ca_cert_path %q holds no PEM certificate", t.ServerCACertPath)
 		}
 		tc.RootCAs = pool
 	}
-	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if t.ClientCertPath != "" {
+		cert, err := tls.LoadX509KeyPair(t.ClientCertPath, t.ClientKeyPath)
 		if err != nil {
-			return nil, fmt.Errorf("temporal TLS: load client certificate %q: %v", c.TLSCert, err)
+			return nil, fmt.Errorf("temporal TLS: load client certificate %q: %v", t.ClientCertPath, err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
