@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,8 +14,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tflo-io/tflo/internal/envconfig"
-	"github.com/tflo-io/tflo/internal/portal"
-	"github.com/tflo-io/tflo/workers/central"
+	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/workers/simulator"
 )
 
 // compose is the part of docker-compose.yml the checks read.
@@ -44,17 +46,25 @@ func (s service) listens() []string {
 	return append(out, s.Expose...)
 }
 
-// workerConfig returns a fresh config of the worker a command runs.
-func workerConfig(cmd string) portal.Config {
+// workerConfig returns a fresh config of the main a command runs.
+func workerConfig(cmd string) worker.Config {
 	switch cmd {
-	case "edge":
-		return &portal.EdgeConfig{}
-	case "central":
-		return &portal.CentralConfig{Config: central.DefaultConfig()}
+	case "worker":
+		return &worker.PipelineConfig{}
 	case "simulator":
-		return &portal.SimulatorConfig{}
+		return &simulator.MainConfig{}
 	}
 	return nil
+}
+
+// flag returns the value of --name in a command line.
+func flag(cmd []string, name string) string {
+	for i, a := range cmd {
+		if a == "--"+name && i+1 < len(cmd) {
+			return cmd[i+1]
+		}
+	}
+	return ""
 }
 
 func load(t *testing.T) compose {
@@ -91,12 +101,14 @@ func TestComposeServices(t *testing.T) {
 	}
 }
 
-// TestComposeWorkers: each tflo worker's config (its mounted YAML with the
-// service's TFLO_* variables applied, by the same loader the mains use)
-// is valid; every TFLO_* variable is a key of that worker's config; every
-// other variable is one its config names (a *_env key); every address in
-// the config names a service that listens on that port; the metrics port
-// is published.
+// TestComposeWorkers: each tflo worker's config (its mounted YAML with
+// the service's TFLO_* variables applied, by the loader the mains use)
+// and, for pipeline workers, its pipeline spec (baked into the image,
+// with the service's variables) are valid; every TFLO_* variable is a key
+// of one of them; every other variable is one a ${...} reference or a
+// *_env key names; every address they reach names a service that listens
+// on that port and that the worker depends on; the metrics port is
+// published.
 func TestComposeWorkers(t *testing.T) {
 	c := load(t)
 	workers := 0
@@ -105,68 +117,143 @@ func TestComposeWorkers(t *testing.T) {
 			continue
 		}
 		workers++
-		require.GreaterOrEqual(t, len(s.Command), 3, "service %s: command must be <worker> --config <file>", name)
-		cfg := workerConfig(s.Command[0])
-		require.NotNil(t, cfg, "service %s runs unknown command %q", name, s.Command[0])
-		require.Equal(t, "--config", s.Command[1])
+		t.Run(name, func(t *testing.T) {
+			cfg := workerConfig(s.Command[0])
+			require.NotNil(t, cfg, "service %s runs unknown command %q", name, s.Command[0])
+			cfgPath := flag(s.Command, "config")
+			require.NotEmpty(t, cfgPath, "service %s: no --config", name)
 
-		// The config file: the host file mounted at the --config path.
-		var host string
-		for _, v := range s.Volumes {
-			parts := strings.Split(v, ":")
-			if len(parts) >= 2 && parts[1] == s.Command[2] {
-				host = filepath.Join("..", parts[0])
+			// The config file: the host file mounted at the --config path.
+			var host string
+			for _, v := range s.Volumes {
+				parts := strings.Split(v, ":")
+				if len(parts) >= 2 && parts[1] == cfgPath {
+					host = filepath.Join("..", parts[0])
+				}
 			}
-		}
-		require.NotEmpty(t, host, "service %s: --config %s is not a mounted file", name, s.Command[2])
-
-		keys, err := envconfig.Keys(envconfig.Prefix, cfg)
-		require.NoError(t, err)
-		known := map[string]bool{}
-		for _, k := range keys {
-			known[k.Env] = true
-		}
-		for env := range s.Environment {
-			if strings.HasPrefix(env, envconfig.Prefix+"_") {
-				require.True(t, known[env], "service %s: %s is not a config key of %s (see `%s --help`)", name, env, s.Command[0], s.Command[0])
+			require.NotEmpty(t, host, "--config %s is not a mounted file", cfgPath)
+			// The service's environment, and nothing else of this process's.
+			for _, kv := range os.Environ() {
+				if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envconfig.Prefix+"_") || strings.HasPrefix(k, "TEMPORAL_") {
+					t.Setenv(k, "")
+					os.Unsetenv(k)
+				}
 			}
-		}
-
-		// Load as the main does: the file, then the service's environment.
-		b, err := os.ReadFile(host)
-		require.NoError(t, err)
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		dec.KnownFields(true)
-		require.NoError(t, dec.Decode(cfg), "service %s: %s", name, host)
-		require.NoError(t, envconfig.Apply(envconfig.Prefix, cfg, func(k string) (string, bool) { v, ok := s.Environment[k]; return v, ok }))
-		require.NoError(t, cfg.Validate(), "service %s", name)
-
-		// Variables that are not keys must be named by a *_env key.
-		secrets := secretVars(cfg)
-		for env := range s.Environment {
-			if !strings.HasPrefix(env, envconfig.Prefix+"_") {
-				require.True(t, secrets[env], "service %s: %s is neither a TFLO_ key nor named by a *_env key", name, env)
+			for k, v := range s.Environment {
+				t.Setenv(k, v)
 			}
-		}
-		for env := range secrets {
-			require.Contains(t, s.Environment, env, "service %s: its config reads %s, which the service does not set", name, env)
-		}
+			keys, err := envconfig.Keys(envconfig.Prefix, cfg)
+			require.NoError(t, err)
+			known := map[string]bool{}
+			for _, k := range keys {
+				known[k.Env] = true
+			}
+			require.NoError(t, envconfig.Load(host, envconfig.Prefix, cfg))
 
-		for _, addr := range addresses(t, cfg) {
-			host, port, err := net.SplitHostPort(addr)
-			require.NoError(t, err, "service %s: address %q", name, addr)
-			target, ok := c.Services[host]
-			require.True(t, ok, "service %s: address %s names no service", name, addr)
-			require.Contains(t, target.listens(), port, "service %s: %s does not listen on %s", name, host, port)
-			require.True(t, slices.ContainsFunc(s.DependsOn, func(d string) bool {
-				return d == host || strings.HasPrefix(d, host+"-setup") || c.Services[d].dependsOn(c, host)
-			}), "service %s does not depend (directly or through a setup service) on %s", name, host)
-		}
-		_, mport, err := net.SplitHostPort(metricsAddr(cfg))
-		require.NoError(t, err, "service %s: metrics.addr", name)
-		require.Contains(t, s.listens(), mport, "service %s: metrics port %s is not published", name, mport)
+			var addrs, secrets, refs []string
+			switch cfg := cfg.(type) {
+			case *worker.PipelineConfig:
+				spec := flag(s.Command, "pipeline")
+				base, ok := strings.CutPrefix(spec, "/etc/tflo/pipelines/")
+				require.True(t, ok, "--pipeline %s is not a spec baked into the image", spec)
+				specPath := filepath.Join("..", "workers", "pipelines", base)
+				p, err := pipeline.Load(specPath)
+				require.NoError(t, err)
+				skeys, err := envconfig.Keys(envconfig.Prefix, pipeline.Spec{})
+				require.NoError(t, err)
+				for _, k := range skeys {
+					known[k.Env] = true
+				}
+				b, err := os.ReadFile(specPath)
+				require.NoError(t, err)
+				for _, m := range regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(string(b), -1) {
+					refs = append(refs, m[1])
+				}
+				a, sec := specReaches(t, p)
+				addrs, secrets = append(addrs, a...), append(secrets, sec...)
+				if cfg.Temporal.Address != "" {
+					addrs = append(addrs, cfg.Temporal.Address)
+				}
+				if cfg.Coordination.NATSURL != "" {
+					addrs = append(addrs, hostPort(t, cfg.Coordination.NATSURL))
+				}
+				if cfg.Backfill.InfluxURL != "" {
+					addrs = append(addrs, hostPort(t, cfg.Backfill.InfluxURL))
+				}
+				secrets = append(secrets, cfg.Temporal.APIKeyEnv, cfg.Backfill.TokenEnv)
+			case *simulator.MainConfig:
+				require.NoError(t, cfg.Validate())
+				addrs = append(addrs, hostPort(t, cfg.MQTT.URL))
+				secrets = append(secrets, cfg.MQTT.PasswordEnv)
+			}
+			for env := range s.Environment {
+				switch {
+				case strings.HasPrefix(env, envconfig.Prefix+"_"):
+					require.True(t, known[env], "%s is not a key of %s's config or spec (see `%s --help`)", env, s.Command[0], s.Command[0])
+				default:
+					require.True(t, slices.Contains(secrets, env) || slices.Contains(refs, env),
+						"%s is neither a TFLO_ key, a ${%s} reference of the spec, nor named by a *_env key", env, env)
+				}
+			}
+			for _, env := range secrets {
+				if env != "" {
+					require.Contains(t, s.Environment, env, "its config reads %s, which the service does not set", env)
+				}
+			}
+			for _, addr := range addrs {
+				host, port, err := net.SplitHostPort(addr)
+				require.NoError(t, err, "address %q", addr)
+				target, ok := c.Services[host]
+				require.True(t, ok, "address %s names no service", addr)
+				require.Contains(t, target.listens(), port, "%s does not listen on %s", host, port)
+				require.True(t, slices.ContainsFunc(s.DependsOn, func(d string) bool {
+					return d == host || strings.HasPrefix(d, host+"-setup") || c.Services[d].dependsOn(c, host)
+				}), "service %s does not depend (directly or through a setup service) on %s", name, host)
+			}
+			_, mport, err := net.SplitHostPort(cfg.MetricsAddr())
+			require.NoError(t, err, "metrics.addr")
+			require.Contains(t, s.listens(), mport, "metrics port %s is not published", mport)
+		})
 	}
 	require.Equal(t, 4, workers, "simulator, edge and two central workers")
+}
+
+func hostPort(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err, raw)
+	return u.Host
+}
+
+// specReaches returns the host:port of every service a pipeline reaches,
+// and the variables its *_env keys name.
+func specReaches(t *testing.T, p pipeline.Pipeline) (addrs, secrets []string) {
+	t.Helper()
+	switch s := p.Source.(type) {
+	case *pipeline.KafkaSource:
+		addrs = append(addrs, s.Brokers...)
+	case *pipeline.MQTTSource:
+		for _, u := range s.Servers {
+			addrs = append(addrs, hostPort(t, u))
+		}
+		secrets = append(secrets, s.PasswordEnv)
+	}
+	for _, sink := range p.Sinks {
+		switch k := sink.(type) {
+		case pipeline.KafkaSink:
+			addrs = append(addrs, k.Brokers...)
+		case pipeline.InfluxSink:
+			addrs = append(addrs, hostPort(t, k.URL))
+			secrets = append(secrets, k.TokenEnv)
+		}
+	}
+	if s3 := p.State.Durable.S3; s3 != nil {
+		if s3.Endpoint != "" {
+			addrs = append(addrs, hostPort(t, s3.Endpoint))
+		}
+		secrets = append(secrets, s3.AccessKeyEnv, s3.SecretKeyEnv)
+	}
+	return addrs, secrets
 }
 
 // TestDockerfileBuildsTheCommands: every command a built service runs is
@@ -185,6 +272,7 @@ func TestDockerfileBuildsTheCommands(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Contains(t, df, "COPY deploy/*.yaml /etc/tflo/")
+	require.Contains(t, df, "COPY workers/pipelines/*.yaml /etc/tflo/pipelines/")
 }
 
 func (s service) dependsOn(c compose, target string) bool {
@@ -196,67 +284,3 @@ func (s service) dependsOn(c compose, target string) bool {
 	return false
 }
 
-// addresses returns the host:port of every service a worker's config
-// reaches.
-func addresses(t *testing.T, cfg portal.Config) []string {
-	t.Helper()
-	hostPort := func(raw string) string {
-		u, err := url.Parse(raw)
-		require.NoError(t, err, raw)
-		return u.Host
-	}
-	switch c := cfg.(type) {
-	case *portal.EdgeConfig:
-		var out []string
-		for _, s := range c.MQTT.Servers {
-			out = append(out, hostPort(s))
-		}
-		return append(out, c.Kafka.Brokers...)
-	case *portal.CentralConfig:
-		out := append([]string{c.Temporal.Address, hostPort(c.Influx.URL)}, c.Kafka.Brokers...)
-		if c.Durable.S3.Endpoint != "" {
-			out = append(out, hostPort(c.Durable.S3.Endpoint))
-		}
-		if c.Coordination.NATSURL != "" {
-			out = append(out, hostPort(c.Coordination.NATSURL))
-		}
-		return out
-	case *portal.SimulatorConfig:
-		return []string{hostPort(c.MQTT.URL)}
-	}
-	t.Fatalf("unknown config %T", cfg)
-	return nil
-}
-
-func metricsAddr(cfg portal.Config) string {
-	switch c := cfg.(type) {
-	case *portal.EdgeConfig:
-		return c.Metrics.Addr
-	case *portal.CentralConfig:
-		return c.Metrics.Addr
-	case *portal.SimulatorConfig:
-		return c.Metrics.Addr
-	}
-	return ""
-}
-
-// secretVars returns the variables a config's *_env keys name.
-func secretVars(cfg portal.Config) map[string]bool {
-	out := map[string]bool{}
-	add := func(vs ...string) {
-		for _, v := range vs {
-			if v != "" {
-				out[v] = true
-			}
-		}
-	}
-	switch c := cfg.(type) {
-	case *portal.EdgeConfig:
-		add(c.MQTT.PasswordEnv)
-	case *portal.CentralConfig:
-		add(c.Influx.TokenEnv, c.Temporal.APIKeyEnv, c.Durable.S3.AccessKeyEnv, c.Durable.S3.SecretKeyEnv)
-	case *portal.SimulatorConfig:
-		add(c.MQTT.PasswordEnv)
-	}
-	return out
-}

@@ -46,8 +46,10 @@ func (s *stdoutSink) Write(_ context.Context, outs []streaming.Output) error {
 	return s.out.Flush()
 }
 
-func (s *stdoutSink) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error { return nil }
-func (s *stdoutSink) Close(context.Context) error                                          { return nil }
+func (s *stdoutSink) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error {
+	return nil
+}
+func (s *stdoutSink) Close(context.Context) error { return nil }
 
 func (s *stdoutSink) Commit(context.Context, streaming.ShardID, streaming.CheckpointID) error {
 	s.mu.Lock()

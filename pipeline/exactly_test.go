@@ -69,7 +69,9 @@ func seqRegistry(t testing.TB) *streaming.Registry {
 		Name: "seqcheck", Doc: "Counts records and records out of sequence.", MinInputs: 1, MaxInputs: 1,
 		Output: "signal: the count, mode 1 once a record was out of sequence", TypeVersion: 1,
 		Modes: map[streaming.Mode]string{0: "in_order", 1: "violated"},
-		New:   func(streaming.Params) (func() streaming.Operator, error) { return func() streaming.Operator { return &seqCheck{} }, nil },
+		New: func(streaming.Params) (func() streaming.Operator, error) {
+			return func() streaming.Operator { return &seqCheck{} }, nil
+		},
 	}))
 	return r
 }
@@ -165,8 +167,10 @@ func (v journalView) Write(_ context.Context, outs []streaming.Output) error {
 	return nil
 }
 
-func (journalView) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error { return nil }
-func (journalView) Close(context.Context) error                                          { return nil }
+func (journalView) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error {
+	return nil
+}
+func (journalView) Close(context.Context) error { return nil }
 
 func (j *journal) allReached(keys []string, n int) bool {
 	j.mu.Lock()

@@ -16,7 +16,8 @@ import (
 type metrics struct {
 	recordsIn  atomic.Uint64
 	recordsOut atomic.Uint64
-	maxTS      atomic.Int64 // newest event time seen (ns)
+	maxTS      atomic.Int64  // newest event time seen (ns)
+	completed  atomic.Uint64 // checkpoints completed
 
 	checkpointDur *prometheus.HistogramVec
 	checkpoints   *prometheus.CounterVec
@@ -88,6 +89,7 @@ func (m *metrics) applied(records, outputs uint64, maxTS int64) {
 
 // checkpointed counts a completed checkpoint.
 func (m *metrics) checkpointed(shard streaming.ShardID, st streaming.CheckpointStatus) {
+	m.completed.Add(1)
 	m.checkpoints.WithLabelValues(string(shard)).Inc()
 	m.checkpointDur.WithLabelValues(string(shard)).Observe(st.LastDuration.Seconds())
 }

@@ -305,7 +305,22 @@ func (p Pipeline) withDefaults() Pipeline {
 	return p
 }
 
+// splitLists splits entries holding comma-separated lists (a ${NAME}
+// reference to "a:9092,b:9092" fills one entry).
+func splitLists(in []string) []string {
+	var out []string
+	for _, e := range in {
+		for part := range strings.SplitSeq(e, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
 func (s *KafkaSource) defaults(name string) {
+	s.Brokers = splitLists(s.Brokers)
 	if s.Group == "" {
 		s.Group = name
 	}
@@ -318,6 +333,7 @@ func (s *KafkaSource) defaults(name string) {
 }
 
 func (s *MQTTSource) defaults(name string) {
+	s.Servers = splitLists(s.Servers)
 	if s.ClientID == "" {
 		s.ClientID = name
 	}

@@ -101,7 +101,7 @@ type PayloadField struct {
 
 // OpenSink implements SinkSpec.
 func (k KafkaSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
-	brokers, sec := k.Brokers, k.Security
+	brokers, sec := splitLists(k.Brokers), k.Security
 	if src, ok := env.Source.(*KafkaSource); ok {
 		if len(brokers) == 0 {
 			brokers = src.Brokers

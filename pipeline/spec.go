@@ -196,6 +196,12 @@ type loadConfig struct {
 // WithRegistry resolves operator types in r (default DefaultRegistry).
 func WithRegistry(r *streaming.Registry) LoadOption { return func(c *loadConfig) { c.reg = r } }
 
+// WithEnv makes Parse replace ${NAME} and ${NAME:-default} references
+// with lookup's variables (Load uses the process environment).
+func WithEnv(lookup func(string) (string, bool)) LoadOption {
+	return func(c *loadConfig) { c.lookup = lookup }
+}
+
 // Load reads the pipeline spec at path into a Pipeline with its defaults
 // applied, and checks it, building its graph against the registry. The
 // file is read strictly: an unknown key, a repeated key or a value of the
@@ -219,12 +225,22 @@ func Load(path string, opts ...LoadOption) (Pipeline, error) {
 	return s.check(path, cfg)
 }
 
-// Parse is Load of spec bytes, without environment variables: what
-// embedded specs and tests use.
+// Parse is Load of spec bytes, without TFLO_* overrides and, unless
+// WithEnv, without ${NAME} references: what embedded specs and tests use.
 func Parse(data []byte, opts ...LoadOption) (Pipeline, error) {
 	var cfg loadConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.lookup != nil {
+		var err error
+		if data, err = envconfig.Expand(data, cfg.lookup); err != nil {
+			var es *envconfig.Errors
+			if errors.As(err, &es) {
+				es.File = "pipeline spec"
+			}
+			return Pipeline{}, err
+		}
 	}
 	var s Spec
 	if err := envconfig.Decode(data, &s); err != nil {

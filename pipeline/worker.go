@@ -203,6 +203,9 @@ func (w *Worker) Graph() *streaming.Graph { return w.c.g }
 // Pipeline returns the pipeline the worker runs, defaults applied.
 func (w *Worker) Pipeline() Pipeline { return w.c.p }
 
+// Sinks returns the pipeline's open sinks, in the pipeline's order.
+func (w *Worker) Sinks() []streaming.Sink { return w.sinks.sinks }
+
 // Host returns the worker's activities.ShardHost (what the handoff and
 // lease activities call).
 func (w *Worker) Host() activities.ShardHost { return w.host }
@@ -277,13 +280,14 @@ type Stats struct {
 	Owned                          int    // shards held
 	Subscribed                     bool   // an MQTT source subscribed at least once
 	LastEventTS                    int64  // newest event time applied (ns)
+	Checkpoints                    uint64 // completed checkpoints of every shard, since the worker started
 }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	ss := w.sourceStats()
 	st := Stats{RecordsIn: w.m.recordsIn.Load(), RecordsOut: w.m.recordsOut.Load(), DeadLettered: ss.DeadLettered,
-		DeadLetterErrors: ss.DeadLetterErrors, Dropped: ss.Dropped, Duplicates: ss.Duplicates, Owned: ss.Owned, LastEventTS: w.m.maxTS.Load()}
+		DeadLetterErrors: ss.DeadLetterErrors, Dropped: ss.Dropped, Duplicates: ss.Duplicates, Owned: ss.Owned, LastEventTS: w.m.maxTS.Load(), Checkpoints: w.m.completed.Load()}
 	if w.mqtt != nil {
 		st.Subscribed = w.mqtt.subscribed()
 	}

@@ -13,12 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/ops"
-	"github.com/tflo-io/tflo/workers/central"
-	"github.com/tflo-io/tflo/workers/edge"
+	"github.com/tflo-io/tflo/workers/pipelines"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
@@ -35,62 +33,73 @@ var fleets = []struct {
 	{"fleet", simulator.Config{Sensors: 20, Rounds: 600, Start: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), Seed: 7}},
 }
 
-// portalOutputs runs a fleet's readings through the iot-portal's edge
-// graph (SMA 5, hysteresis 24/30, threshold cross on the mode) and the
-// central graph of the demo stack (window 3, alarms 25/28) in one
-// uninterrupted pass, and renders every Kafka signal envelope and every
-// derived output as text lines.
+func parse(t *testing.T, name string) pipeline.Pipeline {
+	t.Helper()
+	p, err := pipeline.Parse(pipelines.Spec(name), pipeline.WithEnv(func(string) (string, bool) { return "", false }))
+	require.NoError(t, err)
+	return p
+}
+
+func seq[T any](xs []T) func(func(T) bool) {
+	return func(yield func(T) bool) {
+		for _, x := range xs {
+			if !yield(x) {
+				return
+			}
+		}
+	}
+}
+
+// portalOutputs runs a fleet's readings through iot-portal's specs in one
+// uninterrupted pass — the edge pipeline, its Kafka sink's signal
+// envelopes, the central pipeline over those envelopes — and renders every
+// envelope and every derived output (what InfluxDB and the archive
+// receive) as text lines.
 func portalOutputs(t *testing.T, cfg simulator.Config) []byte {
 	t.Helper()
-	var valid []struct {
-		topic string
-		r     mqtt.Reading
-	}
+	ctx := context.Background()
+	var msgs []pipeline.Message
 	sim, err := simulator.New(cfg)
 	require.NoError(t, err)
-	require.NoError(t, sim.Run(context.Background(), simulator.PublisherFunc(func(_ context.Context, topic string, p []byte) error {
-		if r, err := mqtt.DecodeReading(p); err == nil {
-			valid = append(valid, struct {
-				topic string
-				r     mqtt.Reading
-			}{topic, r})
+	require.NoError(t, sim.Run(ctx, simulator.PublisherFunc(func(_ context.Context, topic string, p []byte) error {
+		if _, err := mqtt.DecodeReading(p); err == nil { // the MQTT source dead-letters the others
+			msgs = append(msgs, pipeline.Message{Topic: topic, Value: bytes.Clone(p)})
 		}
 		return nil
 	})))
 
-	eg, err := edge.NewGraph(5, 24, 30, 0)
+	edge, central := parse(t, "iot-portal-edge.yaml"), parse(t, "iot-portal-central.yaml")
+	edgeOut := streaming.NewMemorySink()
+	_, err = pipeline.Evaluate(ctx, edge, seq(msgs), edgeOut)
 	require.NoError(t, err)
-	cg, err := central.Graph(central.GraphConfig{Window: 3, AlarmLow: 25, AlarmHigh: 28})
+	env, err := edge.SinkEnv(nil)
 	require.NoError(t, err)
-	ek, ck := streaming.NewKeyed[string](eg), streaming.NewKeyed[string](cg)
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	enc, err := edge.Sinks[0].(pipeline.KafkaSink).Encoder(env)
+	require.NoError(t, err)
+	signals, err := enc.AppendRecords(nil, edgeOut.Outputs())
+	require.NoError(t, err)
+
+	cenv, err := central.SinkEnv(nil)
+	require.NoError(t, err)
+	// The central graph over the signals in one pass; its outputs follow
+	// the signal they came from (Evaluate's Offset is the message index).
+	centralOut := streaming.NewMemorySink()
+	cmsgs := make([]pipeline.Message, len(signals))
+	for i, r := range signals {
+		cmsgs[i] = pipeline.Message{Value: r.Value}
+	}
+	_, err = pipeline.Evaluate(ctx, central, seq(cmsgs), centralOut)
+	require.NoError(t, err)
+	byOffset := map[int64][]streaming.Output{}
+	for _, o := range centralOut.Outputs() {
+		byOffset[o.Offset] = append(byOffset[o.Offset], o)
+	}
 	var b bytes.Buffer
-	for _, v := range valid {
-		r := v.r
-		in := ek.Eval(r.Sensor, r.TS, streaming.Float(r.Value))
-		if in.Output(0).IsNone() {
-			continue
-		}
-		mode := edge.Cleared
-		if in.Output(0).Mode() == ops.Up {
-			mode = edge.Raised
-		}
-		sm, _ := in.Value("smooth")
-		sig := edge.Signal{Key: r.Sensor, TS: r.TS, Mode: mode, Payload: edge.Payload{Smoothed: sm.Float64(), Raw: r.Value, Topic: v.topic}}
-		env, err := kafka.EncodeSignal(sig, nil, 0)
-		require.NoError(t, err)
-		fmt.Fprintf(&b, "signal %s\n", env)
-		cin := ck.Eval(sig.Key, sig.TS, streaming.Float(sig.Payload.Smoothed))
-		for i, name := range cg.Outputs() {
-			c := cin.Output(i)
-			if c.IsNone() {
-				continue
-			}
-			mode := ""
-			if name == central.SignalEpisode {
-				mode = central.ModeName(c.Mode())
-			}
-			fmt.Fprintf(&b, "output %s %s %d %q %s\n", sig.Key, name, sig.TS*1e6, mode, f(c.Float64()))
+	for i, r := range signals {
+		fmt.Fprintf(&b, "signal %s\n", r.Value)
+		for _, o := range byOffset[int64(i)] {
+			mode, _ := cenv.Modes(o.Name, o.Mode)
+			fmt.Fprintf(&b, "output %s %s %d %q %s\n", o.Key, o.Name, o.TS, mode, strconv.FormatFloat(o.Value, 'g', -1, 64))
 		}
 	}
 	return b.Bytes()
@@ -100,8 +109,9 @@ func portalOutputs(t *testing.T, cfg simulator.Config) []byte {
 // seeded fleets: the edge's signal envelopes on Kafka and the central
 // workers' derived outputs (what InfluxDB and the archive receive). The
 // golden files were recorded from the hand-wired edge and central graphs
-// before the portal became pipeline specs; run with -update only for an
-// intended change of the portal's results.
+// before the portal became pipeline specs (commit 4815215); the specs must
+// reproduce them byte for byte. Run with -update only for an intended
+// change of the portal's results.
 func TestIoTPortalOutputsAreUnchanged(t *testing.T) {
 	for _, fl := range fleets {
 		t.Run(fl.name, func(t *testing.T) {
@@ -114,6 +124,20 @@ func TestIoTPortalOutputsAreUnchanged(t *testing.T) {
 			require.NoError(t, err)
 			require.Greater(t, bytes.Count(want, []byte("\nsignal ")), 10, "the fleet should raise and clear alarms")
 			require.Equal(t, string(want), string(got))
+		})
+	}
+}
+
+// TestSpecsLoad: every example spec loads, strictly, against the default
+// registry.
+func TestSpecsLoad(t *testing.T) {
+	ents, err := pipelines.FS.ReadDir(".")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(ents), 4)
+	for _, e := range ents {
+		t.Run(e.Name(), func(t *testing.T) {
+			p := parse(t, e.Name())
+			require.NoError(t, p.Validate())
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package portal
+package simulator
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tflo-io/tflo/workers/simulator"
+	"github.com/tflo-io/tflo/internal/worker"
 )
 
-// SimulatorConfig is the sensor simulator's configuration: the fleet
-// (workers/simulator's Config) and the broker it publishes to.
-type SimulatorConfig struct {
-	simulator.Config `yaml:",inline"`
+// MainConfig is the simulator process's configuration
+// (workers/cmd/simulator): the fleet and the broker it publishes to.
+type MainConfig struct {
+	Config `yaml:",inline"`
 
 	MQTT struct {
 		// URL of the broker (mqtt://host:port). Required.
@@ -27,12 +27,18 @@ type SimulatorConfig struct {
 		PasswordEnv string `json:"password_env" yaml:"password_env"`
 	} `json:"mqtt" yaml:"mqtt"`
 
-	Metrics MetricsConfig `json:"metrics" yaml:"metrics"`
-	Log     LogConfig     `json:"log" yaml:"log"`
+	Metrics worker.MetricsConfig `json:"metrics" yaml:"metrics"`
+	Log     worker.LogConfig     `json:"log" yaml:"log"`
 }
 
+// Logging implements worker.Config.
+func (c *MainConfig) Logging() worker.LogConfig { return c.Log }
+
+// MetricsAddr implements worker.Config.
+func (c *MainConfig) MetricsAddr() string { return c.Metrics.Addr }
+
 // Validate reports every problem, as sentences.
-func (c SimulatorConfig) Validate() error {
+func (c MainConfig) Validate() error {
 	var errs []error
 	if c.MQTT.URL == "" {
 		errs = append(errs, errors.New("simulator config: mqtt.url is empty"))
@@ -46,42 +52,49 @@ func (c SimulatorConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Simulator is the fleet with its MQTT connection.
-type Simulator struct {
-	cfg SimulatorConfig
-	sim *simulator.Simulator
+// Process is the fleet with its MQTT connection: the simulator process.
+type Process struct {
+	cfg MainConfig
+	sim *Simulator
 	log *slog.Logger
 }
 
-// NewSimulator validates cfg and registers the fleet's metrics with reg
+// NewProcess validates cfg and registers the fleet's metrics with reg
 // (may be nil).
-func NewSimulator(cfg SimulatorConfig, log *slog.Logger, reg prometheus.Registerer) (*Simulator, error) {
+func NewProcess(cfg MainConfig, log *slog.Logger, reg prometheus.Registerer) (*Process, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sim, err := simulator.New(cfg.Config)
+	sim, err := New(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	s := &Simulator{cfg: cfg, sim: sim, log: log}
-	if err := register(reg,
-		counterFunc("simulator", "readings_total", "Well-formed readings published.", func() float64 { return float64(sim.Stats().Readings) }),
-		counterFunc("simulator", "malformed_total", "Malformed payloads published.", func() float64 { return float64(sim.Stats().Malformed) }),
-		counterFunc("simulator", "anomalies_total", "Anomaly episodes started.", func() float64 { return float64(sim.Stats().Anomalies) }),
-	); err != nil {
-		return nil, fmt.Errorf("simulator: metrics: %w", err)
+	s := &Process{cfg: cfg, sim: sim, log: log}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "tflo", Subsystem: "simulator", Name: name, Help: help}, f)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{
+			counter("readings_total", "Well-formed readings published.", func() float64 { return float64(sim.Stats().Readings) }),
+			counter("malformed_total", "Malformed payloads published.", func() float64 { return float64(sim.Stats().Malformed) }),
+			counter("anomalies_total", "Anomaly episodes started.", func() float64 { return float64(sim.Stats().Anomalies) }),
+		} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("simulator: metrics: %w", err)
+			}
+		}
 	}
 	return s, nil
 }
 
 // Stats returns what the fleet published so far.
-func (s *Simulator) Stats() simulator.Stats { return s.sim.Stats() }
+func (s *Process) Stats() Stats { return s.sim.Stats() }
 
 // Run connects to the broker and publishes until the configured rounds
 // are done (nil) or ctx ends (nil: a requested stop). tee, when not nil,
 // sees every payload after the broker acknowledged it.
-func (s *Simulator) Run(ctx context.Context, tee simulator.Publisher) error {
-	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: s.cfg.MQTT.URL, ClientID: s.cfg.MQTT.ClientID,
+func (s *Process) Run(ctx context.Context, tee Publisher) error {
+	pub, err := DialMQTT(ctx, MQTTOptions{URL: s.cfg.MQTT.URL, ClientID: s.cfg.MQTT.ClientID,
 		Username: s.cfg.MQTT.Username, Password: os.Getenv(s.cfg.MQTT.PasswordEnv)})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -94,9 +107,9 @@ func (s *Simulator) Run(ctx context.Context, tee simulator.Publisher) error {
 		defer cancel()
 		_ = pub.Close(dctx)
 	}()
-	var p simulator.Publisher = pub
+	var p Publisher = pub
 	if tee != nil {
-		p = simulator.PublisherFunc(func(ctx context.Context, topic string, payload []byte) error {
+		p = PublisherFunc(func(ctx context.Context, topic string, payload []byte) error {
 			if err := pub.Publish(ctx, topic, payload); err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package portal
+package worker
 
 import (
 	"context"
@@ -16,55 +16,29 @@ import (
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/influx"
-	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/workers/central"
 	"github.com/tflo-io/tflo/workflows"
 )
 
-// InfluxRowSink writes replayed archive rows to InfluxDB as the central
-// worker's InfluxSink writes live outputs (measurement = signal, tags
-// sensor and, for alarm episodes, mode; field value; the row's event
-// time), so a backfill reproduces the live points exactly.
-type InfluxRowSink struct {
-	s *influx.Sink
-}
-
-var _ activities.RowSink = (*InfluxRowSink)(nil)
-
-// NewInfluxRowSink wraps a connectors/influx Sink.
-func NewInfluxRowSink(s *influx.Sink) *InfluxRowSink { return &InfluxRowSink{s: s} }
-
-// WriteRows implements activities.RowSink.
-func (k *InfluxRowSink) WriteRows(ctx context.Context, rows []parquet.Row) error {
-	pts := make([]influx.Point, len(rows))
-	fields := make([]influx.Field, len(rows))
-	for i, r := range rows {
-		fields[i] = influx.Field{Key: "value", Value: streaming.Float(r.Value)}
-		pts[i] = influx.Point{Measurement: r.Signal, Sensor: r.Sensor, TS: r.TS, Fields: fields[i : i+1]}
-		if r.Signal == central.SignalEpisode {
-			pts[i].Mode = central.ModeName(streaming.Mode(r.Mode))
-		}
-	}
-	return k.s.Write(ctx, pts...)
-}
-
-// Flush implements activities.RowSink.
-func (k *InfluxRowSink) Flush(ctx context.Context) error { return k.s.Flush(ctx) }
-
-// BackfillWorker serves the backfill workflow's activities on
-// workflows.BackfillTaskQueue, and tflo's workflows on
-// workflows.ControlTaskQueue (beside any central worker that also does,
-// so the control plane outlives the central workers). Archives are file:// locations, and a
-// sink named "influx:<db>/<rp>" writes to that bucket of the InfluxDB at
-// URL (the database is created if missing; the sink is opened on first
-// use and closed by Close).
+// BackfillWorker serves the backfill workflow's activities of one
+// pipeline on workflows.BackfillTaskQueue, and tflo's workflows on
+// workflows.ControlTaskQueue (beside any pipeline worker that also does,
+// so the control plane outlives them). Archives are file:// locations,
+// and a sink named "influx:<db>/<rp>" writes to that bucket of the
+// InfluxDB at URL through the one Output → point mapping
+// (influx.OutputSink) with the pipeline's mode names, so a backfill
+// reproduces the live points exactly. The database is created if
+// missing; the sink is opened on first use and closed by Close.
 type BackfillWorker struct {
 	URL, Token string
-	Log        *slog.Logger
+	// Modes names the modes of the pipeline's outputs
+	// (pipeline.SinkEnv's).
+	Modes streaming.ModeNames
+	Log   *slog.Logger
 
 	mu    sync.Mutex
-	sinks map[string]*influx.Sink
+	sinks map[string]*influx.OutputSink
 	ws    []worker.Worker
 }
 
@@ -98,11 +72,11 @@ func InfluxSinkName(bucket string) string { return "influx:" + bucket }
 
 // Start registers the activities and starts the Temporal worker.
 func (b *BackfillWorker) Start(tc client.Client) error {
-	b.sinks = map[string]*influx.Sink{}
+	b.sinks = map[string]*influx.OutputSink{}
 	aw := worker.New(tc, workflows.BackfillTaskQueue, worker.Options{})
 	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink})
 	cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
-	central.RegisterWorkflows(cw)
+	pipeline.RegisterWorkflows(cw)
 	for _, w := range []worker.Worker{aw, cw} {
 		if err := w.Start(); err != nil {
 			b.stop()
@@ -113,7 +87,7 @@ func (b *BackfillWorker) Start(tc client.Client) error {
 	return nil
 }
 
-func (b *BackfillWorker) sink(name string) (activities.RowSink, error) {
+func (b *BackfillWorker) sink(name string) (streaming.Sink, error) {
 	bucket, ok := strings.CutPrefix(name, "influx:")
 	if !ok || bucket == "" {
 		return nil, fmt.Errorf("sink %q: want influx:<db>/<rp>", name)
@@ -121,17 +95,18 @@ func (b *BackfillWorker) sink(name string) (activities.RowSink, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s := b.sinks[bucket]; s != nil {
-		return NewInfluxRowSink(s), nil
+		return s, nil
 	}
 	if err := createDatabase(b.URL, b.Token, strings.SplitN(bucket, "/", 2)[0]); err != nil {
 		return nil, err
 	}
-	s, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.Log))
+	is, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.Log))
 	if err != nil {
 		return nil, err
 	}
+	s := influx.NewOutputSink(is, b.Modes)
 	b.sinks[bucket] = s
-	return NewInfluxRowSink(s), nil
+	return s, nil
 }
 
 // Close stops the worker and closes the sinks.
