@@ -8,10 +8,10 @@ import (
 )
 
 // Partitions is the runtime that keeps the state of the partitions a
-// Source's member owns (package pipeline is tflo's). With WithPartitions
-// the Source keeps no state of its own: it runs the group protocol,
-// fetches, fences records of partitions it no longer owns, and hands each
-// owned partition's records to the handler Open returned for it.
+// Source's member owns (package pipeline is tflo's). The Source keeps no
+// state of its own: it runs the group protocol, fetches, fences records
+// of partitions it no longer owns, and hands each owned partition's
+// records to the handler Open returned for it.
 //
 // Call order per partition: Open (in the assign callback, before the
 // partition is fetched), Handle for each fetched batch (on the partition's
@@ -68,9 +68,8 @@ type PartitionHandler interface {
 	Release(ctx context.Context, final bool) error
 }
 
-// WithPartitions makes the Source hand owned partitions to ps instead of
-// keeping keyed state itself (WithGraph, WithStateStore, WithOnApply and
-// WithSinks then do not apply; records are not decoded by the Source).
+// WithPartitions sets the runtime the Source hands owned partitions to.
+// Required.
 func WithPartitions(ps Partitions) SourceOption {
 	return func(c *sourceConfig) { c.partitions = ps }
 }

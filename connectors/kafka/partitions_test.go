@@ -116,7 +116,7 @@ func TestPartitionsHandOffThroughTheRuntime(t *testing.T) {
 		return []SourceOption{WithBrokers(addrs...), WithGroup("central"), WithTopics("readings"), WithPartitions(l.as(name)),
 			WithClientOptions(kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond))}
 	}
-	_, err := NewSource(append(opts("bad"), WithGraph(seqGraph(t)))...)
+	_, err := NewSource(WithBrokers(addrs...), WithGroup("central"), WithTopics("readings"))
 	require.ErrorContains(t, err, "WithPartitions")
 
 	a := startMember(t, "a", opts("a")...)

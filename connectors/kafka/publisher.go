@@ -85,8 +85,6 @@ type Publisher struct {
 	inflight *barrier
 }
 
-var _ Flusher = (*Publisher)(nil)
-
 // NewPublisher validates the options, checks that the cluster accepts the
 // credentials (a wrong password fails here, once, wrapping
 // ErrAuthentication) and returns the Publisher.

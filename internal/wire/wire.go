@@ -1,5 +1,5 @@
 // Package wire reads the varint framing tflo's binary formats share (state
-// blobs, snapshots, cursors, checkpoint manifests, keyed pieces, the S3
+// blobs, snapshots, cursors, checkpoint manifests, the S3
 // store's segments and manifests): uvarints, zigzag varints, fixed-width
 // padded uvarints, and length-prefixed byte strings.
 //
