@@ -43,7 +43,13 @@ func (w *Worker) checkpointEvery(ctx context.Context, every time.Duration, shard
 		var wg sync.WaitGroup
 		for _, s := range ss {
 			wg.Go(func() {
-				if _, err := s.cp.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+				_, err := s.cp.Checkpoint(ctx)
+				switch {
+				case err == nil || ctx.Err() != nil:
+				case !w.host.holds(s):
+					// Released meanwhile (its final checkpoint ran first).
+					w.log.Debug("checkpoint of a released shard abandoned", "shard", s.id, "err", err)
+				default:
 					w.log.Warn("checkpoint failed", "shard", s.id, "err", err)
 				}
 			})
@@ -104,18 +110,12 @@ func (c *workflowControl) run(ctx context.Context) {
 	}
 }
 
-// held reports whether s is still the worker's shard at its epoch.
-func (c *workflowControl) held(s *shard) bool {
-	cur, ok := c.w.host.holding(s.id, s.epoch)
-	return ok && cur == s
-}
-
 // announceUntilDone announces s, retrying with backoff, until it landed,
 // the shard was lost (a stale epoch is never offered to a waiting
 // handoff) or the worker stops.
 func (c *workflowControl) announceUntilDone(s *shard) {
 	ctx := c.ctx
-	for backoff := 100 * time.Millisecond; ctx.Err() == nil && c.held(s); backoff = min(2*backoff, 10*time.Second) {
+	for backoff := 100 * time.Millisecond; ctx.Err() == nil && c.w.host.holds(s); backoff = min(2*backoff, 10*time.Second) {
 		err := c.announce(ctx, s)
 		if err == nil {
 			c.mu.Lock()

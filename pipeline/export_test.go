@@ -30,3 +30,9 @@ func KeyState(w *Worker, key string) (*streaming.Instance, error) {
 	in := w.c.g.NewInstance()
 	return in, in.Load(b)
 }
+
+// WithCheckpointObserver tells f of every completed checkpoint, with the
+// shard's status after it (LastDuration is its duration).
+func WithCheckpointObserver(f func(streaming.ShardID, streaming.CheckpointStatus)) Option {
+	return func(o *options) { o.checkpointed = f }
+}

@@ -93,6 +93,12 @@ func (h *host) heldShards() []*shard {
 	return out
 }
 
+// holds reports whether s is still held (not released, not replaced).
+func (h *host) holds(s *shard) bool {
+	cur, ok := h.holding(s.id, s.epoch)
+	return ok && cur == s
+}
+
 // holding returns the shard held at exactly epoch.
 func (h *host) holding(id streaming.ShardID, epoch streaming.Epoch) (*shard, bool) {
 	h.mu.Lock()

@@ -149,7 +149,11 @@ func (w *Worker) committed(ctx context.Context, s *shard, id streaming.Checkpoin
 	if err := w.sinks.commit(ctx, s.id, id); err != nil {
 		w.log.Warn("sink commit failed; the next checkpoint retries", "shard", s.id, "checkpoint", uint64(id), "err", err)
 	}
-	w.m.checkpointed(s.id, s.cp.Status())
+	st := s.cp.Status()
+	w.m.checkpointed(s.id, st)
+	if f := w.o.checkpointed; f != nil {
+		f(s.id, st)
+	}
 }
 
 // close releases the shard's keyed state (the write-behind buffer is

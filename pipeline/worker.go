@@ -34,6 +34,9 @@ type options struct {
 	controlWorker bool
 	coord         coordination.Store
 	registry      *streaming.Registry
+	// checkpointed is told of each completed checkpoint (tests and
+	// benchmarks: export_test.go).
+	checkpointed func(streaming.ShardID, streaming.CheckpointStatus)
 }
 
 func defaultOptions() options {
