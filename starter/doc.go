@@ -7,6 +7,7 @@
 //	starter checkpoint now|list
 //	starter backfill start|status|cancel
 //	starter workers [--all]           each worker's lease: alive, stopped or dead
+//	starter operators [TYPE...]       the operator types a spec's graph can use
 //
 // Every command takes --address, --namespace, TLS and API-key flags (or
 // the TEMPORAL_* environment variables) and --json for scripts. Exit codes:

@@ -60,7 +60,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 3 not found.`,
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log more")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	root.AddCommand(a.pipelineCommand(), a.checkpointCommand(), a.backfillCommand(), a.workersCommand(), a.demoCommand())
+	root.AddCommand(a.pipelineCommand(), a.checkpointCommand(), a.backfillCommand(), a.workersCommand(), a.operatorsCommand(), a.demoCommand())
 	return root
 }
 
