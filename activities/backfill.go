@@ -83,8 +83,8 @@ type Backfills struct {
 	// writes live outputs. Writes must be idempotent (a retried batch
 	// overwrites, as Influx points keyed by series and time do); Flush(ctx,
 	// "", 0) returns once everything written is durable.
-	Sinks func(name string) (streaming.Sink, error)
-	Graphs   func(name string) (ReplayGraph, error)
+	Sinks  func(name string) (streaming.Sink, error)
+	Graphs func(name string) (ReplayGraph, error)
 }
 
 // ResolveLocalArchive resolves "file:///dir[/prefix]" locations: the

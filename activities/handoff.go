@@ -32,28 +32,28 @@ type ShardHost interface {
 // CheckpointSummary describes a checkpoint for workflow history: ids,
 // cursors and sizes, never state.
 type CheckpointSummary struct {
-	CheckpointID uint64        `json:"checkpoint_id"`
+	CheckpointID uint64          `json:"checkpoint_id"`
 	Epoch        streaming.Epoch `json:"epoch"`
-	Cursor       string        `json:"cursor"`
-	Bytes        int64         `json:"bytes"`
-	Duration     time.Duration `json:"duration"`
+	Cursor       string          `json:"cursor"`
+	Bytes        int64           `json:"bytes"`
+	Duration     time.Duration   `json:"duration"`
 }
 
 // RestoreSummary describes what a restore loaded.
 type RestoreSummary struct {
-	CheckpointID uint64 `json:"checkpoint_id"`
+	CheckpointID uint64          `json:"checkpoint_id"`
 	Epoch        streaming.Epoch `json:"epoch"` // the epoch the checkpoint was written at
-	Cursor       string `json:"cursor"`
-	Bytes        int64  `json:"bytes"`
+	Cursor       string          `json:"cursor"`
+	Bytes        int64           `json:"bytes"`
 }
 
 // HeldShard is one shard a worker serves.
 type HeldShard struct {
-	Pipeline  string `json:"pipeline"`
+	Pipeline  string            `json:"pipeline"`
 	Shard     streaming.ShardID `json:"shard"`
 	Epoch     streaming.Epoch   `json:"epoch"`
-	TaskQueue string `json:"task_queue"`
-	WorkerID  string `json:"worker_id"`
+	TaskQueue string            `json:"task_queue"`
+	WorkerID  string            `json:"worker_id"`
 }
 
 // Handoffs are the steps of the handoff workflow, run on the old and the

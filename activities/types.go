@@ -10,7 +10,7 @@ import (
 // scheduled for. An activity refuses (non-retryable ErrTypeNotOwner) when
 // its worker no longer owns the shard at that epoch.
 type ShardRef struct {
-	Pipeline string `json:"pipeline"`
+	Pipeline string            `json:"pipeline"`
 	Shard    streaming.ShardID `json:"shard"`
 	Epoch    streaming.Epoch   `json:"epoch"`
 }

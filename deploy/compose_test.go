@@ -283,4 +283,3 @@ func (s service) dependsOn(c compose, target string) bool {
 	}
 	return false
 }
-

@@ -24,8 +24,8 @@ const (
 // workflow itself (signal-with-start of SignalOwner) when it gains the
 // shard. Ownership is decided on the data plane, never by the workflow.
 type Owner struct {
-	WorkerID  string `json:"worker_id"`
-	TaskQueue string `json:"task_queue"`
+	WorkerID  string          `json:"worker_id"`
+	TaskQueue string          `json:"task_queue"`
 	Epoch     streaming.Epoch `json:"epoch"`
 }
 
@@ -37,7 +37,7 @@ type CheckpointNow struct {
 // CheckpointInput starts a checkpoint workflow for one shard of a pipeline.
 // Zero durations and counts take the defaults documented on each field.
 type CheckpointInput struct {
-	Pipeline string `json:"pipeline"`
+	Pipeline string            `json:"pipeline"`
 	Shard    streaming.ShardID `json:"shard"`
 	// Interval between checkpoints (default 10s).
 	Interval time.Duration `json:"interval,omitempty"`
@@ -103,9 +103,9 @@ func (in CheckpointInput) withDefaults() CheckpointInput {
 // CheckpointState is what the status query returns, and what the workflow
 // carries across continue-as-new.
 type CheckpointState struct {
-	Pipeline string `json:"pipeline"`
+	Pipeline string            `json:"pipeline"`
 	Shard    streaming.ShardID `json:"shard"`
-	Owner    *Owner `json:"owner,omitempty"`
+	Owner    *Owner            `json:"owner,omitempty"`
 
 	LastID          uint64        `json:"last_id"`
 	LastCursor      string        `json:"last_cursor,omitempty"`

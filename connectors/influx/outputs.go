@@ -24,7 +24,9 @@ var _ streaming.Sink = (*OutputSink)(nil)
 
 // NewOutputSink writes outputs through s, naming modes with modes (nil:
 // no mode tags).
-func NewOutputSink(s *Sink, modes streaming.ModeNames) *OutputSink { return &OutputSink{s: s, modes: modes} }
+func NewOutputSink(s *Sink, modes streaming.ModeNames) *OutputSink {
+	return &OutputSink{s: s, modes: modes}
+}
 
 // OutputPoint is the point of one output (the mapping OutputSink writes).
 func OutputPoint(o streaming.Output, modes streaming.ModeNames) Point {
