@@ -103,24 +103,3 @@ func (s *MetricsServer) Close() error {
 	}
 	return nil
 }
-
-// counterFunc and gaugeFunc build function-backed metrics.
-func counterFunc(sub, name, help string, f func() float64) prometheus.Collector {
-	return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "tflo", Subsystem: sub, Name: name, Help: help}, f)
-}
-
-func gaugeFunc(sub, name, help string, f func() float64) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tflo", Subsystem: sub, Name: name, Help: help}, f)
-}
-
-func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	if reg == nil {
-		return nil
-	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
