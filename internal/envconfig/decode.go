@@ -184,19 +184,11 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		m := reflect.MakeMapWithSize(t, len(n.Content)/2)
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			p := join(path, k.Value)
-			if seen[k.Value] {
-				d.fail(k, p, "repeated key")
-				continue
-			}
-			seen[k.Value] = true
+		d.pairs(n, path, func(k, val *yaml.Node, p string) {
 			e := reflect.New(t.Elem()).Elem()
 			d.value(val, e, p)
 			m.SetMapIndex(reflect.ValueOf(k.Value).Convert(t.Key()), e)
-		}
+		})
 		v.Set(m)
 	case reflect.Interface:
 		var x any
@@ -230,6 +222,22 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	fields := map[string]reflect.Value{}
 	var names []string
 	collectFields(v, fields, &names)
+	d.pairs(n, path, func(k, val *yaml.Node, p string) {
+		f, ok := fields[k.Value]
+		if !ok {
+			d.fail(k, p, "unknown key (known here: %s)", strings.Join(names, ", "))
+			return
+		}
+		d.value(val, f, p)
+	})
+	if pos, ok := v.Addr().Interface().(Positioned); ok {
+		pos.SetLine(n.Line)
+	}
+}
+
+// pairs calls fn for each key and value of the mapping n, with the
+// key's path, refusing a repeated key.
+func (d *decoder) pairs(n *yaml.Node, path string, fn func(k, val *yaml.Node, p string)) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -239,15 +247,7 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[k.Value] = true
-		f, ok := fields[k.Value]
-		if !ok {
-			d.fail(k, p, "unknown key (known here: %s)", strings.Join(names, ", "))
-			continue
-		}
-		d.value(val, f, p)
-	}
-	if pos, ok := v.Addr().Interface().(Positioned); ok {
-		pos.SetLine(n.Line)
+		fn(k, val, p)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/portal"
 	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workers/simulator"
 	"github.com/tflo-io/tflo/workflows"
@@ -286,23 +287,7 @@ func TestPortalEndToEnd(t *testing.T) {
 
 	env, err := cp.SinkEnv(nil)
 	require.NoError(t, err)
-	la, err := parquet.NewLocalArchive(st.ArchiveDir)
-	require.NoError(t, err)
-	archived := map[outKey]outVal{}
-	rows := 0
-	for p := range st.Opts.Partitions {
-		r, err := parquet.NewReader(la, parquet.ShardPrefix(portal.PipelineName, p), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
-		require.NoError(t, err)
-		for e, err := range r.All(ctx, parquet.Position{}) {
-			require.NoError(t, err)
-			v := outVal{value: e.Row.Value}
-			if name, ok := env.Modes(e.Row.Signal, streaming.Mode(e.Row.Mode)); ok {
-				v.mode = name
-			}
-			archived[outKey{e.Row.Sensor, e.Row.Signal, e.Row.TS}] = v
-			rows++
-		}
-	}
+	archived, rows := archivedOutputs(t, ctx, st.ArchiveDir, portal.PipelineName, st.Opts.Partitions, env)
 	if !t.Failed() && len(archived) != len(want) {
 		_ = filepath.WalkDir(st.ArchiveDir, func(p string, d os.DirEntry, _ error) error {
 			if !d.IsDir() {
@@ -329,6 +314,31 @@ func TestPortalEndToEnd(t *testing.T) {
 
 	dlq.close()
 	require.NoError(t, st.Close())
+}
+
+// archivedOutputs reads every row the archive in dir holds for the
+// first parts shards of pipeline name, by output, modes named by env; rows
+// counts them (a row written twice counts twice).
+func archivedOutputs(t *testing.T, ctx context.Context, dir, name string, parts int32, env pipeline.SinkEnv) (map[outKey]outVal, int) {
+	t.Helper()
+	la, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	out := map[outKey]outVal{}
+	rows := 0
+	for p := range parts {
+		r, err := parquet.NewReader(la, parquet.ShardPrefix(name, p), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
+		require.NoError(t, err)
+		for e, err := range r.All(ctx, parquet.Position{}) {
+			require.NoError(t, err)
+			v := outVal{value: e.Row.Value}
+			if name, ok := env.Modes(e.Row.Signal, streaming.Mode(e.Row.Mode)); ok {
+				v.mode = name
+			}
+			out[outKey{e.Row.Sensor, e.Row.Signal, e.Row.TS}] = v
+			rows++
+		}
+	}
+	return out, rows
 }
 
 // readSignals consumes the signals topic from the start until n signals

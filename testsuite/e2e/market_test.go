@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,11 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
-	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
-	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
 )
 
@@ -247,18 +243,17 @@ func TestMarketData(t *testing.T) {
 		ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
 		return n
 	}
-	var logs syncBuffer
 	run := func(until func() bool) {
 		p, err := pipeline.Load(specPath("market-data.yaml"))
 		require.NoError(t, err)
 		rctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
-			done <- worker.RunPipeline(rctx, p, worker.PipelineConfig{WorkerID: "m1"}, slog.New(slog.NewTextHandler(&logs, nil)), prometheus.NewRegistry())
+			done <- worker.RunPipeline(rctx, p, worker.PipelineConfig{WorkerID: "m1"}, slog.New(slog.NewTextHandler(t.Output(), nil)), prometheus.NewRegistry())
 		}()
-		require.Eventually(t, until, 2*time.Minute, 10*time.Millisecond, "logs:\n%s", logs.String())
+		require.Eventually(t, until, 2*time.Minute, 10*time.Millisecond)
 		stop()
-		require.NoError(t, <-done, logs.String())
+		require.NoError(t, <-done)
 	}
 	// wantBefore counts the reference outputs of the first trades.
 	wantBefore := func(n int) int {
@@ -320,23 +315,7 @@ func TestMarketData(t *testing.T) {
 	require.NoError(t, err)
 	env, err := p.SinkEnv(nil)
 	require.NoError(t, err)
-	la, err := parquet.NewLocalArchive(archive)
-	require.NoError(t, err)
-	archived := map[outKey]outVal{}
-	rows := 0
-	for part := range int32(3) {
-		r, err := parquet.NewReader(la, parquet.ShardPrefix(p.Name, part), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
-		require.NoError(t, err)
-		for e, err := range r.All(ctx, parquet.Position{}) {
-			require.NoError(t, err)
-			v := outVal{value: e.Row.Value}
-			if name, ok := env.Modes(e.Row.Signal, streaming.Mode(e.Row.Mode)); ok {
-				v.mode = name
-			}
-			archived[outKey{e.Row.Sensor, e.Row.Signal, e.Row.TS}] = v
-			rows++
-		}
-	}
+	archived, rows := archivedOutputs(t, ctx, archive, p.Name, 3, env)
 	require.Equal(t, len(want), rows, "no row twice in the archive")
 	requireSameOutputs(t, want, archived, "the Parquet archive")
 	perName := map[string]int{}
@@ -347,22 +326,4 @@ func TestMarketData(t *testing.T) {
 		require.Positive(t, perName[m], "the reference has %s outputs", m)
 	}
 	t.Logf("%d trades, %d outputs (%v) compared on Kafka, in InfluxDB and in the archive", len(all), len(want), perName)
-}
-
-// syncBuffer is a buffer a running worker logs to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -60,9 +60,8 @@ func TestSMAJobFromSpec(t *testing.T) {
 	}
 
 	done := make(chan int, 1)
-	var errOut syncBuffer
 	go func() {
-		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath("sma-readings.yaml")}, &errOut)
+		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath("sma-readings.yaml")}, t.Output())
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -82,7 +81,7 @@ func TestSMAJobFromSpec(t *testing.T) {
 	defer cl.Close()
 	for n := 0; n < len(want); {
 		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "read %d of %d outputs; worker:\n%s", n, len(want), errOut.String())
+		require.NoError(t, ctx.Err(), "read %d of %d outputs", n, len(want))
 		fs.EachRecord(func(r *kgo.Record) {
 			var o struct {
 				Key, Name string
@@ -98,7 +97,7 @@ func TestSMAJobFromSpec(t *testing.T) {
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	select {
 	case code := <-done:
-		require.Equal(t, worker.ExitOK, code, errOut.String())
+		require.Equal(t, worker.ExitOK, code)
 	case <-time.After(time.Minute):
 		t.Fatal("worker did not stop on SIGTERM")
 	}
