@@ -248,7 +248,9 @@ func (c *workflowControl) terminateStale(ctx context.Context, id string, s *shar
 }
 
 // previousOwner asks the shard's checkpoint workflow whom it knows as the
-// owner; nil when it does not run, knows none, or knows us.
+// owner, or as the one before when that is us or was cleared (the old
+// owner answered NotOwner after its revoke); nil when it does not run or
+// knows no other owner below our epoch.
 func (c *workflowControl) previousOwner(ctx context.Context, id string, me workflows.Owner) *workflows.Owner {
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -257,12 +259,16 @@ func (c *workflowControl) previousOwner(ctx context.Context, id string, me workf
 		return nil
 	}
 	var st workflows.CheckpointState
-	if err := v.Get(&st); err != nil || st.Owner == nil {
+	if err := v.Get(&st); err != nil {
 		return nil
 	}
-	if st.Owner.TaskQueue == me.TaskQueue || st.Owner.Epoch >= me.Epoch {
+	o := st.Owner
+	if o == nil || o.TaskQueue == me.TaskQueue {
+		o = st.Previous
+	}
+	if o == nil || o.TaskQueue == me.TaskQueue || o.Epoch >= me.Epoch {
 		return nil
 	}
-	o := *st.Owner
-	return &o
+	prev := *o
+	return &prev
 }

@@ -106,6 +106,10 @@ type CheckpointState struct {
 	Pipeline string            `json:"pipeline"`
 	Shard    streaming.ShardID `json:"shard"`
 	Owner    *Owner            `json:"owner,omitempty"`
+	// Previous is the owner before Owner, kept when Owner is replaced or
+	// cleared (a NotOwner answer: the shard moved): the next owner's
+	// handoff names it, to verify its final checkpoint.
+	Previous *Owner `json:"previous,omitempty"`
 
 	LastID          uint64        `json:"last_id"`
 	LastCursor      string        `json:"last_cursor,omitempty"`
@@ -262,6 +266,9 @@ func (w *checkpointRun) acceptOwner(o *Owner) {
 	if w.st.Owner != nil && o.Epoch < w.st.Owner.Epoch {
 		return
 	}
+	if w.st.Owner != nil && (w.st.Owner.TaskQueue != o.TaskQueue || w.st.Owner.Epoch != o.Epoch) {
+		w.st.Previous = w.st.Owner
+	}
 	cp := *o
 	w.st.Owner = &cp
 }
@@ -302,7 +309,7 @@ func (w *checkpointRun) checkpointOnce(ctx workflow.Context) {
 		// Not a health failure: the shard moved. Wait for the next
 		// owner's signal rather than counting towards the breaker.
 		if w.st.Owner != nil && w.st.Owner.Epoch == owner.Epoch {
-			w.st.Owner = nil
+			w.st.Previous, w.st.Owner = w.st.Owner, nil
 		}
 		return
 	}
