@@ -19,7 +19,7 @@ help: ## list the targets
 # nearest tag, commits since, commit and -dirty, as git describe says.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/tflo-io/tflo/internal/version.Version=$(VERSION)
-COMMANDS := ./starter ./workers/cmd/edge ./workers/cmd/central ./workers/cmd/simulator
+COMMANDS := ./starter ./workers/cmd/worker ./workers/cmd/simulator
 
 .PHONY: build
 build: ## compile every package; starter and the workers into ./bin, stamped with VERSION (git describe)

@@ -68,14 +68,6 @@ type ReplayFileResult struct {
 	ResumedAt int64 `json:"resumed_at"`
 }
 
-// RowSink receives replayed rows. Writes must be idempotent (a retried
-// batch overwrites, as Influx points keyed by series and time do). Flush
-// returns once everything written is durable.
-type RowSink interface {
-	WriteRows(ctx context.Context, rows []parquet.Row) error
-	Flush(ctx context.Context) error
-}
-
 // ReplayGraph turns one archived row into the rows written to the sink
 // (the same operator graph the live pipeline runs, for example).
 type ReplayGraph interface {
@@ -88,8 +80,14 @@ type ReplayGraph interface {
 // Sinks and Graphs resolve names registered by the worker.
 type Backfills struct {
 	Archives func(location string) (parquet.Archive, string, error)
-	Sinks    func(name string) (RowSink, error)
-	Graphs   func(name string) (ReplayGraph, error)
+	// Sinks resolves a sink name to one of the pipeline's sinks (the one
+	// Sink contract): replayed rows are written as the outputs they were
+	// archived from (parquet.Row.Output), so a sink writes them as it
+	// writes live outputs. Writes must be idempotent (a retried batch
+	// overwrites, as Influx points keyed by series and time do); Flush(ctx,
+	// "", 0) returns once everything written is durable.
+	Sinks  func(name string) (streaming.Sink, error)
+	Graphs func(name string) (ReplayGraph, error)
 
 	once     sync.Once
 	defaults func(location string) (parquet.Archive, string, error)
@@ -192,23 +190,23 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive %s has no file %q", in.Location, in.File), ErrTypeBadInput, nil)
 	}
 
-	batch := make([]parquet.Row, 0, batchRows)
+	batch := make([]streaming.Output, 0, batchRows)
 	next := res.ResumedAt
 	flush := func() error {
 		if len(batch) > 0 {
-			if err := sink.WriteRows(ctx, batch); err != nil {
+			if err := sink.Write(ctx, batch); err != nil {
 				return err
 			}
 			res.Written += int64(len(batch))
 			batch = batch[:0]
 		}
-		if err := sink.Flush(ctx); err != nil {
+		if err := sink.Flush(ctx, "", 0); err != nil {
 			return err
 		}
 		activity.RecordHeartbeat(ctx, parquet.Position{File: in.File, Row: next})
 		return nil
 	}
-	emit := func(row parquet.Row) { batch = append(batch, row) }
+	emit := func(row parquet.Row) { batch = append(batch, row.Output()) }
 	read := int64(0)
 	for e, err := range r.File(ctx, *fi, res.ResumedAt) {
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // A backfill at scale replays an archive partition by partition (a
@@ -227,14 +228,14 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
 	}
-	batch := make([]parquet.Row, 0, batchRows)
-	emit := func(row parquet.Row) { batch = append(batch, row) }
+	batch := make([]streaming.Output, 0, batchRows)
+	emit := func(row parquet.Row) { batch = append(batch, row.Output()) }
 	var pending replayCounts // rows read since the last flush
 	write := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := sink.WriteRows(ctx, batch); err != nil {
+		if err := sink.Write(ctx, batch); err != nil {
 			return err
 		}
 		pending.Written += int64(len(batch))
@@ -246,7 +247,7 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		if err := write(); err != nil {
 			return err
 		}
-		if err := sink.Flush(ctx); err != nil {
+		if err := sink.Flush(ctx, "", 0); err != nil {
 			return err
 		}
 		res.Next = next
@@ -309,7 +310,7 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 }
 
 // sinkAndGraph resolves a replay's sink and graph names.
-func (a *Backfills) sinkAndGraph(sinkName, graphName string) (RowSink, ReplayGraph, error) {
+func (a *Backfills) sinkAndGraph(sinkName, graphName string) (streaming.Sink, ReplayGraph, error) {
 	if a.Sinks == nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError("backfill activities have no sinks registered", ErrTypeBadInput, nil)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // memSink records rows by (sensor, signal, ts) so a replayed row
@@ -30,14 +31,15 @@ type memSink struct {
 
 func newMemSink() *memSink { return &memSink{rows: map[string]parquet.Row{}, counts: map[string]int{}} }
 
-func (s *memSink) WriteRows(_ context.Context, rows []parquet.Row) error {
+func (s *memSink) Write(_ context.Context, outs []streaming.Output) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writes++
 	if s.writes == s.failAt {
 		return errors.New("influx: 503 service unavailable")
 	}
-	for _, r := range rows {
+	for _, o := range outs {
+		r := parquet.RowOf(o)
 		k := fmt.Sprintf("%s/%s/%d", r.Sensor, r.Signal, r.TS)
 		s.rows[k] = r
 		s.counts[k]++
@@ -45,12 +47,14 @@ func (s *memSink) WriteRows(_ context.Context, rows []parquet.Row) error {
 	return nil
 }
 
-func (s *memSink) Flush(context.Context) error {
+func (s *memSink) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.flushes++
 	return nil
 }
+
+func (s *memSink) Close(context.Context) error { return nil }
 
 func writeArchive(t *testing.T, files, rowsPerFile int) (string, *parquet.LocalArchive) {
 	t.Helper()
@@ -75,7 +79,7 @@ func writeArchive(t *testing.T, files, rowsPerFile int) (string, *parquet.LocalA
 func backfillEnv(sink *memSink) (*testsuite.TestActivityEnvironment, *activities.Backfills) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	b := &activities.Backfills{Sinks: func(name string) (activities.RowSink, error) {
+	b := &activities.Backfills{Sinks: func(name string) (streaming.Sink, error) {
 		if name != "mem" {
 			return nil, fmt.Errorf("no sink named %q", name)
 		}

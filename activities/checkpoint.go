@@ -32,7 +32,10 @@ type Shards struct {
 	pipelines map[string]*CoordinatorView
 }
 
-type shardKey struct{ pipeline, shard string }
+type shardKey struct {
+	pipeline string
+	shard    streaming.ShardID
+}
 
 // CoordinatorView is what a worker knows of its pipeline's checkpoint
 // coordinator: the metrics a worker exports come from it.
@@ -75,7 +78,7 @@ func NewShards(opts ...ShardsOption) *Shards {
 var _ CheckpointHost = (*Shards)(nil)
 
 // Register makes cp serve the stages of pipeline/shard.
-func (r *Shards) Register(pipeline, shard string, cp *streaming.Checkpointer) {
+func (r *Shards) Register(pipeline string, shard streaming.ShardID, cp *streaming.Checkpointer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := shardKey{pipeline, shard}
@@ -88,7 +91,7 @@ func (r *Shards) Register(pipeline, shard string, cp *streaming.Checkpointer) {
 
 // Unregister stops serving pipeline/shard (the worker lost it). Its last
 // checkpoint is kept for a handoff's final round.
-func (r *Shards) Unregister(pipeline, shard string) {
+func (r *Shards) Unregister(pipeline string, shard streaming.ShardID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := shardKey{pipeline, shard}
@@ -174,11 +177,11 @@ func (r *Shards) CheckpointRound(ctx context.Context, in RoundInput) (RoundResul
 		k := shardKey{in.Pipeline, se.Shard}
 		res.Shards[i] = ShardResult{Shard: se.Shard, Epoch: se.Epoch}
 		if cp, ok := r.shards[k]; ok {
-			members = append(members, streaming.GroupMember{Checkpointer: cp, Epoch: streaming.Epoch(se.Epoch)})
+			members = append(members, streaming.GroupMember{Checkpointer: cp, Epoch: se.Epoch})
 			at = append(at, i)
 			continue
 		}
-		if st, ok := r.released[k]; ok && in.Final && uint64(st.LastEpoch) == se.Epoch && st.LastID > 0 {
+		if st, ok := r.released[k]; ok && in.Final && st.LastEpoch == se.Epoch && st.LastID > 0 {
 			res.Shards[i] = shardOK(se.Shard, st)
 			continue
 		}
@@ -203,7 +206,7 @@ func (r *Shards) CheckpointRound(ctx context.Context, in RoundInput) (RoundResul
 		case o.Err == nil:
 			local := sr.Local
 			*sr = shardOK(sr.Shard, cp.Status())
-			sr.Epoch, sr.Local = uint64(o.Result.Epoch), local
+			sr.Epoch, sr.Local = o.Result.Epoch, local
 			sr.Bytes, sr.Duration = o.Result.Bytes, Duration(o.Result.Duration)
 		case errors.As(o.Err, &notOwner), errors.Is(o.Err, streaming.ErrFenced):
 			sr.Status, sr.Error = ShardNotOwner, o.Err.Error()
@@ -222,8 +225,8 @@ func (r *Shards) CheckpointRound(ctx context.Context, in RoundInput) (RoundResul
 	return res, nil
 }
 
-func shardOK(shard string, st streaming.CheckpointStatus) ShardResult {
-	return ShardResult{Shard: shard, Epoch: uint64(st.LastEpoch), Status: ShardOK, CheckpointID: uint64(st.LastID),
+func shardOK(shard streaming.ShardID, st streaming.CheckpointStatus) ShardResult {
+	return ShardResult{Shard: shard, Epoch: st.LastEpoch, Status: ShardOK, CheckpointID: uint64(st.LastID),
 		Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: Duration(st.LastDuration)}
 }
 
@@ -330,7 +333,7 @@ func (a *Checkpoints) Snapshot(ctx context.Context, ref ShardRef) (SnapshotResul
 	if err != nil {
 		return SnapshotResult{}, err
 	}
-	info, err := cp.Snapshot(ctx, streaming.Epoch(ref.Epoch))
+	info, err := cp.Snapshot(ctx, ref.Epoch)
 	if err != nil {
 		return SnapshotResult{}, classify(err)
 	}

@@ -19,12 +19,12 @@ type ShardHost interface {
 	// FinalCheckpoint checkpoints pipeline/shard at epoch and stops
 	// serving it. If the worker already released the shard (for example
 	// in a Kafka revoke callback) it returns that last checkpoint.
-	FinalCheckpoint(ctx context.Context, pipeline, shard string, epoch streaming.Epoch) (CheckpointSummary, error)
+	FinalCheckpoint(ctx context.Context, pipeline string, shard streaming.ShardID, epoch streaming.Epoch) (CheckpointSummary, error)
 	// Restore loads the shard's newest durable checkpoint for epoch. A
 	// second call at the same epoch returns the first call's result.
-	Restore(ctx context.Context, pipeline, shard string, epoch streaming.Epoch) (RestoreSummary, error)
+	Restore(ctx context.Context, pipeline string, shard streaming.ShardID, epoch streaming.Epoch) (RestoreSummary, error)
 	// Resume starts consuming after the restored cursor.
-	Resume(ctx context.Context, pipeline, shard string, epoch streaming.Epoch) error
+	Resume(ctx context.Context, pipeline string, shard streaming.ShardID, epoch streaming.Epoch) error
 	// Held lists the shards the worker serves now, with their epochs.
 	Held() []HeldShard
 }
@@ -32,28 +32,28 @@ type ShardHost interface {
 // CheckpointSummary describes a checkpoint for workflow history: ids,
 // cursors and sizes, never state.
 type CheckpointSummary struct {
-	CheckpointID uint64        `json:"checkpoint_id"`
-	Epoch        uint64        `json:"epoch"`
-	Cursor       string        `json:"cursor"`
-	Bytes        int64         `json:"bytes"`
-	Duration     time.Duration `json:"duration"`
+	CheckpointID uint64          `json:"checkpoint_id"`
+	Epoch        streaming.Epoch `json:"epoch"`
+	Cursor       string          `json:"cursor"`
+	Bytes        int64           `json:"bytes"`
+	Duration     time.Duration   `json:"duration"`
 }
 
 // RestoreSummary describes what a restore loaded.
 type RestoreSummary struct {
-	CheckpointID uint64 `json:"checkpoint_id"`
-	Epoch        uint64 `json:"epoch"` // the epoch the checkpoint was written at
-	Cursor       string `json:"cursor"`
-	Bytes        int64  `json:"bytes"`
+	CheckpointID uint64          `json:"checkpoint_id"`
+	Epoch        streaming.Epoch `json:"epoch"` // the epoch the checkpoint was written at
+	Cursor       string          `json:"cursor"`
+	Bytes        int64           `json:"bytes"`
 }
 
 // HeldShard is one shard a worker serves.
 type HeldShard struct {
-	Pipeline  string `json:"pipeline"`
-	Shard     string `json:"shard"`
-	Epoch     uint64 `json:"epoch"`
-	TaskQueue string `json:"task_queue"`
-	WorkerID  string `json:"worker_id"`
+	Pipeline  string            `json:"pipeline"`
+	Shard     streaming.ShardID `json:"shard"`
+	Epoch     streaming.Epoch   `json:"epoch"`
+	TaskQueue string            `json:"task_queue"`
+	WorkerID  string            `json:"worker_id"`
 }
 
 // Handoffs are the steps of the handoff workflow, run on the old and the
@@ -67,7 +67,7 @@ func (a *Handoffs) FinalCheckpoint(ctx context.Context, ref ShardRef) (Checkpoin
 	if a.Host == nil {
 		return CheckpointSummary{}, temporal.NewNonRetryableApplicationError("handoff activities have no shard host", ErrTypeBadInput, nil)
 	}
-	s, err := a.Host.FinalCheckpoint(ctx, ref.Pipeline, ref.Shard, streaming.Epoch(ref.Epoch))
+	s, err := a.Host.FinalCheckpoint(ctx, ref.Pipeline, ref.Shard, ref.Epoch)
 	return s, classify(err)
 }
 
@@ -76,7 +76,7 @@ func (a *Handoffs) Restore(ctx context.Context, ref ShardRef) (RestoreSummary, e
 	if a.Host == nil {
 		return RestoreSummary{}, temporal.NewNonRetryableApplicationError("handoff activities have no shard host", ErrTypeBadInput, nil)
 	}
-	s, err := a.Host.Restore(ctx, ref.Pipeline, ref.Shard, streaming.Epoch(ref.Epoch))
+	s, err := a.Host.Restore(ctx, ref.Pipeline, ref.Shard, ref.Epoch)
 	return s, classify(err)
 }
 
@@ -85,7 +85,7 @@ func (a *Handoffs) Resume(ctx context.Context, ref ShardRef) error {
 	if a.Host == nil {
 		return temporal.NewNonRetryableApplicationError("handoff activities have no shard host", ErrTypeBadInput, nil)
 	}
-	return classify(a.Host.Resume(ctx, ref.Pipeline, ref.Shard, streaming.Epoch(ref.Epoch)))
+	return classify(a.Host.Resume(ctx, ref.Pipeline, ref.Shard, ref.Epoch))
 }
 
 // LeaseKeeper renews a worker's coordination leases on its own goroutine

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // CheckpointHost is the worker side of checkpoint rounds: what a worker
@@ -45,8 +47,8 @@ type CheckpointHost interface {
 
 // ShardEpoch is a shard at the owner epoch a round was scheduled for.
 type ShardEpoch struct {
-	Shard string `json:"shard"`
-	Epoch uint64 `json:"epoch"`
+	Shard streaming.ShardID `json:"shard"`
+	Epoch streaming.Epoch   `json:"epoch"`
 }
 
 // RoundInput asks one worker to checkpoint the shards it owns, as part of
@@ -99,9 +101,9 @@ const (
 // ShardResult is one shard's outcome in a round: ids, cursor, sizes and
 // durations, never state.
 type ShardResult struct {
-	Shard  string `json:"shard"`
-	Epoch  uint64 `json:"epoch"`
-	Status string `json:"status"`
+	Shard  streaming.ShardID `json:"shard"`
+	Epoch  streaming.Epoch   `json:"epoch"`
+	Status string            `json:"status"`
 	// CheckpointID is the shard's newest committed checkpoint (this
 	// round's when Status is ShardOK).
 	CheckpointID uint64   `json:"checkpoint_id,omitempty"`

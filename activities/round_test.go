@@ -27,15 +27,15 @@ type roundShard struct {
 func roundSetup(t *testing.T, store interface {
 	streaming.StateStore
 	streaming.CursorStore
-}, names ...string) (*activities.Shards, map[string]roundShard) {
+}, names ...streaming.ShardID) (*activities.Shards, map[streaming.ShardID]roundShard) {
 	t.Helper()
 	shards := activities.NewShards()
-	out := map[string]roundShard{}
+	out := map[streaming.ShardID]roundShard{}
 	for _, n := range names {
 		src := &counterSource{}
 		var e atomic.Uint64
 		e.Store(5)
-		cp, err := streaming.NewCheckpointer("iot/"+n, src, store, store, streaming.WithCursorFormatter(activities.FormatCursor),
+		cp, err := streaming.NewCheckpointer("iot/"+string(n), src, store, store, streaming.WithCursorFormatter(activities.FormatCursor),
 			streaming.WithOwnership(streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return streaming.Epoch(e.Load()), true })))
 		require.NoError(t, err)
 		shards.Register("iot", n, cp)

@@ -1,14 +1,18 @@
 package activities
 
-import "time"
+import (
+	"time"
+
+	"github.com/tflo-io/tflo/streaming"
+)
 
 // ShardRef names one shard of a pipeline at the owner epoch an activity was
 // scheduled for. An activity refuses (non-retryable ErrTypeNotOwner) when
 // its worker no longer owns the shard at that epoch.
 type ShardRef struct {
-	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
-	Epoch    uint64 `json:"epoch"`
+	Pipeline string            `json:"pipeline"`
+	Shard    streaming.ShardID `json:"shard"`
+	Epoch    streaming.Epoch   `json:"epoch"`
 }
 
 // SnapshotResult is what the snapshot stage reports: the id of the cut and

@@ -17,11 +17,11 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 
 	"github.com/tflo-io/tflo/internal/envconfig"
-	"github.com/tflo-io/tflo/internal/portal"
-	"github.com/tflo-io/tflo/workers/central"
+	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/workers/simulator"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -36,9 +36,9 @@ var knownImages = map[string]string{
 	// TEMPORAL_ADMINTOOLS_VERSION (the long form; "1.29.1" alone is not
 	// published) and TEMPORAL_UI_VERSION. The server matches the dev server
 	// tools/temporal pins.
-	"temporalio/server:1.29.1":                             "upstream compose .env",
+	"temporalio/server:1.29.1":                            "upstream compose .env",
 	"temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0": "upstream compose .env",
-	"temporalio/ui:2.34.0":                                 "upstream compose .env",
+	"temporalio/ui:2.34.0":                                "upstream compose .env",
 	// docker-library/official-images at 37079fb (2026-08-22):
 	// library/postgres "Tags: 16.15, 16" (upstream Temporal compose uses
 	// postgres:16), library/eclipse-mosquitto "Tags: 2.0.22, …"
@@ -71,9 +71,10 @@ const workerImage = "tflo/iot-portal:dev"
 
 // Drain bounds the stop_grace_period must outlast.
 const (
-	// edgeFinalCheckpoint bounds the edge's final checkpoint
-	// (workers/edge/pipeline.go, Run).
-	edgeFinalCheckpoint = 10 * time.Second
+	// mqttFinalCheckpoint bounds the final checkpoint of a pipeline with
+	// an MQTT source, the edge's (pipeline/mqtt.go, finalTimeout); a
+	// Kafka source's revokes are bounded by its revoke_timeout.
+	mqttFinalCheckpoint = 10 * time.Second
 	// drainMargin covers what follows the final checkpoints: flushing and
 	// closing the sinks, stopping the Temporal worker, withdrawing the
 	// presence lease.
@@ -357,17 +358,25 @@ func TestDockerIgnore(t *testing.T) {
 	}
 }
 
-// workerConfig returns a fresh config of the worker a command runs.
-func workerConfig(cmd string) portal.Config {
+// workerConfig returns a fresh config of the main a command runs.
+func workerConfig(cmd string) worker.Config {
 	switch cmd {
-	case "edge":
-		return &portal.EdgeConfig{}
-	case "central":
-		return &portal.CentralConfig{Config: central.DefaultConfig()}
+	case "worker":
+		return &worker.PipelineConfig{}
 	case "simulator":
-		return &portal.SimulatorConfig{}
+		return &simulator.MainConfig{}
 	}
 	return nil
+}
+
+// flag returns the value of --name in a command line.
+func flag(cmd []string, name string) string {
+	for i, a := range cmd {
+		if a == "--"+name && i+1 < len(cmd) {
+			return cmd[i+1]
+		}
+	}
+	return ""
 }
 
 // listens returns the container ports a service publishes or exposes.
@@ -379,13 +388,15 @@ func listens(s types.ServiceConfig) []string {
 	return append(out, s.Expose...)
 }
 
-// TestComposeWorkers: each tflo worker's config (its mounted YAML with the
-// service's TFLO_* variables applied, by the same loader the mains use)
-// is valid; every TFLO_* variable is a key of that worker's config; every
-// other variable is one its config names (a *_env key); every address in
-// the config names a service that listens on that port and that the worker
-// waits for; the metrics port is published; stop_grace_period outlasts
-// the drain.
+// TestComposeWorkers: each tflo worker's config (its mounted YAML with
+// the service's TFLO_* variables applied, by the loader the mains use)
+// and, for pipeline workers, its pipeline spec (baked into the image,
+// with the service's variables) are valid; every TFLO_* variable is a key
+// of one of them; every other variable is one a ${...} reference of the
+// spec or a *_env key names; every address they reach names a service
+// that listens on that port and that the worker waits for (healthy, or
+// through a completed setup service); the metrics port is published;
+// stop_grace_period outlasts the drain.
 func TestComposeWorkers(t *testing.T) {
 	p := load(t, nil)
 	workers := 0
@@ -394,87 +405,160 @@ func TestComposeWorkers(t *testing.T) {
 			continue
 		}
 		workers++
-		require.GreaterOrEqual(t, len(s.Command), 3, "service %s: command must be <worker> --config <file>", name)
-		cfg := workerConfig(s.Command[0])
-		require.NotNil(t, cfg, "service %s runs unknown command %q", name, s.Command[0])
-		require.Equal(t, "--config", s.Command[1])
+		t.Run(name, func(t *testing.T) {
+			cfg := workerConfig(s.Command[0])
+			require.NotNil(t, cfg, "service %s runs unknown command %q", name, s.Command[0])
+			cfgPath := flag(s.Command, "config")
+			require.NotEmpty(t, cfgPath, "service %s: no --config", name)
 
-		// The config file: the host file mounted at the --config path.
-		var host string
-		for _, v := range s.Volumes {
-			if v.Type == types.VolumeTypeBind && v.Target == s.Command[2] {
-				host = v.Source
+			// The config file: the host file mounted at the --config path.
+			var host string
+			for _, v := range s.Volumes {
+				if v.Type == types.VolumeTypeBind && v.Target == cfgPath {
+					host = v.Source
+				}
 			}
-		}
-		require.NotEmpty(t, host, "service %s: --config %s is not a mounted file", name, s.Command[2])
-
-		keys, err := envconfig.Keys(envconfig.Prefix, cfg)
-		require.NoError(t, err)
-		known := map[string]bool{}
-		for _, k := range keys {
-			known[k.Env] = true
-		}
-		for env := range s.Environment {
-			if strings.HasPrefix(env, envconfig.Prefix+"_") {
-				require.True(t, known[env], "service %s: %s is not a config key of %s (see `%s --help`)", name, env, s.Command[0], s.Command[0])
+			require.NotEmpty(t, host, "--config %s is not a mounted file", cfgPath)
+			// The service's environment, and nothing else of this process's.
+			for _, kv := range os.Environ() {
+				if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envconfig.Prefix+"_") || strings.HasPrefix(k, "TEMPORAL_") {
+					t.Setenv(k, "")
+					os.Unsetenv(k)
+				}
 			}
-		}
-
-		// Load as the main does: the file, then the service's environment.
-		b, err := os.ReadFile(host)
-		require.NoError(t, err)
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		dec.KnownFields(true)
-		require.NoError(t, dec.Decode(cfg), "service %s: %s", name, host)
-		lookup := func(k string) (string, bool) {
-			v, ok := s.Environment[k]
-			if !ok || v == nil {
-				return "", false
+			for k, v := range s.Environment {
+				if v != nil {
+					t.Setenv(k, *v)
+				}
 			}
-			return *v, true
-		}
-		require.NoError(t, envconfig.Apply(envconfig.Prefix, cfg, lookup))
-		require.NoError(t, cfg.Validate(), "service %s", name)
-
-		// Variables that are not keys must be named by a *_env key.
-		secrets := secretVars(cfg)
-		for env := range s.Environment {
-			if !strings.HasPrefix(env, envconfig.Prefix+"_") {
-				require.True(t, secrets[env], "service %s: %s is neither a TFLO_ key nor named by a *_env key", name, env)
+			keys, err := envconfig.Keys(envconfig.Prefix, cfg)
+			require.NoError(t, err)
+			known := map[string]bool{}
+			for _, k := range keys {
+				known[k.Env] = true
 			}
-		}
-		for env := range secrets {
-			v, ok := lookup(env)
-			require.True(t, ok && v != "", "service %s: its config reads %s, which the service does not set", name, env)
-		}
+			// Load as the main does: the file, the environment, defaults,
+			// Validate.
+			require.NoError(t, envconfig.Load(host, envconfig.Prefix, cfg))
 
-		for _, addr := range addresses(t, cfg) {
-			h, port, err := net.SplitHostPort(addr)
-			require.NoError(t, err, "service %s: address %q", name, addr)
-			target, ok := p.Services[h]
-			require.True(t, ok, "service %s: address %s names no service", name, addr)
-			require.Contains(t, listens(target), port, "service %s: %s does not listen on %s", name, h, port)
-			require.True(t, readyPath(p, name, h, map[string]bool{}),
-				"service %s does not wait (healthy or through a completed setup service) for %s", name, h)
-		}
-		_, mport, err := net.SplitHostPort(metricsAddr(cfg))
-		require.NoError(t, err, "service %s: metrics.addr", name)
-		require.Contains(t, listens(s), mport, "service %s: metrics port %s is not published", name, mport)
+			var addrs, secrets, refs []string
+			var drain time.Duration
+			switch cfg := cfg.(type) {
+			case *worker.PipelineConfig:
+				spec := flag(s.Command, "pipeline")
+				base, ok := strings.CutPrefix(spec, "/etc/tflo/pipelines/")
+				require.True(t, ok, "--pipeline %s is not a spec baked into the image", spec)
+				specPath := filepath.Join("..", "workers", "pipelines", base)
+				pl, err := pipeline.Load(specPath)
+				require.NoError(t, err)
+				skeys, err := envconfig.Keys(envconfig.Prefix, pipeline.Spec{})
+				require.NoError(t, err)
+				for _, k := range skeys {
+					known[k.Env] = true
+				}
+				for _, m := range regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(mustRead(t, specPath), -1) {
+					refs = append(refs, m[1])
+				}
+				a, sec := specReaches(t, pl)
+				addrs, secrets = append(addrs, a...), append(secrets, sec...)
+				if cfg.Temporal.Address != "" {
+					addrs = append(addrs, cfg.Temporal.Address)
+				}
+				if cfg.Coordination.NATSURL != "" {
+					addrs = append(addrs, hostPort(t, cfg.Coordination.NATSURL))
+				}
+				if cfg.Backfill.InfluxURL != "" {
+					addrs = append(addrs, hostPort(t, cfg.Backfill.InfluxURL))
+				}
+				addrs = append(addrs, cfg.Backfill.KafkaBrokers...)
+				secrets = append(secrets, cfg.Backfill.TokenEnv)
+				switch src := pl.WithDefaults().Source.(type) {
+				case *pipeline.KafkaSource:
+					drain = src.RevokeTimeout + drainMargin
+				case *pipeline.MQTTSource:
+					drain = mqttFinalCheckpoint + drainMargin
+				}
+			case *simulator.MainConfig:
+				addrs = append(addrs, hostPort(t, cfg.MQTT.URL))
+				secrets = append(secrets, cfg.MQTT.PasswordEnv)
+			}
+			for env := range s.Environment {
+				switch {
+				case strings.HasPrefix(env, envconfig.Prefix+"_"):
+					require.True(t, known[env], "%s is not a key of %s's config or spec (see `%s --help`)", env, s.Command[0], s.Command[0])
+				default:
+					require.True(t, slices.Contains(secrets, env) || slices.Contains(refs, env),
+						"%s is neither a TFLO_ key, a ${%s} reference of the spec, nor named by a *_env key", env, env)
+				}
+			}
+			for _, env := range secrets {
+				if env != "" {
+					v, ok := s.Environment[env]
+					require.True(t, ok && v != nil && *v != "", "its config reads %s, which the service does not set", env)
+				}
+			}
+			for _, addr := range addrs {
+				h, port, err := net.SplitHostPort(addr)
+				require.NoError(t, err, "address %q", addr)
+				target, ok := p.Services[h]
+				require.True(t, ok, "address %s names no service", addr)
+				require.Contains(t, listens(target), port, "%s does not listen on %s", h, port)
+				require.True(t, readyPath(p, name, h, map[string]bool{}),
+					"service %s does not wait (healthy or through a completed setup service) for %s", name, h)
+			}
+			_, mport, err := net.SplitHostPort(cfg.MetricsAddr())
+			require.NoError(t, err, "metrics.addr")
+			require.Contains(t, listens(s), mport, "metrics port %s is not published", mport)
 
-		require.NotNil(t, s.StopGracePeriod, "service %s: no stop_grace_period, so Docker kills it 10s after SIGTERM", name)
-		grace := time.Duration(*s.StopGracePeriod)
-		switch c := cfg.(type) {
-		case *portal.CentralConfig:
-			require.Greater(t, grace, c.Kafka.RevokeTimeout.D()+drainMargin, "service %s: stop_grace_period %v does not outlast the drain", name, grace)
-		case *portal.EdgeConfig:
-			require.Greater(t, grace, edgeFinalCheckpoint+drainMargin, "service %s: stop_grace_period %v does not outlast the drain", name, grace)
-		}
+			require.NotNil(t, s.StopGracePeriod, "service %s: no stop_grace_period, so Docker kills it 10s after SIGTERM", name)
+			grace := time.Duration(*s.StopGracePeriod)
+			require.Greater(t, grace, drain, "service %s: stop_grace_period %v does not outlast the drain", name, grace)
+		})
 	}
 	require.Equal(t, 4, workers, "simulator, edge and two central workers")
 }
 
+func hostPort(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err, raw)
+	return u.Host
+}
+
+// specReaches returns the host:port of every service a pipeline reaches,
+// and the variables its *_env keys name.
+func specReaches(t *testing.T, p pipeline.Pipeline) (addrs, secrets []string) {
+	t.Helper()
+	switch s := p.Source.(type) {
+	case *pipeline.KafkaSource:
+		addrs = append(addrs, s.Brokers...)
+	case *pipeline.MQTTSource:
+		for _, u := range s.Servers {
+			addrs = append(addrs, hostPort(t, u))
+		}
+		secrets = append(secrets, s.PasswordEnv)
+	}
+	for _, sink := range p.Sinks {
+		switch k := sink.(type) {
+		case pipeline.KafkaSink:
+			addrs = append(addrs, k.Brokers...)
+		case pipeline.InfluxSink:
+			addrs = append(addrs, hostPort(t, k.URL))
+			secrets = append(secrets, k.TokenEnv)
+		}
+	}
+	if s3 := p.State.Durable.S3; s3 != nil {
+		if s3.Endpoint != "" {
+			addrs = append(addrs, hostPort(t, s3.Endpoint))
+		}
+		secrets = append(secrets, s3.AccessKeyEnv, s3.SecretKeyEnv)
+	}
+	return addrs, secrets
+}
+
 // TestDockerfileBuildsTheCommands: every command a built service runs is
-// compiled into the image, and every config it mounts is also baked in.
+// compiled into the image, and every config and pipeline spec it mounts
+// or names is also baked in.
 func TestDockerfileBuildsTheCommands(t *testing.T) {
 	p := load(t, nil)
 	df := mustRead(t, filepath.Join("..", "Dockerfile"))
@@ -487,69 +571,5 @@ func TestDockerfileBuildsTheCommands(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Contains(t, df, "COPY deploy/*.yaml /etc/tflo/")
-}
-
-// addresses returns the host:port of every service a worker's config
-// reaches.
-func addresses(t *testing.T, cfg portal.Config) []string {
-	t.Helper()
-	hostPort := func(raw string) string {
-		u, err := url.Parse(raw)
-		require.NoError(t, err, raw)
-		return u.Host
-	}
-	switch c := cfg.(type) {
-	case *portal.EdgeConfig:
-		var out []string
-		for _, s := range c.MQTT.Servers {
-			out = append(out, hostPort(s))
-		}
-		return append(out, c.Kafka.Brokers...)
-	case *portal.CentralConfig:
-		out := append([]string{c.Temporal.Address, hostPort(c.Influx.URL)}, c.Kafka.Brokers...)
-		if c.Durable.S3.Endpoint != "" {
-			out = append(out, hostPort(c.Durable.S3.Endpoint))
-		}
-		if c.Coordination.NATSURL != "" {
-			out = append(out, hostPort(c.Coordination.NATSURL))
-		}
-		return out
-	case *portal.SimulatorConfig:
-		return []string{hostPort(c.MQTT.URL)}
-	}
-	t.Fatalf("unknown config %T", cfg)
-	return nil
-}
-
-func metricsAddr(cfg portal.Config) string {
-	switch c := cfg.(type) {
-	case *portal.EdgeConfig:
-		return c.Metrics.Addr
-	case *portal.CentralConfig:
-		return c.Metrics.Addr
-	case *portal.SimulatorConfig:
-		return c.Metrics.Addr
-	}
-	return ""
-}
-
-// secretVars returns the variables a config's *_env keys name.
-func secretVars(cfg portal.Config) map[string]bool {
-	out := map[string]bool{}
-	add := func(vs ...string) {
-		for _, v := range vs {
-			if v != "" {
-				out[v] = true
-			}
-		}
-	}
-	switch c := cfg.(type) {
-	case *portal.EdgeConfig:
-		add(c.MQTT.PasswordEnv)
-	case *portal.CentralConfig:
-		add(c.Influx.TokenEnv, c.Temporal.APIKeyEnv, c.Durable.S3.AccessKeyEnv, c.Durable.S3.SecretKeyEnv)
-	case *portal.SimulatorConfig:
-		add(c.MQTT.PasswordEnv)
-	}
-	return out
+	require.Contains(t, df, "COPY workers/pipelines/*.yaml /etc/tflo/pipelines/")
 }

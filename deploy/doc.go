@@ -2,7 +2,9 @@
 // that checks them. It has no code of its own.
 //
 //   - central.yaml, edge.yaml, simulator.yaml: the workers' configs,
-//     mounted by docker-compose.yml and baked into the image;
+//     mounted by docker-compose.yml and baked into the image (the edge and
+//     central workers are workers/cmd/worker running iot-portal's pipeline
+//     specs, workers/pipelines, baked in under /etc/tflo/pipelines);
 //   - mosquitto.conf: the development MQTT broker;
 //   - temporal/: the Temporal setup docker-compose.yml runs with
 //     temporalio/admin-tools (setup-postgres.sh: databases and schemas;
@@ -14,5 +16,5 @@
 // the images against tags known to be published, health checks and start
 // order, published ports, volumes, stop grace periods, the search
 // attributes against workflows.SearchAttributeFlags, and every worker's
-// config keys and the services it reaches.
+// config keys, the pipeline spec it runs and the services they reach.
 package deploy

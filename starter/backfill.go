@@ -16,6 +16,7 @@ import (
 
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/portal"
+	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -37,10 +38,11 @@ func (a *app) backfillStart() *cobra.Command {
 		Short: "Start a backfill workflow",
 		Long: `start runs a BackfillWorkflow: it counts the archive, then replays its
 partitions (--window at once), each partition's files in order, many files
-per activity, into the sink. The workers serving backfills (backfill: true
-in a central worker's configuration, or the demo) must reach the archive
-and the sink: file:// folders they share, s3:// buckets through their
-TFLO_S3_* settings. Sinks: ` + portal.SinkExamples + `.`,
+per activity, into the sink. The workers serving backfills (a pipeline
+worker whose configuration sets backfill.influx_url or
+backfill.kafka_brokers, or the demo) must reach the archive and the sink:
+file:// folders they share, s3:// buckets through their TFLO_S3_*
+settings. Sinks: ` + worker.SinkExamples + `.`,
 		Example: `  starter backfill start --name replay-1 --archive file:///var/tflo/archive --sink influx:iot_portal_replay/autogen --wait
   starter backfill start --name june --archive s3://tflo-archive/prod --sink influx:iot_portal/autogen --from 2026-06-01T00:00:00Z --to 2026-07-01T00:00:00Z
   starter backfill start --name reprocess --archive s3://tflo-archive/prod --sink kafka:signals.replay`,
@@ -58,7 +60,7 @@ TFLO_S3_* settings. Sinks: ` + portal.SinkExamples + `.`,
 			if _, err := archiveloc.Parse(in.Location); err != nil {
 				return usageError{err}
 			}
-			if _, _, err := portal.ParseSink(in.Sink); err != nil {
+			if _, _, err := worker.ParseSink(in.Sink); err != nil {
 				return usageError{err}
 			}
 			if in.From, err = parseTime("--from", from); err != nil {
@@ -97,7 +99,7 @@ TFLO_S3_* settings. Sinks: ` + portal.SinkExamples + `.`,
 	f := cmd.Flags()
 	f.StringVar(&in.Name, "name", "", "backfill name (required)")
 	f.StringVar(&in.Location, "archive", "", "archive location: "+archiveloc.Examples+" (required)")
-	f.StringVar(&in.Sink, "sink", portal.InfluxSinkName(portal.Bucket(portal.Database+"_replay")), "where to write: "+portal.SinkExamples)
+	f.StringVar(&in.Sink, "sink", worker.InfluxSinkName(portal.Bucket(portal.Database+"_replay")), "where to write: "+worker.SinkExamples)
 	f.StringVar(&in.Graph, "graph", "", "replay graph the workers registered (default: write archived signals as they are)")
 	f.StringVar(&in.ExpectedFingerprint, "fingerprint", "", "expected archive schema fingerprint (default: this build's)")
 	f.StringVar(&from, "from", "", "only rows at or after this time (RFC 3339)")

@@ -19,8 +19,9 @@ import (
 // stamps git describe.
 const testVersion = "v0.0.0-binary-test"
 
-// buildBinaries builds starter and the worker commands into a temporary
-// folder with the version stamped by the linker, as `make build` does.
+// buildBinaries builds starter and the worker binaries (the pipeline
+// worker and the simulator) into a temporary folder with the version
+// stamped by the linker, as `make build` does.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -28,7 +29,7 @@ func buildBinaries(t *testing.T) string {
 	dir := t.TempDir()
 	cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator),
 		"-ldflags", "-X github.com/tflo-io/tflo/internal/version.Version="+testVersion,
-		".", "../workers/cmd/edge", "../workers/cmd/central", "../workers/cmd/simulator")
+		".", "../workers/cmd/worker", "../workers/cmd/simulator")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return dir
@@ -131,7 +132,7 @@ func TestBuiltBinary(t *testing.T) {
 	}
 
 	// Every worker binary says which build it is.
-	for _, w := range []string{"edge", "central", "simulator"} {
+	for _, w := range []string{"worker", "simulator"} {
 		r := exitOf(t, filepath.Join(dir, w), nil, "--version")
 		assert.Equal(t, exitOK, r.code, r.err)
 		assert.True(t, strings.HasPrefix(r.out, w+" "+testVersion+" (go"), "%s --version: %q", w, r.out)

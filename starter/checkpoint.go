@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -89,7 +90,7 @@ func (a *app) checkpointNowPerShard(cmd *cobra.Command, c client.Client, pipelin
 	ctx := cmd.Context()
 	ids := make([]string, 0, len(shards))
 	for _, s := range shards {
-		ids = append(ids, workflows.CheckpointWorkflowID(pipeline, s))
+		ids = append(ids, workflows.CheckpointWorkflowID(pipeline, streaming.ShardID(s)))
 	}
 	if len(ids) == 0 {
 		runs, err := a.checkpointRuns(ctx, c, pipeline, true)

@@ -245,10 +245,11 @@ func printWhere(w io.Writer, st *portal.Stack, logPath string) {
 	p("MQTT broker", st.MQTT.URL(), "readings on sensors/<sensor>, dead letters on "+portal.SensorsDLQTopic)
 	p("Kafka (kfake)", strings.Join(st.Kafka.Addrs(), ","), fmt.Sprintf("topic %s, %d partitions; dead letters %s", portal.SignalsTopic, st.Opts.Partitions, portal.SignalsDLQTopic))
 	var badger []string
-	for i := range st.Centrals {
-		badger = append(badger, st.CentralConfig(i).State.Dir)
+	for _, w := range st.Centrals {
+		badger = append(badger, w.Pipeline().State.Dir)
 	}
-	p("Badger", st.EdgeConfig().State.Dir, strings.Join(badger, ", "))
+	p("Badger", st.Edge.Pipeline().State.Dir, strings.Join(badger, ", "))
+	p("pipeline specs", "workers/pipelines/"+portal.EdgeSpec, "workers/pipelines/"+portal.CentralSpec)
 	p("checkpoints", st.CheckpointDir, "shared durable store of the central workers")
 	p("worker logs", logPath, "")
 	tw.Flush()

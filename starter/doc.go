@@ -8,6 +8,7 @@
 //	starter backfill start|status|cancel
 //	starter archive ls|verify|compact  file:// folders and s3://bucket/prefix
 //	starter workers [--all]           each worker's lease: alive, stopped or dead
+//	starter operators [TYPE...]       the operator types a spec's graph can use
 //	starter version                   which build this is (also --version)
 //
 // Every command reaches Temporal as the Temporal CLI does (internal/temporalclient:

@@ -399,3 +399,37 @@ func TestCheckpointNowWaitsOnTheCoordinator(t *testing.T) {
 	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "cli/0")
 	assert.Equal(t, exitUsage, r.code, "--shard does not apply to a coordinator: %s", r.err)
 }
+
+// TestOperatorsListsTheRegistry: `starter operators` lists every type of
+// the default registry with its parameters; --json is the same as data;
+// an unknown type exits 3.
+func TestOperatorsListsTheRegistry(t *testing.T) {
+	r := run(t, "operators")
+	require.Equal(t, exitOK, r.code, r.err)
+	for _, s := range []string{"sma — ", "vwap — ", "episode — ", "window", "warmup", "full|partial", "modes:   below (-1), inside (0), above (1)"} {
+		require.Contains(t, r.out, s)
+	}
+
+	r = run(t, "operators", "--json", "bollinger", "sma")
+	require.Equal(t, exitOK, r.code, r.err)
+	var types []struct {
+		Name   string `json:"name"`
+		Params []struct {
+			Name    string `json:"name"`
+			Kind    string `json:"kind"`
+			Default any    `json:"default"`
+		} `json:"params"`
+		Modes map[string]string `json:"modes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &types), r.out)
+	require.Len(t, types, 2)
+	require.Equal(t, "bollinger", types[0].Name)
+	require.Equal(t, "above", types[0].Modes["1"])
+	require.Equal(t, "sma", types[1].Name)
+	require.Equal(t, "window", types[1].Params[0].Name)
+	require.Equal(t, "int", types[1].Params[0].Kind)
+
+	r = run(t, "operators", "smaa")
+	require.Equal(t, exitNotFound, r.code)
+	require.Contains(t, r.err, `no operator type "smaa"`)
+}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -39,14 +40,17 @@ func (s *shardFlags) add(cmd *cobra.Command, needShards bool) {
 	}
 }
 
-func (s *shardFlags) names() ([]string, error) {
-	out := append([]string(nil), s.shards...)
+func (s *shardFlags) names() ([]streaming.ShardID, error) {
+	var out []streaming.ShardID
+	for _, sh := range s.shards {
+		out = append(out, streaming.ShardID(sh))
+	}
 	if s.topic != "" || s.partitions != 0 {
 		if s.topic == "" || s.partitions <= 0 {
 			return nil, usagef("--topic and --partitions go together (got topic %q, partitions %d)", s.topic, s.partitions)
 		}
 		for p := int32(0); p < s.partitions; p++ {
-			out = append(out, workflows.KafkaShard(s.topic, p))
+			out = append(out, streaming.KafkaShard(s.topic, p))
 		}
 	}
 	if len(out) == 0 {
@@ -83,9 +87,9 @@ these workflows when they gain a shard; until then the workflows wait.`,
 				return err
 			}
 			type started struct {
-				Shard      string `json:"shard"`
-				WorkflowID string `json:"workflow_id"`
-				RunID      string `json:"run_id"`
+				Shard      streaming.ShardID `json:"shard"`
+				WorkflowID string            `json:"workflow_id"`
+				RunID      string            `json:"run_id"`
 			}
 			var out []started
 			for _, sh := range shards {

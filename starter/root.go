@@ -118,7 +118,7 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log more")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	root.AddCommand(a.pipelineCommand(), a.checkpointCommand(), a.backfillCommand(), a.archiveCommand(), a.workersCommand(), a.demoCommand(), a.versionCommand())
+	root.AddCommand(a.pipelineCommand(), a.checkpointCommand(), a.backfillCommand(), a.archiveCommand(), a.workersCommand(), a.operatorsCommand(), a.demoCommand(), a.versionCommand())
 	finishTree(root)
 	return root
 }

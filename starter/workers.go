@@ -38,7 +38,7 @@ func (a *app) workersCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workers",
 		Short: "List the workers' lease workflows: alive, stopped or dead, their shards and lease errors",
-		Long: `List the workers' lease workflows (one per central worker, id "` + workflows.LeaseWorkflowIDPrefix + `<worker>").
+		Long: `List the workers' lease workflows (one per pipeline worker running with Temporal, id "` + workflows.LeaseWorkflowIDPrefix + `<worker>").
 
 A running lease is "alive": its activity on the worker's own task queue heartbeats
 the shards the worker holds (SHARDS, as of LAST HEARTBEAT). RESTARTS counts the

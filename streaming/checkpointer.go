@@ -101,6 +101,8 @@ type checkpointerConfig struct {
 	maxRuns         int
 	formatCursor    func(typ string, cursor []byte) string
 	log             *slog.Logger
+	preCommit       func(ctx context.Context, id CheckpointID) error
+	onCommit        func(ctx context.Context, id CheckpointID)
 }
 
 func defaultCheckpointerConfig() checkpointerConfig {
@@ -199,6 +201,22 @@ func WithMaxRuns(n int) CheckpointerOption {
 // "type:hex").
 func WithCursorFormatter(f func(cursorType string, cursor []byte) string) CheckpointerOption {
 	return func(c *checkpointerConfig) { c.formatCursor = f }
+}
+
+// WithPreCommit sets a function SaveState calls after the checkpoint's cut
+// and before it writes any piece (default none): the sinks' pre-commit,
+// which makes every output of a record the cut contains durable before
+// the state that skips that record on replay. An error fails the stage
+// (it is retried with the stage).
+func WithPreCommit(f func(ctx context.Context, id CheckpointID) error) CheckpointerOption {
+	return func(c *checkpointerConfig) { c.preCommit = f }
+}
+
+// WithOnCommit sets a function called after checkpoint id's cursor is
+// committed, on the caller's goroutine, with the stage's context (default
+// none): the sinks' commit notification.
+func WithOnCommit(f func(ctx context.Context, id CheckpointID)) CheckpointerOption {
+	return func(c *checkpointerConfig) { c.onCommit = f }
 }
 
 // WithCheckpointLogger sets the logger (default discards).
@@ -561,6 +579,12 @@ func saveOneStore(ctx context.Context, shards []*groupShard) {
 			s.err = err
 			continue
 		}
+		if c.cfg.preCommit != nil {
+			if err := c.cfg.preCommit(sctx, p.id); err != nil {
+				s.err = fmt.Errorf("pre-commit outputs: %w", err)
+				continue
+			}
+		}
 		run, err := s.writeRun(sctx, w, 0, p.cut.Pieces)
 		if err != nil {
 			s.err = err
@@ -696,6 +720,9 @@ func (c *Checkpointer) commitCursor(ctx context.Context, id CheckpointID) error 
 	c.status.LastError = ""
 	c.status.ConsecutiveFailures = 0
 	c.statusMu.Unlock()
+	if c.cfg.onCommit != nil {
+		c.cfg.onCommit(sctx, id)
+	}
 	return nil
 }
 

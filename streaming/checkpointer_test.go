@@ -537,3 +537,39 @@ func restoredWith(t *testing.T, st *tinyStore, opts ...streaming.CheckpointerOpt
 	got, _ := fresh.snapshot()
 	return got
 }
+
+// TestPreCommitAndCommitHooks: the sinks' pre-commit runs after the cut
+// and before any piece is written, a failing pre-commit fails the save
+// (nothing is committed), and the commit notification follows the cursor
+// save.
+func TestPreCommitAndCommitHooks(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	var events []string
+	fail := true
+	cp := newCP(t, src, st, st,
+		streaming.WithPreCommit(func(_ context.Context, id streaming.CheckpointID) error {
+			events = append(events, fmt.Sprintf("pre-commit %d (%d keys stored)", id, len(st.keys())))
+			if fail {
+				return errors.New("sink down")
+			}
+			return nil
+		}),
+		streaming.WithOnCommit(func(_ context.Context, id streaming.CheckpointID) {
+			rec, err := st.LoadCursor(ctx, []byte("sensors/p0"))
+			require.NoError(t, err)
+			events = append(events, fmt.Sprintf("commit %d (cursor of checkpoint %d saved)", id, rec.CheckpointID))
+		}))
+	src.Apply("k", 1)
+	info, err := cp.Snapshot(ctx, 0)
+	require.NoError(t, err)
+	_, err = cp.SaveState(ctx, info.ID)
+	require.ErrorContains(t, err, "sink down")
+	require.Empty(t, st.keys(), "a failed pre-commit writes no state")
+	fail = false
+	_, err = cp.SaveState(ctx, info.ID)
+	require.NoError(t, err)
+	require.NoError(t, cp.CommitCursor(ctx, info.ID))
+	require.Equal(t, []string{"pre-commit 1 (0 keys stored)", "pre-commit 1 (0 keys stored)", "commit 1 (cursor of checkpoint 1 saved)"}, events)
+}

@@ -102,3 +102,6 @@ func (e *SchemaMismatchError) Error() string {
 }
 
 func (e *SchemaMismatchError) Unwrap() error { return ErrSchemaMismatch }
+
+// ErrSinkClosed is returned by a Sink's Write after Close.
+var ErrSinkClosed = errors.New("sink closed")

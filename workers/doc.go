@@ -1,14 +1,14 @@
-// Package workers holds the iot-portal reference deployment's workers:
+// Package workers holds tflo's worker programs and example pipelines:
 //
-//   - workers/edge: the edge gateway as a library (MQTT → conditioning
-//     graph → Kafka signals, Badger checkpoints).
-//   - workers/central: the central worker as a library (Kafka consumer
-//     group → derived signals → InfluxDB and Parquet, Temporal slow path).
-//   - workers/simulator: a seeded sensor fleet publishing to MQTT.
-//   - workers/cmd/{edge,central,simulator}: their thin mains (YAML config
-//     with TFLO_* environment overrides, slog, Prometheus /metrics,
-//     graceful shutdown), wired by internal/portal.
+//   - workers/cmd/worker: the one pipeline worker; it runs any pipeline
+//     spec (worker --pipeline FILE.yaml).
+//   - workers/pipelines: the example specs (iot-portal's edge and central
+//     pipelines, the SMA-over-readings job, market data) and the tests that
+//     pin what they compute.
+//   - workers/simulator (and workers/cmd/simulator): a seeded sensor
+//     fleet publishing to MQTT, the input of the iot-portal.
 //
-// `starter demo` runs them all in one process; docker-compose.yml runs the
-// mains against real services.
+// `starter demo` runs the iot-portal in one process (internal/portal);
+// docker-compose.yml runs the same specs in the worker image against real
+// services.
 package workers

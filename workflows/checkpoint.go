@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Breaker states as the checkpoint workflow reports them (and as the
@@ -23,9 +24,9 @@ const (
 // workflow itself (signal-with-start of SignalOwner) when it gains the
 // shard. Ownership is decided on the data plane, never by the workflow.
 type Owner struct {
-	WorkerID  string `json:"worker_id"`
-	TaskQueue string `json:"task_queue"`
-	Epoch     uint64 `json:"epoch"`
+	WorkerID  string          `json:"worker_id"`
+	TaskQueue string          `json:"task_queue"`
+	Epoch     streaming.Epoch `json:"epoch"`
 }
 
 // CheckpointNow is the payload of SignalCheckpointNow.
@@ -36,8 +37,8 @@ type CheckpointNow struct {
 // CheckpointInput starts a checkpoint workflow for one shard of a pipeline.
 // Zero durations and counts take the defaults documented on each field.
 type CheckpointInput struct {
-	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
+	Pipeline string            `json:"pipeline"`
+	Shard    streaming.ShardID `json:"shard"`
 	// Interval between checkpoints (default 10s).
 	Interval time.Duration `json:"interval,omitempty"`
 	// Owner, when already known at start.
@@ -102,9 +103,13 @@ func (in CheckpointInput) withDefaults() CheckpointInput {
 // CheckpointState is what the status query returns, and what the workflow
 // carries across continue-as-new.
 type CheckpointState struct {
-	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
-	Owner    *Owner `json:"owner,omitempty"`
+	Pipeline string            `json:"pipeline"`
+	Shard    streaming.ShardID `json:"shard"`
+	Owner    *Owner            `json:"owner,omitempty"`
+	// Previous is the owner before Owner, kept when Owner is replaced or
+	// cleared (a NotOwner answer: the shard moved): the next owner's
+	// handoff names it, to verify its final checkpoint.
+	Previous *Owner `json:"previous,omitempty"`
 
 	LastID          uint64        `json:"last_id"`
 	LastCursor      string        `json:"last_cursor,omitempty"`
@@ -261,6 +266,9 @@ func (w *checkpointRun) acceptOwner(o *Owner) {
 	if w.st.Owner != nil && o.Epoch < w.st.Owner.Epoch {
 		return
 	}
+	if w.st.Owner != nil && (w.st.Owner.TaskQueue != o.TaskQueue || w.st.Owner.Epoch != o.Epoch) {
+		w.st.Previous = w.st.Owner
+	}
 	cp := *o
 	w.st.Owner = &cp
 }
@@ -301,7 +309,7 @@ func (w *checkpointRun) checkpointOnce(ctx workflow.Context) {
 		// Not a health failure: the shard moved. Wait for the next
 		// owner's signal rather than counting towards the breaker.
 		if w.st.Owner != nil && w.st.Owner.Epoch == owner.Epoch {
-			w.st.Owner = nil
+			w.st.Previous, w.st.Owner = w.st.Owner, nil
 		}
 		return
 	}
@@ -363,7 +371,7 @@ func (w *checkpointRun) stages(ctx workflow.Context, queue string, ref activitie
 func (w *checkpointRun) upsertSearch(ctx workflow.Context, completed bool) {
 	ups := []temporal.SearchAttributeUpdate{
 		SearchPipeline.ValueSet(w.in.Pipeline),
-		SearchShard.ValueSet(w.in.Shard),
+		SearchShard.ValueSet(string(w.in.Shard)),
 		SearchBreakerState.ValueSet(w.st.Breaker),
 	}
 	if completed || !w.st.LastCompletedAt.IsZero() {

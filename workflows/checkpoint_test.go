@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -98,7 +99,7 @@ func TestCheckpointWorkflowWaitsForOwnerAndFollowsIt(t *testing.T) {
 	env.ExecuteWorkflow(workflows.CheckpointWorkflow, workflows.CheckpointInput{Pipeline: "p", Shard: "s", Interval: 10 * time.Second})
 	st := stateOf(t, env)
 	require.NotNil(t, st.Owner)
-	assert.Equal(t, uint64(4), st.Owner.Epoch)
+	assert.Equal(t, streaming.Epoch(4), st.Owner.Epoch)
 	assert.Equal(t, "w2", st.Owner.WorkerID)
 	assert.Equal(t, int64(2), st.Completed)
 	require.NotEmpty(t, queues)
@@ -228,7 +229,7 @@ func TestCheckpointWorkflowBreaker(t *testing.T) {
 
 func TestCheckpointWorkflowNotOwnerWaitsForNextOwner(t *testing.T) {
 	env, a := newCheckpointEnv(t)
-	var epochs []uint64
+	var epochs []streaming.Epoch
 	env.OnActivity(a.Snapshot, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, ref activities.ShardRef) (activities.SnapshotResult, error) {
 			epochs = append(epochs, ref.Epoch)
@@ -239,6 +240,14 @@ func TestCheckpointWorkflowNotOwnerWaitsForNextOwner(t *testing.T) {
 		})
 	env.OnActivity(a.SaveState, mock.Anything, mock.Anything).Return(activities.SaveResult{}, nil)
 	env.OnActivity(a.CommitCursor, mock.Anything, mock.Anything).Return(activities.CommitResult{}, nil)
+	// While it waits it still names the owner it lost, for the next
+	// owner's handoff (which verifies that owner's final checkpoint).
+	var waiting workflows.CheckpointState
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&waiting))
+	}, 30*time.Second)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalOwner, workflows.Owner{WorkerID: "w2", TaskQueue: workflows.WorkerTaskQueue("w2"), Epoch: 2})
 	}, time.Minute)
@@ -247,7 +256,12 @@ func TestCheckpointWorkflowNotOwnerWaitsForNextOwner(t *testing.T) {
 		Pipeline: "p", Shard: "s", Interval: 10 * time.Second, Owner: owner1, BreakerThreshold: 1,
 	})
 	st := stateOf(t, env)
-	assert.Equal(t, []uint64{1, 2}, epochs, "after NotOwner the workflow waits for the next owner instead of retrying")
+	assert.Nil(t, waiting.Owner)
+	if assert.NotNil(t, waiting.Previous) {
+		assert.Equal(t, *owner1, *waiting.Previous)
+	}
+	assert.Equal(t, "w2", st.Owner.WorkerID)
+	assert.Equal(t, []streaming.Epoch{1, 2}, epochs, "after NotOwner the workflow waits for the next owner instead of retrying")
 	assert.Equal(t, workflows.BreakerClosed, st.Breaker, "a shard move is not a health failure")
 	assert.Equal(t, int64(1), st.Completed)
 }

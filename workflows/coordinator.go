@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // continueAsNewEvents is the history length past which a coordinator run
@@ -339,7 +340,7 @@ func (c *coordinator) announce(ctx workflow.Context, a Announcement) (AnnounceRe
 
 // startHandoff starts the HandoffWorkflow of a shard that moved (a child
 // that outlives this run) and returns its id.
-func (c *coordinator) startHandoff(ctx workflow.Context, shard string, from Owner, fromDead bool, to Owner) string {
+func (c *coordinator) startHandoff(ctx workflow.Context, shard streaming.ShardID, from Owner, fromDead bool, to Owner) string {
 	id := HandoffWorkflowIDAt(c.in.Pipeline, shard, to.Epoch)
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:        id,
@@ -373,7 +374,7 @@ func (c *coordinator) startHandoff(ctx workflow.Context, shard string, from Owne
 	return id
 }
 
-func (c *coordinator) noteHandoff(shard string, to Owner, what string) {
+func (c *coordinator) noteHandoff(shard streaming.ShardID, to Owner, what string) {
 	row := c.row(shard)
 	if row == nil || row.Owner != to {
 		return
@@ -802,16 +803,16 @@ func (c *coordinator) upsertSearch(ctx workflow.Context, first bool) {
 }
 
 // row returns the table row of shard, or nil.
-func (c *coordinator) row(shard string) *ShardRow {
-	i, ok := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s string) int { return strings.Compare(r.Shard, s) })
+func (c *coordinator) row(shard streaming.ShardID) *ShardRow {
+	i, ok := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
 	if !ok {
 		return nil
 	}
 	return &c.st.Shards[i]
 }
 
-func (c *coordinator) addRow(shard string) *ShardRow {
-	i, _ := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s string) int { return strings.Compare(r.Shard, s) })
+func (c *coordinator) addRow(shard streaming.ShardID) *ShardRow {
+	i, _ := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
 	c.st.Shards = slices.Insert(c.st.Shards, i, ShardRow{Shard: shard, Status: ShardNew})
 	return &c.st.Shards[i]
 }

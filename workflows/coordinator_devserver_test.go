@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/fakeactivities"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
@@ -85,7 +86,7 @@ func currentDetails(t *testing.T, c client.Client, id string) string {
 	return md.GetCurrentDetails()
 }
 
-func shardRow(rows []workflows.ShardRow, shard string) workflows.ShardRow {
+func shardRow(rows []workflows.ShardRow, shard streaming.ShardID) workflows.ShardRow {
 	i := slices.IndexFunc(rows, func(r workflows.ShardRow) bool { return r.Shard == shard })
 	if i < 0 {
 		return workflows.ShardRow{}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -25,7 +26,7 @@ import (
 // with per-shard ids 1, 2, ...; outcome overrides that per worker.
 type fakeWorkers struct {
 	mu      sync.Mutex
-	ids     map[string]uint64
+	ids     map[streaming.ShardID]uint64
 	calls   []roundCall
 	outcome func(in activities.RoundInput) (activities.RoundResult, error, bool)
 	notices []activities.CoordinatorNotice
@@ -36,7 +37,7 @@ type roundCall struct {
 	in    activities.RoundInput
 }
 
-func newFakeWorkers() *fakeWorkers { return &fakeWorkers{ids: map[string]uint64{}} }
+func newFakeWorkers() *fakeWorkers { return &fakeWorkers{ids: map[streaming.ShardID]uint64{}} }
 
 func (f *fakeWorkers) round(ctx context.Context, in activities.RoundInput) (activities.RoundResult, error) {
 	f.mu.Lock()
@@ -58,7 +59,7 @@ func (f *fakeWorkers) ok(in activities.RoundInput) activities.RoundResult {
 	for _, s := range in.Shards {
 		f.ids[s.Shard]++
 		res.Shards = append(res.Shards, activities.ShardResult{Shard: s.Shard, Epoch: s.Epoch, Status: activities.ShardOK,
-			CheckpointID: f.ids[s.Shard], Cursor: s.Shard + "@" + time.Duration(f.ids[s.Shard]).String(), Bytes: 1000})
+			CheckpointID: f.ids[s.Shard], Cursor: string(s.Shard) + "@" + time.Duration(f.ids[s.Shard]).String(), Bytes: 1000})
 	}
 	return res
 }
@@ -87,7 +88,7 @@ func newCoordinatorEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeW
 	return env, f
 }
 
-func announcement(worker string, epoch uint64, shards ...string) workflows.Announcement {
+func announcement(worker string, epoch streaming.Epoch, shards ...streaming.ShardID) workflows.Announcement {
 	a := workflows.Announcement{WorkerID: worker, TaskQueue: workflows.WorkerTaskQueue(worker)}
 	for _, s := range shards {
 		a.Shards = append(a.Shards, activities.ShardEpoch{Shard: s, Epoch: epoch})
@@ -145,7 +146,7 @@ func queryInto(t *testing.T, env *testsuite.TestWorkflowEnvironment, query strin
 	require.NoError(t, v.Get(into))
 }
 
-func rowOf(t *testing.T, st workflows.CoordinatorState, shard string) workflows.ShardRow {
+func rowOf(t *testing.T, st workflows.CoordinatorState, shard streaming.ShardID) workflows.ShardRow {
 	t.Helper()
 	for _, r := range st.Shards {
 		if r.Shard == shard {
@@ -513,7 +514,7 @@ func TestCoordinatorWorkerGone(t *testing.T) {
 			assert.Len(t, c.in.Shards, 3, "round %d", c.in.Round)
 		}
 	}
-	for _, s := range []string{"readings/0", "readings/1", "readings/2"} {
+	for _, s := range []streaming.ShardID{"readings/0", "readings/1", "readings/2"} {
 		row := rowOf(t, st, s)
 		assert.Equal(t, workflows.ShardOK, row.Status, s)
 		assert.Equal(t, "w2", row.Owner.WorkerID, s)

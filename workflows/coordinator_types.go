@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // CoordinatorInput starts (or continues) the checkpoint coordinator of a
@@ -97,9 +98,9 @@ type Announcement struct {
 // PreviousOwner is who owned an announced shard before the announcing
 // worker; Gone says its lease workflow declared it dead.
 type PreviousOwner struct {
-	Shard string `json:"shard"`
-	Owner Owner  `json:"owner"`
-	Gone  bool   `json:"gone,omitempty"`
+	Shard streaming.ShardID `json:"shard"`
+	Owner Owner             `json:"owner"`
+	Gone  bool              `json:"gone,omitempty"`
 	// Handoff is the id of the handoff the coordinator started for the
 	// move.
 	Handoff string `json:"handoff,omitempty"`
@@ -165,9 +166,9 @@ const (
 
 // ShardRow is one line of the coordinator's per-shard table (QueryShards).
 type ShardRow struct {
-	Shard  string `json:"shard"`
-	Owner  Owner  `json:"owner"`
-	Status string `json:"status"`
+	Shard  streaming.ShardID `json:"shard"`
+	Owner  Owner             `json:"owner"`
+	Status string            `json:"status"`
 	// Round is the last round that checkpointed the shard.
 	Round        uint64              `json:"round,omitempty"`
 	CheckpointID uint64              `json:"checkpoint_id,omitempty"`

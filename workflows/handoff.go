@@ -9,15 +9,16 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // HandoffInput moves one shard from an old owner (nil or dead: skipped) to
 // a new one. To may be nil: the workflow then waits for the new owner's
 // SignalOwner (the data plane decides who that is).
 type HandoffInput struct {
-	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
-	From     *Owner `json:"from,omitempty"`
+	Pipeline string            `json:"pipeline"`
+	Shard    streaming.ShardID `json:"shard"`
+	From     *Owner            `json:"from,omitempty"`
 	// FromDead skips the final checkpoint (the lease workflow saw the old
 	// owner's heartbeat time out).
 	FromDead bool   `json:"from_dead,omitempty"`
@@ -49,11 +50,11 @@ func (in HandoffInput) Validate() error {
 // HandoffState is the saga's progress: the status query returns it and the
 // workflow returns it when done. It carries ids, epochs and sizes only.
 type HandoffState struct {
-	Pipeline string `json:"pipeline"`
-	Shard    string `json:"shard"`
-	Step     string `json:"step"`
-	From     *Owner `json:"from,omitempty"`
-	To       *Owner `json:"to,omitempty"`
+	Pipeline string            `json:"pipeline"`
+	Shard    streaming.ShardID `json:"shard"`
+	Step     string            `json:"step"`
+	From     *Owner            `json:"from,omitempty"`
+	To       *Owner            `json:"to,omitempty"`
 
 	FinalCheckpoint        *activities.CheckpointSummary `json:"final_checkpoint,omitempty"`
 	FinalCheckpointSkipped string                        `json:"final_checkpoint_skipped,omitempty"`

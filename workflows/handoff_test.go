@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -93,7 +94,7 @@ func TestHandoffOldOwnerUnreachable(t *testing.T) {
 
 func TestHandoffWaitsForNewOwnerSignal(t *testing.T) {
 	env, a, _ := newHandoffEnv(t)
-	var restoredAt []uint64
+	var restoredAt []streaming.Epoch
 	env.OnActivity(a.Restore, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, ref activities.ShardRef) (activities.RestoreSummary, error) {
 			restoredAt = append(restoredAt, ref.Epoch)
@@ -105,7 +106,7 @@ func TestHandoffWaitsForNewOwnerSignal(t *testing.T) {
 	st := handoffResult(t, env)
 	require.NotNil(t, st.To)
 	assert.Equal(t, "w2", st.To.WorkerID)
-	assert.Equal(t, []uint64{4}, restoredAt)
+	assert.Equal(t, []streaming.Epoch{4}, restoredAt)
 }
 
 func TestHandoffFailures(t *testing.T) {

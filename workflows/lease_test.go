@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -68,14 +69,14 @@ func TestLeaseDeadWorkerHandsOffItsShards(t *testing.T) {
 	require.Len(t, started, 2)
 	// The test environment reports the children's starts in no set order.
 	assert.ElementsMatch(t, st.Handoffs, ids)
-	epochs := map[string]uint64{}
+	epochs := map[streaming.ShardID]streaming.Epoch{}
 	for _, in := range started {
 		assert.True(t, in.FromDead, "the dead owner's final checkpoint is skipped")
 		require.NotNil(t, in.From)
 		epochs[in.Shard] = in.From.Epoch
 		assert.Nil(t, in.To, "the new owner is decided on the data plane and announces itself")
 	}
-	assert.Equal(t, map[string]uint64{"readings-0": 3, "readings-2": 5}, epochs)
+	assert.Equal(t, map[streaming.ShardID]streaming.Epoch{"readings-0": 3, "readings-2": 5}, epochs)
 }
 
 func TestLeaseKeeperFailureRestartsActivity(t *testing.T) {

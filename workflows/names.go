@@ -5,6 +5,8 @@ import (
 	"net/url"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Task queues and workflow-id prefixes, defined once. Workflows run on the
@@ -77,23 +79,23 @@ func CoordinatorWorkflowID(pipeline string) string {
 
 // CheckpointWorkflowID is the id of the checkpoint workflow of one shard of
 // a pipeline. Names are escaped so ids stay unambiguous.
-func CheckpointWorkflowID(pipeline, shard string) string {
-	return fmt.Sprintf("%s%s/%s", CheckpointWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard))
+func CheckpointWorkflowID(pipeline string, shard streaming.ShardID) string {
+	return fmt.Sprintf("%s%s/%s", CheckpointWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(string(shard)))
 }
 
 // HandoffWorkflowID is the id of a shard's handoff. One handoff per shard
 // runs at a time: a worker that gains the shard signals-with-start it, and
 // the lease workflow of a dead owner starts it; whichever comes second
 // joins the running one.
-func HandoffWorkflowID(pipeline, shard string) string {
-	return fmt.Sprintf("%s%s/%s", HandoffWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(shard))
+func HandoffWorkflowID(pipeline string, shard streaming.ShardID) string {
+	return fmt.Sprintf("%s%s/%s", HandoffWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(string(shard)))
 }
 
 // HandoffWorkflowIDAt is the id of the handoff a pipeline's coordinator
 // starts when a shard moves to an owner at epoch: one per move, so a
 // handoff still running towards an owner the group has since replaced
 // never blocks the next one.
-func HandoffWorkflowIDAt(pipeline, shard string, epoch uint64) string {
+func HandoffWorkflowIDAt(pipeline string, shard streaming.ShardID, epoch streaming.Epoch) string {
 	return fmt.Sprintf("%s@%d", HandoffWorkflowID(pipeline, shard), epoch)
 }
 
@@ -102,8 +104,3 @@ func LeaseWorkflowID(workerID string) string { return LeaseWorkflowIDPrefix + ur
 
 // BackfillWorkflowID is the id of a named backfill run.
 func BackfillWorkflowID(name string) string { return BackfillWorkflowIDPrefix + url.PathEscape(name) }
-
-// KafkaShard names the shard of one Kafka partition ("signals/3", the same
-// as connectors/kafka's Partition.String); the central worker and the CLI
-// name Kafka shards this way.
-func KafkaShard(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -20,10 +19,11 @@ import (
 // gets ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, which SaveCursor returns
 // wrapping streaming.ErrFenced.
 //
-// Keys are ShardName values ("kafka/<group>/<topic>/<partition>"); the
-// cursor itself names the partition. LoadCursor reads the committed offset
-// (the epoch and checkpoint id are not stored in Kafka and load as 0).
-// Safe for concurrent use.
+// SaveCursor ignores its key: the cursor names the partition. LoadCursor
+// reads the committed offset of the partition its key ends with
+// ("…/<topic>/<partition>", a checkpoint name ending with the shard's
+// streaming.KafkaShard name); the epoch and checkpoint id are not stored
+// in Kafka and load as 0. Safe for concurrent use.
 type GroupCursorStore struct {
 	cl    *kgo.Client
 	group string
@@ -80,10 +80,17 @@ func (g *GroupCursorStore) SaveCursor(ctx context.Context, key []byte, rec strea
 // the cursor of the last consumed record, or an error wrapping
 // streaming.ErrNotFound when nothing is committed.
 func (g *GroupCursorStore) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
-	p, err := parseShardName(g.group, string(key))
-	if err != nil {
-		return streaming.CursorRecord{}, err
+	k := string(key)
+	if i := strings.LastIndexByte(k, '/'); i > 0 {
+		if j := strings.LastIndexByte(k[:i], '/'); j >= 0 {
+			k = k[j+1:]
+		}
 	}
+	topic, part, err := streaming.ShardID(k).KafkaPartition()
+	if err != nil {
+		return streaming.CursorRecord{}, fmt.Errorf("cursor key %q: %w", key, err)
+	}
+	p := Partition{Topic: topic, Partition: part}
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = g.group
 	t := kmsg.NewOffsetFetchRequestTopic()
@@ -113,28 +120,4 @@ func (g *GroupCursorStore) LoadCursor(ctx context.Context, key []byte) (streamin
 		}
 	}
 	return streaming.CursorRecord{}, fmt.Errorf("committed offset of %s in group %q: %w", p, g.group, streaming.ErrNotFound)
-}
-
-func parseShardName(group, key string) (Partition, error) {
-	prefix := "kafka/" + group + "/"
-	rest, ok := strings.CutPrefix(key, prefix)
-	i := strings.LastIndexByte(rest, '/')
-	if !ok || i <= 0 {
-		return Partition{}, fmt.Errorf("cursor key %q is not %s<topic>/<partition>", key, prefix)
-	}
-	n, err := strconv.ParseInt(rest[i+1:], 10, 32)
-	if err != nil || n < 0 {
-		return Partition{}, fmt.Errorf("cursor key %q: partition %q is not a non-negative number", key, rest[i+1:])
-	}
-	return Partition{Topic: rest[:i], Partition: int32(n)}, nil
-}
-
-// nopCursorStore is the cursor store of the local copy's checkpointer: the
-// local copy's position lives in its manifest; only the durable
-// checkpoint commits to the group.
-type nopCursorStore struct{}
-
-func (nopCursorStore) SaveCursor(context.Context, []byte, streaming.CursorRecord) error { return nil }
-func (nopCursorStore) LoadCursor(_ context.Context, key []byte) (streaming.CursorRecord, error) {
-	return streaming.CursorRecord{}, fmt.Errorf("local cursor %q: %w", key, streaming.ErrNotFound)
 }

@@ -38,21 +38,6 @@ type DecoderFunc func(rec *kgo.Record, d *Decoded) error
 // Decode calls f.
 func (f DecoderFunc) Decode(rec *kgo.Record, d *Decoded) error { return f(rec, d) }
 
-// checkedDecoder applies the source's Limits to what its decoder made of
-// a record: a record outside them fails decoding, so it is dead-lettered
-// with the reason.
-type checkedDecoder struct {
-	inner Decoder
-	check *streaming.LimitCheck
-}
-
-func (d checkedDecoder) Decode(rec *kgo.Record, out *Decoded) error {
-	if err := d.inner.Decode(rec, out); err != nil {
-		return err
-	}
-	return d.check.Check(out.Key, out.TS, out.Inputs)
-}
-
 // JSONReadingDecoder decodes sensor readings
 // {"sensor":"s-1","ts":1700000000000,"value":21.5} into Key=sensor, TS=ts
 // and Inputs[0]=Float(value). Unknown fields are ignored; sensor, ts and

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -74,7 +75,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		Mode    string `json:"mode"`
 		Payload alarm  `json:"payload"`
 	}
-	require.NoError(t, jsonUnmarshal(b, &v1))
+	require.NoError(t, json.Unmarshal(b, &v1))
 	require.Equal(t, "s-9", v1.Key)
 	require.Equal(t, alarm{31, 30}, v1.Payload)
 }

@@ -2,57 +2,13 @@ package kafka
 
 import (
 	"math"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/streaming"
 )
-
-var defaultKeyRE = regexp.MustCompile(`^(?:` + streaming.DefaultKeyPattern + `)$`)
-
-// FuzzCheckedDecoder: what the source hands a graph (JSONReadingDecoder
-// behind the default Limits) always keeps the limits, whatever the bytes:
-// a key of the default pattern, a finite value within ±1e15, a ts that
-// scales to int64 nanoseconds and is not far ahead of the clock.
-func FuzzCheckedDecoder(f *testing.F) {
-	for _, s := range []string{
-		`{"sensor":"s-1","ts":1700000000000,"value":21.5}`, `{"sensor":"a/b","ts":1,"value":1}`,
-		`{"sensor":"s","ts":9300000000000000,"value":1}`, `{"sensor":"s","ts":1,"value":1.7e308}`,
-		`{"sensor":"` + strings.Repeat("k", 200) + `","ts":1,"value":1}`, `{"sensor":"\u00e9","ts":-1,"value":-0}`,
-	} {
-		f.Add([]byte(s))
-	}
-	now := time.Now()
-	check, err := streaming.Limits{Now: func() time.Time { return now }}.Compile()
-	if err != nil {
-		f.Fatal(err)
-	}
-	dec := checkedDecoder{inner: JSONReadingDecoder{}, check: check}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		d := Decoded{Inputs: make([]streaming.Computed, 1)}
-		if err := dec.Decode(&kgo.Record{Value: b}, &d); err != nil {
-			if len(err.Error()) > 2048 {
-				t.Fatalf("error of %d bytes", len(err.Error()))
-			}
-			return
-		}
-		v := d.Inputs[0].Float64()
-		switch {
-		case !defaultKeyRE.Match(d.Key):
-			t.Fatalf("key %q accepted", d.Key)
-		case math.IsNaN(v) || math.Abs(v) > streaming.DefaultMaxAbsValue:
-			t.Fatalf("value %v accepted", v)
-		case d.TS > math.MaxInt64/int64(time.Millisecond) || d.TS < math.MinInt64/int64(time.Millisecond):
-			t.Fatalf("ts %d accepted: ts × 1ms overflows", d.TS)
-		case time.UnixMilli(d.TS).After(now.Add(streaming.DefaultMaxTSSkew)):
-			t.Fatalf("ts %d accepted: past the skew", d.TS)
-		}
-	})
-}
 
 // FuzzDecodeSignal: the envelope decoder (central reads edge signals with
 // it) refuses garbage with an error, never a panic, and what it accepts

@@ -2,78 +2,89 @@ package kafka
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/state/memory"
-	"github.com/tflo-io/tflo/testsuite/faults"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestRevokeTimeoutReleasesWithoutCommit: the old owner's final checkpoint
-// hangs on its state store; after the revoke timeout the partitions are
-// released without a commit, and the new owner replays from the last
-// durable checkpoint. State stays exact.
+// hangingRelease is a ledger member whose final Release waits for its
+// context to end: a final checkpoint stuck on its store.
+type hangingRelease struct{ ledgerMember }
+
+func (h hangingRelease) Open(ctx context.Context, a Assignment) (PartitionHandler, int64, error) {
+	ph, last, err := h.ledgerMember.Open(ctx, a)
+	if err != nil {
+		return nil, 0, err
+	}
+	return hangingPart{ph.(*ledgerPart)}, last, nil
+}
+
+type hangingPart struct{ *ledgerPart }
+
+func (h hangingPart) Release(ctx context.Context, final bool) error {
+	if final {
+		<-ctx.Done()
+		h.l.mu.Lock()
+		h.closed = true
+		h.l.mu.Unlock()
+		return ctx.Err()
+	}
+	return h.ledgerPart.Release(ctx, final)
+}
+
+// TestRevokeTimeoutReleasesWithoutCommit: the old owner's final Release
+// hangs; after the revoke timeout its context ends, the partitions are
+// released without a checkpoint (counted) and the new owner resumes from
+// the last one: the records after it are handed again, in order.
 func TestRevokeTimeoutReleasesWithoutCommit(t *testing.T) {
-	const parts, per = 4, 40
+	const parts = 4
 	c := newCluster(t, parts)
 	addrs := c.ListenAddrs()
 	keys := sensorKeys(12)
-	g := seqGraph(t)
-	durable := memory.New()
-	hanging := faults.Wrap(durable, nil) // the old owner's view of the same store
-	j := &journal{}
-
-	produceReadings(t, addrs, keys, 1, per)
-	old := startMember(t, "old", memberOpts(addrs, g, hanging, j, "old", WithRevokeTimeout(300*time.Millisecond))...)
-	require.Eventually(t, func() bool { return j.allReached(keys, per) }, 20*time.Second, 5*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, old.src.Checkpoint(ctx))
-
-	produceReadings(t, addrs, keys, per+1, 2*per)
-	require.Eventually(t, func() bool { return j.allReached(keys, 2*per) }, 20*time.Second, 5*time.Millisecond)
-	hanging.Hang(faults.OpSave, faults.OpSaveBatch)
-
-	newer := startMember(t, "new", memberOpts(addrs, g, durable, j, "new")...)
-	require.Eventually(t, func() bool { return newer.src.Stats().Owned > 0 }, 20*time.Second, 5*time.Millisecond)
-	require.Positive(t, old.src.Stats().RevokeFailures, "the hung final checkpoint did not time out")
-	require.Positive(t, newer.src.Stats().RestoredDurable)
-
-	produceReadings(t, addrs, keys, 2*per+1, 3*per)
-	require.Eventually(t, func() bool { return j.allReached(keys, 3*per) }, 20*time.Second, 5*time.Millisecond)
-	hanging.Heal()
-	old.stop(t)
-	newer.stop(t)
-	j.requireOneOwnerPerEpoch(t)
-
-	state := durableState(t, durable, g, "central", parts)
-	require.Len(t, state, len(keys))
-	for _, k := range keys {
-		require.Equal(t, int64(3*per), state[k].count, "key %s", k)
-		require.Zero(t, state[k].violations, "key %s", k)
+	l := newLedger()
+	opts := func(ps Partitions, extra ...SourceOption) []SourceOption {
+		return append([]SourceOption{WithBrokers(addrs...), WithGroup("central"), WithTopics("readings"), WithPartitions(ps),
+			WithClientOptions(kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond))}, extra...)
 	}
-	j.mu.Lock()
-	require.Greater(t, len(j.events), 3*per*len(keys), "the moved partitions were not replayed")
-	j.mu.Unlock()
+	produceReadings(t, addrs, keys, 1, 40)
+	old := startMember(t, "old", opts(hangingRelease{ledgerMember{l, "old"}}, WithRevokeTimeout(300*time.Millisecond))...)
+	require.Eventually(t, func() bool { return l.count() == 12*40 }, 20*time.Second, 5*time.Millisecond)
+
+	newer := startMember(t, "new", opts(l.as("new"))...)
+	require.Eventually(t, func() bool { return newer.src.Stats().Owned > 0 }, 20*time.Second, 5*time.Millisecond)
+	require.Positive(t, old.src.Stats().RevokeFailures, "the hung final release did not time out")
+	produceReadings(t, addrs, keys, 41, 60)
+	require.Eventually(t, func() bool { return newer.src.Stats().Applied > 0 && l.count() >= 12*60 }, 20*time.Second, 5*time.Millisecond)
+	newer.stop(t)
+	old.stop(t)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	replayed := 0
+	for p, offs := range l.handled {
+		for i := 1; i < len(offs); i++ {
+			if offs[i] <= offs[i-1] {
+				replayed++
+			}
+			require.LessOrEqual(t, offs[i], offs[i-1]+1, "partition %s: a gap in the offsets handed over", p)
+		}
+	}
+	require.Positive(t, replayed, "the moved partitions were not replayed from their last checkpoint")
 }
 
 // TestDroppedWhenNotOwned: records that reach a partition goroutine after
-// the partition stopped being owned are dropped before they touch state,
-// and counted.
+// the partition stopped being owned are dropped before they reach the
+// handler, and counted.
 func TestDroppedWhenNotOwned(t *testing.T) {
-	g := seqGraph(t)
-	var applied atomic.Int64
+	l := newLedger()
 	src := &Source{cfg: defaultSourceConfig(), router: NewKafkaShardRouter()}
-	src.cfg.graph = g
-	src.cfg.onApply = func(*Applied) { applied.Add(1) }
 	p := Partition{"readings", 0}
 	epoch := src.router.Assign(1, p)
-	w := newPartition(src, p, epoch)
+	h, last, err := l.as("m").Open(context.Background(), Assignment{Partition: p, Epoch: epoch})
+	require.NoError(t, err)
+	w := newPartition(src, p, epoch, h, last)
 	go w.run()
 	defer w.halt()
 
@@ -85,77 +96,41 @@ func TestDroppedWhenNotOwned(t *testing.T) {
 		return recs
 	}
 	w.in <- batch(0)
-	require.Eventually(t, func() bool { return applied.Load() == 5 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return l.count() == 5 }, 5*time.Second, time.Millisecond)
 
 	src.router.Revoke(2, p)
 	w.in <- batch(5)
 	require.Eventually(t, func() bool { return src.router.Dropped() == 5 }, 5*time.Second, time.Millisecond)
 	// Re-gained at a later epoch: the old goroutine's epoch is stale, so
-	// it still must not apply.
+	// it still must not hand records over.
 	src.router.Assign(3, p)
 	w.in <- batch(10)
 	require.Eventually(t, func() bool { return src.router.Dropped() == 10 }, 5*time.Second, time.Millisecond)
-	require.Equal(t, int64(5), applied.Load())
-	w.halt()
-	st := w.keys["s-1"].in.Operator("check").(*seqCheck)
-	require.Equal(t, int64(5), st.count)
+	require.Equal(t, 5, l.count())
 }
 
-// flushOrder records the order of sink flushes and cursor saves.
-type flushOrder struct {
-	mu     sync.Mutex
-	events []string
-	inner  streaming.CursorStore
-}
-
-func (f *flushOrder) Flush(context.Context) error {
-	f.mu.Lock()
-	f.events = append(f.events, "flush")
-	f.mu.Unlock()
-	return nil
-}
-
-func (f *flushOrder) SaveCursor(ctx context.Context, key []byte, rec streaming.CursorRecord) error {
-	f.mu.Lock()
-	f.events = append(f.events, "cursor")
-	f.mu.Unlock()
-	return f.inner.SaveCursor(ctx, key, rec)
-}
-
-func (f *flushOrder) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
-	return f.inner.LoadCursor(ctx, key)
-}
-
-// TestSinksFlushedBeforeCursor: a checkpoint flushes the sinks (and the
-// published outputs reach Kafka) before it saves the cursor.
-func TestSinksFlushedBeforeCursor(t *testing.T) {
-	c := newCluster(t, 1, kfakeTopic("signals"))
-	addrs := c.ListenAddrs()
-	keys := sensorKeys(3)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	pub, err := NewPublisher(ctx, PublishTo("signals", addrs...), PublisherClientOptions(kgo.ProducerLinger(time.Minute)))
+// TestRunStoppedBeforeConnectingIsClean: a Source whose context ends
+// while it is still connecting owned nothing; Run returns nil (a requested
+// stop), while an unreachable cluster under a live context is an error.
+func TestRunStoppedBeforeConnectingIsClean(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer pub.Close()
-	order := &flushOrder{inner: memory.New()}
-	j := &journal{}
-	hook := j.hook("m")
-	produceReadings(t, addrs, keys, 1, 10)
-	m := startMember(t, "m", memberOpts(addrs, seqGraph(t), memory.New(), j, "m",
-		WithCursorStore(order), WithSinks(order, pub),
-		WithOnApply(func(a *Applied) {
-			hook(a)
-			sig := streaming.Signal[int, float64]{Key: a.Key, TS: a.TS, Payload: float64(a.Offset)}
-			if err := PublishSignal(ctx, pub, sig, &EnvelopeSource{a.Partition.Topic, a.Partition.Partition, a.Offset}, a.Epoch); err != nil {
-				t.Errorf("publish: %v", err)
-			}
-		}))...)
-	require.Eventually(t, func() bool { return j.allReached(keys, 10) }, 20*time.Second, 5*time.Millisecond)
-	require.Zero(t, pub.Produced(), "a one-minute linger should hold the outputs until a flush")
-	require.NoError(t, m.src.Checkpoint(ctx))
-	require.Equal(t, uint64(30), pub.Produced(), "outputs not flushed by the checkpoint")
-	order.mu.Lock()
-	require.Equal(t, []string{"flush", "cursor"}, order.events)
-	order.mu.Unlock()
-	m.stop(t)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	newSrc := func() *Source {
+		s, err := NewSource(WithBrokers(addr), WithGroup("g"), WithTopics("readings"), WithPartitions(newLedger().as("m")),
+			WithClientOptions(kgo.RetryTimeout(500*time.Millisecond), kgo.DialTimeout(200*time.Millisecond)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, newSrc().Run(ctx), "stopped before connecting")
+
+	live, liveCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer liveCancel()
+	err = newSrc().Run(live)
+	require.Error(t, err, "an unreachable cluster is an error")
+	require.ErrorContains(t, err, `kafka source (group "g"): connect`)
 }

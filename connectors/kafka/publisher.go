@@ -84,8 +84,8 @@ func PublisherClientOptions(o ...kgo.Opt) PublisherOption {
 // producer (default on: retries never duplicate or reorder a partition's
 // records), so one sensor's events stay in order in one partition. Publish
 // is asynchronous with a bounded buffer; Flush (a checkpoint calls it
-// before saving state) waits for every buffered record and reports the
-// first failure. Safe for concurrent use.
+// before saving state) waits for the records published before it and
+// reports the first failure. Safe for concurrent use.
 type Publisher struct {
 	cfg          publisherConfig
 	cl           *kgo.Client
@@ -94,9 +94,8 @@ type Publisher struct {
 	failed       atomic.Uint64
 	deadLettered atomic.Uint64
 	closed       atomic.Bool
+	inflight     *barrier
 }
-
-var _ Flusher = (*Publisher)(nil)
 
 // NewPublisher validates the options, checks that the cluster accepts the
 // credentials (a wrong password fails here, once, wrapping
@@ -132,7 +131,7 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 	}
-	return &Publisher{cfg: cfg, cl: cl}, nil
+	return &Publisher{cfg: cfg, cl: cl, inflight: newBarrier()}, nil
 }
 
 // defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
@@ -191,7 +190,9 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 	// the record is failed with ctx's error (by an asynchronous promise).
 	// That failure goes back to this caller, not into the sticky error.
 	result := make(chan error, 1)
+	gen := p.inflight.add()
 	p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+		done := func() { p.inflight.done(gen) }
 		switch {
 		case err == nil:
 			if !dead {
@@ -199,8 +200,14 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 			}
 		case errors.Is(err, kerr.MessageTooLarge) && !dead:
 			// The broker's limit is below the client's. Inside a promise:
-			// TryProduce buffers before returning, so Flush waits for it.
-			p.cl.TryProduce(context.WithoutCancel(ctx), p.deadLetterOf(r, err), p.deadLetterDone)
+			// TryProduce buffers before returning, so Flush waits for it;
+			// the record's generation ends with its dead letter's fate.
+			next := done
+			done = func() {}
+			p.cl.TryProduce(context.WithoutCancel(ctx), p.deadLetterOf(r, err), func(r *kgo.Record, err error) {
+				defer next()
+				p.deadLetterDone(r, err)
+			})
 			err = nil
 		case errors.Is(err, kerr.MessageTooLarge):
 			p.deadLetterDone(r, err) // even the truncated dead letter: dropped, logged
@@ -212,6 +219,7 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 			}
 		}
 		result <- err
+		done()
 	})
 	if ctx.Err() == nil {
 		return nil
@@ -270,10 +278,12 @@ func PublishSignal[M comparable, P any](ctx context.Context, p *Publisher, sig s
 	return p.Publish(ctx, sig.Key, b, kgo.RecordHeader{Key: HeaderEnvelope, Value: []byte("signal/" + strconv.Itoa(EnvelopeVersion))})
 }
 
-// Flush waits until every buffered record is acknowledged and returns the
-// first delivery failure since the Publisher started.
+// Flush waits until every record published before the call is
+// acknowledged (not for records published meanwhile: a checkpoint's flush
+// ends in bounded time under any load) and returns the first delivery
+// failure since the Publisher started.
 func (p *Publisher) Flush(ctx context.Context) error {
-	if err := p.cl.Flush(ctx); err != nil {
+	if err := flushBefore(ctx, p.cl, p.inflight); err != nil {
 		return fmt.Errorf("flush publisher of %q: %w", p.cfg.topic, err)
 	}
 	if e := p.err.Load(); e != nil {

@@ -175,3 +175,66 @@ func TestPublisherDeadLettersTooLargeRecords(t *testing.T) {
 	require.Equal(t, uint64(1), pub2.DeadLettered())
 	require.Len(t, dlqRecords(t, addrs, 3), 3)
 }
+
+// TestPublisherFlushIgnoresLaterRecords: Flush waits for the records
+// published before it, not for the ones published while it waits. The
+// bug (issue 16 item 8): Flush waited for the producer's whole buffer,
+// which a saturated sink keeps refilling, so under load no checkpoint
+// ever completed. Here a slow broker and four publishers keep the bounded
+// buffer full the whole time: it never empties, and the flush must end.
+func TestPublisherFlushIgnoresLaterRecords(t *testing.T) {
+	c := newCluster(t, 1)
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		time.Sleep(5 * time.Millisecond) // a slow broker (stalls kfake's loop, which only this producer uses)
+		return nil, nil, false
+	})
+	ctx := context.Background()
+	pub, err := NewPublisher(ctx, PublishTo("readings", c.ListenAddrs()...), PublisherMaxBuffered(64))
+	require.NoError(t, err)
+	defer pub.Close()
+
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; pctx.Err() == nil; i++ {
+				if pub.Publish(pctx, "s-"+strconv.Itoa(g), reading("s", i)) != nil {
+					return
+				}
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return pub.Buffered() >= 32 }, 5*time.Second, time.Millisecond)
+	for range 3 {
+		before := pub.Produced()
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		require.NoError(t, pub.Flush(fctx), "the flush waited for records published after it began")
+		cancel()
+		require.Greater(t, pub.Produced(), before, "the records buffered before the flush were acknowledged")
+	}
+	stop()
+	wg.Wait()
+}
+
+// TestPublisherFlushWaitsForEarlierRecords: records published before
+// Flush are acknowledged when it returns, even while the broker is slow.
+func TestPublisherFlushWaitsForEarlierRecords(t *testing.T) {
+	c := newCluster(t, 1)
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		time.Sleep(20 * time.Millisecond) // a slow broker
+		return nil, nil, false
+	})
+	ctx := context.Background()
+	pub, err := NewPublisher(ctx, PublishTo("readings", c.ListenAddrs()...))
+	require.NoError(t, err)
+	defer pub.Close()
+	for i := range 200 {
+		require.NoError(t, pub.Publish(ctx, "s-"+strconv.Itoa(i%7), reading("s", i)))
+	}
+	require.NoError(t, pub.Flush(ctx))
+	require.Equal(t, uint64(200), pub.Produced())
+	require.Zero(t, pub.Buffered())
+}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -35,7 +34,7 @@ func TestWrongSASLPassword(t *testing.T) {
 			sec := Security{SASL: &SASLConfig{Mechanism: mech, Username: "svc", Password: badPass}}
 
 			src, err := NewSource(WithBrokers(addrs...), WithGroup("g"), WithTopics("readings"),
-				WithGraph(seqGraph(t)), WithStateStore(memory.New()), WithSecurity(sec))
+				WithPartitions(newLedger().as("m")), WithSecurity(sec))
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()

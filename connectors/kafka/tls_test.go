@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -34,9 +33,9 @@ func TestTLSClientCertificates(t *testing.T) {
 	}
 	require.NoError(t, pub.Flush(ctx))
 
-	j := &journal{}
-	m := startMember(t, "tls", memberOpts(addrs, seqGraph(t), memory.New(), j, "tls", WithSecurity(good))...)
-	require.Eventually(t, func() bool { return j.allReached(keys, 10) }, 20*time.Second, 5*time.Millisecond)
+	l := newLedger()
+	m := startMember(t, "tls", WithBrokers(addrs...), WithGroup("central"), WithTopics("readings"), WithPartitions(l.as("tls")), WithSecurity(good))
+	require.Eventually(t, func() bool { return l.count() == 10*len(keys) }, 20*time.Second, 5*time.Millisecond)
 	m.stop(t)
 
 	noCert := Security{TLS: &TLSConfig{CAPEM: pki.CAPEM}}

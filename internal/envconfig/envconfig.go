@@ -1,18 +1,13 @@
 package envconfig
 
 import (
-	"bytes"
 	"encoding"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Prefix is the prefix of every tflo worker's variables.
@@ -47,21 +42,35 @@ func Name(prefix string, path ...string) string {
 }
 
 // Load fills dst (a pointer to a struct) from the YAML file at path (no
-// file when path is empty; unknown keys are errors), then from the
-// environment under prefix.
+// file when path is empty), then from the environment under prefix, then
+// calls dst's ApplyDefaults and Validate when it has them (Defaulter,
+// Validator): defaults come after everything that was set, never before.
+//
+// The file is read strictly (Decode): an unknown key, a repeated key or a
+// value of the wrong type is an error naming the key path and the line,
+// and every problem of the file is reported at once. ${NAME} and
+// ${NAME:-default} in the file are replaced by environment variables
+// first (Expand).
 func Load(path, prefix string, dst any) error {
 	if path != "" {
-		b, err := os.ReadFile(path)
+		b, err := readFile(path)
 		if err != nil {
-			return fmt.Errorf("config %s: %w", path, err)
+			return err
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("config %s: %w", path, err)
+		if err := Decode(b, dst); err != nil {
+			return withFile(err, path)
 		}
 	}
-	return Apply(prefix, dst, os.LookupEnv)
+	if err := Apply(prefix, dst, os.LookupEnv); err != nil {
+		return err
+	}
+	if d, ok := dst.(Defaulter); ok {
+		d.ApplyDefaults()
+	}
+	if v, ok := dst.(Validator); ok {
+		return v.Validate()
+	}
+	return nil
 }
 
 // Apply sets the fields of dst whose variable lookup finds.
@@ -167,7 +176,8 @@ func walk(v reflect.Value, path []string, fn func(reflect.Value, []string) error
 				f.Set(tmp)
 			}
 		default:
-			return fmt.Errorf("%w: %s (%s)", ErrUnsupported, strings.Join(p, "."), ft)
+			// No text form (lists of sections, maps, interfaces): set in
+			// the file only.
 		}
 	}
 	return nil

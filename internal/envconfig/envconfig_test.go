@@ -104,8 +104,13 @@ func TestKeys(t *testing.T) {
 	}
 	require.Equal(t, []string{"TFLO_WORKER_ID", "TFLO_KAFKA_BROKERS", "TFLO_KAFKA_TOPIC", "TFLO_WINDOW", "TFLO_RATIO", "TFLO_ON",
 		"TFLO_EVERY", "TFLO_INTERVAL", "TFLO_TLS_CA_FILE", "TFLO_COUNT"}, envs)
-	_, err = Keys(Prefix, struct{ M map[string]int }{})
-	require.ErrorIs(t, err, ErrUnsupported)
+	keys, err = Keys(Prefix, struct {
+		M    map[string]int
+		L    []struct{ A int }
+		Name string `yaml:"name"`
+	}{})
+	require.NoError(t, err, "lists of sections and maps have no variable; they are set in the file")
+	require.Equal(t, []Key{{Env: "TFLO_NAME", Path: "name", Type: "string"}}, keys)
 	_, err = Keys(Prefix, 3)
 	require.Error(t, err)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,19 +15,21 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/version"
+	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/files"
-	"github.com/tflo-io/tflo/workers/central"
+	"github.com/tflo-io/tflo/workers/pipelines"
 	"github.com/tflo-io/tflo/workers/simulator"
 	"github.com/tflo-io/tflo/workflows"
 )
 
-// Names the stack uses.
+// Names the stack uses (those of the specs).
 const (
-	// PipelineName names the pipeline in workflow ids and the archive.
+	// PipelineName names the central pipeline in workflow ids and the archive.
 	PipelineName = "iot-portal"
 	// SignalsTopic carries the edge's signals to the central workers.
 	SignalsTopic = "signals"
@@ -36,6 +39,12 @@ const (
 	SensorsDLQTopic = "dlq/sensors"
 	// Database is the InfluxDB database of the derived signals.
 	Database = "iot_portal"
+)
+
+// Spec files of the portal (workers/pipelines).
+const (
+	EdgeSpec    = "iot-portal-edge.yaml"
+	CentralSpec = "iot-portal-central.yaml"
 )
 
 // StackOptions shape a Stack. Zero values take the documented defaults.
@@ -102,10 +111,10 @@ type Stack struct {
 	Temporal *devstack.Temporal
 	Influx   *devstack.Influx
 
-	Simulator *Simulator
-	Edge      *Edge
-	Centrals  []*central.Worker
-	Backfill  *BackfillWorker
+	Simulator *simulator.Process
+	Edge      *pipeline.Worker
+	Centrals  []*pipeline.Worker
+	Backfill  *worker.BackfillWorker
 	// Coordination is the in-process coordination store in which the
 	// central workers keep their presence leases (a NATS server in a
 	// real deployment: coordination.nats_url).
@@ -117,6 +126,7 @@ type Stack struct {
 	// Metrics maps a worker name to its /metrics URL (with Opts.Metrics).
 	Metrics map[string]string
 
+	durable streaming.StateStore
 	regs    map[string]*prometheus.Registry
 	closers []func()
 
@@ -163,8 +173,9 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.closers = append(s.closers, func() {
-		// Bounded: a deadlocked mochi broker (see EdgeConfig.MQTT.ReceiveMaximum)
-		// never finishes Close; the process exits anyway.
+		// Bounded: a deadlocked mochi broker (see pipeline.MQTTSource's
+		// OmitReceiveMaximum) never finishes Close; the process exits
+		// anyway.
 		done := make(chan struct{})
 		go func() { s.MQTT.Close(); close(done) }()
 		select {
@@ -195,13 +206,14 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	// Central workers.
-	// One durable store shared by the central workers of this process
-	// (a files store locks its folder; separate processes share S3).
+	// Central workers. One durable store shared by the central workers
+	// of this process (a files store locks its folder; separate processes
+	// share S3).
 	durable, err := files.Open(s.CheckpointDir)
 	if err != nil {
 		return nil, fmt.Errorf("portal stack: checkpoint folder: %w", err)
 	}
+	s.durable = durable
 	s.closers = append(s.closers, func() { durable.Close() })
 	if s.Coordination, err = memstore.New(); err != nil {
 		return nil, fmt.Errorf("portal stack: coordination store: %w", err)
@@ -209,20 +221,34 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	ccx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.centralCancel = ccancel
 	for i := range o.CentralWorkers {
-		cfg := s.CentralConfig(i)
-		reg := s.registry(cfg.WorkerID)
-		w, closeDurable, err := NewCentral(ctx, cfg, log.With("worker", cfg.WorkerID), reg,
-			central.WithTemporalClient(s.Temporal.Client), central.WithDurableStore(durable), central.WithCoordinationStore(s.Coordination))
+		p, err := s.CentralPipeline(i)
 		if err != nil {
 			return nil, err
 		}
-		s.closers = append(s.closers, func() { _ = closeDurable() })
+		id := fmt.Sprintf("central-%d", i+1)
+		opts := []pipeline.Option{pipeline.WithWorkerID(id), pipeline.WithLogger(log.With("worker", id)), pipeline.WithMetrics(s.registry(id)),
+			pipeline.WithTemporal(s.Temporal.Client), pipeline.WithCoordination(s.Coordination)}
+		if i == 0 {
+			opts = append(opts, pipeline.WithControlWorker())
+		}
+		w, err := pipeline.NewWorker(ctx, p, opts...)
+		if err != nil {
+			return nil, err
+		}
 		s.Centrals = append(s.Centrals, w)
 		done := make(chan error, 1)
 		s.centralDone = append(s.centralDone, done)
 		go func() { done <- w.Run(ccx) }()
 	}
-	s.Backfill = &BackfillWorker{URL: s.Influx.URL, Brokers: s.Kafka.Addrs(), Log: log.With("worker", "backfill")}
+	cp, err := s.CentralPipeline(0)
+	if err != nil {
+		return nil, err
+	}
+	env, err := cp.SinkEnv(nil)
+	if err != nil {
+		return nil, err
+	}
+	s.Backfill = &worker.BackfillWorker{URL: s.Influx.URL, Brokers: s.Kafka.Addrs(), Modes: env.Modes, Log: log.With("worker", "backfill")}
 	if err := s.Backfill.Start(s.Temporal.Client); err != nil {
 		return nil, err
 	}
@@ -231,19 +257,22 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		defer cancel()
 		s.Backfill.Close(cctx)
 	})
-	if err := s.startCheckpointWorkflows(ctx); err != nil {
+	if err := s.startCheckpointWorkflows(ctx, cp); err != nil {
 		return nil, err
 	}
 
 	// Edge gateway.
-	ecfg := s.EdgeConfig()
-	if s.Edge, err = NewEdge(ctx, ecfg, log.With("worker", "edge"), s.registry("edge")); err != nil {
+	ep, err := s.EdgePipeline()
+	if err != nil {
+		return nil, err
+	}
+	if s.Edge, err = pipeline.NewWorker(ctx, ep, pipeline.WithWorkerID("edge-1"), pipeline.WithLogger(log.With("worker", "edge")), pipeline.WithMetrics(s.registry("edge"))); err != nil {
 		return nil, err
 	}
 	ecx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.edgeCancel, s.edgeDone = ecancel, make(chan error, 1)
 	go func() { s.edgeDone <- s.Edge.Run(ecx) }()
-	if err := waitFor(ctx, 30*time.Second, "edge gateway subscribed", s.Edge.Subscribed); err != nil {
+	if err := waitFor(ctx, 30*time.Second, "edge gateway subscribed", func() bool { return s.Edge.Stats().Subscribed }); err != nil {
 		return nil, err
 	}
 
@@ -254,9 +283,9 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	}
 
 	// Simulator.
-	scfg := SimulatorConfig{Config: o.Simulator}
+	scfg := simulator.MainConfig{Config: o.Simulator}
 	scfg.MQTT.URL = s.MQTT.URL()
-	if s.Simulator, err = NewSimulator(scfg, log.With("worker", "simulator"), s.registry("simulator")); err != nil {
+	if s.Simulator, err = simulator.NewProcess(scfg, log.With("worker", "simulator"), s.registry("simulator")); err != nil {
 		return nil, err
 	}
 	scx, scancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -268,7 +297,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 
 	if o.Metrics {
 		for name, reg := range s.regs {
-			ms, err := ServeMetrics("127.0.0.1:0", reg)
+			ms, err := worker.ServeMetrics("127.0.0.1:0", reg)
 			if err != nil {
 				return nil, err
 			}
@@ -289,53 +318,69 @@ func (s *Stack) registry(name string) *prometheus.Registry {
 // Bucket is the InfluxDB bucket of db (1.8: "db/autogen").
 func Bucket(db string) string { return db + "/autogen" }
 
-// CentralConfig is the configuration of central worker i, as a central
-// process would load it from YAML. (The stack gives every central worker
-// the same durable store, a files store in CheckpointDir, by option.)
-func (s *Stack) CentralConfig(i int) CentralConfig {
-	var c CentralConfig
-	c.Config = central.DefaultConfig()
-	c.WorkerID = fmt.Sprintf("central-%d", i+1)
-	c.Pipeline = PipelineName
-	c.Kafka.Brokers = s.Kafka.Addrs()
-	c.Kafka.Topic, c.Kafka.DLQTopic, c.Kafka.Input = SignalsTopic, SignalsDLQTopic, central.InputSignals
-	c.Kafka.SessionTimeout = central.Duration(6 * time.Second)
-	c.Graph.Window = 3
-	c.Graph.AlarmLow, c.Graph.AlarmHigh = 25, 28
-	c.State.Dir = filepath.Join(s.Opts.Dir, c.WorkerID, "badger")
-	c.Influx.URL, c.Influx.Bucket = s.Influx.URL, Bucket(Database)
-	c.Archive.Dir = s.ArchiveDir
-	c.Temporal.Address = s.Temporal.HostPort
-	c.Temporal.ControlWorker = i == 0
-	c.Checkpoint.Interval = central.Duration(s.Opts.CheckpointInterval)
-	c.Checkpoint.HeartbeatTimeout = central.Duration(10 * time.Second)
-	c.Checkpoint.StageTimeout = central.Duration(10 * time.Second)
-	c.Checkpoint.HandoffStepTimeout = central.Duration(20 * time.Second)
-	return c
+// lookup resolves the specs' ${...} references to the stack's services.
+func (s *Stack) lookup(extra map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if v, ok := extra[name]; ok {
+			return v, true
+		}
+		switch name {
+		case "KAFKA_BROKERS":
+			return strings.Join(s.Kafka.Addrs(), ","), true
+		case "MQTT_URL":
+			return s.MQTT.URL(), true
+		case "INFLUX_URL":
+			if s.Influx != nil {
+				return s.Influx.URL, true
+			}
+		case "ARCHIVE_DIR":
+			return s.ArchiveDir, true
+		}
+		return "", false
+	}
 }
 
-// EdgeConfig is the edge gateway's configuration.
-func (s *Stack) EdgeConfig() EdgeConfig {
-	var c EdgeConfig
-	c.GatewayID = "edge-1"
-	c.MQTT.Servers = []string{s.MQTT.URL()}
-	c.MQTT.DLQTopic = SensorsDLQTopic
+// CentralPipeline is the pipeline central worker i runs: the central
+// spec with the stack's addresses, its own Badger folder, the shared
+// checkpoint folder and the demo's shorter timeouts.
+func (s *Stack) CentralPipeline(i int) (pipeline.Pipeline, error) {
+	state := filepath.Join(s.Opts.Dir, fmt.Sprintf("central-%d", i+1), "badger")
+	p, err := pipeline.Parse(pipelines.Spec(CentralSpec), pipeline.WithEnv(s.lookup(map[string]string{"STATE_DIR": state})))
+	if err != nil {
+		return pipeline.Pipeline{}, err
+	}
+	src := p.Source.(*pipeline.KafkaSource)
+	src.SessionTimeout = 6 * time.Second
+	p.State.Memory = 64 << 20
+	p.State.Durable = pipeline.Durable{Store: s.durable}
+	p.Checkpoint.Interval = s.Opts.CheckpointInterval
+	p.Checkpoint.HeartbeatTimeout = 10 * time.Second
+	p.Checkpoint.StageTimeout = 10 * time.Second
+	p.Checkpoint.HandoffStepTimeout = 20 * time.Second
+	return p, nil
+}
+
+// EdgePipeline is the pipeline the edge gateway runs: the edge spec with
+// the stack's addresses.
+func (s *Stack) EdgePipeline() (pipeline.Pipeline, error) {
+	state := filepath.Join(s.Opts.Dir, "edge-1", "badger")
+	p, err := pipeline.Parse(pipelines.Spec(EdgeSpec), pipeline.WithEnv(s.lookup(map[string]string{"STATE_DIR": state, "EDGE_ID": "edge-1"})))
+	if err != nil {
+		return pipeline.Pipeline{}, err
+	}
 	// The embedded broker is mochi-mqtt v2.7.9, whose flow control can
-	// deadlock (see EdgeConfig.MQTT.OmitReceiveMaximum).
-	c.MQTT.OmitReceiveMaximum = true
-	c.Kafka.Brokers = s.Kafka.Addrs()
-	c.Kafka.Topic = SignalsTopic
-	c.State.Dir = filepath.Join(s.Opts.Dir, "edge-1", "badger")
-	c.Checkpoint.Interval = s.Opts.CheckpointInterval
-	return c.WithDefaults()
+	// deadlock (see pipeline.MQTTSource.OmitReceiveMaximum).
+	p.Source.(*pipeline.MQTTSource).OmitReceiveMaximum = true
+	p.State.Memory = 32 << 20
+	p.Checkpoint.Interval = s.Opts.CheckpointInterval
+	return p, nil
 }
 
-// Shards are the checkpoint shards of the signals topic, named as the
-// central workers name them.
-func (s *Stack) Shards() []string {
-	out := make([]string, s.Opts.Partitions)
+// Shards are the checkpoint shards of the signals topic.
+func (s *Stack) Shards() []streaming.ShardID {
+	out := make([]streaming.ShardID, s.Opts.Partitions)
 	for p := range s.Opts.Partitions {
-		out[p] = central.ShardName(kafka.Partition{Topic: SignalsTopic, Partition: p})
+		out[p] = streaming.KafkaShard(SignalsTopic, p)
 	}
 	return out
 }
@@ -343,12 +388,12 @@ func (s *Stack) Shards() []string {
 // startCheckpointWorkflows starts (or keeps) the checkpoint workflow of
 // every partition, as `starter pipeline start` does; the workers announce
 // themselves as owners when they are assigned the partitions.
-func (s *Stack) startCheckpointWorkflows(ctx context.Context) error {
-	c := s.CentralConfig(0)
+func (s *Stack) startCheckpointWorkflows(ctx context.Context, p pipeline.Pipeline) error {
+	pol := p.Checkpoint
 	for _, sh := range s.Shards() {
 		in := workflows.CheckpointInput{Pipeline: PipelineName, Shard: sh, Interval: s.Opts.CheckpointInterval,
-			BreakerThreshold: c.Checkpoint.BreakerThreshold, BreakerCoolDown: c.Checkpoint.BreakerCoolDown.D(),
-			SnapshotTimeout: c.Checkpoint.StageTimeout.D(), SaveTimeout: c.Checkpoint.StageTimeout.D(), CommitTimeout: c.Checkpoint.StageTimeout.D()}
+			BreakerThreshold: pol.BreakerThreshold, BreakerCoolDown: pol.BreakerCoolDown,
+			SnapshotTimeout: pol.StageTimeout, SaveTimeout: pol.StageTimeout, CommitTimeout: pol.StageTimeout}
 		id := workflows.CheckpointWorkflowID(PipelineName, sh)
 		if _, err := s.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, workflows.CheckpointWorkflow, in); err != nil {

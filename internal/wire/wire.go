@@ -1,8 +1,8 @@
 // Package wire reads and writes the varint framing tflo's binary formats
-// share (state blobs, snapshots, cursors, checkpoint manifests, keyed
-// pieces, the S3 store's segments and manifests): uvarints, zigzag
-// varints, fixed-width padded uvarints, length-prefixed byte strings, and
-// the CRC32C table of the formats that carry a checksum.
+// share (state blobs, snapshots, cursors, checkpoint manifests, the S3
+// store's segments and manifests): uvarints, zigzag varints, fixed-width
+// padded uvarints, length-prefixed byte strings, and the CRC32C table of
+// the formats that carry a checksum.
 //
 // A Reader's first error sticks: later reads return zero values, so a
 // decoder reads a whole record and checks Err once. Every length is

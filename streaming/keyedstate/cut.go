@@ -340,8 +340,10 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.err = nil
 	r.stats.RestoredItems = 0
 	r.oldRuns = nil
-	if err := r.db.DropPrefix(r.cfg.prefix, r.runsKeyPrefix()); err != nil {
-		return fmt.Errorf("keyedstate: restore: drop prefix %q: %w", r.cfg.prefix, err)
+	for _, prefix := range [][]byte{r.cfg.prefix, r.runsKeyPrefix()} {
+		if err := deletePrefix(ctx, r.db, prefix); err != nil {
+			return fmt.Errorf("keyedstate: restore: clear prefix %q: %w", prefix, err)
+		}
 	}
 	wb := r.db.NewWriteBatch()
 	defer wb.Cancel()
@@ -476,4 +478,42 @@ func (r *Runtime[K]) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 		return emit(last)
 	}
 	return nil
+}
+
+// deletePrefix deletes every key under prefix with write batches of
+// deletions. Not Badger's DropPrefix: that blocks every write to the DB
+// while it runs, and the runtimes of other shards sharing the DB would
+// see their write-behind flushes fail.
+func deletePrefix(ctx context.Context, db *badger.DB, prefix []byte) error {
+	const batch = 10000
+	for {
+		var keys [][]byte
+		err := db.View(func(txn *badger.Txn) error {
+			opts := badger.DefaultIteratorOptions
+			opts.PrefetchValues = false
+			opts.Prefix = prefix
+			it := txn.NewIterator(opts)
+			defer it.Close()
+			for it.Seek(prefix); it.ValidForPrefix(prefix) && len(keys) < batch; it.Next() {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+			return nil
+		})
+		if err != nil || len(keys) == 0 {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		wb := db.NewWriteBatch()
+		for _, k := range keys {
+			if err := wb.Delete(k); err != nil {
+				wb.Cancel()
+				return err
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return err
+		}
+	}
 }

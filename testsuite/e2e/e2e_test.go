@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +29,9 @@ import (
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/portal"
+	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/ops"
-	"github.com/tflo-io/tflo/workers/central"
-	"github.com/tflo-io/tflo/workers/edge"
 	"github.com/tflo-io/tflo/workers/simulator"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -159,11 +160,13 @@ func (d *dlqCollector) snapshot() map[string]string {
 	return out
 }
 
-// TestPortalEndToEnd runs the demo's topology for a fixed, seeded fleet
-// and checks every leg: each valid reading was conditioned by the edge
-// and the signals it implies (a reference run of the edge graph) reached
-// Kafka; each signal's derived outputs (a reference run of the central
-// graph) are in InfluxDB and in the Parquet archive; each malformed
+// TestPortalEndToEnd runs the demo's topology — the pipeline workers of
+// iot-portal's specs — for a fixed, seeded fleet and checks every leg
+// against the portal's recorded results for that fleet (the golden file
+// the hand-wired portal wrote before it became specs): each valid reading
+// was conditioned by the edge and exactly the recorded signal envelopes
+// reached Kafka, byte for byte; the recorded derived outputs are in
+// InfluxDB and in the Parquet archive; each malformed
 // payload is on the dead-letter topic with a reason; every shard's
 // checkpoints completed and are listed through the visibility API by
 // their search attributes; and a BackfillWorkflow replaying the archive
@@ -217,68 +220,29 @@ func TestPortalEndToEnd(t *testing.T) {
 		return s.EdgeReadings == uint64(len(valid)) && s.EdgeDLQ == uint64(len(malformed))
 	}, time.Minute, 20*time.Millisecond, "edge stats %+v, want %d readings and %d dead letters", st.Stats(), len(valid), len(malformed))
 
-	// The signals the readings imply, by a reference run of the edge graph.
-	ec := st.EdgeConfig()
-	eg, err := edge.NewGraph(ec.Graph.SMAWindow, ec.Graph.Low, ec.Graph.High, ec.Graph.DwellMS)
-	require.NoError(t, err)
-	ek := streaming.NewKeyed[string](eg)
-	type sigVal struct {
-		mode          edge.Mode
-		smoothed, raw float64
-	}
-	wantSig := map[sigKey]sigVal{}
-	var sigOrder []sigKey
-	for _, r := range valid {
-		in := ek.Eval(r.Sensor, r.TS, streaming.Float(r.Value))
-		if in.Output(0).IsNone() {
-			continue
-		}
-		mode := edge.Cleared
-		if in.Output(0).Mode() == ops.Up {
-			mode = edge.Raised
-		}
-		sm, _ := in.Value("smooth")
-		k := sigKey{r.Sensor, r.TS}
-		wantSig[k] = sigVal{mode, sm.Float64(), r.Value}
-		sigOrder = append(sigOrder, k)
-	}
+	// The expected signals and derived outputs: iot-portal's results for
+	// this very fleet, recorded before the portal became pipeline specs
+	// (workers/pipelines/testdata; the specs reproduce them offline in
+	// TestIoTPortalOutputsAreUnchanged, this checks the running system).
+	wantSig, want := golden(t)
 	require.GreaterOrEqual(t, len(wantSig), 10, "the seeded fleet should raise and clear alarms")
 
-	// Kafka holds exactly those signals.
-	gotSig := readSignals(t, ctx, st.Kafka.Addrs(), len(sigOrder))
+	// Kafka holds exactly those signals, byte for byte.
+	gotSig := readSignals(t, ctx, st.Kafka.Addrs(), len(wantSig))
 	require.Len(t, gotSig, len(wantSig))
 	for k, w := range wantSig {
 		g, ok := gotSig[k]
 		require.True(t, ok, "signal %v missing from Kafka", k)
-		require.Equal(t, w.mode, g.Mode, "signal %v", k)
-		require.Equal(t, w.smoothed, g.Payload.Smoothed, "signal %v", k)
-		require.Equal(t, w.raw, g.Payload.Raw, "signal %v", k)
+		require.Equal(t, w, g, "signal %v", k)
 	}
 
 	// Central: every signal applied.
-	require.Eventually(t, func() bool { return st.Stats().CentralIn == uint64(len(sigOrder)) }, time.Minute, 20*time.Millisecond,
-		"central applied %d of %d signals", st.Stats().CentralIn, len(sigOrder))
+	require.Eventually(t, func() bool { return st.Stats().CentralIn == uint64(len(wantSig)) }, time.Minute, 20*time.Millisecond,
+		"central applied %d of %d signals", st.Stats().CentralIn, len(wantSig))
 	require.Zero(t, st.Stats().CentralDLQ)
-
-	// The derived outputs, by a reference run of the central graph.
-	cg, err := central.Graph(st.CentralConfig(0).Graph)
+	cp, err := st.CentralPipeline(0)
 	require.NoError(t, err)
-	ck := streaming.NewKeyed[string](cg)
-	want := map[outKey]outVal{}
-	for _, k := range sigOrder {
-		in := ck.Eval(k.sensor, k.ts, streaming.Float(wantSig[k].smoothed))
-		for i, name := range cg.Outputs() {
-			c := in.Output(i)
-			if c.IsNone() {
-				continue
-			}
-			v := outVal{value: c.Float64()}
-			if name == central.SignalEpisode {
-				v.mode = central.ModeName(c.Mode())
-			}
-			want[outKey{k.sensor, name, k.ts * 1e6}] = v
-		}
-	}
+	measurements := cp.Graph.Outputs
 
 	// Dead letters carry their reasons.
 	require.Eventually(t, func() bool { return len(dlq.snapshot()) == len(malformed) }, 30*time.Second, 20*time.Millisecond)
@@ -318,26 +282,12 @@ func TestPortalEndToEnd(t *testing.T) {
 	// Drain: final checkpoints flush the sinks.
 	require.NoError(t, st.StopWorkers())
 
-	got := influxPoints(t, ctx, st.Influx, portal.Database, cg.Outputs())
+	got := influxPoints(t, ctx, st.Influx, portal.Database, measurements)
 	requireSameOutputs(t, want, got, "InfluxDB")
 
-	la, err := parquet.NewLocalArchive(st.ArchiveDir)
+	env, err := cp.SinkEnv(nil)
 	require.NoError(t, err)
-	archived := map[outKey]outVal{}
-	rows := 0
-	for p := range st.Opts.Partitions {
-		r, err := parquet.NewReader(la, parquet.ShardPrefix(portal.PipelineName, p), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
-		require.NoError(t, err)
-		for e, err := range r.All(ctx, parquet.Position{}) {
-			require.NoError(t, err)
-			v := outVal{value: e.Row.Value}
-			if e.Row.Signal == central.SignalEpisode {
-				v.mode = central.ModeName(streaming.Mode(e.Row.Mode))
-			}
-			archived[outKey{e.Row.Sensor, e.Row.Signal, e.Row.TS}] = v
-			rows++
-		}
-	}
+	archived, rows := archivedOutputs(t, ctx, st.ArchiveDir, portal.PipelineName, st.Opts.Partitions, env)
 	if !t.Failed() && len(archived) != len(want) {
 		_ = filepath.WalkDir(st.ArchiveDir, func(p string, d os.DirEntry, _ error) error {
 			if !d.IsDir() {
@@ -351,7 +301,7 @@ func TestPortalEndToEnd(t *testing.T) {
 	// Backfill the archive into a fresh database: the same points.
 	const replayDB = "iot_portal_replay"
 	// (The backfill worker creates the database.)
-	in := workflows.BackfillInput{Name: "e2e", Location: "file://" + st.ArchiveDir, Sink: portal.InfluxSinkName(portal.Bucket(replayDB))}
+	in := workflows.BackfillInput{Name: "e2e", Location: "file://" + st.ArchiveDir, Sink: worker.InfluxSinkName(portal.Bucket(replayDB))}
 	run, err := st.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(in.Name), TaskQueue: workflows.ControlTaskQueue},
 		workflows.BackfillWorkflow, in)
 	require.NoError(t, err)
@@ -359,21 +309,46 @@ func TestPortalEndToEnd(t *testing.T) {
 	require.NoError(t, run.Get(ctx, &prog))
 	require.True(t, prog.Done)
 	require.Equal(t, int64(rows), prog.RowsDone)
-	replayed := influxPoints(t, ctx, st.Influx, replayDB, cg.Outputs())
+	replayed := influxPoints(t, ctx, st.Influx, replayDB, measurements)
 	requireSameOutputs(t, got, replayed, "the backfilled database")
 
 	dlq.close()
 	require.NoError(t, st.Close())
 }
 
+// archivedOutputs reads every row the archive in dir holds for the
+// first parts shards of pipeline name, by output, modes named by env; rows
+// counts them (a row written twice counts twice).
+func archivedOutputs(t *testing.T, ctx context.Context, dir, name string, parts int32, env pipeline.SinkEnv) (map[outKey]outVal, int) {
+	t.Helper()
+	la, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	out := map[outKey]outVal{}
+	rows := 0
+	for p := range parts {
+		r, err := parquet.NewReader(la, parquet.ShardPrefix(name, p), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
+		require.NoError(t, err)
+		for e, err := range r.All(ctx, parquet.Position{}) {
+			require.NoError(t, err)
+			v := outVal{value: e.Row.Value}
+			if name, ok := env.Modes(e.Row.Signal, streaming.Mode(e.Row.Mode)); ok {
+				v.mode = name
+			}
+			out[outKey{e.Row.Sensor, e.Row.Signal, e.Row.TS}] = v
+			rows++
+		}
+	}
+	return out, rows
+}
+
 // readSignals consumes the signals topic from the start until n signals
-// arrived.
-func readSignals(t *testing.T, ctx context.Context, addrs []string, n int) map[sigKey]edge.Signal {
+// arrived, and returns each envelope's bytes by sensor and time.
+func readSignals(t *testing.T, ctx context.Context, addrs []string, n int) map[sigKey]string {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(portal.SignalsTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	defer cl.Close()
-	out := map[sigKey]edge.Signal{}
+	out := map[sigKey]string{}
 	total := 0
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -381,15 +356,43 @@ func readSignals(t *testing.T, ctx context.Context, addrs []string, n int) map[s
 		fs := cl.PollFetches(pctx)
 		require.NoError(t, pctx.Err(), "read %d of %d signals", total, n)
 		fs.EachRecord(func(r *kgo.Record) {
-			sig, _, err := kafka.DecodeSignal[edge.Mode, edge.Payload](r.Value)
+			sig, _, err := kafka.DecodeSignal[string, json.RawMessage](r.Value)
 			require.NoError(t, err)
 			require.Equal(t, sig.Key, string(r.Key), "signals are keyed by sensor")
-			out[sigKey{sig.Key, sig.TS}] = sig
+			out[sigKey{sig.Key, sig.TS}] = string(r.Value)
 			total++
 		})
 	}
 	require.Equal(t, n, total, "no signal twice")
 	return out
+}
+
+// golden reads the recorded results of the e2e fleet: each signal
+// envelope by sensor and time, and each derived output.
+func golden(t *testing.T) (map[sigKey]string, map[outKey]outVal) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "workers", "pipelines", "testdata", "iot-portal-e2e.golden"))
+	require.NoError(t, err)
+	sigs, outs := map[sigKey]string{}, map[outKey]outVal{}
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSuffix(line, "\n")
+		if env, ok := strings.CutPrefix(line, "signal "); ok {
+			sig, _, err := kafka.DecodeSignal[string, json.RawMessage]([]byte(env))
+			require.NoError(t, err)
+			sigs[sigKey{sig.Key, sig.TS}] = env
+			continue
+		}
+		f := strings.Fields(line)
+		require.Len(t, f, 6, "golden line %q", line)
+		ts, err := strconv.ParseInt(f[3], 10, 64)
+		require.NoError(t, err)
+		mode, err := strconv.Unquote(f[4])
+		require.NoError(t, err)
+		v, err := strconv.ParseFloat(f[5], 64)
+		require.NoError(t, err)
+		outs[outKey{f[1], f[2], ts}] = outVal{mode: mode, value: v}
+	}
+	return sigs, outs
 }
 
 // influxPoints reads every point of the measurements of db.

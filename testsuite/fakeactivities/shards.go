@@ -31,7 +31,7 @@ type Store interface {
 type MemoryShards struct {
 	Pipeline string
 	// Shards are the shard names in order ("<pipeline>/<i>").
-	Shards []string
+	Shards []streaming.ShardID
 	// Hosts maps a worker id to its host.
 	Hosts map[string]*activities.Shards
 	// Checkpointers in the order of Shards, for in-process baselines.
@@ -55,11 +55,11 @@ func NewMemoryShards(pipeline string, n, keys, valueBytes int, store Store, work
 		m.Hosts[w] = activities.NewShards()
 	}
 	for i := range n {
-		name := fmt.Sprintf("%s/%d", pipeline, i)
+		name := streaming.ShardID(fmt.Sprintf("%s/%d", pipeline, i))
 		src := newKeySource(keys, valueBytes)
 		m.epochs[i].Store(1)
 		epoch := &m.epochs[i]
-		cp, err := streaming.NewCheckpointer(name, src, store, store,
+		cp, err := streaming.NewCheckpointer(string(name), src, store, store,
 			streaming.WithCursorFormatter(activities.FormatCursor),
 			streaming.WithOwnership(streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return streaming.Epoch(epoch.Load()), true })))
 		if err != nil {
@@ -82,7 +82,7 @@ func (m *MemoryShards) Announcements() map[string][]activities.ShardEpoch {
 	defer m.mu.Unlock()
 	out := map[string][]activities.ShardEpoch{}
 	for i, s := range m.Shards {
-		out[m.owner[i]] = append(out[m.owner[i]], activities.ShardEpoch{Shard: s, Epoch: m.epochs[i].Load()})
+		out[m.owner[i]] = append(out[m.owner[i]], activities.ShardEpoch{Shard: s, Epoch: streaming.Epoch(m.epochs[i].Load())})
 	}
 	return out
 }
@@ -92,7 +92,7 @@ func (m *MemoryShards) Announcements() map[string][]activities.ShardEpoch {
 // owner takes a final checkpoint and releases the shard (its host keeps
 // that checkpoint for the handoff's final round), then the new owner
 // gains it.
-func (m *MemoryShards) Move(ctx context.Context, i int, worker string) (uint64, error) {
+func (m *MemoryShards) Move(ctx context.Context, i int, worker string) (streaming.Epoch, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, err := m.Checkpointers[i].Checkpoint(ctx); err != nil {
@@ -102,7 +102,7 @@ func (m *MemoryShards) Move(ctx context.Context, i int, worker string) (uint64, 
 	e := m.epochs[i].Add(1)
 	m.Hosts[worker].Register(m.Pipeline, m.Shards[i], m.Checkpointers[i])
 	m.owner[i] = worker
-	return e, nil
+	return streaming.Epoch(e), nil
 }
 
 // Touch changes every key of every shard.
@@ -236,7 +236,7 @@ type memoryHandoffs struct {
 	worker string
 }
 
-func (h memoryHandoffs) owned(shard string, epoch streaming.Epoch) (*streaming.Checkpointer, error) {
+func (h memoryHandoffs) owned(shard streaming.ShardID, epoch streaming.Epoch) (*streaming.Checkpointer, error) {
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
 	for i, s := range h.m.Shards {
@@ -247,7 +247,7 @@ func (h memoryHandoffs) owned(shard string, epoch streaming.Epoch) (*streaming.C
 	return nil, fmt.Errorf("worker %q does not own shard %s at epoch %d: %w", h.worker, shard, uint64(epoch), streaming.ErrFenced)
 }
 
-func (h memoryHandoffs) FinalCheckpoint(ctx context.Context, _, shard string, epoch streaming.Epoch) (activities.CheckpointSummary, error) {
+func (h memoryHandoffs) FinalCheckpoint(ctx context.Context, _ string, shard streaming.ShardID, epoch streaming.Epoch) (activities.CheckpointSummary, error) {
 	cp, err := h.owned(shard, epoch)
 	if err != nil {
 		return activities.CheckpointSummary{}, err
@@ -256,19 +256,19 @@ func (h memoryHandoffs) FinalCheckpoint(ctx context.Context, _, shard string, ep
 	if err != nil {
 		return activities.CheckpointSummary{}, err
 	}
-	return activities.CheckpointSummary{CheckpointID: uint64(res.ID), Epoch: uint64(res.Epoch), Cursor: cp.Status().LastCursor, Bytes: res.Bytes, Duration: res.Duration}, nil
+	return activities.CheckpointSummary{CheckpointID: uint64(res.ID), Epoch: res.Epoch, Cursor: cp.Status().LastCursor, Bytes: res.Bytes, Duration: res.Duration}, nil
 }
 
-func (h memoryHandoffs) Restore(_ context.Context, _, shard string, epoch streaming.Epoch) (activities.RestoreSummary, error) {
+func (h memoryHandoffs) Restore(_ context.Context, _ string, shard streaming.ShardID, epoch streaming.Epoch) (activities.RestoreSummary, error) {
 	cp, err := h.owned(shard, epoch)
 	if err != nil {
 		return activities.RestoreSummary{}, err
 	}
 	st := cp.Status()
-	return activities.RestoreSummary{CheckpointID: uint64(st.LastID), Epoch: uint64(st.LastEpoch), Cursor: st.LastCursor, Bytes: st.StateBytes}, nil
+	return activities.RestoreSummary{CheckpointID: uint64(st.LastID), Epoch: st.LastEpoch, Cursor: st.LastCursor, Bytes: st.StateBytes}, nil
 }
 
-func (h memoryHandoffs) Resume(_ context.Context, _, shard string, epoch streaming.Epoch) error {
+func (h memoryHandoffs) Resume(_ context.Context, _ string, shard streaming.ShardID, epoch streaming.Epoch) error {
 	_, err := h.owned(shard, epoch)
 	return err
 }
@@ -279,7 +279,7 @@ func (h memoryHandoffs) Held() []activities.HeldShard {
 	var out []activities.HeldShard
 	for i, s := range h.m.Shards {
 		if h.m.owner[i] == h.worker {
-			out = append(out, activities.HeldShard{Pipeline: h.m.Pipeline, Shard: s, Epoch: h.m.epochs[i].Load(), WorkerID: h.worker})
+			out = append(out, activities.HeldShard{Pipeline: h.m.Pipeline, Shard: s, Epoch: streaming.Epoch(h.m.epochs[i].Load()), WorkerID: h.worker})
 		}
 	}
 	return out

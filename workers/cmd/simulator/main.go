@@ -7,9 +7,31 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"os"
 
-	"github.com/tflo-io/tflo/internal/portal"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/workers/simulator"
 )
 
-func main() { os.Exit(portal.RunMain(portal.SimulatorMain(), os.Args[1:], os.Stderr)) }
+func main() { os.Exit(worker.RunMain(Main(), os.Args[1:], os.Stderr)) }
+
+// Main is the simulator's main.
+func Main() worker.Main {
+	cfg := &simulator.MainConfig{}
+	return worker.Main{
+		Name:    "simulator",
+		Summary: "a seeded fleet of synthetic sensors publishing readings to MQTT",
+		Config:  cfg,
+		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
+			s, err := simulator.NewProcess(*cfg, log, reg)
+			if err != nil {
+				return err
+			}
+			return s.Run(ctx, nil)
+		},
+	}
+}

@@ -1,0 +1,62 @@
+package influx
+
+import (
+	"context"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// OutputSink is the streaming.Sink writing a pipeline's outputs to
+// InfluxDB. It is the one Output → point mapping: measurement = the
+// output's name, tag sensor = the key, tag mode = the mode's name (for
+// outputs whose operator names its modes), field value, timestamp = the
+// record's event time. Live pipelines and backfills both write through
+// it, so a backfill reproduces the live points exactly, and a replayed
+// record overwrites its points.
+//
+// Safe for concurrent use (the Sink it wraps is).
+type OutputSink struct {
+	s     *Sink
+	modes streaming.ModeNames
+}
+
+var _ streaming.Sink = (*OutputSink)(nil)
+
+// NewOutputSink writes outputs through s, naming modes with modes (nil:
+// no mode tags).
+func NewOutputSink(s *Sink, modes streaming.ModeNames) *OutputSink {
+	return &OutputSink{s: s, modes: modes}
+}
+
+// OutputPoint is the point of one output (the mapping OutputSink writes).
+func OutputPoint(o streaming.Output, modes streaming.ModeNames) Point {
+	p := Point{Measurement: o.Name, Sensor: o.Key, TS: o.TS, Fields: []Field{{Key: "value", Value: streaming.Float(o.Value)}}}
+	if modes != nil {
+		if name, ok := modes(o.Name, o.Mode); ok {
+			p.Mode = name
+		}
+	}
+	return p
+}
+
+// Write implements streaming.Sink.
+func (k *OutputSink) Write(ctx context.Context, outs []streaming.Output) error {
+	if len(outs) == 0 {
+		return nil
+	}
+	pts := make([]Point, len(outs))
+	for i, o := range outs {
+		pts[i] = OutputPoint(o, k.modes)
+	}
+	return k.s.Write(ctx, pts...)
+}
+
+// Flush implements streaming.Sink: every point written before the call is
+// acknowledged (the sink seals its batch and waits for it, not for later
+// batches).
+func (k *OutputSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming.CheckpointID) error {
+	return k.s.Flush(ctx)
+}
+
+// Close implements streaming.Sink.
+func (k *OutputSink) Close(ctx context.Context) error { return k.s.Close(ctx) }

@@ -1,0 +1,212 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// OutputEncoder turns a pipeline's outputs into Kafka records.
+// AppendRecords is called with the outputs of one or more input records
+// of one shard, in record order (the outputs of one input record are
+// adjacent and share Key, Offset and TS); it may be called concurrently.
+type OutputEncoder interface {
+	AppendRecords(dst []*kgo.Record, outs []streaming.Output) ([]*kgo.Record, error)
+}
+
+// OutputSink is the streaming.Sink publishing a pipeline's outputs to a
+// Kafka topic, keyed by the outputs' key (so one key's records stay in
+// order in one partition), encoded by an OutputEncoder. Flush (a
+// checkpoint's pre-commit) waits for the records published before it.
+// Safe for concurrent use.
+type OutputSink struct {
+	pub *Publisher
+	enc OutputEncoder
+}
+
+var _ streaming.Sink = (*OutputSink)(nil)
+
+// NewOutputSink publishes with pub (which the sink closes) in enc's
+// format.
+func NewOutputSink(pub *Publisher, enc OutputEncoder) *OutputSink {
+	return &OutputSink{pub: pub, enc: enc}
+}
+
+// Write implements streaming.Sink; it blocks while the publisher's
+// buffer is full.
+func (s *OutputSink) Write(ctx context.Context, outs []streaming.Output) error {
+	recs, err := s.enc.AppendRecords(nil, outs)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := s.pub.Publish(ctx, string(r.Key), r.Value, r.Headers...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Flush implements streaming.Sink.
+func (s *OutputSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming.CheckpointID) error {
+	return s.pub.Flush(ctx)
+}
+
+// Close implements streaming.Sink: it flushes and closes the publisher.
+func (s *OutputSink) Close(ctx context.Context) error {
+	err := s.pub.Flush(ctx)
+	s.pub.Close()
+	return err
+}
+
+// Produced returns how many records the sink's publisher delivered.
+func (s *OutputSink) Produced() uint64 { return s.pub.Produced() }
+
+// JSONOutputs encodes each output as one JSON record keyed by the
+// output's key:
+//
+//	{"key":"s-1","name":"sma","ts":1700000000000,"value":21.5}
+//
+// ts is in the input records' time unit (the output's nanoseconds divided
+// by Scale); a signal's mode is added as "mode": its name when Modes
+// names it, else its number.
+type JSONOutputs struct {
+	Scale int64 // nanoseconds per unit of the records' ts (1e6 for ms); 0 means 1
+	Modes streaming.ModeNames
+}
+
+// AppendRecords implements OutputEncoder.
+func (e JSONOutputs) AppendRecords(dst []*kgo.Record, outs []streaming.Output) ([]*kgo.Record, error) {
+	scale := max(e.Scale, 1)
+	for _, o := range outs {
+		b := make([]byte, 0, 96+len(o.Key)+len(o.Name))
+		b = append(b, `{"key":`...)
+		b = appendJSONString(b, o.Key)
+		b = append(b, `,"name":`...)
+		b = appendJSONString(b, o.Name)
+		b = append(b, `,"ts":`...)
+		b = strconv.AppendInt(b, o.TS/scale, 10)
+		b = append(b, `,"value":`...)
+		v, err := json.Marshal(o.Value)
+		if err != nil {
+			return dst, fmt.Errorf("output %q of key %q: %w", o.Name, o.Key, err)
+		}
+		b = append(b, v...)
+		if o.Mode != 0 {
+			b = append(b, `,"mode":`...)
+			if name, ok := modeName(e.Modes, o); ok {
+				b = appendJSONString(b, name)
+			} else {
+				b = strconv.AppendInt(b, int64(o.Mode), 10)
+			}
+		}
+		b = append(b, '}')
+		dst = append(dst, &kgo.Record{Key: []byte(o.Key), Value: b})
+	}
+	return dst, nil
+}
+
+func modeName(m streaming.ModeNames, o streaming.Output) (string, bool) {
+	if m == nil {
+		return "", false
+	}
+	return m(o.Name, o.Mode)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// PayloadField is one field of a SignalEnvelopes payload: Name in the
+// JSON object, From the output whose value it carries, or "$topic" for
+// the topic the input record came from.
+type PayloadField struct {
+	Name string
+	From string
+}
+
+// SignalEnvelopes encodes one signal envelope (EncodeSignal, header
+// tflo-envelope) per input record whose Trigger output emitted: key = the
+// record's key, ts = its event time in the records' unit, mode = the
+// trigger's mode name (Modes, else its number), payload = a JSON object of
+// the Payload fields in order (fields whose output did not emit are left
+// out), epoch = the shard's owner epoch, source = the input record when
+// it came from a Kafka partition. The iot-portal edge publishes its
+// alarms this way.
+type SignalEnvelopes struct {
+	Trigger string
+	Modes   map[streaming.Mode]string
+	Payload []PayloadField
+	Scale   int64 // as JSONOutputs.Scale
+}
+
+// AppendRecords implements OutputEncoder.
+func (e SignalEnvelopes) AppendRecords(dst []*kgo.Record, outs []streaming.Output) ([]*kgo.Record, error) {
+	scale := max(e.Scale, 1)
+	for i := 0; i < len(outs); {
+		j := i + 1
+		for j < len(outs) && outs[j].Key == outs[i].Key && outs[j].Offset == outs[i].Offset && outs[j].TS == outs[i].TS {
+			j++
+		}
+		rec := outs[i:j]
+		i = j
+		var trig *streaming.Output
+		for k := range rec {
+			if rec[k].Name == e.Trigger {
+				trig = &rec[k]
+			}
+		}
+		if trig == nil {
+			continue
+		}
+		payload := []byte{'{'}
+		for _, f := range e.Payload {
+			var v []byte
+			if f.From == "$topic" {
+				v = appendJSONString(nil, trig.Topic)
+			} else {
+				for _, o := range rec {
+					if o.Name == f.From {
+						b, err := json.Marshal(o.Value)
+						if err != nil {
+							return dst, fmt.Errorf("signal of key %q: payload field %q: %w", trig.Key, f.Name, err)
+						}
+						v = b
+					}
+				}
+			}
+			if v == nil {
+				continue
+			}
+			if len(payload) > 1 {
+				payload = append(payload, ',')
+			}
+			payload = appendJSONString(payload, f.Name)
+			payload = append(payload, ':')
+			payload = append(payload, v...)
+		}
+		payload = append(payload, '}')
+		mode, ok := e.Modes[trig.Mode]
+		if !ok {
+			mode = strconv.Itoa(int(trig.Mode))
+		}
+		sig := streaming.Signal[string, json.RawMessage]{Key: trig.Key, TS: trig.TS / scale, Mode: mode, Payload: payload}
+		var src *EnvelopeSource
+		if topic, part, err := trig.Shard.KafkaPartition(); err == nil {
+			src = &EnvelopeSource{Topic: topic, Partition: part, Offset: trig.Offset}
+		}
+		b, err := EncodeSignal(sig, src, trig.Epoch)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, &kgo.Record{Key: []byte(trig.Key), Value: b,
+			Headers: []kgo.RecordHeader{{Key: HeaderEnvelope, Value: []byte("signal/" + strconv.Itoa(EnvelopeVersion))}}})
+	}
+	return dst, nil
+}

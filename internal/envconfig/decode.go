@@ -1,0 +1,423 @@
+package envconfig
+
+import (
+	"bytes"
+	"encoding"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Problem is one thing wrong in a config file: where (the key path, as
+// dotted YAML keys with [i] for list items, and the line) and what.
+type Problem struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Path != "" {
+		b.WriteString(p.Path + ": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Errors are every problem found in one config file, in file order.
+type Errors struct {
+	File     string // "" when decoding bytes
+	Problems []Problem
+}
+
+func (e *Errors) Error() string {
+	var b strings.Builder
+	name := e.File
+	if name == "" {
+		name = "config"
+	}
+	if len(e.Problems) == 1 {
+		fmt.Fprintf(&b, "%s: %s", name, e.Problems[0])
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%s: %d problems:", name, len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
+
+// Positioned is implemented by config types that want to know where in
+// the file they were declared (a pipeline's graph nodes name their line
+// in errors): Decode calls SetLine after decoding a mapping into one.
+type Positioned interface {
+	SetLine(line int)
+}
+
+// Decode decodes YAML data into dst (a pointer) strictly: a key the
+// destination type does not have, a repeated key, or a value of the wrong
+// type is a Problem naming the key path and the line, and every problem
+// of the file is reported at once, as *Errors. Fields tagged yaml:"-"
+// cannot be set from the file. Types implementing yaml.Unmarshaler decode
+// themselves (DecodeNode keeps them strict), encoding.TextUnmarshaler
+// types and time.Duration read a scalar's text.
+func Decode(data []byte, dst any) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return &Errors{Problems: []Problem{yamlProblem("", err)}}
+	}
+	if root.Kind == 0 { // empty document
+		return nil
+	}
+	return DecodeNode(&root, dst)
+}
+
+// DecodeNode is Decode of a parsed node: for yaml.Unmarshaler
+// implementations that decode part of themselves strictly.
+func DecodeNode(n *yaml.Node, dst any) error {
+	v := reflect.ValueOf(dst)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return fmt.Errorf("envconfig: destination is %T, want a non-nil pointer", dst)
+	}
+	d := &decoder{}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil
+		}
+		n = n.Content[0]
+	}
+	d.value(n, v.Elem(), "")
+	if len(d.problems) == 0 {
+		return nil
+	}
+	return &Errors{Problems: d.problems}
+}
+
+type decoder struct{ problems []Problem }
+
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	d.problems = append(d.problems, Problem{Path: path, Line: n.Line, Msg: fmt.Sprintf(format, args...)})
+}
+
+var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	t := v.Type()
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // null leaves the zero value (or the default applied later)
+	}
+	if reflect.PointerTo(t).Implements(yamlUnmarshaler) {
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.nested(n, path, err)
+		}
+		return
+	}
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want a value, got a %s", kindName(n))
+			return
+		}
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			d.fail(n, path, "%v", err)
+		}
+		return
+	}
+	if t == durationType {
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want a duration like 10s, got a %s", kindName(n))
+			return
+		}
+		dur, err := time.ParseDuration(n.Value)
+		if err != nil {
+			d.fail(n, path, "%q is not a duration like 10s or 1m30s", n.Value)
+			return
+		}
+		v.SetInt(int64(dur))
+		return
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(t.Elem()))
+		}
+		d.value(n, v.Elem(), path)
+	case reflect.Struct:
+		d.structure(n, v, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.fail(n, path, "want a list, got a %s", kindName(n))
+			return
+		}
+		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, c := range n.Content {
+			d.value(c, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.fail(n, path, "want a mapping, got a %s", kindName(n))
+			return
+		}
+		if t.Key().Kind() != reflect.String {
+			d.fail(n, path, "envconfig: map keys of %s are not strings", t)
+			return
+		}
+		m := reflect.MakeMapWithSize(t, len(n.Content)/2)
+		d.pairs(n, path, func(k, val *yaml.Node, p string) {
+			e := reflect.New(t.Elem()).Elem()
+			d.value(val, e, p)
+			m.SetMapIndex(reflect.ValueOf(k.Value).Convert(t.Key()), e)
+		})
+		v.Set(m)
+	case reflect.Interface:
+		var x any
+		if err := n.Decode(&x); err != nil {
+			d.nested(n, path, err)
+			return
+		}
+		if x != nil {
+			v.Set(reflect.ValueOf(x))
+		}
+	default:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want %s, got a %s", kindWord(t), kindName(n))
+			return
+		}
+		p := reflect.New(t)
+		if err := n.Decode(p.Interface()); err != nil {
+			d.fail(n, path, "%q is not %s", n.Value, kindWord(t))
+			return
+		}
+		v.Set(p.Elem())
+	}
+}
+
+// structure decodes a mapping into struct v: every key must be a field.
+func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "want a mapping of keys, got a %s", kindName(n))
+		return
+	}
+	fields := map[string]reflect.Value{}
+	var names []string
+	collectFields(v, fields, &names)
+	d.pairs(n, path, func(k, val *yaml.Node, p string) {
+		f, ok := fields[k.Value]
+		if !ok {
+			d.fail(k, p, "unknown key (known here: %s)", strings.Join(names, ", "))
+			return
+		}
+		d.value(val, f, p)
+	})
+	if pos, ok := v.Addr().Interface().(Positioned); ok {
+		pos.SetLine(n.Line)
+	}
+}
+
+// pairs calls fn for each key and value of the mapping n, with the
+// key's path, refusing a repeated key.
+func (d *decoder) pairs(n *yaml.Node, path string, fn func(k, val *yaml.Node, p string)) {
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		p := join(path, k.Value)
+		if seen[k.Value] {
+			d.fail(k, p, "repeated key")
+			continue
+		}
+		seen[k.Value] = true
+		fn(k, val, p)
+	}
+}
+
+// collectFields maps the YAML names of v's settable fields (inline
+// structs flattened) to the fields.
+func collectFields(v reflect.Value, into map[string]reflect.Value, names *[]string) {
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, inline := yamlName(sf)
+		if name == "-" {
+			continue
+		}
+		if inline {
+			collectFields(v.Field(i), into, names)
+			continue
+		}
+		into[name] = v.Field(i)
+		*names = append(*names, name)
+	}
+}
+
+// nested records the error of a type that decoded itself: its own
+// *Errors keep their paths (made relative to path), anything else is one
+// problem at n.
+func (d *decoder) nested(n *yaml.Node, path string, err error) {
+	var es *Errors
+	if errors.As(err, &es) {
+		for _, p := range es.Problems {
+			p.Path = joinPath(path, p.Path)
+			d.problems = append(d.problems, p)
+		}
+		return
+	}
+	d.problems = append(d.problems, yamlProblem(path, err))
+	if d.problems[len(d.problems)-1].Line == 0 {
+		d.problems[len(d.problems)-1].Line = n.Line
+	}
+}
+
+func joinPath(path, rel string) string {
+	switch {
+	case path == "":
+		return rel
+	case rel == "":
+		return path
+	case strings.HasPrefix(rel, "["):
+		return path + rel
+	}
+	return path + "." + rel
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+// yamlProblem turns a yaml.v3 error into a Problem, taking the line out
+// of its text.
+func yamlProblem(path string, err error) Problem {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	p := Problem{Path: path}
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		p.Line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	}
+	p.Msg = strings.TrimPrefix(msg, "yaml: ")
+	return p
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("value %q", n.Value)
+	}
+	return "node"
+}
+
+func kindWord(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer of " + strconv.Itoa(t.Bits()) + " bits"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	}
+	return "a " + t.String()
+}
+
+// refPattern matches ${NAME} and ${NAME:-default}.
+var refPattern = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
+
+// Expand replaces ${NAME} in data with the variable's value from lookup,
+// and ${NAME:-default} with the value or, when the variable is unset or
+// empty, the default. A bare $NAME is left as it is, and so are comment
+// lines. A ${NAME} whose variable is unset is a Problem naming its line.
+func Expand(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
+	var problems []Problem
+	lines := bytes.Split(data, []byte("\n"))
+	for i, l := range lines {
+		if bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			continue
+		}
+		lines[i] = refPattern.ReplaceAllFunc(l, func(ref []byte) []byte {
+			m := refPattern.FindSubmatch(ref)
+			v, ok := lookup(string(m[1]))
+			switch {
+			case ok && v != "":
+				return []byte(v)
+			case bytes.Contains(ref, []byte(":-")):
+				return m[2]
+			case ok:
+				return nil
+			}
+			problems = append(problems, Problem{Line: i + 1,
+				Msg: fmt.Sprintf("${%s}: the variable is not set (write ${%s:-default} for a default)", m[1], m[1])})
+			return ref
+		})
+	}
+	if len(problems) > 0 {
+		return nil, &Errors{Problems: problems}
+	}
+	return bytes.Join(lines, []byte("\n")), nil
+}
+
+// Defaulter is implemented by configs whose defaults depend on other
+// fields: Load calls ApplyDefaults after the file and the environment
+// were read, so a default never hides what the file said (a default DLQ
+// topic derived from a topic the file sets).
+type Defaulter interface {
+	ApplyDefaults()
+}
+
+// Validator is implemented by configs that check themselves; Load calls
+// Validate after ApplyDefaults.
+type Validator interface {
+	Validate() error
+}
+
+// readFile reads path and expands its ${...} references.
+func readFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	b, err = Expand(b, os.LookupEnv)
+	if err != nil {
+		return nil, withFile(err, path)
+	}
+	return b, nil
+}
+
+func withFile(err error, path string) error {
+	var es *Errors
+	if errors.As(err, &es) {
+		es.File = path
+		return es
+	}
+	return fmt.Errorf("config %s: %w", path, err)
+}

@@ -1,0 +1,208 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/influx"
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// BackfillWorker serves the backfill workflow's activities of one
+// pipeline on workflows.BackfillTaskQueue, and tflo's workflows on
+// workflows.ControlTaskQueue (beside any pipeline worker that also does,
+// so the control plane outlives them). Archives are file:// and s3://
+// locations (S3 reached as S3 says). Sinks (see ParseSink):
+// "influx:<db>/<rp>" writes to that bucket of the InfluxDB at URL through
+// the one Output → point mapping (influx.OutputSink) with the pipeline's
+// mode names, so a backfill reproduces the live points exactly (the
+// database is created if missing); "kafka:<topic>" publishes to that
+// topic of the Kafka cluster at Brokers, keyed by sensor as the live
+// signal stream is ([ReplayedSignals]). Sinks are opened on first use and
+// closed by Close.
+type BackfillWorker struct {
+	URL, Token string
+	// Brokers of the Kafka cluster kafka: sinks publish to.
+	Brokers []string
+	// S3 reaches s3:// archives (default: the AWS standard chain).
+	S3 archiveloc.S3
+	// Modes names the modes of the pipeline's outputs
+	// (pipeline.SinkEnv's).
+	Modes streaming.ModeNames
+	Log   *slog.Logger
+
+	mu    sync.Mutex
+	sinks map[string]streaming.Sink // by sink name
+	ws    []worker.Worker
+}
+
+// Sink kinds a backfill can write to (ParseSink).
+const (
+	SinkInflux = "influx"
+	SinkKafka  = "kafka"
+)
+
+// SinkExamples shows valid sink names, for help texts and errors.
+const SinkExamples = "influx:<db>/<rp> (e.g. influx:backfill/autogen) or kafka:<topic>"
+
+// ParseSink checks a backfill sink name: "influx:<db>/<rp>" or
+// "kafka:<topic>", and returns its kind and target (the bucket or topic).
+// The error names the sink and says what a valid one looks like.
+func ParseSink(name string) (kind, target string, err error) {
+	kind, target, ok := strings.Cut(name, ":")
+	switch {
+	case !ok || target == "":
+	case kind == SinkInflux:
+		if db, rp, ok := strings.Cut(target, "/"); ok && db != "" && rp != "" && !strings.Contains(rp, "/") {
+			return kind, target, nil
+		}
+	case kind == SinkKafka:
+		if !strings.ContainsAny(target, "/ ") {
+			return kind, target, nil
+		}
+	}
+	return "", "", fmt.Errorf("backfill sink %q: want %s", name, SinkExamples)
+}
+
+// createDatabase runs CREATE DATABASE (idempotent in InfluxDB 1.8) so a
+// backfill can target a fresh database by name.
+func createDatabase(base, token, db string) error {
+	form := url.Values{"q": {fmt.Sprintf("CREATE DATABASE %q", db)}}
+	req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(base, "/")+"/query", strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if user, pass, ok := strings.Cut(token, ":"); ok {
+		req.SetBasicAuth(user, pass)
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("influx %s: create database %q: %w", base, db, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("influx %s: create database %q: %s: %s", base, db, resp.Status, body)
+	}
+	return nil
+}
+
+// InfluxSinkName is the backfill sink name of an InfluxDB bucket.
+func InfluxSinkName(bucket string) string { return SinkInflux + ":" + bucket }
+
+// KafkaSinkName is the backfill sink name of a Kafka topic.
+func KafkaSinkName(topic string) string { return SinkKafka + ":" + topic }
+
+// Start registers the activities and starts the Temporal worker.
+func (b *BackfillWorker) Start(tc client.Client) error {
+	aw := worker.New(tc, workflows.BackfillTaskQueue, worker.Options{})
+	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink, Archives: archiveloc.Resolver(b.S3)})
+	cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
+	pipeline.RegisterWorkflows(cw)
+	for _, w := range []worker.Worker{aw, cw} {
+		if err := w.Start(); err != nil {
+			b.stop()
+			return fmt.Errorf("backfill worker: %w", err)
+		}
+		b.ws = append(b.ws, w)
+	}
+	return nil
+}
+
+// sink returns the sink a backfill names, opening it on first use.
+func (b *BackfillWorker) sink(name string) (streaming.Sink, error) {
+	kind, target, err := ParseSink(name)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sinks[name]; s != nil {
+		return s, nil
+	}
+	var s streaming.Sink
+	if kind == SinkKafka {
+		s, err = b.kafkaSink(target)
+	} else {
+		s, err = b.influxSink(target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if b.sinks == nil {
+		b.sinks = map[string]streaming.Sink{}
+	}
+	b.sinks[name] = s
+	return s, nil
+}
+
+func (b *BackfillWorker) log() *slog.Logger {
+	if b.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return b.Log
+}
+
+// backfillBatch is the Influx batch of a backfill sink: large, since a
+// replay writes far faster than a live pipeline.
+const backfillBatch = 20_000
+
+// influxSink opens the sink of an InfluxDB bucket.
+func (b *BackfillWorker) influxSink(bucket string) (streaming.Sink, error) {
+	if err := createDatabase(b.URL, b.Token, strings.SplitN(bucket, "/", 2)[0]); err != nil {
+		return nil, err
+	}
+	is, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.log()), influx.WithBatchSize(backfillBatch))
+	if err != nil {
+		return nil, err
+	}
+	return influx.NewOutputSink(is, b.Modes), nil
+}
+
+// kafkaSink opens the sink of a Kafka topic.
+func (b *BackfillWorker) kafkaSink(topic string) (streaming.Sink, error) {
+	if len(b.Brokers) == 0 {
+		return nil, fmt.Errorf("sink kafka:%s: this backfill worker has no Kafka brokers configured", topic)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()))
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewOutputSink(p, ReplayedSignals{}), nil
+}
+
+// Close stops the worker and closes the sinks.
+func (b *BackfillWorker) Close(ctx context.Context) {
+	b.stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.sinks {
+		_ = s.Close(ctx)
+	}
+}
+
+func (b *BackfillWorker) stop() {
+	for i := len(b.ws) - 1; i >= 0; i-- {
+		b.ws[i].Stop()
+	}
+	b.ws = nil
+}

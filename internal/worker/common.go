@@ -1,0 +1,107 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tflo-io/tflo/internal/version"
+)
+
+// LogConfig selects the slog output of a worker.
+type LogConfig struct {
+	// Level: debug, info (default), warn or error.
+	Level string `json:"level" yaml:"level"`
+	// Format: text (default) or json.
+	Format string `json:"format" yaml:"format"`
+}
+
+// Validate reports an unknown level or format.
+func (c LogConfig) Validate() error {
+	var l slog.Level
+	if c.Level != "" {
+		if err := l.UnmarshalText([]byte(c.Level)); err != nil {
+			return fmt.Errorf("log.level %q is not debug, info, warn or error", c.Level)
+		}
+	}
+	if c.Format != "" && c.Format != "text" && c.Format != "json" {
+		return fmt.Errorf("log.format %q is neither text nor json", c.Format)
+	}
+	return nil
+}
+
+// Logger returns a logger writing to w as configured.
+func (c LogConfig) Logger(w io.Writer) *slog.Logger {
+	var l slog.Level
+	if c.Level != "" {
+		_ = l.UnmarshalText([]byte(c.Level))
+	}
+	o := &slog.HandlerOptions{Level: l}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// MetricsConfig places the Prometheus endpoint.
+type MetricsConfig struct {
+	// Addr is the host:port /metrics listens on ("" disables it; ":0"
+	// picks a free port).
+	Addr string `json:"addr" yaml:"addr"`
+}
+
+// NewRegistry returns a registry with the Go runtime and process
+// collectors and tflo_build_info.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.Collector())
+	return reg
+}
+
+// MetricsServer serves /metrics of a registry.
+type MetricsServer struct {
+	// URL is http://<addr>/metrics.
+	URL string
+	srv *http.Server
+	ln  net.Listener
+}
+
+// ServeMetrics listens on addr and serves reg's metrics at /metrics until
+// Close.
+func ServeMetrics(addr string, reg prometheus.Gatherer) (*MetricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s := &MetricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	host := ln.Addr().String()
+	if strings.HasPrefix(host, "[::]:") || strings.HasPrefix(host, "0.0.0.0:") {
+		_, port, _ := net.SplitHostPort(host)
+		host = net.JoinHostPort("127.0.0.1", port)
+	}
+	s.URL = "http://" + host + "/metrics"
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *MetricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

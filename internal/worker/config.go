@@ -1,0 +1,144 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/internal/temporalclient"
+)
+
+// PipelineConfig is a pipeline worker's deployment: who it is and what it
+// talks to. The pipeline itself comes from its spec (--pipeline).
+type PipelineConfig struct {
+	// WorkerID names this process: its Temporal task queue, its lease
+	// workflow and its presence lease (default: the host name). Unique
+	// per process.
+	WorkerID string `json:"worker_id" yaml:"worker_id"`
+	// Temporal is how to reach Temporal, as the Temporal CLI does: a key
+	// left empty comes from the CLI's TEMPORAL_* variable, else from the
+	// selected profile of its config file (internal/temporalclient).
+	// Without an address from any of them the worker checkpoints in
+	// process.
+	Temporal temporalclient.Config `json:"temporal" yaml:"temporal"`
+	// ControlWorker also runs tflo's workflows in this process (default
+	// false: another process does).
+	ControlWorker bool `json:"control_worker" yaml:"control_worker"`
+	// Coordination is the coordination store (NATS JetStream KV) where
+	// the worker keeps its presence lease; empty: none.
+	Coordination CoordinationConfig `json:"coordination" yaml:"coordination"`
+	// Backfill serves the backfill workflow's activities for this
+	// pipeline (archive replays into InfluxDB buckets or Kafka topics).
+	Backfill BackfillConfig `json:"backfill" yaml:"backfill"`
+
+	Metrics MetricsConfig `json:"metrics" yaml:"metrics"`
+	Log     LogConfig     `json:"log" yaml:"log"`
+}
+
+// CoordinationConfig names the coordination store (package coordination,
+// NATS JetStream KV) in which the worker keeps a presence lease for its id
+// through the split/lease protocol: a second live process with the same
+// id is refused, and the lease activity reports on it to the lease
+// workflow.
+type CoordinationConfig struct {
+	// NATSURL of a JetStream-enabled nats-server 2.11 or later; empty: no
+	// coordination store.
+	NATSURL string `json:"nats_url" yaml:"nats_url"`
+	// Job names the KV buckets ("<job>_durable", "<job>_ephemeral");
+	// default "tflo". Worker ids are unique within a job.
+	Job string `json:"job" yaml:"job"`
+	// LeaseTTL: a worker whose presence was not renewed for this long has
+	// lost its leases (default 10s, minimum 1s).
+	LeaseTTL time.Duration `json:"lease_ttl" yaml:"lease_ttl"`
+}
+
+// BackfillConfig enables the backfill activities when InfluxURL or
+// KafkaBrokers is set: `starter backfill start --sink influx:<db>/<rp>`
+// replays the pipeline's archive into that bucket of this InfluxDB, and
+// `--sink kafka:<topic>` into that topic of this Kafka cluster. s3://
+// archives are reached as the TFLO_S3_* variables say
+// (internal/archiveloc).
+type BackfillConfig struct {
+	InfluxURL string `json:"influx_url" yaml:"influx_url"`
+	// TokenEnv names the variable holding the token ("user:password" for
+	// InfluxDB 1.8).
+	TokenEnv string `json:"token_env" yaml:"token_env"`
+	// KafkaBrokers of the cluster kafka: sinks publish to (default, when
+	// influx_url is set: the brokers of the pipeline's Kafka source).
+	KafkaBrokers []string `json:"kafka_brokers" yaml:"kafka_brokers"`
+}
+
+// enabled reports whether the worker serves backfills.
+func (b BackfillConfig) enabled() bool { return b.InfluxURL != "" || len(b.KafkaBrokers) > 0 }
+
+// Logging implements Config.
+func (c *PipelineConfig) Logging() LogConfig { return c.Log }
+
+// MetricsAddr implements Config.
+func (c *PipelineConfig) MetricsAddr() string { return c.Metrics.Addr }
+
+// ApplyDefaults fills what the file and environment left empty.
+func (c *PipelineConfig) ApplyDefaults() {
+	if c.Coordination.Job == "" {
+		c.Coordination.Job = "tflo"
+	}
+	if c.Coordination.LeaseTTL == 0 {
+		c.Coordination.LeaseTTL = 10 * time.Second
+	}
+	c.Temporal.KeyPath = "temporal"
+}
+
+// temporal resolves the Temporal connection; ok is false when no key,
+// TEMPORAL_* variable or profile gives an address (the worker then
+// checkpoints in process).
+func (c *PipelineConfig) temporal() (r temporalclient.Resolved, ok bool, err error) {
+	r, err = c.Temporal.Resolve()
+	if err != nil {
+		return r, false, err
+	}
+	return r, r.Source("address") != "default", nil
+}
+
+// Validate reports every problem, as sentences.
+func (c *PipelineConfig) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("worker config: "+format, args...)) }
+	_, temporal, err := c.temporal()
+	if err != nil {
+		add("%v", err)
+	}
+	if c.WorkerID != "" && (temporal || c.Coordination.NATSURL != "") && !coordination.ValidKey(c.WorkerID) {
+		add("worker_id %q cannot name a lease: use letters, digits, '_', '=', '-' and '.' between tokens", c.WorkerID)
+	}
+	if c.ControlWorker && !temporal && err == nil {
+		add("control_worker needs temporal.address (or %s)", temporalclient.EnvAddress)
+	}
+	if c.Backfill.enabled() && !temporal && err == nil {
+		add("backfill needs temporal.address (or %s): the backfill workflow runs on Temporal", temporalclient.EnvAddress)
+	}
+	if c.Coordination.NATSURL != "" {
+		if !validJob(c.Coordination.Job) {
+			add("coordination.job %q must be letters, digits, '_' or '-' (it names the KV buckets)", c.Coordination.Job)
+		}
+		if c.Coordination.LeaseTTL < time.Second {
+			add("coordination.lease_ttl %v is below the 1s minimum", c.Coordination.LeaseTTL)
+		}
+	}
+	if err := c.Log.Validate(); err != nil {
+		add("%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+func validJob(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,298 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/natskv"
+	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/workers/simulator"
+)
+
+// syncBuffer is a bytes.Buffer a running main writes its logs to while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+// spec is a repository spec's path.
+func spec(name string) string { return filepath.Join("..", "..", "workers", "pipelines", name) }
+
+func TestRunMainUsage(t *testing.T) {
+	bad := writeFile(t, "c.yaml", "worker_idd: w\n")
+	badSpec := writeFile(t, "p.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: t}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
+	cases := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		code     int
+		contains []string
+	}{
+		{"help lists every key with its variable", []string{"--help"}, nil, worker.ExitOK,
+			[]string{"worker_id", "TFLO_WORKER_ID", "temporal.tls_ca_path", "TFLO_TEMPORAL_TLS_CA_PATH", "backfill.kafka_brokers", "--version", "TFLO_METRICS_ADDR", "Pipeline spec keys", "source.kafka.brokers", "TFLO_SOURCE_KAFKA_BROKERS", "TFLO_STATE_DIR"}},
+		{"unknown flag", []string{"--nope"}, nil, worker.ExitUsage, []string{"nope"}},
+		{"stray argument", []string{"extra"}, nil, worker.ExitUsage, []string{"unexpected arguments"}},
+		{"no spec", nil, nil, worker.ExitUsage, []string{"--pipeline FILE is required"}},
+		{"unknown key in the config names its line", []string{"--config", bad, "--pipeline", spec("sma-readings.yaml")}, nil, worker.ExitUsage, []string{"line 1: worker_idd: unknown key"}},
+		{"unknown operator names the node and line", []string{"--pipeline", badSpec}, nil, worker.ExitUsage, []string{`graph node "s" (line 7)`, `unknown operator type "smaa"`}},
+		{"bad environment value names the variable", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_COORDINATION_LEASE_TTL": "soon"}, worker.ExitUsage, []string{"TFLO_COORDINATION_LEASE_TTL"}},
+		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
+		{"a bad Temporal TLS file names its key", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_TEMPORAL_ADDRESS": "t:7233", "TFLO_TEMPORAL_TLS_CA_PATH": "/nonexistent/ca.pem"}, worker.ExitUsage, []string{"temporal.tls_ca_path", "/nonexistent/ca.pem"}},
+		{"control_worker needs Temporal", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "true", "TEMPORAL_ADDRESS": "", "TEMPORAL_CONFIG_FILE": ""}, worker.ExitUsage, []string{"control_worker needs temporal.address"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var errOut bytes.Buffer
+			code := worker.RunMain(worker.PipelineMain(), c.args, &errOut)
+			require.Equal(t, c.code, code, errOut.String())
+			for _, s := range c.contains {
+				require.Contains(t, errOut.String(), s)
+			}
+		})
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// metric reads a metric of the pipeline (label pipeline="...") from /metrics.
+func metric(t *testing.T, url, name string) float64 {
+	resp, err := http.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + name + `(?:\{[^}]*\})? (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+// TestEdgeSpecDrainsOnSIGTERM runs the worker main on the iot-portal edge
+// spec against a real broker and Kafka: readings show on /metrics,
+// SIGTERM stops it with exit 0 after the final checkpoint, which a second
+// run restores (the state folder held it).
+func TestEdgeSpecDrainsOnSIGTERM(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "signals", Partitions: 2})
+	require.NoError(t, err)
+	defer k.Close()
+	b, err := devstack.StartMQTT(nil)
+	require.NoError(t, err)
+	defer b.Close()
+	state := filepath.Join(t.TempDir(), "edge")
+	maddr := freePort(t)
+	t.Setenv("MQTT_URL", b.URL())
+	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
+	t.Setenv("STATE_DIR", state)
+	t.Setenv("TFLO_CHECKPOINT_INTERVAL", "1h") // only the final checkpoint
+	t.Setenv("TFLO_SOURCE_MQTT_OMIT_RECEIVE_MAXIMUM", "true")
+	t.Setenv("TFLO_METRICS_ADDR", maddr)
+
+	done := make(chan int, 1)
+	var errOut syncBuffer
+	go func() {
+		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("iot-portal-edge.yaml")}, &errOut)
+	}()
+	url := "http://" + maddr + "/metrics"
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_owned_shards") == 1 }, 30*time.Second, 20*time.Millisecond, errOut.String())
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Regexp(t, `(?m)^tflo_build_info\{go_version="go[^"]+",revision="[^"]*",version="[^"]+"\} 1$`, string(body), "the worker says which build it runs")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sim, err := simulator.New(simulator.Config{Sensors: 3, Rounds: 10, Start: time.Unix(1_700_000_000, 0), AnomalyEvery: -1, Malformed: 0.001})
+	require.NoError(t, err)
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL()})
+	require.NoError(t, err)
+	require.NoError(t, sim.Run(ctx, pub))
+	require.NoError(t, pub.Close(ctx))
+	n := float64(sim.Stats().Readings)
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_records_in_total") == n }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, 0.0, metric(t, url, "tflo_pipeline_checkpoint_breaker_state"), "breaker closed")
+	require.Greater(t, metric(t, url, "tflo_pipeline_event_lag_seconds"), float64(time.Since(time.Unix(1_700_000_000, 0))/time.Second)-60,
+		"event lag follows the readings' time")
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, worker.ExitOK, code, errOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("edge worker did not stop on SIGTERM")
+	}
+	ents, err := os.ReadDir(state)
+	require.NoError(t, err)
+	require.NotEmpty(t, ents, "the state folder holds the Badger database and its checkpoints")
+}
+
+// TestCentralSpecDrainsOnSIGTERM runs the worker main on the iot-portal
+// central spec (no Temporal: in-process checkpoints) on signals in a real
+// Kafka protocol, with a shared durable folder: records show on
+// /metrics, an undecodable record is dead-lettered, SIGTERM exits 0 after
+// the final checkpoints, which are in the durable folder, and the archive
+// is flushed.
+func TestCentralSpecDrainsOnSIGTERM(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "signals", Partitions: 2}, devstack.KafkaTopic{Name: "signals.dlq", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	dir := t.TempDir()
+	maddr := freePort(t)
+	for k, v := range map[string]string{
+		"TFLO_WORKER_ID": "c1", "KAFKA_BROKERS": k.Addrs()[0], "TFLO_SOURCE_KAFKA_SESSION_TIMEOUT": "2s",
+		"STATE_DIR": filepath.Join(dir, "badger"), "TFLO_STATE_DURABLE_DIR": filepath.Join(dir, "durable"),
+		"ARCHIVE_DIR": filepath.Join(dir, "archive"), "INFLUX_URL": "http://127.0.0.1:1", "TFLO_CHECKPOINT_INTERVAL": "1h", "TFLO_METRICS_ADDR": maddr,
+	} {
+		t.Setenv(k, v)
+	}
+	// No InfluxDB here: a spec without its influx sink.
+	src, err := os.ReadFile(spec("iot-portal-central.yaml"))
+	require.NoError(t, err)
+	noInflux := regexp.MustCompile(`(?s)  - influx:.*?bucket: iot_portal/autogen\n`).ReplaceAll(src, nil)
+	require.NotEqual(t, src, noInflux)
+	path := writeFile(t, "central.yaml", string(noInflux))
+
+	done := make(chan int, 1)
+	var errOut syncBuffer
+	go func() { done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", path}, &errOut) }()
+	url := "http://" + maddr + "/metrics"
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_owned_shards") == 2 }, 30*time.Second, 20*time.Millisecond, errOut.String())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub, err := kafka.NewPublisher(ctx, kafka.PublishTo("signals", k.Addrs()...))
+	require.NoError(t, err)
+	defer pub.Close()
+	type payload struct {
+		Smoothed float64 `json:"smoothed"`
+	}
+	const n = 20
+	for i := range n {
+		sig := streaming.Signal[string, payload]{Key: fmt.Sprintf("s%d", i%4), TS: int64(1000 + i), Mode: "raised", Payload: payload{Smoothed: float64(20 + i)}}
+		require.NoError(t, kafka.PublishSignal(ctx, pub, sig, nil, 0))
+	}
+	require.NoError(t, pub.Publish(ctx, "s0", []byte("not an envelope")))
+	require.NoError(t, pub.Flush(ctx))
+	require.Eventually(t, func() bool {
+		return metric(t, url, "tflo_pipeline_records_in_total") == n && metric(t, url, "tflo_pipeline_dlq_total") == 1
+	}, 30*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, worker.ExitOK, code, errOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("central worker did not stop on SIGTERM")
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "durable"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ents, "final checkpoints in the durable folder")
+	arch, err := os.ReadDir(filepath.Join(dir, "archive"))
+	require.NoError(t, err)
+	require.NotEmpty(t, arch, "archive flushed at shutdown")
+}
+
+// TestCoordinationOverNATS: with coordination.nats_url the worker opens
+// the job's JetStream KV buckets on a real (in-process) nats-server and
+// keeps its presence lease there, renewed; a graceful stop withdraws it.
+func TestCoordinationOverNATS(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	defer srv.Shutdown()
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
+	t.Setenv("STATE_DIR", t.TempDir())
+	cfg := worker.PipelineConfig{WorkerID: "c1", Coordination: worker.CoordinationConfig{NATSURL: srv.ClientURL(), Job: "worker-test", LeaseTTL: 2 * time.Second}}
+	p, err := pipeline.Load(spec("sma-readings.yaml"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.RunPipeline(ctx, p, cfg, slog.New(slog.DiscardHandler), nil) }()
+
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var kv *natskv.Store
+	require.Eventually(t, func() bool {
+		octx, ocancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ocancel()
+		kv, err = natskv.Open(octx, js, "worker-test", natskv.WithLeaseTTL(2*time.Second), natskv.WithCreateBuckets(false))
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "the worker did not create the job's buckets")
+	presence := func() (coordination.Entry, bool) {
+		e, err := kv.Get(context.Background(), coordination.Ephemeral, "worker.c1")
+		return e, err == nil
+	}
+	var first coordination.Entry
+	require.Eventually(t, func() bool { var ok bool; first, ok = presence(); return ok }, 30*time.Second, 20*time.Millisecond, "no presence lease for c1 in NATS")
+	require.Eventually(t, func() bool {
+		e, ok := presence()
+		return ok && e.Revision > first.Revision
+	}, 30*time.Second, 50*time.Millisecond, "the presence lease is not renewed")
+
+	cancel()
+	require.NoError(t, <-done)
+	_, ok := presence()
+	require.False(t, ok, "a graceful stop withdraws the presence lease")
+}

@@ -1,0 +1,156 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/benchratio"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+)
+
+func TestMain(m *testing.M) {
+	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap})
+}
+
+const benchPartitions, benchSensors = 6, 1000
+
+// benchTopics is a kfake cluster of 6 partitions holding n readings of
+// 1000 sensors.
+func benchTopics(b *testing.B, n int) []string {
+	b.Helper()
+	c := newCluster(b, benchPartitions, "readings.sma")
+	addrs := c.ListenAddrs()
+	f := newFeeder(b, addrs, benchSensors)
+	for left := n; left > 0; left -= 50_000 {
+		require.NoError(b, f.feed(context.Background(), min(left, 50_000)))
+	}
+	return addrs
+}
+
+// baselineFranzMap is the job written by hand on franz-go with no
+// runtime: one group consumer decoding the readings with encoding/json,
+// per-sensor SMA(10) rings in a map (warm-up: partial), each SMA encoded
+// with encoding/json and produced to readings.sma; no state beyond
+// memory, no checkpoints. An op is one reading read, its SMA
+// acknowledged.
+func baselineFranzMap(b *testing.B) {
+	addrs := benchTopics(b, b.N)
+	b.ResetTimer()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup("franzmap"), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("readings.sma"))
+	require.NoError(b, err)
+	defer cl.Close()
+	type ring struct {
+		vals [10]float64
+		n    int
+		sum  float64
+	}
+	state := map[string]*ring{}
+	ctx := context.Background()
+	var failed error
+	var mu sync.Mutex
+	for read := 0; read < b.N; {
+		fs := cl.PollFetches(ctx)
+		require.NoError(b, fs.Err0())
+		fs.EachRecord(func(r *kgo.Record) {
+			var in struct {
+				Sensor string  `json:"sensor"`
+				TS     int64   `json:"ts"`
+				Value  float64 `json:"value"`
+			}
+			if err := json.Unmarshal(r.Value, &in); err != nil {
+				b.Fatal(err)
+			}
+			s := state[in.Sensor]
+			if s == nil {
+				s = &ring{}
+				state[in.Sensor] = s
+			}
+			i := s.n % len(s.vals)
+			s.sum += in.Value - s.vals[i]
+			s.vals[i] = in.Value
+			s.n++
+			out, _ := json.Marshal(struct {
+				Key   string  `json:"key"`
+				Name  string  `json:"name"`
+				TS    int64   `json:"ts"`
+				Value float64 `json:"value"`
+			}{in.Sensor, "sma", in.TS, s.sum / float64(min(s.n, len(s.vals)))})
+			cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: out}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			})
+			read++
+		})
+	}
+	require.NoError(b, cl.Flush(ctx))
+	b.StopTimer()
+	require.NoError(b, failed)
+}
+
+// BenchmarkSMASpec runs the SMA job of workers/pipelines/sma-readings.yaml
+// — 6 partitions on kfake, keyed state in Badger on disk, checkpoints
+// every second to the worker's Badger — through b.N readings waiting in
+// the topic, from the worker's start until every SMA is acknowledged,
+// against baselineFranzMap in the same run (x-franzmap: the pipeline's
+// time per reading over the baseline's; below 1 is faster). The worker
+// runs saturated (the backlog never runs out before the end); ckpt-p50-ms
+// and ckpt-p99-ms are its checkpoints' durations against
+// ckpt-interval-ms. Run it long enough for checkpoints:
+//
+//	go test -run '^$' -bench SMASpec -benchtime 1500000x ./pipeline/
+func BenchmarkSMASpec(b *testing.B) {
+	addrs := benchTopics(b, b.N)
+	p := smaJob(b, addrs, b.TempDir())
+	var mu sync.Mutex
+	var durs []time.Duration
+	b.ResetTimer()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := pipeline.NewWorker(ctx, p, pipeline.WithLogger(testLogger(b)),
+		pipeline.WithCheckpointObserver(func(_ streaming.ShardID, st streaming.CheckpointStatus) {
+			mu.Lock()
+			durs = append(durs, st.LastDuration)
+			mu.Unlock()
+		}))
+	require.NoError(b, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	sink := w.Sinks()[0].(*kafka.OutputSink)
+	for sink.Produced() < uint64(b.N) {
+		select {
+		case err := <-done:
+			b.Fatalf("worker stopped: %v", err)
+		case <-time.After(time.Millisecond): // poll interval
+		}
+	}
+	b.StopTimer()
+	mu.Lock()
+	ds := slices.Clone(durs)
+	mu.Unlock()
+	cancel()
+	require.NoError(b, <-done)
+
+	benchratio.Report(b, "franzmap", baselineFranzMap)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(len(ds)), "checkpoints")
+	b.ReportMetric(float64(p.Checkpoint.Interval.Milliseconds()), "ckpt-interval-ms")
+	if len(ds) > 0 {
+		slices.Sort(ds)
+		q := func(f float64) float64 { return float64(ds[int(f*float64(len(ds)-1))].Microseconds()) / 1000 }
+		b.ReportMetric(q(0.5), "ckpt-p50-ms")
+		b.ReportMetric(q(0.99), "ckpt-p99-ms")
+	}
+}

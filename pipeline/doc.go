@@ -1,0 +1,97 @@
+// Package pipeline is tflo's runtime: it runs any pipeline — a source, a
+// decoder, a keyed graph of operators, sinks — on bounded, Badger-backed
+// keyed state, with sharding, checkpoints, handoffs, leases, metrics and
+// the Temporal slow path.
+//
+// A pipeline is a Go value ([Pipeline]); a YAML spec decodes into the same
+// value ([Load], [Parse]). [Run] runs one in a worker process; [Evaluate]
+// runs one in memory over a sequence of messages, for tests.
+//
+// # Main types
+//
+//   - [Pipeline]: the job. Its [Source] is a [KafkaSource] (a consumer
+//     group: each partition is a shard, owned by one worker at a time) or
+//     an [MQTTSource] (one shard, its client id). Its [Decoder] turns a
+//     message into a keyed [Record] ([ReadingDecoder], [JSONDecoder],
+//     [SignalEnvelopeDecoder], or your own). Its [Graph] is nodes of
+//     registered operator types ([DefaultRegistry]: streaming/ops and
+//     streaming/fintech; register your own types the same way) or a Go
+//     *streaming.Graph. Its [SinkSpec]s open the sinks: [KafkaSink],
+//     [InfluxSink], [ArchiveSink], or your own streaming.Sink ([Use]) —
+//     every sink satisfies the one contract, streaming.Sink. [State] says
+//     where the keyed state lives and where checkpoints go; [Checkpoint] is
+//     the policy.
+//   - [Spec]: the YAML form. Decoding is strict: an unknown key, a
+//     repeated key or a mistyped value is refused with its key path and
+//     line, every problem of a file at once; an unknown operator, an
+//     unknown or mistyped parameter, an unknown input or a cycle names the
+//     node and its line ([NodeError]). Defaults are applied after the file
+//     and the environment were read.
+//   - [Worker]: one process running a pipeline ([NewWorker], [Worker.Run]).
+//     Deployment settings are [Option]s, not part of the pipeline: the
+//     worker id, a Temporal client, a coordination store, the metrics
+//     registry, the logger.
+//
+// # State and memory
+//
+// A worker keeps all its shards' keyed state in one Badger database
+// (State.Dir; in memory when empty), each shard under its own prefix, in
+// a streaming/keyedstate runtime: the hot keys in a bounded cache, the
+// rest in Badger. The memory budget (State.Memory, default 256 MiB) is
+// divided evenly among the source's partitions (the most shards a worker
+// can own) and covers, per shard: the cache of live key instances, the
+// keys changed since the last checkpoint, a pending checkpoint's
+// copy-on-write states, the write-behind buffers, and its share of
+// Badger's memtables and block cache (the database is sized from the
+// budget). Not covered: Badger's file mapping (the kernel's page cache),
+// Go's garbage-collector headroom (set GOMEMLIMIT), the records and
+// outputs in flight, and the sinks' own bounded buffers.
+//
+// A checkpoint cuts a shard's state in O(1) between two chunks of
+// records and saves only the keys changed since the previous one (O(changed
+// keys)), as sorted runs merged once there are too many. A shard gained by
+// a worker is restored from the durable store (State.Durable: a shared
+// folder, S3, or the worker's own Badger) into Badger, not into memory: a
+// state larger than the budget restores, and keys load as they are used.
+// There is no second "local copy" of checkpoints: the state lives in the
+// worker's Badger already, and the durable store is the one truth a
+// restore reads.
+//
+// # Checkpoints and sinks
+//
+// A checkpoint of a shard is: cut (the records before it and their
+// outputs are one unit: a chunk is applied and its outputs written under
+// the shard's lock), pre-commit (every sink's Flush for the shard, and the
+// dead letters: every output of a record the cut contains becomes durable,
+// and only those — a sink's Flush waits for what was written before it,
+// never for a buffer that keeps filling), save the changed keys and the
+// manifest (the commit point), commit the cursor (for Kafka: the group's
+// offset commit), then the sinks' Commit notification
+// (streaming.SinkCommitter). A gained shard's sinks are told what its
+// state was restored from (streaming.SinkRestorer). With Temporal the
+// per-shard checkpoint workflows drive the stages; without, the worker
+// checkpoints every interval; a Kafka revoke takes the final checkpoint,
+// and so does a graceful stop.
+//
+// # Control plane
+//
+// The source reports each gained and released shard to the worker's shard
+// host (no polling): the host registers the shard's checkpointer for the
+// checkpoint activities, answers the handoff steps (activities.ShardHost)
+// and tells the control plane, which announces the owner to the shard's
+// checkpoint and handoff workflows. The control plane is one small
+// internal interface, where a per-pipeline checkpoint coordinator replaces
+// the per-shard workflows. The lease workflow supervises the worker; with
+// a coordination store the worker holds a presence lease for its id.
+//
+// # Concurrency
+//
+// Run owns every goroutine it starts: the source's (the Kafka poll loop
+// and one goroutine per owned partition, or the MQTT connection), the
+// control plane's, the Temporal workers and the lease supervisor. A
+// shard's records are applied on its goroutine; checkpoints run on other
+// goroutines and stall the hot path only while the cut is marked. Sinks
+// are written from the shards' goroutines (concurrently across shards)
+// and flushed from checkpoints. A Worker's exported methods are safe for
+// concurrent use; a Pipeline value is not modified by Run.
+package pipeline

@@ -1,0 +1,38 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Registered reports whether w holds its presence lease in its
+// coordination store.
+func Registered(w *Worker) bool {
+	m := w.member.Load()
+	return m != nil && m.sw.Err() == nil
+}
+
+// LastRenewal is when w's presence lease was last renewed.
+func LastRenewal(w *Worker) time.Time { return w.member.Load().sw.LastRenewal() }
+
+// CrashOnStop makes w's MQTT source stop like a crash: no final
+// checkpoint.
+func CrashOnStop(w *Worker) { w.crashOnStop.Store(true) }
+
+// KeyState returns a fresh instance of w's graph loaded with key's state
+// in the MQTT shard (nil when the key has none).
+func KeyState(w *Worker, key string) (*streaming.Instance, error) {
+	b, found, err := w.mqtt.cur.Load().rt.Get(key)
+	if err != nil || !found {
+		return nil, err
+	}
+	in := w.c.g.NewInstance()
+	return in, in.Load(b)
+}
+
+// WithCheckpointObserver tells f of every completed checkpoint, with the
+// shard's status after it (LastDuration is its duration).
+func WithCheckpointObserver(f func(streaming.ShardID, streaming.CheckpointStatus)) Option {
+	return func(o *options) { o.checkpointed = f }
+}

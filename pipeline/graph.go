@@ -1,0 +1,219 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// NodeError is a graph node that cannot be built: an unknown operator
+// type, a parameter its type refuses, an unknown input, a cycle. It names
+// the node and, for a spec, the line that declared it.
+type NodeError struct {
+	Node string
+	Type string // the operator type, when known
+	Line int    // 0 for graphs built in Go
+	Err  error
+}
+
+func (e *NodeError) Error() string {
+	where := fmt.Sprintf("graph node %q", e.Node)
+	if e.Line > 0 {
+		where += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	return where + ": " + e.Err.Error()
+}
+
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// compiled is a pipeline ready to run: defaults applied, validated, its
+// graph built and its decoder bound to the graph's inputs.
+type compiled struct {
+	p     Pipeline
+	g     *streaming.Graph
+	dec   Decoder
+	modes map[string]map[streaming.Mode]string // by output name
+	scale int64                                // nanoseconds per time unit
+	outs  []string                             // output names, in Output order
+}
+
+// compile validates p and builds what running it needs, resolving
+// operator types in reg (DefaultRegistry when nil).
+func compile(p Pipeline, reg *streaming.Registry) (*compiled, error) {
+	p = p.withDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if reg == nil {
+		reg = DefaultRegistry()
+	}
+	c := &compiled{p: p, scale: p.TimeUnit.Nanos()}
+	var err error
+	if c.g, c.modes, err = buildGraph(p.Graph, reg); err != nil {
+		return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
+	}
+	c.outs = c.g.Outputs()
+	if c.dec, err = bindDecoder(p.Decoder, inputFields(p.Graph.Inputs)); err != nil {
+		return nil, fmt.Errorf("pipeline %q: decoder: %w", p.Name, err)
+	}
+	return c, nil
+}
+
+// buildGraph builds g's nodes from reg. Every node's type and parameter
+// problems are reported at once; wiring problems (unknown inputs,
+// cycles) name the node at fault.
+func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]map[streaming.Mode]string, error) {
+	modes := map[string]map[streaming.Mode]string{}
+	if g.Built != nil {
+		if g.Modes != nil {
+			for _, o := range g.Built.Outputs() {
+				modes[o] = probeModes(g.Modes, o)
+			}
+		}
+		return g.Built, modes, nil
+	}
+	lines := map[string]int{}
+	types := map[string]string{}
+	known := map[string]bool{}
+	for _, in := range g.Inputs {
+		known[in.Name] = true
+	}
+	var errs []error
+	b := streaming.NewBuilder().Input(inputNames(g.Inputs)...)
+	for _, n := range g.Nodes {
+		lines[n.Name], types[n.Name] = n.Line, n.Type
+		fail := func(err error) { errs = append(errs, &NodeError{Node: n.Name, Type: n.Type, Line: n.Line, Err: err}) }
+		if n.Name == "" {
+			fail(errors.New("has no name"))
+			continue
+		}
+		if known[n.Name] {
+			fail(errors.New("name already used by another node or input"))
+		}
+		known[n.Name] = true
+		if n.Type == "" {
+			fail(errors.New("has no operator type"))
+			continue
+		}
+		t, _, err := reg.Resolve(n.Type, n.Params)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		f, err := reg.Factory(n.Type, n.Params)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		if len(n.Inputs) < t.MinInputs || (t.MaxInputs >= 0 && len(n.Inputs) > t.MaxInputs) {
+			fail(fmt.Errorf("operator %q takes %s inputs (%s), wired with %d", n.Type, arity(t), t.Inputs, len(n.Inputs)))
+		}
+		if len(t.Modes) > 0 {
+			modes[n.Name] = t.Modes
+		}
+		b.Node(n.Name, f, n.Inputs...)
+	}
+	for _, n := range g.Nodes {
+		for _, in := range n.Inputs {
+			if !known[in] {
+				errs = append(errs, &NodeError{Node: n.Name, Type: n.Type, Line: n.Line, Err: fmt.Errorf("unknown input %q (known: %s)", in, strings.Join(slices.Sorted(keys(known)), ", "))})
+			}
+		}
+	}
+	for _, o := range g.Outputs {
+		if !known[o] {
+			errs = append(errs, fmt.Errorf("graph output %q is neither a node nor an input", o))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	b.Output(g.Outputs...)
+	built, err := b.Build()
+	if err != nil {
+		var ge *streaming.GraphError
+		if errors.As(err, &ge) && ge.Node != "" {
+			return nil, nil, &NodeError{Node: ge.Node, Type: types[ge.Node], Line: lines[ge.Node], Err: errors.New(ge.Reason)}
+		}
+		return nil, nil, err
+	}
+	outModes := map[string]map[streaming.Mode]string{}
+	for _, o := range built.Outputs() {
+		if m, ok := modes[o]; ok {
+			outModes[o] = m
+		}
+	}
+	return built, outModes, nil
+}
+
+func keys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func arity(t streaming.OperatorType) string {
+	switch {
+	case t.MaxInputs < 0:
+		return fmt.Sprintf("at least %d", t.MinInputs)
+	case t.MaxInputs == t.MinInputs:
+		return strconv.Itoa(t.MinInputs)
+	}
+	return fmt.Sprintf("%d to %d", t.MinInputs, t.MaxInputs)
+}
+
+// probeModes lists the names a user's ModeNames gives the small modes of
+// an output (Built graphs).
+func probeModes(f streaming.ModeNames, output string) map[streaming.Mode]string {
+	out := map[streaming.Mode]string{}
+	for m := streaming.Mode(-16); m <= 16; m++ {
+		if n, ok := f(output, m); ok {
+			out[m] = n
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// modeNames is the ModeNames of the compiled graph's outputs.
+func (c *compiled) modeNames(output string, m streaming.Mode) (string, bool) {
+	names := c.modes[output]
+	if names == nil {
+		return "", false
+	}
+	if n, ok := names[m]; ok {
+		return n, true
+	}
+	return strconv.Itoa(int(m)), true
+}
+
+// sinkEnv is what the pipeline's sinks are opened with.
+func (c *compiled) sinkEnv(log *slog.Logger) SinkEnv {
+	return SinkEnv{Pipeline: c.p.Name, Source: c.p.Source, TimeUnit: c.p.TimeUnit, Modes: c.modeNames,
+		ModesOf: func(o string) map[streaming.Mode]string { return c.modes[o] }, Log: log}
+}
+
+// appendOutputs appends the outputs inst emitted for one record.
+func (c *compiled) appendOutputs(dst []streaming.Output, inst *streaming.Instance, rec streaming.Output) []streaming.Output {
+	for i, name := range c.outs {
+		v := inst.Output(i)
+		if v.IsNone() {
+			continue
+		}
+		o := rec
+		o.Name, o.Value, o.Mode = name, v.Float64(), v.Mode()
+		dst = append(dst, o)
+	}
+	return dst
+}

@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+)
+
+// chunkRecords is how many records a shard applies under one hold of its
+// lock (and one keyed-state Process call): a cut waits for at most one
+// chunk.
+const chunkRecords = 256
+
+// kafkaRunner runs a KafkaSource: a consumer-group member whose
+// partitions are the pipeline's shards (it is the Source's Partitions).
+type kafkaRunner struct {
+	w   *Worker
+	cfg *KafkaSource
+	src *kafka.Source
+}
+
+var _ kafka.Partitions = (*kafkaRunner)(nil)
+
+func (w *Worker) newKafkaRunner(cfg *KafkaSource) (*kafkaRunner, error) {
+	r := &kafkaRunner{w: w, cfg: cfg}
+	dlq := cfg.DeadLetterTopic
+	opts := []kafka.SourceOption{
+		kafka.WithBrokers(cfg.Brokers...),
+		kafka.WithGroup(cfg.Group),
+		kafka.WithTopics(cfg.Topic),
+		kafka.WithPartitions(r),
+		kafka.WithDeadLetterTopic(func(string) string { return dlq }),
+		kafka.WithRevokeTimeout(cfg.RevokeTimeout),
+		kafka.WithSecurity(cfg.Security),
+		kafka.WithLogger(w.log),
+	}
+	if d := cfg.SessionTimeout; d > 0 {
+		opts = append(opts, kafka.WithClientOptions(kgo.SessionTimeout(d), kgo.HeartbeatInterval(max(d/10, 50*time.Millisecond))))
+	}
+	opts = append(opts, kafka.WithClientOptions(cfg.ClientOptions...))
+	src, err := kafka.NewSource(opts...)
+	if err != nil {
+		return nil, err
+	}
+	r.src = src
+	return r, nil
+}
+
+func (r *kafkaRunner) run(ctx context.Context) error { return r.src.Run(ctx) }
+
+// Open implements kafka.Partitions: it restores the partition's shard and
+// resumes after the checkpoint's offset.
+func (r *kafkaRunner) Open(ctx context.Context, a kafka.Assignment) (kafka.PartitionHandler, int64, error) {
+	w := r.w
+	id := streaming.KafkaShard(a.Partition.Topic, a.Partition.Partition)
+	router := r.src.Router()
+	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) {
+		since, ok := router.GainedAt(a.Partition)
+		return a.Epoch, ok && since == a.Epoch
+	})
+	w.setDeadLetterFlush(a.FlushDeadLetters)
+	s, err := w.openShard(ctx, id, a.Epoch, a.TopicPartitions, nil, a.Cursors, owner)
+	if err != nil {
+		return nil, 0, err
+	}
+	last := int64(-1)
+	if typ, cur := s.rt.Cursor(); len(cur) > 0 {
+		off, err := streaming.ParseKafkaOffset(cur)
+		switch {
+		case typ != streaming.CursorTypeKafka || err != nil:
+			s.close()
+			return nil, 0, fmt.Errorf("shard %s: checkpoint cursor %s:%x is not a Kafka offset: %w", id, typ, cur, streaming.ErrCorrupt)
+		case off.Topic != a.Partition.Topic || off.Partition != a.Partition.Partition:
+			s.close()
+			return nil, 0, fmt.Errorf("shard %s: checkpoint cursor names %s: %w", id, off, streaming.ErrCorrupt)
+		}
+		last = off.Offset
+	}
+	h := &kafkaShard{shard: s, a: a, last: last}
+	w.host.gained(s)
+	return h, last, nil
+}
+
+// kafkaShard is one owned partition's handler.
+type kafkaShard struct {
+	*shard
+	a    kafka.Assignment
+	last int64 // offset of the last record applied or dead-lettered (-1: none)
+}
+
+// Handle applies a fetched batch, one chunk at a time.
+func (k *kafkaShard) Handle(ctx context.Context, recs []*kgo.Record) error {
+	for len(recs) > 0 {
+		n := min(len(recs), chunkRecords)
+		if err := k.apply(recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+		if ctx.Err() != nil {
+			return nil // being released: the rest is replayed by the next owner
+		}
+	}
+	return nil
+}
+
+// apply runs a chunk through the keyed state under the shard lock and
+// writes its outputs before releasing it.
+func (k *kafkaShard) apply(recs []*kgo.Record) error {
+	s, w := k.shard, k.w
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outs = s.outs[:0]
+	var applied uint64
+	var maxTS int64
+	err := s.rt.Process(func(tx *keyedstate.Tx[string]) error {
+		for _, r := range recs {
+			clear(s.rec.Inputs)
+			s.rec.Key, s.rec.TS = nil, 0
+			if err := w.c.dec.Decode(Message{Topic: r.Topic, Key: r.Key, Value: r.Value}, &s.rec); err != nil {
+				k.a.DeadLetter(r, &kafka.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err})
+				k.last = r.Offset
+				continue
+			}
+			key := string(s.rec.Key)
+			inst, err := tx.Eval(key, s.rec.TS, s.rec.Inputs...)
+			if err != nil {
+				return fmt.Errorf("shard %s, record at offset %d, key %q: %w", s.id, r.Offset, key, err)
+			}
+			ts := s.rec.TS * w.c.scale
+			maxTS = max(maxTS, ts)
+			s.outs = w.c.appendOutputs(s.outs, inst, streaming.Output{Shard: s.id, Epoch: s.epoch, Offset: r.Offset, Topic: r.Topic, Key: key, TS: ts})
+			k.last = r.Offset
+			applied++
+		}
+		tx.SetCursor(streaming.CursorTypeKafka, streaming.KafkaOffset{Topic: k.a.Partition.Topic, Partition: k.a.Partition.Partition, Offset: k.last}.Bytes())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.sinks.write(context.Background(), s.outs)
+	w.m.applied(applied, uint64(len(s.outs)), maxTS)
+	return nil
+}
+
+// Release ends the partition: on a revoke its final checkpoint, then the
+// shard is handed back.
+func (k *kafkaShard) Release(ctx context.Context, final bool) error {
+	var err error
+	if final {
+		if _, err = k.cp.Checkpoint(ctx); err != nil {
+			err = fmt.Errorf("final checkpoint of shard %s: %w", k.id, err)
+		}
+	}
+	k.w.host.lost(k.shard)
+	k.close()
+	return err
+}
+
+// kafkaStats are the consumer's counters.
+func (r *kafkaRunner) stats() sourceStats {
+	st := r.src.Stats()
+	return sourceStats{DeadLettered: st.DeadLettered, DeadLetterErrors: st.DeadLetterErrors, Dropped: st.Dropped, Owned: st.Owned}
+}
+
+// sourceStats are a source's counters for the metrics.
+type sourceStats struct {
+	DeadLettered, DeadLetterErrors, Dropped uint64
+	Duplicates                              uint64 // MQTT redeliveries dropped by the dedup window
+	Owned                                   int
+}

@@ -1,0 +1,171 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// leases is activities.Leases whose KeepLeases also ends when the
+// Temporal worker stops (a graceful shutdown), so the activity completes
+// and the lease workflow ends as stopped instead of timing out and
+// handing the shards off as if the worker had died. Registered under the
+// same activity name, KeepLeases.
+type leases struct {
+	activities.Leases
+}
+
+// KeepLeases runs activities.Leases.KeepLeases until the worker stops.
+func (l *leases) KeepLeases(ctx context.Context, in activities.LeaseInput) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := activity.GetWorkerStopChannel(ctx)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return l.Leases.KeepLeases(ctx, in)
+}
+
+// startLease starts the worker's lease workflow, replacing one left by an
+// earlier process of the same worker id.
+func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.WorkflowRun, error) {
+	id := workflows.LeaseWorkflowID(w.o.workerID)
+	opts := client.StartWorkflowOptions{
+		ID: id, TaskQueue: workflows.ControlTaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+	}
+	in := workflows.LeaseInput{WorkerID: w.o.workerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.c.p.Checkpoint.HeartbeatTimeout}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	run, err := tc.ExecuteWorkflow(sctx, opts, workflows.LeaseWorkflow, in)
+	if err != nil {
+		return nil, fmt.Errorf("worker %q: start lease workflow %s: %w", w.o.workerID, id, err)
+	}
+	return run, nil
+}
+
+// leaseSupervisor holds the worker's current lease workflow run.
+type leaseSupervisor struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	run client.WorkflowRun
+}
+
+func (l *leaseSupervisor) set(r client.WorkflowRun) {
+	l.mu.Lock()
+	l.run = r
+	l.mu.Unlock()
+}
+
+func (l *leaseSupervisor) current() client.WorkflowRun {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.run
+}
+
+// superviseLease starts a new lease workflow whenever the current one
+// ends while the worker runs. That happens when Temporal was unreachable
+// from this worker for longer than the heartbeat timeout: the workflow
+// declared the worker dead and started handoffs of its shards (which this
+// worker answers as the shards' owner: nothing moves). Without a new lease
+// workflow, a later real death would go unnoticed.
+func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseSupervisor) {
+	for {
+		var st workflows.LeaseState
+		err := l.current().Get(ctx, &st)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("the lease workflow ended while this worker runs (Temporal was unreachable for longer than the heartbeat timeout?); starting a new one",
+			"status", st.Status, "handoffs", st.Handoffs, "err", err)
+		w.m.leaseRestarts.Inc()
+		for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+			run, err := w.startLease(ctx, tc)
+			if err == nil {
+				l.set(run)
+				break
+			}
+			w.log.Warn("restarting the lease workflow failed; will retry", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+		}
+	}
+}
+
+// errNoSplits: a pipeline worker serves its source's shards (Kafka
+// partitions are owned through the group protocol), so a split offered
+// to it was added to its job by mistake; refusing it releases it as a
+// failed tenancy.
+var errNoSplits = errors.New("pipeline workers serve their source's shards, not splits")
+
+// membership is the worker's place in the coordination store: a
+// split.Worker that renews its presence lease on its own goroutine.
+type membership struct {
+	sw     *split.Worker
+	cancel context.CancelFunc
+}
+
+// join registers the worker in its coordination store (WithCoordination)
+// and waits until its presence is written; nil without a store. A second
+// live process with the same worker id makes it fail
+// (split.ErrDuplicateWorker); the presence of a dead predecessor is taken
+// over once it expires.
+func (w *Worker) join(ctx context.Context) (*membership, error) {
+	store := w.o.coord
+	if store == nil {
+		return nil, nil
+	}
+	id := w.o.workerID
+	sw, err := split.NewWorker(store, split.WorkerID(id),
+		split.WithHandler(func(_ context.Context, t *split.Tenancy) error {
+			return fmt.Errorf("worker %q refuses split %q: %w", id, t.Spec().ID, errNoSplits)
+		}),
+		split.WithMaxAttempts(1),
+		split.WithLogger(w.log.With("component", "coordination")))
+	if err != nil {
+		return nil, fmt.Errorf("worker %q: %w", id, err)
+	}
+	// The membership outlives Run's context: it is stopped after the
+	// Temporal workers, so the presence lease is the last thing to go.
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() { _ = sw.Run(mctx) }()
+	m := &membership{sw: sw, cancel: cancel}
+	w.log.Info("registering in the coordination store", "lease_ttl", store.LeaseTTL())
+	select {
+	case <-sw.Registered():
+		w.log.Info("registered in the coordination store", "instance", sw.Instance())
+		return m, nil
+	case <-sw.Stopped():
+		m.stop()
+		return nil, fmt.Errorf("worker %q: register in the coordination store: %w", id, sw.Err())
+	case <-ctx.Done():
+		m.stop()
+		return nil, fmt.Errorf("worker %q: register in the coordination store: %w", id, ctx.Err())
+	}
+}
+
+// stop withdraws the presence (split.Worker's graceful shutdown).
+func (m *membership) stop() {
+	if m == nil {
+		return
+	}
+	m.cancel()
+	<-m.sw.Stopped()
+}

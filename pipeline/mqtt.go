@@ -1,0 +1,216 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+)
+
+// finalTimeout bounds the final checkpoint of a source that stops on its
+// own (an MQTT source at shutdown).
+const finalTimeout = 10 * time.Second
+
+// mqttRunner runs an MQTTSource: one shard, named by the client id,
+// checkpointed in process every interval and when it stops.
+type mqttRunner struct {
+	w   *Worker
+	cfg *MQTTSource
+	src *mqtt.Source
+	s   *shard                // owned by the source's handler goroutine once restored
+	cur atomic.Pointer[shard] // s, for readers on other goroutines
+	seq int64                 // records applied in this run: the outputs' Offset
+}
+
+func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
+	if n := len(w.c.g.Inputs()); n != 1 {
+		return nil, fmt.Errorf("an MQTT source gives one value per reading; the graph has %d inputs", n)
+	}
+	r := &mqttRunner{w: w, cfg: cfg}
+	sent := cfg.ReceiveMaximum
+	if cfg.OmitReceiveMaximum {
+		sent = 0
+	}
+	opts := []mqtt.Option{
+		mqtt.WithServers(cfg.Servers...), mqtt.WithClientID(cfg.ClientID), mqtt.WithTopics(cfg.Topics...),
+		mqtt.WithDeadLetterTopic(cfg.DeadLetterTopic), mqtt.WithLogger(w.log),
+		mqtt.WithReceiveMaximum(sent), mqtt.WithDedupCapacity(4*int(cfg.ReceiveMaximum), 4096),
+	}
+	if _, reading := w.c.p.Decoder.(ReadingDecoder); !reading {
+		dec := w.c.dec
+		opts = append(opts, mqtt.WithDecoder(func(p []byte) (mqtt.Reading, error) {
+			rec := Record{Inputs: make([]streaming.Computed, 1)}
+			if err := dec.Decode(Message{Value: p}, &rec); err != nil {
+				return mqtt.Reading{}, fmt.Errorf("%w: %v", mqtt.ErrMalformed, err)
+			}
+			return mqtt.Reading{Sensor: string(rec.Key), TS: rec.TS, Value: rec.Inputs[0].Float64()}, nil
+		}))
+	}
+	if cfg.Username != "" {
+		opts = append(opts, mqtt.WithCredentials(cfg.Username, []byte(os.Getenv(cfg.PasswordEnv))))
+	}
+	if cfg.AckOnCheckpoint {
+		opts = append(opts, mqtt.WithAckOnCheckpoint())
+	}
+	src, err := mqtt.NewSource(opts...)
+	if err != nil {
+		return nil, err
+	}
+	r.src = src
+	return r, nil
+}
+
+// run restores the shard, consumes until ctx ends, then takes the final
+// checkpoint.
+func (r *mqttRunner) run(ctx context.Context) error {
+	w := r.w
+	id := streaming.ShardID(r.cfg.ClientID)
+	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 0, true })
+	var cursors streaming.CursorStore = manifestCursors{}
+	if cs, ok := w.durable.(streaming.CursorStore); ok {
+		cursors = cs
+	}
+	s, err := w.openShard(ctx, id, 0, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, cursors, owner)
+	if err != nil {
+		return err
+	}
+	r.s = s
+	r.cur.Store(s)
+	defer func() {
+		r.cur.Store(nil)
+		s.close()
+	}()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if pol := w.c.p.Checkpoint; !pol.Disabled {
+		wg.Go(func() { w.checkpointEvery(runCtx, pol.Interval, []*shard{s}) })
+	}
+	err = r.src.Run(runCtx, r.handle)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if w.crashOnStop.Load() {
+		return nil // a test's crash: no final checkpoint
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+	defer fcancel()
+	if _, err := s.cp.Checkpoint(fctx); err != nil {
+		return fmt.Errorf("final checkpoint of shard %s: %w", id, err)
+	}
+	return nil
+}
+
+// handle applies one reading; the source calls it under its cut lock, so
+// a cut never falls between a reading and its outputs.
+func (r *mqttRunner) handle(_ context.Context, m mqtt.Message) error {
+	s, w := r.s, r.w
+	rd := m.Reading
+	s.outs = s.outs[:0]
+	r.seq++
+	err := s.rt.Process(func(tx *keyedstate.Tx[string]) error {
+		s.rec.Inputs[0] = streaming.Float(rd.Value)
+		inst, err := tx.Eval(rd.Sensor, rd.TS, s.rec.Inputs...)
+		if err != nil {
+			return fmt.Errorf("shard %s, reading of %q at %d: %w", s.id, rd.Sensor, rd.TS, err)
+		}
+		s.outs = w.c.appendOutputs(s.outs, inst, streaming.Output{Shard: s.id, Offset: r.seq, Topic: m.Topic, Key: rd.Sensor, TS: rd.TS * w.c.scale})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.sinks.write(context.Background(), s.outs)
+	w.m.applied(1, uint64(len(s.outs)), rd.TS*w.c.scale)
+	return nil
+}
+
+func (r *mqttRunner) stats() sourceStats {
+	st := r.src.Stats()
+	owned := 0
+	if r.cur.Load() != nil {
+		owned = 1
+	}
+	return sourceStats{DeadLettered: st.DeadLettered, DeadLetterErrors: st.DeadLetterFailed, Owned: owned, Duplicates: st.Duplicates}
+}
+
+// subscribed reports whether the source has subscribed at least once.
+func (r *mqttRunner) subscribed() bool { return r.src.Stats().Subscribes > 0 }
+
+// mqttSource is the MQTT shard as the Checkpointer sees it: the keyed
+// state and the source's dedup cursor, cut together between two messages.
+type mqttSource struct {
+	s   *shard
+	src *mqtt.Source
+}
+
+var (
+	_ streaming.CheckpointSource = mqttSource{}
+	_ streaming.RunMerger        = mqttSource{}
+)
+
+func (c mqttSource) Cut(ctx context.Context) (streaming.Cut, error) {
+	var kc streaming.Cut
+	var cursor []byte
+	release, err := c.src.CutWithAck(func(cur []byte) error {
+		var err error
+		kc, err = c.s.rt.Cut(ctx)
+		cursor = cur
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mqttCut{Cut: kc, cursor: cursor, ack: release}, nil
+}
+
+func (c mqttSource) Restore(ctx context.Context, typ string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
+	if len(cursor) > 0 && typ != streaming.CursorTypeMqtt {
+		return fmt.Errorf("shard %s: checkpoint cursor type %q, want %q: %w", c.s.id, typ, streaming.CursorTypeMqtt, streaming.ErrCorrupt)
+	}
+	if err := c.s.rt.Restore(ctx, typ, cursor, pieces); err != nil {
+		return err
+	}
+	if len(cursor) == 0 {
+		return nil
+	}
+	return c.src.Restore(cursor)
+}
+
+func (c mqttSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, error], emit func([]byte) error) error {
+	return c.s.rt.MergeRuns(ctx, runs, emit)
+}
+
+// mqttCut is the keyed state's cut with the MQTT cursor of the same
+// moment; its release acknowledges the cut's messages.
+type mqttCut struct {
+	streaming.Cut
+	cursor []byte
+	ack    func(saved bool)
+}
+
+func (c *mqttCut) Cursor() (string, []byte) { return streaming.CursorTypeMqtt, c.cursor }
+
+func (c *mqttCut) Release(saved bool) {
+	c.Cut.Release(saved)
+	c.ack(saved)
+}
+
+// manifestCursors is the cursor store of a source whose position lives in
+// the checkpoint manifest only (an MQTT session has no offset to commit):
+// saves do nothing, loads find nothing.
+type manifestCursors struct{}
+
+func (manifestCursors) SaveCursor(context.Context, []byte, streaming.CursorRecord) error { return nil }
+func (manifestCursors) LoadCursor(_ context.Context, key []byte) (streaming.CursorRecord, error) {
+	return streaming.CursorRecord{}, fmt.Errorf("cursor %q is kept in the checkpoint manifest: %w", key, streaming.ErrNotFound)
+}

@@ -1,0 +1,335 @@
+package pipeline_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
+)
+
+const (
+	waitFor      = 15 * time.Second
+	signalsTopic = "edge.signals"
+)
+
+// edgeEnv is an MQTT broker, a Kafka cluster and a durable store that
+// gateways come and go over.
+type edgeEnv struct {
+	broker *mochi.Server
+	addr   string
+	kafka  *kfake.Cluster
+	store  *memory.Store
+}
+
+func newEdgeEnv(t testing.TB) *edgeEnv {
+	t.Helper()
+	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
+	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: "127.0.0.1:0"})
+	require.NoError(t, srv.AddListener(tcp))
+	require.NoError(t, srv.Serve())
+	t.Cleanup(func() { _ = srv.Close() })
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, signalsTopic))
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	return &edgeEnv{broker: srv, addr: tcp.Address(), kafka: kc, store: memory.New()}
+}
+
+// edgeGateway is the iot-portal edge as a pipeline value: readings from
+// MQTT → SMA(3) → hysteresis 20/25 → a confirmed crossing of the mode →
+// a signal envelope on Kafka.
+func (e *edgeEnv) pipeline(ackOnCheckpoint bool, interval time.Duration) pipeline.Pipeline {
+	return pipeline.Pipeline{
+		Name: "edge",
+		Source: pipeline.MQTTSource{Servers: []string{"mqtt://" + e.addr}, Topics: []string{"sensors/#"}, ClientID: "edge-gw-1",
+			DeadLetterTopic: "dlq/sensors", OmitReceiveMaximum: true, AckOnCheckpoint: ackOnCheckpoint},
+		Graph: pipeline.Graph{
+			Inputs: []pipeline.Input{{Name: "value"}},
+			Nodes: []pipeline.Node{
+				{Name: "smooth", Type: "sma", Params: map[string]any{"window": 3}, Inputs: []string{"value"}},
+				{Name: "mode", Type: "hysteresis", Params: map[string]any{"low": 20, "high": 25}, Inputs: []string{"smooth"}},
+				{Name: "alarm", Type: "threshold_cross", Params: map[string]any{"threshold": 0.5, "level": "mode"}, Inputs: []string{"mode"}},
+			},
+			Outputs: []string{"alarm", "smooth", "value"},
+		},
+		Sinks: []pipeline.SinkSpec{pipeline.KafkaSink{Brokers: e.kafka.ListenAddrs(), Topic: signalsTopic, Format: pipeline.FormatSignalEnvelope,
+			Envelope: &pipeline.Envelope{Trigger: "alarm", Modes: map[string]string{"up": "raised", "down": "cleared"},
+				Payload: []pipeline.PayloadField{{Name: "smoothed", From: "smooth"}, {Name: "raw", From: "value"}, {Name: "topic", From: "$topic"}}}}},
+		State:      pipeline.State{Memory: 16 << 20, Durable: pipeline.Durable{Store: e.store}},
+		Checkpoint: pipeline.Checkpoint{Interval: interval, Disabled: interval == 0},
+	}
+}
+
+func (e *edgeEnv) start(t testing.TB, p pipeline.Pipeline) *running {
+	t.Helper()
+	g := start(t, p, pipeline.WithWorkerID("edge-gw-1"))
+	require.Eventually(t, func() bool { return g.w.Stats().Subscribed }, waitFor, time.Millisecond)
+	return g
+}
+
+type rd struct {
+	sensor string
+	ts     int64
+	v      float64
+}
+
+// edgeSignal is a signal as the envelope carries it.
+type edgeSignal struct {
+	key, mode, topic string
+	ts               int64
+	partition        int32
+}
+
+// expectSignals is an independent reference of the edge graph: SMA of 3,
+// hysteresis rising at >= 25 and falling at <= 20, a signal on every
+// change of mode after the first smoothed value.
+func expectSignals(rs []rd) map[string][]string {
+	type st struct {
+		win   []float64
+		known bool
+		high  bool
+	}
+	s := map[string]*st{}
+	out := map[string][]string{}
+	for _, r := range rs {
+		x := s[r.sensor]
+		if x == nil {
+			x = &st{}
+			s[r.sensor] = x
+		}
+		x.win = append(x.win, r.v)
+		if len(x.win) > 3 {
+			x.win = x.win[1:]
+		}
+		if len(x.win) < 3 {
+			continue
+		}
+		sm := (x.win[0] + x.win[1] + x.win[2]) / 3
+		high := x.high
+		if !high && sm >= 25 {
+			high = true
+		} else if high && sm <= 20 {
+			high = false
+		}
+		if x.known && high != x.high {
+			m := "cleared"
+			if high {
+				m = "raised"
+			}
+			out[r.sensor] = append(out[r.sensor], m)
+		}
+		x.known, x.high = true, high
+	}
+	return out
+}
+
+// consumeSignals reads n signals from the topic.
+func (e *edgeEnv) consumeSignals(t testing.TB, n int) []edgeSignal {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.kafka.ListenAddrs()...), kgo.ConsumeTopics(signalsTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	var out []edgeSignal
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "got %d of %d signals", len(out), n)
+		fs.EachRecord(func(r *kgo.Record) {
+			type payload struct {
+				Topic string `json:"topic"`
+			}
+			sig, _, err := kafka.DecodeSignal[string, payload](r.Value)
+			require.NoError(t, err)
+			require.Equal(t, sig.Key, string(r.Key), "record key is the sensor id")
+			out = append(out, edgeSignal{key: sig.Key, mode: sig.Mode, topic: sig.Payload.Topic, ts: sig.TS, partition: r.Partition})
+		})
+	}
+	return out
+}
+
+// TestMQTTPipelineRestoresStateAndDedupWindow: the edge as a pipeline.
+// Readings are injected as QoS 2 PUBLISHes with known packet ids; after a
+// checkpoint and a clean stop, a new worker on the same store and session
+// restores the sensors' state and the dedup window, so a redelivery of a
+// checkpointed message is dropped, and the signals on Kafka equal an
+// independent reference over all the readings.
+func TestMQTTPipelineRestoresStateAndDedupWindow(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 0)
+	g1 := e.start(t, p)
+	cl, ok := e.broker.Clients.Get("edge-gw-1")
+	require.True(t, ok)
+
+	var injected []packets.Packet
+	inject := func(id uint16, r rd, dup bool) {
+		pk := packets.Packet{
+			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2, Dup: dup},
+			TopicName:   "sensors/" + r.sensor,
+			Payload:     mqtt.EncodeReading(nil, mqtt.Reading{Sensor: r.sensor, TS: r.ts, Value: r.v}),
+			PacketID:    id,
+			Created:     time.Now().Unix(),
+		}
+		cl.State.Inflight.Set(pk)
+		require.NoError(t, cl.WritePacket(pk))
+		require.Eventually(t, func() bool { _, ok := cl.State.Inflight.Get(id); return !ok }, waitFor, time.Millisecond)
+		injected = append(injected, pk)
+	}
+	phase1 := []rd{
+		{"boiler", 1, 19}, {"attic", 1, 10}, {"boiler", 2, 21}, {"boiler", 3, 23},
+		{"boiler", 4, 30}, {"boiler", 5, 31}, {"attic", 2, 11}, {"attic", 3, 12},
+		{"boiler", 6, 29}, {"boiler", 7, 12},
+	}
+	phase2 := []rd{
+		{"boiler", 8, 11}, {"boiler", 9, 10}, {"attic", 4, 40}, {"attic", 5, 41},
+		{"attic", 6, 42}, {"boiler", 10, 30}, {"boiler", 11, 30}, {"boiler", 12, 30},
+	}
+	id := uint16(100)
+	for _, r := range phase1 {
+		id++
+		inject(id, r, false)
+	}
+	require.Eventually(t, func() bool { return g1.w.Stats().RecordsIn == uint64(len(phase1)) }, waitFor, time.Millisecond)
+	require.NoError(t, g1.w.Checkpoint(context.Background()))
+	g1.stop(t) // a clean stop checkpoints again
+
+	g2 := e.start(t, p)
+	cl, ok = e.broker.Clients.Get("edge-gw-1")
+	require.True(t, ok)
+	last := injected[len(injected)-1]
+	inject(last.PacketID, rd{"boiler", 7, 12}, true) // a message the checkpoint already contains
+	for _, r := range phase2 {
+		id++
+		inject(id, r, false)
+	}
+	require.Eventually(t, func() bool { return g2.w.Stats().RecordsIn == uint64(len(phase2)) }, waitFor, time.Millisecond)
+	assert.Equal(t, uint64(1), g2.w.Stats().Duplicates, "the redelivery was dropped by the restored window")
+	require.Positive(t, g2.w.Shards()[0].Restored)
+
+	want := expectSignals(append(append([]rd{}, phase1...), phase2...))
+	total := 0
+	for _, ms := range want {
+		total += len(ms)
+	}
+	require.Positive(t, total)
+	bySensor := map[string][]string{}
+	partitionOf := map[string]int32{}
+	for _, s := range e.consumeSignals(t, total) {
+		if p, seen := partitionOf[s.key]; seen {
+			assert.Equal(t, p, s.partition, "one sensor, one partition")
+		}
+		partitionOf[s.key] = s.partition
+		bySensor[s.key] = append(bySensor[s.key], s.mode)
+		assert.Equal(t, "sensors/"+s.key, s.topic)
+	}
+	assert.Equal(t, want, bySensor)
+}
+
+// TestMQTTCrashBetweenCheckpointsAppliesEveryReadingOnce runs the gateway
+// with acknowledgements deferred to checkpoints, crashes it (no final
+// checkpoint, no acks) after readings it handled but did not checkpoint,
+// and starts a new one on the same store and session: the broker
+// redelivers the unacknowledged readings, the restored state lacks them,
+// so each is applied once — the signals (deduplicated by sensor, ts and
+// mode, since outputs are at least once) equal an uninterrupted run.
+func TestMQTTCrashBetweenCheckpointsAppliesEveryReadingOnce(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(true, 0)
+	g1 := e.start(t, p)
+	publish := func(rs []rd) {
+		for _, r := range rs {
+			payload := mqtt.EncodeReading(nil, mqtt.Reading{Sensor: r.sensor, TS: r.ts, Value: r.v})
+			require.NoError(t, e.broker.Publish("sensors/"+r.sensor, payload, false, 2))
+		}
+	}
+	phase1 := []rd{{"boiler", 1, 19}, {"boiler", 2, 21}, {"boiler", 3, 23}, {"boiler", 4, 30}, {"attic", 1, 10}}
+	// One reading per sensor in phase 2: mochi redelivers a session's
+	// in-flight messages sorted by creation second, not in publish order.
+	phase2 := []rd{{"boiler", 5, 31}, {"attic", 2, 30}}
+	phase3 := []rd{{"boiler", 6, 29}, {"boiler", 7, 12}, {"attic", 3, 31}, {"boiler", 8, 11}, {"boiler", 9, 10},
+		{"attic", 4, 32}, {"attic", 5, 10}, {"attic", 6, 9}, {"attic", 7, 8}}
+
+	publish(phase1)
+	require.Eventually(t, func() bool { return g1.w.Stats().RecordsIn == uint64(len(phase1)) }, waitFor, time.Millisecond)
+	require.NoError(t, g1.w.Checkpoint(context.Background()))
+	publish(phase2)
+	require.Eventually(t, func() bool { return g1.w.Stats().RecordsIn == uint64(len(phase1)+len(phase2)) }, waitFor, time.Millisecond)
+	cl, ok := e.broker.Clients.Get("edge-gw-1")
+	require.True(t, ok)
+	require.Eventually(t, func() bool { return cl.State.Inflight.Len() == len(phase2) }, waitFor, time.Millisecond,
+		"phase 1 acknowledged at the checkpoint, phase 2 awaiting one")
+	pipeline.CrashOnStop(g1.w)
+	g1.stop(t)
+
+	g2 := e.start(t, p)
+	require.Eventually(t, func() bool { return g2.w.Stats().RecordsIn == uint64(len(phase2)) }, waitFor, time.Millisecond,
+		"the broker redelivers the unacknowledged phase 2")
+	publish(phase3)
+	require.Eventually(t, func() bool { return g2.w.Stats().RecordsIn == uint64(len(phase2)+len(phase3)) }, waitFor, time.Millisecond)
+	require.NoError(t, g2.w.Checkpoint(context.Background())) // flushes the signals
+
+	want := expectSignals(append(append(append([]rd{}, phase1...), phase2...), phase3...))
+	total := 0
+	for _, ms := range want {
+		total += len(ms)
+	}
+	type sigKey struct {
+		key, mode string
+		ts        int64
+	}
+	seen := map[sigKey]bool{}
+	bySensor := map[string][]string{}
+	for _, s := range e.consumeSignals(t, total) {
+		k := sigKey{s.key, s.mode, s.ts}
+		if !seen[k] {
+			seen[k] = true
+			bySensor[s.key] = append(bySensor[s.key], s.mode)
+		}
+	}
+	assert.Equal(t, want, bySensor)
+
+	// The state itself: boiler's smoothing window holds exactly its last
+	// three readings (12, 11, 10), each applied once: with 12 more it
+	// averages (11+10+12)/3.
+	in, err := pipeline.KeyState(g2.w, "boiler")
+	require.NoError(t, err)
+	require.NotNil(t, in)
+	in.Eval(100, streaming.Float(12))
+	smooth, _ := in.Value("smooth")
+	assert.InDelta(t, 11.0, smooth.Float64(), 1e-9)
+}
+
+// TestMQTTCheckpointTimer: the worker checkpoints its MQTT shard every
+// interval while it runs; with acknowledgements deferred to checkpoints
+// the broker's flows complete without an explicit checkpoint.
+func TestMQTTCheckpointTimer(t *testing.T) {
+	e := newEdgeEnv(t)
+	g := e.start(t, e.pipeline(true, 20*time.Millisecond))
+	for i := range 5 {
+		payload := mqtt.EncodeReading(nil, mqtt.Reading{Sensor: "s", TS: int64(i), Value: 1})
+		require.NoError(t, e.broker.Publish("sensors/s", payload, false, 2))
+	}
+	cl, ok := e.broker.Clients.Get("edge-gw-1")
+	require.True(t, ok)
+	require.Eventually(t, func() bool {
+		return g.w.Stats().RecordsIn == 5 && cl.State.Inflight.Len() == 0
+	}, waitFor, time.Millisecond)
+	require.NotZero(t, g.w.Shards()[0].Checkpoint.LastID)
+}

@@ -1,0 +1,491 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Pipeline is one stream-processing job: a source and its decoder, the
+// keyed graph every key runs, the sinks its outputs go to, where its state
+// lives and how often it is checkpointed. Build it in Go, or load a YAML
+// spec into it (Load, Parse). Run runs it; Evaluate runs it in memory over
+// a sequence of messages (tests, examples).
+//
+// Zero fields take the defaults documented on them; Validate reports what
+// cannot work. Deployment settings (worker id, Temporal, coordination
+// store, metrics, logger) are not part of a Pipeline: they are Run's
+// options.
+type Pipeline struct {
+	// Name names the pipeline in workflow ids, checkpoint keys, archive
+	// files and metrics, and is the default consumer group. Required:
+	// letters, digits, '.', '_' and '-'.
+	Name string
+	// Source is where records come from: a KafkaSource or an MQTTSource.
+	// Required.
+	Source Source
+	// Decoder turns a message into a keyed record (default
+	// ReadingDecoder: {"sensor","ts","value"} JSON readings).
+	Decoder Decoder
+	// TimeUnit is the unit of the records' event time (default
+	// Milliseconds). Operators see it as decoded; outputs carry
+	// nanoseconds.
+	TimeUnit TimeUnit
+	// Graph is the keyed graph every key runs. Required.
+	Graph Graph
+	// Sinks receive the graph's outputs (none: outputs are dropped, the
+	// state is still checkpointed).
+	Sinks []SinkSpec
+	// State says where the keyed state lives and where checkpoints go.
+	State State
+	// Checkpoint is the checkpoint policy.
+	Checkpoint Checkpoint
+}
+
+// Source is where a pipeline's records come from: *KafkaSource or
+// *MQTTSource (values or pointers).
+type Source interface {
+	sourceName() string
+}
+
+// KafkaSource consumes a Kafka topic as a consumer-group member: each
+// partition is a shard, owned by one worker of the group at a time.
+type KafkaSource struct {
+	// Brokers are the seed brokers ("host:port"). Required.
+	Brokers []string `yaml:"brokers"`
+	// Topic is consumed. Required.
+	Topic string `yaml:"topic"`
+	// Group is the consumer group (default: the pipeline's name).
+	Group string `yaml:"group"`
+	// DeadLetterTopic receives records that cannot be decoded, with
+	// headers naming the source and the reason (default "<Topic>.dlq").
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// SessionTimeout: a member silent this long leaves the group (default
+	// franz-go's 45s).
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// RevokeTimeout bounds a revoked partition's final checkpoint
+	// (default 10s); on timeout the partition is released without a
+	// commit and the next owner replays from the last checkpoint.
+	RevokeTimeout time.Duration `yaml:"revoke_timeout"`
+	// Security is TLS and SASL (default plaintext).
+	Security kafka.Security `yaml:"security"`
+	// ClientOptions are raw franz-go options added to the consumer's
+	// (dialers, timeouts; Go only).
+	ClientOptions []kgo.Opt `yaml:"-"`
+}
+
+func (KafkaSource) sourceName() string { return "kafka" }
+
+// MQTTSource subscribes to MQTT topic filters with QoS 2 on a persistent
+// session: the pipeline has one shard, named by the client id, which
+// checkpoints in process.
+type MQTTSource struct {
+	// Servers are broker URLs tried in order (mqtt://, tls://). Required.
+	Servers []string `yaml:"servers"`
+	// Topics are the filters subscribed to. Required.
+	Topics []string `yaml:"topics"`
+	// ClientID names the session and the shard (default: the pipeline's
+	// name).
+	ClientID string `yaml:"client_id"`
+	// DeadLetterTopic receives malformed payloads (QoS 1) with the reason
+	// in a user property. Required; must not match Topics.
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// ReceiveMaximum bounds the unacknowledged messages in flight to the
+	// source (default 4096; the QoS 2 dedup window holds 4× this).
+	ReceiveMaximum uint16 `yaml:"receive_maximum"`
+	// OmitReceiveMaximum leaves Receive Maximum out of CONNECT (no
+	// broker-side flow control), for brokers whose flow control
+	// misbehaves (mochi-mqtt v2.7.9; the embedded dev stack sets it).
+	OmitReceiveMaximum bool `yaml:"omit_receive_maximum"`
+	// AckOnCheckpoint acknowledges QoS 1/2 messages only once a
+	// checkpoint containing them is saved, so a crash between two
+	// checkpoints loses nothing: the broker redelivers what was not
+	// acknowledged (default false: acknowledged when handled; the broker
+	// may have at most ReceiveMaximum unacknowledged messages in flight,
+	// so checkpoint often enough for the rate).
+	AckOnCheckpoint bool `yaml:"ack_on_checkpoint"`
+	// Username and PasswordEnv (the variable holding the password).
+	Username    string `yaml:"username"`
+	PasswordEnv string `yaml:"password_env"`
+}
+
+func (MQTTSource) sourceName() string { return "mqtt" }
+
+// TimeUnit is the unit of records' event time.
+type TimeUnit string
+
+// The time units.
+const (
+	Seconds      TimeUnit = "s"
+	Milliseconds TimeUnit = "ms"
+	Microseconds TimeUnit = "us"
+	Nanoseconds  TimeUnit = "ns"
+)
+
+// Nanos returns the nanoseconds in one unit, or 0 for an unknown unit.
+func (u TimeUnit) Nanos() int64 {
+	switch u {
+	case Seconds:
+		return 1e9
+	case Milliseconds, "":
+		return 1e6
+	case Microseconds:
+		return 1e3
+	case Nanoseconds:
+		return 1
+	}
+	return 0
+}
+
+// Graph is the keyed graph: nodes of registered operator types wired by
+// name (the spec form), or a graph built in Go (Built). Every key (sensor,
+// symbol) runs its own instance.
+type Graph struct {
+	// Inputs are the graph's inputs in evaluation order, each read from a
+	// field of the decoded record. Required.
+	Inputs []Input `yaml:"inputs"`
+	// Nodes are operators by registered type name (see DefaultRegistry),
+	// resolved when the pipeline starts. Node names identify their state:
+	// renaming a node orphans it.
+	Nodes []Node `yaml:"nodes"`
+	// Outputs are the nodes (or inputs) whose values go to the sinks, in
+	// order (default: every node no other node reads).
+	Outputs []string `yaml:"outputs"`
+	// Built is a graph built in Go with streaming.NewBuilder; Nodes and
+	// Outputs must then be empty and Inputs name its inputs.
+	Built *streaming.Graph `yaml:"-"`
+	// Modes names the modes of a Built graph's outputs (nodes from a
+	// registry name theirs).
+	Modes streaming.ModeNames `yaml:"-"`
+}
+
+// Input is one graph input and the record field it is read from.
+type Input struct {
+	Name string
+	// Field of the decoded record (default Name).
+	Field string
+}
+
+// Node is one operator of a graph.
+type Node struct {
+	// Name identifies the node and its state.
+	Name string `yaml:"name"`
+	// Type is a registered operator type ("sma", "vwap").
+	Type string `yaml:"type"`
+	// Params are the type's parameters (ints, floats, bools, strings,
+	// durations as "5s"); the type's defaults fill what is missing.
+	Params map[string]any `yaml:"params"`
+	// Inputs are the inputs or nodes feeding this one, in order.
+	Inputs []string `yaml:"inputs"`
+	// Line is where a spec declared the node (0 for Go), for errors.
+	Line int `yaml:"-"`
+}
+
+// State says where a pipeline's keyed state lives.
+type State struct {
+	// Dir is the worker's Badger folder of hot state: the keys the
+	// memory budget cannot hold, and the write-behind of evicted ones
+	// (default "": Badger in memory, for tests and small state).
+	Dir string `yaml:"dir"`
+	// Memory is the budget of the keyed state: the cache of live key
+	// instances, the write-behind buffers and Badger's block and index
+	// caches and memtables (default 256 MiB). It is divided evenly among
+	// the source's partitions.
+	Memory ByteSize `yaml:"memory"`
+	// Durable is where checkpoints go and the next owner of a shard
+	// restores from (default: the Badger at Dir, which suits one machine).
+	Durable Durable `yaml:"durable"`
+}
+
+// Durable is a pipeline's durable checkpoint store: one of Dir, S3 or
+// Store (none: the worker's own Badger).
+type Durable struct {
+	// Dir is a folder every worker of the pipeline reaches (one machine,
+	// or a shared file system).
+	Dir string `yaml:"dir"`
+	// S3 is a bucket.
+	S3 *S3Store `yaml:"s3"`
+	// Store is a store built in Go (not closed by the runtime).
+	Store streaming.StateStore `yaml:"-"`
+}
+
+// S3Store names an S3 bucket (AWS, MinIO, any S3-compatible service).
+type S3Store struct {
+	Bucket string `yaml:"bucket"`
+	Prefix string `yaml:"prefix"`
+	// Endpoint of an S3-compatible service (path-style); empty: AWS.
+	Endpoint string `yaml:"endpoint"`
+	// Region (default us-east-1).
+	Region string `yaml:"region"`
+	// AccessKeyEnv and SecretKeyEnv name the variables holding the keys
+	// (empty: the SDK's default credential chain).
+	AccessKeyEnv string `yaml:"access_key_env"`
+	SecretKeyEnv string `yaml:"secret_key_env"`
+}
+
+// Checkpoint is a pipeline's checkpoint policy.
+type Checkpoint struct {
+	// Interval between checkpoints of a shard (default 10s). With
+	// Temporal it is the checkpoint workflow's interval; without, the
+	// worker checkpoints in process.
+	Interval time.Duration `yaml:"interval"`
+	// Disabled turns periodic checkpoints off (only revokes and shutdown
+	// checkpoint); for measurements.
+	Disabled bool `yaml:"disabled"`
+	// StageTimeout is the deadline of each checkpoint stage (default 30s
+	// for snapshot and commit, 2m for the state save).
+	StageTimeout time.Duration `yaml:"stage_timeout"`
+	// BreakerThreshold consecutive failed checkpoints open the breaker,
+	// which skips checkpoints for BreakerCoolDown (defaults 3 and 1m).
+	BreakerThreshold int           `yaml:"breaker_threshold"`
+	BreakerCoolDown  time.Duration `yaml:"breaker_cool_down"`
+	// HeartbeatTimeout of the worker's lease workflow: a worker silent
+	// this long is declared dead and its shards are handed off (default
+	// 30s).
+	HeartbeatTimeout time.Duration `yaml:"heartbeat_timeout"`
+	// HandoffStepTimeout bounds each step of a handoff (default 1m).
+	HandoffStepTimeout time.Duration `yaml:"handoff_step_timeout"`
+}
+
+// withDefaults returns p with every default filled in. Defaults depend on
+// other fields (the group on the name, the dead-letter topic on the
+// topic), so they are applied after the whole value is known.
+func (p Pipeline) withDefaults() Pipeline {
+	switch s := p.Source.(type) {
+	case KafkaSource:
+		s.defaults(p.Name)
+		p.Source = &s
+	case *KafkaSource:
+		c := *s
+		c.defaults(p.Name)
+		p.Source = &c
+	case MQTTSource:
+		s.defaults(p.Name)
+		p.Source = &s
+	case *MQTTSource:
+		c := *s
+		c.defaults(p.Name)
+		p.Source = &c
+	}
+	if p.Decoder == nil {
+		p.Decoder = ReadingDecoder{}
+	}
+	if p.TimeUnit == "" {
+		p.TimeUnit = Milliseconds
+	}
+	g := &p.Graph
+	g.Inputs = append([]Input(nil), g.Inputs...)
+	for i := range g.Inputs {
+		if g.Inputs[i].Field == "" {
+			g.Inputs[i].Field = g.Inputs[i].Name
+		}
+	}
+	if p.State.Memory == 0 {
+		p.State.Memory = 256 << 20
+	}
+	c := &p.Checkpoint
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Interval, 10*time.Second)
+	def(&c.BreakerCoolDown, time.Minute)
+	def(&c.HeartbeatTimeout, 30*time.Second)
+	def(&c.HandoffStepTimeout, time.Minute)
+	if c.BreakerThreshold == 0 {
+		c.BreakerThreshold = 3
+	}
+	return p
+}
+
+// splitLists splits entries holding comma-separated lists (a ${NAME}
+// reference to "a:9092,b:9092" fills one entry).
+func splitLists(in []string) []string {
+	var out []string
+	for _, e := range in {
+		for part := range strings.SplitSeq(e, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+func (s *KafkaSource) defaults(name string) {
+	s.Brokers = splitLists(s.Brokers)
+	if s.Group == "" {
+		s.Group = name
+	}
+	if s.DeadLetterTopic == "" && s.Topic != "" {
+		s.DeadLetterTopic = s.Topic + ".dlq"
+	}
+	if s.RevokeTimeout == 0 {
+		s.RevokeTimeout = 10 * time.Second
+	}
+}
+
+func (s *MQTTSource) defaults(name string) {
+	s.Servers = splitLists(s.Servers)
+	if s.ClientID == "" {
+		s.ClientID = name
+	}
+	if s.ReceiveMaximum == 0 {
+		s.ReceiveMaximum = 4096
+	}
+}
+
+// Validate reports every problem of p (after defaults), as sentences.
+// Operator types and parameters are checked when the graph is built
+// (Run, Evaluate, or Load of a spec).
+func (p Pipeline) Validate() error {
+	p = p.withDefaults()
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("pipeline %q: "+format, append([]any{p.Name}, args...)...))
+	}
+	if !validName(p.Name) {
+		add("the name must be letters, digits, '.', '_' or '-'")
+	}
+	switch s := p.Source.(type) {
+	case nil:
+		add("no source: set a KafkaSource or an MQTTSource")
+	case *KafkaSource:
+		if len(s.Brokers) == 0 {
+			add("source.kafka.brokers is empty")
+		}
+		if s.Topic == "" {
+			add("source.kafka.topic is empty")
+		}
+		if s.DeadLetterTopic == s.Topic && s.Topic != "" {
+			add("source.kafka.dead_letter_topic %q is the consumed topic: dead letters would be read back", s.Topic)
+		}
+		if s.SessionTimeout < 0 || s.RevokeTimeout < 0 {
+			add("source.kafka timeouts must not be negative")
+		}
+		if err := s.Security.Validate(); err != nil {
+			add("source.kafka.security: %v", err)
+		}
+	case *MQTTSource:
+		if len(s.Servers) == 0 {
+			add("source.mqtt.servers is empty")
+		}
+		if len(s.Topics) == 0 {
+			add("source.mqtt.topics is empty")
+		}
+		if s.DeadLetterTopic == "" {
+			add("source.mqtt.dead_letter_topic is empty: malformed payloads need a destination")
+		}
+		for _, t := range s.Topics {
+			if topicMatches(t, s.DeadLetterTopic) {
+				add("source.mqtt.dead_letter_topic %q matches the subscription %q: dead letters would be read back", s.DeadLetterTopic, t)
+			}
+		}
+	default:
+		add("unknown source type %T", p.Source)
+	}
+	if p.TimeUnit.Nanos() == 0 {
+		add("time_unit %q is not one of s, ms, us, ns", p.TimeUnit)
+	}
+	g := p.Graph
+	if len(g.Inputs) == 0 {
+		add("graph.inputs is empty: name the record fields the graph reads")
+	}
+	seen := map[string]bool{}
+	for _, in := range g.Inputs {
+		if in.Name == "" || seen[in.Name] {
+			add("graph input %q is empty or repeated", in.Name)
+		}
+		seen[in.Name] = true
+	}
+	switch {
+	case g.Built != nil && (len(g.Nodes) > 0 || len(g.Outputs) > 0):
+		add("graph: give either nodes (and outputs) or a built graph, not both")
+	case g.Built != nil && strings.Join(g.Built.Inputs(), ",") != strings.Join(inputNames(g.Inputs), ","):
+		add("graph: the built graph's inputs %v are not graph.inputs %v", g.Built.Inputs(), inputNames(g.Inputs))
+	case g.Built == nil && len(g.Nodes) == 0:
+		add("graph has no nodes")
+	}
+	if p.State.Memory < 0 {
+		add("state.memory %d must be positive", int64(p.State.Memory))
+	}
+	d := p.State.Durable
+	n := 0
+	for _, set := range []bool{d.Dir != "", d.S3 != nil, d.Store != nil} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		add("state.durable: choose one of dir, s3 and a store")
+	}
+	if d.S3 != nil && d.S3.Bucket == "" {
+		add("state.durable.s3.bucket is empty")
+	}
+	c := p.Checkpoint
+	if c.Interval < 0 || c.StageTimeout < 0 || c.BreakerCoolDown < 0 || c.HeartbeatTimeout < 0 || c.HandoffStepTimeout < 0 {
+		add("checkpoint durations must not be negative")
+	}
+	if c.BreakerThreshold < 0 {
+		add("checkpoint.breaker_threshold %d must not be negative", c.BreakerThreshold)
+	}
+	for i, s := range p.Sinks {
+		if s == nil {
+			add("sink %d is nil", i)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func inputNames(ins []Input) []string {
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		out[i] = in.Name
+	}
+	return out
+}
+
+func inputFields(ins []Input) []string {
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		out[i] = in.Field
+	}
+	return out
+}
+
+func validName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// topicMatches reports whether an MQTT topic filter matches topic.
+func topicMatches(filter, topic string) bool {
+	for {
+		if filter == "#" {
+			return true
+		}
+		fi, fr, fmore := strings.Cut(filter, "/")
+		ti, tr, tmore := strings.Cut(topic, "/")
+		if fi != "+" && fi != ti {
+			return false
+		}
+		if !fmore || !tmore {
+			return !fmore && !tmore || (fmore && fr == "#")
+		}
+		filter, topic = fr, tr
+	}
+}

@@ -1,0 +1,171 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+)
+
+// shard is one shard a worker owns: its keyed state (a keyedstate
+// runtime under the shard's prefix of the worker's Badger database), its
+// checkpointer, and what it last restored.
+type shard struct {
+	w     *Worker
+	id    streaming.ShardID
+	epoch streaming.Epoch
+	rt    *keyedstate.Runtime[string]
+	cp    *streaming.Checkpointer
+	since time.Time // when the shard was gained
+
+	// mu is held while a chunk of records is applied and its outputs
+	// written, and by a checkpoint's cut: a cut never falls between a
+	// record and its outputs, so the pre-commit that follows the cut
+	// covers every output of the records the cut contains.
+	mu   sync.Mutex
+	rec  Record
+	outs []streaming.Output
+
+	restored activities.RestoreSummary
+}
+
+// shardSource is a shard as the Checkpointer sees it: the keyed runtime,
+// cut under the shard's lock.
+type shardSource struct{ s *shard }
+
+var (
+	_ streaming.CheckpointSource = shardSource{}
+	_ streaming.RunMerger        = shardSource{}
+)
+
+func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.s.rt.Cut(ctx)
+}
+
+func (c shardSource) Restore(ctx context.Context, typ string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
+	return c.s.rt.Restore(ctx, typ, cursor, pieces)
+}
+
+func (c shardSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, error], emit func([]byte) error) error {
+	return c.s.rt.MergeRuns(ctx, runs, emit)
+}
+
+// openShard builds shard id's keyed state and checkpointer and restores
+// its newest checkpoint (or clears what the worker's database still held
+// of it), then tells the sinks. src is the checkpoint source (nil: the
+// keyed runtime, cut under the shard lock); cursors the cursor store;
+// owner decides whether the shard is still owned at epoch.
+func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch streaming.Epoch, shares int,
+	src func(*shard) streaming.CheckpointSource, cursors streaming.CursorStore, owner streaming.Ownership) (*shard, error) {
+	s := &shard{w: w, id: id, epoch: epoch, since: time.Now()}
+	s.rec.Inputs = make([]streaming.Computed, len(w.c.g.Inputs()))
+	shares = max(shares, 1)
+	budget := int64(w.c.p.State.Memory) / int64(shares)
+	rt, err := keyedstate.New(w.c.g, keyedstate.StringKeys{}, w.db,
+		keyedstate.WithMemoryBudget(budget), keyedstate.WithDBShare(shares),
+		keyedstate.WithWriteBatchBytes(int(min(4<<20, max(budget/16, 64<<10)))),
+		keyedstate.WithPrefix([]byte(statePrefix+w.c.p.Name+"/"+string(id)+"/")))
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: keyed state (budget %d bytes of %d, shared by %d shards): %w", id, budget, int64(w.c.p.State.Memory), shares, err)
+	}
+	s.rt = rt
+	var cs streaming.CheckpointSource = shardSource{s}
+	if src != nil {
+		cs = src(s)
+	}
+	pol := w.c.p.Checkpoint
+	opts := []streaming.CheckpointerOption{
+		streaming.WithOwnership(owner),
+		streaming.WithOperators(w.c.g.Operators()),
+		streaming.WithCheckpointLogger(w.log),
+		streaming.WithCursorFormatter(activities.FormatCursor),
+		streaming.WithPreCommit(func(ctx context.Context, cid streaming.CheckpointID) error {
+			return w.preCommit(ctx, s, cid)
+		}),
+		streaming.WithOnCommit(func(ctx context.Context, cid streaming.CheckpointID) {
+			w.committed(ctx, s, cid)
+		}),
+	}
+	if w.fingerprint != "" {
+		opts = append(opts, streaming.WithSchemaFingerprint(w.fingerprint))
+	}
+	if pol.StageTimeout > 0 {
+		opts = append(opts, streaming.WithStageTimeouts(pol.StageTimeout, 4*pol.StageTimeout, pol.StageTimeout))
+	}
+	s.cp, err = streaming.NewCheckpointer(checkpointName(w.c.p.Name, id), cs, w.durable, cursors, opts...)
+	if err != nil {
+		_ = rt.Close()
+		return nil, err
+	}
+	info, err := s.cp.Restore(ctx)
+	switch {
+	case errors.Is(err, streaming.ErrNotFound):
+		// Nothing stored: start empty, dropping what an earlier
+		// ownership of the shard left in this worker's database.
+		if err := cs.Restore(ctx, "", nil, func(func([]byte, error) bool) {}); err != nil {
+			_ = rt.Close()
+			return nil, fmt.Errorf("shard %s: clear state: %w", id, err)
+		}
+		w.log.Info("shard starts empty", "shard", id, "epoch", uint64(epoch))
+	case err != nil:
+		_ = rt.Close()
+		return nil, fmt.Errorf("shard %s: restore: %w", id, err)
+	default:
+		st := s.cp.Status()
+		s.restored = activities.RestoreSummary{CheckpointID: uint64(info.ID), Epoch: info.Epoch, Cursor: st.LastCursor, Bytes: info.Bytes}
+		w.log.Info("shard restored", "shard", id, "epoch", uint64(epoch), "checkpoint", uint64(info.ID), "cursor", st.LastCursor, "bytes", info.Bytes)
+	}
+	if err := w.sinks.restore(ctx, id, epoch, info.ID); err != nil {
+		_ = rt.Close()
+		return nil, fmt.Errorf("shard %s: sinks: %w", id, err)
+	}
+	return s, nil
+}
+
+// preCommit is a checkpoint's pre-commit: every output (and dead letter)
+// of a record the cut contains becomes durable before the state that
+// skips it on replay.
+func (w *Worker) preCommit(ctx context.Context, s *shard, id streaming.CheckpointID) error {
+	if err := w.sinks.flush(ctx, s.id, id); err != nil {
+		return err
+	}
+	if w.flushDeadLetters != nil {
+		return w.flushDeadLetters(ctx)
+	}
+	return nil
+}
+
+// committed runs after a checkpoint's cursor is saved: the sinks' commit
+// and the metrics.
+func (w *Worker) committed(ctx context.Context, s *shard, id streaming.CheckpointID) {
+	if err := w.sinks.commit(ctx, s.id, id); err != nil {
+		w.log.Warn("sink commit failed; the next checkpoint retries", "shard", s.id, "checkpoint", uint64(id), "err", err)
+	}
+	st := s.cp.Status()
+	w.m.checkpointed(s.id, st)
+	if f := w.o.checkpointed; f != nil {
+		f(s.id, st)
+	}
+}
+
+// close releases the shard's keyed state (the write-behind buffer is
+// drained to the database; nothing is checkpointed).
+func (s *shard) close() {
+	if err := s.rt.Close(); err != nil {
+		s.w.log.Warn("closing shard state", "shard", s.id, "err", err)
+	}
+}
+
+// summary describes the shard's last completed checkpoint.
+func (s *shard) summary() activities.CheckpointSummary {
+	st := s.cp.Status()
+	return activities.CheckpointSummary{CheckpointID: uint64(st.LastID), Epoch: st.LastEpoch, Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: st.LastDuration}
+}

@@ -1,0 +1,322 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/tflo-io/tflo/connectors/influx"
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// SinkSpec opens one of a pipeline's sinks when the pipeline starts.
+// KafkaSink, InfluxSink and ArchiveSink are the built-in ones; Use wraps a
+// sink of your own. Every sink satisfies the one contract,
+// streaming.Sink.
+type SinkSpec interface {
+	OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, error)
+}
+
+// SinkEnv is what a sink is opened with.
+type SinkEnv struct {
+	// Pipeline is the pipeline's name (archive files are named by it).
+	Pipeline string
+	// Source is the pipeline's source (a KafkaSink defaults to its
+	// brokers).
+	Source Source
+	// TimeUnit is the records' time unit (outputs carry nanoseconds).
+	TimeUnit TimeUnit
+	// Modes names the modes of the graph's outputs, and ModesOf gives
+	// one output's named modes (nil when its operator names none).
+	Modes   streaming.ModeNames
+	ModesOf func(output string) map[streaming.Mode]string
+	// Log is the pipeline's logger.
+	Log *slog.Logger
+}
+
+// Use makes a sink of your own one of the pipeline's sinks. The runtime
+// calls its Close when the pipeline stops.
+func Use(s streaming.Sink) SinkSpec { return useSink{s} }
+
+type useSink struct{ s streaming.Sink }
+
+func (u useSink) OpenSink(context.Context, SinkEnv) (streaming.Sink, error) {
+	if u.s == nil {
+		return nil, errors.New("pipeline.Use: nil sink")
+	}
+	return u.s, nil
+}
+
+// Kafka sink formats.
+const (
+	// FormatJSON: one JSON record per output, keyed by the output's key:
+	// {"key","name","ts","value"[,"mode"]} (kafka.JSONOutputs).
+	FormatJSON = "json"
+	// FormatSignalEnvelope: one signal envelope per record whose
+	// Envelope.Trigger output emitted (kafka.SignalEnvelopes).
+	FormatSignalEnvelope = "signal_envelope"
+)
+
+// KafkaSink publishes outputs to a Kafka topic with the idempotent
+// producer, keyed by the outputs' key.
+type KafkaSink struct {
+	// Brokers (default: the Kafka source's brokers).
+	Brokers []string `yaml:"brokers"`
+	// Topic is written to. Required.
+	Topic string `yaml:"topic"`
+	// Format is FormatJSON (default) or FormatSignalEnvelope.
+	Format string `yaml:"format"`
+	// Envelope shapes FormatSignalEnvelope's records.
+	Envelope *Envelope `yaml:"envelope"`
+	// Security is TLS and SASL (default: the Kafka source's).
+	Security *kafka.Security `yaml:"security"`
+	// MaxBuffered bounds the records waiting for the broker (default
+	// 10,000); a full buffer blocks the shard: back-pressure.
+	MaxBuffered int `yaml:"max_buffered"`
+}
+
+// Envelope shapes signal envelopes: one per record whose Trigger output
+// emitted; its mode is the trigger's mode renamed by Modes (keys are the
+// operator's mode names, "up"; values the envelope's, "raised"); its
+// payload holds Payload's fields in order.
+type Envelope struct {
+	Trigger string            `yaml:"trigger"`
+	Modes   map[string]string `yaml:"modes"`
+	Payload []PayloadField    `yaml:"payload"`
+}
+
+// PayloadField is one field of an envelope's payload: Name in the JSON
+// object, From the output (or graph input) whose value it carries, or
+// "$topic" for the topic the input record came from.
+type PayloadField struct {
+	Name string `yaml:"name"`
+	From string `yaml:"from"`
+}
+
+// OpenSink implements SinkSpec.
+func (k KafkaSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
+	brokers, sec := splitLists(k.Brokers), k.Security
+	if src, ok := env.Source.(*KafkaSource); ok {
+		if len(brokers) == 0 {
+			brokers = src.Brokers
+		}
+		if sec == nil {
+			sec = &src.Security
+		}
+	}
+	if len(brokers) == 0 || k.Topic == "" {
+		return nil, fmt.Errorf("kafka sink: brokers %v and topic %q are both required", brokers, k.Topic)
+	}
+	enc, err := k.encoder(env)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kafka.PublisherOption{kafka.PublishTo(k.Topic, brokers...), kafka.PublisherLogger(env.Log)}
+	if sec != nil {
+		opts = append(opts, kafka.PublisherSecurity(*sec))
+	}
+	if k.MaxBuffered > 0 {
+		opts = append(opts, kafka.PublisherMaxBuffered(k.MaxBuffered))
+	}
+	pub, err := kafka.NewPublisher(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	return kafka.NewOutputSink(pub, enc), nil
+}
+
+// Encoder returns the encoder the sink publishes with (what Evaluate's
+// callers use to see the records a pipeline would publish).
+func (k KafkaSink) Encoder(env SinkEnv) (kafka.OutputEncoder, error) { return k.encoder(env) }
+
+func (k KafkaSink) encoder(env SinkEnv) (kafka.OutputEncoder, error) {
+	scale := env.TimeUnit.Nanos()
+	switch k.Format {
+	case "", FormatJSON:
+		if k.Envelope != nil {
+			return nil, fmt.Errorf("kafka sink %q: envelope is only for format %s", k.Topic, FormatSignalEnvelope)
+		}
+		return kafka.JSONOutputs{Scale: scale, Modes: env.Modes}, nil
+	case FormatSignalEnvelope:
+		e := k.Envelope
+		if e == nil || e.Trigger == "" {
+			return nil, fmt.Errorf("kafka sink %q: format %s needs envelope.trigger (the output whose emission publishes a signal)", k.Topic, FormatSignalEnvelope)
+		}
+		var names map[streaming.Mode]string
+		if env.ModesOf != nil {
+			names = env.ModesOf(e.Trigger)
+		}
+		modes := map[streaming.Mode]string{}
+		for from, to := range e.Modes {
+			m, ok := modeByName(names, from)
+			if !ok {
+				return nil, fmt.Errorf("kafka sink %q: envelope mode %q is not a mode of output %q (%v)", k.Topic, from, e.Trigger, names)
+			}
+			modes[m] = to
+		}
+		for m, n := range names {
+			if _, ok := modes[m]; !ok {
+				modes[m] = n
+			}
+		}
+		enc := kafka.SignalEnvelopes{Trigger: e.Trigger, Modes: modes, Scale: scale}
+		for _, f := range e.Payload {
+			if f.Name == "" || f.From == "" {
+				return nil, fmt.Errorf("kafka sink %q: envelope payload field %+v needs a name and a from", k.Topic, f)
+			}
+			enc.Payload = append(enc.Payload, kafka.PayloadField{Name: f.Name, From: f.From})
+		}
+		return enc, nil
+	}
+	return nil, fmt.Errorf("kafka sink %q: format %q is neither %s nor %s", k.Topic, k.Format, FormatJSON, FormatSignalEnvelope)
+}
+
+// modeByName finds a mode by its registered name, or by its number.
+func modeByName(names map[streaming.Mode]string, name string) (streaming.Mode, bool) {
+	for m, n := range names {
+		if n == name {
+			return m, true
+		}
+	}
+	if n, err := strconv.Atoi(name); err == nil {
+		return streaming.Mode(n), true
+	}
+	return 0, false
+}
+
+// InfluxSink writes outputs to InfluxDB (influx.OutputSink): measurement
+// = output name, tag sensor = key, tag mode = the mode's name, field
+// value, timestamp = event time.
+type InfluxSink struct {
+	// URL of the server (http or https). Required.
+	URL string `yaml:"url"`
+	// Bucket (InfluxDB 1.8: "db/rp"). Required.
+	Bucket string `yaml:"bucket"`
+	Org    string `yaml:"org"`
+	// TokenEnv names the variable holding the token ("user:password" for
+	// 1.8).
+	TokenEnv string `yaml:"token_env"`
+}
+
+// OpenSink implements SinkSpec.
+func (s InfluxSink) OpenSink(_ context.Context, env SinkEnv) (streaming.Sink, error) {
+	if s.URL == "" || s.Bucket == "" {
+		return nil, fmt.Errorf("influx sink: url %q and bucket %q are both required (InfluxDB 1.8: bucket \"db/rp\")", s.URL, s.Bucket)
+	}
+	opts := []influx.Option{influx.WithOrg(s.Org), influx.WithLogger(env.Log)}
+	if s.TokenEnv != "" {
+		opts = append(opts, influx.WithToken(os.Getenv(s.TokenEnv)))
+	}
+	is, err := influx.NewSink(s.URL, s.Bucket, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return influx.NewOutputSink(is, env.Modes), nil
+}
+
+// ArchiveSink appends outputs to the Parquet archive in a local folder
+// (parquet.Sink): files per shard and epoch, named by their offsets,
+// written at every checkpoint.
+type ArchiveSink struct {
+	// Dir is the archive folder. Required.
+	Dir string `yaml:"dir"`
+}
+
+// OpenSink implements SinkSpec.
+func (s ArchiveSink) OpenSink(_ context.Context, env SinkEnv) (streaming.Sink, error) {
+	if s.Dir == "" {
+		return nil, errors.New("archive sink: dir is required")
+	}
+	la, err := parquet.NewLocalArchive(s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("archive sink: %w", err)
+	}
+	return parquet.NewSink(la, env.Pipeline)
+}
+
+// sinkSet fans a shard's outputs out to the pipeline's sinks.
+type sinkSet struct {
+	sinks  []streaming.Sink
+	mu     sync.Mutex
+	err    error // first failed Write: fails every later Flush
+	closed bool
+}
+
+func (m *sinkSet) write(ctx context.Context, outs []streaming.Output) {
+	if len(outs) == 0 {
+		return
+	}
+	for _, s := range m.sinks {
+		if err := s.Write(ctx, outs); err != nil {
+			m.mu.Lock()
+			if m.err == nil {
+				m.err = err
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// flush is the pre-commit of checkpoint id of shard.
+func (m *sinkSet) flush(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) error {
+	m.mu.Lock()
+	err := m.err
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("an earlier sink write failed: %w", err)
+	}
+	var errs []error
+	for _, s := range m.sinks {
+		if err := s.Flush(ctx, shard, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *sinkSet) commit(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) error {
+	var errs []error
+	for _, s := range m.sinks {
+		if c, ok := s.(streaming.SinkCommitter); ok {
+			if err := c.Commit(ctx, shard, id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *sinkSet) restore(ctx context.Context, shard streaming.ShardID, epoch streaming.Epoch, id streaming.CheckpointID) error {
+	for _, s := range m.sinks {
+		if r, ok := s.(streaming.SinkRestorer); ok {
+			if err := r.Restore(ctx, shard, epoch, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// close closes every sink once; later calls do nothing.
+func (m *sinkSet) close(ctx context.Context) error {
+	m.mu.Lock()
+	done := m.closed
+	m.closed = true
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
+	var errs []error
+	for _, s := range m.sinks {
+		if err := s.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

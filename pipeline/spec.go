@@ -1,0 +1,273 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tflo-io/tflo/internal/envconfig"
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// Spec is a pipeline's YAML form; Load and Parse decode it into a
+// Pipeline. Its sections are the Pipeline's own types, with unions where
+// the Pipeline has an interface (the source, the decoder, each sink):
+//
+//	name: sma-readings
+//	source:
+//	  kafka: {brokers: [localhost:9092], topic: readings}
+//	decoder: reading                 # reading | signal_envelope | {json: {key: symbol, time: ts}}
+//	graph:
+//	  inputs: [value]                # or [{value: smoothed}]: input "value" from field "smoothed"
+//	  nodes:
+//	    - {name: sma, type: sma, inputs: [value], params: {window: 10, warmup: partial}}
+//	  outputs: [sma]
+//	sinks:
+//	  - kafka: {topic: readings.sma}
+//	state: {dir: /var/lib/tflo/sma, memory: 256MiB}
+//	checkpoint: {interval: 1s}
+type Spec struct {
+	Name       string      `yaml:"name"`
+	Source     SourceSpec  `yaml:"source"`
+	Decoder    DecoderSpec `yaml:"decoder"`
+	TimeUnit   TimeUnit    `yaml:"time_unit"`
+	Graph      Graph       `yaml:"graph"`
+	Sinks      []SinkEntry `yaml:"sinks"`
+	State      State       `yaml:"state"`
+	Checkpoint Checkpoint  `yaml:"checkpoint"`
+}
+
+// SourceSpec is the source of a spec: exactly one of its fields.
+type SourceSpec struct {
+	Kafka *KafkaSource `yaml:"kafka"`
+	MQTT  *MQTTSource  `yaml:"mqtt"`
+}
+
+// SinkEntry is one sink of a spec: exactly one of its fields.
+type SinkEntry struct {
+	Kafka   *KafkaSink   `yaml:"kafka"`
+	Influx  *InfluxSink  `yaml:"influx"`
+	Archive *ArchiveSink `yaml:"archive"`
+	line    int
+}
+
+// SetLine records where the sink was declared (envconfig.Positioned).
+func (s *SinkEntry) SetLine(l int) { s.line = l }
+
+// Decoder names of a spec.
+const (
+	DecoderReading        = "reading"
+	DecoderJSON           = "json"
+	DecoderSignalEnvelope = "signal_envelope"
+)
+
+// DecoderSpec is the decoder of a spec: a name (reading,
+// signal_envelope), or a mapping of one name to its settings ({json:
+// {key: symbol, time: ts}}). Empty means reading.
+type DecoderSpec struct {
+	Name string      `yaml:"-"`
+	JSON JSONDecoder `yaml:"-"`
+}
+
+// UnmarshalYAML reads either form.
+func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
+	names := []string{DecoderReading, DecoderJSON, DecoderSignalEnvelope}
+	bad := func(format string, args ...any) error {
+		return &envconfig.Errors{Problems: []envconfig.Problem{{Line: n.Line, Msg: fmt.Sprintf(format, args...)}}}
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		d.Name = n.Value
+		if d.Name == DecoderJSON {
+			return bad("decoder json needs its key and time fields: {json: {key: <field>, time: <field>}}")
+		}
+	case yaml.MappingNode:
+		if len(n.Content) != 2 {
+			return bad("decoder: want one of %s, alone", strings.Join(names, ", "))
+		}
+		d.Name = n.Content[0].Value
+		if d.Name == DecoderJSON {
+			var j struct {
+				Key  string `yaml:"key"`
+				Time string `yaml:"time"`
+			}
+			if err := envconfig.DecodeNode(n.Content[1], &j); err != nil {
+				return prefixed(err, "json")
+			}
+			d.JSON = JSONDecoder{Key: j.Key, Time: j.Time}
+		} else if v := n.Content[1]; !(v.Kind == yaml.MappingNode && len(v.Content) == 0) && v.Tag != "!!null" {
+			return bad("decoder %s takes no settings", d.Name)
+		}
+	default:
+		return bad("decoder: want a name or {json: {...}}")
+	}
+	if !slices.Contains(names, d.Name) {
+		return bad("unknown decoder %q (known: %s)", d.Name, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// prefixed makes the paths of err's problems relative to key.
+func prefixed(err error, key string) error {
+	var es *envconfig.Errors
+	if errors.As(err, &es) {
+		for i := range es.Problems {
+			if es.Problems[i].Path == "" {
+				es.Problems[i].Path = key
+			} else {
+				es.Problems[i].Path = key + "." + es.Problems[i].Path
+			}
+		}
+	}
+	return err
+}
+
+// UnmarshalYAML reads an input as its name ("value"), or as {name:
+// field} ("value: smoothed": input value read from the field smoothed).
+func (in *Input) UnmarshalYAML(n *yaml.Node) error {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Value != "":
+		*in = Input{Name: n.Value}
+		return nil
+	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[1].Kind == yaml.ScalarNode:
+		*in = Input{Name: n.Content[0].Value, Field: n.Content[1].Value}
+		return nil
+	}
+	return &envconfig.Errors{Problems: []envconfig.Problem{{Line: n.Line, Msg: "want an input name, or {name: field}"}}}
+}
+
+// SetLine records where the node was declared (envconfig.Positioned).
+func (n *Node) SetLine(l int) { n.Line = l }
+
+// Pipeline converts the spec into a Pipeline (defaults not applied).
+func (s Spec) Pipeline() (Pipeline, error) {
+	p := Pipeline{Name: s.Name, TimeUnit: s.TimeUnit, Graph: s.Graph, State: s.State, Checkpoint: s.Checkpoint}
+	var errs []error
+	switch {
+	case s.Source.Kafka != nil && s.Source.MQTT != nil:
+		errs = append(errs, errors.New("source: give kafka or mqtt, not both"))
+	case s.Source.Kafka != nil:
+		p.Source = s.Source.Kafka
+	case s.Source.MQTT != nil:
+		p.Source = s.Source.MQTT
+	default:
+		errs = append(errs, errors.New("source: give kafka or mqtt"))
+	}
+	switch s.Decoder.Name {
+	case "", DecoderReading:
+		p.Decoder = ReadingDecoder{}
+	case DecoderJSON:
+		p.Decoder = s.Decoder.JSON
+	case DecoderSignalEnvelope:
+		p.Decoder = SignalEnvelopeDecoder{}
+	}
+	for i, e := range s.Sinks {
+		var set []SinkSpec
+		if e.Kafka != nil {
+			set = append(set, *e.Kafka)
+		}
+		if e.Influx != nil {
+			set = append(set, *e.Influx)
+		}
+		if e.Archive != nil {
+			set = append(set, *e.Archive)
+		}
+		if len(set) != 1 {
+			errs = append(errs, fmt.Errorf("line %d: sinks[%d]: give exactly one of kafka, influx and archive", e.line, i))
+			continue
+		}
+		p.Sinks = append(p.Sinks, set[0])
+	}
+	return p, errors.Join(errs...)
+}
+
+// LoadOption configures Load and Parse.
+type LoadOption func(*loadConfig)
+
+type loadConfig struct {
+	reg    *streaming.Registry
+	lookup func(string) (string, bool)
+}
+
+// WithRegistry resolves operator types in r (default DefaultRegistry).
+func WithRegistry(r *streaming.Registry) LoadOption { return func(c *loadConfig) { c.reg = r } }
+
+// WithEnv makes Parse replace ${NAME} and ${NAME:-default} references
+// with lookup's variables (Load uses the process environment).
+func WithEnv(lookup func(string) (string, bool)) LoadOption {
+	return func(c *loadConfig) { c.lookup = lookup }
+}
+
+// Load reads the pipeline spec at path into a Pipeline with its defaults
+// applied, and checks it, building its graph against the registry. The
+// file is read strictly: an unknown key, a repeated key or a value of the
+// wrong type is refused with its key path and line, every problem of the
+// file at once; an unknown operator, an unknown or mistyped parameter, an
+// unknown input or a cycle names the node and its line. ${NAME} and
+// ${NAME:-default} are replaced by environment variables, and TFLO_*
+// variables override keys (internal/envconfig's rule: state.dir is
+// TFLO_STATE_DIR). Defaults are applied last, so a default derived from
+// another key (the dead-letter topic from the topic) sees what the file
+// and the environment set.
+func Load(path string, opts ...LoadOption) (Pipeline, error) {
+	cfg := loadConfig{lookup: os.LookupEnv}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var s Spec
+	if err := envconfig.Load(path, envconfig.Prefix, &s); err != nil {
+		return Pipeline{}, err
+	}
+	return s.check(path, cfg)
+}
+
+// Parse is Load of spec bytes, without TFLO_* overrides and, unless
+// WithEnv, without ${NAME} references: what embedded specs and tests use.
+func Parse(data []byte, opts ...LoadOption) (Pipeline, error) {
+	var cfg loadConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.lookup != nil {
+		var err error
+		if data, err = envconfig.Expand(data, cfg.lookup); err != nil {
+			var es *envconfig.Errors
+			if errors.As(err, &es) {
+				es.File = "pipeline spec"
+			}
+			return Pipeline{}, err
+		}
+	}
+	var s Spec
+	if err := envconfig.Decode(data, &s); err != nil {
+		var es *envconfig.Errors
+		if errors.As(err, &es) {
+			es.File = "pipeline spec"
+		}
+		return Pipeline{}, err
+	}
+	return s.check("", cfg)
+}
+
+func (s Spec) check(path string, cfg loadConfig) (Pipeline, error) {
+	name := path
+	if name == "" {
+		name = "pipeline spec"
+	}
+	p, err := s.Pipeline()
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
+	}
+	p = p.withDefaults()
+	if _, err := compile(p, cfg.reg); err != nil {
+		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return p, nil
+}
+
+// WithDefaults returns p with every default filled in, as Run sees it.
+func (p Pipeline) WithDefaults() Pipeline { return p.withDefaults() }

@@ -1,0 +1,142 @@
+package pipeline_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/pipeline"
+)
+
+// smaSpec is the SMA-over-readings job with one node replaced by the
+// test's.
+func smaSpec(node string) string {
+	return `name: sma-readings
+source:
+  kafka:
+    brokers: [localhost:9092]
+    topic: trades
+graph:
+  inputs: [value]
+  nodes:
+` + node + `
+  outputs: [sma]
+sinks:
+  - kafka: {topic: readings.sma}
+checkpoint:
+  interval: 1s
+`
+}
+
+const goodNode = `    - name: sma
+      type: sma
+      inputs: [value]
+      params: {window: 10, warmup: partial}`
+
+func TestParseSpec(t *testing.T) {
+	p, err := pipeline.Parse([]byte(smaSpec(goodNode)))
+	require.NoError(t, err)
+	src, ok := p.Source.(*pipeline.KafkaSource)
+	require.True(t, ok, "%T", p.Source)
+	// Defaults come after the file: the dead-letter topic follows the
+	// file's topic, the group the pipeline's name.
+	require.Equal(t, "trades.dlq", src.DeadLetterTopic)
+	require.Equal(t, "sma-readings", src.Group)
+	require.Equal(t, time.Second, p.Checkpoint.Interval)
+	require.Equal(t, pipeline.ByteSize(256<<20), p.State.Memory)
+	require.Equal(t, []pipeline.Node{{Name: "sma", Type: "sma", Inputs: []string{"value"}, Params: map[string]any{"window": 10, "warmup": "partial"}, Line: 9}}, p.Graph.Nodes)
+	require.Equal(t, []pipeline.SinkSpec{pipeline.KafkaSink{Topic: "readings.sma"}}, p.Sinks)
+}
+
+// TestSpecErrorsNameTheNodeAndLine: each graph mistake names the node
+// and the line that declared it.
+func TestSpecErrorsNameTheNodeAndLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, node string
+		want       []string
+	}{
+		{"unknown operator", `    - {name: sma, type: smaa, inputs: [value]}`,
+			[]string{`graph node "sma" (line 9)`, `unknown operator type "smaa"`, "known: "}},
+		{"unknown parameter", `    - {name: sma, type: sma, inputs: [value], params: {window: 10, windwo: 3}}`,
+			[]string{`graph node "sma" (line 9)`, `parameter "windwo": unknown parameter (accepted: window, warmup)`}},
+		{"mistyped parameter", `    - {name: sma, type: sma, inputs: [value], params: {window: ten}}`,
+			[]string{`graph node "sma" (line 9)`, `parameter "window": want an int, got string ten`}},
+		{"parameter out of bounds", `    - {name: sma, type: sma, inputs: [value], params: {window: 0}}`,
+			[]string{`graph node "sma" (line 9)`, `parameter "window": 0 is below the minimum 1`}},
+		{"unknown input", `    - {name: sma, type: sma, inputs: [valeu], params: {window: 3}}`,
+			[]string{`graph node "sma" (line 9)`, `unknown input "valeu"`}},
+		{"cycle", `    - {name: a, type: sma, inputs: [sma], params: {window: 3}}
+    - {name: sma, type: sma, inputs: [a], params: {window: 3}}`,
+			[]string{`graph node "a" (line 9)`, `is part of a cycle`}},
+		{"too many inputs", `    - {name: sma, type: sma, inputs: [value, value], params: {window: 3}}`,
+			[]string{`graph node "sma" (line 9)`, `takes 1 inputs`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := pipeline.Parse([]byte(smaSpec(tc.node)))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestSpecStrictKeys: unknown keys are refused with their path and line,
+// all of a file's problems at once, including inside unions.
+func TestSpecStrictKeys(t *testing.T) {
+	src := strings.Replace(smaSpec(goodNode), "    topic: trades\n", "    topic: trades\n    topik: x\n", 1)
+	src = strings.Replace(src, "  interval: 1s\n", "  interval: soon\n", 1)
+	src = strings.Replace(src, "  - kafka: {topic: readings.sma}\n", "  - kafka: {topic: readings.sma, formt: json}\n", 1)
+	src += "decoder: {json: {key: symbol, tme: ts}}\n"
+	_, err := pipeline.Parse([]byte(src))
+	require.Error(t, err)
+	for _, w := range []string{
+		"4 problems",
+		"line 6: source.kafka.topik: unknown key",
+		"line 16: sinks[0].kafka.formt: unknown key",
+		`line 18: checkpoint.interval: "soon" is not a duration`,
+		"line 19: decoder.json.tme: unknown key (known here: key, time)",
+	} {
+		require.Contains(t, err.Error(), w)
+	}
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "decoder: protobuf\n"))
+	require.ErrorContains(t, err, `line 18: decoder: unknown decoder "protobuf" (known: reading, json, signal_envelope)`)
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "sinks:\n  - {}\n"))
+	require.ErrorContains(t, err, "repeated key")
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - {influx: {url: x, bucket: y}, archive: {dir: z}}\n", 1)))
+	require.ErrorContains(t, err, "line 15: sinks[0]: give exactly one of kafka, influx and archive")
+}
+
+// TestLoadReadsTheEnvironment: ${NAME} references and TFLO_* overrides,
+// then defaults derived from the overridden values.
+func TestLoadReadsTheEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sma.yaml")
+	src := strings.Replace(smaSpec(goodNode), "brokers: [localhost:9092]", "brokers: [\"${TEST_BROKERS:-localhost:9092}\"]", 1)
+	require.NoError(t, os.WriteFile(path, []byte(src), 0o600))
+	t.Setenv("TEST_BROKERS", "kafka:9092")
+	t.Setenv("TFLO_SOURCE_KAFKA_TOPIC", "quotes")
+	t.Setenv("TFLO_STATE_DIR", "/var/lib/tflo")
+	p, err := pipeline.Load(path)
+	require.NoError(t, err)
+	src2 := p.Source.(*pipeline.KafkaSource)
+	require.Equal(t, []string{"kafka:9092"}, src2.Brokers)
+	require.Equal(t, "quotes", src2.Topic)
+	require.Equal(t, "quotes.dlq", src2.DeadLetterTopic)
+	require.Equal(t, "/var/lib/tflo", p.State.Dir)
+
+	_, err = pipeline.Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	require.ErrorContains(t, err, "missing.yaml")
+}
+
+func TestValidateSentences(t *testing.T) {
+	err := pipeline.Pipeline{Name: "bad name", Source: pipeline.MQTTSource{Topics: []string{"sensors/#"}, DeadLetterTopic: "sensors/dlq"},
+		Graph: pipeline.Graph{Inputs: []pipeline.Input{{Name: "value"}}}}.Validate()
+	require.Error(t, err)
+	for _, w := range []string{"the name must be", "source.mqtt.servers is empty", `dead_letter_topic "sensors/dlq" matches the subscription "sensors/#"`, "graph has no nodes"} {
+		require.Contains(t, err.Error(), w)
+	}
+}

@@ -1,0 +1,433 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	tlog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/faults"
+	"github.com/tflo-io/tflo/testsuite/influxtest"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// temporalPipeline is alarmPipeline as the Temporal tests run it: short
+// sessions, checkpoints every second through the workflows, a durable
+// store shared by the workers.
+func temporalPipeline(addrs []string, durable streaming.StateStore, sinks ...pipeline.SinkSpec) pipeline.Pipeline {
+	p := alarmPipeline(addrs, "", sinks...)
+	p.Source = pipeline.KafkaSource{Brokers: addrs, Topic: topic, SessionTimeout: 3 * time.Second, RevokeTimeout: 5 * time.Second}
+	p.State.Durable = pipeline.Durable{Store: durable}
+	p.Checkpoint = pipeline.Checkpoint{Interval: time.Second, HeartbeatTimeout: 2 * time.Second, HandoffStepTimeout: 5 * time.Second, StageTimeout: 5 * time.Second}
+	return p
+}
+
+func heldShards(w *pipeline.Worker) []streaming.ShardID {
+	var out []streaming.ShardID
+	for _, s := range w.Shards() {
+		out = append(out, s.Shard)
+	}
+	return out
+}
+
+func allShards(parts int) []streaming.ShardID {
+	var out []streaming.ShardID
+	for p := range parts {
+		out = append(out, streaming.KafkaShard(topic, int32(p)))
+	}
+	return out
+}
+
+func queryCheckpoint(ctx context.Context, c client.Client, pipelineName string, shard streaming.ShardID) (workflows.CheckpointState, error) {
+	var st workflows.CheckpointState
+	v, err := c.QueryWorkflow(ctx, workflows.CheckpointWorkflowID(pipelineName, shard), "", workflows.QueryStatus)
+	if err != nil {
+		return st, err
+	}
+	return st, v.Get(&st)
+}
+
+// endOffsets returns the last offset of every partition of the topic.
+func endOffsets(t testing.TB, addrs []string, parts int32) map[int32]int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := map[int32]int64{}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	require.NoError(t, err)
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset - 1 })
+	require.Len(t, out, int(parts))
+	return out
+}
+
+// gather sums a metric family over its series (histograms: the sample
+// count).
+func gather(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		var sum float64
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return sum
+	}
+	return 0
+}
+
+func pendingActivities(d *client.WorkflowExecutionDescription) any {
+	if d == nil || d.RawResponse == nil {
+		return nil
+	}
+	return d.RawResponse.GetPendingActivities()
+}
+
+// waitHandoff waits for the latest run of handoff id to complete with the
+// shard on worker, failing with the saga's state and pending activities.
+func waitHandoff(ctx context.Context, t *testing.T, c client.Client, id, worker string, hs *workflows.HandoffState) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var err error
+	for time.Now().Before(deadline) {
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = c.GetWorkflow(gctx, id, "").Get(gctx, hs)
+		cancel()
+		if err == nil && hs.To != nil && hs.To.WorkerID == worker {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, not synchronisation
+	}
+	var st workflows.HandoffState
+	v, qerr := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if qerr == nil {
+		qerr = v.Get(&st)
+	}
+	desc, derr := c.DescribeWorkflow(ctx, id, "")
+	t.Fatalf("handoff %s never completed on %s: last get error %v, result %+v; status %+v (query error %v); pending activities %v (describe error %v)",
+		id, worker, err, *hs, st, qerr, pendingActivities(desc), derr)
+}
+
+// lastHeartbeat returns the held shards in the last heartbeat of the
+// lease workflow's pending activity.
+func lastHeartbeat(ctx context.Context, t *testing.T, c client.Client, id string) []activities.HeldShard {
+	d, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil || d.RawResponse == nil {
+		return nil
+	}
+	for _, pa := range d.RawResponse.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != "KeepLeases" || pa.GetHeartbeatDetails() == nil {
+			continue
+		}
+		var held []activities.HeldShard
+		if err := converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &held); err != nil {
+			t.Logf("heartbeat details: %v", err)
+			return nil
+		}
+		return held
+	}
+	return nil
+}
+
+func subset(sub, of []streaming.ShardID) bool {
+	for _, s := range sub {
+		if !slices.Contains(of, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// dialThrough connects a Temporal client to srv through link, which the
+// test can cut; the client is closed when the test ends.
+func dialThrough(t testing.TB, srv *temporaltest.Server, link *faults.Net) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{
+		HostPort:          srv.HostPort,
+		Logger:            tlog.NewStructuredLogger(testLogger(t)),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithContextDialer(link.GRPCDial)}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// cutStore is a StateStore whose writes fail once cut: a dead process
+// writes nothing more.
+type cutStore struct {
+	streaming.StateStore
+	mu  sync.Mutex
+	cut bool
+}
+
+var errStoreCut = errors.New("state store unreachable: cut by test")
+
+func (s *cutStore) Cut() {
+	s.mu.Lock()
+	s.cut = true
+	s.mu.Unlock()
+}
+
+func (s *cutStore) isCut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut
+}
+
+func (s *cutStore) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
+	if s.isCut() {
+		return errStoreCut
+	}
+	return s.StateStore.Save(ctx, key, snap)
+}
+
+func (s *cutStore) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
+	if s.isCut() {
+		return errStoreCut
+	}
+	return s.StateStore.SaveBatch(ctx, items)
+}
+
+func (s *cutStore) Delete(ctx context.Context, key []byte) error {
+	if s.isCut() {
+		return errStoreCut
+	}
+	return s.StateStore.Delete(ctx, key)
+}
+
+func (s *cutStore) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
+	if s.isCut() {
+		return streaming.Snapshot{}, errStoreCut
+	}
+	return s.StateStore.Load(ctx, key)
+}
+
+// TestCheckpointsThroughWorkflow: a worker consuming from kfake runs its
+// checkpoints through the CheckpointWorkflow on a real Temporal dev
+// server. Each shard's checkpoint shows up through the visibility API
+// (ListWorkflow filtered on TfloPipeline and TfloShard, with the search
+// attributes read back) and through the status query, whose cursor is
+// the partition's last offset; the outputs reach the sinks, InfluxDB and
+// the Parquet archive exactly as an uninterrupted run computes them; a
+// graceful stop ends the lease workflow as "stopped".
+func TestCheckpointsThroughWorkflow(t *testing.T) {
+	srv := temporaltest.Start(t)
+	const parts = 3
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+
+	influxd := influxtest.Start(t)
+	influxd.CreateDatabase(t, "plant")
+	archive := t.TempDir()
+	rec := newRecorder()
+	p := temporalPipeline(addrs, memory.New(), rec.shared(),
+		pipeline.InfluxSink{URL: influxd.URL, Bucket: "plant/autogen"}, pipeline.ArchiveSink{Dir: archive})
+	reg := prometheus.NewRegistry()
+	w := start(t, p, pipeline.WithWorkerID("solo"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker(), pipeline.WithMetrics(reg))
+
+	rs := makeReadings(12, 1, 60)
+	produce(t, addrs, rs)
+	want := reference(t, p, rs)
+	require.Eventually(t, func() bool { return rec.has(want) }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, uint64(len(rs)), w.w.Stats().RecordsIn)
+	rec.requireExact(t, want)
+
+	ends := endOffsets(t, addrs, parts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for part := int32(0); part < parts; part++ {
+		shard := streaming.KafkaShard(topic, part)
+		var st workflows.CheckpointState
+		var qerr error
+		require.Positive(t, ends[part], "partition %d got no readings; use more sensors", part)
+		require.Eventually(t, func() bool {
+			st, qerr = queryCheckpoint(ctx, srv.Client, p.Name, shard)
+			return qerr == nil && st.Completed > 0 && strings.HasSuffix(st.LastCursor, fmt.Sprintf("@%d", ends[part]))
+		}, time.Minute, 100*time.Millisecond, "shard %s: no checkpoint at offset %d (last status %+v, query error %v)", shard, ends[part], st, qerr)
+		require.NotNil(t, st.Owner)
+		require.Equal(t, "solo", st.Owner.WorkerID)
+		require.Equal(t, workflows.WorkerTaskQueue("solo"), st.Owner.TaskQueue)
+		require.Equal(t, workflows.BreakerClosed, st.Breaker)
+		require.Positive(t, st.LastBytes)
+		require.Contains(t, st.LastCursor, string(shard))
+
+		query := fmt.Sprintf("TfloPipeline = %q AND TfloShard = %q", p.Name, shard)
+		var attrs map[string]string
+		require.Eventually(t, func() bool {
+			resp, err := srv.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+			if err != nil || len(resp.Executions) != 1 {
+				return false
+			}
+			attrs = map[string]string{}
+			for name, pl := range resp.Executions[0].GetSearchAttributes().GetIndexedFields() {
+				var s any
+				if converter.GetDefaultDataConverter().FromPayload(pl, &s) == nil {
+					attrs[name] = fmt.Sprint(s)
+				}
+			}
+			return attrs["TfloLastCheckpoint"] != "" && resp.Executions[0].Execution.WorkflowId == workflows.CheckpointWorkflowID(p.Name, shard)
+		}, time.Minute, 200*time.Millisecond, "visibility: %s", query)
+		require.Equal(t, p.Name, attrs["TfloPipeline"])
+		require.Equal(t, string(shard), attrs["TfloShard"])
+		require.Equal(t, workflows.BreakerClosed, attrs["TfloBreakerState"])
+		last, err := time.Parse(time.RFC3339Nano, attrs["TfloLastCheckpoint"])
+		require.NoError(t, err, "TfloLastCheckpoint %q", attrs["TfloLastCheckpoint"])
+		require.WithinDuration(t, time.Now(), last, 2*time.Minute)
+	}
+
+	// The metrics saw the records, their outputs and the checkpoints.
+	require.Equal(t, float64(len(rs)), gather(t, reg, "tflo_pipeline_records_in_total"))
+	require.Equal(t, float64(len(want)), gather(t, reg, "tflo_pipeline_records_out_total"))
+	require.Equal(t, float64(parts), gather(t, reg, "tflo_pipeline_owned_shards"))
+	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoints_total") >= parts }, 10*time.Second, 50*time.Millisecond)
+	require.Positive(t, gather(t, reg, "tflo_pipeline_checkpoint_duration_seconds"))
+	require.Zero(t, gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"))
+	require.Positive(t, gather(t, reg, "tflo_pipeline_state_memory_bytes"))
+
+	// The handoff of each shard's first owner completed (no previous owner).
+	for part := int32(0); part < parts; part++ {
+		var hs workflows.HandoffState
+		waitHandoff(ctx, t, srv.Client, workflows.HandoffWorkflowID(p.Name, streaming.KafkaShard(topic, part)), "solo", &hs)
+		require.Equal(t, workflows.StepDone, hs.Step)
+	}
+
+	// Graceful stop: final checkpoints, archive flushed, lease stopped.
+	w.stop(t)
+	var ls workflows.LeaseState
+	require.NoError(t, srv.Client.GetWorkflow(ctx, workflows.LeaseWorkflowID("solo"), "").Get(ctx, &ls))
+	require.Equal(t, workflows.LeaseStopped, ls.Status)
+
+	// Influx holds one point per output (the final checkpoints flushed
+	// the sink before the stop returned).
+	perName := map[string]int{}
+	for k := range want {
+		perName[k.name]++
+	}
+	for _, name := range p.Graph.Outputs {
+		require.Equal(t, perName[name], influxd.Count(t, "plant", name), "influx points of %s", name)
+	}
+	require.Positive(t, perName["alarm_episode"], "the readings opened no alarm episode")
+
+	la, err := parquet.NewLocalArchive(archive)
+	require.NoError(t, err)
+	archived := map[outKey]outVal{}
+	for part := int32(0); part < parts; part++ {
+		r, err := parquet.NewReader(la, parquet.ShardPrefix(p.Name, part), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
+		require.NoError(t, err)
+		for e, err := range r.All(ctx, parquet.Position{}) {
+			require.NoError(t, err)
+			archived[outKey{e.Row.Sensor, e.Row.Signal, e.Row.TS}] = outVal{mode: streaming.Mode(e.Row.Mode), value: e.Row.Value}
+		}
+	}
+	require.Equal(t, want, archived)
+}
+
+// TestStaleHandoffSuperseded: a handoff saga is stuck restoring the shard
+// on an owner that died before it picked the step up (its steps on the
+// owner's queue have no schedule-to-start deadline). When a worker gains
+// the shard at a later epoch, its announcement terminates that saga and
+// starts a new one that completes on it, naming the dead target as the
+// previous owner.
+func TestStaleHandoffSuperseded(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := newCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := temporalPipeline(c.ListenAddrs(), memory.New())
+	shard := streaming.KafkaShard(topic, 0)
+	id := workflows.HandoffWorkflowID(p.Name, shard)
+	ghost := &workflows.Owner{WorkerID: "ghost", TaskQueue: workflows.WorkerTaskQueue("ghost"), Epoch: 1}
+	stuck, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue},
+		workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: p.Name, Shard: shard, To: ghost})
+	require.NoError(t, err)
+
+	start(t, p, pipeline.WithWorkerID("heir"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker())
+	err = stuck.Get(ctx, nil)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "terminated")
+	var hs workflows.HandoffState
+	waitHandoff(ctx, t, srv.Client, id, "heir", &hs)
+	require.Equal(t, workflows.StepDone, hs.Step)
+	require.NotNil(t, hs.From)
+	require.Equal(t, "ghost", hs.From.WorkerID)
+	require.Greater(t, hs.To.Epoch, ghost.Epoch)
+}
+
+// TestRebalanceHandoffVerifiesFinalCheckpoint: a second worker joins; the
+// group moves some partitions to it cooperatively, the first worker takes
+// their final checkpoints in its revoke callback, and the handoff of each
+// moved shard runs the old owner's FinalCheckpoint step (which returns
+// that revoke checkpoint) and restores it on the new owner.
+func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
+	srv := temporaltest.Start(t)
+	const parts = 4
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	durable := memory.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := temporalPipeline(addrs, durable)
+
+	a := start(t, p, pipeline.WithWorkerID("first"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker())
+	require.Eventually(t, func() bool { return len(a.w.Shards()) == parts }, 30*time.Second, 20*time.Millisecond)
+	for _, shard := range allShards(parts) {
+		require.Eventually(t, func() bool {
+			st, err := queryCheckpoint(ctx, srv.Client, p.Name, shard)
+			return err == nil && st.Owner != nil && st.Owner.WorkerID == "first"
+		}, time.Minute, 50*time.Millisecond, "shard %s: first owner never announced", shard)
+	}
+	produce(t, addrs, makeReadings(16, 1, 20))
+	require.Eventually(t, func() bool { return a.w.Stats().RecordsIn == 16*20 }, 30*time.Second, 20*time.Millisecond)
+
+	b := start(t, p, pipeline.WithWorkerID("second"), pipeline.WithTemporal(srv.Client))
+	require.Eventually(t, func() bool {
+		na, nb := len(a.w.Shards()), len(b.w.Shards())
+		return na > 0 && nb > 0 && na+nb == parts
+	}, 30*time.Second, 20*time.Millisecond)
+
+	for _, shard := range heldShards(b.w) {
+		var hs workflows.HandoffState
+		waitHandoff(ctx, t, srv.Client, workflows.HandoffWorkflowID(p.Name, shard), "second", &hs)
+		require.NotNil(t, hs.From, "handoff of %s does not name the first owner", shard)
+		require.Equal(t, "first", hs.From.WorkerID)
+		require.NotNil(t, hs.FinalCheckpoint, "handoff of %s: final checkpoint skipped: %s", shard, hs.FinalCheckpointSkipped)
+		require.NotNil(t, hs.Restored)
+		require.Equal(t, hs.FinalCheckpoint.CheckpointID, hs.Restored.CheckpointID,
+			"the new owner restored another checkpoint than the old owner's final one")
+		require.Equal(t, hs.FinalCheckpoint.Cursor, hs.Restored.Cursor)
+		require.NotEmpty(t, hs.Restored.Cursor)
+	}
+}

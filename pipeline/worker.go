@@ -1,0 +1,525 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/workflows"
+)
+
+// Option is a deployment setting of Run: who runs the pipeline and what
+// it talks to, as opposed to what the pipeline is.
+type Option func(*options)
+
+type options struct {
+	workerID      string
+	log           *slog.Logger
+	reg           prometheus.Registerer
+	tc            client.Client
+	controlWorker bool
+	coord         coordination.Store
+	registry      *streaming.Registry
+	// checkpointed is told of each completed checkpoint (tests and
+	// benchmarks: export_test.go).
+	checkpointed func(streaming.ShardID, streaming.CheckpointStatus)
+}
+
+func defaultOptions() options {
+	return options{log: slog.New(slog.DiscardHandler)}
+}
+
+// WithWorkerID names this worker process (default: the host name). With
+// Temporal its activities run on workflows.WorkerTaskQueue(id) and its
+// lease workflow is workflows.LeaseWorkflowID(id); in a coordination
+// store it holds a presence lease for the id. Unique per process.
+func WithWorkerID(id string) Option { return func(o *options) { o.workerID = id } }
+
+// WithLogger sets the logger (default discards).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithMetrics registers the worker's Prometheus metrics with reg (default
+// none).
+func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
+
+// WithTemporal runs the slow path on Temporal through c (not closed by
+// the worker): the worker serves its shards' checkpoint, handoff and lease
+// activities on its own task queue and announces the shards it gains to
+// their checkpoint and handoff workflows. Default: no Temporal; the worker
+// checkpoints in process every Checkpoint.Interval.
+func WithTemporal(c client.Client) Option { return func(o *options) { o.tc = c } }
+
+// WithControlWorker also runs tflo's workflows (workflows.ControlTaskQueue)
+// in this process (default: another process does).
+func WithControlWorker() Option { return func(o *options) { o.controlWorker = true } }
+
+// WithCoordination registers the worker in a coordination store (NATS
+// JetStream KV in production, coordination/memstore in one process)
+// before it serves anything: a second live process with the same worker id
+// is refused, and the presence lease is renewed by the worker's own
+// goroutine, independent of Temporal. The caller closes the store after
+// Run returns.
+func WithCoordination(s coordination.Store) Option { return func(o *options) { o.coord = s } }
+
+// WithOperators resolves the graph's operator types in r (default
+// DefaultRegistry).
+func WithOperators(r *streaming.Registry) Option { return func(o *options) { o.registry = r } }
+
+// Run runs p until ctx ends or the source fails, then drains (see
+// Worker.Run). It is NewWorker and Worker.Run.
+func Run(ctx context.Context, p Pipeline, opts ...Option) error {
+	w, err := NewWorker(ctx, p, opts...)
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+// Worker is one process running a pipeline. Create it with NewWorker, run
+// it with Run, stop it with Close or by cancelling Run's context.
+type Worker struct {
+	c           *compiled
+	o           options
+	log         *slog.Logger
+	db          *badger.DB
+	durable     streaming.StateStore
+	sinks       *sinkSet
+	host        *host
+	m           *metrics
+	fingerprint string
+	closers     []func() error
+
+	kafka *kafkaRunner // one of kafka, mqtt
+	mqtt  *mqttRunner
+
+	dlqMu            sync.Mutex
+	flushDeadLetters func(context.Context) error
+
+	running     atomic.Bool
+	closed      atomic.Bool
+	crashOnStop atomic.Bool // tests: stop an MQTT source like a crash
+	mu          sync.Mutex
+	cancel      context.CancelFunc
+	done        chan struct{}
+	fatal       atomic.Pointer[error]
+	member      atomic.Pointer[membership]
+}
+
+// NewWorker validates p, builds its graph, opens the state database, the
+// durable store and the sinks, and builds the source. Sinks that talk to
+// a server (Kafka) check it accepts the connection; the source connects
+// in Run.
+func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err error) {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.log == nil {
+		return nil, errors.New("pipeline: nil logger")
+	}
+	if o.workerID == "" {
+		if o.workerID, err = os.Hostname(); err != nil || o.workerID == "" {
+			return nil, errors.New("pipeline: no worker id (WithWorkerID) and no host name")
+		}
+	}
+	if (o.coord != nil || o.tc != nil) && !coordination.ValidKey(o.workerID) {
+		return nil, fmt.Errorf("pipeline: worker id %q cannot name a lease: use letters, digits, '_', '=', '-' and '.' between tokens", o.workerID)
+	}
+	c, err := compile(p, o.registry)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{c: c, o: o, log: o.log.With("pipeline", c.p.Name, "worker", o.workerID), done: make(chan struct{}),
+		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}}
+	defer func() {
+		if err != nil {
+			w.closeAll()
+		}
+	}()
+	if w.db, err = openStateDB(c.p.State.Dir, int64(c.p.State.Memory)); err != nil {
+		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
+	}
+	w.closers = append(w.closers, w.db.Close)
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	durable, closeDurable, err := openDurable(octx, c.p.State.Durable, w.db, w.log)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
+	}
+	w.durable = durable
+	w.closers = append(w.closers, closeDurable)
+	env := c.sinkEnv(w.log)
+	for i, spec := range c.p.Sinks {
+		s, err := spec.OpenSink(octx, env)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %q: sink %d: %w", c.p.Name, i, err)
+		}
+		w.sinks.sinks = append(w.sinks.sinks, s)
+	}
+	// Closed by Run after the drain; this closes them when Run never ran.
+	w.closers = append(w.closers, func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return w.sinks.close(cctx)
+	})
+	w.host = &host{w: w, pipeline: c.p.Name, workerID: o.workerID, taskQueue: w.TaskQueue(), shards: activities.NewShards(),
+		held: map[streaming.ShardID]*shard{}, released: map[streaming.ShardID]releasedShard{}}
+	w.host.control = localControl{w}
+	if o.tc != nil {
+		w.host.control = newWorkflowControl(w, o.tc)
+	}
+	switch s := c.p.Source.(type) {
+	case *KafkaSource:
+		w.kafka, err = w.newKafkaRunner(s)
+	case *MQTTSource:
+		w.mqtt, err = w.newMQTTRunner(s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
+	}
+	if w.m, err = newMetrics(w, o.reg); err != nil {
+		return nil, fmt.Errorf("pipeline %q: metrics: %w", c.p.Name, err)
+	}
+	return w, nil
+}
+
+// TaskQueue returns the worker's own Temporal task queue.
+func (w *Worker) TaskQueue() string { return workflows.WorkerTaskQueue(w.o.workerID) }
+
+// Graph returns the graph every key runs.
+func (w *Worker) Graph() *streaming.Graph { return w.c.g }
+
+// Pipeline returns the pipeline the worker runs, defaults applied.
+func (w *Worker) Pipeline() Pipeline { return w.c.p }
+
+// Sinks returns the pipeline's open sinks, in the pipeline's order.
+func (w *Worker) Sinks() []streaming.Sink { return w.sinks.sinks }
+
+// Host returns the worker's activities.ShardHost (what the handoff and
+// lease activities call).
+func (w *Worker) Host() activities.ShardHost { return w.host }
+
+// ShardStatus describes one shard a worker holds.
+type ShardStatus struct {
+	Shard streaming.ShardID
+	Epoch streaming.Epoch
+	// Restored is the checkpoint the shard was restored from when the
+	// worker gained it (0: nothing was stored).
+	Restored   streaming.CheckpointID
+	Checkpoint streaming.CheckpointStatus
+	State      KeyedStats
+}
+
+// KeyedStats are the counters of a shard's keyed state.
+type KeyedStats struct {
+	Cached, Capacity int
+	Hits, Misses     uint64
+	MemoryBytes      int64 // counted against the shard's budget
+	BudgetBytes      int64
+}
+
+// Shards lists the shards the worker holds now, sorted.
+func (w *Worker) Shards() []ShardStatus {
+	var out []ShardStatus
+	for _, s := range w.shards() {
+		ks := s.rt.Stats()
+		out = append(out, ShardStatus{Shard: s.id, Epoch: s.epoch, Restored: streaming.CheckpointID(s.restored.CheckpointID), Checkpoint: s.cp.Status(),
+			State: KeyedStats{Cached: ks.Cached, Capacity: ks.Capacity, Hits: ks.Hits, Misses: ks.Misses,
+				MemoryBytes: ks.BadgerBytes + ks.CacheBytes + ks.ChangedBytes, BudgetBytes: ks.Budget}})
+	}
+	return out
+}
+
+// shards returns every shard the worker holds (the MQTT shard included).
+func (w *Worker) shards() []*shard {
+	ss := w.host.heldShards()
+	if w.mqtt != nil {
+		if s := w.mqtt.cur.Load(); s != nil {
+			ss = append(ss, s)
+		}
+	}
+	return ss
+}
+
+// Checkpoint checkpoints every shard the worker holds now, in parallel,
+// and returns the errors of those that failed.
+func (w *Worker) Checkpoint(ctx context.Context) error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, s := range w.shards() {
+		wg.Go(func() {
+			if _, err := s.cp.Checkpoint(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("shard %s: %w", s.id, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Stats are a worker's counters.
+type Stats struct {
+	RecordsIn, RecordsOut          uint64
+	DeadLettered, DeadLetterErrors uint64
+	Dropped                        uint64 // records of shards no longer owned
+	Duplicates                     uint64 // MQTT redeliveries dropped by the dedup window
+	Owned                          int    // shards held
+	Subscribed                     bool   // an MQTT source subscribed at least once
+	LastEventTS                    int64  // newest event time applied (ns)
+	Checkpoints                    uint64 // completed checkpoints of every shard, since the worker started
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	ss := w.sourceStats()
+	st := Stats{RecordsIn: w.m.recordsIn.Load(), RecordsOut: w.m.recordsOut.Load(), DeadLettered: ss.DeadLettered,
+		DeadLetterErrors: ss.DeadLetterErrors, Dropped: ss.Dropped, Duplicates: ss.Duplicates, Owned: ss.Owned, LastEventTS: w.m.maxTS.Load(), Checkpoints: w.m.completed.Load()}
+	if w.mqtt != nil {
+		st.Subscribed = w.mqtt.subscribed()
+	}
+	return st
+}
+
+func (w *Worker) sourceStats() sourceStats {
+	switch {
+	case w.kafka != nil:
+		return w.kafka.stats()
+	case w.mqtt != nil:
+		return w.mqtt.stats()
+	}
+	return sourceStats{}
+}
+
+func (w *Worker) setDeadLetterFlush(f func(context.Context) error) {
+	w.dlqMu.Lock()
+	if w.flushDeadLetters == nil {
+		w.flushDeadLetters = f
+	}
+	w.dlqMu.Unlock()
+}
+
+// Err implements activities.LeaseKeeper: nil while the worker runs and
+// (with a coordination store) its presence lease is renewed; the source's
+// fatal error once it failed, or the coordination worker's error once its
+// leases expired (no renewal landed for a lease TTL).
+func (w *Worker) Err() error {
+	if e := w.fatal.Load(); e != nil {
+		return *e
+	}
+	if m := w.member.Load(); m != nil {
+		if err := m.sw.Err(); err != nil {
+			return fmt.Errorf("worker %q: coordination: %w", w.o.workerID, err)
+		}
+	}
+	return nil
+}
+
+// RegisterWorkflows registers tflo's workflows on a control-queue worker.
+func RegisterWorkflows(r worker.WorkflowRegistry) {
+	r.RegisterWorkflow(workflows.CheckpointWorkflow)
+	r.RegisterWorkflow(workflows.HandoffWorkflow)
+	r.RegisterWorkflow(workflows.LeaseWorkflow)
+	r.RegisterWorkflow(workflows.BackfillWorkflow)
+}
+
+// Run consumes the source and serves the slow path until ctx ends, Close
+// is called or the source fails. It then drains: a Kafka source leaves
+// the group after each owned partition's final checkpoint (an MQTT source
+// takes its final checkpoint), the sinks are flushed and closed, the
+// Temporal workers stop (the lease workflow ends as stopped, not dead),
+// the presence lease is withdrawn and the state database closed. It
+// returns nil after a requested stop. Run may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	defer close(w.done)
+	defer w.closeAll()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.mu.Lock()
+	w.cancel = cancel
+	w.mu.Unlock()
+	if w.closed.Load() {
+		cancel()
+	}
+
+	m, err := w.join(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while registering: nothing was served
+		}
+		return err
+	}
+	w.member.Store(m)
+	defer m.stop() // after the Temporal workers (deferred below) stopped
+
+	tc := w.o.tc
+	if tc != nil {
+		stop, err := w.startTemporal(ctx, tc)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	srcDone := make(chan error, 1)
+	go func() {
+		if w.kafka != nil {
+			srcDone <- w.kafka.run(ctx)
+		} else {
+			srcDone <- w.mqtt.run(ctx)
+		}
+	}()
+	ctlCtx, ctlCancel := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Go(func() { w.host.control.run(ctlCtx) })
+	w.log.Info("pipeline worker running", "task_queue", w.TaskQueue(), "temporal", tc != nil)
+
+	var twin <-chan struct{} // the coordination worker stopped on its own: a twin took our id
+	if m != nil {
+		twin = m.sw.Stopped()
+	}
+	select {
+	case <-ctx.Done():
+		err = <-srcDone
+	case err = <-srcDone:
+	case <-twin:
+		err = fmt.Errorf("coordination: %w", m.sw.Err())
+		w.log.Error("another process took this worker id in the coordination store; stopping", "err", err)
+		cancel()
+		if serr := <-srcDone; serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	if err != nil {
+		w.fatal.Store(&err)
+	}
+	// The source has stopped: every shard's final checkpoint ran.
+	ctlCancel()
+	bg.Wait()
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer ccancel()
+	if cerr := w.sinks.close(cctx); cerr != nil {
+		w.log.Warn("closing sinks", "err", cerr)
+	}
+	w.log.Info("pipeline worker stopped", "err", err)
+	if err != nil {
+		return fmt.Errorf("pipeline %q, worker %q: %w", w.c.p.Name, w.o.workerID, err)
+	}
+	return nil
+}
+
+// startTemporal starts the worker's activity worker (and the control
+// worker with WithControlWorker) and its supervised lease workflow; stop
+// stops them in order.
+func (w *Worker) startTemporal(ctx context.Context, tc client.Client) (stop func(), err error) {
+	hb := w.c.p.Checkpoint.HeartbeatTimeout
+	// The stop timeout lets the lease activity report its completion.
+	// Heartbeats reach the server every third of the heartbeat timeout
+	// instead of the SDK's default 80% of it, so a Temporal outage of up
+	// to two thirds of it never makes the lease workflow declare this
+	// worker dead.
+	aw := worker.New(tc, w.TaskQueue(), worker.Options{WorkerStopTimeout: 10 * time.Second, MaxHeartbeatThrottleInterval: hb / 3})
+	aw.RegisterActivity(activities.NewCheckpoints(w.host.shards))
+	aw.RegisterActivity(&activities.Handoffs{Host: w.host})
+	aw.RegisterActivity(&leases{activities.Leases{Host: w.host, Keeper: w}})
+	tws := []worker.Worker{aw}
+	if w.o.controlWorker {
+		cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
+		RegisterWorkflows(cw)
+		tws = append(tws, cw)
+	}
+	for i, tw := range tws {
+		if err := tw.Start(); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				tws[j].Stop()
+			}
+			return nil, fmt.Errorf("worker %q: start temporal worker: %w", w.o.workerID, err)
+		}
+	}
+	lease := &leaseSupervisor{}
+	stopWorkers := func() {
+		// Activity worker first: the lease activity completes. A control
+		// worker in this process then lets the lease workflow finish
+		// before it stops too.
+		tws[0].Stop()
+		if len(tws) > 1 {
+			if run := lease.current(); run != nil {
+				wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := run.Get(wctx, nil); err != nil {
+					w.log.Warn("lease workflow did not finish", "err", err)
+				}
+				wcancel()
+			}
+			tws[1].Stop()
+		}
+	}
+	run, err := w.startLease(ctx, tc)
+	if err != nil {
+		stopWorkers()
+		return nil, err
+	}
+	lease.set(run)
+	sctx, scancel := context.WithCancel(ctx)
+	lease.wg.Go(func() { w.superviseLease(sctx, tc, lease) })
+	return func() {
+		scancel()
+		lease.wg.Wait()
+		stopWorkers()
+	}, nil
+}
+
+// Close stops Run (gracefully, see Run) and waits for it. Idempotent; a
+// Worker that never ran is released at once.
+func (w *Worker) Close() error {
+	w.closed.Store(true)
+	if w.running.CompareAndSwap(false, true) {
+		close(w.done)
+		w.closeAll()
+		return nil
+	}
+	w.mu.Lock()
+	cancel := w.cancel
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	<-w.done
+	return nil
+}
+
+// Done is closed when Run has returned.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+func (w *Worker) closeAll() {
+	w.mu.Lock()
+	cs := w.closers
+	w.closers = nil
+	w.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		if err := cs[i](); err != nil {
+			w.log.Warn("close", "err", err)
+		}
+	}
+}
+
+// ErrClosed is returned by Run after Close, or when Run is called twice.
+var ErrClosed = errors.New("pipeline worker closed")

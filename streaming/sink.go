@@ -1,0 +1,162 @@
+package streaming
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// Output is one value a graph output emitted for one input record, with
+// where the record came from. It is the one shape every sink receives:
+// Kafka topics, InfluxDB, the Parquet archive, a backfill's replay and a
+// user's own sink.
+type Output struct {
+	// Shard and Epoch: the shard the record belongs to and the owner epoch
+	// it was processed at.
+	Shard ShardID
+	Epoch Epoch
+	// Offset is the record's position in its shard (the Kafka offset; -1
+	// for sources without offsets, such as MQTT).
+	Offset int64
+	// Topic is where the record came from (its Kafka or MQTT topic).
+	Topic string
+	// Key is the record's key: the graph instance it ran through (a
+	// sensor id, a symbol).
+	Key string
+	// Name is the graph output's name: an Influx measurement, the
+	// archive's signal column.
+	Name string
+	// TS is the record's event time in Unix nanoseconds.
+	TS int64
+	// Value is the output's value (Computed.Float64) and Mode its mode (0
+	// for a plain value).
+	Value float64
+	Mode  Mode
+}
+
+// Sink receives a pipeline's outputs. It is the one contract of every
+// output destination; checkpoints drive it in two phases.
+//
+// Write is called on a shard's goroutine with the outputs of one or more
+// records of that shard, in record order (concurrently for different
+// shards); outs is only valid during the call. Write may block while the
+// sink's bounded buffer is full: back-pressure slows that shard. An error
+// is remembered by the sink and returned by the next Flush, so the
+// checkpoint fails and the cursor does not move past lost outputs.
+//
+// Flush is the pre-commit of checkpoint id of shard, called after the
+// checkpoint's cut and before its state is saved: when it returns nil,
+// every output of shard written before the call is durable (it may not be
+// visible yet, see SinkCommitter). It must wait only for what was written
+// before the call, never for a buffer that keeps filling meanwhile, so a
+// checkpoint completes in bounded time however busy the shard is. Shard
+// "" and id 0 (a backfill, a shutdown) mean every output written so far.
+//
+// Close flushes and releases the sink; it is called once, after the last
+// Write.
+type Sink interface {
+	Write(ctx context.Context, outs []Output) error
+	Flush(ctx context.Context, shard ShardID, id CheckpointID) error
+	Close(ctx context.Context) error
+}
+
+// SinkCommitter is an optional capability of a Sink that stages what
+// Flush made durable (Flink's two-phase commit): Commit is called after
+// checkpoint id of shard is committed (its state and cursor are saved)
+// and makes the outputs pre-committed up to id visible. It must be
+// idempotent and catch up: a Commit may be skipped (a crash between the
+// cursor save and the call), the next one then covers both. An error is
+// logged and retried at the next checkpoint.
+type SinkCommitter interface {
+	Commit(ctx context.Context, shard ShardID, id CheckpointID) error
+}
+
+// SinkRestorer is an optional capability of a Sink: Restore is called when
+// a worker gains shard at epoch, after its state was restored from
+// checkpoint id (0: nothing stored) and before its first Write, so the
+// sink can discard what the restored checkpoint did not commit (the
+// records after it are replayed).
+type SinkRestorer interface {
+	Restore(ctx context.Context, shard ShardID, epoch Epoch, id CheckpointID) error
+}
+
+// MemorySink is a Sink keeping every output in memory, for tests and
+// examples; it is not for production (it grows without bound). Safe for
+// concurrent use.
+type MemorySink struct {
+	mu      sync.Mutex
+	outs    []Output
+	flushes int
+	commits map[ShardID]CheckpointID
+	closed  bool
+}
+
+var (
+	_ Sink          = (*MemorySink)(nil)
+	_ SinkCommitter = (*MemorySink)(nil)
+)
+
+// NewMemorySink returns an empty MemorySink.
+func NewMemorySink() *MemorySink { return &MemorySink{commits: map[ShardID]CheckpointID{}} }
+
+// Write appends outs.
+func (m *MemorySink) Write(_ context.Context, outs []Output) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrSinkClosed
+	}
+	m.outs = append(m.outs, outs...)
+	return nil
+}
+
+// Flush counts the call; everything is "durable" at once.
+func (m *MemorySink) Flush(context.Context, ShardID, CheckpointID) error {
+	m.mu.Lock()
+	m.flushes++
+	m.mu.Unlock()
+	return nil
+}
+
+// Commit records the last committed checkpoint of shard.
+func (m *MemorySink) Commit(_ context.Context, shard ShardID, id CheckpointID) error {
+	m.mu.Lock()
+	m.commits[shard] = max(m.commits[shard], id)
+	m.mu.Unlock()
+	return nil
+}
+
+// Close marks the sink closed; later Writes fail.
+func (m *MemorySink) Close(context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	return nil
+}
+
+// Outputs returns a copy of everything written, in write order.
+func (m *MemorySink) Outputs() []Output {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.outs)
+}
+
+// Flushes returns how many times Flush was called.
+func (m *MemorySink) Flushes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.flushes
+}
+
+// Committed returns the last checkpoint of shard Commit was called with.
+func (m *MemorySink) Committed(shard ShardID) CheckpointID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.commits[shard]
+}
+
+// ModeNames names the mode of an output's signal, for sinks that write
+// modes as text (an Influx tag, a Kafka envelope): ok is false for an
+// output whose operator does not name its modes. A pipeline builds it
+// from its operators' registered types (OperatorType.Modes).
+type ModeNames func(output string, m Mode) (name string, ok bool)

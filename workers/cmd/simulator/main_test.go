@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/worker"
+)
+
+// TestSimulatorMainRunsItsRounds: the simulator main publishes its rounds
+// to a real broker (seen by a subscriber) and exits 0 by itself.
+func TestSimulatorMainRunsItsRounds(t *testing.T) {
+	b, err := devstack.StartMQTT(nil)
+	require.NoError(t, err)
+	defer b.Close()
+	got := make(chan struct{}, 100)
+	u, err := url.Parse(b.URL())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subscribed := make(chan struct{})
+	cm, err := autopaho.NewConnection(ctx, autopaho.ClientConfig{
+		ServerUrls: []*url.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true,
+		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+			if _, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "sensors/#", QoS: 1}}}); err == nil {
+				close(subscribed)
+			}
+		},
+		ClientConfig: paho.ClientConfig{ClientID: "main-test", OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+			func(paho.PublishReceived) (bool, error) { got <- struct{}{}; return true, nil }}},
+	})
+	require.NoError(t, err)
+	<-subscribed
+	defer cm.Disconnect(context.Background())
+	t.Setenv("TFLO_MQTT_URL", b.URL())
+	t.Setenv("TFLO_SENSORS", "2")
+	t.Setenv("TFLO_ROUNDS", "5")
+	t.Setenv("TFLO_MALFORMED", "0.000001")
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), nil, &errOut), errOut.String())
+	require.Eventually(t, func() bool { return len(got) == 10 }, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestSimulatorMainHelp(t *testing.T) {
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), []string{"--help"}, &errOut))
+	for _, k := range []string{"mqtt.url", "TFLO_MQTT_URL", "sensors", "TFLO_SENSORS", "TFLO_METRICS_ADDR"} {
+		require.Contains(t, errOut.String(), k)
+	}
+}

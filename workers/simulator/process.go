@@ -1,0 +1,128 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tflo-io/tflo/internal/worker"
+)
+
+// MainConfig is the simulator process's configuration
+// (workers/cmd/simulator): the fleet and the broker it publishes to.
+type MainConfig struct {
+	Config `yaml:",inline"`
+
+	MQTT struct {
+		// URL of the broker (mqtt://host:port). Required.
+		URL string `json:"url" yaml:"url"`
+		// ClientID (default "tflo-simulator").
+		ClientID    string `json:"client_id" yaml:"client_id"`
+		Username    string `json:"username" yaml:"username"`
+		PasswordEnv string `json:"password_env" yaml:"password_env"`
+	} `json:"mqtt" yaml:"mqtt"`
+
+	Metrics worker.MetricsConfig `json:"metrics" yaml:"metrics"`
+	Log     worker.LogConfig     `json:"log" yaml:"log"`
+}
+
+// Logging implements worker.Config.
+func (c *MainConfig) Logging() worker.LogConfig { return c.Log }
+
+// MetricsAddr implements worker.Config.
+func (c *MainConfig) MetricsAddr() string { return c.Metrics.Addr }
+
+// Validate reports every problem, as sentences.
+func (c MainConfig) Validate() error {
+	var errs []error
+	if c.MQTT.URL == "" {
+		errs = append(errs, errors.New("simulator config: mqtt.url is empty"))
+	}
+	if err := c.Config.WithDefaults().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Log.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("simulator config: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Process is the fleet with its MQTT connection: the simulator process.
+type Process struct {
+	cfg MainConfig
+	sim *Simulator
+	log *slog.Logger
+}
+
+// NewProcess validates cfg and registers the fleet's metrics with reg
+// (may be nil).
+func NewProcess(cfg MainConfig, log *slog.Logger, reg prometheus.Registerer) (*Process, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sim, err := New(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	s := &Process{cfg: cfg, sim: sim, log: log}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "tflo", Subsystem: "simulator", Name: name, Help: help}, f)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{
+			counter("readings_total", "Well-formed readings published.", func() float64 { return float64(sim.Stats().Readings) }),
+			counter("malformed_total", "Malformed payloads published.", func() float64 { return float64(sim.Stats().Malformed) }),
+			counter("anomalies_total", "Anomaly episodes started.", func() float64 { return float64(sim.Stats().Anomalies) }),
+		} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("simulator: metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// Stats returns what the fleet published so far.
+func (s *Process) Stats() Stats { return s.sim.Stats() }
+
+// Run connects to the broker and publishes until the configured rounds
+// are done (nil) or ctx ends (nil: a requested stop). tee, when not nil,
+// sees every payload after the broker acknowledged it.
+func (s *Process) Run(ctx context.Context, tee Publisher) error {
+	pub, err := DialMQTT(ctx, MQTTOptions{URL: s.cfg.MQTT.URL, ClientID: s.cfg.MQTT.ClientID,
+		Username: s.cfg.MQTT.Username, Password: os.Getenv(s.cfg.MQTT.PasswordEnv)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = pub.Close(dctx)
+	}()
+	var p Publisher = pub
+	if tee != nil {
+		p = PublisherFunc(func(ctx context.Context, topic string, payload []byte) error {
+			if err := pub.Publish(ctx, topic, payload); err != nil {
+				return err
+			}
+			return tee.Publish(ctx, topic, payload)
+		})
+	}
+	cfg := s.cfg.WithDefaults()
+	s.log.Info("simulator running", "broker", s.cfg.MQTT.URL, "sensors", cfg.Sensors, "interval", cfg.Interval, "rounds", cfg.Rounds, "topic", cfg.Topic+"/<sensor>")
+	err = s.sim.Run(ctx, p)
+	st := s.sim.Stats()
+	s.log.Info("simulator stopped", "readings", st.Readings, "malformed", st.Malformed, "anomalies", st.Anomalies, "err", err)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
