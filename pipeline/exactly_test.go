@@ -83,7 +83,7 @@ func seqPipeline(addrs []string, durable streaming.StateStore, sinks ...pipeline
 		Graph: pipeline.Graph{Inputs: []pipeline.Input{{Name: "value"}},
 			Nodes: []pipeline.Node{{Name: "check", Type: "seqcheck", Inputs: []string{"value"}}}},
 		Sinks:      sinks,
-		State:      pipeline.State{Memory: 16 << 20, Durable: pipeline.Durable{Store: durable}},
+		State:      pipeline.State{Memory: 96 << 20, Durable: pipeline.Durable{Store: durable}},
 		Checkpoint: pipeline.Checkpoint{Interval: time.Hour},
 	}
 }

@@ -199,7 +199,7 @@ func alarmPipeline(addrs []string, dir string, sinks ...pipeline.SinkSpec) pipel
 			Outputs: []string{"mean", "alarm_episode"},
 		},
 		Sinks:      sinks,
-		State:      pipeline.State{Memory: 32 << 20, Durable: pipeline.Durable{Dir: dir}},
+		State:      pipeline.State{Memory: 96 << 20, Durable: pipeline.Durable{Dir: dir}},
 		Checkpoint: pipeline.Checkpoint{Interval: time.Hour},
 	}
 }

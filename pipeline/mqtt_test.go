@@ -71,7 +71,7 @@ func (e *edgeEnv) pipeline(ackOnCheckpoint bool, interval time.Duration) pipelin
 		Sinks: []pipeline.SinkSpec{pipeline.KafkaSink{Brokers: e.kafka.ListenAddrs(), Topic: signalsTopic, Format: pipeline.FormatSignalEnvelope,
 			Envelope: &pipeline.Envelope{Trigger: "alarm", Modes: map[string]string{"up": "raised", "down": "cleared"},
 				Payload: []pipeline.PayloadField{{Name: "smoothed", From: "smooth"}, {Name: "raw", From: "value"}, {Name: "topic", From: "$topic"}}}}},
-		State:      pipeline.State{Memory: 16 << 20, Durable: pipeline.Durable{Store: e.store}},
+		State:      pipeline.State{Memory: 96 << 20, Durable: pipeline.Durable{Store: e.store}},
 		Checkpoint: pipeline.Checkpoint{Interval: interval, Disabled: interval == 0},
 	}
 }

@@ -194,9 +194,12 @@ type State struct {
 	// (default "": Badger in memory, for tests and small state).
 	Dir string `yaml:"dir"`
 	// Memory is the budget of the keyed state: the cache of live key
-	// instances, the write-behind buffers and Badger's block and index
-	// caches and memtables (default 256 MiB). It is divided evenly among
-	// the source's partitions.
+	// instances, the write-behind buffers, Badger's memtables and pooled
+	// compaction buffers, and a third left to the garbage collector
+	// (default 256 MiB; see streaming/keyedstate). Badger's share is about
+	// 40 MiB whatever the budget, so a budget under about 72 MiB holds no
+	// key and the shards refuse to open. It is divided evenly among the
+	// source's partitions.
 	Memory ByteSize `yaml:"memory"`
 	// Durable is where checkpoints go and the next owner of a shard
 	// restores from (default: the Badger at Dir, which suits one machine).

@@ -351,7 +351,7 @@ func (s *Stack) CentralPipeline(i int) (pipeline.Pipeline, error) {
 	}
 	src := p.Source.(*pipeline.KafkaSource)
 	src.SessionTimeout = 6 * time.Second
-	p.State.Memory = 64 << 20
+	p.State.Memory = 128 << 20
 	p.State.Durable = pipeline.Durable{Store: s.durable}
 	p.Checkpoint.Interval = s.Opts.CheckpointInterval
 	p.Checkpoint.HeartbeatTimeout = 10 * time.Second
@@ -371,7 +371,7 @@ func (s *Stack) EdgePipeline() (pipeline.Pipeline, error) {
 	// The embedded broker is mochi-mqtt v2.7.9, whose flow control can
 	// deadlock (see pipeline.MQTTSource.OmitReceiveMaximum).
 	p.Source.(*pipeline.MQTTSource).OmitReceiveMaximum = true
-	p.State.Memory = 32 << 20
+	p.State.Memory = 96 << 20
 	p.Checkpoint.Interval = s.Opts.CheckpointInterval
 	return p, nil
 }
