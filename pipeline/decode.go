@@ -220,6 +220,21 @@ func (d envelopeBound) Decode(m Message, r *Record) error {
 	return nil
 }
 
+// limitedDecoder applies the pipeline's Limits to what its decoder made
+// of a message: a record outside them fails decoding, so it is
+// dead-lettered with the reason (Evaluate counts it as rejected).
+type limitedDecoder struct {
+	inner Decoder
+	check *streaming.LimitCheck
+}
+
+func (d limitedDecoder) Decode(m Message, r *Record) error {
+	if err := d.inner.Decode(m, r); err != nil {
+		return err
+	}
+	return d.check.Check(r.Key, r.TS, r.Inputs)
+}
+
 // bindDecoder binds d to the graph's input fields when it reads by name.
 func bindDecoder(d Decoder, fields []string) (Decoder, error) {
 	if b, ok := d.(InputBinder); ok {

@@ -13,9 +13,13 @@
 //     group: each partition is a shard, owned by one worker at a time) or
 //     an [MQTTSource] (one shard, its client id). Its [Decoder] turns a
 //     message into a keyed [Record] ([ReadingDecoder], [JSONDecoder],
-//     [SignalEnvelopeDecoder], or your own). Its [Graph] is nodes of
-//     registered operator types ([DefaultRegistry]: streaming/ops and
-//     streaming/fintech; register your own types the same way) or a Go
+//     [SignalEnvelopeDecoder], or your own), and every decoded record is
+//     checked against its Limits (streaming.Limits, in its TimeUnit): a
+//     message that does not decode or falls outside them goes to the
+//     dead-letter topic with the reason (an MQTT source also refuses a
+//     sensor id that is not the last level of its topic). Its [Graph] is
+//     nodes of registered operator types ([DefaultRegistry]: streaming/ops
+//     and streaming/fintech; register your own types the same way) or a Go
 //     *streaming.Graph. Its [SinkSpec]s open the sinks: [KafkaSink],
 //     [InfluxSink], [ArchiveSink], or your own streaming.Sink ([Use]) —
 //     every sink satisfies the one contract, streaming.Sink. [State] says
@@ -41,11 +45,14 @@
 // divided evenly among the source's partitions (the most shards a worker
 // can own) and covers, per shard: the cache of live key instances, the
 // keys changed since the last checkpoint, a pending checkpoint's
-// copy-on-write states, the write-behind buffers, and its share of
-// Badger's memtables and block cache (the database is sized from the
-// budget). Not covered: Badger's file mapping (the kernel's page cache),
-// Go's garbage-collector headroom (set GOMEMLIMIT), the records and
-// outputs in flight, and the sinks' own bounded buffers.
+// copy-on-write states, the write-behind buffers, its share of Badger's
+// memtables and pooled compaction buffers (the database is sized from the
+// budget), and a third of it left to the garbage collector (run the
+// process at GOMEMLIMIT equal to the budget). Badger's share is about 40
+// MiB whatever the budget: below about 72 MiB a shard holds no key and
+// refuses to open. Not covered: Badger's file mappings (the kernel's page
+// cache), the records and outputs in flight, and the sinks' own bounded
+// buffers.
 //
 // A checkpoint cuts a shard's state in O(1) between two chunks of
 // records and saves only the keys changed since the previous one (O(changed

@@ -36,7 +36,7 @@ func (e *NodeError) Unwrap() error { return e.Err }
 type compiled struct {
 	p     Pipeline
 	g     *streaming.Graph
-	dec   Decoder
+	dec   Decoder                              // the bound decoder, then the limits check
 	modes map[string]map[streaming.Mode]string // by output name
 	scale int64                                // nanoseconds per time unit
 	outs  []string                             // output names, in Output order
@@ -58,9 +58,15 @@ func compile(p Pipeline, reg *streaming.Registry) (*compiled, error) {
 		return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
 	}
 	c.outs = c.g.Outputs()
-	if c.dec, err = bindDecoder(p.Decoder, inputFields(p.Graph.Inputs)); err != nil {
+	dec, err := bindDecoder(p.Decoder, inputFields(p.Graph.Inputs))
+	if err != nil {
 		return nil, fmt.Errorf("pipeline %q: decoder: %w", p.Name, err)
 	}
+	check, err := p.Limits.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
+	}
+	c.dec = limitedDecoder{inner: dec, check: check}
 	return c, nil
 }
 

@@ -42,6 +42,8 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		mqtt.WithServers(cfg.Servers...), mqtt.WithClientID(cfg.ClientID), mqtt.WithTopics(cfg.Topics...),
 		mqtt.WithDeadLetterTopic(cfg.DeadLetterTopic), mqtt.WithLogger(w.log),
 		mqtt.WithReceiveMaximum(sent), mqtt.WithDedupCapacity(4*int(cfg.ReceiveMaximum), 4096),
+		mqtt.WithLimits(w.c.p.Limits), mqtt.WithRequireTopicMatch(*cfg.RequireTopicMatch),
+		mqtt.WithMaxPacketSize(uint32(cfg.MaxPacketSize)),
 	}
 	if _, reading := w.c.p.Decoder.(ReadingDecoder); !reading {
 		dec := w.c.dec

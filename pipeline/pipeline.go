@@ -3,12 +3,14 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -37,6 +39,15 @@ type Pipeline struct {
 	// Milliseconds). Operators see it as decoded; outputs carry
 	// nanoseconds.
 	TimeUnit TimeUnit
+	// Limits bounds what a decoded record may carry: key pattern and
+	// length, magnitude of float inputs, event time skew and age (see
+	// streaming.Limits; default streaming.Limits{}: keys
+	// [A-Za-z0-9._:-]{1,128}, |value| <= 1e15, ts at most an hour ahead of
+	// the clock). A record outside them is dead-lettered with the reason,
+	// like one that does not decode, whatever the decoder. Its event time
+	// is in TimeUnit: Limits.TSUnit is set from it (a different TSUnit is
+	// refused).
+	Limits streaming.Limits
 	// Graph is the keyed graph every key runs. Required.
 	Graph Graph
 	// Sinks receive the graph's outputs (none: outputs are dropped, the
@@ -113,6 +124,16 @@ type MQTTSource struct {
 	// Username and PasswordEnv (the variable holding the password).
 	Username    string `yaml:"username"`
 	PasswordEnv string `yaml:"password_env"`
+	// RequireTopicMatch dead-letters a reading whose sensor id is not the
+	// last level of the topic it arrived on, so a client the broker lets
+	// publish only on sensors/dev1 cannot write another sensor's state
+	// (default true; set false for topics that do not end in the sensor
+	// id).
+	RequireTopicMatch *bool `yaml:"require_topic_match"`
+	// MaxPacketSize is the MQTT v5 Maximum Packet Size announced in
+	// CONNECT: the broker drops a larger message for this client instead
+	// of sending it (default 64KiB, mqtt.DefaultMaxPacketSize).
+	MaxPacketSize ByteSize `yaml:"max_packet_size"`
 }
 
 func (MQTTSource) sourceName() string { return "mqtt" }
@@ -282,6 +303,9 @@ func (p Pipeline) withDefaults() Pipeline {
 	if p.TimeUnit == "" {
 		p.TimeUnit = Milliseconds
 	}
+	if p.Limits.TSUnit == 0 {
+		p.Limits.TSUnit = time.Duration(p.TimeUnit.Nanos())
+	}
 	g := &p.Graph
 	g.Inputs = append([]Input(nil), g.Inputs...)
 	for i := range g.Inputs {
@@ -343,6 +367,13 @@ func (s *MQTTSource) defaults(name string) {
 	if s.ReceiveMaximum == 0 {
 		s.ReceiveMaximum = 4096
 	}
+	if s.RequireTopicMatch == nil {
+		on := true
+		s.RequireTopicMatch = &on
+	}
+	if s.MaxPacketSize == 0 {
+		s.MaxPacketSize = mqtt.DefaultMaxPacketSize
+	}
 }
 
 // Validate reports every problem of p (after defaults), as sentences.
@@ -391,11 +422,19 @@ func (p Pipeline) Validate() error {
 				add("source.mqtt.dead_letter_topic %q matches the subscription %q: dead letters would be read back", s.DeadLetterTopic, t)
 			}
 		}
+		if s.MaxPacketSize < 0 || s.MaxPacketSize > math.MaxUint32 {
+			add("source.mqtt.max_packet_size %d must be between 1 byte and 4GiB", int64(s.MaxPacketSize))
+		}
 	default:
 		add("unknown source type %T", p.Source)
 	}
 	if p.TimeUnit.Nanos() == 0 {
 		add("time_unit %q is not one of s, ms, us, ns", p.TimeUnit)
+	} else if p.Limits.TSUnit != time.Duration(p.TimeUnit.Nanos()) {
+		add("limits.ts_unit %v is not the event time's unit, time_unit %q: set time_unit only", p.Limits.TSUnit, p.TimeUnit)
+	}
+	if err := p.Limits.Validate(); err != nil {
+		add("%v", err)
 	}
 	g := p.Graph
 	if len(g.Inputs) == 0 {

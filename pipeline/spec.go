@@ -21,6 +21,7 @@ import (
 //	source:
 //	  kafka: {brokers: [localhost:9092], topic: readings}
 //	decoder: reading                 # reading | signal_envelope | {json: {key: symbol, time: ts}}
+//	limits: {max_abs_value: 1e9}     # streaming.Limits; records outside them are dead-lettered
 //	graph:
 //	  inputs: [value]                # or [{value: smoothed}]: input "value" from field "smoothed"
 //	  nodes:
@@ -31,14 +32,15 @@ import (
 //	state: {dir: /var/lib/tflo/sma, memory: 256MiB}
 //	checkpoint: {interval: 1s}
 type Spec struct {
-	Name       string      `yaml:"name"`
-	Source     SourceSpec  `yaml:"source"`
-	Decoder    DecoderSpec `yaml:"decoder"`
-	TimeUnit   TimeUnit    `yaml:"time_unit"`
-	Graph      Graph       `yaml:"graph"`
-	Sinks      []SinkEntry `yaml:"sinks"`
-	State      State       `yaml:"state"`
-	Checkpoint Checkpoint  `yaml:"checkpoint"`
+	Name       string           `yaml:"name"`
+	Source     SourceSpec       `yaml:"source"`
+	Decoder    DecoderSpec      `yaml:"decoder"`
+	TimeUnit   TimeUnit         `yaml:"time_unit"`
+	Limits     streaming.Limits `yaml:"limits"`
+	Graph      Graph            `yaml:"graph"`
+	Sinks      []SinkEntry      `yaml:"sinks"`
+	State      State            `yaml:"state"`
+	Checkpoint Checkpoint       `yaml:"checkpoint"`
 }
 
 // SourceSpec is the source of a spec: exactly one of its fields.
@@ -145,7 +147,7 @@ func (n *Node) SetLine(l int) { n.Line = l }
 
 // Pipeline converts the spec into a Pipeline (defaults not applied).
 func (s Spec) Pipeline() (Pipeline, error) {
-	p := Pipeline{Name: s.Name, TimeUnit: s.TimeUnit, Graph: s.Graph, State: s.State, Checkpoint: s.Checkpoint}
+	p := Pipeline{Name: s.Name, TimeUnit: s.TimeUnit, Limits: s.Limits, Graph: s.Graph, State: s.State, Checkpoint: s.Checkpoint}
 	var errs []error
 	switch {
 	case s.Source.Kafka != nil && s.Source.MQTT != nil:

@@ -22,13 +22,14 @@ const (
 )
 
 // Limits bounds what one decoded reading (key, event time, input values)
-// may carry before it reaches a graph. The connectors that decode
-// untrusted bytes (connectors/kafka, connectors/mqtt) check every decoded
-// record against their Limits and dead-letter one that falls outside with
-// the reason; the rest of the stream goes on. It is the one place those
-// rules live: a pipeline spec maps its keys limits.key_pattern,
+// may carry before it reaches a graph. What decodes untrusted bytes
+// checks every decoded record against its Limits and dead-letters one
+// that falls outside with the reason; the rest of the stream goes on:
+// package pipeline after its decoder (Kafka sources and Evaluate), and
+// connectors/mqtt's Source (WithLimits). It is the one place those rules
+// live: a pipeline spec's limits section is this struct (limits.key_pattern,
 // limits.max_key_bytes, limits.max_abs_value, limits.max_ts_skew,
-// limits.max_ts_age and limits.ts_unit onto these fields.
+// limits.max_ts_age), and TSUnit is the pipeline's time_unit.
 //
 // Why each bound exists: a 1 MB key is refused by Kafka when the signal
 // is published and ends up in every log line; 1e308 overflows running

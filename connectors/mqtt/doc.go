@@ -27,10 +27,11 @@
 //     new message that reuses a freed packet id.
 //  2. Decode and check. A payload the decoder refuses, a reading outside
 //     the source's limits ([WithLimits], streaming.Limits: key pattern and
-//     length, value magnitude, ts skew — the same check the Kafka source
-//     applies) or, by default, whose sensor id is not the last level of
-//     its topic ([WithRequireTopicMatch]: a client the broker lets publish
-//     only on sensors/dev1 cannot write another sensor's state) is
+//     length, value magnitude, ts skew — the same check a pipeline applies
+//     to its Kafka records) or, by default, whose sensor id is not the
+//     last level of its topic ([WithRequireTopicMatch]: a client the
+//     broker lets publish only on sensors/dev1 cannot write another
+//     sensor's state) is
 //     published (QoS 1) to the dead-letter topic with user properties
 //     tflo-reason, tflo-source-topic and tflo-packet-id — the source's
 //     own, never the publisher's — the DeadLettered counter rises, and the
