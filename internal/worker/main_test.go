@@ -20,15 +20,18 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
@@ -295,4 +298,40 @@ func TestCoordinationOverNATS(t *testing.T) {
 	require.NoError(t, <-done)
 	_, ok := presence()
 	require.False(t, ok, "a graceful stop withdraws the presence lease")
+}
+
+// TestTemporalMetricsOnTheWorkersRegistry: with a Temporal address the
+// worker's client sends the SDK's metrics into the worker's registry
+// (internal/temporalclient.WithMetrics), so /metrics shows
+// schedule-to-start latency beside the pipeline's own metrics. The
+// worker config's temporal section is internal/temporalclient's Config.
+func TestTemporalMetricsOnTheWorkersRegistry(t *testing.T) {
+	srv := temporaltest.Start(t)
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1}, devstack.KafkaTopic{Name: "readings.sma", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
+	t.Setenv("STATE_DIR", t.TempDir())
+	cfg := worker.PipelineConfig{WorkerID: "m1", Temporal: temporalclient.Config{Address: srv.HostPort, KeyPath: "temporal"}, ControlWorker: true}
+	p, err := pipeline.Load(spec("sma-readings.yaml"))
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.RunPipeline(ctx, p, cfg, slog.New(slog.DiscardHandler), reg) }()
+	families := func() map[string]bool {
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		names := map[string]bool{}
+		for _, f := range fams {
+			names[f.GetName()] = true
+		}
+		return names
+	}
+	require.Eventually(t, func() bool {
+		names := families()
+		return names["temporal_activity_schedule_to_start_latency_seconds"] && names["tflo_pipeline_records_in_total"]
+	}, 60*time.Second, 50*time.Millisecond, "the SDK's metrics (the lease activity's schedule-to-start) are not on the worker's registry: %v", families())
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/pipeline"
 )
 
@@ -77,6 +78,11 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 		copts, err := r.Options(log)
 		if err != nil {
 			return err
+		}
+		if reg != nil {
+			if copts, err = temporalclient.WithMetrics(copts, reg); err != nil {
+				return err
+			}
 		}
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		tc, err = client.DialContext(dctx, copts)
