@@ -77,7 +77,7 @@ func TestRoundCheckpointsEveryShardAndSaysWhyNot(t *testing.T) {
 	}
 	ok := res.Shards[0]
 	assert.Equal(t, uint64(1), ok.CheckpointID)
-	assert.Equal(t, uint64(5), ok.Epoch)
+	assert.Equal(t, streaming.Epoch(5), ok.Epoch)
 	assert.Equal(t, "readings/3@20", ok.Cursor)
 	assert.Positive(t, ok.Bytes)
 	assert.Equal(t, 2, res.Count(activities.ShardOK))

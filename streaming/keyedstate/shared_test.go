@@ -23,7 +23,7 @@ func TestRestoreLeavesOtherRuntimesOfTheDBAlone(t *testing.T) {
 	g := smaGraph(t)
 	newRT := func(prefix string) *keyedstate.Runtime[string] {
 		rt, err := keyedstate.New(g, keyedstate.StringKeys{}, db, keyedstate.WithMemoryBudget(testDBBytes+(3<<20)),
-			keyedstate.WithWriteBatchBytes(16<<10), keyedstate.WithEntryBytes(8<<10), keyedstate.WithPrefix([]byte(prefix)))
+			keyedstate.WithWriteBatchBytes(16<<10), keyedstate.WithEntryBytes(8<<10), keyedstate.WithGCHeadroom(0), keyedstate.WithPrefix([]byte(prefix)))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = rt.Close() })
 		return rt
