@@ -135,7 +135,7 @@ func recordCoordinator(t *testing.T, ctx context.Context, c client.Client) map[s
 	var hs workflows.HandoffState
 	require.NoError(t, move.Get(ctx, &hs))
 	require.NotNil(t, hs.FinalCheckpoint, "final round: %s", hs.FinalCheckpointSkipped)
-	assert.Equal(t, uint64(1), hs.FinalCheckpoint.Epoch)
+	assert.Equal(t, streaming.Epoch(1), hs.FinalCheckpoint.Epoch)
 	assert.Equal(t, hs.FinalCheckpoint.CheckpointID, hs.Restored.CheckpointID)
 
 	// A worker that announced readings-1 dies (nothing polls its queue any

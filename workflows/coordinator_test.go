@@ -252,7 +252,7 @@ func TestCoordinatorAnnouncementRefusesStaleEpochs(t *testing.T) {
 	assert.Equal(t, res.Previous[0].Handoff, ids[0])
 	assert.True(t, handoffs[0].FinalRound)
 	assert.False(t, handoffs[0].FromDead)
-	assert.Equal(t, uint64(3), handoffs[0].From.Epoch)
+	assert.Equal(t, streaming.Epoch(3), handoffs[0].From.Epoch)
 	assert.Equal(t, "w2", handoffs[0].To.WorkerID)
 
 	row := rowOf(t, st, "readings/0")
