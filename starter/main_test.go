@@ -429,7 +429,8 @@ func TestOperatorsListsTheRegistry(t *testing.T) {
 	require.Equal(t, "window", types[1].Params[0].Name)
 	require.Equal(t, "int", types[1].Params[0].Kind)
 
+	// A type that does not exist is a mistyped argument: a usage error.
 	r = run(t, "operators", "smaa")
-	require.Equal(t, exitNotFound, r.code)
-	require.Contains(t, r.err, `no operator type "smaa"`)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.err, `unknown operator type "smaa"`)
 }

@@ -32,7 +32,7 @@ as data.`,
 				for _, n := range names {
 					t, ok := reg.Lookup(n)
 					if !ok {
-						return notFoundError{fmt.Errorf("no operator type %q (starter operators lists them)", n)}
+						return usageError{fmt.Errorf("unknown operator type %q (starter operators lists them)", n)}
 					}
 					types = append(types, t)
 				}

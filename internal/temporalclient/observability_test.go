@@ -62,12 +62,20 @@ func TestMetricsAndTracesOnDevServer(t *testing.T) {
 	require.NoError(t, run.Get(ctx, &out))
 	assert.Equal(t, "echo hi", out)
 
-	fams, err := reg.Gather()
-	require.NoError(t, err)
+	// The worker counts a completed workflow after its task's response
+	// returns, which can be after run.Get does: wait for it with a deadline.
+	var fams []*dto.MetricFamily
 	byName := map[string]*dto.MetricFamily{}
-	for _, f := range fams {
-		byName[f.GetName()] = f
-	}
+	require.Eventually(t, func() bool {
+		var err error
+		fams, err = reg.Gather()
+		require.NoError(t, err)
+		clear(byName)
+		for _, f := range fams {
+			byName[f.GetName()] = f
+		}
+		return byName["temporal_workflow_completed"] != nil && byName["temporal_activity_schedule_to_start_latency_seconds"] != nil
+	}, 10*time.Second, 20*time.Millisecond, "the SDK's metrics reach the registry")
 	s2s := byName["temporal_activity_schedule_to_start_latency_seconds"]
 	require.NotNil(t, s2s, "schedule-to-start latency is exported; got %d families", len(fams))
 	assert.Equal(t, dto.MetricType_HISTOGRAM, s2s.GetType())

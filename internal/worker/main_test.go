@@ -75,7 +75,7 @@ func TestRunMainUsage(t *testing.T) {
 		contains []string
 	}{
 		{"help lists every key with its variable", []string{"--help"}, nil, worker.ExitOK,
-			[]string{"worker_id", "TFLO_WORKER_ID", "temporal.tls_ca_path", "TFLO_TEMPORAL_TLS_CA_PATH", "backfill.kafka_brokers", "--version", "TFLO_METRICS_ADDR", "Pipeline spec keys", "source.kafka.brokers", "TFLO_SOURCE_KAFKA_BROKERS", "TFLO_STATE_DIR"}},
+			[]string{"worker_id", "TFLO_WORKER_ID", "temporal.tls_ca_path", "TFLO_TEMPORAL_TLS_CA_PATH", "backfill.kafka_brokers", "-version", "TFLO_METRICS_ADDR", "Pipeline spec keys", "source.kafka.brokers", "TFLO_SOURCE_KAFKA_BROKERS", "TFLO_STATE_DIR"}},
 		{"unknown flag", []string{"--nope"}, nil, worker.ExitUsage, []string{"nope"}},
 		{"stray argument", []string{"extra"}, nil, worker.ExitUsage, []string{"unexpected arguments"}},
 		{"no spec", nil, nil, worker.ExitUsage, []string{"--pipeline FILE is required"}},
