@@ -297,11 +297,11 @@ func (c *cut[K]) stored(k K) (chunkVal, bool) {
 
 // addStored adds a stored value (generation header, then the state).
 func addStored(w *pieceWriter, kb, val []byte) error {
-	blob, _, err := splitStored(val)
+	sv, err := splitStored(val)
 	if err != nil {
-		return fmt.Errorf("keyedstate: stored state of key %q: %w", kb, err)
+		return fmt.Errorf("keyedstate: stored state of key %s: %w", streaming.QuoteKey(kb), err)
 	}
-	return w.add(kb, blob, false)
+	return w.add(kb, sv.blob, false)
 }
 
 func refOrTomb(b []byte) chunkVal {
@@ -340,6 +340,11 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.err = nil
 	r.stats.RestoredItems = 0
 	r.oldRuns = nil
+	r.keys = 0
+	var seen int64 // a restore counts as seeing every key (WithKeyTTL)
+	if r.cfg.keyTTL > 0 {
+		seen = r.cfg.now().Unix()
+	}
 	for _, prefix := range [][]byte{r.cfg.prefix, r.runsKeyPrefix()} {
 		if err := deletePrefix(ctx, r.db, prefix); err != nil {
 			return fmt.Errorf("keyedstate: restore: clear prefix %q: %w", prefix, err)
@@ -369,7 +374,7 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 				err = wb.Delete(key)
 			} else {
 				start = len(arena)
-				arena = append(append(arena, 0), e.State...) // generation 0: restored
+				arena = append(appendHeader(arena, 0, seen), e.State...) // generation 0: restored
 				err = wb.Set(key, arena[start:len(arena):len(arena)])
 			}
 			if err != nil {
@@ -381,6 +386,11 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("keyedstate: restore: %w", err)
 	}
+	n, err := countPrefix(r.db, r.cfg.prefix)
+	if err != nil {
+		return fmt.Errorf("keyedstate: restore: count keys: %w", err)
+	}
+	r.keys = n
 	r.ctype = cursorType
 	r.cur = append(r.cur[:0], cursor...)
 	return nil
@@ -478,6 +488,24 @@ func (r *Runtime[K]) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 		return emit(last)
 	}
 	return nil
+}
+
+// countPrefix counts the keys under prefix (keys only: the LSM tree, not
+// the value log).
+func countPrefix(db *badger.DB, prefix []byte) (int, error) {
+	n := 0
+	err := db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = prefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // deletePrefix deletes every key under prefix with write batches of
