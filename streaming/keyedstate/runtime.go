@@ -48,8 +48,8 @@ type Runtime[K comparable] struct {
 	oldRuns  []spilledRun // runs of saved cuts whose deletion failed, retried
 	ctype    string       // cursor of the last applied record
 	cur      []byte
-	keys     int          // keys held (cache, write-behind, Badger): WithMaxKeys
-	clock    int64        // unix seconds of the current Process call when keys expire
+	keys     int   // keys held (cache, write-behind, Badger): WithMaxKeys
+	clock    int64 // unix seconds of the current Process call when keys expire
 
 	pending   *batch[K] // write-behind: states of evicted or deleted keys
 	flushing  *batch[K] // the batch the flusher is writing, or nil
