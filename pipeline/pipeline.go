@@ -225,7 +225,29 @@ type State struct {
 	// Durable is where checkpoints go and the next owner of a shard
 	// restores from (default: the Badger at Dir, which suits one machine).
 	Durable Durable `yaml:"durable"`
+
+	// Hostile keys (issue 17.4): bounds on what random ids can make a
+	// shard keep.
+
+	// MaxKeys caps the keys one shard holds, in memory and in Badger
+	// (default DefaultMaxKeys; -1: no cap). A record of a new key over the
+	// cap goes to the dead-letter destination with the reason (counted in
+	// Stats.KeysRefused and tflo_pipeline_keys_refused_total); the keys
+	// held carry on, and deleted or expired keys make room.
+	MaxKeys int `yaml:"max_keys"`
+	// KeyTTL drops a key unseen for this long, with its state, in memory
+	// and in Badger (default 0: keys never expire; at least 1s). It is
+	// processing time, the worker's clock: event time would let one
+	// far-future ts expire every key. A restore counts as seeing every
+	// key (the checkpoint does not carry when a key was last seen); keys
+	// are swept every eighth of the TTL (at least every 250ms), counted
+	// in Stats.KeysExpired and tflo_pipeline_keys_expired_total.
+	KeyTTL time.Duration `yaml:"key_ttl"`
 }
+
+// DefaultMaxKeys is State.MaxKeys's default: the most keys one shard
+// holds unless the spec says otherwise.
+const DefaultMaxKeys = 1_000_000
 
 // Durable is a pipeline's durable checkpoint store: one of Dir, S3 or
 // Store (none: the worker's own Badger).
@@ -315,6 +337,9 @@ func (p Pipeline) withDefaults() Pipeline {
 	}
 	if p.State.Memory == 0 {
 		p.State.Memory = 256 << 20
+	}
+	if p.State.MaxKeys == 0 {
+		p.State.MaxKeys = DefaultMaxKeys
 	}
 	c := &p.Checkpoint
 	def := func(d *time.Duration, v time.Duration) {
@@ -457,6 +482,12 @@ func (p Pipeline) Validate() error {
 	}
 	if p.State.Memory < 0 {
 		add("state.memory %d must be positive", int64(p.State.Memory))
+	}
+	if p.State.MaxKeys < -1 {
+		add("state.max_keys %d must be positive (-1: no cap)", p.State.MaxKeys)
+	}
+	if ttl := p.State.KeyTTL; ttl < 0 || ttl > 0 && ttl < time.Second {
+		add("state.key_ttl %v must be at least 1s (0: keys never expire)", ttl)
 	}
 	d := p.State.Durable
 	n := 0

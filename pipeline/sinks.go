@@ -303,6 +303,21 @@ func (m *sinkSet) restore(ctx context.Context, shard streaming.ShardID, epoch st
 	return nil
 }
 
+// dropper is a sink that drops an output it cannot write (a non-finite
+// value) instead of failing the batch, and counts it.
+type dropper interface{ Dropped() uint64 }
+
+// dropped sums the outputs the sinks dropped.
+func (m *sinkSet) dropped() uint64 {
+	var n uint64
+	for _, s := range m.sinks {
+		if d, ok := s.(dropper); ok {
+			n += d.Dropped()
+		}
+	}
+	return n
+}
+
 // close closes every sink once; later calls do nothing.
 func (m *sinkSet) close(ctx context.Context) error {
 	m.mu.Lock()
