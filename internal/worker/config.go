@@ -3,10 +3,14 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/temporalclient"
+	"github.com/tflo-io/tflo/pipeline"
 )
 
 // PipelineConfig is a pipeline worker's deployment: who it is and what it
@@ -67,6 +71,54 @@ type BackfillConfig struct {
 	// KafkaBrokers of the cluster kafka: sinks publish to (default, when
 	// influx_url is set: the brokers of the pipeline's Kafka source).
 	KafkaBrokers []string `json:"kafka_brokers" yaml:"kafka_brokers"`
+
+	// Allowlists (issue 17.10): a backfill's input is trusted no further
+	// than these. ArchiveRoots are the archives a backfill may read:
+	// file:///folder (folders inside it too) and s3://bucket[/prefix]
+	// (prefixes under it); default: the folders of the pipeline's archive
+	// sinks. DatabasePrefixes: a backfill writes to, and creates, only an
+	// InfluxDB database whose name starts with one; default: the databases
+	// of the pipeline's influx sinks (iot_portal allows iot_portal_replay).
+	// A location or database outside them is refused with an error naming
+	// it and the allowlist.
+	ArchiveRoots     []string `json:"archive_roots" yaml:"archive_roots"`
+	DatabasePrefixes []string `json:"database_prefixes" yaml:"database_prefixes"`
+}
+
+// allowlists returns the backfill allowlists: the configured ones, or the
+// defaults of pipeline p (its archive folders, its influx databases);
+// never nil, so an empty result refuses everything.
+func (b BackfillConfig) allowlists(p pipeline.Pipeline) (roots, prefixes []string) {
+	roots, prefixes = b.ArchiveRoots, b.DatabasePrefixes
+	archive := func(s pipeline.ArchiveSink) {
+		if b.ArchiveRoots == nil && filepath.IsAbs(s.Dir) {
+			roots = append(roots, "file://"+filepath.Clean(s.Dir))
+		}
+	}
+	influx := func(s pipeline.InfluxSink) {
+		if db, _, _ := strings.Cut(s.Bucket, "/"); b.DatabasePrefixes == nil && db != "" {
+			prefixes = append(prefixes, db)
+		}
+	}
+	for _, s := range p.Sinks {
+		switch s := s.(type) {
+		case pipeline.ArchiveSink:
+			archive(s)
+		case *pipeline.ArchiveSink:
+			archive(*s)
+		case pipeline.InfluxSink:
+			influx(s)
+		case *pipeline.InfluxSink:
+			influx(*s)
+		}
+	}
+	if roots == nil {
+		roots = []string{}
+	}
+	if prefixes == nil {
+		prefixes = []string{}
+	}
+	return roots, prefixes
 }
 
 // enabled reports whether the worker serves backfills.
@@ -116,6 +168,14 @@ func (c *PipelineConfig) Validate() error {
 	}
 	if c.Backfill.enabled() && !temporal && err == nil {
 		add("backfill needs temporal.address (or %s): the backfill workflow runs on Temporal", temporalclient.EnvAddress)
+	}
+	if _, err := archiveloc.ParseRoots("backfill.archive_roots", c.Backfill.ArchiveRoots); err != nil {
+		add("%v", err)
+	}
+	for _, p := range c.Backfill.DatabasePrefixes {
+		if p == "" {
+			add("backfill.database_prefixes: an empty prefix would allow every database; list the prefixes")
+		}
 	}
 	if c.Coordination.NATSURL != "" {
 		if !validJob(c.Coordination.Job) {

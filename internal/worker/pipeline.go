@@ -114,10 +114,13 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 		if ks, ok := p.WithDefaults().Source.(*pipeline.KafkaSource); ok && len(brokers) == 0 {
 			brokers = ks.Brokers
 		}
+		roots, prefixes := cfg.Backfill.allowlists(p)
 		b := &BackfillWorker{
 			URL: cfg.Backfill.InfluxURL, Token: os.Getenv(cfg.Backfill.TokenEnv), Brokers: brokers,
 			S3: archiveloc.S3FromEnv(os.LookupEnv), Modes: env.Modes, Log: log.With("component", "backfill"),
+			ArchiveRoots: roots, DatabasePrefixes: prefixes,
 		}
+		log.Info("backfills allowed", "archive_roots", roots, "database_prefixes", prefixes)
 		if err := b.Start(tc); err != nil {
 			return err
 		}
