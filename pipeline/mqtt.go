@@ -62,6 +62,13 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	if cfg.AckOnCheckpoint {
 		opts = append(opts, mqtt.WithAckOnCheckpoint())
 	}
+	if cfg.TLS != nil {
+		tc, err := buildTLS(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt source: %w", err)
+		}
+		opts = append(opts, mqtt.WithTLS(tc))
+	}
 	src, err := mqtt.NewSource(opts...)
 	if err != nil {
 		return nil, err

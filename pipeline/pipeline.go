@@ -11,6 +11,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -134,6 +135,10 @@ type MQTTSource struct {
 	// CONNECT: the broker drops a larger message for this client instead
 	// of sending it (default 64KiB, mqtt.DefaultMaxPacketSize).
 	MaxPacketSize ByteSize `yaml:"max_packet_size"`
+	// TLS of tls:// servers: ca_file (the CA that signed the broker's
+	// certificate; default the system roots), cert_file and key_file (a
+	// client certificate, for brokers requiring mutual TLS), server_name.
+	TLS *tlsconfig.Config `yaml:"tls"`
 }
 
 func (MQTTSource) sourceName() string { return "mqtt" }
@@ -273,6 +278,9 @@ type S3Store struct {
 	// (empty: the SDK's default credential chain).
 	AccessKeyEnv string `yaml:"access_key_env"`
 	SecretKeyEnv string `yaml:"secret_key_env"`
+	// TLS of an https endpoint: ca_file (a private CA, trusted beside the
+	// system roots), cert_file and key_file, server_name.
+	TLS *tlsconfig.Config `yaml:"tls"`
 }
 
 // Checkpoint is a pipeline's checkpoint policy.
@@ -450,6 +458,9 @@ func (p Pipeline) Validate() error {
 		if s.MaxPacketSize < 0 || s.MaxPacketSize > math.MaxUint32 {
 			add("source.mqtt.max_packet_size %d must be between 1 byte and 4GiB", int64(s.MaxPacketSize))
 		}
+		if err := validTLS(s.TLS); err != nil {
+			add("source.mqtt.tls: %v", err)
+		}
 	default:
 		add("unknown source type %T", p.Source)
 	}
@@ -502,6 +513,11 @@ func (p Pipeline) Validate() error {
 	if d.S3 != nil && d.S3.Bucket == "" {
 		add("state.durable.s3.bucket is empty")
 	}
+	if d.S3 != nil {
+		if err := validTLS(d.S3.TLS); err != nil {
+			add("state.durable.s3.tls: %v", err)
+		}
+	}
 	c := p.Checkpoint
 	if c.Interval < 0 || c.StageTimeout < 0 || c.BreakerCoolDown < 0 || c.HeartbeatTimeout < 0 || c.HandoffStepTimeout < 0 {
 		add("checkpoint durations must not be negative")
@@ -512,6 +528,9 @@ func (p Pipeline) Validate() error {
 	for i, s := range p.Sinks {
 		if s == nil {
 			add("sink %d is nil", i)
+		}
+		if err := sinkSecurity(s); err != nil {
+			add("sinks[%d]: %v", i, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -70,6 +70,16 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 		if s.AccessKeyEnv != "" {
 			opts = append(opts, s3.WithStaticCredentials(os.Getenv(s.AccessKeyEnv), os.Getenv(s.SecretKeyEnv), ""))
 		}
+		if s.TLS != nil {
+			// A private CA is trusted beside the system roots.
+			c := *s.TLS
+			c.SystemRoots = true
+			tc, err := c.Build()
+			if err != nil {
+				return nil, nil, fmt.Errorf("durable bucket %s: %w", s.Bucket, err)
+			}
+			opts = append(opts, s3.WithTLSConfig(tc))
+		}
 		st, err := s3.New(ctx, s.Bucket, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("durable bucket %s: %w", s.Bucket, err)
