@@ -10,6 +10,7 @@ import (
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/temporalclient"
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/pipeline"
 )
 
@@ -49,6 +50,15 @@ type CoordinationConfig struct {
 	// NATSURL of a JetStream-enabled nats-server 2.11 or later; empty: no
 	// coordination store.
 	NATSURL string `json:"nats_url" yaml:"nats_url"`
+	// NATSCredsFile is a NATS credentials file (the user JWT and NKey
+	// seed nsc writes), so no password sits in the URL; empty: none (a
+	// user:password in the URL still works, and errors print it
+	// redacted).
+	NATSCredsFile string `json:"nats_creds_file" yaml:"nats_creds_file"`
+	// NATSTLS is TLS to the server (internal/tlsconfig: ca_file,
+	// cert_file, key_file, server_name); setting it requires TLS even for
+	// a nats:// URL. Default: none (TLS only when the server asks).
+	NATSTLS *tlsconfig.Config `json:"nats_tls" yaml:"nats_tls"`
 	// Job names the KV buckets ("<job>_durable", "<job>_ephemeral");
 	// default "tflo". Worker ids are unique within a job.
 	Job string `json:"job" yaml:"job"`
@@ -183,6 +193,11 @@ func (c *PipelineConfig) Validate() error {
 		}
 		if c.Coordination.LeaseTTL < time.Second {
 			add("coordination.lease_ttl %v is below the 1s minimum", c.Coordination.LeaseTTL)
+		}
+		if t := c.Coordination.NATSTLS; t != nil {
+			if err := t.Validate(); err != nil {
+				add("coordination.nats_tls: %v", err)
+			}
 		}
 	}
 	if err := c.Log.Validate(); err != nil {
