@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/pipeline"
 )
 
@@ -80,4 +82,22 @@ func TestBackfillAllowlistDefaults(t *testing.T) {
 	err := c.Validate()
 	require.ErrorContains(t, err, `backfill.archive_roots: archive location "ftp://x": unsupported scheme "ftp"`)
 	require.ErrorContains(t, err, "backfill.database_prefixes: an empty prefix would allow every database")
+}
+
+// TestBackfillKafkaSecurity: a backfill's kafka: sink published without
+// the pipeline's TLS and SASL, so a backfill to a SASL-only cluster
+// failed; it uses KafkaSecurity (the pipeline source's) now.
+func TestBackfillKafkaSecurity(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "signals.replay"),
+		kfake.EnableSASL(), kfake.Superuser(kafka.MechanismPlain, "svc", "pw"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	open := &BackfillWorker{Brokers: c.ListenAddrs()}
+	_, err = open.sink(KafkaSinkName("signals.replay"))
+	require.ErrorContains(t, err, "is SASL missing?")
+
+	b := &BackfillWorker{Brokers: c.ListenAddrs(), KafkaSecurity: kafka.Security{SASL: &kafka.SASLConfig{Mechanism: kafka.MechanismPlain, Username: "svc", Password: "pw"}}}
+	_, err = b.sink(KafkaSinkName("signals.replay"))
+	require.NoError(t, err)
+	b.Close(t.Context())
 }

@@ -38,8 +38,10 @@ import (
 // closed by Close.
 type BackfillWorker struct {
 	URL, Token string
-	// Brokers of the Kafka cluster kafka: sinks publish to.
-	Brokers []string
+	// Brokers of the Kafka cluster kafka: sinks publish to, and its TLS
+	// and SASL (the pipeline's Kafka source's, by default).
+	Brokers       []string
+	KafkaSecurity kafka.Security
 	// S3 reaches s3:// archives (default: the AWS standard chain).
 	S3 archiveloc.S3
 	// Modes names the modes of the pipeline's outputs
@@ -247,7 +249,7 @@ func (b *BackfillWorker) kafkaSink(topic string) (streaming.Sink, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()))
+	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()), kafka.PublisherSecurity(b.KafkaSecurity))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/temporalclient"
@@ -113,14 +114,18 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 			return err
 		}
 		brokers := cfg.Backfill.KafkaBrokers
-		if ks, ok := p.WithDefaults().Source.(*pipeline.KafkaSource); ok && len(brokers) == 0 {
-			brokers = ks.Brokers
+		var sec kafka.Security
+		if ks, ok := p.WithDefaults().Source.(*pipeline.KafkaSource); ok {
+			sec = ks.Security
+			if len(brokers) == 0 {
+				brokers = ks.Brokers
+			}
 		}
 		roots, prefixes := cfg.Backfill.allowlists(p)
 		b := &BackfillWorker{
 			URL: cfg.Backfill.InfluxURL, Token: os.Getenv(cfg.Backfill.TokenEnv), Brokers: brokers,
 			S3: archiveloc.S3FromEnv(os.LookupEnv), Modes: env.Modes, Log: log.With("component", "backfill"),
-			ArchiveRoots: roots, DatabasePrefixes: prefixes,
+			ArchiveRoots: roots, DatabasePrefixes: prefixes, KafkaSecurity: sec,
 		}
 		log.Info("backfills allowed", "archive_roots", roots, "database_prefixes", prefixes)
 		if err := b.Start(tc); err != nil {
