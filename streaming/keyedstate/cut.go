@@ -495,17 +495,22 @@ func (r *Runtime[K]) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 func countPrefix(db *badger.DB, prefix []byte) (int, error) {
 	n := 0
 	err := db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = prefix
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			n++
-		}
+		eachKey(txn, prefix, func([]byte) bool { n++; return true })
 		return nil
 	})
 	return n, err
+}
+
+// eachKey calls fn with every key under prefix in order (keys only; the
+// slice is valid during the call) until fn returns false.
+func eachKey(txn *badger.Txn, prefix []byte, fn func(key []byte) bool) {
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
+	opts.Prefix = prefix
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix) && fn(it.Item().Key()); it.Next() {
+	}
 }
 
 // deletePrefix deletes every key under prefix with write batches of
@@ -517,14 +522,10 @@ func deletePrefix(ctx context.Context, db *badger.DB, prefix []byte) error {
 	for {
 		var keys [][]byte
 		err := db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
-			opts.PrefetchValues = false
-			opts.Prefix = prefix
-			it := txn.NewIterator(opts)
-			defer it.Close()
-			for it.Seek(prefix); it.ValidForPrefix(prefix) && len(keys) < batch; it.Next() {
-				keys = append(keys, it.Item().KeyCopy(nil))
-			}
+			eachKey(txn, prefix, func(k []byte) bool {
+				keys = append(keys, append([]byte(nil), k...))
+				return len(keys) < batch
+			})
 			return nil
 		})
 		if err != nil || len(keys) == 0 {

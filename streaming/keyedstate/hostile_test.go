@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/coordination/vclock"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
@@ -124,24 +125,6 @@ func TestKeyCap(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestIdleKeysExpire: a key never seen again stayed forever; now a key
 // unseen for the TTL is deleted with its state, from the cache and from
 // Badger, and the checkpoint records it.
@@ -149,7 +132,7 @@ func TestIdleKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
 	st := backends(t)["memory"]()
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
 	opts := append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now), keyedstate.WithMaxKeys(100))
 	rt := newRuntime(t, g, openDB(t), opts...)
 	cp := checkpointer(t, rt, st)
