@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -221,4 +222,60 @@ state: {max_keys: 5000, key_ttl: 24h}
 	err = p.Validate()
 	require.ErrorContains(t, err, "state.max_keys -2 must be positive (-1: no cap)")
 	require.ErrorContains(t, err, "state.key_ttl 10ms must be at least 1s")
+}
+
+// blowup outputs value/(value−13): +Inf for 13, a non-finite output that
+// keeps no state.
+type blowup struct{ streaming.Base }
+
+func (*blowup) Name() string        { return "blowup" }
+func (*blowup) TypeVersion() uint32 { return 1 }
+func (*blowup) Reset()              {}
+func (*blowup) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	v := in[0].Float64()
+	return streaming.Emit(streaming.Float(v / (v - 13)))
+}
+func (*blowup) Save() ([]byte, error) { return nil, nil }
+func (*blowup) Load([]byte) error     { return nil }
+
+// TestNonFiniteOutputDoesNotFailCheckpoints is issue 17.1 at a pipeline's
+// Kafka sink: an output of +Inf failed the sink's JSON encoding, the
+// failure was kept, and every later checkpoint of the worker failed. The
+// sink drops and counts the output; the others are published and
+// checkpoints carry on.
+func TestNonFiniteOutputDoesNotFailCheckpoints(t *testing.T) {
+	c := newCluster(t, 1, "readings.out")
+	addrs := c.ListenAddrs()
+	reg := pipeline.NewRegistry()
+	require.NoError(t, reg.Register(streaming.OperatorType{
+		Name: "blowup", Doc: "value/(value-13)", MinInputs: 1, MaxInputs: 1, Output: "value", TypeVersion: 1,
+		New: func(streaming.Params) (func() streaming.Operator, error) {
+			return func() streaming.Operator { return &blowup{} }, nil
+		},
+	}))
+	p := sumPipeline(addrs, t.TempDir(), pipeline.State{}, pipeline.KafkaSink{Topic: "readings.out"})
+	p.Graph.Nodes = []pipeline.Node{{Name: "ratio", Type: "blowup", Inputs: []string{"value"}}}
+	metrics := prometheus.NewRegistry()
+	produceRaw(t, addrs, sumReading("s-1", 1, 12), sumReading("s-1", 2, 13), sumReading("s-1", 3, 14))
+	w := start(t, p, pipeline.WithOperators(reg), pipeline.WithMetrics(metrics))
+	require.Eventually(t, func() bool { return w.w.Stats().RecordsIn == 3 }, 20*time.Second, 5*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, w.w.Checkpoint(ctx))
+	produceRaw(t, addrs, sumReading("s-1", 4, 15))
+	require.Eventually(t, func() bool { return w.w.Stats().RecordsIn == 4 }, 20*time.Second, 5*time.Millisecond)
+	require.NoError(t, w.w.Checkpoint(ctx), "the next checkpoint too")
+	require.Equal(t, 1.0, gather(t, metrics, "tflo_pipeline_sink_dropped_total"))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("readings.out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	var values []string
+	for len(values) < 3 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { values = append(values, string(r.Value)) })
+	}
+	require.Len(t, values, 3)
+	for i, want := range []string{`"value":-12}`, `"value":14}`, `"value":7.5}`} {
+		require.True(t, strings.HasSuffix(values[i], want), "%s does not end in %s", values[i], want)
+	}
 }
