@@ -3,16 +3,23 @@ package worker
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/influxtest"
+	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
 // TestBackfillAllowlists is issue 17.10: the backfill activity trusted its
@@ -100,4 +107,34 @@ func TestBackfillKafkaSecurity(t *testing.T) {
 	_, err = b.sink(KafkaSinkName("signals.replay"))
 	require.NoError(t, err)
 	b.Close(t.Context())
+}
+
+// TestBackfillInfluxPrivateCA: the backfill's InfluxDB (database creation
+// and writes) took no custom CA; backfill.influx_tls reaches an InfluxDB
+// behind a private CA requiring client certificates.
+func TestBackfillInfluxPrivateCA(t *testing.T) {
+	pki := tlstest.New(t)
+	influx := influxtest.Start(t)
+	target, err := url.Parse(influx.URL)
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
+	srv.TLS = pki.ServerConfig()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	cfg := PipelineConfig{Backfill: BackfillConfig{InfluxURL: srv.URL,
+		InfluxTLS: &tlsconfig.Config{CAFile: pki.CAFile, CertFile: pki.ClientCertFile, KeyFile: pki.ClientKeyFile}}}
+	tc, err := cfg.Backfill.InfluxTLS.Build()
+	require.NoError(t, err)
+	b := &BackfillWorker{URL: srv.URL, InfluxTLS: tc}
+	s, err := b.sink(InfluxSinkName("replay_tls/autogen"))
+	require.NoError(t, err)
+	ctx := t.Context()
+	require.NoError(t, s.Write(ctx, []streaming.Output{{Key: "s-1", Name: "mean", TS: time.Now().UnixNano(), Value: 21}}))
+	require.NoError(t, s.Flush(ctx, "", 0))
+	require.Equal(t, 1, influx.Count(t, "replay_tls", "mean"))
+	b.Close(ctx)
+
+	_, err = (&BackfillWorker{URL: srv.URL}).sink(InfluxSinkName("replay_plain/autogen"))
+	require.ErrorContains(t, err, "certificate", "without the CA the server is not trusted")
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +39,8 @@ import (
 // closed by Close.
 type BackfillWorker struct {
 	URL, Token string
+	// InfluxTLS is the TLS of an https URL (nil: Go's defaults).
+	InfluxTLS *tls.Config
 	// Brokers of the Kafka cluster kafka: sinks publish to, and its TLS
 	// and SASL (the pipeline's Kafka source's, by default).
 	Brokers       []string
@@ -97,7 +100,7 @@ func ParseSink(name string) (kind, target string, err error) {
 
 // createDatabase runs CREATE DATABASE (idempotent in InfluxDB 1.8) so a
 // backfill can target a fresh database by name.
-func createDatabase(base, token, db string) error {
+func createDatabase(base, token, db string, tc *tls.Config) error {
 	form := url.Values{"q": {fmt.Sprintf("CREATE DATABASE %q", db)}}
 	req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(base, "/")+"/query", strings.NewReader(form.Encode()))
 	if err != nil {
@@ -108,6 +111,9 @@ func createDatabase(base, token, db string) error {
 		req.SetBasicAuth(user, pass)
 	}
 	c := http.Client{Timeout: 10 * time.Second}
+	if tc != nil {
+		c.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("influx %s: create database %q: %w", base, db, err)
@@ -232,10 +238,14 @@ func (b *BackfillWorker) influxSink(bucket string) (streaming.Sink, error) {
 	if err := b.allowedDatabase(db); err != nil {
 		return nil, fmt.Errorf("sink %s: %w", InfluxSinkName(bucket), err)
 	}
-	if err := createDatabase(b.URL, b.Token, db); err != nil {
+	if err := createDatabase(b.URL, b.Token, db, b.InfluxTLS); err != nil {
 		return nil, err
 	}
-	is, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.log()), influx.WithBatchSize(backfillBatch))
+	opts := []influx.Option{influx.WithToken(b.Token), influx.WithLogger(b.log()), influx.WithBatchSize(backfillBatch)}
+	if b.InfluxTLS != nil {
+		opts = append(opts, influx.WithTLS(b.InfluxTLS))
+	}
+	is, err := influx.NewSink(b.URL, bucket, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,9 @@ type BackfillConfig struct {
 	// TokenEnv names the variable holding the token ("user:password" for
 	// InfluxDB 1.8).
 	TokenEnv string `json:"token_env" yaml:"token_env"`
+	// InfluxTLS is the TLS of an https influx_url (internal/tlsconfig:
+	// ca_file for a private CA, cert_file, key_file, server_name).
+	InfluxTLS *tlsconfig.Config `json:"influx_tls" yaml:"influx_tls"`
 	// KafkaBrokers of the cluster kafka: sinks publish to (default, when
 	// influx_url is set: the brokers of the pipeline's Kafka source).
 	KafkaBrokers []string `json:"kafka_brokers" yaml:"kafka_brokers"`
@@ -178,6 +181,11 @@ func (c *PipelineConfig) Validate() error {
 	}
 	if c.Backfill.enabled() && !temporal && err == nil {
 		add("backfill needs temporal.address (or %s): the backfill workflow runs on Temporal", temporalclient.EnvAddress)
+	}
+	if t := c.Backfill.InfluxTLS; t != nil {
+		if err := t.Validate(); err != nil {
+			add("backfill.influx_tls: %v", err)
+		}
 	}
 	if _, err := archiveloc.ParseRoots("backfill.archive_roots", c.Backfill.ArchiveRoots); err != nil {
 		add("%v", err)

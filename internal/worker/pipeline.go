@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -122,10 +123,16 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 			}
 		}
 		roots, prefixes := cfg.Backfill.allowlists(p)
+		var influxTLS *tls.Config
+		if t := cfg.Backfill.InfluxTLS; t != nil {
+			if influxTLS, err = t.Build(); err != nil {
+				return fmt.Errorf("backfill.influx_tls: %w", err)
+			}
+		}
 		b := &BackfillWorker{
 			URL: cfg.Backfill.InfluxURL, Token: os.Getenv(cfg.Backfill.TokenEnv), Brokers: brokers,
 			S3: archiveloc.S3FromEnv(os.LookupEnv), Modes: env.Modes, Log: log.With("component", "backfill"),
-			ArchiveRoots: roots, DatabasePrefixes: prefixes, KafkaSecurity: sec,
+			ArchiveRoots: roots, DatabasePrefixes: prefixes, KafkaSecurity: sec, InfluxTLS: influxTLS,
 		}
 		log.Info("backfills allowed", "archive_roots", roots, "database_prefixes", prefixes)
 		if err := b.Start(tc); err != nil {
