@@ -243,10 +243,11 @@ type State struct {
 	// KeyTTL drops a key unseen for this long, with its state, in memory
 	// and in Badger (default 0: keys never expire; at least 1s). It is
 	// processing time, the worker's clock: event time would let one
-	// far-future ts expire every key. A restore counts as seeing every
-	// key (the checkpoint does not carry when a key was last seen); keys
-	// are swept every eighth of the TTL (at least every 250ms), counted
-	// in Stats.KeysExpired and tflo_pipeline_keys_expired_total.
+	// far-future ts expire every key. Checkpoints carry when each key was
+	// last seen, so its age survives a handoff or restart (the clocks of
+	// the workers are assumed close); keys are swept every eighth of the
+	// TTL (at least every 250ms), counted in Stats.KeysExpired and
+	// tflo_pipeline_keys_expired_total.
 	KeyTTL time.Duration `yaml:"key_ttl"`
 }
 

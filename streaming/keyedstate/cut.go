@@ -18,7 +18,7 @@ type cut[K comparable] struct {
 	r        *Runtime[K]
 	gen      uint64
 	keys     keyList      // immutable after the cut
-	captured map[K][]byte // copy-on-write states (nil: absent at the cut); guarded by r.mu
+	captured map[K][]byte // copy-on-write states as stored values (appendHeader, then the state; nil: absent at the cut); guarded by r.mu
 	capBytes int          // memory of captured; guarded by r.mu
 	ctype    string
 	cur      []byte
@@ -64,15 +64,16 @@ func (c *cut[K]) capture(e *entry[K]) error {
 		c.keep(e.key, nil)
 		return nil
 	}
-	blob, err := e.inst.AppendSave(nil)
+	val, err := e.inst.AppendSave(appendHeader(nil, 0, e.seen))
 	if err != nil {
 		return fmt.Errorf("keyedstate: copy-on-write of key %v: %w", e.key, err)
 	}
-	c.keep(e.key, blob)
+	c.keep(e.key, val)
 	return nil
 }
 
-// keep records key's state as of the cut (nil: absent) (r.mu held).
+// keep records key's stored value as of the cut (nil: absent) (r.mu
+// held).
 func (c *cut[K]) keep(key K, blob []byte) {
 	c.captured[key] = blob
 	c.capBytes += len(blob) + capturedEntryBytes
@@ -119,11 +120,12 @@ type chunkVal struct {
 	src      int // srcArena, srcRef, srcStored, srcBadger, srcTomb
 	off, end int
 	ref      []byte
+	seen     int64 // srcArena: when the key was last seen
 }
 
 const (
 	srcArena  = iota // serialized from the cache into the chunk's arena
-	srcRef           // a copy-on-write state
+	srcRef           // a copy-on-write state, as a stored value
 	srcStored        // a write-behind value (generation header first)
 	srcBadger        // to read from Badger
 	srcTomb          // absent at the cut
@@ -211,7 +213,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				if arena, err = e.inst.AppendSave(arena); err != nil {
 					break
 				}
-				vals = append(vals, chunkVal{src: srcArena, off: off, end: len(arena)})
+				vals = append(vals, chunkVal{src: srcArena, off: off, end: len(arena), seen: e.seen})
 				continue
 			}
 			if v, ok := c.stored(k); ok {
@@ -239,11 +241,11 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 			v := vals[j]
 			switch v.src {
 			case srcArena:
-				err = w.add(kb, arena[v.off:v.end], false)
+				err = w.add(kb, arena[v.off:v.end], v.seen, false)
 			case srcRef:
-				err = w.add(kb, v.ref, false)
+				err = addStored(&w, kb, v.ref)
 			case srcTomb:
-				err = w.add(kb, nil, true)
+				err = w.add(kb, nil, 0, true)
 			case srcStored:
 				err = addStored(&w, kb, v.ref)
 			case srcBadger:
@@ -251,7 +253,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				item, gerr := view.txn.Get(fk)
 				switch {
 				case errors.Is(gerr, badger.ErrKeyNotFound):
-					err = w.add(kb, nil, true)
+					err = w.add(kb, nil, 0, true)
 				case gerr != nil:
 					err = fmt.Errorf("keyedstate: read key %q at the cut: %w", kb, gerr)
 				default:
@@ -301,7 +303,7 @@ func addStored(w *pieceWriter, kb, val []byte) error {
 	if err != nil {
 		return fmt.Errorf("keyedstate: stored state of key %s: %w", streaming.QuoteKey(kb), err)
 	}
-	return w.add(kb, sv.blob, false)
+	return w.add(kb, sv.blob, sv.seen, false)
 }
 
 func refOrTomb(b []byte) chunkVal {
@@ -341,7 +343,7 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.stats.RestoredItems = 0
 	r.oldRuns = nil
 	r.keys = 0
-	var seen int64 // a restore counts as seeing every key (WithKeyTTL)
+	var seen int64 // for keys whose piece has no last-seen time (WithKeyTTL)
 	if r.cfg.keyTTL > 0 {
 		seen = r.cfg.now().Unix()
 	}
@@ -374,7 +376,13 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 				err = wb.Delete(key)
 			} else {
 				start = len(arena)
-				arena = append(appendHeader(arena, 0, seen), e.State...) // generation 0: restored
+				// Generation 0: restored. A key whose last sighting the
+				// piece does not carry counts as seen now.
+				at := e.Seen
+				if at == 0 {
+					at = seen
+				}
+				arena = append(appendHeader(arena, 0, at), e.State...)
 				err = wb.Set(key, arena[start:len(arena):len(arena)])
 			}
 			if err != nil {
@@ -466,7 +474,7 @@ func (r *Runtime[K]) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 		}
 		e := heads[win].entries[heads[win].i]
 		if !e.Tombstone {
-			if err := w.add(e.Key, e.State, false); err != nil {
+			if err := w.add(e.Key, e.State, e.Seen, false); err != nil {
 				return err
 			}
 			if w.full() {

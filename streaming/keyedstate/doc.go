@@ -108,9 +108,10 @@
 // refused with ErrTooManyKeys (Stats.KeysRefused) and the keys held carry
 // on. WithKeyTTL expires keys unseen for a duration of processing time:
 // ExpireIdle deletes them with their state as Tx.Delete does, and the
-// next checkpoint records the deletions. A stored value's header carries
-// when its key was last seen; the checkpoint does not, so a Restore
-// counts as seeing every key.
+// next checkpoint records the deletions. A stored value's header and a
+// checkpoint piece's entry carry when the key was last seen, so a restore
+// keeps each key's age (a checkpoint of piece format 1, without it,
+// restores its keys as seen at the restore).
 //
 // # Concurrency
 //

@@ -183,8 +183,42 @@ func TestIdleKeysExpire(t *testing.T) {
 	_, found, err := rt2.Get("idle00")
 	require.NoError(t, err)
 	require.False(t, found)
-	// A restore counts as seeing every key: nothing expires right after it.
+	// The checkpoint carries when each key was last seen: the live keys,
+	// seen at 50 minutes, expire an hour later on the restored runtime
+	// too, not an hour after the restore.
 	n, err = rt2.ExpireIdle(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
+	clock.Advance(45 * time.Minute) // 115 minutes
+	n, err = rt2.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Zero(t, rt2.Stats().Keys)
+}
+
+// TestRestoreWithoutLastSeen: a checkpoint written before pieces carried
+// when keys were last seen (piece format 1) restores, its keys counted as
+// seen at the restore.
+func TestRestoreWithoutLastSeen(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	rt := newRuntime(t, g, openDB(t), append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
+	in := g.NewInstance()
+	in.Eval(1, streaming.Float(5))
+	state, err := in.Save()
+	require.NoError(t, err)
+	require.NoError(t, rt.Restore(ctx, "seq", seqCursor(1), piecesSeq([][]byte{keyedstate.PieceV1("old", state)})))
+	got, found, err := rt.Get("old")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, state, got)
+	clock.Advance(59 * time.Minute)
+	n, err := rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	clock.Advance(2 * time.Minute)
+	n, err = rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 }

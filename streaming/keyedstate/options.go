@@ -133,8 +133,8 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 // process applying its records) expire: ExpireIdle deletes it with its
 // state, in the cache and in Badger, like Tx.Delete, and the next
 // checkpoint records the deletion (default 0: keys never expire; at
-// least 1s). A Restore counts as seeing every restored key: the
-// checkpoint does not carry when a key was last seen.
+// least 1s). Checkpoints carry when each key was last seen, so a key's
+// age survives a restore.
 func WithKeyTTL(d time.Duration) Option { return func(c *config) { c.keyTTL = d } }
 
 // WithQuarantine sets the function told about a key whose stored state

@@ -20,7 +20,7 @@ func buildPieces(t testing.TB, limit int, entries []kv) [][]byte {
 	w := pieceWriter{limit: limit}
 	var out [][]byte
 	for _, e := range entries {
-		require.NoError(t, w.add([]byte(e.k), []byte(e.v), e.tomb))
+		require.NoError(t, w.add([]byte(e.k), []byte(e.v), 0, e.tomb))
 		if w.full() {
 			out = append(out, append([]byte(nil), w.finish()...))
 		}
@@ -59,7 +59,7 @@ func TestPieceRoundTrip(t *testing.T) {
 // reader refused.
 func TestPieceFinishAfterFullEmitsNothing(t *testing.T) {
 	w := pieceWriter{limit: 1}
-	require.NoError(t, w.add([]byte("k"), []byte("v"), false))
+	require.NoError(t, w.add([]byte("k"), []byte("v"), 0, false))
 	require.True(t, w.full())
 	require.NotNil(t, w.finish())
 	require.Nil(t, w.finish())
@@ -67,8 +67,8 @@ func TestPieceFinishAfterFullEmitsNothing(t *testing.T) {
 
 func TestPieceRefusesUnsortedAndCorrupt(t *testing.T) {
 	w := pieceWriter{limit: 1 << 20}
-	require.NoError(t, w.add([]byte("b"), nil, false))
-	require.ErrorContains(t, w.add([]byte("a"), nil, false), `"a" is not after "b"`)
+	require.NoError(t, w.add([]byte("b"), nil, 0, false))
+	require.ErrorContains(t, w.add([]byte("a"), nil, 0, false), `"a" is not after "b"`)
 
 	good := buildPieces(t, 1<<20, []kv{{"a", "1", false}, {"b", "2", false}})[0]
 	cases := []struct {

@@ -357,7 +357,7 @@ func (tx *Tx[K]) Delete(key K) error {
 			// Save the cut's state aside before the deletion hides it.
 			var b []byte
 			if found {
-				b = append([]byte(nil), sv.blob...)
+				b = append(appendHeader(nil, 0, sv.seen), sv.blob...)
 			}
 			r.cut.keep(key, b)
 		}
