@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -49,17 +48,11 @@ func TestPrivateCAFromTheSpec(t *testing.T) {
 	influx.CreateDatabase(t, "plant")
 	target, err := url.Parse(influx.URL)
 	require.NoError(t, err)
-	influxTLS := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
-	influxTLS.TLS = pki.ServerConfig()
-	influxTLS.StartTLS()
-	t.Cleanup(influxTLS.Close)
+	influxTLS := pki.Serve(t, httputil.NewSingleHostReverseProxy(target))
 
 	backend := s3mem.New()
 	require.NoError(t, backend.CreateBucket("checkpoints"))
-	s3TLS := httptest.NewUnstartedServer(gofakes3.New(backend).Server())
-	s3TLS.TLS = pki.ServerConfig()
-	s3TLS.StartTLS()
-	t.Cleanup(s3TLS.Close)
+	s3TLS := pki.Serve(t, gofakes3.New(backend).Server())
 	t.Setenv("TFLO_TEST_S3_KEY", "AKIDTLS")
 	t.Setenv("TFLO_TEST_S3_SECRET", "tls-secret")
 

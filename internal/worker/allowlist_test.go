@@ -117,10 +117,7 @@ func TestBackfillInfluxPrivateCA(t *testing.T) {
 	influx := influxtest.Start(t)
 	target, err := url.Parse(influx.URL)
 	require.NoError(t, err)
-	srv := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(target))
-	srv.TLS = pki.ServerConfig()
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := pki.Serve(t, httputil.NewSingleHostReverseProxy(target))
 
 	cfg := PipelineConfig{Backfill: BackfillConfig{InfluxURL: srv.URL,
 		InfluxTLS: &tlsconfig.Config{CAFile: pki.CAFile, CertFile: pki.ClientCertFile, KeyFile: pki.ClientKeyFile}}}
