@@ -54,6 +54,14 @@
 // cache), the records and outputs in flight, and the sinks' own bounded
 // buffers.
 //
+// Hostile keys: a shard holds at most State.MaxKeys keys (a new key over
+// the cap is dead-lettered with the reason), State.KeyTTL drops keys
+// unseen that long (processing time, swept by one goroutine of Run), and a
+// key whose restored state does not load is quarantined — reset, logged
+// and counted — instead of failing the shard. Sinks drop and count an
+// output they cannot write (a non-finite value) instead of failing the
+// batch.
+//
 // A checkpoint cuts a shard's state in O(1) between two chunks of
 // records and saves only the keys changed since the previous one (O(changed
 // keys)), as sorted runs merged once there are too many. A shard gained by
@@ -95,7 +103,8 @@
 //
 // Run owns every goroutine it starts: the source's (the Kafka poll loop
 // and one goroutine per owned partition, or the MQTT connection), the
-// control plane's, the Temporal workers and the lease supervisor. A
+// control plane's, the Temporal workers, the lease supervisor and, with a
+// key TTL, the idle-key sweeper. A
 // shard's records are applied on its goroutine; checkpoints run on other
 // goroutines and stall the hot path only while the cut is marked. Sinks
 // are written from the shards' goroutines (concurrently across shards)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -129,6 +130,13 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 			}
 			key := string(s.rec.Key)
 			inst, err := tx.Eval(key, s.rec.TS, s.rec.Inputs...)
+			if errors.Is(err, keyedstate.ErrTooManyKeys) {
+				// A new key over state.max_keys: its record is dead-lettered.
+				w.m.keysRefused.Add(1)
+				k.a.DeadLetter(r, &kafka.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err})
+				k.last = r.Offset
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("shard %s, record at offset %d, key %q: %w", s.id, r.Offset, key, err)
 			}

@@ -19,6 +19,12 @@ type metrics struct {
 	maxTS      atomic.Int64  // newest event time seen (ns)
 	completed  atomic.Uint64 // checkpoints completed
 
+	// Hostile keys (issue 17): counted here, not per shard, so they
+	// survive a shard's release.
+	quarantined atomic.Uint64 // keys whose stored state did not load, reset
+	keysRefused atomic.Uint64 // records of new keys over state.max_keys, dead-lettered
+	expired     atomic.Uint64 // keys dropped after state.key_ttl
+
 	checkpointDur *prometheus.HistogramVec
 	checkpoints   *prometheus.CounterVec
 	leaseRestarts prometheus.Counter
@@ -57,6 +63,10 @@ func newMetrics(w *Worker, reg prometheus.Registerer) (*metrics, error) {
 		counter("dlq_total", "Records that failed to decode, sent to the dead-letter destination.", func() float64 { return float64(w.sourceStats().DeadLettered) }),
 		counter("dlq_errors_total", "Dead letters that could not be delivered.", func() float64 { return float64(w.sourceStats().DeadLetterErrors) }),
 		counter("dropped_total", "Records dropped because their shard was no longer owned.", func() float64 { return float64(w.sourceStats().Dropped) }),
+		counter("keys_quarantined_total", "Keys whose stored state did not load (corrupt or poisoned): reset, the shard carried on.", func() float64 { return float64(m.quarantined.Load()) }),
+		counter("keys_refused_total", "Records of new keys over state.max_keys, sent to the dead-letter destination.", func() float64 { return float64(m.keysRefused.Load()) }),
+		counter("keys_expired_total", "Keys unseen for state.key_ttl, dropped with their state.", func() float64 { return float64(m.expired.Load()) }),
+		counter("sink_dropped_total", "Outputs the sinks dropped instead of failing their batch (a non-finite value, a sensor id the sink's store refuses).", func() float64 { return float64(w.sinks.dropped()) }),
 		gauge("owned_shards", "Shards this worker owns.", func() float64 { return float64(w.sourceStats().Owned) }),
 		gauge("event_lag_seconds", "Wall clock minus the newest event time applied (0 before the first record).", func() float64 {
 			ts := m.maxTS.Load()

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"os"
@@ -60,6 +61,13 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	}
 	if cfg.AckOnCheckpoint {
 		opts = append(opts, mqtt.WithAckOnCheckpoint())
+	}
+	if cfg.TLS != nil {
+		tc, err := buildTLS(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt source: %w", err)
+		}
+		opts = append(opts, mqtt.WithTLS(tc))
 	}
 	src, err := mqtt.NewSource(opts...)
 	if err != nil {
@@ -122,6 +130,11 @@ func (r *mqttRunner) handle(_ context.Context, m mqtt.Message) error {
 	err := s.rt.Process(func(tx *keyedstate.Tx[string]) error {
 		s.rec.Inputs[0] = streaming.Float(rd.Value)
 		inst, err := tx.Eval(rd.Sensor, rd.TS, s.rec.Inputs...)
+		if errors.Is(err, keyedstate.ErrTooManyKeys) {
+			// A new key over state.max_keys: the source dead-letters it.
+			w.m.keysRefused.Add(1)
+			return fmt.Errorf("%w: %w", mqtt.ErrRefused, err)
+		}
 		if err != nil {
 			return fmt.Errorf("shard %s, reading of %q at %d: %w", s.id, rd.Sensor, rd.TS, err)
 		}

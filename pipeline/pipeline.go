@@ -11,6 +11,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -134,6 +135,10 @@ type MQTTSource struct {
 	// CONNECT: the broker drops a larger message for this client instead
 	// of sending it (default 64KiB, mqtt.DefaultMaxPacketSize).
 	MaxPacketSize ByteSize `yaml:"max_packet_size"`
+	// TLS of tls:// servers: ca_file (the CA that signed the broker's
+	// certificate; default the system roots), cert_file and key_file (a
+	// client certificate, for brokers requiring mutual TLS), server_name.
+	TLS *tlsconfig.Config `yaml:"tls"`
 }
 
 func (MQTTSource) sourceName() string { return "mqtt" }
@@ -225,7 +230,30 @@ type State struct {
 	// Durable is where checkpoints go and the next owner of a shard
 	// restores from (default: the Badger at Dir, which suits one machine).
 	Durable Durable `yaml:"durable"`
+
+	// Hostile keys (issue 17.4): bounds on what random ids can make a
+	// shard keep.
+
+	// MaxKeys caps the keys one shard holds, in memory and in Badger
+	// (default DefaultMaxKeys; -1: no cap). A record of a new key over the
+	// cap goes to the dead-letter destination with the reason (counted in
+	// Stats.KeysRefused and tflo_pipeline_keys_refused_total); the keys
+	// held carry on, and deleted or expired keys make room.
+	MaxKeys int `yaml:"max_keys"`
+	// KeyTTL drops a key unseen for this long, with its state, in memory
+	// and in Badger (default 0: keys never expire; at least 1s). It is
+	// processing time, the worker's clock: event time would let one
+	// far-future ts expire every key. Checkpoints carry when each key was
+	// last seen, so its age survives a handoff or restart (the clocks of
+	// the workers are assumed close); keys are swept every eighth of the
+	// TTL (at least every 250ms), counted in Stats.KeysExpired and
+	// tflo_pipeline_keys_expired_total.
+	KeyTTL time.Duration `yaml:"key_ttl"`
 }
+
+// DefaultMaxKeys is State.MaxKeys's default: the most keys one shard
+// holds unless the spec says otherwise.
+const DefaultMaxKeys = 1_000_000
 
 // Durable is a pipeline's durable checkpoint store: one of Dir, S3 or
 // Store (none: the worker's own Badger).
@@ -251,6 +279,9 @@ type S3Store struct {
 	// (empty: the SDK's default credential chain).
 	AccessKeyEnv string `yaml:"access_key_env"`
 	SecretKeyEnv string `yaml:"secret_key_env"`
+	// TLS of an https endpoint: ca_file (a private CA, trusted beside the
+	// system roots), cert_file and key_file, server_name.
+	TLS *tlsconfig.Config `yaml:"tls"`
 }
 
 // Checkpoint is a pipeline's checkpoint policy.
@@ -315,6 +346,9 @@ func (p Pipeline) withDefaults() Pipeline {
 	}
 	if p.State.Memory == 0 {
 		p.State.Memory = 256 << 20
+	}
+	if p.State.MaxKeys == 0 {
+		p.State.MaxKeys = DefaultMaxKeys
 	}
 	c := &p.Checkpoint
 	def := func(d *time.Duration, v time.Duration) {
@@ -425,6 +459,9 @@ func (p Pipeline) Validate() error {
 		if s.MaxPacketSize < 0 || s.MaxPacketSize > math.MaxUint32 {
 			add("source.mqtt.max_packet_size %d must be between 1 byte and 4GiB", int64(s.MaxPacketSize))
 		}
+		if err := validTLS(s.TLS); err != nil {
+			add("source.mqtt.tls: %v", err)
+		}
 	default:
 		add("unknown source type %T", p.Source)
 	}
@@ -458,6 +495,12 @@ func (p Pipeline) Validate() error {
 	if p.State.Memory < 0 {
 		add("state.memory %d must be positive", int64(p.State.Memory))
 	}
+	if p.State.MaxKeys < -1 {
+		add("state.max_keys %d must be positive (-1: no cap)", p.State.MaxKeys)
+	}
+	if ttl := p.State.KeyTTL; ttl < 0 || ttl > 0 && ttl < time.Second {
+		add("state.key_ttl %v must be at least 1s (0: keys never expire)", ttl)
+	}
 	d := p.State.Durable
 	n := 0
 	for _, set := range []bool{d.Dir != "", d.S3 != nil, d.Store != nil} {
@@ -471,6 +514,11 @@ func (p Pipeline) Validate() error {
 	if d.S3 != nil && d.S3.Bucket == "" {
 		add("state.durable.s3.bucket is empty")
 	}
+	if d.S3 != nil {
+		if err := validTLS(d.S3.TLS); err != nil {
+			add("state.durable.s3.tls: %v", err)
+		}
+	}
 	c := p.Checkpoint
 	if c.Interval < 0 || c.StageTimeout < 0 || c.BreakerCoolDown < 0 || c.HeartbeatTimeout < 0 || c.HandoffStepTimeout < 0 {
 		add("checkpoint durations must not be negative")
@@ -481,6 +529,9 @@ func (p Pipeline) Validate() error {
 	for i, s := range p.Sinks {
 		if s == nil {
 			add("sink %d is nil", i)
+		}
+		if err := sinkSecurity(s); err != nil {
+			add("sinks[%d]: %v", i, err)
 		}
 	}
 	return errors.Join(errs...)

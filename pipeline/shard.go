@@ -69,10 +69,11 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	s.rec.Inputs = make([]streaming.Computed, len(w.c.g.Inputs()))
 	shares = max(shares, 1)
 	budget := int64(w.c.p.State.Memory) / int64(shares)
-	rt, err := keyedstate.New(w.c.g, keyedstate.StringKeys{}, w.db,
+	rt, err := keyedstate.New(w.c.g, keyedstate.StringKeys{}, w.db, append([]keyedstate.Option{
 		keyedstate.WithMemoryBudget(budget), keyedstate.WithDBShare(shares),
 		keyedstate.WithWriteBatchBytes(int(min(4<<20, max(budget/16, 64<<10)))),
-		keyedstate.WithPrefix([]byte(statePrefix+w.c.p.Name+"/"+string(id)+"/")))
+		keyedstate.WithPrefix([]byte(statePrefix + w.c.p.Name + "/" + string(id) + "/"))},
+		w.keyOptions(id)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: keyed state (budget %d bytes of %d, shared by %d shards): %w", id, budget, int64(w.c.p.State.Memory), shares, err)
 	}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -131,6 +133,48 @@ func (k KafkaSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, e
 	return kafka.NewOutputSink(pub, enc), nil
 }
 
+// sinkSecurity checks the security settings of a sink (a Kafka sink's
+// TLS and SASL, the CA of an Influx sink) without connecting.
+func sinkSecurity(s SinkSpec) error {
+	switch s := s.(type) {
+	case KafkaSink:
+		return s.validSecurity()
+	case *KafkaSink:
+		return s.validSecurity()
+	case InfluxSink:
+		return validTLS(s.TLS)
+	case *InfluxSink:
+		return validTLS(s.TLS)
+	}
+	return nil
+}
+
+// validTLS checks a section's TLS settings without reading files.
+func validTLS(c *tlsconfig.Config) error {
+	if c == nil {
+		return nil
+	}
+	return c.Validate()
+}
+
+// buildTLS builds a section's TLS settings (nil: none).
+func buildTLS(c *tlsconfig.Config) (*tls.Config, error) {
+	if c == nil {
+		return nil, nil
+	}
+	return c.Build()
+}
+
+func (k KafkaSink) validSecurity() error {
+	if k.Security == nil {
+		return nil
+	}
+	if err := k.Security.Validate(); err != nil {
+		return fmt.Errorf("kafka sink %q: security: %w", k.Topic, err)
+	}
+	return nil
+}
+
 // Encoder returns the encoder the sink publishes with (what Evaluate's
 // callers use to see the records a pipeline would publish).
 func (k KafkaSink) Encoder(env SinkEnv) (kafka.OutputEncoder, error) { return k.encoder(env) }
@@ -202,6 +246,9 @@ type InfluxSink struct {
 	// TokenEnv names the variable holding the token ("user:password" for
 	// 1.8).
 	TokenEnv string `yaml:"token_env"`
+	// TLS of an https URL: ca_file (a private CA; default the system
+	// roots), cert_file and key_file, server_name.
+	TLS *tlsconfig.Config `yaml:"tls"`
 }
 
 // OpenSink implements SinkSpec.
@@ -212,6 +259,13 @@ func (s InfluxSink) OpenSink(_ context.Context, env SinkEnv) (streaming.Sink, er
 	opts := []influx.Option{influx.WithOrg(s.Org), influx.WithLogger(env.Log)}
 	if s.TokenEnv != "" {
 		opts = append(opts, influx.WithToken(os.Getenv(s.TokenEnv)))
+	}
+	if s.TLS != nil {
+		tc, err := buildTLS(s.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("influx sink %s: %w", s.URL, err)
+		}
+		opts = append(opts, influx.WithTLS(tc))
 	}
 	is, err := influx.NewSink(s.URL, s.Bucket, opts...)
 	if err != nil {
@@ -301,6 +355,21 @@ func (m *sinkSet) restore(ctx context.Context, shard streaming.ShardID, epoch st
 		}
 	}
 	return nil
+}
+
+// dropper is a sink that drops an output it cannot write (a non-finite
+// value) instead of failing the batch, and counts it.
+type dropper interface{ Dropped() uint64 }
+
+// dropped sums the outputs the sinks dropped.
+func (m *sinkSet) dropped() uint64 {
+	var n uint64
+	for _, s := range m.sinks {
+		if d, ok := s.(dropper); ok {
+			n += d.Dropped()
+		}
+	}
+	return n
 }
 
 // close closes every sink once; later calls do nothing.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -69,6 +70,16 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 		if s.AccessKeyEnv != "" {
 			opts = append(opts, s3.WithStaticCredentials(os.Getenv(s.AccessKeyEnv), os.Getenv(s.SecretKeyEnv), ""))
 		}
+		if s.TLS != nil {
+			// A private CA is trusted beside the system roots.
+			c := *s.TLS
+			c.SystemRoots = true
+			tc, err := c.Build()
+			if err != nil {
+				return nil, nil, fmt.Errorf("durable bucket %s: %w", s.Bucket, err)
+			}
+			opts = append(opts, s3.WithTLSConfig(tc))
+		}
 		st, err := s3.New(ctx, s.Bucket, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("durable bucket %s: %w", s.Bucket, err)
@@ -89,4 +100,50 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 // store: the prefix of its pieces and manifest, and its cursor key.
 func checkpointName(pipeline string, shard streaming.ShardID) string {
 	return pipeline + "/" + string(shard)
+}
+
+// keyOptions are the keyed-state options for hostile keys (State.MaxKeys,
+// State.KeyTTL) and the quarantine of a key whose state does not load:
+// logged with the key shortened and counted, the shard carries on.
+func (w *Worker) keyOptions(id streaming.ShardID) []keyedstate.Option {
+	st := w.c.p.State
+	opts := []keyedstate.Option{keyedstate.WithQuarantine(func(key []byte, err error) {
+		w.m.quarantined.Add(1)
+		w.log.Warn("key quarantined: its stored state does not load; it starts afresh", "shard", id, "key", streaming.QuoteKey(key), "err", err)
+	})}
+	if st.MaxKeys > 0 {
+		opts = append(opts, keyedstate.WithMaxKeys(st.MaxKeys))
+	}
+	if st.KeyTTL > 0 {
+		opts = append(opts, keyedstate.WithKeyTTL(st.KeyTTL))
+	}
+	return opts
+}
+
+// expireEvery sweeps the held shards' idle keys (State.KeyTTL) every
+// interval until ctx ends.
+func (w *Worker) expireEvery(ctx context.Context, ttl time.Duration) {
+	t := time.NewTicker(max(ttl/8, 250*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, s := range w.shards() {
+			n, err := s.rt.ExpireIdle(ctx)
+			w.m.expired.Add(uint64(n))
+			switch {
+			case err == nil:
+				if n > 0 {
+					w.log.Info("idle keys expired", "shard", s.id, "keys", n, "ttl", ttl)
+				}
+			case errors.Is(err, keyedstate.ErrClosed) || ctx.Err() != nil:
+				// Released meanwhile.
+			default:
+				w.log.Warn("expiring idle keys failed; the next sweep retries", "shard", s.id, "err", err)
+			}
+		}
+	}
 }

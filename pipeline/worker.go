@@ -284,6 +284,9 @@ type Stats struct {
 	Subscribed                     bool   // an MQTT source subscribed at least once
 	LastEventTS                    int64  // newest event time applied (ns)
 	Checkpoints                    uint64 // completed checkpoints of every shard, since the worker started
+	// Hostile keys (State.MaxKeys, State.KeyTTL, quarantine), since the
+	// worker started.
+	KeysQuarantined, KeysRefused, KeysExpired uint64
 }
 
 // Stats returns the worker's counters.
@@ -291,6 +294,7 @@ func (w *Worker) Stats() Stats {
 	ss := w.sourceStats()
 	st := Stats{RecordsIn: w.m.recordsIn.Load(), RecordsOut: w.m.recordsOut.Load(), DeadLettered: ss.DeadLettered,
 		DeadLetterErrors: ss.DeadLetterErrors, Dropped: ss.Dropped, Duplicates: ss.Duplicates, Owned: ss.Owned, LastEventTS: w.m.maxTS.Load(), Checkpoints: w.m.completed.Load()}
+	st.KeysQuarantined, st.KeysRefused, st.KeysExpired = w.m.quarantined.Load(), w.m.keysRefused.Load(), w.m.expired.Load()
 	if w.mqtt != nil {
 		st.Subscribed = w.mqtt.subscribed()
 	}
@@ -391,6 +395,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	ctlCtx, ctlCancel := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
 	bg.Go(func() { w.host.control.run(ctlCtx) })
+	if ttl := w.c.p.State.KeyTTL; ttl > 0 {
+		bg.Go(func() { w.expireEvery(ctlCtx, ttl) })
+	}
 	w.log.Info("pipeline worker running", "task_queue", w.TaskQueue(), "temporal", tc != nil)
 
 	var twin <-chan struct{} // the coordination worker stopped on its own: a twin took our id

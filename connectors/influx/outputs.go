@@ -58,5 +58,9 @@ func (k *OutputSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming
 	return k.s.Flush(ctx)
 }
 
+// Dropped returns how many outputs the sink refused before sending (a
+// non-finite value, a sensor id InfluxDB would refuse: Stats.Refused).
+func (k *OutputSink) Dropped() uint64 { return uint64(k.s.Stats().Refused) }
+
 // Close implements streaming.Sink.
 func (k *OutputSink) Close(ctx context.Context) error { return k.s.Close(ctx) }

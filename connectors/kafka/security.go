@@ -48,7 +48,27 @@ type SASLConfig struct {
 	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
 	Mechanism string `json:"mechanism" yaml:"mechanism"`
 	Username  string `json:"username" yaml:"username"`
-	Password  Secret `json:"password" yaml:"password"`
+	// PasswordEnv names the environment variable holding the password:
+	// a config file or a spec names the variable, never the password.
+	PasswordEnv string `json:"password_env,omitempty" yaml:"password_env"`
+	// Password is the password given from code (SecurityFromEnv, tests);
+	// it wins over PasswordEnv. No file sets it.
+	Password Secret `json:"-" yaml:"-"`
+}
+
+// password returns the password: Password, else the variable
+// PasswordEnv names. Its errors name the variable, never a value.
+func (c *SASLConfig) password() (string, error) {
+	if c.Password != "" {
+		return c.Password.Reveal(), nil
+	}
+	if c.PasswordEnv == "" {
+		return "", fmt.Errorf("kafka security: SASL user %q has no password: set password_env to the variable holding it", c.Username)
+	}
+	if v := os.Getenv(c.PasswordEnv); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("kafka security: SASL password variable %s (password_env of user %q) is unset or empty", c.PasswordEnv, c.Username)
 }
 
 // TLSConfig is TLS to the brokers. PEM fields win over file fields.
@@ -104,6 +124,9 @@ func (s Security) Validate() error {
 		}
 		if s.SASL.Username == "" {
 			return errors.New("kafka security: SASL username is empty")
+		}
+		if _, err := s.SASL.password(); err != nil {
+			return err
 		}
 	}
 	if s.TLS != nil {
@@ -183,7 +206,11 @@ func (w *saslWatch) rejectedMidAuth() bool {
 }
 
 func (s Security) saslMechanism() (sasl.Mechanism, error) {
-	user, pass := s.SASL.Username, s.SASL.Password.Reveal()
+	user := s.SASL.Username
+	pass, err := s.SASL.password()
+	if err != nil {
+		return nil, err
+	}
 	switch strings.ToUpper(s.SASL.Mechanism) {
 	case MechanismPlain:
 		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil

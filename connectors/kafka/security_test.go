@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"gopkg.in/yaml.v3"
 )
 
 // TestWrongSASLPassword: a wrong password is one clear error naming the
@@ -88,6 +89,9 @@ func TestSecurityValidate(t *testing.T) {
 	}{
 		{"unknown mechanism", Security{SASL: &SASLConfig{Mechanism: "GSSAPI", Username: "u"}}, "GSSAPI"},
 		{"no user", Security{SASL: &SASLConfig{Mechanism: MechanismPlain}}, "username is empty"},
+		{"no password", Security{SASL: &SASLConfig{Mechanism: MechanismPlain, Username: "u"}}, `SASL user "u" has no password: set password_env`},
+		{"unset password variable", Security{SASL: &SASLConfig{Mechanism: MechanismPlain, Username: "u", PasswordEnv: "TFLO_TEST_UNSET_PW"}},
+			`SASL password variable TFLO_TEST_UNSET_PW (password_env of user "u") is unset or empty`},
 		{"cert without key", Security{TLS: &TLSConfig{CertFile: "c.pem"}}, "both cert_file and key_file"},
 		{"bad CA", Security{TLS: &TLSConfig{CAPEM: []byte("nope")}}, "no PEM certificate"},
 	} {
@@ -110,4 +114,29 @@ func TestSecurityFromEnv(t *testing.T) {
 	require.Equal(t, "pw-from-env", s.SASL.Password.Reveal())
 	require.Nil(t, s.TLS)
 	require.NoError(t, s.Validate())
+}
+
+// TestSASLPasswordFromEnv: the password of a config file was the YAML
+// value itself (security.sasl.password); now the file names the variable
+// holding it (password_env), and the client authenticates with the
+// variable's value against a SASL cluster.
+func TestSASLPasswordFromEnv(t *testing.T) {
+	const pass = "pw-in-the-environment"
+	c := newCluster(t, 1, kfake.EnableSASL(), kfake.Superuser(MechanismScramSHA512, "svc", pass))
+	t.Setenv("TFLO_TEST_KAFKA_PW", pass)
+	var sec Security
+	require.NoError(t, yaml.Unmarshal([]byte("sasl: {mechanism: SCRAM-SHA-512, username: svc, password_env: TFLO_TEST_KAFKA_PW}"), &sec))
+	require.Empty(t, sec.SASL.Password)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pub, err := NewPublisher(ctx, PublishTo("readings", c.ListenAddrs()...), PublisherSecurity(sec))
+	require.NoError(t, err)
+	require.NoError(t, pub.Publish(ctx, "s-1", reading("s-1", 1)))
+	require.NoError(t, pub.Flush(ctx))
+	pub.Close()
+
+	t.Setenv("TFLO_TEST_KAFKA_PW", "wrong")
+	_, err = NewPublisher(ctx, PublishTo("readings", c.ListenAddrs()...), PublisherSecurity(sec))
+	require.ErrorIs(t, err, ErrAuthentication)
+	require.NotContains(t, err.Error(), "wrong")
 }

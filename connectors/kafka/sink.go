@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -23,10 +26,14 @@ type OutputEncoder interface {
 // Kafka topic, keyed by the outputs' key (so one key's records stay in
 // order in one partition), encoded by an OutputEncoder. Flush (a
 // checkpoint's pre-commit) waits for the records published before it.
-// Safe for concurrent use.
+// An output whose value is NaN or infinite (JSON has no such number) is
+// dropped, counted (Dropped) and logged, and the other outputs are
+// published: one bad value never fails the batch or a checkpoint. Safe
+// for concurrent use.
 type OutputSink struct {
-	pub *Publisher
-	enc OutputEncoder
+	pub     *Publisher
+	enc     OutputEncoder
+	dropped atomic.Uint64
 }
 
 var _ streaming.Sink = (*OutputSink)(nil)
@@ -40,6 +47,7 @@ func NewOutputSink(pub *Publisher, enc OutputEncoder) *OutputSink {
 // Write implements streaming.Sink; it blocks while the publisher's
 // buffer is full.
 func (s *OutputSink) Write(ctx context.Context, outs []streaming.Output) error {
+	outs = s.dropNonFinite(outs)
 	recs, err := s.enc.AppendRecords(nil, outs)
 	if err != nil {
 		return err
@@ -63,6 +71,33 @@ func (s *OutputSink) Close(ctx context.Context) error {
 	s.pub.Close()
 	return err
 }
+
+// dropNonFinite returns outs without the outputs whose value is not
+// finite, counting and logging each (outs is copied only when one is
+// dropped).
+func (s *OutputSink) dropNonFinite(outs []streaming.Output) []streaming.Output {
+	i := slices.IndexFunc(outs, nonFinite)
+	if i < 0 {
+		return outs
+	}
+	kept := append([]streaming.Output(nil), outs[:i]...)
+	for _, o := range outs[i:] {
+		if !nonFinite(o) {
+			kept = append(kept, o)
+			continue
+		}
+		s.dropped.Add(1)
+		s.pub.cfg.log.Warn("kafka sink: output dropped: its value is not finite",
+			"topic", s.pub.cfg.topic, "output", o.Name, "key", streaming.QuoteKey(o.Key), "value", o.Value, "shard", o.Shard, "offset", o.Offset)
+	}
+	return kept
+}
+
+func nonFinite(o streaming.Output) bool { return math.IsNaN(o.Value) || math.IsInf(o.Value, 0) }
+
+// Dropped returns how many outputs the sink dropped because their value
+// was not finite.
+func (s *OutputSink) Dropped() uint64 { return s.dropped.Load() }
 
 // Produced returns how many records the sink's publisher delivered.
 func (s *OutputSink) Produced() uint64 { return s.pub.Produced() }

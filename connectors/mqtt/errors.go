@@ -23,6 +23,12 @@ var ErrMalformed = errors.New("malformed reading")
 // sensor id is not the last level of its topic (WithRequireTopicMatch).
 var ErrTopicMismatch = errors.New("sensor does not match topic")
 
+// ErrRefused, wrapped by a Handler's error, refuses the one message: the
+// source dead-letters it with the error as the reason and carries on,
+// instead of stopping Run (a pipeline refuses a new key over its key cap
+// this way).
+var ErrRefused = errors.New("refused by the handler")
+
 // ConnectError describes a CONNACK refusal. It names the broker and the
 // user but never carries the password.
 type ConnectError struct {

@@ -31,7 +31,8 @@ type Message struct {
 // Handler processes one message. It is called from one goroutine, in
 // receive order, while the source's cut lock is held (see Source.Cut). A
 // non-nil error stops Run; the message stays unacknowledged so the broker
-// redelivers it to the persistent session.
+// redelivers it to the persistent session. An error wrapping ErrRefused
+// dead-letters the message instead, with the error as the reason.
 type Handler func(ctx context.Context, m Message) error
 
 // Source consumes sensor readings from an MQTT v5 broker: QoS 2
@@ -383,7 +384,15 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 		}
 	}
 	m := Message{Topic: p.Topic, PacketID: p.PacketID, QoS: p.QoS, Retain: p.Retain, Duplicate: p.Duplicate(), Reading: r}
-	if err := h(ctx, m); err != nil {
+	if err := h(ctx, m); errors.Is(err, ErrRefused) {
+		if err := s.deadLetter(ctx, cli, p, err); err != nil {
+			return err
+		}
+		if p.QoS > 0 {
+			s.cur.Observe(id, p.PacketID)
+		}
+		return nil
+	} else if err != nil {
 		return &HandlerError{Topic: p.Topic, PacketID: p.PacketID, Err: err}
 	}
 	if p.QoS > 0 {

@@ -85,6 +85,9 @@ type S3 struct {
 	Region       string `json:"region,omitempty" yaml:"region"`
 	AccessKeyEnv string `json:"access_key_env,omitempty" yaml:"access_key_env"`
 	SecretKeyEnv string `json:"secret_key_env,omitempty" yaml:"secret_key_env"`
+	// CAFile is a PEM file of a private CA the endpoint's certificate is
+	// signed by, trusted beside the system roots (empty: the system roots).
+	CAFile string `json:"ca_file,omitempty" yaml:"ca_file"`
 }
 
 // Environment variables S3FromEnv reads.
@@ -93,12 +96,13 @@ const (
 	EnvRegion       = "TFLO_S3_REGION"
 	EnvAccessKeyEnv = "TFLO_S3_ACCESS_KEY_ENV"
 	EnvSecretKeyEnv = "TFLO_S3_SECRET_KEY_ENV"
+	EnvCAFile       = "TFLO_S3_CA_FILE"
 )
 
 // S3FromEnv returns the settings in the TFLO_S3_* variables.
 func S3FromEnv(lookup func(string) (string, bool)) S3 {
 	get := func(k string) string { v, _ := lookup(k); return v }
-	return S3{Endpoint: get(EnvEndpoint), Region: get(EnvRegion), AccessKeyEnv: get(EnvAccessKeyEnv), SecretKeyEnv: get(EnvSecretKeyEnv)}
+	return S3{Endpoint: get(EnvEndpoint), Region: get(EnvRegion), AccessKeyEnv: get(EnvAccessKeyEnv), SecretKeyEnv: get(EnvSecretKeyEnv), CAFile: get(EnvCAFile)}
 }
 
 // Validate reports a half-given key pair.
@@ -140,6 +144,13 @@ func Open(ctx context.Context, loc Location, c S3, extra ...s3.Option) (parquet.
 			return nil, err
 		}
 		opts := append(c.Options(os.Getenv), s3.WithPrefix(loc.Prefix))
+		if c.CAFile != "" {
+			pem, err := os.ReadFile(c.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("archive %s: s3 ca_file: %w", loc, err)
+			}
+			opts = append(opts, s3.WithCACert(pem))
+		}
 		a, err := s3.NewArchive(ctx, loc.Bucket, append(opts, extra...)...)
 		if err != nil {
 			return nil, fmt.Errorf("archive %s: %w", loc, err)

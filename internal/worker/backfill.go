@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
@@ -37,14 +39,31 @@ import (
 // closed by Close.
 type BackfillWorker struct {
 	URL, Token string
-	// Brokers of the Kafka cluster kafka: sinks publish to.
-	Brokers []string
+	// InfluxTLS is the TLS of an https URL (nil: Go's defaults).
+	InfluxTLS *tls.Config
+	// Brokers of the Kafka cluster kafka: sinks publish to, and its TLS
+	// and SASL (the pipeline's Kafka source's, by default).
+	Brokers       []string
+	KafkaSecurity kafka.Security
 	// S3 reaches s3:// archives (default: the AWS standard chain).
 	S3 archiveloc.S3
 	// Modes names the modes of the pipeline's outputs
 	// (pipeline.SinkEnv's).
 	Modes streaming.ModeNames
 	Log   *slog.Logger
+
+	// Allowlists: a backfill's input comes from whoever can start a
+	// workflow, and the worker acts with its own file system and InfluxDB
+	// credentials. Nil: anything (tests); the worker binary always sets
+	// them (BackfillConfig).
+
+	// ArchiveRoots are the archive locations a backfill may read (and,
+	// for file://, create): a file:// folder allows the folders inside
+	// it, an s3://bucket[/prefix] the prefixes under it.
+	ArchiveRoots []string
+	// DatabasePrefixes: a backfill may write to, and create, an InfluxDB
+	// database whose name starts with one of them.
+	DatabasePrefixes []string
 
 	mu    sync.Mutex
 	sinks map[string]streaming.Sink // by sink name
@@ -81,7 +100,7 @@ func ParseSink(name string) (kind, target string, err error) {
 
 // createDatabase runs CREATE DATABASE (idempotent in InfluxDB 1.8) so a
 // backfill can target a fresh database by name.
-func createDatabase(base, token, db string) error {
+func createDatabase(base, token, db string, tc *tls.Config) error {
 	form := url.Values{"q": {fmt.Sprintf("CREATE DATABASE %q", db)}}
 	req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(base, "/")+"/query", strings.NewReader(form.Encode()))
 	if err != nil {
@@ -92,6 +111,9 @@ func createDatabase(base, token, db string) error {
 		req.SetBasicAuth(user, pass)
 	}
 	c := http.Client{Timeout: 10 * time.Second}
+	if tc != nil {
+		c.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("influx %s: create database %q: %w", base, db, err)
@@ -112,8 +134,12 @@ func KafkaSinkName(topic string) string { return SinkKafka + ":" + topic }
 
 // Start registers the activities and starts the Temporal worker.
 func (b *BackfillWorker) Start(tc client.Client) error {
+	archives, err := b.archives()
+	if err != nil {
+		return err
+	}
 	aw := worker.New(tc, workflows.BackfillTaskQueue, worker.Options{})
-	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink, Archives: archiveloc.Resolver(b.S3)})
+	aw.RegisterActivity(&activities.Backfills{Sinks: b.sink, Archives: archives})
 	cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
 	pipeline.RegisterWorkflows(cw)
 	for _, w := range []worker.Worker{aw, cw} {
@@ -124,6 +150,48 @@ func (b *BackfillWorker) Start(tc client.Client) error {
 		b.ws = append(b.ws, w)
 	}
 	return nil
+}
+
+// Keys of the allowlists in the worker config, for errors.
+const (
+	keyArchiveRoots     = "backfill.archive_roots"
+	keyDatabasePrefixes = "backfill.database_prefixes"
+)
+
+// archives returns the resolver of archive locations, refusing those
+// outside ArchiveRoots before anything is opened or created.
+func (b *BackfillWorker) archives() (func(string) (parquet.Archive, string, error), error) {
+	resolve := archiveloc.Resolver(b.S3)
+	if b.ArchiveRoots == nil {
+		return resolve, nil
+	}
+	roots, err := archiveloc.ParseRoots(keyArchiveRoots, b.ArchiveRoots)
+	if err != nil {
+		return nil, fmt.Errorf("backfill worker: %w", err)
+	}
+	return func(location string) (parquet.Archive, string, error) {
+		loc, err := archiveloc.Parse(location)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := archiveloc.Allowed(loc, roots, keyArchiveRoots); err != nil {
+			return nil, "", err
+		}
+		return resolve(location)
+	}, nil
+}
+
+// allowedDatabase refuses a database outside DatabasePrefixes.
+func (b *BackfillWorker) allowedDatabase(db string) error {
+	if b.DatabasePrefixes == nil {
+		return nil
+	}
+	for _, p := range b.DatabasePrefixes {
+		if strings.HasPrefix(db, p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("influx database %q is not allowed: it starts with none of %s %q", db, keyDatabasePrefixes, b.DatabasePrefixes)
 }
 
 // sink returns the sink a backfill names, opening it on first use.
@@ -166,10 +234,18 @@ const backfillBatch = 20_000
 
 // influxSink opens the sink of an InfluxDB bucket.
 func (b *BackfillWorker) influxSink(bucket string) (streaming.Sink, error) {
-	if err := createDatabase(b.URL, b.Token, strings.SplitN(bucket, "/", 2)[0]); err != nil {
+	db := strings.SplitN(bucket, "/", 2)[0]
+	if err := b.allowedDatabase(db); err != nil {
+		return nil, fmt.Errorf("sink %s: %w", InfluxSinkName(bucket), err)
+	}
+	if err := createDatabase(b.URL, b.Token, db, b.InfluxTLS); err != nil {
 		return nil, err
 	}
-	is, err := influx.NewSink(b.URL, bucket, influx.WithToken(b.Token), influx.WithLogger(b.log()), influx.WithBatchSize(backfillBatch))
+	opts := []influx.Option{influx.WithToken(b.Token), influx.WithLogger(b.log()), influx.WithBatchSize(backfillBatch)}
+	if b.InfluxTLS != nil {
+		opts = append(opts, influx.WithTLS(b.InfluxTLS))
+	}
+	is, err := influx.NewSink(b.URL, bucket, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +259,7 @@ func (b *BackfillWorker) kafkaSink(topic string) (streaming.Sink, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()))
+	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()), kafka.PublisherSecurity(b.KafkaSecurity))
 	if err != nil {
 		return nil, err
 	}

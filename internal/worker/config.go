@@ -3,10 +3,15 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/temporalclient"
+	"github.com/tflo-io/tflo/internal/tlsconfig"
+	"github.com/tflo-io/tflo/pipeline"
 )
 
 // PipelineConfig is a pipeline worker's deployment: who it is and what it
@@ -45,6 +50,15 @@ type CoordinationConfig struct {
 	// NATSURL of a JetStream-enabled nats-server 2.11 or later; empty: no
 	// coordination store.
 	NATSURL string `json:"nats_url" yaml:"nats_url"`
+	// NATSCredsFile is a NATS credentials file (the user JWT and NKey
+	// seed nsc writes), so no password sits in the URL; empty: none (a
+	// user:password in the URL still works, and errors print it
+	// redacted).
+	NATSCredsFile string `json:"nats_creds_file" yaml:"nats_creds_file"`
+	// NATSTLS is TLS to the server (internal/tlsconfig: ca_file,
+	// cert_file, key_file, server_name); setting it requires TLS even for
+	// a nats:// URL. Default: none (TLS only when the server asks).
+	NATSTLS *tlsconfig.Config `json:"nats_tls" yaml:"nats_tls"`
 	// Job names the KV buckets ("<job>_durable", "<job>_ephemeral");
 	// default "tflo". Worker ids are unique within a job.
 	Job string `json:"job" yaml:"job"`
@@ -64,9 +78,60 @@ type BackfillConfig struct {
 	// TokenEnv names the variable holding the token ("user:password" for
 	// InfluxDB 1.8).
 	TokenEnv string `json:"token_env" yaml:"token_env"`
+	// InfluxTLS is the TLS of an https influx_url (internal/tlsconfig:
+	// ca_file for a private CA, cert_file, key_file, server_name).
+	InfluxTLS *tlsconfig.Config `json:"influx_tls" yaml:"influx_tls"`
 	// KafkaBrokers of the cluster kafka: sinks publish to (default, when
 	// influx_url is set: the brokers of the pipeline's Kafka source).
 	KafkaBrokers []string `json:"kafka_brokers" yaml:"kafka_brokers"`
+
+	// Allowlists (issue 17.10): a backfill's input is trusted no further
+	// than these. ArchiveRoots are the archives a backfill may read:
+	// file:///folder (folders inside it too) and s3://bucket[/prefix]
+	// (prefixes under it); default: the folders of the pipeline's archive
+	// sinks. DatabasePrefixes: a backfill writes to, and creates, only an
+	// InfluxDB database whose name starts with one; default: the databases
+	// of the pipeline's influx sinks (iot_portal allows iot_portal_replay).
+	// A location or database outside them is refused with an error naming
+	// it and the allowlist.
+	ArchiveRoots     []string `json:"archive_roots" yaml:"archive_roots"`
+	DatabasePrefixes []string `json:"database_prefixes" yaml:"database_prefixes"`
+}
+
+// allowlists returns the backfill allowlists: the configured ones, or the
+// defaults of pipeline p (its archive folders, its influx databases);
+// never nil, so an empty result refuses everything.
+func (b BackfillConfig) allowlists(p pipeline.Pipeline) (roots, prefixes []string) {
+	roots, prefixes = b.ArchiveRoots, b.DatabasePrefixes
+	archive := func(s pipeline.ArchiveSink) {
+		if b.ArchiveRoots == nil && filepath.IsAbs(s.Dir) {
+			roots = append(roots, "file://"+filepath.Clean(s.Dir))
+		}
+	}
+	influx := func(s pipeline.InfluxSink) {
+		if db, _, _ := strings.Cut(s.Bucket, "/"); b.DatabasePrefixes == nil && db != "" {
+			prefixes = append(prefixes, db)
+		}
+	}
+	for _, s := range p.Sinks {
+		switch s := s.(type) {
+		case pipeline.ArchiveSink:
+			archive(s)
+		case *pipeline.ArchiveSink:
+			archive(*s)
+		case pipeline.InfluxSink:
+			influx(s)
+		case *pipeline.InfluxSink:
+			influx(*s)
+		}
+	}
+	if roots == nil {
+		roots = []string{}
+	}
+	if prefixes == nil {
+		prefixes = []string{}
+	}
+	return roots, prefixes
 }
 
 // enabled reports whether the worker serves backfills.
@@ -117,12 +182,30 @@ func (c *PipelineConfig) Validate() error {
 	if c.Backfill.enabled() && !temporal && err == nil {
 		add("backfill needs temporal.address (or %s): the backfill workflow runs on Temporal", temporalclient.EnvAddress)
 	}
+	if t := c.Backfill.InfluxTLS; t != nil {
+		if err := t.Validate(); err != nil {
+			add("backfill.influx_tls: %v", err)
+		}
+	}
+	if _, err := archiveloc.ParseRoots("backfill.archive_roots", c.Backfill.ArchiveRoots); err != nil {
+		add("%v", err)
+	}
+	for _, p := range c.Backfill.DatabasePrefixes {
+		if p == "" {
+			add("backfill.database_prefixes: an empty prefix would allow every database; list the prefixes")
+		}
+	}
 	if c.Coordination.NATSURL != "" {
 		if !validJob(c.Coordination.Job) {
 			add("coordination.job %q must be letters, digits, '_' or '-' (it names the KV buckets)", c.Coordination.Job)
 		}
 		if c.Coordination.LeaseTTL < time.Second {
 			add("coordination.lease_ttl %v is below the 1s minimum", c.Coordination.LeaseTTL)
+		}
+		if t := c.Coordination.NATSTLS; t != nil {
+			if err := t.Validate(); err != nil {
+				add("coordination.nats_tls: %v", err)
+			}
 		}
 	}
 	if err := c.Log.Validate(); err != nil {

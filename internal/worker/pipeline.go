@@ -2,11 +2,14 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/temporalclient"
@@ -111,13 +115,26 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 			return err
 		}
 		brokers := cfg.Backfill.KafkaBrokers
-		if ks, ok := p.WithDefaults().Source.(*pipeline.KafkaSource); ok && len(brokers) == 0 {
-			brokers = ks.Brokers
+		var sec kafka.Security
+		if ks, ok := p.WithDefaults().Source.(*pipeline.KafkaSource); ok {
+			sec = ks.Security
+			if len(brokers) == 0 {
+				brokers = ks.Brokers
+			}
+		}
+		roots, prefixes := cfg.Backfill.allowlists(p)
+		var influxTLS *tls.Config
+		if t := cfg.Backfill.InfluxTLS; t != nil {
+			if influxTLS, err = t.Build(); err != nil {
+				return fmt.Errorf("backfill.influx_tls: %w", err)
+			}
 		}
 		b := &BackfillWorker{
 			URL: cfg.Backfill.InfluxURL, Token: os.Getenv(cfg.Backfill.TokenEnv), Brokers: brokers,
 			S3: archiveloc.S3FromEnv(os.LookupEnv), Modes: env.Modes, Log: log.With("component", "backfill"),
+			ArchiveRoots: roots, DatabasePrefixes: prefixes, KafkaSecurity: sec, InfluxTLS: influxTLS,
 		}
+		log.Info("backfills allowed", "archive_roots", roots, "database_prefixes", prefixes)
 		if err := b.Start(tc); err != nil {
 			return err
 		}
@@ -134,11 +151,27 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 	return w.Run(ctx)
 }
 
-// openNATS opens the job's JetStream KV buckets on the NATS server.
+// openNATS opens the job's JetStream KV buckets on the NATS server, with
+// the credentials file and TLS the config names. Its errors print the URL
+// redacted.
 func openNATS(ctx context.Context, cc CoordinationConfig, workerID string) (*natskv.Store, func(), error) {
-	where := fmt.Sprintf("coordination store %s (job %q)", cc.NATSURL, cc.Job)
-	nc, err := nats.Connect(cc.NATSURL, nats.Name("tflo-worker-"+workerID), nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second), nats.Timeout(5*time.Second))
+	where := fmt.Sprintf("coordination store %s (job %q)", redactURLs(cc.NATSURL), cc.Job)
+	opts := []nats.Option{nats.Name("tflo-worker-" + workerID), nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second), nats.Timeout(5 * time.Second)}
+	if cc.NATSCredsFile != "" {
+		if _, err := os.Stat(cc.NATSCredsFile); err != nil {
+			return nil, nil, fmt.Errorf("%s: coordination.nats_creds_file: %w", where, err)
+		}
+		opts = append(opts, nats.UserCredentials(cc.NATSCredsFile))
+	}
+	if cc.NATSTLS != nil {
+		tc, err := cc.NATSTLS.Build()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: coordination.nats_tls: %w", where, err)
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	nc, err := nats.Connect(cc.NATSURL, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", where, err)
 	}
@@ -155,4 +188,20 @@ func openNATS(ctx context.Context, cc CoordinationConfig, workerID string) (*nat
 		return nil, nil, fmt.Errorf("open %s: %w", where, err)
 	}
 	return kv, nc.Close, nil
+}
+
+// redactURLs returns a comma-separated list of server URLs with any
+// password replaced by "xxxxx" (url.URL.Redacted); an entry that does not
+// parse is replaced whole, since it could hold one.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			parts[i] = "(unparsable URL)"
+			continue
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
 }

@@ -18,7 +18,7 @@ type cut[K comparable] struct {
 	r        *Runtime[K]
 	gen      uint64
 	keys     keyList      // immutable after the cut
-	captured map[K][]byte // copy-on-write states (nil: absent at the cut); guarded by r.mu
+	captured map[K][]byte // copy-on-write states as stored values (appendHeader, then the state; nil: absent at the cut); guarded by r.mu
 	capBytes int          // memory of captured; guarded by r.mu
 	ctype    string
 	cur      []byte
@@ -64,15 +64,16 @@ func (c *cut[K]) capture(e *entry[K]) error {
 		c.keep(e.key, nil)
 		return nil
 	}
-	blob, err := e.inst.AppendSave(nil)
+	val, err := e.inst.AppendSave(appendHeader(nil, 0, e.seen))
 	if err != nil {
 		return fmt.Errorf("keyedstate: copy-on-write of key %v: %w", e.key, err)
 	}
-	c.keep(e.key, blob)
+	c.keep(e.key, val)
 	return nil
 }
 
-// keep records key's state as of the cut (nil: absent) (r.mu held).
+// keep records key's stored value as of the cut (nil: absent) (r.mu
+// held).
 func (c *cut[K]) keep(key K, blob []byte) {
 	c.captured[key] = blob
 	c.capBytes += len(blob) + capturedEntryBytes
@@ -119,11 +120,12 @@ type chunkVal struct {
 	src      int // srcArena, srcRef, srcStored, srcBadger, srcTomb
 	off, end int
 	ref      []byte
+	seen     int64 // srcArena: when the key was last seen
 }
 
 const (
 	srcArena  = iota // serialized from the cache into the chunk's arena
-	srcRef           // a copy-on-write state
+	srcRef           // a copy-on-write state, as a stored value
 	srcStored        // a write-behind value (generation header first)
 	srcBadger        // to read from Badger
 	srcTomb          // absent at the cut
@@ -211,7 +213,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				if arena, err = e.inst.AppendSave(arena); err != nil {
 					break
 				}
-				vals = append(vals, chunkVal{src: srcArena, off: off, end: len(arena)})
+				vals = append(vals, chunkVal{src: srcArena, off: off, end: len(arena), seen: e.seen})
 				continue
 			}
 			if v, ok := c.stored(k); ok {
@@ -239,11 +241,11 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 			v := vals[j]
 			switch v.src {
 			case srcArena:
-				err = w.add(kb, arena[v.off:v.end], false)
+				err = w.add(kb, arena[v.off:v.end], v.seen, false)
 			case srcRef:
-				err = w.add(kb, v.ref, false)
+				err = addStored(&w, kb, v.ref)
 			case srcTomb:
-				err = w.add(kb, nil, true)
+				err = w.add(kb, nil, 0, true)
 			case srcStored:
 				err = addStored(&w, kb, v.ref)
 			case srcBadger:
@@ -251,7 +253,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				item, gerr := view.txn.Get(fk)
 				switch {
 				case errors.Is(gerr, badger.ErrKeyNotFound):
-					err = w.add(kb, nil, true)
+					err = w.add(kb, nil, 0, true)
 				case gerr != nil:
 					err = fmt.Errorf("keyedstate: read key %q at the cut: %w", kb, gerr)
 				default:
@@ -297,11 +299,11 @@ func (c *cut[K]) stored(k K) (chunkVal, bool) {
 
 // addStored adds a stored value (generation header, then the state).
 func addStored(w *pieceWriter, kb, val []byte) error {
-	blob, _, err := splitStored(val)
+	sv, err := splitStored(val)
 	if err != nil {
-		return fmt.Errorf("keyedstate: stored state of key %q: %w", kb, err)
+		return fmt.Errorf("keyedstate: stored state of key %s: %w", streaming.QuoteKey(kb), err)
 	}
-	return w.add(kb, blob, false)
+	return w.add(kb, sv.blob, sv.seen, false)
 }
 
 func refOrTomb(b []byte) chunkVal {
@@ -340,6 +342,11 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.err = nil
 	r.stats.RestoredItems = 0
 	r.oldRuns = nil
+	r.keys = 0
+	var seen int64 // for keys whose piece has no last-seen time (WithKeyTTL)
+	if r.cfg.keyTTL > 0 {
+		seen = r.cfg.now().Unix()
+	}
 	for _, prefix := range [][]byte{r.cfg.prefix, r.runsKeyPrefix()} {
 		if err := deletePrefix(ctx, r.db, prefix); err != nil {
 			return fmt.Errorf("keyedstate: restore: clear prefix %q: %w", prefix, err)
@@ -369,7 +376,13 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 				err = wb.Delete(key)
 			} else {
 				start = len(arena)
-				arena = append(append(arena, 0), e.State...) // generation 0: restored
+				// Generation 0: restored. A key whose last sighting the
+				// piece does not carry counts as seen now.
+				at := e.Seen
+				if at == 0 {
+					at = seen
+				}
+				arena = append(appendHeader(arena, 0, at), e.State...)
 				err = wb.Set(key, arena[start:len(arena):len(arena)])
 			}
 			if err != nil {
@@ -381,6 +394,11 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("keyedstate: restore: %w", err)
 	}
+	n, err := countPrefix(r.db, r.cfg.prefix)
+	if err != nil {
+		return fmt.Errorf("keyedstate: restore: count keys: %w", err)
+	}
+	r.keys = n
 	r.ctype = cursorType
 	r.cur = append(r.cur[:0], cursor...)
 	return nil
@@ -456,7 +474,7 @@ func (r *Runtime[K]) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 		}
 		e := heads[win].entries[heads[win].i]
 		if !e.Tombstone {
-			if err := w.add(e.Key, e.State, false); err != nil {
+			if err := w.add(e.Key, e.State, e.Seen, false); err != nil {
 				return err
 			}
 			if w.full() {
@@ -480,6 +498,29 @@ func (r *Runtime[K]) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 	return nil
 }
 
+// countPrefix counts the keys under prefix (keys only: the LSM tree, not
+// the value log).
+func countPrefix(db *badger.DB, prefix []byte) (int, error) {
+	n := 0
+	err := db.View(func(txn *badger.Txn) error {
+		eachKey(txn, prefix, func([]byte) bool { n++; return true })
+		return nil
+	})
+	return n, err
+}
+
+// eachKey calls fn with every key under prefix in order (keys only; the
+// slice is valid during the call) until fn returns false.
+func eachKey(txn *badger.Txn, prefix []byte, fn func(key []byte) bool) {
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
+	opts.Prefix = prefix
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix) && fn(it.Item().Key()); it.Next() {
+	}
+}
+
 // deletePrefix deletes every key under prefix with write batches of
 // deletions. Not Badger's DropPrefix: that blocks every write to the DB
 // while it runs, and the runtimes of other shards sharing the DB would
@@ -489,14 +530,10 @@ func deletePrefix(ctx context.Context, db *badger.DB, prefix []byte) error {
 	for {
 		var keys [][]byte
 		err := db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
-			opts.PrefetchValues = false
-			opts.Prefix = prefix
-			it := txn.NewIterator(opts)
-			defer it.Close()
-			for it.Seek(prefix); it.ValidForPrefix(prefix) && len(keys) < batch; it.Next() {
-				keys = append(keys, it.Item().KeyCopy(nil))
-			}
+			eachKey(txn, prefix, func(k []byte) bool {
+				keys = append(keys, append([]byte(nil), k...))
+				return len(keys) < batch
+			})
 			return nil
 		})
 		if err != nil || len(keys) == 0 {

@@ -13,8 +13,9 @@
 //     [Uint64Keys]).
 //   - [BadgerOptions]: the state database's options, sized from the same
 //     memory budget as the runtime.
-//   - [Stats]: cache, flush and memory counters, and the records an
-//     operator refused (streaming.Rejected) for the runtime's metrics.
+//   - [Stats]: cache, flush and memory counters, the records an
+//     operator refused (streaming.Rejected), and the keys held, refused
+//     at the cap, expired and quarantined, for the runtime's metrics.
 //
 // # Memory
 //
@@ -93,6 +94,24 @@
 // first drops everything under the runtime's prefix, so a process starts
 // with a Restore (with no pieces when there is no checkpoint yet) to
 // clear what an earlier process left in the DB.
+//
+// # Hostile keys
+//
+// A key whose stored state does not load (Instance.Load refuses it: a
+// poisoned or corrupt state in a checkpoint) is quarantined, not an error
+// of the shard: its state is reset, the record applied to the fresh
+// state, the refusal counted (Stats.Quarantined) and reported
+// (WithQuarantine); the next checkpoint overwrites the bad state.
+//
+// WithMaxKeys caps the keys a runtime holds (in memory and in Badger,
+// counted from the last Restore): a record of a new key over the cap is
+// refused with ErrTooManyKeys (Stats.KeysRefused) and the keys held carry
+// on. WithKeyTTL expires keys unseen for a duration of processing time:
+// ExpireIdle deletes them with their state as Tx.Delete does, and the
+// next checkpoint records the deletions. A stored value's header and a
+// checkpoint piece's entry carry when the key was last seen, so a restore
+// keeps each key's age (a checkpoint of piece format 1, without it,
+// restores its keys as seen at the restore).
 //
 // # Concurrency
 //

@@ -8,3 +8,8 @@ var ErrClosed = errors.New("keyedstate: runtime closed")
 // ErrCutPending is returned by Cut while an earlier cut has not been
 // released: at most one cut is pending per runtime.
 var ErrCutPending = errors.New("keyedstate: a cut is already pending")
+
+// ErrTooManyKeys is wrapped by Tx.Eval's error for a record of a new key
+// while the runtime holds its cap of keys (WithMaxKeys): the record is
+// refused, the runtime carries on.
+var ErrTooManyKeys = errors.New("keyedstate: key cap reached")

@@ -1,6 +1,10 @@
 package keyedstate
 
-import "iter"
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"iter"
+)
 
 // PiecesOf encodes (key, state) entries, sorted by key, as checkpoint
 // pieces of about limit bytes: for tests that build a checkpoint without
@@ -9,7 +13,7 @@ func PiecesOf(limit int, keys, states [][]byte) ([][]byte, error) {
 	w := pieceWriter{limit: limit}
 	var out [][]byte
 	for i := range keys {
-		if err := w.add(keys[i], states[i], false); err != nil {
+		if err := w.add(keys[i], states[i], 0, false); err != nil {
 			return nil, err
 		}
 		if w.full() {
@@ -29,7 +33,7 @@ func PiecesSeq(limit, n int, key func(i int) []byte, state []byte) iter.Seq2[[]b
 	return func(yield func([]byte, error) bool) {
 		w := pieceWriter{limit: limit}
 		for i := range n {
-			if err := w.add(key(i), state, false); err != nil {
+			if err := w.add(key(i), state, 0, false); err != nil {
 				yield(nil, err)
 				return
 			}
@@ -41,4 +45,16 @@ func PiecesSeq(limit, n int, key func(i int) []byte, state []byte) iter.Seq2[[]b
 			yield(last, nil)
 		}
 	}
+}
+
+// PieceV1 is a piece of format version 1 (no last-seen times) holding
+// one key's state, as checkpoints written before version 2 hold.
+func PieceV1(key string, state []byte) []byte {
+	b := []byte{1, entryState}
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(len(state)))
+	b = append(b, state...)
+	b = binary.LittleEndian.AppendUint32(b, 1)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, pieceCRC))
 }

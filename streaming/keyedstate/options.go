@@ -2,6 +2,7 @@ package keyedstate
 
 import (
 	"fmt"
+	"time"
 )
 
 // Option configures a Runtime.
@@ -16,6 +17,12 @@ type config struct {
 	chunkKeys       int
 	dbShare         int
 	gcHeadroom      float64
+
+	// Hostile keys (see WithMaxKeys, WithKeyTTL, WithQuarantine).
+	maxKeys      int
+	keyTTL       time.Duration
+	onQuarantine func(key []byte, err error)
+	now          func() time.Time
 }
 
 func defaultConfig() config {
@@ -27,6 +34,7 @@ func defaultConfig() config {
 		chunkKeys:       256,
 		dbShare:         1,
 		gcHeadroom:      1.0 / 3,
+		now:             time.Now,
 	}
 }
 
@@ -51,6 +59,15 @@ func (c *config) validate() error {
 	}
 	if c.entryBytes < 0 {
 		return fmt.Errorf("keyedstate: entry size %d bytes must not be negative", c.entryBytes)
+	}
+	if c.maxKeys < 0 {
+		return fmt.Errorf("keyedstate: key cap %d must not be negative (0: no cap)", c.maxKeys)
+	}
+	if c.keyTTL != 0 && c.keyTTL < time.Second {
+		return fmt.Errorf("keyedstate: key TTL %v must be at least 1s (0: keys never expire)", c.keyTTL)
+	}
+	if c.now == nil {
+		return fmt.Errorf("keyedstate: nil clock")
 	}
 	if c.chunkKeys < 1 {
 		return fmt.Errorf("keyedstate: save chunk %d keys must be at least 1", c.chunkKeys)
@@ -104,3 +121,31 @@ func WithPrefix(p []byte) Option {
 // runtime's lock (default 256): smaller means shorter hot-path pauses
 // during a save, larger means fewer of them.
 func WithSaveChunk(keys int) Option { return func(c *config) { c.chunkKeys = keys } }
+
+// WithMaxKeys caps the keys the runtime holds, in memory and in Badger
+// (default 0: no cap). A record of a new key over the cap is refused:
+// Tx.Eval returns an error wrapping ErrTooManyKeys, counted in
+// Stats.KeysRefused, and the keys already held carry on. Deleted and
+// expired keys make room.
+func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
+
+// WithKeyTTL makes a key unseen for d (processing time: the clock of the
+// process applying its records) expire: ExpireIdle deletes it with its
+// state, in the cache and in Badger, like Tx.Delete, and the next
+// checkpoint records the deletion (default 0: keys never expire; at
+// least 1s). Checkpoints carry when each key was last seen, so a key's
+// age survives a restore.
+func WithKeyTTL(d time.Duration) Option { return func(c *config) { c.keyTTL = d } }
+
+// WithQuarantine sets the function told about a key whose stored state
+// does not load (Instance.Load refused it: a corrupt or poisoned state).
+// The key is quarantined either way: its state is reset, as for a new
+// key, the record is applied to the fresh state and the refusal is
+// counted in Stats.Quarantined; the next checkpoint overwrites the bad
+// state. key is only valid during the call; the default does nothing.
+func WithQuarantine(f func(key []byte, err error)) Option {
+	return func(c *config) { c.onQuarantine = f }
+}
+
+// WithClock sets the clock of key expiry (default time.Now), for tests.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -14,11 +15,13 @@ import (
 // Format:
 //
 //	version (1 byte) | entries... | count (uint32 LE) | crc32c (uint32 LE)
-//	entry = kind (1 byte: 0 state, 1 tombstone) | uvarint len(key) key | [state only] uvarint len(state) state
+//	entry = kind (1 byte: 0 state, 1 tombstone) | uvarint len(key) key | [state only] uvarint seen | uvarint len(state) state
 //
-// Entries are sorted by key bytes, strictly increasing; the checksum
-// (Castagnoli) covers every byte before it.
-const pieceVersion = 1
+// seen is when the key was last seen (unix seconds; 0: unknown or keys do
+// not expire), so a restore keeps idle keys' age (WithKeyTTL). Version 1,
+// still read, has no seen. Entries are sorted by key bytes, strictly
+// increasing; the checksum (Castagnoli) covers every byte before it.
+const pieceVersion = 2
 
 const (
 	entryState     = 0
@@ -41,7 +44,9 @@ func (w *pieceWriter) reset() {
 	w.last = w.last[:0]
 }
 
-func (w *pieceWriter) add(key []byte, state []byte, tombstone bool) error {
+// add appends an entry: key's state, last seen at seen (unix seconds, 0:
+// unknown), or its tombstone.
+func (w *pieceWriter) add(key []byte, state []byte, seen int64, tombstone bool) error {
 	if len(w.buf) == 0 {
 		w.reset()
 	}
@@ -56,6 +61,7 @@ func (w *pieceWriter) add(key []byte, state []byte, tombstone bool) error {
 		w.buf = append(w.buf, entryState)
 		w.buf = binary.AppendUvarint(w.buf, uint64(len(key)))
 		w.buf = append(w.buf, key...)
+		w.buf = binary.AppendUvarint(w.buf, uint64(max(seen, 0)))
 		w.buf = binary.AppendUvarint(w.buf, uint64(len(state)))
 		w.buf = append(w.buf, state...)
 	}
@@ -83,6 +89,7 @@ func (w *pieceWriter) finish() []byte {
 type pieceEntry struct {
 	Key       []byte
 	State     []byte
+	Seen      int64 // unix seconds the key was last seen (0: unknown)
 	Tombstone bool
 }
 
@@ -95,8 +102,9 @@ func decodePiece(b []byte) ([]pieceEntry, error) {
 	if got, want := crc32.Checksum(body, pieceCRC), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
 		return nil, fmt.Errorf("keyedstate piece: checksum %08x does not match stored %08x: %w", got, want, streaming.ErrCorrupt)
 	}
-	if body[0] != pieceVersion {
-		return nil, fmt.Errorf("keyedstate piece: format version %d, this build reads %d: %w", body[0], pieceVersion, streaming.ErrCorrupt)
+	version := body[0]
+	if version != 1 && version != pieceVersion {
+		return nil, fmt.Errorf("keyedstate piece: format version %d, this build reads 1 to %d: %w", version, pieceVersion, streaming.ErrCorrupt)
 	}
 	count := binary.LittleEndian.Uint32(body[len(body)-4:])
 	data := body[1 : len(body)-4]
@@ -126,6 +134,13 @@ func decodePiece(b []byte) ([]pieceEntry, error) {
 		}
 		e := pieceEntry{Key: key, Tombstone: kind == entryTombstone}
 		if !e.Tombstone {
+			if version >= 2 {
+				seen, w := binary.Uvarint(data[off:])
+				if w <= 0 || seen > math.MaxInt64 {
+					return nil, fmt.Errorf("keyedstate piece: bad last-seen time at byte %d: %w", off+1, streaming.ErrCorrupt)
+				}
+				e.Seen, off = int64(seen), off+w
+			}
 			if e.State, err = field(); err != nil {
 				return nil, err
 			}

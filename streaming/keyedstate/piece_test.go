@@ -20,7 +20,7 @@ func buildPieces(t testing.TB, limit int, entries []kv) [][]byte {
 	w := pieceWriter{limit: limit}
 	var out [][]byte
 	for _, e := range entries {
-		require.NoError(t, w.add([]byte(e.k), []byte(e.v), e.tomb))
+		require.NoError(t, w.add([]byte(e.k), []byte(e.v), 0, e.tomb))
 		if w.full() {
 			out = append(out, append([]byte(nil), w.finish()...))
 		}
@@ -59,7 +59,7 @@ func TestPieceRoundTrip(t *testing.T) {
 // reader refused.
 func TestPieceFinishAfterFullEmitsNothing(t *testing.T) {
 	w := pieceWriter{limit: 1}
-	require.NoError(t, w.add([]byte("k"), []byte("v"), false))
+	require.NoError(t, w.add([]byte("k"), []byte("v"), 0, false))
 	require.True(t, w.full())
 	require.NotNil(t, w.finish())
 	require.Nil(t, w.finish())
@@ -67,8 +67,8 @@ func TestPieceFinishAfterFullEmitsNothing(t *testing.T) {
 
 func TestPieceRefusesUnsortedAndCorrupt(t *testing.T) {
 	w := pieceWriter{limit: 1 << 20}
-	require.NoError(t, w.add([]byte("b"), nil, false))
-	require.ErrorContains(t, w.add([]byte("a"), nil, false), `"a" is not after "b"`)
+	require.NoError(t, w.add([]byte("b"), nil, 0, false))
+	require.ErrorContains(t, w.add([]byte("a"), nil, 0, false), `"a" is not after "b"`)
 
 	good := buildPieces(t, 1<<20, []kv{{"a", "1", false}, {"b", "2", false}})[0]
 	cases := []struct {
@@ -92,6 +92,9 @@ func TestPieceRefusesUnsortedAndCorrupt(t *testing.T) {
 func FuzzDecodePiece(f *testing.F) {
 	f.Add(buildPieces(f, 1<<20, []kv{{"a", "1", false}, {"b", "", true}})[0])
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0})
+	w := pieceWriter{limit: 1 << 20}
+	require.NoError(f, w.add([]byte("k"), []byte("state"), 1_700_000_000, false))
+	f.Add(append([]byte(nil), w.finish()...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		es, err := decodePiece(b)
 		if err != nil {
@@ -137,4 +140,24 @@ func TestMergeRuns(t *testing.T) {
 	}))
 	require.Greater(t, len(out), 1)
 	require.Equal(t, []kv{{"a", "3", false}, {"b", "2", false}, {"e", "1", false}, {"f", "3", false}}, decodeAll(t, out))
+}
+
+// TestMergeRunsKeepsLastSeen: merging runs keeps each entry's last-seen
+// time (piece format 2), so a key's TTL age survives a merge.
+func TestMergeRunsKeepsLastSeen(t *testing.T) {
+	r := &Runtime[string]{cfg: config{pieceBytes: 1 << 20}}
+	run := func(key string, seen int64) iter.Seq2[[]byte, error] {
+		w := pieceWriter{limit: 1 << 20}
+		require.NoError(t, w.add([]byte(key), []byte("s"), seen, false))
+		return seqOfPieces([][]byte{append([]byte(nil), w.finish()...)})
+	}
+	var out [][]byte
+	require.NoError(t, r.MergeRuns(context.Background(), []iter.Seq2[[]byte, error]{run("a", 100), run("b", 200), run("a", 300)},
+		func(p []byte) error { out = append(out, append([]byte(nil), p...)); return nil }))
+	require.Len(t, out, 1)
+	es, err := decodePiece(out[0])
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	require.Equal(t, int64(300), es[0].Seen, "the newest run's entry wins, with its time")
+	require.Equal(t, int64(200), es[1].Seen)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -47,6 +48,8 @@ type Runtime[K comparable] struct {
 	oldRuns  []spilledRun // runs of saved cuts whose deletion failed, retried
 	ctype    string       // cursor of the last applied record
 	cur      []byte
+	keys     int   // keys held (cache, write-behind, Badger): WithMaxKeys
+	clock    int64 // unix seconds of the current Process call when keys expire
 
 	pending   *batch[K] // write-behind: states of evicted or deleted keys
 	flushing  *batch[K] // the batch the flusher is writing, or nil
@@ -74,6 +77,7 @@ type entry[K comparable] struct {
 	changed bool   // state differs from the stored copy (buffer or Badger)
 	absent  bool   // loaded as a key with no state (never seen or deleted), not changed since
 	gen     uint64 // generation of the key's last change (0: none since a restore)
+	seen    int64  // unix seconds of its last record (WithKeyTTL), or of the restore
 }
 
 // Stats are counters for tests, benchmarks and metrics.
@@ -94,6 +98,10 @@ type Stats struct {
 	RestoredItems uint64        // entries written by the last Restore
 	Rejected      uint64        // records an operator refused (streaming.Rejected), counted by Tx.Eval
 	Spills        uint64        // lists of changed keys spilled to Badger (they outgrew their part of the budget)
+	Keys          int           // keys held, in memory and in Badger (counted from the last Restore)
+	KeysRefused   uint64        // records of new keys refused at the key cap (WithMaxKeys)
+	Expired       uint64        // keys deleted by ExpireIdle (WithKeyTTL)
+	Quarantined   uint64        // keys whose stored state did not load and was reset (WithQuarantine)
 
 	// Memory, in bytes, as counted against the budget.
 	Budget       int64 // WithMemoryBudget
@@ -233,7 +241,15 @@ func (r *Runtime[K]) Process(fn func(tx *Tx[K]) error) error {
 	if err := r.usable(); err != nil {
 		return err
 	}
+	r.tick()
 	return fn(&r.tx)
+}
+
+// tick reads the expiry clock once per call (r.mu held).
+func (r *Runtime[K]) tick() {
+	if r.cfg.keyTTL > 0 {
+		r.clock = r.cfg.now().Unix()
+	}
 }
 
 // Apply evaluates one record of key and records its cursor, atomically
@@ -245,6 +261,7 @@ func (r *Runtime[K]) Apply(key K, ts int64, cursorType string, cursor []byte, in
 	if err := r.usable(); err != nil {
 		return nil, err
 	}
+	r.tick()
 	in, err := r.tx.Eval(key, ts, inputs...)
 	if err != nil {
 		return nil, err
@@ -256,7 +273,9 @@ func (r *Runtime[K]) Apply(key K, ts int64, cursorType string, cursor []byte, in
 // Eval runs one record of key through its instance (loading it from the
 // write-behind buffer or Badger on a miss) and returns the instance. A
 // record some operator refused (Instance.Rejected() > 0) is counted in
-// Stats.Rejected.
+// Stats.Rejected. A record of a new key while the runtime holds its cap
+// of keys (WithMaxKeys) is refused with an error wrapping
+// ErrTooManyKeys; the runtime carries on.
 func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming.Instance, error) {
 	r := tx.r
 	e, ok := r.cache[key]
@@ -268,7 +287,18 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 		if e, err = r.load(key); err != nil {
 			return nil, err
 		}
+		if e.absent { // a new key
+			if r.cfg.maxKeys > 0 && r.keys >= r.cfg.maxKeys {
+				delete(r.cache, key)
+				e.live = false
+				r.stats.KeysRefused++
+				return nil, fmt.Errorf("new key %s refused: the shard holds %d keys, its cap: %w",
+					streaming.QuoteKey(r.keyBytes(key)), r.keys, ErrTooManyKeys)
+			}
+			r.keys++
+		}
 	}
+	e.seen = r.clock
 	if e.gen != r.gen {
 		if err := r.markChanged(e); err != nil {
 			return nil, err
@@ -311,20 +341,23 @@ func (tx *Tx[K]) Delete(key K) error {
 		delete(r.cache, key)
 		e.live, e.changed, e.absent, e.gen = false, false, false, 0
 		e.inst.Reset()
+		r.keys--
 	} else {
-		blob, found, sgen, err := r.lookupStored(key, kb)
+		sv, found, err := r.lookupStored(key, kb)
 		if err != nil {
 			return err
 		}
-		gen = sgen
-		if !found {
+		gen = sv.gen
+		if found {
+			r.keys--
+		} else {
 			gen = r.deleted[key]
 		}
 		if r.inCut(gen) {
 			// Save the cut's state aside before the deletion hides it.
 			var b []byte
 			if found {
-				b = append([]byte(nil), blob...)
+				b = append(appendHeader(nil, 0, sv.seen), sv.blob...)
 			}
 			r.cut.keep(key, b)
 		}
@@ -371,14 +404,21 @@ func (r *Runtime[K]) load(key K) (*entry[K], error) {
 		return nil, err
 	}
 	kb := r.keyBytes(key)
-	blob, found, gen, err := r.lookupStored(key, kb)
+	sv, found, err := r.lookupStored(key, kb)
 	if err != nil {
 		return nil, err
 	}
+	gen := sv.gen
 	if found {
-		if err := e.inst.Load(blob); err != nil {
+		if err := e.inst.Load(sv.blob); err != nil {
+			// Quarantine: one key's bad state must not stop the shard.
+			// The key starts afresh; its next change overwrites the
+			// stored state.
 			e.inst.Reset()
-			return nil, fmt.Errorf("keyedstate: state of key %q: %w", kb, err)
+			r.stats.Quarantined++
+			if f := r.cfg.onQuarantine; f != nil {
+				f(kb, err)
+			}
 		}
 	} else {
 		e.inst.Reset()
@@ -386,7 +426,7 @@ func (r *Runtime[K]) load(key K) (*entry[K], error) {
 	}
 	// A new entry starts unreferenced: a key seen once leaves at the next
 	// sweep, and one seen again earns its reference bit like the others.
-	e.key, e.live, e.ref, e.changed, e.absent, e.gen = key, true, false, false, !found, gen
+	e.key, e.live, e.ref, e.changed, e.absent, e.gen, e.seen = key, true, false, false, !found, gen, sv.seen
 	r.cache[key] = e
 	return e, nil
 }
@@ -496,11 +536,12 @@ func (b *batch[K]) put(key K, s span) {
 	b.idx[key] = s
 }
 
-// bufferState writes e's state, stamped with its generation, behind.
+// bufferState writes e's state, stamped with its generation and when it
+// was last seen, behind.
 func (r *Runtime[K]) bufferState(e *entry[K]) error {
 	b := r.pending
 	off := len(b.arena)
-	b.arena = binary.AppendUvarint(b.arena, e.gen)
+	b.arena = appendHeader(b.arena, e.gen, e.seen)
 	var err error
 	if b.arena, err = e.inst.AppendSave(b.arena); err != nil {
 		b.arena = b.arena[:off]
@@ -632,10 +673,18 @@ func (r *Runtime[K]) fullKey(kb []byte) []byte {
 	return r.fkBuf
 }
 
+// storedVal is a stored value: the instance's state (Instance.Save's
+// blob) and its header.
+type storedVal struct {
+	blob []byte
+	gen  uint64 // generation of the key's last change
+	seen int64  // unix seconds of its last record, or of the restore (WithKeyTTL)
+}
+
 // lookupStored finds a key's stored state: write-behind buffer, the batch
 // in flight, then Badger, and the generation it was written in. The
 // returned slice is valid until the next lookup.
-func (r *Runtime[K]) lookupStored(key K, kb []byte) (blob []byte, found bool, gen uint64, err error) {
+func (r *Runtime[K]) lookupStored(key K, kb []byte) (sv storedVal, found bool, err error) {
 	val, deleted, ok := r.pending.get(key)
 	if !ok && r.flushing != nil {
 		val, deleted, ok = r.flushing.get(key)
@@ -647,33 +696,45 @@ func (r *Runtime[K]) lookupStored(key K, kb []byte) (blob []byte, found bool, ge
 		}
 		item, gerr := r.rview.txn.Get(r.fullKey(kb))
 		if errors.Is(gerr, badger.ErrKeyNotFound) {
-			return nil, false, 0, nil
+			return storedVal{}, false, nil
 		}
 		if gerr == nil {
 			r.valBuf, gerr = item.ValueCopy(r.valBuf[:0])
 		}
 		if gerr != nil {
-			return nil, false, 0, fmt.Errorf("keyedstate: read key %q: %w", kb, gerr)
+			return storedVal{}, false, fmt.Errorf("keyedstate: read key %s: %w", streaming.QuoteKey(kb), gerr)
 		}
 		val = r.valBuf
 	} else if deleted {
-		return nil, false, 0, nil
+		return storedVal{}, false, nil
 	}
-	blob, gen, err = splitStored(val)
+	sv, err = splitStored(val)
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("keyedstate: stored state of key %q: %w", kb, err)
+		return storedVal{}, false, fmt.Errorf("keyedstate: stored state of key %s: %w", streaming.QuoteKey(kb), err)
 	}
-	return blob, true, gen, nil
+	return sv, true, nil
 }
 
-// splitStored splits a stored value into the instance's state and the
-// generation of its last change.
-func splitStored(val []byte) ([]byte, uint64, error) {
+// appendHeader appends a stored value's header: the generation of the
+// key's last change and when it was last seen (unix seconds, 0 when keys
+// do not expire), two uvarints.
+func appendHeader(b []byte, gen uint64, seen int64) []byte {
+	b = binary.AppendUvarint(b, gen)
+	return binary.AppendUvarint(b, uint64(max(seen, 0)))
+}
+
+// splitStored splits a stored value into its header and the instance's
+// state.
+func splitStored(val []byte) (storedVal, error) {
 	gen, n := binary.Uvarint(val)
 	if n <= 0 {
-		return nil, 0, fmt.Errorf("stored value of %d bytes has no generation header: %w", len(val), streaming.ErrCorrupt)
+		return storedVal{}, fmt.Errorf("stored value of %d bytes has no generation header: %w", len(val), streaming.ErrCorrupt)
 	}
-	return val[n:], gen, nil
+	seen, m := binary.Uvarint(val[n:])
+	if m <= 0 || seen > math.MaxInt64 {
+		return storedVal{}, fmt.Errorf("stored value of %d bytes has no last-seen header: %w", len(val), streaming.ErrCorrupt)
+	}
+	return storedVal{blob: val[n+m:], gen: gen, seen: int64(seen)}, nil
 }
 
 // Flush writes the write-behind buffer to Badger and waits for it.
@@ -721,6 +782,7 @@ func (r *Runtime[K]) Stats() Stats {
 	s.EntryBytes = r.entrySz
 	s.PendingBytes = r.pending.bytes
 	s.DirtyKeys = r.dirty.keys()
+	s.Keys = r.keys
 	if r.cut != nil {
 		s.CutPending = true
 		s.CapturedKeys = len(r.cut.captured)
@@ -743,9 +805,9 @@ func (r *Runtime[K]) Get(key K) ([]byte, bool, error) {
 		b, err := e.inst.AppendSave(make([]byte, 0, 64))
 		return b, true, err
 	}
-	b, found, _, err := r.lookupStored(key, r.keyBytes(key))
+	sv, found, err := r.lookupStored(key, r.keyBytes(key))
 	if err != nil || !found {
 		return nil, false, err
 	}
-	return append([]byte(nil), b...), true, nil
+	return append([]byte(nil), sv.blob...), true, nil
 }

@@ -13,6 +13,8 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,4 +99,14 @@ func (p *PKI) ServerConfig() *tls.Config {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    p.Pool,
 	}
+}
+
+// Serve serves h over TLS with ServerConfig (mutual TLS: a client needs
+// the CA and the client certificate) until t ends.
+func (p *PKI) Serve(t testing.TB, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = p.ServerConfig()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
 }

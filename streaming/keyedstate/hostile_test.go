@@ -1,0 +1,224 @@
+package keyedstate_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination/vclock"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+)
+
+// TestCorruptKeyIsQuarantined: one key whose restored state does not load
+// failed every record of that key, and with it the shard; now the key is
+// reset and reported, and the other keys keep their state.
+func TestCorruptKeyIsQuarantined(t *testing.T) {
+	g := smaGraph(t)
+	recs := makeRecords(5, 2000, 40)
+	ref := reference(g, recs)
+	keys := keysOf(recs)
+	bad := keys[3]
+
+	// A checkpoint of every key, with bad's state cut short.
+	var kbs, states [][]byte
+	sorted := append([]string(nil), keys...)
+	slices.Sort(sorted)
+	for _, k := range sorted {
+		in, _ := ref.Lookup(k)
+		st, err := in.Save()
+		require.NoError(t, err)
+		if k == bad {
+			st = st[:len(st)/2]
+		}
+		kbs, states = append(kbs, []byte(k)), append(states, st)
+	}
+	pieces, err := keyedstate.PiecesOf(4<<10, kbs, states)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var reported []string
+	rt := newRuntime(t, g, openDB(t), append(small(10), keyedstate.WithQuarantine(func(key []byte, err error) {
+		require.Error(t, err)
+		mu.Lock()
+		reported = append(reported, string(key))
+		mu.Unlock()
+	}))...)
+	require.NoError(t, rt.Restore(context.Background(), "seq", seqCursor(0), piecesSeq(pieces)))
+
+	// One more record for every key: all apply, bad starts afresh.
+	for i, k := range keys {
+		_, err := rt.Apply(k, int64(10_000+i), "seq", seqCursor(i), streaming.Float(1))
+		require.NoError(t, err, "key %s", k)
+	}
+	require.Equal(t, []string{bad}, reported)
+	require.Equal(t, uint64(1), rt.Stats().Quarantined)
+
+	fresh := g.NewInstance()
+	for i, k := range keys {
+		in, _ := ref.Lookup(k)
+		if k == bad {
+			in = fresh
+		}
+		in.Eval(int64(10_000+i), streaming.Float(1))
+		want, err := in.Save()
+		require.NoError(t, err)
+		got, found, err := rt.Get(k)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, want, got, "key %s", k)
+	}
+}
+
+// TestKeyCap: random ids grew a shard's keys without bound; now a new key
+// over the cap is refused and the keys held carry on.
+func TestKeyCap(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	st := backends(t)["memory"]()
+	rt := newRuntime(t, g, openDB(t), append(small(4), keyedstate.WithMaxKeys(10))...)
+	cp := checkpointer(t, rt, st)
+	require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
+
+	apply := func(k string, i int) error {
+		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(float64(i)))
+		return err
+	}
+	for i := range 10 {
+		require.NoError(t, apply(fmt.Sprintf("k%02d", i), i))
+	}
+	err := apply("intruder", 10)
+	require.ErrorIs(t, err, keyedstate.ErrTooManyKeys)
+	require.Contains(t, err.Error(), `"intruder"`)
+	// Keys held (evicted to Badger too: the cache holds 4) still apply.
+	for i := range 10 {
+		require.NoError(t, apply(fmt.Sprintf("k%02d", i), 20+i))
+	}
+	s := rt.Stats()
+	require.Equal(t, 10, s.Keys)
+	require.Equal(t, uint64(1), s.KeysRefused)
+	_, found, err := rt.Get("intruder")
+	require.NoError(t, err)
+	require.False(t, found)
+
+	// A deleted key makes room; the count survives a restore.
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("k03") }))
+	require.NoError(t, apply("newcomer", 40))
+	require.ErrorIs(t, apply("intruder", 41), keyedstate.ErrTooManyKeys)
+	_, err = cp.Checkpoint(ctx)
+	require.NoError(t, err)
+
+	rt2 := newRuntime(t, g, openDB(t), append(small(4), keyedstate.WithMaxKeys(10))...)
+	_, err = checkpointer(t, rt2, st).Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 10, rt2.Stats().Keys)
+	_, err = rt2.Apply("intruder", 50, "seq", seqCursor(50), streaming.Float(1))
+	require.ErrorIs(t, err, keyedstate.ErrTooManyKeys)
+	_, err = rt2.Apply("k03", 51, "seq", seqCursor(51), streaming.Float(1)) // deleted: new again
+	require.ErrorIs(t, err, keyedstate.ErrTooManyKeys)
+	_, err = rt2.Apply("newcomer", 52, "seq", seqCursor(52), streaming.Float(1))
+	require.NoError(t, err)
+}
+
+// TestIdleKeysExpire: a key never seen again stayed forever; now a key
+// unseen for the TTL is deleted with its state, from the cache and from
+// Badger, and the checkpoint records it.
+func TestIdleKeysExpire(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	st := backends(t)["memory"]()
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	opts := append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now), keyedstate.WithMaxKeys(100))
+	rt := newRuntime(t, g, openDB(t), opts...)
+	cp := checkpointer(t, rt, st)
+	require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
+	apply := func(k string, i int) {
+		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(float64(i)))
+		require.NoError(t, err)
+	}
+	// 20 idle keys (most evicted to Badger: the cache holds 4), then 3
+	// active ones seen after 50 minutes.
+	for i := range 20 {
+		apply(fmt.Sprintf("idle%02d", i), i)
+	}
+	require.NoError(t, rt.Flush())
+	clock.Advance(50 * time.Minute)
+	for i := range 3 {
+		apply(fmt.Sprintf("live%d", i), 100+i)
+	}
+	n, err := rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing is an hour old yet")
+
+	clock.Advance(20 * time.Minute)
+	n, err = rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 20, n)
+	s := rt.Stats()
+	require.Equal(t, uint64(20), s.Expired)
+	require.Equal(t, 3, s.Keys)
+	for i := range 20 {
+		_, found, err := rt.Get(fmt.Sprintf("idle%02d", i))
+		require.NoError(t, err)
+		require.False(t, found)
+	}
+	for i := range 3 {
+		_, found, err := rt.Get(fmt.Sprintf("live%d", i))
+		require.NoError(t, err)
+		require.True(t, found)
+	}
+
+	// The checkpoint carries the deletions: a restore has the live keys only.
+	_, err = cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	rt2 := newRuntime(t, g, openDB(t), opts...)
+	_, err = checkpointer(t, rt2, st).Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, rt2.Stats().Keys)
+	_, found, err := rt2.Get("idle00")
+	require.NoError(t, err)
+	require.False(t, found)
+	// The checkpoint carries when each key was last seen: the live keys,
+	// seen at 50 minutes, expire an hour later on the restored runtime
+	// too, not an hour after the restore.
+	n, err = rt2.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	clock.Advance(45 * time.Minute) // 115 minutes
+	n, err = rt2.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Zero(t, rt2.Stats().Keys)
+}
+
+// TestRestoreWithoutLastSeen: a checkpoint written before pieces carried
+// when keys were last seen (piece format 1) restores, its keys counted as
+// seen at the restore.
+func TestRestoreWithoutLastSeen(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	rt := newRuntime(t, g, openDB(t), append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
+	in := g.NewInstance()
+	in.Eval(1, streaming.Float(5))
+	state, err := in.Save()
+	require.NoError(t, err)
+	require.NoError(t, rt.Restore(ctx, "seq", seqCursor(1), piecesSeq([][]byte{keyedstate.PieceV1("old", state)})))
+	got, found, err := rt.Get("old")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, state, got)
+	clock.Advance(59 * time.Minute)
+	n, err := rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	clock.Advance(2 * time.Minute)
+	n, err = rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
