@@ -176,8 +176,8 @@ func (c mqttSource) Cut(ctx context.Context) (streaming.Cut, error) {
 }
 
 func (c mqttSource) Restore(ctx context.Context, typ string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
-	if len(cursor) > 0 && typ != streaming.CursorTypeMqtt {
-		return fmt.Errorf("shard %s: checkpoint cursor type %q, want %q: %w", c.s.id, typ, streaming.CursorTypeMqtt, streaming.ErrCorrupt)
+	if len(cursor) > 0 && typ != streaming.CursorTypeMQTT {
+		return fmt.Errorf("shard %s: checkpoint cursor type %q, want %q: %w", c.s.id, typ, streaming.CursorTypeMQTT, streaming.ErrCorrupt)
 	}
 	if err := c.s.rt.Restore(ctx, typ, cursor, pieces); err != nil {
 		return err
@@ -200,7 +200,7 @@ type mqttCut struct {
 	ack    func(saved bool)
 }
 
-func (c *mqttCut) Cursor() (string, []byte) { return streaming.CursorTypeMqtt, c.cursor }
+func (c *mqttCut) Cursor() (string, []byte) { return streaming.CursorTypeMQTT, c.cursor }
 
 func (c *mqttCut) Release(saved bool) {
 	c.Cut.Release(saved)

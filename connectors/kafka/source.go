@@ -18,7 +18,7 @@ import (
 // the group after every owned partition's Release.
 type Source struct {
 	cfg    sourceConfig
-	router *KafkaShardRouter
+	router *ShardRouter
 
 	mu      sync.Mutex // guards parts, cl, cancel, fatal, nparts
 	parts   map[Partition]*partition
@@ -47,12 +47,12 @@ func NewSource(opts ...SourceOption) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, router: NewKafkaShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{},
+	return &Source{cfg: cfg, router: NewShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{},
 		runDone: make(chan struct{}), dlqInflight: newBarrier()}, nil
 }
 
 // Router returns the member's shard router.
-func (s *Source) Router() *KafkaShardRouter { return s.router }
+func (s *Source) Router() *ShardRouter { return s.router }
 
 // Stats is a snapshot of the Source's counters.
 type Stats struct {
