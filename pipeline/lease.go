@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/coordination/metered"
 	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -138,6 +139,7 @@ func (w *Worker) join(ctx context.Context) (*membership, error) {
 			return fmt.Errorf("worker %q refuses split %q: %w", id, t.Spec().ID, errNoSplits)
 		}),
 		split.WithMaxAttempts(1),
+		split.WithMetrics(split.NewMetrics(w.o.reg)), split.WithStoreMetrics(metered.NewMetrics(w.o.reg)),
 		split.WithLogger(w.log.With("component", "coordination")))
 	if err != nil {
 		return nil, fmt.Errorf("worker %q: %w", id, err)

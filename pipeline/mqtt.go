@@ -61,6 +61,13 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	if cfg.AckOnCheckpoint {
 		opts = append(opts, mqtt.WithAckOnCheckpoint())
 	}
+	if w.o.reg != nil {
+		hook, err := mqtt.PrometheusCounters(w.o.reg, "tflo", cfg.ClientID)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mqtt.WithCounterHook(hook))
+	}
 	src, err := mqtt.NewSource(opts...)
 	if err != nil {
 		return nil, err

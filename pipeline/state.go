@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/streaming"
@@ -45,8 +46,9 @@ func openStateDB(dir string, budget int64) (*badger.DB, error) {
 }
 
 // openDurable opens the durable checkpoint store d (the state database
-// itself when d names none) and returns it with its close function.
-func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger) (streaming.StateStore, func() error, error) {
+// itself when d names none) and returns it with its close function. An S3
+// store's requests are measured on reg (when not nil).
+func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger, reg prometheus.Registerer) (streaming.StateStore, func() error, error) {
 	nop := func() error { return nil }
 	switch {
 	case d.Store != nil:
@@ -68,6 +70,9 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 		}
 		if s.AccessKeyEnv != "" {
 			opts = append(opts, s3.WithStaticCredentials(os.Getenv(s.AccessKeyEnv), os.Getenv(s.SecretKeyEnv), ""))
+		}
+		if reg != nil {
+			opts = append(opts, s3.WithAPIOptions(s3.NewRequestMetrics(reg, s.Bucket).Register))
 		}
 		st, err := s3.New(ctx, s.Bucket, opts...)
 		if err != nil {

@@ -78,6 +78,23 @@ func (s *Source) Stats() Stats {
 	}
 }
 
+// Lag returns the consumer lag in records of every partition the member
+// has open: the partition's high watermark, as the last fetch response
+// reported it, minus the offset after the last record handed to its
+// handler. A partition no fetch has answered for yet is left out. It costs
+// no request: the numbers come with the fetches the member makes anyway.
+func (s *Source) Lag() map[Partition]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Partition]int64, len(s.parts))
+	for p, w := range s.parts {
+		if hwm := w.hwm.Load(); hwm >= 0 {
+			out[p] = max(hwm-w.next.Load(), 0)
+		}
+	}
+	return out
+}
+
 func (s *Source) baseOpts() ([]kgo.Opt, error) {
 	sec, err := s.cfg.security.kgoOpts()
 	if err != nil {
@@ -151,12 +168,15 @@ func (s *Source) Run(ctx context.Context) error {
 			s.cfg.log.Warn("kafka fetch error", "topic", t, "partition", p, "err", err)
 		})
 		fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
-			if len(ft.Records) == 0 {
-				return
-			}
 			s.mu.Lock()
 			w := s.parts[Partition{ft.Topic, ft.Partition}]
 			s.mu.Unlock()
+			if w != nil && ft.Err == nil {
+				w.hwm.Store(ft.HighWatermark)
+			}
+			if len(ft.Records) == 0 {
+				return
+			}
 			if w == nil || w.stopping.Load() {
 				s.router.CountDropped(len(ft.Records))
 				return

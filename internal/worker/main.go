@@ -39,7 +39,15 @@ type Main struct {
 	// spec), each with a heading.
 	Keys []KeysOf
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
-	Run func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error
+	Run func(ctx context.Context, rt Runtime) error
+}
+
+// Runtime is what RunMain gives a main's Run.
+type Runtime struct {
+	Log      *slog.Logger
+	Registry prometheus.Registerer
+	// Ready is what /readyz asks: Run sets its check once it has one.
+	Ready *Readiness
 }
 
 // KeysOf is a config type whose keys a main's help lists.
@@ -68,6 +76,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if m.Flags != nil {
 		m.Flags(fs)
 	}
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles (net/http/pprof) at /debug/pprof/ on the metrics address")
 	showVersion := version.Flag(fs)
 	fs.Usage = func() { Usage(stderr, m, fs) }
 	if err := fs.Parse(args); err != nil {
@@ -90,8 +99,13 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	}
 	log := m.Config.Logging().Logger(stderr).With("cmd", m.Name)
 	reg := NewRegistry()
+	ready := &Readiness{}
 	if addr := m.Config.MetricsAddr(); addr != "" {
-		ms, err := ServeMetrics(addr, reg)
+		opts := []ServeOption{WithReadiness(ready)}
+		if *pprofOn {
+			opts = append(opts, WithPprof())
+		}
+		ms, err := ServeMetrics(addr, reg, opts...)
 		if err != nil {
 			log.Error("metrics", "err", err)
 			return ExitFailure
@@ -101,7 +115,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := m.Run(ctx, log, reg); err != nil {
+	if err := m.Run(ctx, Runtime{Log: log, Registry: reg, Ready: ready}); err != nil {
 		var usage usageError
 		if errors.As(err, &usage) {
 			fmt.Fprintf(stderr, "%s: %v\n", m.Name, usage.err)

@@ -34,7 +34,7 @@ func PipelineMain() Main {
 			fs.BoolVar(&check, "check", false, "load and check the spec (and the config), print the pipeline and exit")
 		},
 		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}}},
-		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
+		Run: func(ctx context.Context, rt Runtime) error {
 			if spec == "" {
 				return usageError{errors.New("--pipeline FILE is required")}
 			}
@@ -47,7 +47,7 @@ func PipelineMain() Main {
 					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), p.Graph.Outputs, len(p.Sinks))
 				return nil
 			}
-			return RunPipeline(ctx, p, *cfg, log, reg)
+			return runPipeline(ctx, p, *cfg, rt.Log, rt.Registry, rt.Ready)
 		},
 	}
 }
@@ -67,6 +67,12 @@ func sourceName(s pipeline.Source) string {
 // set), serves backfills (when an InfluxDB is set) and runs the pipeline
 // worker until ctx ends; opts are added to the worker's.
 func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, log *slog.Logger, reg prometheus.Registerer, opts ...pipeline.Option) error {
+	return runPipeline(ctx, p, cfg, log, reg, nil, opts...)
+}
+
+// runPipeline is RunPipeline that also sets ready's check (when not nil)
+// to the worker's Ready.
+func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, log *slog.Logger, reg prometheus.Registerer, ready *Readiness, opts ...pipeline.Option) error {
 	o := []pipeline.Option{pipeline.WithLogger(log), pipeline.WithMetrics(reg)}
 	if cfg.WorkerID != "" {
 		o = append(o, pipeline.WithWorkerID(cfg.WorkerID))
@@ -130,6 +136,9 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 	w, err := pipeline.NewWorker(ctx, p, append(o, opts...)...)
 	if err != nil {
 		return err
+	}
+	if ready != nil {
+		ready.Set(w.Ready)
 	}
 	return w.Run(ctx)
 }

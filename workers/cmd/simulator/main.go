@@ -8,10 +8,7 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/workers/simulator"
@@ -26,11 +23,12 @@ func Main() worker.Main {
 		Name:    "simulator",
 		Summary: "a seeded fleet of synthetic sensors publishing readings to MQTT",
 		Config:  cfg,
-		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
-			s, err := simulator.NewProcess(*cfg, log, reg)
+		Run: func(ctx context.Context, rt worker.Runtime) error {
+			s, err := simulator.NewProcess(*cfg, rt.Log, rt.Registry)
 			if err != nil {
 				return err
 			}
+			rt.Ready.Set(func(context.Context) error { return nil })
 			return s.Run(ctx, nil)
 		},
 	}

@@ -1,0 +1,174 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/testsuite/s3test"
+)
+
+// get returns the status and body of url ("" and 0 when it does not answer).
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestOperatorEndpointsAndMetrics runs the worker main (with --pprof) on a
+// Kafka pipeline writing to a real InfluxDB, checkpointing to S3
+// (versitygw) and registered in NATS, and scrapes what an operator
+// watches: /healthz, /readyz (not ready until the group gave it its
+// partitions and they are restored), pprof, and the metrics to alert on —
+// checkpoint failures and age per shard, the breaker as one series per
+// state, Kafka consumer lag, the InfluxDB sink's points, retries,
+// rejections and breaker, the S3 store's requests, the split protocol's
+// and the coordination store's collectors.
+func TestOperatorEndpointsAndMetrics(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 2})
+	require.NoError(t, err)
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	in, err := devstack.StartInflux(ctx, devstack.InfluxOptions{Dir: t.TempDir()})
+	if err != nil {
+		if os.Getenv("TFLO_REQUIRE_SERVICES") == "" {
+			t.Skipf("no influxd: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer in.Close()
+	require.NoError(t, in.CreateDatabase(ctx, "obs"))
+	s3 := s3test.Start(t, "ckpt")
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go ns.Start()
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+	defer ns.Shutdown()
+
+	spec := writeFile(t, "obs.yaml", fmt.Sprintf(`name: obs
+source:
+  kafka: {brokers: [%q], topic: readings, session_timeout: 2s}
+decoder: reading
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 2, warmup: partial}}
+sinks:
+  - influx: {url: %q, bucket: obs/autogen}
+state:
+  dir: %q
+  memory: 128MiB
+  durable:
+    s3: {bucket: ckpt, endpoint: %q, region: us-east-1, access_key_env: OBS_S3_KEY, secret_key_env: OBS_S3_SECRET}
+checkpoint:
+  interval: 200ms
+`, k.Addrs()[0], in.URL, t.TempDir(), s3.URL))
+	maddr := freePort(t)
+	t.Setenv("OBS_S3_KEY", s3.AccessKey)
+	t.Setenv("OBS_S3_SECRET", s3.SecretKey)
+	t.Setenv("TFLO_WORKER_ID", "obs-1")
+	t.Setenv("TFLO_METRICS_ADDR", maddr)
+	t.Setenv("TFLO_COORDINATION_NATS_URL", ns.ClientURL())
+	t.Setenv("TFLO_COORDINATION_JOB", "obs")
+
+	done := make(chan int, 1)
+	var errOut syncBuffer
+	go func() {
+		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec, "--pprof"}, &errOut)
+	}()
+	base := "http://" + maddr
+	require.Eventually(t, func() bool { c, _ := get(base + "/healthz"); return c == http.StatusOK }, 30*time.Second, 20*time.Millisecond, errOut.String())
+	require.Eventually(t, func() bool { c, _ := get(base + "/readyz"); return c == http.StatusOK }, 60*time.Second, 50*time.Millisecond, errOut.String())
+	require.Equal(t, 2.0, metric(t, base+"/metrics", "tflo_pipeline_owned_shards"), "ready means its partitions are held")
+	code, body := get(base + "/debug/pprof/")
+	require.Equal(t, http.StatusOK, code, "--pprof serves the profiles")
+	require.Contains(t, body, "goroutine")
+
+	pub, err := kafka.NewPublisher(ctx, kafka.PublishTo("readings", k.Addrs()...))
+	require.NoError(t, err)
+	defer pub.Close()
+	const n = 40
+	for i := range n {
+		require.NoError(t, pub.Publish(ctx, fmt.Sprintf("s%d", i%5), fmt.Appendf(nil, `{"sensor":"s%d","ts":%d,"value":%d}`, i%5, 1_700_000_000_000+int64(i)*1000, i)))
+	}
+	require.NoError(t, pub.Flush(ctx))
+	url := base + "/metrics"
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_records_in_total") == n }, 30*time.Second, 20*time.Millisecond, errOut.String())
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_influx_points_total") == n }, 30*time.Second, 50*time.Millisecond, "the influx sink's acknowledged points")
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_checkpoints_total") > 0 }, 30*time.Second, 50*time.Millisecond)
+
+	_, text := get(url)
+	for _, re := range []string{
+		`(?m)^tflo_pipeline_checkpoint_failures_total\{pipeline="obs",shard="readings/0"\} 0$`,
+		`(?m)^tflo_pipeline_checkpoint_failures_total\{pipeline="obs",shard="readings/1"\} 0$`,
+		`(?m)^tflo_pipeline_checkpoint_age_seconds\{pipeline="obs",shard="readings/1"\} \S+$`,
+		`(?m)^tflo_pipeline_checkpoint_breaker_state\{pipeline="obs",shard="readings/0",state="closed"\} 1$`,
+		`(?m)^tflo_pipeline_checkpoint_breaker_state\{pipeline="obs",shard="readings/0",state="open"\} 0$`,
+		`(?m)^tflo_pipeline_checkpoint_breaker_state\{pipeline="obs",shard="readings/0",state="half-open"\} 0$`,
+		`(?m)^tflo_pipeline_kafka_consumer_lag_records\{pipeline="obs",shard="readings/0"\} 0$`,
+		`(?m)^tflo_pipeline_kafka_consumer_lag_records\{pipeline="obs",shard="readings/1"\} 0$`,
+		`(?m)^tflo_pipeline_checkpoint_duration_seconds_bucket\{`,
+		`(?m)^tflo_influx_retries_total\{bucket="obs/autogen",pipeline="obs"\} 0$`,
+		`(?m)^tflo_influx_rejected_points_total\{bucket="obs/autogen",pipeline="obs"\} 0$`,
+		`(?m)^tflo_influx_breaker_state\{bucket="obs/autogen",pipeline="obs",state="closed"\} 1$`,
+		`(?m)^tflo_s3_requests_total\{bucket="ckpt",operation="PutObject",outcome="ok"\} [1-9]`,
+		`(?m)^tflo_split_quarantined\{worker="obs-1"\} 0$`,
+		`(?m)^tflo_coordination_store_op_duration_seconds_count\{`,
+		`(?m)^# TYPE tflo_pipeline_checkpoint_duration_seconds histogram$`,
+	} {
+		require.Regexp(t, re, text)
+	}
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, worker.ExitOK, code, errOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("worker did not stop on SIGTERM")
+	}
+}
+
+// TestFatalStopLoggedOnce: a worker whose source fails logged the failure
+// twice, at INFO ("pipeline worker stopped" err=...) and then at ERROR;
+// it is logged once, at ERROR, and the exit code is 1.
+func TestFatalStopLoggedOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there: the Kafka source cannot connect
+	spec := writeFile(t, "dead.yaml", fmt.Sprintf(`name: dead
+source:
+  kafka: {brokers: [%q], topic: readings}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 2}}
+sinks: []
+state: {dir: %q, memory: 128MiB}
+`, dead, t.TempDir()))
+	var errOut syncBuffer
+	code := worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec}, &errOut)
+	require.Equal(t, worker.ExitFailure, code, errOut.String())
+	logs := errOut.String()
+	require.Equal(t, 1, strings.Count(logs, dead), "the failure is logged once:\n%s", logs)
+	require.Regexp(t, `(?m)^time=\S+ level=ERROR msg="stopped with an error" .*`+regexp.QuoteMeta(dead), logs)
+}
