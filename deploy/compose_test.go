@@ -369,6 +369,14 @@ func workerConfig(cmd string) worker.Config {
 	return nil
 }
 
+// envPrefix is the variable prefix of a command's config (worker.Main.Prefix).
+func envPrefix(cmd string) string {
+	if cmd == "simulator" {
+		return worker.SimulatorPrefix
+	}
+	return envconfig.Prefix
+}
+
 // flag returns the value of --name in a command line.
 func flag(cmd []string, name string) string {
 	for i, a := range cmd {
@@ -431,7 +439,8 @@ func TestComposeWorkers(t *testing.T) {
 					t.Setenv(k, *v)
 				}
 			}
-			keys, err := envconfig.Keys(envconfig.Prefix, cfg)
+			prefix := envPrefix(s.Command[0])
+			keys, err := envconfig.Keys(prefix, cfg)
 			require.NoError(t, err)
 			known := map[string]bool{}
 			for _, k := range keys {
@@ -439,7 +448,7 @@ func TestComposeWorkers(t *testing.T) {
 			}
 			// Load as the main does: the file, the environment, defaults,
 			// Validate.
-			require.NoError(t, envconfig.Load(host, envconfig.Prefix, cfg))
+			require.NoError(t, envconfig.Load(host, prefix, cfg))
 
 			var addrs, secrets, refs []string
 			var drain time.Duration

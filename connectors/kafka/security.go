@@ -47,8 +47,9 @@ const (
 type SASLConfig struct {
 	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
 	Mechanism string `json:"mechanism" yaml:"mechanism"`
-	Username  string `json:"username" yaml:"username"`
-	Password  Secret `json:"password" yaml:"password"`
+	// Username and Password are the SASL credentials.
+	Username string `json:"username" yaml:"username"`
+	Password Secret `json:"password" yaml:"password"`
 }
 
 // TLSConfig is TLS to the brokers. PEM fields win over file fields.

@@ -66,6 +66,7 @@ func spec(name string) string { return filepath.Join("..", "..", "workers", "pip
 
 func TestRunMainUsage(t *testing.T) {
 	bad := writeFile(t, "c.yaml", "worker_idd: w\n")
+	badTTL := writeFile(t, "ttl.yaml", "coordination:\n  lease_ttl: soon\n")
 	badSpec := writeFile(t, "p.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: t}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
 	cases := []struct {
 		name     string
@@ -84,6 +85,14 @@ func TestRunMainUsage(t *testing.T) {
 		{"bad environment value names the variable", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_COORDINATION_LEASE_TTL": "soon"}, worker.ExitUsage, []string{"TFLO_COORDINATION_LEASE_TTL"}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		{"a bad Temporal TLS file names its key", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_TEMPORAL_ADDRESS": "t:7233", "TFLO_TEMPORAL_TLS_CA_PATH": "/nonexistent/ca.pem"}, worker.ExitUsage, []string{"temporal.tls_ca_path", "/nonexistent/ca.pem"}},
+		{"a TFLO_ variable that names no key is refused, with the key it likely meant", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_SOURCE_KAFKA_TOPC": "trades"}, worker.ExitUsage,
+			[]string{"environment TFLO_SOURCE_KAFKA_TOPC: matches no configuration key (did you mean TFLO_SOURCE_KAFKA_TOPIC?)"}},
+		{"the simulator's variables, archive S3 settings and tool switches are not the worker's problem", []string{"--pipeline", spec("sma-readings.yaml"), "--check"},
+			map[string]string{"TFLO_SIMULATOR_SENSORS": "3", "TFLO_S3_ENDPOINT": "http://s3", "TFLO_REQUIRE_SERVICES": "1"}, worker.ExitOK, nil},
+		{"a bad duration in the file and a bad value in the environment, reported together", []string{"--config", badTTL, "--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "maybe"}, worker.ExitUsage,
+			[]string{"2 problems", `line 2: coordination.lease_ttl: "soon" is not a duration`, `environment TFLO_CONTROL_WORKER (control_worker): "maybe"`}},
+		{"help shows defaults and descriptions", []string{"--help"}, nil, worker.ExitOK,
+			[]string{"default 10s", "LeaseTTL: a worker whose presence was not renewed", "default 1m0s", "DeadLetterTopic receives records that cannot be decoded", "--print-config", "-pprof"}},
 		{"control_worker needs Temporal", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "true", "TEMPORAL_ADDRESS": "", "TEMPORAL_CONFIG_FILE": ""}, worker.ExitUsage, []string{"control_worker needs temporal.address"}},
 	}
 	for _, c := range cases {

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -171,4 +172,63 @@ state: {dir: %q, memory: 128MiB}
 	logs := errOut.String()
 	require.Equal(t, 1, strings.Count(logs, dead), "the failure is logged once:\n%s", logs)
 	require.Regexp(t, `(?m)^time=\S+ level=ERROR msg="stopped with an error" .*`+regexp.QuoteMeta(dead), logs)
+}
+
+// stdout runs f with os.Stdout captured and returns what it printed.
+func stdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	old := os.Stdout
+	os.Stdout = w
+	out := make(chan string)
+	go func() { b, _ := io.ReadAll(r); out <- string(b) }()
+	defer func() { os.Stdout = old }()
+	f()
+	w.Close()
+	return <-out
+}
+
+// TestPrintConfig: --print-config prints the effective config and spec,
+// each value with its origin (default, FILE:LINE, env NAME), secrets
+// redacted; the dead-letter topic is derived from the topic the
+// environment set (defaults come after loading).
+func TestPrintConfig(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "worker_id: w1\ncoordination:\n  nats_url: nats://u:pw-secret@nats:4222\n")
+	specPath := writeFile(t, "p.yaml", `name: trades
+source:
+  kafka:
+    brokers: [k:9092]
+    topic: readings
+    security: {sasl: {mechanism: PLAIN, username: u, password: hunter2}}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+state: {dir: /tmp/x, memory: 128MiB}
+`)
+	t.Setenv("TFLO_SOURCE_KAFKA_TOPIC", "trades")
+	t.Setenv("TFLO_LOG_LEVEL", "")
+	var errOut bytes.Buffer
+	var code int
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", specPath, "--print-config"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	for _, re := range []string{
+		`(?m)^worker_id = "w1" +# ` + regexp.QuoteMeta(cfg) + `:1$`,
+		`(?m)^coordination\.nats_url = "nats://u:xxxxx@nats:4222" +# ` + regexp.QuoteMeta(cfg) + `:3$`,
+		`(?m)^coordination\.lease_ttl = 10s +# default$`,
+		`(?m)^log\.level = "" +# env TFLO_LOG_LEVEL$`,
+		`(?m)^source\.kafka\.topic = "trades" +# env TFLO_SOURCE_KAFKA_TOPIC$`,
+		`(?m)^source\.kafka\.dead_letter_topic = "trades\.dlq" +# default$`,
+		`(?m)^source\.kafka\.brokers = \[k:9092\] +# ` + regexp.QuoteMeta(specPath) + `:4$`,
+		`(?m)^source\.kafka\.security\.sasl\.password = <redacted> +# ` + regexp.QuoteMeta(specPath) + `:6$`,
+		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:10$`,
+		`(?m)^checkpoint\.interval = 10s +# default$`,
+	} {
+		require.Regexp(t, re, out)
+	}
+	require.NotContains(t, out, "hunter2")
+	require.NotContains(t, out, "pw-secret")
 }

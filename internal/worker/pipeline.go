@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/pipeline"
 )
@@ -33,7 +35,23 @@ func PipelineMain() Main {
 			fs.StringVar(&spec, "pipeline", "", "the pipeline's spec (YAML); required")
 			fs.BoolVar(&check, "check", false, "load and check the spec (and the config), print the pipeline and exit")
 		},
-		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}}},
+		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
+		PrintConfig: func(w io.Writer) error {
+			if spec == "" {
+				return errors.New("--pipeline FILE is required")
+			}
+			p, err := pipeline.Load(spec)
+			if err != nil {
+				return err
+			}
+			var s pipeline.Spec
+			origins, err := envconfig.LoadOrigins(spec, envconfig.Prefix, &s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "\n# pipeline spec %s, defaults applied\n", spec)
+			return envconfig.Print(w, effectiveSpec(s, p), origins)
+		},
 		Run: func(ctx context.Context, rt Runtime) error {
 			if spec == "" {
 				return usageError{errors.New("--pipeline FILE is required")}
@@ -50,6 +68,32 @@ func PipelineMain() Main {
 			return runPipeline(ctx, p, *cfg, rt.Log, rt.Registry, rt.Ready)
 		},
 	}
+}
+
+// effectiveSpec is s with what p (s loaded, defaults applied) resolved:
+// the source, time unit, limits, graph, state and checkpoint sections as
+// the worker runs them.
+func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
+	switch src := p.Source.(type) {
+	case *pipeline.KafkaSource:
+		s.Source = pipeline.SourceSpec{Kafka: src}
+	case *pipeline.MQTTSource:
+		s.Source = pipeline.SourceSpec{MQTT: src}
+	}
+	s.TimeUnit, s.Limits, s.Graph, s.State, s.Checkpoint = p.TimeUnit, p.Limits, p.Graph, p.State, p.Checkpoint
+	return s
+}
+
+// specDefaults are a spec's defaults, with a Kafka and with an MQTT
+// source.
+func specDefaults() []any {
+	var out []any
+	for _, src := range []pipeline.SourceSpec{{Kafka: &pipeline.KafkaSource{}}, {MQTT: &pipeline.MQTTSource{}}} {
+		s := pipeline.Spec{Source: src}
+		p, _ := s.Pipeline() // nothing but the source is set: no error that matters here
+		out = append(out, effectiveSpec(s, p.WithDefaults()))
+	}
+	return out
 }
 
 func sourceName(s pipeline.Source) string {

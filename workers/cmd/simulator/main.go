@@ -3,7 +3,7 @@
 // the input of iot-portal's edge gateway.
 //
 //	simulator --config deploy/simulator.yaml
-//	simulator --help   # every key and its TFLO_* variable
+//	simulator --help   # every key and its TFLO_SIMULATOR_* variable
 package main
 
 import (
@@ -21,6 +21,7 @@ func Main() worker.Main {
 	cfg := &simulator.MainConfig{}
 	return worker.Main{
 		Name:    "simulator",
+		Prefix:  worker.SimulatorPrefix,
 		Summary: "a seeded fleet of synthetic sensors publishing readings to MQTT",
 		Config:  cfg,
 		Run: func(ctx context.Context, rt worker.Runtime) error {
