@@ -3,24 +3,32 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/testsuite/s3test"
+	"github.com/tflo-io/tflo/workers/simulator"
 )
 
 // get returns the status and body of url ("" and 0 when it does not answer).
@@ -139,6 +147,17 @@ checkpoint:
 		require.Regexp(t, re, text)
 	}
 
+	// The dashboard reads what this worker serves, and what the edge's
+	// MQTT source and the simulator register (their registries here).
+	other := prometheus.NewRegistry()
+	_, err = mqtt.PrometheusCounters(other, "tflo", "edge")
+	require.NoError(t, err)
+	var sim simulator.MainConfig
+	sim.Sensors, sim.MQTT.URL = 1, "mqtt://127.0.0.1:1"
+	_, err = simulator.NewProcess(sim, slog.New(slog.DiscardHandler), other)
+	require.NoError(t, err)
+	requireDashboardMetricsExist(t, text+exposition(t, other))
+
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	select {
 	case code := <-done:
@@ -231,4 +250,73 @@ state: {dir: /tmp/x, memory: 128MiB}
 	}
 	require.NotContains(t, out, "hunter2")
 	require.NotContains(t, out, "pw-secret")
+}
+
+// dashboard is deploy/grafana/iot-portal.json.
+var dashboard = filepath.Join("..", "..", "deploy", "grafana", "iot-portal.json")
+
+var (
+	promGroupings = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	promBraces    = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]|"[^"]*"`)
+	promIdent     = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*\s*\(?`)
+	sampleName    = regexp.MustCompile(`(?m)^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]`)
+)
+
+// dashboardMetrics returns the metric names the dashboard's PromQL
+// queries read, each with the panel that reads it.
+func dashboardMetrics(t *testing.T) map[string]string {
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	b, err := os.ReadFile(dashboard)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &d))
+	names := map[string]string{}
+	for _, p := range d.Panels {
+		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
+		for _, tg := range p.Targets {
+			e := promBraces.ReplaceAllString(promGroupings.ReplaceAllString(tg.Expr, ""), "")
+			for _, id := range promIdent.FindAllString(e, -1) {
+				if strings.HasSuffix(id, "(") || slices.Contains([]string{"bool", "offset"}, id) {
+					continue // a function, or a keyword
+				}
+				names[strings.TrimSpace(id)] = p.Title
+			}
+		}
+	}
+	return names
+}
+
+// requireDashboardMetricsExist checks every metric the dashboard reads is
+// in exposition (the text of a /metrics scrape).
+func requireDashboardMetricsExist(t *testing.T, exposition string) {
+	have := map[string]bool{}
+	for _, m := range sampleName.FindAllStringSubmatch(exposition, -1) {
+		have[m[1]] = true
+	}
+	names := dashboardMetrics(t)
+	require.GreaterOrEqual(t, len(names), 20, "the dashboard reads the demo's metrics: %v", names)
+	for name, panel := range names {
+		require.True(t, have[name], "panel %q reads %s, which no worker exposes", panel, name)
+	}
+}
+
+// exposition lists the sample names of what reg gathers, one a line, in
+// the form sampleName reads.
+func exposition(t *testing.T, reg prometheus.Gatherer) string {
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, f := range fams {
+		fmt.Fprintf(&b, "%s 0\n", f.GetName())
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			fmt.Fprintf(&b, "%[1]s_bucket 0\n%[1]s_sum 0\n%[1]s_count 0\n", f.GetName())
+		}
+	}
+	return b.String()
 }
