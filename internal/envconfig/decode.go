@@ -274,21 +274,12 @@ func (d *decoder) pairs(n *yaml.Node, path string, fn func(k, val *yaml.Node, p 
 // collectFields maps the YAML names of v's settable fields (inline
 // structs flattened) to the fields.
 func collectFields(v reflect.Value, into map[string]reflect.Value, names *[]string) {
-	t := v.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
+	for sf, name := range yamlFields(v.Type()) {
+		if name == "" {
+			collectFields(v.FieldByIndex(sf.Index), into, names)
 			continue
 		}
-		name, inline := yamlName(sf)
-		if name == "-" {
-			continue
-		}
-		if inline {
-			collectFields(v.Field(i), into, names)
-			continue
-		}
-		into[name] = v.Field(i)
+		into[name] = v.FieldByIndex(sf.Index)
 		*names = append(*names, name)
 	}
 }

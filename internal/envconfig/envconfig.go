@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"reflect"
 	"slices"
@@ -289,20 +290,12 @@ func leaf(t reflect.Type) bool {
 // them is set (fn reports it by a lookup hit), so absent sections stay nil.
 func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string, field string) error, alloc bool) error {
 	t := v.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, inline := yamlName(sf)
-		if name == "-" {
-			continue
-		}
+	for sf, name := range yamlFields(t) {
 		p := append(append([]string(nil), path...), name)
-		if inline {
+		if name == "" { // inline
 			p = path
 		}
-		f := v.Field(i)
+		f := v.FieldByIndex(sf.Index)
 		ft := sf.Type
 		switch {
 		case leaf(ft):
@@ -344,6 +337,29 @@ func fieldName(t reflect.Type, sf reflect.StructField) string {
 		return ""
 	}
 	return t.PkgPath() + "." + t.Name() + "." + sf.Name
+}
+
+// yamlFields yields the fields of struct type t that YAML keys set, with
+// their key ("" for an inline struct): exported, not tagged yaml:"-".
+func yamlFields(t reflect.Type) iter.Seq2[reflect.StructField, string] {
+	return func(yield func(reflect.StructField, string) bool) {
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name, inline := yamlName(sf)
+			if name == "-" {
+				continue
+			}
+			if inline {
+				name = ""
+			}
+			if !yield(sf, name) {
+				return
+			}
+		}
+	}
 }
 
 func yamlName(sf reflect.StructField) (name string, inline bool) {

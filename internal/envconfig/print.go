@@ -41,21 +41,12 @@ func flatten(v reflect.Value, path string, out *[]Setting) {
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		t := v.Type()
-		for i := range t.NumField() {
-			sf := t.Field(i)
-			if !sf.IsExported() {
+		for sf, name := range yamlFields(v.Type()) {
+			if name == "" {
+				flatten(v.FieldByIndex(sf.Index), path, out)
 				continue
 			}
-			name, inline := yamlName(sf)
-			if name == "-" {
-				continue
-			}
-			if inline {
-				flatten(v.Field(i), path, out)
-				continue
-			}
-			flatten(v.Field(i), join(path, name), out)
+			flatten(v.FieldByIndex(sf.Index), join(path, name), out)
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.String {
