@@ -110,6 +110,19 @@ func TestRunMainUsage(t *testing.T) {
 	}
 }
 
+// stopWithSIGTERM sends this process SIGTERM and waits until the main
+// running in it (its exit code on done) exits 0.
+func stopWithSIGTERM(t *testing.T, done <-chan int, errOut *syncBuffer, within time.Duration) {
+	t.Helper()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, worker.ExitOK, code, errOut.String())
+	case <-time.After(within):
+		t.Fatalf("the worker did not stop within %v of SIGTERM", within)
+	}
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -185,13 +198,7 @@ func TestEdgeSpecDrainsOnSIGTERM(t *testing.T) {
 	require.Greater(t, metric(t, url, "tflo_pipeline_event_lag_seconds"), float64(time.Since(time.Unix(1_700_000_000, 0))/time.Second)-60,
 		"event lag follows the readings' time")
 
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-	select {
-	case code := <-done:
-		require.Equal(t, worker.ExitOK, code, errOut.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("edge worker did not stop on SIGTERM")
-	}
+	stopWithSIGTERM(t, done, &errOut, 30*time.Second)
 	ents, err := os.ReadDir(state)
 	require.NoError(t, err)
 	require.NotEmpty(t, ents, "the state folder holds the Badger database and its checkpoints")
@@ -248,13 +255,7 @@ func TestCentralSpecDrainsOnSIGTERM(t *testing.T) {
 		return metric(t, url, "tflo_pipeline_records_in_total") == n && metric(t, url, "tflo_pipeline_dlq_total") == 1
 	}, 30*time.Second, 20*time.Millisecond)
 
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-	select {
-	case code := <-done:
-		require.Equal(t, worker.ExitOK, code, errOut.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("central worker did not stop on SIGTERM")
-	}
+	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
 	ents, err := os.ReadDir(filepath.Join(dir, "durable"))
 	require.NoError(t, err)
 	require.NotEmpty(t, ents, "final checkpoints in the durable folder")

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -158,13 +157,7 @@ checkpoint:
 	require.NoError(t, err)
 	requireDashboardMetricsExist(t, text+exposition(t, other))
 
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-	select {
-	case code := <-done:
-		require.Equal(t, worker.ExitOK, code, errOut.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("worker did not stop on SIGTERM")
-	}
+	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
 }
 
 // TestFatalStopLoggedOnce: a worker whose source fails logged the failure
