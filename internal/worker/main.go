@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -141,6 +143,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		m.Flags(fs)
 	}
 	printConfig := fs.Bool("print-config", false, "print the effective configuration (and spec) with each value's origin (default, FILE:LINE or env NAME), secrets redacted, and exit")
+	probe := fs.String("probe", "", "GET this URL (a worker's /readyz or /healthz), exit 0 on 200 and 1 otherwise, and nothing else: a container health check for images without curl")
 	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles (net/http/pprof) at /debug/pprof/ on the metrics address")
 	showVersion := version.Flag(fs)
 	fs.Usage = func() { Usage(stderr, m, fs) }
@@ -157,6 +160,9 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if *showVersion {
 		fmt.Fprintln(os.Stdout, version.Get().Line(m.Name))
 		return ExitOK
+	}
+	if *probe != "" {
+		return runProbe(*probe, stderr)
 	}
 	envErr := m.checkEnvironment(os.Environ())
 	origins, err := envconfig.LoadOrigins(*path, m.prefix(), m.Config)
@@ -283,4 +289,22 @@ func printKeys(w io.Writer, prefix string, of KeysOf) {
 		fmt.Fprintf(tw, "  %s\n", line)
 	}
 	tw.Flush()
+}
+
+// runProbe GETs url and returns ExitOK on 200, ExitFailure otherwise
+// (saying why on stderr).
+func runProbe(url string, stderr io.Writer) int {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintf(stderr, "probe %s: %v\n", url, err)
+		return ExitFailure
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "probe %s: %s: %s\n", url, resp.Status, strings.TrimSpace(string(body)))
+		return ExitFailure
+	}
+	return ExitOK
 }

@@ -313,3 +313,31 @@ func exposition(t *testing.T, reg prometheus.Gatherer) string {
 	}
 	return b.String()
 }
+
+// TestProbe: --probe is the containers' health check (the image has no
+// curl): exit 0 when the URL answers 200, 1 with the reason otherwise,
+// whatever the environment holds.
+func TestProbe(t *testing.T) {
+	ready := &worker.Readiness{}
+	ms, err := worker.ServeMetrics("127.0.0.1:0", prometheus.NewRegistry(), worker.WithReadiness(ready))
+	require.NoError(t, err)
+	defer ms.Close()
+	readyz := strings.TrimSuffix(ms.URL, "/metrics") + "/readyz"
+	t.Setenv("TFLO_NO_SUCH_KEY", "x") // not read: a probe loads no config
+	probe := func(url string) (int, string) {
+		var errOut bytes.Buffer
+		return worker.RunMain(worker.PipelineMain(), []string{"--probe", url}, &errOut), errOut.String()
+	}
+	code, msg := probe(readyz)
+	require.Equal(t, worker.ExitFailure, code)
+	require.Contains(t, msg, "503 Service Unavailable: not ready: starting")
+	code, _ = probe(strings.TrimSuffix(ms.URL, "/metrics") + "/healthz")
+	require.Equal(t, worker.ExitOK, code, "alive while not ready")
+	ready.Set(func(context.Context) error { return nil })
+	code, msg = probe(readyz)
+	require.Equal(t, worker.ExitOK, code, msg)
+	require.NoError(t, ms.Close())
+	code, msg = probe(readyz)
+	require.Equal(t, worker.ExitFailure, code)
+	require.Contains(t, msg, "connection refused")
+}
