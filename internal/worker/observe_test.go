@@ -341,3 +341,43 @@ func TestProbe(t *testing.T) {
 	require.Equal(t, worker.ExitFailure, code)
 	require.Contains(t, msg, "connection refused")
 }
+
+// TestNotReadyWhileASinkIsDown: a worker holding all its shards is still
+// not ready while its InfluxDB sink does not answer; /readyz says which
+// sink, and /healthz stays 200.
+func TestNotReadyWhileASinkIsDown(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+	spec := writeFile(t, "down.yaml", fmt.Sprintf(`name: down
+source:
+  kafka: {brokers: [%q], topic: readings, session_timeout: 2s}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 2}}
+sinks:
+  - influx: {url: %q, bucket: db/autogen}
+state: {dir: %q, memory: 128MiB}
+`, k.Addrs()[0], down, t.TempDir()))
+	maddr := freePort(t)
+	t.Setenv("TFLO_METRICS_ADDR", maddr)
+	done := make(chan int, 1)
+	var errOut syncBuffer
+	go func() { done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec}, &errOut) }()
+	base := "http://" + maddr
+	require.Eventually(t, func() bool { return metric(t, base+"/metrics", "tflo_pipeline_owned_shards") == 1 }, 30*time.Second, 20*time.Millisecond, errOut.String())
+	var body string
+	require.Eventually(t, func() bool {
+		var code int
+		code, body = get(base + "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "sink 0: influx sink "+down)
+	}, 30*time.Second, 50*time.Millisecond, "readyz: %s", body)
+	code, _ := get(base + "/healthz")
+	require.Equal(t, http.StatusOK, code)
+	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
+}
