@@ -48,7 +48,9 @@
 // buffered points and breaker. The collectors of the parts the worker
 // opens are registered on the same registry: the S3 checkpoint store's
 // requests, the split protocol's and the coordination store's (with
-// WithCoordination), the MQTT source's counters.
+// WithCoordination), the MQTT source's counters, each with the constant
+// label pipeline, so workers of several pipelines can share a registry
+// (two workers of one pipeline cannot: NewWorker says so).
 //
 // # State and memory
 //

@@ -68,12 +68,33 @@ func newMetrics(w *Worker, reg prometheus.Registerer) (*metrics, error) {
 		}),
 		&shardCollector{w: w, labels: labels},
 	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := register(reg, cs...); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// partsReg is the registerer of the collectors of the parts the worker
+// opens (the S3 store, the coordination store, the split protocol, the
+// MQTT source): the worker's registry with the constant label pipeline,
+// so workers of several pipelines can share one registry. Nil without
+// WithMetrics.
+func (w *Worker) partsReg() prometheus.Registerer {
+	if w.o.reg == nil {
+		return nil
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": w.c.p.Name}, w.o.reg)
+}
+
+// register registers cs on reg, stopping at the first error (a name
+// registered twice: two workers of one pipeline on one registry).
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applied counts a chunk of applied records and their outputs.

@@ -62,7 +62,7 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		opts = append(opts, mqtt.WithAckOnCheckpoint())
 	}
 	if w.o.reg != nil {
-		hook, err := mqtt.PrometheusCounters(w.o.reg, "tflo", cfg.ClientID)
+		hook, err := mqtt.PrometheusCounters(w.partsReg(), "tflo", cfg.ClientID)
 		if err != nil {
 			return nil, err
 		}

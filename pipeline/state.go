@@ -47,7 +47,8 @@ func openStateDB(dir string, budget int64) (*badger.DB, error) {
 
 // openDurable opens the durable checkpoint store d (the state database
 // itself when d names none) and returns it with its close function. An S3
-// store's requests are measured on reg (when not nil).
+// store's requests are measured on reg (when not nil; the caller labels
+// it by pipeline).
 func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger, reg prometheus.Registerer) (streaming.StateStore, func() error, error) {
 	nop := func() error { return nil }
 	switch {
@@ -72,7 +73,11 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 			opts = append(opts, s3.WithStaticCredentials(os.Getenv(s.AccessKeyEnv), os.Getenv(s.SecretKeyEnv), ""))
 		}
 		if reg != nil {
-			opts = append(opts, s3.WithAPIOptions(s3.NewRequestMetrics(reg, s.Bucket).Register))
+			m := s3.NewRequestMetrics(nil, s.Bucket)
+			if err := register(reg, m.Requests, m.Seconds, m.Bytes); err != nil {
+				return nil, nil, fmt.Errorf("durable bucket %s: metrics: %w", s.Bucket, err)
+			}
+			opts = append(opts, s3.WithAPIOptions(m.Register))
 		}
 		st, err := s3.New(ctx, s.Bucket, opts...)
 		if err != nil {

@@ -192,7 +192,7 @@ func TestEdgeSpecDrainsOnSIGTERM(t *testing.T) {
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_records_in_total") == n }, 30*time.Second, 20*time.Millisecond)
 	_, text := get(url)
 	require.Regexp(t, `(?m)^tflo_pipeline_checkpoint_breaker_state\{pipeline="iot-portal-edge",shard="[^"]+",state="closed"\} 1$`, text, "breaker closed, one series per state")
-	require.Regexp(t, `(?m)^tflo_mqtt_source_events_total\{client_id="[^"]+",counter="processed"\} [1-9]`, text, "the MQTT source's counters are registered")
+	require.Regexp(t, `(?m)^tflo_mqtt_source_events_total\{client_id="[^"]+",counter="processed",pipeline="iot-portal-edge"\} [1-9]`, text, "the MQTT source's counters are registered")
 	code, _ := get("http://" + maddr + "/debug/pprof/")
 	require.Equal(t, http.StatusNotFound, code, "pprof is off without --pprof")
 	require.Greater(t, metric(t, url, "tflo_pipeline_event_lag_seconds"), float64(time.Since(time.Unix(1_700_000_000, 0))/time.Second)-60,

@@ -138,8 +138,8 @@ checkpoint:
 		`(?m)^tflo_influx_retries_total\{bucket="obs/autogen",pipeline="obs"\} 0$`,
 		`(?m)^tflo_influx_rejected_points_total\{bucket="obs/autogen",pipeline="obs"\} 0$`,
 		`(?m)^tflo_influx_breaker_state\{bucket="obs/autogen",pipeline="obs",state="closed"\} 1$`,
-		`(?m)^tflo_s3_requests_total\{bucket="ckpt",operation="PutObject",outcome="ok"\} [1-9]`,
-		`(?m)^tflo_split_quarantined\{worker="obs-1"\} 0$`,
+		`(?m)^tflo_s3_requests_total\{bucket="ckpt",operation="PutObject",outcome="ok",pipeline="obs"\} [1-9]`,
+		`(?m)^tflo_split_quarantined\{pipeline="obs",worker="obs-1"\} 0$`,
 		`(?m)^tflo_coordination_store_op_duration_seconds_count\{`,
 		`(?m)^# TYPE tflo_pipeline_checkpoint_duration_seconds histogram$`,
 	} {
