@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/testsuite/s3test"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
@@ -379,5 +381,41 @@ state: {dir: %q, memory: 128MiB}
 	}, 30*time.Second, 50*time.Millisecond, "readyz: %s", body)
 	code, _ := get(base + "/healthz")
 	require.Equal(t, http.StatusOK, code)
+	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
+}
+
+// TestReadyFollowsTemporal: with Temporal configured, /readyz asks it for
+// its health: a frozen server (SIGSTOP) makes the worker not ready,
+// naming Temporal, and ready again once it answers.
+func TestReadyFollowsTemporal(t *testing.T) {
+	srv := temporaltest.Start(t)
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1}, devstack.KafkaTopic{Name: "readings.sma", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	maddr := freePort(t)
+	for k, v := range map[string]string{"KAFKA_BROKERS": k.Addrs()[0], "STATE_DIR": t.TempDir(), "TFLO_WORKER_ID": "r1",
+		"TFLO_TEMPORAL_ADDRESS": srv.HostPort, "TFLO_CONTROL_WORKER": "true", "TFLO_METRICS_ADDR": maddr} {
+		t.Setenv(k, v)
+	}
+	done := make(chan int, 1)
+	var errOut syncBuffer
+	go func() {
+		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml")}, &errOut)
+	}()
+	readyz := "http://" + maddr + "/readyz"
+	require.Eventually(t, func() bool { c, _ := get(readyz); return c == http.StatusOK }, 60*time.Second, 50*time.Millisecond, errOut.String())
+
+	require.NoError(t, syscall.Kill(srv.Pid(), syscall.SIGSTOP))
+	stat := fmt.Sprintf("/proc/%d/stat", srv.Pid())
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(stat)
+		_, after, _ := strings.Cut(string(b), ") ")
+		return err == nil && strings.HasPrefix(after, "T")
+	}, 10*time.Second, 5*time.Millisecond, "the server stopped")
+	code, body := get(readyz)
+	require.NoError(t, syscall.Kill(srv.Pid(), syscall.SIGCONT))
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, "temporal:")
+	require.Eventually(t, func() bool { c, _ := get(readyz); return c == http.StatusOK }, 60*time.Second, 50*time.Millisecond, "ready again once Temporal answers")
 	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
 }
