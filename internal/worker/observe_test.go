@@ -419,3 +419,49 @@ func TestReadyFollowsTemporal(t *testing.T) {
 	require.Eventually(t, func() bool { c, _ := get(readyz); return c == http.StatusOK }, 60*time.Second, 50*time.Millisecond, "ready again once Temporal answers")
 	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
 }
+
+// TestCheckpointFailuresCounted: a shard whose durable store stops
+// accepting checkpoints (its folder replaced by a file) counts each failed
+// attempt in tflo_pipeline_checkpoint_failures_total.
+func TestCheckpointFailuresCounted(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1}, devstack.KafkaTopic{Name: "readings.sma", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	durable := filepath.Join(t.TempDir(), "durable")
+	maddr := freePort(t)
+	for k, v := range map[string]string{"KAFKA_BROKERS": k.Addrs()[0], "STATE_DIR": t.TempDir(), "TFLO_STATE_DURABLE_DIR": durable,
+		"TFLO_CHECKPOINT_INTERVAL": "100ms", "TFLO_METRICS_ADDR": maddr} {
+		t.Setenv(k, v)
+	}
+	done := make(chan int, 1)
+	var errOut syncBuffer
+	go func() {
+		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml")}, &errOut)
+	}()
+	url := "http://" + maddr + "/metrics"
+	failures := `(?m)^tflo_pipeline_checkpoint_failures_total\{pipeline="sma-readings",shard="readings/0"\} (\S+)$`
+	count := func() float64 {
+		_, text := get(url)
+		m := regexp.MustCompile(failures).FindStringSubmatch(text)
+		if m == nil {
+			return -1
+		}
+		var v float64
+		fmt.Sscan(m[1], &v)
+		return v
+	}
+	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_checkpoints_total") >= 2 }, 30*time.Second, 20*time.Millisecond, errOut.String())
+	require.Zero(t, count(), "checkpoints succeed")
+	require.NoError(t, os.RemoveAll(durable))
+	require.NoError(t, os.WriteFile(durable, []byte("not a folder"), 0o600))
+	require.Eventually(t, func() bool { return count() >= 2 }, 30*time.Second, 20*time.Millisecond, "failed checkpoints are counted")
+
+	require.NoError(t, os.Remove(durable)) // the final checkpoint may work again
+	require.NoError(t, os.Mkdir(durable, 0o700))
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not stop on SIGTERM")
+	}
+}
