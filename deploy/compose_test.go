@@ -194,8 +194,8 @@ func TestComposeImagesPinned(t *testing.T) {
 // TestComposeHealthAndStartOrder: a service waits for each dependency to
 // be ready, not merely started: healthy (and then the dependency has a
 // health check) or, for a one-shot setup service, completed successfully.
-// Only the tflo workers, which have no health check yet (their /healthz
-// is issue 15), may be waited for as started. Every worker waits, through
+// The tflo workers' health check is their own binary probing their
+// /readyz on their metrics port (the image has no curl). Every worker waits, through
 // such edges, for every service its config reaches; the central workers
 // wait for the search attributes to be registered.
 func TestComposeHealthAndStartOrder(t *testing.T) {
@@ -209,8 +209,6 @@ func TestComposeHealthAndStartOrder(t *testing.T) {
 			case types.ServiceConditionCompletedSuccessfully:
 				require.Empty(t, target.Ports, "service %s waits for %s to complete, but %s publishes ports like a server", name, d, d)
 				require.NotContains(t, []string{"always", "unless-stopped"}, target.Restart, "one-shot service %s must not restart forever", d)
-			case types.ServiceConditionStarted:
-				require.True(t, isWorker(target), "service %s waits for %s only to start; wait for it to be healthy", name, d)
 			default:
 				t.Fatalf("service %s: depends_on %s has condition %q", name, d, dep.Condition)
 			}
@@ -219,6 +217,17 @@ func TestComposeHealthAndStartOrder(t *testing.T) {
 	for _, name := range []string{"temporal", "kafka", "postgresql", "mosquitto", "s3", "nats", "influxdb"} {
 		require.True(t, hasHealthCheck(p.Services[name]), "%s has no health check", name)
 	}
+	for name, s := range p.Services {
+		if !isWorker(s) {
+			continue
+		}
+		require.True(t, hasHealthCheck(s), "worker %s has no health check", name)
+		addr := s.Environment[envPrefix(s.Command[0])+"_METRICS_ADDR"]
+		require.NotNil(t, addr, "worker %s serves no metrics address", name)
+		require.Equal(t, []string{"CMD", s.Command[0], "--probe", "http://127.0.0.1" + *addr + "/readyz"}, []string(s.HealthCheck.Test),
+			"worker %s: its own binary probes the /readyz of its metrics address", name)
+	}
+	requireWaits(t, p, "simulator", "edge", types.ServiceConditionHealthy)
 
 	// The setup chain of Temporal, in order.
 	requireWaits(t, p, "temporal-schema", "postgresql", types.ServiceConditionHealthy)
@@ -369,6 +378,14 @@ func workerConfig(cmd string) worker.Config {
 	return nil
 }
 
+// envPrefix is the variable prefix of a command's config (worker.Main.Prefix).
+func envPrefix(cmd string) string {
+	if cmd == "simulator" {
+		return worker.SimulatorPrefix
+	}
+	return envconfig.Prefix
+}
+
 // flag returns the value of --name in a command line.
 func flag(cmd []string, name string) string {
 	for i, a := range cmd {
@@ -431,7 +448,8 @@ func TestComposeWorkers(t *testing.T) {
 					t.Setenv(k, *v)
 				}
 			}
-			keys, err := envconfig.Keys(envconfig.Prefix, cfg)
+			prefix := envPrefix(s.Command[0])
+			keys, err := envconfig.Keys(prefix, cfg)
 			require.NoError(t, err)
 			known := map[string]bool{}
 			for _, k := range keys {
@@ -439,7 +457,7 @@ func TestComposeWorkers(t *testing.T) {
 			}
 			// Load as the main does: the file, the environment, defaults,
 			// Validate.
-			require.NoError(t, envconfig.Load(host, envconfig.Prefix, cfg))
+			require.NoError(t, envconfig.Load(host, prefix, cfg))
 
 			var addrs, secrets, refs []string
 			var drain time.Duration

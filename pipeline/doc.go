@@ -34,7 +34,23 @@
 //   - [Worker]: one process running a pipeline ([NewWorker], [Worker.Run]).
 //     Deployment settings are [Option]s, not part of the pipeline: the
 //     worker id, a Temporal client, a coordination store, the metrics
-//     registry, the logger.
+//     registry, the logger. [Worker.Ready] says whether it serves (its
+//     shards held and restored, Temporal and the sinks answering): a
+//     worker main's /readyz.
+//
+// # Metrics
+//
+// WithMetrics registers, labelled by pipeline: records in and out, dead
+// letters, event lag, owned shards; per shard the checkpoint counters,
+// failures, age and duration (a histogram), the checkpoint breaker (one
+// series per state), the keyed state's keys and memory, and the Kafka
+// consumer lag; per InfluxDB sink its points, retries, rejections,
+// buffered points and breaker. The collectors of the parts the worker
+// opens are registered on the same registry: the S3 checkpoint store's
+// requests, the split protocol's and the coordination store's (with
+// WithCoordination), the MQTT source's counters, each with the constant
+// label pipeline, so workers of several pipelines can share a registry
+// (two workers of one pipeline cannot: NewWorker says so).
 //
 // # State and memory
 //

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/coordination/metered"
 	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -133,11 +134,18 @@ func (w *Worker) join(ctx context.Context) (*membership, error) {
 		return nil, nil
 	}
 	id := w.o.workerID
+	sm, stm := split.NewMetrics(nil), metered.NewMetrics(nil)
+	if w.o.reg != nil {
+		if err := register(w.partsReg(), sm.Owned, sm.Draining, sm.Quarantined, sm.Acquisitions, sm.Losses, sm.Revocations, sm.AssignTime, stm.Duration()); err != nil {
+			return nil, fmt.Errorf("worker %q: coordination metrics: %w", id, err)
+		}
+	}
 	sw, err := split.NewWorker(store, split.WorkerID(id),
 		split.WithHandler(func(_ context.Context, t *split.Tenancy) error {
 			return fmt.Errorf("worker %q refuses split %q: %w", id, t.Spec().ID, errNoSplits)
 		}),
 		split.WithMaxAttempts(1),
+		split.WithMetrics(sm), split.WithStoreMetrics(stm),
 		split.WithLogger(w.log.With("component", "coordination")))
 	if err != nil {
 		return nil, fmt.Errorf("worker %q: %w", id, err)

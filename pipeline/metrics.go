@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -77,12 +78,33 @@ func newMetrics(w *Worker, reg prometheus.Registerer) (*metrics, error) {
 		}),
 		&shardCollector{w: w, labels: labels},
 	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := register(reg, cs...); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// partsReg is the registerer of the collectors of the parts the worker
+// opens (the S3 store, the coordination store, the split protocol, the
+// MQTT source): the worker's registry with the constant label pipeline,
+// so workers of several pipelines can share one registry. Nil without
+// WithMetrics.
+func (w *Worker) partsReg() prometheus.Registerer {
+	if w.o.reg == nil {
+		return nil
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": w.c.p.Name}, w.o.reg)
+}
+
+// register registers cs on reg, stopping at the first error (a name
+// registered twice: two workers of one pipeline on one registry).
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applied counts a chunk of applied records and their outputs.
@@ -105,16 +127,24 @@ func (m *metrics) checkpointed(shard streaming.ShardID, st streaming.CheckpointS
 }
 
 // shardCollector reports per held shard: the checkpoint breaker's state
+// (one series per state, 1 for the current one), the checkpoint failures
 // and the age of the last completed checkpoint, and the keyed state's
-// cached keys and memory.
+// cached keys and memory; per Kafka partition the consumer lag; per
+// InfluxDB sink its points, retries, rejections and breaker.
 type shardCollector struct {
 	w      *Worker
 	labels prometheus.Labels
 }
 
+// breakerStates are the values of a breaker metric's state label.
+var breakerStates = []streaming.BreakerState{streaming.BreakerClosed, streaming.BreakerHalfOpen, streaming.BreakerOpen}
+
 var (
 	descBreaker = func(l prometheus.Labels) *prometheus.Desc {
-		return prometheus.NewDesc("tflo_pipeline_checkpoint_breaker_state", "Checkpoint circuit breaker per owned shard: 0 closed, 1 half-open, 2 open.", []string{"shard"}, l)
+		return prometheus.NewDesc("tflo_pipeline_checkpoint_breaker_state", "Checkpoint circuit breaker per owned shard: 1 for its current state (closed, half-open, open), 0 for the others.", []string{"shard", "state"}, l)
+	}
+	descFailures = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_checkpoint_failures_total", "Failed checkpoint attempts of the shard since this worker gained it.", []string{"shard"}, l)
 	}
 	descAge = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("tflo_pipeline_checkpoint_age_seconds", "Time since the shard's last completed checkpoint (since it was gained, before the first).", []string{"shard"}, l)
@@ -125,36 +155,80 @@ var (
 	descMemory = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("tflo_pipeline_state_memory_bytes", "Memory the shard's keyed state counts against its budget (cache, changed keys, Badger's share).", []string{"shard"}, l)
 	}
+	descLag = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_kafka_consumer_lag_records", "Records of an owned Kafka partition not yet applied: its high watermark (as the last fetch saw it) minus the next offset to apply.", []string{"shard"}, l)
+	}
+	descInfluxPoints = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_influx_points_total", "Points the InfluxDB sink wrote and the server acknowledged.", []string{"bucket"}, l)
+	}
+	descInfluxRetries = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_influx_retries_total", "InfluxDB write requests that failed with a retryable error and were retried.", []string{"bucket"}, l)
+	}
+	descInfluxRejected = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_influx_rejected_points_total", "Points InfluxDB rejected as bad data, or the sink refused before sending.", []string{"bucket"}, l)
+	}
+	descInfluxBuffered = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_influx_buffered_points", "Points waiting in the InfluxDB sink (being filled or queued).", []string{"bucket"}, l)
+	}
+	descInfluxBreaker = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_influx_breaker_state", "InfluxDB sink circuit breaker: 1 for its current state (closed, half-open, open), 0 for the others.", []string{"bucket", "state"}, l)
+	}
 )
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descBreaker(c.labels)
-	ch <- descAge(c.labels)
-	ch <- descCached(c.labels)
-	ch <- descMemory(c.labels)
+	for _, d := range []func(prometheus.Labels) *prometheus.Desc{descBreaker, descFailures, descAge, descCached, descMemory,
+		descLag, descInfluxPoints, descInfluxRetries, descInfluxRejected, descInfluxBuffered, descInfluxBreaker} {
+		ch <- d(c.labels)
+	}
 }
 
 func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.w.shards() {
 		st := s.cp.Status()
-		ch <- prometheus.MustNewConstMetric(descBreaker(c.labels), prometheus.GaugeValue, breakerValue(st.Breaker), string(s.id))
+		id := string(s.id)
+		breakerSeries(ch, descBreaker(c.labels), st.Breaker, id)
+		ch <- prometheus.MustNewConstMetric(descFailures(c.labels), prometheus.CounterValue, float64(st.Failures), id)
 		since := st.LastCompletedAt
 		if since.IsZero() {
 			since = s.since
 		}
-		ch <- prometheus.MustNewConstMetric(descAge(c.labels), prometheus.GaugeValue, time.Since(since).Seconds(), string(s.id))
+		ch <- prometheus.MustNewConstMetric(descAge(c.labels), prometheus.GaugeValue, time.Since(since).Seconds(), id)
 		ks := s.rt.Stats()
-		ch <- prometheus.MustNewConstMetric(descCached(c.labels), prometheus.GaugeValue, float64(ks.Cached), string(s.id))
-		ch <- prometheus.MustNewConstMetric(descMemory(c.labels), prometheus.GaugeValue, float64(ks.BadgerBytes+ks.CacheBytes+ks.ChangedBytes), string(s.id))
+		ch <- prometheus.MustNewConstMetric(descCached(c.labels), prometheus.GaugeValue, float64(ks.Cached), id)
+		ch <- prometheus.MustNewConstMetric(descMemory(c.labels), prometheus.GaugeValue, float64(ks.BadgerBytes+ks.CacheBytes+ks.ChangedBytes), id)
+	}
+	if c.w.kafka != nil {
+		for p, lag := range c.w.kafka.src.Lag() {
+			ch <- prometheus.MustNewConstMetric(descLag(c.labels), prometheus.GaugeValue, float64(lag), string(streaming.KafkaShard(p.Topic, p.Partition)))
+		}
+	}
+	for _, s := range c.w.sinks.sinks {
+		is, ok := s.(*influx.OutputSink)
+		if !ok {
+			continue
+		}
+		st, b := is.Stats(), is.Bucket()
+		ch <- prometheus.MustNewConstMetric(descInfluxPoints(c.labels), prometheus.CounterValue, float64(st.Points), b)
+		ch <- prometheus.MustNewConstMetric(descInfluxRetries(c.labels), prometheus.CounterValue, float64(st.Retries), b)
+		ch <- prometheus.MustNewConstMetric(descInfluxRejected(c.labels), prometheus.CounterValue, float64(st.Rejected+st.Refused), b)
+		ch <- prometheus.MustNewConstMetric(descInfluxBuffered(c.labels), prometheus.GaugeValue, float64(st.Buffered), b)
+		for _, state := range breakerStates {
+			v := 0.0
+			if state.String() == st.Breaker {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descInfluxBreaker(c.labels), prometheus.GaugeValue, v, b, state.String())
+		}
 	}
 }
 
-func breakerValue(s streaming.BreakerState) float64 {
-	switch s {
-	case streaming.BreakerHalfOpen:
-		return 1
-	case streaming.BreakerOpen:
-		return 2
+// breakerSeries sends one series per breaker state, 1 for the current.
+func breakerSeries(ch chan<- prometheus.Metric, d *prometheus.Desc, cur streaming.BreakerState, shard string) {
+	for _, state := range breakerStates {
+		v := 0.0
+		if state == cur {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, shard, state.String())
 	}
-	return 0
 }

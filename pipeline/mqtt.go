@@ -69,6 +69,13 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		}
 		opts = append(opts, mqtt.WithTLS(tc))
 	}
+	if w.o.reg != nil {
+		hook, err := mqtt.PrometheusCounters(w.partsReg(), "tflo", cfg.ClientID)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mqtt.WithCounterHook(hook))
+	}
 	src, err := mqtt.NewSource(opts...)
 	if err != nil {
 		return nil, err
@@ -189,8 +196,8 @@ func (c mqttSource) Cut(ctx context.Context) (streaming.Cut, error) {
 }
 
 func (c mqttSource) Restore(ctx context.Context, typ string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
-	if len(cursor) > 0 && typ != streaming.CursorTypeMqtt {
-		return fmt.Errorf("shard %s: checkpoint cursor type %q, want %q: %w", c.s.id, typ, streaming.CursorTypeMqtt, streaming.ErrCorrupt)
+	if len(cursor) > 0 && typ != streaming.CursorTypeMQTT {
+		return fmt.Errorf("shard %s: checkpoint cursor type %q, want %q: %w", c.s.id, typ, streaming.CursorTypeMQTT, streaming.ErrCorrupt)
 	}
 	if err := c.s.rt.Restore(ctx, typ, cursor, pieces); err != nil {
 		return err
@@ -213,7 +220,7 @@ type mqttCut struct {
 	ack    func(saved bool)
 }
 
-func (c *mqttCut) Cursor() (string, []byte) { return streaming.CursorTypeMqtt, c.cursor }
+func (c *mqttCut) Cursor() (string, []byte) { return streaming.CursorTypeMQTT, c.cursor }
 
 func (c *mqttCut) Release(saved bool) {
 	c.Cut.Release(saved)

@@ -269,6 +269,7 @@ type Durable struct {
 
 // S3Store names an S3 bucket (AWS, MinIO, any S3-compatible service).
 type S3Store struct {
+	// Bucket and Prefix locate the checkpoints (Prefix may be empty).
 	Bucket string `yaml:"bucket"`
 	Prefix string `yaml:"prefix"`
 	// Endpoint of an S3-compatible service (path-style); empty: AWS.

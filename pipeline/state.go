@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/streaming"
@@ -46,8 +47,10 @@ func openStateDB(dir string, budget int64) (*badger.DB, error) {
 }
 
 // openDurable opens the durable checkpoint store d (the state database
-// itself when d names none) and returns it with its close function.
-func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger) (streaming.StateStore, func() error, error) {
+// itself when d names none) and returns it with its close function. An S3
+// store's requests are measured on reg (when not nil; the caller labels
+// it by pipeline).
+func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger, reg prometheus.Registerer) (streaming.StateStore, func() error, error) {
 	nop := func() error { return nil }
 	switch {
 	case d.Store != nil:
@@ -79,6 +82,13 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 				return nil, nil, fmt.Errorf("durable bucket %s: %w", s.Bucket, err)
 			}
 			opts = append(opts, s3.WithTLSConfig(tc))
+		}
+		if reg != nil {
+			m := s3.NewRequestMetrics(nil, s.Bucket)
+			if err := register(reg, m.Requests, m.Seconds, m.Bytes); err != nil {
+				return nil, nil, fmt.Errorf("durable bucket %s: metrics: %w", s.Bucket, err)
+			}
+			opts = append(opts, s3.WithAPIOptions(m.Register))
 		}
 		st, err := s3.New(ctx, s.Bucket, opts...)
 		if err != nil {

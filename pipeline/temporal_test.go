@@ -85,6 +85,27 @@ func endOffsets(t testing.TB, addrs []string, parts int32) map[int32]int64 {
 
 // gather sums a metric family over its series (histograms: the sample
 // count).
+// gatherWith is gather of the series whose label has value.
+func gatherWith(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
 func gather(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -314,7 +335,8 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	require.Equal(t, float64(parts), gather(t, reg, "tflo_pipeline_owned_shards"))
 	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoints_total") >= parts }, 10*time.Second, 50*time.Millisecond)
 	require.Positive(t, gather(t, reg, "tflo_pipeline_checkpoint_duration_seconds"))
-	require.Zero(t, gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"))
+	require.Equal(t, float64(parts), gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"), "one series per state, 1 for each shard's current one")
+	require.Zero(t, gatherWith(t, reg, "tflo_pipeline_checkpoint_breaker_state", "state", "open"), "no breaker open")
 	require.Positive(t, gather(t, reg, "tflo_pipeline_state_memory_bytes"))
 
 	// The handoff of each shard's first owner completed (no previous owner).

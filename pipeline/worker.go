@@ -156,7 +156,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 	w.closers = append(w.closers, w.db.Close)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	durable, closeDurable, err := openDurable(octx, c.p.State.Durable, w.db, w.log)
+	durable, closeDurable, err := openDurable(octx, c.p.State.Durable, w.db, w.log, w.partsReg())
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
 	}
@@ -427,10 +427,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if cerr := w.sinks.close(cctx); cerr != nil {
 		w.log.Warn("closing sinks", "err", cerr)
 	}
-	w.log.Info("pipeline worker stopped", "err", err)
 	if err != nil {
+		// Logged once, by whoever receives it (the worker main: at ERROR).
 		return fmt.Errorf("pipeline %q, worker %q: %w", w.c.p.Name, w.o.workerID, err)
 	}
+	w.log.Info("pipeline worker stopped")
 	return nil
 }
 

@@ -357,10 +357,14 @@ type CheckpointStatus struct {
 	// ConsecutiveFailures counts failed stages since the last committed
 	// checkpoint, storage failures only: fencing and ordering refusals say
 	// nothing about the stores and are not counted.
-	ConsecutiveFailures int    `json:"consecutive_failures"`
-	LastError           string `json:"last_error,omitempty"`
-	StateBytes          int64  `json:"state_bytes"` // bytes the manifest names
-	Runs                int    `json:"runs"`
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// Failures counts every failed checkpoint attempt of this
+	// Checkpointer (any stage, any cause), never reset: the
+	// checkpoint-failures counter of the metrics.
+	Failures   uint64 `json:"failures"`
+	LastError  string `json:"last_error,omitempty"`
+	StateBytes int64  `json:"state_bytes"` // bytes the manifest names
+	Runs       int    `json:"runs"`
 }
 
 // NewCheckpointer returns a Checkpointer for shard (a name unique in the
@@ -453,6 +457,7 @@ func (c *Checkpointer) fail(stage string, id CheckpointID, err error) error {
 	}
 	c.cfg.log.Warn("checkpoint stage failed", "shard", c.shard, "checkpoint", uint64(id), "stage", stage, "err", err)
 	c.statusMu.Lock()
+	c.status.Failures++
 	if storage {
 		c.status.ConsecutiveFailures++
 	}

@@ -3,7 +3,7 @@ package streaming
 import "context"
 
 // Cursor is a durable stream position. Each concrete type has a parse
-// function (ParseKafkaOffset, ParseMqttCursor) that reverses Bytes.
+// function (ParseKafkaOffset, ParseMQTTCursor) that reverses Bytes.
 type Cursor interface {
 	// Bytes encodes the cursor; the result is owned by the caller.
 	Bytes() []byte

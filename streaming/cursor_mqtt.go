@@ -9,36 +9,36 @@ import (
 	"github.com/tflo-io/tflo/internal/wire"
 )
 
-// CursorTypeMqtt is the SnapshotMeta.CursorType and CursorRecord.Type of an
-// MqttCursor.
-const CursorTypeMqtt = "mqtt"
+// CursorTypeMQTT is the SnapshotMeta.CursorType and CursorRecord.Type of an
+// MQTTCursor.
+const CursorTypeMQTT = "mqtt"
 
-// Bounds of an MqttCursor. The dedup window and the retained map never hold
+// Bounds of an MQTTCursor. The dedup window and the retained map never hold
 // more entries than their capacity, whatever the broker redelivers, and a
 // parsed cursor never has a capacity above these maxima, so a hostile or
 // corrupt cursor cannot make a process allocate without bound.
 const (
-	// DefaultMqttWindow is the dedup-window capacity NewMqttCursor uses
+	// DefaultMQTTWindow is the dedup-window capacity NewMQTTCursor uses
 	// for a capacity of 0: well above the receive maximum brokers
 	// typically grant a QoS-2 subscriber.
-	DefaultMqttWindow = 1024
-	// DefaultMqttRetained is the retained-map capacity NewMqttCursor uses
+	DefaultMQTTWindow = 1024
+	// DefaultMQTTRetained is the retained-map capacity NewMQTTCursor uses
 	// for a capacity of 0.
-	DefaultMqttRetained = 4096
-	// MaxMqttWindow is the largest dedup-window capacity.
-	MaxMqttWindow = 1 << 16
-	// MaxMqttRetained is the largest retained-map capacity.
-	MaxMqttRetained = 1 << 16
+	DefaultMQTTRetained = 4096
+	// MaxMQTTWindow is the largest dedup-window capacity.
+	MaxMQTTWindow = 1 << 16
+	// MaxMQTTRetained is the largest retained-map capacity.
+	MaxMQTTRetained = 1 << 16
 )
 
-// mqttCursorVersion is the version byte of the MqttCursor encoding:
+// mqttCursorVersion is the version byte of the MQTTCursor encoding:
 //
 //	'M' | version | uvarint last packet id
 //	| uvarint window capacity | uvarint n | n × 8-byte little-endian ids, oldest first
 //	| uvarint retained capacity | uvarint m | m × (uvarint len(topic) topic | uvarint seq), least recently advanced first
 const mqttCursorVersion = 1
 
-// MqttCursor is the position of an MQTT subscription: the packet id of the
+// MQTTCursor is the position of an MQTT subscription: the packet id of the
 // last message applied, a QoS-2 dedup window of message ids recently
 // applied, and a map from retained topic to the sequence of the last
 // retained message applied on it.
@@ -57,7 +57,7 @@ const mqttCursorVersion = 1
 // messages that arrive while one is redelivered, makes that case
 // unreachable in practice.
 //
-// Message ids are the caller's; MqttMessageID derives one from topic,
+// Message ids are the caller's; MQTTMessageID derives one from topic,
 // packet id and payload. Keying by packet id alone would be wrong: brokers
 // reuse a packet id as soon as its flow completes, and the new message
 // would be dropped as a duplicate.
@@ -72,10 +72,10 @@ const mqttCursorVersion = 1
 //
 // # Concurrency
 //
-// An MqttCursor is not safe for concurrent use: it belongs to the goroutine
+// An MQTTCursor is not safe for concurrent use: it belongs to the goroutine
 // that consumes the subscription. Bytes returns an independent encoding,
 // which is how a snapshot captures the cursor at a cut.
-type MqttCursor struct {
+type MQTTCursor struct {
 	// LastPacketID is the packet id of the last message Observe accepted.
 	LastPacketID uint16
 
@@ -94,30 +94,30 @@ type retainedEntry struct {
 	seq   uint64
 }
 
-var _ Cursor = (*MqttCursor)(nil)
+var _ Cursor = (*MQTTCursor)(nil)
 
-// NewMqttCursor returns an empty cursor with the given dedup-window and
-// retained-map capacities; 0 selects DefaultMqttWindow and
-// DefaultMqttRetained. A capacity above MaxMqttWindow / MaxMqttRetained or
+// NewMQTTCursor returns an empty cursor with the given dedup-window and
+// retained-map capacities; 0 selects DefaultMQTTWindow and
+// DefaultMQTTRetained. A capacity above MaxMQTTWindow / MaxMQTTRetained or
 // below 0 is an error.
-func NewMqttCursor(windowCap, retainedCap int) (*MqttCursor, error) {
+func NewMQTTCursor(windowCap, retainedCap int) (*MQTTCursor, error) {
 	if windowCap == 0 {
-		windowCap = DefaultMqttWindow
+		windowCap = DefaultMQTTWindow
 	}
 	if retainedCap == 0 {
-		retainedCap = DefaultMqttRetained
+		retainedCap = DefaultMQTTRetained
 	}
-	if windowCap < 1 || windowCap > MaxMqttWindow {
-		return nil, fmt.Errorf("mqtt cursor: dedup window capacity %d is outside 1..%d", windowCap, MaxMqttWindow)
+	if windowCap < 1 || windowCap > MaxMQTTWindow {
+		return nil, fmt.Errorf("mqtt cursor: dedup window capacity %d is outside 1..%d", windowCap, MaxMQTTWindow)
 	}
-	if retainedCap < 1 || retainedCap > MaxMqttRetained {
-		return nil, fmt.Errorf("mqtt cursor: retained map capacity %d is outside 1..%d", retainedCap, MaxMqttRetained)
+	if retainedCap < 1 || retainedCap > MaxMQTTRetained {
+		return nil, fmt.Errorf("mqtt cursor: retained map capacity %d is outside 1..%d", retainedCap, MaxMQTTRetained)
 	}
-	return newMqttCursor(windowCap, retainedCap), nil
+	return newMQTTCursor(windowCap, retainedCap), nil
 }
 
-func newMqttCursor(windowCap, retainedCap int) *MqttCursor {
-	return &MqttCursor{
+func newMQTTCursor(windowCap, retainedCap int) *MQTTCursor {
+	return &MQTTCursor{
 		ring:        make([]uint64, windowCap),
 		set:         make(map[uint64]struct{}, min(windowCap, 1024)),
 		retainedCap: retainedCap,
@@ -125,12 +125,12 @@ func newMqttCursor(windowCap, retainedCap int) *MqttCursor {
 	}
 }
 
-// MqttMessageID derives a dedup id for a message from its topic, packet id
+// MQTTMessageID derives a dedup id for a message from its topic, packet id
 // and payload (64-bit FNV-1a). A redelivery has all three equal, so it
 // maps to the same id; a new message on a reused packet id differs in
 // payload or topic. Two distinct messages with equal topic, packet id and
 // payload inside one window are indistinguishable and count as one.
-func MqttMessageID(topic string, packetID uint16, payload []byte) uint64 {
+func MQTTMessageID(topic string, packetID uint16, payload []byte) uint64 {
 	h := fnv.New64a()
 	var b [2 + binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(b[:], uint64(len(topic)))
@@ -143,19 +143,19 @@ func MqttMessageID(topic string, packetID uint16, payload []byte) uint64 {
 }
 
 // WindowCap returns the dedup window's fixed capacity.
-func (c *MqttCursor) WindowCap() int { return len(c.ring) }
+func (c *MQTTCursor) WindowCap() int { return len(c.ring) }
 
 // WindowLen returns how many message ids the window holds (≤ WindowCap).
-func (c *MqttCursor) WindowLen() int { return c.n }
+func (c *MQTTCursor) WindowLen() int { return c.n }
 
 // RetainedCap returns the retained map's fixed capacity.
-func (c *MqttCursor) RetainedCap() int { return c.retainedCap }
+func (c *MQTTCursor) RetainedCap() int { return c.retainedCap }
 
 // RetainedLen returns how many topics the retained map holds.
-func (c *MqttCursor) RetainedLen() int { return len(c.retained) }
+func (c *MQTTCursor) RetainedLen() int { return len(c.retained) }
 
 // Seen reports whether id is in the dedup window, without changing it.
-func (c *MqttCursor) Seen(id uint64) bool {
+func (c *MQTTCursor) Seen(id uint64) bool {
 	_, ok := c.set[id]
 	return ok
 }
@@ -165,7 +165,7 @@ func (c *MqttCursor) Seen(id uint64) bool {
 // window (a redelivery: the caller must skip it). Otherwise it adds id,
 // evicting the oldest-inserted id if the window is full, sets LastPacketID
 // and returns false.
-func (c *MqttCursor) Observe(id uint64, packetID uint16) (duplicate bool) {
+func (c *MQTTCursor) Observe(id uint64, packetID uint16) (duplicate bool) {
 	if _, ok := c.set[id]; ok {
 		return true
 	}
@@ -184,7 +184,7 @@ func (c *MqttCursor) Observe(id uint64, packetID uint16) (duplicate bool) {
 }
 
 // RetainedSeq returns the last sequence recorded for a retained topic.
-func (c *MqttCursor) RetainedSeq(topic string) (seq uint64, ok bool) {
+func (c *MQTTCursor) RetainedSeq(topic string) (seq uint64, ok bool) {
 	e, ok := c.retained[topic]
 	if !ok {
 		return 0, false
@@ -198,7 +198,7 @@ func (c *MqttCursor) RetainedSeq(topic string) (seq uint64, ok bool) {
 // already recorded for topic: the caller must skip the message. Otherwise
 // it records seq, evicting the least recently advanced topic if the map is
 // full, and returns false.
-func (c *MqttCursor) ObserveRetained(topic string, seq uint64) (stale bool) {
+func (c *MQTTCursor) ObserveRetained(topic string, seq uint64) (stale bool) {
 	if e, ok := c.retained[topic]; ok {
 		ent := e.Value.(*retainedEntry)
 		if seq <= ent.seq {
@@ -218,8 +218,8 @@ func (c *MqttCursor) ObserveRetained(topic string, seq uint64) (stale bool) {
 }
 
 // Clone returns an independent copy of c.
-func (c *MqttCursor) Clone() *MqttCursor {
-	out := newMqttCursor(len(c.ring), c.retainedCap)
+func (c *MQTTCursor) Clone() *MQTTCursor {
+	out := newMQTTCursor(len(c.ring), c.retainedCap)
 	out.LastPacketID = c.LastPacketID
 	copy(out.ring, c.ring)
 	out.head, out.n = c.head, c.n
@@ -233,9 +233,9 @@ func (c *MqttCursor) Clone() *MqttCursor {
 	return out
 }
 
-// Bytes encodes c; ParseMqttCursor reverses it, including the eviction
+// Bytes encodes c; ParseMQTTCursor reverses it, including the eviction
 // order of both the window and the retained map.
-func (c *MqttCursor) Bytes() []byte {
+func (c *MQTTCursor) Bytes() []byte {
 	size := 2 + 3 + 2*binary.MaxVarintLen32 + 8*c.n + 2*binary.MaxVarintLen32
 	for e := c.order.Front(); e != nil; e = e.Next() {
 		size += len(e.Value.(*retainedEntry).topic) + 2*binary.MaxVarintLen64
@@ -260,15 +260,15 @@ func (c *MqttCursor) Bytes() []byte {
 
 // String summarises c for logs, e.g.
 // "mqtt last-packet=17 window=40/1024 retained=3/4096".
-func (c *MqttCursor) String() string {
+func (c *MQTTCursor) String() string {
 	return fmt.Sprintf("mqtt last-packet=%d window=%d/%d retained=%d/%d", c.LastPacketID, c.n, len(c.ring), len(c.retained), c.retainedCap)
 }
 
-// ParseMqttCursor decodes MqttCursor.Bytes. Malformed bytes, capacities
+// ParseMQTTCursor decodes MQTTCursor.Bytes. Malformed bytes, capacities
 // outside the allowed range, more entries than capacity and repeated ids or
 // topics are refused with an error wrapping ErrCorrupt.
-func ParseMqttCursor(b []byte) (*MqttCursor, error) {
-	fail := func(format string, args ...any) (*MqttCursor, error) {
+func ParseMQTTCursor(b []byte) (*MQTTCursor, error) {
+	fail := func(format string, args ...any) (*MQTTCursor, error) {
 		return nil, fmt.Errorf("mqtt cursor: "+format+": %w", append(args, ErrCorrupt)...)
 	}
 	if len(b) < 2 || b[0] != 'M' {
@@ -287,8 +287,8 @@ func ParseMqttCursor(b []byte) (*MqttCursor, error) {
 	if last > 1<<16-1 {
 		return fail("last packet id %d exceeds 65535", last)
 	}
-	if wcap < 1 || wcap > MaxMqttWindow {
-		return fail("dedup window capacity %d is outside 1..%d", wcap, MaxMqttWindow)
+	if wcap < 1 || wcap > MaxMQTTWindow {
+		return fail("dedup window capacity %d is outside 1..%d", wcap, MaxMQTTWindow)
 	}
 	if n > wcap {
 		return fail("dedup window holds %d ids, more than its capacity %d", n, wcap)
@@ -296,9 +296,9 @@ func ParseMqttCursor(b []byte) (*MqttCursor, error) {
 	if n*8 > uint64(len(b)-r.Off) {
 		return fail("dedup window of %d ids runs past the end (%d bytes left)", n, len(b)-r.Off)
 	}
-	// The ring is allocated at its full capacity, at most MaxMqttWindow
+	// The ring is allocated at its full capacity, at most MaxMQTTWindow
 	// ids (512 KiB): bounded whatever the input claims.
-	c := newMqttCursor(int(wcap), 1)
+	c := newMQTTCursor(int(wcap), 1)
 	c.LastPacketID = uint16(last)
 	for i := range int(n) {
 		id := binary.LittleEndian.Uint64(b[r.Off:])
@@ -315,8 +315,8 @@ func ParseMqttCursor(b []byte) (*MqttCursor, error) {
 	if r.Err != nil {
 		return fail("%v", r.Err)
 	}
-	if rcap < 1 || rcap > MaxMqttRetained {
-		return fail("retained map capacity %d is outside 1..%d", rcap, MaxMqttRetained)
+	if rcap < 1 || rcap > MaxMQTTRetained {
+		return fail("retained map capacity %d is outside 1..%d", rcap, MaxMQTTRetained)
 	}
 	if m > rcap {
 		return fail("retained map holds %d topics, more than its capacity %d", m, rcap)

@@ -33,11 +33,11 @@ func (m *windowModel) observe(id uint64) bool {
 // Property: whatever sequence of ids arrives, the window never holds more
 // than its capacity, reports a duplicate exactly when the id is among the
 // last capacity distinct ids applied, and survives Bytes/Parse unchanged.
-func TestMqttCursorWindowProperty(t *testing.T) {
+func TestMQTTCursorWindowProperty(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		capacity := 1 + rng.IntN(64)
-		c, err := streaming.NewMqttCursor(capacity, 0)
+		c, err := streaming.NewMQTTCursor(capacity, 0)
 		require.NoError(t, err)
 		model := &windowModel{cap: capacity}
 		universe := uint64(1 + rng.IntN(4*capacity)) // small universe forces redeliveries
@@ -56,7 +56,7 @@ func TestMqttCursorWindowProperty(t *testing.T) {
 				require.True(t, c.Seen(in), "seed %d step %d: id %d inside the window not seen", seed, step, in)
 			}
 			if step%50 == 0 {
-				back, err := streaming.ParseMqttCursor(c.Bytes())
+				back, err := streaming.ParseMQTTCursor(c.Bytes())
 				require.NoError(t, err)
 				require.Equal(t, c.Bytes(), back.Bytes())
 				c = back // continue from the parsed copy: eviction order must survive
@@ -65,8 +65,8 @@ func TestMqttCursorWindowProperty(t *testing.T) {
 	}
 }
 
-func TestMqttCursorFloodStaysBounded(t *testing.T) {
-	c, err := streaming.NewMqttCursor(16, 4)
+func TestMQTTCursorFloodStaysBounded(t *testing.T) {
+	c, err := streaming.NewMQTTCursor(16, 4)
 	require.NoError(t, err)
 	for i := range uint64(100_000) {
 		require.False(t, c.Observe(i, uint16(i)))
@@ -82,10 +82,10 @@ func TestMqttCursorFloodStaysBounded(t *testing.T) {
 	require.False(t, c.Seen(100_000-17))
 }
 
-func TestMqttCursorRetained(t *testing.T) {
-	c, err := streaming.NewMqttCursor(0, 2)
+func TestMQTTCursorRetained(t *testing.T) {
+	c, err := streaming.NewMQTTCursor(0, 2)
 	require.NoError(t, err)
-	require.Equal(t, streaming.DefaultMqttWindow, c.WindowCap())
+	require.Equal(t, streaming.DefaultMQTTWindow, c.WindowCap())
 	require.False(t, c.ObserveRetained("a", 5))
 	require.True(t, c.ObserveRetained("a", 5), "same sequence is stale")
 	require.True(t, c.ObserveRetained("a", 4), "older sequence is stale")
@@ -99,7 +99,7 @@ func TestMqttCursorRetained(t *testing.T) {
 	require.Equal(t, uint64(6), seq)
 	require.False(t, c.ObserveRetained("b", 1), "evicted topic is applied again")
 
-	back, err := streaming.ParseMqttCursor(c.Bytes())
+	back, err := streaming.ParseMQTTCursor(c.Bytes())
 	require.NoError(t, err)
 	require.Equal(t, c.String(), back.String())
 	require.True(t, back.ObserveRetained("b", 1))
@@ -108,17 +108,17 @@ func TestMqttCursorRetained(t *testing.T) {
 	require.False(t, ok)
 }
 
-func TestMqttMessageID(t *testing.T) {
-	a := streaming.MqttMessageID("s/1", 7, []byte("21.5"))
-	require.Equal(t, a, streaming.MqttMessageID("s/1", 7, []byte("21.5")), "redelivery maps to the same id")
-	require.NotEqual(t, a, streaming.MqttMessageID("s/1", 7, []byte("21.6")), "reused packet id, new payload")
-	require.NotEqual(t, a, streaming.MqttMessageID("s/2", 7, []byte("21.5")))
-	require.NotEqual(t, a, streaming.MqttMessageID("s/1", 8, []byte("21.5")))
-	require.NotEqual(t, streaming.MqttMessageID("ab", 1, []byte("c")), streaming.MqttMessageID("a", 1, []byte("bc")), "topic and payload are framed apart")
+func TestMQTTMessageID(t *testing.T) {
+	a := streaming.MQTTMessageID("s/1", 7, []byte("21.5"))
+	require.Equal(t, a, streaming.MQTTMessageID("s/1", 7, []byte("21.5")), "redelivery maps to the same id")
+	require.NotEqual(t, a, streaming.MQTTMessageID("s/1", 7, []byte("21.6")), "reused packet id, new payload")
+	require.NotEqual(t, a, streaming.MQTTMessageID("s/2", 7, []byte("21.5")))
+	require.NotEqual(t, a, streaming.MQTTMessageID("s/1", 8, []byte("21.5")))
+	require.NotEqual(t, streaming.MQTTMessageID("ab", 1, []byte("c")), streaming.MQTTMessageID("a", 1, []byte("bc")), "topic and payload are framed apart")
 }
 
-func TestMqttCursorCloneIsIndependent(t *testing.T) {
-	c, err := streaming.NewMqttCursor(4, 4)
+func TestMQTTCursorCloneIsIndependent(t *testing.T) {
+	c, err := streaming.NewMQTTCursor(4, 4)
 	require.NoError(t, err)
 	c.Observe(1, 1)
 	c.ObserveRetained("t", 1)
@@ -131,15 +131,15 @@ func TestMqttCursorCloneIsIndependent(t *testing.T) {
 	require.Equal(t, uint16(1), cl.LastPacketID)
 }
 
-func TestNewMqttCursorRefusesCapacities(t *testing.T) {
-	for _, tc := range []struct{ w, r int }{{-1, 0}, {streaming.MaxMqttWindow + 1, 0}, {0, -1}, {0, streaming.MaxMqttRetained + 1}} {
-		_, err := streaming.NewMqttCursor(tc.w, tc.r)
+func TestNewMQTTCursorRefusesCapacities(t *testing.T) {
+	for _, tc := range []struct{ w, r int }{{-1, 0}, {streaming.MaxMQTTWindow + 1, 0}, {0, -1}, {0, streaming.MaxMQTTRetained + 1}} {
+		_, err := streaming.NewMQTTCursor(tc.w, tc.r)
 		require.Error(t, err, "window %d retained %d", tc.w, tc.r)
 	}
 }
 
-func TestParseMqttCursorRefuses(t *testing.T) {
-	c, _ := streaming.NewMqttCursor(2, 2)
+func TestParseMQTTCursorRefuses(t *testing.T) {
+	c, _ := streaming.NewMQTTCursor(2, 2)
 	c.Observe(10, 1)
 	c.ObserveRetained("t", 3)
 	valid := c.Bytes()
@@ -163,15 +163,15 @@ func TestParseMqttCursorRefuses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := streaming.ParseMqttCursor(tc.in)
+			_, err := streaming.ParseMQTTCursor(tc.in)
 			require.ErrorIs(t, err, streaming.ErrCorrupt)
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
 }
 
-func FuzzParseMqttCursor(f *testing.F) {
-	c, _ := streaming.NewMqttCursor(3, 2)
+func FuzzParseMQTTCursor(f *testing.F) {
+	c, _ := streaming.NewMQTTCursor(3, 2)
 	f.Add(c.Bytes())
 	for i := range uint64(5) {
 		c.Observe(i*0x1234567, uint16(i))
@@ -180,7 +180,7 @@ func FuzzParseMqttCursor(f *testing.F) {
 	f.Add(c.Bytes())
 	f.Add([]byte{'M', 1, 0, 1, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := streaming.ParseMqttCursor(b)
+		c, err := streaming.ParseMQTTCursor(b)
 		if err != nil {
 			if !errors.Is(err, streaming.ErrCorrupt) {
 				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
@@ -191,7 +191,7 @@ func FuzzParseMqttCursor(f *testing.F) {
 			t.Fatalf("parsed cursor over capacity: %s", c)
 		}
 		enc := c.Bytes()
-		again, err := streaming.ParseMqttCursor(enc)
+		again, err := streaming.ParseMQTTCursor(enc)
 		require.NoError(t, err)
 		require.Equal(t, enc, again.Bytes())
 		// The parsed cursor keeps working within its bounds.

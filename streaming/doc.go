@@ -32,6 +32,20 @@
 // dead-lettering the ones outside with a [*LimitError]; [QuoteKey]
 // shortens a key for messages.
 //
+// # Why Kafka and MQTT names appear here
+//
+// The package knows no Kafka or MQTT client, but it owns the checkpoint
+// format, and two parts of that format are source positions: the cursor
+// encodings [KafkaOffset] / [ParseKafkaOffset] and [MQTTCursor] /
+// [ParseMQTTCursor] (tagged [CursorTypeKafka] and [CursorTypeMQTT] in a
+// snapshot), and the shard name of a Kafka partition ([KafkaShard],
+// [ShardID.KafkaPartition]). They are pure byte formats with no I/O, and
+// the readers of a checkpoint (the checkpoint activities, `starter
+// pipeline status`, the archive sink naming its files) must decode them
+// without linking franz-go or paho; in connectors/kafka and
+// connectors/mqtt they would pull those clients into every reader. The
+// clients themselves stay in the connectors.
+//
 // # Concurrency
 //
 // A Graph is safe for concurrent use. An Instance and a Keyed are not: each

@@ -33,13 +33,13 @@ func ExampleMarshalSnapshot() {
 	// true
 }
 
-func ExampleMqttCursor() {
-	cur, err := streaming.NewMqttCursor(2, 0) // a tiny window to show eviction
+func ExampleMQTTCursor() {
+	cur, err := streaming.NewMQTTCursor(2, 0) // a tiny window to show eviction
 	if err != nil {
 		panic(err)
 	}
 	apply := func(topic string, packetID uint16, payload string) {
-		id := streaming.MqttMessageID(topic, packetID, []byte(payload))
+		id := streaming.MQTTMessageID(topic, packetID, []byte(payload))
 		if cur.Observe(id, packetID) {
 			fmt.Println("skip redelivery of", payload)
 			return
@@ -53,9 +53,9 @@ func ExampleMqttCursor() {
 	apply("s/1", 1, "20.5") // a very late redelivery is no longer recognised
 	fmt.Println(cur)
 
-	restored, _ := streaming.ParseMqttCursor(cur.Bytes())
+	restored, _ := streaming.ParseMQTTCursor(cur.Bytes())
 	apply = func(topic string, packetID uint16, payload string) {
-		fmt.Println("restored cursor skips", payload, restored.Observe(streaming.MqttMessageID(topic, packetID, []byte(payload)), packetID))
+		fmt.Println("restored cursor skips", payload, restored.Observe(streaming.MQTTMessageID(topic, packetID, []byte(payload)), packetID))
 	}
 	apply("s/1", 1, "20.5")
 	// Output:

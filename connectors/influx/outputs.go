@@ -64,3 +64,12 @@ func (k *OutputSink) Dropped() uint64 { return uint64(k.s.Stats().Refused) }
 
 // Close implements streaming.Sink.
 func (k *OutputSink) Close(ctx context.Context) error { return k.s.Close(ctx) }
+
+// Stats returns the underlying Sink's counters.
+func (k *OutputSink) Stats() Stats { return k.s.Stats() }
+
+// Ping reports whether the server answers (Sink.Ping).
+func (k *OutputSink) Ping(ctx context.Context) error { return k.s.Ping(ctx) }
+
+// Bucket is the bucket the sink writes to.
+func (k *OutputSink) Bucket() string { return k.s.bucket }

@@ -336,6 +336,19 @@ func (s *Sink) Err() error {
 	return s.failed
 }
 
+// Ping asks the server's /ping endpoint whether it is up (InfluxDB 1.8
+// and 2.x both serve it); an error names the endpoint.
+func (s *Sink) Ping(ctx context.Context) error {
+	ok, err := s.client.Ping(ctx)
+	if err == nil && !ok {
+		err = errors.New("not ready")
+	}
+	if err != nil {
+		return fmt.Errorf("influx sink %s: ping: %w", s.endpoint, err)
+	}
+	return nil
+}
+
 // Stats returns a snapshot of the counters.
 func (s *Sink) Stats() Stats {
 	s.mu.Lock()

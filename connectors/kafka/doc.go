@@ -1,6 +1,6 @@
 // Package kafka connects tflo to Apache Kafka with franz-go (kgo): a
 // consumer-group [Source] that hands the partitions it owns to a runtime,
-// the [KafkaShardRouter] that the group's assign/revoke callbacks drive, a
+// the [ShardRouter] that the group's assign/revoke callbacks drive, a
 // [GroupCursorStore] whose cursor stage is the group's offset commit, an
 // idempotent [Publisher] with a bounded buffer, the [OutputSink] that
 // publishes a pipeline's outputs (the one streaming.Sink contract), the
@@ -17,7 +17,7 @@
 //     a partition when it is opened (and says where to resume), checkpoints
 //     it, and takes its final checkpoint when it is released. Offsets are
 //     committed only by a checkpoint's cursor stage ([Assignment.Cursors]).
-//   - [KafkaShardRouter]: a streaming.ShardRouter keyed by [Partition]
+//   - [ShardRouter]: a streaming.ShardRouter keyed by [Partition]
 //     (topic and partition). Its epoch is derived from the group generation
 //     (generation<<32, then +1 per change), so it strictly increases on one
 //     member and an owner in a later generation always has a larger epoch

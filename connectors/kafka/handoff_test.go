@@ -79,7 +79,7 @@ func TestRevokeTimeoutReleasesWithoutCommit(t *testing.T) {
 // handler, and counted.
 func TestDroppedWhenNotOwned(t *testing.T) {
 	l := newLedger()
-	src := &Source{cfg: defaultSourceConfig(), router: NewKafkaShardRouter()}
+	src := &Source{cfg: defaultSourceConfig(), router: NewShardRouter()}
 	p := Partition{"readings", 0}
 	epoch := src.router.Assign(1, p)
 	h, last, err := l.as("m").Open(context.Background(), Assignment{Partition: p, Epoch: epoch})

@@ -19,6 +19,11 @@ type partition struct {
 	h          PartitionHandler
 	lastOffset int64 // offset the restored state ends at (-1: none): where fetching resumes
 
+	// hwm is the partition's high watermark as the last fetch saw it
+	// (-1: no fetch yet); next is the offset after the last record handed
+	// to the handler. Their difference is the consumer lag (Source.Lag).
+	hwm, next atomic.Int64
+
 	hctx     context.Context // what Handle gets: ended by halt
 	hcancel  context.CancelFunc
 	in       chan []*kgo.Record
@@ -30,13 +35,16 @@ type partition struct {
 
 func newPartition(s *Source, p Partition, epoch streaming.Epoch, h PartitionHandler, last int64) *partition {
 	hctx, hcancel := context.WithCancel(context.Background())
-	return &partition{
+	w := &partition{
 		s: s, p: p, epoch: epoch, h: h, lastOffset: last,
 		hctx: hctx, hcancel: hcancel,
 		in:   make(chan []*kgo.Record, s.cfg.queueDepth),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	w.hwm.Store(-1)
+	w.next.Store(last + 1)
+	return w
 }
 
 // run is the partition goroutine.
@@ -71,6 +79,7 @@ func (w *partition) run() {
 				return
 			}
 			w.s.stats.handed.Add(uint64(len(batch)))
+			w.next.Store(batch[len(batch)-1].Offset + 1)
 		}
 	}
 }

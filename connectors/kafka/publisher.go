@@ -312,3 +312,12 @@ func (p *Publisher) Close() {
 		p.cl.Close()
 	}
 }
+
+// Ping reports whether a broker of the publisher's cluster answers (a
+// metadata request); the error names the brokers.
+func (p *Publisher) Ping(ctx context.Context) error {
+	if err := p.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka publisher (brokers %v): ping: %w", p.cfg.brokers, err)
+	}
+	return nil
+}

@@ -8,7 +8,7 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
-// Partition names one Kafka partition: the key type of [KafkaShardRouter].
+// Partition names one Kafka partition: the key type of [ShardRouter].
 // A record's key (sensor id) belongs to exactly one partition (the
 // producer hashes it), so owning a partition is owning its keys.
 type Partition struct {
@@ -19,7 +19,7 @@ type Partition struct {
 // String formats p as "topic/partition".
 func (p Partition) String() string { return p.Topic + "/" + strconv.Itoa(int(p.Partition)) }
 
-// KafkaShardRouter is the streaming.ShardRouter of a consumer-group member,
+// ShardRouter is the streaming.ShardRouter of a consumer-group member,
 // driven by the group's assign, revoke and lost callbacks.
 //
 // The epoch strictly increases and bumps after every ownership change. It
@@ -31,7 +31,7 @@ func (p Partition) String() string { return p.Topic + "/" + strconv.Itoa(int(p.P
 //
 // Owns is lock-free (an atomic pointer to an immutable ownership set) so
 // the hot path can check it once per record. Safe for concurrent use.
-type KafkaShardRouter struct {
+type ShardRouter struct {
 	mu      sync.Mutex // serialises changes
 	state   atomic.Pointer[routerState]
 	dropped atomic.Uint64
@@ -42,17 +42,17 @@ type routerState struct {
 	owned map[Partition]streaming.Epoch // partition -> epoch at which it was gained
 }
 
-var _ streaming.ShardRouter[Partition] = (*KafkaShardRouter)(nil)
+var _ streaming.ShardRouter[Partition] = (*ShardRouter)(nil)
 
-// NewKafkaShardRouter returns a router that owns nothing at epoch 0.
-func NewKafkaShardRouter() *KafkaShardRouter {
-	r := &KafkaShardRouter{}
+// NewShardRouter returns a router that owns nothing at epoch 0.
+func NewShardRouter() *ShardRouter {
+	r := &ShardRouter{}
 	r.state.Store(&routerState{owned: map[Partition]streaming.Epoch{}})
 	return r
 }
 
 // Owns reports whether this member currently owns p.
-func (r *KafkaShardRouter) Owns(p Partition) bool {
+func (r *ShardRouter) Owns(p Partition) bool {
 	_, ok := r.state.Load().owned[p]
 	return ok
 }
@@ -60,23 +60,23 @@ func (r *KafkaShardRouter) Owns(p Partition) bool {
 // OwnsAt reports whether this member owns p by an ownership that began at
 // or before epoch and has not changed since: work scheduled at epoch for p
 // is still valid.
-func (r *KafkaShardRouter) OwnsAt(p Partition, epoch streaming.Epoch) bool {
+func (r *ShardRouter) OwnsAt(p Partition, epoch streaming.Epoch) bool {
 	since, ok := r.state.Load().owned[p]
 	return ok && since <= epoch
 }
 
 // GainedAt returns the epoch at which this member gained p, and whether it
 // owns p now.
-func (r *KafkaShardRouter) GainedAt(p Partition) (streaming.Epoch, bool) {
+func (r *ShardRouter) GainedAt(p Partition) (streaming.Epoch, bool) {
 	since, ok := r.state.Load().owned[p]
 	return since, ok
 }
 
 // AssignmentEpoch returns the current epoch.
-func (r *KafkaShardRouter) AssignmentEpoch() streaming.Epoch { return r.state.Load().epoch }
+func (r *ShardRouter) AssignmentEpoch() streaming.Epoch { return r.state.Load().epoch }
 
 // Owned returns the owned partitions with the epoch each was gained at.
-func (r *KafkaShardRouter) Owned() map[Partition]streaming.Epoch {
+func (r *ShardRouter) Owned() map[Partition]streaming.Epoch {
 	st := r.state.Load()
 	out := make(map[Partition]streaming.Epoch, len(st.owned))
 	for p, e := range st.owned {
@@ -88,18 +88,18 @@ func (r *KafkaShardRouter) Owned() map[Partition]streaming.Epoch {
 // Assign records that the member gained ps in group generation gen and
 // returns the new epoch. An empty ps changes nothing and returns the
 // current epoch.
-func (r *KafkaShardRouter) Assign(gen int32, ps ...Partition) streaming.Epoch {
+func (r *ShardRouter) Assign(gen int32, ps ...Partition) streaming.Epoch {
 	return r.change(gen, ps, true)
 }
 
 // Revoke records that the member gave up ps (a revoke or a lost
 // assignment) in generation gen (-1 when unknown) and returns the new
 // epoch.
-func (r *KafkaShardRouter) Revoke(gen int32, ps ...Partition) streaming.Epoch {
+func (r *ShardRouter) Revoke(gen int32, ps ...Partition) streaming.Epoch {
 	return r.change(gen, ps, false)
 }
 
-func (r *KafkaShardRouter) change(gen int32, ps []Partition, gain bool) streaming.Epoch {
+func (r *ShardRouter) change(gen int32, ps []Partition, gain bool) streaming.Epoch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.state.Load()
@@ -127,8 +127,8 @@ func (r *KafkaShardRouter) change(gen int32, ps []Partition, gain bool) streamin
 
 // CountDropped adds n records dropped because their partition was not
 // owned when they arrived.
-func (r *KafkaShardRouter) CountDropped(n int) { r.dropped.Add(uint64(n)) }
+func (r *ShardRouter) CountDropped(n int) { r.dropped.Add(uint64(n)) }
 
 // Dropped returns how many records were dropped because their partition
 // was no longer owned (the rebalance window).
-func (r *KafkaShardRouter) Dropped() uint64 { return r.dropped.Load() }
+func (r *ShardRouter) Dropped() uint64 { return r.dropped.Load() }

@@ -27,7 +27,7 @@ func TestRouterEpochs(t *testing.T) {
 		{name: "lost without generation", gen: -1, ps: []Partition{a, b}},
 		{name: "assign in gen 9", gain: true, gen: 9, ps: []Partition{a}, owns: []Partition{a}, minEp: 9 << 32},
 	}
-	r := NewKafkaShardRouter()
+	r := NewShardRouter()
 	prev := r.AssignmentEpoch()
 	for _, s := range steps {
 		var ep streaming.Epoch
@@ -63,7 +63,7 @@ func contains(ps []Partition, p Partition) bool {
 // ownership that began at or before that epoch lasts.
 func TestRouterOwnsAt(t *testing.T) {
 	p := Partition{"t", 3}
-	r := NewKafkaShardRouter()
+	r := NewShardRouter()
 	e1 := r.Assign(1, p)
 	require.True(t, r.OwnsAt(p, e1))
 	require.False(t, r.OwnsAt(p, e1-1), "work scheduled before the partition was gained")
@@ -78,7 +78,7 @@ func TestRouterOwnsAt(t *testing.T) {
 }
 
 func TestRouterConcurrent(t *testing.T) {
-	r := NewKafkaShardRouter()
+	r := NewShardRouter()
 	var wg sync.WaitGroup
 	seen := make([][]streaming.Epoch, 4)
 	for i := range 4 {

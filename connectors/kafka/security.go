@@ -47,7 +47,8 @@ const (
 type SASLConfig struct {
 	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
 	Mechanism string `json:"mechanism" yaml:"mechanism"`
-	Username  string `json:"username" yaml:"username"`
+	// Username is the SASL user name.
+	Username string `json:"username" yaml:"username"`
 	// PasswordEnv names the environment variable holding the password:
 	// a config file or a spec names the variable, never the password.
 	PasswordEnv string `json:"password_env,omitempty" yaml:"password_env"`

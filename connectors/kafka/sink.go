@@ -38,6 +38,9 @@ type OutputSink struct {
 
 var _ streaming.Sink = (*OutputSink)(nil)
 
+// Ping reports whether the sink's brokers answer (Publisher.Ping).
+func (k *OutputSink) Ping(ctx context.Context) error { return k.pub.Ping(ctx) }
+
 // NewOutputSink publishes with pub (which the sink closes) in enc's
 // format.
 func NewOutputSink(pub *Publisher, enc OutputEncoder) *OutputSink {

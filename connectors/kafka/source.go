@@ -18,7 +18,7 @@ import (
 // the group after every owned partition's Release.
 type Source struct {
 	cfg    sourceConfig
-	router *KafkaShardRouter
+	router *ShardRouter
 
 	mu      sync.Mutex // guards parts, cl, cancel, fatal, nparts
 	parts   map[Partition]*partition
@@ -47,12 +47,12 @@ func NewSource(opts ...SourceOption) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, router: NewKafkaShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{},
+	return &Source{cfg: cfg, router: NewShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{},
 		runDone: make(chan struct{}), dlqInflight: newBarrier()}, nil
 }
 
 // Router returns the member's shard router.
-func (s *Source) Router() *KafkaShardRouter { return s.router }
+func (s *Source) Router() *ShardRouter { return s.router }
 
 // Stats is a snapshot of the Source's counters.
 type Stats struct {
@@ -76,6 +76,23 @@ func (s *Source) Stats() Stats {
 		Owned:            len(s.router.Owned()),
 		Epoch:            s.router.AssignmentEpoch(),
 	}
+}
+
+// Lag returns the consumer lag in records of every partition the member
+// has open: the partition's high watermark, as the last fetch response
+// reported it, minus the offset after the last record handed to its
+// handler. A partition no fetch has answered for yet is left out. It costs
+// no request: the numbers come with the fetches the member makes anyway.
+func (s *Source) Lag() map[Partition]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Partition]int64, len(s.parts))
+	for p, w := range s.parts {
+		if hwm := w.hwm.Load(); hwm >= 0 {
+			out[p] = max(hwm-w.next.Load(), 0)
+		}
+	}
+	return out
 }
 
 func (s *Source) baseOpts() ([]kgo.Opt, error) {
@@ -151,12 +168,15 @@ func (s *Source) Run(ctx context.Context) error {
 			s.cfg.log.Warn("kafka fetch error", "topic", t, "partition", p, "err", err)
 		})
 		fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
-			if len(ft.Records) == 0 {
-				return
-			}
 			s.mu.Lock()
 			w := s.parts[Partition{ft.Topic, ft.Partition}]
 			s.mu.Unlock()
+			if w != nil && ft.Err == nil {
+				w.hwm.Store(ft.HighWatermark)
+			}
+			if len(ft.Records) == 0 {
+				return
+			}
 			if w == nil || w.stopping.Load() {
 				s.router.CountDropped(len(ft.Records))
 				return

@@ -111,9 +111,9 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("dead-letter topic %q matches topic filter %q: the source would read its own dead letters", c.deadLetterTopic, f))
 		}
 	}
-	if c.windowCap <= 0 || c.retainedCap <= 0 || c.windowCap > streaming.MaxMqttWindow || c.retainedCap > streaming.MaxMqttRetained {
+	if c.windowCap <= 0 || c.retainedCap <= 0 || c.windowCap > streaming.MaxMQTTWindow || c.retainedCap > streaming.MaxMQTTRetained {
 		errs = append(errs, fmt.Errorf("dedup window %d and retained map %d capacities must be in 1..%d and 1..%d",
-			c.windowCap, c.retainedCap, streaming.MaxMqttWindow, streaming.MaxMqttRetained))
+			c.windowCap, c.retainedCap, streaming.MaxMQTTWindow, streaming.MaxMQTTRetained))
 	}
 	if c.receiveMaximum > 0 && int(c.receiveMaximum) > c.windowCap {
 		errs = append(errs, fmt.Errorf("receive maximum %d exceeds the dedup window %d: a full in-flight burst could push a redelivered id out of the window", c.receiveMaximum, c.windowCap))
@@ -246,7 +246,7 @@ func WithDedupCapacity(window, retained int) Option {
 }
 
 // WithCursor restores the dedup cursor from a checkpoint
-// (streaming.MqttCursor Bytes); its capacities come from the encoding and
+// (streaming.MQTTCursor Bytes); its capacities come from the encoding and
 // override WithDedupCapacity. Default: a fresh cursor.
 func WithCursor(b []byte) Option { return func(c *config) { c.cursor = b } }
 

@@ -37,13 +37,13 @@ type Handler func(ctx context.Context, m Message) error
 
 // Source consumes sensor readings from an MQTT v5 broker: QoS 2
 // subscriptions on a persistent session, reconnect with backoff, dedup of
-// redeliveries through a streaming.MqttCursor, dead-lettering of malformed
+// redeliveries through a streaming.MQTTCursor, dead-lettering of malformed
 // payloads. See the package doc for the processing order.
 type Source struct {
 	cfg config
 
 	mu  sync.Mutex // held while a message is handled and by Cut
-	cur *streaming.MqttCursor
+	cur *streaming.MQTTCursor
 	// With WithAckOnCheckpoint: handled messages awaiting a saved cut, in
 	// receive order, and the connection they arrived on. Guarded by mu.
 	pending    []*paho.Publish
@@ -64,12 +64,12 @@ func NewSource(opts ...Option) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("mqtt source: %w", err)
 	}
-	var cur *streaming.MqttCursor
+	var cur *streaming.MQTTCursor
 	var err error
 	if len(cfg.cursor) > 0 {
-		cur, err = streaming.ParseMqttCursor(cfg.cursor)
+		cur, err = streaming.ParseMQTTCursor(cfg.cursor)
 	} else {
-		cur, err = streaming.NewMqttCursor(cfg.windowCap, cfg.retainedCap)
+		cur, err = streaming.NewMQTTCursor(cfg.windowCap, cfg.retainedCap)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mqtt source %q: %w", cfg.clientID, err)
@@ -98,7 +98,7 @@ func (s *Source) Stats() Stats {
 }
 
 // Cut runs fn between two messages with the cursor's current encoding
-// (streaming.MqttCursor Bytes): the handler is not running while fn runs,
+// (streaming.MQTTCursor Bytes): the handler is not running while fn runs,
 // so state the handler owns and the cursor agree. Checkpoints call it.
 // fn must not call back into the Source.
 func (s *Source) Cut(fn func(cursor []byte) error) error {
@@ -172,13 +172,13 @@ func (s *Source) CutWithAck(fn func(cursor []byte) error) (release func(saved bo
 }
 
 // Restore replaces the dedup cursor with one from a checkpoint
-// (streaming.MqttCursor Bytes), before Run. Corrupt bytes are refused with
+// (streaming.MQTTCursor Bytes), before Run. Corrupt bytes are refused with
 // an error wrapping streaming.ErrCorrupt.
 func (s *Source) Restore(cursor []byte) error {
 	if s.running.Load() {
 		return fmt.Errorf("mqtt source %q: Restore while running", s.cfg.clientID)
 	}
-	cur, err := streaming.ParseMqttCursor(cursor)
+	cur, err := streaming.ParseMQTTCursor(cursor)
 	if err != nil {
 		return fmt.Errorf("mqtt source %q: restore: %w", s.cfg.clientID, err)
 	}
@@ -357,7 +357,7 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 
 	var id uint64
 	if p.QoS > 0 {
-		id = streaming.MqttMessageID(p.Topic, p.PacketID, p.Payload)
+		id = streaming.MQTTMessageID(p.Topic, p.PacketID, p.Payload)
 		if s.cur.Seen(id) {
 			s.ctr.inc(CounterDuplicates)
 			return nil

@@ -20,6 +20,7 @@ import (
 type Problem struct {
 	Path string
 	Line int
+	Env  string // the environment variable that set the value, when one did
 	Msg  string
 }
 
@@ -28,7 +29,12 @@ func (p Problem) String() string {
 	if p.Line > 0 {
 		fmt.Fprintf(&b, "line %d: ", p.Line)
 	}
-	if p.Path != "" {
+	switch {
+	case p.Env != "" && p.Path != "":
+		fmt.Fprintf(&b, "environment %s (%s): ", p.Env, p.Path)
+	case p.Env != "":
+		fmt.Fprintf(&b, "environment %s: ", p.Env)
+	case p.Path != "":
 		b.WriteString(p.Path + ": ")
 	}
 	b.WriteString(p.Msg)
@@ -72,7 +78,9 @@ type Positioned interface {
 // cannot be set from the file. Types implementing yaml.Unmarshaler decode
 // themselves (DecodeNode keeps them strict), encoding.TextUnmarshaler
 // types and time.Duration read a scalar's text.
-func Decode(data []byte, dst any) error {
+func Decode(data []byte, dst any) error { return decode(data, dst, nil) }
+
+func decode(data []byte, dst any, lines map[string]int) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return &Errors{Problems: []Problem{yamlProblem("", err)}}
@@ -80,17 +88,21 @@ func Decode(data []byte, dst any) error {
 	if root.Kind == 0 { // empty document
 		return nil
 	}
-	return DecodeNode(&root, dst)
+	return decodeNode(&root, dst, lines)
 }
 
 // DecodeNode is Decode of a parsed node: for yaml.Unmarshaler
 // implementations that decode part of themselves strictly.
-func DecodeNode(n *yaml.Node, dst any) error {
+func DecodeNode(n *yaml.Node, dst any) error { return decodeNode(n, dst, nil) }
+
+// decodeNode is DecodeNode recording each key path's line in lines (when
+// not nil).
+func decodeNode(n *yaml.Node, dst any, lines map[string]int) error {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return fmt.Errorf("envconfig: destination is %T, want a non-nil pointer", dst)
 	}
-	d := &decoder{}
+	d := &decoder{lines: lines}
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 0 {
 			return nil
@@ -104,7 +116,10 @@ func DecodeNode(n *yaml.Node, dst any) error {
 	return &Errors{Problems: d.problems}
 }
 
-type decoder struct{ problems []Problem }
+type decoder struct {
+	problems []Problem
+	lines    map[string]int // key path → line of its value (nil: not recorded)
+}
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	d.problems = append(d.problems, Problem{Path: path, Line: n.Line, Msg: fmt.Sprintf(format, args...)})
@@ -122,6 +137,11 @@ func join(path, key string) string {
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if d.lines != nil && path != "" && (n.Kind != yaml.MappingNode || reflect.PointerTo(v.Type()).Implements(yamlUnmarshaler)) {
+		// Values, lists, and mappings a type decodes as one value: a
+		// section's own keys are recorded one by one.
+		d.lines[path] = n.Line
 	}
 	t := v.Type()
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
@@ -254,21 +274,12 @@ func (d *decoder) pairs(n *yaml.Node, path string, fn func(k, val *yaml.Node, p 
 // collectFields maps the YAML names of v's settable fields (inline
 // structs flattened) to the fields.
 func collectFields(v reflect.Value, into map[string]reflect.Value, names *[]string) {
-	t := v.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
+	for sf, name := range yamlFields(v.Type()) {
+		if name == "" {
+			collectFields(v.FieldByIndex(sf.Index), into, names)
 			continue
 		}
-		name, inline := yamlName(sf)
-		if name == "-" {
-			continue
-		}
-		if inline {
-			collectFields(v.Field(i), into, names)
-			continue
-		}
-		into[name] = v.Field(i)
+		into[name] = v.FieldByIndex(sf.Index)
 		*names = append(*names, name)
 	}
 }

@@ -29,11 +29,29 @@
 // encoding.TextUnmarshaler from text ("10s"); []string as a
 // comma-separated list. Lists of sections and maps have no variable (set
 // them in the file). Fields tagged yaml:"-" (secrets) have no variable:
-// configs name the variable holding a secret instead (token_env). An
-// environment variable that is set, even empty, overrides the file.
+// configs name the variable holding a secret instead (token_env).
+//
+// A variable set to the empty string clears its key: the field gets its
+// zero value, as if the file had not set it, and the config's default
+// applies (ApplyDefaults runs after). To keep the file's value, unset the
+// variable. (An empty duration or number is therefore not a parse error.)
+//
+// Every problem is reported at once: [Load] returns one [*Errors] with the
+// file's problems (key path and line) and the environment's (variable and
+// key path). [Unknown] refuses variables under the prefix that name no
+// key, suggesting the closest key.
 //
 // [Keys] lists every variable a config type accepts, so a deployment file
-// (docker-compose.yml) can be checked against it.
+// (docker-compose.yml) can be checked against it, and the Go field each
+// sets (Key.Field: where `--help` finds its description).
+//
+// # Where values came from
+//
+// [LoadOrigins] is Load that also says where each value came from
+// ([Origins]: "FILE:LINE", "env NAME", or "default"); [Settings] flattens
+// a config into its values with secrets redacted ([Redact]: keys named
+// like password, secret, token or api_key, and URL passwords); [Print]
+// writes both, as `worker --print-config` does.
 //
 // Concurrency: the functions hold no state; they are safe to call
 // concurrently on different destinations.

@@ -2,9 +2,12 @@ package envconfig
 
 import (
 	"encoding"
+	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +21,9 @@ type Key struct {
 	Env  string // TFLO_KAFKA_BROKERS
 	Path string // kafka.brokers
 	Type string // Go type, e.g. []string
+	// Field is the Go field the key sets, "<package path>.<type>.<field>":
+	// where its documentation is.
+	Field string
 }
 
 // Name returns the variable of a YAML key path under prefix: the naming
@@ -52,44 +58,193 @@ func Name(prefix string, path ...string) string {
 // ${NAME:-default} in the file are replaced by environment variables
 // first (Expand).
 func Load(path, prefix string, dst any) error {
+	_, err := LoadOrigins(path, prefix, dst)
+	return err
+}
+
+// Origins say where each value of a loaded config came from, by key path
+// (kafka.topic, sinks[0].influx.url): "FILE:LINE" for the file, "env
+// NAME" for a variable. A path absent from it has its default.
+type Origins map[string]string
+
+// Of returns the origin of the value at path: its own, else that of the
+// list item it is part of when the item was written as one value (an
+// input "value" of graph.inputs, decoded by its type), else "default".
+func (o Origins) Of(path string) string {
+	if s, ok := o[path]; ok {
+		return s
+	}
+	for p := path; ; {
+		i := strings.LastIndexAny(p, ".[")
+		if i <= 0 {
+			return "default"
+		}
+		p = p[:i]
+		if !strings.HasSuffix(p, "]") {
+			continue
+		}
+		if s, ok := o[p]; ok {
+			return s
+		}
+		return "default"
+	}
+}
+
+// LoadOrigins is Load that also returns each value's origin (what
+// `worker --print-config` shows).
+func LoadOrigins(path, prefix string, dst any) (Origins, error) {
+	origins := Origins{}
+	all := &Errors{File: path}
 	if path != "" {
 		b, err := readFile(path)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := Decode(b, dst); err != nil {
-			return withFile(err, path)
+		lines := map[string]int{}
+		err = decode(b, dst, lines)
+		for p, l := range lines {
+			origins[p] = fmt.Sprintf("%s:%d", path, l)
+		}
+		if err != nil {
+			var es *Errors
+			if !errors.As(err, &es) {
+				return nil, withFile(err, path)
+			}
+			all.Problems = append(all.Problems, es.Problems...)
 		}
 	}
-	if err := Apply(prefix, dst, os.LookupEnv); err != nil {
-		return err
+	if err := apply(prefix, dst, os.LookupEnv, origins); err != nil {
+		var es *Errors
+		if !errors.As(err, &es) {
+			return nil, err
+		}
+		all.Problems = append(all.Problems, es.Problems...)
+	}
+	if len(all.Problems) > 0 {
+		return nil, all // the file's and the environment's problems, all at once
 	}
 	if d, ok := dst.(Defaulter); ok {
 		d.ApplyDefaults()
 	}
 	if v, ok := dst.(Validator); ok {
-		return v.Validate()
+		return origins, v.Validate()
 	}
-	return nil
+	return origins, nil
 }
 
-// Apply sets the fields of dst whose variable lookup finds.
+// Apply sets the fields of dst whose variable lookup finds. A variable
+// set to the empty string clears its key (the zero value, as if the file
+// had not set it), so the key's default applies. Every bad value is
+// reported at once, as *Errors whose problems name the variable and the
+// key path.
 func Apply(prefix string, dst any, lookup func(string) (string, bool)) error {
+	return apply(prefix, dst, lookup, nil)
+}
+
+// apply is Apply recording the variables it used in origins (when not
+// nil).
+func apply(prefix string, dst any, lookup func(string) (string, bool), origins Origins) error {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("envconfig: destination is %T, want a pointer to a struct", dst)
 	}
-	return walk(v.Elem(), nil, func(f reflect.Value, path []string) error {
+	var problems []Problem
+	err := walk(v.Elem(), nil, func(f reflect.Value, path []string, _ string) error {
 		name := Name(prefix, path...)
 		s, ok := lookup(name)
 		if !ok {
 			return nil
 		}
+		if origins != nil {
+			origins[strings.Join(path, ".")] = "env " + name
+		}
+		if s == "" {
+			f.SetZero()
+			return nil
+		}
 		if err := set(f, s); err != nil {
-			return fmt.Errorf("environment %s=%q (%s): %w", name, s, strings.Join(path, "."), err)
+			problems = append(problems, Problem{Path: strings.Join(path, "."), Env: name, Msg: fmt.Sprintf("%q: %v", s, err)})
 		}
 		return nil
 	}, true)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return &Errors{Problems: problems}
+	}
+	return nil
+}
+
+// Unknown reports every variable of environ ("NAME=value" entries, as
+// os.Environ gives) under prefix that is none of keys' variables, as
+// *Errors naming the variable and, when one is close, the key it likely
+// meant. allowed are more names that are not keys but are read under the
+// prefix (TFLO_S3_ENDPOINT); one ending in "_" allows every name it
+// begins (another binary's prefix).
+func Unknown(prefix string, environ []string, keys []Key, allowed ...string) error {
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[k.Env] = true
+	}
+	var problems []Problem
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, prefix+"_") || known[name] || isAllowed(name, allowed) {
+			continue
+		}
+		msg := "matches no configuration key"
+		if near := closest(name, keys); near != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		problems = append(problems, Problem{Env: name, Msg: msg})
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Env, b.Env) })
+	return &Errors{File: "environment", Problems: problems}
+}
+
+func isAllowed(name string, allowed []string) bool {
+	for _, a := range allowed {
+		if name == a || strings.HasSuffix(a, "_") && strings.HasPrefix(name, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// closest returns the key variable nearest to name by edit distance, if
+// it is close enough to be a typo (at most a third of the name).
+func closest(name string, keys []Key) string {
+	best, bestD := "", len(name)/3+1
+	for _, k := range keys {
+		if d := editDistance(name, k.Env); d < bestD {
+			best, bestD = k.Env, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // Keys lists the variables of every leaf field of the struct type of
@@ -103,8 +258,8 @@ func Keys(prefix string, zero any) ([]Key, error) {
 		return nil, fmt.Errorf("envconfig: %T is not a struct", zero)
 	}
 	var out []Key
-	err := walk(v, nil, func(f reflect.Value, path []string) error {
-		out = append(out, Key{Env: Name(prefix, path...), Path: strings.Join(path, "."), Type: f.Type().String()})
+	err := walk(v, nil, func(f reflect.Value, path []string, field string) error {
+		out = append(out, Key{Env: Name(prefix, path...), Path: strings.Join(path, "."), Type: f.Type().String(), Field: field})
 		return nil
 	}, false)
 	return out, err
@@ -133,26 +288,18 @@ func leaf(t reflect.Type) bool {
 // walk calls fn for every leaf field of the struct v with its YAML path.
 // With alloc, nil struct pointers are allocated only when a leaf below
 // them is set (fn reports it by a lookup hit), so absent sections stay nil.
-func walk(v reflect.Value, path []string, fn func(reflect.Value, []string) error, alloc bool) error {
+func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string, field string) error, alloc bool) error {
 	t := v.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, inline := yamlName(sf)
-		if name == "-" {
-			continue
-		}
+	for sf, name := range yamlFields(t) {
 		p := append(append([]string(nil), path...), name)
-		if inline {
+		if name == "" { // inline
 			p = path
 		}
-		f := v.Field(i)
+		f := v.FieldByIndex(sf.Index)
 		ft := sf.Type
 		switch {
 		case leaf(ft):
-			if err := fn(f, p); err != nil {
+			if err := fn(f, p, fieldName(t, sf)); err != nil {
 				return err
 			}
 		case ft.Kind() == reflect.Struct:
@@ -165,9 +312,9 @@ func walk(v reflect.Value, path []string, fn func(reflect.Value, []string) error
 				tmp = f
 			}
 			hit := false
-			err := walk(tmp.Elem(), p, func(lf reflect.Value, lp []string) error {
+			err := walk(tmp.Elem(), p, func(lf reflect.Value, lp []string, field string) error {
 				hit = true
-				return fn(lf, lp)
+				return fn(lf, lp, field)
 			}, alloc)
 			if err != nil {
 				return err
@@ -181,6 +328,38 @@ func walk(v reflect.Value, path []string, fn func(reflect.Value, []string) error
 		}
 	}
 	return nil
+}
+
+// fieldName is "<package path>.<type>.<field>" ("" in an anonymous
+// struct).
+func fieldName(t reflect.Type, sf reflect.StructField) string {
+	if t.Name() == "" {
+		return ""
+	}
+	return t.PkgPath() + "." + t.Name() + "." + sf.Name
+}
+
+// yamlFields yields the fields of struct type t that YAML keys set, with
+// their key ("" for an inline struct): exported, not tagged yaml:"-".
+func yamlFields(t reflect.Type) iter.Seq2[reflect.StructField, string] {
+	return func(yield func(reflect.StructField, string) bool) {
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name, inline := yamlName(sf)
+			if name == "-" {
+				continue
+			}
+			if inline {
+				name = ""
+			}
+			if !yield(sf, name) {
+				return
+			}
+		}
+	}
 }
 
 func yamlName(sf reflect.StructField) (name string, inline bool) {

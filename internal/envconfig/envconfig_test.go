@@ -3,6 +3,7 @@ package envconfig
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func TestApply(t *testing.T) {
 			require.Equal(t, "/ca.pem", s.TLS.CAFile)
 		}, ""},
 		{"nil section stays nil", map[string]string{}, func(t *testing.T, s sample) { require.Nil(t, s.TLS) }, ""},
-		{"empty value overrides", map[string]string{"TFLO_WORKER_ID": ""}, func(t *testing.T, s sample) { require.Empty(t, s.WorkerID) }, ""},
+		{"empty value clears the key", map[string]string{"TFLO_WORKER_ID": ""}, func(t *testing.T, s sample) { require.Empty(t, s.WorkerID) }, ""},
 		{"secret has no variable", map[string]string{"TFLO_SECRET": "x"}, func(t *testing.T, s sample) { require.Empty(t, s.Secret) }, ""},
 		{"bad int names the variable", map[string]string{"TFLO_WINDOW": "seven"}, nil, "TFLO_WINDOW"},
 		{"bad duration names the path", map[string]string{"TFLO_EVERY": "soon"}, nil, "(every)"},
@@ -138,4 +139,88 @@ func TestLoad(t *testing.T) {
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
 	require.NoError(t, Load(empty, Prefix, &sample{}))
 	require.Error(t, Apply(Prefix, sample{}, os.LookupEnv))
+}
+
+// TestLoadReportsEveryProblemAtOnce: a bad duration in the file stopped
+// the load before the environment was read, so a bad variable showed only
+// on the next run; every problem of both is reported at once, the file's
+// with its key path and line, the environment's with its variable.
+func TestLoadReportsEveryProblemAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("worker_id: w\nkafka:\n  topic: t\nevery: soon\nwindow: seven\n"), 0o600))
+	t.Setenv("TFLO_INTERVAL", "later")
+	t.Setenv("TFLO_COUNT", "-1")
+	err := Load(path, Prefix, &sample{})
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	require.Len(t, es.Problems, 4, "%v", err)
+	msg := err.Error()
+	for _, want := range []string{
+		`line 4: every: "soon" is not a duration`,
+		`line 5: window: "seven" is not an integer`,
+		`environment TFLO_INTERVAL (interval): "later"`,
+		`environment TFLO_COUNT (count): "-1"`,
+		path,
+	} {
+		require.Contains(t, msg, want)
+	}
+}
+
+// defaulted derives one key's default from another, as a DLQ topic from
+// its topic.
+type defaulted struct {
+	Topic string `yaml:"topic"`
+	DLQ   string `yaml:"dlq"`
+}
+
+func (d *defaulted) ApplyDefaults() {
+	if d.Topic == "" {
+		d.Topic = "readings"
+	}
+	if d.DLQ == "" {
+		d.DLQ = d.Topic + ".dlq"
+	}
+}
+
+// TestEmptyVariableClearsTheKey: the documented rule — a variable set to
+// "" clears its key as if the file had not set it, and the default
+// applies (after the file and the environment, so a derived default
+// follows what they set).
+func TestEmptyVariableClearsTheKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("topic: trades\ndlq: trades.bad\n"), 0o600))
+	var d defaulted
+	require.NoError(t, Load(path, Prefix, &d))
+	require.Equal(t, defaulted{Topic: "trades", DLQ: "trades.bad"}, d)
+
+	t.Setenv("TFLO_DLQ", "")
+	d = defaulted{}
+	require.NoError(t, Load(path, Prefix, &d))
+	require.Equal(t, defaulted{Topic: "trades", DLQ: "trades.dlq"}, d, "empty TFLO_DLQ clears the file's dlq: the default derives from the file's topic")
+
+	t.Setenv("TFLO_TOPIC", "")
+	d = defaulted{}
+	require.NoError(t, Load(path, Prefix, &d))
+	require.Equal(t, defaulted{Topic: "readings", DLQ: "readings.dlq"}, d)
+
+	t.Setenv("TFLO_EVERY", "")
+	s := sample{Every: time.Minute, Window: 3}
+	require.NoError(t, Apply(Prefix, &s, os.LookupEnv), "an empty duration is not a parse error: it clears")
+	require.Zero(t, s.Every)
+}
+
+// TestUnknownVariables: a TFLO_ variable matching no key was ignored, so a
+// typo silently left the file's value in place; it is an error naming the
+// variable and the key it was probably meant for.
+func TestUnknownVariables(t *testing.T) {
+	keys, err := Keys(Prefix, sample{})
+	require.NoError(t, err)
+	env := []string{"TFLO_KAFKA_TOPC=x", "TFLO_WINDOW=3", "TFLO_S3_ENDPOINT=http://s3", "TFLO_SIMULATOR_SENSORS=4", "PATH=/bin", "TFLO_ZZZZZZZZZZZZ=1", "TFLOX=1"}
+	err = Unknown(Prefix, env, keys, "TFLO_S3_ENDPOINT", "TFLO_SIMULATOR_")
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	require.Len(t, es.Problems, 2, "%v", err)
+	require.Contains(t, err.Error(), "environment TFLO_KAFKA_TOPC: matches no configuration key (did you mean TFLO_KAFKA_TOPIC?)")
+	require.True(t, strings.HasSuffix(err.Error(), "environment TFLO_ZZZZZZZZZZZZ: matches no configuration key"), "no guess when nothing is close")
+	require.NoError(t, Unknown(Prefix, env[1:4], keys, "TFLO_S3_ENDPOINT", "TFLO_SIMULATOR_"))
 }

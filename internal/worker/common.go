@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -68,7 +69,24 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// MetricsServer serves /metrics of a registry.
+// ServeOption adds to what a MetricsServer serves.
+type ServeOption func(*serveConfig)
+
+type serveConfig struct {
+	ready *Readiness
+	pprof bool
+}
+
+// WithReadiness makes /readyz answer 200 "ready" when r's check passes,
+// else 503 with what is missing. Without it /readyz answers as /healthz.
+func WithReadiness(r *Readiness) ServeOption { return func(c *serveConfig) { c.ready = r } }
+
+// WithPprof serves net/http/pprof's profiles under /debug/pprof/ (off
+// unless a main's --pprof asks: profiles show the process's internals).
+func WithPprof() ServeOption { return func(c *serveConfig) { c.pprof = true } }
+
+// MetricsServer serves /metrics of a registry, /healthz (200 while the
+// process serves HTTP at all) and /readyz (WithReadiness).
 type MetricsServer struct {
 	// URL is http://<addr>/metrics.
 	URL string
@@ -76,15 +94,36 @@ type MetricsServer struct {
 	ln  net.Listener
 }
 
-// ServeMetrics listens on addr and serves reg's metrics at /metrics until
-// Close.
-func ServeMetrics(addr string, reg prometheus.Gatherer) (*MetricsServer, error) {
+// ServeMetrics listens on addr and serves reg's metrics at /metrics,
+// /healthz, /readyz and what opts add until Close.
+func ServeMetrics(addr string, reg prometheus.Gatherer, opts ...ServeOption) (*MetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	var cfg serveConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+		defer cancel()
+		if err := cfg.ready.Check(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	if cfg.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s := &MetricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	host := ln.Addr().String()
 	if strings.HasPrefix(host, "[::]:") || strings.HasPrefix(host, "0.0.0.0:") {

@@ -74,6 +74,7 @@ type CoordinationConfig struct {
 // archives are reached as the TFLO_S3_* variables say
 // (internal/archiveloc).
 type BackfillConfig struct {
+	// InfluxURL is the InfluxDB that influx:<db>/<rp> sinks write to.
 	InfluxURL string `json:"influx_url" yaml:"influx_url"`
 	// TokenEnv names the variable holding the token ("user:password" for
 	// InfluxDB 1.8).

@@ -1,12 +1,20 @@
 // Package worker is what the worker binaries share: the main framework
-// (Main, RunMain: flags, --version, the config file read strictly with
-// TFLO_* overrides by internal/envconfig's rule, the /metrics endpoint
-// with tflo_build_info, slog, graceful shutdown on SIGINT/SIGTERM) and the
-// pipeline worker, workers/cmd/worker, which runs any pipeline spec.
+// (Main, RunMain: flags, --version, --print-config, --pprof, the config
+// file read strictly with overrides by internal/envconfig's rule under the
+// main's prefix — TFLO, the simulator's TFLO_SIMULATOR — where a variable
+// naming no key is an error, the metrics server with /metrics (and
+// tflo_build_info), /healthz and /readyz, slog, graceful shutdown on
+// SIGINT/SIGTERM) and the pipeline worker, workers/cmd/worker, which runs
+// any pipeline spec. `--help` lists every key with its variable, type,
+// default and description; the descriptions are the fields' doc comments,
+// generated into keydocs.go by TestKeyDocsUpToDate.
 //
 // # Main types
 //
-//   - [Main] / [RunMain]: a main's description and its runner.
+//   - [Main] / [RunMain]: a main's description and its runner; [Runtime]
+//     is what RunMain hands the main's Run (logger, registry, and the
+//     [Readiness] /readyz asks).
+//   - [ServeMetrics]: the metrics server ([WithReadiness], [WithPprof]).
 //   - [PipelineConfig]: a pipeline worker's deployment (worker id,
 //     Temporal as internal/temporalclient reads it, coordination store,
 //     backfills, metrics, logs); the pipeline itself is its spec

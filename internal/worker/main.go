@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/version"
 )
@@ -30,22 +34,92 @@ type Config interface {
 type Main struct {
 	// Name of the command ("worker"), and Summary: what it does.
 	Name, Summary string
+	// Prefix of the command's environment variables (default
+	// envconfig.Prefix, TFLO; the simulator's is SimulatorPrefix, so one
+	// env file can hold both without collisions).
+	Prefix string
 	// Config is a pointer to the zero config the file and environment
 	// fill (its ApplyDefaults and Validate run after them).
 	Config Config
 	// Flags adds the command's own flags (optional).
 	Flags func(fs *flag.FlagSet)
 	// Keys are more config types whose keys the help lists (a pipeline
-	// spec), each with a heading.
+	// spec), each with a heading. Their variables count as known.
 	Keys []KeysOf
+	// PrintConfig prints what the main loads besides its config (the
+	// pipeline spec) for --print-config (optional).
+	PrintConfig func(w io.Writer) error
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
-	Run func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error
+	Run func(ctx context.Context, rt Runtime) error
+}
+
+// Runtime is what RunMain gives a main's Run.
+type Runtime struct {
+	Log      *slog.Logger
+	Registry prometheus.Registerer
+	// Ready is what /readyz asks: Run sets its check once it has one.
+	Ready *Readiness
 }
 
 // KeysOf is a config type whose keys a main's help lists.
 type KeysOf struct {
 	Heading string
 	Zero    any
+	// Defaults returns configs of Zero's type with their defaults applied
+	// (several when the defaults depend on a choice, as a spec's source);
+	// the help shows each key's first non-empty default. Optional.
+	Defaults func() []any
+}
+
+// SimulatorPrefix is the simulator's variable prefix: TFLO_SIMULATOR_SENSORS
+// cannot be taken for a worker key, and a worker ignores it.
+const SimulatorPrefix = "TFLO_SIMULATOR"
+
+// binaryPrefixes are the variable prefixes of tflo's binaries. A
+// binary's unknown-variable check skips the variables of the others.
+var binaryPrefixes = []string{envconfig.Prefix, SimulatorPrefix}
+
+// sharedVariables are read under the TFLO_ prefix but are not config
+// keys: the S3 settings of archive locations (internal/archiveloc) and
+// the development tools' and test suite's switches (internal/devstack,
+// testsuite, CONTRIBUTING.md), which a developer's shell may hold while a
+// worker runs. A name ending in "_" covers every name it begins.
+var sharedVariables = []string{
+	archiveloc.EnvEndpoint, archiveloc.EnvRegion, archiveloc.EnvAccessKeyEnv, archiveloc.EnvSecretKeyEnv,
+	"TFLO_TEMPORAL", "TFLO_INFLUXD", "TFLO_VERSITYGW", "TFLO_REQUIRE_SERVICES",
+	"TFLO_WRITE_GOLDEN", "TFLO_RECORD_HISTORIES", "TFLO_HISTORY_RELEASE", "TFLO_LOAD_MINUTES",
+	"TFLO_KEYEDSTATE_", "TFLO_TEST_", "TFLO_PIPELINE_TEST_", "TFLO_FILES_CRASH_DIR",
+}
+
+func (m Main) prefix() string {
+	if m.Prefix == "" {
+		return envconfig.Prefix
+	}
+	return m.Prefix
+}
+
+// checkEnvironment refuses a variable under the main's prefix that is no
+// key of its config or of m.Keys (envconfig.Unknown).
+func (m Main) checkEnvironment(environ []string) error {
+	prefix := m.prefix()
+	keys, err := envconfig.Keys(prefix, m.Config)
+	if err != nil {
+		return err
+	}
+	for _, k := range m.Keys {
+		more, err := envconfig.Keys(prefix, k.Zero)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, more...)
+	}
+	allowed := append([]string(nil), sharedVariables...)
+	for _, p := range binaryPrefixes {
+		if p != prefix && strings.HasPrefix(p, prefix+"_") {
+			allowed = append(allowed, p+"_")
+		}
+	}
+	return envconfig.Unknown(prefix, environ, keys, allowed...)
 }
 
 // Exit codes of the mains.
@@ -68,6 +142,9 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if m.Flags != nil {
 		m.Flags(fs)
 	}
+	printConfig := fs.Bool("print-config", false, "print the effective configuration (and spec) with each value's origin (default, FILE:LINE or env NAME), secrets redacted, and exit")
+	probe := fs.String("probe", "", "GET this URL (a worker's /readyz or /healthz), exit 0 on 200 and 1 otherwise, and nothing else: a container health check for images without curl")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles (net/http/pprof) at /debug/pprof/ on the metrics address")
 	showVersion := version.Flag(fs)
 	fs.Usage = func() { Usage(stderr, m, fs) }
 	if err := fs.Parse(args); err != nil {
@@ -84,14 +161,38 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		fmt.Fprintln(os.Stdout, version.Get().Line(m.Name))
 		return ExitOK
 	}
-	if err := envconfig.Load(*path, envconfig.Prefix, m.Config); err != nil {
+	if *probe != "" {
+		return runProbe(*probe, stderr)
+	}
+	envErr := m.checkEnvironment(os.Environ())
+	origins, err := envconfig.LoadOrigins(*path, m.prefix(), m.Config)
+	if err := errors.Join(err, envErr); err != nil {
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", m.Name, err)
 		return ExitUsage
 	}
+	if *printConfig {
+		fmt.Fprintf(os.Stdout, "# %s configuration\n", m.Name)
+		if err := envconfig.Print(os.Stdout, m.Config, origins); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", m.Name, err)
+			return ExitFailure
+		}
+		if m.PrintConfig != nil {
+			if err := m.PrintConfig(os.Stdout); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", m.Name, err)
+				return ExitUsage
+			}
+		}
+		return ExitOK
+	}
 	log := m.Config.Logging().Logger(stderr).With("cmd", m.Name)
 	reg := NewRegistry()
+	ready := &Readiness{}
 	if addr := m.Config.MetricsAddr(); addr != "" {
-		ms, err := ServeMetrics(addr, reg)
+		opts := []ServeOption{WithReadiness(ready)}
+		if *pprofOn {
+			opts = append(opts, WithPprof())
+		}
+		ms, err := ServeMetrics(addr, reg, opts...)
 		if err != nil {
 			log.Error("metrics", "err", err)
 			return ExitFailure
@@ -101,7 +202,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := m.Run(ctx, log, reg); err != nil {
+	if err := m.Run(ctx, Runtime{Log: log, Registry: reg, Ready: ready}); err != nil {
 		var usage usageError
 		if errors.As(err, &usage) {
 			fmt.Fprintf(stderr, "%s: %v\n", m.Name, usage.err)
@@ -126,27 +227,49 @@ func (u usageError) Unwrap() error { return u.err }
 func Usage(w io.Writer, m Main, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "%s — %s\n\nUsage:\n  %s [flags]\n\nFlags:\n", m.Name, m.Summary, m.Name)
 	fs.PrintDefaults()
+	p := m.prefix()
 	fmt.Fprintf(w, `
 Configuration: the YAML file (unknown keys are errors, named with their
-line), then environment variables: TFLO_ + the key path upper-cased and
-joined by "_" (for example log.level is TFLO_LOG_LEVEL; lists are
-comma-separated, durations like 10s), then the defaults. ${NAME} and
+line), then environment variables: %[1]s_ + the key path upper-cased and
+joined by "_" (for example log.level is %[1]s_LOG_LEVEL; lists are
+comma-separated, durations like 10s); a variable set to "" clears its key,
+so the default applies; a %[1]s_ variable that names no key is an error.
+Then the defaults, which may derive from other keys. ${NAME} and
 ${NAME:-default} in a file are replaced by environment variables. Secrets
 are never keys: the *_env keys name the variable that holds them.
+--print-config shows the result and where each value came from.
 SIGINT/SIGTERM drain the worker and take a final checkpoint.
-`)
-	printKeys(w, "Keys", m.Config)
+`, p)
+	var defaults func() []any
+	if d, ok := m.Config.(envconfig.Defaulter); ok {
+		defaults = func() []any {
+			z := reflect.New(reflect.TypeOf(d).Elem()).Interface().(envconfig.Defaulter)
+			z.ApplyDefaults()
+			return []any{z}
+		}
+	}
+	printKeys(w, p, KeysOf{Heading: "Keys (key, variable, type, default: description)", Zero: m.Config, Defaults: defaults})
 	for _, k := range m.Keys {
-		printKeys(w, k.Heading, k.Zero)
+		printKeys(w, p, k)
 	}
 }
 
-func printKeys(w io.Writer, heading string, zero any) {
-	fmt.Fprintf(w, "\n%s:\n", heading)
-	keys, err := envconfig.Keys(envconfig.Prefix, zero)
+func printKeys(w io.Writer, prefix string, of KeysOf) {
+	fmt.Fprintf(w, "\n%s:\n", of.Heading)
+	keys, err := envconfig.Keys(prefix, of.Zero)
 	if err != nil {
 		fmt.Fprintf(w, "  (%v)\n", err)
 		return
+	}
+	defaults := map[string]string{}
+	if of.Defaults != nil {
+		for _, d := range of.Defaults() {
+			for _, s := range envconfig.Settings(d) {
+				if _, seen := defaults[s.Path]; !seen && s.Value != `""` && s.Value != "[]" && s.Value != "0" && s.Value != "0s" && s.Value != "false" {
+					defaults[s.Path] = s.Value
+				}
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	for _, k := range keys {
@@ -154,7 +277,34 @@ func printKeys(w io.Writer, heading string, zero any) {
 		if i := strings.LastIndexByte(typ, '.'); i >= 0 && !strings.HasPrefix(typ, "[]") {
 			typ = typ[i+1:]
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", k.Path, k.Env, typ)
+		line := k.Path + "\t" + k.Env + "\t" + typ
+		if d, ok := defaults[k.Path]; ok {
+			line += "\tdefault " + d
+		} else {
+			line += "\t"
+		}
+		if doc := keyDocs[k.Field]; doc != "" {
+			line += "\t" + doc
+		}
+		fmt.Fprintf(tw, "  %s\n", line)
 	}
 	tw.Flush()
+}
+
+// runProbe GETs url and returns ExitOK on 200, ExitFailure otherwise
+// (saying why on stderr).
+func runProbe(url string, stderr io.Writer) int {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintf(stderr, "probe %s: %v\n", url, err)
+		return ExitFailure
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "probe %s: %s: %s\n", url, resp.Status, strings.TrimSpace(string(body)))
+		return ExitFailure
+	}
+	return ExitOK
 }

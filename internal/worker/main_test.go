@@ -66,6 +66,7 @@ func spec(name string) string { return filepath.Join("..", "..", "workers", "pip
 
 func TestRunMainUsage(t *testing.T) {
 	bad := writeFile(t, "c.yaml", "worker_idd: w\n")
+	badTTL := writeFile(t, "ttl.yaml", "coordination:\n  lease_ttl: soon\n")
 	badSpec := writeFile(t, "p.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: t}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
 	cases := []struct {
 		name     string
@@ -84,6 +85,14 @@ func TestRunMainUsage(t *testing.T) {
 		{"bad environment value names the variable", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_COORDINATION_LEASE_TTL": "soon"}, worker.ExitUsage, []string{"TFLO_COORDINATION_LEASE_TTL"}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		{"a bad Temporal TLS file names its key", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_TEMPORAL_ADDRESS": "t:7233", "TFLO_TEMPORAL_TLS_CA_PATH": "/nonexistent/ca.pem"}, worker.ExitUsage, []string{"temporal.tls_ca_path", "/nonexistent/ca.pem"}},
+		{"a TFLO_ variable that names no key is refused, with the key it likely meant", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_SOURCE_KAFKA_TOPC": "trades"}, worker.ExitUsage,
+			[]string{"environment TFLO_SOURCE_KAFKA_TOPC: matches no configuration key (did you mean TFLO_SOURCE_KAFKA_TOPIC?)"}},
+		{"the simulator's variables, archive S3 settings and tool switches are not the worker's problem", []string{"--pipeline", spec("sma-readings.yaml"), "--check"},
+			map[string]string{"TFLO_SIMULATOR_SENSORS": "3", "TFLO_S3_ENDPOINT": "http://s3", "TFLO_REQUIRE_SERVICES": "1"}, worker.ExitOK, nil},
+		{"a bad duration in the file and a bad value in the environment, reported together", []string{"--config", badTTL, "--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "maybe"}, worker.ExitUsage,
+			[]string{"2 problems", `line 2: coordination.lease_ttl: "soon" is not a duration`, `environment TFLO_CONTROL_WORKER (control_worker): "maybe"`}},
+		{"help shows defaults and descriptions", []string{"--help"}, nil, worker.ExitOK,
+			[]string{"default 10s", "LeaseTTL: a worker whose presence was not renewed", "default 1m0s", "DeadLetterTopic receives records that cannot be decoded", "--print-config", "-pprof"}},
 		{"control_worker needs Temporal", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "true", "TEMPORAL_ADDRESS": "", "TEMPORAL_CONFIG_FILE": ""}, worker.ExitUsage, []string{"control_worker needs temporal.address"}},
 	}
 	for _, c := range cases {
@@ -98,6 +107,19 @@ func TestRunMainUsage(t *testing.T) {
 				require.Contains(t, errOut.String(), s)
 			}
 		})
+	}
+}
+
+// stopWithSIGTERM sends this process SIGTERM and waits until the main
+// running in it (its exit code on done) exits 0.
+func stopWithSIGTERM(t *testing.T, done <-chan int, errOut *syncBuffer, within time.Duration) {
+	t.Helper()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, worker.ExitOK, code, errOut.String())
+	case <-time.After(within):
+		t.Fatalf("the worker did not stop within %v of SIGTERM", within)
 	}
 }
 
@@ -168,17 +190,15 @@ func TestEdgeSpecDrainsOnSIGTERM(t *testing.T) {
 	require.NoError(t, pub.Close(ctx))
 	n := float64(sim.Stats().Readings)
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_records_in_total") == n }, 30*time.Second, 20*time.Millisecond)
-	require.Equal(t, 0.0, metric(t, url, "tflo_pipeline_checkpoint_breaker_state"), "breaker closed")
+	_, text := get(url)
+	require.Regexp(t, `(?m)^tflo_pipeline_checkpoint_breaker_state\{pipeline="iot-portal-edge",shard="[^"]+",state="closed"\} 1$`, text, "breaker closed, one series per state")
+	require.Regexp(t, `(?m)^tflo_mqtt_source_events_total\{client_id="[^"]+",counter="processed",pipeline="iot-portal-edge"\} [1-9]`, text, "the MQTT source's counters are registered")
+	code, _ := get("http://" + maddr + "/debug/pprof/")
+	require.Equal(t, http.StatusNotFound, code, "pprof is off without --pprof")
 	require.Greater(t, metric(t, url, "tflo_pipeline_event_lag_seconds"), float64(time.Since(time.Unix(1_700_000_000, 0))/time.Second)-60,
 		"event lag follows the readings' time")
 
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-	select {
-	case code := <-done:
-		require.Equal(t, worker.ExitOK, code, errOut.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("edge worker did not stop on SIGTERM")
-	}
+	stopWithSIGTERM(t, done, &errOut, 30*time.Second)
 	ents, err := os.ReadDir(state)
 	require.NoError(t, err)
 	require.NotEmpty(t, ents, "the state folder holds the Badger database and its checkpoints")
@@ -235,13 +255,7 @@ func TestCentralSpecDrainsOnSIGTERM(t *testing.T) {
 		return metric(t, url, "tflo_pipeline_records_in_total") == n && metric(t, url, "tflo_pipeline_dlq_total") == 1
 	}, 30*time.Second, 20*time.Millisecond)
 
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
-	select {
-	case code := <-done:
-		require.Equal(t, worker.ExitOK, code, errOut.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("central worker did not stop on SIGTERM")
-	}
+	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
 	ents, err := os.ReadDir(filepath.Join(dir, "durable"))
 	require.NoError(t, err)
 	require.NotEmpty(t, ents, "final checkpoints in the durable folder")

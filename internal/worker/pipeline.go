@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/pipeline"
 )
@@ -37,8 +39,24 @@ func PipelineMain() Main {
 			fs.StringVar(&spec, "pipeline", "", "the pipeline's spec (YAML); required")
 			fs.BoolVar(&check, "check", false, "load and check the spec (and the config), print the pipeline and exit")
 		},
-		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}}},
-		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
+		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
+		PrintConfig: func(w io.Writer) error {
+			if spec == "" {
+				return errors.New("--pipeline FILE is required")
+			}
+			p, err := pipeline.Load(spec)
+			if err != nil {
+				return err
+			}
+			var s pipeline.Spec
+			origins, err := envconfig.LoadOrigins(spec, envconfig.Prefix, &s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "\n# pipeline spec %s, defaults applied\n", spec)
+			return envconfig.Print(w, effectiveSpec(s, p), origins)
+		},
+		Run: func(ctx context.Context, rt Runtime) error {
 			if spec == "" {
 				return usageError{errors.New("--pipeline FILE is required")}
 			}
@@ -51,9 +69,35 @@ func PipelineMain() Main {
 					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), p.Graph.Outputs, len(p.Sinks))
 				return nil
 			}
-			return RunPipeline(ctx, p, *cfg, log, reg)
+			return runPipeline(ctx, p, *cfg, rt.Log, rt.Registry, rt.Ready)
 		},
 	}
+}
+
+// effectiveSpec is s with what p (s loaded, defaults applied) resolved:
+// the source, time unit, limits, graph, state and checkpoint sections as
+// the worker runs them.
+func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
+	switch src := p.Source.(type) {
+	case *pipeline.KafkaSource:
+		s.Source = pipeline.SourceSpec{Kafka: src}
+	case *pipeline.MQTTSource:
+		s.Source = pipeline.SourceSpec{MQTT: src}
+	}
+	s.TimeUnit, s.Limits, s.Graph, s.State, s.Checkpoint = p.TimeUnit, p.Limits, p.Graph, p.State, p.Checkpoint
+	return s
+}
+
+// specDefaults are a spec's defaults, with a Kafka and with an MQTT
+// source.
+func specDefaults() []any {
+	var out []any
+	for _, src := range []pipeline.SourceSpec{{Kafka: &pipeline.KafkaSource{}}, {MQTT: &pipeline.MQTTSource{}}} {
+		s := pipeline.Spec{Source: src}
+		p, _ := s.Pipeline() // nothing but the source is set: no error that matters here
+		out = append(out, effectiveSpec(s, p.WithDefaults()))
+	}
+	return out
 }
 
 func sourceName(s pipeline.Source) string {
@@ -71,6 +115,12 @@ func sourceName(s pipeline.Source) string {
 // set), serves backfills (when an InfluxDB is set) and runs the pipeline
 // worker until ctx ends; opts are added to the worker's.
 func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, log *slog.Logger, reg prometheus.Registerer, opts ...pipeline.Option) error {
+	return runPipeline(ctx, p, cfg, log, reg, nil, opts...)
+}
+
+// runPipeline is RunPipeline that also sets ready's check (when not nil)
+// to the worker's Ready.
+func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, log *slog.Logger, reg prometheus.Registerer, ready *Readiness, opts ...pipeline.Option) error {
 	o := []pipeline.Option{pipeline.WithLogger(log), pipeline.WithMetrics(reg)}
 	if cfg.WorkerID != "" {
 		o = append(o, pipeline.WithWorkerID(cfg.WorkerID))
@@ -147,6 +197,9 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 	w, err := pipeline.NewWorker(ctx, p, append(o, opts...)...)
 	if err != nil {
 		return err
+	}
+	if ready != nil {
+		ready.Set(w.Ready)
 	}
 	return w.Run(ctx)
 }

@@ -3,15 +3,12 @@
 // the input of iot-portal's edge gateway.
 //
 //	simulator --config deploy/simulator.yaml
-//	simulator --help   # every key and its TFLO_* variable
+//	simulator --help   # every key and its TFLO_SIMULATOR_* variable
 package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/workers/simulator"
@@ -24,13 +21,15 @@ func Main() worker.Main {
 	cfg := &simulator.MainConfig{}
 	return worker.Main{
 		Name:    "simulator",
+		Prefix:  worker.SimulatorPrefix,
 		Summary: "a seeded fleet of synthetic sensors publishing readings to MQTT",
 		Config:  cfg,
-		Run: func(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) error {
-			s, err := simulator.NewProcess(*cfg, log, reg)
+		Run: func(ctx context.Context, rt worker.Runtime) error {
+			s, err := simulator.NewProcess(*cfg, rt.Log, rt.Registry)
 			if err != nil {
 				return err
 			}
+			rt.Ready.Set(func(context.Context) error { return nil })
 			return s.Run(ctx, nil)
 		},
 	}

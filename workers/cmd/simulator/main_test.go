@@ -40,10 +40,14 @@ func TestSimulatorMainRunsItsRounds(t *testing.T) {
 	require.NoError(t, err)
 	<-subscribed
 	defer cm.Disconnect(context.Background())
-	t.Setenv("TFLO_MQTT_URL", b.URL())
-	t.Setenv("TFLO_SENSORS", "2")
-	t.Setenv("TFLO_ROUNDS", "5")
-	t.Setenv("TFLO_MALFORMED", "0.000001")
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", b.URL())
+	t.Setenv("TFLO_SIMULATOR_SENSORS", "2")
+	t.Setenv("TFLO_SIMULATOR_ROUNDS", "5")
+	t.Setenv("TFLO_SIMULATOR_MALFORMED", "0.000001")
+	// A worker's variables in the same environment are not the
+	// simulator's: TFLO_SENSORS or TFLO_METRICS_ADDR would have collided.
+	t.Setenv("TFLO_METRICS_ADDR", "not-an-address")
+	t.Setenv("TFLO_SENSORS", "many")
 	var errOut bytes.Buffer
 	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), nil, &errOut), errOut.String())
 	require.Eventually(t, func() bool { return len(got) == 10 }, 10*time.Second, 10*time.Millisecond)
@@ -52,7 +56,7 @@ func TestSimulatorMainRunsItsRounds(t *testing.T) {
 func TestSimulatorMainHelp(t *testing.T) {
 	var errOut bytes.Buffer
 	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), []string{"--help"}, &errOut))
-	for _, k := range []string{"mqtt.url", "TFLO_MQTT_URL", "sensors", "TFLO_SENSORS", "TFLO_METRICS_ADDR"} {
+	for _, k := range []string{"mqtt.url", "TFLO_SIMULATOR_MQTT_URL", "sensors", "TFLO_SIMULATOR_SENSORS", "TFLO_SIMULATOR_METRICS_ADDR"} {
 		require.Contains(t, errOut.String(), k)
 	}
 }

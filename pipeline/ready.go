@@ -1,0 +1,68 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+)
+
+// pinger is a sink that can tell whether its server answers (the InfluxDB
+// and Kafka sinks); Ready asks it.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Ready reports whether the worker serves its pipeline: nil when it runs
+// and has not failed, its source has given it its shards and each is
+// restored (Kafka: the group assigned partitions and every owned one is
+// open; MQTT: the one shard is open and subscribed), Temporal answers a
+// health check (when configured) and every sink that can be asked
+// answers. Otherwise the error says what is missing. It is what a
+// worker's /readyz serves; safe to call from any goroutine while Run
+// runs.
+func (w *Worker) Ready(ctx context.Context) error {
+	if !w.running.Load() {
+		return errors.New("not running yet")
+	}
+	select {
+	case <-w.done:
+		return errors.New("stopped")
+	default:
+	}
+	if err := w.Err(); err != nil {
+		return err
+	}
+	switch {
+	case w.kafka != nil:
+		st := w.kafka.src.Stats()
+		if st.Epoch == 0 {
+			return errors.New("kafka source: no partitions assigned yet (joining the group)")
+		}
+		if held := len(w.host.heldShards()); held < st.Owned {
+			return fmt.Errorf("kafka source: %d of %d owned partitions restored", held, st.Owned)
+		}
+	case w.mqtt != nil:
+		if w.mqtt.cur.Load() == nil {
+			return errors.New("mqtt source: shard not restored yet")
+		}
+		if !w.mqtt.subscribed() {
+			return errors.New("mqtt source: not subscribed yet")
+		}
+	}
+	if tc := w.o.tc; tc != nil {
+		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			return fmt.Errorf("temporal: %w", err)
+		}
+	}
+	var errs []error
+	for i, s := range w.sinks.sinks {
+		if p, ok := s.(pinger); ok {
+			if err := p.Ping(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("sink %d: %w", i, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
