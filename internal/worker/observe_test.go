@@ -214,7 +214,7 @@ source:
   kafka:
     brokers: [k:9092]
     topic: readings
-    security: {sasl: {mechanism: PLAIN, username: u, password: hunter2}}
+    security: {sasl: {mechanism: PLAIN, username: u, password_env: KAFKA_PW}}
 graph:
   inputs: [value]
   nodes:
@@ -223,6 +223,7 @@ state: {dir: /tmp/x, memory: 128MiB}
 `)
 	t.Setenv("TFLO_SOURCE_KAFKA_TOPIC", "trades")
 	t.Setenv("TFLO_LOG_LEVEL", "")
+	t.Setenv("KAFKA_PW", "hunter2")
 	var errOut bytes.Buffer
 	var code int
 	out := stdout(t, func() {
@@ -237,7 +238,7 @@ state: {dir: /tmp/x, memory: 128MiB}
 		`(?m)^source\.kafka\.topic = "trades" +# env TFLO_SOURCE_KAFKA_TOPIC$`,
 		`(?m)^source\.kafka\.dead_letter_topic = "trades\.dlq" +# default$`,
 		`(?m)^source\.kafka\.brokers = \[k:9092\] +# ` + regexp.QuoteMeta(specPath) + `:4$`,
-		`(?m)^source\.kafka\.security\.sasl\.password = <redacted> +# ` + regexp.QuoteMeta(specPath) + `:6$`,
+		`(?m)^source\.kafka\.security\.sasl\.password_env = "KAFKA_PW" +# ` + regexp.QuoteMeta(specPath) + `:6$`,
 		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:10$`,
 		`(?m)^checkpoint\.interval = 10s +# default$`,
 	} {
