@@ -18,8 +18,10 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/s3test"
 )
 
 const envArchiveChild = "TFLO_PIPELINE_TEST_ARCHIVE_CHILD" // brokers,durable dir,archive dir
@@ -192,4 +194,75 @@ func countFiles(rows []archivetest.FileRow) int {
 		files[r.File] = true
 	}
 	return len(files)
+}
+
+// The archive sink on S3 (versitygw): a checkpoint reports the rows and
+// bytes it committed to the archive (what the round summary shows), files
+// are published at a commit after they are finished, not at every
+// checkpoint, and a clean stop leaves every output of the run in the
+// bucket exactly once.
+func TestArchiveSinkOnS3(t *testing.T) {
+	srv := s3test.Start(t, "archive")
+	const parts = 2
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	sink := pipeline.ArchiveSink{Location: "s3://archive/prod", S3: srv.Settings(t)}
+	p := alarmPipeline(addrs, t.TempDir(), sink)
+	w := start(t, p)
+	require.Eventually(t, func() bool { return w.w.Stats().Owned == parts }, 20*time.Second, 10*time.Millisecond)
+
+	rs := makeReadings(8, 1, 50)
+	produce(t, addrs, rs)
+	require.Eventually(t, func() bool { return w.w.Stats().RecordsIn == uint64(len(rs)) }, 20*time.Second, 5*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, w.w.Checkpoint(ctx))
+	var rows, bytes int64
+	for _, s := range w.w.Shards() {
+		rows += s.Checkpoint.ArchivedRows
+		bytes += s.Checkpoint.ArchivedBytes
+	}
+	want := reference(t, p, rs)
+	require.Equal(t, int64(len(want)), rows, "the checkpoint's archived rows")
+	require.Positive(t, bytes)
+
+	loc, err := archiveloc.Parse(sink.Location)
+	require.NoError(t, err)
+	arc, err := archiveloc.Open(ctx, loc, sink.S3)
+	require.NoError(t, err)
+	require.Empty(t, archivetest.ReadIndependently(t, arc, ""), "a file is published before it is finished")
+
+	more := makeReadings(8, 51, 80)
+	produce(t, addrs, more)
+	require.Eventually(t, func() bool { return w.w.Stats().RecordsIn == uint64(len(rs)+len(more)) }, 20*time.Second, 5*time.Millisecond)
+	w.stop(t)
+	want = reference(t, p, append(rs, more...))
+	got := archivetest.ReadIndependently(t, arc, "")
+	require.Empty(t, archivetest.Duplicates(got))
+	archived := map[outKey]outVal{}
+	for _, r := range got {
+		archived[outKey{r.Sensor, r.Signal, r.TS}] = outVal{streaming.Mode(r.Mode), r.Value}
+	}
+	require.Equal(t, want, archived)
+	require.Len(t, got, len(want))
+}
+
+// An archive sink names exactly one of a folder and a location, and needs
+// a source whose offsets replay.
+func TestArchiveSinkRefusals(t *testing.T) {
+	env := pipeline.SinkEnv{Pipeline: "plant", Source: &pipeline.KafkaSource{}}
+	for _, tc := range []struct {
+		sink pipeline.ArchiveSink
+		env  pipeline.SinkEnv
+		err  string
+	}{
+		{pipeline.ArchiveSink{}, env, "give exactly one of dir"},
+		{pipeline.ArchiveSink{Dir: t.TempDir(), Location: "s3://b/p"}, env, "give exactly one of dir"},
+		{pipeline.ArchiveSink{Location: "/var/archive"}, env, "no scheme"},
+		{pipeline.ArchiveSink{Location: "gs://b/p"}, env, `unsupported scheme "gs"`},
+		{pipeline.ArchiveSink{Dir: t.TempDir()}, pipeline.SinkEnv{Pipeline: "plant", Source: &pipeline.MQTTSource{}}, "offsets replay"},
+	} {
+		_, err := tc.sink.OpenSink(context.Background(), tc.env)
+		require.ErrorContains(t, err, tc.err, "%+v", tc.sink)
+	}
 }
