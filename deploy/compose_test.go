@@ -545,6 +545,12 @@ func specReaches(t *testing.T, p pipeline.Pipeline) (addrs, secrets []string) {
 		case pipeline.InfluxSink:
 			addrs = append(addrs, hostPort(t, k.URL))
 			secrets = append(secrets, k.TokenEnv)
+		case pipeline.ArchiveSink:
+			if strings.HasPrefix(k.Location, "s3://") {
+				require.NotEmpty(t, k.S3.Endpoint, "archive %s: no S3 endpoint", k.Location)
+				addrs = append(addrs, hostPort(t, k.S3.Endpoint))
+				secrets = append(secrets, k.S3.AccessKeyEnv, k.S3.SecretKeyEnv)
+			}
 		}
 	}
 	if s3 := p.State.Durable.S3; s3 != nil {
