@@ -72,6 +72,10 @@ type StackOptions struct {
 	// LocalArchive keeps the Parquet archive in the work folder
 	// (Stack.ArchiveDir) instead of the in-process S3 server.
 	LocalArchive bool
+	// ArchiveMaxFileAge finishes the central workers' archive files this
+	// long after they open (default: the spec's, 15 minutes); tests make
+	// many small files with it.
+	ArchiveMaxFileAge time.Duration
 	// Tee sees every payload the simulator published (tests).
 	Tee simulator.Publisher
 	// BeforeSimulator, when set, runs after every worker is up and before
@@ -391,6 +395,12 @@ func (s *Stack) CentralPipeline(i int) (pipeline.Pipeline, error) {
 	p.Checkpoint.HeartbeatTimeout = 10 * time.Second
 	p.Checkpoint.StageTimeout = 10 * time.Second
 	p.Checkpoint.HandoffStepTimeout = 20 * time.Second
+	for i, sink := range p.Sinks {
+		if a, ok := sink.(pipeline.ArchiveSink); ok && s.Opts.ArchiveMaxFileAge > 0 {
+			a.MaxFileAge = s.Opts.ArchiveMaxFileAge
+			p.Sinks[i] = a
+		}
+	}
 	return p, nil
 }
 
