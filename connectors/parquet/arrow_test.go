@@ -86,30 +86,6 @@ func TestArrowReadsArchiveFiles(t *testing.T) {
 	equalRows(t, archivetest.TableRows(tbl), rows)
 }
 
-// arrowReadFile reads a whole archive file with arrow-go.
-func arrowReadFile(t testing.TB, data []byte, name string) []parquet.Row {
-	t.Helper()
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("arrow-go cannot open %s: %v", name, err)
-	}
-	defer pf.Close()
-	fp := pf.MetaData().KeyValueMetadata().FindValue(parquet.FingerprintKey)
-	if fp == nil || *fp != parquet.SchemaFingerprint() {
-		t.Fatalf("arrow-go sees fingerprint %v in %s, want %s", fp, name, parquet.SchemaFingerprint())
-	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 512}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatalf("arrow-go cannot read %s: %v", name, err)
-	}
-	defer tbl.Release()
-	return archivetest.TableRows(tbl)
-}
-
 // arrowReadArchive reads every visible file of a with arrow-go, file by
 // file (no de-duplication).
 func arrowReadArchive(t testing.TB, a parquet.Archive) []fileRow {

@@ -212,15 +212,27 @@ func (sh *shardSink) append(ctx context.Context, rows []Row) error {
 
 // MarkCut implements streaming.SinkCutMarker: the next Flush of shard
 // pre-commits the rows up to offset; rows written after are held until
-// then.
+// then. Rows still held from an earlier mark whose pre-commit never came
+// (a failed checkpoint) go to the writer now, so the held rows never
+// span more than one cut.
 func (s *Sink) MarkCut(shard streaming.ShardID, offset int64) {
 	sh, err := s.shard(shard)
 	if err != nil {
 		return
 	}
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	sh.marked, sh.mark = true, offset
-	sh.mu.Unlock()
+	if sh.busy || len(sh.held) == 0 {
+		return
+	}
+	n := 0
+	for n < len(sh.held) && sh.held[n].Offset <= offset {
+		n++
+	}
+	if rows := sh.take(n); len(rows) > 0 {
+		_ = sh.append(context.Background(), rows) // a refusal is kept in sh.err
+	}
 }
 
 // Flush implements streaming.Sink: the pre-commit of checkpoint id of

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
-	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -75,13 +74,7 @@ func TestSinkCheckpointsCoverTheirCut(t *testing.T) {
 	st, err = s.CommitCheckpoint(ctx, sh1, 2)
 	require.NoError(t, err)
 	require.Zero(t, st.Rows)
-	got := archivetest.ReadIndependently(t, a, "")
-	require.Empty(t, archivetest.Duplicates(got))
-	var rows []fileRow
-	for _, r := range got {
-		rows = append(rows, fileRow{r.Shard, r.Row})
-	}
-	exactlyOnce(t, rows, map[int32][]parquet.Row{0: rowsThrough(150)})
+	exactlyOnce(t, arrowReadArchive(t, a), map[int32][]parquet.Row{0: rowsThrough(150)})
 	require.NoError(t, s.Close(ctx))
 }
 
@@ -121,13 +114,7 @@ func TestSinkRestoreDiscardsPastTheCheckpoint(t *testing.T) {
 	require.NoError(t, next.Flush(ctx, sh, 2))
 	require.NoError(t, next.Commit(ctx, sh, 2))
 
-	got := archivetest.ReadIndependently(t, la, "")
-	require.Empty(t, archivetest.Duplicates(got))
-	var rows []fileRow
-	for _, r := range got {
-		rows = append(rows, fileRow{r.Shard, r.Row})
-	}
-	exactlyOnce(t, rows, map[int32][]parquet.Row{3: rowsThrough(2000)})
+	exactlyOnce(t, arrowReadArchive(t, la), map[int32][]parquet.Row{3: rowsThrough(2000)})
 }
 
 // Writes run on the shard's goroutine while its checkpoints mark, flush
@@ -178,11 +165,5 @@ func TestSinkWritesDuringCheckpoints(t *testing.T) {
 	require.NoError(t, s.Flush(ctx, sh, 1<<40))
 	require.NoError(t, s.Commit(ctx, sh, 1<<40))
 
-	got := archivetest.ReadIndependently(t, la, "")
-	require.Empty(t, archivetest.Duplicates(got))
-	var rows []fileRow
-	for _, r := range got {
-		rows = append(rows, fileRow{r.Shard, r.Row})
-	}
-	exactlyOnce(t, rows, map[int32][]parquet.Row{0: rowsThrough(n)})
+	exactlyOnce(t, arrowReadArchive(t, la), map[int32][]parquet.Row{0: rowsThrough(n)})
 }
