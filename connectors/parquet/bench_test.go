@@ -13,8 +13,8 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
-	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/internal/benchratio"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 const benchRows = 100_000
