@@ -265,4 +265,10 @@ func TestArchiveSinkRefusals(t *testing.T) {
 		_, err := tc.sink.OpenSink(context.Background(), tc.env)
 		require.ErrorContains(t, err, tc.err, "%+v", tc.sink)
 	}
+	root, err := pipeline.ArchiveSink{Dir: "/var/tflo/archive/"}.Root()
+	require.NoError(t, err)
+	require.Equal(t, "file:///var/tflo/archive", root)
+	root, err = pipeline.ArchiveSink{Location: "s3://bucket/iot/"}.Root()
+	require.NoError(t, err)
+	require.Equal(t, "s3://bucket/iot", root)
 }

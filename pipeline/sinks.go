@@ -270,6 +270,17 @@ func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink,
 	return parquet.NewSink(arc, env.Pipeline, opts...)
 }
 
+// Root returns the archive's location as a URL (file:///dir for Dir):
+// what a backfill reads it from, and the default backfill allowlist
+// entry of the pipeline's archive.
+func (s ArchiveSink) Root() (string, error) {
+	loc, err := s.location()
+	if err != nil {
+		return "", err
+	}
+	return loc.String(), nil
+}
+
 // location is the archive's location: Dir as a file:// location, or
 // Location parsed.
 func (s ArchiveSink) location() (archiveloc.Location, error) {
