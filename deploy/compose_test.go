@@ -18,6 +18,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
@@ -436,6 +437,11 @@ func TestComposeWorkers(t *testing.T) {
 			known := map[string]bool{}
 			for _, k := range keys {
 				known[k.Env] = true
+			}
+			// tflo's S3 settings for archives (the archive sink's spec
+			// references and the backfills read them).
+			for _, k := range []string{archiveloc.EnvEndpoint, archiveloc.EnvRegion, archiveloc.EnvAccessKeyEnv, archiveloc.EnvSecretKeyEnv} {
+				known[k] = true
 			}
 			// Load as the main does: the file, the environment, defaults,
 			// Validate.

@@ -365,13 +365,13 @@ func (s *Stack) lookup(extra map[string]string) func(string) (string, bool) {
 			}
 		case "ARCHIVE_LOCATION":
 			return s.Archive, true
-		case "ARCHIVE_S3_ENDPOINT":
+		case archiveloc.EnvEndpoint:
 			return s.ArchiveS3.Endpoint, true
-		case "ARCHIVE_S3_REGION":
+		case archiveloc.EnvRegion:
 			return s.ArchiveS3.Region, true
-		case "ARCHIVE_S3_ACCESS_KEY_ENV":
+		case archiveloc.EnvAccessKeyEnv:
 			return s.ArchiveS3.AccessKeyEnv, true
-		case "ARCHIVE_S3_SECRET_KEY_ENV":
+		case archiveloc.EnvSecretKeyEnv:
 			return s.ArchiveS3.SecretKeyEnv, true
 		}
 		return "", false
