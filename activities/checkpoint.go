@@ -227,7 +227,8 @@ func (r *Shards) CheckpointRound(ctx context.Context, in RoundInput) (RoundResul
 
 func shardOK(shard streaming.ShardID, st streaming.CheckpointStatus) ShardResult {
 	return ShardResult{Shard: shard, Epoch: st.LastEpoch, Status: ShardOK, CheckpointID: uint64(st.LastID),
-		Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: Duration(st.LastDuration)}
+		Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: Duration(st.LastDuration),
+		ArchivedRows: st.ArchivedRows, ArchivedBytes: st.ArchivedBytes}
 }
 
 // Notice implements CheckpointHost.

@@ -114,6 +114,10 @@ type ShardResult struct {
 	// Local counts checkpoints the worker took on its own since it last
 	// answered a round (none while rounds come on time).
 	Local int `json:"local,omitempty"`
+	// ArchivedRows and ArchivedBytes are what the checkpoint committed to
+	// the Parquet archive (streaming.CheckpointStatus).
+	ArchivedRows  int64 `json:"archived_rows,omitempty"`
+	ArchivedBytes int64 `json:"archived_bytes,omitempty"`
 }
 
 // RoundResult is one worker's answer to a round.

@@ -18,6 +18,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
@@ -455,6 +456,11 @@ func TestComposeWorkers(t *testing.T) {
 			for _, k := range keys {
 				known[k.Env] = true
 			}
+			// tflo's S3 settings for archives (the archive sink's spec
+			// references and the backfills read them).
+			for _, k := range []string{archiveloc.EnvEndpoint, archiveloc.EnvRegion, archiveloc.EnvAccessKeyEnv, archiveloc.EnvSecretKeyEnv} {
+				known[k] = true
+			}
 			// Load as the main does: the file, the environment, defaults,
 			// Validate.
 			require.NoError(t, envconfig.Load(host, prefix, cfg))
@@ -563,6 +569,12 @@ func specReaches(t *testing.T, p pipeline.Pipeline) (addrs, secrets []string) {
 		case pipeline.InfluxSink:
 			addrs = append(addrs, hostPort(t, k.URL))
 			secrets = append(secrets, k.TokenEnv)
+		case pipeline.ArchiveSink:
+			if strings.HasPrefix(k.Location, "s3://") {
+				require.NotEmpty(t, k.S3.Endpoint, "archive %s: no S3 endpoint", k.Location)
+				addrs = append(addrs, hostPort(t, k.S3.Endpoint))
+				secrets = append(secrets, k.S3.AccessKeyEnv, k.S3.SecretKeyEnv)
+			}
 		}
 	}
 	if s3 := p.State.Durable.S3; s3 != nil {

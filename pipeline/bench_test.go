@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap})
+	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap, "noarchive": baselineNoArchive})
 }
 
 const benchPartitions, benchSensors = 6, 1000
@@ -112,11 +113,72 @@ func baselineFranzMap(b *testing.B) {
 //
 //	go test -run '^$' -bench SMASpec -benchtime 1500000x ./pipeline/
 func BenchmarkSMASpec(b *testing.B) {
+	p, ds, _ := runSMASpec(b, false)
+	benchratio.Report(b, "franzmap", baselineFranzMap)
+	reportCheckpoints(b, p, ds)
+}
+
+// baselineNoArchive is BenchmarkSMASpec: the SMA job without an archive.
+func baselineNoArchive(b *testing.B) { runSMASpec(b, false) }
+
+// cpuTime is the CPU time (user and system) the process used so far: on
+// a shared machine, the work done, which other processes do not inflate
+// as they do wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSMASpecArchive is BenchmarkSMASpec with the Parquet archive
+// sink added (a local folder; one rolling file per partition, a
+// pre-commit per checkpoint), against the same job without it, in the
+// same run. x-noarchive is benchratio's: the time per reading over the
+// baseline measured before the benchmark. On a shared machine that drifts
+// with the load, so the benchmark also runs the two jobs in alternation,
+// pairedRounds times b.N readings each, and reports the medians of the
+// rounds' ratios: x-noarchive-paired (wall time per reading; the
+// archive-on throughput ratio, throughput-ratio, is its inverse: target
+// ≥ 0.95) and x-cpu-noarchive-paired (the process's CPU time per reading,
+// kfake and the feeder included, the same in both). ns/op is the last
+// archive-on run's.
+//
+//	go test -run '^$' -bench SMASpecArchive -benchtime 300000x ./pipeline/
+func BenchmarkSMASpecArchive(b *testing.B) {
+	const pairedRounds = 5
+	var wall, cpu []float64
+	var p pipeline.Pipeline
+	var ds []time.Duration
+	for range pairedRounds {
+		_, _, off := runSMASpec(b, false)
+		var on timed
+		p, ds, on = runSMASpec(b, true)
+		wall, cpu = append(wall, float64(on.wall)/float64(off.wall)), append(cpu, float64(on.cpu)/float64(off.cpu))
+	}
+	benchratio.Report(b, "noarchive", baselineNoArchive)
+	slices.Sort(wall)
+	slices.Sort(cpu)
+	b.ReportMetric(wall[len(wall)/2], "x-noarchive-paired")
+	b.ReportMetric(cpu[len(cpu)/2], "x-cpu-noarchive-paired")
+	b.ReportMetric(1/wall[len(wall)/2], "throughput-ratio")
+	reportCheckpoints(b, p, ds)
+}
+
+// runSMASpec runs the SMA job (with the archive sink when archive) through
+// b.N readings waiting in the topic, timed from the worker's start until
+// every SMA is acknowledged, and returns the job and its checkpoints'
+// durations.
+func runSMASpec(b *testing.B, archive bool) (pipeline.Pipeline, []time.Duration, timed) {
 	addrs := benchTopics(b, b.N)
 	p := smaJob(b, addrs, b.TempDir())
+	if archive {
+		p.Sinks = append(p.Sinks, pipeline.ArchiveSink{Dir: b.TempDir()})
+	}
 	var mu sync.Mutex
 	var durs []time.Duration
 	b.ResetTimer()
+	b.StartTimer() // stopped by the previous run of a paired benchmark
+	w0, c0 := time.Now(), cpuTime()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := pipeline.NewWorker(ctx, p, pipeline.WithLogger(testLogger(b)),
@@ -137,13 +199,21 @@ func BenchmarkSMASpec(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	t := timed{wall: time.Since(w0), cpu: cpuTime() - c0}
 	mu.Lock()
 	ds := slices.Clone(durs)
 	mu.Unlock()
 	cancel()
 	require.NoError(b, <-done)
+	return p, ds, t
+}
 
-	benchratio.Report(b, "franzmap", baselineFranzMap)
+// timed is the wall and CPU time of a benchmark's timed part.
+type timed struct{ wall, cpu time.Duration }
+
+// reportCheckpoints reports the throughput and the checkpoints' count and
+// p50/p99 durations against the interval.
+func reportCheckpoints(b *testing.B, p pipeline.Pipeline, ds []time.Duration) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(len(ds)), "checkpoints")
 	b.ReportMetric(float64(p.Checkpoint.Interval.Milliseconds()), "ckpt-interval-ms")

@@ -35,6 +35,9 @@ type stdoutSink struct {
 	mu  sync.Mutex
 	out *bufio.Writer
 	n   atomic.Int64
+	// preCommits also reports every pre-commit ("PC shard"), after the
+	// sinks before this one pre-committed.
+	preCommits bool
 }
 
 func (s *stdoutSink) Write(_ context.Context, outs []streaming.Output) error {
@@ -46,8 +49,14 @@ func (s *stdoutSink) Write(_ context.Context, outs []streaming.Output) error {
 	return s.out.Flush()
 }
 
-func (s *stdoutSink) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error {
-	return nil
+func (s *stdoutSink) Flush(_ context.Context, shard streaming.ShardID, _ streaming.CheckpointID) error {
+	if !s.preCommits {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.out, "PC %s\n", shard)
+	return s.out.Flush()
 }
 func (s *stdoutSink) Close(context.Context) error { return nil }
 

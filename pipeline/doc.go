@@ -98,8 +98,15 @@
 // never for a buffer that keeps filling), save the changed keys and the
 // manifest (the commit point), commit the cursor (for Kafka: the group's
 // offset commit), then the sinks' Commit notification
-// (streaming.SinkCommitter). A gained shard's sinks are told what its
-// state was restored from (streaming.SinkRestorer). With Temporal the
+// (streaming.SinkCommitter). Sinks that publish exactly once are told
+// where each cut falls (streaming.SinkCutMarker, under the shard's lock),
+// and a gained shard's sinks what its state was restored from
+// (streaming.SinkRestorer, with the checkpoint's cut offset and epoch).
+// The archive sink (parquet.Sink) keeps one rolling file per shard: a
+// checkpoint makes the rows of its cut durable, its commit publishes the
+// files finished by then (and reports the rows and bytes to the round's
+// summary), a restore discards what the restored checkpoint did not
+// commit, and a shard's final checkpoint finishes its file. With Temporal the
 // per-shard checkpoint workflows drive the stages; without, the worker
 // checkpoints every interval; a Kafka revoke takes the final checkpoint,
 // and so does a graceful stop.

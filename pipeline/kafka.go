@@ -162,6 +162,7 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 	var err error
 	if final {
+		k.w.sinks.roll(k.id) // the last checkpoint here publishes every archived row
 		if _, err = k.cp.Checkpoint(ctx); err != nil {
 			err = fmt.Errorf("final checkpoint of shard %s: %w", k.id, err)
 		}

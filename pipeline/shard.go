@@ -47,7 +47,24 @@ var (
 func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	return c.s.rt.Cut(ctx)
+	cut, err := c.s.rt.Cut(ctx)
+	if err == nil {
+		c.s.w.sinks.markCut(c.s.id, cursorOffset(cut.Cursor()))
+	}
+	return cut, err
+}
+
+// cursorOffset is the source offset of a cursor: the Kafka offset of the
+// last record a cut contains, -1 for none or another cursor type.
+func cursorOffset(typ string, cursor []byte) int64 {
+	if typ != streaming.CursorTypeKafka || len(cursor) == 0 {
+		return -1
+	}
+	off, err := streaming.ParseKafkaOffset(cursor)
+	if err != nil {
+		return -1
+	}
+	return off.Offset
 }
 
 func (c shardSource) Restore(ctx context.Context, typ string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
@@ -107,6 +124,7 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 		return nil, err
 	}
 	info, err := s.cp.Restore(ctx)
+	from := streaming.RestoredCut{Offset: -1}
 	switch {
 	case errors.Is(err, streaming.ErrNotFound):
 		// Nothing stored: start empty, dropping what an earlier
@@ -122,9 +140,10 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	default:
 		st := s.cp.Status()
 		s.restored = activities.RestoreSummary{CheckpointID: uint64(info.ID), Epoch: info.Epoch, Cursor: st.LastCursor, Bytes: info.Bytes}
+		from = streaming.RestoredCut{ID: info.ID, Epoch: info.Epoch, Offset: cursorOffset(info.CursorType, info.Cursor)}
 		w.log.Info("shard restored", "shard", id, "epoch", uint64(epoch), "checkpoint", uint64(info.ID), "cursor", st.LastCursor, "bytes", info.Bytes)
 	}
-	if err := w.sinks.restore(ctx, id, epoch, info.ID); err != nil {
+	if err := w.sinks.restore(ctx, id, epoch, from); err != nil {
 		_ = rt.Close()
 		return nil, fmt.Errorf("shard %s: sinks: %w", id, err)
 	}
@@ -147,9 +166,11 @@ func (w *Worker) preCommit(ctx context.Context, s *shard, id streaming.Checkpoin
 // committed runs after a checkpoint's cursor is saved: the sinks' commit
 // and the metrics.
 func (w *Worker) committed(ctx context.Context, s *shard, id streaming.CheckpointID) {
-	if err := w.sinks.commit(ctx, s.id, id); err != nil {
+	rows, bytes, err := w.sinks.commit(ctx, s.id, id)
+	if err != nil {
 		w.log.Warn("sink commit failed; the next checkpoint retries", "shard", s.id, "checkpoint", uint64(id), "err", err)
 	}
+	s.cp.ReportArchived(rows, bytes)
 	st := s.cp.Status()
 	w.m.checkpointed(s.id, st)
 	if f := w.o.checkpointed; f != nil {
@@ -158,8 +179,10 @@ func (w *Worker) committed(ctx context.Context, s *shard, id streaming.Checkpoin
 }
 
 // close releases the shard's keyed state (the write-behind buffer is
-// drained to the database; nothing is checkpointed).
+// drained to the database; nothing is checkpointed) and its archive
+// writers.
 func (s *shard) close() {
+	s.w.sinks.release(s.id, s.epoch)
 	if err := s.rt.Close(); err != nil {
 		s.w.log.Warn("closing shard state", "shard", s.id, "err", err)
 	}

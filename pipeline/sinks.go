@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -274,25 +277,94 @@ func (s InfluxSink) OpenSink(_ context.Context, env SinkEnv) (streaming.Sink, er
 	return influx.NewOutputSink(is, env.Modes), nil
 }
 
-// ArchiveSink appends outputs to the Parquet archive in a local folder
-// (parquet.Sink): files per shard and epoch, named by their offsets,
-// written at every checkpoint.
+// ArchiveSink archives outputs to Parquet files exactly once
+// (parquet.Sink): per shard one file open at a time, finished at a target
+// size or age (not at every checkpoint), its rows made durable at each
+// checkpoint's pre-commit and published by its commit; a gained shard
+// discards what its restored checkpoint did not commit. The archive is a
+// local folder (Dir) or a location (Location: file:///dir or
+// s3://bucket/prefix, with S3 saying how to reach the server). It needs
+// a source whose offsets replay (Kafka).
 type ArchiveSink struct {
-	// Dir is the archive folder. Required.
+	// Dir is a local archive folder. Give Dir or Location.
 	Dir string `yaml:"dir"`
+	// Location is the archive's URL: file:///dir or s3://bucket/prefix.
+	Location string `yaml:"location"`
+	// S3 says how to reach an s3:// location: endpoint (an S3-compatible
+	// server, path-style), region and the names of the variables holding
+	// the keys (empty: the AWS standard chain).
+	S3 archiveloc.S3 `yaml:"s3"`
+	// TargetFileSize finishes a file at this size (default 128MiB).
+	TargetFileSize ByteSize `yaml:"target_file_size"`
+	// MaxFileAge finishes a file this long after it opened, however small
+	// (default 15m): the longest a row waits to become visible.
+	MaxFileAge time.Duration `yaml:"max_file_age"`
 }
 
 // OpenSink implements SinkSpec.
-func (s ArchiveSink) OpenSink(_ context.Context, env SinkEnv) (streaming.Sink, error) {
-	if s.Dir == "" {
-		return nil, errors.New("archive sink: dir is required")
+func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
+	if _, ok := env.Source.(*KafkaSource); !ok && env.Source != nil {
+		return nil, fmt.Errorf("archive sink: the archive needs a source whose offsets replay (kafka); a %s source has none", env.Source.sourceName())
 	}
-	la, err := parquet.NewLocalArchive(s.Dir)
+	loc, err := s.location()
+	if err != nil {
+		return nil, err
+	}
+	arc, err := archiveloc.Open(ctx, loc, s.S3)
 	if err != nil {
 		return nil, fmt.Errorf("archive sink: %w", err)
 	}
-	return parquet.NewSink(la, env.Pipeline)
+	var opts []parquet.WriterOption
+	if s.TargetFileSize > 0 {
+		opts = append(opts, parquet.WithTargetFileSize(int64(s.TargetFileSize)))
+	}
+	if s.MaxFileAge > 0 {
+		opts = append(opts, parquet.WithMaxFileAge(s.MaxFileAge))
+	}
+	return parquet.NewSink(arc, env.Pipeline, opts...)
 }
+
+// Root returns the archive's location as a URL (file:///dir for Dir):
+// what a backfill reads it from, and the default backfill allowlist
+// entry of the pipeline's archive.
+func (s ArchiveSink) Root() (string, error) {
+	loc, err := s.location()
+	if err != nil {
+		return "", err
+	}
+	return loc.String(), nil
+}
+
+// location is the archive's location: Dir as a file:// location, or
+// Location parsed.
+func (s ArchiveSink) location() (archiveloc.Location, error) {
+	switch {
+	case (s.Dir == "") == (s.Location == ""):
+		return archiveloc.Location{}, fmt.Errorf("archive sink: give exactly one of dir %q and location %q (%s)", s.Dir, s.Location, archiveloc.Examples)
+	case s.Dir != "":
+		dir, err := filepath.Abs(s.Dir)
+		if err != nil {
+			return archiveloc.Location{}, fmt.Errorf("archive sink: dir %q: %w", s.Dir, err)
+		}
+		return archiveloc.Location{Scheme: "file", Dir: dir}, nil
+	}
+	loc, err := archiveloc.Parse(s.Location)
+	if err != nil {
+		return archiveloc.Location{}, fmt.Errorf("archive sink: %w", err)
+	}
+	return loc, nil
+}
+
+// archiveSink is what the runtime asks of an archive sink besides
+// streaming's optional capabilities: what a commit archived, and the end
+// of a shard (parquet.Sink).
+type archiveSink interface {
+	CommitCheckpoint(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) (parquet.CommitStats, error)
+	Roll(shard streaming.ShardID)
+	Release(shard streaming.ShardID, epoch streaming.Epoch)
+}
+
+var _ archiveSink = (*parquet.Sink)(nil)
 
 // sinkSet fans a shard's outputs out to the pipeline's sinks.
 type sinkSet struct {
@@ -334,22 +406,42 @@ func (m *sinkSet) flush(ctx context.Context, shard streaming.ShardID, id streami
 	return errors.Join(errs...)
 }
 
-func (m *sinkSet) commit(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) error {
+// markCut tells the sinks that mark cuts where shard's checkpoint cut
+// falls (under the shard's lock).
+func (m *sinkSet) markCut(shard streaming.ShardID, offset int64) {
+	for _, s := range m.sinks {
+		if c, ok := s.(streaming.SinkCutMarker); ok {
+			c.MarkCut(shard, offset)
+		}
+	}
+}
+
+// commit tells the sinks checkpoint id of shard committed and returns the
+// rows and bytes the archive sinks committed.
+func (m *sinkSet) commit(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) (rows, bytes int64, err error) {
 	var errs []error
 	for _, s := range m.sinks {
+		if a, ok := s.(archiveSink); ok {
+			st, err := a.CommitCheckpoint(ctx, shard, id)
+			rows, bytes = rows+st.Rows, bytes+st.Bytes
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if c, ok := s.(streaming.SinkCommitter); ok {
 			if err := c.Commit(ctx, shard, id); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return rows, bytes, errors.Join(errs...)
 }
 
-func (m *sinkSet) restore(ctx context.Context, shard streaming.ShardID, epoch streaming.Epoch, id streaming.CheckpointID) error {
+func (m *sinkSet) restore(ctx context.Context, shard streaming.ShardID, epoch streaming.Epoch, from streaming.RestoredCut) error {
 	for _, s := range m.sinks {
 		if r, ok := s.(streaming.SinkRestorer); ok {
-			if err := r.Restore(ctx, shard, epoch, id); err != nil {
+			if err := r.Restore(ctx, shard, epoch, from); err != nil {
 				return err
 			}
 		}
@@ -370,6 +462,24 @@ func (m *sinkSet) dropped() uint64 {
 		}
 	}
 	return n
+}
+
+// roll tells the archive sinks shard's next checkpoint is its last here.
+func (m *sinkSet) roll(shard streaming.ShardID) {
+	for _, s := range m.sinks {
+		if a, ok := s.(archiveSink); ok {
+			a.Roll(shard)
+		}
+	}
+}
+
+// release tells the archive sinks shard is no longer owned at epoch.
+func (m *sinkSet) release(shard streaming.ShardID, epoch streaming.Epoch) {
+	for _, s := range m.sinks {
+		if a, ok := s.(archiveSink); ok {
+			a.Release(shard, epoch)
+		}
+	}
 }
 
 // close closes every sink once; later calls do nothing.

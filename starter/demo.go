@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/portal"
 	"github.com/tflo-io/tflo/workers/simulator"
@@ -30,6 +31,9 @@ type demoFlags struct {
 	every      time.Duration
 	checkpoint time.Duration
 	logFile    string
+	// localArchive keeps the archive in the work folder instead of the
+	// in-process S3 server.
+	localArchive bool
 }
 
 func (a *app) demoCommand() *cobra.Command {
@@ -41,8 +45,10 @@ func (a *app) demoCommand() *cobra.Command {
 (mochi-mqtt) and Kafka-protocol cluster (kfake), the Temporal dev server
 with its web UI (bin/temporal) and InfluxDB 1.8 (bin/influxd) — both built
 by "make tools" — a sensor simulator, one edge gateway and two central
-workers (each on its own Temporal task queue), Badger state, a shared
-checkpoint folder and a local Parquet archive under the work folder.
+workers (each on its own Temporal task queue), Badger state and a shared
+checkpoint folder under the work folder, and the Parquet archive on an
+in-process S3 server (s3://tflo-archive/iot-portal, in memory: gone at
+exit; --local-archive keeps it in the work folder instead).
 
 It prints what runs where (the Temporal web UI first), then progress every
 few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
@@ -64,6 +70,7 @@ json and yaml do not apply.`,
 	fl.DurationVar(&f.every, "progress", 3*time.Second, "how often to print progress")
 	fl.DurationVar(&f.checkpoint, "checkpoint-interval", 5*time.Second, "checkpoint interval of every shard")
 	fl.StringVar(&f.logFile, "log", "", "write the workers' logs to this file (default <work folder>/workers.log)")
+	fl.BoolVar(&f.localArchive, "local-archive", false, "archive to <work folder>/archive instead of the in-process S3 server")
 	return cmd
 }
 
@@ -144,6 +151,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		Partitions:         f.partitions,
 		CheckpointInterval: f.checkpoint,
 		Metrics:            true,
+		LocalArchive:       f.localArchive,
 		Log:                log,
 	})
 	if err != nil {
@@ -233,7 +241,13 @@ func printWhere(w io.Writer, st *portal.Stack, logPath string) {
 	p("Temporal web UI", st.Temporal.UIURL, fmt.Sprintf("namespace default; search %s = %q", workflows.SearchPipeline.GetName(), portal.PipelineName))
 	p("Temporal frontend", st.Temporal.HostPort, "starter --address "+st.Temporal.HostPort+" pipeline status --pipeline "+portal.PipelineName)
 	p("InfluxDB", st.Influx.URL, fmt.Sprintf("database %s: curl -G %s/query --data-urlencode 'db=%s' --data-urlencode 'q=SELECT * FROM mean LIMIT 5'", portal.Database, st.Influx.URL, portal.Database))
-	p("Parquet archive", st.ArchiveDir, "starter backfill start replays it (sink influx:<db>/autogen)")
+	if st.S3 != nil {
+		p("Parquet archive", st.Archive, fmt.Sprintf("on the in-process S3 server %s (any keys): starter backfill start --archive %s replays it (sink influx:<db>/autogen); "+
+			"starter archive ls|verify|compact reach it with %s=%s AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_REGION=us-east-1",
+			st.S3.URL, st.Archive, archiveloc.EnvEndpoint, st.S3.URL))
+	} else {
+		p("Parquet archive", st.Archive, "starter backfill start --archive "+st.Archive+" replays it (sink influx:<db>/autogen)")
+	}
 	names := make([]string, 0, len(st.Metrics))
 	for n := range st.Metrics {
 		names = append(names, n)

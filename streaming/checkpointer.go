@@ -365,6 +365,11 @@ type CheckpointStatus struct {
 	LastError  string `json:"last_error,omitempty"`
 	StateBytes int64  `json:"state_bytes"` // bytes the manifest names
 	Runs       int    `json:"runs"`
+	// ArchivedRows and ArchivedBytes are what the sinks' commit of the
+	// last checkpoint committed to the archive, as reported
+	// (ReportArchived; 0 without an archive).
+	ArchivedRows  int64 `json:"archived_rows,omitempty"`
+	ArchivedBytes int64 `json:"archived_bytes,omitempty"`
 }
 
 // NewCheckpointer returns a Checkpointer for shard (a name unique in the
@@ -401,6 +406,15 @@ func (c *Checkpointer) Owner() (Epoch, bool) { return c.cfg.ownership.Owner() }
 func (c *Checkpointer) ReportBreaker(s BreakerState) {
 	c.statusMu.Lock()
 	c.status.Breaker = s
+	c.statusMu.Unlock()
+}
+
+// ReportArchived records the rows and bytes the sinks' commit of the last
+// checkpoint committed to the archive, which Status returns (for the
+// checkpoint round's summary). Call it from the WithOnCommit function.
+func (c *Checkpointer) ReportArchived(rows, bytes int64) {
+	c.statusMu.Lock()
+	c.status.ArchivedRows, c.status.ArchivedBytes = rows, bytes
 	c.statusMu.Unlock()
 }
 

@@ -72,12 +72,39 @@ type SinkCommitter interface {
 }
 
 // SinkRestorer is an optional capability of a Sink: Restore is called when
-// a worker gains shard at epoch, after its state was restored from
-// checkpoint id (0: nothing stored) and before its first Write, so the
-// sink can discard what the restored checkpoint did not commit (the
-// records after it are replayed).
+// a worker gains shard at epoch, after its state was restored from the
+// checkpoint from names (ID 0: nothing stored) and before its first Write,
+// so the sink can discard what the restored checkpoint did not commit
+// (the records after it are replayed).
 type SinkRestorer interface {
-	Restore(ctx context.Context, shard ShardID, epoch Epoch, id CheckpointID) error
+	Restore(ctx context.Context, shard ShardID, epoch Epoch, from RestoredCut) error
+}
+
+// RestoredCut is the checkpoint a gained shard's state was restored from,
+// as a SinkRestorer is told.
+type RestoredCut struct {
+	// ID is the checkpoint (0: nothing was stored, the shard starts
+	// empty).
+	ID CheckpointID
+	// Epoch is the owner epoch that took the checkpoint (0 with ID 0).
+	Epoch Epoch
+	// Offset is the source offset of the last record its cut contains
+	// (the Kafka offset of its cursor); -1 when it contains none or the
+	// source has no offsets.
+	Offset int64
+}
+
+// SinkCutMarker is an optional capability of a Sink whose pre-commit must
+// hold exactly the outputs of the records a checkpoint's cut contains,
+// not those written between the cut and the Flush (a sink that publishes
+// rows exactly once, such as the Parquet archive). MarkCut is called at
+// each checkpoint cut of shard, under the shard's lock (no Write of shard
+// runs meanwhile; every output of a record the cut contains was written
+// before), with the offset of the last record the cut contains (-1:
+// none). The next Flush of shard pre-commits up to the latest mark; a
+// mark whose checkpoint never reached Flush is superseded by the next.
+type SinkCutMarker interface {
+	MarkCut(shard ShardID, offset int64)
 }
 
 // MemorySink is a Sink keeping every output in memory, for tests and

@@ -600,6 +600,8 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 		case activities.ShardOK:
 			s.OK++
 			s.Bytes += sr.Bytes
+			s.ArchivedRows += sr.ArchivedRows
+			s.ArchivedBytes += sr.ArchivedBytes
 			row.Status, row.Error, row.Round, row.At = ShardOK, "", r.summary.Round, now
 			row.CheckpointID, row.Cursor, row.Bytes, row.Duration = sr.CheckpointID, sr.Cursor, sr.Bytes, sr.Duration
 		case activities.ShardNotOwner:

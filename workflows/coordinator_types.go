@@ -219,12 +219,16 @@ type RoundSummary struct {
 	Failed      int `json:"failed"`
 	Unreachable int `json:"unreachable,omitempty"`
 	// WorkerErrors are shards whose worker failed the round as a whole.
-	WorkerErrors int    `json:"worker_errors,omitempty"`
-	NotOwner     int    `json:"not_owner,omitempty"`
-	Moved        int    `json:"moved,omitempty"`
-	Bytes        int64  `json:"bytes"`
-	Local        int    `json:"local,omitempty"`
-	Breaker      string `json:"breaker"`
+	WorkerErrors int   `json:"worker_errors,omitempty"`
+	NotOwner     int   `json:"not_owner,omitempty"`
+	Moved        int   `json:"moved,omitempty"`
+	Bytes        int64 `json:"bytes"`
+	// ArchivedRows and ArchivedBytes are what the round's checkpoints
+	// committed to the Parquet archive.
+	ArchivedRows  int64  `json:"archived_rows,omitempty"`
+	ArchivedBytes int64  `json:"archived_bytes,omitempty"`
+	Local         int    `json:"local,omitempty"`
+	Breaker       string `json:"breaker"`
 	// Cut says the round was cut short (the coordinator was stopped).
 	Cut bool `json:"cut,omitempty"`
 }
@@ -242,6 +246,9 @@ func (s RoundSummary) String() string {
 	}
 	if s.NotOwner+s.Moved > 0 {
 		out += fmt.Sprintf(", %d moved", s.NotOwner+s.Moved)
+	}
+	if s.ArchivedRows > 0 {
+		out += fmt.Sprintf(", archived %d rows (%s)", s.ArchivedRows, HumanBytes(s.ArchivedBytes))
 	}
 	if s.Local > 0 {
 		out += fmt.Sprintf(", %d local checkpoints reconciled", s.Local)

@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 )
 
 // An independent implementation (Apache Arrow's Go Parquet reader) must
@@ -83,55 +83,7 @@ func TestArrowReadsArchiveFiles(t *testing.T) {
 		t.Fatalf("ts unit %v, want nanoseconds", ts.Unit)
 	}
 
-	equalRows(t, arrowTableRows(t, tbl), rows)
-}
-
-// arrowTableRows converts an arrow table of the archive schema to rows.
-func arrowTableRows(t testing.TB, tbl arrow.Table) []parquet.Row {
-	got := make([]parquet.Row, 0, tbl.NumRows())
-	tr := array.NewTableReader(tbl, 300)
-	defer tr.Release()
-	for tr.Next() {
-		rec := tr.RecordBatch()
-		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
-		sensor := col("sensor").(*array.String)
-		signal := col("signal").(*array.String)
-		ts := col("ts").(*array.Timestamp)
-		mode := col("mode").(*array.Int32)
-		value := col("value").(*array.Float64)
-		offset := col("offset").(*array.Int64)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			got = append(got, parquet.Row{
-				Sensor: sensor.Value(i), Signal: signal.Value(i), TS: int64(ts.Value(i)),
-				Mode: mode.Value(i), Value: value.Value(i), Offset: offset.Value(i),
-			})
-		}
-	}
-	return got
-}
-
-// arrowReadFile reads a whole archive file with arrow-go.
-func arrowReadFile(t testing.TB, data []byte, name string) []parquet.Row {
-	t.Helper()
-	pf, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("arrow-go cannot open %s: %v", name, err)
-	}
-	defer pf.Close()
-	fp := pf.MetaData().KeyValueMetadata().FindValue(parquet.FingerprintKey)
-	if fp == nil || *fp != parquet.SchemaFingerprint() {
-		t.Fatalf("arrow-go sees fingerprint %v in %s, want %s", fp, name, parquet.SchemaFingerprint())
-	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 512}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatalf("arrow-go cannot read %s: %v", name, err)
-	}
-	defer tbl.Release()
-	return arrowTableRows(t, tbl)
+	equalRows(t, archivetest.TableRows(tbl), rows)
 }
 
 // arrowReadArchive reads every visible file of a with arrow-go, file by
@@ -139,10 +91,8 @@ func arrowReadFile(t testing.TB, data []byte, name string) []parquet.Row {
 func arrowReadArchive(t testing.TB, a parquet.Archive) []fileRow {
 	t.Helper()
 	var rows []fileRow
-	for _, f := range visibleFiles(t, a) {
-		for _, r := range arrowReadFile(t, readObject(t, a, f.Name), f.Name) {
-			rows = append(rows, fileRow{f.Key.Shard, r})
-		}
+	for _, r := range archivetest.ReadIndependently(t, a, "") {
+		rows = append(rows, fileRow{r.Shard, r.Row})
 	}
 	return rows
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/benchratio"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 const benchRows = 100_000
@@ -133,22 +134,25 @@ func BenchmarkPlainParquetRead(b *testing.B) { plainRead(b) }
 // BenchmarkRollingFilesPerPartitionHour models the demo: a partition
 // receiving about 9 archived rows per 5-second checkpoint (a 4-minute
 // `make demo` left 2,156 rows in 240 files), for one hour of a fake
-// clock. It reports the files a partition publishes per hour with the
-// rolling writer (default 15-minute age, 128 MiB) against the writer it
-// replaces, which wrote one file per checkpoint, measured in the same
-// run (target: at most 4, against 720).
+// clock, through the pipeline's archive sink (Sink: Restore, Write, and
+// per checkpoint MarkCut, Flush, Commit, as the runtime calls them). It
+// reports the files a partition publishes per hour (default 15-minute
+// age, 128 MiB) against the writer the sink replaced, which wrote one file
+// per checkpoint, measured in the same run (target: at most 4, against
+// 720).
 func BenchmarkRollingFilesPerPartitionHour(b *testing.B) {
 	ctx := context.Background()
 	const interval, rowsPerCheckpoint = 5 * time.Second, 9
+	shard := streaming.KafkaShard("signals", 0)
 	var rolling, perCheckpoint float64
 	for b.Loop() {
 		clock := &fakeClock{}
 		a := parquet.NewMemArchive()
-		w, err := parquet.NewRollingWriter(a, "iot", 0, 1, parquet.WithClock(clock.Now))
+		s, err := parquet.NewSink(a, "iot", parquet.WithClock(clock.Now))
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+		if err := s.Restore(ctx, shard, 1, streaming.RestoredCut{Offset: -1}); err != nil {
 			b.Fatal(err)
 		}
 		old := parquet.NewMemArchive()
@@ -158,10 +162,16 @@ func BenchmarkRollingFilesPerPartitionHour(b *testing.B) {
 		}
 		files, oldFiles := 0, 0
 		off := int64(0)
+		id := streaming.CheckpointID(0)
 		for elapsed := time.Duration(0); elapsed < time.Hour; elapsed += interval {
 			for range rowsPerCheckpoint {
 				rows := rowsAt(off)
-				if err := w.Append(ctx, rows...); err != nil {
+				outs := make([]streaming.Output, len(rows))
+				for i, r := range rows {
+					outs[i] = r.Output()
+					outs[i].Shard, outs[i].Epoch = shard, 1
+				}
+				if err := s.Write(ctx, outs); err != nil {
 					b.Fatal(err)
 				}
 				if err := ow.Append(ctx, rows...); err != nil {
@@ -170,10 +180,12 @@ func BenchmarkRollingFilesPerPartitionHour(b *testing.B) {
 				off++
 			}
 			clock.Advance(interval)
-			if _, err := w.PreCommit(ctx, off-1); err != nil {
+			id++
+			s.MarkCut(shard, off-1)
+			if err := s.Flush(ctx, shard, id); err != nil {
 				b.Fatal(err)
 			}
-			st, err := w.Commit(ctx, off-1)
+			st, err := s.CommitCheckpoint(ctx, shard, id)
 			if err != nil {
 				b.Fatal(err)
 			}

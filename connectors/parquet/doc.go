@@ -19,9 +19,15 @@
 //     assign, Append per record, PreCommit at a checkpoint's cut, Commit
 //     after the checkpoint's state committed, Roll before a shard's last
 //     checkpoint.
-//   - [Writer]: the older one-file-per-flush writer (each Flush writes
-//     the buffered rows as one file named by [FileKey]); kept for the
-//     central worker until it moves to the RollingWriter.
+//   - [Sink]: the pipeline runtime's archive sink (streaming.Sink with
+//     the commit, restore and cut-marker capabilities): a RollingWriter
+//     per shard driven by the shard's checkpoints; rows written between
+//     a cut and its pre-commit are held until the pre-commit ran, so a
+//     checkpoint makes exactly the rows of its cut durable.
+//   - [Writer]: writes whole files at once (each Flush writes the
+//     buffered rows as one file named by [FileKey]); no pipeline uses it
+//     any more: tests and tools use it to lay out archives, including
+//     the overlapping files older writers left.
 //   - [Reader]: reads an archive prefix in name order, page by page,
 //     refuses files whose fingerprint is not the expected one
 //     ([FingerprintError] names the file and both fingerprints), and
@@ -106,5 +112,7 @@
 //
 // Archives are safe for concurrent use. A Writer, a RollingWriter and a
 // Reader are each owned by one goroutine; use one writer per shard owner
-// and epoch. Summarize and Verify read concurrently; Compact runs alone.
+// and epoch. A Sink is safe for concurrent use across shards; per shard,
+// Writes come from one goroutine and checkpoints (MarkCut, Flush,
+// Commit) one at a time from another. Summarize and Verify read concurrently; Compact runs alone.
 package parquet

@@ -16,6 +16,11 @@ var ErrUploadNotFound = errors.New("upload not found")
 // written with another schema than the reader expects.
 var ErrSchemaMismatch = errors.New("archive schema fingerprint mismatch")
 
+// ErrRowOrder is wrapped by RollingWriter.Append for rows it refuses:
+// out of source order, or at or before the last cut. The rows were not
+// taken.
+var ErrRowOrder = errors.New("archive rows out of order")
+
 // ErrBadName is wrapped by ParseFileName and by archives refusing a name
 // that is not a clean relative path.
 var ErrBadName = errors.New("bad archive file name")

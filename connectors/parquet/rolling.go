@@ -168,10 +168,10 @@ func (w *RollingWriter) Append(ctx context.Context, rows ...Row) error {
 	prev := w.lastOff
 	for i, r := range rows {
 		if r.Offset < prev {
-			return fmt.Errorf("rolling writer %s: row %d has offset %d after offset %d: rows must be in source order", w.where(), i, r.Offset, prev)
+			return fmt.Errorf("rolling writer %s: row %d has offset %d after offset %d: rows must be in source order: %w", w.where(), i, r.Offset, prev, ErrRowOrder)
 		}
 		if r.Offset <= w.lastCut {
-			return fmt.Errorf("rolling writer %s: row %d has offset %d, at or before the last cut %d", w.where(), i, r.Offset, w.lastCut)
+			return fmt.Errorf("rolling writer %s: row %d has offset %d, at or before the last cut %d: %w", w.where(), i, r.Offset, w.lastCut, ErrRowOrder)
 		}
 		prev = r.Offset
 	}

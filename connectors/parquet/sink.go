@@ -29,140 +29,381 @@ func shardNumber(id streaming.ShardID) int32 {
 	return 0
 }
 
-// Sink is the streaming.Sink archiving a pipeline's outputs: one Writer
-// per shard and owner epoch, so files are named by pipeline, partition,
-// epoch and first/last offset. Flush (a checkpoint's pre-commit) writes
-// the shard's buffered rows as one file; files are visible once written.
+// Sink is the streaming.Sink archiving a pipeline's outputs exactly once:
+// one RollingWriter per shard, at the epoch of the shard's owner, driven
+// by the shard's checkpoints.
 //
-// Write is called from shards' goroutines and Flush from checkpoints;
-// the sink locks accordingly.
+//   - Restore (streaming.SinkRestorer), when the shard is gained, opens the
+//     shard's writer and restores the archive to the restored checkpoint
+//     (RollingWriter.Restore at its cut offset and epoch): rows past it
+//     are discarded, the source replays them.
+//   - Write appends the outputs' rows (RowOf) to the shard's writer.
+//   - MarkCut (streaming.SinkCutMarker), at a checkpoint's cut, marks the
+//     offset the next pre-commit covers; rows written after the mark are
+//     held in memory until that pre-commit ran.
+//   - Flush, the checkpoint's pre-commit, is RollingWriter.PreCommit at
+//     the marked cut (without a mark: at the last row written).
+//   - Commit (streaming.SinkCommitter), once the checkpoint committed, is
+//     RollingWriter.Commit at that checkpoint's cut; CommitCheckpoint also
+//     returns what it committed.
+//   - Roll, before a shard's final checkpoint, makes that checkpoint's
+//     pre-commit finish the open file, so its commit publishes every row;
+//     Release drops the shard's writer once the shard is gone.
+//
+// A shard must be restored before its first Write (the pipeline runtime
+// does so). Write is called on the shard's goroutine; MarkCut, Flush and
+// Commit of one shard are called one at a time (by its checkpoints), and
+// may run concurrently with its Writes: while they use the writer, Writes
+// are held in memory and appended after, so the hot path never waits for
+// an upload of a pre-commit or a commit. Different shards run
+// concurrently.
 type Sink struct {
 	archive  Archive
 	pipeline string
 	opts     []WriterOption
 
-	mu      sync.Mutex
-	writers map[sinkKey]*sinkWriter
-	err     error // first failed Write: returned by every later Flush
+	mu     sync.Mutex
+	shards map[streaming.ShardID]*shardSink
 }
 
-type sinkKey struct {
-	shard streaming.ShardID
+var (
+	_ streaming.Sink          = (*Sink)(nil)
+	_ streaming.SinkCommitter = (*Sink)(nil)
+	_ streaming.SinkRestorer  = (*Sink)(nil)
+	_ streaming.SinkCutMarker = (*Sink)(nil)
+)
+
+// shardSink is one shard's writer and what its checkpoints left pending.
+type shardSink struct {
+	id    streaming.ShardID
 	epoch streaming.Epoch
+
+	// mu guards the fields below it. Write appends to w while holding mu
+	// when nothing else uses w; MarkCut, Flush and Commit set busy (or
+	// marked) under mu, after which Writes go to held, and use w without
+	// mu.
+	mu     sync.Mutex
+	w      *RollingWriter
+	held   []Row // rows written while w was busy or past the mark, in order
+	busy   bool  // Flush or Commit is using w
+	marked bool  // a cut is marked and not yet pre-committed
+	mark   int64 // the marked cut
+	last   int64 // offset of the last row written (-1: none since restore)
+	err    error // rows the writer refused (ErrRowOrder): fails every Flush
+	roll   bool  // the next pre-commit finishes the open file
+
+	cuts []checkpointCut // pre-committed, not yet committed
 }
 
-type sinkWriter struct {
-	mu sync.Mutex
-	w  *Writer
-	// dropped: Flush removed this writer from the map; a Write that got
-	// it just before must take the new one instead of appending here.
-	dropped bool
+type checkpointCut struct {
+	id  streaming.CheckpointID
+	cut int64
 }
 
-var _ streaming.Sink = (*Sink)(nil)
-
-// NewSink returns a sink archiving pipeline's outputs into a.
+// NewSink returns a sink archiving pipeline's outputs into a, which must
+// be able to upload in parts, move and delete (LocalArchive, MemArchive
+// and the S3 archive can). opts configure each shard's RollingWriter
+// (WithTargetFileSize, WithMaxFileAge, ...).
 func NewSink(a Archive, pipeline string, opts ...WriterOption) (*Sink, error) {
 	if a == nil {
 		return nil, errors.New("archive sink: nil archive")
 	}
-	if err := (FileKey{Pipeline: pipeline}).Validate(); err != nil {
+	if _, err := NewRollingWriter(a, pipeline, 0, 0, opts...); err != nil {
 		return nil, fmt.Errorf("archive sink: %w", err)
 	}
-	return &Sink{archive: a, pipeline: pipeline, opts: opts, writers: map[sinkKey]*sinkWriter{}}, nil
+	return &Sink{archive: a, pipeline: pipeline, opts: opts, shards: map[streaming.ShardID]*shardSink{}}, nil
 }
 
-func (s *Sink) writer(k sinkKey) (*sinkWriter, error) {
+func (s *Sink) shard(id streaming.ShardID) (*shardSink, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w := s.writers[k]; w != nil {
-		return w, nil
+	sh := s.shards[id]
+	if sh == nil {
+		return nil, fmt.Errorf("archive sink %s: shard %s is not restored (Restore must come before its first Write)", s.pipeline, id)
 	}
-	pw, err := NewWriter(s.archive, s.pipeline, shardNumber(k.shard), k.epoch, s.opts...)
-	if err != nil {
-		return nil, err
-	}
-	w := &sinkWriter{w: pw}
-	s.writers[k] = w
-	return w, nil
+	return sh, nil
 }
 
-func (s *Sink) fail(err error) {
+// selected returns shard's sink, or every shard's for shard "".
+func (s *Sink) selected(shard streaming.ShardID) []*shardSink {
 	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
+	defer s.mu.Unlock()
+	var out []*shardSink
+	for id, sh := range s.shards {
+		if shard == "" || id == shard {
+			out = append(out, sh)
+		}
 	}
-	s.mu.Unlock()
+	return out
 }
 
-// Write implements streaming.Sink. All outs come from one shard.
+// Restore implements streaming.SinkRestorer: it opens shard's writer at
+// epoch and brings the shard's archive to the checkpoint the state was
+// restored from: files that checkpoint sealed and its open file as it
+// stood at its cut are published, everything later is discarded.
+func (s *Sink) Restore(ctx context.Context, shard streaming.ShardID, epoch streaming.Epoch, from streaming.RestoredCut) error {
+	_, err := s.RestoreShard(ctx, shard, epoch, from)
+	return err
+}
+
+// RestoreShard is Restore, reporting what it published and discarded.
+func (s *Sink) RestoreShard(ctx context.Context, shard streaming.ShardID, epoch streaming.Epoch, from streaming.RestoredCut) (RestoreStats, error) {
+	w, err := NewRollingWriter(s.archive, s.pipeline, shardNumber(shard), epoch, s.opts...)
+	if err != nil {
+		return RestoreStats{}, fmt.Errorf("archive sink shard %s: %w", shard, err)
+	}
+	at := RestorePoint{Cut: -1}
+	if from.ID != 0 {
+		at = RestorePoint{Cut: from.Offset, Epoch: from.Epoch}
+	}
+	st, err := w.Restore(ctx, at)
+	if err != nil {
+		return st, fmt.Errorf("archive sink shard %s epoch %d, restoring checkpoint %d (cut %d, epoch %d): %w",
+			shard, uint64(epoch), uint64(from.ID), at.Cut, uint64(at.Epoch), err)
+	}
+	s.mu.Lock()
+	s.shards[shard] = &shardSink{id: shard, epoch: epoch, w: w, last: at.Cut}
+	s.mu.Unlock()
+	return st, nil
+}
+
+// Write implements streaming.Sink. All outs come from one shard, at the
+// epoch it was restored at. An upload that fails is retried by the next
+// append or pre-commit; rows the writer refuses (out of order) fail the
+// shard's next Flush.
 func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 	if len(outs) == 0 {
+		return nil
+	}
+	sh, err := s.shard(outs[0].Shard)
+	if err != nil {
+		return err
+	}
+	if ep := outs[0].Epoch; ep != sh.epoch {
+		return fmt.Errorf("archive sink %s shard %s: outputs of epoch %d, but the shard is restored at epoch %d", s.pipeline, sh.id, uint64(ep), uint64(sh.epoch))
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.last = outs[len(outs)-1].Offset
+	if sh.busy || sh.marked || len(sh.held) > 0 {
+		for _, o := range outs {
+			sh.held = append(sh.held, RowOf(o))
+		}
 		return nil
 	}
 	rows := make([]Row, len(outs))
 	for i, o := range outs {
 		rows[i] = RowOf(o)
 	}
-	for {
-		w, err := s.writer(sinkKey{outs[0].Shard, outs[0].Epoch})
-		if err != nil {
-			s.fail(err)
-			return err
-		}
-		w.mu.Lock()
-		if w.dropped { // a concurrent Flush retired it: rows appended here would be lost
-			w.mu.Unlock()
-			continue
-		}
-		// On error (a full buffer whose file could not be written) the rows
-		// stay buffered and the next Flush retries and reports: not sticky.
-		_ = w.w.Append(ctx, rows...)
-		w.mu.Unlock()
-		return nil
-	}
+	return sh.append(ctx, rows)
 }
 
-// Flush implements streaming.Sink: every writer of shard (every writer
-// for shard "") writes its buffered rows as one file; writers left empty
-// are dropped (a later Write makes a new one).
-func (s *Sink) Flush(ctx context.Context, shard streaming.ShardID, _ streaming.CheckpointID) error {
-	s.mu.Lock()
-	if err := s.err; err != nil {
-		s.mu.Unlock()
+// append appends rows to the writer (its user holds it: mu, or busy).
+// Only a refusal is an error; a failed upload is retried later.
+func (sh *shardSink) append(ctx context.Context, rows []Row) error {
+	if err := sh.w.Append(ctx, rows...); errors.Is(err, ErrRowOrder) {
+		if sh.err == nil {
+			sh.err = err
+		}
 		return err
 	}
-	ws := make(map[sinkKey]*sinkWriter, len(s.writers))
-	for k, w := range s.writers {
-		if shard == "" || k.shard == shard {
-			ws[k] = w
-		}
-	}
-	s.mu.Unlock()
-	var errs []error
-	for k, w := range ws {
-		w.mu.Lock()
-		_, _, err := w.w.Flush(ctx)
-		w.mu.Unlock()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("archive shard %s epoch %d: %w", k.shard, uint64(k.epoch), err))
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	s.mu.Lock()
-	for k, w := range ws {
-		w.mu.Lock()
-		if w.w.Pending() == 0 && s.writers[k] == w {
-			delete(s.writers, k)
-			w.dropped = true
-		}
-		w.mu.Unlock()
-	}
-	s.mu.Unlock()
 	return nil
 }
 
-// Close implements streaming.Sink: it flushes every shard.
-func (s *Sink) Close(ctx context.Context) error { return s.Flush(ctx, "", 0) }
+// MarkCut implements streaming.SinkCutMarker: the next Flush of shard
+// pre-commits the rows up to offset; rows written after are held until
+// then. Rows still held from an earlier mark whose pre-commit never came
+// (a failed checkpoint) go to the writer now, so the held rows never
+// span more than one cut.
+func (s *Sink) MarkCut(shard streaming.ShardID, offset int64) {
+	sh, err := s.shard(shard)
+	if err != nil {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.marked, sh.mark = true, offset
+	if sh.busy || len(sh.held) == 0 {
+		return
+	}
+	n := 0
+	for n < len(sh.held) && sh.held[n].Offset <= offset {
+		n++
+	}
+	if rows := sh.take(n); len(rows) > 0 {
+		_ = sh.append(context.Background(), rows) // a refusal is kept in sh.err
+	}
+}
+
+// Flush implements streaming.Sink: the pre-commit of checkpoint id of
+// shard (every shard for ""). The rows up to the marked cut (every row
+// written, without a mark) become durable; rows past it stay held and go
+// to the writer after.
+func (s *Sink) Flush(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) error {
+	var errs []error
+	for _, sh := range s.selected(shard) {
+		if _, err := sh.preCommit(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("archive sink %s shard %s epoch %d, checkpoint %d: %w", s.pipeline, sh.id, uint64(sh.epoch), uint64(id), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (CutStats, error) {
+	sh.mu.Lock()
+	if err := sh.err; err != nil {
+		sh.mu.Unlock()
+		return CutStats{}, err
+	}
+	cut := max(sh.last, sh.w.lastCut, sh.w.lastOff)
+	if sh.marked {
+		cut = max(sh.mark, sh.w.lastCut)
+	}
+	// The held rows up to the cut go to the writer first.
+	n := 0
+	for n < len(sh.held) && sh.held[n].Offset <= cut {
+		n++
+	}
+	before := sh.take(n)
+	sh.busy = true
+	roll := sh.roll
+	sh.roll = false
+	sh.mu.Unlock()
+	if roll {
+		sh.w.Roll()
+	}
+
+	if len(before) > 0 {
+		if err := sh.w.Append(ctx, before...); errors.Is(err, ErrRowOrder) {
+			sh.mu.Lock()
+			sh.err = err
+			sh.mu.Unlock()
+			sh.drain(ctx)
+			return CutStats{}, err
+		}
+	}
+	st, err := sh.w.PreCommit(ctx, cut)
+	if err == nil {
+		if n := len(sh.cuts); n == 0 || sh.cuts[n-1].cut != cut || sh.cuts[n-1].id != id {
+			sh.cuts = append(sh.cuts, checkpointCut{id: id, cut: cut})
+		}
+		sh.mu.Lock()
+		if sh.marked && sh.mark == cut {
+			sh.marked = false
+		}
+		sh.mu.Unlock()
+	}
+	sh.drain(ctx)
+	return st, err
+}
+
+// take removes and returns the first n held rows (mu held).
+func (sh *shardSink) take(n int) []Row {
+	if n == 0 {
+		return nil
+	}
+	out := append([]Row(nil), sh.held[:n]...)
+	rest := copy(sh.held, sh.held[n:])
+	clear(sh.held[rest:])
+	sh.held = sh.held[:rest]
+	return out
+}
+
+// drain appends the held rows the writer may take now (up to a pending
+// mark), then gives the writer back to Write. Called by the writer's
+// busy user.
+func (sh *shardSink) drain(ctx context.Context) {
+	for {
+		sh.mu.Lock()
+		n := len(sh.held)
+		if sh.marked {
+			n = 0
+			for n < len(sh.held) && sh.held[n].Offset <= sh.mark {
+				n++
+			}
+		}
+		if n == 0 {
+			sh.busy = false
+			sh.mu.Unlock()
+			return
+		}
+		rows := sh.take(n)
+		sh.mu.Unlock()
+		if err := sh.w.Append(ctx, rows...); errors.Is(err, ErrRowOrder) {
+			sh.mu.Lock()
+			if sh.err == nil {
+				sh.err = err
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// Commit implements streaming.SinkCommitter: see CommitCheckpoint.
+func (s *Sink) Commit(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) error {
+	_, err := s.CommitCheckpoint(ctx, shard, id)
+	return err
+}
+
+// CommitCheckpoint publishes what checkpoint id of shard (and every
+// earlier one) pre-committed, once that checkpoint committed, and reports
+// the rows and bytes the covered cuts made durable and the files it
+// published. A checkpoint this sink did not pre-commit commits nothing.
+func (s *Sink) CommitCheckpoint(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) (CommitStats, error) {
+	sh, err := s.shard(shard)
+	if err != nil {
+		return CommitStats{}, err
+	}
+	cut, n := int64(-1), 0
+	for n < len(sh.cuts) && sh.cuts[n].id <= id {
+		cut = sh.cuts[n].cut
+		n++
+	}
+	if n == 0 {
+		return CommitStats{Cut: -1}, nil
+	}
+	sh.mu.Lock()
+	sh.busy = true
+	sh.mu.Unlock()
+	st, err := sh.w.Commit(ctx, cut)
+	sh.drain(ctx)
+	if err != nil {
+		return st, fmt.Errorf("archive sink %s shard %s epoch %d, checkpoint %d: %w", s.pipeline, shard, uint64(sh.epoch), uint64(id), err)
+	}
+	sh.cuts = append(sh.cuts[:0], sh.cuts[n:]...)
+	return st, nil
+}
+
+// Roll makes shard's next pre-commit finish its open file whatever its
+// size and age (RollingWriter.Roll): call it before the shard's final
+// checkpoint, so that checkpoint's commit publishes every row.
+func (s *Sink) Roll(shard streaming.ShardID) {
+	sh, err := s.shard(shard)
+	if err != nil {
+		return
+	}
+	sh.mu.Lock()
+	sh.roll = true
+	sh.mu.Unlock()
+}
+
+// Release drops shard's writer (the shard is no longer owned here, at
+// epoch): what it did not commit is the next owner's to restore. A
+// writer of another epoch (the shard gained again) is kept.
+func (s *Sink) Release(shard streaming.ShardID, epoch streaming.Epoch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sh := s.shards[shard]; sh != nil && sh.epoch == epoch {
+		delete(s.shards, shard)
+	}
+}
+
+// Close implements streaming.Sink: it drops every shard's writer. It
+// writes nothing: the shards' final checkpoints committed what the
+// archive keeps, and rows after them are the next owner's to replay.
+func (s *Sink) Close(context.Context) error {
+	s.mu.Lock()
+	clear(s.shards)
+	s.mu.Unlock()
+	return nil
+}

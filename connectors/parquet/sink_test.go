@@ -11,95 +11,159 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
-// The archive sink writes one file per shard and epoch at each flush,
-// named by the offsets it covers; a flush of one shard leaves the others
-// buffered.
-func TestSinkFilesPerShardAndEpoch(t *testing.T) {
-	ctx := context.Background()
-	a := parquet.NewMemArchive()
-	s, err := parquet.NewSink(a, "plant")
-	require.NoError(t, err)
-	out := func(part int32, epoch streaming.Epoch, off int64) []streaming.Output {
-		sh := streaming.KafkaShard("readings", part)
-		return []streaming.Output{
-			{Shard: sh, Key: "s-1", Name: "mean", TS: off * 1e6, Value: float64(off), Offset: off, Epoch: epoch},
-			{Shard: sh, Key: "s-1", Name: "alarm_episode", TS: off * 1e6, Mode: 2, Value: 5, Offset: off, Epoch: epoch},
-		}
+// outsAt are the outputs of the record at off of partition part at epoch:
+// the rows rowsAt(off) as a pipeline writes them.
+func outsAt(part int32, epoch streaming.Epoch, off int64) []streaming.Output {
+	sh := streaming.KafkaShard("readings", part)
+	var outs []streaming.Output
+	for _, r := range rowsAt(off) {
+		o := r.Output()
+		o.Shard, o.Epoch = sh, epoch
+		outs = append(outs, o)
 	}
-	for off := int64(10); off <= 12; off++ {
-		require.NoError(t, s.Write(ctx, out(0, 7, off)))
-	}
-	require.NoError(t, s.Write(ctx, out(1, 7, 3)))
-	require.NoError(t, s.Flush(ctx, streaming.KafkaShard("readings", 0), 1))
-	require.Equal(t, 1, a.Puts(), "a shard's pre-commit writes that shard's rows only")
-	require.NoError(t, s.Flush(ctx, "", 0))
-	require.NoError(t, s.Flush(ctx, "", 0)) // nothing buffered: no new file
-	require.NoError(t, s.Write(ctx, out(0, 9, 13)))
-	require.NoError(t, s.Close(ctx))
-	require.Equal(t, 3, a.Puts())
-
-	objs, err := a.List(ctx, "plant/")
-	require.NoError(t, err)
-	var names []string
-	for _, o := range objs {
-		names = append(names, o.Name)
-	}
-	require.ElementsMatch(t, []string{
-		parquet.FileKey{Pipeline: "plant", Shard: 0, Epoch: 7, First: 10, Last: 12}.Name(),
-		parquet.FileKey{Pipeline: "plant", Shard: 0, Epoch: 9, First: 13, Last: 13}.Name(),
-		parquet.FileKey{Pipeline: "plant", Shard: 1, Epoch: 7, First: 3, Last: 3}.Name(),
-	}, names)
-
-	r, err := parquet.NewReader(a, parquet.ShardPrefix("plant", 0))
-	require.NoError(t, err)
-	var rows []parquet.Row
-	for e, err := range r.All(ctx, parquet.Position{}) {
-		require.NoError(t, err)
-		rows = append(rows, e.Row)
-	}
-	require.Len(t, rows, 8)
-	require.Equal(t, parquet.Row{Sensor: "s-1", Signal: "alarm_episode", TS: 13e6, Mode: 2, Value: 5, Offset: 13}, rows[7])
-	o := rows[7].Output()
-	require.Equal(t, rows[7], parquet.RowOf(o), "Row.Output and RowOf are inverses")
+	return outs
 }
 
-// TestSinkWriteDuringFlush: a Write that picked a shard's writer just
-// before a concurrent Flush retired it (flushed and dropped from the map)
-// appended its rows to the retired writer, and they never reached a file.
-// Every row written while flushes run must be archived.
-func TestSinkWriteDuringFlush(t *testing.T) {
+func writeRange(t *testing.T, s *parquet.Sink, part int32, epoch streaming.Epoch, from, to int64) {
+	t.Helper()
+	for off := from; off <= to; off++ {
+		require.NoError(t, s.Write(context.Background(), outsAt(part, epoch, off)))
+	}
+}
+
+// The archive sink runs one rolling writer per shard in step with the
+// shard's checkpoints: a checkpoint pre-commits exactly the rows its cut
+// contains (not those written between the cut and the Flush), nothing is
+// visible before the file is finished and committed, and a roll before
+// the final checkpoint publishes every row once. Commit reports the rows
+// the checkpoints made durable.
+func TestSinkCheckpointsCoverTheirCut(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	s, err := parquet.NewSink(a, "plant", parquet.WithRowGroupRows(64))
+	require.NoError(t, err)
+	sh0, sh1 := streaming.KafkaShard("readings", 0), streaming.KafkaShard("readings", 1)
+	require.ErrorContains(t, s.Write(ctx, outsAt(0, 7, 0)), "not restored", "a Write before the shard's Restore")
+	for _, sh := range []streaming.ShardID{sh0, sh1} {
+		require.NoError(t, s.Restore(ctx, sh, 7, streaming.RestoredCut{Offset: -1}))
+	}
+	require.ErrorContains(t, s.Write(ctx, outsAt(0, 6, 0)), "epoch 6", "outputs of another epoch")
+
+	writeRange(t, s, 0, 7, 0, 99)
+	writeRange(t, s, 1, 7, 0, 9)
+	s.MarkCut(sh0, 99)
+	writeRange(t, s, 0, 7, 100, 149) // after the cut, before its pre-commit
+	require.NoError(t, s.Flush(ctx, sh0, 1))
+	st, err := s.CommitCheckpoint(ctx, sh0, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(rowsThrough(100))), st.Rows, "checkpoint 1 commits the rows its cut contains, not the later ones")
+	require.Positive(t, st.Bytes)
+	require.Empty(t, st.Files, "the open file is not finished at every checkpoint")
+	require.Empty(t, visibleFiles(t, a))
+
+	s.MarkCut(sh0, 149)
+	s.Roll(sh0)
+	require.NoError(t, s.Flush(ctx, sh0, 2))
+	st, err = s.CommitCheckpoint(ctx, sh0, 2)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(rowsThrough(150))-len(rowsThrough(100))), st.Rows)
+	require.Equal(t, []parquet.FileKey{{Pipeline: "plant", Shard: 0, Epoch: 7, First: 0, Last: 149}}, st.Files)
+
+	// Shard 1 is untouched by shard 0's checkpoints; a commit of a
+	// checkpoint it never pre-committed commits nothing.
+	st, err = s.CommitCheckpoint(ctx, sh1, 2)
+	require.NoError(t, err)
+	require.Zero(t, st.Rows)
+	exactlyOnce(t, arrowReadArchive(t, a), map[int32][]parquet.Row{0: rowsThrough(150)})
+	require.NoError(t, s.Close(ctx))
+}
+
+// A new owner restoring the shard from its last committed checkpoint
+// discards what the dead owner pre-committed after it (a checkpoint whose
+// state never committed) and what it wrote past any cut; the replayed
+// records are archived once, and an independent reader sees every row
+// exactly once.
+func TestSinkRestoreDiscardsPastTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	la, err := parquet.NewLocalArchive(t.TempDir())
 	require.NoError(t, err)
-	s, err := parquet.NewSink(la, "race")
+	sh := streaming.KafkaShard("readings", 3)
+	opts := []parquet.WriterOption{parquet.WithRowGroupRows(50), parquet.WithTargetFileSize(16 << 10), parquet.WithPartSize(4 << 10)}
+
+	old, err := parquet.NewSink(la, "plant", opts...)
 	require.NoError(t, err)
+	require.NoError(t, old.Restore(ctx, sh, 1, streaming.RestoredCut{Offset: -1}))
+	writeRange(t, old, 3, 1, 0, 999)
+	old.MarkCut(sh, 999)
+	require.NoError(t, old.Flush(ctx, sh, 1))
+	require.NoError(t, old.Commit(ctx, sh, 1))
+	// Checkpoint 2 pre-commits, but its state never commits: the owner dies.
+	writeRange(t, old, 3, 1, 1000, 1499)
+	old.MarkCut(sh, 1499)
+	require.NoError(t, old.Flush(ctx, sh, 2))
+	writeRange(t, old, 3, 1, 1500, 1599)
+
+	next, err := parquet.NewSink(la, "plant", opts...)
+	require.NoError(t, err)
+	rs, err := next.RestoreShard(ctx, sh, 2, streaming.RestoredCut{ID: 1, Epoch: 1, Offset: 999})
+	require.NoError(t, err)
+	require.Positive(t, rs.Discarded, "checkpoint 2's pre-commit must be discarded")
+	writeRange(t, next, 3, 2, 1000, 1999) // the source replays after the cut
+	next.MarkCut(sh, 1999)
+	next.Roll(sh)
+	require.NoError(t, next.Flush(ctx, sh, 2))
+	require.NoError(t, next.Commit(ctx, sh, 2))
+
+	exactlyOnce(t, arrowReadArchive(t, la), map[int32][]parquet.Row{3: rowsThrough(2000)})
+}
+
+// Writes run on the shard's goroutine while its checkpoints mark, flush
+// and commit on another: rows written while a pre-commit or a commit uses
+// the writer are held and appended after, and every row ends up archived
+// exactly once.
+func TestSinkWritesDuringCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	la, err := parquet.NewLocalArchive(t.TempDir())
+	require.NoError(t, err)
+	s, err := parquet.NewSink(la, "race", parquet.WithRowGroupRows(32), parquet.WithTargetFileSize(8<<10), parquet.WithPartSize(1<<10))
+	require.NoError(t, err)
+	sh := streaming.KafkaShard("readings", 0)
+	require.NoError(t, s.Restore(ctx, sh, 1, streaming.RestoredCut{Offset: -1}))
 	const n = 3000
-	var wg sync.WaitGroup
+	var (
+		mu   sync.Mutex // the shard lock: a cut never falls inside a Write
+		last = int64(-1)
+		wg   sync.WaitGroup
+	)
 	stop := make(chan struct{})
 	wg.Go(func() {
+		id := streaming.CheckpointID(0)
 		for {
 			select {
 			case <-stop:
 				return
 			default:
-				require.NoError(t, s.Flush(ctx, "", 0))
 			}
+			id++
+			mu.Lock()
+			s.MarkCut(sh, last)
+			mu.Unlock()
+			require.NoError(t, s.Flush(ctx, sh, id))
+			require.NoError(t, s.Commit(ctx, sh, id))
 		}
 	})
-	sh := streaming.KafkaShard("readings", 0)
-	for i := range n {
-		require.NoError(t, s.Write(ctx, []streaming.Output{{Shard: sh, Key: "s", Name: "mean", TS: int64(i), Value: float64(i), Offset: int64(i), Epoch: 1}}))
+	for off := int64(0); off < n; off++ {
+		mu.Lock()
+		require.NoError(t, s.Write(ctx, outsAt(0, 1, off)))
+		last = off
+		mu.Unlock()
 	}
 	close(stop)
 	wg.Wait()
-	require.NoError(t, s.Close(ctx))
+	s.MarkCut(sh, n-1)
+	s.Roll(sh)
+	require.NoError(t, s.Flush(ctx, sh, 1<<40))
+	require.NoError(t, s.Commit(ctx, sh, 1<<40))
 
-	r, err := parquet.NewReader(la, parquet.ShardPrefix("race", 0), parquet.WithExpectedFingerprint(parquet.SchemaFingerprint()))
-	require.NoError(t, err)
-	seen := map[int64]bool{}
-	for e, err := range r.All(ctx, parquet.Position{}) {
-		require.NoError(t, err)
-		seen[e.Row.Offset] = true
-	}
-	require.Len(t, seen, n, "rows lost between a Write and a concurrent Flush")
+	exactlyOnce(t, arrowReadArchive(t, la), map[int32][]parquet.Row{0: rowsThrough(n)})
 }

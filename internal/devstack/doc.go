@@ -9,6 +9,8 @@
 //     waited on until the frontend answers.
 //   - [StartInflux]: the pinned influxd 1.8 (bin/influxd) with a generated
 //     config on loopback, waited on until /ping answers.
+//   - [StartS3]: an in-process S3-compatible server (gofakes3, objects in
+//     memory) on loopback, with the buckets created: the demo's archive.
 //
 // Every service has a Close that stops it and waits for it to exit; Close
 // is idempotent. Binaries are found by [Binary]: an environment variable

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/coordination/memstore"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/version"
 	"github.com/tflo-io/tflo/internal/worker"
@@ -39,6 +40,8 @@ const (
 	SensorsDLQTopic = "dlq/sensors"
 	// Database is the InfluxDB database of the derived signals.
 	Database = "iot_portal"
+	// ArchiveBucket is the in-process S3 server's bucket of the archive.
+	ArchiveBucket = "tflo-archive"
 )
 
 // Spec files of the portal (workers/pipelines).
@@ -66,6 +69,13 @@ type StackOptions struct {
 	Headless bool
 	// Metrics serves each worker's /metrics on a free loopback port.
 	Metrics bool
+	// LocalArchive keeps the Parquet archive in the work folder
+	// (Stack.ArchiveDir) instead of the in-process S3 server.
+	LocalArchive bool
+	// ArchiveMaxFileAge finishes the central workers' archive files this
+	// long after they open (default: the spec's, 15 minutes); tests make
+	// many small files with it.
+	ArchiveMaxFileAge time.Duration
 	// Tee sees every payload the simulator published (tests).
 	Tee simulator.Publisher
 	// BeforeSimulator, when set, runs after every worker is up and before
@@ -120,8 +130,16 @@ type Stack struct {
 	// real deployment: coordination.nats_url).
 	Coordination *memstore.Store
 
-	// ArchiveDir is the local Parquet archive; CheckpointDir the shared
-	// durable checkpoint folder.
+	// S3 is the in-process S3 server holding the Parquet archive (nil
+	// with Opts.LocalArchive).
+	S3 *devstack.S3
+	// Archive is the Parquet archive's location: s3://tflo-archive/<pipeline>
+	// on S3, or file://<ArchiveDir> with Opts.LocalArchive. ArchiveS3
+	// reaches it (backfills, archive tools).
+	Archive   string
+	ArchiveS3 archiveloc.S3
+	// ArchiveDir is the local Parquet archive (Opts.LocalArchive);
+	// CheckpointDir the shared durable checkpoint folder.
 	ArchiveDir, CheckpointDir string
 	// Metrics maps a worker name to its /metrics URL (with Opts.Metrics).
 	Metrics map[string]string
@@ -157,7 +175,11 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 			s.stopAll()
 		}
 	}()
-	for _, d := range []string{s.ArchiveDir, s.CheckpointDir, filepath.Join(o.Dir, "temporal"), filepath.Join(o.Dir, "influxdb")} {
+	dirs := []string{s.CheckpointDir, filepath.Join(o.Dir, "temporal"), filepath.Join(o.Dir, "influxdb")}
+	if o.LocalArchive {
+		dirs = append(dirs, s.ArchiveDir)
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("portal stack: %w", err)
 		}
@@ -205,6 +227,14 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	if err := s.Influx.CreateDatabase(ctx, Database); err != nil {
 		return nil, err
 	}
+	s.Archive = "file://" + s.ArchiveDir
+	if !o.LocalArchive {
+		if s.S3, err = devstack.StartS3(ArchiveBucket); err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() { s.S3.Close() })
+		s.Archive, s.ArchiveS3 = "s3://"+ArchiveBucket+"/"+PipelineName, s.S3.Settings()
+	}
 
 	// Central workers. One durable store shared by the central workers
 	// of this process (a files store locks its folder; separate processes
@@ -248,7 +278,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Backfill = &worker.BackfillWorker{URL: s.Influx.URL, Brokers: s.Kafka.Addrs(), Modes: env.Modes, Log: log.With("worker", "backfill")}
+	s.Backfill = &worker.BackfillWorker{URL: s.Influx.URL, Brokers: s.Kafka.Addrs(), S3: s.ArchiveS3, Modes: env.Modes, Log: log.With("worker", "backfill")}
 	if err := s.Backfill.Start(s.Temporal.Client); err != nil {
 		return nil, err
 	}
@@ -333,8 +363,16 @@ func (s *Stack) lookup(extra map[string]string) func(string) (string, bool) {
 			if s.Influx != nil {
 				return s.Influx.URL, true
 			}
-		case "ARCHIVE_DIR":
-			return s.ArchiveDir, true
+		case "ARCHIVE_LOCATION":
+			return s.Archive, true
+		case archiveloc.EnvEndpoint:
+			return s.ArchiveS3.Endpoint, true
+		case archiveloc.EnvRegion:
+			return s.ArchiveS3.Region, true
+		case archiveloc.EnvAccessKeyEnv:
+			return s.ArchiveS3.AccessKeyEnv, true
+		case archiveloc.EnvSecretKeyEnv:
+			return s.ArchiveS3.SecretKeyEnv, true
 		}
 		return "", false
 	}
@@ -357,6 +395,12 @@ func (s *Stack) CentralPipeline(i int) (pipeline.Pipeline, error) {
 	p.Checkpoint.HeartbeatTimeout = 10 * time.Second
 	p.Checkpoint.StageTimeout = 10 * time.Second
 	p.Checkpoint.HandoffStepTimeout = 20 * time.Second
+	for i, sink := range p.Sinks {
+		if a, ok := sink.(pipeline.ArchiveSink); ok && s.Opts.ArchiveMaxFileAge > 0 {
+			a.MaxFileAge = s.Opts.ArchiveMaxFileAge
+			p.Sinks[i] = a
+		}
+	}
 	return p, nil
 }
 

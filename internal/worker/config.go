@@ -3,7 +3,6 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -105,8 +104,13 @@ type BackfillConfig struct {
 func (b BackfillConfig) allowlists(p pipeline.Pipeline) (roots, prefixes []string) {
 	roots, prefixes = b.ArchiveRoots, b.DatabasePrefixes
 	archive := func(s pipeline.ArchiveSink) {
-		if b.ArchiveRoots == nil && filepath.IsAbs(s.Dir) {
-			roots = append(roots, "file://"+filepath.Clean(s.Dir))
+		if b.ArchiveRoots != nil {
+			return
+		}
+		// dir or location: a sink whose location does not parse fails
+		// the pipeline's own validation, so it allows nothing here.
+		if root, err := s.Root(); err == nil {
+			roots = append(roots, root)
 		}
 	}
 	influx := func(s pipeline.InfluxSink) {

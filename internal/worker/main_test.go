@@ -219,7 +219,7 @@ func TestCentralSpecDrainsOnSIGTERM(t *testing.T) {
 	for k, v := range map[string]string{
 		"TFLO_WORKER_ID": "c1", "KAFKA_BROKERS": k.Addrs()[0], "TFLO_SOURCE_KAFKA_SESSION_TIMEOUT": "2s",
 		"STATE_DIR": filepath.Join(dir, "badger"), "TFLO_STATE_DURABLE_DIR": filepath.Join(dir, "durable"),
-		"ARCHIVE_DIR": filepath.Join(dir, "archive"), "INFLUX_URL": "http://127.0.0.1:1", "TFLO_CHECKPOINT_INTERVAL": "1h", "TFLO_METRICS_ADDR": maddr,
+		"ARCHIVE_LOCATION": "file://" + filepath.Join(dir, "archive"), "INFLUX_URL": "http://127.0.0.1:1", "TFLO_CHECKPOINT_INTERVAL": "1h", "TFLO_METRICS_ADDR": maddr,
 	} {
 		t.Setenv(k, v)
 	}
@@ -261,7 +261,7 @@ func TestCentralSpecDrainsOnSIGTERM(t *testing.T) {
 	require.NotEmpty(t, ents, "final checkpoints in the durable folder")
 	arch, err := os.ReadDir(filepath.Join(dir, "archive"))
 	require.NoError(t, err)
-	require.NotEmpty(t, arch, "archive flushed at shutdown")
+	require.NotEmpty(t, arch, "archive published at shutdown")
 }
 
 // TestCoordinationOverNATS: with coordination.nats_url the worker opens

@@ -27,6 +27,8 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/portal"
 	"github.com/tflo-io/tflo/internal/worker"
@@ -182,6 +184,9 @@ func TestPortalEndToEnd(t *testing.T) {
 		AnomalyEvery: 40, AnomalyLength: 10, Malformed: 0.03, Seed: 42}
 	st, err := portal.StartStack(ctx, portal.StackOptions{
 		Dir: t.TempDir(), Simulator: simCfg, CheckpointInterval: time.Second, Headless: true, Tee: rec,
+		// Archive files finish at almost every record, so compaction has
+		// many small files to merge.
+		ArchiveMaxFileAge: time.Millisecond,
 		BeforeSimulator: func(s *portal.Stack) error {
 			rec.stack.Store(s)
 			dlq = collectDLQ(t, ctx, s.MQTT.URL())
@@ -287,42 +292,59 @@ func TestPortalEndToEnd(t *testing.T) {
 
 	env, err := cp.SinkEnv(nil)
 	require.NoError(t, err)
-	archived, rows := archivedOutputs(t, ctx, st.ArchiveDir, portal.PipelineName, st.Opts.Partitions, env)
-	if !t.Failed() && len(archived) != len(want) {
-		_ = filepath.WalkDir(st.ArchiveDir, func(p string, d os.DirEntry, _ error) error {
-			if !d.IsDir() {
-				t.Logf("archive file %s", strings.TrimPrefix(p, st.ArchiveDir))
-			}
-			return nil
-		})
-	}
-	requireSameOutputs(t, want, archived, "the Parquet archive")
-
-	// Backfill the archive into a fresh database: the same points.
-	const replayDB = "iot_portal_replay"
-	// (The backfill worker creates the database.)
-	in := workflows.BackfillInput{Name: "e2e", Location: "file://" + st.ArchiveDir, Sink: worker.InfluxSinkName(portal.Bucket(replayDB))}
-	run, err := st.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(in.Name), TaskQueue: workflows.ControlTaskQueue},
-		workflows.BackfillWorkflow, in)
+	// The archive is on the stack's S3 server.
+	require.True(t, strings.HasPrefix(st.Archive, "s3://"), "archive %s", st.Archive)
+	loc, err := archiveloc.Parse(st.Archive)
 	require.NoError(t, err)
-	var prog workflows.BackfillProgress
-	require.NoError(t, run.Get(ctx, &prog))
-	require.True(t, prog.Done)
-	require.Equal(t, int64(rows), prog.RowsDone)
-	replayed := influxPoints(t, ctx, st.Influx, replayDB, measurements)
-	requireSameOutputs(t, got, replayed, "the backfilled database")
+	arc, err := archiveloc.Open(ctx, loc, st.ArchiveS3)
+	require.NoError(t, err)
+	archived, rows := archivedOutputs(t, ctx, arc, portal.PipelineName, st.Opts.Partitions, env)
+	requireSameOutputs(t, want, archived, "the Parquet archive")
+	// Every row once, for any reader (not only ours).
+	indep := archivetest.ReadIndependently(t, arc, "")
+	require.Empty(t, archivetest.Duplicates(indep))
+	require.Len(t, indep, rows)
+	require.Len(t, indep, len(want))
+
+	// Backfill the archive into a fresh database: the same points, from
+	// S3 and then from the same archive compacted.
+	backfill := func(name, db string) int64 {
+		t.Helper()
+		in := workflows.BackfillInput{Name: name, Location: st.Archive, Sink: worker.InfluxSinkName(portal.Bucket(db))}
+		run, err := st.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(in.Name), TaskQueue: workflows.ControlTaskQueue},
+			workflows.BackfillWorkflow, in)
+		require.NoError(t, err)
+		var prog workflows.BackfillProgress
+		require.NoError(t, run.Get(ctx, &prog))
+		require.True(t, prog.Done)
+		return prog.RowsDone
+	}
+	// (The backfill worker creates the database.)
+	require.Equal(t, int64(rows), backfill("e2e", "iot_portal_replay"))
+	requireSameOutputs(t, got, influxPoints(t, ctx, st.Influx, "iot_portal_replay", measurements), "the database backfilled from S3")
+
+	pol := parquet.DefaultCompactPolicy()
+	pol.MinAge = 0
+	res, err := parquet.Compact(ctx, arc, "", "", pol, time.Now())
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Runs, "compaction found no small files to merge (%d files)", res.Files)
+	after := archivetest.ReadIndependently(t, arc, "")
+	require.Empty(t, archivetest.Duplicates(after))
+	require.Len(t, after, len(want))
+	require.Less(t, countFiles(after), countFiles(indep), "compaction merged no files")
+	t.Logf("archive: %d rows in %d files, %d after compaction", len(indep), countFiles(indep), countFiles(after))
+	require.Equal(t, int64(rows), backfill("e2e-compacted", "iot_portal_compacted"))
+	requireSameOutputs(t, got, influxPoints(t, ctx, st.Influx, "iot_portal_compacted", measurements), "the database backfilled from the compacted archive")
 
 	dlq.close()
 	require.NoError(t, st.Close())
 }
 
-// archivedOutputs reads every row the archive in dir holds for the
+// archivedOutputs reads every row the archive la holds for the
 // first parts shards of pipeline name, by output, modes named by env; rows
 // counts them (a row written twice counts twice).
-func archivedOutputs(t *testing.T, ctx context.Context, dir, name string, parts int32, env pipeline.SinkEnv) (map[outKey]outVal, int) {
+func archivedOutputs(t *testing.T, ctx context.Context, la parquet.Archive, name string, parts int32, env pipeline.SinkEnv) (map[outKey]outVal, int) {
 	t.Helper()
-	la, err := parquet.NewLocalArchive(dir)
-	require.NoError(t, err)
 	out := map[outKey]outVal{}
 	rows := 0
 	for p := range parts {
@@ -424,4 +446,12 @@ func requireSameOutputs(t *testing.T, want, got map[outKey]outVal, where string)
 	require.Empty(t, missing, "outputs missing from %s (%d of %d)", where, len(missing), len(want))
 	require.Empty(t, wrong, "outputs differing in %s", where)
 	require.Len(t, got, len(want), "%s holds outputs no reference run produced", where)
+}
+
+func countFiles(rows []archivetest.FileRow) int {
+	files := map[string]bool{}
+	for _, r := range rows {
+		files[r.File] = true
+	}
+	return len(files)
 }

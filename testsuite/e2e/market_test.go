@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
@@ -315,7 +316,9 @@ func TestMarketData(t *testing.T) {
 	require.NoError(t, err)
 	env, err := p.SinkEnv(nil)
 	require.NoError(t, err)
-	archived, rows := archivedOutputs(t, ctx, archive, p.Name, 3, env)
+	la, err := parquet.NewLocalArchive(archive)
+	require.NoError(t, err)
+	archived, rows := archivedOutputs(t, ctx, la, p.Name, 3, env)
 	require.Equal(t, len(want), rows, "no row twice in the archive")
 	requireSameOutputs(t, want, archived, "the Parquet archive")
 	perName := map[string]int{}
