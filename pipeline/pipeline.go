@@ -135,10 +135,15 @@ type MQTTSource struct {
 	// AckOnCheckpoint acknowledges QoS 1/2 messages only once a
 	// checkpoint containing them is saved, so a crash between two
 	// checkpoints loses nothing: the broker redelivers what was not
-	// acknowledged (default false: acknowledged when handled; the broker
-	// may have at most ReceiveMaximum unacknowledged messages in flight,
-	// so checkpoint often enough for the rate).
-	AckOnCheckpoint bool `yaml:"ack_on_checkpoint"`
+	// acknowledged and the restored dedup window drops what the state
+	// already has (default true: false acknowledges a message when it is
+	// handled, and a crash loses the readings applied since the last
+	// checkpoint). The broker sends at most its in-flight window (Receive
+	// Maximum, or a smaller broker limit: Mosquitto's
+	// max_inflight_messages) of unacknowledged messages, so the worker
+	// also checkpoints as soon as the stream stalls on them or they fill
+	// half of ReceiveMaximum.
+	AckOnCheckpoint *bool `yaml:"ack_on_checkpoint"`
 	// Username and PasswordEnv (the variable holding the password).
 	Username    string `yaml:"username"`
 	PasswordEnv string `yaml:"password_env"`
@@ -398,6 +403,10 @@ func (s *MQTTSource) defaults(name string) {
 	if s.RequireTopicMatch == nil {
 		on := true
 		s.RequireTopicMatch = &on
+	}
+	if s.AckOnCheckpoint == nil {
+		on := true
+		s.AckOnCheckpoint = &on
 	}
 	if s.MaxPacketSize == 0 {
 		s.MaxPacketSize = mqtt.DefaultMaxPacketSize

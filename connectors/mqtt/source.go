@@ -80,6 +80,7 @@ func NewSource(opts ...Option) (*Source, error) {
 func (s *Source) Stats() Stats {
 	s.mu.Lock()
 	wl, wc, rl, rc := s.cur.WindowLen(), s.cur.WindowCap(), s.cur.RetainedLen(), s.cur.RetainedCap()
+	pending := len(s.pending)
 	s.mu.Unlock()
 	return Stats{
 		Received:         s.ctr.get(CounterReceived),
@@ -93,6 +94,7 @@ func (s *Source) Stats() Stats {
 		Subscribes:       s.ctr.get(CounterSubscribes),
 		NewestTS:         s.newestTS.Load(),
 		WindowLen:        wl, WindowCap: wc, RetainedLen: rl, RetainedCap: rc,
+		PendingAcks: pending,
 	}
 }
 
