@@ -68,7 +68,17 @@ bench: ## run the benchmarks; x-<baseline> columns are ratios against a baseline
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: tools
-tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/govulncheck $(BIN)/temporal $(BIN)/influxd $(BIN)/versitygw ## build the pinned tools and test servers into ./bin (first time: ~15 min)
+tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/govulncheck $(BIN)/temporal $(BIN)/influxd $(BIN)/versitygw mosquitto ## build the pinned tools and test servers into ./bin (first time: ~15 min); check for mosquitto
+
+# Mosquitto is a Debian package, not a Go module: the edge's crash tests
+# run against it as well as mochi (testsuite/mosquittotest), and make test
+# requires it. Installed with apt-get when it is missing and we are root;
+# otherwise a note (make test then fails naming it).
+.PHONY: mosquitto
+mosquitto:
+	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then apt-get install -y -qq mosquitto; \
+	  else echo "note: mosquitto is missing: apt-get install -y mosquitto (Debian/Ubuntu), or set TFLO_MOSQUITTO to its path"; fi; }
 
 $(BIN)/staticcheck $(BIN)/workflowcheck: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)

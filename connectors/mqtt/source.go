@@ -326,6 +326,7 @@ func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm
 		sa, err := cm.Subscribe(ctx, sub)
 		if err == nil {
 			s.ctr.inc(CounterSubscribes)
+			s.cfg.logger.Info("mqtt subscribed", "client_id", s.cfg.clientID, "topics", s.cfg.filters)
 			return
 		}
 		if sa == nil {
