@@ -75,11 +75,7 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	w := r.w
 	id := streaming.ShardID(r.cfg.ClientID)
 	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 0, true })
-	var cursors streaming.CursorStore = manifestCursors{}
-	if cs, ok := w.durable.(streaming.CursorStore); ok {
-		cursors = cs
-	}
-	s, err := w.openShard(ctx, id, 0, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, cursors, owner)
+	s, err := w.openShard(ctx, id, 0, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, nil, owner)
 	if err != nil {
 		return err
 	}

@@ -254,7 +254,11 @@ type State struct {
 // Store (none: the worker's own Badger).
 type Durable struct {
 	// Dir is a folder every worker of the pipeline reaches (one machine,
-	// or a shared file system).
+	// or a shared file system). Each shard keeps its checkpoints in its
+	// own folder, <Dir>/<pipeline>/<shard>, locked by the worker process
+	// that owns the shard: several workers share Dir, and a worker that
+	// gains a shard waits until its previous owner released the folder.
+	// (Each worker still needs its own State.Dir.)
 	Dir string `yaml:"dir"`
 	// S3 is a bucket.
 	S3 *S3Store `yaml:"s3"`
