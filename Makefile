@@ -33,6 +33,11 @@ test: tools ## run every test with the race detector (real Temporal, InfluxDB, S
 	TFLO_REQUIRE_SERVICES=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 	cd connectors/influx/lpcheck && $(GO) test -race ./... # line protocol vs InfluxDB 1.8's parser (a module of its own)
 
+CHAOS_COUNT ?= 5
+.PHONY: chaos
+chaos: tools ## the fault tests (SIGKILLed edge and central worker processes, influxd outage) CHAOS_COUNT times with fresh seeds; TFLO_CHAOS_SEED=n replays one
+	TFLO_REQUIRE_SERVICES=1 $(GO) test -race -timeout 60m -count=$(CHAOS_COUNT) -v -run 'TestEdgeSIGKILLExactlyOnce|TestPortalFaults' ./testsuite/chaos/ | grep -v '^=== '
+
 .PHONY: demo
 demo: ## run the whole iot-portal on this machine (builds bin/temporal and bin/influxd first if missing); DEMO_ARGS="--duration 2m --dir ./demo-data"
 	@missing=""; for b in temporal influxd; do [ -x $(BIN)/$$b ] || missing="$$missing $$b"; done; \
