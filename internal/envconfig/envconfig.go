@@ -2,6 +2,7 @@ package envconfig
 
 import (
 	"encoding"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -83,7 +84,7 @@ func Apply(prefix string, dst any, lookup func(string) (string, bool)) error {
 		name := Name(prefix, path...)
 		s, ok := lookup(name)
 		if !ok {
-			return nil
+			return errNotSet
 		}
 		if err := set(f, s); err != nil {
 			return fmt.Errorf("environment %s=%q (%s): %w", name, s, strings.Join(path, "."), err)
@@ -130,9 +131,14 @@ func leaf(t reflect.Type) bool {
 	return false
 }
 
+// errNotSet is what walk's fn returns for a leaf it left alone: a nil
+// pointer above it (a section, or a *bool) stays nil.
+var errNotSet = errors.New("envconfig: not set")
+
 // walk calls fn for every leaf field of the struct v with its YAML path.
 // With alloc, nil struct pointers are allocated only when a leaf below
-// them is set (fn reports it by a lookup hit), so absent sections stay nil.
+// them is set (fn reports it by a lookup hit), so absent sections stay nil;
+// a pointer to a leaf (*bool: unset means the default) likewise.
 func walk(v reflect.Value, path []string, fn func(reflect.Value, []string) error, alloc bool) error {
 	t := v.Type()
 	for i := range t.NumField() {
@@ -152,8 +158,20 @@ func walk(v reflect.Value, path []string, fn func(reflect.Value, []string) error
 		ft := sf.Type
 		switch {
 		case leaf(ft):
-			if err := fn(f, p); err != nil {
+			if err := fn(f, p); err != nil && err != errNotSet {
 				return err
+			}
+		case ft.Kind() == reflect.Pointer && leaf(ft.Elem()):
+			tmp := reflect.New(ft.Elem())
+			if !f.IsNil() {
+				tmp.Elem().Set(f.Elem())
+			}
+			switch err := fn(tmp.Elem(), p); {
+			case err == errNotSet:
+			case err != nil:
+				return err
+			case alloc:
+				f.Set(tmp)
 			}
 		case ft.Kind() == reflect.Struct:
 			if err := walk(f, p, fn, alloc); err != nil {
@@ -166,8 +184,11 @@ func walk(v reflect.Value, path []string, fn func(reflect.Value, []string) error
 			}
 			hit := false
 			err := walk(tmp.Elem(), p, func(lf reflect.Value, lp []string) error {
-				hit = true
-				return fn(lf, lp)
+				err := fn(lf, lp)
+				if err == nil {
+					hit = true
+				}
+				return err
 			}, alloc)
 			if err != nil {
 				return err
