@@ -33,6 +33,11 @@ test: tools ## run every test with the race detector (real Temporal, InfluxDB, S
 	TFLO_REQUIRE_SERVICES=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 	cd connectors/influx/lpcheck && $(GO) test -race ./... # line protocol vs InfluxDB 1.8's parser (a module of its own)
 
+CHAOS_COUNT ?= 5
+.PHONY: chaos
+chaos: tools ## the fault tests (SIGKILLed edge and central worker processes, influxd outage) CHAOS_COUNT times with fresh seeds; TFLO_CHAOS_SEED=n replays one
+	set -o pipefail; TFLO_REQUIRE_SERVICES=1 $(GO) test -race -timeout 60m -count=$(CHAOS_COUNT) -v -run 'TestEdgeSIGKILLExactlyOnce|TestPortalFaults' ./testsuite/chaos/ | grep -v '^=== '
+
 .PHONY: demo
 demo: ## run the whole iot-portal on this machine (builds bin/temporal and bin/influxd first if missing); DEMO_ARGS="--duration 2m --dir ./demo-data"
 	@missing=""; for b in temporal influxd; do [ -x $(BIN)/$$b ] || missing="$$missing $$b"; done; \
@@ -68,7 +73,17 @@ bench: ## run the benchmarks; x-<baseline> columns are ratios against a baseline
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 .PHONY: tools
-tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/govulncheck $(BIN)/temporal $(BIN)/influxd $(BIN)/versitygw ## build the pinned tools and test servers into ./bin (first time: ~15 min)
+tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/govulncheck $(BIN)/temporal $(BIN)/influxd $(BIN)/versitygw mosquitto ## build the pinned tools and test servers into ./bin (first time: ~15 min); check for mosquitto
+
+# Mosquitto is a Debian package, not a Go module: the edge's crash tests
+# run against it as well as mochi (testsuite/mosquittotest), and make test
+# requires it. Installed with apt-get when it is missing and we are root;
+# otherwise a note (make test then fails naming it).
+.PHONY: mosquitto
+mosquitto:
+	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then apt-get install -y -qq mosquitto; \
+	  else echo "note: mosquitto is missing: apt-get install -y mosquitto (Debian/Ubuntu), or set TFLO_MOSQUITTO to its path"; fi; }
 
 $(BIN)/staticcheck $(BIN)/workflowcheck: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)

@@ -36,3 +36,6 @@ func KeyState(w *Worker, key string) (*streaming.Instance, error) {
 func WithCheckpointObserver(f func(streaming.ShardID, streaming.CheckpointStatus)) Option {
 	return func(o *options) { o.checkpointed = f }
 }
+
+// ShardFolderName is the folder of a shard inside a durable folder.
+func ShardFolderName(id streaming.ShardID) string { return shardFolderName(id) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -38,13 +37,15 @@ func (w *Worker) newKafkaRunner(cfg *KafkaSource) (*kafkaRunner, error) {
 		kafka.WithPartitions(r),
 		kafka.WithDeadLetterTopic(func(string) string { return dlq }),
 		kafka.WithRevokeTimeout(cfg.RevokeTimeout),
+		kafka.WithSessionTimeout(cfg.SessionTimeout),
+		kafka.WithRebalanceTimeout(cfg.RebalanceTimeout),
 		kafka.WithSecurity(cfg.Security),
 		kafka.WithLogger(w.log),
+		kafka.WithClientOptions(cfg.ClientOptions...),
 	}
-	if d := cfg.SessionTimeout; d > 0 {
-		opts = append(opts, kafka.WithClientOptions(kgo.SessionTimeout(d), kgo.HeartbeatInterval(max(d/10, 50*time.Millisecond))))
+	if cfg.StaticMembership != nil && *cfg.StaticMembership && w.o.workerIDGiven {
+		opts = append(opts, kafka.WithInstanceID(w.o.workerID))
 	}
-	opts = append(opts, kafka.WithClientOptions(cfg.ClientOptions...))
 	src, err := kafka.NewSource(opts...)
 	if err != nil {
 		return nil, err

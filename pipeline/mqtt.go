@@ -59,7 +59,7 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	if cfg.Username != "" {
 		opts = append(opts, mqtt.WithCredentials(cfg.Username, []byte(os.Getenv(cfg.PasswordEnv))))
 	}
-	if cfg.AckOnCheckpoint {
+	if *cfg.AckOnCheckpoint {
 		opts = append(opts, mqtt.WithAckOnCheckpoint())
 	}
 	if cfg.TLS != nil {
@@ -90,11 +90,7 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	w := r.w
 	id := streaming.ShardID(r.cfg.ClientID)
 	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 0, true })
-	var cursors streaming.CursorStore = manifestCursors{}
-	if cs, ok := w.durable.(streaming.CursorStore); ok {
-		cursors = cs
-	}
-	s, err := w.openShard(ctx, id, 0, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, cursors, owner)
+	s, err := w.openShard(ctx, id, 0, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, nil, owner)
 	if err != nil {
 		return err
 	}
@@ -107,8 +103,8 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	if pol := w.c.p.Checkpoint; !pol.Disabled {
-		wg.Go(func() { w.checkpointEvery(runCtx, pol.Interval, []*shard{s}) })
+	if pol := w.c.p.Checkpoint; !pol.Disabled || *r.cfg.AckOnCheckpoint {
+		wg.Go(func() { r.checkpointLoop(runCtx, pol, s) })
 	}
 	err = r.src.Run(runCtx, r.handle)
 	cancel()
@@ -125,6 +121,52 @@ func (r *mqttRunner) run(ctx context.Context) error {
 		return fmt.Errorf("final checkpoint of shard %s: %w", id, err)
 	}
 	return nil
+}
+
+// ackStallTick is how often a source that acknowledges on checkpoint
+// looks for a stalled stream: messages awaiting their acknowledgement and
+// none arriving since the last look (the broker's in-flight window for
+// this client is full: Receive Maximum, or a smaller broker limit such as
+// Mosquitto's max_inflight_messages, 20 by default).
+const ackStallTick = 50 * time.Millisecond
+
+// checkpointLoop checkpoints s every interval (unless periodic
+// checkpoints are disabled) and, when acknowledgements wait for
+// checkpoints, as soon as the stream stalls on them or they fill half the
+// Receive Maximum: without it the broker would send at most one in-flight
+// window per interval. One goroutine: checkpoints never overlap.
+func (r *mqttRunner) checkpointLoop(ctx context.Context, pol Checkpoint, s *shard) {
+	w := r.w
+	var periodic <-chan time.Time
+	if !pol.Disabled {
+		t := time.NewTicker(pol.Interval)
+		defer t.Stop()
+		periodic = t.C
+	}
+	var stall <-chan time.Time
+	if *r.cfg.AckOnCheckpoint {
+		t := time.NewTicker(ackStallTick)
+		defer t.Stop()
+		stall = t.C
+	}
+	var received uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-periodic:
+		case <-stall:
+			st := r.src.Stats()
+			stalled := st.PendingAcks > 0 && st.Received == received
+			received = st.Received
+			if !stalled && st.PendingAcks < int(r.cfg.ReceiveMaximum)/2 {
+				continue
+			}
+		}
+		if _, err := s.cp.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("checkpoint failed", "shard", s.id, "err", err)
+		}
+	}
 }
 
 // handle applies one reading; the source calls it under its cut lock, so

@@ -58,7 +58,7 @@ func (e *edgeEnv) pipeline(ackOnCheckpoint bool, interval time.Duration) pipelin
 	return pipeline.Pipeline{
 		Name: "edge",
 		Source: pipeline.MQTTSource{Servers: []string{"mqtt://" + e.addr}, Topics: []string{"sensors/#"}, ClientID: "edge-gw-1",
-			DeadLetterTopic: "dlq/sensors", OmitReceiveMaximum: true, AckOnCheckpoint: ackOnCheckpoint},
+			DeadLetterTopic: "dlq/sensors", OmitReceiveMaximum: true, AckOnCheckpoint: &ackOnCheckpoint},
 		Graph: pipeline.Graph{
 			Inputs: []pipeline.Input{{Name: "value"}},
 			Nodes: []pipeline.Node{

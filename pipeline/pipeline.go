@@ -78,9 +78,27 @@ type KafkaSource struct {
 	// DeadLetterTopic receives records that cannot be decoded, with
 	// headers naming the source and the reason (default "<Topic>.dlq").
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
-	// SessionTimeout: a member silent this long leaves the group (default
-	// franz-go's 45s).
+	// SessionTimeout: a member silent this long is removed from the group
+	// and its partitions go to the others (default 10s; heartbeats every
+	// tenth of it). A killed worker's partitions are idle this long.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// RebalanceTimeout: once a rebalance began, how long the group waits
+	// for every member to rejoin (default RevokeTimeout + 2s, 12s; must
+	// exceed RevokeTimeout, since a member rejoins after its revoked
+	// partitions' final checkpoints). A worker killed while joining holds
+	// the rebalance up to this long. With the defaults, partitions are
+	// owned again within 15s of a kill, during a join or not.
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+	// StaticMembership joins the group with group.instance.id set to the
+	// worker id (default true, when the worker id is given: WithWorkerID,
+	// worker_id; a worker named by its host name joins as a dynamic
+	// member). A restarted worker that rejoins within SessionTimeout gets
+	// its partitions back without a rebalance (a rolling deploy moves
+	// nothing); a stopped worker takes its final checkpoints but does not
+	// leave the group, so on a scale-down its partitions wait
+	// SessionTimeout before the others take them. Two live workers with
+	// one id fence each other: the older stops with an error saying so.
+	StaticMembership *bool `yaml:"static_membership"`
 	// RevokeTimeout bounds a revoked partition's final checkpoint
 	// (default 10s); on timeout the partition is released without a
 	// commit and the next owner replays from the last checkpoint.
@@ -118,10 +136,15 @@ type MQTTSource struct {
 	// AckOnCheckpoint acknowledges QoS 1/2 messages only once a
 	// checkpoint containing them is saved, so a crash between two
 	// checkpoints loses nothing: the broker redelivers what was not
-	// acknowledged (default false: acknowledged when handled; the broker
-	// may have at most ReceiveMaximum unacknowledged messages in flight,
-	// so checkpoint often enough for the rate).
-	AckOnCheckpoint bool `yaml:"ack_on_checkpoint"`
+	// acknowledged and the restored dedup window drops what the state
+	// already has (default true: false acknowledges a message when it is
+	// handled, and a crash loses the readings applied since the last
+	// checkpoint). The broker sends at most its in-flight window (Receive
+	// Maximum, or a smaller broker limit: Mosquitto's
+	// max_inflight_messages) of unacknowledged messages, so the worker
+	// also checkpoints as soon as the stream stalls on them or they fill
+	// half of ReceiveMaximum.
+	AckOnCheckpoint *bool `yaml:"ack_on_checkpoint"`
 	// Username and PasswordEnv (the variable holding the password).
 	Username    string `yaml:"username"`
 	PasswordEnv string `yaml:"password_env"`
@@ -259,7 +282,11 @@ const DefaultMaxKeys = 1_000_000
 // Store (none: the worker's own Badger).
 type Durable struct {
 	// Dir is a folder every worker of the pipeline reaches (one machine,
-	// or a shared file system).
+	// or a shared file system). Each shard keeps its checkpoints in its
+	// own folder, <Dir>/<pipeline>/<shard>, locked by the worker process
+	// that owns the shard: several workers share Dir, and a worker that
+	// gains a shard waits until its previous owner released the folder.
+	// (Each worker still needs its own State.Dir.)
 	Dir string `yaml:"dir"`
 	// S3 is a bucket.
 	S3 *S3Store `yaml:"s3"`
@@ -392,6 +419,16 @@ func (s *KafkaSource) defaults(name string) {
 	if s.RevokeTimeout == 0 {
 		s.RevokeTimeout = 10 * time.Second
 	}
+	if s.SessionTimeout == 0 {
+		s.SessionTimeout = 10 * time.Second
+	}
+	if s.RebalanceTimeout == 0 {
+		s.RebalanceTimeout = s.RevokeTimeout + 2*time.Second
+	}
+	if s.StaticMembership == nil {
+		on := true
+		s.StaticMembership = &on
+	}
 }
 
 func (s *MQTTSource) defaults(name string) {
@@ -405,6 +442,10 @@ func (s *MQTTSource) defaults(name string) {
 	if s.RequireTopicMatch == nil {
 		on := true
 		s.RequireTopicMatch = &on
+	}
+	if s.AckOnCheckpoint == nil {
+		on := true
+		s.AckOnCheckpoint = &on
 	}
 	if s.MaxPacketSize == 0 {
 		s.MaxPacketSize = mqtt.DefaultMaxPacketSize
@@ -436,8 +477,10 @@ func (p Pipeline) Validate() error {
 		if s.DeadLetterTopic == s.Topic && s.Topic != "" {
 			add("source.kafka.dead_letter_topic %q is the consumed topic: dead letters would be read back", s.Topic)
 		}
-		if s.SessionTimeout < 0 || s.RevokeTimeout < 0 {
+		if s.SessionTimeout < 0 || s.RevokeTimeout < 0 || s.RebalanceTimeout < 0 {
 			add("source.kafka timeouts must not be negative")
+		} else if s.RebalanceTimeout <= s.RevokeTimeout {
+			add("source.kafka.rebalance_timeout %v must exceed revoke_timeout %v: a worker rejoins a rebalance only after its revoked partitions' final checkpoints", s.RebalanceTimeout, s.RevokeTimeout)
 		}
 		if err := s.Security.Validate(); err != nil {
 			add("source.kafka.security: %v", err)

@@ -33,6 +33,9 @@ type shard struct {
 	outs []streaming.Output
 
 	restored activities.RestoreSummary
+	// closeDurable closes the shard's own durable store (a durable
+	// folder's shard folder; nothing otherwise).
+	closeDurable func() error
 }
 
 // shardSource is a shard as the Checkpointer sees it: the keyed runtime,
@@ -78,11 +81,28 @@ func (c shardSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 // openShard builds shard id's keyed state and checkpointer and restores
 // its newest checkpoint (or clears what the worker's database still held
 // of it), then tells the sinks. src is the checkpoint source (nil: the
-// keyed runtime, cut under the shard lock); cursors the cursor store;
+// keyed runtime, cut under the shard lock); cursors the cursor store (nil:
+// the shard's durable store when it keeps cursors, else the manifest);
 // owner decides whether the shard is still owned at epoch.
 func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch streaming.Epoch, shares int,
-	src func(*shard) streaming.CheckpointSource, cursors streaming.CursorStore, owner streaming.Ownership) (*shard, error) {
+	src func(*shard) streaming.CheckpointSource, cursors streaming.CursorStore, owner streaming.Ownership) (_ *shard, err error) {
 	s := &shard{w: w, id: id, epoch: epoch, since: time.Now()}
+	durable, closeDurable, err := w.openShardDurable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = closeDurable()
+		}
+	}()
+	s.closeDurable = closeDurable
+	if cursors == nil {
+		cursors = manifestCursors{}
+		if cs, ok := durable.(streaming.CursorStore); ok {
+			cursors = cs
+		}
+	}
 	s.rec.Inputs = make([]streaming.Computed, len(w.c.g.Inputs()))
 	shares = max(shares, 1)
 	budget := int64(w.c.p.State.Memory) / int64(shares)
@@ -118,7 +138,7 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	if pol.StageTimeout > 0 {
 		opts = append(opts, streaming.WithStageTimeouts(pol.StageTimeout, 4*pol.StageTimeout, pol.StageTimeout))
 	}
-	s.cp, err = streaming.NewCheckpointer(checkpointName(w.c.p.Name, id), cs, w.durable, cursors, opts...)
+	s.cp, err = streaming.NewCheckpointer(checkpointName(w.c.p.Name, id), cs, durable, cursors, opts...)
 	if err != nil {
 		_ = rt.Close()
 		return nil, err
@@ -185,6 +205,9 @@ func (s *shard) close() {
 	s.w.sinks.release(s.id, s.epoch)
 	if err := s.rt.Close(); err != nil {
 		s.w.log.Warn("closing shard state", "shard", s.id, "err", err)
+	}
+	if err := s.closeDurable(); err != nil {
+		s.w.log.Warn("closing shard durable store", "shard", s.id, "err", err)
 	}
 }
 

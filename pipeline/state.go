@@ -15,7 +15,6 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
-	"github.com/tflo-io/tflo/streaming/state/files"
 )
 
 // Badger key prefixes of the worker's state database: the shards' keyed
@@ -56,11 +55,9 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 	case d.Store != nil:
 		return d.Store, nop, nil
 	case d.Dir != "":
-		fs, err := files.Open(d.Dir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("durable folder %s: %w", d.Dir, err)
-		}
-		return fs, fs.Close, nil
+		// One files store per shard, opened with the shard
+		// (openShardDurable): no store for the whole worker.
+		return nil, nop, checkDurableFolder(d.Dir)
 	case d.S3 != nil:
 		s := d.S3
 		opts := []s3.Option{s3.WithPrefix(s.Prefix), s3.WithLogger(log)}

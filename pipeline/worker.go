@@ -28,6 +28,7 @@ type Option func(*options)
 
 type options struct {
 	workerID      string
+	workerIDGiven bool // not the host name: a Kafka source's static member id
 	log           *slog.Logger
 	reg           prometheus.Registerer
 	tc            client.Client
@@ -131,6 +132,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 	if o.log == nil {
 		return nil, errors.New("pipeline: nil logger")
 	}
+	o.workerIDGiven = o.workerID != ""
 	if o.workerID == "" {
 		if o.workerID, err = os.Hostname(); err != nil || o.workerID == "" {
 			return nil, errors.New("pipeline: no worker id (WithWorkerID) and no host name")

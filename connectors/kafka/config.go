@@ -20,11 +20,15 @@ type sourceConfig struct {
 	dlqTopic       func(topic string) string
 	revokeTimeout  time.Duration
 	restoreTimeout time.Duration
-	security       Security
-	log            *slog.Logger
-	kgoOpts        []kgo.Opt
-	queueDepth     int
-	maxPoll        int
+	// Group liveness (0: franz-go's defaults) and static membership.
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	instanceID       string
+	security         Security
+	log              *slog.Logger
+	kgoOpts          []kgo.Opt
+	queueDepth       int
+	maxPoll          int
 }
 
 func defaultSourceConfig() sourceConfig {
@@ -54,12 +58,31 @@ func (c *sourceConfig) validate() error {
 		return fmt.Errorf("kafka source: revoke timeout %v must be positive", c.revokeTimeout)
 	case c.restoreTimeout <= 0:
 		return fmt.Errorf("kafka source: restore timeout %v must be positive", c.restoreTimeout)
+	case c.sessionTimeout < 0 || c.rebalanceTimeout < 0:
+		return fmt.Errorf("kafka source: session timeout %v and rebalance timeout %v must not be negative", c.sessionTimeout, c.rebalanceTimeout)
+	case c.rebalanceTimeout > 0 && c.rebalanceTimeout <= c.revokeTimeout:
+		return fmt.Errorf("kafka source: rebalance timeout %v must exceed the revoke timeout %v: a member still taking a revoked partition's final checkpoint would be removed from the group", c.rebalanceTimeout, c.revokeTimeout)
 	case c.queueDepth < 1:
 		return fmt.Errorf("kafka source: partition queue depth %d must be at least 1", c.queueDepth)
 	case c.log == nil:
 		return errors.New("kafka source: nil logger")
 	}
 	return c.security.Validate()
+}
+
+// groupOpts are the franz-go options of the group settings that are set.
+func (c *sourceConfig) groupOpts() []kgo.Opt {
+	var o []kgo.Opt
+	if d := c.sessionTimeout; d > 0 {
+		o = append(o, kgo.SessionTimeout(d), kgo.HeartbeatInterval(max(d/10, 50*time.Millisecond)))
+	}
+	if d := c.rebalanceTimeout; d > 0 {
+		o = append(o, kgo.RebalanceTimeout(d))
+	}
+	if c.instanceID != "" {
+		o = append(o, kgo.InstanceID(c.instanceID))
+	}
+	return o
 }
 
 // WithBrokers sets the seed brokers ("host:port"). Required.
@@ -93,6 +116,36 @@ func WithRevokeTimeout(d time.Duration) SourceOption {
 func WithRestoreTimeout(d time.Duration) SourceOption {
 	return func(c *sourceConfig) { c.restoreTimeout = d }
 }
+
+// WithSessionTimeout sets the group session timeout: a member that sends
+// no heartbeat for this long is removed and its partitions are assigned
+// to the others (default franz-go's 45s). Heartbeats go every tenth of
+// it (at least every 50ms), so a live member misses several before it is
+// removed. It is also what a killed member costs: its partitions are idle
+// from the kill until it expires.
+func WithSessionTimeout(d time.Duration) SourceOption {
+	return func(c *sourceConfig) { c.sessionTimeout = d }
+}
+
+// WithRebalanceTimeout sets how long the group waits, once a rebalance
+// began, for every member to rejoin (default franz-go's 60s; Kafka's
+// rebalance.timeout.ms, the group uses its members' largest). A member
+// killed while joining holds the rebalance up to this long. It must
+// exceed WithRevokeTimeout: a member rejoins only after its revoked
+// partitions' final checkpoints.
+func WithRebalanceTimeout(d time.Duration) SourceOption {
+	return func(c *sourceConfig) { c.rebalanceTimeout = d }
+}
+
+// WithInstanceID makes the member static (KIP-345, Kafka 2.3+): it joins
+// with group.instance.id id. A static member restarted within the session
+// timeout gets its partitions back without a rebalance, and a stopped one
+// does not leave the group: its partitions wait for it until the session
+// timeout, then go to the others. Ids must be unique in the group: a
+// member that another process with the same id replaces stops with
+// ErrFencedInstance. Default: a dynamic member, which leaves the group
+// when it stops.
+func WithInstanceID(id string) SourceOption { return func(c *sourceConfig) { c.instanceID = id } }
 
 // WithSecurity sets TLS and SASL (default plaintext, no authentication).
 func WithSecurity(s Security) SourceOption { return func(c *sourceConfig) { c.security = s } }

@@ -47,6 +47,14 @@
 // final checkpoint. Records that reach a partition goroutine after the
 // partition stopped being owned at its epoch are dropped (fencing).
 //
+// Liveness: WithSessionTimeout bounds how long a killed member's
+// partitions stay idle, WithRebalanceTimeout how long a member killed
+// while joining holds up a rebalance (it must exceed WithRevokeTimeout).
+// WithInstanceID makes the member static: a restart within the session
+// timeout gets its partitions back without a rebalance, a stop does not
+// leave the group, and a second live member with the same id stops the
+// first with ErrFencedInstance.
+//
 // # Dead letters
 //
 // [Assignment.DeadLetter] produces a record the runtime cannot process (it

@@ -10,6 +10,11 @@ import (
 // client does not retry: the error is returned once, not a reconnect storm.
 var ErrAuthentication = errors.New("kafka authentication failed")
 
+// ErrFencedInstance is wrapped by Run's error when another member joined
+// the group with this member's instance id (WithInstanceID): two
+// processes were given one worker id. The newer one keeps the id.
+var ErrFencedInstance = errors.New("kafka group instance id taken over by another member")
+
 // ErrClosed is returned by operations on a closed Source or Publisher.
 var ErrClosed = errors.New("kafka connector closed")
 

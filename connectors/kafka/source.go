@@ -9,6 +9,7 @@ import (
 
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -138,6 +139,7 @@ func (s *Source) Run(ctx context.Context) error {
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
 	)
+	opts = append(opts, s.cfg.groupOpts()...)
 	opts = append(opts, s.cfg.kgoOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -163,6 +165,10 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			if isAuthError(err) {
 				s.fail(fmt.Errorf("%s: %w: %v", who, ErrAuthentication, err))
+				return
+			}
+			if errors.Is(err, kerr.FencedInstanceID) {
+				s.fail(fmt.Errorf("%s: another member joined with instance id %q: give every worker its own id: %w", who, s.cfg.instanceID, ErrFencedInstance))
 				return
 			}
 			s.cfg.log.Warn("kafka fetch error", "topic", t, "partition", p, "err", err)

@@ -81,6 +81,7 @@ func NewSource(opts ...Option) (*Source, error) {
 func (s *Source) Stats() Stats {
 	s.mu.Lock()
 	wl, wc, rl, rc := s.cur.WindowLen(), s.cur.WindowCap(), s.cur.RetainedLen(), s.cur.RetainedCap()
+	pending := len(s.pending)
 	s.mu.Unlock()
 	return Stats{
 		Received:         s.ctr.get(CounterReceived),
@@ -94,6 +95,7 @@ func (s *Source) Stats() Stats {
 		Subscribes:       s.ctr.get(CounterSubscribes),
 		NewestTS:         s.newestTS.Load(),
 		WindowLen:        wl, WindowCap: wc, RetainedLen: rl, RetainedCap: rc,
+		PendingAcks: pending,
 	}
 }
 
@@ -325,6 +327,7 @@ func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm
 		sa, err := cm.Subscribe(ctx, sub)
 		if err == nil {
 			s.ctr.inc(CounterSubscribes)
+			s.cfg.logger.Info("mqtt subscribed", "client_id", s.cfg.clientID, "topics", s.cfg.filters)
 			return
 		}
 		if sa == nil {

@@ -46,6 +46,10 @@ type Stats struct {
 	// handler accepted, 0 before the first: readings outside the source's
 	// Limits never reach it, so it is safe for a lag gauge.
 	NewestTS int64
+	// PendingAcks are the handled messages awaiting a saved checkpoint's
+	// acknowledgement (WithAckOnCheckpoint; 0 otherwise). The broker
+	// stops sending when they fill its in-flight window for this client.
+	PendingAcks int
 }
 
 type counters struct {

@@ -153,7 +153,7 @@ func apply(prefix string, dst any, lookup func(string) (string, bool), origins O
 		name := Name(prefix, path...)
 		s, ok := lookup(name)
 		if !ok {
-			return nil
+			return errNotSet
 		}
 		if origins != nil {
 			origins[strings.Join(path, ".")] = "env " + name
@@ -285,9 +285,15 @@ func leaf(t reflect.Type) bool {
 	return false
 }
 
+// errNotSet is what walk's fn returns for a leaf it left alone: a nil
+// pointer above it (a section, or a *bool) stays nil.
+var errNotSet = errors.New("envconfig: not set")
+
 // walk calls fn for every leaf field of the struct v with its YAML path.
 // With alloc, nil struct pointers are allocated only when a leaf below
-// them is set (fn reports it by a lookup hit), so absent sections stay nil.
+// them is set (fn reports it by a lookup hit), so absent sections stay nil;
+// a pointer to a leaf (*bool: unset means the default) likewise. fn returns
+// errNotSet for a leaf it left alone.
 func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string, field string) error, alloc bool) error {
 	t := v.Type()
 	for sf, name := range yamlFields(t) {
@@ -299,8 +305,20 @@ func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string
 		ft := sf.Type
 		switch {
 		case leaf(ft):
-			if err := fn(f, p, fieldName(t, sf)); err != nil {
+			if err := fn(f, p, fieldName(t, sf)); err != nil && err != errNotSet {
 				return err
+			}
+		case ft.Kind() == reflect.Pointer && leaf(ft.Elem()):
+			tmp := reflect.New(ft.Elem())
+			if !f.IsNil() {
+				tmp.Elem().Set(f.Elem())
+			}
+			switch err := fn(tmp.Elem(), p, fieldName(t, sf)); {
+			case err == errNotSet:
+			case err != nil:
+				return err
+			case alloc:
+				f.Set(tmp)
 			}
 		case ft.Kind() == reflect.Struct:
 			if err := walk(f, p, fn, alloc); err != nil {
@@ -313,8 +331,11 @@ func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string
 			}
 			hit := false
 			err := walk(tmp.Elem(), p, func(lf reflect.Value, lp []string, field string) error {
-				hit = true
-				return fn(lf, lp, field)
+				err := fn(lf, lp, field)
+				if err == nil {
+					hit = true
+				}
+				return err
 			}, alloc)
 			if err != nil {
 				return err

@@ -66,10 +66,14 @@ func (p PrometheusMetrics) Counter(name string) client.MetricsCounter {
 }
 
 // Gauge implements client.MetricsHandler.
-func (p PrometheusMetrics) Gauge(name string) client.MetricsGauge { return tagged{reg: p.reg}.Gauge(name) }
+func (p PrometheusMetrics) Gauge(name string) client.MetricsGauge {
+	return tagged{reg: p.reg}.Gauge(name)
+}
 
 // Timer implements client.MetricsHandler.
-func (p PrometheusMetrics) Timer(name string) client.MetricsTimer { return tagged{reg: p.reg}.Timer(name) }
+func (p PrometheusMetrics) Timer(name string) client.MetricsTimer {
+	return tagged{reg: p.reg}.Timer(name)
+}
 
 type tagged struct {
 	reg  *registry

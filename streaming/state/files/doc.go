@@ -29,8 +29,11 @@
 // checkpoints of small snapshots the Badger store is an order of magnitude
 // faster (see BenchmarkCheckpointSaveBatch100k in testsuite/statetest). WithSync(false) skips the fsyncs (tests only). One process owns
 // a folder at a time: Open takes an exclusive flock on LOCK (on Linux and
-// the BSDs) and fails if another process holds it; stale temporary files a
-// crash left behind are removed at Open.
+// the BSDs) and fails with ErrLocked if another process (or another Open
+// in this one) holds it; stale temporary files a crash left behind are
+// removed at Open. Workers that share checkpoints share a parent folder:
+// package pipeline opens one store per shard, <dir>/<pipeline>/<shard>,
+// while it owns the shard.
 //
 // # Concurrency and blocking
 //

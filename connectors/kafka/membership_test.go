@@ -1,0 +1,42 @@
+package kafka
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestStaticMemberFencedByItsTwin: two live members given one instance
+// id (two processes with one worker id). The group lets the newer one
+// replace the older, which must stop with ErrFencedInstance naming the id
+// — not keep rejoining and fencing its twin back.
+func TestStaticMemberFencedByItsTwin(t *testing.T) {
+	c := newCluster(t, 4)
+	addrs := c.ListenAddrs()
+	l := newLedger()
+	opts := func(name string) []SourceOption {
+		return []SourceOption{WithBrokers(addrs...), WithGroup("central"), WithTopics("readings"), WithPartitions(l.as(name)),
+			WithInstanceID("worker-1"), WithSessionTimeout(2 * time.Second), WithRebalanceTimeout(12 * time.Second)}
+	}
+	older := startMember(t, "older", opts("older")...)
+	require.Eventually(t, func() bool { return older.src.Stats().Owned == 4 }, 20*time.Second, 5*time.Millisecond)
+	newer := startMember(t, "newer", opts("newer")...)
+	select {
+	case err := <-older.done:
+		require.ErrorIs(t, err, ErrFencedInstance)
+		require.ErrorContains(t, err, `"worker-1"`)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the older member did not stop when its instance id was taken over")
+	}
+	require.Eventually(t, func() bool { return newer.src.Stats().Owned == 4 }, 20*time.Second, 5*time.Millisecond)
+}
+
+// TestRebalanceTimeoutMustExceedRevokeTimeout: a member rejoins a
+// rebalance only after its revoked partitions' final checkpoints, so a
+// rebalance timeout at or under the revoke timeout is refused.
+func TestRebalanceTimeoutMustExceedRevokeTimeout(t *testing.T) {
+	_, err := NewSource(WithBrokers("127.0.0.1:1"), WithGroup("g"), WithTopics("t"), WithPartitions(newLedger().as("x")),
+		WithRevokeTimeout(10*time.Second), WithRebalanceTimeout(10*time.Second))
+	require.ErrorContains(t, err, "rebalance timeout 10s must exceed the revoke timeout 10s")
+}

@@ -1,0 +1,67 @@
+package pipeline_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/pipeline"
+)
+
+// TestWorkersShareDurableFolder: two workers on one machine share one
+// durable folder (state.durable.dir), as the README shows. Bug: the
+// second worker refused to start ("files state store folder is locked by
+// another process"): the folder was one files store, locked by the first
+// worker. Now each shard keeps its checkpoints in its own folder, locked
+// only by its owner: both workers run, and when one stops, the other
+// restores its shards from their folders and every output equals one
+// uninterrupted run's.
+func TestWorkersShareDurableFolder(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	dir := t.TempDir()
+	rec := newRecorder()
+	p := alarmPipeline(addrs, dir, rec.shared())
+	src := p.Source.(pipeline.KafkaSource)
+	src.SessionTimeout = 2 * time.Second
+	p.Source = src
+
+	a := start(t, p, pipeline.WithWorkerID("a"))
+	b := start(t, p, pipeline.WithWorkerID("b"))
+	require.Eventually(t, func() bool {
+		na, nb := a.w.Stats().Owned, b.w.Stats().Owned
+		return na > 0 && nb > 0 && na+nb == parts
+	}, 30*time.Second, 10*time.Millisecond, "the two workers never shared the partitions")
+	fromA := heldShards(a.w)
+
+	phase1 := makeReadings(16, 1, 40)
+	produce(t, addrs, phase1)
+	require.Eventually(t, func() bool { return rec.has(reference(t, p, phase1)) }, 30*time.Second, 10*time.Millisecond)
+
+	// a stops: its final checkpoints go to its shards' folders, and b
+	// (once a's static membership expires) restores them from there.
+	a.stop(t)
+	require.Eventually(t, func() bool { return b.w.Stats().Owned == parts }, 30*time.Second, 10*time.Millisecond)
+	for _, s := range b.w.Shards() {
+		if slices.Contains(fromA, s.Shard) {
+			require.Positive(t, s.Restored, "b did not restore shard %s from a's checkpoint", s.Shard)
+		}
+	}
+	for _, s := range allShards(parts) {
+		entries, err := os.ReadDir(filepath.Join(dir, p.Name, pipeline.ShardFolderName(s)))
+		require.NoError(t, err, "shard %s has no folder of its own", s)
+		require.NotEmpty(t, entries)
+	}
+
+	phase2 := makeReadings(16, 41, 80)
+	produce(t, addrs, phase2)
+	want := reference(t, p, append(phase1, phase2...))
+	require.Eventually(t, func() bool { return rec.has(want) }, 30*time.Second, 10*time.Millisecond)
+	b.stop(t)
+	rec.requireExact(t, want)
+}

@@ -1,0 +1,19 @@
+// Package mosquittotest starts a real Mosquitto broker (Debian's
+// mosquitto 2.x, MQTT v5) for tests: a loopback port, anonymous access,
+// sessions in memory, stopped at test end.
+//
+//	b := mosquittotest.Start(t)   // skips when mosquitto is absent
+//	url := b.URL()                // mqtt://127.0.0.1:<port>
+//
+// Binary lookup: $TFLO_MOSQUITTO, else mosquitto on PATH (/usr/sbin is
+// searched too: Debian installs it there). When it is missing the test is
+// skipped with a message saying how to install it (`apt-get install
+// mosquitto`), unless TFLO_REQUIRE_SERVICES=1 (set by `make test`), which
+// turns the skip into a failure.
+//
+// Mosquitto sends a client at most max_inflight_messages (20 by default)
+// unacknowledged QoS 1/2 messages, whatever Receive Maximum the client
+// announces; Options.MaxInflight changes it.
+//
+// Concurrency: a Broker's methods are safe for concurrent use.
+package mosquittotest

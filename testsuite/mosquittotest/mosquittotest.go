@@ -1,0 +1,130 @@
+package mosquittotest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options configure Start.
+type Options struct {
+	// MaxInflight is mosquitto's max_inflight_messages (0: its default,
+	// 20).
+	MaxInflight int
+}
+
+// Broker is a running mosquitto.
+type Broker struct {
+	addr string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	log  bytes.Buffer
+}
+
+// Binary returns the mosquitto to run, and false when there is none.
+func Binary() (string, bool) {
+	if p := os.Getenv("TFLO_MOSQUITTO"); p != "" {
+		_, err := os.Stat(p)
+		return p, err == nil
+	}
+	if p, err := exec.LookPath("mosquitto"); err == nil {
+		return p, true
+	}
+	p := "/usr/sbin/mosquitto"
+	_, err := os.Stat(p)
+	return p, err == nil
+}
+
+// Start starts mosquitto on a free loopback port and waits until it
+// accepts connections.
+func Start(t testing.TB, opts ...Options) *Broker {
+	t.Helper()
+	bin, ok := Binary()
+	if !ok {
+		msg := "mosquitto not found (looked at $TFLO_MOSQUITTO, PATH and /usr/sbin); `apt-get install -y mosquitto` installs it"
+		if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
+			t.Fatal(msg + " (TFLO_REQUIRE_SERVICES=1)")
+		}
+		t.Skip(msg)
+	}
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("mosquittotest: free port: %v", err)
+	}
+	addr := l.Addr().String()
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	// max_queued_messages as deploy/mosquitto.conf sets it: the default
+	// (1000) drops what a session collects while its client restarts.
+	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n", port)
+	if o.MaxInflight > 0 {
+		conf += fmt.Sprintf("max_inflight_messages %d\n", o.MaxInflight)
+	}
+	path := filepath.Join(t.TempDir(), "mosquitto.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatalf("mosquittotest: %v", err)
+	}
+	b := &Broker{addr: addr}
+	b.cmd = exec.Command(bin, "-c", path)
+	b.cmd.Stdout, b.cmd.Stderr = (*logWriter)(b), (*logWriter)(b)
+	if err := b.cmd.Start(); err != nil {
+		t.Fatalf("mosquittotest: start %s: %v", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- b.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = b.cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("mosquitto log:\n%s", b.Log())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return b
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("mosquittotest: mosquitto exited: %v\n%s", err, b.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mosquittotest: mosquitto not accepting on %s after 10s: %v\n%s", addr, err, b.Log())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the port against its deadline
+	}
+}
+
+// Addr is the host:port clients connect to.
+func (b *Broker) Addr() string { return b.addr }
+
+// URL is the broker's mqtt:// URL.
+func (b *Broker) URL() string { return "mqtt://" + b.addr }
+
+// Log returns what mosquitto printed.
+func (b *Broker) Log() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.log.String()
+}
+
+type logWriter Broker
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.log.Write(p)
+}
