@@ -57,10 +57,12 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
 
 // WithTemporal runs the slow path on Temporal through c (not closed by
-// the worker): the worker serves its shards' checkpoint, handoff and lease
-// activities on its own task queue and announces the shards it gains to
-// their checkpoint and handoff workflows. Default: no Temporal; the worker
-// checkpoints in process every Checkpoint.Interval.
+// the worker): the worker announces the shards it gains to the pipeline's
+// checkpoint coordinator (workflows.CoordinatorWorkflow, started by the
+// first announcement) and serves its rounds, the handoff steps and its
+// lease activity on its own task queue; with no round for
+// Checkpoint.MaxCheckpointAge it checkpoints on its own. Default: no
+// Temporal; the worker checkpoints in process every Checkpoint.Interval.
 func WithTemporal(c client.Client) Option { return func(o *options) { o.tc = c } }
 
 // WithControlWorker also runs tflo's workflows (workflows.ControlTaskQueue)
@@ -331,13 +333,10 @@ func (w *Worker) Err() error {
 	return nil
 }
 
-// RegisterWorkflows registers tflo's workflows on a control-queue worker.
-func RegisterWorkflows(r worker.WorkflowRegistry) {
-	r.RegisterWorkflow(workflows.CheckpointWorkflow)
-	r.RegisterWorkflow(workflows.HandoffWorkflow)
-	r.RegisterWorkflow(workflows.LeaseWorkflow)
-	r.RegisterWorkflow(workflows.BackfillWorkflow)
-}
+// RegisterWorkflows registers tflo's workflows on a control-queue worker
+// (workflows.Register: the checkpoint coordinator, handoff, lease and
+// backfill, pinned when the worker is versioned).
+func RegisterWorkflows(r worker.WorkflowRegistry) { workflows.Register(r) }
 
 // Run consumes the source and serves the slow path until ctx ends, Close
 // is called or the source fails. It then drains: a Kafka source leaves
@@ -438,6 +437,7 @@ func (w *Worker) startTemporal(ctx context.Context, tc client.Client) (stop func
 	// to two thirds of it never makes the lease workflow declare this
 	// worker dead.
 	aw := worker.New(tc, w.TaskQueue(), worker.Options{WorkerStopTimeout: 10 * time.Second, MaxHeartbeatThrottleInterval: hb / 3})
+	aw.RegisterActivity(&activities.Rounds{Host: w.host.shards})
 	aw.RegisterActivity(activities.NewCheckpoints(w.host.shards))
 	aw.RegisterActivity(&activities.Handoffs{Host: w.host})
 	aw.RegisterActivity(&leases{activities.Leases{Host: w.host, Keeper: w}})
