@@ -372,11 +372,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	tc := w.o.tc
 	if tc != nil {
-		stop, err := w.startTemporal(ctx, tc)
-		if err != nil {
-			return err
-		}
-		defer stop()
+		defer w.startTemporalLazily(ctx, tc)()
 	}
 
 	srcDone := make(chan error, 1)
@@ -424,6 +420,53 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("pipeline %q, worker %q: %w", w.c.p.Name, w.o.workerID, err)
 	}
 	return nil
+}
+
+// startTemporalLazily starts the Temporal workers (startTemporal) in the
+// background, retrying with backoff while Temporal is unreachable: the
+// hot path does not wait for the slow path, and the shards checkpoint on
+// their own meanwhile (the control plane's local checkpoints). stop
+// stops the retries, then what was started.
+func (w *Worker) startTemporalLazily(ctx context.Context, tc client.Client) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopTW  func()
+		done    = make(chan struct{})
+		backoff = time.Second
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			s, err := w.startTemporal(ctx, tc)
+			if err == nil {
+				mu.Lock()
+				stopTW = s
+				mu.Unlock()
+				w.log.Info("temporal workers started", "task_queue", w.TaskQueue())
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Warn("starting the temporal workers failed (Temporal unreachable?); the shards checkpoint locally meanwhile; will retry",
+				"err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if stopTW != nil {
+			stopTW()
+		}
+	}
 }
 
 // startTemporal starts the worker's activity worker (and the control

@@ -62,7 +62,7 @@ func sourceName(s pipeline.Source) string {
 	return fmt.Sprintf("%T", s)
 }
 
-// RunPipeline runs p as cfg deploys it: it dials Temporal (when an
+// RunPipeline runs p as cfg deploys it: it makes a lazy Temporal client (when an
 // address is set), opens the coordination store (when a NATS URL is
 // set), serves backfills (when an InfluxDB is set) and runs the pipeline
 // worker until ctx ends; opts are added to the worker's.
@@ -84,14 +84,15 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 				return err
 			}
 		}
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		tc, err = client.DialContext(dctx, copts)
-		cancel()
+		// Lazy: the worker starts and runs its hot path (checkpointing
+		// locally) while Temporal is unreachable, and joins the
+		// coordinator's rounds when it comes back.
+		tc, err = client.NewLazyClient(copts)
 		if err != nil {
-			return fmt.Errorf("dial temporal at %s: %w", r, err)
+			return fmt.Errorf("temporal client for %s: %w", r, err)
 		}
 		defer tc.Close()
-		log.Info("connected to temporal", "target", r.String(), "address_from", r.Source("address"))
+		log.Info("temporal client ready (connects on first use)", "target", r.String(), "address_from", r.Source("address"))
 		o = append(o, pipeline.WithTemporal(tc))
 		if cfg.ControlWorker {
 			o = append(o, pipeline.WithControlWorker())

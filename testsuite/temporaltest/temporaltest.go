@@ -24,6 +24,21 @@ type Server struct {
 // Pid returns the dev server's process id (for its CPU use in /proc).
 func (s *Server) Pid() int { return s.dev.Pid() }
 
+// Stop kills the dev server (an outage: SIGKILL); its database stays.
+// Client stays open and reconnects after Restart.
+func (s *Server) Stop() { s.dev.Stop() }
+
+// Restart starts the stopped dev server again on the same address and
+// database, failing t when it does not come back.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.dev.Restart(ctx); err != nil {
+		t.Fatalf("restart temporal dev server: %v\n%s", err, s.dev.LogTail(4096))
+	}
+}
+
 // Binary returns the temporal CLI path and whether it exists
 // ($TFLO_TEMPORAL, else <repo>/bin/temporal).
 func Binary() (string, bool) { return toolbin.Path("temporal", "TFLO_TEMPORAL") }
