@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/internal/devstack"
@@ -24,7 +22,6 @@ import (
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/workers/pipelines"
 	"github.com/tflo-io/tflo/workers/simulator"
-	"github.com/tflo-io/tflo/workflows"
 )
 
 // Names the stack uses (those of the specs).
@@ -257,9 +254,8 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		defer cancel()
 		s.Backfill.Close(cctx)
 	})
-	if err := s.startCheckpointWorkflows(ctx, cp); err != nil {
-		return nil, err
-	}
+	// The central workers start the pipeline's checkpoint coordinator
+	// with their first announcement (workflows.Announce).
 
 	// Edge gateway.
 	ep, err := s.EdgePipeline()
@@ -383,24 +379,6 @@ func (s *Stack) Shards() []streaming.ShardID {
 		out[p] = streaming.KafkaShard(SignalsTopic, p)
 	}
 	return out
-}
-
-// startCheckpointWorkflows starts (or keeps) the checkpoint workflow of
-// every partition, as `starter pipeline start` does; the workers announce
-// themselves as owners when they are assigned the partitions.
-func (s *Stack) startCheckpointWorkflows(ctx context.Context, p pipeline.Pipeline) error {
-	pol := p.Checkpoint
-	for _, sh := range s.Shards() {
-		in := workflows.CheckpointInput{Pipeline: PipelineName, Shard: sh, Interval: s.Opts.CheckpointInterval,
-			BreakerThreshold: pol.BreakerThreshold, BreakerCoolDown: pol.BreakerCoolDown,
-			SnapshotTimeout: pol.StageTimeout, SaveTimeout: pol.StageTimeout, CommitTimeout: pol.StageTimeout}
-		id := workflows.CheckpointWorkflowID(PipelineName, sh)
-		if _, err := s.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, workflows.CheckpointWorkflow, in); err != nil {
-			return fmt.Errorf("portal stack: start checkpoint workflow %s: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // SimulatorDone is closed when the simulator has published its configured
