@@ -481,7 +481,6 @@ func (w *Worker) startTemporal(ctx context.Context, tc client.Client) (stop func
 	// worker dead.
 	aw := worker.New(tc, w.TaskQueue(), worker.Options{WorkerStopTimeout: 10 * time.Second, MaxHeartbeatThrottleInterval: hb / 3})
 	aw.RegisterActivity(&activities.Rounds{Host: w.host.shards})
-	aw.RegisterActivity(activities.NewCheckpoints(w.host.shards))
 	aw.RegisterActivity(&activities.Handoffs{Host: w.host})
 	aw.RegisterActivity(&leases{activities.Leases{Host: w.host, Keeper: w}})
 	tws := []worker.Worker{aw}
