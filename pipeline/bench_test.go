@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 	"github.com/tflo-io/tflo/internal/benchratio"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap})
+	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap, "nockpt": baselineSMANoCheckpoints})
 }
 
 const benchPartitions, benchSensors = 6, 1000
@@ -114,17 +116,29 @@ func baselineFranzMap(b *testing.B) {
 func BenchmarkSMASpec(b *testing.B) {
 	addrs := benchTopics(b, b.N)
 	p := smaJob(b, addrs, b.TempDir())
+	b.ResetTimer()
+	ds, _ := runSMA(b, p)
+	benchratio.Report(b, "franzmap", baselineFranzMap)
+	reportSMA(b, p, ds)
+}
+
+// runSMA runs a worker of p (with opts) until b.N SMAs are acknowledged,
+// timed from the worker's start, and returns the durations of the
+// checkpoints it completed meanwhile and the process's CPU time per
+// reading over that time (ns).
+func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.Duration, float64) {
+	b.Helper()
 	var mu sync.Mutex
 	var durs []time.Duration
-	b.ResetTimer()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := pipeline.NewWorker(ctx, p, pipeline.WithLogger(testLogger(b)),
+	cpu0 := processCPU(b)
+	w, err := pipeline.NewWorker(ctx, p, append([]pipeline.Option{pipeline.WithLogger(testLogger(b)),
 		pipeline.WithCheckpointObserver(func(_ streaming.ShardID, st streaming.CheckpointStatus) {
 			mu.Lock()
 			durs = append(durs, st.LastDuration)
 			mu.Unlock()
-		}))
+		})}, opts...)...)
 	require.NoError(b, err)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -137,13 +151,24 @@ func BenchmarkSMASpec(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	cpu := float64(processCPU(b)-cpu0) / float64(max(b.N, 1))
 	mu.Lock()
 	ds := slices.Clone(durs)
 	mu.Unlock()
 	cancel()
 	require.NoError(b, <-done)
+	return ds, cpu
+}
 
-	benchratio.Report(b, "franzmap", baselineFranzMap)
+// processCPU is the process's user and system CPU time so far (ns).
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// reportSMA reports the throughput and the checkpoints' durations.
+func reportSMA(b *testing.B, p pipeline.Pipeline, ds []time.Duration) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(len(ds)), "checkpoints")
 	b.ReportMetric(float64(p.Checkpoint.Interval.Milliseconds()), "ckpt-interval-ms")
@@ -152,5 +177,54 @@ func BenchmarkSMASpec(b *testing.B) {
 		q := func(f float64) float64 { return float64(ds[int(f*float64(len(ds)-1))].Microseconds()) / 1000 }
 		b.ReportMetric(q(0.5), "ckpt-p50-ms")
 		b.ReportMetric(q(0.99), "ckpt-p99-ms")
+	}
+}
+
+// baselineSMANoCheckpoints is BenchmarkSMASpec's job with no checkpoints
+// at all (checkpoint.disabled, no Temporal): the hot path alone. Its CPU
+// time per reading (last run) is noCheckpointsCPU.
+func baselineSMANoCheckpoints(b *testing.B) {
+	addrs := benchTopics(b, b.N)
+	p := smaJob(b, addrs, b.TempDir())
+	p.Checkpoint.Disabled = true
+	b.ResetTimer()
+	_, noCheckpointsCPU = runSMA(b, p)
+}
+
+var noCheckpointsCPU float64
+
+// BenchmarkSMASpecRounds is BenchmarkSMASpec's job with its checkpoints
+// driven by the pipeline's checkpoint coordinator on a Temporal dev
+// server, a round every second (the worker runs the control workflows
+// too), against the same job with no checkpoints in the same run
+// (x-nockpt: time per reading over the baseline's; throughput-ratio is
+// its inverse, the target ≥ 0.97). On a shared machine the wall times
+// also measure the other processes: cpu-throughput-ratio is the
+// baseline's CPU time per reading over this one's (this process only: the
+// dev server's CPU is not counted, server-cpu-ns/op shows it).
+// checkpoints counts the shard checkpoints the rounds took. Run it long
+// enough for several rounds:
+//
+//	go test -run '^$' -bench SMASpecRounds -benchtime 3000000x ./pipeline/
+func BenchmarkSMASpecRounds(b *testing.B) {
+	srv := temporaltest.Start(b)
+	addrs := benchTopics(b, b.N)
+	p := smaJob(b, addrs, b.TempDir())
+	p.Checkpoint.Interval = time.Second
+	srv0 := srv.CPU(b)
+	b.ResetTimer()
+	ds, cpu := runSMA(b, p, pipeline.WithWorkerID("bench"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker())
+	server := float64(srv.CPU(b)-srv0) / float64(b.N)
+	benchratio.Report(b, "nockpt", baselineSMANoCheckpoints)
+	reportSMA(b, p, ds)
+	if base := benchratio.Baseline("nockpt", baselineSMANoCheckpoints); base.N > 0 && b.N > 0 {
+		per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		basePer := float64(base.T.Nanoseconds()) / float64(base.N)
+		b.ReportMetric(basePer/per, "throughput-ratio")
+	}
+	b.ReportMetric(cpu, "cpu-ns/op")
+	b.ReportMetric(server, "server-cpu-ns/op")
+	if noCheckpointsCPU > 0 && cpu > 0 {
+		b.ReportMetric(noCheckpointsCPU/cpu, "cpu-throughput-ratio")
 	}
 }
