@@ -4,7 +4,10 @@
 # until the pipeline's checkpoint coordinator has finished a round (asked
 # for with `starter checkpoint now`), and takes a headless chromium
 # screenshot of the coordinator's page in the web UI, whose first screen
-# shows the round summary (static summary and details, current details).
+# shows the input (durations as text) and the rounds, one activity per
+# worker with its summary ("round 71 of iot-portal: 2 shards on
+# central-1"); the static summary and details and the current details
+# (the last round) are on its User Metadata tab.
 # Needs bin/temporal and bin/influxd (make demo builds them) and chromium
 # (apt-get install chromium). Not part of make test.
 set -euo pipefail
@@ -42,7 +45,17 @@ run=$("$tmp/starter" --address "$fe" checkpoint list --pipeline iot-portal --jso
 [ -n "$run" ] || { echo "ui-screenshot: no running coordinator of iot-portal" >&2; exit 1; }
 url="$ui/namespaces/default/workflows/tflo-coordinator%3Aiot-portal/$run/history"
 echo "screenshot of $url"
+# The web UI long-polls a running workflow's history, so the page never
+# goes idle and chromium's own --screenshot (with --virtual-time-budget)
+# waits for ever: load the page, give it 10 s, and take the screenshot
+# over the DevTools protocol.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$tmp/chromium" --window-size=1400,1000 \
-	--virtual-time-budget=10000 --screenshot="$out" "$url" >/dev/null 2>&1
+	--remote-debugging-port="$port" "$url" >"$tmp/chromium.log" 2>&1 &
+cpid=$!
+sleep 10 # the page renders; not synchronisation with anything we could wait on
+timeout 60 python3 scripts/cdp-screenshot.py "$port" "$out" || { tail -5 "$tmp/chromium.log" >&2; }
+kill "$cpid" 2>/dev/null || true
+wait "$cpid" 2>/dev/null || true
 [ -s "$out" ] || { echo "ui-screenshot: chromium wrote no screenshot" >&2; exit 1; }
 echo "wrote $out"

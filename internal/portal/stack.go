@@ -350,6 +350,7 @@ func (s *Stack) CentralPipeline(i int) (pipeline.Pipeline, error) {
 	p.State.Memory = 128 << 20
 	p.State.Durable = pipeline.Durable{Store: s.durable}
 	p.Checkpoint.Interval = s.Opts.CheckpointInterval
+	p.Checkpoint.MaxCheckpointAge = 3 * s.Opts.CheckpointInterval // the spec's default was its own interval's
 	p.Checkpoint.HeartbeatTimeout = 10 * time.Second
 	p.Checkpoint.StageTimeout = 10 * time.Second
 	p.Checkpoint.HandoffStepTimeout = 20 * time.Second
@@ -369,6 +370,7 @@ func (s *Stack) EdgePipeline() (pipeline.Pipeline, error) {
 	p.Source.(*pipeline.MQTTSource).OmitReceiveMaximum = true
 	p.State.Memory = 96 << 20
 	p.Checkpoint.Interval = s.Opts.CheckpointInterval
+	p.Checkpoint.MaxCheckpointAge = 3 * s.Opts.CheckpointInterval // the spec's default was its own interval's
 	return p, nil
 }
 
