@@ -450,3 +450,47 @@ func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
 		require.Contains(t, row.Handoff, "first@")
 	}
 }
+
+// TestBreakerGaugeShowsTheCoordinators: the only checkpoint breaker is
+// the coordinator's (issue 13 §3; there used to be a second one in
+// process, and the gauge showed that one). With the durable store failing,
+// rounds fail on storage, the coordinator's breaker opens after its
+// threshold, and every held shard's tflo_pipeline_checkpoint_breaker_state
+// shows it open (2); once the store is back the half-open probe round closes it and the gauge
+// follows.
+func TestBreakerGaugeShowsTheCoordinators(t *testing.T) {
+	srv := temporaltest.Start(t)
+	const parts = 2
+	c := newCluster(t, parts)
+	store := &cutStore{StateStore: memory.New()}
+	p := temporalPipeline(c.ListenAddrs(), store)
+	p.Checkpoint.BreakerThreshold = 2
+	p.Checkpoint.BreakerCoolDown = 3 * time.Second
+	reg := prometheus.NewRegistry()
+	start(t, p, pipeline.WithWorkerID("solo"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker(), pipeline.WithMetrics(reg))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		st, err := queryCoordinator(ctx, srv.Client, p.Name)
+		return err == nil && st.Complete > 0
+	}, time.Minute, 50*time.Millisecond, "no complete round")
+	require.Zero(t, gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"))
+
+	store.Cut()
+	require.Eventually(t, func() bool {
+		st, err := queryCoordinator(ctx, srv.Client, p.Name)
+		return err == nil && st.Breaker == workflows.BreakerOpen
+	}, time.Minute, 50*time.Millisecond, "the coordinator's breaker never opened")
+	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoint_breaker_state") == 2*parts },
+		30*time.Second, 20*time.Millisecond, "the gauge does not show the coordinator's open breaker")
+
+	store.mu.Lock()
+	store.cut = false
+	store.mu.Unlock()
+	require.Eventually(t, func() bool {
+		st, err := queryCoordinator(ctx, srv.Client, p.Name)
+		return err == nil && st.Breaker == workflows.BreakerClosed
+	}, time.Minute, 50*time.Millisecond, "the probe round did not close the breaker")
+	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoint_breaker_state") == 0 },
+		30*time.Second, 20*time.Millisecond, "the gauge does not follow the closed breaker")
+}
