@@ -17,10 +17,10 @@ import (
 )
 
 // TestWorkerStartsWithoutTemporal (issue 13 §4): with a Temporal address
-// nothing answers on, the worker starts anyway and runs its hot path
-// (the client is lazy; the Temporal workers start in the background, and
-// the shards checkpoint locally meanwhile). It used to fail after 30 s
-// dialing Temporal.
+// nothing answers on, the worker — serving backfills too — starts anyway
+// and runs its hot path (the client is lazy; the Temporal workers and the
+// backfill worker start in the background, and the shards checkpoint
+// locally meanwhile). It used to fail after 30 s dialing Temporal.
 func TestWorkerStartsWithoutTemporal(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -31,7 +31,8 @@ func TestWorkerStartsWithoutTemporal(t *testing.T) {
 	defer k.Close()
 	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
 	t.Setenv("STATE_DIR", t.TempDir())
-	cfg := worker.PipelineConfig{WorkerID: "lazy1", Temporal: temporalclient.Config{Address: dead, KeyPath: "temporal"}, ControlWorker: true}
+	cfg := worker.PipelineConfig{WorkerID: "lazy1", Temporal: temporalclient.Config{Address: dead, KeyPath: "temporal"}, ControlWorker: true,
+		Backfill: worker.BackfillConfig{InfluxURL: "http://" + dead}} // backfills served too: their worker starts once Temporal answers
 	p, err := pipeline.Load(spec("sma-readings.yaml"))
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()

@@ -119,10 +119,28 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 			URL: cfg.Backfill.InfluxURL, Token: os.Getenv(cfg.Backfill.TokenEnv), Brokers: brokers,
 			S3: archiveloc.S3FromEnv(os.LookupEnv), Modes: env.Modes, Log: log.With("component", "backfill"),
 		}
-		if err := b.Start(tc); err != nil {
-			return err
-		}
+		// Started in the background with backoff: the client is lazy, and
+		// a worker starts while Temporal is unreachable.
+		bctx, bcancel := context.WithCancel(ctx)
+		started := make(chan struct{})
+		go func() {
+			defer close(started)
+			for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+				err := b.Start(tc)
+				if err == nil {
+					return
+				}
+				log.Warn("starting the backfill worker failed (Temporal unreachable?); will retry", "err", err, "in", backoff)
+				select {
+				case <-bctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+			}
+		}()
 		defer func() {
+			bcancel()
+			<-started
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			b.Close(cctx)
