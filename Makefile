@@ -47,6 +47,10 @@ demo: ## run the whole iot-portal on this machine (builds bin/temporal and bin/i
 	GOFLAGS=-v $(MAKE) --no-print-directory $(BIN)/temporal $(BIN)/influxd
 	$(GO) run ./starter demo $(DEMO_ARGS)
 
+.PHONY: ui-screenshot
+ui-screenshot: ## screenshot the checkpoint coordinator's page in the demo's Temporal web UI (needs chromium and bin/temporal, bin/influxd); OUT=coordinator.png
+	scripts/ui-screenshot.sh $(or $(OUT),coordinator.png)
+
 .PHONY: record-histories
 record-histories: RELEASE ?= $(shell git rev-parse --short HEAD)
 record-histories: $(BIN)/temporal ## add workflow histories of this release (RELEASE=name, default the commit) under workflows/testdata/histories; never overwrites

@@ -102,20 +102,6 @@ func (r *Shards) Unregister(pipeline string, shard streaming.ShardID) {
 	delete(r.local, k)
 }
 
-// Lookup returns the Checkpointer serving ref, or a non-retryable NotOwner
-// error when this worker does not serve the shard.
-func (r *Shards) Lookup(ref ShardRef) (*streaming.Checkpointer, error) {
-	r.mu.RLock()
-	cp, ok := r.shards[shardKey{ref.Pipeline, ref.Shard}]
-	r.mu.RUnlock()
-	if !ok {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("shard %s/%s is not served by this worker (epoch %d)", ref.Pipeline, ref.Shard, ref.Epoch),
-			ErrTypeNotOwner, nil)
-	}
-	return cp, nil
-}
-
 // Coordinator returns what this worker knows of pipeline's coordinator.
 func (r *Shards) Coordinator(pipeline string) CoordinatorView {
 	r.mu.RLock()
@@ -306,65 +292,6 @@ func (r *Shards) localOnce(ctx context.Context, pipeline string, maxAge time.Dur
 			r.view(pipeline).LocalCheckpoints++
 		}
 	}
-}
-
-// Checkpoints runs the three checkpoint stages of the shards this worker
-// serves, as activities on the worker's own task queue, for the per-shard
-// CheckpointWorkflow. Superseded by the coordinator's rounds (Rounds over
-// a CheckpointHost); kept, with that workflow, until the pipeline runtime
-// runs on rounds. Register it with worker.RegisterActivity; workflows call
-// its methods by reference.
-type Checkpoints struct {
-	Shards *Shards
-}
-
-// NewCheckpoints returns the checkpoint activities over shards.
-func NewCheckpoints(shards *Shards) *Checkpoints { return &Checkpoints{Shards: shards} }
-
-func (a *Checkpoints) lookup(ref ShardRef) (*streaming.Checkpointer, error) {
-	if a.Shards == nil {
-		return nil, temporal.NewNonRetryableApplicationError("checkpoint activities have no shard registry", ErrTypeBadInput, nil)
-	}
-	return a.Shards.Lookup(ref)
-}
-
-// Snapshot cuts the shard's state at the current cursor (stage 1).
-func (a *Checkpoints) Snapshot(ctx context.Context, ref ShardRef) (SnapshotResult, error) {
-	cp, err := a.lookup(ref)
-	if err != nil {
-		return SnapshotResult{}, err
-	}
-	info, err := cp.Snapshot(ctx, ref.Epoch)
-	if err != nil {
-		return SnapshotResult{}, classify(err)
-	}
-	return SnapshotResult{CheckpointID: uint64(info.ID), Cursor: FormatCursor(info.CursorType, info.Cursor)}, nil
-}
-
-// SaveState writes the cut's state to the state store (stage 2).
-func (a *Checkpoints) SaveState(ctx context.Context, in StageInput) (SaveResult, error) {
-	cp, err := a.lookup(in.ShardRef)
-	if err != nil {
-		return SaveResult{}, err
-	}
-	info, err := cp.SaveState(ctx, streaming.CheckpointID(in.CheckpointID))
-	if err != nil {
-		return SaveResult{}, classify(err)
-	}
-	return SaveResult{Bytes: info.Bytes, Requests: info.Pieces}, nil
-}
-
-// CommitCursor saves the cursor of a checkpoint whose state is saved
-// (stage 3).
-func (a *Checkpoints) CommitCursor(ctx context.Context, in StageInput) (CommitResult, error) {
-	cp, err := a.lookup(in.ShardRef)
-	if err != nil {
-		return CommitResult{}, err
-	}
-	if err := cp.CommitCursor(ctx, streaming.CheckpointID(in.CheckpointID)); err != nil {
-		return CommitResult{}, classify(err)
-	}
-	return CommitResult{Cursor: cp.Status().LastCursor}, nil
 }
 
 // classify maps streaming errors to Temporal application errors: fencing

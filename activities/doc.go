@@ -18,8 +18,6 @@
 //     benchmarks is testsuite/fakeactivities.MemoryShards.
 //   - Rounds: the round activity over a CheckpointHost.
 //   - Handoffs, Leases: the handoff and lease steps over a ShardHost.
-//   - Checkpoints: the per-shard stage activities of the per-shard
-//     CheckpointWorkflow, kept while the pipeline runtime still uses them.
 //   - Backfills: archive listing and replay.
 //   - Duration: durations that read as text in workflow inputs and results.
 //

@@ -15,31 +15,6 @@ type ShardRef struct {
 	Epoch    streaming.Epoch   `json:"epoch"`
 }
 
-// SnapshotResult is what the snapshot stage reports: the id of the cut and
-// the cursor it reflects. The state itself stays in the worker.
-type SnapshotResult struct {
-	CheckpointID uint64 `json:"checkpoint_id"`
-	Cursor       string `json:"cursor"`
-	Keys         int    `json:"keys"`
-}
-
-// StageInput addresses one stage of one checkpoint of a shard.
-type StageInput struct {
-	ShardRef
-	CheckpointID uint64 `json:"checkpoint_id"`
-}
-
-// SaveResult is what the state-save stage reports.
-type SaveResult struct {
-	Bytes    int64 `json:"bytes"`
-	Requests int   `json:"requests"`
-}
-
-// CommitResult is what the cursor-commit stage reports.
-type CommitResult struct {
-	Cursor string `json:"cursor"`
-}
-
 // Error types of application errors raised by activities. Workflows match
 // on these strings; classification happens here only.
 const (

@@ -16,10 +16,11 @@ import (
 	"github.com/tflo-io/tflo/internal/benchratio"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap, "noarchive": baselineNoArchive})
+	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap, "noarchive": baselineNoArchive, "nockpt": baselineSMANoCheckpoints})
 }
 
 const benchPartitions, benchSensors = 6, 1000
@@ -174,19 +175,28 @@ func runSMASpec(b *testing.B, archive bool) (pipeline.Pipeline, []time.Duration,
 	if archive {
 		p.Sinks = append(p.Sinks, pipeline.ArchiveSink{Dir: b.TempDir()})
 	}
+	b.ResetTimer()
+	ds, t := runSMA(b, p)
+	return p, ds, t
+}
+
+// runSMA runs a worker of p (with opts) until b.N SMAs are acknowledged,
+// timed from the worker's start, and returns the durations of the
+// checkpoints it completed meanwhile and the wall and CPU time it took.
+func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.Duration, timed) {
+	b.Helper()
 	var mu sync.Mutex
 	var durs []time.Duration
-	b.ResetTimer()
 	b.StartTimer() // stopped by the previous run of a paired benchmark
 	w0, c0 := time.Now(), cpuTime()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := pipeline.NewWorker(ctx, p, pipeline.WithLogger(testLogger(b)),
+	w, err := pipeline.NewWorker(ctx, p, append([]pipeline.Option{pipeline.WithLogger(testLogger(b)),
 		pipeline.WithCheckpointObserver(func(_ streaming.ShardID, st streaming.CheckpointStatus) {
 			mu.Lock()
 			durs = append(durs, st.LastDuration)
 			mu.Unlock()
-		}))
+		})}, opts...)...)
 	require.NoError(b, err)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -205,7 +215,7 @@ func runSMASpec(b *testing.B, archive bool) (pipeline.Pipeline, []time.Duration,
 	mu.Unlock()
 	cancel()
 	require.NoError(b, <-done)
-	return p, ds, t
+	return ds, t
 }
 
 // timed is the wall and CPU time of a benchmark's timed part.
@@ -222,5 +232,56 @@ func reportCheckpoints(b *testing.B, p pipeline.Pipeline, ds []time.Duration) {
 		q := func(f float64) float64 { return float64(ds[int(f*float64(len(ds)-1))].Microseconds()) / 1000 }
 		b.ReportMetric(q(0.5), "ckpt-p50-ms")
 		b.ReportMetric(q(0.99), "ckpt-p99-ms")
+	}
+}
+
+// baselineSMANoCheckpoints is BenchmarkSMASpec's job with no checkpoints
+// at all (checkpoint.disabled, no Temporal): the hot path alone. Its CPU
+// time per reading (last run) is noCheckpointsCPU.
+func baselineSMANoCheckpoints(b *testing.B) {
+	addrs := benchTopics(b, b.N)
+	p := smaJob(b, addrs, b.TempDir())
+	p.Checkpoint.Disabled = true
+	b.ResetTimer()
+	_, t := runSMA(b, p)
+	noCheckpointsCPU = float64(t.cpu.Nanoseconds()) / float64(max(b.N, 1))
+}
+
+var noCheckpointsCPU float64
+
+// BenchmarkSMASpecRounds is BenchmarkSMASpec's job with its checkpoints
+// driven by the pipeline's checkpoint coordinator on a Temporal dev
+// server, a round every second (the worker runs the control workflows
+// too), against the same job with no checkpoints in the same run
+// (x-nockpt: time per reading over the baseline's; throughput-ratio is
+// its inverse, the target ≥ 0.97). On a shared machine the wall times
+// also measure the other processes: cpu-throughput-ratio is the
+// baseline's CPU time per reading over this one's (this process only: the
+// dev server's CPU is not counted, server-cpu-ns/op shows it).
+// checkpoints counts the shard checkpoints the rounds took. Run it long
+// enough for several rounds:
+//
+//	go test -run '^$' -bench SMASpecRounds -benchtime 3000000x ./pipeline/
+func BenchmarkSMASpecRounds(b *testing.B) {
+	srv := temporaltest.Start(b)
+	addrs := benchTopics(b, b.N)
+	p := smaJob(b, addrs, b.TempDir())
+	p.Checkpoint.Interval = time.Second
+	srv0 := srv.CPU(b)
+	b.ResetTimer()
+	ds, t := runSMA(b, p, pipeline.WithWorkerID("bench"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker())
+	server := float64(srv.CPU(b)-srv0) / float64(b.N)
+	cpu := float64(t.cpu.Nanoseconds()) / float64(max(b.N, 1))
+	benchratio.Report(b, "nockpt", baselineSMANoCheckpoints)
+	reportCheckpoints(b, p, ds)
+	if base := benchratio.Baseline("nockpt", baselineSMANoCheckpoints); base.N > 0 && b.N > 0 {
+		per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		basePer := float64(base.T.Nanoseconds()) / float64(base.N)
+		b.ReportMetric(basePer/per, "throughput-ratio")
+	}
+	b.ReportMetric(cpu, "cpu-ns/op")
+	b.ReportMetric(server, "server-cpu-ns/op")
+	if noCheckpointsCPU > 0 && cpu > 0 {
+		b.ReportMetric(noCheckpointsCPU/cpu, "cpu-throughput-ratio")
 	}
 }

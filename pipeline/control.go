@@ -2,13 +2,14 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -58,217 +59,233 @@ func (w *Worker) checkpointEvery(ctx context.Context, every time.Duration, shard
 	}
 }
 
-// workflowControl is the control plane on Temporal with one checkpoint
-// workflow and one handoff workflow per shard: when the worker gains a
-// shard it announces itself as the owner to both (signal-with-start of
-// workflows.SignalOwner with its task queue and epoch), retrying until
-// the announcement lands or the shard is lost; and now and then it
-// answers handoffs that wait for the owner of a shard it holds.
+// workflowControl is the control plane on the pipeline's checkpoint
+// coordinator (workflows.CoordinatorWorkflow): the worker announces the
+// shards it gains, and the ones it releases, in batches
+// (workflows.Announce: update-with-start, whose validator refuses a stale
+// epoch and whose answer names each moved shard's previous owner and the
+// handoff the coordinator started); the coordinator's rounds reach the
+// worker as activities on its own queue (activities.Rounds over the host's
+// activities.Shards). While rounds stop coming for max_checkpoint_age
+// (Temporal unreachable, the coordinator stopped, this worker declared
+// gone) the worker checkpoints on its own (activities.Shards.RunLocal) and
+// announces every held shard again, which brings it back into the rounds;
+// the next round reports the local checkpoints to the coordinator.
 type workflowControl struct {
 	w  *Worker
 	tc client.Client
 
-	ctx        context.Context // the announcements' lifetime (set by run)
-	ready      chan struct{}
-	announcers sync.WaitGroup
+	kick chan struct{} // something to announce
 
-	mu        sync.Mutex
-	announced map[*shard]bool
+	mu          sync.Mutex
+	pending     map[streaming.ShardID]*shard // gained, not announced yet
+	released    map[streaming.ShardID]streaming.Epoch
+	coordinator string // the coordinator's first run id, as last announced to
 }
 
 func newWorkflowControl(w *Worker, tc client.Client) *workflowControl {
-	return &workflowControl{w: w, tc: tc, ready: make(chan struct{}), announced: map[*shard]bool{}}
+	return &workflowControl{w: w, tc: tc, kick: make(chan struct{}, 1),
+		pending: map[streaming.ShardID]*shard{}, released: map[streaming.ShardID]streaming.Epoch{}}
+}
+
+func (c *workflowControl) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (c *workflowControl) gained(s *shard) {
-	c.announcers.Go(func() {
-		<-c.ready
-		c.announceUntilDone(s)
-	})
+	c.mu.Lock()
+	c.pending[s.id] = s
+	delete(c.released, s.id)
+	c.mu.Unlock()
+	c.wake()
 }
 
 func (c *workflowControl) lost(s *shard) {
 	c.mu.Lock()
-	delete(c.announced, s)
+	if c.pending[s.id] == s {
+		delete(c.pending, s.id) // never announced: nothing to withdraw
+	} else {
+		c.released[s.id] = s.epoch
+	}
 	c.mu.Unlock()
+	c.wake()
+}
+
+// coordinatorInput is what starts the pipeline's coordinator when no one
+// runs (a running coordinator keeps its own settings).
+func (c *workflowControl) coordinatorInput() workflows.CoordinatorInput {
+	pol := c.w.c.p.Checkpoint
+	return workflows.CoordinatorInput{
+		Pipeline: c.w.c.p.Name, Interval: activities.Duration(pol.Interval), Manual: pol.Disabled,
+		BreakerThreshold: pol.BreakerThreshold, BreakerCoolDown: activities.Duration(pol.BreakerCoolDown),
+		MaxCheckpointAge: activities.Duration(pol.MaxCheckpointAge), HandoffStepTimeout: activities.Duration(pol.HandoffStepTimeout),
+	}
+}
+
+// maxAge is how long the worker goes without a round before it
+// checkpoints on its own: the coordinator's setting once a round told it,
+// the pipeline's until then.
+func (c *workflowControl) maxAge() time.Duration {
+	if v := c.w.host.shards.Coordinator(c.w.c.p.Name); v.MaxCheckpointAge > 0 {
+		return v.MaxCheckpointAge
+	}
+	return c.w.c.p.Checkpoint.MaxCheckpointAge
 }
 
 func (c *workflowControl) run(ctx context.Context) {
-	c.ctx = ctx
-	close(c.ready)
-	defer c.announcers.Wait()
-	every := max(c.w.c.p.Checkpoint.HeartbeatTimeout/2, time.Second)
-	t := time.NewTicker(every)
+	pol := c.w.c.p.Checkpoint
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	if !pol.Disabled {
+		bg.Go(func() { _ = c.w.host.shards.RunLocal(ctx, c.w.c.p.Name, pol.MaxCheckpointAge) })
+	}
+	t := time.NewTicker(max(min(pol.Interval, time.Second), 50*time.Millisecond))
 	defer t.Stop()
+	lastRound, lastSeen := uint64(0), time.Now()
+	var retryAt time.Time
+	backoff := 100 * time.Millisecond
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-c.kick:
 		case <-t.C:
-			c.reconcileHandoffs(ctx)
 		}
-	}
-}
-
-// announceUntilDone announces s, retrying with backoff, until it landed,
-// the shard was lost (a stale epoch is never offered to a waiting
-// handoff) or the worker stops.
-func (c *workflowControl) announceUntilDone(s *shard) {
-	ctx := c.ctx
-	for backoff := 100 * time.Millisecond; ctx.Err() == nil && c.w.host.holds(s); backoff = min(2*backoff, 10*time.Second) {
-		err := c.announce(ctx, s)
-		if err == nil {
-			c.mu.Lock()
-			c.announced[s] = true
-			c.mu.Unlock()
+		now := time.Now()
+		if v := c.w.host.shards.Coordinator(c.w.c.p.Name); v.Round != lastRound {
+			lastRound, lastSeen = v.Round, now
+		}
+		if !pol.Disabled && now.Sub(lastSeen) >= c.maxAge() {
+			// No round for max_checkpoint_age: the local checkpoints
+			// keep the shards safe; announcing every held shard again
+			// brings them back into the rounds (idempotent for a
+			// coordinator that knows them; starts one that was stopped;
+			// revives a worker its lease declared gone).
+			lastSeen = now
+			c.reannounce()
+		}
+		if now.Before(retryAt) {
+			continue
+		}
+		switch err := c.announce(ctx); {
+		case err == nil:
+			backoff = 100 * time.Millisecond
+			retryAt = time.Time{}
+		case ctx.Err() != nil:
 			return
-		}
-		c.w.log.Warn("announcing shard owner failed; will retry", "shard", s.id, "epoch", uint64(s.epoch), "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
+		default:
+			c.w.log.Warn("announcing shard owners failed; will retry", "err", err, "in", backoff)
+			retryAt = now.Add(backoff)
+			backoff = min(2*backoff, 10*time.Second)
 		}
 	}
 }
 
-func (c *workflowControl) owner(s *shard) workflows.Owner {
-	return workflows.Owner{WorkerID: c.w.o.workerID, TaskQueue: c.w.TaskQueue(), Epoch: s.epoch}
+// reannounce marks every held shard to be announced again.
+func (c *workflowControl) reannounce() {
+	held := c.w.host.heldShards()
+	c.mu.Lock()
+	for _, s := range held {
+		c.pending[s.id] = s
+	}
+	c.mu.Unlock()
 }
 
-// announce tells the shard's checkpoint workflow (signal-with-start) and
-// its handoff workflow who owns the shard now. The previous owner, if
-// the checkpoint workflow knows one, becomes the handoff's From so its
-// final checkpoint is verified.
-func (c *workflowControl) announce(ctx context.Context, s *shard) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	p, pol := c.w.c.p.Name, c.w.c.p.Checkpoint
-	owner := c.owner(s)
-	cpID := workflows.CheckpointWorkflowID(p, s.id)
-	prev := c.previousOwner(ctx, cpID, owner)
-	if !pol.Disabled {
-		in := workflows.CheckpointInput{
-			Pipeline: p, Shard: s.id, Interval: pol.Interval,
-			BreakerThreshold: pol.BreakerThreshold, BreakerCoolDown: pol.BreakerCoolDown,
-			SnapshotTimeout: pol.StageTimeout, SaveTimeout: pol.StageTimeout, CommitTimeout: pol.StageTimeout,
-		}
-		opts := client.StartWorkflowOptions{ID: cpID, TaskQueue: workflows.ControlTaskQueue}
-		if _, err := c.tc.SignalWithStartWorkflow(ctx, cpID, workflows.SignalOwner, owner, opts, workflows.CheckpointWorkflow, in); err != nil {
-			return fmt.Errorf("signal-with-start %s: %w", cpID, err)
-		}
-	}
-	hoID := workflows.HandoffWorkflowID(p, s.id)
-	if stale := c.terminateStale(ctx, hoID, s); stale != nil && prev == nil && stale.TaskQueue != owner.TaskQueue {
-		prev = stale
-	}
-	in := workflows.HandoffInput{Pipeline: p, Shard: s.id, From: prev, StepTimeout: pol.HandoffStepTimeout}
-	opts := client.StartWorkflowOptions{ID: hoID, TaskQueue: workflows.ControlTaskQueue}
-	if _, err := c.tc.SignalWithStartWorkflow(ctx, hoID, workflows.SignalOwner, owner, opts, workflows.HandoffWorkflow, in); err != nil {
-		return fmt.Errorf("signal-with-start %s: %w", hoID, err)
-	}
-	prevName := ""
-	if prev != nil {
-		prevName = prev.WorkerID
-	}
-	c.w.log.Info("shard owner announced", "shard", s.id, "epoch", uint64(s.epoch), "previous_owner", prevName)
-	return nil
-}
-
-// reconcileHandoffs answers handoffs that wait for the owner of a shard
-// this worker already holds. The lease workflow of a dead worker starts
-// handoffs for the shards of its last heartbeat, which may be older than
-// the last rebalance: a shard it lists may have moved to this worker
-// before it died, and this worker announced itself then, to an earlier
-// handoff. The data plane has decided; tell the waiting saga.
-func (c *workflowControl) reconcileHandoffs(ctx context.Context) {
-	for _, s := range c.w.host.heldShards() {
-		c.mu.Lock()
-		done := c.announced[s]
-		c.mu.Unlock()
-		if !done || ctx.Err() != nil {
+// announce sends what is pending in one announcement. A stale epoch
+// refuses the whole announcement, so then each shard is announced on its
+// own and the stale ones (lost meanwhile) are dropped.
+func (c *workflowControl) announce(ctx context.Context) error {
+	c.mu.Lock()
+	var shards []*shard
+	for id, s := range c.pending {
+		if !c.w.host.holds(s) {
+			delete(c.pending, id)
 			continue
 		}
-		id := workflows.HandoffWorkflowID(c.w.c.p.Name, s.id)
-		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		desc, err := c.tc.DescribeWorkflow(rctx, id, "")
-		if err != nil || desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			cancel()
-			continue
-		}
-		st, err := c.handoffState(rctx, id)
-		switch {
+		shards = append(shards, s)
+	}
+	var released []activities.ShardEpoch
+	for id, e := range c.released {
+		released = append(released, activities.ShardEpoch{Shard: id, Epoch: e})
+	}
+	c.mu.Unlock()
+	if len(shards)+len(released) == 0 {
+		return nil
+	}
+	err := c.send(ctx, shards, released)
+	if !errors.Is(err, workflows.ErrStaleAnnouncement) {
+		return err
+	}
+	if len(shards) == 1 && len(released) == 0 {
+		c.dropStale(shards[0], err)
+		return nil
+	}
+	var errs []error
+	for _, s := range shards {
+		switch err := c.send(ctx, []*shard{s}, nil); {
+		case errors.Is(err, workflows.ErrStaleAnnouncement):
+			c.dropStale(s, err)
 		case err != nil:
-		case st.Step == workflows.StepAwaitOwner:
-			err = c.tc.SignalWorkflow(rctx, id, "", workflows.SignalOwner, c.owner(s))
-			c.w.log.Info("answered a handoff waiting for the owner of a held shard", "shard", s.id, "epoch", uint64(s.epoch), "err", err)
-		case st.To != nil && st.To.Epoch < s.epoch:
-			// A saga towards an owner the group has since replaced:
-			// announce again, which supersedes it.
-			c.mu.Lock()
-			delete(c.announced, s)
-			c.mu.Unlock()
-			c.announcers.Go(func() { c.announceUntilDone(s) })
+			errs = append(errs, err)
 		}
-		cancel()
 	}
+	if len(released) > 0 {
+		errs = append(errs, c.send(ctx, nil, released))
+	}
+	return errors.Join(errs...)
 }
 
-func (c *workflowControl) handoffState(ctx context.Context, id string) (workflows.HandoffState, error) {
-	var st workflows.HandoffState
-	v, err := c.tc.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-	if err == nil {
-		err = v.Get(&st)
+// dropStale gives up announcing s: the coordinator knows a newer owner,
+// so this worker has lost it (the source tells it soon).
+func (c *workflowControl) dropStale(s *shard, err error) {
+	c.mu.Lock()
+	if c.pending[s.id] == s {
+		delete(c.pending, s.id)
 	}
-	return st, err
+	c.mu.Unlock()
+	c.w.log.Info("shard announcement is stale: a newer owner holds it", "shard", s.id, "epoch", uint64(s.epoch), "err", err)
 }
 
-// terminateStale ends a running handoff of s whose new owner is at an
-// older epoch than ours: the group has given the shard to us since, so
-// that saga can only wait for a dead or former owner (its steps on the
-// owner's queue have no schedule-to-start deadline). It returns that
-// saga's target, which was the shard's owner before us.
-func (c *workflowControl) terminateStale(ctx context.Context, id string, s *shard) *workflows.Owner {
-	desc, err := c.tc.DescribeWorkflow(ctx, id, "")
-	if err != nil || desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return nil
+// send announces shards and released to the coordinator and books what
+// landed.
+func (c *workflowControl) send(ctx context.Context, shards []*shard, released []activities.ShardEpoch) error {
+	a := workflows.Announcement{WorkerID: c.w.o.workerID, TaskQueue: c.w.TaskQueue(), Released: released}
+	for _, s := range shards {
+		a.Shards = append(a.Shards, activities.ShardEpoch{Shard: s.id, Epoch: s.epoch})
 	}
-	st, err := c.handoffState(ctx, id)
-	if err != nil || st.To == nil || st.To.Epoch >= s.epoch {
-		return nil
-	}
-	reason := fmt.Sprintf("superseded: worker %q owns the shard at epoch %d, above the saga's target %q at epoch %d",
-		c.w.o.workerID, uint64(s.epoch), st.To.WorkerID, uint64(st.To.Epoch))
-	if err := c.tc.TerminateWorkflow(ctx, id, "", reason); err != nil {
-		c.w.log.Warn("terminating a stale handoff failed", "workflow", id, "err", err)
-		return nil
-	}
-	c.w.log.Info("terminated a stale handoff", "workflow", id, "reason", reason)
-	to := *st.To
-	return &to
-}
-
-// previousOwner asks the shard's checkpoint workflow whom it knows as the
-// owner, or as the one before when that is us or was cleared (the old
-// owner answered NotOwner after its revoke); nil when it does not run or
-// knows no other owner below our epoch.
-func (c *workflowControl) previousOwner(ctx context.Context, id string, me workflows.Owner) *workflows.Owner {
-	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v, err := c.tc.QueryWorkflow(qctx, id, "", workflows.QueryStatus)
+	res, err := workflows.Announce(actx, c.tc, c.coordinatorInput(), a)
 	if err != nil {
-		return nil
+		return err
 	}
-	var st workflows.CheckpointState
-	if err := v.Get(&st); err != nil {
-		return nil
+	c.mu.Lock()
+	for _, s := range shards {
+		if c.pending[s.id] == s {
+			delete(c.pending, s.id)
+		}
 	}
-	o := st.Owner
-	if o == nil || o.TaskQueue == me.TaskQueue {
-		o = st.Previous
+	for _, r := range released {
+		if e, ok := c.released[r.Shard]; ok && e == r.Epoch {
+			delete(c.released, r.Shard)
+		}
 	}
-	if o == nil || o.TaskQueue == me.TaskQueue || o.Epoch >= me.Epoch {
-		return nil
+	restarted := c.coordinator != "" && res.Coordinator != c.coordinator
+	c.coordinator = res.Coordinator
+	c.mu.Unlock()
+	if restarted {
+		// A coordinator started afresh knows none of our other shards.
+		c.w.log.Info("the checkpoint coordinator was restarted; announcing every held shard again", "coordinator", res.Coordinator)
+		c.reannounce()
+		c.wake()
 	}
-	prev := *o
-	return &prev
+	for _, p := range res.Previous {
+		c.w.log.Info("shard moved here", "shard", p.Shard, "previous_owner", p.Owner.WorkerID, "previous_epoch", uint64(p.Owner.Epoch),
+			"previous_gone", p.Gone, "handoff", p.Handoff)
+	}
+	c.w.log.Info("shard owners announced", "shards", len(a.Shards), "released", len(released), "round", res.Round, "breaker", res.Breaker)
+	return nil
 }

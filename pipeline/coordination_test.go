@@ -120,8 +120,10 @@ func TestCoordinationTwinTakesOverStopsWorker(t *testing.T) {
 // lease workflow restarts it (Restarts counts it) and, once the store is
 // back, the activity runs again with the worker alive. Last, Temporal is
 // unreachable for longer than the heartbeat timeout: the lease workflow
-// declares the live worker dead and hands its shards off, and the worker
-// answers those handoffs as the owner at the same epoch: nothing moves.
+// declares the live worker dead and tells the pipeline's coordinator,
+// which leaves its shards out of the rounds; back in touch, the worker
+// starts a new lease workflow and announces its shards again at the same
+// epochs: nothing moves, and rounds checkpoint them again.
 func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	srv := temporaltest.Start(t)
 	kc := newCluster(t, 2)
@@ -209,7 +211,8 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	var dead workflows.LeaseState
 	require.NoError(t, srv.Client.GetWorkflow(ctx, leaseID, firstRun).Get(ctx, &dead))
 	require.Equal(t, workflows.LeaseDead, dead.Status)
-	require.Len(t, dead.Handoffs, 2, "one handoff per held shard: %+v", dead)
+	require.Equal(t, []string{workflows.CoordinatorWorkflowID(p.Name)}, dead.Told, "%+v", dead)
+	require.Len(t, dead.Orphaned, 2, "%+v", dead)
 	require.NoError(t, w.w.Err(), "the coordination lease outlived the Temporal outage")
 	phase2 := makeReadings(8, 31, 40)
 	produce(t, addrs, phase2)
@@ -219,12 +222,20 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != firstRun &&
 			d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	}, time.Minute, 100*time.Millisecond, "the worker did not start a new lease workflow")
-	for _, id := range dead.Handoffs {
-		var hs workflows.HandoffState
-		waitHandoff(ctx, t, srv.Client, id, "w1", &hs)
-		require.Equal(t, workflows.StepDone, hs.Step)
-		require.NotEmpty(t, hs.Unmoved, "handoff %s moved a shard nobody lost: %+v", id, hs)
-		require.Nil(t, hs.Restored)
+	goneRound := uint64(0)
+	require.Eventually(t, func() bool {
+		st, err := queryCoordinator(ctx, srv.Client, p.Name)
+		goneRound = st.Round
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond)
+	for shard, epoch := range epochs {
+		var row workflows.ShardRow
+		require.Eventually(t, func() bool {
+			var err error
+			row, err = queryShard(ctx, srv.Client, p.Name, shard)
+			return err == nil && row.Owner.WorkerID == "w1" && row.Owner.Epoch == epoch && row.Status == workflows.ShardOK && row.Round > goneRound
+		}, time.Minute, 100*time.Millisecond, "shard %s never came back into the rounds: %+v", shard, row)
+		require.Empty(t, row.Handoff, "shard %s moved though nobody lost it", shard)
 	}
 	require.Equal(t, epochs, heldEpochs(w.w), "the worker kept its shards at the same epochs")
 

@@ -106,21 +106,34 @@
 // checkpoint makes the rows of its cut durable, its commit publishes the
 // files finished by then (and reports the rows and bytes to the round's
 // summary), a restore discards what the restored checkpoint did not
-// commit, and a shard's final checkpoint finishes its file. With Temporal the
-// per-shard checkpoint workflows drive the stages; without, the worker
-// checkpoints every interval; a Kafka revoke takes the final checkpoint,
-// and so does a graceful stop.
+// commit, and a shard's final checkpoint finishes its file. With Temporal
+// the pipeline's checkpoint coordinator drives the checkpoints in rounds;
+// without, the worker checkpoints every interval; a Kafka revoke takes
+// the final checkpoint, and so does a graceful stop.
 //
 // # Control plane
 //
 // The source reports each gained and released shard to the worker's shard
-// host (no polling): the host registers the shard's checkpointer for the
-// checkpoint activities, answers the handoff steps (activities.ShardHost)
-// and tells the control plane, which announces the owner to the shard's
-// checkpoint and handoff workflows. The control plane is one small
-// internal interface, where a per-pipeline checkpoint coordinator replaces
-// the per-shard workflows. The lease workflow supervises the worker; with
-// a coordination store the worker holds a presence lease for its id.
+// host (no polling): the host registers the shard's checkpointer in its
+// activities.Shards (the CheckpointHost of the coordinator's rounds),
+// answers the handoff steps (activities.ShardHost) and tells the control
+// plane. With Temporal that is the pipeline's checkpoint coordinator
+// (workflows.CoordinatorWorkflow, started by the first announcement):
+// the worker announces its gained and released shards in batches
+// (update-with-start; a stale epoch is refused, and a shard that moved
+// between workers gets a HandoffWorkflow whose final checkpoint is a
+// one-worker round); each round is one activity on the worker's own queue
+// (tflo-worker-<id>) that checkpoints every shard it owns, each committed
+// on its own, fenced by its epoch. The coordinator's breaker is the only
+// one; the worker's breaker gauge shows its state. A worker that sees no
+// round for Checkpoint.MaxCheckpointAge (Temporal unreachable, the
+// coordinator stopped, the worker declared gone) checkpoints on its own
+// and announces its shards again; the next round reconciles. The Temporal
+// client may be lazy: the worker starts its Temporal workers in the
+// background, retrying, so it starts and runs while Temporal is down. The
+// lease workflow supervises the worker and tells the coordinator when it
+// dies; with a coordination store the worker holds a presence lease for
+// its id.
 //
 // # Concurrency
 //

@@ -44,10 +44,9 @@ type releasedShard struct {
 var _ activities.ShardHost = (*host)(nil)
 
 // controlPlane is what drives the shards' checkpoints and hears of their
-// moves: the per-shard checkpoint and handoff workflows on Temporal
+// moves: the pipeline's checkpoint coordinator on Temporal
 // (workflowControl), or in-process checkpoints without Temporal
-// (localControl). It is the seam where the one-per-pipeline checkpoint
-// coordinator replaces the per-shard workflows.
+// (localControl).
 type controlPlane interface {
 	// gained: the worker holds s now (restored, before its first record).
 	gained(s *shard)

@@ -49,7 +49,10 @@ func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.Workf
 		ID: id, TaskQueue: workflows.ControlTaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
 	}
-	in := workflows.LeaseInput{WorkerID: w.o.workerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.c.p.Checkpoint.HeartbeatTimeout}
+	// Coordinated: a dead worker's lease tells the pipeline's coordinator,
+	// which starts the handoffs when the shards' next owners announce
+	// themselves.
+	in := workflows.LeaseInput{WorkerID: w.o.workerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.c.p.Checkpoint.HeartbeatTimeout, Coordinated: true}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	run, err := tc.ExecuteWorkflow(sctx, opts, workflows.LeaseWorkflow, in)
@@ -81,8 +84,9 @@ func (l *leaseSupervisor) current() client.WorkflowRun {
 // superviseLease starts a new lease workflow whenever the current one
 // ends while the worker runs. That happens when Temporal was unreachable
 // from this worker for longer than the heartbeat timeout: the workflow
-// declared the worker dead and started handoffs of its shards (which this
-// worker answers as the shards' owner: nothing moves). Without a new lease
+// declared the worker dead and told the pipeline's coordinator, which left
+// its shards out of the rounds; the worker announces them all again, and
+// as their owner at the same epoch nothing moves. Without a new lease
 // workflow, a later real death would go unnoticed.
 func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseSupervisor) {
 	for {
@@ -92,8 +96,12 @@ func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseS
 			return
 		}
 		w.log.Warn("the lease workflow ended while this worker runs (Temporal was unreachable for longer than the heartbeat timeout?); starting a new one",
-			"status", st.Status, "handoffs", st.Handoffs, "err", err)
+			"status", st.Status, "told", st.Told, "err", err)
 		w.m.leaseRestarts.Inc()
+		if c, ok := w.host.control.(*workflowControl); ok {
+			c.reannounce()
+			c.wake()
+		}
 		for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
 			run, err := w.startLease(ctx, tc)
 			if err == nil {

@@ -315,11 +315,16 @@ type S3Store struct {
 // Checkpoint is a pipeline's checkpoint policy.
 type Checkpoint struct {
 	// Interval between checkpoints of a shard (default 10s). With
-	// Temporal it is the checkpoint workflow's interval; without, the
-	// worker checkpoints in process.
+	// Temporal it is the interval of the pipeline's checkpoint
+	// coordinator's rounds; without, the worker checkpoints in process.
 	Interval time.Duration `yaml:"interval"`
+	// MaxCheckpointAge (with Temporal): a worker that has seen no round of
+	// the coordinator for this long checkpoints its shards on its own,
+	// and the next round reconciles (default 3 intervals).
+	MaxCheckpointAge time.Duration `yaml:"max_checkpoint_age"`
 	// Disabled turns periodic checkpoints off (only revokes and shutdown
-	// checkpoint); for measurements.
+	// checkpoint; with Temporal the coordinator runs rounds only when
+	// asked); for measurements.
 	Disabled bool `yaml:"disabled"`
 	// StageTimeout is the deadline of each checkpoint stage (default 30s
 	// for snapshot and commit, 2m for the state save).
@@ -385,6 +390,7 @@ func (p Pipeline) withDefaults() Pipeline {
 		}
 	}
 	def(&c.Interval, 10*time.Second)
+	def(&c.MaxCheckpointAge, 3*c.Interval)
 	def(&c.BreakerCoolDown, time.Minute)
 	def(&c.HeartbeatTimeout, 30*time.Second)
 	def(&c.HandoffStepTimeout, time.Minute)
@@ -564,7 +570,7 @@ func (p Pipeline) Validate() error {
 		}
 	}
 	c := p.Checkpoint
-	if c.Interval < 0 || c.StageTimeout < 0 || c.BreakerCoolDown < 0 || c.HeartbeatTimeout < 0 || c.HandoffStepTimeout < 0 {
+	if c.Interval < 0 || c.MaxCheckpointAge < 0 || c.StageTimeout < 0 || c.BreakerCoolDown < 0 || c.HeartbeatTimeout < 0 || c.HandoffStepTimeout < 0 {
 		add("checkpoint durations must not be negative")
 	}
 	if c.BreakerThreshold < 0 {

@@ -140,3 +140,17 @@ func TestValidateSentences(t *testing.T) {
 		require.Contains(t, err.Error(), w)
 	}
 }
+
+// TestSpecMaxCheckpointAge: checkpoint.max_checkpoint_age is how long a
+// worker goes without a coordinator round before it checkpoints on its
+// own; it defaults to three intervals and may not be negative.
+func TestSpecMaxCheckpointAge(t *testing.T) {
+	p, err := pipeline.Parse([]byte(smaSpec(goodNode)))
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Second, p.WithDefaults().Checkpoint.MaxCheckpointAge, "default: three intervals")
+	p, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "interval: 1s", "interval: 1s\n  max_checkpoint_age: 5s", 1)))
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, p.Checkpoint.MaxCheckpointAge)
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "interval: 1s", "interval: 1s\n  max_checkpoint_age: -5s", 1)))
+	require.ErrorContains(t, err, "checkpoint durations must not be negative")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -58,16 +59,48 @@ func allShards(parts int) []streaming.ShardID {
 	return out
 }
 
-func queryCheckpoint(ctx context.Context, c client.Client, pipelineName string, shard streaming.ShardID) (workflows.CheckpointState, error) {
-	var st workflows.CheckpointState
-	v, err := c.QueryWorkflow(ctx, workflows.CheckpointWorkflowID(pipelineName, shard), "", workflows.QueryStatus)
-	if err != nil {
-		return st, err
+// queryShard returns the coordinator's table row of shard (QueryShards).
+func queryShard(ctx context.Context, c client.Client, pipelineName string, shard streaming.ShardID) (workflows.ShardRow, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var rows []workflows.ShardRow
+	v, err := c.QueryWorkflow(qctx, workflows.CoordinatorWorkflowID(pipelineName), "", workflows.QueryShards)
+	if err == nil {
+		err = v.Get(&rows)
 	}
-	return st, v.Get(&st)
+	if err != nil {
+		return workflows.ShardRow{}, err
+	}
+	for _, r := range rows {
+		if r.Shard == shard {
+			return r, nil
+		}
+	}
+	return workflows.ShardRow{}, fmt.Errorf("the coordinator of %s has no row for shard %s", pipelineName, shard)
 }
 
-// endOffsets returns the last offset of every partition of the topic.
+// queryCoordinator returns the coordinator's status (QueryStatus).
+func queryCoordinator(ctx context.Context, c client.Client, pipelineName string) (workflows.CoordinatorStatus, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var st workflows.CoordinatorStatus
+	v, err := c.QueryWorkflow(qctx, workflows.CoordinatorWorkflowID(pipelineName), "", workflows.QueryStatus)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err
+}
+
+// epochOf returns the epoch at which w holds shard (0: not held).
+func epochOf(w *pipeline.Worker, shard streaming.ShardID) streaming.Epoch {
+	for _, s := range w.Shards() {
+		if s.Shard == shard {
+			return s.Epoch
+		}
+	}
+	return 0
+}
+
 func endOffsets(t testing.TB, addrs []string, parts int32) map[int32]int64 {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
@@ -256,15 +289,17 @@ func (s *cutStore) Load(ctx context.Context, key []byte) (streaming.Snapshot, er
 	return s.StateStore.Load(ctx, key)
 }
 
-// TestCheckpointsThroughWorkflow: a worker consuming from kfake runs its
-// checkpoints through the CheckpointWorkflow on a real Temporal dev
-// server. Each shard's checkpoint shows up through the visibility API
-// (ListWorkflow filtered on TfloPipeline and TfloShard, with the search
-// attributes read back) and through the status query, whose cursor is
-// the partition's last offset; the outputs reach the sinks, InfluxDB and
-// the Parquet archive exactly as an uninterrupted run computes them; a
+// TestCheckpointsThroughCoordinator: a worker consuming from kfake runs
+// its checkpoints through the pipeline's checkpoint coordinator on a real
+// Temporal dev server (its first announcement starts it). The per-shard
+// table (QueryShards) shows each shard owned by the worker and
+// checkpointed by a round at the partition's last offset; the coordinator
+// is found through the visibility API (ListWorkflow filtered on
+// TfloPipeline, the breaker attribute read back) and shows its last round
+// as current details; the outputs reach the sinks, InfluxDB and the
+// Parquet archive exactly as an uninterrupted run computes them; a
 // graceful stop ends the lease workflow as "stopped".
-func TestCheckpointsThroughWorkflow(t *testing.T) {
+func TestCheckpointsThroughCoordinator(t *testing.T) {
 	srv := temporaltest.Start(t)
 	const parts = 3
 	c := newCluster(t, parts)
@@ -293,43 +328,60 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	defer cancel()
 	for part := int32(0); part < parts; part++ {
 		shard := streaming.KafkaShard(topic, part)
-		var st workflows.CheckpointState
+		var row workflows.ShardRow
 		var qerr error
 		require.Positive(t, ends[part], "partition %d got no readings; use more sensors", part)
 		require.Eventually(t, func() bool {
-			st, qerr = queryCheckpoint(ctx, srv.Client, p.Name, shard)
-			return qerr == nil && st.Completed > 0 && strings.HasSuffix(st.LastCursor, fmt.Sprintf("@%d", ends[part]))
-		}, time.Minute, 100*time.Millisecond, "shard %s: no checkpoint at offset %d (last status %+v, query error %v)", shard, ends[part], st, qerr)
-		require.NotNil(t, st.Owner)
-		require.Equal(t, "solo", st.Owner.WorkerID)
-		require.Equal(t, workflows.WorkerTaskQueue("solo"), st.Owner.TaskQueue)
-		require.Equal(t, workflows.BreakerClosed, st.Breaker)
-		require.Positive(t, st.LastBytes)
-		require.Contains(t, st.LastCursor, string(shard))
-
-		query := fmt.Sprintf("TfloPipeline = %q AND TfloShard = %q", p.Name, shard)
-		var attrs map[string]string
-		require.Eventually(t, func() bool {
-			resp, err := srv.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
-			if err != nil || len(resp.Executions) != 1 {
-				return false
-			}
-			attrs = map[string]string{}
-			for name, pl := range resp.Executions[0].GetSearchAttributes().GetIndexedFields() {
-				var s any
-				if converter.GetDefaultDataConverter().FromPayload(pl, &s) == nil {
-					attrs[name] = fmt.Sprint(s)
-				}
-			}
-			return attrs["TfloLastCheckpoint"] != "" && resp.Executions[0].Execution.WorkflowId == workflows.CheckpointWorkflowID(p.Name, shard)
-		}, time.Minute, 200*time.Millisecond, "visibility: %s", query)
-		require.Equal(t, p.Name, attrs["TfloPipeline"])
-		require.Equal(t, string(shard), attrs["TfloShard"])
-		require.Equal(t, workflows.BreakerClosed, attrs["TfloBreakerState"])
-		last, err := time.Parse(time.RFC3339Nano, attrs["TfloLastCheckpoint"])
-		require.NoError(t, err, "TfloLastCheckpoint %q", attrs["TfloLastCheckpoint"])
-		require.WithinDuration(t, time.Now(), last, 2*time.Minute)
+			row, qerr = queryShard(ctx, srv.Client, p.Name, shard)
+			return qerr == nil && row.Status == workflows.ShardOK && strings.HasSuffix(row.Cursor, fmt.Sprintf("@%d", ends[part]))
+		}, time.Minute, 100*time.Millisecond, "shard %s: no round checkpointed it at offset %d (last row %+v, query error %v)", shard, ends[part], row, qerr)
+		require.Equal(t, "solo", row.Owner.WorkerID)
+		require.Equal(t, workflows.WorkerTaskQueue("solo"), row.Owner.TaskQueue)
+		require.Equal(t, epochOf(w.w, shard), row.Owner.Epoch)
+		require.Positive(t, row.Round)
+		require.Positive(t, row.CheckpointID)
+		require.Positive(t, row.Bytes)
+		require.Contains(t, row.Cursor, string(shard))
+		require.Empty(t, row.Handoff, "a first owner needs no handoff")
 	}
+	st, err := queryCoordinator(ctx, srv.Client, p.Name)
+	require.NoError(t, err)
+	require.Equal(t, workflows.BreakerClosed, st.Breaker)
+	require.Positive(t, st.Complete)
+	require.Len(t, st.Workers, 1)
+	require.Equal(t, "solo", st.Workers[0].WorkerID)
+	require.Equal(t, parts, st.Workers[0].Shards)
+	require.NotNil(t, st.Last)
+	require.Equal(t, parts, st.Last.Shards)
+
+	query := fmt.Sprintf("TfloPipeline = %q", p.Name)
+	var attrs map[string]string
+	require.Eventually(t, func() bool {
+		resp, err := srv.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil || len(resp.Executions) != 1 {
+			return false
+		}
+		attrs = map[string]string{}
+		for name, pl := range resp.Executions[0].GetSearchAttributes().GetIndexedFields() {
+			var s any
+			if converter.GetDefaultDataConverter().FromPayload(pl, &s) == nil {
+				attrs[name] = fmt.Sprint(s)
+			}
+		}
+		return resp.Executions[0].Execution.WorkflowId == workflows.CoordinatorWorkflowID(p.Name)
+	}, time.Minute, 200*time.Millisecond, "visibility: %s", query)
+	require.Equal(t, p.Name, attrs["TfloPipeline"])
+	require.Equal(t, workflows.BreakerClosed, attrs["TfloBreakerState"])
+	desc, err := srv.Client.DescribeWorkflow(ctx, workflows.CoordinatorWorkflowID(p.Name), "")
+	require.NoError(t, err)
+	summary, err := desc.GetStaticSummary()
+	require.NoError(t, err)
+	require.Contains(t, summary, "checkpoint coordinator of "+p.Name)
+	v, err := srv.Client.QueryWorkflow(ctx, workflows.CoordinatorWorkflowID(p.Name), "", "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&md))
+	require.True(t, strings.HasPrefix(md.GetCurrentDetails(), "round "), "current details: %q", md.GetCurrentDetails())
 
 	// The metrics saw the records, their outputs and the checkpoints.
 	require.Equal(t, float64(len(rs)), gather(t, reg, "tflo_pipeline_records_in_total"))
@@ -340,13 +392,6 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	require.Equal(t, float64(parts), gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"), "one series per state, 1 for each shard's current one")
 	require.Zero(t, gatherWith(t, reg, "tflo_pipeline_checkpoint_breaker_state", "state", "open"), "no breaker open")
 	require.Positive(t, gather(t, reg, "tflo_pipeline_state_memory_bytes"))
-
-	// The handoff of each shard's first owner completed (no previous owner).
-	for part := int32(0); part < parts; part++ {
-		var hs workflows.HandoffState
-		waitHandoff(ctx, t, srv.Client, workflows.HandoffWorkflowID(p.Name, streaming.KafkaShard(topic, part)), "solo", &hs)
-		require.Equal(t, workflows.StepDone, hs.Step)
-	}
 
 	// Graceful stop: final checkpoints, archive flushed, lease stopped.
 	w.stop(t)
@@ -379,42 +424,12 @@ func TestCheckpointsThroughWorkflow(t *testing.T) {
 	require.Equal(t, want, archived)
 }
 
-// TestStaleHandoffSuperseded: a handoff saga is stuck restoring the shard
-// on an owner that died before it picked the step up (its steps on the
-// owner's queue have no schedule-to-start deadline). When a worker gains
-// the shard at a later epoch, its announcement terminates that saga and
-// starts a new one that completes on it, naming the dead target as the
-// previous owner.
-func TestStaleHandoffSuperseded(t *testing.T) {
-	srv := temporaltest.Start(t)
-	c := newCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p := temporalPipeline(c.ListenAddrs(), memory.New())
-	shard := streaming.KafkaShard(topic, 0)
-	id := workflows.HandoffWorkflowID(p.Name, shard)
-	ghost := &workflows.Owner{WorkerID: "ghost", TaskQueue: workflows.WorkerTaskQueue("ghost"), Epoch: 1}
-	stuck, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue},
-		workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: p.Name, Shard: shard, To: ghost})
-	require.NoError(t, err)
-
-	start(t, p, pipeline.WithWorkerID("heir"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker())
-	err = stuck.Get(ctx, nil)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "terminated")
-	var hs workflows.HandoffState
-	waitHandoff(ctx, t, srv.Client, id, "heir", &hs)
-	require.Equal(t, workflows.StepDone, hs.Step)
-	require.NotNil(t, hs.From)
-	require.Equal(t, "ghost", hs.From.WorkerID)
-	require.Greater(t, hs.To.Epoch, ghost.Epoch)
-}
-
 // TestRebalanceHandoffVerifiesFinalCheckpoint: a second worker joins; the
 // group moves some partitions to it cooperatively, the first worker takes
-// their final checkpoints in its revoke callback, and the handoff of each
-// moved shard runs the old owner's FinalCheckpoint step (which returns
-// that revoke checkpoint) and restores it on the new owner.
+// their final checkpoints in its revoke callback, the second announces
+// them to the coordinator, which starts the handoff of each moved shard:
+// its final checkpoint is a one-worker round on the old owner (which
+// answers with that revoke checkpoint), restored on the new owner.
 func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
 	srv := temporaltest.Start(t)
 	const parts = 4
@@ -429,8 +444,8 @@ func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
 	require.Eventually(t, func() bool { return len(a.w.Shards()) == parts }, 30*time.Second, 20*time.Millisecond)
 	for _, shard := range allShards(parts) {
 		require.Eventually(t, func() bool {
-			st, err := queryCheckpoint(ctx, srv.Client, p.Name, shard)
-			return err == nil && st.Owner != nil && st.Owner.WorkerID == "first"
+			row, err := queryShard(ctx, srv.Client, p.Name, shard)
+			return err == nil && row.Owner.WorkerID == "first"
 		}, time.Minute, 50*time.Millisecond, "shard %s: first owner never announced", shard)
 	}
 	produce(t, addrs, makeReadings(16, 1, 20))
@@ -444,7 +459,7 @@ func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
 
 	for _, shard := range heldShards(b.w) {
 		var hs workflows.HandoffState
-		waitHandoff(ctx, t, srv.Client, workflows.HandoffWorkflowID(p.Name, shard), "second", &hs)
+		waitHandoff(ctx, t, srv.Client, workflows.HandoffWorkflowIDAt(p.Name, shard, epochOf(b.w, shard)), "second", &hs)
 		require.NotNil(t, hs.From, "handoff of %s does not name the first owner", shard)
 		require.Equal(t, "first", hs.From.WorkerID)
 		require.NotNil(t, hs.FinalCheckpoint, "handoff of %s: final checkpoint skipped: %s", shard, hs.FinalCheckpointSkipped)
@@ -453,5 +468,53 @@ func TestRebalanceHandoffVerifiesFinalCheckpoint(t *testing.T) {
 			"the new owner restored another checkpoint than the old owner's final one")
 		require.Equal(t, hs.FinalCheckpoint.Cursor, hs.Restored.Cursor)
 		require.NotEmpty(t, hs.Restored.Cursor)
+		row, err := queryShard(ctx, srv.Client, p.Name, shard)
+		require.NoError(t, err)
+		require.Equal(t, "second", row.Owner.WorkerID)
+		require.Contains(t, row.Handoff, "first@")
 	}
+}
+
+// TestBreakerGaugeShowsTheCoordinators: the only checkpoint breaker is
+// the coordinator's (issue 13 §3; there used to be a second one in
+// process, and the gauge showed that one). With the durable store failing,
+// rounds fail on storage, the coordinator's breaker opens after its
+// threshold, and every held shard's tflo_pipeline_checkpoint_breaker_state
+// shows it open (2); once the store is back the half-open probe round closes it and the gauge
+// follows.
+func TestBreakerGaugeShowsTheCoordinators(t *testing.T) {
+	srv := temporaltest.Start(t)
+	const parts = 2
+	c := newCluster(t, parts)
+	store := &cutStore{StateStore: memory.New()}
+	p := temporalPipeline(c.ListenAddrs(), store)
+	p.Checkpoint.BreakerThreshold = 2
+	p.Checkpoint.BreakerCoolDown = 3 * time.Second
+	reg := prometheus.NewRegistry()
+	start(t, p, pipeline.WithWorkerID("solo"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker(), pipeline.WithMetrics(reg))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		st, err := queryCoordinator(ctx, srv.Client, p.Name)
+		return err == nil && st.Complete > 0
+	}, time.Minute, 50*time.Millisecond, "no complete round")
+	require.Zero(t, gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"))
+
+	store.Cut()
+	require.Eventually(t, func() bool {
+		st, err := queryCoordinator(ctx, srv.Client, p.Name)
+		return err == nil && st.Breaker == workflows.BreakerOpen
+	}, time.Minute, 50*time.Millisecond, "the coordinator's breaker never opened")
+	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoint_breaker_state") == 2*parts },
+		30*time.Second, 20*time.Millisecond, "the gauge does not show the coordinator's open breaker")
+
+	store.mu.Lock()
+	store.cut = false
+	store.mu.Unlock()
+	require.Eventually(t, func() bool {
+		st, err := queryCoordinator(ctx, srv.Client, p.Name)
+		return err == nil && st.Breaker == workflows.BreakerClosed
+	}, time.Minute, 50*time.Millisecond, "the probe round did not close the breaker")
+	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoint_breaker_state") == 0 },
+		30*time.Second, 20*time.Millisecond, "the gauge does not follow the closed breaker")
 }

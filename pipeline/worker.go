@@ -58,10 +58,12 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
 
 // WithTemporal runs the slow path on Temporal through c (not closed by
-// the worker): the worker serves its shards' checkpoint, handoff and lease
-// activities on its own task queue and announces the shards it gains to
-// their checkpoint and handoff workflows. Default: no Temporal; the worker
-// checkpoints in process every Checkpoint.Interval.
+// the worker): the worker announces the shards it gains to the pipeline's
+// checkpoint coordinator (workflows.CoordinatorWorkflow, started by the
+// first announcement) and serves its rounds, the handoff steps and its
+// lease activity on its own task queue; with no round for
+// Checkpoint.MaxCheckpointAge it checkpoints on its own. Default: no
+// Temporal; the worker checkpoints in process every Checkpoint.Interval.
 func WithTemporal(c client.Client) Option { return func(o *options) { o.tc = c } }
 
 // WithControlWorker also runs tflo's workflows (workflows.ControlTaskQueue)
@@ -337,13 +339,10 @@ func (w *Worker) Err() error {
 	return nil
 }
 
-// RegisterWorkflows registers tflo's workflows on a control-queue worker.
-func RegisterWorkflows(r worker.WorkflowRegistry) {
-	r.RegisterWorkflow(workflows.CheckpointWorkflow)
-	r.RegisterWorkflow(workflows.HandoffWorkflow)
-	r.RegisterWorkflow(workflows.LeaseWorkflow)
-	r.RegisterWorkflow(workflows.BackfillWorkflow)
-}
+// RegisterWorkflows registers tflo's workflows on a control-queue worker
+// (workflows.Register: the checkpoint coordinator, handoff, lease and
+// backfill, pinned when the worker is versioned).
+func RegisterWorkflows(r worker.WorkflowRegistry) { workflows.Register(r) }
 
 // Run consumes the source and serves the slow path until ctx ends, Close
 // is called or the source fails. It then drains: a Kafka source leaves
@@ -379,11 +378,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	tc := w.o.tc
 	if tc != nil {
-		stop, err := w.startTemporal(ctx, tc)
-		if err != nil {
-			return err
-		}
-		defer stop()
+		defer w.startTemporalLazily(ctx, tc)()
 	}
 
 	srcDone := make(chan error, 1)
@@ -437,6 +432,53 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// startTemporalLazily starts the Temporal workers (startTemporal) in the
+// background, retrying with backoff while Temporal is unreachable: the
+// hot path does not wait for the slow path, and the shards checkpoint on
+// their own meanwhile (the control plane's local checkpoints). stop
+// stops the retries, then what was started.
+func (w *Worker) startTemporalLazily(ctx context.Context, tc client.Client) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopTW  func()
+		done    = make(chan struct{})
+		backoff = time.Second
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			s, err := w.startTemporal(ctx, tc)
+			if err == nil {
+				mu.Lock()
+				stopTW = s
+				mu.Unlock()
+				w.log.Info("temporal workers started", "task_queue", w.TaskQueue())
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Warn("starting the temporal workers failed (Temporal unreachable?); the shards checkpoint locally meanwhile; will retry",
+				"err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if stopTW != nil {
+			stopTW()
+		}
+	}
+}
+
 // startTemporal starts the worker's activity worker (and the control
 // worker with WithControlWorker) and its supervised lease workflow; stop
 // stops them in order.
@@ -448,7 +490,7 @@ func (w *Worker) startTemporal(ctx context.Context, tc client.Client) (stop func
 	// to two thirds of it never makes the lease workflow declare this
 	// worker dead.
 	aw := worker.New(tc, w.TaskQueue(), worker.Options{WorkerStopTimeout: 10 * time.Second, MaxHeartbeatThrottleInterval: hb / 3})
-	aw.RegisterActivity(activities.NewCheckpoints(w.host.shards))
+	aw.RegisterActivity(&activities.Rounds{Host: w.host.shards})
 	aw.RegisterActivity(&activities.Handoffs{Host: w.host})
 	aw.RegisterActivity(&leases{activities.Leases{Host: w.host, Keeper: w}})
 	tws := []worker.Worker{aw}

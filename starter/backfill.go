@@ -314,16 +314,3 @@ func isTerminal(w io.Writer) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
-
-func queryState(ctx context.Context, c client.Client, id string) (workflows.CheckpointState, error) {
-	var st workflows.CheckpointState
-	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return st, notFoundError{fmt.Errorf("no checkpoint workflow %s", id)}
-		}
-		return st, fmt.Errorf("query %s: %w", id, err)
-	}
-	return st, v.Get(&st)
-}

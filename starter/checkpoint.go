@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
-	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -23,7 +21,6 @@ func (a *app) checkpointCommand() *cobra.Command {
 
 func (a *app) checkpointNow() *cobra.Command {
 	var pipeline string
-	var shards []string
 	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "now",
@@ -33,14 +30,13 @@ Update): the round starts after the request, even if one is running, and
 the command prints its summary when it ends — no polling (--wait is
 implied; --timeout bounds how long it waits).
 
-Pipelines still on per-shard checkpoint workflows (no coordinator running)
-are signalled shard by shard instead; --shard picks shards there, and
---wait stays until each has finished one checkpoint.
-
-Exit code 3: the pipeline runs neither a coordinator nor checkpoint
-workflows.`,
+Exit code 3: the pipeline runs no checkpoint coordinator.`,
 		Example: "  starter checkpoint now --pipeline iot-portal --timeout 30s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			wf.wait = true // an Update waits for its round
+			if err := wf.check(cmd); err != nil {
+				return err
+			}
 			c, err := a.dial()
 			if err != nil {
 				return err
@@ -51,17 +47,7 @@ workflows.`,
 				return err
 			}
 			if !running {
-				if err := wf.check(cmd); err != nil {
-					return err
-				}
-				return a.checkpointNowPerShard(cmd, c, pipeline, shards, wf)
-			}
-			if len(shards) > 0 {
-				return usagef("pipeline %q runs a checkpoint coordinator, whose rounds checkpoint every shard: --shard does not apply", pipeline)
-			}
-			wf.wait = true // an Update waits for its round
-			if err := wf.check(cmd); err != nil {
-				return err
+				return notFoundError{fmt.Errorf("pipeline %q runs no checkpoint coordinator (its workers start it when they announce their shards; or: starter pipeline start)", pipeline)}
 			}
 			wctx, cancel := wf.context(ctx)
 			defer cancel()
@@ -78,77 +64,8 @@ workflows.`,
 		},
 	}
 	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
-	cmd.Flags().StringSliceVar(&shards, "shard", nil, "only these shards (per-shard checkpoint workflows only)")
-	wf.add(cmd, "until the round (or, per-shard workflows, every shard's checkpoint) has finished; implied with a coordinator", time.Minute)
+	wf.add(cmd, "until the round has finished (implied)", time.Minute)
 	return cmd
-}
-
-// checkpointNowPerShard signals the per-shard checkpoint workflows of a
-// pipeline that runs no coordinator yet, and polls their state when asked
-// to wait. It goes when the per-shard workflows go.
-func (a *app) checkpointNowPerShard(cmd *cobra.Command, c client.Client, pipeline string, shards []string, wf waitFlags) error {
-	ctx := cmd.Context()
-	ids := make([]string, 0, len(shards))
-	for _, s := range shards {
-		ids = append(ids, workflows.CheckpointWorkflowID(pipeline, streaming.ShardID(s)))
-	}
-	if len(ids) == 0 {
-		runs, err := a.checkpointRuns(ctx, c, pipeline, true)
-		if err != nil {
-			return err
-		}
-		for _, r := range runs {
-			ids = append(ids, r.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return notFoundError{fmt.Errorf("pipeline %q runs neither a checkpoint coordinator nor checkpoint workflows", pipeline)}
-	}
-	before := map[string]workflows.CheckpointState{}
-	for _, id := range ids {
-		if wf.wait {
-			st, err := queryState(ctx, c, id)
-			if err != nil {
-				return err
-			}
-			before[id] = st
-		}
-		if err := c.SignalWorkflow(ctx, id, "", workflows.SignalCheckpointNow, workflows.CheckpointNow{Reason: "starter checkpoint now"}); err != nil {
-			return notFoundError{fmt.Errorf("signal %s: %w", id, err)}
-		}
-	}
-	var after []workflows.CheckpointState
-	if wf.wait {
-		wctx, cancel := wf.context(ctx)
-		defer cancel()
-		for _, id := range ids {
-			for {
-				st, err := queryState(ctx, c, id)
-				if err != nil {
-					return err
-				}
-				b := before[id]
-				if st.Completed > b.Completed || st.Failed > b.Failed || st.Skipped > b.Skipped {
-					after = append(after, st)
-					break
-				}
-				select {
-				case <-wctx.Done():
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					return fmt.Errorf("%s: no checkpoint finished within --timeout %s (owner known: %t)", id, wf.timeout, st.Owner != nil)
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		}
-	}
-	return a.emit(map[string]any{"signalled": ids, "states": after}, func(w io.Writer) {
-		printf(w, "asked %d shard(s) of %s for a checkpoint\n", len(ids), pipeline)
-		if len(after) > 0 {
-			printStates(w, after)
-		}
-	})
 }
 
 func (a *app) checkpointList() *cobra.Command {
@@ -156,25 +73,25 @@ func (a *app) checkpointList() *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List checkpoint workflows with their search attributes (as the web UI shows them)",
+		Short: "List the pipeline's checkpoint coordinator runs with their search attributes (as the web UI shows them)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
 				return err
 			}
-			runs, err := a.checkpointRuns(cmd.Context(), c, pipeline, !all)
+			runs, err := a.coordinatorRuns(cmd.Context(), c, pipeline, !all)
 			if err != nil {
 				return err
 			}
-			t := newTable("SHARD", "STATUS", "LAST CHECKPOINT", "BREAKER", "WORKFLOW ID")
+			t := newTable("PIPELINE", "STATUS", "BREAKER", "STARTED", "WORKFLOW ID")
 			for _, r := range runs {
-				t.add(r.Shard, r.Status, r.LastCheckpoint, r.Breaker, r.ID)
+				t.add(r.Pipeline, r.Status, r.Breaker, r.Started, r.ID)
 			}
-			t.empty = fmt.Sprintf("no checkpoint workflows for pipeline %q", pipeline)
+			t.empty = fmt.Sprintf("no checkpoint coordinator for pipeline %q", pipeline)
 			return a.emitTable(runs, t)
 		},
 	}
 	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
-	cmd.Flags().BoolVar(&all, "all", false, "include closed workflows")
+	cmd.Flags().BoolVar(&all, "all", false, "include closed runs")
 	return cmd
 }

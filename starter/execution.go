@@ -12,16 +12,14 @@ import (
 // workflowExecution is one visibility record with tflo's search attributes
 // decoded.
 type workflowExecution struct {
-	ID             string    `json:"workflow_id"`
-	RunID          string    `json:"run_id"`
-	Type           string    `json:"type"`
-	Status         string    `json:"status"` // running, completed, failed, ... (executionStatus)
-	Started        time.Time `json:"started"`
-	Closed         time.Time `json:"closed,omitzero"`
-	Pipeline       string    `json:"pipeline,omitempty"`
-	Shard          string    `json:"shard,omitempty"`
-	LastCheckpoint time.Time `json:"last_checkpoint,omitzero"`
-	Breaker        string    `json:"breaker,omitempty"`
+	ID       string    `json:"workflow_id"`
+	RunID    string    `json:"run_id"`
+	Type     string    `json:"type"`
+	Status   string    `json:"status"` // running, completed, failed, ... (executionStatus)
+	Started  time.Time `json:"started"`
+	Closed   time.Time `json:"closed,omitzero"`
+	Pipeline string    `json:"pipeline,omitempty"`
+	Breaker  string    `json:"breaker,omitempty"`
 }
 
 func newExecution(e *workflowpb.WorkflowExecutionInfo) *workflowExecution {
@@ -47,13 +45,6 @@ func newExecution(e *workflowpb.WorkflowExecutionInfo) *workflowExecution {
 		return s
 	}
 	x.Pipeline = str(workflows.SearchPipeline.GetName())
-	x.Shard = str(workflows.SearchShard.GetName())
 	x.Breaker = str(workflows.SearchBreakerState.GetName())
-	if p, ok := fields[workflows.SearchLastCheckpoint.GetName()]; ok {
-		var t time.Time
-		if dc.FromPayload(p, &t) == nil {
-			x.LastCheckpoint = t
-		}
-	}
 	return x
 }

@@ -49,10 +49,10 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"pipeline", "start"}, "Error: name the shards: --shard a,b or --topic T --partitions N"},
-		{[]string{"pipeline", "start", "--topic", "signals"}, `Error: --topic and --partitions go together (got topic "signals", partitions 0)`},
-		{[]string{"pipeline", "start", "--shard", "a", "--interval", "-1s"}, "Error: --interval -1s must not be negative"},
-		{[]string{"pipeline", "start", "--shard", "a", "--breaker-threshold", "-2"}, "Error: --breaker-threshold -2 must not be negative"},
+		{[]string{"pipeline", "start", "--interval", "-1s"}, "Error: --interval -1s must not be negative"},
+		{[]string{"pipeline", "start", "--breaker-threshold", "-2"}, "Error: --breaker-threshold -2 must not be negative"},
+		{[]string{"pipeline", "start", "--max-checkpoint-age", "-3s"}, "Error: --max-checkpoint-age -3s must not be negative"},
+		{[]string{"pipeline", "start", "--pipeline", ""}, "Error: checkpoint coordinator: pipeline is empty"},
 		{[]string{"backfill", "start", "--name", "x"}, "Error: --archive is required: file:///var/tflo/archive or s3://bucket/prefix"},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--window", "-1"}, "Error: --window -1 must not be negative"},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "yesterday"}, `Error: --from "yesterday": want RFC 3339, like 2026-06-01T00:00:00Z`},
@@ -135,7 +135,7 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	srv := temporaltest.Start(t)
 	var stages fakeactivities.Stages
 	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
-	ctl.RegisterWorkflow(workflows.CheckpointWorkflow)
+	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
 	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
 	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
 	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
@@ -166,82 +166,76 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	}
 	r := run(t, "pipeline", "stop", addr, "--pipeline", "cli")
 	assert.Equal(t, exitNotFound, r.code, "stop acts on the named pipeline, which runs nothing: %s", r.err)
-	assert.Contains(t, r.err, `Error: pipeline "cli" has no running checkpoint workflows`)
+	assert.Contains(t, r.err, `Error: pipeline "cli" runs no checkpoint coordinator`)
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--timeout", "5s")
+	assert.Equal(t, exitNotFound, r.code, "no coordinator to ask: %s", r.err)
 
-	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--topic", "readings", "--partitions", "2", "--interval", "1h")
+	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--interval", "1h", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
-	assert.Contains(t, r.out, workflows.CheckpointWorkflowID("cli", "readings/1"))
-	// Starting again keeps the running workflows (idempotent).
-	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--shard", "readings/0")
+	var started map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.out), &started), r.out)
+	assert.Equal(t, workflows.CoordinatorWorkflowID("cli"), started["workflow_id"])
+	// Starting again keeps the running coordinator (idempotent).
+	r = run(t, "pipeline", "start", addr, "--pipeline", "cli", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
+	var again map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.out), &again), r.out)
+	assert.Equal(t, started["run_id"], again["run_id"])
 
-	// An owner announces itself for readings-0, as a worker would.
-	require.NoError(t, srv.Client.SignalWorkflow(context.Background(), workflows.CheckpointWorkflowID("cli", "readings/0"), "",
-		workflows.SignalOwner, workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 1}))
+	// A worker announces its two shards, as the pipeline runtime does.
+	ms, err := fakeactivities.NewMemoryShards("cli", 2, 4, 8, memory.New(), "w1")
+	require.NoError(t, err)
+	rw := worker.New(srv.Client, workflows.WorkerTaskQueue("w1-rounds"), worker.Options{})
+	rw.RegisterActivity(&activities.Rounds{Host: ms.Hosts["w1"]})
+	require.NoError(t, rw.Start())
+	t.Cleanup(rw.Stop)
+	_, err = workflows.Announce(context.Background(), srv.Client, workflows.CoordinatorInput{Pipeline: "cli"},
+		workflows.Announcement{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1-rounds"), Shards: ms.Announcements()["w1"]})
+	require.NoError(t, err)
 
-	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "readings/0", "--wait", "--timeout", "30s", "--json")
+	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--timeout", "30s", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
 	var now struct {
-		States []map[string]any `json:"states"`
+		Round map[string]any `json:"round"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.out), &now), r.out)
-	require.Len(t, now.States, 1)
-	st := now.States[0]
-	assert.GreaterOrEqual(t, st["completed"], 1.0)
-	assert.Equal(t, "w1", st["owner"].(map[string]any)["worker_id"])
+	assert.Equal(t, 2.0, now.Round["ok"])
 	// Durations are strings, zero times are left out.
-	d, ok := st["last_duration"].(string)
-	require.True(t, ok, "last_duration is a string: %#v", st["last_duration"])
-	_, err := time.ParseDuration(d)
+	d, ok := now.Round["duration"].(string)
+	require.True(t, ok, "duration is a string: %#v", now.Round["duration"])
+	_, err = time.ParseDuration(d)
 	require.NoError(t, err)
-	assert.NotContains(t, st, "breaker_opened_at", "the breaker never opened: no 0001-01-01")
 	assert.NotContains(t, r.out, "0001-01-01")
-	_, err = time.Parse(time.RFC3339, st["last_completed_at"].(string))
-	require.NoError(t, err)
 
-	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "nope/9", "--wait", "--timeout", "5s")
-	assert.Equal(t, exitNotFound, r.code, "a named shard without a workflow: %s", r.err)
-
-	// Visibility is eventually consistent: wait for both shards to be listed
-	// with their search attributes.
+	// Visibility is eventually consistent: wait for the coordinator to be
+	// listed with its search attributes.
 	var listed []workflowExecution
 	require.Eventually(t, func() bool {
 		r = run(t, "checkpoint", "list", addr, "--pipeline", "cli", "--json")
 		listed = nil
-		if r.code != exitOK || json.Unmarshal([]byte(r.out), &listed) != nil || len(listed) != 2 {
-			return false
-		}
-		for _, l := range listed {
-			if l.Shard == "readings/0" && !l.LastCheckpoint.IsZero() {
-				return true
-			}
-		}
-		return false
+		return r.code == exitOK && json.Unmarshal([]byte(r.out), &listed) == nil && len(listed) == 1 && listed[0].Breaker != ""
 	}, 30*time.Second, 200*time.Millisecond, "checkpoint list: %s %s", r.out, r.err)
-	for _, l := range listed {
-		assert.Equal(t, "cli", l.Pipeline)
-		assert.Equal(t, workflows.BreakerClosed, l.Breaker)
-	}
-
-	for _, l := range listed {
-		assert.Equal(t, "running", l.Status, "one casing for statuses")
-	}
+	assert.Equal(t, "cli", listed[0].Pipeline)
+	assert.Equal(t, workflows.BreakerClosed, listed[0].Breaker)
+	assert.Equal(t, "running", listed[0].Status, "one casing for statuses")
+	assert.Equal(t, workflows.CoordinatorWorkflowID("cli"), listed[0].ID)
 
 	r = run(t, "pipeline", "status", addr, "--pipeline", "cli")
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, "SHARD")
-	assert.Contains(t, r.out, "readings/0")
-	assert.Contains(t, r.out, "w1")
-	assert.Regexp(t, `readings/0\s+w1\s+1\s+1\s+\S+\s+[0-9.]+(µs|ms|s) ago\s+[0-9.]+(µs|ms|s)\s`, r.out, "age and duration are short strings")
-	assert.Regexp(t, `readings/1\s+-\s+-\s+0\s+-\s+-\s+-\s`, r.out, "nothing yet prints as -")
+	assert.Regexp(t, `cli/0\s+w1\s+1\s+ok\s+1\s+1\s+\S+\s+[0-9.]+(µs|ms|s) ago\s+[0-9.]+(µs|ms|s)\s`, r.out, "age and duration are short strings")
+	assert.Regexp(t, `cli/1\s+w1\s+1\s+ok\s`, r.out)
 	r = run(t, "pipeline", "status", addr, "--pipeline", "cli", "-o", "yaml")
 	require.Equal(t, exitOK, r.code, r.err)
-	assert.Contains(t, r.out, "- pipeline: cli\n  shard: readings/0\n", "YAML keeps the fields' order")
-	assert.Regexp(t, `last_duration: [0-9.]+(µs|ms|s)\n`, r.out)
+	assert.Contains(t, r.out, "- shard: cli/0\n  owner:\n", "YAML keeps the fields' order")
+	assert.Regexp(t, `duration: [0-9.]+(µs|ms|s)\n`, r.out)
 
 	r = run(t, "pipeline", "stop", addr, "--pipeline", "cli")
 	require.Equal(t, exitOK, r.code, r.err)
-	assert.Contains(t, r.out, "asked 2 checkpoint workflows")
+	assert.Contains(t, r.out, "asked the checkpoint coordinator of cli")
+	var final workflows.CoordinatorState
+	require.NoError(t, srv.Client.GetWorkflow(context.Background(), workflows.CoordinatorWorkflowID("cli"), "").Get(context.Background(), &final))
+	assert.Equal(t, uint64(1), final.Round)
 
 	r = run(t, "pipeline", "status", addr, "--pipeline", "nobody", "--json")
 	assert.Equal(t, exitOK, r.code, r.err)
@@ -340,7 +334,7 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 			}
 			r := run(t, append(tc.args, "checkpoint", "list", "--pipeline", "cli", "--all")...)
 			require.Equal(t, exitOK, r.code, r.err)
-			assert.Contains(t, r.out, "readings/0")
+			assert.Contains(t, r.out, workflows.CoordinatorWorkflowID("cli"))
 		})
 	}
 }
@@ -397,7 +391,7 @@ func TestCheckpointNowWaitsOnTheCoordinator(t *testing.T) {
 	assert.Contains(t, r.out, "round 2: 1 workers, 3 shards")
 
 	r = run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--shard", "cli/0")
-	assert.Equal(t, exitUsage, r.code, "--shard does not apply to a coordinator: %s", r.err)
+	assert.Equal(t, exitUsage, r.code, "--shard is gone: rounds checkpoint every shard: %s", r.err)
 }
 
 // TestOperatorsListsTheRegistry: `starter operators` lists every type of

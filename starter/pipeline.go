@@ -2,131 +2,84 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/workflows"
 )
 
 func (a *app) pipelineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pipeline",
-		Short: "Start, stop and inspect a pipeline's checkpoint workflows",
+		Short: "Start, stop and inspect a pipeline's checkpoint coordinator",
 	}
 	cmd.AddCommand(a.pipelineStart(), a.pipelineStop(), a.pipelineStatus())
 	return cmd
 }
 
-type shardFlags struct {
-	pipeline   string
-	shards     []string
-	topic      string
-	partitions int32
-}
-
-func (s *shardFlags) add(cmd *cobra.Command, needShards bool) {
-	cmd.Flags().StringVar(&s.pipeline, "pipeline", "iot-portal", "pipeline name")
-	if needShards {
-		cmd.Flags().StringSliceVar(&s.shards, "shard", nil, "shard names (repeat or comma-separate)")
-		cmd.Flags().StringVar(&s.topic, "topic", "", "Kafka topic: with --partitions, one shard per partition (<topic>/<n>)")
-		cmd.Flags().Int32Var(&s.partitions, "partitions", 0, "number of partitions of --topic")
-	}
-}
-
-func (s *shardFlags) names() ([]streaming.ShardID, error) {
-	var out []streaming.ShardID
-	for _, sh := range s.shards {
-		out = append(out, streaming.ShardID(sh))
-	}
-	if s.topic != "" || s.partitions != 0 {
-		if s.topic == "" || s.partitions <= 0 {
-			return nil, usagef("--topic and --partitions go together (got topic %q, partitions %d)", s.topic, s.partitions)
-		}
-		for p := int32(0); p < s.partitions; p++ {
-			out = append(out, streaming.KafkaShard(s.topic, p))
-		}
-	}
-	if len(out) == 0 {
-		return nil, usagef("name the shards: --shard a,b or --topic T --partitions N")
-	}
-	return out, nil
-}
-
 func (a *app) pipelineStart() *cobra.Command {
-	var sf shardFlags
-	var in workflows.CheckpointInput
+	var pipeline string
+	var interval, coolDown, maxAge time.Duration
+	var threshold int
+	var manual bool
 	cmd := &cobra.Command{
 		Use:   "start",
-		Short: "Start (or keep) the checkpoint workflow of every shard of a pipeline",
-		Long: `Start the checkpoint workflow of each shard. Starting is idempotent: a
-shard whose workflow already runs keeps it. Workers announce themselves to
-these workflows when they gain a shard; until then the workflows wait.`,
-		Example: "  starter pipeline start --pipeline iot-portal --topic signals --partitions 4 --interval 10s",
+		Short: "Start (or keep) the checkpoint coordinator of a pipeline",
+		Long: `Start the pipeline's checkpoint coordinator. Starting is idempotent: a
+coordinator that already runs keeps running with its own settings. Workers
+start it themselves with their pipeline's checkpoint settings when they
+announce their first shards; this command starts it ahead of them, with
+these settings. The coordinator learns the shards from the workers.`,
+		Example: "  starter pipeline start --pipeline iot-portal --interval 10s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			shards, err := sf.names()
-			if err != nil {
-				return err
-			}
 			for _, f := range []struct {
 				flag     string
 				negative bool
-			}{{"--interval", in.Interval < 0}, {"--breaker-threshold", in.BreakerThreshold < 0}, {"--breaker-cool-down", in.BreakerCoolDown < 0}} {
+			}{{"--interval", interval < 0}, {"--breaker-threshold", threshold < 0}, {"--breaker-cool-down", coolDown < 0}, {"--max-checkpoint-age", maxAge < 0}} {
 				if f.negative {
 					return usagef("%s %s must not be negative", f.flag, cmd.Flags().Lookup(f.flag[2:]).Value)
 				}
+			}
+			in := workflows.CoordinatorInput{Pipeline: pipeline, Interval: activities.Duration(interval), Manual: manual,
+				BreakerThreshold: threshold, BreakerCoolDown: activities.Duration(coolDown), MaxCheckpointAge: activities.Duration(maxAge)}
+			if err := in.Validate(); err != nil {
+				return usageError{err}
 			}
 			c, err := a.dial()
 			if err != nil {
 				return err
 			}
-			type started struct {
-				Shard      streaming.ShardID `json:"shard"`
-				WorkflowID string            `json:"workflow_id"`
-				RunID      string            `json:"run_id"`
+			run, err := c.ExecuteWorkflow(cmd.Context(), workflows.CoordinatorStartOptions(in), workflows.CoordinatorWorkflow, in)
+			if err != nil {
+				return fmt.Errorf("start the checkpoint coordinator of %q: %w", pipeline, err)
 			}
-			var out []started
-			for _, sh := range shards {
-				w := in
-				w.Pipeline, w.Shard = sf.pipeline, sh
-				if err := w.Validate(); err != nil {
-					return usageError{err}
-				}
-				id := workflows.CheckpointWorkflowID(sf.pipeline, sh)
-				run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{
-					ID:                       id,
-					TaskQueue:                workflows.ControlTaskQueue,
-					WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-				}, workflows.CheckpointWorkflow, w)
-				if err != nil {
-					return fmt.Errorf("start checkpoint workflow %s: %w", id, err)
-				}
-				out = append(out, started{sh, id, run.GetRunID()})
-			}
+			out := map[string]string{"pipeline": pipeline, "workflow_id": run.GetID(), "run_id": run.GetRunID()}
 			return a.emit(out, func(w io.Writer) {
-				for _, s := range out {
-					printf(w, "checkpoint workflow %s running (shard %s)\n", s.WorkflowID, s.Shard)
-				}
+				printf(w, "checkpoint coordinator %s running (pipeline %s)\n", run.GetID(), pipeline)
 			})
 		},
 	}
-	sf.add(cmd, true)
-	cmd.Flags().DurationVar(&in.Interval, "interval", 10*time.Second, "time between checkpoints")
-	cmd.Flags().IntVar(&in.BreakerThreshold, "breaker-threshold", 3, "consecutive failed checkpoints that open the breaker")
-	cmd.Flags().DurationVar(&in.BreakerCoolDown, "breaker-cool-down", time.Minute, "how long an open breaker skips checkpoints")
+	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
+	cmd.Flags().DurationVar(&interval, "interval", 10*time.Second, "time between checkpoint rounds")
+	cmd.Flags().BoolVar(&manual, "manual", false, "run rounds only when asked (checkpoint now)")
+	cmd.Flags().IntVar(&threshold, "breaker-threshold", 3, "consecutive rounds with storage failures that open the breaker")
+	cmd.Flags().DurationVar(&coolDown, "breaker-cool-down", time.Minute, "how long an open breaker holds rounds off")
+	cmd.Flags().DurationVar(&maxAge, "max-checkpoint-age", 0, "how long a worker goes without a round before it checkpoints on its own (default 3 intervals)")
 	return cmd
 }
 
-// checkpointRuns lists the running checkpoint workflows of a pipeline
-// through the visibility API (search attribute TfloPipeline).
-func (a *app) checkpointRuns(ctx context.Context, c client.Client, pipeline string, runningOnly bool) ([]*workflowExecution, error) {
-	q := fmt.Sprintf("WorkflowType = 'CheckpointWorkflow' AND %s = %s", workflows.SearchPipeline.GetName(), quote(pipeline))
+// coordinatorRuns lists the checkpoint coordinators of a pipeline through
+// the visibility API (search attribute TfloPipeline).
+func (a *app) coordinatorRuns(ctx context.Context, c client.Client, pipeline string, runningOnly bool) ([]*workflowExecution, error) {
+	q := fmt.Sprintf("WorkflowType = 'CoordinatorWorkflow' AND %s = %s", workflows.SearchPipeline.GetName(), quote(pipeline))
 	if runningOnly {
 		q += " AND ExecutionStatus = 'Running'"
 	}
@@ -135,7 +88,7 @@ func (a *app) checkpointRuns(ctx context.Context, c client.Client, pipeline stri
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
 		if err != nil {
-			return nil, fmt.Errorf("list checkpoint workflows of pipeline %q: %w", pipeline, err)
+			return nil, fmt.Errorf("list the checkpoint coordinators of pipeline %q: %w", pipeline, err)
 		}
 		for _, e := range resp.Executions {
 			out = append(out, newExecution(e))
@@ -148,99 +101,105 @@ func (a *app) checkpointRuns(ctx context.Context, c client.Client, pipeline stri
 }
 
 func (a *app) pipelineStop() *cobra.Command {
-	var sf shardFlags
+	var pipeline string
 	cmd := &cobra.Command{
 		Use:   "stop",
-		Short: "Ask every running checkpoint workflow of a pipeline to finish",
-		Long: `Ask every running checkpoint workflow of the pipeline to finish (each
-takes no further checkpoint and ends with its final state).
+		Short: "Ask the pipeline's checkpoint coordinator to finish",
+		Long: `Ask the pipeline's checkpoint coordinator to finish: a round in flight is
+cut short (shards that committed stay committed) and it ends with its
+final state. Workers go on checkpointing on their own and start a new
+coordinator when they announce their shards again.
 
-Exit code 3: the pipeline has no running checkpoint workflow.`,
+Exit code 3: the pipeline runs no checkpoint coordinator.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
 				return err
 			}
-			runs, err := a.checkpointRuns(cmd.Context(), c, sf.pipeline, true)
+			running, err := workflows.CoordinatorRunning(cmd.Context(), c, pipeline)
 			if err != nil {
 				return err
 			}
-			if len(runs) == 0 {
-				return notFoundError{fmt.Errorf("pipeline %q has no running checkpoint workflows", sf.pipeline)}
+			if !running {
+				return notFoundError{fmt.Errorf("pipeline %q runs no checkpoint coordinator", pipeline)}
 			}
-			var stopped []string
-			for _, r := range runs {
-				if err := c.SignalWorkflow(cmd.Context(), r.ID, "", workflows.SignalStop, nil); err != nil {
-					return fmt.Errorf("stop %s: %w", r.ID, err)
-				}
-				stopped = append(stopped, r.ID)
+			id := workflows.CoordinatorWorkflowID(pipeline)
+			if err := c.SignalWorkflow(cmd.Context(), id, "", workflows.SignalStop, workflows.StopRequest{Reason: "starter pipeline stop"}); err != nil {
+				return fmt.Errorf("stop %s: %w", id, err)
 			}
-			return a.emit(map[string]any{"pipeline": sf.pipeline, "stopped": stopped}, func(w io.Writer) {
-				printf(w, "asked %d checkpoint workflows of %s to stop\n", len(stopped), sf.pipeline)
+			return a.emit(map[string]any{"pipeline": pipeline, "stopped": id}, func(w io.Writer) {
+				printf(w, "asked the checkpoint coordinator of %s (%s) to stop\n", pipeline, id)
 			})
 		},
 	}
-	sf.add(cmd, false)
+	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
 	return cmd
 }
 
 func (a *app) pipelineStatus() *cobra.Command {
-	var sf shardFlags
+	var pipeline string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show each shard's owner, last checkpoint and breaker",
-		Long: `Show each running checkpoint workflow of the pipeline: the shard, its owner
-and epoch, the last checkpoint (id, cursor, age, duration, bytes), the
-breaker and the counts of checkpoints done, failed and skipped. A pipeline
-with none prints an empty table ([] under -o json) and exits 0.`,
+		Short: "Show each shard's owner, status and last checkpoint",
+		Long: `Show the per-shard table of the pipeline's checkpoint coordinator: the
+shard, its owner and epoch, its status in the last round, the round and
+checkpoint (id, cursor, age, duration, bytes) that last committed it, the
+checkpoints its owners took on their own (LOCAL) and the last error. A
+pipeline without a running coordinator prints an empty table ([] under
+-o json) and exits 0.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
 				return err
 			}
-			runs, err := a.checkpointRuns(cmd.Context(), c, sf.pipeline, true)
+			rows, err := coordinatorShards(cmd.Context(), c, pipeline)
 			if err != nil {
 				return err
 			}
-			states := []workflows.CheckpointState{}
-			for _, r := range runs {
-				v, err := c.QueryWorkflow(cmd.Context(), r.ID, "", workflows.QueryStatus)
-				if err != nil {
-					return fmt.Errorf("query %s: %w", r.ID, err)
-				}
-				var st workflows.CheckpointState
-				if err := v.Get(&st); err != nil {
-					return fmt.Errorf("decode status of %s: %w", r.ID, err)
-				}
-				states = append(states, st)
-			}
-			t := statesTable(states)
-			t.empty = fmt.Sprintf("pipeline %q has no running checkpoint workflows (start them with: starter pipeline start)", sf.pipeline)
-			return a.emitTable(states, t)
+			t := shardsTable(rows)
+			t.empty = fmt.Sprintf("pipeline %q runs no checkpoint coordinator, or no worker has announced a shard yet (workers start it; or: starter pipeline start)", pipeline)
+			return a.emitTable(rows, t)
 		},
 	}
-	sf.add(cmd, false)
+	cmd.Flags().StringVar(&pipeline, "pipeline", "iot-portal", "pipeline name")
 	return cmd
 }
 
-// statesTable is the table of checkpoint workflow states that pipeline
-// status and checkpoint now print.
-func statesTable(states []workflows.CheckpointState) *table {
-	t := newTable("SHARD", "OWNER", "EPOCH", "LAST", "CURSOR", "AGE", "DURATION", "BYTES", "BREAKER", "FAILURES", "DONE/FAILED/SKIPPED")
-	for _, st := range states {
-		var owner, epoch any
-		if st.Owner != nil {
-			owner, epoch = st.Owner.WorkerID, st.Owner.Epoch
+// coordinatorShards returns the coordinator's per-shard table (empty when
+// no coordinator runs).
+func coordinatorShards(ctx context.Context, c client.Client, pipeline string) ([]workflows.ShardRow, error) {
+	rows := []workflows.ShardRow{}
+	id := workflows.CoordinatorWorkflowID(pipeline)
+	running, err := workflows.CoordinatorRunning(ctx, c, pipeline)
+	if err != nil || !running {
+		return rows, err
+	}
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryShards)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return rows, nil // ended since
 		}
-		var took any
-		if st.LastID > 0 {
-			took = st.LastDuration
+		return nil, fmt.Errorf("query %s: %w", id, err)
+	}
+	if err := v.Get(&rows); err != nil {
+		return nil, fmt.Errorf("decode the shards of %s: %w", id, err)
+	}
+	return rows, nil
+}
+
+// shardsTable is the table of a coordinator's shards.
+func shardsTable(rows []workflows.ShardRow) *table {
+	t := newTable("SHARD", "OWNER", "EPOCH", "STATUS", "ROUND", "CHECKPOINT", "CURSOR", "AGE", "DURATION", "BYTES", "LOCAL", "ERROR")
+	for _, r := range rows {
+		var owner, epoch, took any
+		if r.Owner.WorkerID != "" {
+			owner, epoch = r.Owner.WorkerID, r.Owner.Epoch
 		}
-		t.add(st.Shard, owner, epoch, st.LastID, st.LastCursor, age(st.LastCompletedAt), took,
-			st.LastBytes, st.Breaker, st.ConsecutiveFailures, fmt.Sprintf("%d/%d/%d", st.Completed, st.Failed, st.Skipped))
+		if r.CheckpointID > 0 {
+			took = r.Duration.D()
+		}
+		t.add(r.Shard, owner, epoch, r.Status, r.Round, r.CheckpointID, r.Cursor, age(r.At), took, r.Bytes, r.Local, r.Error)
 	}
 	return t
 }
-
-// printStates writes statesTable(states).
-func printStates(w io.Writer, states []workflows.CheckpointState) { statesTable(states).write(w) }

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -352,11 +350,11 @@ func BenchmarkLoadRounds(b *testing.B) {
 			}
 		}
 	}()
-	cpu0, wall0 := procCPU(b, srv.Pid()), time.Now()
+	cpu0, wall0 := srv.CPU(b), time.Now()
 	b.ResetTimer()
 	time.Sleep(time.Duration(minutes * float64(time.Minute))) // the load run's length, not synchronisation
 	b.StopTimer()
-	cpu1, wall1 := procCPU(b, srv.Pid()), time.Now()
+	cpu1, wall1 := srv.CPU(b), time.Now()
 	close(stop)
 	<-touched
 	_ = c.SignalWorkflow(ctx, id, "", workflows.SignalStop, nil)
@@ -419,25 +417,6 @@ func roundDurations(b *testing.B, c client.Client, id, runID string) []time.Dura
 		}
 	}
 	return out
-}
-
-// procCPU returns the user+system CPU time of a process so far.
-func procCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		b.Fatalf("read CPU of the dev server (pid %d): %v", pid, err)
-	}
-	// Fields after the command name (which is in parentheses and may hold
-	// spaces): state is field 3, utime 14, stime 15.
-	s := string(raw)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("parse /proc/%d/stat: %v %v", pid, err1, err2)
-	}
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks
 }
 
 func dumpTaskFailures(b *testing.B, c client.Client, id string) {

@@ -9,6 +9,23 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
+// Breaker states of a pipeline's coordinator (and of the TfloBreakerState
+// search attribute).
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half-open"
+)
+
+// Owner is who owns a shard: the worker tells the coordinator itself
+// (an announcement) when it gains the shard. Ownership is decided on the
+// data plane, never by a workflow.
+type Owner struct {
+	WorkerID  string          `json:"worker_id"`
+	TaskQueue string          `json:"task_queue"`
+	Epoch     streaming.Epoch `json:"epoch"`
+}
+
 // CoordinatorInput starts (or continues) the checkpoint coordinator of a
 // pipeline. Zero durations and counts take the defaults documented on each
 // field; durations read and write as text ("10s").

@@ -20,8 +20,6 @@
 //     partitions at once, many files per activity, and continues as new
 //     carrying its lanes, so an archive of any size keeps its history
 //     small (a 50,000-file archive: at most about 2,200 events per run).
-//   - CheckpointWorkflow: the per-shard checkpoints the coordinator
-//     replaces; kept while the pipeline runtime still starts it.
 //
 // Concurrency: workflow code runs on Temporal's workflow goroutines; the
 // client helpers are safe for concurrent use.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -80,7 +81,7 @@ const (
 // HandoffWorkflow is the saga that moves a shard: final checkpoint on the
 // old owner (skipped when it is dead or already released), the epoch bump
 // (the new owner's epoch must be above the old one's), restore on the new
-// owner, resume, and the announcement to the shard's checkpoint workflow.
+// owner and resume.
 // Every step is idempotent on the worker side, so a crash of either worker
 // or of the worker running this workflow ends with one owner and exact
 // state: Temporal resumes the saga at the step it had reached.
@@ -194,13 +195,14 @@ func HandoffWorkflow(ctx workflow.Context, in HandoffInput) (HandoffState, error
 		return st, fmt.Errorf("handoff of %s/%s: resume on %q: %w", in.Pipeline, in.Shard, st.To.WorkerID, err)
 	}
 
-	// 6. Tell the shard's checkpoint workflow who owns it now. It may not
-	// run (checkpoints are optional); that does not undo the move. A
-	// coordinator's handoff skips this: the coordinator started it because
-	// the new owner announced itself there.
-	if !in.FinalRound {
+	// 6. Handoffs of releases before the coordinator told the shard's
+	// per-shard checkpoint workflow (since removed) who owns it now; their
+	// histories still replay this step. A coordinator's handoff never had
+	// it: the coordinator started it because the new owner announced
+	// itself there.
+	if !in.FinalRound && workflow.GetVersion(ctx, "no-checkpoint-workflow", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		st.Step = StepAnnounce
-		sig := workflow.SignalExternalWorkflow(ctx, CheckpointWorkflowID(in.Pipeline, in.Shard), "", SignalOwner, *st.To)
+		sig := workflow.SignalExternalWorkflow(ctx, legacyCheckpointWorkflowID(in.Pipeline, in.Shard), "", SignalOwner, *st.To)
 		if err := sig.Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Info("checkpoint workflow not signalled", "error", err)
 		}
@@ -237,4 +239,10 @@ func finalCheckpoint(ctx, opts workflow.Context, in HandoffInput, from Owner) (a
 	}
 	sr := res.Shards[0]
 	return activities.CheckpointSummary{CheckpointID: sr.CheckpointID, Epoch: sr.Epoch, Cursor: sr.Cursor, Bytes: sr.Bytes, Duration: sr.Duration.D()}, nil
+}
+
+// legacyCheckpointWorkflowID is the id the removed per-shard checkpoint
+// workflow ran under (for the handoff step that replays old histories).
+func legacyCheckpointWorkflowID(pipeline string, shard streaming.ShardID) string {
+	return fmt.Sprintf("tflo-checkpoint:%s/%s", url.PathEscape(pipeline), url.PathEscape(string(shard)))
 }

@@ -34,7 +34,6 @@ func newHandoffEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *activitie
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		calls = append(calls, info.ActivityType.Name+"@"+info.TaskQueue)
 	})
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.CheckpointWorkflowID("p", "s"), "", workflows.SignalOwner, mock.Anything).Return(nil)
 	return env, a, &calls
 }
 

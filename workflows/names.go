@@ -19,7 +19,6 @@ const (
 	workerTaskQueuePrefix = "tflo-worker-"
 
 	CoordinatorWorkflowIDPrefix = "tflo-coordinator:"
-	CheckpointWorkflowIDPrefix  = "tflo-checkpoint:"
 	HandoffWorkflowIDPrefix     = "tflo-handoff:"
 	LeaseWorkflowIDPrefix       = "tflo-lease:"
 	BackfillWorkflowIDPrefix    = "tflo-backfill:"
@@ -38,10 +37,8 @@ const (
 	// QueryShards returns a coordinator's per-shard table ([]ShardRow).
 	QueryShards = "shards"
 
-	// SignalCheckpointNow asks a per-shard checkpoint workflow for a
-	// checkpoint now.
-	SignalCheckpointNow = "checkpoint-now"
-	// SignalOwner tells a checkpoint workflow who owns its shard (Owner).
+	// SignalOwner tells a handoff that waits for its new owner (started
+	// by a lease workflow without a coordinator) who that is (Owner).
 	SignalOwner = "owner"
 	// SignalStop asks a long-running workflow to finish after its current step.
 	SignalStop = "stop"
@@ -52,10 +49,8 @@ const (
 // Custom search attributes, so checkpoints can be filtered in the web UI
 // (for example `TfloPipeline = "iot-portal" and TfloBreakerState = "open"`).
 var (
-	SearchPipeline       = temporal.NewSearchAttributeKeyKeyword("TfloPipeline")
-	SearchShard          = temporal.NewSearchAttributeKeyKeyword("TfloShard")
-	SearchLastCheckpoint = temporal.NewSearchAttributeKeyTime("TfloLastCheckpoint")
-	SearchBreakerState   = temporal.NewSearchAttributeKeyKeyword("TfloBreakerState")
+	SearchPipeline     = temporal.NewSearchAttributeKeyKeyword("TfloPipeline")
+	SearchBreakerState = temporal.NewSearchAttributeKeyKeyword("TfloBreakerState")
 )
 
 // SearchAttributeFlags returns the `--search-attribute Name=Type` arguments
@@ -63,8 +58,6 @@ var (
 func SearchAttributeFlags() []string {
 	return []string{
 		"--search-attribute", SearchPipeline.GetName() + "=Keyword",
-		"--search-attribute", SearchShard.GetName() + "=Keyword",
-		"--search-attribute", SearchLastCheckpoint.GetName() + "=Datetime",
 		"--search-attribute", SearchBreakerState.GetName() + "=Keyword",
 	}
 }
@@ -75,12 +68,6 @@ func WorkerTaskQueue(workerID string) string { return workerTaskQueuePrefix + wo
 // CoordinatorWorkflowID is the id of a pipeline's checkpoint coordinator.
 func CoordinatorWorkflowID(pipeline string) string {
 	return CoordinatorWorkflowIDPrefix + url.PathEscape(pipeline)
-}
-
-// CheckpointWorkflowID is the id of the checkpoint workflow of one shard of
-// a pipeline. Names are escaped so ids stay unambiguous.
-func CheckpointWorkflowID(pipeline string, shard streaming.ShardID) string {
-	return fmt.Sprintf("%s%s/%s", CheckpointWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(string(shard)))
 }
 
 // HandoffWorkflowID is the id of a shard's handoff. One handoff per shard

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +29,6 @@ const historyDir = "testdata/histories"
 func newReplayer() worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	r.RegisterWorkflow(workflows.CheckpointWorkflow)
 	r.RegisterWorkflow(workflows.HandoffWorkflow)
 	r.RegisterWorkflow(workflows.LeaseWorkflow)
 	r.RegisterWorkflow(workflows.BackfillWorkflow)
@@ -77,7 +75,6 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	var stages fakeactivities.Stages
 	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
 	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	ctl.RegisterWorkflow(workflows.CheckpointWorkflow)
 	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
 	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
 	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
@@ -95,21 +92,6 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 		require.NoError(t, err)
 		return run
 	}
-
-	// Checkpoint: two timer checkpoints, one checkpoint-now, then stop.
-	cpID := workflows.CheckpointWorkflowID("iot", "readings-0")
-	cpRun := start(cpID, workflows.CheckpointWorkflow, workflows.CheckpointInput{
-		Pipeline: "iot", Shard: "readings-0", Interval: 300 * time.Millisecond,
-		Owner: &workflows.Owner{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1"), Epoch: 1},
-	})
-	waitFor(t, func() bool { return queryCheckpoint(t, c, cpID).Completed >= 2 })
-	require.NoError(t, c.SignalWorkflow(ctx, cpID, "", workflows.SignalCheckpointNow, workflows.CheckpointNow{Reason: "record"}))
-	require.NoError(t, c.SignalWorkflow(ctx, cpID, "", workflows.SignalOwner, workflows.Owner{WorkerID: "w2", TaskQueue: workflows.WorkerTaskQueue("w2"), Epoch: 2}))
-	waitFor(t, func() bool { return queryCheckpoint(t, c, cpID).Completed >= 4 })
-	require.NoError(t, c.SignalWorkflow(ctx, cpID, "", workflows.SignalStop, nil))
-	var cpState workflows.CheckpointState
-	require.NoError(t, cpRun.Get(ctx, &cpState))
-	assert.GreaterOrEqual(t, cpState.Completed, int64(4))
 
 	// Handoff between two live owners.
 	hoRun := start(workflows.HandoffWorkflowID("iot", "readings-0"), workflows.HandoffWorkflow, workflows.HandoffInput{
@@ -155,7 +137,7 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 	assert.Equal(t, 3, bf.FilesDone)
 
 	runs := map[string]client.WorkflowRun{
-		"checkpoint": cpRun, "handoff": hoRun, "lease-dead": leaseRun,
+		"handoff": hoRun, "lease-dead": leaseRun,
 		"handoff-orphan": c.GetWorkflow(ctx, leaseState.Handoffs[0], ""), "backfill": bfRun, "handoff-unmoved": unmovedRun,
 	}
 	maps.Copy(runs, recordCoordinator(t, ctx, c))
@@ -186,20 +168,6 @@ func fetchHistory(t *testing.T, c client.Client, run client.WorkflowRun) *histor
 	}
 	require.NotEmpty(t, h.Events)
 	return h
-}
-
-func queryCheckpoint(t *testing.T, c client.Client, id string) workflows.CheckpointState {
-	t.Helper()
-	v, err := c.QueryWorkflow(context.Background(), id, "", workflows.QueryStatus)
-	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
-			return workflows.CheckpointState{}
-		}
-		require.NoError(t, err)
-	}
-	var st workflows.CheckpointState
-	require.NoError(t, v.Get(&st))
-	return st
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -25,7 +25,7 @@ import (
 // their versioning behaviour (pinned; ignored by an unversioned worker).
 func Register(w worker.WorkflowRegistry) {
 	pinned := workflow.RegisterOptions{VersioningBehavior: workflow.VersioningBehaviorPinned}
-	for _, wf := range []any{CoordinatorWorkflow, HandoffWorkflow, LeaseWorkflow, BackfillWorkflow, CheckpointWorkflow} {
+	for _, wf := range []any{CoordinatorWorkflow, HandoffWorkflow, LeaseWorkflow, BackfillWorkflow} {
 		w.RegisterWorkflowWithOptions(wf, pinned)
 	}
 }

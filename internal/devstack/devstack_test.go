@@ -80,7 +80,7 @@ func TestTemporalWithUI(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	sa, err := tp.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: "default"})
 	require.NoError(t, err)
-	for _, k := range []string{workflows.SearchPipeline.GetName(), workflows.SearchShard.GetName(), workflows.SearchLastCheckpoint.GetName(), workflows.SearchBreakerState.GetName()} {
+	for _, k := range []string{workflows.SearchPipeline.GetName(), workflows.SearchBreakerState.GetName()} {
 		require.Contains(t, sa.CustomAttributes, k)
 	}
 	require.NoError(t, tp.Close())

@@ -52,6 +52,8 @@ type Temporal struct {
 	Client client.Client
 
 	proc process
+	bin  string
+	args []string
 	once sync.Once
 }
 
@@ -109,6 +111,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		args = append(args, p, strconv.Itoa(n))
 	}
 	args = append(args, workflows.SearchAttributeFlags()...)
+	t.bin, t.args = o.Bin, args
 	if err := t.proc.start(o.Bin, args, nil); err != nil {
 		return nil, err
 	}
@@ -118,8 +121,39 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 			t.Close()
 		}
 	}()
-	logger := tlog.NewStructuredLogger(o.Logger)
-	err = t.proc.waitReady(TemporalStartTimeout, 100*time.Millisecond, func() error {
+	if err := t.waitReady(ctx, o.Logger); err != nil {
+		return nil, err
+	}
+	ok = true
+	return t, nil
+}
+
+// Stop kills the server (SIGKILL: an outage, not a clean shutdown); its
+// database stays, and Restart brings it back on the same ports. The
+// client stays open and reconnects once the server is back.
+func (t *Temporal) Stop() { t.proc.stop(syscall.SIGKILL, 10*time.Second) }
+
+// Restart starts a stopped server again on the same ports and database
+// and waits until it answers.
+func (t *Temporal) Restart(ctx context.Context) error {
+	if err := t.proc.start(t.bin, t.args, nil); err != nil {
+		return err
+	}
+	if err := t.waitReady(ctx, nil); err != nil {
+		t.Stop()
+		return err
+	}
+	return nil
+}
+
+// waitReady waits until the frontend answers a health check (dialing the
+// client on first use) and the web UI answers HTTP.
+func (t *Temporal) waitReady(ctx context.Context, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	logger := tlog.NewStructuredLogger(log)
+	return t.proc.waitReady(TemporalStartTimeout, 100*time.Millisecond, func() error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -152,11 +186,6 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	ok = true
-	return t, nil
 }
 
 // Pid returns the server process's id (0 when it is not running), for

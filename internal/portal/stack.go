@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/internal/archiveloc"
@@ -25,7 +23,6 @@ import (
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/workers/pipelines"
 	"github.com/tflo-io/tflo/workers/simulator"
-	"github.com/tflo-io/tflo/workflows"
 )
 
 // Names the stack uses (those of the specs).
@@ -287,9 +284,8 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		defer cancel()
 		s.Backfill.Close(cctx)
 	})
-	if err := s.startCheckpointWorkflows(ctx, cp); err != nil {
-		return nil, err
-	}
+	// The central workers start the pipeline's checkpoint coordinator
+	// with their first announcement (workflows.Announce).
 
 	// Edge gateway.
 	ep, err := s.EdgePipeline()
@@ -392,6 +388,7 @@ func (s *Stack) CentralPipeline(i int) (pipeline.Pipeline, error) {
 	p.State.Memory = 128 << 20
 	p.State.Durable = pipeline.Durable{Store: s.durable}
 	p.Checkpoint.Interval = s.Opts.CheckpointInterval
+	p.Checkpoint.MaxCheckpointAge = 3 * s.Opts.CheckpointInterval // the spec's default was its own interval's
 	p.Checkpoint.HeartbeatTimeout = 10 * time.Second
 	p.Checkpoint.StageTimeout = 10 * time.Second
 	p.Checkpoint.HandoffStepTimeout = 20 * time.Second
@@ -417,6 +414,7 @@ func (s *Stack) EdgePipeline() (pipeline.Pipeline, error) {
 	p.Source.(*pipeline.MQTTSource).OmitReceiveMaximum = true
 	p.State.Memory = 96 << 20
 	p.Checkpoint.Interval = s.Opts.CheckpointInterval
+	p.Checkpoint.MaxCheckpointAge = 3 * s.Opts.CheckpointInterval // the spec's default was its own interval's
 	return p, nil
 }
 
@@ -427,24 +425,6 @@ func (s *Stack) Shards() []streaming.ShardID {
 		out[p] = streaming.KafkaShard(SignalsTopic, p)
 	}
 	return out
-}
-
-// startCheckpointWorkflows starts (or keeps) the checkpoint workflow of
-// every partition, as `starter pipeline start` does; the workers announce
-// themselves as owners when they are assigned the partitions.
-func (s *Stack) startCheckpointWorkflows(ctx context.Context, p pipeline.Pipeline) error {
-	pol := p.Checkpoint
-	for _, sh := range s.Shards() {
-		in := workflows.CheckpointInput{Pipeline: PipelineName, Shard: sh, Interval: s.Opts.CheckpointInterval,
-			BreakerThreshold: pol.BreakerThreshold, BreakerCoolDown: pol.BreakerCoolDown,
-			SnapshotTimeout: pol.StageTimeout, SaveTimeout: pol.StageTimeout, CommitTimeout: pol.StageTimeout}
-		id := workflows.CheckpointWorkflowID(PipelineName, sh)
-		if _, err := s.Temporal.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, workflows.CheckpointWorkflow, in); err != nil {
-			return fmt.Errorf("portal stack: start checkpoint workflow %s: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // SimulatorDone is closed when the simulator has published its configured

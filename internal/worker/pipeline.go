@@ -110,7 +110,7 @@ func sourceName(s pipeline.Source) string {
 	return fmt.Sprintf("%T", s)
 }
 
-// RunPipeline runs p as cfg deploys it: it dials Temporal (when an
+// RunPipeline runs p as cfg deploys it: it makes a lazy Temporal client (when an
 // address is set), opens the coordination store (when a NATS URL is
 // set), serves backfills (when an InfluxDB is set) and runs the pipeline
 // worker until ctx ends; opts are added to the worker's.
@@ -138,14 +138,15 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 				return err
 			}
 		}
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		tc, err = client.DialContext(dctx, copts)
-		cancel()
+		// Lazy: the worker starts and runs its hot path (checkpointing
+		// locally) while Temporal is unreachable, and joins the
+		// coordinator's rounds when it comes back.
+		tc, err = client.NewLazyClient(copts)
 		if err != nil {
-			return fmt.Errorf("dial temporal at %s: %w", r, err)
+			return fmt.Errorf("temporal client for %s: %w", r, err)
 		}
 		defer tc.Close()
-		log.Info("connected to temporal", "target", r.String(), "address_from", r.Source("address"))
+		log.Info("temporal client ready (connects on first use)", "target", r.String(), "address_from", r.Source("address"))
 		o = append(o, pipeline.WithTemporal(tc))
 		if cfg.ControlWorker {
 			o = append(o, pipeline.WithControlWorker())
@@ -185,10 +186,28 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 			ArchiveRoots: roots, DatabasePrefixes: prefixes, KafkaSecurity: sec, InfluxTLS: influxTLS,
 		}
 		log.Info("backfills allowed", "archive_roots", roots, "database_prefixes", prefixes)
-		if err := b.Start(tc); err != nil {
-			return err
-		}
+		// Started in the background with backoff: the client is lazy, and
+		// a worker starts while Temporal is unreachable.
+		bctx, bcancel := context.WithCancel(ctx)
+		started := make(chan struct{})
+		go func() {
+			defer close(started)
+			for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+				err := b.Start(tc)
+				if err == nil {
+					return
+				}
+				log.Warn("starting the backfill worker failed (Temporal unreachable?); will retry", "err", err, "in", backoff)
+				select {
+				case <-bctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+			}
+		}()
 		defer func() {
+			bcancel()
+			<-started
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			b.Close(cctx)

@@ -257,31 +257,40 @@ func TestPortalEndToEnd(t *testing.T) {
 		require.NotEmpty(t, reasons[m], "dead letter %q has no reason", m)
 	}
 
-	// Checkpoints completed on every shard and are listed by their search
-	// attributes.
+	// The pipeline's checkpoint coordinator is listed by its search
+	// attributes, and its rounds checkpointed every shard.
+	q := fmt.Sprintf("%s = '%s'", workflows.SearchPipeline.GetName(), portal.PipelineName)
+	var attrs map[string]string
+	require.Eventually(t, func() bool {
+		resp, err := st.Temporal.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q})
+		if err != nil || len(resp.Executions) != 1 || resp.Executions[0].GetExecution().GetWorkflowId() != workflows.CoordinatorWorkflowID(portal.PipelineName) {
+			return false
+		}
+		attrs = map[string]string{}
+		for name, p := range resp.Executions[0].GetSearchAttributes().GetIndexedFields() {
+			var v any
+			if converter.GetDefaultDataConverter().FromPayload(p, &v) == nil {
+				attrs[name] = fmt.Sprint(v)
+			}
+		}
+		return attrs[workflows.SearchBreakerState.GetName()] != ""
+	}, time.Minute, 200*time.Millisecond, "visibility: %s", q)
+	require.Equal(t, workflows.BreakerClosed, attrs[workflows.SearchBreakerState.GetName()])
 	for _, shard := range st.Shards() {
-		q := fmt.Sprintf("%s = '%s' AND %s = '%s'", workflows.SearchPipeline.GetName(), portal.PipelineName, workflows.SearchShard.GetName(), shard)
-		var attrs map[string]string
+		var row workflows.ShardRow
 		require.Eventually(t, func() bool {
-			resp, err := st.Temporal.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q})
-			if err != nil || len(resp.Executions) != 1 {
+			var rows []workflows.ShardRow
+			v, err := st.Temporal.Client.QueryWorkflow(ctx, workflows.CoordinatorWorkflowID(portal.PipelineName), "", workflows.QueryShards)
+			if err != nil || v.Get(&rows) != nil {
 				return false
 			}
-			attrs = map[string]string{}
-			for name, p := range resp.Executions[0].GetSearchAttributes().GetIndexedFields() {
-				var v any
-				if converter.GetDefaultDataConverter().FromPayload(p, &v) == nil {
-					attrs[name] = fmt.Sprint(v)
+			for _, r := range rows {
+				if r.Shard == shard {
+					row = r
 				}
 			}
-			return attrs[workflows.SearchLastCheckpoint.GetName()] != ""
-		}, time.Minute, 200*time.Millisecond, "visibility: %s", q)
-		require.Equal(t, workflows.BreakerClosed, attrs[workflows.SearchBreakerState.GetName()])
-		var cs workflows.CheckpointState
-		v, err := st.Temporal.Client.QueryWorkflow(ctx, workflows.CheckpointWorkflowID(portal.PipelineName, shard), "", workflows.QueryStatus)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&cs))
-		require.Positive(t, cs.Completed, "shard %s", shard)
+			return row.Status == workflows.ShardOK && row.CheckpointID > 0
+		}, time.Minute, 200*time.Millisecond, "no round checkpointed shard %s: %+v", shard, row)
 	}
 
 	// Drain: final checkpoints flush the sinks.

@@ -2,7 +2,6 @@ package fakeactivities
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
@@ -18,23 +17,12 @@ const DeadWorker = "dead"
 
 // Stages counts what the stand-ins did.
 type Stages struct {
-	ids      atomic.Uint64
 	Replayed atomic.Int64 // files replayed
 }
 
 // Register registers every stand-in on w.
 func (f *Stages) Register(w worker.Worker) {
 	reg := func(fn any, name string) { w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(_ context.Context, ref activities.ShardRef) (activities.SnapshotResult, error) {
-		id := f.ids.Add(1)
-		return activities.SnapshotResult{CheckpointID: id, Cursor: fmt.Sprintf("readings/0@%d", id*10), Keys: 3}, nil
-	}, "Snapshot")
-	reg(func(_ context.Context, in activities.StageInput) (activities.SaveResult, error) {
-		return activities.SaveResult{Bytes: 512, Requests: 2}, nil
-	}, "SaveState")
-	reg(func(_ context.Context, in activities.StageInput) (activities.CommitResult, error) {
-		return activities.CommitResult{Cursor: fmt.Sprintf("readings/0@%d", in.CheckpointID*10)}, nil
-	}, "CommitCursor")
 	reg(func(_ context.Context, ref activities.ShardRef) (activities.CheckpointSummary, error) {
 		return activities.CheckpointSummary{CheckpointID: 4, Epoch: ref.Epoch, Cursor: "readings/0@40", Bytes: 512}, nil
 	}, "FinalCheckpoint")

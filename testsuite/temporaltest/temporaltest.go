@@ -2,6 +2,10 @@ package temporaltest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +27,43 @@ type Server struct {
 
 // Pid returns the dev server's process id (for its CPU use in /proc).
 func (s *Server) Pid() int { return s.dev.Pid() }
+
+// CPU returns the user and system CPU time the dev server has used so far
+// (/proc/<pid>/stat; Linux), failing t when it cannot be read.
+func (s *Server) CPU(t testing.TB) time.Duration {
+	t.Helper()
+	pid := s.Pid()
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		t.Fatalf("read the CPU time of the dev server (pid %d): %v", pid, err)
+	}
+	// Fields after the command name (in parentheses, may hold spaces):
+	// utime is field 14, stime 15.
+	st := string(raw)
+	fields := strings.Fields(st[strings.LastIndexByte(st, ')')+2:])
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("parse /proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks
+}
+
+// Stop kills the dev server (an outage: SIGKILL); its database stays.
+// Client stays open and reconnects after Restart.
+func (s *Server) Stop() { s.dev.Stop() }
+
+// Restart starts the stopped dev server again on the same address and
+// database, failing t when it does not come back.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.dev.Restart(ctx); err != nil {
+		t.Fatalf("restart temporal dev server: %v\n%s", err, s.dev.LogTail(4096))
+	}
+}
 
 // Binary returns the temporal CLI path and whether it exists
 // ($TFLO_TEMPORAL, else <repo>/bin/temporal).
