@@ -40,15 +40,13 @@ namespace() {
 attributes() {
 	temporal operator search-attribute create --namespace "$ns" \
 		--name TfloPipeline --type Keyword \
-		--name TfloShard --type Keyword \
-		--name TfloLastCheckpoint --type Datetime \
 		--name TfloBreakerState --type Keyword
 }
 
 # registered: every attribute is listed in the namespace.
 registered() {
 	list=$(temporal operator search-attribute list --namespace "$ns") || return 1
-	for a in TfloPipeline TfloShard TfloLastCheckpoint TfloBreakerState; do
+	for a in TfloPipeline TfloBreakerState; do
 		echo "$list" | grep -qw "$a" || return 1
 	done
 }
