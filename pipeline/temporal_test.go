@@ -498,14 +498,17 @@ func TestBreakerGaugeShowsTheCoordinators(t *testing.T) {
 		st, err := queryCoordinator(ctx, srv.Client, p.Name)
 		return err == nil && st.Complete > 0
 	}, time.Minute, 50*time.Millisecond, "no complete round")
-	require.Zero(t, gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"))
+	open := func() float64 { return gatherWith(t, reg, "tflo_pipeline_checkpoint_breaker_state", "state", "open") }
+	closed := func() float64 { return gatherWith(t, reg, "tflo_pipeline_checkpoint_breaker_state", "state", "closed") }
+	require.Zero(t, open())
+	require.Equal(t, float64(parts), closed(), "every shard's breaker series says closed")
 
 	store.Cut()
 	require.Eventually(t, func() bool {
 		st, err := queryCoordinator(ctx, srv.Client, p.Name)
 		return err == nil && st.Breaker == workflows.BreakerOpen
 	}, time.Minute, 50*time.Millisecond, "the coordinator's breaker never opened")
-	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoint_breaker_state") == 2*parts },
+	require.Eventually(t, func() bool { return open() == parts && closed() == 0 },
 		30*time.Second, 20*time.Millisecond, "the gauge does not show the coordinator's open breaker")
 
 	store.mu.Lock()
@@ -515,6 +518,6 @@ func TestBreakerGaugeShowsTheCoordinators(t *testing.T) {
 		st, err := queryCoordinator(ctx, srv.Client, p.Name)
 		return err == nil && st.Breaker == workflows.BreakerClosed
 	}, time.Minute, 50*time.Millisecond, "the probe round did not close the breaker")
-	require.Eventually(t, func() bool { return gather(t, reg, "tflo_pipeline_checkpoint_breaker_state") == 0 },
+	require.Eventually(t, func() bool { return open() == 0 && closed() == parts },
 		30*time.Second, 20*time.Millisecond, "the gauge does not follow the closed breaker")
 }
