@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -201,4 +202,68 @@ func BenchmarkRollingFilesPerPartitionHour(b *testing.B) {
 	b.ReportMetric(rolling, "files/partition-hour")
 	b.ReportMetric(perCheckpoint, "baseline-files/partition-hour")
 	b.ReportMetric(rolling/perCheckpoint, "x-one-file-per-checkpoint")
+}
+
+// BenchmarkRollingPreCommit measures what a checkpoint's pre-commit costs
+// over the life of one file open across n checkpoints (1 s checkpoints:
+// n=60 is a minute, n=900 the default 15-minute file), a row group added
+// at each: an op is the file's n checkpoints (Append of 64 offsets,
+// PreCommit, Commit, into a memory archive), for the writer (row-group
+// segments) and, in alternation in the same loop, for the baseline
+// writing every row group into every record (WithInlineRowGroups, the
+// format before segments). It reports each one's time and archive bytes
+// per pre-commit (the part, the segment and the record) and the ratio
+// x-inline (segments' time over the baseline's; below 1 is cheaper).
+func BenchmarkRollingPreCommit(b *testing.B) {
+	for _, n := range []int{60, 300, 900} {
+		b.Run(fmt.Sprintf("checkpoints=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			life := func(opts ...parquet.WriterOption) (time.Duration, int64) {
+				w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1,
+					append([]parquet.WriterOption{parquet.WithRowGroupRows(64), parquet.WithMaxFileAge(time.Hour)}, opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+					b.Fatal(err)
+				}
+				var spent time.Duration
+				var bytes int64
+				off := int64(0)
+				for range n {
+					for range 64 {
+						if err := w.Append(ctx, rowsAt(off)...); err != nil {
+							b.Fatal(err)
+						}
+						off++
+					}
+					t0 := time.Now()
+					cs, err := w.PreCommit(ctx, off-1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					spent += time.Since(t0)
+					bytes += cs.Bytes
+					if _, err := w.Commit(ctx, off-1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return spent, bytes
+			}
+			var seg, inl time.Duration
+			var segBytes, inlBytes int64
+			for b.Loop() {
+				t, by := life()
+				seg, segBytes = seg+t, segBytes+by
+				t, by = life(parquet.WithInlineRowGroups())
+				inl, inlBytes = inl+t, inlBytes+by
+			}
+			pcs := float64(b.N * n)
+			b.ReportMetric(float64(seg.Nanoseconds())/pcs, "ns/pre-commit")
+			b.ReportMetric(float64(inl.Nanoseconds())/pcs, "inline-ns/pre-commit")
+			b.ReportMetric(float64(segBytes)/pcs, "bytes/pre-commit")
+			b.ReportMetric(float64(inlBytes)/pcs, "inline-bytes/pre-commit")
+			b.ReportMetric(float64(seg)/float64(inl), "x-inline")
+		})
+	}
 }
