@@ -267,3 +267,65 @@ func BenchmarkRollingPreCommit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRollingZstdLevel appends the 100k benchmark rows to a
+// RollingWriter (a memory archive, a pre-commit every 10k rows, then a
+// roll and a commit; a cut never splits an offset's rows) at zstd level 1 and at the default level 3, in
+// alternation in the same loop: CPU time and archive bytes per row of
+// each, and x-level3 (level 1's time over level 3's).
+func BenchmarkRollingZstdLevel(b *testing.B) {
+	ctx := context.Background()
+	rows := benchData()
+	run := func(level int) (time.Duration, int64) {
+		w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1, parquet.WithZstdLevel(level))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		for i := 0; i < len(rows); i += 8 {
+			batch := rows[i:min(i+8, len(rows))]
+			if err := w.Append(ctx, batch...); err != nil {
+				b.Fatal(err)
+			}
+			cut := batch[len(batch)-1].Offset
+			if (i+8)%10_000 < 8 && i+8 < len(rows) && rows[i+8].Offset > cut {
+				if _, err := w.PreCommit(ctx, cut); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		w.Roll()
+		last := rows[len(rows)-1].Offset
+		if _, err := w.PreCommit(ctx, last); err != nil {
+			b.Fatal(err)
+		}
+		st, err := w.Commit(ctx, last)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0), st.FileBytes
+	}
+	var t1, t3 time.Duration
+	var b1, b3 int64
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 { // alternate which goes first
+			t, n := run(1)
+			t1, b1 = t1+t, b1+n
+		}
+		t, n := run(3)
+		t3, b3 = t3+t, b3+n
+		if i%2 == 1 {
+			t, n := run(1)
+			t1, b1 = t1+t, b1+n
+		}
+	}
+	n := float64(b.N * len(rows))
+	b.ReportMetric(float64(t1.Nanoseconds())/n, "level1-ns/row")
+	b.ReportMetric(float64(t3.Nanoseconds())/n, "level3-ns/row")
+	b.ReportMetric(float64(b1)/n, "level1-file-bytes/row")
+	b.ReportMetric(float64(b3)/n, "level3-file-bytes/row")
+	b.ReportMetric(float64(t1)/float64(t3), "x-level3")
+}
