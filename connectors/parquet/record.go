@@ -143,14 +143,10 @@ func decodeRecord(ctx context.Context, name string, data []byte) (*record, error
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("pre-commit record %s: %s: %w", name, fmt.Sprintf(format, args...), streaming.ErrCorrupt)
 	}
-	if len(data) < len(recordMagic)+16 || string(data[:len(recordMagic)]) != recordMagic {
-		return nil, corrupt("not a record (%d bytes)", len(data))
+	rest, err := checkedBody(data, recordMagic, 12)
+	if err != nil {
+		return nil, corrupt("%v", err)
 	}
-	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, corrupt("checksum %08x, content hashes to %08x", sum, got)
-	}
-	rest := body[len(recordMagic):]
 	var secs [3][]byte
 	for i := range secs {
 		if len(rest) < 4 {
@@ -241,14 +237,11 @@ func decodeSegment(name string, data []byte, n int) ([]format.RowGroup, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("row-group segment %s: %s: %w", name, fmt.Sprintf(format, args...), streaming.ErrCorrupt)
 	}
-	if len(data) < len(segmentMagic)+4 || string(data[:len(segmentMagic)]) != segmentMagic {
-		return nil, corrupt("not a row-group segment (%d bytes)", len(data))
+	body, err := checkedBody(data, segmentMagic, 0)
+	if err != nil {
+		return nil, corrupt("%v", err)
 	}
-	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, corrupt("checksum %08x, content hashes to %08x", sum, got)
-	}
-	rgs, err := decodeRowGroups(body[len(segmentMagic):])
+	rgs, err := decodeRowGroups(body)
 	if err != nil {
 		return nil, corrupt("%v", err)
 	}
@@ -256,6 +249,20 @@ func decodeSegment(name string, data []byte, n int) ([]format.RowGroup, error) {
 		return nil, corrupt("%d row groups, the record expects %d", len(rgs), n)
 	}
 	return rgs, nil
+}
+
+// checkedBody checks that data starts with magic, holds at least min
+// bytes after it and ends with the CRC-32C of everything before, and
+// returns the bytes between the magic and the checksum.
+func checkedBody(data []byte, magic string, min int) ([]byte, error) {
+	if len(data) < len(magic)+min+4 || string(data[:len(magic)]) != magic {
+		return nil, fmt.Errorf("no %s object (%d bytes)", magic, len(data))
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, fmt.Errorf("checksum %08x, content hashes to %08x", sum, got)
+	}
+	return body[len(magic):], nil
 }
 
 // decodeRowsFile reads every row of an archive file held in memory
