@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -201,4 +202,130 @@ func BenchmarkRollingFilesPerPartitionHour(b *testing.B) {
 	b.ReportMetric(rolling, "files/partition-hour")
 	b.ReportMetric(perCheckpoint, "baseline-files/partition-hour")
 	b.ReportMetric(rolling/perCheckpoint, "x-one-file-per-checkpoint")
+}
+
+// BenchmarkRollingPreCommit measures what a checkpoint's pre-commit costs
+// over the life of one file open across n checkpoints (1 s checkpoints:
+// n=60 is a minute, n=900 the default 15-minute file), a row group added
+// at each: an op is the file's n checkpoints (Append of 64 offsets,
+// PreCommit, Commit, into a memory archive), for the writer (row-group
+// segments) and, in alternation in the same loop, for the baseline
+// writing every row group into every record (WithInlineRowGroups, the
+// format before segments). It reports each one's time and archive bytes
+// per pre-commit (the part, the segment and the record) and the ratio
+// x-inline (segments' time over the baseline's; below 1 is cheaper).
+func BenchmarkRollingPreCommit(b *testing.B) {
+	for _, n := range []int{60, 300, 900} {
+		b.Run(fmt.Sprintf("checkpoints=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			life := func(opts ...parquet.WriterOption) (time.Duration, int64) {
+				w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1,
+					append([]parquet.WriterOption{parquet.WithRowGroupRows(64), parquet.WithMaxFileAge(time.Hour)}, opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+					b.Fatal(err)
+				}
+				var spent time.Duration
+				var bytes int64
+				off := int64(0)
+				for range n {
+					for range 64 {
+						if err := w.Append(ctx, rowsAt(off)...); err != nil {
+							b.Fatal(err)
+						}
+						off++
+					}
+					t0 := time.Now()
+					cs, err := w.PreCommit(ctx, off-1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					spent += time.Since(t0)
+					bytes += cs.Bytes
+					if _, err := w.Commit(ctx, off-1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return spent, bytes
+			}
+			var seg, inl time.Duration
+			var segBytes, inlBytes int64
+			for b.Loop() {
+				t, by := life()
+				seg, segBytes = seg+t, segBytes+by
+				t, by = life(parquet.WithInlineRowGroups())
+				inl, inlBytes = inl+t, inlBytes+by
+			}
+			pcs := float64(b.N * n)
+			b.ReportMetric(float64(seg.Nanoseconds())/pcs, "ns/pre-commit")
+			b.ReportMetric(float64(inl.Nanoseconds())/pcs, "inline-ns/pre-commit")
+			b.ReportMetric(float64(segBytes)/pcs, "bytes/pre-commit")
+			b.ReportMetric(float64(inlBytes)/pcs, "inline-bytes/pre-commit")
+			b.ReportMetric(float64(seg)/float64(inl), "x-inline")
+		})
+	}
+}
+
+// BenchmarkRollingZstdLevel appends the 100k benchmark rows to a
+// RollingWriter (a memory archive, a pre-commit every 10k rows, then a
+// roll and a commit; a cut never splits an offset's rows) at zstd level 1 and at the default level 3, in
+// alternation in the same loop: CPU time and archive bytes per row of
+// each, and x-level3 (level 1's time over level 3's).
+func BenchmarkRollingZstdLevel(b *testing.B) {
+	ctx := context.Background()
+	rows := benchData()
+	run := func(level int) (time.Duration, int64) {
+		w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1, parquet.WithZstdLevel(level))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		for i := 0; i < len(rows); i += 8 {
+			batch := rows[i:min(i+8, len(rows))]
+			if err := w.Append(ctx, batch...); err != nil {
+				b.Fatal(err)
+			}
+			cut := batch[len(batch)-1].Offset
+			if (i+8)%10_000 < 8 && i+8 < len(rows) && rows[i+8].Offset > cut {
+				if _, err := w.PreCommit(ctx, cut); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		w.Roll()
+		last := rows[len(rows)-1].Offset
+		if _, err := w.PreCommit(ctx, last); err != nil {
+			b.Fatal(err)
+		}
+		st, err := w.Commit(ctx, last)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0), st.FileBytes
+	}
+	var t1, t3 time.Duration
+	var b1, b3 int64
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 { // alternate which goes first
+			t, n := run(1)
+			t1, b1 = t1+t, b1+n
+		}
+		t, n := run(3)
+		t3, b3 = t3+t, b3+n
+		if i%2 == 1 {
+			t, n := run(1)
+			t1, b1 = t1+t, b1+n
+		}
+	}
+	n := float64(b.N * len(rows))
+	b.ReportMetric(float64(t1.Nanoseconds())/n, "level1-ns/row")
+	b.ReportMetric(float64(t3.Nanoseconds())/n, "level3-ns/row")
+	b.ReportMetric(float64(b1)/n, "level1-file-bytes/row")
+	b.ReportMetric(float64(b3)/n, "level3-file-bytes/row")
+	b.ReportMetric(float64(t1)/float64(t3), "x-level3")
 }

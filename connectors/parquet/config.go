@@ -18,6 +18,10 @@ type writerConfig struct {
 	maxFileAge     time.Duration
 	partSize       int64
 	now            func() time.Time
+	// inlineRowGroups makes pre-commit records hold every row group of
+	// the open file instead of writing row-group segments: the format
+	// before segments, the benchmarks' baseline.
+	inlineRowGroups bool
 }
 
 func defaultWriterConfig() writerConfig {

@@ -41,7 +41,8 @@
 // (first and last source offset, 20 digits; the epoch of the owner that
 // opened the file). Names are deterministic and sort as (shard, first,
 // last, epoch). The archive's working objects live under [StagingDir]
-// ("_tflo/"): files being built (*.inprogress) and pre-commit records per
+// ("_tflo/"): files being built (*.inprogress) with their row-group
+// segments (*.inprogress.rg-<from>-<to>), pre-commit records per
 // shard, compaction outputs being built. Names with an element starting
 // with '_' or '.' are hidden from readers, as Hive, Spark and Arrow
 // datasets hide them, and *.inprogress matches no *.parquet glob.
@@ -54,7 +55,10 @@
 // between records, never at every checkpoint. PreCommit at a
 // checkpoint's cut makes every row up to the cut durable: it uploads what
 // a restore needs and writes a pre-commit record holding the open file's
-// state (parts, row-group metadata, the bytes and rows not yet in a part).
+// state (parts, the bytes and rows not yet in a part). The open file's
+// row-group metadata goes beside it in row-group segments, each holding
+// the row groups added since the previous pre-commit (the record lists
+// them), so a pre-commit costs what it adds, not what the file holds.
 // Commit, once the checkpoint's state committed, publishes the files
 // sealed by then: completes the upload and moves the file to its name (on
 // S3, CompleteMultipartUpload and a server-side copy). Restore, with the

@@ -14,3 +14,9 @@ func ResealChecksum(data []byte) bool {
 	copy(data[i+len(checksumPrefix):], checksumPlaceholder)
 	return sealChecksum(data) == nil
 }
+
+// WithInlineRowGroups makes a RollingWriter write pre-commit records the
+// way it did before row-group segments: every row group of the open file
+// re-encoded into every record (the baseline of BenchmarkRollingPreCommit;
+// also how records of older workers look to Restore).
+func WithInlineRowGroups() WriterOption { return func(c *writerConfig) { c.inlineRowGroups = true } }

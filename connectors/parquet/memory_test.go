@@ -126,7 +126,7 @@ func TestReaderChecksumPassIsChunked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.WriteFile(ctx, genRows(12, 0, 200_000)); err != nil {
+	if _, err := w.WriteFile(ctx, genRows(12, 0, 300_000)); err != nil {
 		t.Fatal(err)
 	}
 	objs, _ := mem.List(ctx, "")

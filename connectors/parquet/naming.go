@@ -128,6 +128,12 @@ func inProgressName(pipeline string, shard int32, first int64, epoch streaming.E
 	return StagingPrefix(pipeline, shard) + fmt.Sprintf("%020d-e%020d.inprogress", first, uint64(epoch))
 }
 
+// segmentName names the row-group segment of the open file staging that
+// holds its row groups from to to (segment ends, see openInfo.Segments).
+func segmentName(staging string, from, to int) string {
+	return fmt.Sprintf("%s.rg-%010d-%010d", staging, from, to)
+}
+
 // recordName names the pre-commit record of a cut written at epoch.
 func recordName(pipeline string, shard int32, cut int64, epoch streaming.Epoch) string {
 	return StagingPrefix(pipeline, shard) + fmt.Sprintf("rec-%020d-e%020d", cut, uint64(epoch))

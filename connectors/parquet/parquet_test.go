@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -571,4 +573,55 @@ func TestReaderRefusesChangedBytes(t *testing.T) {
 			t.Log(got)
 		})
 	}
+}
+
+// TestReaderReadsPlainEncodedFiles: files written before ts and offset
+// were delta-encoded hold them PLAIN (the encoding is not part of the
+// schema, so their fingerprint is today's); the reader reads them.
+func TestReaderReadsPlainEncodedFiles(t *testing.T) {
+	type plainRow struct {
+		Sensor string  `parquet:"sensor,dict"`
+		Signal string  `parquet:"signal,dict"`
+		TS     int64   `parquet:"ts,timestamp(nanosecond:utc)"`
+		Mode   int32   `parquet:"mode"`
+		Value  float64 `parquet:"value"`
+		Offset int64   `parquet:"offset"`
+	}
+	rows := genRows(3, 0, 5000)
+	plain := make([]plainRow, len(rows))
+	for i, r := range rows {
+		plain[i] = plainRow(r)
+	}
+	var buf bytes.Buffer
+	w := pq.NewGenericWriter[plainRow](&buf, pq.NewSchema(parquet.SchemaName, pq.SchemaOf(plainRow{})), pq.Compression(&zstd.Codec{}), pq.MaxRowsPerRowGroup(1024),
+		pq.KeyValueMetadata(parquet.FingerprintKey, parquet.SchemaFingerprint()), pq.KeyValueMetadata(parquet.ChecksumKey, "crc32c:????????"))
+	if _, err := w.Write(plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	f, err := pq.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cc := range f.Metadata().RowGroups[0].Columns {
+		if slices.Contains(cc.MetaData.Encoding, format.DeltaBinaryPacked) {
+			t.Fatalf("column %v is delta-encoded", cc.MetaData.PathInSchema)
+		}
+	}
+	if !parquet.ResealChecksum(data) {
+		t.Fatal("no checksum entry to seal")
+	}
+	a := parquet.NewMemArchive()
+	name := parquet.FileKey{Pipeline: "iot", Shard: 0, Epoch: 1, First: 0, Last: rows[len(rows)-1].Offset}.Name()
+	if err := a.PutAtomic(context.Background(), name, data); err != nil {
+		t.Fatal(err)
+	}
+	r, err := parquet.NewReader(a, "iot/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/parquet-go/parquet-go/format"
+
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -23,6 +25,21 @@ import (
 //	uint32 CRC-32C of everything before it
 //
 // All integers are little-endian.
+//
+// The open file's row-group metadata is not in the record: it grows with
+// the file (a row group per checkpoint or so, a kilobyte each), and
+// re-encoding all of it at every checkpoint made a pre-commit cost
+// proportional to the file's age. Each pre-commit instead writes the row
+// groups added since the previous one as a row-group segment, an object
+// of its own beside the open file (segmentName), and the record lists the
+// segments' ends (openInfo.Segments): the segments are immutable, so a
+// record stays a few hundred bytes plus its tail. A record whose
+// RowGroups field is set (written by older workers) holds the row groups
+// before its segments inline. A segment is
+//
+//	"TFLORGS1"
+//	the compact thrift encoding of FileMetaData{RowGroups: ...}
+//	uint32 CRC-32C of everything before it
 
 const recordMagic = "TFLOREC1"
 
@@ -60,13 +77,18 @@ type sealedInfo struct {
 // openInfo is the open file at the cut.
 type openInfo struct {
 	uploadInfo
-	Epoch     uint64 `json:"epoch"`
-	Size      int64  `json:"size"`
-	CRC       uint32 `json:"crc"`
-	Rows      int64  `json:"rows"`
-	First     int64  `json:"first"`
-	Last      int64  `json:"last"`
+	Epoch uint64 `json:"epoch"`
+	Size  int64  `json:"size"`
+	CRC   uint32 `json:"crc"`
+	Rows  int64  `json:"rows"`
+	First int64  `json:"first"`
+	Last  int64  `json:"last"`
+	// RowGroups holds row groups inline (records of older workers).
 	RowGroups []byte `json:"row_groups,omitempty"`
+	// Segments are the ends (row-group counts) of the file's row-group
+	// segments, in order: segment i holds row groups Segments[i-1] (0 for
+	// the first) to Segments[i], after the inline ones.
+	Segments []int `json:"row_group_segments,omitempty"`
 }
 
 type record struct {
@@ -121,14 +143,10 @@ func decodeRecord(ctx context.Context, name string, data []byte) (*record, error
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("pre-commit record %s: %s: %w", name, fmt.Sprintf(format, args...), streaming.ErrCorrupt)
 	}
-	if len(data) < len(recordMagic)+16 || string(data[:len(recordMagic)]) != recordMagic {
-		return nil, corrupt("not a record (%d bytes)", len(data))
+	rest, err := checkedBody(data, recordMagic, 12)
+	if err != nil {
+		return nil, corrupt("%v", err)
 	}
-	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, corrupt("checksum %08x, content hashes to %08x", sum, got)
-	}
-	rest := body[len(recordMagic):]
 	var secs [3][]byte
 	for i := range secs {
 		if len(rest) < 4 {
@@ -188,8 +206,63 @@ func checkRecord(rec *record) error {
 		if o.Size < int64(len(magic)) || o.Rows < 0 {
 			return fmt.Errorf("open file %s: %d bytes, %d rows", o.Staging, o.Size, o.Rows)
 		}
+		prev := 0
+		for _, end := range o.Segments {
+			if end <= prev {
+				return fmt.Errorf("open file %s: row-group segment ends %v do not increase", o.Staging, o.Segments)
+			}
+			prev = end
+		}
 	}
 	return nil
+}
+
+const segmentMagic = "TFLORGS1"
+
+// encodeSegment returns the bytes of a row-group segment holding rgs.
+func encodeSegment(rgs []format.RowGroup) ([]byte, error) {
+	enc, err := encodeRowGroups(rgs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(segmentMagic)+len(enc)+4)
+	out = append(append(out, segmentMagic...), enc...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
+}
+
+// decodeSegment decodes and checks the row-group segment read from the
+// archive object name, which must hold n row groups. Errors name the
+// object and wrap streaming.ErrCorrupt.
+func decodeSegment(name string, data []byte, n int) ([]format.RowGroup, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("row-group segment %s: %s: %w", name, fmt.Sprintf(format, args...), streaming.ErrCorrupt)
+	}
+	body, err := checkedBody(data, segmentMagic, 0)
+	if err != nil {
+		return nil, corrupt("%v", err)
+	}
+	rgs, err := decodeRowGroups(body)
+	if err != nil {
+		return nil, corrupt("%v", err)
+	}
+	if len(rgs) != n {
+		return nil, corrupt("%d row groups, the record expects %d", len(rgs), n)
+	}
+	return rgs, nil
+}
+
+// checkedBody checks that data starts with magic, holds at least min
+// bytes after it and ends with the CRC-32C of everything before, and
+// returns the bytes between the magic and the checksum.
+func checkedBody(data []byte, magic string, min int) ([]byte, error) {
+	if len(data) < len(magic)+min+4 || string(data[:len(magic)]) != magic {
+		return nil, fmt.Errorf("no %s object (%d bytes)", magic, len(data))
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, fmt.Errorf("checksum %08x, content hashes to %08x", sum, got)
+	}
+	return body[len(magic):], nil
 }
 
 // decodeRowsFile reads every row of an archive file held in memory

@@ -3,8 +3,12 @@ package parquet
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
+	"strings"
 	"testing"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 func sampleRecord(t testing.TB) []byte {
@@ -77,4 +81,39 @@ func FuzzDecodeRecord(f *testing.F) {
 			_, _ = decodeRowGroups(rec.Open.RowGroups)
 		}
 	})
+}
+
+// Row-group segments are read back from the archive by another process:
+// one decodes to its row groups, and a flipped byte, a wrong count or
+// another object is refused with an error naming the segment and
+// wrapping streaming.ErrCorrupt.
+func TestSegmentRoundTripAndCorruption(t *testing.T) {
+	b := newFileBuilder(3, 16)
+	b.start()
+	rows := make([]Row, 40)
+	for i := range rows {
+		rows[i] = Row{Sensor: "s", Signal: "mean", TS: int64(i), Offset: int64(i)}
+	}
+	if _, err := b.appendRows(rows); err != nil {
+		t.Fatal(err)
+	}
+	rgs := b.state().RowGroups
+	data, err := encodeSegment(rgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeSegment("seg", data, len(rgs)); err != nil || len(got) != len(rgs) || got[2].NumRows != rgs[2].NumRows {
+		t.Fatalf("decoded %d row groups, %v", len(got), err)
+	}
+	flipped := append([]byte(nil), data...)
+	flipped[20] ^= 0x40
+	for name, c := range map[string]struct {
+		data []byte
+		n    int
+	}{"flipped byte": {flipped, len(rgs)}, "wrong count": {data, len(rgs) + 1}, "a record": {sampleRecord(t), 1}, "empty": {nil, 0}} {
+		_, err := decodeSegment("seg-x", c.data, c.n)
+		if !errors.Is(err, streaming.ErrCorrupt) || !strings.Contains(err.Error(), "seg-x") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parquet-go/parquet-go/format"
+
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -70,6 +72,7 @@ type RollingWriter struct {
 	cutRows, cutBytes int64      // since the last PreCommit
 	uncommitted       []CutStats // pre-committed, not yet reported by a Commit
 	records           []int64    // cuts of the records this writer wrote and has not deleted
+	obsolete          []string   // row-group segments of published files, not yet deleted
 }
 
 type inProgress struct {
@@ -77,6 +80,7 @@ type inProgress struct {
 	epoch    streaming.Epoch
 	openedAt time.Time
 	pending  []byte // encoded bytes not yet uploaded
+	segEnds  []int  // ends of the row-group segments written (openInfo.Segments)
 }
 
 type sealedFile struct {
@@ -84,8 +88,9 @@ type sealedFile struct {
 	key      FileKey
 	rows     int64
 	size     int64
-	pending  []byte // bytes not yet uploaded (the last part)
-	sealedAt int64  // cut of the first record that lists it; -1 before
+	pending  []byte   // bytes not yet uploaded (the last part)
+	sealedAt int64    // cut of the first record that lists it; -1 before
+	segments []string // its row-group segments, deleted once it is published
 }
 
 // CutStats reports what a PreCommit made durable.
@@ -284,6 +289,7 @@ func (w *RollingWriter) seal(ctx context.Context) error {
 		rows:       st.Rows, size: st.Size,
 		pending:  append(o.pending, tail...),
 		sealedAt: -1,
+		segments: segmentNames(o.Staging, 0, o.segEnds),
 	}
 	w.sealed = append(w.sealed, sf)
 	w.open = nil
@@ -320,6 +326,11 @@ func (w *RollingWriter) PreCommit(ctx context.Context, cut int64) (CutStats, err
 			return CutStats{}, err
 		}
 	}
+	if w.open != nil {
+		if err := w.writeSegment(ctx); err != nil {
+			return CutStats{}, err
+		}
+	}
 	if w.open != nil || len(w.sealed) > 0 {
 		data, err := w.record(cut)
 		if err != nil {
@@ -350,6 +361,41 @@ func (w *RollingWriter) PreCommit(ctx context.Context, cut int64) (CutStats, err
 	return st, nil
 }
 
+// writeSegment writes the open file's row groups added since its last
+// row-group segment as a new segment.
+func (w *RollingWriter) writeSegment(ctx context.Context) error {
+	o := w.open
+	rgs := w.b.state().RowGroups
+	from := 0
+	if n := len(o.segEnds); n > 0 {
+		from = o.segEnds[n-1]
+	}
+	if w.cfg.inlineRowGroups || len(rgs) == from {
+		return nil
+	}
+	data, err := encodeSegment(rgs[from:])
+	if err == nil {
+		err = w.arc.PutAtomic(ctx, segmentName(o.Staging, from, len(rgs)), data)
+	}
+	if err != nil {
+		return fmt.Errorf("rolling writer %s: row groups %d-%d of %s: %w", w.where(), from, len(rgs), o.Staging, err)
+	}
+	o.segEnds = append(o.segEnds, len(rgs))
+	w.cutBytes += int64(len(data))
+	return nil
+}
+
+// segmentNames names the row-group segments of staging with ends, the
+// first starting at from.
+func segmentNames(staging string, from int, ends []int) []string {
+	names := make([]string, len(ends))
+	for i, end := range ends {
+		names[i] = segmentName(staging, from, end)
+		from = end
+	}
+	return names
+}
+
 // record encodes the pre-commit record of cut.
 func (w *RollingWriter) record(cut int64) ([]byte, error) {
 	rec := &record{recordHeader: recordHeader{Pipeline: w.pipeline, Shard: w.shard, Epoch: uint64(w.epoch), Cut: cut}}
@@ -358,11 +404,14 @@ func (w *RollingWriter) record(cut int64) ([]byte, error) {
 	}
 	if o := w.open; o != nil {
 		st := w.b.state()
-		rgs, err := encodeRowGroups(st.RowGroups)
-		if err != nil {
-			return nil, err
+		rec.Open = &openInfo{uploadInfo: o.uploadInfo, Epoch: uint64(o.epoch), Size: st.Size, CRC: st.CRC, Rows: st.Rows, First: st.First, Last: st.Last, Segments: o.segEnds}
+		if w.cfg.inlineRowGroups {
+			rgs, err := encodeRowGroups(st.RowGroups)
+			if err != nil {
+				return nil, err
+			}
+			rec.Open.RowGroups = rgs
 		}
-		rec.Open = &openInfo{uploadInfo: o.uploadInfo, Epoch: uint64(o.epoch), Size: st.Size, CRC: st.CRC, Rows: st.Rows, First: st.First, Last: st.Last, RowGroups: rgs}
 		rec.tailBytes = o.pending
 		rec.tailRows = w.buf
 	}
@@ -392,6 +441,7 @@ func (w *RollingWriter) Commit(ctx context.Context, cut int64) (CommitStats, err
 			return st, err
 		}
 		w.sealed = w.sealed[1:]
+		w.obsolete = append(w.obsolete, sf.segments...)
 		st.Files = append(st.Files, sf.key)
 		st.FileRows += sf.rows
 		st.FileBytes += sf.size
@@ -413,20 +463,24 @@ func (w *RollingWriter) publish(ctx context.Context, u uploadInfo, name string) 
 }
 
 // dropRecords deletes the records older than the newest at or before
-// cut, in one batch once a few gathered (or now, when force).
+// cut and the row-group segments of published files, in one batch once a
+// few records gathered (or now, when force).
 func (w *RollingWriter) dropRecords(ctx context.Context, cut int64, force bool) error {
 	i, _ := slices.BinarySearch(w.records, cut+1) // records[:i] are at or before cut
-	if i <= 1 || (i-1 < 4 && !force) {
+	old := max(i-1, 0)
+	if (old == 0 && len(w.obsolete) == 0) || (old < 4 && !force) {
 		return nil
 	}
-	names := make([]string, 0, i-1)
-	for _, c := range w.records[:i-1] {
+	names := make([]string, 0, old+len(w.obsolete))
+	for _, c := range w.records[:old] {
 		names = append(names, recordName(w.pipeline, w.shard, c, w.epoch))
 	}
+	names = append(names, w.obsolete...)
 	if err := w.del.Delete(ctx, names...); err != nil {
-		return fmt.Errorf("rolling writer %s: delete %d old pre-commit records: %w", w.where(), len(names), err)
+		return fmt.Errorf("rolling writer %s: delete %d old pre-commit records and %d row-group segments: %w", w.where(), old, len(w.obsolete), err)
 	}
-	w.records = append(w.records[:0], w.records[i-1:]...)
+	w.records = append(w.records[:0], w.records[old:]...)
+	w.obsolete = w.obsolete[:0]
 	return nil
 }
 
@@ -456,8 +510,9 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 	var st RestoreStats
 	keptNames := map[string]bool{} // staging objects finished from the record
 	keptIDs := map[string]bool{}   // and their uploads
+	var rec *record
 	if best != "" {
-		rec, err := w.readRecord(ctx, best)
+		rec, err = w.readRecord(ctx, best)
 		if err != nil {
 			return RestoreStats{}, fmt.Errorf("rolling writer %s: restore to cut %d: %w", w.where(), at.Cut, err)
 		}
@@ -501,17 +556,26 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 			st.Discarded++
 		}
 	}
-	var drop []string
+	// The row-group segments of the file finished from the record go
+	// last, after the record: a Restore repeated after a crash in between
+	// finds no record and needs none.
+	var drop, segments []string
 	for _, o := range objs {
-		if !keptNames[o.Name] {
+		switch {
+		case keptNames[o.Name]:
+		case rec != nil && rec.Open != nil && strings.HasPrefix(o.Name, rec.Open.Staging+".rg-"):
+			segments = append(segments, o.Name)
+		default:
 			drop = append(drop, o.Name)
 			if o.Name != best {
 				st.Discarded++
 			}
 		}
 	}
-	if err := w.del.Delete(ctx, drop...); err != nil {
-		return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+	for _, names := range [][]string{drop, segments} {
+		if err := w.del.Delete(ctx, names...); err != nil {
+			return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+		}
 	}
 	w.restored = true
 	w.lastCut, w.lastOff = at.Cut, at.Cut
@@ -519,19 +583,56 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 }
 
 func (w *RollingWriter) readRecord(ctx context.Context, name string) (*record, error) {
+	data, err := w.readStaged(ctx, "pre-commit record", name)
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(ctx, name, data)
+}
+
+// readStaged reads the whole staging object name (a what), at most
+// maxRecordBytes.
+func (w *RollingWriter) readStaged(ctx context.Context, what, name string) ([]byte, error) {
 	obj, err := w.arc.Open(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer obj.Close()
 	if obj.Size() > maxRecordBytes {
-		return nil, fmt.Errorf("pre-commit record %s: %d bytes exceeds %d: %w", name, obj.Size(), maxRecordBytes, streaming.ErrCorrupt)
+		return nil, fmt.Errorf("%s %s: %d bytes exceeds %d: %w", what, name, obj.Size(), maxRecordBytes, streaming.ErrCorrupt)
 	}
 	data := make([]byte, obj.Size())
 	if n, err := obj.ReadAt(data, 0); n != len(data) {
-		return nil, fmt.Errorf("pre-commit record %s: read %d of %d bytes: %w", name, n, len(data), err)
+		return nil, fmt.Errorf("%s %s: read %d of %d bytes: %w", what, name, n, len(data), err)
 	}
-	return decodeRecord(ctx, name, data)
+	return data, nil
+}
+
+// rowGroups returns the row groups of the file open in a record: those
+// held inline, then those of its segments.
+func (w *RollingWriter) rowGroups(ctx context.Context, o *openInfo) ([]format.RowGroup, error) {
+	var rgs []format.RowGroup
+	if len(o.RowGroups) > 0 {
+		var err error
+		if rgs, err = decodeRowGroups(o.RowGroups); err != nil {
+			return nil, fmt.Errorf("open file %s: row groups: %w: %w", o.Staging, err, streaming.ErrCorrupt)
+		}
+	}
+	from := len(rgs)
+	for _, end := range o.Segments {
+		name := segmentName(o.Staging, from, end)
+		data, err := w.readStaged(ctx, "row-group segment", name)
+		if err != nil {
+			return nil, fmt.Errorf("open file %s: %w", o.Staging, err)
+		}
+		seg, err := decodeSegment(name, data, end-from)
+		if err != nil {
+			return nil, err
+		}
+		rgs = append(rgs, seg...)
+		from = end
+	}
+	return rgs, nil
 }
 
 // finish finishes and publishes the file open in rec, as it stood at the
@@ -539,9 +640,9 @@ func (w *RollingWriter) readRecord(ctx context.Context, name string) (*record, e
 // when the file held no row (its upload is aborted instead).
 func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, string, int64, error) {
 	o := rec.Open
-	rgs, err := decodeRowGroups(o.RowGroups)
+	rgs, err := w.rowGroups(ctx, o)
 	if err != nil {
-		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: open file %s: row groups: %w: %w", w.where(), o.Staging, err, streaming.ErrCorrupt)
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
 	}
 	b := newFileBuilder(w.cfg.zstdLevel, w.cfg.rowGroupRows)
 	b.resume(fileState{Size: o.Size, CRC: o.CRC, Rows: o.Rows, First: o.First, Last: o.Last, RowGroups: rgs})

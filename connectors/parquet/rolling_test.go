@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/streaming"
@@ -535,4 +538,127 @@ func crashModel(t *testing.T, inner fullArchive, seed uint64) {
 		t.Fatalf("%d uploads left in progress", ma.Uploads())
 	}
 	t.Logf("%d crashes, %d files", crashes, len(names))
+}
+
+// recordSizes returns the sizes of the pre-commit records in the staging
+// folder of pipeline iot's shard.
+func recordSizes(t testing.TB, a parquet.Archive, shard int32) []int64 {
+	t.Helper()
+	prefix := parquet.StagingPrefix("iot", shard)
+	objs, err := a.List(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int64
+	for _, o := range objs {
+		if strings.HasPrefix(strings.TrimPrefix(o.Name, prefix), "rec-") {
+			sizes = append(sizes, o.Size)
+		}
+	}
+	return sizes
+}
+
+// TestRollingWriterRestoresAFileOfManyPreCommits: every pre-commit record
+// re-encoded the row-group metadata of the whole open file, so a record
+// (and a checkpoint's pre-commit) grew with the file's age, and the
+// thrift walker charged each struct in a list 1 KiB, so a file of more
+// than about 360 row groups (six minutes of one-second checkpoints of a
+// busy shard) could neither be restored from its record nor read: "exceed
+// the decode budget". A file open across 300 checkpoints, a row group or
+// more each, now keeps records of about the same size, and a new owner
+// restoring the last committed checkpoint (the one after it
+// pre-committed but never committed) finishes the file with exactly the
+// committed rows, which the reader reads. Records in the older format
+// (row groups inline) still restore.
+func TestRollingWriterRestoresAFileOfManyPreCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inline bool
+	}{{"segments", false}, {"inline", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			a := parquet.NewMemArchive()
+			opts := []parquet.WriterOption{parquet.WithRowGroupRows(8), parquet.WithMaxFileAge(time.Hour)}
+			if tc.inline {
+				opts = append(opts, parquet.WithInlineRowGroups())
+			}
+			w, err := parquet.NewRollingWriter(a, "iot", 2, 1, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+				t.Fatal(err)
+			}
+			const checkpoints, perCheckpoint = 300, 8
+			var early, late int64
+			off := int64(0)
+			for i := range checkpoints + 1 {
+				for range perCheckpoint {
+					if err := w.Append(ctx, rowsAt(off)...); err != nil {
+						t.Fatal(err)
+					}
+					off++
+				}
+				if _, err := w.PreCommit(ctx, off-1); err != nil {
+					t.Fatal(err)
+				}
+				if i == checkpoints {
+					break // pre-committed; its state save fails
+				}
+				if st, err := w.Commit(ctx, off-1); err != nil || len(st.Files) != 0 {
+					t.Fatalf("commit of cut %d: published %v, %v", off-1, st.Files, err)
+				}
+				sizes := recordSizes(t, a, 2)
+				switch i {
+				case 10:
+					early = slices.Max(sizes)
+				case checkpoints - 1:
+					late = slices.Max(sizes)
+				}
+			}
+			t.Logf("record at checkpoint 10: %d bytes, at %d: %d bytes", early, checkpoints-1, late)
+			// What still grows is the list of parts (a memory archive takes
+			// a part per pre-commit, about 55 bytes each in a record); the
+			// row groups inline added a kilobyte or more per checkpoint.
+			if growth := (late - early) / (checkpoints - 11); !tc.inline && growth > 100 {
+				t.Fatalf("the pre-commit record grew from %d bytes at checkpoint 10 to %d at checkpoint %d, %d bytes per checkpoint", early, late, checkpoints-1, growth)
+			}
+			committed := off - 1 - perCheckpoint
+			w2, err := parquet.NewRollingWriter(a, "iot", 2, 2, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := w2.Restore(ctx, parquet.RestorePoint{Cut: committed, Epoch: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Files) != 1 {
+				t.Fatalf("restore published %v, want the one open file", st.Files)
+			}
+			got, names := readEveryFile(t, a)
+			exactlyOnce(t, got, map[int32][]parquet.Row{2: rowsThrough(committed + 1)})
+			if len(names) != 1 {
+				t.Fatalf("files %v, want one", names)
+			}
+			// The finished file holds a row group per checkpoint or more.
+			o, err := a.Open(ctx, names[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := pq.OpenFile(o, o.Size())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(f.Metadata().RowGroups); n < checkpoints {
+				t.Fatalf("%s holds %d row groups, want %d or more", names[0], n, checkpoints)
+			}
+			staging, err := a.List(ctx, parquet.StagingDir+"/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(staging) != 0 || a.Uploads() != 0 {
+				t.Fatalf("after the restore, staging holds %v and %d uploads", staging, a.Uploads())
+			}
+		})
+	}
 }

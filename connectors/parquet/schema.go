@@ -23,13 +23,19 @@ import (
 // never decreases (several signals of one record share its offset).
 // Changing any of this changes [SchemaFingerprint], and readers expecting
 // the old fingerprint refuse the new files (and vice versa).
+//
+// The writers encode ts and offset DELTA_BINARY_PACKED (both grow
+// steadily: fewer bytes for zstd to compress, a quarter less CPU per row
+// and a fifth smaller files, BenchmarkRollingZstdLevel); files written
+// before hold them PLAIN. An encoding is not part of the schema: the
+// fingerprint is the same, and readers read both.
 type Row struct {
 	Sensor string  `parquet:"sensor,dict"`
 	Signal string  `parquet:"signal,dict"`
-	TS     int64   `parquet:"ts,timestamp(nanosecond:utc)"`
+	TS     int64   `parquet:"ts,timestamp(nanosecond:utc),delta"`
 	Mode   int32   `parquet:"mode"`
 	Value  float64 `parquet:"value"`
-	Offset int64   `parquet:"offset"`
+	Offset int64   `parquet:"offset,delta"`
 }
 
 // SchemaName is the Parquet message name of the archive schema.

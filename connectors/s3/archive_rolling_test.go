@@ -314,7 +314,7 @@ func TestRollingArchiveVersitygw(t *testing.T) {
 		require.NoError(t, err)
 		rng := rand.New(rand.NewPCG(1, 2))
 		var want []parquet.Row
-		const n = 1_300_000
+		const n = 2_000_000 // about 16 MB: ts and offset are delta-encoded, value is random
 		batch := make([]parquet.Row, 0, 1000)
 		for off := range int64(n) {
 			batch = append(batch, parquet.Row{Sensor: "s", Signal: "mean", TS: off, Value: rng.Float64(), Offset: off})
