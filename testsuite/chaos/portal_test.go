@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
@@ -192,6 +194,44 @@ func (r *portalRun) owners() map[string][]streaming.ShardID {
 	return out
 }
 
+// status is the coordinator's state (QueryStatus).
+func (r *portalRun) status() (workflows.CoordinatorStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var st workflows.CoordinatorStatus
+	v, err := r.temporal.Client.QueryWorkflow(ctx, workflows.CoordinatorWorkflowID(centralPipeline), "", workflows.QueryStatus)
+	if err != nil {
+		return st, err
+	}
+	return st, v.Get(&st)
+}
+
+// archived reads the run's archive with the independent reader
+// (arrow-go, file by file, no de-duplication).
+func (r *portalRun) archived(t testing.TB) []archivetest.FileRow {
+	t.Helper()
+	a, err := parquet.NewLocalArchive(r.archive)
+	require.NoError(t, err)
+	return archivetest.ReadIndependently(t, a, "")
+}
+
+// archiveKey is an archived row's identity and value, as a crash-free
+// run's archive is compared with a run with faults.
+type archiveKey struct {
+	Sensor, Signal string
+	TS             int64
+	Mode           int32
+	Value          float64
+}
+
+func archiveKeys(rows []archivetest.FileRow) map[archiveKey]bool {
+	out := map[archiveKey]bool{}
+	for _, r := range rows {
+		out[archiveKey{r.Sensor, r.Signal, r.TS, r.Mode, r.Value}] = true
+	}
+	return out
+}
+
 // waitShared waits until every worker checkpoints some of the shards in
 // the coordinator's rounds, and returns who owns which.
 func (r *portalRun) waitShared(t testing.TB, within time.Duration) map[string][]streaming.ShardID {
@@ -340,10 +380,10 @@ func TestPortalFaults(t *testing.T) {
 	}
 	kills := centralKills()
 	// The input (fresh records: a produced kgo.Record keeps its context)
-	// in parts: one per kill, one during the InfluxDB outage, the last
-	// after it; each paced in batches.
+	// in parts: one per kill, one during the Temporal outage, one during
+	// the InfluxDB outage, the last after it; each paced in batches.
 	input := centralInput(16, 60)
-	nparts := kills + 2
+	nparts := kills + 3
 	per := len(input) / nparts
 	var parts [][]*kgo.Record
 	for i := range nparts {
@@ -378,6 +418,7 @@ func TestPortalFaults(t *testing.T) {
 			require.NoError(t, err)
 			due = first.TS * int64(time.Millisecond)
 		}
+		row.duplicates = len(archivetest.Duplicates(run.archived(t)))
 		got, err := influx.Influx().Points(ctx, run.db, centralMeasurements)
 		require.NoError(t, err)
 		for k, v := range want {
@@ -436,17 +477,42 @@ func TestPortalFaults(t *testing.T) {
 			k+1, victim.id, held, row.takeover)
 	}
 
+	// The Temporal dev server stopped (SIGKILL) for 10s and restarted on
+	// its database while the next part arrives: the workers checkpoint on
+	// their own meanwhile (max_checkpoint_age), and once it is back the
+	// coordinator's rounds checkpoint every shard again. Recovery: from
+	// the restart to a complete round and committed lag 0.
+	before, err := run.status()
+	require.NoError(t, err, "the coordinator's status")
+	tr := faultRow{fault: "Temporal restarted (10s down)", at: time.Since(began)}
+	srv.Stop()
+	produced := paced(parts[kills], 8*time.Second)
+	time.Sleep(10 * time.Second) // the outage's length, not synchronisation
+	srv.Restart(t)
+	restartedAt := time.Now()
+	require.NoError(t, <-produced)
+	var after workflows.CoordinatorStatus
+	require.Eventually(t, func() bool {
+		after, err = run.status()
+		return err == nil && after.Last != nil && after.Last.Round > before.Round && after.Last.OK == centralParts
+	}, 2*time.Minute, 100*time.Millisecond, "the coordinator's rounds did not checkpoint every shard after Temporal's restart")
+	require.Greater(t, after.LocalCheckpoints, before.LocalCheckpoints, "no worker checkpointed on its own while Temporal was down (did the outage happen?)")
+	run.waitCaughtUp(t, 60*time.Second)
+	tr.recovery = time.Since(restartedAt)
+	check(&tr, kills)
+	table = append(table, tr)
+
 	// influxd stopped for 20s while the next part arrives.
 	stop := faultRow{fault: "influxd stopped 20s", at: time.Since(began)}
 	influx.Stop()
-	produced := paced(parts[kills], 15*time.Second)
+	produced = paced(parts[kills+1], 15*time.Second)
 	time.Sleep(20 * time.Second) // the outage's length, not synchronisation
 	influx.Restart(t)
-	restartedAt := time.Now()
+	restartedAt = time.Now()
 	require.NoError(t, <-produced)
 	run.waitCaughtUp(t, 90*time.Second)
 	stop.recovery = time.Since(restartedAt)
-	check(&stop, kills)
+	check(&stop, kills+1)
 	table = append(table, stop)
 
 	require.NoError(t, <-paced(parts[len(parts)-1], time.Second))
@@ -459,7 +525,7 @@ func TestPortalFaults(t *testing.T) {
 	}
 	got, err := influx.Influx().Points(ctx, run.db, centralMeasurements)
 	require.NoError(t, err)
-	end := faultRow{fault: "end of run vs crash-free"}
+	end := faultRow{fault: "end of run vs crash-free", at: time.Since(began)}
 	check(&end, len(parts)-1)
 	extra := 0
 	for k := range got {
@@ -487,4 +553,26 @@ func TestPortalFaults(t *testing.T) {
 		require.Zero(t, r.differing, "%s: points that differ from the crash-free run", r.fault)
 	}
 	require.Zero(t, extra, "points the crash-free run does not have")
+
+	// The archive, read by the independent reader: no row twice, and the
+	// same rows as the crash-free run's archive.
+	for _, r := range append(table, end) {
+		require.Zero(t, r.duplicates, "%s: archive rows an independent reader counts twice", r.fault)
+	}
+	wantRows, gotRows := archiveKeys(ref.archived(t)), archiveKeys(run.archived(t))
+	require.NotEmpty(t, wantRows, "the crash-free run archived nothing")
+	var missingRows, extraRows int
+	for k := range wantRows {
+		if !gotRows[k] {
+			missingRows++
+		}
+	}
+	for k := range gotRows {
+		if !wantRows[k] {
+			extraRows++
+		}
+	}
+	t.Logf("archive: %d rows in the crash-free run, %d missing, %d differing or extra", len(wantRows), missingRows, extraRows)
+	require.Zero(t, missingRows, "archived rows of the crash-free run missing")
+	require.Zero(t, extraRows, "archived rows the crash-free run does not have")
 }
