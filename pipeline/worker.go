@@ -495,7 +495,12 @@ func (w *Worker) startTemporal(ctx context.Context, tc client.Client) (stop func
 	aw.RegisterActivity(&leases{activities.Leases{Host: w.host, Keeper: w}})
 	tws := []worker.Worker{aw}
 	if w.o.controlWorker {
-		cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
+		// A workflow task of a workflow this process ran last goes to its
+		// sticky queue first; when the process was killed, the task waits
+		// there this long before any other control worker gets it (the
+		// SDK's default, 5s, delayed a dead worker's takeover past its
+		// bound when the coordinator's last task ran in that worker).
+		cw := worker.New(tc, workflows.ControlTaskQueue, worker.Options{StickyScheduleToStartTimeout: time.Second})
 		RegisterWorkflows(cw)
 		tws = append(tws, cw)
 	}
