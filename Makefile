@@ -86,7 +86,7 @@ tools: $(BIN)/staticcheck $(BIN)/workflowcheck $(BIN)/govulncheck $(BIN)/tempora
 .PHONY: mosquitto
 mosquitto:
 	@command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || { \
-	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then apt-get install -y -qq mosquitto; \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then apt-get install -y -qq mosquitto || { apt-get update -qq && apt-get install -y -qq mosquitto; }; \
 	  else echo "note: mosquitto is missing: apt-get install -y mosquitto (Debian/Ubuntu), or set TFLO_MOSQUITTO to its path"; fi; }
 
 $(BIN)/staticcheck $(BIN)/workflowcheck: tools/go.mod tools/go.sum
