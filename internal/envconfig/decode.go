@@ -54,6 +54,9 @@ func (e *Errors) Error() string {
 		name = "config"
 	}
 	if len(e.Problems) == 1 {
+		if e.File == envFile {
+			return e.Problems[0].String() // it names its variable: "environment TFLO_X: …"
+		}
 		fmt.Fprintf(&b, "%s: %s", name, e.Problems[0])
 		return b.String()
 	}

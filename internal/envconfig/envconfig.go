@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// envFile is the File of the environment's Errors.
+const envFile = "environment"
+
 // Prefix is the prefix of every tflo worker's variables.
 const Prefix = "TFLO"
 
@@ -203,7 +206,7 @@ func Unknown(prefix string, environ []string, keys []Key, allowed ...string) err
 		return nil
 	}
 	slices.SortFunc(problems, func(a, b Problem) int { return strings.Compare(a.Env, b.Env) })
-	return &Errors{File: "environment", Problems: problems}
+	return &Errors{File: envFile, Problems: problems}
 }
 
 func isAllowed(name string, allowed []string) bool {

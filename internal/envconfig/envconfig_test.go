@@ -223,4 +223,7 @@ func TestUnknownVariables(t *testing.T) {
 	require.Contains(t, err.Error(), "environment TFLO_KAFKA_TOPC: matches no configuration key (did you mean TFLO_KAFKA_TOPIC?)")
 	require.True(t, strings.HasSuffix(err.Error(), "environment TFLO_ZZZZZZZZZZZZ: matches no configuration key"), "no guess when nothing is close")
 	require.NoError(t, Unknown(Prefix, env[1:4], keys, "TFLO_S3_ENDPOINT", "TFLO_SIMULATOR_"))
+	// One problem reads as one sentence ("environment: environment X" said it twice).
+	err = Unknown(Prefix, env[:1], keys)
+	require.EqualError(t, err, "environment TFLO_KAFKA_TOPC: matches no configuration key (did you mean TFLO_KAFKA_TOPIC?)")
 }
