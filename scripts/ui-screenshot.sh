@@ -4,10 +4,13 @@
 # until the pipeline's checkpoint coordinator has finished a round (asked
 # for with `starter checkpoint now`), and takes a headless chromium
 # screenshot of the coordinator's page in the web UI, whose first screen
-# shows the input (durations as text) and the rounds, one activity per
-# worker with its summary ("round 71 of iot-portal: 2 shards on
-# central-1"); the static summary and details and the current details
-# (the last round) are on its User Metadata tab.
+# shows the input (durations as text) and the rounds in its history: one
+# activity per worker with its summary ("round 71 of iot-portal: 2 shards
+# on central-1"), then the timer before the next round, whose summary is
+# the round's story ("round 71: 2 workers, 4 shards, 3.2 kB, 85ms, 0
+# failed, archived 15 rows (3.6 kB); next at 21:02:33"); the static
+# summary and details and the current details are on its User Metadata
+# tab.
 # Needs bin/temporal and bin/influxd (make demo builds them) and chromium
 # (apt-get install chromium). Not part of make test.
 set -euo pipefail

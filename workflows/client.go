@@ -22,8 +22,9 @@ var ErrStaleAnnouncement = errors.New("announcement is stale")
 
 // CoordinatorStartOptions returns the options that start a pipeline's
 // coordinator, or join the one running: its id, the control queue, the
-// pipeline search attribute, and the summary and details the web UI shows
-// on the workflow's first screen.
+// pipeline search attribute, and the static summary and details the web
+// UI shows on the workflow's User Metadata tab (its first screen, the
+// history, reads round by round: see the coordinator's wait).
 func CoordinatorStartOptions(in CoordinatorInput) client.StartWorkflowOptions {
 	d := in.WithDefaults()
 	rounds := fmt.Sprintf("every %s", d.Interval)

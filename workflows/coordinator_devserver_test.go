@@ -9,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/tflo-io/tflo/activities"
@@ -84,6 +86,25 @@ func currentDetails(t *testing.T, c client.Client, id string) string {
 	var md sdkpb.WorkflowMetadata
 	require.NoError(t, v.Get(&md))
 	return md.GetCurrentDetails()
+}
+
+// timerSummaries returns the summaries of the timers in a workflow's
+// history, as the web UI lists them.
+func timerSummaries(t *testing.T, c client.Client, id string) []string {
+	t.Helper()
+	var out []string
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		if e.GetEventType() != enumspb.EVENT_TYPE_TIMER_STARTED || e.GetUserMetadata().GetSummary() == nil {
+			continue
+		}
+		var s string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(e.GetUserMetadata().GetSummary(), &s))
+		out = append(out, s)
+	}
+	return out
 }
 
 func shardRow(rows []workflows.ShardRow, shard streaming.ShardID) workflows.ShardRow {
@@ -175,6 +196,33 @@ func recordCoordinator(t *testing.T, ctx context.Context, c client.Client) map[s
 	require.NoError(t, run.Get(ctx, &final))
 	assert.GreaterOrEqual(t, final.Complete, uint64(3))
 	return map[string]client.WorkflowRun{"coordinator": run, "handoff-final-round": move, "lease-coordinated": lease}
+}
+
+// TestCoordinatorHistoryTellsEachRound: the web UI's first screen is a
+// workflow's history, where the coordinator's current details are a tab
+// away; the timer before each next round carries the last round's story
+// as its summary, so the history reads round by round.
+func TestCoordinatorHistoryTellsEachRound(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Client
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	startControlWorker(t, c)
+	ms, err := fakeactivities.NewMemoryShards("iot", 4, 8, 16, memory.New(), "live")
+	require.NoError(t, err)
+	startMemoryWorkers(t, c, ms, "live")
+	in := workflows.CoordinatorInput{Pipeline: "iot", Interval: activities.Duration(300 * time.Millisecond)}
+	announceAll(t, ctx, c, in, ms)
+	waitFor(t, func() bool { return coordinatorStatus(t, c, "iot").Round >= 3 })
+
+	var told []string
+	for _, s := range timerSummaries(t, c, workflows.CoordinatorWorkflowID("iot")) {
+		if strings.HasPrefix(s, "round ") {
+			told = append(told, s)
+		}
+	}
+	require.NotEmpty(t, told, "no timer tells a round's story: %q", timerSummaries(t, c, workflows.CoordinatorWorkflowID("iot")))
+	assert.Regexp(t, `^round \d+: 1 workers, 4 shards, .*, 0 failed; next at \d\d:\d\d:\d\d$`, told[0])
 }
 
 // TestCoordinatorUnreachableWorkerOnDevServer: schedule-to-start timeouts
