@@ -52,7 +52,7 @@ type SASLConfig struct {
 	// PasswordEnv names the environment variable holding the password:
 	// a config file or a spec names the variable, never the password.
 	PasswordEnv string `json:"password_env,omitempty" yaml:"password_env"`
-	// Password is the password given from code (SecurityFromEnv, tests);
+	// Password is the password given from code (tests, embedders);
 	// it wins over PasswordEnv. No file sets it.
 	Password Secret `json:"-" yaml:"-"`
 }
@@ -92,27 +92,6 @@ type TLSConfig struct {
 type Security struct {
 	TLS  *TLSConfig  `json:"tls,omitempty" yaml:"tls,omitempty"`
 	SASL *SASLConfig `json:"sasl,omitempty" yaml:"sasl,omitempty"`
-}
-
-// SecurityFromEnv reads SASL settings from the environment:
-// <prefix>SASL_MECHANISM, <prefix>SASL_USERNAME, <prefix>SASL_PASSWORD, and
-// TLS files from <prefix>TLS_CA_FILE, <prefix>TLS_CERT_FILE,
-// <prefix>TLS_KEY_FILE (prefix e.g. "TFLO_KAFKA_"). Unset variables leave
-// the feature off.
-func SecurityFromEnv(prefix string) Security {
-	var s Security
-	if u := os.Getenv(prefix + "SASL_USERNAME"); u != "" {
-		mech := os.Getenv(prefix + "SASL_MECHANISM")
-		if mech == "" {
-			mech = MechanismScramSHA512
-		}
-		s.SASL = &SASLConfig{Mechanism: mech, Username: u, Password: Secret(os.Getenv(prefix + "SASL_PASSWORD"))}
-	}
-	ca, cert, key := os.Getenv(prefix+"TLS_CA_FILE"), os.Getenv(prefix+"TLS_CERT_FILE"), os.Getenv(prefix+"TLS_KEY_FILE")
-	if ca != "" || cert != "" {
-		s.TLS = &TLSConfig{CAFile: ca, CertFile: cert, KeyFile: key}
-	}
-	return s
 }
 
 // Validate checks the settings; its errors never contain secrets.

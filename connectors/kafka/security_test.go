@@ -104,18 +104,6 @@ func TestSecurityValidate(t *testing.T) {
 	}
 }
 
-func TestSecurityFromEnv(t *testing.T) {
-	t.Setenv("TK_SASL_USERNAME", "svc")
-	t.Setenv("TK_SASL_PASSWORD", "pw-from-env")
-	t.Setenv("TK_SASL_MECHANISM", MechanismScramSHA256)
-	s := SecurityFromEnv("TK_")
-	require.NotNil(t, s.SASL)
-	require.Equal(t, "svc", s.SASL.Username)
-	require.Equal(t, "pw-from-env", s.SASL.Password.Reveal())
-	require.Nil(t, s.TLS)
-	require.NoError(t, s.Validate())
-}
-
 // TestSASLPasswordFromEnv: the password of a config file was the YAML
 // value itself (security.sasl.password); now the file names the variable
 // holding it (password_env), and the client authenticates with the
