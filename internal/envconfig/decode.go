@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"reflect"
 	"regexp"
@@ -418,7 +419,13 @@ type Validator interface {
 func readFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		// "config file x.yaml: no such file or directory", not the
+		// PathError's "open x.yaml: …" after the path again.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	b, err = Expand(b, os.LookupEnv)
 	if err != nil {

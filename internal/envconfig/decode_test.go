@@ -2,6 +2,7 @@ package envconfig
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,6 +110,15 @@ func TestLoadNamesTheFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("kafka:\n  topic: [a]\n"), 0o600))
 	err := Load(path, Prefix, &spec{})
 	require.ErrorContains(t, err, path+": line 2: kafka.topic: want a string, got a list")
+}
+
+// TestLoadMissingFileSaysItOnce: a missing file read "config x.yaml:
+// open x.yaml: no such file or directory", the path twice.
+func TestLoadMissingFileSaysItOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "absent.yaml")
+	err := Load(path, Prefix, &spec{})
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.Equal(t, "config file "+path+": no such file or directory", err.Error())
 }
 
 func TestExpand(t *testing.T) {
