@@ -89,6 +89,7 @@ func PublisherClientOptions(o ...kgo.Opt) PublisherOption {
 type Publisher struct {
 	cfg          publisherConfig
 	cl           *kgo.Client
+	batchMax     int // cl's ProducerBatchMaxBytes, read once (batchLimit)
 	err          atomic.Pointer[error]
 	produced     atomic.Uint64
 	failed       atomic.Uint64
@@ -131,7 +132,7 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 	}
-	return &Publisher{cfg: cfg, cl: cl, inflight: newBarrier()}, nil
+	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier()}, nil
 }
 
 // defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
@@ -182,7 +183,7 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 		return *e
 	}
 	rec := &kgo.Record{Topic: p.cfg.topic, Key: []byte(key), Value: value, Headers: headers}
-	dead := tooLargeForClient(p.cl, rec)
+	dead := p.batchMax > 0 && recordBytes(rec) > p.batchMax
 	if dead {
 		rec = p.deadLetterOf(rec, fmt.Errorf("%w: %d bytes, over the producer's batch limit", kerr.MessageTooLarge, recordBytes(rec)))
 	}
