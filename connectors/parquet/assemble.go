@@ -9,9 +9,7 @@ import (
 	"hash/crc32"
 	"sync"
 
-	kzstd "github.com/klauspost/compress/zstd"
 	pq "github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -79,12 +77,7 @@ const magic = "PAR1"
 
 func newFileBuilder(zstdLevel int, rowGroupRows int64) *fileBuilder {
 	b := &fileBuilder{st: fileState{First: -1}}
-	b.enc = pq.NewGenericWriter[Row](&b.encBuf,
-		Schema(),
-		pq.Compression(&zstd.Codec{Level: kzstd.EncoderLevelFromZstd(zstdLevel)}),
-		pq.MaxRowsPerRowGroup(rowGroupRows),
-		pq.CreatedBy("tflo", "archive-v1", ""),
-	)
+	b.enc = pq.NewGenericWriter[Row](&b.encBuf, encoderOptions(zstdLevel, rowGroupRows)...)
 	return b
 }
 

@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 
-	kzstd "github.com/klauspost/compress/zstd"
 	pq "github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -46,13 +44,8 @@ func NewWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, o
 		return nil, fmt.Errorf("parquet writer: %w", err)
 	}
 	w := &Writer{archive: a, pipeline: pipeline, shard: shard, epoch: epoch, cfg: cfg}
-	w.pw = pq.NewGenericWriter[Row](&w.buf,
-		Schema(),
-		pq.Compression(&zstd.Codec{Level: kzstd.EncoderLevelFromZstd(cfg.zstdLevel)}),
-		pq.MaxRowsPerRowGroup(cfg.rowGroupRows),
-		pq.KeyValueMetadata(FingerprintKey, SchemaFingerprint()),
-		pq.CreatedBy("tflo", "archive-v1", ""),
-	)
+	w.pw = pq.NewGenericWriter[Row](&w.buf, append(encoderOptions(cfg.zstdLevel, cfg.rowGroupRows),
+		pq.KeyValueMetadata(FingerprintKey, SchemaFingerprint()))...)
 	return w, nil
 }
 
