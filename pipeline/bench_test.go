@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -122,15 +121,6 @@ func BenchmarkSMASpec(b *testing.B) {
 // baselineNoArchive is BenchmarkSMASpec: the SMA job without an archive.
 func baselineNoArchive(b *testing.B) { runSMASpec(b, false) }
 
-// cpuTime is the CPU time (user and system) the process used so far: on
-// a shared machine, the work done, which other processes do not inflate
-// as they do wall time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkSMASpecArchive is BenchmarkSMASpec with the Parquet archive
 // sink added (a local folder; one rolling file per partition, a
 // pre-commit per checkpoint), against the same job without it, in the
@@ -188,7 +178,7 @@ func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.
 	var mu sync.Mutex
 	var durs []time.Duration
 	b.StartTimer() // stopped by the previous run of a paired benchmark
-	w0, c0 := time.Now(), cpuTime()
+	w0, c0 := time.Now(), benchratio.CPUTime()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := pipeline.NewWorker(ctx, p, append([]pipeline.Option{pipeline.WithLogger(testLogger(b)),
@@ -209,7 +199,7 @@ func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.
 		}
 	}
 	b.StopTimer()
-	t := timed{wall: time.Since(w0), cpu: cpuTime() - c0}
+	t := timed{wall: time.Since(w0), cpu: benchratio.CPUTime() - c0}
 	mu.Lock()
 	ds := slices.Clone(durs)
 	mu.Unlock()
