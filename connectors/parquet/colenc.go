@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	kzstd "github.com/klauspost/compress/zstd"
@@ -187,15 +188,8 @@ func (e *columnEncoder) strings(g *rowGroup, name string, d *stringDict, rows []
 		return err
 	}
 	md.DataPageOffset = g.offset()
-	for i := 0; i < len(e.idx); i += pageValues {
-		page := e.idx[i:min(i+pageValues, len(e.idx))]
-		var err error
-		if e.body, err = (&rle.DictionaryEncoding{}).EncodeInt32(e.body[:0], page); err != nil {
-			return err
-		}
-		if err := e.page(g, &md, format.DataPageV2, len(page), format.RLEDictionary); err != nil {
-			return err
-		}
+	if err := dataPages(e, g, &md, e.idx, format.RLEDictionary, (&rle.DictionaryEncoding{}).EncodeInt32); err != nil {
+		return err
 	}
 	lo, hi := d.bounds()
 	md.Statistics = format.Statistics{MinValue: []byte(lo), MaxValue: []byte(hi)}
@@ -214,18 +208,10 @@ func (e *columnEncoder) int64s(g *rowGroup, name string, rows []Row, offset bool
 		e.i64 = append(e.i64, v)
 	}
 	md := g.column(format.Int64, name, format.DeltaBinaryPacked)
-	lo, hi := e.i64[0], e.i64[0]
-	for i := 0; i < len(e.i64); i += pageValues {
-		page := e.i64[i:min(i+pageValues, len(e.i64))]
-		for _, v := range page {
-			lo, hi = min(lo, v), max(hi, v)
-		}
-		e.body, _ = (&delta.BinaryPackedEncoding{}).EncodeInt64(e.body[:0], page)
-		if err := e.page(g, &md, format.DataPageV2, len(page), format.DeltaBinaryPacked); err != nil {
-			return err
-		}
+	if err := dataPages(e, g, &md, e.i64, format.DeltaBinaryPacked, (&delta.BinaryPackedEncoding{}).EncodeInt64); err != nil {
+		return err
 	}
-	md.Statistics = format.Statistics{MinValue: le64(uint64(lo)), MaxValue: le64(uint64(hi))}
+	md.Statistics = format.Statistics{MinValue: le64(uint64(slices.Min(e.i64))), MaxValue: le64(uint64(slices.Max(e.i64)))}
 	g.add(md)
 	return nil
 }
@@ -237,20 +223,12 @@ func (e *columnEncoder) modes(g *rowGroup, rows []Row) error {
 		e.i32 = append(e.i32, rows[i].Mode)
 	}
 	md := g.column(format.Int32, "mode", format.Plain)
-	lo, hi := e.i32[0], e.i32[0]
-	for i := 0; i < len(e.i32); i += pageValues {
-		page := e.i32[i:min(i+pageValues, len(e.i32))]
-		for _, v := range page {
-			lo, hi = min(lo, v), max(hi, v)
-		}
-		e.body, _ = (&plain.Encoding{}).EncodeInt32(e.body[:0], page)
-		if err := e.page(g, &md, format.DataPageV2, len(page), format.Plain); err != nil {
-			return err
-		}
+	if err := dataPages(e, g, &md, e.i32, format.Plain, (&plain.Encoding{}).EncodeInt32); err != nil {
+		return err
 	}
 	md.Statistics = format.Statistics{
-		MinValue: binary.LittleEndian.AppendUint32(nil, uint32(lo)),
-		MaxValue: binary.LittleEndian.AppendUint32(nil, uint32(hi)),
+		MinValue: binary.LittleEndian.AppendUint32(nil, uint32(slices.Min(e.i32))),
+		MaxValue: binary.LittleEndian.AppendUint32(nil, uint32(slices.Max(e.i32))),
 	}
 	g.add(md)
 	return nil
@@ -260,31 +238,42 @@ func (e *columnEncoder) modes(g *rowGroup, rows []Row) error {
 // out (it has no place in an order).
 func (e *columnEncoder) values(g *rowGroup, rows []Row) error {
 	e.f64 = e.f64[:0]
+	lo, hi, seen := 0.0, 0.0, false
 	for i := range rows {
-		e.f64 = append(e.f64, rows[i].Value)
+		v := rows[i].Value
+		e.f64 = append(e.f64, v)
+		switch {
+		case math.IsNaN(v):
+		case !seen:
+			lo, hi, seen = v, v, true
+		default:
+			lo, hi = min(lo, v), max(hi, v)
+		}
 	}
 	md := g.column(format.Double, "value", format.Plain)
-	lo, hi, seen := 0.0, 0.0, false
-	for i := 0; i < len(e.f64); i += pageValues {
-		page := e.f64[i:min(i+pageValues, len(e.f64))]
-		for _, v := range page {
-			switch {
-			case math.IsNaN(v):
-			case !seen:
-				lo, hi, seen = v, v, true
-			default:
-				lo, hi = min(lo, v), max(hi, v)
-			}
-		}
-		e.body, _ = (&plain.Encoding{}).EncodeDouble(e.body[:0], page)
-		if err := e.page(g, &md, format.DataPageV2, len(page), format.Plain); err != nil {
-			return err
-		}
+	if err := dataPages(e, g, &md, e.f64, format.Plain, (&plain.Encoding{}).EncodeDouble); err != nil {
+		return err
 	}
 	if seen {
 		md.Statistics = format.Statistics{MinValue: le64(math.Float64bits(lo)), MaxValue: le64(math.Float64bits(hi))}
 	}
 	g.add(md)
+	return nil
+}
+
+// dataPages appends vals to g as data pages of at most pageValues values
+// encoded by encode (an encoding of kind enc).
+func dataPages[T any](e *columnEncoder, g *rowGroup, md *format.ColumnMetaData, vals []T, enc format.Encoding, encode func([]byte, []T) ([]byte, error)) error {
+	for i := 0; i < len(vals); i += pageValues {
+		page := vals[i:min(i+pageValues, len(vals))]
+		var err error
+		if e.body, err = encode(e.body[:0], page); err != nil {
+			return err
+		}
+		if err := e.page(g, md, format.DataPageV2, len(page), enc); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
