@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -122,22 +121,15 @@ func BenchmarkSMASpec(b *testing.B) {
 // baselineNoArchive is BenchmarkSMASpec: the SMA job without an archive.
 func baselineNoArchive(b *testing.B) { runSMASpec(b, false) }
 
-// cpuTime is the CPU time (user and system) the process used so far: on
-// a shared machine, the work done, which other processes do not inflate
-// as they do wall time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkSMASpecArchive is BenchmarkSMASpec with the Parquet archive
 // sink added (a local folder; one rolling file per partition, a
 // pre-commit per checkpoint), against the same job without it, in the
 // same run. x-noarchive is benchratio's: the time per reading over the
 // baseline measured before the benchmark. On a shared machine that drifts
 // with the load, so the benchmark also runs the two jobs in alternation,
-// pairedRounds times b.N readings each, and reports the medians of the
+// pairedRounds times b.N readings each, which one goes first swapped every
+// round (a run pays for the runs before it in the process: their kfake
+// clusters stay until the benchmark ends), and reports the medians of the
 // rounds' ratios: x-noarchive-paired (wall time per reading; the
 // archive-on throughput ratio, throughput-ratio, is its inverse: target
 // ≥ 0.95) and x-cpu-noarchive-paired (the process's CPU time per reading,
@@ -150,10 +142,15 @@ func BenchmarkSMASpecArchive(b *testing.B) {
 	var wall, cpu []float64
 	var p pipeline.Pipeline
 	var ds []time.Duration
-	for range pairedRounds {
-		_, _, off := runSMASpec(b, false)
-		var on timed
-		p, ds, on = runSMASpec(b, true)
+	for i := range pairedRounds {
+		var on, off timed
+		if i%2 == 0 {
+			_, _, off = runSMASpec(b, false)
+			p, ds, on = runSMASpec(b, true)
+		} else {
+			p, ds, on = runSMASpec(b, true)
+			_, _, off = runSMASpec(b, false)
+		}
 		wall, cpu = append(wall, float64(on.wall)/float64(off.wall)), append(cpu, float64(on.cpu)/float64(off.cpu))
 	}
 	benchratio.Report(b, "noarchive", baselineNoArchive)
@@ -188,7 +185,7 @@ func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.
 	var mu sync.Mutex
 	var durs []time.Duration
 	b.StartTimer() // stopped by the previous run of a paired benchmark
-	w0, c0 := time.Now(), cpuTime()
+	w0, c0 := time.Now(), benchratio.CPUTime()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := pipeline.NewWorker(ctx, p, append([]pipeline.Option{pipeline.WithLogger(testLogger(b)),
@@ -209,7 +206,7 @@ func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.
 		}
 	}
 	b.StopTimer()
-	t := timed{wall: time.Since(w0), cpu: cpuTime() - c0}
+	t := timed{wall: time.Since(w0), cpu: benchratio.CPUTime() - c0}
 	mu.Lock()
 	ds := slices.Clone(durs)
 	mu.Unlock()

@@ -9,9 +9,7 @@ import (
 	"hash/crc32"
 	"sync"
 
-	kzstd "github.com/klauspost/compress/zstd"
 	pq "github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -21,16 +19,16 @@ import (
 // (footer written) later, even by another process after a crash: its
 // whole state (fileState) is a few numbers and the row groups' metadata.
 //
-// Each batch of rows is encoded by parquet-go as a small file of its own;
-// the builder keeps that file's row-group bytes, moves their offsets to
-// where they land in the assembled file, and drops the small file's page
-// indexes and footer. The assembled footer is built from the collected
-// row-group metadata. Files are byte-identical whoever assembles them from
-// the same rows and batches.
+// Each batch of rows is encoded column by column (columnEncoder) as row
+// groups at the offsets where they land in the file. The footer is built
+// from the collected row-group metadata and the schema part of
+// parquet-go's own footer (template). Files are byte-identical whoever
+// assembles them from the same rows and batches.
 type fileBuilder struct {
-	enc    *pq.GenericWriter[Row]
-	encBuf bytes.Buffer
-	st     fileState
+	enc          *columnEncoder
+	rowGroupRows int64
+	out          []byte // appendRows's result, reused
+	st           fileState
 }
 
 // fileState is what it takes to continue or finish a file: its size and
@@ -78,14 +76,7 @@ func decodeFooter(file []byte) (format.FileMetaData, error) {
 const magic = "PAR1"
 
 func newFileBuilder(zstdLevel int, rowGroupRows int64) *fileBuilder {
-	b := &fileBuilder{st: fileState{First: -1}}
-	b.enc = pq.NewGenericWriter[Row](&b.encBuf,
-		Schema(),
-		pq.Compression(&zstd.Codec{Level: kzstd.EncoderLevelFromZstd(zstdLevel)}),
-		pq.MaxRowsPerRowGroup(rowGroupRows),
-		pq.CreatedBy("tflo", "archive-v1", ""),
-	)
-	return b
+	return &fileBuilder{enc: newColumnEncoder(zstdLevel), rowGroupRows: rowGroupRows, st: fileState{First: -1}}
 }
 
 // start begins a new file and returns its first bytes (the magic).
@@ -101,58 +92,25 @@ func (b *fileBuilder) resume(st fileState) { b.st = st }
 func (b *fileBuilder) state() fileState { return b.st }
 
 // appendRows encodes rows (in source order, at least one) as row groups
-// of the file and returns the bytes to append to it; the slice is valid
-// until the next call.
+// of the file, rowGroupRows rows each (the last one fewer), and returns
+// the bytes to append to it; the slice is valid until the next call.
 func (b *fileBuilder) appendRows(rows []Row) ([]byte, error) {
-	b.encBuf.Reset()
-	b.enc.Reset(&b.encBuf)
-	if _, err := b.enc.Write(rows); err != nil {
-		return nil, err
+	if len(rows) == 0 {
+		return nil, errors.New("no rows to encode")
 	}
-	if err := b.enc.Close(); err != nil {
-		return nil, err
-	}
-	mini := b.encBuf.Bytes()
-	md, err := decodeFooter(mini)
-	if err != nil {
-		return nil, fmt.Errorf("decode encoded row groups: %w", err)
-	}
-	lo, hi := int64(-1), int64(0)
-	for i := range md.RowGroups {
-		s, e := rowGroupRange(&md.RowGroups[i])
-		if lo < 0 || s < lo {
-			lo = s
+	body := b.out[:0]
+	for i := 0; i < len(rows); i += int(b.rowGroupRows) {
+		batch := rows[i:min(i+int(b.rowGroupRows), len(rows))]
+		var rg format.RowGroup
+		var err error
+		if body, rg, err = b.enc.appendRowGroup(body, b.st.Size+int64(len(body)), batch); err != nil {
+			return nil, fmt.Errorf("encode row group: %w", err)
 		}
-		hi = max(hi, e)
-	}
-	if lo < int64(len(magic)) || hi > int64(len(mini)) {
-		return nil, fmt.Errorf("encoded row groups at bytes %d-%d of %d", lo, hi, len(mini))
-	}
-	delta := b.st.Size - lo
-	for i := range md.RowGroups {
-		rg := md.RowGroups[i]
-		rg.FileOffset += delta
 		rg.Ordinal = int16(len(b.st.RowGroups))
-		for j := range rg.Columns {
-			cc := &rg.Columns[j]
-			cc.FileOffset += delta
-			cc.MetaData.DataPageOffset += delta
-			if cc.MetaData.DictionaryPageOffset > 0 {
-				cc.MetaData.DictionaryPageOffset += delta
-			}
-			if cc.MetaData.IndexPageOffset > 0 {
-				cc.MetaData.IndexPageOffset += delta
-			}
-			// The small file's page indexes and bloom filters are not
-			// copied.
-			cc.ColumnIndexOffset, cc.ColumnIndexLength = 0, 0
-			cc.OffsetIndexOffset, cc.OffsetIndexLength = 0, 0
-			cc.MetaData.BloomFilterOffset, cc.MetaData.BloomFilterLength = 0, 0
-		}
 		b.st.RowGroups = append(b.st.RowGroups, rg)
 		b.st.Rows += rg.NumRows
 	}
-	body := mini[lo:hi]
+	b.out = body
 	b.st.Size += int64(len(body))
 	b.st.CRC = crc32.Update(b.st.CRC, castagnoli, body)
 	if b.st.First < 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -328,4 +329,94 @@ func BenchmarkRollingZstdLevel(b *testing.B) {
 	b.ReportMetric(float64(b1)/n, "level1-file-bytes/row")
 	b.ReportMetric(float64(b3)/n, "level3-file-bytes/row")
 	b.ReportMetric(float64(t1)/float64(t3), "x-level3")
+}
+
+// pipelineRows are n rows shaped like BenchmarkSMASpecArchive's outputs
+// (pipeline/bench_test.go): 1000 sensors in turn, one "sma" signal per
+// reading, millisecond event times, smooth values rounded to 3 decimals.
+func pipelineRows(n int) []parquet.Row {
+	sensors := make([]string, 1000)
+	for i := range sensors {
+		sensors[i] = fmt.Sprintf("s-%04d", i)
+	}
+	rows := make([]parquet.Row, n)
+	for i := range rows {
+		s, seq := i%len(sensors), i/len(sensors)
+		rows[i] = parquet.Row{
+			Sensor: sensors[s], Signal: "sma", TS: (1_700_000_000_000 + int64(seq)*1000) * 1e6,
+			Value: math.Round((22.5+9*math.Sin(float64(seq)/6+float64(s)))*1000) / 1000, Offset: int64(i),
+		}
+	}
+	return rows
+}
+
+// BenchmarkRollingAppend is the archive's steady state on a pipeline's
+// hot path: one long-lived RollingWriter (a memory archive) taking rows
+// shaped like the SMA job's outputs in batches of 100, a pre-commit and a
+// commit every 50k rows. An op is one row. It reports the process's CPU
+// time per row (cpu-ns/row, the garbage collector's included), the file
+// bytes per row of what it published, and x-cpu-plain: that CPU time over
+// the CPU time per row of a plain parquet-go GenericWriter writing the
+// same rows (zstd, 16384-row row groups) in the same run.
+func BenchmarkRollingAppend(b *testing.B) {
+	ctx := context.Background()
+	rows := pipelineRows(1 << 20)
+	w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+		b.Fatal(err)
+	}
+	var fileBytes, fileRows int64
+	off := int64(0)
+	c0 := benchratio.CPUTime()
+	for n := 0; n < b.N; {
+		k := min(100, b.N-n)
+		batch := make([]parquet.Row, 0, 100)
+		for j := range k {
+			r := rows[(n+j)%len(rows)]
+			r.Offset = off + int64(j)
+			batch = append(batch, r)
+		}
+		if err := w.Append(ctx, batch...); err != nil {
+			b.Fatal(err)
+		}
+		n += k
+		off += int64(k)
+		if n%50_000 < k || n == b.N {
+			if n == b.N {
+				w.Roll()
+			}
+			if _, err := w.PreCommit(ctx, off-1); err != nil {
+				b.Fatal(err)
+			}
+			st, err := w.Commit(ctx, off-1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fileBytes, fileRows = fileBytes+st.FileBytes, fileRows+st.FileRows
+		}
+	}
+	cpu := float64(benchratio.CPUTime() - c0)
+	b.StopTimer()
+	var buf bytes.Buffer
+	c1 := benchratio.CPUTime()
+	for i := 0; i < b.N; i += len(rows) {
+		buf.Reset()
+		pw := pq.NewGenericWriter[parquet.Row](&buf, pq.Compression(&zstd.Codec{}), pq.MaxRowsPerRowGroup(16384))
+		if _, err := pw.Write(rows[:min(len(rows), b.N-i)]); err != nil {
+			b.Fatal(err)
+		}
+		if err := pw.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	plain := float64(benchratio.CPUTime() - c1)
+	b.ReportMetric(cpu/float64(b.N), "cpu-ns/row")
+	b.ReportMetric(plain/float64(b.N), "plain-cpu-ns/row")
+	b.ReportMetric(cpu/plain, "x-cpu-plain")
+	if fileRows > 0 {
+		b.ReportMetric(float64(fileBytes)/float64(fileRows), "file-bytes/row")
+	}
 }

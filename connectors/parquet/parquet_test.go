@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/streaming"
@@ -624,4 +627,61 @@ func TestReaderReadsPlainEncodedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
+}
+
+// TestWriterColumnStatistics: the archive encodes its row groups itself
+// (not through parquet-go's writer), so each column chunk's bounds are
+// its own computation (the strings' from their dictionaries). They must
+// be the bounds parquet-go's own writer computes from the same rows, row
+// group by row group, and a NaN value must stay out of them.
+func TestWriterColumnStatistics(t *testing.T) {
+	rows := genRows(11, 0, 2500)
+	rows[1700].Value = math.NaN()
+	a := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(a, "iot", 0, 1, parquet.WithRowGroupRows(1000))
+	require.NoError(t, err)
+	k, err := w.WriteFile(context.Background(), rows)
+	require.NoError(t, err)
+	o, err := a.Open(context.Background(), k.Name())
+	require.NoError(t, err)
+	got, err := pq.OpenFile(o, o.Size())
+	require.NoError(t, err)
+
+	// The oracle: parquet-go's writer, with the NaN replaced by a value
+	// inside the row group's bounds (parquet-go's own NaN handling is not
+	// what is tested).
+	oracleRows := slices.Clone(rows)
+	oracleRows[1700].Value = oracleRows[1701].Value
+	var buf bytes.Buffer
+	pw := pq.NewGenericWriter[parquet.Row](&buf, parquet.Schema(), pq.MaxRowsPerRowGroup(1000))
+	_, err = pw.Write(oracleRows)
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	want, err := pq.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	require.NoError(t, err)
+
+	grs, wrs := got.Metadata().RowGroups, want.Metadata().RowGroups
+	require.Len(t, grs, 3)
+	require.Len(t, wrs, 3)
+	for i := range grs {
+		require.Equal(t, wrs[i].NumRows, grs[i].NumRows, "row group %d", i)
+		for j, cc := range grs[i].Columns {
+			ws, gs := wrs[i].Columns[j].MetaData.Statistics, cc.MetaData.Statistics
+			require.Equal(t, ws.MinValue, gs.MinValue, "row group %d column %v min", i, cc.MetaData.PathInSchema)
+			require.Equal(t, ws.MaxValue, gs.MaxValue, "row group %d column %v max", i, cc.MetaData.PathInSchema)
+			require.Equal(t, wrs[i].Columns[j].MetaData.NumValues, cc.MetaData.NumValues)
+		}
+	}
+
+	// And parquet-go reads every row back as written, the NaN included.
+	r := pq.NewGenericReader[parquet.Row](got)
+	back := make([]parquet.Row, len(rows)+1)
+	n, err := r.Read(back)
+	if !errors.Is(err, io.EOF) {
+		require.NoError(t, err)
+	}
+	require.Equal(t, len(rows), n)
+	require.True(t, math.IsNaN(back[1700].Value))
+	back[1700].Value, rows[1700].Value = 0, 0
+	require.Equal(t, rows, back[:n])
 }

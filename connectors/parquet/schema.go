@@ -28,7 +28,10 @@ import (
 // steadily: fewer bytes for zstd to compress, a quarter less CPU per row
 // and a fifth smaller files, BenchmarkRollingZstdLevel); files written
 // before hold them PLAIN. An encoding is not part of the schema: the
-// fingerprint is the same, and readers read both.
+// fingerprint is the same, and readers read both. The archive's writers
+// encode row groups themselves (columnEncoder, with these encodings); the
+// tags make parquet-go's writer, which the tests compare with, do the
+// same.
 type Row struct {
 	Sensor string  `parquet:"sensor,dict"`
 	Signal string  `parquet:"signal,dict"`

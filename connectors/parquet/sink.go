@@ -85,6 +85,7 @@ type shardSink struct {
 	mu     sync.Mutex
 	w      *RollingWriter
 	held   []Row // rows written while w was busy or past the mark, in order
+	rows   []Row // Write's rows for w, reused (w copies them)
 	busy   bool  // Flush or Commit is using w
 	marked bool  // a cut is marked and not yet pre-committed
 	mark   int64 // the marked cut
@@ -191,11 +192,11 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 		}
 		return nil
 	}
-	rows := make([]Row, len(outs))
-	for i, o := range outs {
-		rows[i] = RowOf(o)
+	sh.rows = sh.rows[:0]
+	for _, o := range outs {
+		sh.rows = append(sh.rows, RowOf(o))
 	}
-	return sh.append(ctx, rows)
+	return sh.append(ctx, sh.rows)
 }
 
 // append appends rows to the writer (its user holds it: mu, or busy).

@@ -1,13 +1,8 @@
 package parquet
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-
-	kzstd "github.com/klauspost/compress/zstd"
-	pq "github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -29,8 +24,7 @@ type Writer struct {
 	cfg      writerConfig
 
 	pending []Row
-	buf     bytes.Buffer
-	pw      *pq.GenericWriter[Row]
+	b       *fileBuilder
 }
 
 // NewWriter returns a writer of pipeline's shard at epoch into a.
@@ -45,15 +39,8 @@ func NewWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, o
 	if err := (FileKey{Pipeline: pipeline, Shard: shard, Epoch: epoch}).Validate(); err != nil {
 		return nil, fmt.Errorf("parquet writer: %w", err)
 	}
-	w := &Writer{archive: a, pipeline: pipeline, shard: shard, epoch: epoch, cfg: cfg}
-	w.pw = pq.NewGenericWriter[Row](&w.buf,
-		Schema(),
-		pq.Compression(&zstd.Codec{Level: kzstd.EncoderLevelFromZstd(cfg.zstdLevel)}),
-		pq.MaxRowsPerRowGroup(cfg.rowGroupRows),
-		pq.KeyValueMetadata(FingerprintKey, SchemaFingerprint()),
-		pq.CreatedBy("tflo", "archive-v1", ""),
-	)
-	return w, nil
+	return &Writer{archive: a, pipeline: pipeline, shard: shard, epoch: epoch, cfg: cfg,
+		b: newFileBuilder(cfg.zstdLevel, cfg.rowGroupRows)}, nil
 }
 
 // Append buffers rows for the next file. Once the buffer holds the
@@ -122,21 +109,5 @@ func (w *Writer) WriteFile(ctx context.Context, rows []Row) (FileKey, error) {
 	return key, nil
 }
 
-// encode returns the Parquet bytes of rows; the slice is valid until the
-// next encode.
-func (w *Writer) encode(rows []Row) ([]byte, error) {
-	w.buf.Reset()
-	w.pw.Reset(&w.buf)
-	w.pw.SetKeyValueMetadata(ChecksumKey, checksumPrefix+checksumPlaceholder)
-	if _, err := w.pw.Write(rows); err != nil {
-		return nil, err
-	}
-	if err := w.pw.Close(); err != nil {
-		return nil, err
-	}
-	data := w.buf.Bytes()
-	if err := sealChecksum(data); err != nil {
-		return nil, err
-	}
-	return data, nil
-}
+// encode returns the Parquet bytes of rows.
+func (w *Writer) encode(rows []Row) ([]byte, error) { return encodeRowsFile(w.b, rows) }
