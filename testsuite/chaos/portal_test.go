@@ -5,13 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,10 +26,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
-	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
+	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -76,6 +82,44 @@ type central struct {
 	spec   string
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// metrics is the address of its /metrics, /healthz and /readyz.
+	metrics string
+
+	mu   sync.Mutex
+	tail []string // the current process's last log lines, for a failure's message
+}
+
+// logTail is the current process's last log lines.
+func (c *central) logTail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.tail, "\n")
+}
+
+// ready asks the process's /readyz: nil when it answers 200, else what
+// it says is missing.
+func (c *central) ready() error {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + c.metrics + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// alive reports whether the current process still runs.
+func (c *central) alive() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 func (c *central) start() {
@@ -87,9 +131,19 @@ func (c *central) start() {
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
 	c.cmd, c.exited = cmd, exited
+	c.mu.Lock()
+	c.tail = nil
+	c.mu.Unlock()
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
+			c.mu.Lock()
+			c.tail = append(c.tail, sc.Text())
+			if len(c.tail) > 40 {
+				c.tail = c.tail[len(c.tail)-40:]
+			}
+			c.mu.Unlock()
 			if os.Getenv("TFLO_TEST_LOG") != "" {
 				t.Logf("%s: %s", c.id, sc.Text())
 			}
@@ -110,17 +164,30 @@ func (c *central) wait(t testing.TB) {
 	}
 }
 
-// portalRun is the central workers of one run: their Kafka cluster, their
-// InfluxDB database, shared durable folder and shared archive, and the
-// Temporal dev server whose coordinator runs their checkpoint rounds (nil:
-// none, the workers checkpoint on their own).
+// portalRun is the central workers of one run, deployed as
+// docker-compose deploys them: their Kafka cluster, their InfluxDB
+// database, the shared durable state store and the archive on one S3
+// server (versitygw; bucket ckpt and archive, the run's database as the
+// prefix of both), the Temporal dev server whose coordinator runs their
+// checkpoint rounds (nil: none, the workers checkpoint on their own), and
+// the coordination store holding their presence leases (nil: none).
 type portalRun struct {
 	brokers  []string
 	db       string
-	archive  string
+	s3       *s3test.Server
 	temporal *temporaltest.Server
+	nats     *natsStore
 	workers  []*central
 }
+
+// chaosLeaseTTL is the workers' presence lease TTL in the coordination
+// store (the shipped default is 10s), so cutting the store for 2 TTLs is
+// short.
+const chaosLeaseTTL = 3 * time.Second
+
+// chaosBreakerCoolDown is how long the coordinator's breaker stays open
+// in the fault runs (the shipped default is a minute).
+const chaosBreakerCoolDown = 10 * time.Second
 
 // chaosSessionTimeout is the central workers' group session timeout in
 // the fault runs (the shipped spec's is 10s), so a kill's takeover bound,
@@ -130,7 +197,7 @@ const (
 	chaosInterval       = time.Second
 )
 
-func newPortalRun(t testing.TB, bin string, influx *influxtest.Server, srv *temporaltest.Server, db string, workers int) *portalRun {
+func newPortalRun(t testing.TB, bin string, influx *influxtest.Server, s3 *s3test.Server, srv *temporaltest.Server, nats *natsStore, db string, workers int) *portalRun {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(centralParts, signalsTopic, signalsTopic+".dlq"),
 		kfake.GroupMinSessionTimeout(time.Second)) // Kafka's default minimum is 6s
@@ -143,23 +210,42 @@ func newPortalRun(t testing.TB, bin string, influx *influxtest.Server, srv *temp
 	require.NotEqual(t, string(shipped), spec, "the central spec's bucket moved")
 	path := filepath.Join(t.TempDir(), "central.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
-	r := &portalRun{brokers: c.ListenAddrs(), db: db, archive: t.TempDir(), temporal: srv}
-	durable := t.TempDir()
+	r := &portalRun{brokers: c.ListenAddrs(), db: db, s3: s3, temporal: srv, nats: nats}
 	for i := range workers {
 		id := fmt.Sprintf("central-%d", i+1)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		metrics := l.Addr().String()
+		require.NoError(t, l.Close())
 		env := []string{
 			"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
 			"KAFKA_BROKERS=" + strings.Join(r.brokers, ","), "INFLUX_URL=" + influx.URL,
-			"ARCHIVE_LOCATION=file://" + r.archive, "STATE_DIR=" + t.TempDir(), "TFLO_STATE_DURABLE_DIR=" + durable,
+			"STATE_DIR=" + t.TempDir(),
 			"TFLO_CHECKPOINT_INTERVAL=" + chaosInterval.String(), "TFLO_SOURCE_KAFKA_SESSION_TIMEOUT=" + chaosSessionTimeout.String(),
-			"TFLO_WORKER_ID=" + id,
+			"TFLO_WORKER_ID=" + id, "TFLO_METRICS_ADDR=" + metrics,
+			// A failed round opens the breaker for 10s, not the shipped
+			// minute, so the short run recovers from the S3 outage sooner.
+			"TFLO_CHECKPOINT_BREAKER_COOL_DOWN=" + chaosBreakerCoolDown.String(),
+			// The archive and the shared checkpoint store on S3, with the
+			// keys in variables named by the config, as in compose.
+			"ARCHIVE_LOCATION=" + r.archiveLocation(),
+			"TFLO_S3_ENDPOINT=" + s3.URL, "TFLO_S3_REGION=us-east-1",
+			"TFLO_S3_ACCESS_KEY_ENV=S3_ACCESS_KEY", "TFLO_S3_SECRET_KEY_ENV=S3_SECRET_KEY",
+			"TFLO_STATE_DURABLE_S3_BUCKET=" + checkpointBucket, "TFLO_STATE_DURABLE_S3_PREFIX=" + db,
+			"TFLO_STATE_DURABLE_S3_ENDPOINT=" + s3.URL, "TFLO_STATE_DURABLE_S3_REGION=us-east-1",
+			"TFLO_STATE_DURABLE_S3_ACCESS_KEY_ENV=S3_ACCESS_KEY", "TFLO_STATE_DURABLE_S3_SECRET_KEY_ENV=S3_SECRET_KEY",
+			"S3_ACCESS_KEY=" + s3.AccessKey, "S3_SECRET_KEY=" + s3.SecretKey,
 		}
 		if srv != nil {
 			// Every worker also runs tflo's workflows, so the coordinator
 			// keeps running when one of them is killed.
 			env = append(env, "TFLO_TEMPORAL_ADDRESS="+srv.HostPort, "TFLO_CONTROL_WORKER=true")
 		}
-		r.workers = append(r.workers, &central{t: t, id: id, bin: bin, spec: path, env: env})
+		if nats != nil {
+			env = append(env, "TFLO_COORDINATION_NATS_URL="+nats.url(), "TFLO_COORDINATION_JOB=chaos-"+db,
+				"TFLO_COORDINATION_LEASE_TTL="+chaosLeaseTTL.String())
+		}
+		r.workers = append(r.workers, &central{t: t, id: id, bin: bin, spec: path, env: env, metrics: metrics})
 	}
 	return r
 }
@@ -206,11 +292,24 @@ func (r *portalRun) status() (workflows.CoordinatorStatus, error) {
 	return st, v.Get(&st)
 }
 
+// The S3 buckets of the runs: the archive's and the checkpoint store's.
+const (
+	archiveBucket    = "archive"
+	checkpointBucket = "ckpt"
+)
+
+// archiveLocation is the run's archive on the S3 server.
+func (r *portalRun) archiveLocation() string { return "s3://" + archiveBucket + "/" + r.db }
+
 // archived reads the run's archive with the independent reader
 // (arrow-go, file by file, no de-duplication).
 func (r *portalRun) archived(t testing.TB) []archivetest.FileRow {
 	t.Helper()
-	a, err := parquet.NewLocalArchive(r.archive)
+	loc, err := archiveloc.Parse(r.archiveLocation())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := archiveloc.Open(ctx, loc, r.s3.Settings(t))
 	require.NoError(t, err)
 	return archivetest.ReadIndependently(t, a, "")
 }
@@ -330,6 +429,9 @@ type faultRow struct {
 	// value; duplicates are the rows the independent reader counts twice
 	// in the archive so far.
 	missing, differing, duplicates int
+	// note: what the fault did to the checkpoints (failed rounds, the
+	// coordinator's breaker), when it says something.
+	note string
 }
 
 // centralKills is how many central workers TestPortalFaults SIGKILLs:
@@ -358,8 +460,9 @@ func centralKills() int {
 // run).
 func TestPortalFaults(t *testing.T) {
 	influx := influxtest.Start(t)
+	s3 := s3test.Start(t, archiveBucket, checkpointBucket)
 	bin := buildWorker(t)
-	ref := newPortalRun(t, bin, influx, nil, "ref", 1)
+	ref := newPortalRun(t, bin, influx, s3, nil, nil, "ref", 1)
 	ref.workers[0].start()
 	require.NoError(t, ref.produce(centralInput(16, 60)))
 	ref.waitCaughtUp(t, 90*time.Second)
@@ -374,16 +477,17 @@ func TestPortalFaults(t *testing.T) {
 	t.Logf("seed %d (TFLO_CHAOS_SEED replays it)", sd)
 	rnd := rand.New(rand.NewPCG(sd, sd))
 	srv := temporaltest.Start(t)
-	run := newPortalRun(t, bin, influx, srv, "faults", 2)
+	nats := startNATS(t)
+	run := newPortalRun(t, bin, influx, s3, srv, nats, "faults", 2)
 	for _, w := range run.workers {
 		w.start()
 	}
 	kills := centralKills()
 	// The input (fresh records: a produced kgo.Record keeps its context)
-	// in parts: one per kill, one during the Temporal outage, one during
-	// the InfluxDB outage, the last after it; each paced in batches.
+	// in parts: one per kill, one during each outage (Temporal, InfluxDB,
+	// S3, NATS), the last after them; each paced in batches.
 	input := centralInput(16, 60)
-	nparts := kills + 3
+	nparts := kills + 5
 	per := len(input) / nparts
 	var parts [][]*kgo.Record
 	for i := range nparts {
@@ -524,6 +628,98 @@ func TestPortalFaults(t *testing.T) {
 	check(&stop, kills+1)
 	table = append(table, stop)
 
+	// The S3 server (the checkpoint store and the archive) stopped for
+	// 20s while the next part arrives: checkpoints fail meanwhile (rounds
+	// fail, the coordinator's breaker may open), nothing is lost, and
+	// after the restart a round checkpoints every shard and lag returns
+	// to 0.
+	before, err = run.status()
+	require.NoError(t, err, "the coordinator's status")
+	s3row := faultRow{fault: "S3 server stopped 20s", at: time.Since(began)}
+	s3.Stop()
+	produced = paced(parts[kills+2], 15*time.Second)
+	breakerOpened := false
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+		// The outage's length; meanwhile the coordinator's breaker is
+		// watched (observed, not waited for).
+		if st, err := run.status(); err == nil && st.Breaker == workflows.BreakerOpen {
+			breakerOpened = true
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	s3.Restart(t)
+	restartedAt = time.Now()
+	require.NoError(t, <-produced)
+	require.Eventually(t, func() bool {
+		after, err = run.status()
+		return err == nil && after.Last != nil && after.Last.Round > before.Round && after.Last.OK == centralParts
+	}, 3*time.Minute, 200*time.Millisecond, "the coordinator's rounds did not checkpoint every shard after the S3 server's restart")
+	run.waitCaughtUp(t, 90*time.Second)
+	s3row.recovery = time.Since(restartedAt)
+	s3row.note = fmt.Sprintf("%d failed rounds", after.Failed-before.Failed)
+	if breakerOpened {
+		s3row.note += ", breaker opened"
+	}
+	require.Positive(t, after.Failed-before.Failed, "no round failed while the S3 server was down (did the outage happen?)")
+	check(&s3row, kills+2)
+	table = append(table, s3row)
+
+	// The coordination store (NATS, the workers' presence leases) cut for
+	// 2 lease TTLs while the next part arrives: the leases lapse; the
+	// workers must go on (or recover) with no loss and no duplicate, and
+	// neither may stop itself for it.
+	natsRow := faultRow{fault: fmt.Sprintf("NATS cut %s (2 TTLs)", 2*chaosLeaseTTL), at: time.Since(began)}
+	beforeCut, err := run.status()
+	require.NoError(t, err, "the coordinator's status")
+	nats.stop()
+	produced = paced(parts[kills+3], 2*chaosLeaseTTL)
+	lapsed := map[string]bool{}
+	for end := time.Now().Add(2 * chaosLeaseTTL); time.Now().Before(end); {
+		// The outage's length; meanwhile each worker's /readyz is watched
+		// for its lease lapsing (observed, not waited for).
+		for _, w := range run.workers {
+			if err := w.ready(); err != nil && strings.Contains(err.Error(), split.ErrLeasesExpired.Error()) {
+				lapsed[w.id] = true
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	atRestart, err := run.status()
+	require.NoError(t, err, "the coordinator's status")
+	nats.restart(t)
+	restartedAt = time.Now()
+	// The rounds went on: the presence leases are not on the checkpoint path.
+	cutRounds := atRestart.Complete - beforeCut.Complete
+	require.Positive(t, cutRounds, "no round checkpointed every shard while NATS was cut")
+	for _, w := range run.workers {
+		require.True(t, lapsed[w.id], "%s's /readyz never said its leases expired while NATS was cut (did the cut happen?)", w.id)
+	}
+	// Ready again: the presence lease renewed in the store that came back.
+	require.Eventually(t, func() bool {
+		for _, w := range run.workers {
+			if w.ready() != nil {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 100*time.Millisecond, "a worker is not ready again after the NATS cut")
+	natsRow.note = fmt.Sprintf("%d complete rounds during the cut; leases lapsed on %d workers, ready again %.1fs after the restart",
+		cutRounds, len(lapsed), time.Since(restartedAt).Seconds())
+	require.NoError(t, <-produced)
+	before, err = run.status()
+	require.NoError(t, err, "the coordinator's status")
+	require.Eventually(t, func() bool {
+		after, err = run.status()
+		return err == nil && after.Last != nil && after.Last.Round > before.Round && after.Last.OK == centralParts
+	}, 2*time.Minute, 200*time.Millisecond, "the coordinator's rounds did not checkpoint every shard after the NATS cut")
+	run.waitCaughtUp(t, 90*time.Second)
+	natsRow.recovery = time.Since(restartedAt)
+	for _, w := range run.workers {
+		require.True(t, w.alive(), "%s stopped itself during or after the NATS cut; its last log lines:\n%s", w.id, w.logTail())
+	}
+	check(&natsRow, kills+3)
+	table = append(table, natsRow)
+
 	require.NoError(t, <-paced(parts[len(parts)-1], time.Second))
 	run.waitCaughtUp(t, 60*time.Second)
 	for _, w := range run.workers {
@@ -543,7 +739,7 @@ func TestPortalFaults(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%-30s %7s %9s %9s %8s %9s %10s\n", "fault", "at (s)", "takeover", "recov (s)", "missing", "differing", "duplicate")
+	fmt.Fprintf(&b, "\n%-30s %7s %9s %9s %8s %9s %10s  %s\n", "fault", "at (s)", "takeover", "recov (s)", "missing", "differing", "duplicate", "checkpoints")
 	// takeover: from the kill to its shards' first checkpoint on the
 	// survivor; recov: from the kill, or the server's restart, to
 	// committed lag 0; missing, differing: points due by the end of the
@@ -553,7 +749,7 @@ func TestPortalFaults(t *testing.T) {
 		if r.takeover > 0 {
 			tk = fmt.Sprintf("%.1f", r.takeover.Seconds())
 		}
-		fmt.Fprintf(&b, "%-30s %7.1f %9s %9.1f %8d %9d %10d\n", r.fault, r.at.Seconds(), tk, r.recovery.Seconds(), r.missing, r.differing, r.duplicates)
+		fmt.Fprintf(&b, "%-30s %7.1f %9s %9.1f %8d %9d %10d  %s\n", r.fault, r.at.Seconds(), tk, r.recovery.Seconds(), r.missing, r.differing, r.duplicates, r.note)
 	}
 	fmt.Fprintf(&b, "(%d points in the crash-free run, %d extra; takeover bound %s)", len(want), extra, bound)
 	t.Log(b.String())
