@@ -26,8 +26,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
-	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
+	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
