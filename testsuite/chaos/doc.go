@@ -11,8 +11,13 @@
 // reading must be applied exactly once: the distinct signals on Kafka
 // equal the crash-free run's, none differs and none is missing (the Kafka
 // sink is at-least-once, so a signal replayed after a kill may appear
-// twice, identical; the test counts those). The seed is logged; set
-// TFLO_CHAOS_SEED to replay one.
+// twice, identical; the test counts those). Then the edge's state is
+// compared with the crash-free run's through the restore path: each edge,
+// restarted on its state folder, gets the same probe (every sensor far
+// above the band, then twice far below), whose signals carry the mean of
+// each sensor's restored SMA window and depend on its restored
+// hysteresis mode; both must give the same signals. The seed is logged;
+// set TFLO_CHAOS_SEED to replay one.
 //
 // TestPortalFaults: the iot-portal's central workers as docker-compose
 // runs them (two processes; the shared checkpoint store, state.durable.s3,
