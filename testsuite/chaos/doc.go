@@ -66,8 +66,8 @@
 // default 5). Not covered yet (issue 16 item 9): a kill of central during
 // a restore or a group join in this topology (pipeline's
 // TestKillDuringJoinTakeoverBound covers the join); a worker started
-// while the coordination store is down (it exits: the NATS connection is
-// not retried at start, see the issue's closing note).
+// while the coordination store is down (internal/worker's
+// TestWorkerWaitsForTheCoordinationStore covers it in process).
 //
 // The tests build the worker binary once per run (go build, about a
 // minute cold).
