@@ -48,6 +48,18 @@ func repoRoot(t testing.TB) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// TestMain removes the worker binary buildWorker built (about 70 MB).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binDir holds the worker binary; removed by TestMain.
+var binDir string
+
 // buildWorker builds workers/cmd/worker once per test binary.
 func buildWorker(t testing.TB) string {
 	t.Helper()
@@ -57,6 +69,7 @@ func buildWorker(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		workerBin = filepath.Join(dir, "worker")
 		cmd := exec.Command("go", "build", "-o", workerBin, "./workers/cmd/worker")
 		cmd.Dir = repoRoot(t)
