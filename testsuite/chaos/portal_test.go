@@ -301,6 +301,19 @@ const (
 // archiveLocation is the run's archive on the S3 server.
 func (r *portalRun) archiveLocation() string { return "s3://" + archiveBucket + "/" + r.db }
 
+// completeRound waits until a round after round checkpointed every shard
+// and returns the coordinator's status then; after says after what.
+func (r *portalRun) completeRound(t testing.TB, round uint64, within time.Duration, after string) workflows.CoordinatorStatus {
+	t.Helper()
+	var st workflows.CoordinatorStatus
+	require.Eventually(t, func() bool {
+		var err error
+		st, err = r.status()
+		return err == nil && st.Last != nil && st.Last.Round > round && st.Last.OK == centralParts
+	}, within, 100*time.Millisecond, "the coordinator's rounds did not checkpoint every shard after %s", after)
+	return st
+}
+
 // archived reads the run's archive with the independent reader
 // (arrow-go, file by file, no de-duplication).
 func (r *portalRun) archived(t testing.TB) []archivetest.FileRow {
@@ -604,11 +617,7 @@ func TestPortalFaults(t *testing.T) {
 	srv.Restart(t)
 	restartedAt := time.Now()
 	require.NoError(t, <-produced)
-	var after workflows.CoordinatorStatus
-	require.Eventually(t, func() bool {
-		after, err = run.status()
-		return err == nil && after.Last != nil && after.Last.Round > before.Round && after.Last.OK == centralParts
-	}, 2*time.Minute, 100*time.Millisecond, "the coordinator's rounds did not checkpoint every shard after Temporal's restart")
+	after := run.completeRound(t, before.Round, 2*time.Minute, "Temporal's restart")
 	require.Greater(t, after.LocalCheckpoints, before.LocalCheckpoints, "no worker checkpointed on its own while Temporal was down (did the outage happen?)")
 	run.waitCaughtUp(t, 60*time.Second)
 	tr.recovery = time.Since(restartedAt)
@@ -650,10 +659,7 @@ func TestPortalFaults(t *testing.T) {
 	s3.Restart(t)
 	restartedAt = time.Now()
 	require.NoError(t, <-produced)
-	require.Eventually(t, func() bool {
-		after, err = run.status()
-		return err == nil && after.Last != nil && after.Last.Round > before.Round && after.Last.OK == centralParts
-	}, 3*time.Minute, 200*time.Millisecond, "the coordinator's rounds did not checkpoint every shard after the S3 server's restart")
+	after = run.completeRound(t, before.Round, 3*time.Minute, "the S3 server's restart")
 	run.waitCaughtUp(t, 90*time.Second)
 	s3row.recovery = time.Since(restartedAt)
 	s3row.note = fmt.Sprintf("%d failed rounds", after.Failed-before.Failed)
@@ -708,10 +714,7 @@ func TestPortalFaults(t *testing.T) {
 	require.NoError(t, <-produced)
 	before, err = run.status()
 	require.NoError(t, err, "the coordinator's status")
-	require.Eventually(t, func() bool {
-		after, err = run.status()
-		return err == nil && after.Last != nil && after.Last.Round > before.Round && after.Last.OK == centralParts
-	}, 2*time.Minute, 200*time.Millisecond, "the coordinator's rounds did not checkpoint every shard after the NATS cut")
+	run.completeRound(t, before.Round, 2*time.Minute, "the NATS cut")
 	run.waitCaughtUp(t, 90*time.Second)
 	natsRow.recovery = time.Since(restartedAt)
 	for _, w := range run.workers {
