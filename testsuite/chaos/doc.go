@@ -36,6 +36,11 @@
 //     3s session timeout and 1s interval: 5s; the short run, which shares
 //     the machine with every other package, allows one more interval for
 //     observing it through the query); then it is restarted.
+//   - SIGKILL of a central worker during its group join (issue 16 item
+//     3): a worker is killed, restarted, and killed again the moment its
+//     JoinGroup reaches the broker (kfake's control hook), then restarted
+//     at once; both workers must checkpoint shards again within the
+//     rebalance timeout (12s) + the lease TTL + 2 intervals of that kill.
 //   - the Temporal dev server stopped (SIGKILL) for 10s and restarted on
 //     its database: the workers checkpoint on their own meanwhile, then a
 //     round checkpoints every shard again.
@@ -64,10 +69,11 @@
 // `make test` runs each test once (the short run); `make chaos` runs the
 // long one (TFLO_CHAOS_LONG=1) repeatedly with fresh seeds (CHAOS_COUNT,
 // default 5). Not covered yet (issue 16 item 9): a kill of central during
-// a restore or a group join in this topology (pipeline's
-// TestKillDuringJoinTakeoverBound covers the join); a worker started
-// while the coordination store is down (internal/worker's
-// TestWorkerWaitsForTheCoordinationStore covers it in process).
+// a restore in this topology; a central worker left dead after a kill
+// during its join (pipeline's TestKillDuringJoinTakeoverBound covers it
+// in process); a worker started while the coordination store is down
+// (internal/worker's TestWorkerWaitsForTheCoordinationStore covers it in
+// process).
 //
 // The tests build the worker binary once per run (go build, about a
 // minute cold).

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
@@ -84,6 +86,8 @@ type central struct {
 	exited chan struct{}
 	// metrics is the address of its /metrics, /healthz and /readyz.
 	metrics string
+	// proc is the current process, for a kill from another goroutine.
+	proc atomic.Pointer[os.Process]
 
 	mu   sync.Mutex
 	tail []string // the current process's last log lines, for a failure's message
@@ -131,6 +135,7 @@ func (c *central) start() {
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
 	c.cmd, c.exited = cmd, exited
+	c.proc.Store(cmd.Process)
 	c.mu.Lock()
 	c.tail = nil
 	c.mu.Unlock()
@@ -172,6 +177,7 @@ func (c *central) wait(t testing.TB) {
 // checkpoint rounds (nil: none, the workers checkpoint on their own), and
 // the coordination store holding their presence leases (nil: none).
 type portalRun struct {
+	kafka    *kfake.Cluster
 	brokers  []string
 	db       string
 	s3       *s3test.Server
@@ -184,6 +190,13 @@ type portalRun struct {
 // store (the shipped default is 10s), so cutting the store for 2 TTLs is
 // short.
 const chaosLeaseTTL = 3 * time.Second
+
+// joinBound: a worker killed during its group join and restarted at once
+// checkpoints shards again within the rebalance timeout (the spec's
+// default, 12s: the group may wait that long for the dead joiner), the
+// lease TTL (the restarted worker waits for its dead predecessor's
+// presence to expire before it joins) and 2 checkpoint intervals.
+const joinBound = 12*time.Second + chaosLeaseTTL + 2*chaosInterval
 
 // chaosBreakerCoolDown is how long the coordinator's breaker stays open
 // in the fault runs (the shipped default is a minute).
@@ -210,7 +223,7 @@ func newPortalRun(t testing.TB, bin string, influx *influxtest.Server, s3 *s3tes
 	require.NotEqual(t, string(shipped), spec, "the central spec's bucket moved")
 	path := filepath.Join(t.TempDir(), "central.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(spec), 0o600))
-	r := &portalRun{brokers: c.ListenAddrs(), db: db, s3: s3, temporal: srv, nats: nats}
+	r := &portalRun{kafka: c, brokers: c.ListenAddrs(), db: db, s3: s3, temporal: srv, nats: nats}
 	for i := range workers {
 		id := fmt.Sprintf("central-%d", i+1)
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -457,11 +470,11 @@ func centralKills() int {
 }
 
 // TestPortalFaults is the fault matrix of the iot-portal's central
-// workers as separate processes (two workers sharing a durable folder and
-// an archive, kfake, a real influxd, the Temporal dev server whose
-// checkpoint coordinator runs their rounds; each worker also runs the
-// workflows): SIGKILLs of a central worker at seeded random points, then
-// influxd stopped for 20s. After each kill the victim's shards are
+// workers as separate processes, deployed as compose deploys them (see
+// the package doc): SIGKILLs of a central worker at seeded random points
+// and during a group join, the Temporal dev server restarted, influxd
+// and the S3 server stopped for 20s, the coordination store cut for 2
+// lease TTLs. After each kill the victim's shards are
 // checkpointed on the survivor within the session timeout + 2 checkpoint
 // intervals of the kill (issue 16 item 2: 95–105 s before the
 // coordinator), read from the coordinator's per-shard table; the victim
@@ -497,10 +510,11 @@ func TestPortalFaults(t *testing.T) {
 	}
 	kills := centralKills()
 	// The input (fresh records: a produced kgo.Record keeps its context)
-	// in parts: one per kill, one during each outage (Temporal, InfluxDB,
-	// S3, NATS), the last after them; each paced in batches.
+	// in parts: one per kill, one for the kill during a group join, one
+	// during each outage (Temporal, InfluxDB, S3, NATS), the last after
+	// them; each paced in batches.
 	input := centralInput(16, 60)
-	nparts := kills + 5
+	nparts := kills + 6
 	per := len(input) / nparts
 	var parts [][]*kgo.Record
 	for i := range nparts {
@@ -603,6 +617,51 @@ func TestPortalFaults(t *testing.T) {
 			k+1, victim.id, held, row.takeover, bound, assertBound)
 	}
 
+	// SIGKILL of a central worker during its group join (issue 16 item
+	// 3): a worker is killed, restarted, and killed again the moment its
+	// JoinGroup reaches the broker (kfake's control hook), then restarted
+	// at once, as a supervisor would.
+	// The restarted static member replaces its dead self in the group:
+	// within the join bound of that kill both workers checkpoint shards
+	// again (takeover column: from the join's kill to that).
+	run.waitShared(t, 90*time.Second)
+	jv := run.workers[rnd.IntN(len(run.workers))]
+	jrow := faultRow{fault: fmt.Sprintf("SIGKILL %s in group join", jv.id), at: time.Since(began)}
+	produced := paced(parts[kills], 5*time.Second)
+	jv.signal(syscall.SIGKILL)
+	jv.wait(t)
+	var armed atomic.Bool
+	armed.Store(true)
+	joinKilled := make(chan time.Time, 1)
+	run.kafka.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		j := req.(*kmsg.JoinGroupRequest)
+		if j.InstanceID != nil && *j.InstanceID == jv.id && armed.CompareAndSwap(true, false) {
+			if p := jv.proc.Load(); p != nil {
+				_ = p.Kill()
+			}
+			joinKilled <- time.Now()
+		}
+		return nil, nil, false // the broker handles the join as usual
+	})
+	jv.start()
+	var joinAt time.Time
+	select {
+	case joinAt = <-joinKilled:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s never sent its JoinGroup after its restart", jv.id)
+	}
+	jv.wait(t)
+	jv.start()
+	run.waitShared(t, time.Minute)
+	jrow.takeover = time.Since(joinAt)
+	t.Logf("%s SIGKILLed in its group join at %s and restarted; both workers checkpoint shards %s later", jv.id, joinAt.Format("15:04:05.000"), jrow.takeover.Round(time.Millisecond))
+	require.NoError(t, <-produced)
+	run.waitCaughtUp(t, 60*time.Second)
+	jrow.recovery = time.Since(joinAt)
+	check(&jrow, kills)
+	table = append(table, jrow)
+	require.LessOrEqual(t, jrow.takeover, joinBound, "%s killed in its group join: both workers checkpoint shards again %s after the kill (bound %s)", jv.id, jrow.takeover, joinBound)
+
 	// The Temporal dev server stopped (SIGKILL) for 10s and restarted on
 	// its database while the next part arrives: the workers checkpoint on
 	// their own meanwhile (max_checkpoint_age), and once it is back the
@@ -612,7 +671,7 @@ func TestPortalFaults(t *testing.T) {
 	require.NoError(t, err, "the coordinator's status")
 	tr := faultRow{fault: "Temporal restarted (10s down)", at: time.Since(began)}
 	srv.Stop()
-	produced := paced(parts[kills], 8*time.Second)
+	produced = paced(parts[kills+1], 8*time.Second)
 	time.Sleep(10 * time.Second) // the outage's length, not synchronisation
 	srv.Restart(t)
 	restartedAt := time.Now()
@@ -621,20 +680,20 @@ func TestPortalFaults(t *testing.T) {
 	require.Greater(t, after.LocalCheckpoints, before.LocalCheckpoints, "no worker checkpointed on its own while Temporal was down (did the outage happen?)")
 	run.waitCaughtUp(t, 60*time.Second)
 	tr.recovery = time.Since(restartedAt)
-	check(&tr, kills)
+	check(&tr, kills+1)
 	table = append(table, tr)
 
 	// influxd stopped for 20s while the next part arrives.
 	stop := faultRow{fault: "influxd stopped 20s", at: time.Since(began)}
 	influx.Stop()
-	produced = paced(parts[kills+1], 15*time.Second)
+	produced = paced(parts[kills+2], 15*time.Second)
 	time.Sleep(20 * time.Second) // the outage's length, not synchronisation
 	influx.Restart(t)
 	restartedAt = time.Now()
 	require.NoError(t, <-produced)
 	run.waitCaughtUp(t, 90*time.Second)
 	stop.recovery = time.Since(restartedAt)
-	check(&stop, kills+1)
+	check(&stop, kills+2)
 	table = append(table, stop)
 
 	// The S3 server (the checkpoint store and the archive) stopped for
@@ -646,7 +705,7 @@ func TestPortalFaults(t *testing.T) {
 	require.NoError(t, err, "the coordinator's status")
 	s3row := faultRow{fault: "S3 server stopped 20s", at: time.Since(began)}
 	s3.Stop()
-	produced = paced(parts[kills+2], 15*time.Second)
+	produced = paced(parts[kills+3], 15*time.Second)
 	breakerOpened := false
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
 		// The outage's length; meanwhile the coordinator's breaker is
@@ -667,7 +726,7 @@ func TestPortalFaults(t *testing.T) {
 		s3row.note += ", breaker opened"
 	}
 	require.Positive(t, after.Failed-before.Failed, "no round failed while the S3 server was down (did the outage happen?)")
-	check(&s3row, kills+2)
+	check(&s3row, kills+3)
 	table = append(table, s3row)
 
 	// The coordination store (NATS, the workers' presence leases) cut for
@@ -678,7 +737,7 @@ func TestPortalFaults(t *testing.T) {
 	beforeCut, err := run.status()
 	require.NoError(t, err, "the coordinator's status")
 	nats.stop()
-	produced = paced(parts[kills+3], 2*chaosLeaseTTL)
+	produced = paced(parts[kills+4], 2*chaosLeaseTTL)
 	lapsed := map[string]bool{}
 	for end := time.Now().Add(2 * chaosLeaseTTL); time.Now().Before(end); {
 		// The outage's length; meanwhile each worker's /readyz is watched
@@ -720,7 +779,7 @@ func TestPortalFaults(t *testing.T) {
 	for _, w := range run.workers {
 		require.True(t, w.alive(), "%s stopped itself during or after the NATS cut; its last log lines:\n%s", w.id, w.logTail())
 	}
-	check(&natsRow, kills+3)
+	check(&natsRow, kills+4)
 	table = append(table, natsRow)
 
 	require.NoError(t, <-paced(parts[len(parts)-1], time.Second))
