@@ -196,12 +196,16 @@ const chaosLeaseTTL = 3 * time.Second
 // default, 12s: the group may wait that long for the dead joiner), the
 // lease TTL (the restarted worker waits for its dead predecessor's
 // presence to expire before it joins) and 2 checkpoint intervals; it
-// usually takes 5–6s. joinBoundKfake is what the test asserts: in 1 of
-// about 8 runs it took 24s, the path pipeline's kfakeDeadJoinerBound
-// describes (on kfake the dead joiner gets no session timer, so the
-// survivor's rejoin waits out the rebalance timeout plus franz-go's 10s
-// request overhead) although the worker was restarted; the group's
-// requests are logged to tell why next time.
+// takes 5–7s in 6 of 9 runs. joinBoundKfake is what the test asserts:
+// in the other 3 it took 24s. The group's requests (logged) show why: the
+// restarted worker is let in at once (kfake answers its join and sync as
+// a static member's replacement in a stable group, KIP-345), while the
+// survivor's JoinGroup, sent right after the dead joiner's, stays
+// unanswered until franz-go gives up on it (the rebalance timeout plus
+// its 10s request overhead), and only its rejoin settles the group. That
+// looks like kfake's static-member bookkeeping (pipeline's
+// kfakeDeadJoinerBound describes a relative), not the worker; it is
+// unverified on a real Kafka.
 const (
 	joinBound      = 12*time.Second + chaosLeaseTTL + 2*chaosInterval
 	joinBoundKfake = 12*time.Second + 10*time.Second + chaosLeaseTTL + 2*chaosInterval
@@ -698,7 +702,9 @@ func TestPortalFaults(t *testing.T) {
 	if jrow.takeover > joinBound {
 		t.Logf("%s killed in its group join: both workers checkpoint shards again %s after the kill, over the %s a restarted joiner should take (kfake's dead-joiner wait?)", jv.id, jrow.takeover, joinBound)
 	}
-	require.LessOrEqual(t, jrow.takeover, joinBoundKfake, "%s killed in its group join: both workers checkpoint shards again %s after the kill (bound on kfake %s)", jv.id, jrow.takeover, joinBoundKfake)
+	// The short run allows one more interval, as for the kills above.
+	assertJoin := joinBoundKfake + (assertBound - bound)
+	require.LessOrEqual(t, jrow.takeover, assertJoin, "%s killed in its group join: both workers checkpoint shards again %s after the kill (bound on kfake %s; asserted here: %s)", jv.id, jrow.takeover, joinBoundKfake, assertJoin)
 
 	// The Temporal dev server stopped (SIGKILL) for 10s and restarted on
 	// its database while the next part arrives: the workers checkpoint on
