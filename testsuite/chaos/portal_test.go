@@ -371,15 +371,44 @@ func archiveKeys(rows []archivetest.FileRow) map[archiveKey]bool {
 }
 
 // waitShared waits until every worker checkpoints some of the shards in
-// the coordinator's rounds, and returns who owns which.
+// the coordinator's rounds and the consumer group is stable with every
+// worker in it (so a kill that follows lands between rebalances, not in
+// one: the group-join fault does that on purpose), and returns who owns
+// which.
 func (r *portalRun) waitShared(t testing.TB, within time.Duration) map[string][]streaming.ShardID {
 	t.Helper()
 	var owners map[string][]streaming.ShardID
 	require.Eventually(t, func() bool {
 		owners = r.owners()
-		return len(owners) == len(r.workers)
-	}, within, 100*time.Millisecond, "the coordinator's rounds never checkpointed shards on every worker")
+		return len(owners) == len(r.workers) && r.groupStable()
+	}, within, 100*time.Millisecond, "the coordinator's rounds never checkpointed shards on every worker in a stable group")
 	return owners
+}
+
+// groupStable reports whether the central group is stable with every
+// worker a member holding partitions.
+func (r *portalRun) groupStable() bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gs, err := kadm.NewClient(cl).DescribeGroups(ctx, centralGroup)
+	if err != nil {
+		return false
+	}
+	g, ok := gs[centralGroup]
+	if !ok || g.Err != nil || g.State != "Stable" || len(g.Members) != len(r.workers) {
+		return false
+	}
+	for _, m := range g.Members {
+		if a, ok := m.Assigned.AsConsumer(); !ok || len(a.Topics) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // takenOver is when the coordinator's table first shows every one of
