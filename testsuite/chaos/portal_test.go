@@ -196,8 +196,10 @@ const chaosLeaseTTL = 3 * time.Second
 // default, 12s: the group may wait that long for the dead joiner), the
 // lease TTL (the restarted worker waits for its dead predecessor's
 // presence to expire before it joins) and 2 checkpoint intervals; it
-// takes 5–7s in 6 of 9 runs. joinBoundKfake is what the test asserts:
-// in the other 3 it took 24s. The group's requests (logged) show why: the
+// took 5–7s in 9 of 12 runs, every run since a kill waits for a stable
+// group (waitShared). joinBoundKfake is what the test asserts: in the
+// other 3, before that wait, it took 24s. The group's requests (logged)
+// showed why: the
 // restarted worker is let in at once (kfake answers its join and sync as
 // a static member's replacement in a stable group, KIP-345), while the
 // survivor's JoinGroup, sent right after the dead joiner's, stays
