@@ -35,7 +35,7 @@ test: tools ## run every test with the race detector (real Temporal, InfluxDB, S
 
 CHAOS_COUNT ?= 5
 .PHONY: chaos
-chaos: tools ## the long fault tests (SIGKILLed edge and central worker processes, Temporal restart, influxd outage) CHAOS_COUNT times with fresh seeds; TFLO_CHAOS_SEED=n replays one
+chaos: tools ## the long fault tests (SIGKILLed edge and central worker processes, Temporal restart, influxd and S3 outages, NATS cut) CHAOS_COUNT times with fresh seeds; TFLO_CHAOS_SEED=n replays one
 	set -o pipefail; TFLO_REQUIRE_SERVICES=1 TFLO_CHAOS_LONG=1 $(GO) test -race -timeout 60m -count=$(CHAOS_COUNT) -v -run 'TestEdgeSIGKILLExactlyOnce|TestPortalFaults' ./testsuite/chaos/ | grep -v '^=== '
 
 .PHONY: demo

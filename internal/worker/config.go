@@ -44,7 +44,9 @@ type PipelineConfig struct {
 // NATS JetStream KV) in which the worker keeps a presence lease for its id
 // through the split/lease protocol: a second live process with the same
 // id is refused, and the lease activity reports on it to the lease
-// workflow.
+// workflow. A worker started while no server is reachable waits for one
+// (logging each retry) before it serves; once registered, an outage only
+// lapses the lease (/readyz says so) until the server is back.
 type CoordinationConfig struct {
 	// NATSURL of a JetStream-enabled nats-server 2.11 or later; empty: no
 	// coordination store.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -312,6 +313,70 @@ func TestCoordinationOverNATS(t *testing.T) {
 	require.NoError(t, <-done)
 	_, ok := presence()
 	require.False(t, ok, "a graceful stop withdraws the presence lease")
+}
+
+// TestWorkerWaitsForTheCoordinationStore: a worker started while its
+// coordination store (NATS) was down exited at once ("nats: no servers
+// available for connection"), so a worker restarted during a NATS outage
+// stayed down unless something restarted it again. It now waits for the
+// store, saying so, and registers its presence once the server is up.
+func TestWorkerWaitsForTheCoordinationStore(t *testing.T) {
+	addr := freePort(t) // nothing listens there yet
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
+	t.Setenv("STATE_DIR", t.TempDir())
+	cfg := worker.PipelineConfig{WorkerID: "late-1", Coordination: worker.CoordinationConfig{NATSURL: "nats://" + addr, Job: "wait-test", LeaseTTL: 2 * time.Second}}
+	p, err := pipeline.Load(spec("sma-readings.yaml"))
+	require.NoError(t, err)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.RunPipeline(ctx, p, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	}()
+	stopped := false
+	var stopErr error
+	require.Eventually(t, func() bool {
+		select {
+		case stopErr = <-done:
+			stopped = true
+			return true
+		default:
+		}
+		return strings.Contains(logs.String(), "coordination store unreachable")
+	}, 30*time.Second, 20*time.Millisecond, "the worker does not say it waits for the coordination store")
+	require.False(t, stopped, "the worker stopped while its coordination store was down: %v", stopErr)
+
+	p2, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: host, Port: p2, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		octx, ocancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ocancel()
+		kv, err := natskv.Open(octx, js, "wait-test", natskv.WithLeaseTTL(2*time.Second), natskv.WithCreateBuckets(false))
+		if err != nil {
+			return false
+		}
+		_, err = kv.Get(octx, coordination.Ephemeral, "worker.late-1")
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "no presence lease for late-1 once NATS is up\n%s", logs.String())
+
+	cancel()
+	require.NoError(t, <-done)
 }
 
 // TestTemporalMetricsOnTheWorkersRegistry: with a Temporal address the

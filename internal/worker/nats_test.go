@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,16 +44,16 @@ func TestNATSOverTLS(t *testing.T) {
 	defer cancel()
 	cc := CoordinationConfig{NATSURL: srv.ClientURL(), Job: "tls", LeaseTTL: 2 * time.Second,
 		NATSTLS: &tlsconfig.Config{CAFile: pki.CAFile, CertFile: pki.ClientCertFile, KeyFile: pki.ClientKeyFile}}
-	kv, closeNATS, err := openNATS(ctx, cc, "w1")
+	kv, closeNATS, err := openNATS(ctx, cc, "w1", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NotNil(t, kv)
 	closeNATS()
 
 	cc.NATSTLS = &tlsconfig.Config{CAFile: pki.CAFile} // no client certificate
-	_, _, err = openNATS(ctx, cc, "w1")
+	_, _, err = openNATS(ctx, cc, "w1", slog.New(slog.DiscardHandler))
 	require.Error(t, err)
 	cc.NATSTLS = &tlsconfig.Config{CAFile: "/nonexistent/ca.pem"}
-	_, _, err = openNATS(ctx, cc, "w1")
+	_, _, err = openNATS(ctx, cc, "w1", slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, `coordination.nats_tls: tls: ca_file "/nonexistent/ca.pem": no such file or directory`)
 }
 
@@ -63,7 +64,7 @@ func TestNATSErrorsRedactTheURL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	url := "nats://svc:hunter2-secret@" + srv.Addr().String()
-	_, _, err := openNATS(ctx, CoordinationConfig{NATSURL: url, Job: "redact", LeaseTTL: 2 * time.Second}, "w1")
+	_, _, err := openNATS(ctx, CoordinationConfig{NATSURL: url, Job: "redact", LeaseTTL: 2 * time.Second}, "w1", slog.New(slog.DiscardHandler))
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "hunter2-secret")
 	require.Contains(t, err.Error(), "nats://svc:xxxxx@"+srv.Addr().String())
@@ -124,15 +125,15 @@ func TestNATSCredentialsFile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cc := CoordinationConfig{NATSURL: srv.ClientURL(), Job: "creds", LeaseTTL: 2 * time.Second, NATSCredsFile: credsFile}
-	kv, closeNATS, err := openNATS(ctx, cc, "w1")
+	kv, closeNATS, err := openNATS(ctx, cc, "w1", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NotNil(t, kv)
 	closeNATS()
 
 	cc.NATSCredsFile = ""
-	_, _, err = openNATS(ctx, cc, "w1")
+	_, _, err = openNATS(ctx, cc, "w1", slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "Authorization Violation")
 	cc.NATSCredsFile = "/nonexistent/worker.creds"
-	_, _, err = openNATS(ctx, cc, "w1")
+	_, _, err = openNATS(ctx, cc, "w1", slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "coordination.nats_creds_file: stat /nonexistent/worker.creds: no such file or directory")
 }

@@ -153,8 +153,11 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 		}
 	}
 	if cc := cfg.Coordination; cc.NATSURL != "" {
-		store, closeNATS, err := openNATS(ctx, cc, cfg.WorkerID)
+		store, closeNATS, err := openNATS(ctx, cc, cfg.WorkerID, log)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while waiting for the store: nothing was served
+			}
 			return err
 		}
 		defer closeNATS()
@@ -224,9 +227,14 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 }
 
 // openNATS opens the job's JetStream KV buckets on the NATS server, with
-// the credentials file and TLS the config names. Its errors print the URL
-// redacted.
-func openNATS(ctx context.Context, cc CoordinationConfig, workerID string) (*natskv.Store, func(), error) {
+// the credentials file and TLS the config names. While no server is
+// reachable it waits (retrying with backoff, logging each attempt until
+// ctx ends): the worker serves nothing before its presence is registered
+// (a second process with its id must be ruled out), but a worker started
+// during a NATS outage must not exit for it. Any other failure (refused
+// credentials, TLS, no JetStream) is returned at once. Its errors print
+// the URL redacted.
+func openNATS(ctx context.Context, cc CoordinationConfig, workerID string, log *slog.Logger) (*natskv.Store, func(), error) {
 	where := fmt.Sprintf("coordination store %s (job %q)", redactURLs(cc.NATSURL), cc.Job)
 	opts := []nats.Option{nats.Name("tflo-worker-" + workerID), nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second), nats.Timeout(5 * time.Second)}
@@ -244,6 +252,15 @@ func openNATS(ctx context.Context, cc CoordinationConfig, workerID string) (*nat
 		opts = append(opts, nats.Secure(tc))
 	}
 	nc, err := nats.Connect(cc.NATSURL, opts...)
+	for backoff := time.Second; errors.Is(err, nats.ErrNoServers); backoff = min(2*backoff, 5*time.Second) {
+		log.Warn("coordination store unreachable; the worker waits for it before it serves", "store", redactURLs(cc.NATSURL), "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("connect %s: %w", where, ctx.Err())
+		case <-time.After(backoff):
+		}
+		nc, err = nats.Connect(cc.NATSURL, opts...)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", where, err)
 	}

@@ -48,6 +48,18 @@ func repoRoot(t testing.TB) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// TestMain removes the worker binary buildWorker built (about 70 MB).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binDir holds the worker binary; removed by TestMain.
+var binDir string
+
 // buildWorker builds workers/cmd/worker once per test binary.
 func buildWorker(t testing.TB) string {
 	t.Helper()
@@ -57,6 +69,7 @@ func buildWorker(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		workerBin = filepath.Join(dir, "worker")
 		cmd := exec.Command("go", "build", "-o", workerBin, "./workers/cmd/worker")
 		cmd.Dir = repoRoot(t)
@@ -178,28 +191,80 @@ func (e *edgeRun) stop() {
 // endReadings are published after the readings: sensor "end" goes high,
 // then drops to clear. Its "cleared" signal on Kafka says the edge has
 // applied everything published before (the broker delivers in order).
-func endReadings() []mqtt.Reading {
+func endReadings() []mqtt.Reading { return markerReadings("end", 1_700_000_000_000) }
+
+// markerReadings: sensor goes high, then drops to clear, from ts0 on.
+func markerReadings(sensor string, ts0 int64) []mqtt.Reading {
 	var rs []mqtt.Reading
 	for i, v := range []float64{40, 40, 40, 40, 40, 10, 10, 10, 10, 10} {
-		rs = append(rs, mqtt.Reading{Sensor: "end", TS: 1_700_000_000_000 + int64(i+1)*1000, Value: v})
+		rs = append(rs, mqtt.Reading{Sensor: sensor, TS: ts0 + int64(i+1)*1000, Value: v})
 	}
 	return rs
 }
 
-var endSignal = signal{Key: "end", Mode: "cleared"}
-
 // waitEnd waits until the end sensor's cleared signal is on the topic.
-func waitEnd(t testing.TB, brokers []string) {
+func waitEnd(t testing.TB, brokers []string) { waitCleared(t, brokers, "end") }
+
+// waitCleared waits until sensor's cleared signal is on the topic.
+func waitCleared(t testing.TB, brokers []string, sensor string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		got, _ := readSignals(t, brokers)
 		for s := range got {
-			if s.Key == endSignal.Key && s.Mode == endSignal.Mode {
+			if s.Key == sensor && s.Mode == "cleared" {
 				return true
 			}
 		}
 		return false
-	}, 2*time.Minute, 100*time.Millisecond, "the edge never applied the end readings")
+	}, 2*time.Minute, 100*time.Millisecond, "the edge never applied the readings of marker sensor %q", sensor)
+}
+
+// probeTS is after every reading the tests publish before the probe.
+const probeTS = 1_700_100_000_000
+
+// probeReadings read the edge's state back through its effects: after a
+// restart (the restore path) every sensor gets a reading far above the
+// hysteresis band, then two far below it. Whatever mode a sensor was in,
+// this emits at least one signal, and each one's smoothed value is the
+// mean of the sensor's restored SMA window with the probe: a restored
+// window, mode or last level that differs from the crash-free run's gives
+// a different signal, or none.
+func probeReadings(rs []mqtt.Reading) []mqtt.Reading {
+	var sensors []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if !seen[r.Sensor] {
+			seen[r.Sensor] = true
+			sensors = append(sensors, r.Sensor)
+		}
+	}
+	var probe []mqtt.Reading
+	for i, v := range []float64{1000, -1000, -1000} {
+		for _, s := range sensors {
+			probe = append(probe, mqtt.Reading{Sensor: s, TS: probeTS + int64(i+1)*1000, Value: v})
+		}
+	}
+	return append(probe, markerReadings("probe-end", probeTS)...)
+}
+
+// probeState restarts the stopped edge of run e on its state, publishes
+// the probe, waits until the edge has applied it, stops it and returns
+// the probe's signals (none of the marker's).
+func probeState(ctx context.Context, t testing.TB, e *edgeRun, addr string, brokers []string, probe []mqtt.Reading) map[signal]bool {
+	t.Helper()
+	e.start()
+	e.waitSubscribed()
+	require.NoError(t, publish(ctx, addr, probe, 1, 0))
+	waitCleared(t, brokers, "probe-end")
+	e.stop()
+	got, _ := readSignals(t, brokers)
+	out := map[signal]bool{}
+	for s := range got {
+		if s.TS > probeTS && s.Key != "probe-end" {
+			out[s] = true
+		}
+	}
+	return out
 }
 
 // publish publishes readings with QoS 2, each PUBLISH completed
@@ -328,7 +393,8 @@ func diff(want, got map[signal]bool) (missing, extra []signal) {
 // the broker did not redeliver them and the restored state lacked them,
 // and the signals computed from them were missing or different. Now every
 // reading is applied exactly once: the distinct signals on Kafka equal a
-// crash-free run's.
+// crash-free run's, and so does the edge's state as its last checkpoint
+// restores it (probeReadings: both restored edges answer a probe alike).
 //
 // On mochi-mqtt v2.7.9 the publisher sends one reading per sensor per
 // second: mochi resends a session's in-flight messages ordered only by
@@ -373,6 +439,13 @@ func TestEdgeSIGKILLExactlyOnce(t *testing.T) {
 			ref.stop()
 			want, _ := readSignals(t, refKafka)
 			require.Greater(t, len(want), 50, "too few signals to tell a lost or repeated reading")
+			// Its state read back through the restore path, now: once the
+			// run with kills has a session on the broker, the probe would
+			// be queued for it too.
+			probe := probeReadings(rs)
+			wantProbe := probeState(ctx, t, ref, addr, refKafka, probe)
+			sensors := (len(probe) - len(markerReadings("", 0))) / 3
+			require.GreaterOrEqual(t, len(wantProbe), sensors, "the probe emitted fewer signals than sensors on the crash-free run's state")
 
 			// The run with kills.
 			sd := seed(t)
@@ -405,6 +478,14 @@ func TestEdgeSIGKILLExactlyOnce(t *testing.T) {
 			require.Empty(t, missing, "signals of the crash-free run missing after the kills (a reading lost)")
 			require.Empty(t, extra, "signals the crash-free run does not produce (a reading lost or applied twice)")
 			t.Logf("%d readings, %d distinct signals equal to the crash-free run's; %d replayed duplicates on Kafka (at-least-once sink)", len(rs), len(got), dups)
+
+			// The edge's state: both edges restored from their last
+			// checkpoint answer the same probe alike.
+			gotProbe := probeState(ctx, t, e, addr, kafkaAddrs, probe)
+			missing, extra = diff(wantProbe, gotProbe)
+			require.Empty(t, missing, "probe signals of the crash-free run's restored state missing: the restored edge state differs")
+			require.Empty(t, extra, "probe signals the crash-free run's restored state does not give: the restored edge state differs")
+			t.Logf("edge state: the probe gave the same %d signals on both restored states (%d sensors)", len(gotProbe), sensors)
 		})
 	}
 }

@@ -6,6 +6,8 @@
 //
 //	srv := s3test.Start(t, "archive")         // buckets to create
 //	a, err := archiveloc.Open(ctx, loc, srv.Settings(t))
+//	srv.Stop()                                // an outage: SIGKILL
+//	srv.Restart(t)                            // same port, same objects
 //
 // The server is stopped at test end. Safe for concurrent use.
 package s3test
@@ -30,6 +32,12 @@ type Server struct {
 	URL       string
 	AccessKey string
 	SecretKey string
+
+	bin, root, addr, logPath string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited; nil when stopped
 }
 
 var n struct {
@@ -55,26 +63,34 @@ func Start(t testing.TB, buckets ...string) *Server {
 	l.Close()
 	n.Lock()
 	n.i++
-	s := &Server{URL: "http://" + addr, AccessKey: fmt.Sprintf("AKIDS3TEST%04d", n.i), SecretKey: fmt.Sprintf("s3test-secret-%04d", n.i)}
+	s := &Server{URL: "http://" + addr, AccessKey: fmt.Sprintf("AKIDS3TEST%04d", n.i), SecretKey: fmt.Sprintf("s3test-secret-%04d", n.i),
+		bin: bin, root: root, addr: addr, logPath: filepath.Join(t.TempDir(), "versitygw.log")}
 	n.Unlock()
-	logPath := filepath.Join(t.TempDir(), "versitygw.log")
-	logf, err := os.Create(logPath)
+	t.Cleanup(s.Stop)
+	s.start(t)
+	return s
+}
+
+// start runs versitygw on the server's port and folder and waits until it
+// accepts connections.
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	logTail := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	cmd := exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "posix", root)
+	logTail := func() string { b, _ := os.ReadFile(s.logPath); return string(b) }
+	cmd := exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", s.addr, "posix", s.root)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
@@ -82,15 +98,42 @@ func Start(t testing.TB, buckets ...string) *Server {
 			t.Fatalf("versitygw exited at start: %s", logTail())
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+		if c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return s
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("versitygw did not listen on %s: %s", addr, logTail())
+			t.Fatalf("versitygw did not listen on %s: %s", s.addr, logTail())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling the port, with the deadline above
 	}
+}
+
+// Stop kills the server (SIGKILL: an outage, not a clean shutdown) and
+// waits until it has exited, so requests fail from now on. Its objects
+// stay in its folder. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd, s.exited = nil, nil
+}
+
+// Restart starts a stopped server again on the same port, keys and
+// objects, and waits until it accepts connections (failing t after 15s).
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		t.Fatal("s3test: Restart of a running server (Stop it first)")
+	}
+	s.start(t)
 }
 
 // Settings returns the archive settings reaching the server, with the
