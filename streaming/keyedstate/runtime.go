@@ -145,7 +145,7 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 		cache:     make(map[K]*entry[K], min(avail/int64(sz), 1<<16)),
 		gen:       1,
 		deleted:   make(map[K]uint64),
-		pending:   newBatch[K](),
+		pending:   newBatch[K](cfg.writeBatchBytes),
 		flushCh:   make(chan *batch[K], 1),
 		flushDone: make(chan error, 1),
 		loopDone:  make(chan struct{}),
@@ -516,7 +516,13 @@ type span struct {
 	del      bool
 }
 
-func newBatch[K comparable]() *batch[K] { return &batch[K]{idx: make(map[K]span)} }
+// newBatch returns an empty batch for about size bytes (the write batch
+// size, already counted in the budget), allocated up front: an arena
+// grown by appending leaves about its size again behind as garbage, and
+// the garbage collector's work is a good part of a miss's cost.
+func newBatch[K comparable](size int) *batch[K] {
+	return &batch[K]{idx: make(map[K]span, size/(2*batchEntryBytes)), arena: make([]byte, 0, size)}
+}
 
 // batchEntryBytes is the bookkeeping one key of a batch is counted at.
 const batchEntryBytes = 64
@@ -576,7 +582,7 @@ func (r *Runtime[K]) startFlush() {
 		r.finishFlush(<-r.flushDone)
 	}
 	r.flushing = r.pending
-	r.pending = newBatch[K]()
+	r.pending = newBatch[K](r.cfg.writeBatchBytes)
 	r.stats.Flushes++
 	r.flushCh <- r.flushing
 }
@@ -649,7 +655,7 @@ func (r *Runtime[K]) writeBatch(b *batch[K]) error {
 	defer wb.Cancel()
 	// Badger holds the key and value slices until the batch is flushed:
 	// keys go into an arena that is only ever appended to.
-	var keys []byte
+	keys := make([]byte, 0, len(b.idx)*(len(r.cfg.prefix)+16))
 	for k, s := range b.idx {
 		start := len(keys)
 		keys = append(keys, r.cfg.prefix...)
