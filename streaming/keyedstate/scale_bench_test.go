@@ -352,6 +352,7 @@ func BenchmarkPerEvent(b *testing.B) {
 			after := rt.Stats()
 			if d := after.Hits + after.Misses - before.Hits - before.Misses; d > 0 {
 				b.ReportMetric(float64(after.Hits-before.Hits)/float64(d), "hit-ratio")
+				b.ReportMetric(float64(after.NotAdmitted-before.NotAdmitted)/float64(d), "not-admitted/op")
 			}
 			b.ReportMetric(float64(after.Capacity), "cached-keys")
 			b.ReportMetric(float64(n), "keys")
