@@ -104,9 +104,10 @@ func keySequence(n int, dist string) []uint32 {
 var seqPos = map[string]int{}
 
 // baselineKeyed is the all-in-memory streaming.Keyed holding every key
-// with the same start state, fed the same key sequence. It is built once
-// and dropped by dropBaselines after the baselines are measured, so it
-// weighs neither on the runtime's benchmark nor on its memory.
+// with the same start state, fed the same key sequence. It is built once,
+// in a child process (see inChild in TestMain), so it weighs neither on
+// the runtime's benchmark nor on its memory: dropped in this process,
+// the Go runtime would keep the metadata of its heap.
 var baselineKeyedState struct {
 	once  sync.Once
 	keyed *streaming.Keyed[uint64]
