@@ -334,7 +334,7 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	}
 	clear(r.cache)
 	r.ring, r.hand = nil, 0
-	r.pending = newBatch[K]()
+	r.pending = newBatch[K](r.cfg.writeBatchBytes)
 	r.dirty = keyList{}
 	clear(r.deleted)
 	r.gen++

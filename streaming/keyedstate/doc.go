@@ -42,6 +42,9 @@
 //     save of the cut merges back;
 //   - a pending cut: its key list, its sorted index (8 bytes per key) and
 //     the states copied aside on write;
+//   - the admission's frequency sketch (below): 16 bytes per key the
+//     cache can hold, rounded up to a power of two (a cache of fewer than
+//     512 keys has none);
 //   - the cache, which gets what the others leave: at most (budget − GC
 //     headroom − the rest) / entry bytes instances, measured per instance at
 //     construction or set with WithEntryBytes. It shrinks while changed
@@ -57,6 +60,12 @@
 //
 // A CLOCK sweep evicts the coldest cached key; a new key enters without
 // its reference bit, so a key seen once leaves before the keys in use.
+// A full cache admits a key only if it was used more often lately than
+// the key the sweep would evict (TinyLFU: a count-min sketch of byte
+// counters, halved every ten uses per key the cache holds); otherwise the
+// cached key stays, the record is applied on a spare instance and the
+// state goes straight to the write-behind buffer. Under skewed keys the
+// long tail then no longer pushes warm keys out (Stats.NotAdmitted).
 // An evicted key whose state changed since it was loaded goes to a
 // write-behind buffer; a full buffer is handed to one background flusher
 // that writes it with one Badger WriteBatch — never a transaction per

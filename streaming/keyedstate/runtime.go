@@ -31,9 +31,11 @@ type Runtime[K comparable] struct {
 	closed bool
 	err    error // sticky: a failed flush
 
-	cache map[K]*entry[K]
-	ring  []*entry[K] // CLOCK ring of every entry, live or free
-	hand  int
+	cache  map[K]*entry[K]
+	ring   []*entry[K] // CLOCK ring of every entry, live or free
+	hand   int
+	sketch *freqSketch[K] // how often keys were used lately: admission to a full cache (nil: every key enters)
+	spare  *entry[K]      // the entry of a key the full cache did not admit, for one record
 
 	// Generations: every change is stamped with the generation it happened
 	// in (entry.gen, the header of a stored state, deleted). A cut closes
@@ -86,6 +88,7 @@ type Stats struct {
 	Capacity      int           // most keys the cache holds now (shrinks while changed keys and a cut take memory)
 	EntryBytes    int           // memory one cached key is counted at
 	Hits, Misses  uint64        // cache lookups
+	NotAdmitted   uint64        // misses a full cache did not take in: the key was used less lately than the coldest cached one
 	Evictions     uint64        // keys evicted from the cache
 	Flushes       uint64        // write-behind batches handed to the flusher
 	FlushWaits    uint64        // times the hot path waited for the flusher
@@ -108,6 +111,7 @@ type Stats struct {
 	GCHeadroom   int64 // the part of it left to the garbage collector
 	BadgerBytes  int64 // Badger's memtables and caches (this runtime's share)
 	CacheBytes   int64 // cache entries, live or free
+	SketchBytes  int64 // the admission's frequency sketch
 	ChangedBytes int64 // changed-key lists, deleted keys, a pending cut's sorted keys and copied states
 }
 
@@ -140,12 +144,19 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 		return nil, fmt.Errorf("keyedstate: memory budget %d bytes (%d after the GC headroom) holds no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget) and two write batches of %d bytes",
 			cfg.budget, live, sz, dbBytes, cfg.writeBatchBytes)
 	}
+	// The admission's sketch, sized for the most keys the cache holds,
+	// when it leaves room for a few hundred of them.
+	var sketch *freqSketch[K]
+	if n := int(avail / int64(sz)); n >= 512 && avail-sketchBytes(n) >= 256*int64(sz) {
+		sketch = newFreqSketch[K](n)
+		avail -= sketchBytes(n)
+	}
 	r := &Runtime[K]{
-		g: g, codec: codec, db: db, cfg: cfg, entrySz: sz, dbBytes: dbBytes, avail: avail,
+		g: g, codec: codec, db: db, cfg: cfg, entrySz: sz, dbBytes: dbBytes, avail: avail, sketch: sketch,
 		cache:     make(map[K]*entry[K], min(avail/int64(sz), 1<<16)),
 		gen:       1,
 		deleted:   make(map[K]uint64),
-		pending:   newBatch[K](),
+		pending:   newBatch[K](cfg.writeBatchBytes),
 		flushCh:   make(chan *batch[K], 1),
 		flushDone: make(chan error, 1),
 		loopDone:  make(chan struct{}),
@@ -278,13 +289,18 @@ func (r *Runtime[K]) Apply(key K, ts int64, cursorType string, cursor []byte, in
 // ErrTooManyKeys; the runtime carries on.
 func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming.Instance, error) {
 	r := tx.r
+	var h uint64
+	if r.sketch != nil {
+		h = r.sketch.hash(key)
+		r.sketch.add(h)
+	}
 	e, ok := r.cache[key]
 	if ok {
 		e.ref = true
 		r.stats.Hits++
 	} else {
 		var err error
-		if e, err = r.load(key); err != nil {
+		if e, err = r.load(key, h); err != nil {
 			return nil, err
 		}
 		if e.absent { // a new key
@@ -308,6 +324,12 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 	e.changed = true
 	if e.inst.Rejected() > 0 {
 		r.stats.Rejected++
+	}
+	if e == r.spare { // not admitted: the state goes straight behind
+		if err := r.bufferState(e); err != nil {
+			return nil, fmt.Errorf("keyedstate: write key %v behind: %w", key, err)
+		}
+		e.changed = false
 	}
 	return e.inst, nil
 }
@@ -395,11 +417,12 @@ func (r *Runtime[K]) keyBytes(key K) []byte {
 	return r.keyBuf
 }
 
-// load brings key into the cache (a miss).
-func (r *Runtime[K]) load(key K) (*entry[K], error) {
+// load brings key, of sketch hash h, into the cache (a miss), or into
+// the spare entry when the full cache does not admit it.
+func (r *Runtime[K]) load(key K, h uint64) (*entry[K], error) {
 	r.stats.Misses++
 	r.pollFlush()
-	e, err := r.slot()
+	e, err := r.slot(h)
 	if err != nil {
 		return nil, err
 	}
@@ -426,18 +449,23 @@ func (r *Runtime[K]) load(key K) (*entry[K], error) {
 	}
 	// A new entry starts unreferenced: a key seen once leaves at the next
 	// sweep, and one seen again earns its reference bit like the others.
-	e.key, e.live, e.ref, e.changed, e.absent, e.gen, e.seen = key, true, false, false, !found, gen, sv.seen
-	r.cache[key] = e
+	live := e != r.spare
+	e.key, e.live, e.ref, e.changed, e.absent, e.gen, e.seen = key, live, false, false, !found, gen, sv.seen
+	if live {
+		r.cache[key] = e
+	}
 	return e, nil
 }
 
-// slot returns a free entry, evicting the coldest live one when the cache
-// is at its capacity, and dropping entries while it is above it (the
-// change bookkeeping grew since they were made).
-func (r *Runtime[K]) slot() (*entry[K], error) {
+// slot returns a free entry for the key of sketch hash h, evicting the
+// coldest live one when the cache is at its capacity (or returning the
+// spare entry when the key was used less lately than that one), and
+// dropping entries while it is above it (the change bookkeeping grew
+// since they were made).
+func (r *Runtime[K]) slot(h uint64) (*entry[K], error) {
 	capacity := r.capacity()
 	for len(r.ring) > capacity {
-		e, err := r.victim()
+		e, err := r.victim(0, false)
 		if err != nil {
 			return nil, err
 		}
@@ -460,12 +488,16 @@ func (r *Runtime[K]) slot() (*entry[K], error) {
 		r.ring = append(r.ring, e)
 		return e, nil
 	}
-	return r.victim()
+	return r.victim(h, r.sketch != nil)
 }
 
 // victim advances the CLOCK hand to a free entry or an unreferenced live
-// one, evicts it and returns it; the hand is left just past it.
-func (r *Runtime[K]) victim() (*entry[K], error) {
+// one, evicts it and returns it; the hand is left just past it. With
+// admit, a live one is evicted only for a key (of sketch hash h) used
+// more often lately (TinyLFU: under skewed keys, a key of the long tail
+// does not push out a warm one); otherwise it stays and the spare entry
+// is returned.
+func (r *Runtime[K]) victim(h uint64, admit bool) (*entry[K], error) {
 	for {
 		if r.hand >= len(r.ring) {
 			r.hand = 0
@@ -478,6 +510,13 @@ func (r *Runtime[K]) victim() (*entry[K], error) {
 		if e.ref {
 			e.ref = false
 			continue
+		}
+		if admit && r.sketch.estimate(h) <= r.sketch.estimate(r.sketch.hash(e.key)) {
+			r.stats.NotAdmitted++
+			if r.spare == nil {
+				r.spare = &entry[K]{inst: r.g.NewInstance()}
+			}
+			return r.spare, nil
 		}
 		if err := r.evict(e); err != nil {
 			return nil, err
@@ -516,7 +555,15 @@ type span struct {
 	del      bool
 }
 
-func newBatch[K comparable]() *batch[K] { return &batch[K]{idx: make(map[K]span)} }
+// newBatch returns an empty batch of the write batch size (counted in
+// the budget as the states' bytes plus batchEntryBytes a key), allocated
+// up front: three quarters for the arena, the rest for the index (a
+// state of some 200 bytes and up): an arena grown by appending leaves
+// about its size again behind as garbage, and the garbage collector's
+// work is a good part of a miss's cost.
+func newBatch[K comparable](size int) *batch[K] {
+	return &batch[K]{idx: make(map[K]span, size/(4*batchEntryBytes)), arena: make([]byte, 0, size*3/4)}
+}
 
 // batchEntryBytes is the bookkeeping one key of a batch is counted at.
 const batchEntryBytes = 64
@@ -576,7 +623,7 @@ func (r *Runtime[K]) startFlush() {
 		r.finishFlush(<-r.flushDone)
 	}
 	r.flushing = r.pending
-	r.pending = newBatch[K]()
+	r.pending = newBatch[K](r.cfg.writeBatchBytes)
 	r.stats.Flushes++
 	r.flushCh <- r.flushing
 }
@@ -649,7 +696,7 @@ func (r *Runtime[K]) writeBatch(b *batch[K]) error {
 	defer wb.Cancel()
 	// Badger holds the key and value slices until the batch is flushed:
 	// keys go into an arena that is only ever appended to.
-	var keys []byte
+	keys := make([]byte, 0, len(b.idx)*(len(r.cfg.prefix)+16))
 	for k, s := range b.idx {
 		start := len(keys)
 		keys = append(keys, r.cfg.prefix...)
@@ -791,6 +838,9 @@ func (r *Runtime[K]) Stats() Stats {
 	s.GCHeadroom = r.cfg.budget - int64(float64(r.cfg.budget)*(1-r.cfg.gcHeadroom))
 	s.BadgerBytes = r.dbBytes
 	s.CacheBytes = int64(len(r.ring)) * int64(r.entrySz)
+	if r.sketch != nil {
+		s.SketchBytes = int64(len(r.sketch.rows) * len(r.sketch.rows[0]))
+	}
 	s.ChangedBytes = r.changedBytes()
 	return s
 }

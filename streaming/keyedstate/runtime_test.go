@@ -71,8 +71,9 @@ func TestMeasuredEntryBytes(t *testing.T) {
 	require.Less(t, st.EntryBytes, 10_000)
 	budget := float64(64 << 20)
 	live := int64(budget * (1 - 1.0/3))
-	require.Equal(t, int((live-testDBBytes-2*(1<<20))/int64(st.EntryBytes)), st.Capacity,
-		"64 MiB less a third for the GC, Badger and two write batches of 1 MiB")
+	require.Positive(t, st.SketchBytes)
+	require.Equal(t, int((live-testDBBytes-2*(1<<20)-st.SketchBytes)/int64(st.EntryBytes)), st.Capacity,
+		"64 MiB less a third for the GC, Badger, two write batches of 1 MiB and the admission sketch")
 	require.Equal(t, 64<<20-live, st.GCHeadroom)
 	require.Equal(t, testDBBytes, st.BadgerBytes)
 }
@@ -173,17 +174,20 @@ func TestIncrementalCheckpointWritesOnlyChangedKeys(t *testing.T) {
 // deleted, keys only in Badger; with 20,000 keys the lists of changed keys
 // are also spilled to Badger on both sides of the cut.
 func TestCutIsConsistent(t *testing.T) {
-	for _, keys := range []int{400, 20_000} {
-		t.Run(fmt.Sprint(keys, "keys"), func(t *testing.T) { testCutIsConsistent(t, keys) })
+	for _, tc := range []struct{ cached, keys int }{{25, 400}, {25, 20_000}, {600, 20_000}} {
+		t.Run(fmt.Sprint(tc.keys, "keys", tc.cached, "cached"), func(t *testing.T) { testCutIsConsistent(t, tc.cached, tc.keys) })
 	}
 }
 
-func testCutIsConsistent(t *testing.T, keys int) {
+// testCutIsConsistent: with a cache of 600 keys (an admission sketch),
+// records of keys the full cache does not admit change states of the cut
+// on the spare instance.
+func testCutIsConsistent(t *testing.T, cached, keys int) {
 	ctx := context.Background()
 	g := smaGraph(t)
 	recs := makeRecords(3, 8000, keys)
 	before, after := recs[:5000], recs[5000:]
-	rt := newRuntime(t, g, openDB(t), small(25)...)
+	rt := newRuntime(t, g, openDB(t), small(cached)...)
 	for i, r := range before {
 		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(i), streaming.Float(r.value))
 		require.NoError(t, err)
@@ -208,8 +212,11 @@ func testCutIsConsistent(t *testing.T, keys int) {
 		return nil
 	}))
 	require.Positive(t, rt.Stats().CapturedKeys)
-	if keys > 1000 {
+	if keys > 1000 && cached < 100 {
 		require.Positive(t, rt.Stats().Spills)
+	}
+	if cached >= 512 {
+		require.Positive(t, rt.Stats().NotAdmitted)
 	}
 
 	var pieces [][]byte
@@ -224,7 +231,7 @@ func testCutIsConsistent(t *testing.T, keys int) {
 	require.Equal(t, pieces, again)
 	cut.Release(true)
 
-	rt2 := newRuntime(t, g, openDB(t), small(25)...)
+	rt2 := newRuntime(t, g, openDB(t), small(cached)...)
 	require.NoError(t, rt2.Restore(ctx, typ, cur, func(yield func([]byte, error) bool) {
 		for _, p := range pieces {
 			if !yield(p, nil) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,20 +104,22 @@ func keySequence(n int, dist string) []uint32 {
 var seqPos = map[string]int{}
 
 // baselineKeyed is the all-in-memory streaming.Keyed holding every key
-// with the same start state, fed the same key sequence. It is built once
-// and dropped by dropBaselines after the baselines are measured, so it
-// weighs neither on the runtime's benchmark nor on its memory.
+// with the same start state, fed the same key sequence. It is built once,
+// in a child process (see inChild in TestMain), so it weighs neither on
+// the runtime's benchmark nor on its memory: dropped in this process,
+// the Go runtime would keep the metadata of its heap.
 var baselineKeyedState struct {
 	once  sync.Once
 	keyed *streaming.Keyed[uint64]
 }
 
 func baselineKeyed(dist string) func(*testing.B) {
-	var seq []uint32
 	return func(b *testing.B) {
 		n := scaleKeys()
+		seq := baselineSeqs[dist]
 		if seq == nil {
 			seq = keySequence(n, dist)
+			baselineSeqs[dist] = seq
 		}
 		baselineKeyedState.once.Do(func() {
 			keyed := streaming.NewKeyed[uint64](smaGraph(b))
@@ -141,6 +144,12 @@ func baselineKeyed(dist string) func(*testing.B) {
 	}
 }
 
+// baselineSeqs are the key sequences the baselines ran (16 MiB each),
+// dropped with them: BenchmarkPerEvent draws its own again (the same
+// seed gives the same sequence), one distribution at a time, so the
+// memory it reports holds one sequence, not three.
+var baselineSeqs = map[string][]uint32{}
+
 // baselineCPU is the CPU time per op of each baseline's last run: on a
 // shared machine the ratio of CPU times (x-cpu-…) shows the work done
 // where the ratio of wall times also shows the waits for other processes.
@@ -161,6 +170,7 @@ func reportCPURatio(b *testing.B, name string, cpu0 int64) float64 {
 // the runtime's benchmarks measure their own.
 func dropBaselines() {
 	baselineKeyedState.keyed = nil
+	clear(baselineSeqs)
 	freeMemory()
 }
 
@@ -221,6 +231,33 @@ func writtenBytes() int64 {
 		}
 	}
 	return 0
+}
+
+// gcState is what the garbage collector has done so far: its cycles and
+// its CPU time (an estimate of the runtime's, in seconds).
+type gcState struct {
+	cycles uint64
+	cpu    float64
+}
+
+func readGC() gcState {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return gcState{cycles: s[0].Value.Uint64(), cpu: s[1].Value.Float64()}
+}
+
+// reportGC adds the garbage collections per 1,000 ops since gc0, their
+// CPU time per op, and the live heap after the last one, in MiB: each
+// collection marks the whole cache, and under the memory limit the
+// benchmark sets, the less room the live heap leaves below it, the more
+// often it runs.
+func reportGC(b *testing.B, gc0 gcState) {
+	gc := readGC()
+	b.ReportMetric(float64(gc.cycles-gc0.cycles)*1000/float64(b.N), "gc/kop")
+	b.ReportMetric((gc.cpu-gc0.cpu)*1e9/float64(b.N), "gc-cpu-ns/op")
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	b.ReportMetric(float64(s[0].Value.Uint64())/(1<<20), "heap-live-MiB")
 }
 
 // reportMemory adds the process's resident memory to b, in MiB and as a
@@ -301,7 +338,7 @@ func BenchmarkPerEvent(b *testing.B) {
 		b.Run(dist, func(b *testing.B) {
 			before := rt.Stats()
 			pos := seqPos[dist]
-			cpu0, io0 := processCPU(), writtenBytes()
+			cpu0, io0, gc0 := processCPU(), writtenBytes(), readGC()
 			b.ResetTimer()
 			for i := range b.N {
 				if _, err := rt.Apply(uint64(seq[(pos+i)&(seqLen-1)]), int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
@@ -310,11 +347,13 @@ func BenchmarkPerEvent(b *testing.B) {
 			}
 			b.StopTimer()
 			reportCPURatio(b, "keyed-in-memory-"+dist, cpu0)
+			reportGC(b, gc0)
 			b.ReportMetric(float64(writtenBytes()-io0)/float64(b.N), "disk-write-B/op")
 			seqPos[dist] = pos + b.N
 			after := rt.Stats()
 			if d := after.Hits + after.Misses - before.Hits - before.Misses; d > 0 {
 				b.ReportMetric(float64(after.Hits-before.Hits)/float64(d), "hit-ratio")
+				b.ReportMetric(float64(after.NotAdmitted-before.NotAdmitted)/float64(d), "not-admitted/op")
 			}
 			b.ReportMetric(float64(after.Capacity), "cached-keys")
 			b.ReportMetric(float64(n), "keys")
@@ -323,8 +362,8 @@ func BenchmarkPerEvent(b *testing.B) {
 			benchratio.Report(b, "keyed-in-memory-"+dist, nil)
 		})
 		closeRuntime()
-		rt = nil     // nor does the sub-benchmark's closure
-		freeMemory() // the next distribution measures its own
+		rt, seq = nil, nil // nor does the sub-benchmark's closure
+		freeMemory()       // the next distribution measures its own
 	}
 }
 
