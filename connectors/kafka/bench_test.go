@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,14 +48,6 @@ func benchBareConsume(b *testing.B) {
 	b.ResetTimer()
 	bareConsume(b, addrs, "bare", b.N)
 	b.StopTimer()
-}
-
-// cpuTime is the CPU time (user+system) the process has used so far; on a
-// shared machine it varies much less than wall time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // bareConsume reads n records with a fresh group consumer and returns how
@@ -128,7 +119,7 @@ func BenchmarkSourceThroughput(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := benchratio.CPUTime()
 	errc := make(chan error, 1)
 	go func() { errc <- src.Run(context.Background()) }()
 	select {
@@ -139,7 +130,7 @@ func BenchmarkSourceThroughput(b *testing.B) {
 		b.Fatal("timeout")
 	}
 	b.StopTimer()
-	cpuSource := cpuTime() - cpu0
+	cpuSource := benchratio.CPUTime() - cpu0
 	_ = src.Close()
 	if err := <-errc; err != nil {
 		b.Fatal(err)
@@ -149,9 +140,9 @@ func BenchmarkSourceThroughput(b *testing.B) {
 	// The machine is shared, so also time a bare consumer of the very same
 	// records right after (fresh group): x-bare-same-data compares two runs
 	// seconds apart instead of a baseline measured at process start.
-	cpu1 := cpuTime()
+	cpu1 := benchratio.CPUTime()
 	bare := bareConsume(b, addrs, "bare-after", b.N)
-	cpuBare := cpuTime() - cpu1
+	cpuBare := benchratio.CPUTime() - cpu1
 	b.ReportMetric(float64(b.Elapsed())/float64(bare), "x-bare-same-data")
 	b.ReportMetric(float64(cpuSource)/float64(b.N), "cpu-ns/record")
 	b.ReportMetric(float64(cpuBare)/float64(b.N), "bare-cpu-ns/record")

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -133,13 +132,13 @@ func baselineKeyed(dist string) func(*testing.B) {
 		})
 		keyed := baselineKeyedState.keyed
 		pos := seqPos["base-"+dist]
-		cpu0 := processCPU()
+		cpu0 := int64(benchratio.CPUTime())
 		b.ResetTimer()
 		for i := range b.N {
 			keyed.Eval(uint64(seq[(pos+i)&(seqLen-1)]), int64(i), streaming.Float(float64(i)))
 		}
 		b.StopTimer()
-		baselineCPU["keyed-in-memory-"+dist] = float64(processCPU()-cpu0) / float64(b.N)
+		baselineCPU["keyed-in-memory-"+dist] = float64(int64(benchratio.CPUTime())-cpu0) / float64(b.N)
 		seqPos["base-"+dist] = pos + b.N
 	}
 }
@@ -158,7 +157,7 @@ var baselineCPU = map[string]float64{}
 // reportCPURatio adds x-cpu-<name>: b's CPU time per op, measured since
 // cpu0, over the baseline's.
 func reportCPURatio(b *testing.B, name string, cpu0 int64) float64 {
-	per := float64(processCPU()-cpu0) / float64(b.N)
+	per := float64(int64(benchratio.CPUTime())-cpu0) / float64(b.N)
 	b.ReportMetric(per, "cpu-ns/op")
 	if base := baselineCPU[name]; base > 0 {
 		b.ReportMetric(per/base, "x-cpu-"+name)
@@ -204,17 +203,6 @@ func procStatus() map[string]float64 {
 		}
 	}
 	return out
-}
-
-// processCPU is the CPU time the process has used (every goroutine:
-// the hot path, Badger's flushes and compactions, the GC), in ns. On a
-// shared machine it shows the work done where wall time shows the wait.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // writtenBytes is what the process has written to storage so far
@@ -338,7 +326,7 @@ func BenchmarkPerEvent(b *testing.B) {
 		b.Run(dist, func(b *testing.B) {
 			before := rt.Stats()
 			pos := seqPos[dist]
-			cpu0, io0, gc0 := processCPU(), writtenBytes(), readGC()
+			cpu0, io0, gc0 := int64(benchratio.CPUTime()), writtenBytes(), readGC()
 			b.ResetTimer()
 			for i := range b.N {
 				if _, err := rt.Apply(uint64(seq[(pos+i)&(seqLen-1)]), int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
@@ -387,7 +375,7 @@ func cutCost(b *testing.B, rt *keyedstate.Runtime[uint64], n, changed int) (cpuP
 			return nil
 		}))
 		b.StartTimer()
-		cpu0 := processCPU()
+		cpu0 := int64(benchratio.CPUTime())
 		c, err := rt.Cut(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -396,7 +384,7 @@ func cutCost(b *testing.B, rt *keyedstate.Runtime[uint64], n, changed int) (cpuP
 			b.Fatal(err)
 		}
 		c.Release(true)
-		cpu += processCPU() - cpu0
+		cpu += int64(benchratio.CPUTime()) - cpu0
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(bytes)/float64(b.N), "piece-B/cut")
