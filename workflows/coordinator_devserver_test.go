@@ -211,7 +211,7 @@ func TestCoordinatorHistoryTellsEachRound(t *testing.T) {
 	ms, err := fakeactivities.NewMemoryShards("iot", 4, 8, 16, memory.New(), "live")
 	require.NoError(t, err)
 	startMemoryWorkers(t, c, ms, "live")
-	in := workflows.CoordinatorInput{Pipeline: "iot", Interval: activities.Duration(300 * time.Millisecond)}
+	in := workflows.CoordinatorInput{Pipeline: "iot", Interval: activities.Duration(time.Second)}
 	announceAll(t, ctx, c, in, ms)
 	waitFor(t, func() bool { return coordinatorStatus(t, c, "iot").Round >= 3 })
 
