@@ -44,9 +44,8 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	// connections the test can cut.
 	kcut, tcut := &faults.Net{}, &faults.Net{}
 	vstore := &cutStore{StateStore: durable}
-	vp := temporalPipeline(addrs, vstore, rec.shared())
-	vp.Source = pipeline.KafkaSource{Brokers: addrs, Topic: topic, SessionTimeout: 3 * time.Second, RevokeTimeout: 5 * time.Second,
-		ClientOptions: []kgo.Opt{kgo.Dialer(kcut.Dial), kgo.RetryTimeout(2 * time.Second), kgo.RequestTimeoutOverhead(time.Second)}}
+	vp := withKafkaOptions(temporalPipeline(addrs, vstore, rec.shared()),
+		kgo.Dialer(kcut.Dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second))
 	victim := start(t, vp, pipeline.WithWorkerID("victim"), pipeline.WithTemporal(dialThrough(t, srv, tcut)))
 
 	sp := temporalPipeline(addrs, durable, rec.shared())

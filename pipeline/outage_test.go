@@ -53,8 +53,7 @@ func TestTemporalOutage(t *testing.T) {
 	// The heartbeat timeout outlasts the outage: this test is about
 	// checkpoints, not about the lease declaring a live worker dead.
 	tp := func(durable streaming.StateStore, kafka ...kgo.Opt) pipeline.Pipeline {
-		p := temporalPipeline(addrs, durable, rec.shared())
-		p.Source = pipeline.KafkaSource{Brokers: addrs, Topic: topic, SessionTimeout: 3 * time.Second, RevokeTimeout: 5 * time.Second, ClientOptions: kafka}
+		p := withKafkaOptions(temporalPipeline(addrs, durable, rec.shared()), kafka...)
 		p.Checkpoint.HeartbeatTimeout = time.Minute
 		return p
 	}

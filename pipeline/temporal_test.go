@@ -43,6 +43,15 @@ func temporalPipeline(addrs []string, durable streaming.StateStore, sinks ...pip
 	return p
 }
 
+// withKafkaOptions returns p with its Kafka source's client given opts (a
+// dialer the test can cut, shorter retries).
+func withKafkaOptions(p pipeline.Pipeline, opts ...kgo.Opt) pipeline.Pipeline {
+	ks := p.Source.(pipeline.KafkaSource)
+	ks.ClientOptions = opts
+	p.Source = ks
+	return p
+}
+
 func heldShards(w *pipeline.Worker) []streaming.ShardID {
 	var out []streaming.ShardID
 	for _, s := range w.Shards() {
