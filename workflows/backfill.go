@@ -284,6 +284,15 @@ type backfill struct {
 	firstErr error
 }
 
+// failure is the error a run ends with when a step failed with err: a
+// cancellation, whichever step it reached, carries the progress so far.
+func (b *backfill) failure(ctx workflow.Context, err error) error {
+	if ctx.Err() != nil {
+		return temporal.NewCanceledError(b.st.Progress)
+	}
+	return err
+}
+
 func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 	if b.in.Resume != nil {
 		b.st = *b.in.Resume
@@ -311,7 +320,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		if err := workflow.ExecuteActivity(short, b.a.CountArchive, activities.CountArchiveInput{
 			Location: b.in.Location, ExpectedFingerprint: b.in.ExpectedFingerprint,
 		}).Get(ctx, &t); err != nil {
-			return b.st.Progress, err
+			return b.st.Progress, b.failure(ctx, err)
 		}
 		b.st.Progress.FilesTotal, b.st.Progress.BytesTotal, b.st.Progress.PartitionsTotal = t.Files, t.Bytes, t.Partitions
 	}
@@ -322,7 +331,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		for b.firstErr == nil && ctx.Err() == nil && !stopping && b.inFlight < b.in.Window {
 			lane, ok, err := b.nextLane(ctx, short)
 			if err != nil {
-				return b.st.Progress, err
+				return b.st.Progress, b.failure(ctx, err)
 			}
 			if !ok {
 				break
@@ -337,8 +346,8 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		}
 		sel.Select(ctx)
 	}
-	if err := ctx.Err(); err != nil {
-		return b.st.Progress, temporal.NewCanceledError(b.st.Progress)
+	if ctx.Err() != nil {
+		return b.st.Progress, b.failure(ctx, nil)
 	}
 	if b.firstErr != nil {
 		return b.st.Progress, b.firstErr

@@ -234,7 +234,17 @@ func TestBackfillCancel(t *testing.T) {
 		<-ctx.Done()
 		return activities.ReplayPartitionResult{}, ctx.Err()
 	})
-	env.RegisterDelayedCallback(env.CancelWorkflow, time.Millisecond)
+	// Cancel once a replay has started (the archive counted): a cancel at
+	// a fixed 1ms came, under load, while the count still ran.
+	var cancelOnceStarted func()
+	cancelOnceStarted = func() {
+		if started.Load() > 0 {
+			env.CancelWorkflow()
+			return
+		}
+		env.RegisterDelayedCallback(cancelOnceStarted, time.Millisecond)
+	}
+	env.RegisterDelayedCallback(cancelOnceStarted, time.Millisecond)
 	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
 	require.True(t, env.IsWorkflowCompleted())
 	err := env.GetWorkflowError()
