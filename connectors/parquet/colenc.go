@@ -26,7 +26,7 @@ import (
 //	sensor  a PLAIN dictionary page, RLE_DICTIONARY data pages
 //	signal  a PLAIN dictionary page, RLE_DICTIONARY data pages
 //	ts      DELTA_BINARY_PACKED
-//	mode    PLAIN
+//	mode    DELTA_BINARY_PACKED (a mode rarely changes: a few bytes a page)
 //	value   PLAIN
 //	offset  DELTA_BINARY_PACKED
 //
@@ -216,14 +216,14 @@ func (e *columnEncoder) int64s(g *rowGroup, name string, rows []Row, offset bool
 	return nil
 }
 
-// modes appends the mode column (PLAIN int32).
+// modes appends the mode column (DELTA_BINARY_PACKED int32).
 func (e *columnEncoder) modes(g *rowGroup, rows []Row) error {
 	e.i32 = e.i32[:0]
 	for i := range rows {
 		e.i32 = append(e.i32, rows[i].Mode)
 	}
-	md := g.column(format.Int32, "mode", format.Plain)
-	if err := dataPages(e, g, &md, e.i32, format.Plain, (&plain.Encoding{}).EncodeInt32); err != nil {
+	md := g.column(format.Int32, "mode", format.DeltaBinaryPacked)
+	if err := dataPages(e, g, &md, e.i32, format.DeltaBinaryPacked, (&delta.BinaryPackedEncoding{}).EncodeInt32); err != nil {
 		return err
 	}
 	md.Statistics = format.Statistics{
