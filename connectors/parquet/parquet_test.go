@@ -629,6 +629,36 @@ func TestReaderReadsPlainEncodedFiles(t *testing.T) {
 	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
 }
 
+// TestWriterColumnEncodings: the encodings each column's data pages are
+// written in (the dictionary columns' dictionary pages are PLAIN): a
+// mode rarely changes and is delta-packed to a few bytes a page.
+func TestWriterColumnEncodings(t *testing.T) {
+	a := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(a, "iot", 0, 1)
+	require.NoError(t, err)
+	k, err := w.WriteFile(context.Background(), genRows(4, 0, 3000))
+	require.NoError(t, err)
+	o, err := a.Open(context.Background(), k.Name())
+	require.NoError(t, err)
+	f, err := pq.OpenFile(o, o.Size())
+	require.NoError(t, err)
+	want := map[string][]format.Encoding{
+		"sensor": {format.Plain, format.RLEDictionary},
+		"signal": {format.Plain, format.RLEDictionary},
+		"ts":     {format.DeltaBinaryPacked},
+		"mode":   {format.DeltaBinaryPacked},
+		"value":  {format.Plain},
+		"offset": {format.DeltaBinaryPacked},
+	}
+	for _, rg := range f.Metadata().RowGroups {
+		require.Len(t, rg.Columns, len(want))
+		for _, cc := range rg.Columns {
+			name := cc.MetaData.PathInSchema[0]
+			require.Equal(t, want[name], []format.Encoding(cc.MetaData.Encoding), "column %s", name)
+		}
+	}
+}
+
 // TestWriterColumnStatistics: the archive encodes its row groups itself
 // (not through parquet-go's writer), so each column chunk's bounds are
 // its own computation (the strings' from their dictionaries). They must
