@@ -181,6 +181,19 @@ func runSMASpec(b *testing.B, archive bool) (pipeline.Pipeline, []time.Duration,
 // timed from the worker's start, and returns the durations of the
 // checkpoints it completed meanwhile and the wall and CPU time it took.
 func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.Duration, timed) {
+	var ds []time.Duration
+	t := runWorkerUntil(b, p, &ds, func(w *pipeline.Worker) bool {
+		return w.Sinks()[0].(*kafka.OutputSink).Produced() >= uint64(b.N)
+	}, nil, opts...)
+	return ds, t
+}
+
+// runWorkerUntil runs a worker of p (with opts) until done says so
+// (polled every millisecond), timed from the worker's start, and returns
+// the wall and CPU time it took; *ds gets the durations of the
+// checkpoints it completed meanwhile. Then, untimed, it waits (a minute
+// at most) until settled says so, if given, before stopping the worker.
+func runWorkerUntil(b *testing.B, p pipeline.Pipeline, ds *[]time.Duration, done, settled func(*pipeline.Worker) bool, opts ...pipeline.Option) timed {
 	b.Helper()
 	var mu sync.Mutex
 	var durs []time.Duration
@@ -195,12 +208,11 @@ func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.
 			mu.Unlock()
 		})}, opts...)...)
 	require.NoError(b, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	sink := w.Sinks()[0].(*kafka.OutputSink)
-	for sink.Produced() < uint64(b.N) {
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(ctx) }()
+	for !done(w) {
 		select {
-		case err := <-done:
+		case err := <-stopped:
 			b.Fatalf("worker stopped: %v", err)
 		case <-time.After(time.Millisecond): // poll interval
 		}
@@ -208,11 +220,21 @@ func runSMA(b *testing.B, p pipeline.Pipeline, opts ...pipeline.Option) ([]time.
 	b.StopTimer()
 	t := timed{wall: time.Since(w0), cpu: benchratio.CPUTime() - c0}
 	mu.Lock()
-	ds := slices.Clone(durs)
+	*ds = slices.Clone(durs)
 	mu.Unlock()
+	for deadline := time.Now().Add(time.Minute); settled != nil && !settled(w); {
+		if time.Now().After(deadline) {
+			b.Fatal("the worker's outputs did not settle within a minute")
+		}
+		select {
+		case err := <-stopped:
+			b.Fatalf("worker stopped: %v", err)
+		case <-time.After(time.Millisecond): // poll interval
+		}
+	}
 	cancel()
-	require.NoError(b, <-done)
-	return ds, t
+	require.NoError(b, <-stopped)
+	return t
 }
 
 // timed is the wall and CPU time of a benchmark's timed part.

@@ -102,7 +102,9 @@ func WithFlushInterval(d time.Duration) Option { return func(c *config) { c.flus
 // (including the one in flight). With the batch being filled, the sink
 // buffers at most (n+1) × batch size points; beyond that Write blocks —
 // the back-pressure that slows the pipeline while the server is down.
-// Default 4.
+// A Flush seals the batch being filled even into a full queue (a
+// checkpoint must not wait behind the writers), so each Flush under way
+// may add one batch to the bound. Default 4.
 func WithMaxPendingBatches(n int) Option { return func(c *config) { c.maxPending = n } }
 
 // WithRetryBackoff sets the exponential backoff between attempts at a

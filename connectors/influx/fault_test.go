@@ -168,3 +168,55 @@ func TestSinkTLS(t *testing.T) {
 	require.Contains(t, err.Error(), proxy.URL)
 	require.Equal(t, int64(1), untrusting.Stats().Requests)
 }
+
+// A checkpoint's pre-commit (Flush) must complete while the hot path
+// keeps the sink's queue full: Flush used to wait for queue room to seal
+// its batch, and the writers, woken by the same room, took it first every
+// time (the central worker's checkpoints stopped completing under load:
+// 1 in 10 s, BenchmarkCentralArchive). Here writers saturate a sink whose
+// server takes 5 ms a request, and five Flushes in a row must each
+// return, each within a minute (a liveness bound: one takes a few
+// requests), while the writers go on writing.
+func TestFlushCompletesWhileWritersSaturate(t *testing.T) {
+	srv := sharedServer(t)
+	srv.CreateDatabase(t, "tflo")
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	fwd := httputil.NewSingleHostReverseProxy(u)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/write") {
+			time.Sleep(5 * time.Millisecond) // the slow server under test, not a synchronisation
+		}
+		fwd.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	s := newSink(t, proxy.URL, "tflo/autogen", influx.WithBatchSize(200), influx.WithMaxPendingBatches(2))
+	m := measurement("saturated")
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				if err := s.Write(ctx, genPoints(m, (w*1_000_000+i*50)%1_000_000, 50)...); err != nil {
+					return
+				}
+				written.Add(50)
+			}
+		}()
+	}
+	// Saturated: the queue is full and the writers wait for room.
+	require.Eventually(t, func() bool { return s.Stats().Buffered >= 3*200 }, time.Minute, time.Millisecond)
+	for i := range 5 {
+		before := written.Load()
+		fctx, fcancel := context.WithTimeout(context.Background(), time.Minute)
+		err := s.Flush(fctx)
+		fcancel()
+		require.NoError(t, err, "flush %d while the writers saturate the sink", i)
+		require.Greater(t, written.Load(), before, "the writers stalled during flush %d: the test did not saturate", i)
+	}
+	cancel()
+	wg.Wait()
+}

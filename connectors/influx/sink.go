@@ -235,7 +235,7 @@ func (s *Sink) waitRoomLocked(ctx context.Context) error {
 }
 
 // sealLocked moves the current batch to the queue. The caller has made
-// sure the queue has room.
+// sure the queue has room (or is Flush, which may overfill it).
 func (s *Sink) sealLocked() {
 	if s.cur == nil {
 		return
@@ -254,19 +254,15 @@ func (s *Sink) sealLocked() {
 // before the call is acknowledged by the server (or rejected as bad data
 // and reported). Call it before committing the cursor of a checkpoint.
 // It returns the sink's fatal error if there is one, or ctx's error.
+//
+// The batch is sealed even when the queue is full (the queue then holds
+// a batch more than WithMaxPendingBatches until it drains): waiting for
+// room, a Flush competed with the writers woken by the same room, and
+// under a saturated hot path they won every time, so checkpoints stopped
+// completing.
 func (s *Sink) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	if s.cur != nil && s.cur.points > 0 {
-		for len(s.queue) >= s.cfg.maxPending && s.failed == nil && !s.closed {
-			room := s.roomCh
-			s.mu.Unlock()
-			select {
-			case <-room:
-			case <-ctx.Done():
-				return fmt.Errorf("influx sink %s: flush: %w", s.endpoint, ctx.Err())
-			}
-			s.mu.Lock()
-		}
 		s.sealLocked()
 	}
 	target := s.nextSeq
