@@ -58,8 +58,10 @@
 // (State.Dir; in memory when empty), each shard under its own prefix, in
 // a streaming/keyedstate runtime: the hot keys in a bounded cache, the
 // rest in Badger. The memory budget (State.Memory, default 256 MiB) is
-// divided evenly among the source's partitions (the most shards a worker
-// can own) and covers, per shard: the cache of live key instances, the
+// divided evenly among the shards the worker holds, and divided again as
+// shards come and go (keyedstate's Runtime.Resize: a shard whose part
+// shrinks evicts down to it at once), never more ways than the source has
+// partitions; it covers, per shard: the cache of live key instances, the
 // keys changed since the last checkpoint, a pending checkpoint's
 // copy-on-write states, the write-behind buffers, its share of Badger's
 // memtables and pooled compaction buffers (the database is sized from the

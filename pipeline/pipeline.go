@@ -248,7 +248,8 @@ type State struct {
 	// (default 256 MiB; see streaming/keyedstate). Badger's share is about
 	// 40 MiB whatever the budget, so a budget under about 72 MiB holds no
 	// key and the shards refuse to open. It is divided evenly among the
-	// source's partitions.
+	// shards the worker holds (re-split as shards come and go, at most as
+	// many ways as the source has partitions).
 	Memory ByteSize `yaml:"memory"`
 	// Durable is where checkpoints go and the next owner of a shard
 	// restores from (default: the Badger at Dir, which suits one machine).

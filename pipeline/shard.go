@@ -84,7 +84,7 @@ func (c shardSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 // keyed runtime, cut under the shard lock); cursors the cursor store (nil:
 // the shard's durable store when it keeps cursors, else the manifest);
 // owner decides whether the shard is still owned at epoch.
-func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch streaming.Epoch, shares int,
+func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch streaming.Epoch, maxShards int,
 	src func(*shard) streaming.CheckpointSource, cursors streaming.CursorStore, owner streaming.Ownership) (_ *shard, err error) {
 	s := &shard{w: w, id: id, epoch: epoch, since: time.Now()}
 	durable, closeDurable, err := w.openShardDurable(ctx, id)
@@ -104,15 +104,9 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 		}
 	}
 	s.rec.Inputs = make([]streaming.Computed, len(w.c.g.Inputs()))
-	shares = max(shares, 1)
-	budget := int64(w.c.p.State.Memory) / int64(shares)
-	rt, err := keyedstate.New(w.c.g, keyedstate.StringKeys{}, w.db, append([]keyedstate.Option{
-		keyedstate.WithMemoryBudget(budget), keyedstate.WithDBShare(shares),
-		keyedstate.WithWriteBatchBytes(int(min(4<<20, max(budget/16, 64<<10)))),
-		keyedstate.WithPrefix([]byte(statePrefix + w.c.p.Name + "/" + string(id) + "/"))},
-		w.keyOptions(id)...)...)
+	rt, err := w.newRuntime(id, maxShards)
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: keyed state (budget %d bytes of %d, shared by %d shards): %w", id, budget, int64(w.c.p.State.Memory), shares, err)
+		return nil, err
 	}
 	s.rt = rt
 	var cs streaming.CheckpointSource = shardSource{s}
@@ -206,6 +200,7 @@ func (s *shard) close() {
 	if err := s.rt.Close(); err != nil {
 		s.w.log.Warn("closing shard state", "shard", s.id, "err", err)
 	}
+	s.w.releaseRuntime(s.rt)
 	if err := s.closeDurable(); err != nil {
 		s.w.log.Warn("closing shard durable store", "shard", s.id, "err", err)
 	}
@@ -215,4 +210,64 @@ func (s *shard) close() {
 func (s *shard) summary() activities.CheckpointSummary {
 	st := s.cp.Status()
 	return activities.CheckpointSummary{CheckpointID: uint64(st.LastID), Epoch: st.LastEpoch, Cursor: st.LastCursor, Bytes: st.LastBytes, Duration: st.LastDuration}
+}
+
+// newRuntime opens shard id's keyed runtime on the worker's state DB
+// with its part of State.Memory: the budget is split evenly among the
+// shards the worker holds, this one included, and at most maxShards ways
+// (the topic's partitions; 1 for an MQTT source). The runtimes already
+// open are resized first, so their sum stays within the budget. A worker
+// holding 2 of 6 partitions gives each a third of its memory, not a
+// sixth; its write batches are sized for the smallest part, a
+// maxShards-th, which every later split can afford.
+func (w *Worker) newRuntime(id streaming.ShardID, maxShards int) (*keyedstate.Runtime[string], error) {
+	maxShards = max(maxShards, 1)
+	total := int64(w.c.p.State.Memory)
+	w.budgetMu.Lock()
+	defer w.budgetMu.Unlock()
+	n := min(len(w.runtimes)+1, maxShards)
+	w.resizeLocked(n)
+	budget := total / int64(n)
+	rt, err := keyedstate.New(w.c.g, keyedstate.StringKeys{}, w.db, append([]keyedstate.Option{
+		keyedstate.WithMemoryBudget(budget), keyedstate.WithDBShare(n),
+		keyedstate.WithWriteBatchBytes(int(min(4<<20, max(total/int64(maxShards)/16, 64<<10)))),
+		keyedstate.WithPrefix([]byte(statePrefix + w.c.p.Name + "/" + string(id) + "/"))},
+		w.keyOptions(id)...)...)
+	if err != nil {
+		w.resizeLocked(min(len(w.runtimes), maxShards))
+		return nil, fmt.Errorf("shard %s: keyed state (budget %d bytes of %d, split %d ways): %w", id, budget, total, n, err)
+	}
+	if w.runtimes == nil {
+		w.runtimes = map[*keyedstate.Runtime[string]]int{}
+	}
+	w.runtimes[rt] = maxShards
+	return rt, nil
+}
+
+// releaseRuntime gives a closed shard's part of the budget back to the
+// shards still held.
+func (w *Worker) releaseRuntime(rt *keyedstate.Runtime[string]) {
+	w.budgetMu.Lock()
+	defer w.budgetMu.Unlock()
+	maxShards, ok := w.runtimes[rt]
+	if !ok {
+		return
+	}
+	delete(w.runtimes, rt)
+	if len(w.runtimes) > 0 {
+		w.resizeLocked(min(len(w.runtimes), maxShards))
+	}
+}
+
+// resizeLocked gives every open runtime an n-th of State.Memory (w.budgetMu
+// held). A runtime that refuses its part (it would hold no key) keeps the
+// part it had, and says so in the log.
+func (w *Worker) resizeLocked(n int) {
+	n = max(n, 1)
+	budget := int64(w.c.p.State.Memory) / int64(n)
+	for rt := range w.runtimes {
+		if err := rt.Resize(budget, n); err != nil && !errors.Is(err, keyedstate.ErrClosed) {
+			w.log.Warn("keyed state keeps its budget", "budget", budget, "split", n, "err", err)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -111,6 +112,11 @@ type Worker struct {
 
 	dlqMu            sync.Mutex
 	flushDeadLetters func(context.Context) error
+
+	// The keyed runtimes of the shards held, which share State.Memory
+	// (see newRuntime).
+	budgetMu sync.Mutex
+	runtimes map[*keyedstate.Runtime[string]]int // runtime → most shards its source gives a worker
 
 	running     atomic.Bool
 	closed      atomic.Bool

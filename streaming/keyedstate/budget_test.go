@@ -187,3 +187,64 @@ func TestBadgerOptionsFromTheBudget(t *testing.T) {
 		keyedstate.WithPrefix([]byte("other/")))
 	require.Equal(t, dbBytes/2, rt2.Stats().BadgerBytes, "two runtimes share the DB")
 }
+
+// Resize moves a running runtime to another budget and DB share (a
+// worker re-splitting its budget as shards come and go): a smaller one
+// evicts down to the new capacity at once, writing changed states behind,
+// a larger one lets the cache grow again, and no key's state is lost
+// either way. A budget that holds no key is refused and changes nothing.
+func TestResizeShrinksAndGrowsTheCache(t *testing.T) {
+	g := smaGraph(t)
+	db := openDB(t)
+	const budget = 32 << 20
+	rt := newRuntime(t, g, db, keyedstate.WithMemoryBudget(budget), keyedstate.WithDBShare(2), keyedstate.WithWriteBatchBytes(64<<10))
+	keys := 2 * rt.Capacity()
+	key := func(i int) string { return fmt.Sprintf("k%06d", i) }
+	var recs []record
+	for round := range 2 {
+		for i := range keys {
+			recs = append(recs, record{key: key(i), ts: int64(round), value: float64(i + round)})
+		}
+	}
+	apply := func(recs []record) {
+		t.Helper()
+		require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error {
+			for _, r := range recs {
+				if _, err := tx.Eval(r.key, r.ts, streaming.Float(r.value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+	}
+	apply(recs[:keys])
+	st := rt.Stats()
+	full := st.Capacity // below the first: the changed keys take their part
+	require.Equal(t, full, st.Cached, "the cache fills up")
+
+	// A quarter of the budget over twice the shares: the cache holds
+	// fewer keys at once, before any record.
+	require.NoError(t, rt.Resize(budget/4, 4))
+	st = rt.Stats()
+	require.Equal(t, int64(budget/4), st.Budget)
+	require.Equal(t, testDBBytes/4, st.BadgerBytes)
+	require.Less(t, st.Capacity, full/4)
+	require.LessOrEqual(t, st.Cached, st.Capacity)
+	require.Positive(t, st.Cached)
+
+	// Twice the first budget: more room than at first.
+	require.NoError(t, rt.Resize(2*budget, 2))
+	require.Greater(t, rt.Capacity(), full)
+	apply(recs[keys:])
+	require.Greater(t, rt.Stats().Cached, st.Capacity, "the cache grows again as keys come")
+	requireSameState(t, reference(g, recs), rt, keysOf(recs))
+
+	// A budget too small for one key is refused, and changes nothing.
+	before := rt.Stats()
+	err := rt.Resize(64<<10, 1)
+	require.ErrorContains(t, err, "holds no key")
+	after := rt.Stats()
+	require.Equal(t, before.Budget, after.Budget)
+	require.Equal(t, before.Capacity, after.Capacity)
+	require.Error(t, rt.Resize(budget, 0), "a DB share below 1")
+}

@@ -137,12 +137,9 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 	if sz == 0 {
 		sz = measureEntryBytes[K](g)
 	}
-	dbBytes := BadgerBytes(db.Opts()) / int64(cfg.dbShare)
-	live := int64(float64(cfg.budget) * (1 - cfg.gcHeadroom))
-	avail := live - dbBytes - int64(2*cfg.writeBatchBytes)
-	if avail < int64(sz) {
-		return nil, fmt.Errorf("keyedstate: memory budget %d bytes (%d after the GC headroom) holds no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget) and two write batches of %d bytes",
-			cfg.budget, live, sz, dbBytes, cfg.writeBatchBytes)
+	dbBytes, avail, err := cfg.available(db, sz, 0)
+	if err != nil {
+		return nil, err
 	}
 	// The admission's sketch, sized for the most keys the cache holds,
 	// when it leaves room for a few hundred of them.
@@ -164,6 +161,58 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 	r.tx.r = r
 	go r.flushLoop()
 	return r, nil
+}
+
+// available returns what Badger's memtables and caches take of c's
+// budget (c.dbShare's part of them) and what the budget leaves for the
+// cache, the change bookkeeping and a cut, after the GC headroom, two
+// write batches and the admission sketch (sketch bytes); an error when
+// that holds no key of sz bytes.
+func (c *config) available(db *badger.DB, sz int, sketch int64) (dbBytes, avail int64, err error) {
+	dbBytes = BadgerBytes(db.Opts()) / int64(c.dbShare)
+	live := int64(float64(c.budget) * (1 - c.gcHeadroom))
+	avail = live - dbBytes - int64(2*c.writeBatchBytes) - sketch
+	if avail < int64(sz) {
+		return 0, 0, fmt.Errorf("keyedstate: memory budget %d bytes (%d after the GC headroom) holds no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget), two write batches of %d bytes and the admission sketch (%d bytes)",
+			c.budget, live, sz, dbBytes, c.writeBatchBytes, sketch)
+	}
+	return dbBytes, avail, nil
+}
+
+// Resize gives the running runtime a new memory budget and DB share (as
+// WithMemoryBudget and WithDBShare): a worker whose shards come and go
+// splits its budget among the shards it holds. A smaller budget evicts
+// down to the new capacity before Resize returns (changed states are
+// written behind); a larger one lets the cache grow as keys come. The
+// write batch size and the admission sketch keep the sizes New gave them
+// (a cache grown past what the sketch was sized for admits less
+// precisely). A budget that holds no key is refused and changes nothing.
+func (r *Runtime[K]) Resize(budget int64, dbShare int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.usable(); err != nil {
+		return err
+	}
+	cfg := r.cfg
+	cfg.budget, cfg.dbShare = budget, dbShare
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	dbBytes, avail, err := cfg.available(r.db, r.entrySz, r.sketchBytes())
+	if err != nil {
+		return err
+	}
+	// Field by field: the flusher reads the config's prefix meanwhile.
+	r.cfg.budget, r.cfg.dbShare, r.dbBytes, r.avail = budget, dbShare, dbBytes, avail
+	return r.shrink()
+}
+
+// sketchBytes is the admission sketch's memory (0 without one).
+func (r *Runtime[K]) sketchBytes() int64 {
+	if r.sketch == nil {
+		return 0
+	}
+	return int64(len(r.sketch.rows) * len(r.sketch.rows[0]))
 }
 
 // measureEntryBytes estimates what one cached key costs: the live heap
@@ -463,11 +512,25 @@ func (r *Runtime[K]) load(key K, h uint64) (*entry[K], error) {
 // dropping entries while it is above it (the change bookkeeping grew
 // since they were made).
 func (r *Runtime[K]) slot(h uint64) (*entry[K], error) {
+	if err := r.shrink(); err != nil {
+		return nil, err
+	}
+	if len(r.ring) < r.capacity() {
+		e := &entry[K]{inst: r.g.NewInstance()}
+		r.ring = append(r.ring, e)
+		return e, nil
+	}
+	return r.victim(h, r.sketch != nil)
+}
+
+// shrink evicts and drops entries while the cache holds more than its
+// capacity (the change bookkeeping grew since they were made, or Resize
+// lowered the budget).
+func (r *Runtime[K]) shrink() error {
 	capacity := r.capacity()
 	for len(r.ring) > capacity {
-		e, err := r.victim(0, false)
-		if err != nil {
-			return nil, err
+		if _, err := r.victim(0, false); err != nil {
+			return err
 		}
 		// Drop the entry: swap the last one into its place.
 		i := r.hand - 1
@@ -481,14 +544,8 @@ func (r *Runtime[K]) slot(h uint64) (*entry[K], error) {
 		if r.hand > len(r.ring) {
 			r.hand = 0
 		}
-		_ = e
 	}
-	if len(r.ring) < capacity {
-		e := &entry[K]{inst: r.g.NewInstance()}
-		r.ring = append(r.ring, e)
-		return e, nil
-	}
-	return r.victim(h, r.sketch != nil)
+	return nil
 }
 
 // victim advances the CLOCK hand to a free entry or an unreferenced live
@@ -838,9 +895,7 @@ func (r *Runtime[K]) Stats() Stats {
 	s.GCHeadroom = r.cfg.budget - int64(float64(r.cfg.budget)*(1-r.cfg.gcHeadroom))
 	s.BadgerBytes = r.dbBytes
 	s.CacheBytes = int64(len(r.ring)) * int64(r.entrySz)
-	if r.sketch != nil {
-		s.SketchBytes = int64(len(r.sketch.rows) * len(r.sketch.rows[0]))
-	}
+	s.SketchBytes = r.sketchBytes()
 	s.ChangedBytes = r.changedBytes()
 	return s
 }
