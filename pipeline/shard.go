@@ -108,6 +108,11 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			w.releaseRuntime(rt) // closed below; its part goes back to the others
+		}
+	}()
 	s.rt = rt
 	var cs streaming.CheckpointSource = shardSource{s}
 	if src != nil {
@@ -217,8 +222,8 @@ func (s *shard) summary() activities.CheckpointSummary {
 // shards the worker holds, this one included, and at most maxShards ways
 // (the topic's partitions; 1 for an MQTT source). The runtimes already
 // open are resized first, so their sum stays within the budget. A worker
-// holding 2 of 6 partitions gives each a third of its memory, not a
-// sixth; its write batches are sized for the smallest part, a
+// holding 2 of 6 partitions gives each half of its memory, not a sixth;
+// its write batches are sized for the smallest part, a
 // maxShards-th, which every later split can afford.
 func (w *Worker) newRuntime(id streaming.ShardID, maxShards int) (*keyedstate.Runtime[string], error) {
 	maxShards = max(maxShards, 1)
