@@ -175,10 +175,10 @@ func ProduceDeadLetter(ctx context.Context, cl *kgo.Client, dl *kgo.Record, log 
 
 // tooLargeForClient reports whether r cannot fit cl's ProducerBatchMaxBytes
 // (kgo would fail it before buffering it, outside any Flush).
-func tooLargeForClient(cl *kgo.Client, r *kgo.Record) bool {
-	limit := batchLimit(cl)
-	return limit > 0 && recordBytes(r) > limit
-}
+func tooLargeForClient(cl *kgo.Client, r *kgo.Record) bool { return overLimit(r, batchLimit(cl)) }
+
+// overLimit reports whether r is larger than limit bytes (0: no limit).
+func overLimit(r *kgo.Record, limit int) bool { return limit > 0 && recordBytes(r) > limit }
 
 // batchLimit is cl's ProducerBatchMaxBytes (0 if unknown). OptValue finds
 // the option by its function's name (runtime.FuncForPC): a hot path reads

@@ -183,7 +183,7 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 		return *e
 	}
 	rec := &kgo.Record{Topic: p.cfg.topic, Key: []byte(key), Value: value, Headers: headers}
-	dead := p.batchMax > 0 && recordBytes(rec) > p.batchMax
+	dead := overLimit(rec, p.batchMax)
 	if dead {
 		rec = p.deadLetterOf(rec, fmt.Errorf("%w: %d bytes, over the producer's batch limit", kerr.MessageTooLarge, recordBytes(rec)))
 	}
