@@ -19,7 +19,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"franzmap": baselineFranzMap, "noarchive": baselineNoArchive, "nockpt": baselineSMANoCheckpoints})
+	benchratio.Main(m, benchratio.Baselines{
+		"BenchmarkSMASpec":        {"franzmap": baselineFranzMap},
+		"BenchmarkSMASpecArchive": {"noarchive": baselineNoArchive},
+		"BenchmarkSMASpecRounds":  {"nockpt": baselineSMANoCheckpoints},
+	})
 }
 
 const benchPartitions, benchSensors = 6, 1000

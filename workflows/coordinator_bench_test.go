@@ -31,10 +31,10 @@ import (
 // first, in the same run) checkpoint those shards one by one with
 // Checkpointer.Checkpoint.
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){
+	benchratio.Main(m, benchratio.Baselines{"BenchmarkRound64Shards": {
 		"inprocess-memory": func(b *testing.B) { baselineInProcess(b, roundShards(b, "memory")) },
 		"inprocess-files":  func(b *testing.B) { baselineInProcess(b, roundShards(b, "files")) },
-	})
+	}})
 }
 
 const (

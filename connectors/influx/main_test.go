@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,13 +27,7 @@ var shared struct {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// The baseline starts influxd and posts for the whole -benchtime:
-	// measure it only when the benchmark that reports against it runs.
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		if re, err := regexp.Compile(f.Value.String()); err == nil && re.MatchString("BenchmarkSinkBatch") {
-			benchratio.Baseline("raw-http-post", rawPost)
-		}
-	}
+	benchratio.Baselines{"BenchmarkSinkBatch": {"raw-http-post": rawPost}}.Measure()
 	code := m.Run()
 	if shared.srv != nil {
 		shared.srv.Close()

@@ -150,5 +150,5 @@ func BenchmarkSourceThroughput(b *testing.B) {
 }
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"bare-consume": benchBareConsume})
+	benchratio.Main(m, benchratio.Baselines{"BenchmarkSourceThroughput": {"bare-consume": benchBareConsume}})
 }

@@ -100,7 +100,10 @@ func bareReceive(b *testing.B) { benchReceive(b, func(context.Context, Message) 
 
 // BenchmarkReceive is the bare MQTT hop: broker → source → no-op handler.
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"mqtt-receive": bareReceive})
+	benchratio.Main(m, benchratio.Baselines{
+		"BenchmarkDecodeReading":         {"mqtt-receive": bareReceive},
+		"BenchmarkDecodeBinaryCandidate": {"mqtt-receive": bareReceive},
+	})
 }
 
 func BenchmarkReceive(b *testing.B) {

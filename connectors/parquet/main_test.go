@@ -7,8 +7,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){
-		"plain-parquet-go-write": plainWrite,
-		"plain-parquet-go-read":  plainRead,
+	benchratio.Main(m, benchratio.Baselines{
+		"BenchmarkArchiveWrite": {"plain-parquet-go-write": plainWrite},
+		"BenchmarkArchiveRead":  {"plain-parquet-go-read": plainRead},
 	})
 }

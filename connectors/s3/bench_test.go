@@ -311,12 +311,12 @@ func baselinePutChanged(b *testing.B) {
 }
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){
-		"one-put-same-bytes":       baselineOnePut,
-		"one-get-same-bytes":       baselineOneGet,
-		"get-manifest-sized":       baselineGetManifestSized,
-		"get-and-decode-snapshots": baselineGetCheckpoint,
-		"one-put-changed-bytes":    baselinePutChanged,
+	benchratio.Main(m, benchratio.Baselines{
+		"BenchmarkCheckpoint100k":        {"one-put-same-bytes": baselineOnePut},
+		"BenchmarkLoadOne":               {"one-get-same-bytes": baselineOneGet},
+		"BenchmarkColdLoad100k":          {"get-manifest-sized": baselineGetManifestSized},
+		"BenchmarkRestore100k":           {"get-and-decode-snapshots": baselineGetCheckpoint},
+		"BenchmarkIncrementalCheckpoint": {"one-put-changed-bytes": baselinePutChanged},
 	})
 }
 

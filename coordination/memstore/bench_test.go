@@ -12,7 +12,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"mutex-map": baselineMutexMap})
+	benchratio.Main(m, benchratio.Baselines{"BenchmarkStoreOps": {"mutex-map": baselineMutexMap}})
 }
 
 // baselineMutexMap is the floor of any in-memory CAS store: a locked map

@@ -19,7 +19,7 @@ import (
 var benchServer *server.Server
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){"js-publish": baselinePublish})
+	benchratio.Main(m, benchratio.Baselines{"BenchmarkStoreOps": {"js-publish": baselinePublish}})
 	if benchServer != nil {
 		benchServer.Shutdown()
 	}

@@ -7,8 +7,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){
-		"sort-10k-splits":       baselineSort,
-		"store-writes-91-moves": baselineMoves,
+	benchratio.Main(m, benchratio.Baselines{
+		"BenchmarkAssign10k":       {"sort-10k-splits": baselineSort},
+		"BenchmarkJoinBalance1000": {"store-writes-91-moves": baselineMoves},
 	})
 }

@@ -2,8 +2,11 @@ package benchratio
 
 import (
 	"flag"
+	"maps"
 	"os"
-	"sort"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -13,20 +16,94 @@ var (
 	baselines = map[string]testing.BenchmarkResult{}
 )
 
-// Main measures the named baselines when benchmarks were asked for
-// (-test.bench set), then runs the tests and exits with their status.
-func Main(m *testing.M, named map[string]func(*testing.B)) {
-	flag.Parse()
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		names := make([]string, 0, len(named))
-		for n := range named {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			Baseline(n, named[n])
+// Baselines names, for each benchmark function ("BenchmarkSMASpec"), the
+// baselines its ratios are against, by the name Report takes.
+type Baselines map[string]map[string]func(*testing.B)
+
+// Selected returns, by name, the baselines of the benchmark functions
+// that -test.bench selects (none when no benchmark runs), so a run of one
+// benchmark does not first measure the baselines of the others: under
+// -benchtime Nx each would run N of its own ops.
+func (bs Baselines) Selected() map[string]func(*testing.B) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	out := map[string]func(*testing.B){}
+	f := flag.Lookup("test.bench")
+	if f == nil || f.Value.String() == "" {
+		return out
+	}
+	// As the testing package matches: the pattern's first
+	// slash-separated element against the function's name.
+	re, err := regexp.Compile(topLevel(f.Value.String()))
+	if err != nil {
+		return out // the testing package reports the pattern
+	}
+	for bench, named := range bs {
+		if re.MatchString(bench) {
+			maps.Copy(out, named)
 		}
 	}
+	return out
+}
+
+// topLevel is the part of a -test.bench pattern that matches benchmark
+// functions, split as the testing package splits it: each top-level
+// alternative ("A/x|B") up to its first slash outside brackets and
+// parentheses ("A|B").
+func topLevel(pattern string) string {
+	var alts []string
+	first := -1 // end of the current alternative's first element
+	brackets, parens, start := 0, 0, 0
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '[':
+			brackets++
+		case ']':
+			brackets = max(brackets-1, 0) // an unmatched ']' is legal
+		case '(':
+			if brackets == 0 {
+				parens++
+			}
+		case ')':
+			if brackets == 0 {
+				parens--
+			}
+		case '\\':
+			i++
+		case '/':
+			if brackets == 0 && parens == 0 && first < 0 {
+				first = i
+			}
+		case '|':
+			if brackets == 0 && parens == 0 {
+				if first < 0 {
+					first = i
+				}
+				alts = append(alts, pattern[start:first])
+				start, first = i+1, -1
+			}
+		}
+	}
+	if first < 0 {
+		first = len(pattern)
+	}
+	return strings.Join(append(alts, pattern[start:first]), "|")
+}
+
+// Measure measures, in name order, the selected baselines (Selected) not
+// measured yet in this process.
+func (bs Baselines) Measure() {
+	sel := bs.Selected()
+	for _, n := range slices.Sorted(maps.Keys(sel)) {
+		Baseline(n, sel[n])
+	}
+}
+
+// Main measures the baselines of the selected benchmarks (Measure), then
+// runs the tests and exits with their status.
+func Main(m *testing.M, bs Baselines) {
+	bs.Measure()
 	os.Exit(m.Run())
 }
 

@@ -4,12 +4,13 @@
 // against absolute numbers from somewhere else.
 //
 // Baselines are measured once per process, before any benchmark runs, by
-// Main (called from the package's TestMain): testing.Benchmark cannot run
+// Main (called from the package's TestMain), only those of the benchmark
+// functions -test.bench selects: testing.Benchmark cannot run
 // inside a running benchmark (the testing package holds its benchmark lock
 // for the whole benchmark function), so Report only reads them.
 //
 //	func TestMain(m *testing.M) {
-//		benchratio.Main(m, map[string]func(*testing.B){"handloop": baselineEdge})
+//		benchratio.Main(m, benchratio.Baselines{"BenchmarkEdge": {"handloop": baselineEdge}})
 //	}
 //	func BenchmarkEdge(b *testing.B) {
 //		for i := 0; i < b.N; i++ { ... }

@@ -102,9 +102,7 @@ func benchFixture(b *testing.B) *backfillFixture {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		benchratio.Baseline("plain-parquet-lp-post", plainBackfill)
-	}
+	benchratio.Baselines{"BenchmarkBackfillInflux": {"plain-parquet-lp-post": plainBackfill}}.Measure()
 	code := m.Run()
 	if fixture.influx != nil {
 		_ = fixture.influx.Close()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -16,7 +15,7 @@ import (
 )
 
 // benchBaselines are the baselines of each benchmark, by name.
-var benchBaselines = map[string]map[string]func(*testing.B){
+var benchBaselines = benchratio.Baselines{
 	"BenchmarkCheckpoint100kDirty": {"badger-writebatch-100k": writeBatchBaseline(nil)},
 	"BenchmarkRestore100k":         {"badger-writebatch-100k": writeBatchBaseline(nil)},
 	"BenchmarkCutStall":            {"apply-one-record": baselineApply},
@@ -48,24 +47,9 @@ func TestMain(m *testing.M) {
 		measureChild(strings.Split(names, ","))
 		return
 	}
-	baselines := map[string]func(*testing.B){}
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
-		// Only the top-level part of the pattern names a benchmark
-		// function ("PerEvent1M/zipf" selects BenchmarkPerEvent1M).
-		re, err := regexp.Compile(strings.SplitN(f.Value.String(), "/", 2)[0])
-		if err == nil {
-			for bench, named := range benchBaselines {
-				if re.MatchString(bench) {
-					for n, f := range named {
-						baselines[n] = f
-					}
-				}
-			}
-		}
-	}
-	// Measure now (Main would return these cached results), the big ones
-	// in a child process, so that what they built can be dropped before
-	// the benchmarks run.
+	baselines := benchBaselines.Selected()
+	// Measure them now, the big ones in a child process, so that what
+	// they built can be dropped before the benchmarks run.
 	var here, child []string
 	for n := range baselines {
 		if inChild[n] {
@@ -87,7 +71,7 @@ func TestMain(m *testing.M) {
 		benchratio.Baseline(n, baselines[n])
 	}
 	dropBaselines()
-	benchratio.Main(m, baselines)
+	os.Exit(m.Run())
 }
 
 // baselinesInChild runs this test binary again to measure the named

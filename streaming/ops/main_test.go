@@ -9,8 +9,8 @@ import (
 // TestMain measures the benchmark baselines before any benchmark runs
 // (same process, same run), so benchratio.Report only reads them.
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){
-		"handloop":     baselineEdge,
-		"handloop100k": baselineKeyed,
+	benchratio.Main(m, benchratio.Baselines{
+		"BenchmarkEdgeGraph":      {"handloop": baselineEdge},
+		"BenchmarkKeyedGraph100k": {"handloop100k": baselineKeyed},
 	})
 }

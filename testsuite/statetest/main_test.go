@@ -7,8 +7,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	benchratio.Main(m, map[string]func(*testing.B){
-		"badger-writebatch": baselineWriteBatch,
-		"badger-gets":       baselineBadgerGets,
+	benchratio.Main(m, benchratio.Baselines{
+		"BenchmarkCheckpointSaveBatch100k": {"badger-writebatch": baselineWriteBatch},
+		"BenchmarkRestoreLoad100k":         {"badger-gets": baselineBadgerGets},
 	})
 }
