@@ -65,8 +65,10 @@
 // keys changed since the last checkpoint, a pending checkpoint's
 // copy-on-write states, the write-behind buffers, its share of Badger's
 // memtables and pooled compaction buffers (the database is sized from the
-// budget), and a third of it left to the garbage collector (run the
-// process at GOMEMLIMIT equal to the budget). Badger's share is about 40
+// budget), and a third of it left to the garbage collector (the worker
+// binary, workers/cmd/worker, runs the process at a Go memory limit of
+// the budget plus half of it, at least 128 MiB, unless GOMEMLIMIT is
+// set; a program of its own that calls Run sets its own). Badger's share is about 40
 // MiB whatever the budget: below about 72 MiB a shard holds no key and
 // refuses to open. Not covered: Badger's file mappings (the kernel's page
 // cache), the records and outputs in flight, and the sinks' own bounded

@@ -249,7 +249,9 @@ type State struct {
 	// 40 MiB whatever the budget, so a budget under about 72 MiB holds no
 	// key and the shards refuse to open. It is divided evenly among the
 	// shards the worker holds (re-split as shards come and go, at most as
-	// many ways as the source has partitions).
+	// many ways as the source has partitions). The worker binary runs at a
+	// Go memory limit of Memory plus half of it (at least 128 MiB) unless
+	// GOMEMLIMIT is set.
 	Memory ByteSize `yaml:"memory"`
 	// Durable is where checkpoints go and the next owner of a shard
 	// restores from (default: the Badger at Dir, which suits one machine).

@@ -51,6 +51,10 @@ type Main struct {
 	PrintConfig func(w io.Writer) error
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
 	Run func(ctx context.Context, rt Runtime) error
+	// OwnsProcess is set by a command's main (not by tests running the
+	// main in their process): Run may then change process-wide settings,
+	// such as the Go memory limit.
+	OwnsProcess bool
 }
 
 // Runtime is what RunMain gives a main's Run.
@@ -59,6 +63,8 @@ type Runtime struct {
 	Registry prometheus.Registerer
 	// Ready is what /readyz asks: Run sets its check once it has one.
 	Ready *Readiness
+	// OwnsProcess is Main.OwnsProcess.
+	OwnsProcess bool
 }
 
 // KeysOf is a config type whose keys a main's help lists.
@@ -202,7 +208,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := m.Run(ctx, Runtime{Log: log, Registry: reg, Ready: ready}); err != nil {
+	if err := m.Run(ctx, Runtime{Log: log, Registry: reg, Ready: ready, OwnsProcess: m.OwnsProcess}); err != nil {
 		var usage usageError
 		if errors.As(err, &usage) {
 			fmt.Fprintf(stderr, "%s: %v\n", m.Name, usage.err)

@@ -69,6 +69,9 @@ func PipelineMain() Main {
 					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), p.Graph.Outputs, len(p.Sinks))
 				return nil
 			}
+			if rt.OwnsProcess {
+				applyMemoryLimit(int64(p.State.Memory), rt.Log)
+			}
 			return runPipeline(ctx, p, *cfg, rt.Log, rt.Registry, rt.Ready)
 		},
 	}

@@ -2,7 +2,9 @@
 // MQTT source, the keyed graph of registered operators, its sinks, its
 // state and checkpoints, with the slow path on Temporal when configured.
 // Run several with distinct worker ids on one Kafka pipeline: they share
-// its partitions.
+// its partitions. Unless GOMEMLIMIT is set, the process's Go memory limit
+// is the spec's state.memory plus half of it (at least 128 MiB) for
+// what the budget does not cover.
 //
 //	worker --pipeline workers/pipelines/sma-readings.yaml
 //	worker --pipeline spec.yaml --config worker.yaml   # worker id, Temporal, NATS, metrics, logs
@@ -17,4 +19,8 @@ import (
 	"github.com/tflo-io/tflo/internal/worker"
 )
 
-func main() { os.Exit(worker.RunMain(worker.PipelineMain(), os.Args[1:], os.Stderr)) }
+func main() {
+	m := worker.PipelineMain()
+	m.OwnsProcess = true // the Go memory limit follows state.memory unless GOMEMLIMIT is set
+	os.Exit(worker.RunMain(m, os.Args[1:], os.Stderr))
+}
