@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"unsafe"
 
 	kzstd "github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding/delta"
@@ -69,6 +70,19 @@ type stringDict struct {
 	index  map[string]int32
 	values []string
 	size   int // bytes of the values
+	// seen caches ids by where a string's bytes are: rows share the
+	// strings of their outputs (a record's key, a graph's output names),
+	// so most rows find theirs here without hashing or comparing bytes.
+	seen [dictSeen]seenString
+}
+
+// dictSeen is the size of stringDict's cache by address (a power of 2).
+const dictSeen = 16
+
+type seenString struct {
+	data *byte
+	n    int
+	id   int32
 }
 
 func (d *stringDict) reset() {
@@ -78,22 +92,28 @@ func (d *stringDict) reset() {
 	clear(d.index)
 	clear(d.values)
 	d.values, d.size = d.values[:0], 0
+	// The addresses are only valid while the rows being encoded hold
+	// their strings.
+	d.seen = [dictSeen]seenString{}
 }
 
-// id returns s's index, adding s. prev and prevID are the previous row's
-// string and index: rows repeat their neighbour's string often (a
-// pipeline's signal names), and comparing is cheaper than hashing.
-func (d *stringDict) id(s, prev string, prevID int32) int32 {
-	if len(s) == len(prev) && s == prev && prevID >= 0 {
-		return prevID
+// id returns s's index, adding s. Strings at the same address with the
+// same length are the same string (strings are immutable, and the rows
+// being encoded keep theirs alive), so that is looked at first.
+func (d *stringDict) id(s string) int32 {
+	p := unsafe.StringData(s)
+	slot := &d.seen[(uintptr(unsafe.Pointer(p))>>3)&(dictSeen-1)]
+	if slot.data == p && slot.n == len(s) && p != nil {
+		return slot.id
 	}
-	if i, ok := d.index[s]; ok {
-		return i
+	i, ok := d.index[s]
+	if !ok {
+		i = int32(len(d.values))
+		d.index[s] = i
+		d.values = append(d.values, s)
+		d.size += 4 + len(s)
 	}
-	i := int32(len(d.values))
-	d.index[s] = i
-	d.values = append(d.values, s)
-	d.size += 4 + len(s)
+	*slot = seenString{data: p, n: len(s), id: i}
 	return i
 }
 
@@ -171,15 +191,12 @@ func (e *columnEncoder) appendRowGroup(out []byte, at int64, rows []Row) ([]byte
 func (e *columnEncoder) strings(g *rowGroup, name string, d *stringDict, rows []Row, signal bool) error {
 	d.reset()
 	e.idx = e.idx[:0]
-	prev, prevID := "", int32(-1)
 	for i := range rows {
 		s := rows[i].Sensor
 		if signal {
 			s = rows[i].Signal
 		}
-		prevID = d.id(s, prev, prevID)
-		prev = s
-		e.idx = append(e.idx, prevID)
+		e.idx = append(e.idx, d.id(s))
 	}
 	md := g.column(format.ByteArray, name, format.Plain, format.RLEDictionary)
 	md.DictionaryPageOffset = md.DataPageOffset
