@@ -27,7 +27,12 @@ import (
 // The target is 10M keys; the key count is TFLO_KEYEDSTATE_KEYS (default
 // 1M, so `make bench` stays within minutes):
 //
-//	TFLO_KEYEDSTATE_KEYS=10000000 go test -run '^$' -bench 'PerEvent|CutCost' -benchtime 400000x -count 2 -timeout 60m ./streaming/keyedstate/
+//	TFLO_KEYEDSTATE_KEYS=10000000 go test -run '^$' -bench 'PerEvent$' -benchtime 400000x -count 2 -timeout 60m ./streaming/keyedstate/
+//	TFLO_KEYEDSTATE_KEYS=10000000 go test -run '^$' -bench 'CutCost' -benchtime 2s -timeout 60m ./streaming/keyedstate/
+//
+// Run the two apart: an op of the first is one event, of the second a cut
+// of 10,000 changed keys (with its untimed updates), so a count of events
+// as -benchtime would be hours of cuts, for the baseline cut too.
 //
 // Give the per-event benchmark a fixed count of at least 400k events at
 // 10M keys: Badger's compactions come in episodes of seconds, and the 2-3 s
