@@ -23,6 +23,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	s3store "github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/statetest"
 )
@@ -78,10 +79,8 @@ func startVersitygw(t *testing.T, buckets ...string) *versitygw {
 	for _, b := range buckets {
 		require.NoError(t, os.Mkdir(filepath.Join(root, b), 0o755))
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopport.Pick()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
 
 	var out lockedBuffer
 	cmd := exec.Command(bin, "--access", vgwAccess, "--secret", vgwSecret, "--port", addr, "posix", root)

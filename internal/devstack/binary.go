@@ -2,7 +2,6 @@ package devstack
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,14 +30,4 @@ func Binary(name, envVar string) (string, error) {
 		return p, nil
 	}
 	return repoBin, fmt.Errorf("%s not found (looked at $%s, %s and $PATH; `make tools` builds it): %w", name, envVar, filepath.Clean(repoBin), ErrNoBinary)
-}
-
-// freeAddr returns a free loopback host:port.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("devstack: find a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

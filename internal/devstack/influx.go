@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tflo-io/tflo/internal/loopport"
 )
 
 // InfluxStartTimeout bounds how long StartInflux and Restart wait for
@@ -44,7 +46,8 @@ type Influx struct {
 
 // StartInflux writes a config for loopback ports under o.Dir, starts
 // influxd and waits until it answers /ping (and creates the admin user
-// when o.User is set).
+// when o.User is set). Ports it picks (see loopport) and finds taken when
+// influxd starts are picked again.
 func StartInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {
 	if o.Dir == "" {
 		return nil, fmt.Errorf("devstack: influxd needs a data folder (InfluxOptions.Dir is empty)")
@@ -56,11 +59,22 @@ func StartInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {
 		}
 		o.Bin = bin
 	}
-	httpAddr, err := freeAddr()
+	for attempt := 1; ; attempt++ {
+		s, err := startInflux(ctx, o)
+		if err == nil || attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
+			return s, err
+		}
+		// A port picked for it was taken before influxd bound it: again on
+		// new ones.
+	}
+}
+
+func startInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {
+	httpAddr, err := loopport.Pick()
 	if err != nil {
 		return nil, err
 	}
-	rpcAddr, err := freeAddr()
+	rpcAddr, err := loopport.Pick()
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -60,8 +61,20 @@ type Temporal struct {
 // StartTemporal runs `temporal server start-dev` on loopback with a
 // SQLite database under o.Dir, tflo's search attributes
 // (workflows.SearchAttributeFlags) and the web UI, and waits until the
-// frontend answers a health check and the UI answers HTTP.
+// frontend answers a health check and the UI answers HTTP. Ports it picks
+// (see loopport) and finds taken when the server starts are picked again.
 func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
+	for attempt := 1; ; attempt++ {
+		t, err := startTemporal(ctx, o)
+		if err == nil || attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
+			return t, err
+		}
+		// A port picked for it was taken before the server bound it: again
+		// on new ones.
+	}
+}
+
+func startTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	if o.Dir == "" {
 		return nil, fmt.Errorf("devstack: temporal needs a folder for its database (TemporalOptions.Dir is empty)")
 	}
@@ -79,12 +92,7 @@ func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		if p != 0 {
 			return p, nil
 		}
-		a, err := freeAddr()
-		if err != nil {
-			return 0, err
-		}
-		_, ps, _ := net.SplitHostPort(a)
-		return strconv.Atoi(ps)
+		return loopport.PickPort()
 	}
 	var err error
 	if o.Port, err = port(o.Port); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
@@ -126,10 +127,9 @@ func stopWithSIGTERM(t *testing.T, done <-chan int, errOut *syncBuffer, within t
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopport.Pick()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // metric reads a metric of the pipeline (label pipeline="...") from /metrics.

@@ -1,12 +1,13 @@
 package chaos
 
 import (
-	"net"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/internal/loopport"
 )
 
 // natsStore is the central workers' coordination store: an in-process
@@ -19,10 +20,8 @@ type natsStore struct {
 
 func startNATS(t testing.TB) *natsStore {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopport.PickPort()
 	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
 	n := &natsStore{opts: natsserver.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
 	n.restart(t)
 	t.Cleanup(n.stop)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +30,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
 	"github.com/tflo-io/tflo/testsuite/s3test"
@@ -241,10 +241,8 @@ func newPortalRun(t testing.TB, bin string, influx *influxtest.Server, s3 *s3tes
 	r := &portalRun{kafka: c, brokers: c.ListenAddrs(), db: db, s3: s3, temporal: srv, nats: nats}
 	for i := range workers {
 		id := fmt.Sprintf("central-%d", i+1)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		metrics, err := loopport.Pick()
 		require.NoError(t, err)
-		metrics := l.Addr().String()
-		require.NoError(t, l.Close())
 		env := []string{
 			"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
 			"KAFKA_BROKERS=" + strings.Join(r.brokers, ","), "INFLUX_URL=" + influx.URL,

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tflo-io/tflo/internal/loopport"
 )
 
 // Options configure Start.
@@ -57,52 +59,70 @@ func Start(t testing.TB, opts ...Options) *Broker {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("mosquittotest: free port: %v", err)
+	for attempt := 1; ; attempt++ {
+		b, err := start(t, bin, o)
+		if err == nil {
+			return b
+		}
+		// A port taken before mosquitto bound it: again on a new one.
+		if attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
+			t.Fatal(err)
+		}
 	}
-	addr := l.Addr().String()
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+}
+
+// start runs mosquitto on a newly picked port and waits until it accepts
+// connections; on failure the process is gone and the error carries its
+// log.
+func start(t testing.TB, bin string, o Options) (*Broker, error) {
+	addr, err := loopport.Pick()
+	if err != nil {
+		return nil, fmt.Errorf("mosquittotest: %w", err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
 	// max_queued_messages as deploy/mosquitto.conf sets it: the default
 	// (1000) drops what a session collects while its client restarts.
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n", port)
+	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n", port)
 	if o.MaxInflight > 0 {
 		conf += fmt.Sprintf("max_inflight_messages %d\n", o.MaxInflight)
 	}
 	path := filepath.Join(t.TempDir(), "mosquitto.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatalf("mosquittotest: %v", err)
+		return nil, fmt.Errorf("mosquittotest: %w", err)
 	}
 	b := &Broker{addr: addr}
 	b.cmd = exec.Command(bin, "-c", path)
 	b.cmd.Stdout, b.cmd.Stderr = (*logWriter)(b), (*logWriter)(b)
 	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("mosquittotest: start %s: %v", bin, err)
+		return nil, fmt.Errorf("mosquittotest: start %s: %w", bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- b.cmd.Wait() }()
-	t.Cleanup(func() {
+	stop := func() {
 		_ = b.cmd.Process.Kill()
 		<-exited
-		if t.Failed() {
-			t.Logf("mosquitto log:\n%s", b.Log())
-		}
-	})
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return b
+			t.Cleanup(func() {
+				stop()
+				if t.Failed() {
+					t.Logf("mosquitto log:\n%s", b.Log())
+				}
+			})
+			return b, nil
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("mosquittotest: mosquitto exited: %v\n%s", err, b.Log())
+			return nil, fmt.Errorf("mosquittotest: mosquitto exited: %v\n%s", err, b.Log())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mosquittotest: mosquitto not accepting on %s after 10s: %v\n%s", addr, err, b.Log())
+			stop()
+			return nil, fmt.Errorf("mosquittotest: mosquitto not accepting on %s after 10s: %v\n%s", addr, err, b.Log())
 		}
 		time.Sleep(10 * time.Millisecond) // polling the port against its deadline
 	}

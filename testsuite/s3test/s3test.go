@@ -14,6 +14,7 @@ package s3test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/testsuite/toolbin"
 )
 
@@ -55,36 +57,46 @@ func Start(t testing.TB, buckets ...string) *Server {
 			t.Fatal(err)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
 	n.Lock()
 	n.i++
-	s := &Server{URL: "http://" + addr, AccessKey: fmt.Sprintf("AKIDS3TEST%04d", n.i), SecretKey: fmt.Sprintf("s3test-secret-%04d", n.i),
-		bin: bin, root: root, addr: addr, logPath: filepath.Join(t.TempDir(), "versitygw.log")}
+	s := &Server{AccessKey: fmt.Sprintf("AKIDS3TEST%04d", n.i), SecretKey: fmt.Sprintf("s3test-secret-%04d", n.i),
+		bin: bin, root: root, logPath: filepath.Join(t.TempDir(), "versitygw.log")}
 	n.Unlock()
 	t.Cleanup(s.Stop)
-	s.start(t)
-	return s
+	for attempt := 1; ; attempt++ {
+		addr, err := loopport.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.addr, s.URL = addr, "http://"+addr
+		err = s.start()
+		if err == nil {
+			return s
+		}
+		// A port taken before versitygw bound it: again on a new one.
+		if attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
+			t.Fatal(err)
+		}
+	}
 }
 
 // start runs versitygw on the server's port and folder and waits until it
 // accepts connections.
-func (s *Server) start(t testing.TB) {
-	t.Helper()
+func (s *Server) start() error {
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer logf.Close()
-	logTail := func() string { b, _ := os.ReadFile(s.logPath); return string(b) }
+	logStart, _ := logf.Seek(0, io.SeekEnd)
+	logTail := func() string { // this start's lines
+		b, _ := os.ReadFile(s.logPath)
+		return string(b[min(int(logStart), len(b)):])
+	}
 	cmd := exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", s.addr, "posix", s.root)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -95,15 +107,18 @@ func (s *Server) start(t testing.TB) {
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("versitygw exited at start: %s", logTail())
+			s.mu.Lock()
+			s.cmd, s.exited = nil, nil
+			s.mu.Unlock()
+			return fmt.Errorf("s3test: versitygw exited at start on %s: %s", s.addr, logTail())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("versitygw did not listen on %s: %s", s.addr, logTail())
+			return fmt.Errorf("s3test: versitygw did not listen on %s within 15s: %s", s.addr, logTail())
 		}
 		time.Sleep(20 * time.Millisecond) // polling the port, with the deadline above
 	}
@@ -133,7 +148,9 @@ func (s *Server) Restart(t testing.TB) {
 	if running {
 		t.Fatal("s3test: Restart of a running server (Stop it first)")
 	}
-	s.start(t)
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Settings returns the archive settings reaching the server, with the
