@@ -212,7 +212,7 @@ func (r *Runtime[K]) sketchBytes() int64 {
 	if r.sketch == nil {
 		return 0
 	}
-	return int64(len(r.sketch.rows) * len(r.sketch.rows[0]))
+	return int64(len(r.sketch.blocks))
 }
 
 // measureEntryBytes estimates what one cached key costs: the live heap
