@@ -61,7 +61,7 @@ func StartInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {
 	}
 	for attempt := 1; ; attempt++ {
 		s, err := startInflux(ctx, o)
-		if err == nil || attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
+		if err == nil || attempt == loopport.Attempts || !portTaken(err) {
 			return s, err
 		}
 		// A port picked for it was taken before influxd bound it: again on

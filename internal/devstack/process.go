@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tflo-io/tflo/internal/loopport"
 )
 
 // process is a child server process with its log in a file. The child
@@ -99,6 +101,17 @@ func (p *process) logTail(n int64) string {
 	return b.String()
 }
 
+// errExitedAtStart: the child exited before it was ready.
+var errExitedAtStart = errors.New("exited during start-up")
+
+// portTaken reports whether err is a child's exit at start-up because a
+// port it was given was taken (its log says so): worth starting again on
+// new ports. A child that did not exit (a timeout) is not retried, even
+// when an earlier run's lines in its log mention a taken port.
+func portTaken(err error) bool {
+	return errors.Is(err, errExitedAtStart) && loopport.InUse(err.Error())
+}
+
 // waitReady polls ready every interval until it returns nil, the child
 // exits, or timeout passes.
 func (p *process) waitReady(timeout, interval time.Duration, ready func() error) error {
@@ -114,7 +127,7 @@ func (p *process) waitReady(timeout, interval time.Duration, ready func() error)
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("devstack: %s exited during start-up: %w", p.name, errors.Join(err, errors.New(p.logTail(2048))))
+			return fmt.Errorf("devstack: %s %w: %w", p.name, errExitedAtStart, errors.Join(err, errors.New(p.logTail(2048))))
 		case <-time.After(interval):
 		}
 	}

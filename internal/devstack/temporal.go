@@ -66,7 +66,7 @@ type Temporal struct {
 func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	for attempt := 1; ; attempt++ {
 		t, err := startTemporal(ctx, o)
-		if err == nil || attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
+		if err == nil || attempt == loopport.Attempts || !portTaken(err) {
 			return t, err
 		}
 		// A port picked for it was taken before the server bound it: again
