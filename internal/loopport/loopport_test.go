@@ -39,8 +39,8 @@ func TestInUse(t *testing.T) {
 	// The texts the servers tflo starts print when their port is taken.
 	for _, msg := range []string{
 		`failed listening for HTTP API on 127.0.0.1:39377: listen tcp 127.0.0.1:39377: bind: address already in use`, // temporal
-		`run: open server: open service: listen tcp 127.0.0.1:8086: bind: address already in use`,                     // influxd
-		`1733101010: Error: Address already in use`,                                                                   // mosquitto
+		`run: open server: open service: listen tcp 127.0.0.1:8086: bind: address already in use`,                    // influxd
+		`1733101010: Error: Address already in use`,                                                                  // mosquitto
 	} {
 		require.True(t, InUse(msg), msg)
 	}
