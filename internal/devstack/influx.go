@@ -59,14 +59,7 @@ func StartInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {
 		}
 		o.Bin = bin
 	}
-	for attempt := 1; ; attempt++ {
-		s, err := startInflux(ctx, o)
-		if err == nil || attempt == loopport.Attempts || !portTaken(err) {
-			return s, err
-		}
-		// A port picked for it was taken before influxd bound it: again on
-		// new ones.
-	}
+	return loopport.Retry(func() (*Influx, error) { return startInflux(ctx, o) }, portTaken)
 }
 
 func startInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {

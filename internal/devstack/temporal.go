@@ -64,14 +64,7 @@ type Temporal struct {
 // frontend answers a health check and the UI answers HTTP. Ports it picks
 // (see loopport) and finds taken when the server starts are picked again.
 func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
-	for attempt := 1; ; attempt++ {
-		t, err := startTemporal(ctx, o)
-		if err == nil || attempt == loopport.Attempts || !portTaken(err) {
-			return t, err
-		}
-		// A port picked for it was taken before the server bound it: again
-		// on new ones.
-	}
+	return loopport.Retry(func() (*Temporal, error) { return startTemporal(ctx, o) }, portTaken)
 }
 
 func startTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {

@@ -10,7 +10,7 @@
 // chooses below that range, where no connection is given a port, and
 // checks that the port is free; a collision is then left only between two
 // picks at the same moment, which callers handle by starting again on a
-// new port (see InUse).
+// new port (Retry).
 package loopport
 
 import (
@@ -55,9 +55,24 @@ func PickPort() (int, error) {
 	return strconv.Atoi(p)
 }
 
-// Attempts is how many times a caller starts a server on newly picked
-// ports when the one before found its port taken.
-const Attempts = 4
+// attempts is how many times Retry starts a server.
+const attempts = 4
+
+// Retry calls start, which picks the server's ports and starts it, until
+// it succeeds, fails for another reason than a taken port, or has been
+// called four times; it returns start's last result. taken tells a taken
+// port from other failures (nil: InUse of the error's text).
+func Retry[T any](start func() (T, error), taken func(error) bool) (T, error) {
+	if taken == nil {
+		taken = func(err error) bool { return InUse(err.Error()) }
+	}
+	for attempt := 1; ; attempt++ {
+		v, err := start()
+		if err == nil || attempt == attempts || !taken(err) {
+			return v, err
+		}
+	}
+}
 
 // InUse reports whether a server's failure (its error or the tail of its
 // log) says a port it was given was taken.

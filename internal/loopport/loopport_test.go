@@ -1,6 +1,7 @@
 package loopport
 
 import (
+	"errors"
 	"net"
 	"strconv"
 	"testing"
@@ -52,4 +53,37 @@ func TestInUse(t *testing.T) {
 	_, err = net.Listen("tcp", l.Addr().String())
 	require.Error(t, err)
 	require.True(t, InUse(err.Error()), err.Error())
+}
+
+// TestRetry: a start that finds its port taken is called again, four
+// times at most; one that fails otherwise, or succeeds, is not.
+func TestRetry(t *testing.T) {
+	taken := errors.New("listen tcp 127.0.0.1:20001: bind: address already in use")
+	calls := 0
+	_, err := Retry(func() (int, error) { calls++; return 0, taken }, nil)
+	require.ErrorIs(t, err, taken)
+	require.Equal(t, attempts, calls)
+
+	calls = 0
+	v, err := Retry(func() (int, error) {
+		calls++
+		if calls == 2 {
+			return 7, nil
+		}
+		return 0, taken
+	}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 7, v)
+	require.Equal(t, 2, calls)
+
+	calls = 0
+	other := errors.New("no such database")
+	_, err = Retry(func() (int, error) { calls++; return 0, other }, nil)
+	require.ErrorIs(t, err, other)
+	require.Equal(t, 1, calls)
+
+	calls = 0
+	_, err = Retry(func() (int, error) { calls++; return 0, taken }, func(error) bool { return false })
+	require.ErrorIs(t, err, taken)
+	require.Equal(t, 1, calls, "the caller's predicate decides")
 }

@@ -59,16 +59,12 @@ func Start(t testing.TB, opts ...Options) *Broker {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	for attempt := 1; ; attempt++ {
-		b, err := start(t, bin, o)
-		if err == nil {
-			return b
-		}
-		// A port taken before mosquitto bound it: again on a new one.
-		if attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
-			t.Fatal(err)
-		}
+	// A port taken before mosquitto bound it: again on a new one.
+	b, err := loopport.Retry(func() (*Broker, error) { return start(t, bin, o) }, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return b
 }
 
 // start runs mosquitto on a newly picked port and waits until it accepts

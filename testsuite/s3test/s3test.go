@@ -63,21 +63,19 @@ func Start(t testing.TB, buckets ...string) *Server {
 		bin: bin, root: root, logPath: filepath.Join(t.TempDir(), "versitygw.log")}
 	n.Unlock()
 	t.Cleanup(s.Stop)
-	for attempt := 1; ; attempt++ {
+	// A port taken before versitygw bound it: again on a new one.
+	_, err := loopport.Retry(func() (struct{}, error) {
 		addr, err := loopport.Pick()
 		if err != nil {
-			t.Fatal(err)
+			return struct{}{}, err
 		}
 		s.addr, s.URL = addr, "http://"+addr
-		err = s.start()
-		if err == nil {
-			return s
-		}
-		// A port taken before versitygw bound it: again on a new one.
-		if attempt == loopport.Attempts || !loopport.InUse(err.Error()) {
-			t.Fatal(err)
-		}
+		return struct{}{}, s.start()
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return s
 }
 
 // start runs versitygw on the server's port and folder and waits until it
