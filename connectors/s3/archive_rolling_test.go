@@ -285,7 +285,7 @@ func crashAtEveryRequest(t *testing.T, minPart int64) {
 func TestRollingArchiveVersitygw(t *testing.T) {
 	v := startVersitygw(t, "archive")
 	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(v.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(vgwAccess, vgwSecret, "")})
+		Credentials: credentials.NewStaticCredentialsProvider(v.AccessKey, v.SecretKey, "")})
 	n := 0
 	setup := func() (func() *s3store.Archive, *crashInjector, string) {
 		n++

@@ -1,17 +1,12 @@
 package s3_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -23,94 +18,20 @@ import (
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	s3store "github.com/tflo-io/tflo/connectors/s3"
-	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/statetest"
 )
 
-const (
-	vgwAccess = "AKIDVERSITYTEST"
-	vgwSecret = "versity-secret-do-not-print-9f3a"
-)
-
 // versitygw is a real S3-compatible server (posix backend, SigV4 checks)
-// running as a child process on a loopback port.
-type versitygw struct {
-	URL string
-}
-
-// versitygwBinary finds the server: $TFLO_VERSITYGW, else
-// <repo>/bin/versitygw. Missing, the test is skipped (`make tools` builds
-// it) unless TFLO_REQUIRE_SERVICES=1, which makes it a failure.
-func versitygwBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("TFLO_VERSITYGW"); p != "" {
-		return p
-	}
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "bin", "versitygw")
-	if _, err := os.Stat(p); err != nil {
-		msg := fmt.Sprintf("versitygw not found at %s (set TFLO_VERSITYGW or run `make tools`, which builds it)", p)
-		if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
-}
+// running as a child process on a loopback port (testsuite/s3test).
+type versitygw struct{ *s3test.Server }
 
 // startVersitygw starts a server with a fresh posix folder holding
 // buckets; it is stopped when the test ends.
 func startVersitygw(t *testing.T, buckets ...string) *versitygw {
 	t.Helper()
-	bin := versitygwBinary(t)
-	root := t.TempDir()
-	for _, b := range buckets {
-		require.NoError(t, os.Mkdir(filepath.Join(root, b), 0o755))
-	}
-	addr, err := loopport.Pick()
-	require.NoError(t, err)
-
-	var out lockedBuffer
-	cmd := exec.Command(bin, "--access", vgwAccess, "--secret", vgwSecret, "--port", addr, "posix", root)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	require.Eventually(t, func() bool {
-		select {
-		case <-exited:
-			return true // reported below
-		default:
-		}
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err != nil {
-			return false
-		}
-		_ = c.Close()
-		return true
-	}, 15*time.Second, 20*time.Millisecond, "versitygw did not listen on %s; output:\n%s", addr, &out)
-	select {
-	case <-exited:
-		t.Fatalf("versitygw exited at start; output:\n%s", out.String())
-	default:
-	}
-	return &versitygw{URL: "http://" + addr}
+	return &versitygw{s3test.Start(t, buckets...)}
 }
 
 func (v *versitygw) opts(extra ...s3store.Option) []s3store.Option {
@@ -118,25 +39,8 @@ func (v *versitygw) opts(extra ...s3store.Option) []s3store.Option {
 		s3store.WithEndpoint(v.URL),
 		s3store.WithPathStyle(true),
 		s3store.WithRegion("us-east-1"),
-		s3store.WithStaticCredentials(vgwAccess, vgwSecret, ""),
+		s3store.WithStaticCredentials(v.AccessKey, v.SecretKey, ""),
 	}, extra...)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestVersitygw(t *testing.T) {
@@ -218,7 +122,7 @@ func TestVersitygw(t *testing.T) {
 			access string
 			secret string
 		}{
-			{"wrong secret", vgwAccess, wrong},
+			{"wrong secret", v.AccessKey, wrong},
 			{"unknown access key", "AKIDUNKNOWN", wrong},
 		}
 		for _, tc := range cases {
@@ -233,7 +137,7 @@ func TestVersitygw(t *testing.T) {
 				require.Contains(t, msg, "s3://state/creds/")
 				require.Contains(t, msg, v.URL)
 				require.NotContains(t, msg, tc.secret)
-				require.NotContains(t, msg, vgwSecret)
+				require.NotContains(t, msg, v.SecretKey)
 
 				_, err = st.Load(ctx, []byte("k"))
 				require.ErrorIs(t, err, s3store.ErrAccessDenied)
@@ -270,15 +174,15 @@ func TestVersitygw(t *testing.T) {
 		require.Equal(t, map[string]bool{"UNSIGNED-PAYLOAD": true}, payloadHashes)
 
 		bad, err := s3store.New(ctx, "state", s3store.WithEndpoint(v.URL), s3store.WithPathStyle(true), s3store.WithRegion("us-east-1"),
-			s3store.WithStaticCredentials(vgwAccess, "wrong-unsigned-secret", ""), s3store.WithUnsignedPayload(true), s3store.WithPrefix(fresh()))
+			s3store.WithStaticCredentials(v.AccessKey, "wrong-unsigned-secret", ""), s3store.WithUnsignedPayload(true), s3store.WithPrefix(fresh()))
 		require.NoError(t, err)
 		require.ErrorIs(t, bad.SaveBatch(ctx, batch(3, 1)), s3store.ErrAccessDenied, "headers are still signed")
 	})
 
 	t.Run("StandardChainCredentials", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "none")
-		t.Setenv("AWS_ACCESS_KEY_ID", vgwAccess)
-		t.Setenv("AWS_SECRET_ACCESS_KEY", vgwSecret)
+		t.Setenv("AWS_ACCESS_KEY_ID", v.AccessKey)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", v.SecretKey)
 		t.Setenv("AWS_REGION", "us-east-1")
 		t.Setenv("AWS_CONFIG_FILE", missing)
 		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", missing)
@@ -313,7 +217,7 @@ func TestVersitygw(t *testing.T) {
 		require.NoError(t, st.SaveBatch(ctx, batch(5, 1)))
 		raw := awss3.New(awss3.Options{
 			Region: "us-east-1", BaseEndpoint: aws.String(v.URL), UsePathStyle: true,
-			Credentials: credentials.NewStaticCredentialsProvider(vgwAccess, vgwSecret, ""),
+			Credentials: credentials.NewStaticCredentialsProvider(v.AccessKey, v.SecretKey, ""),
 		})
 		out, err := raw.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("state"), Prefix: aws.String(prefix + "/")})
 		require.NoError(t, err)
