@@ -26,9 +26,10 @@ func TestConformance(t *testing.T) {
 func TestConformanceBoundedBacklog(t *testing.T) {
 	coordtest.Run(t, func(t *testing.T) coordtest.Harness {
 		clk := vclock.New(time.Unix(1_700_000_000, 0))
-		s, err := memstore.New(memstore.WithClock(clk), memstore.WithMaxWatchBacklog(64))
+		const backlog = 64
+		s, err := memstore.New(memstore.WithClock(clk), memstore.WithMaxWatchBacklog(backlog))
 		require.NoError(t, err)
-		return coordtest.Harness{Store: s, Advance: clk.Advance, BreakWatches: func() { s.SetAvailable(false) }}
+		return coordtest.Harness{Store: s, Advance: clk.Advance, BreakWatches: func() { s.SetAvailable(false) }, WatchBacklog: backlog}
 	})
 }
 

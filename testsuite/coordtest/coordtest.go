@@ -32,6 +32,12 @@ type Harness struct {
 	// a value of this size is stored and one byte more is refused with a
 	// Fatal error.
 	MaxValueSize int
+	// WatchBacklog is how many live events a watcher may have queued
+	// before the store breaks its stream, as a store that protects itself
+	// from slow consumers does; 0 means unbounded. The suite paces writers
+	// that race a watch's snapshot to half of it, so the test measures the
+	// snapshot, not which goroutine the scheduler favours.
+	WatchBacklog int
 }
 
 // NewHarness returns a fresh, empty store for one subtest; cleanup goes
