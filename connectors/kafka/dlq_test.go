@@ -55,3 +55,63 @@ func TestTruncateDeadLetter(t *testing.T) {
 	require.Equal(t, []string{"2"}, headerValues(small, HeaderDLQPartition))
 	require.Less(t, recordBytes(small), 20<<10)
 }
+
+// deadLettering is a Partitions runtime whose handlers dead-letter every
+// record and then wait for the dead letters, as a checkpoint does; each
+// wait's result goes to flushed.
+type deadLettering struct{ flushed chan error }
+
+func (d *deadLettering) Open(_ context.Context, a Assignment) (PartitionHandler, int64, error) {
+	return &deadLetterHandler{a: a, flushed: d.flushed}, -1, nil
+}
+
+type deadLetterHandler struct {
+	a       Assignment
+	flushed chan error
+}
+
+func (h *deadLetterHandler) Handle(ctx context.Context, recs []*kgo.Record) error {
+	for _, r := range recs {
+		h.a.DeadLetter(r, errors.New("bad reading"))
+	}
+	h.flushed <- h.a.FlushDeadLetters(ctx)
+	return nil
+}
+
+func (h *deadLetterHandler) Release(context.Context, bool) error { return nil }
+
+// TestSourceTruncatesDeadLettersOverTheClientLimit: a dead letter larger
+// than the source client's ProducerBatchMaxBytes goes out truncated, and
+// the wait a checkpoint makes on it succeeds. The source cuts it up front
+// (with the limit it read once per client); were that check gone, kgo's
+// refusal (MESSAGE_TOO_LARGE) would still send the truncated copy, so this
+// test holds the behaviour, not the shortcut.
+func TestSourceTruncatesDeadLettersOverTheClientLimit(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	d := &deadLettering{flushed: make(chan error, 16)}
+	m := startMember(t, "a", WithBrokers(addrs...), WithGroup("dlq-limit"), WithTopics("readings"), WithPartitions(d),
+		WithClientOptions(kgo.ProducerBatchMaxBytes(32<<10), kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
+
+	value := bytes.Repeat([]byte("v"), 64<<10) // over the source's limit, under the producer's
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("s-1"), Value: value}).FirstErr())
+
+	select {
+	case err := <-d.flushed:
+		require.NoError(t, err, "a dead letter over the client's limit must not fail the checkpoint")
+	case <-ctx.Done():
+		t.Fatal("the record was never handled")
+	}
+	r := dlqRecords(t, addrs, 1)[0]
+	require.Equal(t, []string{"value"}, headerValues(r, HeaderDLQTruncated))
+	require.Equal(t, []string{"65536"}, headerValues(r, HeaderDLQValueBytes))
+	require.True(t, bytes.HasPrefix(value, r.Value), "the truncated value is a prefix of the original")
+	require.Less(t, len(r.Value), len(value))
+	require.Zero(t, m.src.Stats().DeadLetterErrors)
+	m.stop(t)
+}

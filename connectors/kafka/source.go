@@ -21,15 +21,18 @@ type Source struct {
 	cfg    sourceConfig
 	router *ShardRouter
 
-	mu      sync.Mutex // guards parts, cl, cancel, fatal, nparts
-	parts   map[Partition]*partition
-	nparts  map[string]int // partition count per topic, once known
-	cl      *kgo.Client
-	cancel  context.CancelFunc
-	fatal   error
-	running atomic.Bool
-	closed  atomic.Bool
-	runDone chan struct{}
+	mu     sync.Mutex // guards parts, cl, batchMax, cancel, fatal, nparts
+	parts  map[Partition]*partition
+	nparts map[string]int // partition count per topic, once known
+	cl     *kgo.Client
+	// batchMax is cl's ProducerBatchMaxBytes, read once: a dead letter
+	// larger is cut before it is produced.
+	batchMax int
+	cancel   context.CancelFunc
+	fatal    error
+	running  atomic.Bool
+	closed   atomic.Bool
+	runDone  chan struct{}
 
 	stats struct {
 		handed, deadLettered, deadLetterErrors, revokeFailed atomic.Uint64
@@ -148,7 +151,7 @@ func (s *Source) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
-	s.cl, s.cancel = cl, cancel
+	s.cl, s.batchMax, s.cancel = cl, batchLimit(cl), cancel
 	s.mu.Unlock()
 	if s.closed.Load() {
 		cancel()
@@ -417,12 +420,12 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, ps []Partition, fi
 func (s *Source) deadLetter(rec *kgo.Record, cause error) {
 	s.stats.deadLettered.Add(1)
 	s.mu.Lock()
-	cl := s.cl
+	cl, batchMax := s.cl, s.batchMax
 	s.mu.Unlock()
 	dl := DeadLetter(s.cfg.dlqTopic(rec.Topic), s.cfg.group, rec, cause)
 	s.cfg.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", dl.Topic, "err", cause)
 	gen := s.dlqInflight.add()
-	ProduceDeadLetter(context.Background(), cl, dl, s.cfg.log, func(_ *kgo.Record, err error) {
+	ProduceDeadLetter(context.Background(), cl, batchMax, dl, s.cfg.log, func(_ *kgo.Record, err error) {
 		defer s.dlqInflight.done(gen)
 		if err != nil {
 			s.stats.deadLetterErrors.Add(1)
