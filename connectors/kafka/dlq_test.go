@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/internal/lograte"
 )
 
 // dlqRecords reads n records of the DLQ topic.
@@ -113,5 +118,68 @@ func TestSourceTruncatesDeadLettersOverTheClientLimit(t *testing.T) {
 	require.True(t, bytes.HasPrefix(value, r.Value), "the truncated value is a prefix of the original")
 	require.Less(t, len(r.Value), len(value))
 	require.Zero(t, m.src.Stats().DeadLetterErrors)
+	m.stop(t)
+}
+
+// msgCounter is a slog handler that counts the lines with one message and
+// the "suppressed" counts they carry.
+type msgCounter struct {
+	msg               string
+	lines, suppressed atomic.Int64
+}
+
+func (c *msgCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *msgCounter) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *msgCounter) WithGroup(string) slog.Handler            { return c }
+
+func (c *msgCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == c.msg {
+		c.lines.Add(1)
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "suppressed" {
+				c.suppressed.Add(a.Value.Int64())
+			}
+			return true
+		})
+	}
+	return nil
+}
+
+// TestDeadLetterLogIsSampled: a stream of bad records writes a sample of
+// dead-letter lines, not one per record (the log flooded and the hot path
+// waited on stderr), while every record is dead-lettered and counted.
+func TestDeadLetterLogIsSampled(t *testing.T) {
+	const n = 300
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	logged := &msgCounter{msg: "record dead-lettered"}
+	d := &deadLettering{flushed: make(chan error, n)}
+	start := time.Now()
+	m := startMember(t, "a", WithBrokers(addrs...), WithGroup("dlq-sampled"), WithTopics("readings"), WithPartitions(d),
+		WithLogger(slog.New(logged)),
+		WithClientOptions(kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
+	require.NoError(t, err)
+	defer cl.Close()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte("s-1"), Value: []byte("not a reading " + strconv.Itoa(i))}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+
+	require.Eventually(t, func() bool { return m.src.Stats().DeadLettered == n }, 20*time.Second, 5*time.Millisecond)
+	elapsed := time.Since(start)
+	dlqRecords(t, addrs, n)
+	require.Zero(t, m.src.Stats().DeadLetterErrors)
+
+	lines := logged.lines.Load()
+	intervals := int64(elapsed/lograte.DefaultInterval) + 1
+	require.Positive(t, lines, "the first dead letters are logged")
+	require.LessOrEqual(t, lines, lograte.DefaultBurst*intervals,
+		"%d records over %v: at most %d lines per %v", n, elapsed, lograte.DefaultBurst, lograte.DefaultInterval)
+	require.LessOrEqual(t, lines+logged.suppressed.Load(), int64(n), "a line left out is reported once")
 	m.stop(t)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,6 +40,9 @@ type Source struct {
 	}
 	dlqErr      atomic.Pointer[error]
 	dlqInflight *barrier
+	// dlqLog and dlqLostLog sample the per-record dead-letter lines (a
+	// stream of bad records would write one each); Stats counts them all.
+	dlqLog, dlqLostLog *lograte.Limiter
 }
 
 // NewSource validates the options and returns a Source. It does not
@@ -52,7 +56,7 @@ func NewSource(opts ...SourceOption) (*Source, error) {
 		return nil, err
 	}
 	return &Source{cfg: cfg, router: NewShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{},
-		runDone: make(chan struct{}), dlqInflight: newBarrier()}, nil
+		runDone: make(chan struct{}), dlqInflight: newBarrier(), dlqLog: lograte.New(), dlqLostLog: lograte.New()}, nil
 }
 
 // Router returns the member's shard router.
@@ -423,7 +427,9 @@ func (s *Source) deadLetter(rec *kgo.Record, cause error) {
 	cl, batchMax := s.cl, s.batchMax
 	s.mu.Unlock()
 	dl := DeadLetter(s.cfg.dlqTopic(rec.Topic), s.cfg.group, rec, cause)
-	s.cfg.log.Warn("record dead-lettered", "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", dl.Topic, "err", cause)
+	if ok, skipped := s.dlqLog.Allow(); ok {
+		s.cfg.log.Warn("record dead-lettered", lograte.With(skipped, "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", dl.Topic, "err", cause)...)
+	}
 	gen := s.dlqInflight.add()
 	ProduceDeadLetter(context.Background(), cl, batchMax, dl, s.cfg.log, func(_ *kgo.Record, err error) {
 		defer s.dlqInflight.done(gen)
@@ -431,7 +437,9 @@ func (s *Source) deadLetter(rec *kgo.Record, cause error) {
 			s.stats.deadLetterErrors.Add(1)
 			e := fmt.Errorf("dead-letter %s/%d@%d to %q: %w", rec.Topic, rec.Partition, rec.Offset, dl.Topic, err)
 			s.dlqErr.CompareAndSwap(nil, &e)
-			s.cfg.log.Error("dead letter lost", "err", e)
+			if ok, skipped := s.dlqLostLog.Allow(); ok {
+				s.cfg.log.Error("dead letter lost", lograte.With(skipped, "err", e)...)
+			}
 		}
 	})
 }

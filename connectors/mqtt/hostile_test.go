@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/internal/lograte"
 )
 
 // deadLetters records what the broker receives on a dead-letter topic.
@@ -217,4 +220,31 @@ func TestDeadLetterIgnoresPublisherProperties(t *testing.T) {
 	assert.Contains(t, reason[0], "invalid character")
 	assert.Equal(t, []string{"sensors/x"}, dl.props(0, PropSourceTopic))
 	assert.Len(t, dl.props(0, PropPacketID), 1)
+}
+
+// TestDeadLetterLogIsSampled: a stream of malformed payloads writes a
+// sample of dead-letter lines, not one per payload, while every payload is
+// dead-lettered and counted.
+func TestDeadLetterLogIsSampled(t *testing.T) {
+	const n = 40
+	b := startBroker(t, brokerOpts{})
+	dl := collectDeadLetters(t, b, "dlq/edge")
+	var logs lockedBuffer
+	start := time.Now()
+	s := newTestSource(t, b, "edge-sampled", WithDeadLetterTopic("dlq/edge"),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var rec recorder
+	runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	for i := range n {
+		require.NoError(t, b.srv.Publish("sensors/s1", []byte("not json "+strconv.Itoa(i)), false, 1))
+	}
+	require.Eventually(t, func() bool { return dl.len() == n }, waitFor, time.Millisecond)
+	elapsed := time.Since(start)
+	assert.Equal(t, uint64(n), s.Stats().DeadLettered)
+	lines := strings.Count(logs.String(), "mqtt payload dead-lettered")
+	intervals := int(elapsed/lograte.DefaultInterval) + 1
+	require.Positive(t, lines, "the first dead letters are logged")
+	require.LessOrEqual(t, lines, lograte.DefaultBurst*intervals,
+		"%d payloads over %v: at most %d lines per %v", n, elapsed, lograte.DefaultBurst, lograte.DefaultInterval)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -52,6 +53,9 @@ type Source struct {
 	ctr      counters
 	newestTS atomic.Int64
 	running  atomic.Bool
+	// dlqLog samples the per-message dead-letter line (a stream of bad
+	// payloads would write one each); the counters count them all.
+	dlqLog *lograte.Limiter
 }
 
 // NewSource validates the options and returns a Source; nothing connects
@@ -74,7 +78,7 @@ func NewSource(opts ...Option) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqtt source %q: %w", cfg.clientID, err)
 	}
-	return &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}}, nil
+	return &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}, dlqLog: lograte.New()}, nil
 }
 
 // Stats returns the counters and the cursor's sizes.
@@ -456,7 +460,9 @@ func (s *Source) deadLetter(ctx context.Context, cli *paho.Client, p *paho.Publi
 		return fmt.Errorf("mqtt source %q: dead-letter %q (from topic %q, packet %d): %w", s.cfg.clientID, s.cfg.deadLetterTopic, p.Topic, p.PacketID, err)
 	}
 	s.ctr.inc(CounterDeadLettered)
-	s.cfg.logger.Warn("mqtt payload dead-lettered", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "reason", cause)
+	if ok, skipped := s.dlqLog.Allow(); ok {
+		s.cfg.logger.Warn("mqtt payload dead-lettered", lograte.With(skipped, "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "reason", cause)...)
+	}
 	return nil
 }
 
