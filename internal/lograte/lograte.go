@@ -1,9 +1,8 @@
 // Package lograte bounds how often a line that can repeat once per record
 // is logged. A stream of bad records (a producer with a broken encoder, a
 // hostile client) would otherwise write one line per record, and the log
-// floods. Counters and the
-// dead-letter destination still see every record; the log keeps a sample
-// and says how many lines it left out.
+// floods. Counters and the dead-letter destination still see every
+// record; the log keeps a sample and says how many lines it left out.
 package lograte
 
 import (
