@@ -143,14 +143,14 @@ func recordBytes(r *kgo.Record) int {
 // ProduceDeadLetter produces dl with cl like cl.Produce, but a dead letter
 // too large for the broker (or for the client's ProducerBatchMaxBytes) is
 // sent as its TruncateDeadLetter copy instead: up front when it is larger
-// than batchMax (cl's ProducerBatchMaxBytes, read once by the caller: kgo
-// would fail it before buffering it, outside any Flush; 0 for no limit),
-// and again after the broker refuses it with
-// MESSAGE_TOO_LARGE. promise sees the fate of what was finally sent. A
-// record so large that even its truncated copy is refused is logged and
-// dropped — promise sees no error — so a dead letter's size never fails
-// a checkpoint. Every produce is buffered before the call (or the promise
-// it runs in) returns, so a Flush of cl covers the truncated copy too.
+// than batchMax (cl's ProducerBatchMaxBytes, which the caller reads once;
+// 0 for no limit), as kgo would fail it before buffering it, outside any
+// Flush; and again after the broker refuses it with MESSAGE_TOO_LARGE.
+// promise sees the fate of what was finally sent. A record so large that
+// even its truncated copy is refused is logged and dropped — promise sees
+// no error — so a dead letter's size never fails a checkpoint. Every
+// produce is buffered before the call (or the promise it runs in)
+// returns, so a Flush of cl covers the truncated copy too.
 func ProduceDeadLetter(ctx context.Context, cl *kgo.Client, batchMax int, dl *kgo.Record, log *slog.Logger, promise func(*kgo.Record, error)) {
 	if overLimit(dl, batchMax) {
 		dl = TruncateDeadLetter(dl)
