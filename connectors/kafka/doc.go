@@ -68,7 +68,9 @@
 // headers ([TruncateDeadLetter], [ProduceDeadLetter]), instead of failing
 // the partition's checkpoints. A [Publisher] record too large for the
 // broker is dead-lettered the same way ([PublisherDeadLetterTopic]) and
-// never fails later publishes.
+// never fails later publishes. Every dead letter is counted
+// ([Stats].DeadLettered); the log gets a sample (the first 10 lines of
+// every 10 s, the next one carrying suppressed=N).
 //
 // # Decoding cost
 //
