@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +48,10 @@ func (f *archiveFlags) open(ctx context.Context) (parquet.Archive, archiveloc.Lo
 	if err := f.s3.Validate(); err != nil {
 		return nil, loc, usageError{err}
 	}
-	a, err := archiveloc.Open(ctx, loc, f.s3)
+	a, err := archiveloc.OpenExisting(ctx, loc, f.s3)
+	if errors.Is(err, archiveloc.ErrNotFound) {
+		return nil, loc, notFoundError{err}
+	}
 	return a, loc, err
 }
 
@@ -60,7 +64,9 @@ func (a *app) archiveCommand() *cobra.Command {
 (Parquet files named <pipeline>/shard-<n>/<first>-<last>-e<epoch>.parquet)
 and what backfills replay. These commands work on file:// folders and
 s3://bucket/prefix alike; for S3-compatible servers give --s3-endpoint
-and the names of the variables holding the keys.`,
+and the names of the variables holding the keys. A file:// folder that
+does not exist is an error (exit 3), never created; an S3 prefix with no
+objects is an empty archive.`,
 	}
 	af.register(cmd)
 	cmd.AddCommand(a.archiveLs(&af), a.archiveVerify(&af), a.archiveCompact(&af))

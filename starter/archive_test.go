@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -124,4 +126,22 @@ func TestArchiveCommandsRefuseBadLocations(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, r.err)
 	r = run(t, "archive", "compact", "--archive", "file:///tmp/x", "--target-size", "lots")
 	require.Equal(t, exitUsage, r.code, r.err)
+}
+
+// TestArchiveCommandsRefuseAMissingFolder: a file:// folder that does not
+// exist is "not found" (exit 3) naming it, and is not created; listing a
+// typo used to print an empty archive and leave an empty folder behind.
+func TestArchiveCommandsRefuseAMissingFolder(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "typo")
+	for _, cmd := range []string{"ls", "verify", "compact"} {
+		r := run(t, "archive", cmd, "--archive", "file://"+missing)
+		require.Equal(t, exitNotFound, r.code, "archive %s: %s", cmd, r.err)
+		require.Contains(t, r.err, "file://"+missing+": no such folder", "archive %s", cmd)
+		require.NoDirExists(t, missing, "archive %s created the folder", cmd)
+	}
+	file := filepath.Join(t.TempDir(), "archive.parquet")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	r := run(t, "archive", "ls", "--archive", "file://"+file)
+	require.Equal(t, exitFailure, r.code, r.err)
+	require.Contains(t, r.err, "is a file, not a folder")
 }

@@ -129,8 +129,33 @@ func (c S3) Options(getenv func(string) string) []s3.Option {
 	return o
 }
 
-// Open opens the archive at loc (creating a local folder if needed).
-// extra options apply to S3 archives after the settings' own.
+// ErrNotFound: the local archive folder a reader named does not exist
+// (OpenExisting). A typo in a path used to list or replay an empty
+// archive, and left an empty folder behind.
+var ErrNotFound = errors.New("no such folder")
+
+// OpenExisting opens the archive at loc for reading: as Open, but a local
+// folder must exist already (an error wrapping ErrNotFound names it) and
+// is never created. An S3 prefix with no objects is an empty archive, as
+// a listing of it is.
+func OpenExisting(ctx context.Context, loc Location, c S3, extra ...s3.Option) (parquet.Archive, error) {
+	if loc.Scheme == "file" {
+		fi, err := os.Stat(loc.Dir)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("archive %s: %w", loc, ErrNotFound)
+		case err != nil:
+			return nil, fmt.Errorf("archive %s: %w", loc, err)
+		case !fi.IsDir():
+			return nil, fmt.Errorf("archive %s: %s is a file, not a folder", loc, loc.Dir)
+		}
+	}
+	return Open(ctx, loc, c, extra...)
+}
+
+// Open opens the archive at loc for writing, creating a local folder if
+// needed (readers use OpenExisting). extra options apply to S3 archives
+// after the settings' own.
 func Open(ctx context.Context, loc Location, c S3, extra ...s3.Option) (parquet.Archive, error) {
 	switch loc.Scheme {
 	case "file":
@@ -161,8 +186,9 @@ func Open(ctx context.Context, loc Location, c S3, extra ...s3.Option) (parquet.
 }
 
 // Resolver returns a function that parses a location string and opens
-// its archive (once per location, then reused), with the name prefix ""
-// (the location is the archive's root). Its errors name the location.
+// its archive for reading (OpenExisting; once per location, then reused),
+// with the name prefix "" (the location is the archive's root). Its
+// errors name the location.
 func Resolver(c S3, extra ...s3.Option) func(location string) (parquet.Archive, string, error) {
 	var mu sync.Mutex
 	open := map[string]parquet.Archive{}
@@ -176,7 +202,7 @@ func Resolver(c S3, extra ...s3.Option) func(location string) (parquet.Archive, 
 		if a := open[loc.String()]; a != nil {
 			return a, "", nil
 		}
-		a, err := Open(context.Background(), loc, c, extra...)
+		a, err := OpenExisting(context.Background(), loc, c, extra...)
 		if err != nil {
 			return nil, "", err
 		}

@@ -1,8 +1,12 @@
 package archiveloc
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestParse(t *testing.T) {
@@ -51,4 +55,31 @@ func TestS3Settings(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Fatalf("half a key pair: %v", err)
 	}
+}
+
+// OpenExisting, the readers' open, refuses a local folder that does not
+// exist (ErrNotFound, naming it) and does not create it; Open, the
+// writers', creates it.
+func TestOpenExistingRefusesAMissingFolder(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "archive")
+	loc, err := Parse("file://" + dir)
+	require.NoError(t, err)
+
+	_, err = OpenExisting(ctx, loc, S3{})
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, "archive file://"+dir+": no such folder")
+	require.NoDirExists(t, dir)
+	_, _, err = Resolver(S3{})("file://" + dir)
+	require.ErrorIs(t, err, ErrNotFound, "backfills read through the resolver")
+	require.NoDirExists(t, dir)
+
+	_, err = Open(ctx, loc, S3{})
+	require.NoError(t, err)
+	require.DirExists(t, dir, "a writer creates its folder")
+	a, err := OpenExisting(ctx, loc, S3{})
+	require.NoError(t, err)
+	files, err := a.List(ctx, "")
+	require.NoError(t, err)
+	require.Empty(t, files)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
@@ -37,6 +38,9 @@ func TestBackfillAllowlists(t *testing.T) {
 	archives, err := b.archives()
 	require.NoError(t, err)
 
+	_, _, err = archives("file://" + root + "/2026")
+	require.ErrorIs(t, err, archiveloc.ErrNotFound, "allowed, but a backfill reads: a missing folder is not created")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "2026"), 0o755))
 	_, _, err = archives("file://" + root + "/2026")
 	require.NoError(t, err)
 	for _, loc := range []string{"file://" + filepath.Join(base, "elsewhere"), "file://" + root + "/../escaped", "s3://bucket/prod"} {
