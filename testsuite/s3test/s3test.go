@@ -116,6 +116,7 @@ func (s *Server) start() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
+			s.Stop() // a start that failed leaves no process behind, as one that exited
 			return fmt.Errorf("s3test: versitygw did not listen on %s within 15s: %s", s.addr, logTail())
 		}
 		time.Sleep(20 * time.Millisecond) // polling the port, with the deadline above
