@@ -35,8 +35,8 @@ type Harness struct {
 	// WatchBacklog is how many live events a watcher may have queued
 	// before the store breaks its stream, as a store that protects itself
 	// from slow consumers does; 0 means unbounded. The suite paces writers
-	// that race a watch's snapshot to half of it, so the test measures the
-	// snapshot, not which goroutine the scheduler favours.
+	// that race a watch's snapshot to under half of it, so the test
+	// measures the snapshot, not which goroutine the scheduler favours.
 	WatchBacklog int
 }
 
