@@ -315,8 +315,10 @@ func refOrTomb(b []byte) chunkVal {
 
 // Restore replaces all state with the pieces (later entries win) and sets
 // the cursor: the cache and write-behind buffer are dropped, the runtime's
-// Badger prefix is dropped and rewritten with one WriteBatch. Call it with
-// the hot path stopped.
+// Badger prefix is dropped and rewritten with one WriteBatch. A restore
+// of more than a memtable then compacts the DB into one level (Badger's
+// Flatten; see compact.go), the other runtimes on the DB pausing their
+// writes meanwhile. Call it with the hot path stopped.
 func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -343,27 +345,49 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.stats.RestoredItems = 0
 	r.oldRuns = nil
 	r.keys = 0
+	written, err := r.writeRestore(ctx, pieces)
+	if err != nil {
+		return err
+	}
+	if err := r.compactAfterRestore(written); err != nil {
+		return fmt.Errorf("keyedstate: restore: compact the state database: %w", err)
+	}
+	n, err := countPrefix(r.db, r.cfg.prefix)
+	if err != nil {
+		return fmt.Errorf("keyedstate: restore: count keys: %w", err)
+	}
+	r.keys = n
+	r.ctype = cursorType
+	r.cur = append(r.cur[:0], cursor...)
+	return nil
+}
+
+// writeRestore clears the runtime's prefixes and writes the pieces, with
+// the DB's gate's read side held; it returns the bytes written.
+func (r *Runtime[K]) writeRestore(ctx context.Context, pieces iter.Seq2[[]byte, error]) (written int64, err error) {
+	r.gate.RLock()
+	defer r.gate.RUnlock()
 	var seen int64 // for keys whose piece has no last-seen time (WithKeyTTL)
 	if r.cfg.keyTTL > 0 {
 		seen = r.cfg.now().Unix()
 	}
 	for _, prefix := range [][]byte{r.cfg.prefix, r.runsKeyPrefix()} {
 		if err := deletePrefix(ctx, r.db, prefix); err != nil {
-			return fmt.Errorf("keyedstate: restore: clear prefix %q: %w", prefix, err)
+			return 0, fmt.Errorf("keyedstate: restore: clear prefix %q: %w", prefix, err)
 		}
 	}
 	wb := r.db.NewWriteBatch()
 	defer wb.Cancel()
 	for p, err := range pieces {
 		if err != nil {
-			return fmt.Errorf("keyedstate: restore: %w", err)
+			return 0, fmt.Errorf("keyedstate: restore: %w", err)
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return 0, err
 		}
 		entries, err := decodePiece(p)
 		if err != nil {
-			return fmt.Errorf("keyedstate: restore: %w", err)
+			return 0, fmt.Errorf("keyedstate: restore: %w", err)
 		}
 		arena := make([]byte, 0, len(p)+len(entries)*(len(r.cfg.prefix)+1))
 		for _, e := range entries {
@@ -386,22 +410,16 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 				err = wb.Set(key, arena[start:len(arena):len(arena)])
 			}
 			if err != nil {
-				return fmt.Errorf("keyedstate: restore key %q: %w", e.Key, err)
+				return 0, fmt.Errorf("keyedstate: restore key %q: %w", e.Key, err)
 			}
 			r.stats.RestoredItems++
 		}
+		written += int64(len(arena))
 	}
 	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("keyedstate: restore: %w", err)
+		return 0, fmt.Errorf("keyedstate: restore: %w", err)
 	}
-	n, err := countPrefix(r.db, r.cfg.prefix)
-	if err != nil {
-		return fmt.Errorf("keyedstate: restore: count keys: %w", err)
-	}
-	r.keys = n
-	r.ctype = cursorType
-	r.cur = append(r.cur[:0], cursor...)
-	return nil
+	return written, nil
 }
 
 // Cursor returns the cursor of the last record applied (after a Restore:

@@ -21,6 +21,7 @@ type Runtime[K comparable] struct {
 	g       *streaming.Graph
 	codec   KeyCodec[K]
 	db      *badger.DB
+	gate    *dbGate // shared by the runtimes on db: writes hold its read side (see compact.go)
 	cfg     config
 	entrySz int
 	dbBytes int64 // Badger's memtables and caches counted in the budget
@@ -159,6 +160,7 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 		loopDone:  make(chan struct{}),
 	}
 	r.tx.r = r
+	r.gate = acquireGate(db)
 	go r.flushLoop()
 	return r, nil
 }
@@ -723,12 +725,14 @@ func (r *Runtime[K]) flushLoop() {
 	var written int64
 	gcEvery := r.db.Opts().ValueLogFileSize / 2
 	for b := range r.flushCh {
+		r.gate.RLock()
 		err := r.writeBatch(b)
 		written += int64(len(b.arena))
 		if err == nil && written >= gcEvery && !r.db.Opts().InMemory {
 			written = 0
 			err = valueLogGC(r.db)
 		}
+		r.gate.RUnlock()
 		r.flushDone <- err
 	}
 }
@@ -873,6 +877,7 @@ func (r *Runtime[K]) Close() error {
 	err := r.err
 	r.mu.Unlock()
 	<-r.loopDone
+	releaseGate(r.db)
 	return err
 }
 
