@@ -42,6 +42,12 @@ import (
 // 1.8-3.4 µs per event between runs (a random walk over a 6 GiB heap), so
 // read the ratios of a few runs.
 //
+// With -count N, testing runs BenchmarkPerEvent once and each of its
+// sub-benchmarks N times, on the same runtime: the second run measures
+// the 400k events after the first's (no cut in between, so the changed
+// keys keep piling up, and the admission sketch has seen more of the
+// tail). Runs of separate processes (-count 1) start from the same state.
+//
 // At 10M keys the in-memory baseline holds every instance (about 6 GiB).
 const (
 	targetKeys   = 10_000_000
@@ -324,7 +330,7 @@ func BenchmarkPerEvent(b *testing.B) {
 	}
 	// Each distribution runs on its own freshly restored runtime and DB,
 	// closed before the next starts: neither pays for the other's
-	// background compactions.
+	// background compactions. (-count repeats the sub-benchmark on it.)
 	for _, dist := range []string{"uniform", "zipf1.1"} {
 		seq := keySequence(n, dist)
 		rt, closeRuntime := scaleRuntime(b, n, budget)
