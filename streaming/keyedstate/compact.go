@@ -22,7 +22,10 @@ import (
 // compactions, so the runtimes sharing the DB pause their writes (the
 // write-behind flushes and restores, which take the gate's read side)
 // while one flattens (the write side): seconds at 10M keys. Other writes
-// to the DB (checkpoints, lists of changed keys) are small and go on.
+// to the DB go on: lists of changed keys are small, but a large
+// checkpoint written to the same DB (the pipeline's default durable
+// store) meanwhile keeps adding level-0 tables, and Flatten lasts until
+// it is written.
 
 // dbGate is the gate of the runtimes sharing a DB.
 type dbGate struct {
