@@ -12,7 +12,8 @@ import (
 // Bloom filter and searches each level (measured at 10M keys: 9 level-0
 // tables and three levels cost a miss some 2.5 µs of its 6). Badger
 // compacts level 0 only when it holds NumLevelZeroTables, so under keys
-// that are mostly read (Zipf: a few writes) it never does. Restore
+// that are mostly read (Zipf: few writes) it may not for a long while
+// (the writes of a long run fill the tree again all the same). Restore
 // therefore ends with Badger's Flatten, as Badger advises after a restore,
 // which compacts the tree into one level (when level 0 is that level and
 // holds fewer tables than NumLevelZeroTables, Flatten leaves it: a
