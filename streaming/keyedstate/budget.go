@@ -31,11 +31,8 @@ const pooledBuilders = 8
 // 10M keys this cut the runtime's CPU per event by a fifth, for a few
 // more Bloom filter checks per read); no compression and no block cache
 // (a read finds its block in the table's file mapping and decodes
-// nothing); 2 MiB tables on every level, in 16 KiB blocks, not 4 (a
-// lookup's binary search over a table's block index, read through
-// flatbuffers, costs more a step than the search within a block: at 10M
-// Zipf keys an event cost 7-10% less, uniform keys the same); no
-// transaction conflict detection; no metrics.
+// nothing); 2 MiB tables on every level; no transaction conflict
+// detection; no metrics.
 // Adjust the logger and anything else with the With methods.
 //
 //	db, err := badger.Open(keyedstate.BadgerOptions(dir, 256<<20))
@@ -48,7 +45,6 @@ func BadgerOptions(dir string, budget int64) badger.Options {
 		WithNumLevelZeroTables(10).
 		WithNumLevelZeroTablesStall(20).
 		WithBaseTableSize(2 << 20).
-		WithBlockSize(16 << 10).
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(0). // unencrypted tables keep their index in the file mapping
 		WithCompression(options.None).
