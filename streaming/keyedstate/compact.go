@@ -22,7 +22,11 @@ import (
 // Flatten only ends when no new level-0 table appears during one of its
 // compactions, so the runtimes sharing the DB pause their writes (the
 // write-behind flushes and restores, which take the gate's read side)
-// while one flattens (the write side): seconds at 10M keys. Other writes
+// while one flattens (the write side): seconds at 10M keys. A restore
+// holds the read side while it writes, so when several large shards
+// restore at once, one waiting to flatten pauses the others' flushes
+// until the restore being written ends and its own flatten is done (the
+// RWMutex lets no new reader in while a writer waits). Other writes
 // to the DB go on: lists of changed keys are small, but a large
 // checkpoint written to the same DB (the pipeline's default durable
 // store) meanwhile keeps adding level-0 tables, and Flatten lasts until
