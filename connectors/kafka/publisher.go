@@ -303,7 +303,9 @@ func (p *Publisher) Failed() uint64 { return p.failed.Load() }
 // being too large for the broker.
 func (p *Publisher) DeadLettered() uint64 { return p.deadLettered.Load() }
 
-// Buffered returns how many records wait for acknowledgement.
+// Buffered returns how many records wait for acknowledgement (kgo's
+// count, which a record leaves just after its promise ran: right after
+// Flush returns it may still count the last records for an instant).
 func (p *Publisher) Buffered() int64 { return p.cl.BufferedProduceRecords() }
 
 // Close flushes nothing (call Flush first to keep buffered records: Close

@@ -236,5 +236,8 @@ func TestPublisherFlushWaitsForEarlierRecords(t *testing.T) {
 	}
 	require.NoError(t, pub.Flush(ctx))
 	require.Equal(t, uint64(200), pub.Produced())
-	require.Zero(t, pub.Buffered())
+	// kgo counts a record out of its buffer just after its promise ran (the
+	// promise ends Flush's wait), so the count reaches zero an instant
+	// later; it failed about once in 300 runs when read at once.
+	require.Eventually(t, func() bool { return pub.Buffered() == 0 }, 5*time.Second, time.Millisecond)
 }
