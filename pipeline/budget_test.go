@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -61,4 +62,57 @@ func TestShardsShareTheWholeBudget(t *testing.T) {
 
 	b.stop(t)
 	require.Equal(t, each(4), budgets(a.w, 4))
+}
+
+// TestWorkerReportsItsRestore: a worker that gains a shard whose
+// checkpoint is larger than a memtable of its state database restores it,
+// runs the compaction step after it (keyedstate's Restore), reports both
+// in Shards, and goes on from the restored state exactly. Here the
+// compaction finds one level and returns at once: the keys and value
+// pointers of 60k states fit level 0 (keyedstate's
+// TestLargeRestoreLeavesOneLevel restores enough to compact).
+func TestWorkerReportsItsRestore(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	rec := newRecorder()
+	p := alarmPipeline(addrs, t.TempDir(), rec.shared())
+	p.State.Dir = t.TempDir()
+	// 96 MiB: 3 MiB memtables; 60k keys' states are several.
+	const sensors = 60_000
+	// Two readings a sensor fill no window of 3; the third, for a tenth
+	// of them, after the restore, gives means of all three.
+	first, second := makeReadings(sensors, 0, 1), makeReadings(sensors, 2, 2)[:sensors/10]
+	produce(t, addrs, first)
+	a := start(t, p, pipeline.WithWorkerID("a"))
+	require.Eventually(t, func() bool { return a.w.Stats().RecordsIn == uint64(len(first)) }, 60*time.Second, 20*time.Millisecond,
+		"the first worker never applied the readings")
+	require.NoError(t, a.w.Checkpoint(context.Background()))
+	a.stop(t)
+
+	p.State.Dir = t.TempDir() // a new worker, with the checkpoint only
+	b := start(t, p, pipeline.WithWorkerID("b"))
+	var st pipeline.KeyedStats
+	require.Eventually(t, func() bool {
+		ss := b.w.Shards()
+		if len(ss) == 1 {
+			st = ss[0].State
+		}
+		return len(ss) == 1 && ss[0].Restored != 0
+	}, 30*time.Second, 10*time.Millisecond, "the second worker never restored the shard")
+	require.Equal(t, uint64(sensors), st.RestoredKeys)
+	require.Positive(t, st.RestoreCompaction, "a restore of %d keys runs the compaction step", sensors)
+
+	produce(t, addrs, second)
+	all := append(append([]reading(nil), first...), second...)
+	want := reference(t, p, all)
+	means := 0
+	for k := range want {
+		if k.name == "mean" {
+			means++
+		}
+	}
+	require.Equal(t, sensors/10, means, "a mean for each sensor read a third time")
+	require.Eventually(t, func() bool { return rec.has(want) }, 60*time.Second, 20*time.Millisecond,
+		"the second worker never applied the new readings")
+	rec.requireExact(t, want)
 }

@@ -142,6 +142,7 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 		_ = rt.Close()
 		return nil, err
 	}
+	start := time.Now()
 	info, err := s.cp.Restore(ctx)
 	from := streaming.RestoredCut{Offset: -1}
 	switch {
@@ -160,7 +161,11 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 		st := s.cp.Status()
 		s.restored = activities.RestoreSummary{CheckpointID: uint64(info.ID), Epoch: info.Epoch, Cursor: st.LastCursor, Bytes: info.Bytes}
 		from = streaming.RestoredCut{ID: info.ID, Epoch: info.Epoch, Offset: cursorOffset(info.CursorType, info.Cursor)}
-		w.log.Info("shard restored", "shard", id, "epoch", uint64(epoch), "checkpoint", uint64(info.ID), "cursor", st.LastCursor, "bytes", info.Bytes)
+		// A large restore also compacts the state database (keyedstate's
+		// compact.go), pausing the other shards' write-behind: say so.
+		rs := rt.Stats()
+		w.log.Info("shard restored", "shard", id, "epoch", uint64(epoch), "checkpoint", uint64(info.ID), "cursor", st.LastCursor,
+			"bytes", info.Bytes, "keys", rs.RestoredItems, "took", time.Since(start).Round(100*time.Microsecond), "compaction", rs.RestoreCompaction.Round(100*time.Microsecond))
 	}
 	if err := w.sinks.restore(ctx, id, epoch, from); err != nil {
 		_ = rt.Close()

@@ -240,6 +240,12 @@ type KeyedStats struct {
 	Hits, Misses     uint64
 	MemoryBytes      int64 // counted against the shard's budget
 	BudgetBytes      int64
+	// RestoredKeys is how many states the shard's restore wrote, and
+	// RestoreCompaction how long it then spent compacting the state
+	// database (keyedstate.Stats: 0 when the restore was smaller than a
+	// memtable and skipped it).
+	RestoredKeys      uint64
+	RestoreCompaction time.Duration
 }
 
 // Shards lists the shards the worker holds now, sorted.
@@ -249,7 +255,8 @@ func (w *Worker) Shards() []ShardStatus {
 		ks := s.rt.Stats()
 		out = append(out, ShardStatus{Shard: s.id, Epoch: s.epoch, Restored: streaming.CheckpointID(s.restored.CheckpointID), Checkpoint: s.cp.Status(),
 			State: KeyedStats{Cached: ks.Cached, Capacity: ks.Capacity, Hits: ks.Hits, Misses: ks.Misses,
-				MemoryBytes: ks.BadgerBytes + ks.CacheBytes + ks.ChangedBytes, BudgetBytes: ks.Budget}})
+				MemoryBytes: ks.BadgerBytes + ks.CacheBytes + ks.ChangedBytes, BudgetBytes: ks.Budget,
+				RestoredKeys: ks.RestoredItems, RestoreCompaction: ks.RestoreCompaction}})
 	}
 	return out
 }

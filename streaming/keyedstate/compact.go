@@ -2,6 +2,7 @@ package keyedstate
 
 import (
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -75,12 +76,14 @@ const flattenWorkers = 2
 
 // compactAfterRestore flattens the DB when a restore wrote at least a
 // memtable's worth (so it reached level 0), with the DB's other writers
-// paused.
-func (r *Runtime[K]) compactAfterRestore(written int64) error {
+// paused, and returns how long that took (0: it did not).
+func (r *Runtime[K]) compactAfterRestore(written int64) (time.Duration, error) {
 	if written < r.db.Opts().MemTableSize {
-		return nil
+		return 0, nil
 	}
+	start := time.Now()
 	r.gate.Lock()
 	defer r.gate.Unlock()
-	return r.db.Flatten(flattenWorkers)
+	err := r.db.Flatten(flattenWorkers)
+	return max(time.Since(start), time.Nanosecond), err
 }

@@ -41,6 +41,11 @@ func TestLargeRestoreLeavesOneLevel(t *testing.T) {
 		require.Equal(t, state, got)
 	}
 	require.Equal(t, n, rt.Stats().Keys)
+	require.Positive(t, rt.Stats().RestoreCompaction, "the restore compacted")
+	// A restore of less than a memtable does not compact, and says so.
+	require.NoError(t, rt.Restore(ctx, "seq", nil, keyedstate.PiecesSeq(64<<10, 100, restoredKey, state)))
+	require.Zero(t, rt.Stats().RestoreCompaction)
+	require.Equal(t, uint64(100), rt.Stats().RestoredItems)
 }
 
 // A runtime restoring (and compacting) a large state while another on

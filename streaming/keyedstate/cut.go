@@ -342,14 +342,15 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.gen++
 	r.savedGen = r.gen - 1 // restored state is checkpointed; it is stored with generation 0
 	r.err = nil
-	r.stats.RestoredItems = 0
+	r.stats.RestoredItems, r.stats.RestoreCompaction = 0, 0
 	r.oldRuns = nil
 	r.keys = 0
 	written, err := r.writeRestore(ctx, pieces)
 	if err != nil {
 		return err
 	}
-	if err := r.compactAfterRestore(written); err != nil {
+	r.stats.RestoreCompaction, err = r.compactAfterRestore(written)
+	if err != nil {
 		return fmt.Errorf("keyedstate: restore: compact the state database: %w", err)
 	}
 	n, err := countPrefix(r.db, r.cfg.prefix)

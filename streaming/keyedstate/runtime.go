@@ -100,12 +100,18 @@ type Stats struct {
 	LastCutStall  time.Duration // how long marking the last cut held the lock
 	SaveHoldMax   time.Duration // longest the saver held the lock for one chunk of keys
 	RestoredItems uint64        // entries written by the last Restore
-	Rejected      uint64        // records an operator refused (streaming.Rejected), counted by Tx.Eval
-	Spills        uint64        // lists of changed keys spilled to Badger (they outgrew their part of the budget)
-	Keys          int           // keys held, in memory and in Badger (counted from the last Restore)
-	KeysRefused   uint64        // records of new keys refused at the key cap (WithMaxKeys)
-	Expired       uint64        // keys deleted by ExpireIdle (WithKeyTTL)
-	Quarantined   uint64        // keys whose stored state did not load and was reset (WithQuarantine)
+	// RestoreCompaction is how long the last Restore spent compacting
+	// the DB (Badger's Flatten, waiting for the gate included; see
+	// compact.go): 0 when it wrote less than a memtable and skipped it,
+	// at least a nanosecond when it ran (Flatten returns at once when the
+	// tree already has one level).
+	RestoreCompaction time.Duration
+	Rejected          uint64 // records an operator refused (streaming.Rejected), counted by Tx.Eval
+	Spills            uint64 // lists of changed keys spilled to Badger (they outgrew their part of the budget)
+	Keys              int    // keys held, in memory and in Badger (counted from the last Restore)
+	KeysRefused       uint64 // records of new keys refused at the key cap (WithMaxKeys)
+	Expired           uint64 // keys deleted by ExpireIdle (WithKeyTTL)
+	Quarantined       uint64 // keys whose stored state did not load and was reset (WithQuarantine)
 
 	// Memory, in bytes, as counted against the budget.
 	Budget       int64 // WithMemoryBudget
