@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -96,6 +97,10 @@ type Publisher struct {
 	deadLettered atomic.Uint64
 	closed       atomic.Bool
 	inflight     *barrier
+	// dlqLog and dlqLostLog sample the per-record dead-letter lines (a
+	// producer of oversized records would flood the log; the counters see
+	// every record).
+	dlqLog, dlqLostLog *lograte.Limiter
 }
 
 // NewPublisher validates the options, checks that the cluster accepts the
@@ -132,7 +137,7 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 	}
-	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier()}, nil
+	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier(), dlqLog: lograte.New(), dlqLostLog: lograte.New()}, nil
 }
 
 // defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
@@ -247,8 +252,10 @@ func (p *Publisher) fail(err error) {
 // truncated dead letter to produce instead.
 func (p *Publisher) deadLetterOf(rec *kgo.Record, cause error) *kgo.Record {
 	p.deadLettered.Add(1)
-	p.cfg.log.Warn("record too large for the broker; dead-lettered", "topic", p.cfg.topic, "key", streaming.QuoteKey(rec.Key),
-		"bytes", recordBytes(rec), "dlq", p.cfg.dlqTopic, "err", cause)
+	if ok, skipped := p.dlqLog.Allow(); ok {
+		p.cfg.log.Warn("record too large for the broker; dead-lettered", lograte.With(skipped, "topic", p.cfg.topic, "key", streaming.QuoteKey(rec.Key),
+			"bytes", recordBytes(rec), "dlq", p.cfg.dlqTopic, "err", cause)...)
+	}
 	src := *rec
 	src.Topic, src.Partition, src.Offset = p.cfg.topic, -1, -1
 	return TruncateDeadLetter(DeadLetter(p.cfg.dlqTopic, "", &src, cause))
@@ -262,7 +269,9 @@ func (p *Publisher) deadLetterDone(r *kgo.Record, err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, kerr.MessageTooLarge):
-		p.cfg.log.Error("dead letter dropped: too large for the broker even truncated", "dlq", r.Topic, "key", streaming.QuoteKey(r.Key), "err", err)
+		if ok, skipped := p.dlqLostLog.Allow(); ok {
+			p.cfg.log.Error("dead letter dropped: too large for the broker even truncated", lograte.With(skipped, "dlq", r.Topic, "key", streaming.QuoteKey(r.Key), "err", err)...)
+		}
 	default:
 		p.failed.Add(1)
 		p.fail(fmt.Errorf("dead-letter key %s of %q to %q: %w", streaming.QuoteKey(r.Key), p.cfg.topic, r.Topic, err))

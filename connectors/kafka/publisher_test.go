@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -240,4 +242,38 @@ func TestPublisherFlushWaitsForEarlierRecords(t *testing.T) {
 	// promise ends Flush's wait), so the count reaches zero an instant
 	// later; it failed about once in 300 runs when read at once.
 	require.Eventually(t, func() bool { return pub.Buffered() == 0 }, 5*time.Second, time.Millisecond)
+}
+
+// TestPublisherTooLargeLogIsSampled: a producer of oversized records gets
+// a sample of "too large" lines, not one per record, while every record
+// is dead-lettered and counted.
+func TestPublisherTooLargeLogIsSampled(t *testing.T) {
+	const n = 100
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logged := &msgCounter{msg: "record too large for the broker; dead-lettered"}
+	start := time.Now()
+	// A 4 KiB batch limit: each 8 KiB value is over it, and dead-lettered
+	// (truncated to 16 KiB, so whole) before it is buffered.
+	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...), PublisherLogger(slog.New(logged)),
+		PublisherClientOptions(kgo.ProducerBatchMaxBytes(4<<10)))
+	require.NoError(t, err)
+	defer pub.Close()
+	big := bytes.Repeat([]byte("v"), 8<<10)
+	for range n {
+		require.NoError(t, pub.Publish(ctx, "s-1", big))
+	}
+	require.NoError(t, pub.Flush(ctx))
+	elapsed := time.Since(start)
+	require.Equal(t, uint64(n), pub.DeadLettered())
+	require.Zero(t, pub.Failed())
+
+	lines := logged.lines.Load()
+	intervals := int64(elapsed/lograte.DefaultInterval) + 1
+	require.Positive(t, lines, "the first oversized records are logged")
+	require.LessOrEqual(t, lines, lograte.DefaultBurst*intervals,
+		"%d records over %v: at most %d lines per %v", n, elapsed, lograte.DefaultBurst, lograte.DefaultInterval)
+	require.LessOrEqual(t, lines+logged.suppressed.Load(), int64(n), "a line left out is reported once")
 }
