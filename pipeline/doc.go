@@ -15,9 +15,13 @@
 //     message into a keyed [Record] ([ReadingDecoder], [JSONDecoder],
 //     [SignalEnvelopeDecoder], or your own), and every decoded record is
 //     checked against its Limits (streaming.Limits, in its TimeUnit): a
-//     message that does not decode or falls outside them goes to the
-//     dead-letter topic with the reason (an MQTT source also refuses a
-//     sensor id that is not the last level of its topic). Its [Graph] is
+//     message that does not decode or falls outside them is a dead letter
+//     (an MQTT source also refuses a sensor id that is not the last level
+//     of its topic): a Kafka source's go to its DeadLetter sink (by
+//     default a [KafkaSink] to the source's dead-letter topic; or [Use]
+//     your own), as Outputs carrying a streaming.DeadLetter, through the
+//     same contract as the other sinks; an MQTT source publishes its own
+//     to its dead-letter topic. Its [Graph] is
 //     nodes of registered operator types ([DefaultRegistry]: streaming/ops
 //     and streaming/fintech; register your own types the same way) or a Go
 //     *streaming.Graph. Its [SinkSpec]s open the sinks: [KafkaSink],
@@ -96,8 +100,8 @@
 //
 // A checkpoint of a shard is: cut (the records before it and their
 // outputs are one unit: a chunk is applied and its outputs written under
-// the shard's lock), pre-commit (every sink's Flush for the shard, and the
-// dead letters: every output of a record the cut contains becomes durable,
+// the shard's lock), pre-commit (every sink's Flush for the shard, the
+// dead-letter sink's included: every output of a record the cut contains becomes durable,
 // and only those — a sink's Flush waits for what was written before it,
 // never for a buffer that keeps filling), save the changed keys and the
 // manifest (the commit point), commit the cursor (for Kafka: the group's

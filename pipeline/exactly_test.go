@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
@@ -160,7 +164,7 @@ func (v journalView) Write(_ context.Context, outs []streaming.Output) error {
 		if seq >= j.highest[o.Key] {
 			j.highest[o.Key], j.counts[o.Key] = seq, o.Value
 		}
-		if o.Mode != 0 {
+		if o.Mode != 0 || o.Dead != nil { // a dead letter never reaches the other sinks
 			j.violate[o.Key] = true
 		}
 	}
@@ -374,4 +378,128 @@ func TestRestoreFollowsTheCheckpointNotTheGroup(t *testing.T) {
 	b.stop(t)
 	require.Equal(t, map[string]int{"a": 6 * 20, "b": 6 * 20}, j.byWorker(), "b resumed after a's checkpoint, not at the start of the log")
 	j.requireCounted(t, keys, 40) // (epochs restart with the new group's generations)
+}
+
+// deadSink keeps the dead letters it is given (copies: Write's slice is
+// the runtime's) and counts its flushes.
+type deadSink struct {
+	mu      sync.Mutex
+	got     []streaming.Output
+	flushes int
+}
+
+func (d *deadSink) Write(_ context.Context, outs []streaming.Output) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.got = append(d.got, outs...)
+	return nil
+}
+
+func (d *deadSink) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error {
+	d.mu.Lock()
+	d.flushes++
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *deadSink) Close(context.Context) error { return nil }
+
+func (d *deadSink) outputs() ([]streaming.Output, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.got), d.flushes
+}
+
+// TestDeadLettersGoToTheDeadLetterSink: with Pipeline.DeadLetter set to a
+// sink of one's own, a Kafka source's dead letters reach it through the
+// streaming.Sink contract, each an Output carrying the record as it came
+// and the reason; the other sinks see none, nothing goes to a
+// dead-letter topic, and a checkpoint flushes the dead-letter sink with
+// the others.
+func TestDeadLettersGoToTheDeadLetterSink(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	j := newJournal()
+	bad := map[string]string{ // value → expected reason fragment
+		`not json at all`:         "invalid character",
+		`{"ts":2,"value":3}`:      `missing "sensor"`,
+		`{"sensor":"s-1","ts":3}`: `missing "value"`,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic))
+	require.NoError(t, err)
+	defer cl.Close()
+	var recs []*kgo.Record
+	seq := 0
+	for v := range bad {
+		seq++
+		recs = append(recs, &kgo.Record{Key: []byte("s-1"), Value: seqReading("s-1", seq)},
+			&kgo.Record{Key: []byte("s-1"), Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("test")}}})
+	}
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+
+	dead := &deadSink{}
+	p := seqPipeline(addrs, memory.New(), j.as("w"))
+	p.DeadLetter = pipeline.Use(dead)
+	w := start(t, p, pipeline.WithOperators(seqRegistry(t)))
+	require.Eventually(t, func() bool { got, _ := dead.outputs(); return len(got) == len(bad) }, 20*time.Second, 5*time.Millisecond,
+		"the dead letters never reached the sink")
+	require.Eventually(t, func() bool { return j.allReached([]string{"s-1"}, seq) }, 20*time.Second, 5*time.Millisecond)
+	require.Equal(t, uint64(len(bad)), w.w.Stats().DeadLettered)
+	_, before := dead.outputs()
+	require.NoError(t, w.w.Checkpoint(ctx))
+	got, after := dead.outputs()
+	require.Greater(t, after, before, "the checkpoint's pre-commit flushed the dead-letter sink")
+
+	for _, o := range got {
+		require.NotNil(t, o.Dead)
+		frag, ok := bad[string(o.Dead.Value)]
+		require.True(t, ok, "unexpected dead letter %q", o.Dead.Value)
+		require.Equal(t, topic, o.Topic)
+		require.Equal(t, "s-1", string(o.Dead.Key))
+		require.Equal(t, "central", o.Dead.Group)
+		require.Equal(t, []streaming.Header{{Key: "origin", Value: []byte("test")}}, o.Dead.Headers)
+		require.ErrorContains(t, o.Dead.Err, frag)
+		require.Equal(t, recs[o.Offset].Value, o.Dead.Value, "the offset is the record's")
+		require.Equal(t, streaming.KafkaShard(topic, o.Dead.Partition), o.Shard)
+	}
+	j.requireExactlyOnce(t, []string{"s-1"}, seq) // the journal (a sink) saw no dead letter
+
+	// Nothing went to the dead-letter topic (the cluster has one).
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic+".dlq")
+	require.NoError(t, err)
+	ends.Each(func(o kadm.ListedOffset) {
+		require.NoError(t, o.Err)
+		require.Zero(t, o.Offset, "records on %s/%d", o.Topic, o.Partition)
+	})
+	require.NotEmpty(t, ends, "the dead-letter topic's partitions were listed")
+}
+
+// TestWorkerStartsBeforeKafka: a worker whose brokers are not up yet
+// starts (its dead-letter sink, on the source's brokers, connects when it
+// first produces) and consumes once Kafka is there, dead letters
+// included. A worker that exited instead crash-looped under a deployment
+// that starts everything at once.
+func TestWorkerStartsBeforeKafka(t *testing.T) {
+	port, err := loopport.PickPort()
+	require.NoError(t, err)
+	addrs := []string{"127.0.0.1:" + strconv.Itoa(port)}
+	j := newJournal()
+	w := start(t, seqPipeline(addrs, memory.New(), j.as("w")), pipeline.WithOperators(seqRegistry(t)))
+
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, topic, topic+".dlq"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("s-1"), Value: seqReading("s-1", 1)},
+		&kgo.Record{Key: []byte("s-1"), Value: []byte("not json")}).FirstErr())
+	require.Eventually(t, func() bool { return j.allReached([]string{"s-1"}, 1) && w.w.Stats().DeadLettered == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the worker never consumed once Kafka came up")
+	require.NoError(t, w.w.Checkpoint(ctx), "the dead letter is delivered")
+	require.Zero(t, w.w.Stats().DeadLetterErrors)
 }

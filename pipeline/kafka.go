@@ -29,13 +29,11 @@ var _ kafka.Partitions = (*kafkaRunner)(nil)
 
 func (w *Worker) newKafkaRunner(cfg *KafkaSource) (*kafkaRunner, error) {
 	r := &kafkaRunner{w: w, cfg: cfg}
-	dlq := cfg.DeadLetterTopic
 	opts := []kafka.SourceOption{
 		kafka.WithBrokers(cfg.Brokers...),
 		kafka.WithGroup(cfg.Group),
 		kafka.WithTopics(cfg.Topic),
 		kafka.WithPartitions(r),
-		kafka.WithDeadLetterTopic(func(string) string { return dlq }),
 		kafka.WithRevokeTimeout(cfg.RevokeTimeout),
 		kafka.WithSessionTimeout(cfg.SessionTimeout),
 		kafka.WithRebalanceTimeout(cfg.RebalanceTimeout),
@@ -66,7 +64,6 @@ func (r *kafkaRunner) Open(ctx context.Context, a kafka.Assignment) (kafka.Parti
 		since, ok := router.GainedAt(a.Partition)
 		return a.Epoch, ok && since == a.Epoch
 	})
-	w.setDeadLetterFlush(a.FlushDeadLetters)
 	s, err := w.openShard(ctx, id, a.Epoch, a.TopicPartitions, nil, a.Cursors, owner)
 	if err != nil {
 		return nil, 0, err
@@ -117,7 +114,7 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 	s, w := k.shard, k.w
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.outs = s.outs[:0]
+	s.outs, s.dead = s.outs[:0], s.dead[:0]
 	var applied uint64
 	var maxTS int64
 	err := s.rt.Process(func(tx *keyedstate.Tx[string]) error {
@@ -125,7 +122,7 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 			clear(s.rec.Inputs)
 			s.rec.Key, s.rec.TS = nil, 0
 			if err := w.c.dec.Decode(Message{Topic: r.Topic, Key: r.Key, Value: r.Value}, &s.rec); err != nil {
-				k.a.DeadLetter(r, &kafka.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err})
+				s.dead = k.appendDead(s.dead, r, err)
 				k.last = r.Offset
 				continue
 			}
@@ -134,7 +131,7 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 			if errors.Is(err, keyedstate.ErrTooManyKeys) {
 				// A new key over state.max_keys: its record is dead-lettered.
 				w.m.keysRefused.Add(1)
-				k.a.DeadLetter(r, &kafka.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err})
+				s.dead = k.appendDead(s.dead, r, err)
 				k.last = r.Offset
 				continue
 			}
@@ -154,8 +151,23 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 		return err
 	}
 	w.sinks.write(context.Background(), s.outs)
+	w.deadLetter(s.dead)
 	w.m.applied(applied, uint64(len(s.outs)), maxTS)
 	return nil
+}
+
+// appendDead appends the dead letter of r, which failed with err.
+func (k *kafkaShard) appendDead(dst []streaming.Output, r *kgo.Record, err error) []streaming.Output {
+	d := &streaming.DeadLetter{Key: r.Key, Value: r.Value, Partition: r.Partition, Group: k.w.kafka.cfg.Group,
+		Err: &kafka.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}}
+	if len(r.Headers) > 0 {
+		d.Headers = make([]streaming.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			d.Headers[i] = streaming.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return append(dst, streaming.Output{Shard: k.id, Epoch: k.epoch, Offset: r.Offset, Topic: r.Topic, Key: string(r.Key),
+		TS: r.Timestamp.UnixNano(), Dead: d})
 }
 
 // Release ends the partition: on a revoke its final checkpoint, then the
@@ -176,7 +188,7 @@ func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 // kafkaStats are the consumer's counters.
 func (r *kafkaRunner) stats() sourceStats {
 	st := r.src.Stats()
-	return sourceStats{DeadLettered: st.DeadLettered, DeadLetterErrors: st.DeadLetterErrors, Dropped: st.Dropped, Owned: st.Owned}
+	return sourceStats{DeadLettered: r.w.deadLettered.Load(), DeadLetterErrors: r.w.deadLetterErrors(), Dropped: st.Dropped, Owned: st.Owned}
 }
 
 // sourceStats are a source's counters for the metrics.

@@ -54,6 +54,15 @@ type Pipeline struct {
 	// Sinks receive the graph's outputs (none: outputs are dropped, the
 	// state is still checkpointed).
 	Sinks []SinkSpec
+	// DeadLetter receives a Kafka source's dead letters: records that
+	// cannot be decoded, are outside Limits or are of a new key over
+	// state.max_keys, as Outputs carrying a streaming.DeadLetter, through
+	// the same streaming.Sink contract as the other sinks (Flush is part
+	// of every checkpoint's pre-commit). A KafkaSink (its records are the
+	// original ones plus tflo-dlq-* headers) or Use(your own sink).
+	// Default: a KafkaSink to the source's DeadLetterTopic. An MQTT source
+	// publishes its dead letters to its own DeadLetterTopic instead.
+	DeadLetter SinkSpec
 	// State says where the keyed state lives and where checkpoints go.
 	State State
 	// Checkpoint is the checkpoint policy.
@@ -76,7 +85,9 @@ type KafkaSource struct {
 	// Group is the consumer group (default: the pipeline's name).
 	Group string `yaml:"group"`
 	// DeadLetterTopic receives records that cannot be decoded, with
-	// headers naming the source and the reason (default "<Topic>.dlq").
+	// headers naming the source and the reason (default "<Topic>.dlq"):
+	// the default dead-letter sink (Pipeline.DeadLetter), on the source's
+	// brokers. Leave it empty when DeadLetter is set.
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
 	// SessionTimeout: a member silent this long is removed from the group
 	// and its partitions go to the others (default 10s; heartbeats every
@@ -350,11 +361,11 @@ type Checkpoint struct {
 func (p Pipeline) withDefaults() Pipeline {
 	switch s := p.Source.(type) {
 	case KafkaSource:
-		s.defaults(p.Name)
+		s.defaults(p.Name, p.DeadLetter != nil)
 		p.Source = &s
 	case *KafkaSource:
 		c := *s
-		c.defaults(p.Name)
+		c.defaults(p.Name, p.DeadLetter != nil)
 		p.Source = &c
 	case MQTTSource:
 		s.defaults(p.Name)
@@ -417,12 +428,12 @@ func splitLists(in []string) []string {
 	return out
 }
 
-func (s *KafkaSource) defaults(name string) {
+func (s *KafkaSource) defaults(name string, deadLetterSink bool) {
 	s.Brokers = splitLists(s.Brokers)
 	if s.Group == "" {
 		s.Group = name
 	}
-	if s.DeadLetterTopic == "" && s.Topic != "" {
+	if s.DeadLetterTopic == "" && s.Topic != "" && !deadLetterSink {
 		s.DeadLetterTopic = s.Topic + ".dlq"
 	}
 	if s.RevokeTimeout == 0 {
@@ -486,6 +497,15 @@ func (p Pipeline) Validate() error {
 		if s.DeadLetterTopic == s.Topic && s.Topic != "" {
 			add("source.kafka.dead_letter_topic %q is the consumed topic: dead letters would be read back", s.Topic)
 		}
+		if p.DeadLetter != nil && s.DeadLetterTopic != "" {
+			add("source.kafka.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
+		}
+		if k, ok := kafkaSinkOf(p.DeadLetter); ok && k.Topic == s.Topic && len(k.Brokers) == 0 {
+			add("dead_letter: kafka topic %q is the consumed topic: dead letters would be read back", s.Topic)
+		}
+		if err := deadLetterSpec(p.DeadLetter); err != nil {
+			add("dead_letter: %v", err)
+		}
 		if s.SessionTimeout < 0 || s.RevokeTimeout < 0 || s.RebalanceTimeout < 0 {
 			add("source.kafka timeouts must not be negative")
 		} else if s.RebalanceTimeout <= s.RevokeTimeout {
@@ -503,6 +523,9 @@ func (p Pipeline) Validate() error {
 		}
 		if s.DeadLetterTopic == "" {
 			add("source.mqtt.dead_letter_topic is empty: malformed payloads need a destination")
+		}
+		if p.DeadLetter != nil {
+			add("dead_letter is for Kafka sources: an MQTT source publishes its dead letters to source.mqtt.dead_letter_topic %q", s.DeadLetterTopic)
 		}
 		for _, t := range s.Topics {
 			if topicMatches(t, s.DeadLetterTopic) {
@@ -634,4 +657,18 @@ func topicMatches(filter, topic string) bool {
 		}
 		filter, topic = fr, tr
 	}
+}
+
+// deadLetter is the sink the dead letters go to (after defaults): DeadLetter,
+// or for a Kafka source a KafkaSink to its DeadLetterTopic; nil for an
+// MQTT source, which publishes its own.
+func (p Pipeline) deadLetter() DeadLetterSpec {
+	if p.DeadLetter != nil {
+		d, _ := p.DeadLetter.(DeadLetterSpec) // Validate refused any other
+		return d
+	}
+	if k, ok := p.Source.(*KafkaSource); ok && k.DeadLetterTopic != "" {
+		return sourceDeadLetters{KafkaSink{Topic: k.DeadLetterTopic}}
+	}
+	return nil
 }

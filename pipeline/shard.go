@@ -31,6 +31,7 @@ type shard struct {
 	mu   sync.Mutex
 	rec  Record
 	outs []streaming.Output
+	dead []streaming.Output // dead letters of the chunk being applied
 
 	restored activities.RestoreSummary
 	// closeDurable closes the shard's own durable store (a durable
@@ -167,6 +168,12 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 		w.log.Info("shard restored", "shard", id, "epoch", uint64(epoch), "checkpoint", uint64(info.ID), "cursor", st.LastCursor,
 			"bytes", info.Bytes, "keys", rs.RestoredItems, "took", time.Since(start).Round(100*time.Microsecond), "compaction", rs.RestoreCompaction.Round(100*time.Microsecond))
 	}
+	if w.dead != nil {
+		if err := w.dead.restore(ctx, id, epoch, from); err != nil {
+			_ = rt.Close()
+			return nil, fmt.Errorf("shard %s: dead-letter sink: %w", id, err)
+		}
+	}
 	if err := w.sinks.restore(ctx, id, epoch, from); err != nil {
 		_ = rt.Close()
 		return nil, fmt.Errorf("shard %s: sinks: %w", id, err)
@@ -181,8 +188,8 @@ func (w *Worker) preCommit(ctx context.Context, s *shard, id streaming.Checkpoin
 	if err := w.sinks.flush(ctx, s.id, id); err != nil {
 		return err
 	}
-	if w.flushDeadLetters != nil {
-		return w.flushDeadLetters(ctx)
+	if w.dead != nil {
+		return w.dead.flush(ctx, s.id, id)
 	}
 	return nil
 }
@@ -191,6 +198,10 @@ func (w *Worker) preCommit(ctx context.Context, s *shard, id streaming.Checkpoin
 // and the metrics.
 func (w *Worker) committed(ctx context.Context, s *shard, id streaming.CheckpointID) {
 	rows, bytes, err := w.sinks.commit(ctx, s.id, id)
+	if w.dead != nil {
+		_, _, derr := w.dead.commit(ctx, s.id, id)
+		err = errors.Join(err, derr)
+	}
 	if err != nil {
 		w.log.Warn("sink commit failed; the next checkpoint retries", "shard", s.id, "checkpoint", uint64(id), "err", err)
 	}

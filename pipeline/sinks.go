@@ -91,9 +91,12 @@ type KafkaSink struct {
 // operator's mode names, "up"; values the envelope's, "raised"); its
 // payload holds Payload's fields in order.
 type Envelope struct {
-	Trigger string            `yaml:"trigger"`
-	Modes   map[string]string `yaml:"modes"`
-	Payload []PayloadField    `yaml:"payload"`
+	// Trigger is the output whose emission publishes a signal.
+	Trigger string `yaml:"trigger"`
+	// Modes renames the trigger's modes in the envelope.
+	Modes map[string]string `yaml:"modes"`
+	// Payload lists the payload's fields, in order.
+	Payload []PayloadField `yaml:"payload"`
 }
 
 // PayloadField is one field of an envelope's payload: Name in the JSON
@@ -106,6 +109,46 @@ type PayloadField struct {
 
 // OpenSink implements SinkSpec.
 func (k KafkaSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
+	enc, err := k.encoder(env)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := k.publisher(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewOutputSink(pub, enc), nil
+}
+
+// OpenDeadLetterSink implements DeadLetterSpec: the dead letters go to
+// the topic as the records that came, plus tflo-dlq-* headers (Format
+// and Envelope do not apply).
+func (k KafkaSink) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
+	pub, err := k.publisher(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewDeadLetterSink(pub), nil
+}
+
+// sourceDeadLetters is the default dead-letter sink of a Kafka source: a
+// KafkaSink to its dead-letter topic, on its brokers, that connects when
+// it first produces (kafka.PublisherLazy). The source reports unreachable
+// brokers and refused credentials, and a worker started before Kafka waits
+// for it instead of exiting, as it did before dead letters were a sink.
+type sourceDeadLetters struct{ KafkaSink }
+
+func (s sourceDeadLetters) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
+	pub, err := s.publisher(ctx, env, kafka.PublisherLazy())
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewDeadLetterSink(pub), nil
+}
+
+// publisher connects the sink's publisher (brokers and security default
+// to the Kafka source's).
+func (k KafkaSink) publisher(ctx context.Context, env SinkEnv, extra ...kafka.PublisherOption) (*kafka.Publisher, error) {
 	brokers, sec := splitLists(k.Brokers), k.Security
 	if src, ok := env.Source.(*KafkaSource); ok {
 		if len(brokers) == 0 {
@@ -118,10 +161,6 @@ func (k KafkaSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, e
 	if len(brokers) == 0 || k.Topic == "" {
 		return nil, fmt.Errorf("kafka sink: brokers %v and topic %q are both required", brokers, k.Topic)
 	}
-	enc, err := k.encoder(env)
-	if err != nil {
-		return nil, err
-	}
 	opts := []kafka.PublisherOption{kafka.PublishTo(k.Topic, brokers...), kafka.PublisherLogger(env.Log)}
 	if sec != nil {
 		opts = append(opts, kafka.PublisherSecurity(*sec))
@@ -129,11 +168,48 @@ func (k KafkaSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, e
 	if k.MaxBuffered > 0 {
 		opts = append(opts, kafka.PublisherMaxBuffered(k.MaxBuffered))
 	}
-	pub, err := kafka.NewPublisher(ctx, opts...)
+	pub, err := kafka.NewPublisher(ctx, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	return kafka.NewOutputSink(pub, enc), nil
+	return pub, nil
+}
+
+// DeadLetterSpec is a sink that takes dead letters (Pipeline.DeadLetter):
+// it opens the streaming.Sink the runtime writes them to, as Outputs
+// carrying a streaming.DeadLetter. KafkaSink and Use are ones.
+type DeadLetterSpec interface {
+	OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error)
+}
+
+// OpenDeadLetterSink implements DeadLetterSpec: your sink receives the
+// dead letters.
+func (u useSink) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
+	return u.OpenSink(ctx, env)
+}
+
+// deadLetterSpec checks that s (nil: the default) takes dead letters.
+func deadLetterSpec(s SinkSpec) error {
+	if s == nil {
+		return nil
+	}
+	if _, ok := s.(DeadLetterSpec); !ok {
+		return fmt.Errorf("a %T does not take dead letters: use a kafka sink, or pipeline.Use(your own)", s)
+	}
+	return nil
+}
+
+// kafkaSinkOf returns s as a KafkaSink, if it is one.
+func kafkaSinkOf(s SinkSpec) (KafkaSink, bool) {
+	switch k := s.(type) {
+	case KafkaSink:
+		return k, true
+	case *KafkaSink:
+		if k != nil {
+			return *k, true
+		}
+	}
+	return KafkaSink{}, false
 }
 
 // sinkSecurity checks the security settings of a sink (a Kafka sink's

@@ -29,6 +29,7 @@ import (
 //	  outputs: [sma]
 //	sinks:
 //	  - kafka: {topic: readings.sma}
+//	dead_letter: {kafka: {topic: readings.bad}} # default: source.kafka.dead_letter_topic
 //	state: {dir: /var/lib/tflo/sma, memory: 256MiB}
 //	checkpoint: {interval: 1s}
 type Spec struct {
@@ -39,6 +40,7 @@ type Spec struct {
 	Limits     streaming.Limits `yaml:"limits"`
 	Graph      Graph            `yaml:"graph"`
 	Sinks      []SinkEntry      `yaml:"sinks"`
+	DeadLetter *DeadLetterEntry `yaml:"dead_letter"`
 	State      State            `yaml:"state"`
 	Checkpoint Checkpoint       `yaml:"checkpoint"`
 }
@@ -59,6 +61,16 @@ type SinkEntry struct {
 
 // SetLine records where the sink was declared (envconfig.Positioned).
 func (s *SinkEntry) SetLine(l int) { s.line = l }
+
+// DeadLetterEntry is a spec's dead-letter sink (Pipeline.DeadLetter):
+// a Kafka topic (a sink of your own is set in Go, with Use).
+type DeadLetterEntry struct {
+	Kafka *KafkaSink `yaml:"kafka"`
+	line  int
+}
+
+// SetLine records where the sink was declared (envconfig.Positioned).
+func (s *DeadLetterEntry) SetLine(l int) { s.line = l }
 
 // Decoder names of a spec.
 const (
@@ -183,6 +195,20 @@ func (s Spec) Pipeline() (Pipeline, error) {
 			continue
 		}
 		p.Sinks = append(p.Sinks, set[0])
+	}
+	if e := s.DeadLetter; e != nil {
+		at := "" // set by the environment (TFLO_DEAD_LETTER_*): no line
+		if e.line > 0 {
+			at = fmt.Sprintf("line %d: ", e.line)
+		}
+		switch k := e.Kafka; {
+		case k == nil:
+			errs = append(errs, fmt.Errorf("%sdead_letter: give kafka", at))
+		case k.Format != "" || k.Envelope != nil:
+			errs = append(errs, fmt.Errorf("%sdead_letter.kafka: format and envelope do not apply: a dead letter is the record as it came", at))
+		default:
+			p.DeadLetter = *k
+		}
 	}
 	return p, errors.Join(errs...)
 }

@@ -154,3 +154,32 @@ func TestSpecMaxCheckpointAge(t *testing.T) {
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "interval: 1s", "interval: 1s\n  max_checkpoint_age: -5s", 1)))
 	require.ErrorContains(t, err, "checkpoint durations must not be negative")
 }
+
+// TestSpecDeadLetterSink: dead_letter names the sink of a Kafka source's
+// dead letters, in place of source.kafka.dead_letter_topic; what cannot
+// take dead letters is refused, naming the line.
+func TestSpecDeadLetterSink(t *testing.T) {
+	spec := smaSpec(goodNode)
+	p, err := pipeline.Parse([]byte(spec + "dead_letter:\n  kafka: {topic: trades.bad, brokers: [other:9092]}\n"))
+	require.NoError(t, err)
+	require.Equal(t, pipeline.KafkaSink{Topic: "trades.bad", Brokers: []string{"other:9092"}}, p.DeadLetter)
+	require.Empty(t, p.Source.(*pipeline.KafkaSource).DeadLetterTopic, "no default topic beside the sink")
+
+	for name, c := range map[string]struct{ spec, want string }{
+		"format":    {spec + "dead_letter:\n  kafka: {topic: trades.bad, format: json}\n", "line 19: dead_letter.kafka: format and envelope do not apply"},
+		"empty":     {spec + "dead_letter: {}\n", "line 18: dead_letter: give kafka"},
+		"both":      {strings.Replace(spec, "topic: trades", "topic: trades\n    dead_letter_topic: trades.dlq", 1) + "dead_letter:\n  kafka: {topic: trades.bad}\n", `source.kafka.dead_letter_topic "trades.dlq" and dead_letter are both set`},
+		"read back": {spec + "dead_letter:\n  kafka: {topic: trades}\n", `dead_letter: kafka topic "trades" is the consumed topic`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := pipeline.Parse([]byte(c.spec))
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+
+	p.DeadLetter = pipeline.InfluxSink{URL: "http://localhost:8086", Bucket: "b"}
+	require.ErrorContains(t, p.Validate(), "dead_letter: a pipeline.InfluxSink does not take dead letters")
+	mq := pipeline.Pipeline{Name: "edge", Source: pipeline.MQTTSource{Servers: []string{"tcp://localhost:1883"}, Topics: []string{"sensors/+"}, DeadLetterTopic: "dlq"},
+		Graph: p.Graph, DeadLetter: pipeline.KafkaSink{Topic: "bad"}}
+	require.ErrorContains(t, mq.WithDefaults().Validate(), `dead_letter is for Kafka sources: an MQTT source publishes its dead letters to source.mqtt.dead_letter_topic "dlq"`)
+}

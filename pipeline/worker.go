@@ -18,6 +18,7 @@ import (
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 	"github.com/tflo-io/tflo/workflows"
@@ -110,8 +111,12 @@ type Worker struct {
 	kafka *kafkaRunner // one of kafka, mqtt
 	mqtt  *mqttRunner
 
-	dlqMu            sync.Mutex
-	flushDeadLetters func(context.Context) error
+	// dead is the dead-letter sink (Pipeline.DeadLetter; nil for an MQTT
+	// source, which publishes its own), deadLettered counts what was
+	// written to it and dlqLog samples the per-record line.
+	dead         *sinkSet
+	deadLettered atomic.Uint64
+	dlqLog       *lograte.Limiter
 
 	// The keyed runtimes of the shards held, which share State.Memory
 	// (see newRuntime).
@@ -154,7 +159,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		return nil, err
 	}
 	w := &Worker{c: c, o: o, log: o.log.With("pipeline", c.p.Name, "worker", o.workerID), done: make(chan struct{}),
-		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}}
+		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}, dlqLog: lograte.New()}
 	defer func() {
 		if err != nil {
 			w.closeAll()
@@ -172,6 +177,13 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 	}
 	w.durable = durable
 	w.closers = append(w.closers, closeDurable)
+	// Closed by Run after the drain; this closes them when Run never ran
+	// (or one failed to open).
+	w.closers = append(w.closers, func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return w.closeSinks(cctx)
+	})
 	env := c.sinkEnv(w.log)
 	for i, spec := range c.p.Sinks {
 		s, err := spec.OpenSink(octx, env)
@@ -180,12 +192,13 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		}
 		w.sinks.sinks = append(w.sinks.sinks, s)
 	}
-	// Closed by Run after the drain; this closes them when Run never ran.
-	w.closers = append(w.closers, func() error {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return w.sinks.close(cctx)
-	})
+	if spec := c.p.deadLetter(); spec != nil {
+		s, err := spec.OpenDeadLetterSink(octx, env)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %q: dead-letter sink: %w", c.p.Name, err)
+		}
+		w.dead = &sinkSet{sinks: []streaming.Sink{s}}
+	}
 	w.host = &host{w: w, pipeline: c.p.Name, workerID: o.workerID, taskQueue: w.TaskQueue(), shards: activities.NewShards(),
 		held: map[streaming.ShardID]*shard{}, released: map[streaming.ShardID]releasedShard{}}
 	w.host.control = localControl{w}
@@ -328,12 +341,42 @@ func (w *Worker) sourceStats() sourceStats {
 	return sourceStats{}
 }
 
-func (w *Worker) setDeadLetterFlush(f func(context.Context) error) {
-	w.dlqMu.Lock()
-	if w.flushDeadLetters == nil {
-		w.flushDeadLetters = f
+// closeSinks closes the sinks and the dead-letter sink, once.
+func (w *Worker) closeSinks(ctx context.Context) error {
+	err := w.sinks.close(ctx)
+	if w.dead != nil {
+		err = errors.Join(err, w.dead.close(ctx))
 	}
-	w.dlqMu.Unlock()
+	return err
+}
+
+// deadLetter writes the dead letters of a shard's chunk (outs, each
+// carrying a streaming.DeadLetter) to the dead-letter sink, counting and
+// logging them (a sample: a stream of bad records must not flood the
+// log). A failed write fails the shard's next checkpoint, as any sink's.
+func (w *Worker) deadLetter(outs []streaming.Output) {
+	if len(outs) == 0 || w.dead == nil {
+		return
+	}
+	for _, o := range outs {
+		if ok, skipped := w.dlqLog.Allow(); ok {
+			w.log.Warn("record dead-lettered", lograte.With(skipped, "topic", o.Topic, "shard", o.Shard, "offset", o.Offset, "err", o.Dead.Err)...)
+		}
+	}
+	w.dead.write(context.Background(), outs)
+	w.deadLettered.Add(uint64(len(outs)))
+}
+
+// deadLetterErrors is how many dead letters the dead-letter sink lost,
+// when it counts them.
+func (w *Worker) deadLetterErrors() uint64 {
+	if w.dead == nil {
+		return 0
+	}
+	if f, ok := w.dead.sinks[0].(interface{ Failed() uint64 }); ok {
+		return f.Failed()
+	}
+	return 0
 }
 
 // Err implements activities.LeaseKeeper: nil while the worker runs and
@@ -434,7 +477,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Wait()
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer ccancel()
-	if cerr := w.sinks.close(cctx); cerr != nil {
+	if cerr := w.closeSinks(cctx); cerr != nil {
 		w.log.Warn("closing sinks", "err", cerr)
 	}
 	if err != nil {

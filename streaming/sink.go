@@ -32,6 +32,36 @@ type Output struct {
 	// for a plain value).
 	Value float64
 	Mode  Mode
+	// Dead is set on a dead letter: a record the pipeline could not
+	// process (see DeadLetter), which goes to the pipeline's dead-letter
+	// sink and to no other. Name, Value and Mode are then zero, Key is the
+	// record's key as it came and TS its timestamp.
+	Dead *DeadLetter
+}
+
+// DeadLetter is a record a pipeline could not process, as it arrived,
+// and why: the Output that carries it (Output.Dead) gives its shard,
+// epoch, offset, topic and timestamp. Dead letters are at least once: a
+// shard replayed from its last checkpoint sends its bad records again,
+// so a reader dedupes on (topic, shard, offset).
+type DeadLetter struct {
+	// Key and Value are the record's, as they came.
+	Key, Value []byte
+	// Headers are the record's own (Kafka's record headers).
+	Headers []Header
+	// Partition is the record's Kafka partition (-1 for other sources).
+	Partition int32
+	// Group is the consumer group that read it.
+	Group string
+	// Err is why the record could not be processed (a decode error, a
+	// limit, a key over state.max_keys).
+	Err error
+}
+
+// Header is a record header.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // Sink receives a pipeline's outputs. It is the one contract of every

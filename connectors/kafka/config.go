@@ -17,7 +17,6 @@ type sourceConfig struct {
 	group          string
 	topics         []string
 	partitions     Partitions
-	dlqTopic       func(topic string) string
 	revokeTimeout  time.Duration
 	restoreTimeout time.Duration
 	// Group liveness (0: franz-go's defaults) and static membership.
@@ -33,7 +32,6 @@ type sourceConfig struct {
 
 func defaultSourceConfig() sourceConfig {
 	return sourceConfig{
-		dlqTopic:       func(t string) string { return t + ".dlq" },
 		revokeTimeout:  10 * time.Second,
 		restoreTimeout: time.Minute,
 		log:            slog.New(slog.DiscardHandler),
@@ -52,8 +50,6 @@ func (c *sourceConfig) validate() error {
 		return errors.New("kafka source: no topics (WithTopics)")
 	case c.partitions == nil:
 		return errors.New("kafka source: no runtime for the partitions (WithPartitions): records would go nowhere")
-	case c.dlqTopic == nil:
-		return errors.New("kafka source: nil dead-letter topic function")
 	case c.revokeTimeout <= 0:
 		return fmt.Errorf("kafka source: revoke timeout %v must be positive", c.revokeTimeout)
 	case c.restoreTimeout <= 0:
@@ -96,12 +92,6 @@ func WithGroup(group string) SourceOption { return func(c *sourceConfig) { c.gro
 // WithTopics sets the topics to consume. Required.
 func WithTopics(topics ...string) SourceOption {
 	return func(c *sourceConfig) { c.topics = append(c.topics, topics...) }
-}
-
-// WithDeadLetterTopic sets the dead-letter topic of records from topic
-// (default "<topic>.dlq").
-func WithDeadLetterTopic(f func(topic string) string) SourceOption {
-	return func(c *sourceConfig) { c.dlqTopic = f }
 }
 
 // WithRevokeTimeout bounds a revoked partition's Release, its final

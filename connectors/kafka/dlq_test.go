@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tflo-io/tflo/internal/lograte"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // dlqRecords reads n records of the DLQ topic.
@@ -61,66 +61,6 @@ func TestTruncateDeadLetter(t *testing.T) {
 	require.Less(t, recordBytes(small), 20<<10)
 }
 
-// deadLettering is a Partitions runtime whose handlers dead-letter every
-// record and then wait for the dead letters, as a checkpoint does; each
-// wait's result goes to flushed.
-type deadLettering struct{ flushed chan error }
-
-func (d *deadLettering) Open(_ context.Context, a Assignment) (PartitionHandler, int64, error) {
-	return &deadLetterHandler{a: a, flushed: d.flushed}, -1, nil
-}
-
-type deadLetterHandler struct {
-	a       Assignment
-	flushed chan error
-}
-
-func (h *deadLetterHandler) Handle(ctx context.Context, recs []*kgo.Record) error {
-	for _, r := range recs {
-		h.a.DeadLetter(r, errors.New("bad reading"))
-	}
-	h.flushed <- h.a.FlushDeadLetters(ctx)
-	return nil
-}
-
-func (h *deadLetterHandler) Release(context.Context, bool) error { return nil }
-
-// TestSourceTruncatesDeadLettersOverTheClientLimit: a dead letter larger
-// than the source client's ProducerBatchMaxBytes goes out truncated, and
-// the wait a checkpoint makes on it succeeds. The source cuts it up front
-// (with the limit it read once per client); were that check gone, kgo's
-// refusal (MESSAGE_TOO_LARGE) would still send the truncated copy, so this
-// test holds the behaviour, not the shortcut.
-func TestSourceTruncatesDeadLettersOverTheClientLimit(t *testing.T) {
-	c := newCluster(t, 1)
-	addrs := c.ListenAddrs()
-	d := &deadLettering{flushed: make(chan error, 16)}
-	m := startMember(t, "a", WithBrokers(addrs...), WithGroup("dlq-limit"), WithTopics("readings"), WithPartitions(d),
-		WithClientOptions(kgo.ProducerBatchMaxBytes(32<<10), kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
-
-	value := bytes.Repeat([]byte("v"), 64<<10) // over the source's limit, under the producer's
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("s-1"), Value: value}).FirstErr())
-
-	select {
-	case err := <-d.flushed:
-		require.NoError(t, err, "a dead letter over the client's limit must not fail the checkpoint")
-	case <-ctx.Done():
-		t.Fatal("the record was never handled")
-	}
-	r := dlqRecords(t, addrs, 1)[0]
-	require.Equal(t, []string{"value"}, headerValues(r, HeaderDLQTruncated))
-	require.Equal(t, []string{"65536"}, headerValues(r, HeaderDLQValueBytes))
-	require.True(t, bytes.HasPrefix(value, r.Value), "the truncated value is a prefix of the original")
-	require.Less(t, len(r.Value), len(value))
-	require.Zero(t, m.src.Stats().DeadLetterErrors)
-	m.stop(t)
-}
-
 // msgCounter is a slog handler that counts the lines with one message and
 // the "suppressed" counts they carry.
 type msgCounter struct {
@@ -145,41 +85,55 @@ func (c *msgCounter) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TestDeadLetterLogIsSampled: a stream of bad records writes a sample of
-// dead-letter lines, not one per record (the log flooded and the hot path
-// waited on stderr), while every record is dead-lettered and counted.
-func TestDeadLetterLogIsSampled(t *testing.T) {
-	const n = 300
+// TestDeadLetterSink: a pipeline's dead letters (Outputs carrying a
+// streaming.DeadLetter) reach the sink's topic as the records that came,
+// with their own headers (forged tflo-dlq-* ones dropped) and headers
+// naming the source and the reason; one too large for the client's batch
+// limit goes truncated; Flush waits for them; an Output that is not a
+// dead letter is refused.
+func TestDeadLetterSink(t *testing.T) {
 	c := newCluster(t, 1)
 	addrs := c.ListenAddrs()
-	logged := &msgCounter{msg: "record dead-lettered"}
-	d := &deadLettering{flushed: make(chan error, n)}
-	start := time.Now()
-	m := startMember(t, "a", WithBrokers(addrs...), WithGroup("dlq-sampled"), WithTopics("readings"), WithPartitions(d),
-		WithLogger(slog.New(logged)),
-		WithClientOptions(kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"))
-	require.NoError(t, err)
-	defer cl.Close()
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		recs[i] = &kgo.Record{Key: []byte("s-1"), Value: []byte("not a reading " + strconv.Itoa(i))}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	pub, err := NewPublisher(ctx, PublishTo("readings.dlq", addrs...), PublisherClientOptions(kgo.ProducerBatchMaxBytes(64<<10)))
+	require.NoError(t, err)
+	s := NewDeadLetterSink(pub)
+	defer s.Close(ctx)
 
-	require.Eventually(t, func() bool { return m.src.Stats().DeadLettered == n }, 20*time.Second, 5*time.Millisecond)
-	elapsed := time.Since(start)
-	dlqRecords(t, addrs, n)
-	require.Zero(t, m.src.Stats().DeadLetterErrors)
+	big := bytes.Repeat([]byte("x"), 100<<10)
+	ts := time.UnixMilli(1_700_000_000_000)
+	outs := []streaming.Output{
+		{Shard: streaming.KafkaShard("readings", 3), Offset: 41, Topic: "readings", Key: "s-1", TS: ts.UnixNano(),
+			Dead: &streaming.DeadLetter{Key: []byte("s-1"), Value: []byte("not json"), Partition: 3, Group: "central",
+				Headers: []streaming.Header{{Key: "origin", Value: []byte("edge-7")}, {Key: HeaderDLQError, Value: []byte("forged")}},
+				Err:     errors.New("invalid character 'o'")}},
+		{Shard: streaming.KafkaShard("readings", 3), Offset: 42, Topic: "readings", Key: "s-2", TS: ts.UnixNano(),
+			Dead: &streaming.DeadLetter{Key: []byte("s-2"), Value: big, Partition: 3, Group: "central", Err: errors.New("too long")}},
+	}
+	require.NoError(t, s.Write(ctx, outs))
+	require.NoError(t, s.Flush(ctx, "", 0))
+	require.Equal(t, uint64(2), s.Produced())
+	require.ErrorContains(t, s.Write(ctx, []streaming.Output{{Key: "s-3", Name: "sma", Value: 1}}), `output "sma" of key "s-3" (shard , offset 0) is not a dead letter`)
 
-	lines := logged.lines.Load()
-	intervals := int64(elapsed/lograte.DefaultInterval) + 1
-	require.Positive(t, lines, "the first dead letters are logged")
-	require.LessOrEqual(t, lines, lograte.DefaultBurst*intervals,
-		"%d records over %v: at most %d lines per %v", n, elapsed, lograte.DefaultBurst, lograte.DefaultInterval)
-	require.LessOrEqual(t, lines+logged.suppressed.Load(), int64(n), "a line left out is reported once")
-	m.stop(t)
+	got := dlqRecords(t, addrs, 2)
+	byKey := map[string]*kgo.Record{}
+	for _, r := range got {
+		byKey[string(r.Key)] = r
+	}
+	r := byKey["s-1"]
+	require.NotNil(t, r)
+	require.Equal(t, "not json", string(r.Value))
+	require.True(t, r.Timestamp.Equal(ts), "the record's timestamp: %v", r.Timestamp)
+	require.Equal(t, []string{"edge-7"}, headerValues(r, "origin"))
+	require.Equal(t, []string{"readings"}, headerValues(r, HeaderDLQTopic))
+	require.Equal(t, []string{"3"}, headerValues(r, HeaderDLQPartition))
+	require.Equal(t, []string{"41"}, headerValues(r, HeaderDLQOffset))
+	require.Equal(t, []string{"central"}, headerValues(r, HeaderDLQGroup))
+	require.Equal(t, []string{"invalid character 'o'"}, headerValues(r, HeaderDLQError), "the forged header is dropped")
+	r = byKey["s-2"]
+	require.NotNil(t, r)
+	require.Equal(t, []string{"value"}, headerValues(r, HeaderDLQTruncated))
+	require.Equal(t, []string{strconv.Itoa(len(big))}, headerValues(r, HeaderDLQValueBytes))
+	require.Less(t, len(r.Value), len(big))
 }

@@ -57,20 +57,22 @@
 //
 // # Dead letters
 //
-// [Assignment.DeadLetter] produces a record the runtime cannot process (it
-// does not decode, or it falls outside the pipeline's streaming.Limits,
-// which package pipeline checks after decoding) to the dead-letter topic
-// (WithDeadLetterTopic) with headers naming the source topic, partition,
-// offset, group and reason ([DeadLetter]); [Assignment.FlushDeadLetters] is
-// part of a checkpoint's pre-commit. The record's own tflo-dlq-* headers
-// are dropped so a producer cannot forge them, and a dead letter too large
-// for the broker is sent truncated, with the original size and SHA-256 in
-// headers ([TruncateDeadLetter], [ProduceDeadLetter]), instead of failing
-// the partition's checkpoints. A [Publisher] record too large for the
-// broker is dead-lettered the same way ([PublisherDeadLetterTopic]) and
-// never fails later publishes. Every dead letter is counted
-// ([Stats].DeadLettered); the log gets a sample (the first 10 lines of
-// every 10 s, the next one carrying suppressed=N).
+// A record the runtime cannot process (it does not decode, it falls
+// outside the pipeline's streaming.Limits, its key is over the state's
+// cap) is a dead letter: package pipeline writes it, as an Output
+// carrying a streaming.DeadLetter, to the pipeline's dead-letter sink,
+// through the streaming.Sink contract every sink has. [DeadLetterSink] is
+// the Kafka one: it produces the record that came, with headers naming
+// the source topic, partition, offset, group and reason ([DeadLetter]),
+// and its Flush is part of a checkpoint's pre-commit. The record's own
+// tflo-dlq-* headers are dropped so a producer cannot forge them, and a
+// dead letter too large for the broker is sent truncated, with the
+// original size and SHA-256 in headers ([TruncateDeadLetter],
+// [ProduceDeadLetter]), instead of failing the partition's checkpoints. A
+// [Publisher] record too large for the broker is dead-lettered the same
+// way ([PublisherDeadLetterTopic]) and never fails later publishes; its
+// log gets a sample (the first 10 lines of every 10 s, the next one
+// carrying suppressed=N).
 //
 // # Decoding cost
 //

@@ -42,14 +42,6 @@ type Assignment struct {
 	// partition's checkpoints. The broker fences a member that left the
 	// generation (streaming.ErrFenced).
 	Cursors streaming.CursorStore
-	// DeadLetter sends a record that cannot be processed to the Source's
-	// dead-letter topic, with headers naming the partition, offset, group
-	// and cause. It does not block; FlushDeadLetters waits for it.
-	DeadLetter func(rec *kgo.Record, cause error)
-	// FlushDeadLetters returns once every dead letter sent before the call
-	// is acknowledged, or the first dead letter that failed (sticky: the
-	// cursor must not move past a record whose dead letter was lost).
-	FlushDeadLetters func(ctx context.Context) error
 }
 
 // PartitionHandler processes one owned partition's records.

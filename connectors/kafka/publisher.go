@@ -27,6 +27,7 @@ type publisherConfig struct {
 	maxBuffered int
 	log         *slog.Logger
 	kgoOpts     []kgo.Opt
+	lazy        bool
 }
 
 func defaultPublisherConfig() publisherConfig {
@@ -76,6 +77,16 @@ func PublisherLogger(l *slog.Logger) PublisherOption {
 	return func(c *publisherConfig) { c.log = l }
 }
 
+// PublisherLazy makes NewPublisher connect nothing: the client dials when
+// it first produces, so unreachable brokers or refused credentials show
+// in delivery failures, not in NewPublisher's error, and a record larger
+// than the topic's max.message.bytes is sent and refused by the broker
+// (then dead-lettered, truncated) instead of being kept under it up
+// front. For a producer beside a consumer of the same cluster (a Kafka
+// source's dead letters), which reports those itself and waits for the
+// brokers.
+func PublisherLazy() PublisherOption { return func(c *publisherConfig) { c.lazy = true } }
+
 // PublisherClientOptions adds raw franz-go client options.
 func PublisherClientOptions(o ...kgo.Opt) PublisherOption {
 	return func(c *publisherConfig) { c.kgoOpts = append(c.kgoOpts, o...) }
@@ -122,15 +133,20 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 		return nil, err
 	}
 	base := append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, sec...)
-	if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
-		return nil, err
+	if !cfg.lazy {
+		if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
+			return nil, err
+		}
 	}
 	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(cfg.maxBuffered))
-	if limit, ok := topicMaxMessageBytes(ctx, base, cfg.topic); ok && limit < defaultBatchMaxBytes {
-		// Batches the broker would refuse whole would fail (and
-		// dead-letter) every record in them: keep each under the topic's
-		// limit, so only a record too large on its own is refused.
-		all = append(all, kgo.ProducerBatchMaxBytes(limit))
+	if !cfg.lazy {
+		if limit, ok := topicMaxMessageBytes(ctx, base, cfg.topic); ok && limit < defaultBatchMaxBytes {
+			// Batches the broker would refuse whole would fail (and
+			// dead-letter) every record in them: keep each under the
+			// topic's limit, so only a record too large on its own is
+			// refused.
+			all = append(all, kgo.ProducerBatchMaxBytes(limit))
+		}
 	}
 	all = append(all, cfg.kgoOpts...)
 	cl, err := kgo.NewClient(all...)
@@ -246,6 +262,50 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 func (p *Publisher) fail(err error) {
 	p.err.CompareAndSwap(nil, &err)
 	p.cfg.log.Error("publish failed", "err", err)
+}
+
+// PublishDeadLetter buffers dl, a dead letter (see DeadLetter) for the
+// publisher's topic, sent as ProduceDeadLetter sends it: truncated when
+// too large for the client or the broker. Flush waits for it. A dead
+// letter that is lost is the sticky error (every later Publish and Flush
+// returns it): the cursor must not move past a record whose dead letter
+// was lost.
+func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if e := p.err.Load(); e != nil {
+		return *e
+	}
+	dl.Topic = p.cfg.topic
+	gen := p.inflight.add()
+	ProduceDeadLetter(ctx, p.cl, p.batchMax, dl, p.cfg.log, func(r *kgo.Record, err error) {
+		defer p.inflight.done(gen)
+		if err != nil {
+			p.failed.Add(1)
+			p.fail(fmt.Errorf("dead letter of %s to %q: %w", dlqSource(r), r.Topic, err))
+			return
+		}
+		p.produced.Add(1)
+	})
+	return nil
+}
+
+// dlqSource names a dead letter's source record: topic/partition@offset,
+// from its headers.
+func dlqSource(r *kgo.Record) string {
+	var topic, part, off string
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderDLQTopic:
+			topic = string(h.Value)
+		case HeaderDLQPartition:
+			part = string(h.Value)
+		case HeaderDLQOffset:
+			off = string(h.Value)
+		}
+	}
+	return topic + "/" + part + "@" + off
 }
 
 // deadLetterOf counts rec as dead-lettered for cause and returns the

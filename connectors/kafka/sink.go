@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -104,6 +105,61 @@ func (s *OutputSink) Dropped() uint64 { return s.dropped.Load() }
 
 // Produced returns how many records the sink's publisher delivered.
 func (s *OutputSink) Produced() uint64 { return s.pub.Produced() }
+
+// DeadLetterSink is the streaming.Sink writing a pipeline's dead letters
+// (Outputs carrying a streaming.DeadLetter) to its publisher's topic, each
+// as DeadLetter's record: the original key, value and headers, plus the
+// tflo-dlq-* headers naming the source topic, partition, offset, group
+// and error; truncated when too large for the broker (ProduceDeadLetter).
+// Flush (a checkpoint's pre-commit) waits for the dead letters written
+// before it, and fails once one was lost. An Output that is not a dead
+// letter is refused. Safe for concurrent use.
+type DeadLetterSink struct{ pub *Publisher }
+
+var _ streaming.Sink = (*DeadLetterSink)(nil)
+
+// NewDeadLetterSink writes dead letters with pub (which the sink closes)
+// to pub's topic.
+func NewDeadLetterSink(pub *Publisher) *DeadLetterSink { return &DeadLetterSink{pub: pub} }
+
+// Write implements streaming.Sink.
+func (s *DeadLetterSink) Write(ctx context.Context, outs []streaming.Output) error {
+	for _, o := range outs {
+		d := o.Dead
+		if d == nil {
+			return fmt.Errorf("kafka dead-letter sink %q: output %q of key %s (shard %s, offset %d) is not a dead letter",
+				s.pub.cfg.topic, o.Name, streaming.QuoteKey(o.Key), o.Shard, o.Offset)
+		}
+		rec := &kgo.Record{Topic: o.Topic, Partition: d.Partition, Offset: o.Offset, Key: d.Key, Value: d.Value, Timestamp: time.Unix(0, o.TS)}
+		if len(d.Headers) > 0 {
+			rec.Headers = make([]kgo.RecordHeader, len(d.Headers))
+			for i, h := range d.Headers {
+				rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+			}
+		}
+		if err := s.pub.PublishDeadLetter(ctx, DeadLetter(s.pub.cfg.topic, d.Group, rec, d.Err)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Flush implements streaming.Sink.
+func (s *DeadLetterSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming.CheckpointID) error {
+	return s.pub.Flush(ctx)
+}
+
+// Close implements streaming.Sink: it flushes and closes the publisher.
+func (s *DeadLetterSink) Close(ctx context.Context) error {
+	err := s.pub.Flush(ctx)
+	s.pub.Close()
+	return err
+}
+
+// Produced returns how many dead letters the sink delivered, and Failed
+// how many were lost.
+func (s *DeadLetterSink) Produced() uint64 { return s.pub.Produced() }
+func (s *DeadLetterSink) Failed() uint64   { return s.pub.Failed() }
 
 // JSONOutputs encodes each output as one JSON record keyed by the
 // output's key:

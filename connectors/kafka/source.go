@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,27 +21,19 @@ type Source struct {
 	cfg    sourceConfig
 	router *ShardRouter
 
-	mu     sync.Mutex // guards parts, cl, batchMax, cancel, fatal, nparts
-	parts  map[Partition]*partition
-	nparts map[string]int // partition count per topic, once known
-	cl     *kgo.Client
-	// batchMax is cl's ProducerBatchMaxBytes, read once: a dead letter
-	// larger is cut before it is produced.
-	batchMax int
-	cancel   context.CancelFunc
-	fatal    error
-	running  atomic.Bool
-	closed   atomic.Bool
-	runDone  chan struct{}
+	mu      sync.Mutex // guards parts, cl, cancel, fatal, nparts
+	parts   map[Partition]*partition
+	nparts  map[string]int // partition count per topic, once known
+	cl      *kgo.Client
+	cancel  context.CancelFunc
+	fatal   error
+	running atomic.Bool
+	closed  atomic.Bool
+	runDone chan struct{}
 
 	stats struct {
-		handed, deadLettered, deadLetterErrors, revokeFailed atomic.Uint64
+		handed, revokeFailed atomic.Uint64
 	}
-	dlqErr      atomic.Pointer[error]
-	dlqInflight *barrier
-	// dlqLog and dlqLostLog sample the per-record dead-letter lines (a
-	// stream of bad records would write one each); Stats counts them all.
-	dlqLog, dlqLostLog *lograte.Limiter
 }
 
 // NewSource validates the options and returns a Source. It does not
@@ -56,7 +47,7 @@ func NewSource(opts ...SourceOption) (*Source, error) {
 		return nil, err
 	}
 	return &Source{cfg: cfg, router: NewShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{},
-		runDone: make(chan struct{}), dlqInflight: newBarrier(), dlqLog: lograte.New(), dlqLostLog: lograte.New()}, nil
+		runDone: make(chan struct{})}, nil
 }
 
 // Router returns the member's shard router.
@@ -64,25 +55,21 @@ func (s *Source) Router() *ShardRouter { return s.router }
 
 // Stats is a snapshot of the Source's counters.
 type Stats struct {
-	Applied          uint64 // records handed to the partitions' handlers
-	DeadLettered     uint64 // records sent to the dead-letter topic
-	DeadLetterErrors uint64 // dead letters that could not be produced
-	Dropped          uint64 // records dropped because their partition was no longer owned
-	RevokeFailures   uint64 // revoked partitions whose Release (final checkpoint) failed
-	Owned            int
-	Epoch            streaming.Epoch
+	Applied        uint64 // records handed to the partitions' handlers
+	Dropped        uint64 // records dropped because their partition was no longer owned
+	RevokeFailures uint64 // revoked partitions whose Release (final checkpoint) failed
+	Owned          int
+	Epoch          streaming.Epoch
 }
 
 // Stats returns the Source's counters.
 func (s *Source) Stats() Stats {
 	return Stats{
-		Applied:          s.stats.handed.Load(),
-		DeadLettered:     s.stats.deadLettered.Load(),
-		DeadLetterErrors: s.stats.deadLetterErrors.Load(),
-		Dropped:          s.router.Dropped(),
-		RevokeFailures:   s.stats.revokeFailed.Load(),
-		Owned:            len(s.router.Owned()),
-		Epoch:            s.router.AssignmentEpoch(),
+		Applied:        s.stats.handed.Load(),
+		Dropped:        s.router.Dropped(),
+		RevokeFailures: s.stats.revokeFailed.Load(),
+		Owned:          len(s.router.Owned()),
+		Epoch:          s.router.AssignmentEpoch(),
 	}
 }
 
@@ -155,7 +142,7 @@ func (s *Source) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
-	s.cl, s.batchMax, s.cancel = cl, batchLimit(cl), cancel
+	s.cl, s.cancel = cl, cancel
 	s.mu.Unlock()
 	if s.closed.Load() {
 		cancel()
@@ -305,13 +292,11 @@ func (s *Source) open(ctx context.Context, cl *kgo.Client, p Partition, epoch st
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.restoreTimeout)
 	defer cancel()
 	h, last, err := s.cfg.partitions.Open(rctx, Assignment{
-		Partition:        p,
-		Epoch:            epoch,
-		Group:            s.cfg.group,
-		TopicPartitions:  s.topicPartitions(rctx, cl, p.Topic),
-		Cursors:          NewGroupCursorStore(cl, s.cfg.group),
-		DeadLetter:       s.deadLetter,
-		FlushDeadLetters: s.flushDeadLetters,
+		Partition:       p,
+		Epoch:           epoch,
+		Group:           s.cfg.group,
+		TopicPartitions: s.topicPartitions(rctx, cl, p.Topic),
+		Cursors:         NewGroupCursorStore(cl, s.cfg.group),
 	})
 	if err != nil {
 		return nil, err
@@ -417,49 +402,4 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, ps []Partition, fi
 	}
 	epoch := s.router.Revoke(gen, ps...)
 	s.cfg.log.Info("partitions released", "group", s.cfg.group, "partitions", fmt.Sprint(ps), "final_checkpoint", final, "epoch", uint64(epoch))
-}
-
-// deadLetter sends a record that could not be processed to the DLQ topic
-// with headers naming where it came from and why; the stream continues.
-func (s *Source) deadLetter(rec *kgo.Record, cause error) {
-	s.stats.deadLettered.Add(1)
-	s.mu.Lock()
-	cl, batchMax := s.cl, s.batchMax
-	s.mu.Unlock()
-	dl := DeadLetter(s.cfg.dlqTopic(rec.Topic), s.cfg.group, rec, cause)
-	if ok, skipped := s.dlqLog.Allow(); ok {
-		s.cfg.log.Warn("record dead-lettered", lograte.With(skipped, "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq", dl.Topic, "err", cause)...)
-	}
-	gen := s.dlqInflight.add()
-	ProduceDeadLetter(context.Background(), cl, batchMax, dl, s.cfg.log, func(_ *kgo.Record, err error) {
-		defer s.dlqInflight.done(gen)
-		if err != nil {
-			s.stats.deadLetterErrors.Add(1)
-			e := fmt.Errorf("dead-letter %s/%d@%d to %q: %w", rec.Topic, rec.Partition, rec.Offset, dl.Topic, err)
-			s.dlqErr.CompareAndSwap(nil, &e)
-			if ok, skipped := s.dlqLostLog.Allow(); ok {
-				s.cfg.log.Error("dead letter lost", lograte.With(skipped, "err", e)...)
-			}
-		}
-	})
-}
-
-// flushDeadLetters waits for the dead letters sent before the call (not
-// for later ones) and returns the first one that failed (sticky: the
-// cursor never moves past a record whose dead letter was lost, so a
-// restart replays and re-sends it).
-func (s *Source) flushDeadLetters(ctx context.Context) error {
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
-	if cl == nil {
-		return nil
-	}
-	if err := flushBefore(ctx, cl, s.dlqInflight); err != nil {
-		return fmt.Errorf("flush dead letters: %w", err)
-	}
-	if e := s.dlqErr.Load(); e != nil {
-		return *e
-	}
-	return nil
 }
