@@ -6,12 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,10 +21,10 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
-	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // produceRaw writes recs to the readings topic.
@@ -338,30 +336,6 @@ graph:
 	require.ErrorContains(t, err, `limits: key pattern "[a-z"`)
 }
 
-// countLines is a slog handler that counts the lines with one message
-// and the "suppressed" counts they carry.
-type countLines struct {
-	msg               string
-	lines, suppressed atomic.Int64
-}
-
-func (c *countLines) Enabled(context.Context, slog.Level) bool { return true }
-func (c *countLines) WithAttrs([]slog.Attr) slog.Handler       { return c }
-func (c *countLines) WithGroup(string) slog.Handler            { return c }
-
-func (c *countLines) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == c.msg {
-		c.lines.Add(1)
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "suppressed" {
-				c.suppressed.Add(a.Value.Int64())
-			}
-			return true
-		})
-	}
-	return nil
-}
-
 // TestDeadLetterLogIsSampled: a stream of bad records writes a sample of
 // "record dead-lettered" lines, not one per record (the log flooded and
 // the hot path waited on stderr), while every record is dead-lettered
@@ -374,25 +348,16 @@ func TestDeadLetterLogIsSampled(t *testing.T) {
 	for i := range recs {
 		recs[i] = &kgo.Record{Key: []byte("s-1"), Value: []byte("not a reading " + strconv.Itoa(i))}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	produceRaw(t, addrs, recs...)
 
-	logged := &countLines{msg: "record dead-lettered"}
+	logged := logtest.NewCounter("record dead-lettered")
 	began := time.Now()
-	w := start(t, alarmPipeline(addrs, t.TempDir()), pipeline.WithLogger(slog.New(logged)))
+	w := start(t, alarmPipeline(addrs, t.TempDir()), pipeline.WithLogger(logged.Logger()))
 	require.Eventually(t, func() bool { return w.w.Stats().DeadLettered == n }, 20*time.Second, 5*time.Millisecond)
 	elapsed := time.Since(began)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	require.NoError(t, w.w.Checkpoint(ctx), "the dead letters are delivered")
 	require.Zero(t, w.w.Stats().DeadLetterErrors)
-
-	lines := logged.lines.Load()
-	intervals := int64(elapsed/lograte.DefaultInterval) + 1
-	require.Positive(t, lines, "the first dead letters are logged")
-	require.LessOrEqual(t, lines, lograte.DefaultBurst*intervals,
-		"%d records over %v: at most %d lines per %v", n, elapsed, lograte.DefaultBurst, lograte.DefaultInterval)
-	require.LessOrEqual(t, lines+logged.suppressed.Load(), int64(n), "a line left out is reported once")
+	logged.RequireSampled(t, n, elapsed)
 }

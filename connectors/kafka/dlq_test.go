@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,30 +57,6 @@ func TestTruncateDeadLetter(t *testing.T) {
 	require.Empty(t, headerValues(small, "big"))
 	require.Equal(t, []string{"2"}, headerValues(small, HeaderDLQPartition))
 	require.Less(t, recordBytes(small), 20<<10)
-}
-
-// msgCounter is a slog handler that counts the lines with one message and
-// the "suppressed" counts they carry.
-type msgCounter struct {
-	msg               string
-	lines, suppressed atomic.Int64
-}
-
-func (c *msgCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (c *msgCounter) WithAttrs([]slog.Attr) slog.Handler       { return c }
-func (c *msgCounter) WithGroup(string) slog.Handler            { return c }
-
-func (c *msgCounter) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == c.msg {
-		c.lines.Add(1)
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "suppressed" {
-				c.suppressed.Add(a.Value.Int64())
-			}
-			return true
-		})
-	}
-	return nil
 }
 
 // TestDeadLetterSink: a pipeline's dead letters (Outputs carrying a

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -14,8 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -253,11 +252,11 @@ func TestPublisherTooLargeLogIsSampled(t *testing.T) {
 	addrs := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	logged := &msgCounter{msg: "record too large for the broker; dead-lettered"}
+	logged := logtest.NewCounter("record too large for the broker; dead-lettered")
 	start := time.Now()
 	// A 4 KiB batch limit: each 8 KiB value is over it, and dead-lettered
 	// (truncated to 16 KiB, so whole) before it is buffered.
-	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...), PublisherLogger(slog.New(logged)),
+	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...), PublisherLogger(logged.Logger()),
 		PublisherClientOptions(kgo.ProducerBatchMaxBytes(4<<10)))
 	require.NoError(t, err)
 	defer pub.Close()
@@ -270,10 +269,5 @@ func TestPublisherTooLargeLogIsSampled(t *testing.T) {
 	require.Equal(t, uint64(n), pub.DeadLettered())
 	require.Zero(t, pub.Failed())
 
-	lines := logged.lines.Load()
-	intervals := int64(elapsed/lograte.DefaultInterval) + 1
-	require.Positive(t, lines, "the first oversized records are logged")
-	require.LessOrEqual(t, lines, lograte.DefaultBurst*intervals,
-		"%d records over %v: at most %d lines per %v", n, elapsed, lograte.DefaultBurst, lograte.DefaultInterval)
-	require.LessOrEqual(t, lines+logged.suppressed.Load(), int64(n), "a line left out is reported once")
+	logged.RequireSampled(t, n, elapsed)
 }
