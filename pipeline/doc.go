@@ -17,11 +17,11 @@
 //     checked against its Limits (streaming.Limits, in its TimeUnit): a
 //     message that does not decode or falls outside them is a dead letter
 //     (an MQTT source also refuses a sensor id that is not the last level
-//     of its topic): a Kafka source's go to its DeadLetter sink (by
-//     default a [KafkaSink] to the source's dead-letter topic; or [Use]
-//     your own), as Outputs carrying a streaming.DeadLetter, through the
-//     same contract as the other sinks; an MQTT source publishes its own
-//     to its dead-letter topic. Its [Graph] is
+//     of its topic): dead letters go to the pipeline's DeadLetter sink (a
+//     [KafkaSink], or [Use] your own), as Outputs carrying a
+//     streaming.DeadLetter, through the same contract as the other sinks.
+//     By default a Kafka source's go to its dead-letter topic and an MQTT
+//     source publishes its own to its broker's. Its [Graph] is
 //     nodes of registered operator types ([DefaultRegistry]: streaming/ops
 //     and streaming/fintech; register your own types the same way) or a Go
 //     *streaming.Graph. Its [SinkSpec]s open the sinks: [KafkaSink],

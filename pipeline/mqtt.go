@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/streaming"
@@ -55,6 +58,9 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 			}
 			return mqtt.Reading{Sensor: string(rec.Key), TS: rec.TS, Value: rec.Inputs[0].Float64()}, nil
 		}))
+	}
+	if w.dead != nil {
+		opts = append(opts, mqtt.WithDeadLetters(r.deadLetter))
 	}
 	if cfg.Username != "" {
 		opts = append(opts, mqtt.WithCredentials(cfg.Username, []byte(os.Getenv(cfg.PasswordEnv))))
@@ -277,4 +283,17 @@ type manifestCursors struct{}
 func (manifestCursors) SaveCursor(context.Context, []byte, streaming.CursorRecord) error { return nil }
 func (manifestCursors) LoadCursor(_ context.Context, key []byte) (streaming.CursorRecord, error) {
 	return streaming.CursorRecord{}, fmt.Errorf("cursor %q is kept in the checkpoint manifest: %w", key, streaming.ErrNotFound)
+}
+
+// deadLetter writes one of the source's dead letters to the pipeline's
+// dead-letter sink (Pipeline.DeadLetter), before the source acknowledges
+// the message: a sink that buffers makes it durable in the checkpoint's
+// pre-commit, before the acknowledgements it lets go (AckOnCheckpoint).
+func (r *mqttRunner) deadLetter(ctx context.Context, topic string, payload []byte, props []paho.UserProperty, cause error) error {
+	d := &streaming.DeadLetter{Value: slices.Clone(payload), Partition: -1, Group: r.cfg.ClientID, Err: cause}
+	for _, p := range props {
+		d.Headers = append(d.Headers, streaming.Header{Key: p.Key, Value: []byte(p.Value)})
+	}
+	out := []streaming.Output{{Shard: streaming.ShardID(r.cfg.ClientID), Offset: -1, Topic: topic, TS: time.Now().UnixNano(), Dead: d}}
+	return r.w.dead.sinks[0].Write(ctx, out)
 }

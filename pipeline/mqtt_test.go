@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -332,4 +333,43 @@ func TestMQTTCheckpointTimer(t *testing.T) {
 		return g.w.Stats().RecordsIn == 5 && cl.State.Inflight.Len() == 0
 	}, waitFor, time.Millisecond)
 	require.NotZero(t, g.w.Shards()[0].Checkpoint.LastID)
+}
+
+// TestMQTTDeadLettersGoToTheDeadLetterSink: with Pipeline.DeadLetter set,
+// an MQTT source's malformed payloads reach that sink (through the
+// streaming.Sink contract, before the messages are acknowledged), not the
+// broker's dead-letter topic, and the checkpoint flushes it.
+func TestMQTTDeadLettersGoToTheDeadLetterSink(t *testing.T) {
+	e := newEdgeEnv(t)
+	var onTopic atomic.Int64
+	require.NoError(t, e.broker.Subscribe("dlq/#", 1, func(*mochi.Client, packets.Subscription, packets.Packet) { onTopic.Add(1) }))
+	dead := &deadSink{}
+	p := e.pipeline(true, time.Hour)
+	src := p.Source.(pipeline.MQTTSource)
+	src.DeadLetterTopic = ""
+	p.Source, p.DeadLetter = src, pipeline.Use(dead)
+	g := e.start(t, p)
+
+	bad := []string{"not json", `{"sensor":"x","ts":1}`}
+	for _, b := range bad {
+		require.NoError(t, e.broker.Publish("sensors/x", []byte(b), false, 1))
+	}
+	// A good reading after them: once it is applied, they were handled.
+	require.NoError(t, e.broker.Publish("sensors/x", mqtt.EncodeReading(nil, mqtt.Reading{Sensor: "x", TS: 2, Value: 1}), false, 1))
+	require.Eventually(t, func() bool { return g.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond)
+	got, before := dead.outputs()
+	require.Len(t, got, len(bad))
+	for i, o := range got {
+		require.NotNil(t, o.Dead)
+		require.Equal(t, bad[i], string(o.Dead.Value))
+		require.Equal(t, "sensors/x", o.Topic)
+		require.Equal(t, streaming.ShardID("edge-gw-1"), o.Shard)
+		require.Equal(t, int64(-1), o.Offset)
+		require.Error(t, o.Dead.Err)
+	}
+	require.Equal(t, uint64(len(bad)), g.w.Stats().DeadLettered)
+	require.NoError(t, g.w.Checkpoint(context.Background()))
+	_, after := dead.outputs()
+	require.Greater(t, after, before, "the checkpoint's pre-commit flushed the dead-letter sink")
+	require.Zero(t, onTopic.Load(), "nothing was published to the broker's dead-letter topic")
 }

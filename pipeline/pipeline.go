@@ -54,14 +54,15 @@ type Pipeline struct {
 	// Sinks receive the graph's outputs (none: outputs are dropped, the
 	// state is still checkpointed).
 	Sinks []SinkSpec
-	// DeadLetter receives a Kafka source's dead letters: records that
-	// cannot be decoded, are outside Limits or are of a new key over
+	// DeadLetter receives the dead letters: records that cannot be
+	// decoded, are outside Limits or are of a new key over
 	// state.max_keys, as Outputs carrying a streaming.DeadLetter, through
 	// the same streaming.Sink contract as the other sinks (Flush is part
 	// of every checkpoint's pre-commit). A KafkaSink (its records are the
 	// original ones plus tflo-dlq-* headers) or Use(your own sink).
-	// Default: a KafkaSink to the source's DeadLetterTopic. An MQTT source
-	// publishes its dead letters to its own DeadLetterTopic instead.
+	// Default: for a Kafka source a KafkaSink to its DeadLetterTopic; an
+	// MQTT source publishes them to its DeadLetterTopic on its broker, on
+	// the connection the message came by, before acknowledging it.
 	DeadLetter SinkSpec
 	// State says where the keyed state lives and where checkpoints go.
 	State State
@@ -521,11 +522,14 @@ func (p Pipeline) Validate() error {
 		if len(s.Topics) == 0 {
 			add("source.mqtt.topics is empty")
 		}
-		if s.DeadLetterTopic == "" {
-			add("source.mqtt.dead_letter_topic is empty: malformed payloads need a destination")
+		switch {
+		case s.DeadLetterTopic == "" && p.DeadLetter == nil:
+			add("source.mqtt.dead_letter_topic is empty: malformed payloads need a destination (it, or dead_letter)")
+		case s.DeadLetterTopic != "" && p.DeadLetter != nil:
+			add("source.mqtt.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
 		}
-		if p.DeadLetter != nil {
-			add("dead_letter is for Kafka sources: an MQTT source publishes its dead letters to source.mqtt.dead_letter_topic %q", s.DeadLetterTopic)
+		if err := deadLetterSpec(p.DeadLetter); err != nil {
+			add("dead_letter: %v", err)
 		}
 		for _, t := range s.Topics {
 			if topicMatches(t, s.DeadLetterTopic) {
@@ -661,7 +665,7 @@ func topicMatches(filter, topic string) bool {
 
 // deadLetter is the sink the dead letters go to (after defaults): DeadLetter,
 // or for a Kafka source a KafkaSink to its DeadLetterTopic; nil for an
-// MQTT source, which publishes its own.
+// MQTT source without DeadLetter, which publishes its own.
 func (p Pipeline) deadLetter() DeadLetterSpec {
 	if p.DeadLetter != nil {
 		d, _ := p.DeadLetter.(DeadLetterSpec) // Validate refused any other

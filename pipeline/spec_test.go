@@ -180,6 +180,10 @@ func TestSpecDeadLetterSink(t *testing.T) {
 	p.DeadLetter = pipeline.InfluxSink{URL: "http://localhost:8086", Bucket: "b"}
 	require.ErrorContains(t, p.Validate(), "dead_letter: a pipeline.InfluxSink does not take dead letters")
 	mq := pipeline.Pipeline{Name: "edge", Source: pipeline.MQTTSource{Servers: []string{"tcp://localhost:1883"}, Topics: []string{"sensors/+"}, DeadLetterTopic: "dlq"},
-		Graph: p.Graph, DeadLetter: pipeline.KafkaSink{Topic: "bad"}}
-	require.ErrorContains(t, mq.WithDefaults().Validate(), `dead_letter is for Kafka sources: an MQTT source publishes its dead letters to source.mqtt.dead_letter_topic "dlq"`)
+		Graph: p.Graph, DeadLetter: pipeline.KafkaSink{Brokers: []string{"localhost:9092"}, Topic: "bad"}}
+	require.ErrorContains(t, mq.WithDefaults().Validate(), `source.mqtt.dead_letter_topic "dlq" and dead_letter are both set`)
+	mq.Source = pipeline.MQTTSource{Servers: []string{"tcp://localhost:1883"}, Topics: []string{"sensors/+"}}
+	require.NoError(t, mq.WithDefaults().Validate(), "an MQTT source's dead letters may go to a sink instead of a topic")
+	mq.DeadLetter = nil
+	require.ErrorContains(t, mq.WithDefaults().Validate(), "source.mqtt.dead_letter_topic is empty: malformed payloads need a destination")
 }

@@ -35,7 +35,8 @@ type Output struct {
 	// Dead is set on a dead letter: a record the pipeline could not
 	// process (see DeadLetter), which goes to the pipeline's dead-letter
 	// sink and to no other. Name, Value and Mode are then zero, Key is the
-	// record's key as it came and TS its timestamp.
+	// record's key as it came (empty for MQTT) and TS its timestamp (for
+	// MQTT, when it arrived).
 	Dead *DeadLetter
 }
 

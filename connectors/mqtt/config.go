@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -35,6 +38,7 @@ type config struct {
 	password        []byte
 	tls             *tls.Config
 	deadLetterTopic string
+	deadLetters     DeadLetterFunc
 	decoder         Decoder
 	windowCap       int
 	retainedCap     int
@@ -103,12 +107,14 @@ func (c *config) validate() error {
 	if c.ackInterval <= 0 {
 		errs = append(errs, fmt.Errorf("ack interval %s must be positive", c.ackInterval))
 	}
-	if c.deadLetterTopic == "" || strings.ContainsAny(c.deadLetterTopic, "+#") {
-		errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", c.deadLetterTopic))
-	}
-	for _, f := range c.filters {
-		if topicMatches(f, c.deadLetterTopic) {
-			errs = append(errs, fmt.Errorf("dead-letter topic %q matches topic filter %q: the source would read its own dead letters", c.deadLetterTopic, f))
+	if c.deadLetters == nil { // else the dead letters do not go to the topic
+		if c.deadLetterTopic == "" || strings.ContainsAny(c.deadLetterTopic, "+#") {
+			errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", c.deadLetterTopic))
+		}
+		for _, f := range c.filters {
+			if topicMatches(f, c.deadLetterTopic) {
+				errs = append(errs, fmt.Errorf("dead-letter topic %q matches topic filter %q: the source would read its own dead letters", c.deadLetterTopic, f))
+			}
 		}
 	}
 	if c.windowCap <= 0 || c.retainedCap <= 0 || c.windowCap > streaming.MaxMQTTWindow || c.retainedCap > streaming.MaxMQTTRetained {
@@ -235,6 +241,19 @@ func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 // (QoS 1, with user properties naming the reason, source topic and packet
 // id). Default "tflo/deadletter".
 func WithDeadLetterTopic(topic string) Option { return func(c *config) { c.deadLetterTopic = topic } }
+
+// DeadLetterFunc takes one of the source's dead letters: a message from
+// topic whose payload (with the message's user properties) could not be
+// processed, for cause. The message is acknowledged after it returns nil
+// (or, with WithAckOnCheckpoint, at the next checkpoint), so what it
+// writes must be durable by then; an error leaves the message
+// unacknowledged and stops Run.
+type DeadLetterFunc func(ctx context.Context, topic string, payload []byte, props []paho.UserProperty, cause error) error
+
+// WithDeadLetters hands the dead letters to f instead of publishing them
+// to the dead-letter topic (package pipeline writes them to the
+// pipeline's dead-letter sink).
+func WithDeadLetters(f DeadLetterFunc) Option { return func(c *config) { c.deadLetters = f } }
 
 // WithDecoder replaces the payload decoder. Default DecodeReading (JSON).
 func WithDecoder(d Decoder) Option { return func(c *config) { c.decoder = d } }

@@ -34,7 +34,9 @@
 //     sensor's state) is
 //     published (QoS 1) to the dead-letter topic with user properties
 //     tflo-reason, tflo-source-topic and tflo-packet-id — the source's
-//     own, never the publisher's — the DeadLettered counter rises (the
+//     own, never the publisher's — (or handed to [WithDeadLetters]'s
+//     function: a pipeline's dead-letter sink), the DeadLettered counter
+//     rises (the
 //     log gets a sample: the first 10 lines of every 10 s, the next one
 //     carrying suppressed=N), and the stream continues. Only checked readings reach the handler, the
 //     retained-topic sequences and Stats.NewestTS.

@@ -439,6 +439,21 @@ const (
 )
 
 func (s *Source) deadLetter(ctx context.Context, cli *paho.Client, p *paho.Publish, cause error) error {
+	if f := s.cfg.deadLetters; f != nil {
+		var user []paho.UserProperty
+		if p.Properties != nil {
+			user = p.Properties.User
+		}
+		if err := f(ctx, p.Topic, p.Payload, user, cause); err != nil {
+			s.ctr.inc(CounterDeadLetterFailed)
+			return fmt.Errorf("mqtt source %q: dead letter (from topic %q, packet %d): %w", s.cfg.clientID, p.Topic, p.PacketID, err)
+		}
+		s.ctr.inc(CounterDeadLettered)
+		if ok, skipped := s.dlqLog.Allow(); ok {
+			s.cfg.logger.Warn("mqtt payload dead-lettered", lograte.With(skipped, "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "reason", cause)...)
+		}
+		return nil
+	}
 	props := &paho.PublishProperties{}
 	props.User.Add(PropReason, cause.Error())
 	props.User.Add(PropSourceTopic, p.Topic)
