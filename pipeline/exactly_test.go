@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
@@ -476,30 +475,20 @@ func TestDeadLettersGoToTheDeadLetterSink(t *testing.T) {
 	require.NotEmpty(t, ends, "the dead-letter topic's partitions were listed")
 }
 
-// TestWorkerStartsBeforeKafka: a worker whose brokers are not up yet
-// starts (its dead-letter sink, on the source's brokers, connects when it
-// first produces) and consumes once Kafka is there, dead letters
-// included. A worker that exited instead crash-looped under a deployment
-// that starts everything at once.
-func TestWorkerStartsBeforeKafka(t *testing.T) {
+// TestUnreachableKafkaIsTheSourcesError: with no dead-letter sink of its
+// own, a pipeline's worker opens without reaching Kafka (its default
+// dead-letter sink connects when it first produces), and an unreachable
+// cluster is reported once, by the source, naming its group — not as a
+// dead-letter producer the user never configured.
+func TestUnreachableKafkaIsTheSourcesError(t *testing.T) {
 	port, err := loopport.PickPort()
 	require.NoError(t, err)
-	addrs := []string{"127.0.0.1:" + strconv.Itoa(port)}
-	j := newJournal()
-	w := start(t, seqPipeline(addrs, memory.New(), j.as("w")), pipeline.WithOperators(seqRegistry(t)))
-
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, topic, topic+".dlq"))
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic))
-	require.NoError(t, err)
-	defer cl.Close()
+	p := seqPipeline([]string{"127.0.0.1:" + strconv.Itoa(port)}, memory.New())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("s-1"), Value: seqReading("s-1", 1)},
-		&kgo.Record{Key: []byte("s-1"), Value: []byte("not json")}).FirstErr())
-	require.Eventually(t, func() bool { return j.allReached([]string{"s-1"}, 1) && w.w.Stats().DeadLettered == 1 }, 30*time.Second, 10*time.Millisecond,
-		"the worker never consumed once Kafka came up")
-	require.NoError(t, w.w.Checkpoint(ctx), "the dead letter is delivered")
-	require.Zero(t, w.w.Stats().DeadLetterErrors)
+	w, err := pipeline.NewWorker(ctx, p, pipeline.WithOperators(seqRegistry(t)), pipeline.WithLogger(testLogger(t)))
+	require.NoError(t, err, "the worker opens without Kafka")
+	err = w.Run(ctx)
+	require.ErrorContains(t, err, `kafka source (group "central"): connect`)
+	require.NotContains(t, err.Error(), "dead-letter")
 }

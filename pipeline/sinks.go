@@ -133,9 +133,10 @@ func (k KafkaSink) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streami
 
 // sourceDeadLetters is the default dead-letter sink of a Kafka source: a
 // KafkaSink to its dead-letter topic, on its brokers, that connects when
-// it first produces (kafka.PublisherLazy). The source reports unreachable
-// brokers and refused credentials, and a worker started before Kafka waits
-// for it instead of exiting, as it did before dead letters were a sink.
+// it first produces (kafka.PublisherLazy). The source checks those brokers
+// and credentials when it starts, and its error names the source: a
+// pipeline with no dead-letter sink of its own must not fail earlier, on
+// a producer it never asked for.
 type sourceDeadLetters struct{ KafkaSink }
 
 func (s sourceDeadLetters) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {

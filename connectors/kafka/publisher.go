@@ -83,8 +83,8 @@ func PublisherLogger(l *slog.Logger) PublisherOption {
 // than the topic's max.message.bytes is sent and refused by the broker
 // (then dead-lettered, truncated) instead of being kept under it up
 // front. For a producer beside a consumer of the same cluster (a Kafka
-// source's dead letters), which reports those itself and waits for the
-// brokers.
+// source's dead letters), whose start checks the brokers and the
+// credentials once already.
 func PublisherLazy() PublisherOption { return func(c *publisherConfig) { c.lazy = true } }
 
 // PublisherClientOptions adds raw franz-go client options.
