@@ -133,13 +133,11 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 		return nil, err
 	}
 	base := append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, sec...)
+	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(cfg.maxBuffered))
 	if !cfg.lazy {
 		if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
 			return nil, err
 		}
-	}
-	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(cfg.maxBuffered))
-	if !cfg.lazy {
 		if limit, ok := topicMaxMessageBytes(ctx, base, cfg.topic); ok && limit < defaultBatchMaxBytes {
 			// Batches the broker would refuse whole would fail (and
 			// dead-letter) every record in them: keep each under the

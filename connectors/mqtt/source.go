@@ -439,18 +439,28 @@ const (
 )
 
 func (s *Source) deadLetter(ctx context.Context, cli *paho.Client, p *paho.Publish, cause error) error {
+	if err := s.sendDeadLetter(ctx, cli, p, cause); err != nil {
+		s.ctr.inc(CounterDeadLetterFailed)
+		return err
+	}
+	s.ctr.inc(CounterDeadLettered)
+	if ok, skipped := s.dlqLog.Allow(); ok {
+		s.cfg.logger.Warn("mqtt payload dead-lettered", lograte.With(skipped, "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "reason", cause)...)
+	}
+	return nil
+}
+
+// sendDeadLetter hands the dead letter to WithDeadLetters' function, or
+// publishes it to the dead-letter topic on cli (QoS 1, with user
+// properties naming the reason, source topic and packet id).
+func (s *Source) sendDeadLetter(ctx context.Context, cli *paho.Client, p *paho.Publish, cause error) error {
 	if f := s.cfg.deadLetters; f != nil {
 		var user []paho.UserProperty
 		if p.Properties != nil {
 			user = p.Properties.User
 		}
 		if err := f(ctx, p.Topic, p.Payload, user, cause); err != nil {
-			s.ctr.inc(CounterDeadLetterFailed)
 			return fmt.Errorf("mqtt source %q: dead letter (from topic %q, packet %d): %w", s.cfg.clientID, p.Topic, p.PacketID, err)
-		}
-		s.ctr.inc(CounterDeadLettered)
-		if ok, skipped := s.dlqLog.Allow(); ok {
-			s.cfg.logger.Warn("mqtt payload dead-lettered", lograte.With(skipped, "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "reason", cause)...)
 		}
 		return nil
 	}
@@ -464,21 +474,16 @@ func (s *Source) deadLetter(ctx context.Context, cli *paho.Client, p *paho.Publi
 		Payload:    p.Payload,
 		Properties: props,
 	})
-	if err != nil {
-		s.ctr.inc(CounterDeadLetterFailed)
-		if connectionGone(ctx, cli, err) {
-			// Leave the message unacknowledged: the broker redelivers it
-			// after the reconnect and it is dead-lettered then.
-			s.cfg.logger.Warn("mqtt dead-letter publish lost with the connection", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID)
-			return errNoAck
-		}
-		return fmt.Errorf("mqtt source %q: dead-letter %q (from topic %q, packet %d): %w", s.cfg.clientID, s.cfg.deadLetterTopic, p.Topic, p.PacketID, err)
+	if err == nil {
+		return nil
 	}
-	s.ctr.inc(CounterDeadLettered)
-	if ok, skipped := s.dlqLog.Allow(); ok {
-		s.cfg.logger.Warn("mqtt payload dead-lettered", lograte.With(skipped, "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "reason", cause)...)
+	if connectionGone(ctx, cli, err) {
+		// Leave the message unacknowledged: the broker redelivers it
+		// after the reconnect and it is dead-lettered then.
+		s.cfg.logger.Warn("mqtt dead-letter publish lost with the connection", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID)
+		return errNoAck
 	}
-	return nil
+	return fmt.Errorf("mqtt source %q: dead-letter %q (from topic %q, packet %d): %w", s.cfg.clientID, s.cfg.deadLetterTopic, p.Topic, p.PacketID, err)
 }
 
 // errNoAck: the message was not handled because the connection went
