@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination"
@@ -255,6 +256,24 @@ func TestCentralSpecDrainsOnSIGTERM(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return metric(t, url, "tflo_pipeline_records_in_total") == n && metric(t, url, "tflo_pipeline_dlq_total") == 1
 	}, 30*time.Second, 20*time.Millisecond)
+	// The dead letter is on the spec's dead-letter topic (the default
+	// dead-letter sink), as it came, naming its group and reason.
+	dl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs()...), kgo.ConsumeTopics("signals.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer dl.Close()
+	var letters []*kgo.Record
+	for len(letters) == 0 && ctx.Err() == nil {
+		dl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { letters = append(letters, r) })
+	}
+	require.Len(t, letters, 1)
+	require.Equal(t, "not an envelope", string(letters[0].Value))
+	hs := map[string]string{}
+	for _, h := range letters[0].Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	require.Equal(t, "tflo-central", hs[kafka.HeaderDLQGroup])
+	require.Equal(t, "signals", hs[kafka.HeaderDLQTopic])
+	require.NotEmpty(t, hs[kafka.HeaderDLQError])
 
 	stopWithSIGTERM(t, done, &errOut, 60*time.Second)
 	ents, err := os.ReadDir(filepath.Join(dir, "durable"))
