@@ -207,7 +207,7 @@ func (c *compiled) modeNames(output string, m streaming.Mode) (string, bool) {
 // sinkEnv is what the pipeline's sinks are opened with.
 func (c *compiled) sinkEnv(log *slog.Logger) SinkEnv {
 	return SinkEnv{Pipeline: c.p.Name, Source: c.p.Source, TimeUnit: c.p.TimeUnit, Modes: c.modeNames,
-		ModesOf: func(o string) map[streaming.Mode]string { return c.modes[o] }, Log: log}
+		ModesOf: func(o string) map[streaming.Mode]string { return c.modes[o] }, Outputs: slices.Clone(c.outs), Log: log}
 }
 
 // appendOutputs appends the outputs inst emitted for one record.

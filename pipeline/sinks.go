@@ -41,6 +41,9 @@ type SinkEnv struct {
 	// one output's named modes (nil when its operator names none).
 	Modes   streaming.ModeNames
 	ModesOf func(output string) map[streaming.Mode]string
+	// Outputs are the graph's outputs, in order: the names its Outputs
+	// carry.
+	Outputs []string
 	// Log is the pipeline's logger.
 	Log *slog.Logger
 }

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -65,8 +66,28 @@ func (s *SinkEntry) SetLine(l int) { s.line = l }
 // DeadLetterEntry is a spec's dead-letter sink (Pipeline.DeadLetter):
 // a Kafka topic (a sink of your own is set in Go, with Use).
 type DeadLetterEntry struct {
-	Kafka *KafkaSink `yaml:"kafka"`
+	Kafka *DeadLetterKafka `yaml:"kafka"`
 	line  int
+}
+
+// DeadLetterKafka is a spec's Kafka dead-letter sink: a KafkaSink's
+// keys but its format and envelope, as a dead letter is the record as it
+// came (plus tflo-dlq-* headers).
+type DeadLetterKafka struct {
+	// Brokers (default: the Kafka source's).
+	Brokers []string `yaml:"brokers"`
+	// Topic is where dead letters go. Required.
+	Topic string `yaml:"topic"`
+	// Security is TLS and SASL (default: the Kafka source's).
+	Security *kafka.Security `yaml:"security"`
+	// MaxBuffered bounds the records waiting for the broker (default
+	// 10,000); a full buffer blocks the shard: back-pressure.
+	MaxBuffered int `yaml:"max_buffered"`
+}
+
+// sink is the KafkaSink d declares.
+func (d DeadLetterKafka) sink() KafkaSink {
+	return KafkaSink{Brokers: d.Brokers, Topic: d.Topic, Security: d.Security, MaxBuffered: d.MaxBuffered}
 }
 
 // SetLine records where the sink was declared (envconfig.Positioned).
@@ -201,13 +222,10 @@ func (s Spec) Pipeline() (Pipeline, error) {
 		if e.line > 0 {
 			at = fmt.Sprintf("line %d: ", e.line)
 		}
-		switch k := e.Kafka; {
-		case k == nil:
+		if e.Kafka == nil {
 			errs = append(errs, fmt.Errorf("%sdead_letter: give kafka", at))
-		case k.Format != "" || k.Envelope != nil:
-			errs = append(errs, fmt.Errorf("%sdead_letter.kafka: format and envelope do not apply: a dead letter is the record as it came", at))
-		default:
-			p.DeadLetter = *k
+		} else {
+			p.DeadLetter = e.Kafka.sink()
 		}
 	}
 	return p, errors.Join(errs...)

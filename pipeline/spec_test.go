@@ -157,7 +157,8 @@ func TestSpecMaxCheckpointAge(t *testing.T) {
 
 // TestSpecDeadLetterSink: dead_letter names the sink of a Kafka source's
 // dead letters, in place of source.kafka.dead_letter_topic; what cannot
-// take dead letters is refused, naming the line.
+// take dead letters is refused, naming the line (format and envelope are
+// not its keys: a dead letter is the record as it came).
 func TestSpecDeadLetterSink(t *testing.T) {
 	spec := smaSpec(goodNode)
 	p, err := pipeline.Parse([]byte(spec + "dead_letter:\n  kafka: {topic: trades.bad, brokers: [other:9092]}\n"))
@@ -166,7 +167,7 @@ func TestSpecDeadLetterSink(t *testing.T) {
 	require.Empty(t, p.Source.(*pipeline.KafkaSource).DeadLetterTopic, "no default topic beside the sink")
 
 	for name, c := range map[string]struct{ spec, want string }{
-		"format":    {spec + "dead_letter:\n  kafka: {topic: trades.bad, format: json}\n", "line 19: dead_letter.kafka: format and envelope do not apply"},
+		"format":    {spec + "dead_letter:\n  kafka: {topic: trades.bad, format: json}\n", "line 19: dead_letter.kafka.format: unknown key (known here: brokers, topic, security, max_buffered)"},
 		"empty":     {spec + "dead_letter: {}\n", "line 18: dead_letter: give kafka"},
 		"both":      {strings.Replace(spec, "topic: trades", "topic: trades\n    dead_letter_topic: trades.dlq", 1) + "dead_letter:\n  kafka: {topic: trades.bad}\n", `source.kafka.dead_letter_topic "trades.dlq" and dead_letter are both set`},
 		"read back": {spec + "dead_letter:\n  kafka: {topic: trades}\n", `dead_letter: kafka topic "trades" is the consumed topic`},

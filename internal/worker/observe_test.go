@@ -466,3 +466,16 @@ func TestCheckpointFailuresCounted(t *testing.T) {
 		t.Fatal("the worker did not stop on SIGTERM")
 	}
 }
+
+// TestCheckPrintsTheGraphAsItRuns: --check names the outputs the graph
+// will have, defaults resolved (a spec that lists none gets every node no
+// other node reads), not the spec's empty list.
+func TestCheckPrintsTheGraphAsItRuns(t *testing.T) {
+	var code int
+	var errOut bytes.Buffer
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.Contains(t, out, `pipeline "sma-readings", source kafka topic readings, 1 nodes, outputs [sma], 1 sinks: ok`)
+}

@@ -65,8 +65,12 @@ func PipelineMain() Main {
 				return usageError{err}
 			}
 			if check {
+				env, err := p.SinkEnv(nil) // the graph as it would run
+				if err != nil {
+					return usageError{err}
+				}
 				fmt.Fprintf(os.Stdout, "%s: pipeline %q, source %s, %d nodes, outputs %v, %d sinks: ok\n",
-					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), p.Graph.Outputs, len(p.Sinks))
+					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), env.Outputs, len(p.Sinks))
 				return nil
 			}
 			if rt.OwnsProcess {
