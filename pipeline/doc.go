@@ -20,8 +20,9 @@
 //     of its topic): dead letters go to the pipeline's DeadLetter sink (a
 //     [KafkaSink], or [Use] your own), as Outputs carrying a
 //     streaming.DeadLetter, through the same contract as the other sinks.
-//     By default a Kafka source's go to its dead-letter topic and an MQTT
-//     source publishes its own to its broker's. Its [Graph] is
+//     By default a Kafka source's go to its dead-letter topic, and an MQTT
+//     source's to its broker's (an mqtt.DeadLetterSink, publishing on the
+//     source's own connection). Its [Graph] is
 //     nodes of registered operator types ([DefaultRegistry]: streaming/ops
 //     and streaming/fintech; register your own types the same way) or a Go
 //     *streaming.Graph. Its [SinkSpec]s open the sinks: [KafkaSink],

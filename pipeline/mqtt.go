@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
-
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
@@ -44,7 +42,7 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	}
 	opts := []mqtt.Option{
 		mqtt.WithServers(cfg.Servers...), mqtt.WithClientID(cfg.ClientID), mqtt.WithTopics(cfg.Topics...),
-		mqtt.WithDeadLetterTopic(cfg.DeadLetterTopic), mqtt.WithLogger(w.log),
+		mqtt.WithDeadLetters(r.deadLetter), mqtt.WithLogger(w.log),
 		mqtt.WithReceiveMaximum(sent), mqtt.WithDedupCapacity(4*int(cfg.ReceiveMaximum), 4096),
 		mqtt.WithLimits(w.c.p.Limits), mqtt.WithRequireTopicMatch(*cfg.RequireTopicMatch),
 		mqtt.WithMaxPacketSize(uint32(cfg.MaxPacketSize)),
@@ -58,9 +56,6 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 			}
 			return mqtt.Reading{Sensor: string(rec.Key), TS: rec.TS, Value: rec.Inputs[0].Float64()}, nil
 		}))
-	}
-	if w.dead != nil {
-		opts = append(opts, mqtt.WithDeadLetters(r.deadLetter))
 	}
 	if cfg.Username != "" {
 		opts = append(opts, mqtt.WithCredentials(cfg.Username, []byte(os.Getenv(cfg.PasswordEnv))))
@@ -87,6 +82,15 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		return nil, err
 	}
 	r.src = src
+	if w.dead == nil {
+		// The default dead-letter sink: the source's topic on its broker,
+		// published on the source's own connection.
+		d, err := src.DeadLetterSink(cfg.DeadLetterTopic)
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter sink: %w", err)
+		}
+		w.dead = &sinkSet{sinks: []streaming.Sink{d}}
+	}
 	return r, nil
 }
 
@@ -286,14 +290,15 @@ func (manifestCursors) LoadCursor(_ context.Context, key []byte) (streaming.Curs
 }
 
 // deadLetter writes one of the source's dead letters to the pipeline's
-// dead-letter sink (Pipeline.DeadLetter), before the source acknowledges
-// the message: a sink that buffers makes it durable in the checkpoint's
-// pre-commit, before the acknowledgements it lets go (AckOnCheckpoint).
-func (r *mqttRunner) deadLetter(ctx context.Context, topic string, payload []byte, props []paho.UserProperty, cause error) error {
-	d := &streaming.DeadLetter{Value: slices.Clone(payload), Partition: -1, Group: r.cfg.ClientID, Err: cause}
-	for _, p := range props {
+// dead-letter sink (Pipeline.DeadLetter, by default the source's
+// mqtt.DeadLetterSink), before the source acknowledges the message: a
+// sink that buffers makes it durable in the checkpoint's pre-commit,
+// before the acknowledgements it lets go (AckOnCheckpoint).
+func (r *mqttRunner) deadLetter(ctx context.Context, m mqtt.DeadLetter) error {
+	d := &streaming.DeadLetter{Value: slices.Clone(m.Payload), Partition: -1, Group: r.cfg.ClientID, PacketID: m.PacketID, Err: m.Cause}
+	for _, p := range m.Props {
 		d.Headers = append(d.Headers, streaming.Header{Key: p.Key, Value: []byte(p.Value)})
 	}
-	out := []streaming.Output{{Shard: streaming.ShardID(r.cfg.ClientID), Offset: -1, Topic: topic, TS: time.Now().UnixNano(), Dead: d}}
+	out := []streaming.Output{{Shard: streaming.ShardID(r.cfg.ClientID), Offset: -1, Topic: m.Topic, TS: time.Now().UnixNano(), Dead: d}}
 	return r.w.dead.sinks[0].Write(ctx, out)
 }

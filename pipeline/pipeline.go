@@ -665,7 +665,8 @@ func topicMatches(filter, topic string) bool {
 
 // deadLetter is the sink the dead letters go to (after defaults): DeadLetter,
 // or for a Kafka source a KafkaSink to its DeadLetterTopic; nil for an
-// MQTT source without DeadLetter, which publishes its own.
+// MQTT source without DeadLetter, whose default (the source's
+// mqtt.DeadLetterSink to its DeadLetterTopic) is made with the source.
 func (p Pipeline) deadLetter() DeadLetterSpec {
 	if p.DeadLetter != nil {
 		d, _ := p.DeadLetter.(DeadLetterSpec) // Validate refused any other

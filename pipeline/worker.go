@@ -111,9 +111,9 @@ type Worker struct {
 	kafka *kafkaRunner // one of kafka, mqtt
 	mqtt  *mqttRunner
 
-	// dead is the dead-letter sink (Pipeline.DeadLetter; nil for an MQTT
-	// source, which publishes its own), deadLettered counts what was
-	// written to it and dlqLog samples the per-record line.
+	// dead is the dead-letter sink (Pipeline.DeadLetter, or the source's
+	// default), deadLettered counts what the pipeline wrote to it (an
+	// MQTT source counts its own) and dlqLog samples the per-record line.
 	dead         *sinkSet
 	deadLettered atomic.Uint64
 	dlqLog       *lograte.Limiter

@@ -52,8 +52,12 @@ type DeadLetter struct {
 	Headers []Header
 	// Partition is the record's Kafka partition (-1 for other sources).
 	Partition int32
-	// Group is the consumer group that read it.
+	// Group is the consumer group that read it (an MQTT source's client
+	// id).
 	Group string
+	// PacketID is the MQTT message's packet id (0 for QoS 0 and other
+	// sources).
+	PacketID uint16
 	// Err is why the record could not be processed (a decode error, a
 	// limit, a key over state.max_keys).
 	Err error

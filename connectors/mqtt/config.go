@@ -108,14 +108,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("ack interval %s must be positive", c.ackInterval))
 	}
 	if c.deadLetters == nil { // else the dead letters do not go to the topic
-		if c.deadLetterTopic == "" || strings.ContainsAny(c.deadLetterTopic, "+#") {
-			errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", c.deadLetterTopic))
-		}
-		for _, f := range c.filters {
-			if topicMatches(f, c.deadLetterTopic) {
-				errs = append(errs, fmt.Errorf("dead-letter topic %q matches topic filter %q: the source would read its own dead letters", c.deadLetterTopic, f))
-			}
-		}
+		errs = append(errs, c.validDeadLetterTopic(c.deadLetterTopic)...)
 	}
 	if c.windowCap <= 0 || c.retainedCap <= 0 || c.windowCap > streaming.MaxMQTTWindow || c.retainedCap > streaming.MaxMQTTRetained {
 		errs = append(errs, fmt.Errorf("dedup window %d and retained map %d capacities must be in 1..%d and 1..%d",
@@ -187,7 +180,9 @@ func WithSessionExpiry(d time.Duration) Option { return func(c *config) { c.sess
 // WithKeepAlive sets the keep-alive interval. Default 30s.
 func WithKeepAlive(d time.Duration) Option { return func(c *config) { c.keepAlive = d } }
 
-// WithConnectTimeout bounds one connection attempt. Default 10s.
+// WithConnectTimeout bounds one connection attempt, and the wait for the
+// broker's answer to a packet on a connection (a SUBACK, a dead letter's
+// PUBACK). Default 10s.
 func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
 
 // WithBackoff sets the reconnect backoff: exponential with jitter from min
@@ -242,17 +237,42 @@ func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 // id). Default "tflo/deadletter".
 func WithDeadLetterTopic(topic string) Option { return func(c *config) { c.deadLetterTopic = topic } }
 
-// DeadLetterFunc takes one of the source's dead letters: a message from
-// topic whose payload (with the message's user properties) could not be
-// processed, for cause. The message is acknowledged after it returns nil
-// (or, with WithAckOnCheckpoint, at the next checkpoint), so what it
-// writes must be durable by then; an error leaves the message
-// unacknowledged and stops Run.
-type DeadLetterFunc func(ctx context.Context, topic string, payload []byte, props []paho.UserProperty, cause error) error
+// validDeadLetterTopic checks a topic dead letters are published to.
+func (c *config) validDeadLetterTopic(topic string) []error {
+	var errs []error
+	if topic == "" || strings.ContainsAny(topic, "+#") {
+		errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", topic))
+	}
+	for _, f := range c.filters {
+		if topicMatches(f, topic) {
+			errs = append(errs, fmt.Errorf("dead-letter topic %q matches topic filter %q: the source would read its own dead letters", topic, f))
+		}
+	}
+	return errs
+}
+
+// DeadLetter is one of the source's dead letters: a message it could not
+// process, as it came, and why.
+type DeadLetter struct {
+	Topic    string
+	PacketID uint16 // 0 for QoS 0
+	Payload  []byte // valid during the DeadLetterFunc call only
+	Props    []paho.UserProperty
+	Cause    error
+}
+
+// DeadLetterFunc takes one of the source's dead letters. The message is
+// acknowledged after it returns nil (or, with WithAckOnCheckpoint, at the
+// next checkpoint), so what it writes must be durable by then. An error
+// wrapping ErrConnectionLost (a DeadLetterSink's publish lost with the
+// connection), or any error once the message's connection is gone,
+// leaves the message unacknowledged for the broker to redeliver; another
+// error also stops Run.
+type DeadLetterFunc func(ctx context.Context, d DeadLetter) error
 
 // WithDeadLetters hands the dead letters to f instead of publishing them
 // to the dead-letter topic (package pipeline writes them to the
-// pipeline's dead-letter sink).
+// pipeline's dead-letter sink: by default the source's DeadLetterSink).
 func WithDeadLetters(f DeadLetterFunc) Option { return func(c *config) { c.deadLetters = f } }
 
 // WithDecoder replaces the payload decoder. Default DecodeReading (JSON).

@@ -32,11 +32,15 @@
 //     last level of its topic ([WithRequireTopicMatch]: a client the
 //     broker lets publish only on sensors/dev1 cannot write another
 //     sensor's state) is
-//     published (QoS 1) to the dead-letter topic with user properties
-//     tflo-reason, tflo-source-topic and tflo-packet-id — the source's
-//     own, never the publisher's — (or handed to [WithDeadLetters]'s
-//     function: a pipeline's dead-letter sink), the DeadLettered counter
-//     rises (the
+//     published (QoS 1, on the source's connection, waiting for the
+//     PUBACK) to the dead-letter topic with the message's user properties
+//     and tflo-reason, tflo-source-topic and tflo-packet-id — the
+//     source's, never the publisher's: forged ones are dropped — (or
+//     handed to [WithDeadLetters]'s function: a pipeline's dead-letter
+//     sink, by default the source's [DeadLetterSink], which publishes the
+//     same way). A dead letter lost with the connection leaves its
+//     message unacknowledged, and the broker redelivers it after the
+//     reconnect. The DeadLettered counter rises (the
 //     log gets a sample: the first 10 lines of every 10 s, the next one
 //     carrying suppressed=N), and the stream continues. Only checked readings reach the handler, the
 //     retained-topic sequences and Stats.NewestTS.

@@ -29,6 +29,12 @@ var ErrTopicMismatch = errors.New("sensor does not match topic")
 // this way).
 var ErrRefused = errors.New("refused by the handler")
 
+// ErrConnectionLost: a dead letter's publish was lost with the connection
+// (a DeadLetterSink's Write wraps it). The source leaves the message
+// unacknowledged, so the broker redelivers it and it is dead-lettered
+// then, and carries on.
+var ErrConnectionLost = errors.New("mqtt: connection lost")
+
 // ConnectError describes a CONNACK refusal. It names the broker and the
 // user but never carries the password.
 type ConnectError struct {

@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -16,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tflo-io/tflo/internal/lograte"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // deadLetters records what the broker receives on a dead-letter topic.
@@ -229,10 +228,9 @@ func TestDeadLetterLogIsSampled(t *testing.T) {
 	const n = 40
 	b := startBroker(t, brokerOpts{})
 	dl := collectDeadLetters(t, b, "dlq/edge")
-	var logs lockedBuffer
+	logs := logtest.NewCounter("mqtt payload dead-lettered")
 	start := time.Now()
-	s := newTestSource(t, b, "edge-sampled", WithDeadLetterTopic("dlq/edge"),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s := newTestSource(t, b, "edge-sampled", WithDeadLetterTopic("dlq/edge"), WithLogger(logs.Logger()))
 	var rec recorder
 	runSource(t, s, rec.handle)
 	waitSubscribed(t, s, 1)
@@ -240,11 +238,6 @@ func TestDeadLetterLogIsSampled(t *testing.T) {
 		require.NoError(t, b.srv.Publish("sensors/s1", []byte("not json "+strconv.Itoa(i)), false, 1))
 	}
 	require.Eventually(t, func() bool { return dl.len() == n }, waitFor, time.Millisecond)
-	elapsed := time.Since(start)
 	assert.Equal(t, uint64(n), s.Stats().DeadLettered)
-	lines := strings.Count(logs.String(), "mqtt payload dead-lettered")
-	intervals := int(elapsed/lograte.DefaultInterval) + 1
-	require.Positive(t, lines, "the first dead letters are logged")
-	require.LessOrEqual(t, lines, lograte.DefaultBurst*intervals,
-		"%d payloads over %v: at most %d lines per %v", n, elapsed, lograte.DefaultBurst, lograte.DefaultInterval)
+	logs.RequireSampled(t, n, time.Since(start))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
 
 	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
@@ -53,6 +54,9 @@ type Source struct {
 	ctr      counters
 	newestTS atomic.Int64
 	running  atomic.Bool
+	// conn is Run's connection (nil outside Run): dead letters are
+	// published on it.
+	conn atomic.Pointer[autopaho.ConnectionManager]
 	// dlqLog samples the per-message dead-letter line (a stream of bad
 	// payloads would write one each); the counters count them all.
 	dlqLog *lograte.Limiter
@@ -213,6 +217,8 @@ func (s *Source) Run(ctx context.Context, h Handler) error {
 	if err != nil {
 		return fmt.Errorf("mqtt source %q: %w", s.cfg.clientID, err)
 	}
+	s.conn.Store(cm)
+	defer s.conn.Store(nil)
 	<-runCtx.Done()
 	<-cm.Done()
 	subs.Wait()
@@ -281,6 +287,7 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 		ClientConfig: paho.ClientConfig{
 			ClientID:                   c.clientID,
 			EnableManualAcknowledgment: true,
+			PacketTimeout:              c.connectTimeout,
 			SendAcksInterval:           c.ackInterval,
 			OnClientError:              func(err error) { log.Warn("mqtt connection lost", "err", err) },
 		},
@@ -451,39 +458,70 @@ func (s *Source) deadLetter(ctx context.Context, cli *paho.Client, p *paho.Publi
 }
 
 // sendDeadLetter hands the dead letter to WithDeadLetters' function, or
-// publishes it to the dead-letter topic on cli (QoS 1, with user
-// properties naming the reason, source topic and packet id).
+// publishes it to the dead-letter topic on the source's connection.
 func (s *Source) sendDeadLetter(ctx context.Context, cli *paho.Client, p *paho.Publish, cause error) error {
-	if f := s.cfg.deadLetters; f != nil {
-		var user []paho.UserProperty
-		if p.Properties != nil {
-			user = p.Properties.User
-		}
-		if err := f(ctx, p.Topic, p.Payload, user, cause); err != nil {
-			return fmt.Errorf("mqtt source %q: dead letter (from topic %q, packet %d): %w", s.cfg.clientID, p.Topic, p.PacketID, err)
-		}
-		return nil
+	d := DeadLetter{Topic: p.Topic, PacketID: p.PacketID, Payload: p.Payload, Cause: cause}
+	if p.Properties != nil {
+		d.Props = p.Properties.User
 	}
-	props := &paho.PublishProperties{}
-	props.User.Add(PropReason, cause.Error())
-	props.User.Add(PropSourceTopic, p.Topic)
-	props.User.Add(PropPacketID, strconv.Itoa(int(p.PacketID)))
-	_, err := cli.Publish(ctx, &paho.Publish{
-		Topic:      s.cfg.deadLetterTopic,
-		QoS:        1,
-		Payload:    p.Payload,
-		Properties: props,
-	})
+	var err error
+	if f := s.cfg.deadLetters; f != nil {
+		err = f(ctx, d)
+	} else {
+		err = s.publishDeadLetter(ctx, s.cfg.deadLetterTopic, d)
+	}
 	if err == nil {
 		return nil
 	}
-	if connectionGone(ctx, cli, err) {
+	if errors.Is(err, ErrConnectionLost) || connectionGone(ctx, cli, err) {
 		// Leave the message unacknowledged: the broker redelivers it
 		// after the reconnect and it is dead-lettered then.
-		s.cfg.logger.Warn("mqtt dead-letter publish lost with the connection", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID)
+		s.cfg.logger.Warn("mqtt dead letter lost with the connection", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "err", err)
 		return errNoAck
 	}
-	return fmt.Errorf("mqtt source %q: dead-letter %q (from topic %q, packet %d): %w", s.cfg.clientID, s.cfg.deadLetterTopic, p.Topic, p.PacketID, err)
+	return fmt.Errorf("mqtt source %q: dead letter (from topic %q, packet %d): %w", s.cfg.clientID, p.Topic, p.PacketID, err)
+}
+
+// publishDeadLetter publishes d to topic on the source's connection (QoS
+// 1, waiting for the broker's PUBACK): its payload, its own user
+// properties but forged tflo-* ones, and properties naming the reason,
+// the source topic and the packet id.
+func (s *Source) publishDeadLetter(ctx context.Context, topic string, d DeadLetter) error {
+	cm := s.conn.Load()
+	if cm == nil {
+		return fmt.Errorf("publish to %q: the source is not running", topic)
+	}
+	props := &paho.PublishProperties{User: make(paho.UserProperties, 0, len(d.Props)+3)}
+	for _, u := range d.Props {
+		if u.Key != PropReason && u.Key != PropSourceTopic && u.Key != PropPacketID {
+			props.User = append(props.User, u)
+		}
+	}
+	props.User.Add(PropReason, d.Cause.Error())
+	props.User.Add(PropSourceTopic, d.Topic)
+	props.User.Add(PropPacketID, strconv.Itoa(int(d.PacketID)))
+	_, err := cm.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: d.Payload, Properties: props})
+	switch {
+	case err == nil:
+		return nil
+	case lostConnection(err):
+		err = fmt.Errorf("%w: %w", ErrConnectionLost, err)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		// No PUBACK within the packet timeout. When the connection
+		// closes while the publish waits, the client cannot tell it: it
+		// keeps the PUBLISH for the session and waits for its goroutine
+		// that delivers messages, which is this one, to return.
+		err = fmt.Errorf("%w: no PUBACK within %s: %w", ErrConnectionLost, s.cfg.connectTimeout, err)
+	}
+	return fmt.Errorf("publish to %q: %w", topic, err)
+}
+
+// lostConnection reports whether a publish failed because the connection
+// went away: paho's "connection lost", its session's "no connection
+// available" (the connection closed while the PUBLISH was being sent),
+// or autopaho's "connection down".
+func lostConnection(err error) bool {
+	return errors.Is(err, paho.ErrConnectionLost) || errors.Is(err, session.ErrNoConnection) || errors.Is(err, autopaho.ConnectionDownError)
 }
 
 // errNoAck: the message was not handled because the connection went
@@ -491,7 +529,7 @@ func (s *Source) sendDeadLetter(ctx context.Context, cli *paho.Client, p *paho.P
 var errNoAck = errors.New("not acknowledged")
 
 func connectionGone(ctx context.Context, cli *paho.Client, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, paho.ErrConnectionLost) {
+	if ctx.Err() != nil || lostConnection(err) {
 		return true
 	}
 	select {

@@ -1,0 +1,116 @@
+package mqtt
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// TestDeadLetterSink: the sink a pipeline writes an MQTT source's dead
+// letters to by default publishes each on the source's own connection
+// and returns after the broker's PUBACK: the payload as it came, the
+// message's own user properties with forged tflo-* ones dropped, and the
+// reason, source topic and packet id. It refuses an output that is not a
+// dead letter, a topic the source would read back, and writes while the
+// source is not running.
+func TestDeadLetterSink(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	dl := collectDeadLetters(t, b, "dlq/sink")
+	var sink *DeadLetterSink
+	var mu sync.Mutex
+	var written []DeadLetter
+	s := newTestSource(t, b, "edge-dlq-sink", WithDeadLetters(func(ctx context.Context, d DeadLetter) error {
+		mu.Lock()
+		written = append(written, d)
+		mu.Unlock()
+		return sink.Write(ctx, []streaming.Output{{Topic: d.Topic, Dead: &streaming.DeadLetter{Value: d.Payload, PacketID: d.PacketID,
+			Headers: []streaming.Header{{Key: "site", Value: []byte("north")}, {Key: PropReason, Value: []byte("forged")}}, Err: d.Cause}}})
+	}))
+	var err error
+	_, err = s.DeadLetterSink("sensors/dlq")
+	require.ErrorContains(t, err, `dead-letter topic "sensors/dlq" matches topic filter "sensors/#"`)
+	sink, err = s.DeadLetterSink("dlq/sink")
+	require.NoError(t, err)
+	require.ErrorContains(t, sink.Write(context.Background(), []streaming.Output{{Key: "k", Dead: &streaming.DeadLetter{Err: ErrMalformed}}}),
+		"the source is not running")
+
+	var rec recorder
+	runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), false, 1))
+	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 1, 1), false, 1))
+
+	require.Eventually(t, func() bool { return dl.len() == 1 && rec.len() == 1 }, waitFor, time.Millisecond)
+	assert.Equal(t, "not json", dl.payload(0))
+	assert.Equal(t, []string{"north"}, dl.props(0, "site"))
+	require.Len(t, dl.props(0, PropReason), 1, "the forged reason is dropped")
+	assert.Contains(t, dl.props(0, PropReason)[0], "invalid character")
+	assert.Equal(t, []string{"sensors/bad"}, dl.props(0, PropSourceTopic))
+	mu.Lock()
+	require.Len(t, written, 1)
+	id := written[0].PacketID
+	mu.Unlock()
+	assert.NotZero(t, id)
+	assert.Equal(t, []string{strconv.Itoa(int(id))}, dl.props(0, PropPacketID))
+	assert.Equal(t, uint64(1), s.Stats().DeadLettered)
+
+	err = sink.Write(context.Background(), []streaming.Output{{Key: "s-1", Name: "sma", Shard: "edge"}})
+	require.ErrorContains(t, err, `mqtt dead-letter sink "dlq/sink": output "sma" of key "s-1" (shard edge) is not a dead letter`)
+}
+
+// TestDeadLetterLostWithTheConnection: a dead letter whose publish is
+// lost with the connection leaves its message unacknowledged, and the
+// source carries on: the broker redelivers the message after the
+// reconnect and it is dead-lettered then; Run does not fail. The
+// connection closes as the publish starts: either the PUBLISH finds no
+// connection, or it waits for a PUBACK that cannot come (the client
+// waits for the handler before it reconnects) until the packet timeout,
+// the connect timeout (2s here).
+func TestDeadLetterLostWithTheConnection(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	dl := collectDeadLetters(t, b, "dlq/lost")
+	var sink *DeadLetterSink
+	var mu sync.Mutex
+	calls := 0
+	var s *Source
+	var logs lockedBuffer
+	s = newTestSource(t, b, "edge-dlq-lost", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithDeadLetters(func(ctx context.Context, d DeadLetter) error {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			s.conn.Load().TerminateConnectionForTest()
+		}
+		return sink.Write(ctx, []streaming.Output{{Topic: d.Topic, Dead: &streaming.DeadLetter{Value: d.Payload, PacketID: d.PacketID, Err: d.Cause}}})
+	}))
+	var err error
+	sink, err = s.DeadLetterSink("dlq/lost")
+	require.NoError(t, err)
+	var rec recorder
+	r := runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), false, 2))
+
+	if !assert.Eventually(t, func() bool { return dl.len() >= 1 }, waitFor, time.Millisecond, "the redelivered message is dead-lettered") {
+		t.Fatal(logs.String())
+	}
+	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 1, 1), false, 2))
+	require.Eventually(t, func() bool { return rec.len() == 1 }, waitFor, time.Millisecond, "the source carries on")
+	mu.Lock()
+	assert.GreaterOrEqual(t, calls, 2, "the message came again")
+	mu.Unlock()
+	assert.Equal(t, "not json", dl.payload(0))
+	assert.GreaterOrEqual(t, s.Stats().Connects, uint64(2))
+	require.NoError(t, r.stop(t))
+	assert.Equal(t, 1, strings.Count(logs.String(), `msg="mqtt dead letter lost with the connection"`), logs.String())
+}
