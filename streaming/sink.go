@@ -15,8 +15,10 @@ type Output struct {
 	// it was processed at.
 	Shard ShardID
 	Epoch Epoch
-	// Offset is the record's position in its shard (the Kafka offset; -1
-	// for sources without offsets, such as MQTT).
+	// Offset is the record's position in its shard: the Kafka offset, or
+	// for a source without offsets (MQTT) the record's sequence number in
+	// the worker's run, which tells the outputs of one record from the
+	// next one's; -1 on an MQTT dead letter.
 	Offset int64
 	// Topic is where the record came from (its Kafka or MQTT topic).
 	Topic string
