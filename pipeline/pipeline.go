@@ -135,8 +135,11 @@ type MQTTSource struct {
 	// ClientID names the session and the shard (default: the pipeline's
 	// name).
 	ClientID string `yaml:"client_id"`
-	// DeadLetterTopic receives malformed payloads (QoS 1) with the reason
-	// in a user property. Required; must not match Topics.
+	// DeadLetterTopic receives the dead letters (QoS 1, on the source's
+	// own connection), with the reason, source topic and packet id in
+	// user properties: the default dead-letter sink (Pipeline.DeadLetter).
+	// Required unless dead_letter is set (then leave it empty); must not
+	// match Topics.
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
 	// ReceiveMaximum bounds the unacknowledged messages in flight to the
 	// source (default 4096; the QoS 2 dedup window holds 4× this).
