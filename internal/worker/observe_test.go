@@ -469,7 +469,8 @@ func TestCheckpointFailuresCounted(t *testing.T) {
 
 // TestCheckPrintsTheGraphAsItRuns: --check names the outputs the graph
 // will have, defaults resolved (a spec that lists none gets every node no
-// other node reads), not the spec's empty list.
+// other node reads), not the spec's empty list, and where the dead
+// letters go (the source's default, or dead_letter).
 func TestCheckPrintsTheGraphAsItRuns(t *testing.T) {
 	var code int
 	var errOut bytes.Buffer
@@ -477,5 +478,16 @@ func TestCheckPrintsTheGraphAsItRuns(t *testing.T) {
 		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
 	})
 	require.Equal(t, worker.ExitOK, code, errOut.String())
-	require.Contains(t, out, `pipeline "sma-readings", source kafka topic readings, 1 nodes, outputs [sma], 1 sinks: ok`)
+	require.Contains(t, out, `pipeline "sma-readings", source kafka topic readings, 1 nodes, outputs [sma], 1 sinks, dead letters to kafka topic readings.dlq: ok`)
+	out = stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("iot-portal-edge.yaml"), "--check"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.Regexp(t, `source mqtt \[sensors/#\], .* dead letters to mqtt topic \S+: ok`, out)
+	t.Setenv("TFLO_DEAD_LETTER_KAFKA_TOPIC", "readings.bad")
+	out = stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.Contains(t, out, `dead letters to kafka topic readings.bad: ok`)
 }

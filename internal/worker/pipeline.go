@@ -69,8 +69,8 @@ func PipelineMain() Main {
 				if err != nil {
 					return usageError{err}
 				}
-				fmt.Fprintf(os.Stdout, "%s: pipeline %q, source %s, %d nodes, outputs %v, %d sinks: ok\n",
-					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), env.Outputs, len(p.Sinks))
+				fmt.Fprintf(os.Stdout, "%s: pipeline %q, source %s, %d nodes, outputs %v, %d sinks, dead letters to %s: ok\n",
+					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), env.Outputs, len(p.Sinks), deadLetterName(p.WithDefaults()))
 				return nil
 			}
 			if rt.OwnsProcess {
@@ -115,6 +115,24 @@ func sourceName(s pipeline.Source) string {
 		return fmt.Sprintf("mqtt %v", s.Topics)
 	}
 	return fmt.Sprintf("%T", s)
+}
+
+// deadLetterName says where p's dead letters go (p with its defaults).
+func deadLetterName(p pipeline.Pipeline) string {
+	switch d := p.DeadLetter.(type) {
+	case nil:
+	case pipeline.KafkaSink:
+		return "kafka topic " + d.Topic
+	default:
+		return fmt.Sprintf("%T", d)
+	}
+	switch s := p.Source.(type) {
+	case *pipeline.KafkaSource:
+		return "kafka topic " + s.DeadLetterTopic
+	case *pipeline.MQTTSource:
+		return "mqtt topic " + s.DeadLetterTopic
+	}
+	return "?"
 }
 
 // RunPipeline runs p as cfg deploys it: it makes a lazy Temporal client (when an
