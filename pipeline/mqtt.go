@@ -20,8 +20,10 @@ import (
 // own (an MQTT source at shutdown).
 const finalTimeout = 10 * time.Second
 
-// mqttRunner runs an MQTTSource: one shard, named by the client id,
-// checkpointed in process every interval and when it stops.
+// mqttRunner runs an MQTTSource: one shard, named by the client id, held
+// by the worker's host like a Kafka partition (checkpointed by the
+// coordinator's rounds, or every interval without Temporal), and also as
+// soon as the stream stalls on unacknowledged messages, and when it stops.
 type mqttRunner struct {
 	w   *Worker
 	cfg *MQTTSource
@@ -94,8 +96,10 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	return r, nil
 }
 
-// run restores the shard, consumes until ctx ends, then takes the final
-// checkpoint.
+// run restores the shard, hands it to the worker's control plane as a
+// held shard (the checkpoint coordinator's rounds with Temporal, the
+// local interval without), consumes until ctx ends, then takes the final
+// checkpoint and releases it.
 func (r *mqttRunner) run(ctx context.Context) error {
 	w := r.w
 	id := streaming.ShardID(r.cfg.ClientID)
@@ -106,15 +110,17 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	}
 	r.s = s
 	r.cur.Store(s)
+	w.host.gained(s)
 	defer func() {
+		w.host.lost(s)
 		r.cur.Store(nil)
 		s.close()
 	}()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	if pol := w.c.p.Checkpoint; !pol.Disabled || *r.cfg.AckOnCheckpoint {
-		wg.Go(func() { r.checkpointLoop(runCtx, pol, s) })
+	if *r.cfg.AckOnCheckpoint {
+		wg.Go(func() { r.checkpointOnStall(runCtx, s) })
 	}
 	err = r.src.Run(runCtx, r.handle)
 	cancel()
@@ -140,41 +146,30 @@ func (r *mqttRunner) run(ctx context.Context) error {
 // Mosquitto's max_inflight_messages, 20 by default).
 const ackStallTick = 50 * time.Millisecond
 
-// checkpointLoop checkpoints s every interval (unless periodic
-// checkpoints are disabled) and, when acknowledgements wait for
-// checkpoints, as soon as the stream stalls on them or they fill half the
-// Receive Maximum: without it the broker would send at most one in-flight
-// window per interval. One goroutine: checkpoints never overlap.
-func (r *mqttRunner) checkpointLoop(ctx context.Context, pol Checkpoint, s *shard) {
-	w := r.w
-	var periodic <-chan time.Time
-	if !pol.Disabled {
-		t := time.NewTicker(pol.Interval)
-		defer t.Stop()
-		periodic = t.C
-	}
-	var stall <-chan time.Time
-	if *r.cfg.AckOnCheckpoint {
-		t := time.NewTicker(ackStallTick)
-		defer t.Stop()
-		stall = t.C
-	}
+// checkpointOnStall checkpoints s, beside the control plane's
+// checkpoints, as soon as the stream stalls on messages awaiting their
+// acknowledgement or they fill half the Receive Maximum: without it the
+// broker would send at most one in-flight window per checkpoint interval.
+// One goroutine: these checkpoints never overlap (the Checkpointer
+// serializes them with the others).
+func (r *mqttRunner) checkpointOnStall(ctx context.Context, s *shard) {
+	t := time.NewTicker(ackStallTick)
+	defer t.Stop()
 	var received uint64
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-periodic:
-		case <-stall:
-			st := r.src.Stats()
-			stalled := st.PendingAcks > 0 && st.Received == received
-			received = st.Received
-			if !stalled && st.PendingAcks < int(r.cfg.ReceiveMaximum)/2 {
-				continue
-			}
+		case <-t.C:
+		}
+		st := r.src.Stats()
+		stalled := st.PendingAcks > 0 && st.Received == received
+		received = st.Received
+		if !stalled && st.PendingAcks < int(r.cfg.ReceiveMaximum)/2 {
+			continue
 		}
 		if _, err := s.cp.Checkpoint(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("checkpoint failed", "shard", s.id, "err", err)
+			r.w.log.Warn("checkpoint failed", "shard", s.id, "err", err)
 		}
 	}
 }

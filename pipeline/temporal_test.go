@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
@@ -529,4 +530,44 @@ func TestBreakerGaugeShowsTheCoordinators(t *testing.T) {
 	}, time.Minute, 50*time.Millisecond, "the probe round did not close the breaker")
 	require.Eventually(t, func() bool { return open() == 0 && closed() == parts },
 		30*time.Second, 20*time.Millisecond, "the gauge does not follow the closed breaker")
+}
+
+// TestMQTTCheckpointsThroughCoordinator: an MQTT source's shard (its
+// client id) is a held shard like a Kafka partition: the worker announces
+// it to the pipeline's checkpoint coordinator on a real Temporal dev
+// server, whose rounds checkpoint it (the shard table shows it owned by
+// the worker, on its queue, checkpointed by a round), so its checkpoints
+// show in the web UI with the others; a graceful stop takes the final
+// checkpoint and releases it.
+func TestMQTTCheckpointsThroughCoordinator(t *testing.T) {
+	srv := temporaltest.Start(t)
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 200*time.Millisecond)
+	g := start(t, p, pipeline.WithWorkerID("edge-gw-1"), pipeline.WithTemporal(srv.Client), pipeline.WithControlWorker())
+	require.Eventually(t, func() bool { return g.w.Stats().Subscribed }, waitFor, time.Millisecond)
+	for i := range 20 {
+		payload := mqtt.EncodeReading(nil, mqtt.Reading{Sensor: fmt.Sprintf("s-%d", i%4), TS: int64(i), Value: float64(18 + i)})
+		require.NoError(t, e.broker.Publish(fmt.Sprintf("sensors/s-%d", i%4), payload, false, 2))
+	}
+	require.Eventually(t, func() bool { return g.w.Stats().RecordsIn == 20 }, waitFor, time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const shard = streaming.ShardID("edge-gw-1")
+	var row workflows.ShardRow
+	var qerr error
+	require.Eventually(t, func() bool {
+		row, qerr = queryShard(ctx, srv.Client, p.Name, shard)
+		return qerr == nil && row.Status == workflows.ShardOK && row.Round > 0 && row.CheckpointID > 0
+	}, time.Minute, 50*time.Millisecond, "shard %s: no round checkpointed it (last row %+v, query error %v)", shard, row, qerr)
+	require.Equal(t, "edge-gw-1", row.Owner.WorkerID)
+	require.Equal(t, workflows.WorkerTaskQueue("edge-gw-1"), row.Owner.TaskQueue)
+	st, err := queryCoordinator(ctx, srv.Client, p.Name)
+	require.NoError(t, err)
+	require.Len(t, st.Workers, 1)
+	require.Equal(t, 1, st.Workers[0].Shards)
+	require.Positive(t, st.Complete, "complete rounds")
+	require.NotNil(t, st.Last)
+	require.Equal(t, 1, st.Last.Shards)
+	require.GreaterOrEqual(t, g.w.Shards()[0].Checkpoint.LastID, streaming.CheckpointID(row.CheckpointID))
 }

@@ -274,16 +274,8 @@ func (w *Worker) Shards() []ShardStatus {
 	return out
 }
 
-// shards returns every shard the worker holds (the MQTT shard included).
-func (w *Worker) shards() []*shard {
-	ss := w.host.heldShards()
-	if w.mqtt != nil {
-		if s := w.mqtt.cur.Load(); s != nil {
-			ss = append(ss, s)
-		}
-	}
-	return ss
-}
+// shards returns every shard the worker holds.
+func (w *Worker) shards() []*shard { return w.host.heldShards() }
 
 // Checkpoint checkpoints every shard the worker holds now, in parallel,
 // and returns the errors of those that failed.
