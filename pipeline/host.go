@@ -62,7 +62,7 @@ func (h *host) gained(s *shard) {
 	h.held[s.id] = s
 	h.mu.Unlock()
 	h.shards.Register(h.pipeline, s.id, s.cp)
-	h.w.log.Info("shard gained", "pipeline", h.pipeline, "shard", s.id, "epoch", uint64(s.epoch),
+	h.w.log.Info("shard gained", "shard", s.id, "epoch", uint64(s.epoch),
 		"restored_checkpoint", s.restored.CheckpointID, "cursor", s.restored.Cursor)
 	h.control.gained(s)
 }
@@ -76,7 +76,7 @@ func (h *host) lost(s *shard) {
 	h.released[s.id] = releasedShard{epoch: s.epoch, summary: sum}
 	h.mu.Unlock()
 	h.shards.Unregister(h.pipeline, s.id)
-	h.w.log.Info("shard released", "pipeline", h.pipeline, "shard", s.id, "epoch", uint64(s.epoch), "last_checkpoint", sum.CheckpointID)
+	h.w.log.Info("shard released", "shard", s.id, "epoch", uint64(s.epoch), "last_checkpoint", sum.CheckpointID)
 	h.control.lost(s)
 }
 
