@@ -26,6 +26,9 @@ const (
 	HeaderDLQOffset    = "tflo-dlq-offset"
 	HeaderDLQGroup     = "tflo-dlq-group"
 	HeaderDLQError     = "tflo-dlq-error"
+	// HeaderDLQPacketID is the MQTT packet id of a dead letter from an
+	// MQTT source sent to Kafka (its partition and offset are -1).
+	HeaderDLQPacketID = "tflo-dlq-packet-id"
 	// Set on a dead letter that was too large for the broker and was cut
 	// (see TruncateDeadLetter): what was cut ("value", "key,value",
 	// "value,headers", ...), and the original length and SHA-256 (hex) of

@@ -84,13 +84,16 @@ func TestDeadLetterSink(t *testing.T) {
 				Err:     errors.New("invalid character 'o'")}},
 		{Shard: streaming.KafkaShard("readings", 3), Offset: 42, Topic: "readings", Key: "s-2", TS: ts.UnixNano(),
 			Dead: &streaming.DeadLetter{Key: []byte("s-2"), Value: big, Partition: 3, Group: "central", Err: errors.New("too long")}},
+		// An MQTT source's: no key, partition or offset; its packet id.
+		{Shard: "edge-gw-1", Offset: -1, Topic: "sensors/x", TS: ts.UnixNano(),
+			Dead: &streaming.DeadLetter{Value: []byte("{"), Partition: -1, Group: "edge-gw-1", PacketID: 7, Err: errors.New("unexpected end")}},
 	}
 	require.NoError(t, s.Write(ctx, outs))
 	require.NoError(t, s.Flush(ctx, "", 0))
-	require.Equal(t, uint64(2), s.Produced())
+	require.Equal(t, uint64(3), s.Produced())
 	require.ErrorContains(t, s.Write(ctx, []streaming.Output{{Key: "s-3", Name: "sma", Value: 1}}), `output "sma" of key "s-3" (shard , offset 0) is not a dead letter`)
 
-	got := dlqRecords(t, addrs, 2)
+	got := dlqRecords(t, addrs, 3)
 	byKey := map[string]*kgo.Record{}
 	for _, r := range got {
 		byKey[string(r.Key)] = r
@@ -110,4 +113,12 @@ func TestDeadLetterSink(t *testing.T) {
 	require.Equal(t, []string{"value"}, headerValues(r, HeaderDLQTruncated))
 	require.Equal(t, []string{strconv.Itoa(len(big))}, headerValues(r, HeaderDLQValueBytes))
 	require.Less(t, len(r.Value), len(big))
+	require.Empty(t, headerValues(r, HeaderDLQPacketID), "a Kafka record has no packet id")
+	r = byKey[""]
+	require.NotNil(t, r)
+	require.Equal(t, "{", string(r.Value))
+	require.Equal(t, []string{"sensors/x"}, headerValues(r, HeaderDLQTopic))
+	require.Equal(t, []string{"-1"}, headerValues(r, HeaderDLQPartition))
+	require.Equal(t, []string{"edge-gw-1"}, headerValues(r, HeaderDLQGroup))
+	require.Equal(t, []string{"7"}, headerValues(r, HeaderDLQPacketID))
 }

@@ -110,7 +110,8 @@ func (s *OutputSink) Produced() uint64 { return s.pub.Produced() }
 // (Outputs carrying a streaming.DeadLetter) to its publisher's topic, each
 // as DeadLetter's record: the original key, value and headers, plus the
 // tflo-dlq-* headers naming the source topic, partition, offset, group
-// and error; truncated when too large for the broker (ProduceDeadLetter).
+// and error (and, from an MQTT source, the packet id); truncated when too
+// large for the broker (ProduceDeadLetter).
 // Flush (a checkpoint's pre-commit) waits for the dead letters written
 // before it, and fails once one was lost. An Output that is not a dead
 // letter is refused. Safe for concurrent use.
@@ -137,7 +138,11 @@ func (s *DeadLetterSink) Write(ctx context.Context, outs []streaming.Output) err
 				rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 			}
 		}
-		if err := s.pub.PublishDeadLetter(ctx, DeadLetter(s.pub.cfg.topic, d.Group, rec, d.Err)); err != nil {
+		dl := DeadLetter(s.pub.cfg.topic, d.Group, rec, d.Err)
+		if d.PacketID != 0 {
+			dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderDLQPacketID, Value: strconv.AppendUint(nil, uint64(d.PacketID), 10)})
+		}
+		if err := s.pub.PublishDeadLetter(ctx, dl); err != nil {
 			return err
 		}
 	}
