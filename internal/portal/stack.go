@@ -292,7 +292,10 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.Edge, err = pipeline.NewWorker(ctx, ep, pipeline.WithWorkerID("edge-1"), pipeline.WithLogger(log.With("worker", "edge")), pipeline.WithMetrics(s.registry("edge"))); err != nil {
+	// With Temporal its shard (the MQTT client id) joins the rounds of
+	// its pipeline's own checkpoint coordinator, iot-portal-edge.
+	if s.Edge, err = pipeline.NewWorker(ctx, ep, pipeline.WithWorkerID("edge-1"), pipeline.WithLogger(log.With("worker", "edge")), pipeline.WithMetrics(s.registry("edge")),
+		pipeline.WithTemporal(s.Temporal.Client)); err != nil {
 		return nil, err
 	}
 	ecx, ecancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -292,6 +292,26 @@ func TestPortalEndToEnd(t *testing.T) {
 			return row.Status == workflows.ShardOK && row.CheckpointID > 0
 		}, time.Minute, 200*time.Millisecond, "no round checkpointed shard %s: %+v", shard, row)
 	}
+	// So did the edge's pipeline's own coordinator, for the edge's one
+	// shard: its MQTT client id.
+	ep, err := st.EdgePipeline()
+	require.NoError(t, err)
+	ep = ep.WithDefaults()
+	edgeShard := streaming.ShardID(ep.Source.(*pipeline.MQTTSource).ClientID)
+	var edgeRow workflows.ShardRow
+	require.Eventually(t, func() bool {
+		var rows []workflows.ShardRow
+		v, err := st.Temporal.Client.QueryWorkflow(ctx, workflows.CoordinatorWorkflowID(ep.Name), "", workflows.QueryShards)
+		if err != nil || v.Get(&rows) != nil {
+			return false
+		}
+		for _, r := range rows {
+			if r.Shard == edgeShard {
+				edgeRow = r
+			}
+		}
+		return edgeRow.Status == workflows.ShardOK && edgeRow.Round > 0 && edgeRow.CheckpointID > 0
+	}, time.Minute, 200*time.Millisecond, "no round of %s checkpointed the edge's shard %s: %+v", ep.Name, edgeShard, edgeRow)
 
 	// Drain: final checkpoints flush the sinks.
 	require.NoError(t, st.StopWorkers())
