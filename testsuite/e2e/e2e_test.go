@@ -276,11 +276,13 @@ func TestPortalEndToEnd(t *testing.T) {
 		return attrs[workflows.SearchBreakerState.GetName()] != ""
 	}, time.Minute, 200*time.Millisecond, "visibility: %s", q)
 	require.Equal(t, workflows.BreakerClosed, attrs[workflows.SearchBreakerState.GetName()])
-	for _, shard := range st.Shards() {
+	// A round checkpointed shard of pipeline name.
+	checkpointedByRound := func(name string, shard streaming.ShardID) {
+		t.Helper()
 		var row workflows.ShardRow
 		require.Eventually(t, func() bool {
 			var rows []workflows.ShardRow
-			v, err := st.Temporal.Client.QueryWorkflow(ctx, workflows.CoordinatorWorkflowID(portal.PipelineName), "", workflows.QueryShards)
+			v, err := st.Temporal.Client.QueryWorkflow(ctx, workflows.CoordinatorWorkflowID(name), "", workflows.QueryShards)
 			if err != nil || v.Get(&rows) != nil {
 				return false
 			}
@@ -289,29 +291,18 @@ func TestPortalEndToEnd(t *testing.T) {
 					row = r
 				}
 			}
-			return row.Status == workflows.ShardOK && row.CheckpointID > 0
-		}, time.Minute, 200*time.Millisecond, "no round checkpointed shard %s: %+v", shard, row)
+			return row.Status == workflows.ShardOK && row.Round > 0 && row.CheckpointID > 0
+		}, time.Minute, 200*time.Millisecond, "no round of %s checkpointed shard %s: %+v", name, shard, row)
+	}
+	for _, shard := range st.Shards() {
+		checkpointedByRound(portal.PipelineName, shard)
 	}
 	// So did the edge's pipeline's own coordinator, for the edge's one
 	// shard: its MQTT client id.
 	ep, err := st.EdgePipeline()
 	require.NoError(t, err)
 	ep = ep.WithDefaults()
-	edgeShard := streaming.ShardID(ep.Source.(*pipeline.MQTTSource).ClientID)
-	var edgeRow workflows.ShardRow
-	require.Eventually(t, func() bool {
-		var rows []workflows.ShardRow
-		v, err := st.Temporal.Client.QueryWorkflow(ctx, workflows.CoordinatorWorkflowID(ep.Name), "", workflows.QueryShards)
-		if err != nil || v.Get(&rows) != nil {
-			return false
-		}
-		for _, r := range rows {
-			if r.Shard == edgeShard {
-				edgeRow = r
-			}
-		}
-		return edgeRow.Status == workflows.ShardOK && edgeRow.Round > 0 && edgeRow.CheckpointID > 0
-	}, time.Minute, 200*time.Millisecond, "no round of %s checkpointed the edge's shard %s: %+v", ep.Name, edgeShard, edgeRow)
+	checkpointedByRound(ep.Name, streaming.ShardID(ep.Source.(*pipeline.MQTTSource).ClientID))
 
 	// Drain: final checkpoints flush the sinks.
 	require.NoError(t, st.StopWorkers())
