@@ -123,9 +123,10 @@
 // # Control plane
 //
 // The source reports each gained and released shard to the worker's shard
-// host (no polling; an MQTT source's one shard, its client id, at epoch 0,
-// is gained when it is restored and released after its final
-// checkpoint): the host registers the shard's checkpointer in its
+// host (no polling; an MQTT source's one shard, its client id, is gained
+// when it is restored, at a new epoch each run — one past the restored
+// checkpoint's, so an older run still going under the same client id is
+// fenced — and released after its final checkpoint): the host registers the shard's checkpointer in its
 // activities.Shards (the CheckpointHost of the coordinator's rounds),
 // answers the handoff steps (activities.ShardHost) and tells the control
 // plane. With Temporal that is the pipeline's checkpoint coordinator

@@ -20,8 +20,8 @@ import (
 // own (an MQTT source at shutdown).
 const finalTimeout = 10 * time.Second
 
-// mqttRunner runs an MQTTSource: one shard, named by the client id, held
-// by the worker's host like a Kafka partition (checkpointed by the
+// mqttRunner runs an MQTTSource: one shard, named by the client id, at
+// a new epoch each run, held by the worker's host like a Kafka partition (checkpointed by the
 // coordinator's rounds, or every interval without Temporal), and also as
 // soon as the stream stalls on unacknowledged messages, and when it stops.
 type mqttRunner struct {
@@ -103,11 +103,19 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 func (r *mqttRunner) run(ctx context.Context) error {
 	w := r.w
 	id := streaming.ShardID(r.cfg.ClientID)
-	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 0, true })
+	var epoch atomic.Uint64
+	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return streaming.Epoch(epoch.Load()), true })
 	s, err := w.openShard(ctx, id, 0, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, nil, owner)
 	if err != nil {
 		return err
 	}
+	// Each run of the shard owns it at a new epoch, one past the restored
+	// checkpoint's: the durable store refuses the commits of an older run
+	// still going under the same client id, and the coordinator takes the
+	// announcement of a new worker id for the shard (a handoff from the
+	// old one) instead of refusing it as stale.
+	s.epoch = s.restored.Epoch + 1
+	epoch.Store(uint64(s.epoch))
 	r.s = s
 	r.cur.Store(s)
 	w.host.gained(s)

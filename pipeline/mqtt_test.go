@@ -373,3 +373,38 @@ func TestMQTTDeadLettersGoToTheDeadLetterSink(t *testing.T) {
 	require.Greater(t, after, before, "the checkpoint's pre-commit flushed the dead-letter sink")
 	require.Zero(t, onTopic.Load(), "nothing was published to the broker's dead-letter topic")
 }
+
+// TestMQTTShardEpochGrowsPerRun: each run of an MQTT shard owns it at a
+// new epoch, one past the restored checkpoint's, so a run still going
+// under the same client id after another restored the shard is fenced:
+// its checkpoints, the final one included, are refused (streaming.ErrFenced),
+// the newer run's are not.
+func TestMQTTShardEpochGrowsPerRun(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 0)
+	g1 := e.start(t, p)
+	require.NoError(t, e.broker.Publish("sensors/s", mqtt.EncodeReading(nil, mqtt.Reading{Sensor: "s", TS: 1, Value: 1}), false, 1))
+	require.Eventually(t, func() bool { return g1.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond)
+	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Epoch, "nothing stored: the first epoch")
+	require.NoError(t, g1.w.Checkpoint(context.Background()))
+	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Checkpoint.LastEpoch)
+
+	// A second run of the shard (another worker, the same client id and
+	// store) restores that checkpoint at the next epoch.
+	g2 := start(t, p, pipeline.WithWorkerID("edge-gw-2"))
+	require.Eventually(t, func() bool { return len(g2.w.Shards()) == 1 }, waitFor, time.Millisecond)
+	require.Equal(t, streaming.Epoch(2), g2.w.Shards()[0].Epoch)
+	require.NoError(t, g2.w.Checkpoint(context.Background()))
+	require.Equal(t, streaming.Epoch(2), g2.w.Shards()[0].Checkpoint.LastEpoch)
+	require.ErrorIs(t, g1.w.Checkpoint(context.Background()), streaming.ErrFenced, "the older run's checkpoint is fenced")
+	g2.stop(t)
+	// So is its final checkpoint: the older run stops with the error.
+	g1.cancel()
+	select {
+	case err := <-g1.done:
+		require.ErrorIs(t, err, streaming.ErrFenced)
+		close(g1.done)
+	case <-time.After(waitFor):
+		t.Fatal("the older run did not stop")
+	}
+}
