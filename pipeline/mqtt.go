@@ -105,16 +105,15 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	id := streaming.ShardID(r.cfg.ClientID)
 	var epoch atomic.Uint64
 	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return streaming.Epoch(epoch.Load()), true })
-	s, err := w.openShard(ctx, id, 0, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, nil, owner)
+	// Each run of the shard owns it at a new epoch, one past the restored
+	// checkpoint's (nextEpoch): the durable store refuses the commits of
+	// an older run still going under the same client id, and the
+	// coordinator takes the announcement of a new worker id for the shard
+	// (a handoff from the old one) instead of refusing it as stale.
+	s, err := w.openShard(ctx, id, nextEpoch, 1, func(s *shard) streaming.CheckpointSource { return mqttSource{s: s, src: r.src} }, nil, owner)
 	if err != nil {
 		return err
 	}
-	// Each run of the shard owns it at a new epoch, one past the restored
-	// checkpoint's: the durable store refuses the commits of an older run
-	// still going under the same client id, and the coordinator takes the
-	// announcement of a new worker id for the shard (a handoff from the
-	// old one) instead of refusing it as stale.
-	s.epoch = s.restored.Epoch + 1
 	epoch.Store(uint64(s.epoch))
 	r.s = s
 	r.cur.Store(s)

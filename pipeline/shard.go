@@ -84,7 +84,9 @@ func (c shardSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 // of it), then tells the sinks. src is the checkpoint source (nil: the
 // keyed runtime, cut under the shard lock); cursors the cursor store (nil:
 // the shard's durable store when it keeps cursors, else the manifest);
-// owner decides whether the shard is still owned at epoch.
+// owner decides whether the shard is still owned at epoch; epoch
+// nextEpoch (an MQTT source's, which no group assigns) is one past the
+// restored checkpoint's, set in s.epoch before the sinks hear of it.
 func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch streaming.Epoch, maxShards int,
 	src func(*shard) streaming.CheckpointSource, cursors streaming.CursorStore, owner streaming.Ownership) (_ *shard, err error) {
 	s := &shard{w: w, id: id, epoch: epoch, since: time.Now()}
@@ -145,6 +147,10 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	}
 	start := time.Now()
 	info, err := s.cp.Restore(ctx)
+	if epoch == nextEpoch && (err == nil || errors.Is(err, streaming.ErrNotFound)) {
+		epoch = info.Epoch + 1 // info is zero when nothing was stored
+		s.epoch = epoch
+	}
 	from := streaming.RestoredCut{Offset: -1}
 	switch {
 	case errors.Is(err, streaming.ErrNotFound):
@@ -180,6 +186,10 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	}
 	return s, nil
 }
+
+// nextEpoch asks openShard for the epoch one past the restored
+// checkpoint's (Kafka epochs, which the group assigns, start at 1).
+const nextEpoch streaming.Epoch = 0
 
 // preCommit is a checkpoint's pre-commit: every output (and dead letter)
 // of a record the cut contains becomes durable before the state that
