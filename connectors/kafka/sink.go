@@ -32,7 +32,7 @@ type OutputEncoder interface {
 // published: one bad value never fails the batch or a checkpoint. Safe
 // for concurrent use.
 type OutputSink struct {
-	pub     *Publisher
+	publisherSink
 	enc     OutputEncoder
 	dropped atomic.Uint64
 }
@@ -45,7 +45,7 @@ func (k *OutputSink) Ping(ctx context.Context) error { return k.pub.Ping(ctx) }
 // NewOutputSink publishes with pub (which the sink closes) in enc's
 // format.
 func NewOutputSink(pub *Publisher, enc OutputEncoder) *OutputSink {
-	return &OutputSink{pub: pub, enc: enc}
+	return &OutputSink{publisherSink: publisherSink{pub}, enc: enc}
 }
 
 // Write implements streaming.Sink; it blocks while the publisher's
@@ -64,13 +64,17 @@ func (s *OutputSink) Write(ctx context.Context, outs []streaming.Output) error {
 	return nil
 }
 
-// Flush implements streaming.Sink.
-func (s *OutputSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming.CheckpointID) error {
+// publisherSink is the Flush and Close of a sink that writes through a
+// Publisher it owns.
+type publisherSink struct{ pub *Publisher }
+
+// Flush implements streaming.Sink: it waits for what was published.
+func (s publisherSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming.CheckpointID) error {
 	return s.pub.Flush(ctx)
 }
 
 // Close implements streaming.Sink: it flushes and closes the publisher.
-func (s *OutputSink) Close(ctx context.Context) error {
+func (s publisherSink) Close(ctx context.Context) error {
 	err := s.pub.Flush(ctx)
 	s.pub.Close()
 	return err
@@ -115,13 +119,13 @@ func (s *OutputSink) Produced() uint64 { return s.pub.Produced() }
 // Flush (a checkpoint's pre-commit) waits for the dead letters written
 // before it, and fails once one was lost. An Output that is not a dead
 // letter is refused. Safe for concurrent use.
-type DeadLetterSink struct{ pub *Publisher }
+type DeadLetterSink struct{ publisherSink }
 
 var _ streaming.Sink = (*DeadLetterSink)(nil)
 
 // NewDeadLetterSink writes dead letters with pub (which the sink closes)
 // to pub's topic.
-func NewDeadLetterSink(pub *Publisher) *DeadLetterSink { return &DeadLetterSink{pub: pub} }
+func NewDeadLetterSink(pub *Publisher) *DeadLetterSink { return &DeadLetterSink{publisherSink{pub}} }
 
 // Write implements streaming.Sink.
 func (s *DeadLetterSink) Write(ctx context.Context, outs []streaming.Output) error {
@@ -147,18 +151,6 @@ func (s *DeadLetterSink) Write(ctx context.Context, outs []streaming.Output) err
 		}
 	}
 	return nil
-}
-
-// Flush implements streaming.Sink.
-func (s *DeadLetterSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming.CheckpointID) error {
-	return s.pub.Flush(ctx)
-}
-
-// Close implements streaming.Sink: it flushes and closes the publisher.
-func (s *DeadLetterSink) Close(ctx context.Context) error {
-	err := s.pub.Flush(ctx)
-	s.pub.Close()
-	return err
 }
 
 // Produced returns how many dead letters the sink delivered, and Failed
