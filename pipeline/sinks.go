@@ -127,7 +127,12 @@ func (k KafkaSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, e
 // the topic as the records that came, plus tflo-dlq-* headers (Format
 // and Envelope do not apply).
 func (k KafkaSink) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
-	pub, err := k.publisher(ctx, env)
+	return k.openDeadLetters(ctx, env)
+}
+
+// openDeadLetters opens the dead-letter sink on the sink's publisher.
+func (k KafkaSink) openDeadLetters(ctx context.Context, env SinkEnv, extra ...kafka.PublisherOption) (streaming.Sink, error) {
+	pub, err := k.publisher(ctx, env, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +148,7 @@ func (k KafkaSink) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streami
 type sourceDeadLetters struct{ KafkaSink }
 
 func (s sourceDeadLetters) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
-	pub, err := s.publisher(ctx, env, kafka.PublisherLazy())
-	if err != nil {
-		return nil, err
-	}
-	return kafka.NewDeadLetterSink(pub), nil
+	return s.openDeadLetters(ctx, env, kafka.PublisherLazy())
 }
 
 // publisher connects the sink's publisher (brokers and security default
