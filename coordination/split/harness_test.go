@@ -18,6 +18,7 @@ import (
 
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // auditStore sits directly on the shared store and checks every progress
@@ -42,7 +43,7 @@ type landed struct {
 type claimRecord struct {
 	Split    split.SplitID
 	Owner    split.WorkerID
-	Epoch    split.Epoch
+	Epoch    streaming.Epoch
 	Attempts uint32
 	At       time.Time
 }
@@ -292,7 +293,7 @@ func (w *faultWatcher) Close() error {
 // of which split at which epoch.
 type processed struct {
 	Worker split.WorkerID
-	Epoch  split.Epoch
+	Epoch  streaming.Epoch
 	Offset uint64
 }
 

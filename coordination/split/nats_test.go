@@ -18,6 +18,7 @@ import (
 	"github.com/tflo-io/tflo/coordination/metered"
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // natsCluster runs workers on real time against an in-process nats-server,
@@ -209,7 +210,7 @@ func TestNATSScenarioCrashReclaimed(t *testing.T) {
 	c.until("three workers balanced", 60*time.Second, c.balanced)
 	lost := c.nodes["w2"].w.Held()
 	require.NotEmpty(t, lost)
-	epochs := map[split.SplitID]split.Epoch{}
+	epochs := map[split.SplitID]streaming.Epoch{}
 	for _, s := range lost {
 		epochs[s] = c.audit.Last(s).Epoch
 	}

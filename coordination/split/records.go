@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // SplitID names a split; it must be a valid coordination key token
@@ -14,11 +15,6 @@ type SplitID string
 
 // WorkerID names a worker (same alphabet as SplitID).
 type WorkerID string
-
-// Epoch is the fencing token of one tenancy of a split: it rises by one at
-// every claim and is handed to the source, which stamps it on every snapshot
-// and cursor write.
-type Epoch uint64
 
 // Spec is the immutable description of a split.
 type Spec struct {
@@ -61,9 +57,9 @@ const (
 // Progress is the small mutable record of a split. Every change is a CAS at
 // the writer's last-seen revision — the only correctness mechanism.
 type Progress struct {
-	Epoch  Epoch    `json:"epoch"`
-	Status Status   `json:"status"`
-	Owner  WorkerID `json:"owner,omitempty"`
+	Epoch  streaming.Epoch `json:"epoch"`
+	Status Status          `json:"status"`
+	Owner  WorkerID        `json:"owner,omitempty"`
 	// Attempts counts consecutive failed tenancies; a commit resets it.
 	Attempts uint32 `json:"attempts"`
 	// Watermark and State are written together by Commit: the position the
@@ -74,9 +70,9 @@ type Progress struct {
 
 // Lease is the ephemeral liveness marker of one tenancy.
 type Lease struct {
-	Owner    WorkerID `json:"owner"`
-	Instance string   `json:"instance"`
-	Epoch    Epoch    `json:"epoch"`
+	Owner    WorkerID        `json:"owner"`
+	Instance string          `json:"instance"`
+	Epoch    streaming.Epoch `json:"epoch"`
 }
 
 // Presence announces a live worker and its capacity (in weight units, 0 =

@@ -16,6 +16,7 @@ import (
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/coordination/vclock"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 func workerIDs(n int) []split.WorkerID {
@@ -102,7 +103,7 @@ func TestScenarioCrashReclaimedAfterLease(t *testing.T) {
 	victim := nodes["w2"]
 	lost := victim.w.Held()
 	lastRenew := victim.w.LastRenewal()
-	epochs := map[split.SplitID]split.Epoch{}
+	epochs := map[split.SplitID]streaming.Epoch{}
 	for _, s := range lost {
 		epochs[s] = c.audit.Last(s).Epoch
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // Tenancy is one ownership period of one split by this worker, at one
@@ -15,7 +16,7 @@ import (
 type Tenancy struct {
 	w       *Worker
 	spec    Spec
-	epoch   Epoch
+	epoch   streaming.Epoch
 	initial Progress
 
 	ctx      context.Context
@@ -41,9 +42,10 @@ type Tenancy struct {
 // Spec is the split's immutable description.
 func (t *Tenancy) Spec() Spec { return t.spec }
 
-// Epoch is the fencing token of this tenancy; stamp it on every snapshot
-// and cursor write of the split.
-func (t *Tenancy) Epoch() Epoch { return t.epoch }
+// Epoch is the fencing token of this tenancy: it rises by one at every
+// claim of the split. Stamp it on every snapshot and cursor write of the
+// split (it is the checkpoint's streaming.Epoch).
+func (t *Tenancy) Epoch() streaming.Epoch { return t.epoch }
 
 // Resume is the progress committed before this tenancy began: resume after
 // Resume().Watermark with Resume().State.
