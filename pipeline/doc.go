@@ -125,8 +125,11 @@
 // The source reports each gained and released shard to the worker's shard
 // host (no polling; an MQTT source's one shard, its client id, is gained
 // when it is restored, at a new epoch each run — one past the restored
-// checkpoint's, so an older run still going under the same client id is
-// fenced — and released after its final checkpoint): the host registers the shard's checkpointer in its
+// checkpoint's and, with WithCoordination, past every epoch claimed for
+// the shard in the coordination store (a compare-and-set there, so two
+// runs started at once from the same checkpoint differ), so an older run
+// still going under the same client id is fenced — and released after its
+// final checkpoint): the host registers the shard's checkpointer in its
 // activities.Shards (the CheckpointHost of the coordinator's rounds),
 // answers the handoff steps (activities.ShardHost) and tells the control
 // plane. With Temporal that is the pipeline's checkpoint coordinator

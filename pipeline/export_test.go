@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"time"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -39,3 +40,12 @@ func WithCheckpointObserver(f func(streaming.ShardID, streaming.CheckpointStatus
 
 // ShardFolderName is the folder of a shard inside a durable folder.
 func ShardFolderName(id streaming.ShardID) string { return shardFolderName(id) }
+
+// ClaimEpoch claims the epoch of a new run of shard id on w, whose
+// checkpoint was restored at epoch restored (Worker.claimEpoch).
+func ClaimEpoch(ctx context.Context, w *Worker, id streaming.ShardID, restored streaming.Epoch) (streaming.Epoch, error) {
+	return w.claimEpoch(ctx, id, restored)
+}
+
+// EpochKey is the coordination key of a shard's claimed epoch.
+func EpochKey(pipeline string, id streaming.ShardID) string { return epochKey(pipeline, id) }

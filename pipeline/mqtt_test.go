@@ -2,8 +2,10 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
@@ -407,4 +410,113 @@ func TestMQTTShardEpochGrowsPerRun(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the older run did not stop")
 	}
+}
+
+// Two runs of the shard started at once from the same checkpoint (here:
+// none) would both take the epoch after it; with a coordination store
+// each claims its own there, so the older run is fenced.
+func TestMQTTShardEpochClaimedInCoordination(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 0)
+	store := newCoordStore(t, 5*time.Second)
+	g1 := start(t, p, pipeline.WithWorkerID("edge-gw-1"), pipeline.WithCoordination(store))
+	require.Eventually(t, func() bool { return len(g1.w.Shards()) == 1 }, waitFor, time.Millisecond)
+	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Epoch)
+
+	// The second run starts before the first checkpointed anything: it
+	// restores the same (empty) state, and still gets a later epoch.
+	g2 := start(t, p, pipeline.WithWorkerID("edge-gw-2"), pipeline.WithCoordination(store))
+	require.Eventually(t, func() bool { return len(g2.w.Shards()) == 1 }, waitFor, time.Millisecond)
+	require.Equal(t, streaming.Epoch(2), g2.w.Shards()[0].Epoch)
+	claimed, err := store.Get(context.Background(), coordination.Durable, pipeline.EpochKey(p.Name, "edge-gw-1"))
+	require.NoError(t, err)
+	require.Equal(t, "2", string(claimed.Value))
+
+	require.NoError(t, g2.w.Checkpoint(context.Background()))
+	require.ErrorIs(t, g1.w.Checkpoint(context.Background()), streaming.ErrFenced, "the older run's checkpoint is fenced")
+	g2.stop(t)
+	g1.cancel()
+	select {
+	case err := <-g1.done:
+		require.ErrorIs(t, err, streaming.ErrFenced)
+		close(g1.done)
+	case <-time.After(waitFor):
+		t.Fatal("the older run did not stop")
+	}
+}
+
+// flakyCoord fails its first updates and creates with a retryable error.
+type flakyCoord struct {
+	coordination.Store
+	fails atomic.Int32
+}
+
+func (f *flakyCoord) Create(ctx context.Context, ks coordination.Keyspace, key string, v []byte) (coordination.CasOutcome, error) {
+	if f.fails.Add(-1) >= 0 {
+		return coordination.Lost, coordination.Retryable("create", ks, key, errors.New("connection reset"))
+	}
+	return f.Store.Create(ctx, ks, key, v)
+}
+
+func (f *flakyCoord) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
+	if f.fails.Add(-1) >= 0 {
+		return coordination.Lost, coordination.Retryable("update", ks, key, errors.New("connection reset"))
+	}
+	return f.Store.Update(ctx, ks, key, v, rev)
+}
+
+// Runs claiming a shard's epoch at once each get their own, every one
+// past the restored checkpoint's and past every earlier claim, through
+// lost races and retryable store errors.
+func TestClaimEpochIsUniqueAndGrows(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 0)
+	store := &flakyCoord{Store: newCoordStore(t, 5*time.Second)}
+	store.fails.Store(3)
+	w, err := pipeline.NewWorker(context.Background(), p, pipeline.WithWorkerID("edge-gw-1"), pipeline.WithCoordination(store), pipeline.WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	ctx := context.Background()
+
+	const runs = 16
+	got := make(chan streaming.Epoch, runs)
+	var wg sync.WaitGroup
+	for range runs {
+		wg.Go(func() {
+			ep, err := pipeline.ClaimEpoch(ctx, w, "s", 4)
+			assert.NoError(t, err)
+			got <- ep
+		})
+	}
+	wg.Wait()
+	close(got)
+	seen := map[streaming.Epoch]bool{}
+	for ep := range got {
+		require.False(t, seen[ep], "epoch %d claimed twice", ep)
+		seen[ep] = true
+	}
+	for ep := streaming.Epoch(5); ep < 5+runs; ep++ {
+		require.True(t, seen[ep], "epochs 5..%d, one each: missing %d (got %v)", 4+runs, ep, seen)
+	}
+	// A checkpoint restored past every claim wins over them.
+	ep, err := pipeline.ClaimEpoch(ctx, w, "s", 100)
+	require.NoError(t, err)
+	require.Equal(t, streaming.Epoch(101), ep)
+	// Another shard, another count.
+	ep, err = pipeline.ClaimEpoch(ctx, w, "edge/gw 1", 0)
+	require.NoError(t, err)
+	require.Equal(t, streaming.Epoch(1), ep)
+	// A claimed value that is not a number is an error naming the key.
+	_, err = store.Update(ctx, coordination.Durable, pipeline.EpochKey(p.Name, "s"), []byte("x"), mustRev(t, store, pipeline.EpochKey(p.Name, "s")))
+	require.NoError(t, err)
+	_, err = pipeline.ClaimEpoch(ctx, w, "s", 0)
+	require.ErrorContains(t, err, pipeline.EpochKey(p.Name, "s"))
+	require.ErrorContains(t, err, "not a number")
+}
+
+func mustRev(t testing.TB, s coordination.Store, key string) coordination.Revision {
+	t.Helper()
+	e, err := s.Get(context.Background(), coordination.Durable, key)
+	require.NoError(t, err)
+	return e.Revision
 }

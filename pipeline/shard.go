@@ -2,13 +2,16 @@ package pipeline
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
@@ -148,7 +151,11 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	start := time.Now()
 	info, err := s.cp.Restore(ctx)
 	if epoch == nextEpoch && (err == nil || errors.Is(err, streaming.ErrNotFound)) {
-		epoch = info.Epoch + 1 // info is zero when nothing was stored
+		// info is zero when nothing was stored.
+		if epoch, err = w.claimEpoch(ctx, id, info.Epoch); err != nil {
+			_ = rt.Close()
+			return nil, err
+		}
 		s.epoch = epoch
 	}
 	from := streaming.RestoredCut{Offset: -1}
@@ -187,9 +194,76 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	return s, nil
 }
 
-// nextEpoch asks openShard for the epoch one past the restored
-// checkpoint's (Kafka epochs, which the group assigns, start at 1).
+// nextEpoch asks openShard to claim the shard's epoch (claimEpoch):
+// Kafka epochs, which the group assigns, start at 1.
 const nextEpoch streaming.Epoch = 0
+
+// claimEpoch is the epoch of a new run of shard id, whose checkpoint was
+// restored at epoch restored (0: none): one past it, and with a
+// coordination store (WithCoordination) one past every epoch claimed for
+// the shard before, claimed there by compare-and-set, so two runs started
+// at once from the same checkpoint get different epochs and the older
+// one's commits are refused (ErrFenced). Without a store, such runs would
+// share the epoch.
+func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch) (streaming.Epoch, error) {
+	if w.o.coord == nil {
+		return restored + 1, nil
+	}
+	key := epochKey(w.c.p.Name, id)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		next, rev := restored+1, coordination.Revision(0)
+		e, err := w.o.coord.Get(ctx, coordination.Durable, key)
+		switch {
+		case errors.Is(err, coordination.ErrNotFound):
+		case errors.Is(err, coordination.ErrRetryable):
+			select {
+			case <-time.After(100 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return 0, fmt.Errorf("shard %s: read the claimed epoch (%s): %w", id, key, err)
+			}
+		case err != nil:
+			return 0, fmt.Errorf("shard %s: read the claimed epoch (%s): %w", id, key, err)
+		default:
+			claimed, perr := strconv.ParseUint(string(e.Value), 10, 64)
+			if perr != nil {
+				return 0, fmt.Errorf("shard %s: claimed epoch %s holds %q, not a number", id, key, e.Value)
+			}
+			next, rev = max(next, streaming.Epoch(claimed)+1), e.Revision
+		}
+		val := []byte(strconv.FormatUint(uint64(next), 10))
+		var out coordination.CasOutcome
+		if rev == 0 {
+			out, err = w.o.coord.Create(ctx, coordination.Durable, key, val)
+		} else {
+			out, err = w.o.coord.Update(ctx, coordination.Durable, key, val, rev)
+		}
+		switch {
+		case err != nil && !errors.Is(err, coordination.ErrRetryable):
+			return 0, fmt.Errorf("shard %s: claim epoch %d (%s): %w", id, uint64(next), key, err)
+		case err == nil && out.Won():
+			return next, nil
+		case err != nil:
+			// Retryable: read again after a pause, until the deadline.
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return 0, fmt.Errorf("shard %s: claim epoch %d (%s): %w", id, uint64(next), key, err)
+			}
+		}
+		// Lost the race: another run claimed first; read its epoch.
+	}
+}
+
+// epochKey is the coordination key of a shard's claimed epoch: the
+// pipeline and the shard, each as unpadded base64url (a key is tokens of
+// [A-Za-z0-9_=-]; a shard id such as an MQTT client id may hold others).
+func epochKey(pipeline string, id streaming.ShardID) string {
+	enc := base64.RawURLEncoding
+	return "epoch." + enc.EncodeToString([]byte(pipeline)) + "." + enc.EncodeToString([]byte(id))
+}
 
 // preCommit is a checkpoint's pre-commit: every output (and dead letter)
 // of a record the cut contains becomes durable before the state that

@@ -293,9 +293,10 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		return nil, err
 	}
 	// With Temporal its shard (the MQTT client id) joins the rounds of
-	// its pipeline's own checkpoint coordinator, iot-portal-edge.
+	// its pipeline's own checkpoint coordinator, iot-portal-edge; each run
+	// claims the shard's epoch in the coordination store.
 	if s.Edge, err = pipeline.NewWorker(ctx, ep, pipeline.WithWorkerID("edge-1"), pipeline.WithLogger(log.With("worker", "edge")), pipeline.WithMetrics(s.registry("edge")),
-		pipeline.WithTemporal(s.Temporal.Client)); err != nil {
+		pipeline.WithTemporal(s.Temporal.Client), pipeline.WithCoordination(s.Coordination)); err != nil {
 		return nil, err
 	}
 	ecx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
