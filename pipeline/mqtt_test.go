@@ -12,7 +12,6 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,6 +24,7 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 const (
@@ -45,7 +45,7 @@ func newEdgeEnv(t testing.TB) *edgeEnv {
 	t.Helper()
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
-	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: "127.0.0.1:0"})
+	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
 	require.NoError(t, srv.AddListener(tcp))
 	require.NoError(t, srv.Serve())
 	t.Cleanup(func() { _ = srv.Close() })

@@ -15,7 +15,6 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,6 +24,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -39,7 +39,7 @@ func TestPrivateCAFromTheSpec(t *testing.T) {
 
 	broker := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, broker.AddHook(new(auth.AllowHook), nil))
-	tcp := listeners.NewTCP(listeners.Config{ID: "tls", Address: "127.0.0.1:0", TLSConfig: pki.ServerConfig()})
+	tcp := mqttbroker.NewListener("tls", "127.0.0.1:0", pki.ServerConfig())
 	require.NoError(t, broker.AddListener(tcp))
 	require.NoError(t, broker.Serve())
 	t.Cleanup(func() { _ = broker.Close() })

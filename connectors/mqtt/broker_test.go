@@ -12,8 +12,9 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/badger"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // mochiDeadlockNote: mochi v2.7.9 takes its in-flight read lock twice
@@ -73,7 +74,7 @@ func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr, TLSConfig: o.tls})
+	tcp := mqttbroker.NewListener("tcp", addr, o.tls)
 	b := &testBroker{srv: srv}
 	if !o.deferListen {
 		require.NoError(t, srv.AddListener(tcp))

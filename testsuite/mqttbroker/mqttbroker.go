@@ -8,7 +8,6 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 )
 
 // Broker is a running broker.
@@ -50,7 +49,7 @@ func Start(o Options) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqtt broker: auth hook: %w", err)
 	}
-	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: o.Addr})
+	tcp := NewListener("tcp", o.Addr, nil)
 	if err := srv.AddListener(tcp); err != nil {
 		return nil, fmt.Errorf("mqtt broker: listen on %s: %w", o.Addr, err)
 	}
