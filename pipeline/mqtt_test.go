@@ -24,6 +24,7 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
@@ -419,9 +420,11 @@ func TestMQTTShardEpochClaimedInCoordination(t *testing.T) {
 	e := newEdgeEnv(t)
 	p := e.pipeline(false, 0)
 	store := newCoordStore(t, 5*time.Second)
-	g1 := start(t, p, pipeline.WithWorkerID("edge-gw-1"), pipeline.WithCoordination(store))
+	empty := logtest.NewCounter("shard starts empty")
+	g1 := start(t, p, pipeline.WithWorkerID("edge-gw-1"), pipeline.WithCoordination(store), pipeline.WithLogger(empty.Logger()))
 	require.Eventually(t, func() bool { return len(g1.w.Shards()) == 1 }, waitFor, time.Millisecond)
 	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Epoch)
+	require.Equal(t, int64(1), empty.Lines(), "nothing stored: the claimed epoch does not turn it into a restore")
 
 	// The second run starts before the first checkpointed anything: it
 	// restores the same (empty) state, and still gets a later epoch.

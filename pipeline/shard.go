@@ -152,11 +152,12 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	info, err := s.cp.Restore(ctx)
 	if epoch == nextEpoch && (err == nil || errors.Is(err, streaming.ErrNotFound)) {
 		// info is zero when nothing was stored.
-		if epoch, err = w.claimEpoch(ctx, id, info.Epoch); err != nil {
+		claimed, cerr := w.claimEpoch(ctx, id, info.Epoch)
+		if cerr != nil {
 			_ = rt.Close()
-			return nil, err
+			return nil, cerr
 		}
-		s.epoch = epoch
+		epoch, s.epoch = claimed, claimed
 	}
 	from := streaming.RestoredCut{Offset: -1}
 	switch {
