@@ -400,14 +400,21 @@ func TestMQTTShardEpochGrowsPerRun(t *testing.T) {
 	require.Equal(t, streaming.Epoch(2), g2.w.Shards()[0].Epoch)
 	require.NoError(t, g2.w.Checkpoint(context.Background()))
 	require.Equal(t, streaming.Epoch(2), g2.w.Shards()[0].Checkpoint.LastEpoch)
-	require.ErrorIs(t, g1.w.Checkpoint(context.Background()), streaming.ErrFenced, "the older run's checkpoint is fenced")
-	g2.stop(t)
-	// So is its final checkpoint: the older run stops with the error.
-	g1.cancel()
+	requireFenced(t, g1, g2)
+}
+
+// requireFenced checks that the older run of a shard is fenced once the
+// newer one checkpointed: its checkpoint fails, and so does its final
+// checkpoint (after the newer run stopped), with which it stops.
+func requireFenced(t *testing.T, older, newer *running) {
+	t.Helper()
+	require.ErrorIs(t, older.w.Checkpoint(context.Background()), streaming.ErrFenced, "the older run's checkpoint is fenced")
+	newer.stop(t)
+	older.cancel()
 	select {
-	case err := <-g1.done:
+	case err := <-older.done:
 		require.ErrorIs(t, err, streaming.ErrFenced)
-		close(g1.done)
+		close(older.done)
 	case <-time.After(waitFor):
 		t.Fatal("the older run did not stop")
 	}
@@ -436,16 +443,7 @@ func TestMQTTShardEpochClaimedInCoordination(t *testing.T) {
 	require.Equal(t, "2", string(claimed.Value))
 
 	require.NoError(t, g2.w.Checkpoint(context.Background()))
-	require.ErrorIs(t, g1.w.Checkpoint(context.Background()), streaming.ErrFenced, "the older run's checkpoint is fenced")
-	g2.stop(t)
-	g1.cancel()
-	select {
-	case err := <-g1.done:
-		require.ErrorIs(t, err, streaming.ErrFenced)
-		close(g1.done)
-	case <-time.After(waitFor):
-		t.Fatal("the older run did not stop")
-	}
+	requireFenced(t, g1, g2)
 }
 
 // flakyCoord fails its first updates and creates with a retryable error.
