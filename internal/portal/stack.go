@@ -253,7 +253,8 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 			return nil, err
 		}
 		id := fmt.Sprintf("central-%d", i+1)
-		opts := []pipeline.Option{pipeline.WithWorkerID(id), pipeline.WithLogger(log.With("worker", id)), pipeline.WithMetrics(s.registry(id)),
+		// The worker tags its own lines with its pipeline and id.
+		opts := []pipeline.Option{pipeline.WithWorkerID(id), pipeline.WithLogger(log), pipeline.WithMetrics(s.registry(id)),
 			pipeline.WithTemporal(s.Temporal.Client), pipeline.WithCoordination(s.Coordination)}
 		if i == 0 {
 			opts = append(opts, pipeline.WithControlWorker())
@@ -295,7 +296,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	// With Temporal its shard (the MQTT client id) joins the rounds of
 	// its pipeline's own checkpoint coordinator, iot-portal-edge; each run
 	// claims the shard's epoch in the coordination store.
-	if s.Edge, err = pipeline.NewWorker(ctx, ep, pipeline.WithWorkerID("edge-1"), pipeline.WithLogger(log.With("worker", "edge")), pipeline.WithMetrics(s.registry("edge")),
+	if s.Edge, err = pipeline.NewWorker(ctx, ep, pipeline.WithWorkerID("edge-1"), pipeline.WithLogger(log), pipeline.WithMetrics(s.registry("edge")),
 		pipeline.WithTemporal(s.Temporal.Client), pipeline.WithCoordination(s.Coordination)); err != nil {
 		return nil, err
 	}
