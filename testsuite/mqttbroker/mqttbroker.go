@@ -8,6 +8,7 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/system"
 )
 
 // Broker is a running broker.
@@ -64,6 +65,11 @@ func (b *Broker) Addr() string { return b.addr }
 
 // URL is the broker's mqtt:// URL.
 func (b *Broker) URL() string { return "mqtt://" + b.addr }
+
+// Info is a copy of the broker's counters (messages received, sent and
+// dropped, clients connected, …): what a test prints when a message did
+// not arrive.
+func (b *Broker) Info() *system.Info { return b.srv.Info.Clone() }
 
 // Close stops the broker.
 func (b *Broker) Close() error {

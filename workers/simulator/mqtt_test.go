@@ -24,11 +24,12 @@ func TestSimulatorPublishesToRealBroker(t *testing.T) {
 	defer cancel()
 
 	// A subscriber counts what arrives.
-	var got atomic.Int64
+	var got, ups atomic.Int64
 	u, _ := url.Parse(b.URL())
 	sub, err := autopaho.NewConnection(ctx, autopaho.ClientConfig{
 		ServerUrls: []*url.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true,
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
+			ups.Add(1)
 			_, _ = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "sensors/#", QoS: 2}}})
 		},
 		ClientConfig: paho.ClientConfig{ClientID: "counter", OnPublishReceived: []func(paho.PublishReceived) (bool, error){
@@ -53,8 +54,11 @@ func TestSimulatorPublishesToRealBroker(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Run(ctx, pub))
 	require.NoError(t, pub.Close(ctx))
-	require.Eventually(t, func() bool { return got.Load()-before == 200 }, 10*time.Second, 20*time.Millisecond,
-		"QoS 2: every one of the 200 payloads arrives exactly once (got %d)", got.Load()-before)
+	if !assert.Eventually(t, func() bool { return got.Load()-before == 200 }, 10*time.Second, 20*time.Millisecond) {
+		i := b.Info()
+		t.Fatalf("QoS 2: every one of the 200 payloads arrives exactly once: got %d; the subscriber connected %d times; the broker received %d publishes, sent %d, dropped %d (in flight dropped %d)",
+			got.Load()-before, ups.Load(), i.MessagesReceived, i.MessagesSent, i.MessagesDropped, i.InflightDropped)
+	}
 	st := s.Stats()
 	assert.Equal(t, int64(200), st.Readings+st.Malformed)
 }
