@@ -265,7 +265,7 @@ func uploadPending(ctx context.Context, up Uploader, u *uploadInfo, pending *[]b
 	if err != nil {
 		return 0, err
 	}
-	u.Parts = append(u.Parts, p)
+	u.Parts = appendPart(up, u.Parts, p)
 	*pending = (*pending)[:0]
 	return p.Size, nil
 }
@@ -683,7 +683,7 @@ func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, strin
 	case err != nil:
 		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
 	default:
-		u.Parts = append(u.Parts, p)
+		u.Parts = appendPart(w.up, u.Parts, p)
 	}
 	if err := w.publish(ctx, u, key.Name()); err != nil {
 		return FileKey{}, "", 0, err

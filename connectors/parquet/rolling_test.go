@@ -662,3 +662,71 @@ func TestRollingWriterRestoresAFileOfManyPreCommits(t *testing.T) {
 		})
 	}
 }
+
+// On a local folder a part is written in place after the one before, so
+// the pre-commit record keeps the parts so far as one: across 200
+// checkpoints of one open file its record grows by the end of each
+// checkpoint's row-group segment (about 4 bytes), not by a part (another
+// 55 or so, 11 KiB in all), and a new owner restoring the last committed
+// checkpoint finishes the file with exactly the committed rows.
+func TestRollingWriterLocalRecordKeepsOnePart(t *testing.T) {
+	ctx := context.Background()
+	a, err := parquet.NewLocalArchive(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []parquet.WriterOption{parquet.WithRowGroupRows(8), parquet.WithMaxFileAge(time.Hour)}
+	w, err := parquet.NewRollingWriter(a, "iot", 2, 1, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+		t.Fatal(err)
+	}
+	const checkpoints, perCheckpoint = 200, 8
+	var early, late int64
+	off := int64(0)
+	for i := range checkpoints + 1 {
+		for range perCheckpoint {
+			if err := w.Append(ctx, rowsAt(off)...); err != nil {
+				t.Fatal(err)
+			}
+			off++
+		}
+		if _, err := w.PreCommit(ctx, off-1); err != nil {
+			t.Fatal(err)
+		}
+		if i == checkpoints {
+			break // pre-committed; its state save fails
+		}
+		if st, err := w.Commit(ctx, off-1); err != nil || len(st.Files) != 0 {
+			t.Fatalf("commit of cut %d: published %v, %v", off-1, st.Files, err)
+		}
+		switch i {
+		case 10:
+			early = slices.Max(recordSizes(t, a, 2))
+		case checkpoints - 1:
+			late = slices.Max(recordSizes(t, a, 2))
+		}
+	}
+	if growth := (late - early) / (checkpoints - 11); growth > 8 {
+		t.Fatalf("the pre-commit record grew from %d bytes at checkpoint 10 to %d at checkpoint %d, %d bytes per checkpoint", early, late, checkpoints-1, growth)
+	}
+	committed := off - 1 - perCheckpoint
+	w2, err := parquet.NewRollingWriter(a, "iot", 2, 2, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := w2.Restore(ctx, parquet.RestorePoint{Cut: committed, Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Files) != 1 {
+		t.Fatalf("restore published %v, want the one open file", st.Files)
+	}
+	got, names := readEveryFile(t, a)
+	exactlyOnce(t, got, map[int32][]parquet.Row{2: rowsThrough(committed + 1)})
+	if len(names) != 1 {
+		t.Fatalf("files %v, want one", names)
+	}
+}

@@ -122,3 +122,24 @@ func hiddenName(name string) bool {
 	}
 	return false
 }
+
+// partMerger is an Uploader whose parts are written in place, one after
+// the other, into one object (the local folder): a part and the one
+// before it are one range of bytes, so the writer records them as one
+// part, and a file's pre-commit record stays one part long however many
+// checkpoints wrote to it. An S3 upload needs every part and its ETag.
+type partMerger interface{ mergesParts() }
+
+// appendPart returns parts with part p, just uploaded by up, after them:
+// merged into the last one when up writes parts in place. parts is not
+// modified.
+func appendPart(up Uploader, parts []Part, p Part) []Part {
+	if _, ok := up.(partMerger); ok && len(parts) > 0 {
+		out := slices.Clone(parts)
+		last := &out[len(out)-1]
+		last.Size += p.Size
+		last.ETag = ""
+		return out
+	}
+	return append(parts[:len(parts):len(parts)], p)
+}

@@ -141,6 +141,10 @@ func (a *LocalArchive) AbortUpload(ctx context.Context, name, uploadID string) e
 // MinPartSize implements Uploader: a file takes parts of any size.
 func (a *LocalArchive) MinPartSize() int64 { return 1 }
 
+// mergesParts: a part is written at its offset of the one file, so a
+// record keeps the parts so far as one (appendPart).
+func (a *LocalArchive) mergesParts() {}
+
 // Move implements Mover with a rename (and fsyncs of both folders).
 func (a *LocalArchive) Move(ctx context.Context, from, to string) error {
 	if err := checkName(from); err != nil {
