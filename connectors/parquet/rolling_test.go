@@ -558,6 +558,65 @@ func recordSizes(t testing.TB, a parquet.Archive, shard int32) []int64 {
 	return sizes
 }
 
+// checkpointOneFile appends perCheckpoint rows to shard 2's writer w and
+// checkpoints them, checkpoints times, into one open file, then appends
+// and pre-commits once more without committing (the checkpoint whose
+// state save fails). It returns the next offset and the size of the
+// largest pre-commit record after checkpoint 10 and after the last one.
+func checkpointOneFile(t *testing.T, a parquet.Archive, w *parquet.RollingWriter, checkpoints, perCheckpoint int) (off, early, late int64) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range checkpoints + 1 {
+		for range perCheckpoint {
+			if err := w.Append(ctx, rowsAt(off)...); err != nil {
+				t.Fatal(err)
+			}
+			off++
+		}
+		if _, err := w.PreCommit(ctx, off-1); err != nil {
+			t.Fatal(err)
+		}
+		if i == checkpoints {
+			break // pre-committed; its state save fails
+		}
+		if st, err := w.Commit(ctx, off-1); err != nil || len(st.Files) != 0 {
+			t.Fatalf("commit of cut %d: published %v, %v", off-1, st.Files, err)
+		}
+		switch i {
+		case 10:
+			early = slices.Max(recordSizes(t, a, 2))
+		case checkpoints - 1:
+			late = slices.Max(recordSizes(t, a, 2))
+		}
+	}
+	return off, early, late
+}
+
+// finishCommitted restores shard 2 at epoch 2 from the checkpoint of cut
+// committed (epoch 1), which finishes checkpointOneFile's open file, and
+// checks that the archive then holds that one file with exactly the
+// committed rows. It returns the file names.
+func finishCommitted(t *testing.T, a parquet.Archive, opts []parquet.WriterOption, committed int64) []string {
+	t.Helper()
+	w, err := parquet.NewRollingWriter(a, "iot", 2, 2, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := w.Restore(context.Background(), parquet.RestorePoint{Cut: committed, Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Files) != 1 {
+		t.Fatalf("restore published %v, want the one open file", st.Files)
+	}
+	got, names := readEveryFile(t, a)
+	exactlyOnce(t, got, map[int32][]parquet.Row{2: rowsThrough(committed + 1)})
+	if len(names) != 1 {
+		t.Fatalf("files %v, want one", names)
+	}
+	return names
+}
+
 // TestRollingWriterRestoresAFileOfManyPreCommits: every pre-commit record
 // re-encoded the row-group metadata of the whole open file, so a record
 // (and a checkpoint's pre-commit) grew with the file's age, and the
@@ -590,32 +649,7 @@ func TestRollingWriterRestoresAFileOfManyPreCommits(t *testing.T) {
 				t.Fatal(err)
 			}
 			const checkpoints, perCheckpoint = 300, 8
-			var early, late int64
-			off := int64(0)
-			for i := range checkpoints + 1 {
-				for range perCheckpoint {
-					if err := w.Append(ctx, rowsAt(off)...); err != nil {
-						t.Fatal(err)
-					}
-					off++
-				}
-				if _, err := w.PreCommit(ctx, off-1); err != nil {
-					t.Fatal(err)
-				}
-				if i == checkpoints {
-					break // pre-committed; its state save fails
-				}
-				if st, err := w.Commit(ctx, off-1); err != nil || len(st.Files) != 0 {
-					t.Fatalf("commit of cut %d: published %v, %v", off-1, st.Files, err)
-				}
-				sizes := recordSizes(t, a, 2)
-				switch i {
-				case 10:
-					early = slices.Max(sizes)
-				case checkpoints - 1:
-					late = slices.Max(sizes)
-				}
-			}
+			off, early, late := checkpointOneFile(t, a, w, checkpoints, perCheckpoint)
 			t.Logf("record at checkpoint 10: %d bytes, at %d: %d bytes", early, checkpoints-1, late)
 			// What still grows is the list of parts (a memory archive takes
 			// a part per pre-commit, about 55 bytes each in a record); the
@@ -623,23 +657,7 @@ func TestRollingWriterRestoresAFileOfManyPreCommits(t *testing.T) {
 			if growth := (late - early) / (checkpoints - 11); !tc.inline && growth > 100 {
 				t.Fatalf("the pre-commit record grew from %d bytes at checkpoint 10 to %d at checkpoint %d, %d bytes per checkpoint", early, late, checkpoints-1, growth)
 			}
-			committed := off - 1 - perCheckpoint
-			w2, err := parquet.NewRollingWriter(a, "iot", 2, 2, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := w2.Restore(ctx, parquet.RestorePoint{Cut: committed, Epoch: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(st.Files) != 1 {
-				t.Fatalf("restore published %v, want the one open file", st.Files)
-			}
-			got, names := readEveryFile(t, a)
-			exactlyOnce(t, got, map[int32][]parquet.Row{2: rowsThrough(committed + 1)})
-			if len(names) != 1 {
-				t.Fatalf("files %v, want one", names)
-			}
+			names := finishCommitted(t, a, opts, off-1-perCheckpoint)
 			// The finished file holds a row group per checkpoint or more.
 			o, err := a.Open(ctx, names[0])
 			if err != nil {
@@ -684,49 +702,9 @@ func TestRollingWriterLocalRecordKeepsOnePart(t *testing.T) {
 		t.Fatal(err)
 	}
 	const checkpoints, perCheckpoint = 200, 8
-	var early, late int64
-	off := int64(0)
-	for i := range checkpoints + 1 {
-		for range perCheckpoint {
-			if err := w.Append(ctx, rowsAt(off)...); err != nil {
-				t.Fatal(err)
-			}
-			off++
-		}
-		if _, err := w.PreCommit(ctx, off-1); err != nil {
-			t.Fatal(err)
-		}
-		if i == checkpoints {
-			break // pre-committed; its state save fails
-		}
-		if st, err := w.Commit(ctx, off-1); err != nil || len(st.Files) != 0 {
-			t.Fatalf("commit of cut %d: published %v, %v", off-1, st.Files, err)
-		}
-		switch i {
-		case 10:
-			early = slices.Max(recordSizes(t, a, 2))
-		case checkpoints - 1:
-			late = slices.Max(recordSizes(t, a, 2))
-		}
-	}
+	off, early, late := checkpointOneFile(t, a, w, checkpoints, perCheckpoint)
 	if growth := (late - early) / (checkpoints - 11); growth > 8 {
 		t.Fatalf("the pre-commit record grew from %d bytes at checkpoint 10 to %d at checkpoint %d, %d bytes per checkpoint", early, late, checkpoints-1, growth)
 	}
-	committed := off - 1 - perCheckpoint
-	w2, err := parquet.NewRollingWriter(a, "iot", 2, 2, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := w2.Restore(ctx, parquet.RestorePoint{Cut: committed, Epoch: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Files) != 1 {
-		t.Fatalf("restore published %v, want the one open file", st.Files)
-	}
-	got, names := readEveryFile(t, a)
-	exactlyOnce(t, got, map[int32][]parquet.Row{2: rowsThrough(committed + 1)})
-	if len(names) != 1 {
-		t.Fatalf("files %v, want one", names)
-	}
+	finishCommitted(t, a, opts, off-1-perCheckpoint)
 }
