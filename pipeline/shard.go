@@ -214,48 +214,51 @@ func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		next, rev := restored+1, coordination.Revision(0)
-		e, err := w.o.coord.Get(ctx, coordination.Durable, key)
+		next, won, err := w.tryClaimEpoch(ctx, key, restored)
 		switch {
-		case errors.Is(err, coordination.ErrNotFound):
-		case errors.Is(err, coordination.ErrRetryable):
-			select {
-			case <-time.After(100 * time.Millisecond):
-				continue
-			case <-ctx.Done():
-				return 0, fmt.Errorf("shard %s: read the claimed epoch (%s): %w", id, key, err)
-			}
-		case err != nil:
-			return 0, fmt.Errorf("shard %s: read the claimed epoch (%s): %w", id, key, err)
-		default:
-			claimed, perr := strconv.ParseUint(string(e.Value), 10, 64)
-			if perr != nil {
-				return 0, fmt.Errorf("shard %s: claimed epoch %s holds %q, not a number", id, key, e.Value)
-			}
-			next, rev = max(next, streaming.Epoch(claimed)+1), e.Revision
-		}
-		val := []byte(strconv.FormatUint(uint64(next), 10))
-		var out coordination.CasOutcome
-		if rev == 0 {
-			out, err = w.o.coord.Create(ctx, coordination.Durable, key, val)
-		} else {
-			out, err = w.o.coord.Update(ctx, coordination.Durable, key, val, rev)
-		}
-		switch {
-		case err != nil && !errors.Is(err, coordination.ErrRetryable):
-			return 0, fmt.Errorf("shard %s: claim epoch %d (%s): %w", id, uint64(next), key, err)
-		case err == nil && out.Won():
+		case err == nil && won:
 			return next, nil
-		case err != nil:
-			// Retryable: read again after a pause, until the deadline.
-			select {
-			case <-time.After(100 * time.Millisecond):
-			case <-ctx.Done():
-				return 0, fmt.Errorf("shard %s: claim epoch %d (%s): %w", id, uint64(next), key, err)
-			}
+		case err == nil:
+			continue // lost the race: another run claimed first; read its epoch
+		case !errors.Is(err, coordination.ErrRetryable):
+			return 0, fmt.Errorf("shard %s: claim epoch (%s): %w", id, key, err)
 		}
-		// Lost the race: another run claimed first; read its epoch.
+		select { // retryable: try again after a pause, until the deadline
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, fmt.Errorf("shard %s: claim epoch (%s): %w", id, key, err)
+		}
 	}
+}
+
+// tryClaimEpoch reads the epoch claimed under key and claims the next
+// one (at least restored + 1) by compare-and-set; won is false when
+// another claim came first.
+func (w *Worker) tryClaimEpoch(ctx context.Context, key string, restored streaming.Epoch) (next streaming.Epoch, won bool, err error) {
+	next, rev := restored+1, coordination.Revision(0)
+	e, err := w.o.coord.Get(ctx, coordination.Durable, key)
+	switch {
+	case errors.Is(err, coordination.ErrNotFound):
+	case err != nil:
+		return 0, false, fmt.Errorf("read the claimed epoch: %w", err)
+	default:
+		claimed, perr := strconv.ParseUint(string(e.Value), 10, 64)
+		if perr != nil {
+			return 0, false, fmt.Errorf("the claimed epoch is %q, not a number", e.Value)
+		}
+		next, rev = max(next, streaming.Epoch(claimed)+1), e.Revision
+	}
+	val := []byte(strconv.FormatUint(uint64(next), 10))
+	var out coordination.CasOutcome
+	if rev == 0 {
+		out, err = w.o.coord.Create(ctx, coordination.Durable, key, val)
+	} else {
+		out, err = w.o.coord.Update(ctx, coordination.Durable, key, val, rev)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("claim epoch %d: %w", uint64(next), err)
+	}
+	return next, out.Won(), nil
 }
 
 // epochKey is the coordination key of a shard's claimed epoch: the
