@@ -131,8 +131,7 @@ func hiddenName(name string) bool {
 type partMerger interface{ mergesParts() }
 
 // appendPart returns parts with part p, just uploaded by up, after them:
-// merged into the last one when up writes parts in place. parts is not
-// modified.
+// merged into the last one (in a copy) when up writes parts in place.
 func appendPart(up Uploader, parts []Part, p Part) []Part {
 	if _, ok := up.(partMerger); ok && len(parts) > 0 {
 		out := slices.Clone(parts)
@@ -141,5 +140,5 @@ func appendPart(up Uploader, parts []Part, p Part) []Part {
 		last.ETag = ""
 		return out
 	}
-	return append(parts[:len(parts):len(parts)], p)
+	return append(parts, p)
 }
