@@ -114,3 +114,42 @@ func TestDeadLetterLostWithTheConnection(t *testing.T) {
 	require.NoError(t, r.stop(t))
 	assert.Equal(t, 1, strings.Count(logs.String(), `msg="mqtt dead letter lost with the connection"`), logs.String())
 }
+
+// TestDeadLetterBeforeRunStoresTheConnection: the connection delivers
+// messages from its own goroutine, so a malformed one can reach the
+// dead-letter publish before Run's goroutine has stored the connection
+// it publishes on. The publish waits for it instead of failing the
+// source with "the source is not running" (a CI failure at 1bdea3f).
+// Run is held between making the connection and storing it until a
+// dead letter waits.
+func TestDeadLetterBeforeRunStoresTheConnection(t *testing.T) {
+	waiting := make(chan struct{})
+	var once sync.Once
+	testHookWaitConn = func() { once.Do(func() { close(waiting) }) }
+	testHookConnMade = func() {
+		select {
+		case <-waiting:
+		case <-time.After(waitFor):
+		}
+	}
+	t.Cleanup(func() { testHookConnMade, testHookWaitConn = nil, nil })
+
+	b := startBroker(t, brokerOpts{})
+	dl := collectDeadLetters(t, b, "dlq/early")
+	s := newTestSource(t, b, "edge-dlq-early", WithDeadLetterTopic("dlq/early"))
+	var rec recorder
+	r := runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), false, 1))
+	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 1, 1), false, 1))
+
+	require.Eventually(t, func() bool { return dl.len() == 1 && rec.len() == 1 }, waitFor, time.Millisecond,
+		"dead letters %d, delivered %d, stats %+v", dl.len(), rec.len(), s.Stats())
+	select {
+	case <-waiting:
+	default:
+		t.Fatal("the dead letter never waited for the connection: the test no longer holds Run")
+	}
+	assert.Equal(t, "not json", dl.payload(0))
+	require.NoError(t, r.stop(t), "Run must not fail")
+}

@@ -55,12 +55,20 @@ type Source struct {
 	newestTS atomic.Int64
 	running  atomic.Bool
 	// conn is Run's connection (nil outside Run): dead letters are
-	// published on it.
-	conn atomic.Pointer[autopaho.ConnectionManager]
+	// published on it. connSet closes once Run has set it (or failed to
+	// make it): the connection may deliver a message before Run's
+	// goroutine stores it.
+	conn    atomic.Pointer[autopaho.ConnectionManager]
+	connSet chan struct{}
 	// dlqLog samples the per-message dead-letter line (a stream of bad
 	// payloads would write one each); the counters count them all.
 	dlqLog *lograte.Limiter
 }
+
+// Test hooks, nil outside tests: testHookConnMade runs in Run between
+// making the connection and storing it, testHookWaitConn when a dead
+// letter waits for Run to store it.
+var testHookConnMade, testHookWaitConn func()
 
 // NewSource validates the options and returns a Source; nothing connects
 // until Run.
@@ -82,7 +90,7 @@ func NewSource(opts ...Option) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqtt source %q: %w", cfg.clientID, err)
 	}
-	return &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}, dlqLog: lograte.New()}, nil
+	return &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}, dlqLog: lograte.New(), connSet: make(chan struct{})}, nil
 }
 
 // Stats returns the counters and the cursor's sizes.
@@ -215,9 +223,14 @@ func (s *Source) Run(ctx context.Context, h Handler) error {
 	cc := s.clientConfig(runCtx, cancel, h, &subs)
 	cm, err := autopaho.NewConnection(runCtx, cc)
 	if err != nil {
+		close(s.connSet)
 		return fmt.Errorf("mqtt source %q: %w", s.cfg.clientID, err)
 	}
+	if testHookConnMade != nil {
+		testHookConnMade()
+	}
 	s.conn.Store(cm)
+	close(s.connSet)
 	defer s.conn.Store(nil)
 	<-runCtx.Done()
 	<-cm.Done()
@@ -488,6 +501,19 @@ func (s *Source) sendDeadLetter(ctx context.Context, cli *paho.Client, p *paho.P
 // the source topic and the packet id.
 func (s *Source) publishDeadLetter(ctx context.Context, topic string, d DeadLetter) error {
 	cm := s.conn.Load()
+	if cm == nil && s.running.Load() {
+		// Run has started: its connection may have delivered the message
+		// before Run's goroutine stored it.
+		if testHookWaitConn != nil {
+			testHookWaitConn()
+		}
+		select {
+		case <-s.connSet:
+			cm = s.conn.Load()
+		case <-ctx.Done():
+			return fmt.Errorf("publish to %q: %w", topic, ctx.Err())
+		}
+	}
 	if cm == nil {
 		return fmt.Errorf("publish to %q: the source is not running", topic)
 	}
