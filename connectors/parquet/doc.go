@@ -42,7 +42,8 @@
 // opened the file). Names are deterministic and sort as (shard, first,
 // last, epoch). The archive's working objects live under [StagingDir]
 // ("_tflo/"): files being built (*.inprogress) with their row-group
-// segments (*.inprogress.rg-<from>-<to>), pre-commit records per
+// segments (*.inprogress.rg-<from>-<to>) and tail segments
+// (*.inprogress.tb-<from>-<to>), pre-commit records per
 // shard, compaction outputs being built. Names with an element starting
 // with '_' or '.' are hidden from readers, as Hive, Spark and Arrow
 // datasets hide them, and *.inprogress matches no *.parquet glob.
@@ -55,10 +56,12 @@
 // between records, never at every checkpoint. PreCommit at a
 // checkpoint's cut makes every row up to the cut durable: it uploads what
 // a restore needs and writes a pre-commit record holding the open file's
-// state (parts, the bytes and rows not yet in a part). The open file's
+// state (its parts, the rows not yet in a row group). The open file's
 // row-group metadata goes beside it in row-group segments, each holding
-// the row groups added since the previous pre-commit (the record lists
-// them), so a pre-commit costs what it adds, not what the file holds.
+// the row groups added since the previous pre-commit, and so do its
+// encoded bytes too few for a part yet (S3's minimum is 5 MiB), in tail
+// segments; the record lists both, so a pre-commit costs what it adds,
+// not what the file holds.
 // Commit, once the checkpoint's state committed, publishes the files
 // sealed by then: completes the upload and moves the file to its name (on
 // S3, CompleteMultipartUpload and a server-side copy). Restore, with the

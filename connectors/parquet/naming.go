@@ -134,6 +134,12 @@ func segmentName(staging string, from, to int) string {
 	return fmt.Sprintf("%s.rg-%010d-%010d", staging, from, to)
 }
 
+// tailSegmentName names the tail segment of the open file staging that
+// holds its bytes from to to (file offsets, see openInfo.TailSegments).
+func tailSegmentName(staging string, from, to int64) string {
+	return fmt.Sprintf("%s.tb-%020d-%020d", staging, from, to)
+}
+
 // recordName names the pre-commit record of a cut written at epoch.
 func recordName(pipeline string, shard int32, cut int64, epoch streaming.Epoch) string {
 	return StagingPrefix(pipeline, shard) + fmt.Sprintf("rec-%020d-e%020d", cut, uint64(epoch))

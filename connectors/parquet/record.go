@@ -20,6 +20,7 @@ import (
 //	"TFLOREC1"
 //	uint32 length, JSON header (recordHeader)
 //	uint32 length, tail bytes: the open file's encoded bytes not yet uploaded
+//	               nor in a tail segment
 //	uint32 length, tail rows: the open file's rows not yet encoded, as an
 //	               archive file (fingerprint and checksum included)
 //	uint32 CRC-32C of everything before it
@@ -39,6 +40,20 @@ import (
 //
 //	"TFLORGS1"
 //	the compact thrift encoding of FileMetaData{RowGroups: ...}
+//	uint32 CRC-32C of everything before it
+//
+// The open file's encoded bytes not yet uploaded (fewer than a part: S3
+// takes no part under 5 MiB but the last) go the same way: each
+// pre-commit writes those added since the previous one as a tail segment
+// (tailSegmentName, named by its file offsets) and the record lists the
+// segments' ends (openInfo.TailSegments); the record's own tail bytes are
+// those after the last segment (none, but in records of older workers).
+// Carried in the record, they were written again at every checkpoint
+// until the part was uploaded. Once it is, the segments are deleted after
+// a record that no longer lists them is committed. A tail segment is
+//
+//	"TFLOTAIL"
+//	the bytes
 //	uint32 CRC-32C of everything before it
 
 const recordMagic = "TFLOREC1"
@@ -89,6 +104,11 @@ type openInfo struct {
 	// segments, in order: segment i holds row groups Segments[i-1] (0 for
 	// the first) to Segments[i], after the inline ones.
 	Segments []int `json:"row_group_segments,omitempty"`
+	// TailSegments are the ends (file offsets) of the file's tail
+	// segments, in order: segment i holds its bytes TailSegments[i-1]
+	// (for the first, the end of the parts) to TailSegments[i]; the
+	// record's tail bytes follow the last.
+	TailSegments []int64 `json:"tail_segments,omitempty"`
 }
 
 type record struct {
@@ -200,8 +220,15 @@ func checkRecord(rec *record) error {
 		if err != nil {
 			return fmt.Errorf("open file %s: %w", o.Staging, err)
 		}
-		if end+int64(len(rec.tailBytes)) != o.Size || (len(o.Parts) > 0 && o.UploadID == "") {
-			return fmt.Errorf("open file %s: %d bytes in parts and %d in the record, %d in the file", o.Staging, end, len(rec.tailBytes), o.Size)
+		tailEnd := end
+		for _, e := range o.TailSegments {
+			if e <= tailEnd {
+				return fmt.Errorf("open file %s: tail segment ends %v do not increase from the parts' end %d", o.Staging, o.TailSegments, end)
+			}
+			tailEnd = e
+		}
+		if tailEnd+int64(len(rec.tailBytes)) != o.Size || (len(o.Parts) > 0 && o.UploadID == "") {
+			return fmt.Errorf("open file %s: %d bytes in parts, %d in tail segments and %d in the record, %d in the file", o.Staging, end, tailEnd-end, len(rec.tailBytes), o.Size)
 		}
 		if o.Size < int64(len(magic)) || o.Rows < 0 {
 			return fmt.Errorf("open file %s: %d bytes, %d rows", o.Staging, o.Size, o.Rows)
@@ -249,6 +276,29 @@ func decodeSegment(name string, data []byte, n int) ([]format.RowGroup, error) {
 		return nil, corrupt("%d row groups, the record expects %d", len(rgs), n)
 	}
 	return rgs, nil
+}
+
+const tailSegmentMagic = "TFLOTAIL"
+
+// encodeTailSegment returns the bytes of a tail segment holding tail.
+func encodeTailSegment(tail []byte) []byte {
+	out := make([]byte, 0, len(tailSegmentMagic)+len(tail)+4)
+	out = append(append(out, tailSegmentMagic...), tail...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+}
+
+// decodeTailSegment checks the tail segment read from the archive object
+// name, which must hold n bytes, and returns them. Errors name the object
+// and wrap streaming.ErrCorrupt.
+func decodeTailSegment(name string, data []byte, n int64) ([]byte, error) {
+	body, err := checkedBody(data, tailSegmentMagic, 0)
+	if err == nil && int64(len(body)) != n {
+		err = fmt.Errorf("%d bytes, the record expects %d", len(body), n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tail segment %s: %v: %w", name, err, streaming.ErrCorrupt)
+	}
+	return body, nil
 }
 
 // checkedBody checks that data starts with magic, holds at least min

@@ -72,7 +72,17 @@ type RollingWriter struct {
 	cutRows, cutBytes int64      // since the last PreCommit
 	uncommitted       []CutStats // pre-committed, not yet reported by a Commit
 	records           []int64    // cuts of the records this writer wrote and has not deleted
-	obsolete          []string   // row-group segments of published files, not yet deleted
+	obsolete          []string   // segments nothing restores from any more, not yet deleted
+	// Tail segments of bytes uploaded since (or of a sealed file): retiring
+	// until the next record is written, retired with its cut: a restore
+	// to a record at or after that cut needs none of them.
+	retiring []string
+	retired  []retiredTail
+}
+
+type retiredTail struct {
+	cut   int64
+	names []string
 }
 
 type inProgress struct {
@@ -81,6 +91,10 @@ type inProgress struct {
 	openedAt time.Time
 	pending  []byte // encoded bytes not yet uploaded
 	segEnds  []int  // ends of the row-group segments written (openInfo.Segments)
+	// tailEnds are the ends of the tail segments written since the last
+	// part (openInfo.TailSegments), named tailNames.
+	tailEnds  []int64
+	tailNames []string
 }
 
 type sealedFile struct {
@@ -194,7 +208,7 @@ func (w *RollingWriter) Append(ctx context.Context, rows ...Row) error {
 		if err := w.encode(); err != nil {
 			return fmt.Errorf("rolling writer %s: %w", w.where(), err)
 		}
-		errs = append(errs, w.upload(ctx, &w.open.uploadInfo, &w.open.pending, max(w.cfg.partSize, w.up.MinPartSize())))
+		errs = append(errs, w.uploadOpen(ctx, max(w.cfg.partSize, w.up.MinPartSize())))
 	}
 	return errors.Join(errs...)
 }
@@ -246,6 +260,24 @@ func (w *RollingWriter) upload(ctx context.Context, u *uploadInfo, pending *[]by
 	return nil
 }
 
+// uploadOpen uploads the open file's pending bytes as its next part when
+// they hold at least threshold bytes; its tail segments then retire.
+func (w *RollingWriter) uploadOpen(ctx context.Context, threshold int64) error {
+	o := w.open
+	before, _ := partsEnd(o.Parts)
+	err := w.upload(ctx, &o.uploadInfo, &o.pending, threshold)
+	if after, _ := partsEnd(o.Parts); after > before {
+		w.retireTail(o)
+	}
+	return err
+}
+
+// retireTail retires o's tail segments: their bytes are uploaded.
+func (w *RollingWriter) retireTail(o *inProgress) {
+	w.retiring = append(w.retiring, o.tailNames...)
+	o.tailEnds, o.tailNames = nil, nil
+}
+
 // uploadPending uploads *pending as the next part of u when it holds at
 // least threshold bytes (and any bytes at all), creating the upload first
 // if needed, and returns how many bytes it uploaded.
@@ -292,6 +324,7 @@ func (w *RollingWriter) seal(ctx context.Context) error {
 		segments: segmentNames(o.Staging, 0, o.segEnds),
 	}
 	w.sealed = append(w.sealed, sf)
+	w.retireTail(o)
 	w.open = nil
 	return w.upload(ctx, &sf.uploadInfo, &sf.pending, 0)
 }
@@ -322,12 +355,15 @@ func (w *RollingWriter) PreCommit(ctx context.Context, cut int64) (CutStats, err
 				return CutStats{}, fmt.Errorf("rolling writer %s: %w", w.where(), err)
 			}
 		}
-		if err := w.upload(ctx, &w.open.uploadInfo, &w.open.pending, w.up.MinPartSize()); err != nil {
+		if err := w.uploadOpen(ctx, w.up.MinPartSize()); err != nil {
 			return CutStats{}, err
 		}
 	}
 	if w.open != nil {
 		if err := w.writeSegment(ctx); err != nil {
+			return CutStats{}, err
+		}
+		if err := w.writeTail(ctx); err != nil {
 			return CutStats{}, err
 		}
 	}
@@ -343,6 +379,10 @@ func (w *RollingWriter) PreCommit(ctx context.Context, cut int64) (CutStats, err
 			w.records = append(w.records, cut)
 		}
 		w.cutBytes += int64(len(data))
+		if len(w.retiring) > 0 {
+			w.retired = append(w.retired, retiredTail{cut: cut, names: w.retiring})
+			w.retiring = nil
+		}
 	}
 	for _, sf := range w.sealed {
 		if sf.sealedAt < 0 {
@@ -385,6 +425,39 @@ func (w *RollingWriter) writeSegment(ctx context.Context) error {
 	return nil
 }
 
+// writeTail writes the open file's pending bytes (encoded, too few for a
+// part) not yet in a tail segment as a new tail segment. Without it each
+// record would carry them all again: up to a part's worth (S3: 5 MiB) at
+// every checkpoint.
+func (w *RollingWriter) writeTail(ctx context.Context) error {
+	o := w.open
+	start, from := o.tailFrom()
+	end := start + int64(len(o.pending))
+	if w.cfg.inlineRowGroups || end <= from {
+		return nil
+	}
+	name := tailSegmentName(o.Staging, from, end)
+	data := encodeTailSegment(o.pending[from-start:])
+	if err := w.arc.PutAtomic(ctx, name, data); err != nil {
+		return fmt.Errorf("rolling writer %s: bytes %d-%d of %s: %w", w.where(), from, end, o.Staging, err)
+	}
+	o.tailEnds = append(o.tailEnds, end)
+	o.tailNames = append(o.tailNames, name)
+	w.cutBytes += int64(len(data))
+	return nil
+}
+
+// tailFrom returns where the pending bytes start in the file (the end of
+// the parts) and where the bytes in no tail segment start.
+func (o *inProgress) tailFrom() (start, from int64) {
+	start, _ = partsEnd(o.Parts)
+	from = start
+	if n := len(o.tailEnds); n > 0 {
+		from = o.tailEnds[n-1]
+	}
+	return start, from
+}
+
 // segmentNames names the row-group segments of staging with ends, the
 // first starting at from.
 func segmentNames(staging string, from int, ends []int) []string {
@@ -412,7 +485,9 @@ func (w *RollingWriter) record(cut int64) ([]byte, error) {
 			}
 			rec.Open.RowGroups = rgs
 		}
-		rec.tailBytes = o.pending
+		start, from := o.tailFrom()
+		rec.Open.TailSegments = o.tailEnds
+		rec.tailBytes = o.pending[from-start:]
 		rec.tailRows = w.buf
 	}
 	return encodeRecord(rec, w.rowEnc)
@@ -425,6 +500,15 @@ func (w *RollingWriter) record(cut int64) ([]byte, error) {
 // sealed and the next Commit (or Restore) publishes them.
 func (w *RollingWriter) Commit(ctx context.Context, cut int64) (CommitStats, error) {
 	st := CommitStats{Cut: cut}
+	retired := w.retired[:0]
+	for _, r := range w.retired {
+		if r.cut <= cut {
+			w.obsolete = append(w.obsolete, r.names...)
+		} else {
+			retired = append(retired, r)
+		}
+	}
+	w.retired = retired
 	keep := w.uncommitted[:0]
 	for _, c := range w.uncommitted {
 		if c.Cut <= cut {
@@ -556,14 +640,14 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 			st.Discarded++
 		}
 	}
-	// The row-group segments of the file finished from the record go
+	// The row-group and tail segments of the file finished from the record go
 	// last, after the record: a Restore repeated after a crash in between
 	// finds no record and needs none.
 	var drop, segments []string
 	for _, o := range objs {
 		switch {
 		case keptNames[o.Name]:
-		case rec != nil && rec.Open != nil && strings.HasPrefix(o.Name, rec.Open.Staging+".rg-"):
+		case rec != nil && rec.Open != nil && (strings.HasPrefix(o.Name, rec.Open.Staging+".rg-") || strings.HasPrefix(o.Name, rec.Open.Staging+".tb-")):
 			segments = append(segments, o.Name)
 		default:
 			drop = append(drop, o.Name)
@@ -635,6 +719,27 @@ func (w *RollingWriter) rowGroups(ctx context.Context, o *openInfo) ([]format.Ro
 	return rgs, nil
 }
 
+// tail returns the bytes of the tail segments of the file open in a
+// record: its bytes after its parts, but for those the record holds.
+func (w *RollingWriter) tail(ctx context.Context, o *openInfo) ([]byte, error) {
+	from, _ := partsEnd(o.Parts)
+	var out []byte
+	for _, end := range o.TailSegments {
+		name := tailSegmentName(o.Staging, from, end)
+		data, err := w.readStaged(ctx, "tail segment", name)
+		if err != nil {
+			return nil, fmt.Errorf("open file %s: %w", o.Staging, err)
+		}
+		body, err := decodeTailSegment(name, data, end-from)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, body...)
+		from = end
+	}
+	return out, nil
+}
+
 // finish finishes and publishes the file open in rec, as it stood at the
 // record's cut, and returns its key, its upload id and size. size is 0
 // when the file held no row (its upload is aborted instead).
@@ -646,7 +751,11 @@ func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, strin
 	}
 	b := newFileBuilder(w.cfg.zstdLevel, w.cfg.rowGroupRows)
 	b.resume(fileState{Size: o.Size, CRC: o.CRC, Rows: o.Rows, First: o.First, Last: o.Last, RowGroups: rgs})
-	pending := append([]byte(nil), rec.tailBytes...)
+	pending, err := w.tail(ctx, o)
+	if err != nil {
+		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
+	}
+	pending = append(pending, rec.tailBytes...)
 	if len(rec.tailRows) > 0 {
 		body, err := b.appendRows(rec.tailRows)
 		if err != nil {

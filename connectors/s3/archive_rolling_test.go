@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	s3store "github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -368,4 +369,88 @@ func TestRollingArchiveVersitygw(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRollingArchiveCheckpointWritesOnlyNewBytes: on S3 (no part under
+// 5 MiB but the last) the open file's bytes stay unuploaded across many
+// checkpoints. Each checkpoint writes only the bytes added since the one
+// before, as a tail segment: its pre-commit record stays small instead
+// of carrying all of them again, and the archive's bytes over 60
+// checkpoints are about the file's, not 30 times them. With 64 KiB parts
+// the segments of the bytes uploaded since are deleted as the commits go
+// on. A new owner restoring the last checkpoint finishes the file with
+// every row.
+func TestRollingArchiveCheckpointWritesOnlyNewBytes(t *testing.T) {
+	t.Run("5MiB-parts", func(t *testing.T) { checkpointWritesOnlyNewBytes(t, 0, 60) })
+	t.Run("64KiB-parts", func(t *testing.T) { checkpointWritesOnlyNewBytes(t, 64<<10, 16) })
+}
+
+func checkpointWritesOnlyNewBytes(t *testing.T, minPart int64, maxTails int) {
+	ctx := context.Background()
+	f := newFakeS3(t)
+	open := func() *s3store.Archive {
+		opts := []s3store.Option{s3store.WithPrefix("tail")}
+		if minPart > 0 {
+			opts = append(opts, s3store.WithMinPartSize(minPart))
+		}
+		a, err := s3store.NewArchive(ctx, testBucket, f.opts(opts...)...)
+		require.NoError(t, err)
+		return a
+	}
+	w, err := parquet.NewRollingWriter(open(), "iot", 4, 1, parquet.WithRowGroupRows(512))
+	require.NoError(t, err)
+	_, err = w.Restore(ctx, parquet.RestorePoint{Cut: -1})
+	require.NoError(t, err)
+
+	const checkpoints, perCheckpoint = 60, 1000
+	var written, rows int64
+	var off int64
+	for range checkpoints {
+		for range perCheckpoint {
+			r := rowsAtOffset(off)
+			require.NoError(t, w.Append(ctx, r...))
+			rows += int64(len(r))
+			off++
+		}
+		st, err := w.PreCommit(ctx, off-1)
+		require.NoError(t, err)
+		written += st.Bytes
+		_, err = w.Commit(ctx, off-1)
+		require.NoError(t, err)
+	}
+	out, err := f.Raw.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String(testBucket), Prefix: aws.String("tail/" + parquet.StagingDir + "/")})
+	require.NoError(t, err)
+	var records, tails int
+	var largest int64
+	for _, o := range out.Contents {
+		name := aws.ToString(o.Key)
+		switch {
+		case strings.Contains(name, "/rec-"):
+			records++
+			largest = max(largest, aws.ToInt64(o.Size))
+		case strings.Contains(name, ".tb-"):
+			tails++
+		}
+	}
+	require.Positive(t, records)
+	require.Positive(t, tails, "the open file's bytes are in tail segments")
+	require.LessOrEqual(t, tails, maxTails, "tail segments of uploaded bytes are deleted")
+	require.LessOrEqual(t, records, 6, "old records are deleted")
+	require.Less(t, largest, int64(16<<10), "a pre-commit record carries no tail bytes")
+
+	// A new owner restores the last checkpoint: one file, every row.
+	w2, err := parquet.NewRollingWriter(open(), "iot", 4, 2)
+	require.NoError(t, err)
+	rst, err := w2.Restore(ctx, parquet.RestorePoint{Cut: off - 1, Epoch: 1})
+	require.NoError(t, err)
+	require.Len(t, rst.Files, 1)
+	require.Equal(t, rows, rst.Rows)
+	t.Logf("%d checkpoints wrote %d bytes for a file of %d; %d tail segments, largest record %d bytes", checkpoints, written, rst.Bytes, tails, largest)
+	require.Less(t, written, 2*rst.Bytes+checkpoints*(16<<10), "checkpoints rewrote the file's bytes")
+	got := archivetest.ReadIndependently(t, open(), "")
+	require.Len(t, got, int(rows))
+	require.Empty(t, archivetest.Duplicates(got))
+	left, err := f.Raw.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String(testBucket), Prefix: aws.String("tail/" + parquet.StagingDir + "/")})
+	require.NoError(t, err)
+	require.Empty(t, left.Contents, "the restore leaves no segment or record behind")
 }
