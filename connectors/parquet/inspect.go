@@ -24,8 +24,9 @@ type PartitionSummary struct {
 	// from the files' column statistics.
 	MinTS int64 `json:"min_ts"`
 	MaxTS int64 `json:"max_ts"`
-	// Staged counts the shard's working objects (files not yet published,
-	// pre-commit records) in StagingDir.
+	// Staged counts the shard's working objects in StagingDir: files not
+	// yet published, their row-group and tail segments, pre-commit
+	// records.
 	Staged int `json:"staged,omitempty"`
 }
 
