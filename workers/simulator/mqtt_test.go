@@ -23,11 +23,12 @@ func TestSimulatorPublishesToRealBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	// A subscriber counts what arrives.
+	// A subscriber counts what arrives. Its session outlives a reconnect,
+	// so a dropped connection loses no QoS 2 message.
 	var got, ups atomic.Int64
 	u, _ := url.Parse(b.URL())
 	sub, err := autopaho.NewConnection(ctx, autopaho.ClientConfig{
-		ServerUrls: []*url.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true,
+		ServerUrls: []*url.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true, SessionExpiryInterval: 60,
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, _ *paho.Connack) {
 			ups.Add(1)
 			_, _ = cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "sensors/#", QoS: 2}}})
