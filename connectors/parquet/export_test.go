@@ -1,6 +1,10 @@
 package parquet
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/tflo-io/tflo/streaming"
+)
 
 // ResealChecksum recomputes the whole-file checksum of data in place, as
 // a tool that edits a file and fixes its checksum would: the hostile case
@@ -20,3 +24,14 @@ func ResealChecksum(data []byte) bool {
 // re-encoded into every record (the baseline of BenchmarkRollingPreCommit;
 // also how records of older workers look to Restore).
 func WithInlineRowGroups() WriterOption { return func(c *writerConfig) { c.inlineRowGroups = true } }
+
+// HeldRows is how many rows shard's sink holds for its writer.
+func (s *Sink) HeldRows(shard streaming.ShardID) int {
+	sh, err := s.shard(shard)
+	if err != nil {
+		return 0
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.held)
+}

@@ -213,6 +213,13 @@ func (w *RollingWriter) Append(ctx context.Context, rows ...Row) error {
 	return errors.Join(errs...)
 }
 
+// Heavy reports whether appending n rows (starting a new offset) would
+// encode a row group or finish the open file, not only buffer them: the
+// archive sink hands such appends to a goroutine of their own.
+func (w *RollingWriter) Heavy(n int) bool {
+	return int64(len(w.buf)+n) >= w.cfg.rowGroupRows || (w.open != nil && w.due())
+}
+
 // Roll makes the next PreCommit finish the open file whatever its size
 // and age, so the Commit after it publishes every row. Call it before the
 // last checkpoint of a shard (revoke, shutdown), so the next owner has no

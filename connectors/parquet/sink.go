@@ -55,8 +55,11 @@ func shardNumber(id streaming.ShardID) int32 {
 // Commit of one shard are called one at a time (by its checkpoints), and
 // may run concurrently with its Writes: while they use the writer, Writes
 // are held in memory and appended after, so the hot path never waits for
-// an upload of a pre-commit or a commit. Different shards run
-// concurrently.
+// an upload of a pre-commit or a commit. A Write whose rows would make
+// the writer encode a row group (or finish its file) hands them to a
+// goroutine that appends them, and the rows held meanwhile, off the hot
+// path; Writes wait for it only when it falls a few row groups behind.
+// Different shards run concurrently.
 type Sink struct {
 	archive  Archive
 	pipeline string
@@ -86,7 +89,12 @@ type shardSink struct {
 	w      *RollingWriter
 	held   []Row // rows written while w was busy or past the mark, in order
 	rows   []Row // Write's rows for w, reused (w copies them)
-	busy   bool  // Flush or Commit is using w
+	busy   bool  // Flush, Commit or the background append is using w
+	bg     bool  // the background append is (busy is set too)
+	want   int   // Flushes and Commits waiting for the writer
+	idle   *sync.Cond
+	maxBg  int // rows held while bg above which Write waits
+	bgDone sync.WaitGroup
 	marked bool  // a cut is marked and not yet pre-committed
 	mark   int64 // the marked cut
 	last   int64 // offset of the last row written (-1: none since restore)
@@ -162,8 +170,10 @@ func (s *Sink) RestoreShard(ctx context.Context, shard streaming.ShardID, epoch 
 		return st, fmt.Errorf("archive sink shard %s epoch %d, restoring checkpoint %d (cut %d, epoch %d): %w",
 			shard, uint64(epoch), uint64(from.ID), at.Cut, uint64(at.Epoch), err)
 	}
+	sh := &shardSink{id: shard, epoch: epoch, w: w, last: at.Cut, maxBg: int(4 * w.cfg.rowGroupRows)}
+	sh.idle = sync.NewCond(&sh.mu)
 	s.mu.Lock()
-	s.shards[shard] = &shardSink{id: shard, epoch: epoch, w: w, last: at.Cut}
+	s.shards[shard] = sh
 	s.mu.Unlock()
 	return st, nil
 }
@@ -185,6 +195,9 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	for sh.bg && len(sh.held) >= sh.maxBg {
+		sh.idle.Wait() // the background append fell behind
+	}
 	sh.last = outs[len(outs)-1].Offset
 	if sh.busy || sh.marked || len(sh.held) > 0 {
 		for _, o := range outs {
@@ -192,11 +205,37 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 		}
 		return nil
 	}
+	if sh.w.Heavy(len(outs)) {
+		for _, o := range outs {
+			sh.held = append(sh.held, RowOf(o))
+		}
+		sh.busy, sh.bg = true, true
+		sh.bgDone.Add(1)
+		go func() {
+			defer sh.bgDone.Done()
+			sh.drain(context.WithoutCancel(ctx))
+		}()
+		return nil
+	}
 	sh.rows = sh.rows[:0]
 	for _, o := range outs {
 		sh.rows = append(sh.rows, RowOf(o))
 	}
 	return sh.append(ctx, sh.rows)
+}
+
+// acquire waits until nothing else uses the writer and takes it (mu
+// held): Flush and Commit wait for the background append.
+// The background append stops at its next turn for them, leaving the
+// rows it did not take held: under a saturated hot path it would
+// otherwise never run out of rows.
+func (sh *shardSink) acquire() {
+	sh.want++
+	for sh.busy {
+		sh.idle.Wait()
+	}
+	sh.want--
+	sh.busy = true
 }
 
 // append appends rows to the writer (its user holds it: mu, or busy).
@@ -252,7 +291,10 @@ func (s *Sink) Flush(ctx context.Context, shard streaming.ShardID, id streaming.
 
 func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (CutStats, error) {
 	sh.mu.Lock()
+	sh.acquire()
 	if err := sh.err; err != nil {
+		sh.busy = false
+		sh.idle.Broadcast()
 		sh.mu.Unlock()
 		return CutStats{}, err
 	}
@@ -266,13 +308,9 @@ func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (
 		n++
 	}
 	before := sh.take(n)
-	sh.busy = true
 	roll := sh.roll
 	sh.roll = false
 	sh.mu.Unlock()
-	if roll {
-		sh.w.Roll()
-	}
 
 	if len(before) > 0 {
 		if err := sh.w.Append(ctx, before...); errors.Is(err, ErrRowOrder) {
@@ -282,6 +320,11 @@ func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (
 			sh.drain(ctx)
 			return CutStats{}, err
 		}
+	}
+	if roll {
+		// After the held rows: rolled before, the file would be finished
+		// ahead of them and they would start one this pre-commit keeps open.
+		sh.w.Roll()
 	}
 	st, err := sh.w.PreCommit(ctx, cut)
 	if err == nil {
@@ -323,12 +366,14 @@ func (sh *shardSink) drain(ctx context.Context) {
 				n++
 			}
 		}
-		if n == 0 {
-			sh.busy = false
+		if n == 0 || (sh.bg && sh.want > 0) {
+			sh.busy, sh.bg = false, false
+			sh.idle.Broadcast()
 			sh.mu.Unlock()
 			return
 		}
 		rows := sh.take(n)
+		sh.idle.Broadcast()
 		sh.mu.Unlock()
 		if err := sh.w.Append(ctx, rows...); errors.Is(err, ErrRowOrder) {
 			sh.mu.Lock()
@@ -364,7 +409,7 @@ func (s *Sink) CommitCheckpoint(ctx context.Context, shard streaming.ShardID, id
 		return CommitStats{Cut: -1}, nil
 	}
 	sh.mu.Lock()
-	sh.busy = true
+	sh.acquire()
 	sh.mu.Unlock()
 	st, err := sh.w.Commit(ctx, cut)
 	sh.drain(ctx)
@@ -393,9 +438,15 @@ func (s *Sink) Roll(shard streaming.ShardID) {
 // writer of another epoch (the shard gained again) is kept.
 func (s *Sink) Release(shard streaming.ShardID, epoch streaming.Epoch) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sh := s.shards[shard]; sh != nil && sh.epoch == epoch {
+	sh := s.shards[shard]
+	if sh != nil && sh.epoch == epoch {
 		delete(s.shards, shard)
+	} else {
+		sh = nil
+	}
+	s.mu.Unlock()
+	if sh != nil {
+		sh.bgDone.Wait() // nothing writes for it once it is gone
 	}
 }
 
@@ -404,7 +455,14 @@ func (s *Sink) Release(shard streaming.ShardID, epoch streaming.Epoch) {
 // archive keeps, and rows after them are the next owner's to replay.
 func (s *Sink) Close(context.Context) error {
 	s.mu.Lock()
+	shards := make([]*shardSink, 0, len(s.shards))
+	for _, sh := range s.shards {
+		shards = append(shards, sh)
+	}
 	clear(s.shards)
 	s.mu.Unlock()
+	for _, sh := range shards {
+		sh.bgDone.Wait()
+	}
 	return nil
 }

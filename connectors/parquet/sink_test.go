@@ -3,7 +3,9 @@ package parquet_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -102,6 +104,9 @@ func TestSinkRestoreDiscardsPastTheCheckpoint(t *testing.T) {
 	old.MarkCut(sh, 1499)
 	require.NoError(t, old.Flush(ctx, sh, 2))
 	writeRange(t, old, 3, 1, 1500, 1599)
+	// The owner dies here: nothing of it writes any more (its background
+	// append of the rows above ends).
+	require.NoError(t, old.Close(ctx))
 
 	next, err := parquet.NewSink(la, "plant", opts...)
 	require.NoError(t, err)
@@ -166,4 +171,70 @@ func TestSinkWritesDuringCheckpoints(t *testing.T) {
 	require.NoError(t, s.Commit(ctx, sh, 1<<40))
 
 	exactlyOnce(t, arrowReadArchive(t, la), map[int32][]parquet.Row{0: rowsThrough(n)})
+}
+
+// gatedArchive is a MemArchive whose part uploads wait for open.
+type gatedArchive struct {
+	*parquet.MemArchive
+	open    chan struct{}
+	waiting chan struct{} // closed when an upload first waits
+	once    sync.Once
+}
+
+func (g *gatedArchive) UploadPart(ctx context.Context, name, id string, n int, off int64, data []byte) (parquet.Part, error) {
+	g.once.Do(func() { close(g.waiting) })
+	<-g.open
+	return g.MemArchive.UploadPart(ctx, name, id, n, off, data)
+}
+
+// A Write whose rows make the writer encode a row group (and upload a
+// part) returns before the upload does: the append runs off the shard's
+// goroutine, the rows written meanwhile are held. Held rows are bounded:
+// once the background append is four row groups behind, Writes wait for
+// it. Every row is archived once when the upload goes on.
+func TestSinkAppendsOffTheHotPath(t *testing.T) {
+	ctx := context.Background()
+	a := &gatedArchive{MemArchive: parquet.NewMemArchive(), open: make(chan struct{}), waiting: make(chan struct{})}
+	const groupRows = 32
+	s, err := parquet.NewSink(a, "plant", parquet.WithRowGroupRows(groupRows), parquet.WithPartSize(1))
+	require.NoError(t, err)
+	sh := streaming.KafkaShard("readings", 0)
+	require.NoError(t, s.Restore(ctx, sh, 1, streaming.RestoredCut{Offset: -1}))
+
+	const n = 2000 // far more rows than four row groups
+	done := make(chan struct{})
+	var written atomic.Int64
+	go func() {
+		defer close(done)
+		for off := int64(0); off < n; off++ {
+			if err := s.Write(ctx, outsAt(0, 1, off)); err != nil {
+				t.Error(err)
+				return
+			}
+			written.Store(off + 1)
+		}
+	}()
+	select {
+	case <-a.waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no part upload started")
+	}
+	// The upload waits; Writes go on until four row groups are held.
+	require.Eventually(t, func() bool { return s.HeldRows(sh) >= 4*groupRows }, 10*time.Second, time.Millisecond)
+	require.Positive(t, written.Load(), "a Write returned while the upload waits")
+	select {
+	case <-done:
+		t.Fatal("every Write returned while the append was blocked: held rows are unbounded")
+	default:
+	}
+	require.LessOrEqual(t, s.HeldRows(sh), 4*groupRows+len(rowsAt(0))*2, "held rows stay bounded")
+
+	close(a.open)
+	<-done
+	s.MarkCut(sh, n-1)
+	s.Roll(sh)
+	require.NoError(t, s.Flush(ctx, sh, 1))
+	require.NoError(t, s.Commit(ctx, sh, 1))
+	require.NoError(t, s.Close(ctx))
+	exactlyOnce(t, arrowReadArchive(t, a.MemArchive), map[int32][]parquet.Row{0: rowsThrough(n)})
 }
