@@ -709,39 +709,32 @@ func (w *RollingWriter) rowGroups(ctx context.Context, o *openInfo) ([]format.Ro
 			return nil, fmt.Errorf("open file %s: row groups: %w: %w", o.Staging, err, streaming.ErrCorrupt)
 		}
 	}
-	from := len(rgs)
-	for _, end := range o.Segments {
-		name := segmentName(o.Staging, from, end)
-		data, err := w.readStaged(ctx, "row-group segment", name)
-		if err != nil {
-			return nil, fmt.Errorf("open file %s: %w", o.Staging, err)
-		}
-		seg, err := decodeSegment(name, data, end-from)
-		if err != nil {
-			return nil, err
-		}
-		rgs = append(rgs, seg...)
-		from = end
-	}
-	return rgs, nil
+	return readSegments(ctx, w, o.Staging, "row-group segment", rgs, len(rgs), o.Segments, segmentName, decodeSegment)
 }
 
 // tail returns the bytes of the tail segments of the file open in a
 // record: its bytes after its parts, but for those the record holds.
 func (w *RollingWriter) tail(ctx context.Context, o *openInfo) ([]byte, error) {
 	from, _ := partsEnd(o.Parts)
-	var out []byte
-	for _, end := range o.TailSegments {
-		name := tailSegmentName(o.Staging, from, end)
-		data, err := w.readStaged(ctx, "tail segment", name)
+	return readSegments(ctx, w, o.Staging, "tail segment", nil, from, o.TailSegments, tailSegmentName, decodeTailSegment)
+}
+
+// readSegments appends to out what the segments (a what) of the open file
+// staging hold, read and decoded in order: the first starts at from, each
+// ends where ends say.
+func readSegments[T any, E int | int64](ctx context.Context, w *RollingWriter, staging, what string, out []T, from E, ends []E,
+	name func(string, E, E) string, decode func(string, []byte, E) ([]T, error)) ([]T, error) {
+	for _, end := range ends {
+		n := name(staging, from, end)
+		data, err := w.readStaged(ctx, what, n)
 		if err != nil {
-			return nil, fmt.Errorf("open file %s: %w", o.Staging, err)
+			return nil, fmt.Errorf("open file %s: %w", staging, err)
 		}
-		body, err := decodeTailSegment(name, data, end-from)
+		seg, err := decode(n, data, end-from)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, body...)
+		out = append(out, seg...)
 		from = end
 	}
 	return out, nil
