@@ -140,6 +140,12 @@ func tailSegmentName(staging string, from, to int64) string {
 	return fmt.Sprintf("%s.tb-%020d-%020d", staging, from, to)
 }
 
+// isSegment reports whether name is one of the row-group or tail
+// segments of the open file staging.
+func isSegment(name, staging string) bool {
+	return strings.HasPrefix(name, staging+".rg-") || strings.HasPrefix(name, staging+".tb-")
+}
+
 // recordName names the pre-commit record of a cut written at epoch.
 func recordName(pipeline string, shard int32, cut int64, epoch streaming.Epoch) string {
 	return StagingPrefix(pipeline, shard) + fmt.Sprintf("rec-%020d-e%020d", cut, uint64(epoch))

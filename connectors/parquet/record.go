@@ -252,9 +252,7 @@ func encodeSegment(rgs []format.RowGroup) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(segmentMagic)+len(enc)+4)
-	out = append(append(out, segmentMagic...), enc...)
-	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
+	return checkedFrame(segmentMagic, enc), nil
 }
 
 // decodeSegment decodes and checks the row-group segment read from the
@@ -281,9 +279,13 @@ func decodeSegment(name string, data []byte, n int) ([]format.RowGroup, error) {
 const tailSegmentMagic = "TFLOTAIL"
 
 // encodeTailSegment returns the bytes of a tail segment holding tail.
-func encodeTailSegment(tail []byte) []byte {
-	out := make([]byte, 0, len(tailSegmentMagic)+len(tail)+4)
-	out = append(append(out, tailSegmentMagic...), tail...)
+func encodeTailSegment(tail []byte) []byte { return checkedFrame(tailSegmentMagic, tail) }
+
+// checkedFrame returns magic, body and the CRC-32C of both: what
+// checkedBody checks and takes apart.
+func checkedFrame(magic string, body []byte) []byte {
+	out := make([]byte, 0, len(magic)+len(body)+4)
+	out = append(append(out, magic...), body...)
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
 }
 

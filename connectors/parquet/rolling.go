@@ -654,7 +654,7 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 	for _, o := range objs {
 		switch {
 		case keptNames[o.Name]:
-		case rec != nil && rec.Open != nil && (strings.HasPrefix(o.Name, rec.Open.Staging+".rg-") || strings.HasPrefix(o.Name, rec.Open.Staging+".tb-")):
+		case rec != nil && rec.Open != nil && isSegment(o.Name, rec.Open.Staging):
 			segments = append(segments, o.Name)
 		default:
 			drop = append(drop, o.Name)

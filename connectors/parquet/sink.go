@@ -199,29 +199,26 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 		sh.idle.Wait() // the background append fell behind
 	}
 	sh.last = outs[len(outs)-1].Offset
-	if sh.busy || sh.marked || len(sh.held) > 0 {
+	idle := !sh.busy && !sh.marked && len(sh.held) == 0
+	if idle && !sh.w.Heavy(len(outs)) {
+		sh.rows = sh.rows[:0]
 		for _, o := range outs {
-			sh.held = append(sh.held, RowOf(o))
+			sh.rows = append(sh.rows, RowOf(o))
 		}
-		return nil
+		return sh.append(ctx, sh.rows)
 	}
-	if sh.w.Heavy(len(outs)) {
-		for _, o := range outs {
-			sh.held = append(sh.held, RowOf(o))
-		}
+	for _, o := range outs {
+		sh.held = append(sh.held, RowOf(o))
+	}
+	if idle { // heavy: the background append takes them
 		sh.busy, sh.bg = true, true
 		sh.bgDone.Add(1)
 		go func() {
 			defer sh.bgDone.Done()
 			sh.drain(context.WithoutCancel(ctx))
 		}()
-		return nil
 	}
-	sh.rows = sh.rows[:0]
-	for _, o := range outs {
-		sh.rows = append(sh.rows, RowOf(o))
-	}
-	return sh.append(ctx, sh.rows)
+	return nil
 }
 
 // acquire waits until nothing else uses the writer and takes it (mu
@@ -236,6 +233,12 @@ func (sh *shardSink) acquire() {
 	}
 	sh.want--
 	sh.busy = true
+}
+
+// release gives the writer back (mu held).
+func (sh *shardSink) release() {
+	sh.busy, sh.bg = false, false
+	sh.idle.Broadcast()
 }
 
 // append appends rows to the writer (its user holds it: mu, or busy).
@@ -293,8 +296,7 @@ func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (
 	sh.mu.Lock()
 	sh.acquire()
 	if err := sh.err; err != nil {
-		sh.busy = false
-		sh.idle.Broadcast()
+		sh.release()
 		sh.mu.Unlock()
 		return CutStats{}, err
 	}
@@ -367,8 +369,7 @@ func (sh *shardSink) drain(ctx context.Context) {
 			}
 		}
 		if n == 0 || (sh.bg && sh.want > 0) {
-			sh.busy, sh.bg = false, false
-			sh.idle.Broadcast()
+			sh.release()
 			sh.mu.Unlock()
 			return
 		}
