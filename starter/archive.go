@@ -92,8 +92,12 @@ func (a *app) archiveLs(af *archiveFlags) *cobra.Command {
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 				fmt.Fprintln(tw, "PIPELINE\tSHARD\tFILES\tROWS\tBYTES\tOFFSETS\tFROM\tTO\tSTAGED\t")
 				for _, p := range s.Partitions {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d-%d\t%s\t%s\t%d\t\n", p.Pipeline, p.Shard, p.Files, p.Rows, bytesString(p.Bytes),
-						p.FirstOffset, p.LastOffset, tsString(p.MinTS), tsString(p.MaxTS), p.Staged)
+					offsets := "-" // no file published yet: the first is open (staged)
+					if p.Files > 0 {
+						offsets = fmt.Sprintf("%d-%d", p.FirstOffset, p.LastOffset)
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t\n", p.Pipeline, p.Shard, p.Files, p.Rows, bytesString(p.Bytes),
+						offsets, tsString(p.MinTS), tsString(p.MaxTS), p.Staged)
 				}
 				tw.Flush()
 				printf(w, "%s: %d partitions, %d files, %d rows, %s, %s .. %s\n", loc, len(s.Partitions), s.Files, s.Rows, bytesString(s.Bytes), tsString(s.MinTS), tsString(s.MaxTS))

@@ -145,3 +145,34 @@ func TestArchiveCommandsRefuseAMissingFolder(t *testing.T) {
 	require.Equal(t, exitFailure, r.code, r.err)
 	require.Contains(t, r.err, "is a file, not a folder")
 }
+
+// A shard whose first file is still open (rows pre-committed, nothing
+// published) is listed with its staged objects, not left out.
+func TestArchiveLsListsAShardWhoseFirstFileIsOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	w, err := parquet.NewRollingWriter(a, "iot", 3, 1)
+	require.NoError(t, err)
+	_, err = w.Restore(ctx, parquet.RestorePoint{Cut: -1, Epoch: 1})
+	require.NoError(t, err)
+	require.NoError(t, w.Append(ctx, parquet.Row{Sensor: "s-1", Signal: "mean", TS: 1_700_000_000_000_000_000, Value: 1, Offset: 0}))
+	_, err = w.PreCommit(ctx, 0)
+	require.NoError(t, err)
+
+	r := run(t, "archive", "ls", "--archive", "file://"+dir, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var s parquet.Summary
+	require.NoError(t, json.Unmarshal([]byte(r.out), &s), r.out)
+	require.Len(t, s.Partitions, 1, r.out)
+	p := s.Partitions[0]
+	require.Equal(t, int32(3), p.Shard)
+	require.Zero(t, p.Files)
+	require.Positive(t, p.Staged, "the open file and its pre-commit record")
+
+	r = run(t, "archive", "ls", "--archive", "file://"+dir)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Regexp(t, `iot\s+3\s+0\s+0\s+0 B\s+-\s+-\s+-\s+[1-9]`, r.out)
+	require.Contains(t, r.out, "1 partitions, 0 files, 0 rows")
+}

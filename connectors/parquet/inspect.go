@@ -85,13 +85,13 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 		return s, fmt.Errorf("summarize: %w", err)
 	}
 	for _, o := range staged {
-		rest := strings.TrimPrefix(o.Name, StagingDir+"/staging/")
-		if i := strings.Index(rest, "/shard-"); i > 0 {
-			if p, ok := parts[rest[:i+len("/shard-000000/")]]; ok {
-				p.Staged++
-			}
+		// A shard whose first file is still open has staged objects
+		// and no published file yet: it is listed all the same.
+		if k, ok := stagedShard(strings.TrimPrefix(o.Name, StagingDir+"/staging/")); ok && strings.HasPrefix(ShardPrefix(k.Pipeline, k.Shard), prefix) {
+			part(k).Staged++
 		}
 	}
+	slices.Sort(order) // zero-padded shard numbers: by pipeline, then shard
 	type footer struct {
 		rows       int64
 		minTS, max int64

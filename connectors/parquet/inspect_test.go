@@ -13,29 +13,39 @@ func TestSummarize(t *testing.T) {
 	ctx := context.Background()
 	a := parquet.NewMemArchive()
 	smallFiles(t, a, 100, 30) // 4 files per shard
-	// A shard with staged (unpublished) rows only shows them as staged.
-	w, err := parquet.NewRollingWriter(a, "iot", 1, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: 99, Epoch: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Append(ctx, rowsAt(100)...); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.PreCommit(ctx, 100); err != nil {
-		t.Fatal(err)
+	// Staged (unpublished) rows show as staged: on shard 1 beside its
+	// files, on shard 7 (whose first file is still open) alone.
+	for _, shard := range []int32{1, 7} {
+		w, err := parquet.NewRollingWriter(a, "iot", shard, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: 99, Epoch: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Append(ctx, rowsAt(100)...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.PreCommit(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s, err := parquet.Summarize(ctx, a, "", 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := rowsThrough(100)
-	if len(s.Partitions) != 2 || s.Files != 8 || s.Rows != 2*int64(len(rows)) || len(s.Problems) != 0 {
+	if len(s.Partitions) != 3 || s.Files != 8 || s.Rows != 2*int64(len(rows)) || len(s.Problems) != 0 {
 		t.Fatalf("summary %+v", s)
 	}
-	for _, p := range s.Partitions {
+	if p := s.Partitions[2]; p.Shard != 7 || p.Files != 0 || p.Rows != 0 || p.Staged == 0 || p.FirstOffset != -1 {
+		t.Fatalf("the shard with an open first file: %+v", p)
+	}
+	// A prefix of another shard leaves it out.
+	if only, err := parquet.Summarize(ctx, a, parquet.ShardPrefix("iot", 7), 4); err != nil || len(only.Partitions) != 1 || only.Partitions[0].Shard != 7 {
+		t.Fatalf("summary of shard 7: %+v, %v", only, err)
+	}
+	for _, p := range s.Partitions[:2] {
 		if p.Files != 4 || p.Rows != int64(len(rows)) || p.FirstOffset != 0 || p.LastOffset != 99 {
 			t.Fatalf("partition %+v", p)
 		}

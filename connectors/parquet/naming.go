@@ -81,15 +81,11 @@ func ParseFileName(name string) (FileKey, error) {
 	}
 	var k FileKey
 	k.Pipeline = parts[0]
-	shard, ok := strings.CutPrefix(parts[1], "shard-")
-	if !ok || len(shard) != 6 {
+	shard, ok := parseShardFolder(parts[1])
+	if !ok {
 		return bad("folder is not shard-<6 digits>")
 	}
-	s, err := strconv.ParseUint(shard, 10, 31)
-	if err != nil {
-		return bad("shard is not a number")
-	}
-	k.Shard = int32(s)
+	k.Shard = shard
 	base, ok := strings.CutSuffix(parts[2], ".parquet")
 	if !ok {
 		return bad("no .parquet suffix")
@@ -164,4 +160,26 @@ func parseRecordName(base string) (cut int64, epoch streaming.Epoch, ok bool) {
 		return 0, 0, false
 	}
 	return c, streaming.Epoch(e), true
+}
+
+// parseShardFolder reverses the shard-<6 digits> folder of ShardPrefix.
+func parseShardFolder(folder string) (int32, bool) {
+	digits, ok := strings.CutPrefix(folder, "shard-")
+	if !ok || len(digits) != 6 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 31)
+	return int32(n), err == nil
+}
+
+// stagedShard returns the pipeline and shard of a staging object's name
+// relative to the staging folder (<pipeline>/shard-<n>/…; see
+// StagingPrefix).
+func stagedShard(rel string) (FileKey, bool) {
+	parts := strings.SplitN(rel, "/", 3)
+	if len(parts) != 3 || validatePipeline(parts[0]) != nil {
+		return FileKey{}, false
+	}
+	shard, ok := parseShardFolder(parts[1])
+	return FileKey{Pipeline: parts[0], Shard: shard}, ok
 }
