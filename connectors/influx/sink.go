@@ -57,11 +57,19 @@ type Sink struct {
 	failed  error         // sticky fatal error
 	closed  bool
 	stats   Stats
+	// sealedBytes is the size of the last batch sealed: a new batch's
+	// buffer starts at it, instead of doubling its way up from nothing
+	// (3% of the central worker's CPU in BenchmarkCentralArchive went to
+	// growing and copying batch buffers).
+	sealedBytes int
 
 	stop    chan struct{} // closed by Close to end the sender
 	stopped chan struct{} // closed when the sender has returned
 	cancel  context.CancelFunc
 }
+
+// lineBufs are Write's buffers for the lines of one call.
+var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 type batch struct {
 	seq    uint64
@@ -154,7 +162,10 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 // (wrong credentials) Write returns it.
 func (s *Sink) Write(ctx context.Context, points ...Point) error {
 	// Encode outside the lock; one line per point.
-	var buf []byte
+	bp := lineBufs.Get().(*[]byte)
+	defer lineBufs.Put(bp)
+	buf := (*bp)[:0]
+	defer func() { *bp = buf[:0] }()
 	ends := make([]int, 0, len(points))
 	for _, p := range points {
 		var err error
@@ -177,6 +188,7 @@ func (s *Sink) Write(ctx context.Context, points ...Point) error {
 		b := s.cur
 		if b == nil {
 			b = &batch{since: time.Now()}
+			b.lines.Grow(s.sealedBytes)
 			s.cur = b
 		} else {
 			b.lines.WriteByte('\n')
@@ -242,6 +254,7 @@ func (s *Sink) sealLocked() {
 	}
 	s.cur.seq = s.nextSeq
 	s.nextSeq++
+	s.sealedBytes = s.cur.lines.Len()
 	s.queue = append(s.queue, s.cur)
 	s.cur = nil
 	select {
