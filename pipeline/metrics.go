@@ -129,7 +129,7 @@ func (m *metrics) checkpointed(shard streaming.ShardID, st streaming.CheckpointS
 // shardCollector reports per held shard: the checkpoint breaker's state
 // (one series per state, 1 for the current one), the checkpoint failures
 // and the age of the last completed checkpoint, and the keyed state's
-// cached keys and memory; per Kafka partition the consumer lag; per
+// cached keys, memory, budget, cache capacity, keys, hits and misses; per Kafka partition the consumer lag; per
 // InfluxDB sink its points, retries, rejections and breaker.
 type shardCollector struct {
 	w      *Worker
@@ -155,6 +155,21 @@ var (
 	descMemory = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("tflo_pipeline_state_memory_bytes", "Memory the shard's keyed state counts against its budget (cache, changed keys, Badger's share).", []string{"shard"}, l)
 	}
+	descBudget = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_state_budget_bytes", "The shard's share of state.memory.", []string{"shard"}, l)
+	}
+	descCapacity = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_state_cache_capacity_keys", "Most keys the shard's cache holds now (its budget after Badger's share and the keys changed since the last checkpoint, over what one cached key costs).", []string{"shard"}, l)
+	}
+	descKeys = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_state_keys", "Keys the shard's keyed state holds, in memory and in Badger (counted from its restore).", []string{"shard"}, l)
+	}
+	descHits = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_state_cache_hits_total", "Records whose key's state was in the shard's cache, since this worker gained the shard.", []string{"shard"}, l)
+	}
+	descMisses = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_state_cache_misses_total", "Records whose key's state was read from the write-behind buffer or Badger (or was new), since this worker gained the shard.", []string{"shard"}, l)
+	}
 	descLag = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("tflo_pipeline_kafka_consumer_lag_records", "Records of an owned Kafka partition not yet applied: its high watermark (as the last fetch saw it) minus the next offset to apply.", []string{"shard"}, l)
 	}
@@ -177,7 +192,7 @@ var (
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []func(prometheus.Labels) *prometheus.Desc{descBreaker, descFailures, descAge, descCached, descMemory,
-		descLag, descInfluxPoints, descInfluxRetries, descInfluxRejected, descInfluxBuffered, descInfluxBreaker} {
+		descBudget, descCapacity, descKeys, descHits, descMisses, descLag, descInfluxPoints, descInfluxRetries, descInfluxRejected, descInfluxBuffered, descInfluxBreaker} {
 		ch <- d(c.labels)
 	}
 }
@@ -196,6 +211,11 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		ks := s.rt.Stats()
 		ch <- prometheus.MustNewConstMetric(descCached(c.labels), prometheus.GaugeValue, float64(ks.Cached), id)
 		ch <- prometheus.MustNewConstMetric(descMemory(c.labels), prometheus.GaugeValue, float64(ks.BadgerBytes+ks.CacheBytes+ks.ChangedBytes), id)
+		ch <- prometheus.MustNewConstMetric(descBudget(c.labels), prometheus.GaugeValue, float64(ks.Budget), id)
+		ch <- prometheus.MustNewConstMetric(descCapacity(c.labels), prometheus.GaugeValue, float64(ks.Capacity), id)
+		ch <- prometheus.MustNewConstMetric(descKeys(c.labels), prometheus.GaugeValue, float64(ks.Keys), id)
+		ch <- prometheus.MustNewConstMetric(descHits(c.labels), prometheus.CounterValue, float64(ks.Hits), id)
+		ch <- prometheus.MustNewConstMetric(descMisses(c.labels), prometheus.CounterValue, float64(ks.Misses), id)
 	}
 	if c.w.kafka != nil {
 		for p, lag := range c.w.kafka.src.Lag() {

@@ -402,6 +402,12 @@ func TestCheckpointsThroughCoordinator(t *testing.T) {
 	require.Equal(t, float64(parts), gather(t, reg, "tflo_pipeline_checkpoint_breaker_state"), "one series per state, 1 for each shard's current one")
 	require.Zero(t, gatherWith(t, reg, "tflo_pipeline_checkpoint_breaker_state", "state", "open"), "no breaker open")
 	require.Positive(t, gather(t, reg, "tflo_pipeline_state_memory_bytes"))
+	require.Positive(t, gather(t, reg, "tflo_pipeline_state_budget_bytes"))
+	require.Positive(t, gather(t, reg, "tflo_pipeline_state_cache_capacity_keys"))
+	require.Equal(t, 12.0, gather(t, reg, "tflo_pipeline_state_keys"), "one key a sensor")
+	require.Equal(t, float64(len(rs)), gather(t, reg, "tflo_pipeline_state_cache_hits_total")+gather(t, reg, "tflo_pipeline_state_cache_misses_total"),
+		"every record applied looked its key up once")
+	require.Equal(t, 12.0, gather(t, reg, "tflo_pipeline_state_cache_misses_total"), "the cache holds every key: one miss a key, its first record")
 
 	// Graceful stop: final checkpoints, archive flushed, lease stopped.
 	w.stop(t)
