@@ -153,7 +153,7 @@ func TestArchiveSIGKILLs(t *testing.T) {
 	p := archivePipeline(addrs, durable, archive)
 	want := reference(t, p, all)
 	lastTS := all[len(all)-1].ts * int64(time.Millisecond)
-	require.Eventually(t, func() bool {
+	last.waitFor(t, func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		for k := range want {
@@ -164,7 +164,7 @@ func TestArchiveSIGKILLs(t *testing.T) {
 			}
 		}
 		return true
-	}, 60*time.Second, 10*time.Millisecond, "the last worker never caught up")
+	}, 60*time.Second, "the last worker never caught up")
 	last.stop(t)
 
 	la, err := parquet.NewLocalArchive(archive)

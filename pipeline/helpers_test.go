@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -227,6 +228,31 @@ func start(t testing.TB, p pipeline.Pipeline, opts ...pipeline.Option) *running 
 	go func() { r.done <- w.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+// waitFor waits until cond holds, for at most timeout. When it does not,
+// it logs the worker's counters and shards and dumps every goroutine
+// before failing, so a run that stalls (in CI, once in many) says where.
+func (r *running) waitFor(t testing.TB, cond func() bool, timeout time.Duration, msg string) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			if cond() {
+				return
+			}
+			t.Logf("worker stats: %+v", r.w.Stats())
+			for _, s := range r.w.Shards() {
+				t.Logf("shard %s: epoch %d, restored %d, checkpoint %+v, state %+v", s.Shard, s.Epoch, s.Restored, s.Checkpoint, s.State)
+			}
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			t.Fatalf("%s (after %v)", msg, timeout)
+		}
+	}
 }
 
 func (r *running) stop(t testing.TB) {
