@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,4 +116,65 @@ func TestWorkerReportsItsRestore(t *testing.T) {
 	require.Eventually(t, func() bool { return rec.has(want) }, 60*time.Second, 20*time.Millisecond,
 		"the second worker never applied the new readings")
 	rec.requireExact(t, want)
+}
+
+// TestShardsCountAKeyAtOneMeasuredSize: what one cached key costs is
+// measured once, by NewWorker, before the worker runs anything, and every
+// shard the worker gains counts keys at that size. Measured at each gain,
+// it counted what the process allocated meanwhile (here a goroutine
+// allocating, as running shards' hot paths do during a rebalance): a
+// shard gained in a rebalance got a cache a fraction of its budget's
+// size (keys counted at about 19 KB, not 0.5 KB).
+func TestShardsCountAKeyAtOneMeasuredSize(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	p := alarmPipeline(addrs, "")
+	p.Source = pipeline.KafkaSource{Brokers: addrs, Topic: topic, SessionTimeout: 3 * time.Second, RevokeTimeout: 5 * time.Second}
+	p.State.Durable = pipeline.Durable{Store: memory.New()}
+	p.Checkpoint = pipeline.Checkpoint{Interval: time.Second}
+
+	sizes := func(w *pipeline.Worker, n int) []int {
+		t.Helper()
+		var out []int
+		require.Eventually(t, func() bool {
+			ss := w.Shards()
+			out = out[:0]
+			for _, s := range ss {
+				out = append(out, s.State.EntryBytes)
+			}
+			return len(ss) == n
+		}, 30*time.Second, 10*time.Millisecond, "the worker never held %d shards", n)
+		return out
+	}
+	a := start(t, p, pipeline.WithWorkerID("a"))
+	first := sizes(a.w, parts)
+	require.Positive(t, first[0])
+
+	stop := make(chan struct{})
+	var garbage sync.WaitGroup
+	garbage.Go(func() {
+		var keep [][]byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			keep = append(keep, make([]byte, 4096))
+			if len(keep) == 256 {
+				keep = nil
+			}
+		}
+	})
+	defer func() { close(stop); garbage.Wait() }()
+
+	b := start(t, p, pipeline.WithWorkerID("b"))
+	require.Eventually(t, func() bool { return len(a.w.Shards()) == 2 && len(b.w.Shards()) == 2 }, 30*time.Second, 10*time.Millisecond,
+		"the two workers never shared the partitions")
+	b.stop(t)
+	// a gains two shards again while the process allocates.
+	for _, sz := range sizes(a.w, parts) {
+		require.Equal(t, first[0], sz, "every shard of the worker counts a key at the size measured once: %v then %v", first, sizes(a.w, parts))
+	}
 }

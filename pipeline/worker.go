@@ -122,6 +122,7 @@ type Worker struct {
 	// (see newRuntime).
 	budgetMu sync.Mutex
 	runtimes map[*keyedstate.Runtime[string]]int // runtime → most shards its source gives a worker
+	entrySz  int                                 // what a cached key costs, measured once by NewWorker
 
 	running     atomic.Bool
 	closed      atomic.Bool
@@ -159,7 +160,12 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		return nil, err
 	}
 	w := &Worker{c: c, o: o, log: o.log.With("pipeline", c.p.Name, "worker", o.workerID), done: make(chan struct{}),
-		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}, dlqLog: lograte.New()}
+		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}, dlqLog: lograte.New(),
+		// What a cached key costs, measured now, before the worker runs
+		// anything: measured while shards run, it counts what their hot
+		// paths allocate meanwhile (see keyedstate.EntryBytes). Every
+		// shard runs the same graph.
+		entrySz: keyedstate.EntryBytes[string](c.g)}
 	defer func() {
 		if err != nil {
 			w.closeAll()
@@ -250,6 +256,7 @@ type ShardStatus struct {
 // KeyedStats are the counters of a shard's keyed state.
 type KeyedStats struct {
 	Cached, Capacity int
+	EntryBytes       int // the memory one cached key is counted at (the worker's shards share one measurement)
 	Hits, Misses     uint64
 	MemoryBytes      int64 // counted against the shard's budget
 	BudgetBytes      int64
@@ -267,7 +274,7 @@ func (w *Worker) Shards() []ShardStatus {
 	for _, s := range w.shards() {
 		ks := s.rt.Stats()
 		out = append(out, ShardStatus{Shard: s.id, Epoch: s.epoch, Restored: streaming.CheckpointID(s.restored.CheckpointID), Checkpoint: s.cp.Status(),
-			State: KeyedStats{Cached: ks.Cached, Capacity: ks.Capacity, Hits: ks.Hits, Misses: ks.Misses,
+			State: KeyedStats{Cached: ks.Cached, Capacity: ks.Capacity, EntryBytes: ks.EntryBytes, Hits: ks.Hits, Misses: ks.Misses,
 				MemoryBytes: ks.BadgerBytes + ks.CacheBytes + ks.ChangedBytes, BudgetBytes: ks.Budget,
 				RestoredKeys: ks.RestoredItems, RestoreCompaction: ks.RestoreCompaction}})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -142,7 +143,7 @@ func New[K comparable](g *streaming.Graph, codec KeyCodec[K], db *badger.DB, opt
 	}
 	sz := cfg.entryBytes
 	if sz == 0 {
-		sz = measureEntryBytes[K](g)
+		sz = EntryBytes[K](g)
 	}
 	dbBytes, avail, err := cfg.available(db, sz, 0)
 	if err != nil {
@@ -223,10 +224,30 @@ func (r *Runtime[K]) sketchBytes() int64 {
 	return int64(len(r.sketch.blocks))
 }
 
-// measureEntryBytes estimates what one cached key costs: the live heap
-// that n instances, their entries, a map and a ring of them take (after a
-// GC, so only live bytes count), and at least the bytes allocated to build
-// them.
+// EntryBytes measures what one cached key of g costs (New's default for
+// WithEntryBytes): the median of three measurements of the live heap
+// that instances of g and their cache entries take (measureEntryBytes).
+// It counts only what stays live: the bytes allocated meanwhile would
+// also count other goroutines' garbage (a running hot path's), which
+// inflated the measure tenfold under load and gave a runtime made for a
+// shard gained in a rebalance a tenth of the cache its budget buys. The
+// median leaves out a measurement that other goroutines' retaining or
+// freeing memory moved. Measure once and give the result to every
+// runtime of the graph (as pipeline workers do): each measurement runs
+// two garbage collections.
+func EntryBytes[K comparable](g *streaming.Graph) int {
+	var tries [3]int
+	for i := range tries {
+		tries[i] = measureEntryBytes[K](g)
+	}
+	slices.Sort(tries[:])
+	// At least the entry and the instance themselves.
+	return max(tries[1], int(unsafe.Sizeof(entry[K]{})+unsafe.Sizeof(streaming.Instance{})))
+}
+
+// measureEntryBytes measures what one cached key costs: the live heap
+// that n warmed instances, their entries, a map and a ring of them take
+// (after a GC, so only live bytes count).
 func measureEntryBytes[K comparable](g *streaming.Graph) int {
 	const n = 2048
 	var before, after runtime.MemStats
@@ -246,8 +267,6 @@ func measureEntryBytes[K comparable](g *streaming.Graph) int {
 			ring[i].inst.Eval(int64(ts), in...)
 		}
 	}
-	runtime.ReadMemStats(&after)
-	allocated := int(after.TotalAlloc-before.TotalAlloc) / n
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	live := (int(after.HeapAlloc) - int(before.HeapAlloc)) / n
@@ -255,7 +274,7 @@ func measureEntryBytes[K comparable](g *streaming.Graph) int {
 	runtime.KeepAlive(m)
 	var k K
 	// The map above is keyed by int; add the difference for K.
-	return max(live, allocated) + max(int(unsafe.Sizeof(k))-8, 0)
+	return live + max(int(unsafe.Sizeof(k))-8, 0)
 }
 
 // deletedEntryBytes is what one entry of the deleted map is counted at.
