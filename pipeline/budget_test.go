@@ -22,27 +22,13 @@ import (
 // whole.
 func TestShardsShareTheWholeBudget(t *testing.T) {
 	const parts = 4
-	c := newCluster(t, parts)
-	addrs := c.ListenAddrs()
-	p := alarmPipeline(addrs, "")
-	p.Source = pipeline.KafkaSource{Brokers: addrs, Topic: topic, SessionTimeout: 3 * time.Second, RevokeTimeout: 5 * time.Second}
-	p.State.Durable = pipeline.Durable{Store: memory.New()}
-	p.Checkpoint = pipeline.Checkpoint{Interval: time.Second}
+	p := rebalancing(t, parts)
 	total := int64(p.State.Memory)
 
 	// budgets returns the budgets of w's shards, once they are n.
 	budgets := func(w *pipeline.Worker, n int) []int64 {
 		t.Helper()
-		var out []int64
-		require.Eventually(t, func() bool {
-			ss := w.Shards()
-			out = out[:0]
-			for _, s := range ss {
-				out = append(out, s.State.BudgetBytes)
-			}
-			return len(ss) == n
-		}, 30*time.Second, 10*time.Millisecond, "the worker never held %d shards", n)
-		return out
+		return holding(t, w, n, func(s pipeline.ShardStatus) int64 { return s.State.BudgetBytes })
 	}
 	each := func(n int) []int64 {
 		out := make([]int64, n)
@@ -127,25 +113,11 @@ func TestWorkerReportsItsRestore(t *testing.T) {
 // size (keys counted at about 19 KB, not 0.5 KB).
 func TestShardsCountAKeyAtOneMeasuredSize(t *testing.T) {
 	const parts = 4
-	c := newCluster(t, parts)
-	addrs := c.ListenAddrs()
-	p := alarmPipeline(addrs, "")
-	p.Source = pipeline.KafkaSource{Brokers: addrs, Topic: topic, SessionTimeout: 3 * time.Second, RevokeTimeout: 5 * time.Second}
-	p.State.Durable = pipeline.Durable{Store: memory.New()}
-	p.Checkpoint = pipeline.Checkpoint{Interval: time.Second}
+	p := rebalancing(t, parts)
 
 	sizes := func(w *pipeline.Worker, n int) []int {
 		t.Helper()
-		var out []int
-		require.Eventually(t, func() bool {
-			ss := w.Shards()
-			out = out[:0]
-			for _, s := range ss {
-				out = append(out, s.State.EntryBytes)
-			}
-			return len(ss) == n
-		}, 30*time.Second, 10*time.Millisecond, "the worker never held %d shards", n)
-		return out
+		return holding(t, w, n, func(s pipeline.ShardStatus) int { return s.State.EntryBytes })
 	}
 	a := start(t, p, pipeline.WithWorkerID("a"))
 	first := sizes(a.w, parts)
@@ -177,4 +149,33 @@ func TestShardsCountAKeyAtOneMeasuredSize(t *testing.T) {
 	for _, sz := range sizes(a.w, parts) {
 		require.Equal(t, first[0], sz, "every shard of the worker counts a key at the size measured once: %v then %v", first, sizes(a.w, parts))
 	}
+}
+
+// holding waits until w holds n shards and returns what of each of
+// them field picks.
+func holding[T any](t *testing.T, w *pipeline.Worker, n int, field func(pipeline.ShardStatus) T) []T {
+	t.Helper()
+	var ss []pipeline.ShardStatus
+	require.Eventually(t, func() bool {
+		ss = w.Shards()
+		return len(ss) == n
+	}, 30*time.Second, 10*time.Millisecond, "the worker never held %d shards", n)
+	out := make([]T, len(ss))
+	for i, s := range ss {
+		out[i] = field(s)
+	}
+	return out
+}
+
+// rebalancing is the alarm pipeline on a new cluster of parts
+// partitions, with short session and revoke timeouts for tests where
+// workers join and leave.
+func rebalancing(t *testing.T, parts int32) pipeline.Pipeline {
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	p := alarmPipeline(addrs, "")
+	p.Source = pipeline.KafkaSource{Brokers: addrs, Topic: topic, SessionTimeout: 3 * time.Second, RevokeTimeout: 5 * time.Second}
+	p.State.Durable = pipeline.Durable{Store: memory.New()}
+	p.Checkpoint = pipeline.Checkpoint{Interval: time.Second}
+	return p
 }
