@@ -100,7 +100,8 @@ func (a *app) archiveLs(af *archiveFlags) *cobra.Command {
 						offsets, tsString(p.MinTS), tsString(p.MaxTS), p.Staged)
 				}
 				tw.Flush()
-				printf(w, "%s: %d partitions, %d files, %d rows, %s, %s .. %s\n", loc, len(s.Partitions), s.Files, s.Rows, bytesString(s.Bytes), tsString(s.MinTS), tsString(s.MaxTS))
+				printf(w, "%s: %s, %s, %s, %s, %s .. %s\n", loc, counted(len(s.Partitions), "partition"), counted(s.Files, "file"), counted(s.Rows, "row"),
+					bytesString(s.Bytes), tsString(s.MinTS), tsString(s.MaxTS))
 				for _, p := range s.Problems {
 					printf(w, "unreadable: %s\n", p)
 				}
@@ -133,7 +134,7 @@ twice). It exits 1 when it finds anything.`,
 				return err
 			}
 			if err := a.emit(rep, func(w io.Writer) {
-				printf(w, "%s: %d files, %d rows, %s\n", loc, rep.Files, rep.Rows, bytesString(rep.Bytes))
+				printf(w, "%s: %s, %s, %s\n", loc, counted(rep.Files, "file"), counted(rep.Rows, "row"), bytesString(rep.Bytes))
 				for _, p := range rep.Problems {
 					printf(w, "problem: %s\n", p)
 				}
@@ -199,14 +200,15 @@ one compaction at a time per archive.`,
 				var in, out int64
 				files := 0
 				for _, r := range res.Runs {
-					printf(w, "%s %d files (%s) as %s\n", verb, len(r.Inputs), bytesString(r.BytesIn), r.Output)
+					printf(w, "%s %s (%s) as %s\n", verb, counted(len(r.Inputs), "file"), bytesString(r.BytesIn), r.Output)
 					in, out, files = in+r.BytesIn, out+r.BytesOut, files+len(r.Inputs)
 				}
 				for _, f := range res.Redundant {
 					printf(w, "covered by another file, deleted: %s\n", f)
 				}
-				printf(w, "%s: %d shards, %d files listed; %s %d files into %d (%s in, %s out); %d covered files deleted\n",
-					loc, res.Shards, res.Files, verb, files, len(res.Runs), bytesString(in), bytesString(out), len(res.Redundant))
+				printf(w, "%s: %s, %s listed; %s %s into %d (%s in, %s out); %s deleted\n",
+					loc, counted(res.Shards, "shard"), counted(res.Files, "file"), verb, counted(files, "file"), len(res.Runs),
+					bytesString(in), bytesString(out), counted(len(res.Redundant), "covered file"))
 			})
 		},
 	}
@@ -236,6 +238,14 @@ func parseSize(flag, v string) (int64, error) {
 		return 0, usagef("%s %q: want a size like 128MiB", flag, v)
 	}
 	return n * mult, nil
+}
+
+// counted is n and noun, plural unless n is 1: "1 file", "2 files".
+func counted[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // bytesString prints a size with a binary unit.

@@ -174,5 +174,5 @@ func TestArchiveLsListsAShardWhoseFirstFileIsOpen(t *testing.T) {
 	r = run(t, "archive", "ls", "--archive", "file://"+dir)
 	require.Equal(t, exitOK, r.code, r.err)
 	require.Regexp(t, `iot\s+3\s+0\s+0\s+0 B\s+-\s+-\s+-\s+[1-9]`, r.out)
-	require.Contains(t, r.out, "1 partitions, 0 files, 0 rows")
+	require.Contains(t, r.out, "1 partition, 0 files, 0 rows")
 }
