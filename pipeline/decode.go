@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/jsonscan"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -97,6 +97,7 @@ type JSONDecoder struct {
 type jsonBound struct {
 	key, time string
 	fields    []string
+	names     []string // key, time, then fields: the members Decode reads
 }
 
 // BindInputs implements InputBinder.
@@ -104,7 +105,7 @@ func (d JSONDecoder) BindInputs(fields []string) (Decoder, error) {
 	if d.Key == "" || d.Time == "" {
 		return nil, errors.New("the json decoder needs the key and time fields")
 	}
-	return jsonBound{key: d.Key, time: d.Time, fields: fields}, nil
+	return jsonBound{key: d.Key, time: d.Time, fields: fields, names: append([]string{d.Key, d.Time}, fields...)}, nil
 }
 
 // Decode refuses to run unbound: the runtime always binds a JSONDecoder.
@@ -112,28 +113,49 @@ func (d JSONDecoder) Decode(Message, *Record) error {
 	return errors.New("json decoder: BindInputs was not called")
 }
 
+// Decode reads the members it needs with internal/jsonscan, allocation
+// free, and decodes anything that scanner gives up on (escapes, non-ASCII
+// strings, bad syntax) as encoding/json does into a
+// map[string]json.RawMessage (FuzzJSONDecoder checks both agree).
 func (d jsonBound) Decode(m Message, r *Record) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(m.Value, &obj); err != nil {
-		return fmt.Errorf("json record: %w", err)
+	var buf [10][]byte
+	vals := buf[:0]
+	if len(d.names) > len(buf) {
+		vals = make([][]byte, 0, len(d.names))
 	}
-	k, ok := obj[d.key]
-	if !ok || isNull(k) {
+	vals = vals[:len(d.names)]
+	if end := jsonscan.Members(m.Value, jsonscan.WS(m.Value, 0), d.names, vals); end < 0 || jsonscan.WS(m.Value, end) != len(m.Value) {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(m.Value, &obj); err != nil {
+			return fmt.Errorf("json record: %w", err)
+		}
+		for i, n := range d.names {
+			vals[i] = obj[n]
+		}
+	}
+	k := vals[0]
+	if isNull(k) {
 		return fmt.Errorf("json record: missing key field %q", d.key)
 	}
 	if k[0] == '"' {
-		var s string
-		if err := json.Unmarshal(k, &s); err != nil || s == "" {
+		if s, end := jsonscan.String(k, 0); s != nil && end == len(k) {
+			k = s
+		} else {
+			var s string
+			if err := json.Unmarshal(k, &s); err != nil {
+				return fmt.Errorf("json record: key field %q is not a non-empty string", d.key)
+			}
+			k = []byte(s)
+		}
+		if len(k) == 0 {
 			return fmt.Errorf("json record: key field %q is not a non-empty string", d.key)
 		}
-		r.Key = []byte(s)
-	} else if _, err := strconv.ParseFloat(string(k), 64); err == nil {
-		r.Key = bytes.Clone(k)
-	} else {
+	} else if _, err := strconv.ParseFloat(string(k), 64); err != nil {
 		return fmt.Errorf("json record: key field %q is %s, want a string or a number", d.key, clip(k))
 	}
-	t, ok := obj[d.time]
-	if !ok || isNull(t) {
+	r.Key = k
+	t := vals[1]
+	if isNull(t) {
 		return fmt.Errorf("json record: missing time field %q", d.time)
 	}
 	ts, err := strconv.ParseInt(string(t), 10, 64)
@@ -142,8 +164,8 @@ func (d jsonBound) Decode(m Message, r *Record) error {
 	}
 	r.TS = ts
 	for i, f := range d.fields {
-		v, ok := obj[f]
-		if !ok || isNull(v) {
+		v := vals[2+i]
+		if isNull(v) {
 			continue
 		}
 		c, err := jsonValue(v)
@@ -198,22 +220,27 @@ func (SignalEnvelopeDecoder) Decode(Message, *Record) error {
 }
 
 func (d envelopeBound) Decode(m Message, r *Record) error {
-	sig, _, err := kafka.DecodeSignal[any, map[string]json.RawMessage](m.Value)
+	var buf [8][]byte
+	vals := buf[:0]
+	if len(d.fields) > len(buf) {
+		vals = make([][]byte, 0, len(d.fields))
+	}
+	vals = vals[:len(d.fields)]
+	key, ts, err := kafka.DecodeSignalFields(m.Value, d.fields, vals)
 	if err != nil {
 		return err
 	}
-	if sig.Key == "" {
+	if len(key) == 0 {
 		return errors.New("signal envelope without a key")
 	}
-	r.Key, r.TS = []byte(sig.Key), sig.TS
-	for i, f := range d.fields {
-		v, ok := sig.Payload[f]
-		if !ok || isNull(v) {
+	r.Key, r.TS = key, ts
+	for i, v := range vals {
+		if isNull(v) {
 			continue
 		}
 		c, err := jsonValue(v)
 		if err != nil {
-			return fmt.Errorf("signal envelope: payload field %q: %w", f, err)
+			return fmt.Errorf("signal envelope: payload field %q: %w", d.fields[i], err)
 		}
 		r.Inputs[i] = c
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/tflo-io/tflo/internal/jsonscan"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -44,8 +45,9 @@ func (f DecoderFunc) Decode(rec *kgo.Record, d *Decoded) error { return f(rec, d
 // value are required (null counts as missing).
 //
 // Decoding is the known per-event cost of the hot path, so the decoder
-// first tries a hand-written scanner that covers the common shape (flat
-// object, no escapes in strings, exact field names) without allocating; on
+// first tries a hand-written scanner (internal/jsonscan) that covers the
+// common shape (no escapes or non-ASCII bytes in strings, exact field
+// names) without allocating; on
 // anything else it falls back to encoding/json, whose semantics it keeps
 // (the fuzz test checks both agree). BenchmarkDecodeJSON measures both.
 type JSONReadingDecoder struct{}
@@ -96,215 +98,67 @@ func checkReading(sensor *string, ts *int64, value *float64) ([]byte, int64, flo
 	return []byte(*sensor), *ts, *value, nil
 }
 
-// scanReading is the fast path. It returns errFallback for anything
-// outside the shape it handles, so that encoding/json decides.
+// scanReading is the fast path (internal/jsonscan). It returns
+// errFallback for anything outside the shape it handles, so that
+// encoding/json decides.
 func scanReading(b []byte) (key []byte, ts int64, v float64, err error) {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, 0, 0, errFallback
-	}
-	i = skipWS(b, i+1)
 	var haveKey, haveTS, haveV bool
-	if i < len(b) && b[i] == '}' {
-		i++
-	} else {
-		for {
-			var name []byte
-			if name, i = scanString(b, i); name == nil {
-				return nil, 0, 0, errFallback
+	i := jsonscan.Object(b, jsonscan.WS(b, 0), func(name []byte, i int) int {
+		null := jsonscan.Null(b, i)
+		switch string(name) {
+		case "sensor":
+			if null {
+				haveKey, key = false, nil
+				return i + 4
 			}
-			i = skipWS(b, i)
-			if i >= len(b) || b[i] != ':' {
-				return nil, 0, 0, errFallback
+			s, j := jsonscan.String(b, i)
+			if s == nil {
+				return -1
 			}
-			i = skipWS(b, i+1)
-			if i >= len(b) {
-				return nil, 0, 0, errFallback
+			key, haveKey = s, true
+			return j
+		case "ts":
+			if null {
+				haveTS = false
+				return i + 4
 			}
-			isNull := len(b)-i >= 4 && string(b[i:i+4]) == "null"
-			switch string(name) {
-			case "sensor":
-				if isNull {
-					haveKey, key, i = false, nil, i+4
-					break
-				}
-				var s []byte
-				if s, i = scanString(b, i); s == nil {
-					return nil, 0, 0, errFallback
-				}
-				key, haveKey = s, true
-			case "ts":
-				if isNull {
-					haveTS, i = false, i+4
-					break
-				}
-				j := scanNumber(b, i)
-				if j < 0 {
-					return nil, 0, 0, errFallback
-				}
-				n, ok := parseSmallInt(b[i:j])
-				if !ok {
-					var perr error
-					if n, perr = strconv.ParseInt(string(b[i:j]), 10, 64); perr != nil {
-						return nil, 0, 0, errFallback
-					}
-				}
-				ts, haveTS, i = n, true, j
-			case "value":
-				if isNull {
-					haveV, i = false, i+4
-					break
-				}
-				j := scanNumber(b, i)
-				if j < 0 {
-					return nil, 0, 0, errFallback
-				}
-				f, perr := strconv.ParseFloat(string(b[i:j]), 64)
-				if perr != nil {
-					return nil, 0, 0, errFallback
-				}
-				v, haveV, i = f, true, j
-			default:
-				// encoding/json matches field names case-insensitively.
-				if bytes.EqualFold(name, []byte("sensor")) || bytes.EqualFold(name, []byte("ts")) || bytes.EqualFold(name, []byte("value")) {
-					return nil, 0, 0, errFallback
-				}
-				if i = skipScalar(b, i); i < 0 {
-					return nil, 0, 0, errFallback
-				}
+			j := jsonscan.Number(b, i)
+			if j < 0 {
+				return -1
 			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return nil, 0, 0, errFallback
+			n, ok := jsonscan.Int(b[i:j])
+			if !ok {
+				return -1
 			}
-			if b[i] == ',' {
-				i = skipWS(b, i+1)
-				continue
+			ts, haveTS = n, true
+			return j
+		case "value":
+			if null {
+				haveV = false
+				return i + 4
 			}
-			if b[i] == '}' {
-				i++
-				break
+			j := jsonscan.Number(b, i)
+			if j < 0 {
+				return -1
 			}
-			return nil, 0, 0, errFallback
+			f, perr := strconv.ParseFloat(string(b[i:j]), 64)
+			if perr != nil {
+				return -1
+			}
+			v, haveV = f, true
+			return j
 		}
-	}
-	if skipWS(b, i) != len(b) {
+		// encoding/json matches field names case-insensitively.
+		if bytes.EqualFold(name, []byte("sensor")) || bytes.EqualFold(name, []byte("ts")) || bytes.EqualFold(name, []byte("value")) {
+			return -1
+		}
+		return jsonscan.SkipValue(b, i)
+	})
+	if i < 0 || jsonscan.WS(b, i) != len(b) {
 		return nil, 0, 0, errFallback
 	}
 	if !haveKey || len(key) == 0 || !haveTS || !haveV {
 		return nil, 0, 0, errFallback // let the slow path word the error
 	}
 	return key, ts, v, nil
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// scanString returns the contents of the string at b[i] and the index after
-// it, or nil for anything with escapes or control or non-ASCII bytes.
-func scanString(b []byte, i int) ([]byte, int) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, i
-	}
-	for j := i + 1; j < len(b); j++ {
-		c := b[j]
-		if c == '"' {
-			return b[i+1 : j : j], j + 1
-		}
-		if c == '\\' || c < 0x20 || c >= 0x80 {
-			return nil, i
-		}
-	}
-	return nil, i
-}
-
-// scanNumber returns the end of the JSON number at b[i], or -1.
-func scanNumber(b []byte, i int) int {
-	j := i
-	if j < len(b) && b[j] == '-' {
-		j++
-	}
-	if j >= len(b) {
-		return -1
-	}
-	if b[j] == '0' {
-		j++
-	} else if b[j] >= '1' && b[j] <= '9' {
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
-	} else {
-		return -1
-	}
-	if j < len(b) && b[j] == '.' {
-		j++
-		k := j
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
-		if j == k {
-			return -1
-		}
-	}
-	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
-		j++
-		if j < len(b) && (b[j] == '+' || b[j] == '-') {
-			j++
-		}
-		k := j
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
-		if j == k {
-			return -1
-		}
-	}
-	return j
-}
-
-// skipScalar skips an ignored field's value: a plain string, number, true,
-// false or null. Objects and arrays go to the slow path.
-func skipScalar(b []byte, i int) int {
-	switch {
-	case b[i] == '"':
-		if s, j := scanString(b, i); s != nil {
-			return j
-		}
-		return -1
-	case b[i] == '-' || (b[i] >= '0' && b[i] <= '9'):
-		return scanNumber(b, i)
-	}
-	for _, lit := range [...]string{"true", "false", "null"} {
-		if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
-			return i + len(lit)
-		}
-	}
-	return -1
-}
-
-// parseSmallInt parses a JSON integer of at most 18 digits (which cannot
-// overflow int64) without strconv; false for anything else.
-func parseSmallInt(b []byte) (int64, bool) {
-	neg := len(b) > 0 && b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
 }

@@ -30,7 +30,8 @@
 //   - [OutputSink]: a pipeline's outputs as records, encoded by an
 //     [OutputEncoder] ([JSONOutputs], [SignalEnvelopes]).
 //   - [Envelope] / [EncodeSignal] / [DecodeSignal]: the versioned JSON
-//     event envelope of a streaming.Signal.
+//     event envelope of a streaming.Signal; [DecodeSignalFields] reads
+//     its key, ts and the payload fields a graph needs, allocation-free.
 //   - [JSONReadingDecoder]: the allocation-free decoder of JSON readings.
 //
 // # Rebalances

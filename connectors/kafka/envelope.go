@@ -1,9 +1,12 @@
 package kafka
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
+	"github.com/tflo-io/tflo/internal/jsonscan"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -80,4 +83,179 @@ func DecodeSignal[M comparable, P any](b []byte) (streaming.Signal[M, P], Envelo
 			env.V, compat, EnvelopeVersion, ErrUnsupportedEnvelope)
 	}
 	return streaming.Signal[M, P]{Key: env.Key, TS: env.TS, Mode: env.Mode, Payload: env.Payload}, env, nil
+}
+
+// DecodeSignalFields decodes an envelope as
+// DecodeSignal[any, map[string]json.RawMessage] does, and sets vals[i] to
+// the raw JSON value of the payload field names[i] (nil when the payload
+// has no such field). key aliases b. On the common shape of an envelope
+// (what EncodeSignal writes) it builds no map and allocates nothing; on
+// anything else it is DecodeSignal (FuzzDecodeSignalFields checks that the
+// two agree).
+func DecodeSignalFields(b []byte, names []string, vals [][]byte) (key []byte, ts int64, err error) {
+	if key, ts, ok := scanSignal(b, names, vals); ok {
+		return key, ts, nil
+	}
+	return slowSignalFields(b, names, vals)
+}
+
+func slowSignalFields(b []byte, names []string, vals [][]byte) ([]byte, int64, error) {
+	sig, _, err := DecodeSignal[any, map[string]json.RawMessage](b)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, n := range names {
+		vals[i] = nil
+		if v, ok := sig.Payload[n]; ok {
+			vals[i] = v
+		}
+	}
+	return []byte(sig.Key), sig.TS, nil
+}
+
+// envelopeFields are the envelope's field names; scanSignal counts each
+// once.
+var envelopeFields = [...]string{"v", "compat", "key", "ts", "mode", "payload", "source", "epoch"}
+
+// scanSignal is DecodeSignalFields' fast path (internal/jsonscan): false
+// for anything but a valid envelope of the common shape, which
+// DecodeSignal then decodes or refuses with its own error. Each envelope
+// field may appear once (a repeated one merges into the first in
+// encoding/json), and must be spelt exactly (encoding/json would match
+// "KEY" too).
+func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, ok bool) {
+	clear(vals)
+	var seen uint8
+	v, compat := int64(0), int64(0)
+	end := jsonscan.Object(b, jsonscan.WS(b, 0), func(name []byte, i int) int {
+		f := -1
+		for k, n := range envelopeFields {
+			if string(name) == n {
+				f = k
+				break
+			}
+			if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
+				return -1
+			}
+		}
+		if f < 0 {
+			return jsonscan.SkipValue(b, i)
+		}
+		if seen&(1<<f) != 0 {
+			return -1
+		}
+		seen |= 1 << f
+		null := jsonscan.Null(b, i)
+		switch envelopeFields[f] {
+		case "v", "compat", "ts":
+			if null {
+				return i + 4
+			}
+			j := jsonscan.Number(b, i)
+			if j < 0 {
+				return -1
+			}
+			n, ok := jsonscan.Int(b[i:j])
+			if !ok || (envelopeFields[f] != "ts" && int64(int(n)) != n) { // v and compat are ints
+				return -1
+			}
+			switch envelopeFields[f] {
+			case "v":
+				v = n
+			case "compat":
+				compat = n
+			default:
+				ts = n
+			}
+			return j
+		case "key":
+			if null {
+				return i + 4
+			}
+			s, j := jsonscan.String(b, i)
+			if s == nil {
+				return -1
+			}
+			key = s
+			return j
+		case "mode":
+			return jsonscan.SkipValue(b, i)
+		case "payload":
+			if null {
+				return i + 4
+			}
+			return jsonscan.Members(b, i, names, vals)
+		case "source":
+			if null {
+				return i + 4
+			}
+			return scanSource(b, i)
+		default: // epoch
+			if null {
+				return i + 4
+			}
+			j := jsonscan.Number(b, i)
+			if j < 0 || b[i] == '-' {
+				return -1
+			}
+			if _, err := strconv.ParseUint(string(b[i:j]), 10, 64); err != nil {
+				return -1
+			}
+			return j
+		}
+	})
+	if end < 0 || jsonscan.WS(b, end) != len(b) {
+		return nil, 0, false
+	}
+	if compat == 0 {
+		compat = v
+	}
+	if v < 1 || compat > EnvelopeVersion || len(key) == 0 {
+		return nil, 0, false // DecodeSignal words the error (or, for an empty key, its caller)
+	}
+	return key, ts, true
+}
+
+// scanSource checks the envelope's source object (EnvelopeSource) at
+// b[i]: each field once, of its type.
+func scanSource(b []byte, i int) int {
+	var seen uint8
+	return jsonscan.Object(b, i, func(name []byte, i int) int {
+		f := -1
+		for k, n := range [...]string{"topic", "partition", "offset"} {
+			if string(name) == n {
+				f = k
+				break
+			}
+			if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
+				return -1
+			}
+		}
+		if f < 0 {
+			return jsonscan.SkipValue(b, i)
+		}
+		if seen&(1<<f) != 0 {
+			return -1
+		}
+		seen |= 1 << f
+		if jsonscan.Null(b, i) {
+			return i + 4
+		}
+		if f == 0 {
+			s, j := jsonscan.String(b, i)
+			if s == nil {
+				return -1
+			}
+			return j
+		}
+		j := jsonscan.Number(b, i)
+		if j < 0 {
+			return -1
+		}
+		n, ok := jsonscan.Int(b[i:j])
+		if !ok || (f == 1 && int64(int32(n)) != n) {
+			return -1
+		}
+		return j
+	})
 }

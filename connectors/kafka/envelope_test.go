@@ -86,3 +86,97 @@ func ExampleDecodeSignal() {
 	fmt.Println(sig.Key, sig.TS, sig.Mode, sig.Payload, env.Source == nil, err)
 	// Output: s-1 5 high 31.5 true <nil>
 }
+
+// TestDecodeSignalFields: what EncodeSignal writes (and the usual
+// variations of it) takes the fast path, allocation-free; the rest gets
+// DecodeSignal's answer.
+func TestDecodeSignalFields(t *testing.T) {
+	names := []string{"smoothed", "raw", "absent"}
+	edge, err := EncodeSignal(streaming.Signal[string, json.RawMessage]{Key: "s-1", TS: 1700, Mode: "raised",
+		Payload: json.RawMessage(`{"smoothed":26.5,"raw":null,"topic":"sensors/s-1"}`)},
+		&EnvelopeSource{Topic: "readings", Partition: 3, Offset: 42}, 7)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name    string
+		in      string
+		fast    bool
+		key     string
+		ts      int64
+		vals    []string // "" for absent
+		wantErr string
+	}{
+		{name: "as EncodeSignal writes it", in: string(edge), fast: true, key: "s-1", ts: 1700, vals: []string{"26.5", "null", ""}},
+		{name: "version 1", in: `{"v":1,"key":"k","ts":-5,"mode":2,"payload":{"raw":1e3}}`, fast: true, key: "k", ts: -5, vals: []string{"", "1e3", ""}},
+		{name: "nested values", in: `{"v":2,"key":"k","ts":1,"mode":{"a":[]},"payload":{"smoothed":{"x": [1, 2]},"other":[{}]},"x":{"y":"z"}}`,
+			fast: true, key: "k", ts: 1, vals: []string{`{"x": [1, 2]}`, "", ""}},
+		{name: "repeated payload field: the last", in: `{"v":2,"key":"k","ts":1,"payload":{"raw":1,"raw":2}}`, fast: true, key: "k", ts: 1, vals: []string{"", "2", ""}},
+		{name: "null payload", in: `{"v":2,"key":"k","ts":1,"payload":null}`, fast: true, key: "k", ts: 1, vals: []string{"", "", ""}},
+		{name: "escaped key (slow path)", in: `{"v":2,"key":"s\u002d1","ts":1,"payload":{"raw":3}}`, key: "s-1", ts: 1, vals: []string{"", "3", ""}},
+		{name: "field spelt in capitals (slow path)", in: `{"V":2,"KEY":"k","ts":1,"payload":{"raw":3}}`, key: "k", ts: 1, vals: []string{"", "3", ""}},
+		{name: "repeated payload (slow path: merged)", in: `{"v":2,"key":"k","ts":1,"payload":{"raw":3},"payload":{"smoothed":4}}`, key: "k", ts: 1, vals: []string{"4", "3", ""}},
+		{name: "newer reader needed", in: `{"v":3,"compat":3,"key":"k","ts":1}`, wantErr: "needs a reader of version 3"},
+		{name: "no version", in: `{"key":"k","ts":1}`, wantErr: "missing or invalid version"},
+		{name: "float ts", in: `{"v":2,"key":"k","ts":1.5}`, wantErr: "cannot unmarshal"},
+		{name: "partition out of range", in: `{"v":2,"key":"k","ts":1,"source":{"partition":2147483648}}`, wantErr: "cannot unmarshal"},
+		{name: "payload not an object", in: `{"v":2,"key":"k","ts":1,"payload":31.5}`, wantErr: "cannot unmarshal"},
+		{name: "trailing garbage", in: string(edge) + "x", wantErr: "invalid character"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := make([][]byte, len(names))
+			_, _, fast := scanSignal([]byte(tc.in), names, vals)
+			require.Equal(t, tc.fast, fast, "fast path")
+			key, ts, err := DecodeSignalFields([]byte(tc.in), names, vals)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.key, string(key))
+			require.Equal(t, tc.ts, ts)
+			for i, want := range tc.vals {
+				if want == "" {
+					require.Nil(t, vals[i], names[i])
+				} else {
+					require.Equal(t, want, string(vals[i]), names[i])
+				}
+			}
+		})
+	}
+	in := []byte(edge)
+	vals := make([][]byte, len(names))
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		if _, _, err := DecodeSignalFields(in, names, vals); err != nil {
+			t.Fatal(err)
+		}
+	}), "allocations per envelope")
+}
+
+// BenchmarkDecodeSignalFields: an edge signal's envelope, read by the
+// scanner, and by encoding/json into the map it replaces.
+func BenchmarkDecodeSignalFields(b *testing.B) {
+	env, err := EncodeSignal(streaming.Signal[string, json.RawMessage]{Key: "sensor-0042", TS: 1700000000123, Mode: "raised",
+		Payload: json.RawMessage(`{"smoothed":26.734,"raw":26.1,"topic":"sensors/sensor-0042"}`)},
+		&EnvelopeSource{Topic: "readings", Partition: 3, Offset: 123456}, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := []string{"smoothed", "raw"}
+	b.Run("scanner", func(b *testing.B) {
+		vals := make([][]byte, len(names))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := DecodeSignalFields(env, names, vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		vals := make([][]byte, len(names))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := slowSignalFields(env, names, vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -74,3 +74,41 @@ func FuzzDeadLetterHeaders(f *testing.F) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// FuzzDecodeSignalFields: the envelope's fast path (scanSignal) agrees
+// with DecodeSignal wherever it does not give up: the same key, ts and
+// payload fields, and never an envelope DecodeSignal refuses.
+func FuzzDecodeSignalFields(f *testing.F) {
+	for _, s := range []string{
+		`{"v":2,"compat":1,"key":"s-1","ts":5,"mode":"high","payload":{"smoothed":31.5,"raw":31,"topic":"sensors/s-1"},"source":{"topic":"t","partition":1,"offset":9},"epoch":3}`,
+		`{"v":1,"key":"s-1","ts":5,"mode":"low","payload":{"raw":1,"raw":2}}`,
+		`{"v":2,"key":"k","ts":-1,"mode":{"a":[1,{"b":null}]},"payload":{"smoothed":[1,2],"x":{"y":true}},"extra":[]}`,
+		`{"v":2,"key":"k","ts":1,"payload":null,"source":null,"epoch":18446744073709551615}`,
+		`{"v":2,"key":"k","ts":1,"source":{"partition":2147483648}}`,
+		`{"v":2,"Key":"k","ts":1}`, `{"v":2,"key":"k","key":"j","ts":1}`, `{"v":9,"compat":9,"key":"k"}`,
+		`{"v":2,"key":"","ts":1}`, `{"v":2.0,"key":"k"}`, `{"v":2,"key":"k","epoch":-0}`, `{"v":2,"key":"k\u0031","ts":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	names := []string{"smoothed", "raw", "missing"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		vals := make([][]byte, len(names))
+		key, ts, ok := scanSignal(b, names, vals)
+		if !ok {
+			return
+		}
+		svals := make([][]byte, len(names))
+		skey, sts, err := slowSignalFields(b, names, svals)
+		if err != nil {
+			t.Fatalf("fast path accepted what DecodeSignal refuses (%v): %q", err, b)
+		}
+		if string(key) != string(skey) || ts != sts {
+			t.Fatalf("fast (%q, %d) != slow (%q, %d) for %q", key, ts, skey, sts, b)
+		}
+		for i := range names {
+			if (vals[i] == nil) != (svals[i] == nil) || string(vals[i]) != string(svals[i]) {
+				t.Fatalf("payload field %q: fast %q != slow %q for %q", names[i], vals[i], svals[i], b)
+			}
+		}
+	})
+}

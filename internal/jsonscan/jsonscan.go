@@ -1,0 +1,257 @@
+// Package jsonscan is the fast path of tflo's JSON decoders (the Kafka
+// reading decoder, the pipeline's json and signal envelope decoders):
+// scanning primitives that read the common shape of a record (objects
+// of plain names, plain strings, numbers, literals) without allocating,
+// and give up, returning -1 or nil, on anything else (an escape, a
+// non-ASCII or control byte in a string, nesting deeper than MaxDepth,
+// any syntax error). A decoder that gives up decodes the record with
+// encoding/json, whose results and errors are the ones that count; each
+// decoder's fuzz test checks that both paths agree wherever the fast one
+// does not give up.
+package jsonscan
+
+import "strconv"
+
+// MaxDepth is how deep SkipValue follows nested objects and arrays
+// before it gives up.
+const MaxDepth = 32
+
+// WS returns the index of the first byte at or after i that is not JSON
+// white space.
+func WS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// String returns the contents of the plain string at b[i] (an empty
+// string is an empty, non-nil slice) and the index after it; nil for
+// anything else: not a string, or one with an escape, a control or a
+// non-ASCII byte.
+func String(b []byte, i int) ([]byte, int) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i
+	}
+	for j := i + 1; j < len(b); j++ {
+		c := b[j]
+		if c == '"' {
+			return b[i+1 : j : j], j + 1
+		}
+		if c == '\\' || c < 0x20 || c >= 0x80 {
+			return nil, i
+		}
+	}
+	return nil, i
+}
+
+// Number returns the end of the JSON number at b[i], or -1. It does not
+// look past the number: "01" ends after the 0, and the caller, seeing 1
+// where a delimiter belongs, gives up.
+func Number(b []byte, i int) int {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	if j >= len(b) {
+		return -1
+	}
+	if b[j] == '0' {
+		j++
+	} else if b[j] >= '1' && b[j] <= '9' {
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+	} else {
+		return -1
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		k := j
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		if j == k {
+			return -1
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		k := j
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		if j == k {
+			return -1
+		}
+	}
+	return j
+}
+
+// Null reports whether the literal null starts at b[i].
+func Null(b []byte, i int) bool {
+	return len(b)-i >= 4 && string(b[i:i+4]) == "null"
+}
+
+// SkipScalar returns the index after the plain string, number, true,
+// false or null at b[i], or -1 (objects and arrays included).
+func SkipScalar(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch {
+	case b[i] == '"':
+		if s, j := String(b, i); s != nil {
+			return j
+		}
+		return -1
+	case b[i] == '-' || (b[i] >= '0' && b[i] <= '9'):
+		return Number(b, i)
+	}
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+			return i + len(lit)
+		}
+	}
+	return -1
+}
+
+// SkipValue returns the index after the value at b[i], objects and arrays
+// (of plain names and strings, at most MaxDepth deep) included, or -1.
+func SkipValue(b []byte, i int) int {
+	return skipValue(b, i, 0)
+}
+
+func skipValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '{':
+		if depth >= MaxDepth {
+			return -1
+		}
+		return Object(b, i, func(_ []byte, at int) int { return skipValue(b, at, depth+1) })
+	case '[':
+		if depth >= MaxDepth {
+			return -1
+		}
+		i = WS(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1
+		}
+		for {
+			if i = skipValue(b, i, depth+1); i < 0 {
+				return -1
+			}
+			if i = WS(b, i); i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case ',':
+				i = WS(b, i+1)
+			case ']':
+				return i + 1
+			default:
+				return -1
+			}
+		}
+	}
+	return SkipScalar(b, i)
+}
+
+// Object scans the object at b[i]: it calls field with each member's
+// name (a plain string, aliasing b) and the index of its value, in order;
+// field returns the index after the value, or -1 to give up. Object
+// returns the index after the closing brace, or -1.
+func Object(b []byte, i int, field func(name []byte, at int) int) int {
+	if i >= len(b) || b[i] != '{' {
+		return -1
+	}
+	i = WS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	for {
+		name, j := String(b, i)
+		if name == nil {
+			return -1
+		}
+		if j = WS(b, j); j >= len(b) || b[j] != ':' {
+			return -1
+		}
+		if j = WS(b, j+1); j >= len(b) {
+			return -1
+		}
+		if j = field(name, j); j < 0 {
+			return -1
+		}
+		if j = WS(b, j); j >= len(b) {
+			return -1
+		}
+		switch b[j] {
+		case ',':
+			i = WS(b, j+1)
+		case '}':
+			return j + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// Int parses a JSON integer as encoding/json reads one into an int64
+// (no fraction, no exponent, in range); false for anything else.
+func Int(b []byte) (int64, bool) {
+	if n, ok := smallInt(b); ok {
+		return n, true
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}
+
+// smallInt parses an integer of at most 18 digits (which cannot overflow
+// int64) without strconv; false for anything else.
+func smallInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// Members scans the object at b[i] as encoding/json decodes one into a
+// map[string]json.RawMessage and sets vals[k] to the raw value of member
+// names[k] (aliasing b; the last one when a name repeats, as in the map;
+// nil when absent). It returns the index after the object, or -1.
+func Members(b []byte, i int, names []string, vals [][]byte) int {
+	clear(vals)
+	return Object(b, i, func(name []byte, at int) int {
+		j := SkipValue(b, at)
+		if j < 0 {
+			return -1
+		}
+		for k, n := range names {
+			if string(name) == n {
+				vals[k] = b[at:j:j]
+			}
+		}
+		return j
+	})
+}

@@ -1,0 +1,77 @@
+package jsonscan
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSkipValue(t *testing.T) {
+	deep := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
+	for _, tc := range []struct {
+		in   string
+		want int // -1: gives up
+	}{
+		{`1`, 1}, {`-0.5e+3 `, 7}, {`"a b"`, 5}, {`true,`, 4}, {`null}`, 4},
+		{`{}`, 2}, {`[]`, 2}, {`{ "a" : [1, {"b":null}] , "c":"d" }x`, 35}, {`[ 1 , 2 ]`, 9},
+		{deep, len(deep)}, {"[" + deep + "]", -1},
+		{`"a\"b"`, -1}, {`"é"`, -1}, {"\"a\tb\"", -1}, // escapes, non-ASCII, control bytes: encoding/json's
+		{`{"a":1,}`, -1}, {`[1,]`, -1}, {`{"a" 1}`, -1}, {`{1:2}`, -1}, {`[1 2]`, -1}, {`{"a":}`, -1},
+		{`-`, -1}, {`1.`, -1}, {`1e`, -1}, {`.5`, -1}, {`tru`, -1}, {`[`, -1}, {`{"a":1`, -1}, {``, -1},
+	} {
+		require.Equal(t, tc.want, SkipValue([]byte(tc.in), 0), "%q", tc.in)
+	}
+}
+
+func TestMembers(t *testing.T) {
+	b := []byte(` {"id":"s-1", "ts" : 17,"v":{"x":[1]},"id":"s-2","n":null} `)
+	names := []string{"id", "ts", "v", "n", "absent"}
+	vals := make([][]byte, len(names))
+	end := Members(b, WS(b, 0), names, vals)
+	require.Equal(t, len(b)-1, end)
+	require.Equal(t, []string{`"s-2"`, `17`, `{"x":[1]}`, `null`}, []string{string(vals[0]), string(vals[1]), string(vals[2]), string(vals[3])})
+	require.Nil(t, vals[4])
+	require.Zero(t, testing.AllocsPerRun(100, func() { Members(b, 1, names, vals) }))
+}
+
+// FuzzSkipValue: what SkipValue takes whole is valid JSON.
+func FuzzSkipValue(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":null}],"c":"d"}`, `[1,2]`, `-0.5e3`, `{"a":1,}`, `01`, `"\u0041"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if end := SkipValue(b, WS(b, 0)); end >= 0 && WS(b, end) == len(b) && !json.Valid(b) {
+			t.Fatalf("SkipValue took invalid JSON %q", b)
+		}
+	})
+}
+
+// FuzzMembers: wherever Members does not give up, it finds what
+// encoding/json puts in a map[string]json.RawMessage.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"s-1","ts":17,"value":21.5,"on":true}`, `{"id":1,"id":2,"value":[1, 2],"x":{}}`,
+		`{"id":null}`, `{}`, `{"ts":01}`, `{"value":1}x`, `null`, `{"id":"\u0041"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	names := []string{"id", "ts", "value", "on"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		vals := make([][]byte, len(names))
+		if end := Members(b, WS(b, 0), names, vals); end < 0 || WS(b, end) != len(b) {
+			return
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(b, &obj); err != nil {
+			t.Fatalf("Members took what encoding/json refuses (%v): %q", err, b)
+		}
+		for i, n := range names {
+			want, ok := obj[n]
+			if ok != (vals[i] != nil) || string(want) != string(vals[i]) {
+				t.Fatalf("member %q: %q, encoding/json %q (present %v) in %q", n, vals[i], want, ok, b)
+			}
+		}
+	})
+}
