@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,67 +97,41 @@ func checkReading(sensor *string, ts *int64, value *float64) ([]byte, int64, flo
 	return []byte(*sensor), *ts, *value, nil
 }
 
+var readingFields = []string{"sensor", "ts", "value"}
+
 // scanReading is the fast path (internal/jsonscan). It returns
-// errFallback for anything outside the shape it handles, so that
-// encoding/json decides.
+// errFallback for anything outside the shape it handles (see
+// jsonscan.Fields), and for a reading the slow path refuses, so that
+// encoding/json decides and words the error.
 func scanReading(b []byte) (key []byte, ts int64, v float64, err error) {
-	var haveKey, haveTS, haveV bool
-	i := jsonscan.Object(b, jsonscan.WS(b, 0), func(name []byte, i int) int {
-		null := jsonscan.Null(b, i)
-		switch string(name) {
-		case "sensor":
-			if null {
-				haveKey, key = false, nil
-				return i + 4
-			}
-			s, j := jsonscan.String(b, i)
-			if s == nil {
-				return -1
-			}
-			key, haveKey = s, true
+	var haveTS, haveV bool
+	end := jsonscan.Fields(b, jsonscan.WS(b, 0), readingFields, func(k, i int) int {
+		switch k {
+		case 0:
+			s, j := jsonscan.StringAt(b, i)
+			key = s
 			return j
-		case "ts":
-			if null {
-				haveTS = false
-				return i + 4
-			}
-			j := jsonscan.Number(b, i)
-			if j < 0 {
-				return -1
-			}
-			n, ok := jsonscan.Int(b[i:j])
-			if !ok {
-				return -1
-			}
-			ts, haveTS = n, true
-			return j
-		case "value":
-			if null {
-				haveV = false
-				return i + 4
-			}
-			j := jsonscan.Number(b, i)
-			if j < 0 {
-				return -1
-			}
-			f, perr := strconv.ParseFloat(string(b[i:j]), 64)
-			if perr != nil {
-				return -1
-			}
-			v, haveV = f, true
+		case 1:
+			n, null, j := jsonscan.IntAt(b, i)
+			ts, haveTS = n, !null
 			return j
 		}
-		// encoding/json matches field names case-insensitively.
-		if bytes.EqualFold(name, []byte("sensor")) || bytes.EqualFold(name, []byte("ts")) || bytes.EqualFold(name, []byte("value")) {
+		if jsonscan.Null(b, i) {
+			return i + 4
+		}
+		j := jsonscan.Number(b, i)
+		if j < 0 {
 			return -1
 		}
-		return jsonscan.SkipValue(b, i)
+		f, perr := strconv.ParseFloat(string(b[i:j]), 64)
+		if perr != nil {
+			return -1
+		}
+		v, haveV = f, true
+		return j
 	})
-	if i < 0 || jsonscan.WS(b, i) != len(b) {
+	if end < 0 || jsonscan.WS(b, end) != len(b) || len(key) == 0 || !haveTS || !haveV {
 		return nil, 0, 0, errFallback
-	}
-	if !haveKey || len(key) == 0 || !haveTS || !haveV {
-		return nil, 0, 0, errFallback // let the slow path word the error
 	}
 	return key, ts, v, nil
 }

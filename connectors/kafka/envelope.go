@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -113,98 +112,60 @@ func slowSignalFields(b []byte, names []string, vals [][]byte) ([]byte, int64, e
 	return []byte(sig.Key), sig.TS, nil
 }
 
-// envelopeFields are the envelope's field names; scanSignal counts each
-// once.
-var envelopeFields = [...]string{"v", "compat", "key", "ts", "mode", "payload", "source", "epoch"}
+// envelopeFields are the envelope's field names, in scanSignal's order.
+var envelopeFields = []string{"v", "compat", "key", "ts", "mode", "payload", "source", "epoch"}
 
 // scanSignal is DecodeSignalFields' fast path (internal/jsonscan): false
-// for anything but a valid envelope of the common shape, which
-// DecodeSignal then decodes or refuses with its own error. Each envelope
-// field may appear once (a repeated one merges into the first in
-// encoding/json), and must be spelt exactly (encoding/json would match
-// "KEY" too).
+// for anything but a valid envelope of the common shape (each field once
+// and spelt exactly, see jsonscan.Fields), which DecodeSignal then decodes
+// or refuses with its own error.
 func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, ok bool) {
 	clear(vals)
-	var seen uint8
-	v, compat := int64(0), int64(0)
-	end := jsonscan.Object(b, jsonscan.WS(b, 0), func(name []byte, i int) int {
-		f := -1
-		for k, n := range envelopeFields {
-			if string(name) == n {
-				f = k
-				break
-			}
-			if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
-				return -1
-			}
-		}
-		if f < 0 {
-			return jsonscan.SkipValue(b, i)
-		}
-		if seen&(1<<f) != 0 {
-			return -1
-		}
-		seen |= 1 << f
-		null := jsonscan.Null(b, i)
-		switch envelopeFields[f] {
+	var v, compat int64
+	end := jsonscan.Fields(b, jsonscan.WS(b, 0), envelopeFields, func(k, i int) int {
+		switch envelopeFields[k] {
 		case "v", "compat", "ts":
-			if null {
-				return i + 4
-			}
-			j := jsonscan.Number(b, i)
-			if j < 0 {
-				return -1
-			}
-			n, ok := jsonscan.Int(b[i:j])
-			if !ok || (envelopeFields[f] != "ts" && int64(int(n)) != n) { // v and compat are ints
-				return -1
-			}
-			switch envelopeFields[f] {
-			case "v":
+			n, _, j := jsonscan.IntAt(b, i)
+			switch k {
+			case 0:
 				v = n
-			case "compat":
+			case 1:
 				compat = n
 			default:
 				ts = n
 			}
 			return j
 		case "key":
-			if null {
-				return i + 4
-			}
-			s, j := jsonscan.String(b, i)
-			if s == nil {
-				return -1
-			}
+			s, j := jsonscan.StringAt(b, i)
 			key = s
 			return j
-		case "mode":
+		case "mode": // any JSON value
 			return jsonscan.SkipValue(b, i)
 		case "payload":
-			if null {
+			if jsonscan.Null(b, i) {
 				return i + 4
 			}
 			return jsonscan.Members(b, i, names, vals)
 		case "source":
-			if null {
+			if jsonscan.Null(b, i) {
 				return i + 4
 			}
 			return scanSource(b, i)
-		default: // epoch
-			if null {
-				return i + 4
-			}
-			j := jsonscan.Number(b, i)
-			if j < 0 || b[i] == '-' {
-				return -1
-			}
-			if _, err := strconv.ParseUint(string(b[i:j]), 10, 64); err != nil {
-				return -1
-			}
-			return j
 		}
+		// epoch, a uint64
+		if jsonscan.Null(b, i) {
+			return i + 4
+		}
+		j := jsonscan.Number(b, i)
+		if j < 0 || b[i] == '-' {
+			return -1
+		}
+		if _, err := strconv.ParseUint(string(b[i:j]), 10, 64); err != nil {
+			return -1
+		}
+		return j
 	})
-	if end < 0 || jsonscan.WS(b, end) != len(b) {
+	if end < 0 || jsonscan.WS(b, end) != len(b) || int64(int(v)) != v || int64(int(compat)) != compat { // v and compat are ints
 		return nil, 0, false
 	}
 	if compat == 0 {
@@ -216,44 +177,18 @@ func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, 
 	return key, ts, true
 }
 
-// scanSource checks the envelope's source object (EnvelopeSource) at
-// b[i]: each field once, of its type.
+var sourceFields = []string{"topic", "partition", "offset"}
+
+// scanSource reads the envelope's source object (EnvelopeSource) at b[i]
+// and returns the index after it, or -1.
 func scanSource(b []byte, i int) int {
-	var seen uint8
-	return jsonscan.Object(b, i, func(name []byte, i int) int {
-		f := -1
-		for k, n := range [...]string{"topic", "partition", "offset"} {
-			if string(name) == n {
-				f = k
-				break
-			}
-			if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
-				return -1
-			}
-		}
-		if f < 0 {
-			return jsonscan.SkipValue(b, i)
-		}
-		if seen&(1<<f) != 0 {
-			return -1
-		}
-		seen |= 1 << f
-		if jsonscan.Null(b, i) {
-			return i + 4
-		}
-		if f == 0 {
-			s, j := jsonscan.String(b, i)
-			if s == nil {
-				return -1
-			}
+	return jsonscan.Fields(b, i, sourceFields, func(k, i int) int {
+		if k == 0 {
+			_, j := jsonscan.StringAt(b, i)
 			return j
 		}
-		j := jsonscan.Number(b, i)
-		if j < 0 {
-			return -1
-		}
-		n, ok := jsonscan.Int(b[i:j])
-		if !ok || (f == 1 && int64(int32(n)) != n) {
+		n, _, j := jsonscan.IntAt(b, i)
+		if k == 1 && int64(int32(n)) != n {
 			return -1
 		}
 		return j

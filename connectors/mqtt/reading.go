@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/tflo-io/tflo/internal/jsonscan"
 )
 
 // Reading is one sensor reading: the payload format of the MQTT source.
@@ -40,8 +42,17 @@ type wireReading struct {
 
 // DecodeReading decodes a JSON reading (see Reading for the format). It is
 // the default Decoder. Errors wrap ErrMalformed and say which field is
-// wrong.
+// wrong. The common shape (strings of plain ASCII, each field once) is
+// read by a scanner that allocates only the sensor's string; anything
+// else goes through encoding/json (FuzzDecodeReading checks both agree).
 func DecodeReading(payload []byte) (Reading, error) {
+	if r, ok := scanReading(payload); ok {
+		return r, nil
+	}
+	return slowReading(payload)
+}
+
+func slowReading(payload []byte) (Reading, error) {
 	var w wireReading
 	if err := json.Unmarshal(payload, &w); err != nil {
 		return Reading{}, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -62,6 +73,42 @@ func DecodeReading(payload []byte) (Reading, error) {
 		return Reading{}, fmt.Errorf("%w: field \"value\" is %s, want a finite number", ErrMalformed, clip(raw))
 	}
 	return Reading{Sensor: *w.Sensor, TS: ts, Value: v}, nil
+}
+
+var readingFields = []string{"sensor", "ts", "value"}
+
+// scanReading is DecodeReading's fast path (internal/jsonscan): false for
+// anything outside the shape it reads, and for a reading encoding/json's
+// path refuses, which then words the error.
+func scanReading(b []byte) (Reading, bool) {
+	var sensor, ts, value []byte
+	end := jsonscan.Fields(b, jsonscan.WS(b, 0), readingFields, func(k, i int) int {
+		switch k {
+		case 0:
+			s, j := jsonscan.StringAt(b, i)
+			sensor = s
+			return j
+		case 1:
+			j := jsonscan.SkipScalar(b, i) // parseTS reads it
+			ts = b[i:max(j, i)]
+			return j
+		}
+		j := jsonscan.Number(b, i)
+		value = b[i:max(j, i)]
+		return j
+	})
+	if end < 0 || jsonscan.WS(b, end) != len(b) || len(sensor) == 0 {
+		return Reading{}, false
+	}
+	t, err := parseTS(ts)
+	if err != nil {
+		return Reading{}, false
+	}
+	v, err := strconv.ParseFloat(string(value), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return Reading{}, false
+	}
+	return Reading{Sensor: string(sensor), TS: t, Value: v}, true
 }
 
 func parseTS(raw json.RawMessage) (int64, error) {

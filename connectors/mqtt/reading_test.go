@@ -40,6 +40,9 @@ func TestDecodeReading(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if _, fast := scanReading([]byte(c.in)); fast != (c.wantErr == "" && !strings.Contains(c.name, "escaped")) {
+				t.Errorf("read by the scanner: %v", fast)
+			}
 			got, err := DecodeReading([]byte(c.in))
 			if c.wantErr != "" {
 				require.ErrorIs(t, err, ErrMalformed)
@@ -50,6 +53,15 @@ func TestDecodeReading(t *testing.T) {
 			assert.Equal(t, c.want, got)
 		})
 	}
+}
+
+func TestDecodeReadingAllocatesTheSensorOnly(t *testing.T) {
+	b := []byte(`{"sensor":"boiler-1","ts":1767225600000,"value":21.5,"unit":"C"}`)
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() {
+		if _, err := DecodeReading(b); err != nil {
+			t.Fatal(err)
+		}
+	}))
 }
 
 func TestEncodeReadingRoundTrips(t *testing.T) {
@@ -65,7 +77,15 @@ func FuzzDecodeReading(f *testing.F) {
 	f.Add([]byte(`{"sensor":"a","ts":"2026-01-01T00:00:00Z","value":1}`))
 	f.Add([]byte(`{"sensor":"","ts":1e400,"value":1}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"sensor":"a","ts":1.9,"value":-3e2,"x":[1,{"y":2}]}`))
+	f.Add([]byte(`{"sensor":"a","Sensor":"b","ts":1,"value":1}`))
+	f.Add([]byte(`{"sensor":"a","ts":1,"value":1,"value":"x"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if fast, ok := scanReading(b); ok { // the scanner agrees with encoding/json
+			if slow, err := slowReading(b); err != nil || slow != fast {
+				t.Fatalf("scanner read %+v, encoding/json %+v, %v from %q", fast, slow, err, b)
+			}
+		}
 		r, err := DecodeReading(b)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {

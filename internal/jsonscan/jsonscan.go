@@ -10,7 +10,10 @@
 // does not give up.
 package jsonscan
 
-import "strconv"
+import (
+	"bytes"
+	"strconv"
+)
 
 // MaxDepth is how deep SkipValue follows nested objects and arrays
 // before it gives up.
@@ -254,4 +257,67 @@ func Members(b []byte, i int, names []string, vals [][]byte) int {
 		}
 		return j
 	})
+}
+
+// Fields scans the object at b[i] as encoding/json decodes one into a
+// struct with a field for each of names (at most 64). For a member of one
+// of names it calls value with the name's index and the index of the
+// member's value; value reads the value as encoding/json would into that
+// field (checking its type) and returns the index after it, or -1 to give
+// up. Other members are skipped. Fields also gives up on a member whose
+// name matches one of names only case-insensitively (encoding/json would
+// take it for that field) and on a repeated one (encoding/json would
+// check the type of each, and merge objects). It returns the index after
+// the object, or -1.
+func Fields(b []byte, i int, names []string, value func(k, at int) int) int {
+	if len(names) > 64 {
+		return -1
+	}
+	var seen uint64
+	return Object(b, i, func(name []byte, at int) int {
+		for k, n := range names {
+			if string(name) == n {
+				if seen&(1<<k) != 0 {
+					return -1
+				}
+				seen |= 1 << k
+				return value(k, at)
+			}
+			if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
+				return -1
+			}
+		}
+		return SkipValue(b, at)
+	})
+}
+
+// IntAt reads the value at b[i] as encoding/json reads one into an int64
+// (or a pointer to one): null (which leaves the field as it was) or an
+// integer in range. It returns the index after the value, or -1.
+func IntAt(b []byte, i int) (n int64, null bool, end int) {
+	if Null(b, i) {
+		return 0, true, i + 4
+	}
+	j := Number(b, i)
+	if j < 0 {
+		return 0, false, -1
+	}
+	if n, ok := Int(b[i:j]); ok {
+		return n, false, j
+	}
+	return 0, false, -1
+}
+
+// StringAt reads the value at b[i] as a plain string (aliasing b; nil
+// for null). It returns the index after the value, or -1 (a string with
+// escapes included, which encoding/json would decode).
+func StringAt(b []byte, i int) (s []byte, end int) {
+	if Null(b, i) {
+		return nil, i + 4
+	}
+	s, j := String(b, i)
+	if s == nil {
+		return nil, -1
+	}
+	return s, j
 }

@@ -75,3 +75,30 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+func TestFields(t *testing.T) {
+	names := []string{"sensor", "ts"}
+	read := func(in string) (got map[string]string, end int) {
+		b := []byte(in)
+		got = map[string]string{}
+		end = Fields(b, 0, names, func(k, at int) int {
+			j := SkipValue(b, at)
+			if j >= 0 {
+				got[names[k]] = string(b[at:j])
+			}
+			return j
+		})
+		return got, end
+	}
+	got, end := read(`{"x":{"ts":1},"sensor":"a","ts":2}`)
+	require.Equal(t, 34, end)
+	require.Equal(t, map[string]string{"sensor": `"a"`, "ts": "2"}, got)
+	for _, in := range []string{
+		`{"sensor":"a","Sensor":"b"}`, // encoding/json takes Sensor for the field too
+		`{"ts":1,"ts":2}`,             // and checks both
+		`{"sensor":"a","ts":1,}`,
+	} {
+		_, end := read(in)
+		require.Equal(t, -1, end, in)
+	}
+}
