@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/pipeline"
 )
 
@@ -109,6 +110,22 @@ func TestSpecStrictKeys(t *testing.T) {
 	require.ErrorContains(t, err, "repeated key")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - {influx: {url: x, bucket: y}, archive: {dir: z}}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: give exactly one of kafka, influx and archive")
+}
+
+// TestSpecArchiveCompression: the archive sink's codec, zstd unless the
+// spec says snappy; anything else is refused with its line.
+func TestSpecArchiveCompression(t *testing.T) {
+	archive := func(extra string) []byte {
+		return []byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {dir: /tmp/a"+extra+"}\n", 1))
+	}
+	p, err := pipeline.Parse(archive(""))
+	require.NoError(t, err)
+	require.Equal(t, parquet.Zstd, p.Sinks[0].(pipeline.ArchiveSink).Compression)
+	p, err = pipeline.Parse(archive(", compression: snappy"))
+	require.NoError(t, err)
+	require.Equal(t, parquet.Snappy, p.Sinks[0].(pipeline.ArchiveSink).Compression)
+	_, err = pipeline.Parse(archive(", compression: lz4"))
+	require.ErrorContains(t, err, `line 15: sinks[0].archive.compression: compression "lz4" is not one the archive writes (zstd or snappy)`)
 }
 
 // TestLoadReadsTheEnvironment: ${NAME} references and TFLO_* overrides,

@@ -8,8 +8,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
@@ -19,12 +21,21 @@ import (
 // open the archive files, see the fingerprint and schema, and read back the
 // same rows the writer was given.
 func TestArrowReadsArchiveFiles(t *testing.T) {
+	for _, c := range []struct {
+		comp  parquet.Compression
+		codec compress.Compression
+	}{{parquet.Zstd, compress.Codecs.Zstd}, {parquet.Snappy, compress.Codecs.Snappy}} {
+		t.Run(c.comp.String(), func(t *testing.T) { testArrowReadsArchiveFiles(t, c.comp, c.codec) })
+	}
+}
+
+func testArrowReadsArchiveFiles(t *testing.T, comp parquet.Compression, codec compress.Compression) {
 	ctx := context.Background()
 	a, err := parquet.NewLocalArchive(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := parquet.NewWriter(a, "iot", 5, 3, parquet.WithRowGroupRows(100))
+	w, err := parquet.NewWriter(a, "iot", 5, 3, parquet.WithRowGroupRows(100), parquet.WithCompression(comp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +65,15 @@ func TestArrowReadsArchiveFiles(t *testing.T) {
 	}
 	if got, want := pf.NumRowGroups(), 13; got != want {
 		t.Fatalf("arrow-go sees %d row groups, want %d", got, want)
+	}
+	for i := range pf.MetaData().NumColumns() {
+		cc, err := pf.MetaData().RowGroup(0).ColumnChunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cc.Compression() != codec {
+			t.Fatalf("arrow-go sees column %d compressed %v, want %v", i, cc.Compression(), codec)
+		}
 	}
 
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 256}, memory.DefaultAllocator)
@@ -99,14 +119,17 @@ func arrowReadArchive(t testing.TB, a parquet.Archive) []fileRow {
 
 // Files a RollingWriter assembles from row groups encoded at different
 // times, uploaded in parts and finished with a footer of its own must be
-// ordinary Parquet to an independent reader, with no row twice.
+// ordinary Parquet to an independent reader, with no row twice. The
+// first writer compresses with snappy and the next owner, which finishes
+// its open file and goes on, with zstd: one archive, both codecs.
 func TestArrowReadsRolledFiles(t *testing.T) {
 	ctx := context.Background()
 	a, err := parquet.NewLocalArchive(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := parquet.NewRollingWriter(a, "iot", 1, 2, parquet.WithTargetFileSize(20<<10), parquet.WithRowGroupRows(300), parquet.WithPartSize(3000))
+	w, err := parquet.NewRollingWriter(a, "iot", 1, 2, parquet.WithTargetFileSize(20<<10), parquet.WithRowGroupRows(300), parquet.WithPartSize(3000),
+		parquet.WithCompression(parquet.Snappy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +164,26 @@ func TestArrowReadsRolledFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, arrowReadArchive(t, a), map[int32][]parquet.Row{1: rowsThrough(n + 500)})
+	// The next owner goes on, in its own codec, in a file of its own.
+	for off := int64(n + 500); off < n+1000; off++ {
+		if err := next.Append(ctx, rowsAt(off)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next.Roll()
+	mustCommit(t, next, n+999)
+	exactlyOnce(t, arrowReadArchive(t, a), map[int32][]parquet.Row{1: rowsThrough(n + 1000)})
+	codecs := map[format.CompressionCodec]int{}
+	names, err := a.List(ctx, "iot/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range names {
+		for _, rg := range openPQ(t, a, fi.Name).Metadata().RowGroups {
+			codecs[rg.Columns[0].MetaData.Codec]++
+		}
+	}
+	if codecs[format.Snappy] == 0 || codecs[format.Zstd] == 0 {
+		t.Fatalf("row groups by codec: %v, want both snappy's and zstd's", codecs)
+	}
 }

@@ -75,8 +75,8 @@ func decodeFooter(file []byte) (format.FileMetaData, error) {
 
 const magic = "PAR1"
 
-func newFileBuilder(zstdLevel int, rowGroupRows int64) *fileBuilder {
-	return &fileBuilder{enc: newColumnEncoder(zstdLevel), rowGroupRows: rowGroupRows, st: fileState{First: -1}}
+func newFileBuilder(cfg writerConfig) *fileBuilder {
+	return &fileBuilder{enc: newColumnEncoder(cfg.compression, cfg.zstdLevel), rowGroupRows: cfg.rowGroupRows, st: fileState{First: -1}}
 }
 
 // start begins a new file and returns its first bytes (the magic).

@@ -269,16 +269,17 @@ func BenchmarkRollingPreCommit(b *testing.B) {
 	}
 }
 
-// BenchmarkRollingZstdLevel appends the 100k benchmark rows to a
+// BenchmarkRollingCompression appends the 100k benchmark rows to a
 // RollingWriter (a memory archive, a pre-commit every 10k rows, then a
-// roll and a commit; a cut never splits an offset's rows) at zstd level 1 and at the default level 3, in
-// alternation in the same loop: CPU time and archive bytes per row of
-// each, and x-level3 (level 1's time over level 3's).
-func BenchmarkRollingZstdLevel(b *testing.B) {
+// roll and a commit; a cut never splits an offset's rows) with zstd at
+// level 1, zstd at the default level 3, and snappy, in turn in the same
+// loop (the first of each round rotating): CPU time and archive bytes per
+// row of each, and each one's time over level 3's (x-level3).
+func BenchmarkRollingCompression(b *testing.B) {
 	ctx := context.Background()
 	rows := benchData()
-	run := func(level int) (time.Duration, int64) {
-		w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1, parquet.WithZstdLevel(level))
+	run := func(opts ...parquet.WriterOption) (time.Duration, int64) {
+		w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -309,26 +310,31 @@ func BenchmarkRollingZstdLevel(b *testing.B) {
 		}
 		return time.Since(t0), st.FileBytes
 	}
-	var t1, t3 time.Duration
-	var b1, b3 int64
+	codecs := []struct {
+		name string
+		opts []parquet.WriterOption
+	}{
+		{"level1", []parquet.WriterOption{parquet.WithZstdLevel(1)}},
+		{"level3", nil},
+		{"snappy", []parquet.WriterOption{parquet.WithCompression(parquet.Snappy)}},
+	}
+	t := make([]time.Duration, len(codecs))
+	n := make([]int64, len(codecs))
 	for i := 0; b.Loop(); i++ {
-		if i%2 == 0 { // alternate which goes first
-			t, n := run(1)
-			t1, b1 = t1+t, b1+n
-		}
-		t, n := run(3)
-		t3, b3 = t3+t, b3+n
-		if i%2 == 1 {
-			t, n := run(1)
-			t1, b1 = t1+t, b1+n
+		for k := range codecs {
+			c := (i + k) % len(codecs)
+			d, size := run(codecs[c].opts...)
+			t[c], n[c] = t[c]+d, n[c]+size
 		}
 	}
-	n := float64(b.N * len(rows))
-	b.ReportMetric(float64(t1.Nanoseconds())/n, "level1-ns/row")
-	b.ReportMetric(float64(t3.Nanoseconds())/n, "level3-ns/row")
-	b.ReportMetric(float64(b1)/n, "level1-file-bytes/row")
-	b.ReportMetric(float64(b3)/n, "level3-file-bytes/row")
-	b.ReportMetric(float64(t1)/float64(t3), "x-level3")
+	rowsRun := float64(b.N * len(rows))
+	for c, codec := range codecs {
+		b.ReportMetric(float64(t[c].Nanoseconds())/rowsRun, codec.name+"-ns/row")
+		b.ReportMetric(float64(n[c])/rowsRun, codec.name+"-file-bytes/row")
+		if codec.name != "level3" {
+			b.ReportMetric(float64(t[c])/float64(t[1]), "x-level3-"+codec.name)
+		}
+	}
 }
 
 // pipelineRows are n rows shaped like BenchmarkSMASpecArchive's outputs

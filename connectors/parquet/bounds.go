@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
@@ -228,6 +229,16 @@ func checkChunkPages(w *window, cm *format.ColumnMetaData, rows int64) error {
 		case cm.Codec == format.Zstd:
 			if _, err := zstdDecodedBound(body, declared, maxPageBytes); err != nil {
 				return fmt.Errorf("page at byte %d: %w", at, err)
+			}
+		case cm.Codec == format.Snappy:
+			// A snappy block starts with its decoded length; the decoder
+			// allocates that much before it checks anything else.
+			n, err := s2.DecodedLen(body)
+			if err != nil {
+				return fmt.Errorf("snappy page at byte %d: %w", at, err)
+			}
+			if int64(n) != declared {
+				return fmt.Errorf("snappy page at byte %d: decodes to %d bytes, header says %d", at, n, declared)
 			}
 		default:
 			return fmt.Errorf("codec %v is not one the archive writes", cm.Codec)

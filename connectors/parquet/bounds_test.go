@@ -29,10 +29,11 @@ func TestReaderBoundsHostileSizes(t *testing.T) {
 	cases := []struct {
 		name   string
 		mutate func(t *testing.T, data []byte)
+		opts   []parquet.WriterOption
 	}{
 		{"footer length", func(t *testing.T, data []byte) {
 			binary.LittleEndian.PutUint32(data[len(data)-8:], 0x7ffffff0)
-		}},
+		}, nil},
 		{"zstd content size", func(t *testing.T, data []byte) {
 			// One frame with a 1 KiB window and an 8-byte content size of
 			// 60 GiB, then one raw block holding the rest of the page's
@@ -47,11 +48,21 @@ func TestReaderBoundsHostileSizes(t *testing.T) {
 				h := uint32(n)<<3 | 1 // raw, last
 				body[14], body[15], body[16] = byte(h), byte(h>>8), byte(h>>16)
 			})
-		}},
+		}, nil},
+		{"snappy decoded length", func(t *testing.T, data []byte) {
+			// A snappy block's first bytes are its decoded length: 3 GiB
+			// here (the decoder allocates it before anything else).
+			craftPage(t, data, func(body []byte) {
+				binary.PutUvarint(body, 3<<30)
+			})
+		}, []parquet.WriterOption{parquet.WithCompression(parquet.Snappy)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			data := append([]byte(nil), good...)
+			if tc.opts != nil {
+				data = goodFile(t, tc.opts...)
+			}
 			tc.mutate(t, data)
 			if !parquet.ResealChecksum(data) {
 				t.Fatal("could not re-seal the checksum")

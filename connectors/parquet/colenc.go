@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/klauspost/compress/s2"
 	kzstd "github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding/delta"
 	"github.com/parquet-go/parquet-go/encoding/plain"
@@ -23,7 +24,7 @@ import (
 // buffering. The pages are what parquet-go's writer made of the same
 // rows, and what every file of older writers holds:
 //
-//	column  pages (DATA_PAGE_V2, zstd)
+//	column  pages (DATA_PAGE_V2, zstd or snappy: WithCompression)
 //	sensor  a PLAIN dictionary page, RLE_DICTIONARY data pages
 //	signal  a PLAIN dictionary page, RLE_DICTIONARY data pages
 //	ts      DELTA_BINARY_PACKED
@@ -43,7 +44,8 @@ import (
 // collection emptied (a new encoder clears a megabyte of history), and
 // each batch went through a writer reset and a footer of its own.
 type columnEncoder struct {
-	level kzstd.EncoderLevel
+	codec format.CompressionCodec
+	level kzstd.EncoderLevel // of zstd
 	zstd  *kzstd.Encoder
 
 	sensors, signals stringDict
@@ -61,8 +63,8 @@ type columnEncoder struct {
 // one zstd block).
 const pageValues = 16384
 
-func newColumnEncoder(zstdLevel int) *columnEncoder {
-	return &columnEncoder{level: kzstd.EncoderLevelFromZstd(zstdLevel)}
+func newColumnEncoder(c Compression, zstdLevel int) *columnEncoder {
+	return &columnEncoder{codec: c.codec(), level: kzstd.EncoderLevelFromZstd(zstdLevel)}
 }
 
 // stringDict is a string column's dictionary in one column chunk.
@@ -142,13 +144,14 @@ type rowGroup struct {
 	out   []byte
 	start int   // the row group's first byte in out
 	at    int64 // and in the file
+	codec format.CompressionCodec
 	md    format.RowGroup
 }
 
 // column starts a column chunk's metadata at the next byte.
 func (g *rowGroup) column(typ format.Type, name string, enc ...format.Encoding) format.ColumnMetaData {
 	return format.ColumnMetaData{
-		Type: typ, Encoding: enc, PathInSchema: []string{name}, Codec: format.Zstd,
+		Type: typ, Encoding: enc, PathInSchema: []string{name}, Codec: g.codec,
 		NumValues: g.md.NumRows, DataPageOffset: g.offset(),
 	}
 }
@@ -170,7 +173,7 @@ func (g *rowGroup) add(md format.ColumnMetaData) {
 // byte offset at of the file, to out, and returns out and the row
 // group's metadata.
 func (e *columnEncoder) appendRowGroup(out []byte, at int64, rows []Row) ([]byte, format.RowGroup, error) {
-	g := &rowGroup{out: out, start: len(out), at: at, md: format.RowGroup{NumRows: int64(len(rows)), FileOffset: at}}
+	g := &rowGroup{out: out, start: len(out), at: at, codec: e.codec, md: format.RowGroup{NumRows: int64(len(rows)), FileOffset: at}}
 	steps := []func(*rowGroup, []Row) error{
 		func(g *rowGroup, rows []Row) error { return e.strings(g, "sensor", &e.sensors, rows, false) },
 		func(g *rowGroup, rows []Row) error { return e.strings(g, "signal", &e.signals, rows, true) },
@@ -299,14 +302,19 @@ func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 // page compresses e.body and appends it to g as a page of typ holding n
 // values of enc, header first, and accounts for it in md.
 func (e *columnEncoder) page(g *rowGroup, md *format.ColumnMetaData, typ format.PageType, n int, enc format.Encoding) error {
-	if e.zstd == nil {
-		z, err := zstdEncoder(e.level)
-		if err != nil {
-			return err
+	switch e.codec {
+	case format.Snappy:
+		e.comp = s2.EncodeSnappy(e.comp[:cap(e.comp)], e.body)
+	default:
+		if e.zstd == nil {
+			z, err := zstdEncoder(e.level)
+			if err != nil {
+				return err
+			}
+			e.zstd = z
 		}
-		e.zstd = z
+		e.comp = e.zstd.EncodeAll(e.body, e.comp[:0])
 	}
-	e.comp = e.zstd.EncodeAll(e.body, e.comp[:0])
 	h := format.PageHeader{
 		Type:                 typ,
 		UncompressedPageSize: int32(len(e.body)),

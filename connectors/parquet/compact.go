@@ -271,7 +271,7 @@ func (c *compactor) run(ctx context.Context, files []FileInfo, skip int64, names
 	r := &Reader{archive: c.a, cfg: defaultReaderConfig()}
 	r.cfg.expected = c.expected
 	cfg := defaultWriterConfig()
-	b := newFileBuilder(cfg.zstdLevel, cfg.rowGroupRows)
+	b := newFileBuilder(cfg)
 	u := uploadInfo{Staging: compactStaging(out.Pipeline, out.Shard) + strings.TrimSuffix(out.Name()[strings.LastIndex(out.Name(), "/")+1:], ".parquet") + ".inprogress"}
 	pending := append([]byte(nil), b.start()...)
 	batch := make([]Row, 0, cfg.rowGroupRows)

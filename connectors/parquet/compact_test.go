@@ -7,17 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go/format"
+
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/streaming"
 )
 
 // smallFiles writes offsets [0, n) of shards 0 and 1 as one small file
 // per `per` offsets (the archive of the old one-file-per-checkpoint sink).
-func smallFiles(t testing.TB, a parquet.Archive, n, per int64) {
+func smallFiles(t testing.TB, a parquet.Archive, n, per int64, opts ...parquet.WriterOption) {
 	t.Helper()
 	ctx := context.Background()
 	for shard := range int32(2) {
-		w, err := parquet.NewWriter(a, "iot", shard, 1)
+		w, err := parquet.NewWriter(a, "iot", shard, 1, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,15 +57,17 @@ func readerRows(t testing.TB, a parquet.Archive) []parquet.Row {
 
 func twoShards(n int64) []parquet.Row { return append(rowsThrough(n), rowsThrough(n)...) }
 
+// The small files are snappy's, as a hot path that saves CPU writes
+// them; compaction writes zstd.
 func TestCompactMergesSmallOldFiles(t *testing.T) {
 	ctx := context.Background()
 	a := parquet.NewMemArchive()
 	start := time.Unix(1_700_000_000, 0)
 	a.Now = func() time.Time { return start }
-	smallFiles(t, a, 1000, 10) // 100 files per shard
+	smallFiles(t, a, 1000, 10, parquet.WithCompression(parquet.Snappy)) // 100 files per shard
 	a.Now = func() time.Time { return start.Add(2 * time.Hour) }
 	smallFiles2 := func() { // younger files of shard 1
-		w, _ := parquet.NewWriter(a, "iot", 1, 1)
+		w, _ := parquet.NewWriter(a, "iot", 1, 1, parquet.WithCompression(parquet.Snappy))
 		for off := int64(1000); off < 1050; off++ {
 			_ = w.Append(ctx, rowsAt(off)...)
 			if off%10 == 9 {
@@ -104,8 +108,15 @@ func TestCompactMergesSmallOldFiles(t *testing.T) {
 	young := 0
 	for _, n := range names {
 		k, _ := parquet.ParseFileName(n)
+		want := format.Zstd
 		if k.Shard == 1 && k.First >= 1000 {
 			young++
+			want = format.Snappy
+		}
+		for _, rg := range openPQ(t, a, n).Metadata().RowGroups {
+			if got := rg.Columns[0].MetaData.Codec; got != want {
+				t.Fatalf("%s: row group compressed %v, want %v", n, got, want)
+			}
 		}
 	}
 	if young != 5 {

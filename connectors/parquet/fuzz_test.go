@@ -24,6 +24,7 @@ func FuzzReaderCorruptFile(f *testing.F) {
 	flipped := append([]byte(nil), good...)
 	flipped[len(flipped)/2] ^= 0xff
 	f.Add(flipped)
+	f.Add(goodFile(f, parquet.WithCompression(parquet.Snappy)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		readAllOrNamedError(ctx, t, data)
 	})
@@ -42,6 +43,9 @@ func FuzzReaderResealedFile(f *testing.F) {
 	f.Add(good, uint16(len(good)-9), byte(0x7f)) // footer length
 	f.Add(good, uint16(len(good)/2), byte(0xff))
 	f.Add(good, uint16(40), byte(0x20)) // inside the first pages
+	snappy := goodFile(f, parquet.WithCompression(parquet.Snappy))
+	f.Add(snappy, uint16(40), byte(0x20))
+	f.Add(snappy, uint16(len(snappy)/2), byte(0xff))
 	f.Fuzz(func(t *testing.T, data []byte, at uint16, x byte) {
 		data = append([]byte(nil), data...)
 		if len(data) > 0 {
@@ -53,10 +57,10 @@ func FuzzReaderResealedFile(f *testing.F) {
 }
 
 // goodFile returns a small valid archive file with several row groups.
-func goodFile(tb testing.TB) []byte {
+func goodFile(tb testing.TB, opts ...parquet.WriterOption) []byte {
 	ctx := context.Background()
 	src := parquet.NewMemArchive()
-	w, err := parquet.NewWriter(src, "iot", 0, 1, parquet.WithRowGroupRows(8))
+	w, err := parquet.NewWriter(src, "iot", 0, 1, append([]parquet.WriterOption{parquet.WithRowGroupRows(8)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

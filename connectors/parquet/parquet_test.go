@@ -79,17 +79,20 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		maxPerFile int
 		batch      int
 		wantFiles  int
+		comp       parquet.Compression
+		codec      format.CompressionCodec
 	}{
-		{"one row", 1, 10, 100, 10, 1},
-		{"row group of one", 17, 1, 100, 3, 1},
-		{"several groups", 1000, 128, 10_000, 100, 1},
-		{"split by max rows per file", 2500, 256, 1000, 1024, 3},
+		{"one row", 1, 10, 100, 10, 1, parquet.Zstd, format.Zstd},
+		{"row group of one", 17, 1, 100, 3, 1, parquet.Zstd, format.Zstd},
+		{"several groups", 1000, 128, 10_000, 100, 1, parquet.Zstd, format.Zstd},
+		{"split by max rows per file", 2500, 256, 1000, 1024, 3, parquet.Zstd, format.Zstd},
+		{"snappy", 2500, 256, 1000, 1024, 3, parquet.Snappy, format.Snappy},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			a := parquet.NewMemArchive()
-			w, err := parquet.NewWriter(a, "iot", 3, 7, parquet.WithRowGroupRows(c.groupRows), parquet.WithMaxRowsPerFile(c.maxPerFile))
+			w, err := parquet.NewWriter(a, "iot", 3, 7, parquet.WithRowGroupRows(c.groupRows), parquet.WithMaxRowsPerFile(c.maxPerFile), parquet.WithCompression(c.comp))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,8 +132,8 @@ func TestWriteReadRoundTrip(t *testing.T) {
 				}
 				for _, rg := range f.Metadata().RowGroups {
 					for _, col := range rg.Columns {
-						if col.MetaData.Codec != format.Zstd {
-							t.Fatalf("%s: column %v compressed with %v, want ZSTD", fi.Name, col.MetaData.PathInSchema, col.MetaData.Codec)
+						if col.MetaData.Codec != c.codec {
+							t.Fatalf("%s: column %v compressed with %v, want %v", fi.Name, col.MetaData.PathInSchema, col.MetaData.Codec, c.codec)
 						}
 					}
 				}
@@ -215,6 +218,7 @@ func TestWriterOptionsValidate(t *testing.T) {
 		{"zero row group", "p", []parquet.WriterOption{parquet.WithRowGroupRows(0)}, "row group size"},
 		{"zero file size", "p", []parquet.WriterOption{parquet.WithMaxRowsPerFile(0)}, "max rows per file"},
 		{"bad zstd", "p", []parquet.WriterOption{parquet.WithZstdLevel(30)}, "zstd level"},
+		{"unknown compression", "p", []parquet.WriterOption{parquet.WithCompression(7)}, "unknown compression 7"},
 		{"slash in pipeline", "a/b", nil, "pipeline name"},
 		{"empty pipeline", "", nil, "empty pipeline"},
 	}
@@ -225,6 +229,26 @@ func TestWriterOptionsValidate(t *testing.T) {
 				t.Fatalf("NewWriter: %v, want an error mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestParseCompression(t *testing.T) {
+	for _, c := range []parquet.Compression{parquet.Zstd, parquet.Snappy} {
+		var got parquet.Compression
+		text, err := c.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := got.UnmarshalText(text); err != nil || got != c {
+			t.Fatalf("%v round-trips as %v (%v)", c, got, err)
+		}
+	}
+	if c, err := parquet.ParseCompression(""); err != nil || c != parquet.Zstd {
+		t.Fatalf("empty: %v, %v; want zstd, the default", c, err)
+	}
+	_, err := parquet.ParseCompression("lz4")
+	if err == nil || !strings.Contains(err.Error(), `"lz4"`) || !strings.Contains(err.Error(), "zstd or snappy") {
+		t.Fatalf("lz4: %v, want an error naming it and the codecs there are", err)
 	}
 }
 

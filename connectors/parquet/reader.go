@@ -294,7 +294,7 @@ func openFile(obj Object) (f *pq.File, err error) {
 
 // checkLayout checks the footer against itself before any page is
 // decoded: every column chunk has the physical type of its schema column,
-// a codec the archive writes (zstd, or none), one value per row (the schema is flat and required), and
+// a codec the archive writes (zstd, snappy, or none), one value per row (the schema is flat and required), and
 // pages inside the file. parquet-go trusts these fields; a corrupt footer
 // that lies about them makes it decode garbage.
 func checkLayout(f *pq.File, size int64) error {
@@ -315,7 +315,7 @@ func checkLayout(f *pq.File, size int64) error {
 			switch {
 			case leaf.Node == nil || int8(leaf.Node.Type().Kind()) != int8(cm.Type):
 				return fmt.Errorf("row group %d column %d: chunk type %v does not match the schema: %w", i, j, cm.Type, streaming.ErrCorrupt)
-			case cm.Codec != format.Zstd && cm.Codec != format.Uncompressed:
+			case cm.Codec != format.Zstd && cm.Codec != format.Snappy && cm.Codec != format.Uncompressed:
 				return fmt.Errorf("row group %d column %d: codec %v: %w", i, j, cm.Codec, streaming.ErrCorrupt)
 			case cm.NumValues != rg.NumRows:
 				return fmt.Errorf("row group %d column %d: %d values for %d rows: %w", i, j, cm.NumValues, rg.NumRows, streaming.ErrCorrupt)

@@ -12,7 +12,7 @@ import (
 )
 
 func sampleRecord(t testing.TB) []byte {
-	b := newFileBuilder(3, 64)
+	b := newFileBuilder(writerConfig{zstdLevel: 3, rowGroupRows: 64})
 	b.start()
 	rows := make([]Row, 40)
 	for i := range rows {
@@ -36,7 +36,7 @@ func sampleRecord(t testing.TB) []byte {
 	}
 	full := make([]byte, st.Size-4)
 	rec.tailBytes = full
-	data, err := encodeRecord(rec, newFileBuilder(3, 64))
+	data, err := encodeRecord(rec, newFileBuilder(writerConfig{zstdLevel: 3, rowGroupRows: 64}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func FuzzDecodeRecord(f *testing.F) {
 // another object is refused with an error naming the segment and
 // wrapping streaming.ErrCorrupt.
 func TestSegmentRoundTripAndCorruption(t *testing.T) {
-	b := newFileBuilder(3, 16)
+	b := newFileBuilder(writerConfig{zstdLevel: 3, rowGroupRows: 16})
 	b.start()
 	rows := make([]Row, 40)
 	for i := range rows {

@@ -168,7 +168,7 @@ func NewRollingWriter(a Archive, pipeline string, shard int32, epoch streaming.E
 	}
 	return &RollingWriter{
 		arc: a, up: up, mv: mv, del: del, pipeline: pipeline, shard: shard, epoch: epoch, cfg: cfg,
-		b: newFileBuilder(cfg.zstdLevel, cfg.rowGroupRows), rowEnc: newFileBuilder(cfg.zstdLevel, cfg.rowGroupRows),
+		b: newFileBuilder(cfg), rowEnc: newFileBuilder(cfg),
 		lastOff: -1, lastCut: -1,
 	}, nil
 }
@@ -749,7 +749,7 @@ func (w *RollingWriter) finish(ctx context.Context, rec *record) (FileKey, strin
 	if err != nil {
 		return FileKey{}, "", 0, fmt.Errorf("rolling writer %s: %w", w.where(), err)
 	}
-	b := newFileBuilder(w.cfg.zstdLevel, w.cfg.rowGroupRows)
+	b := newFileBuilder(w.cfg)
 	b.resume(fileState{Size: o.Size, CRC: o.CRC, Rows: o.Rows, First: o.First, Last: o.Last, RowGroups: rgs})
 	pending, err := w.tail(ctx, o)
 	if err != nil {

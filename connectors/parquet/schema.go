@@ -26,7 +26,7 @@ import (
 //
 // The writers encode ts and offset DELTA_BINARY_PACKED (both grow
 // steadily: fewer bytes for zstd to compress, a quarter less CPU per row
-// and a fifth smaller files, BenchmarkRollingZstdLevel), and mode too (it
+// and a fifth smaller files, BenchmarkRollingCompression), and mode too (it
 // rarely changes: a few bytes a page); files written before hold them
 // PLAIN. An encoding is not part of the schema: the
 // fingerprint is the same, and readers read both. The archive's writers

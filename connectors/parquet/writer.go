@@ -40,7 +40,7 @@ func NewWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, o
 		return nil, fmt.Errorf("parquet writer: %w", err)
 	}
 	return &Writer{archive: a, pipeline: pipeline, shard: shard, epoch: epoch, cfg: cfg,
-		b: newFileBuilder(cfg.zstdLevel, cfg.rowGroupRows)}, nil
+		b: newFileBuilder(cfg)}, nil
 }
 
 // Append buffers rows for the next file. Once the buffer holds the

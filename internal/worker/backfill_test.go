@@ -144,13 +144,14 @@ func TestBackfillReproducesPoints(t *testing.T) {
 	}
 
 	// S3: the rolling writer, small files so several roll, some rows
-	// finished by a restore.
+	// finished by a restore; snappy, as iot-portal's central spec writes.
 	s3loc, err := archiveloc.Parse("s3://archive/prod")
 	require.NoError(t, err)
 	s3arc, err := archiveloc.Open(ctx, s3loc, settings)
 	require.NoError(t, err)
 	for shard, rows := range rowsOf {
-		w, err := parquet.NewRollingWriter(s3arc, "iot-portal", shard, 1, parquet.WithTargetFileSize(16<<10), parquet.WithRowGroupRows(512))
+		w, err := parquet.NewRollingWriter(s3arc, "iot-portal", shard, 1, parquet.WithTargetFileSize(16<<10), parquet.WithRowGroupRows(512),
+			parquet.WithCompression(parquet.Snappy))
 		require.NoError(t, err)
 		_, err = w.Restore(ctx, parquet.RestorePoint{Cut: -1})
 		require.NoError(t, err)
@@ -179,12 +180,12 @@ func TestBackfillReproducesPoints(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	// Local: many small files, compacted.
+	// Local: many small snappy files, compacted (into zstd files).
 	dir := t.TempDir()
 	local, err := parquet.NewLocalArchive(dir)
 	require.NoError(t, err)
 	for shard, rows := range rowsOf {
-		w, err := parquet.NewWriter(local, "iot-portal", shard, 1)
+		w, err := parquet.NewWriter(local, "iot-portal", shard, 1, parquet.WithCompression(parquet.Snappy))
 		require.NoError(t, err)
 		for i, r := range rows {
 			require.NoError(t, w.Append(ctx, r))
