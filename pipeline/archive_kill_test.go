@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -24,13 +29,14 @@ import (
 	"github.com/tflo-io/tflo/testsuite/s3test"
 )
 
-const envArchiveChild = "TFLO_PIPELINE_TEST_ARCHIVE_CHILD" // brokers,durable dir,archive dir
+const envArchiveChild = "TFLO_PIPELINE_TEST_ARCHIVE_CHILD" // brokers,durable dir,archive dir,compression
 
 // archivePipeline is the alarm pipeline archiving to dir with small,
-// short-lived files (so the kills land on every stage of a file's life),
-// checkpointing every 50ms to the durable folder.
-func archivePipeline(addrs []string, durable, archive string, sinks ...pipeline.SinkSpec) pipeline.Pipeline {
-	p := alarmPipeline(addrs, durable, append([]pipeline.SinkSpec{pipeline.ArchiveSink{Dir: archive, TargetFileSize: 24 << 10, MaxFileAge: 300 * time.Millisecond}}, sinks...)...)
+// short-lived files (so the kills land on every stage of a file's life)
+// compressed with comp, checkpointing every 50ms to the durable folder.
+func archivePipeline(addrs []string, durable, archive string, comp parquet.Compression, sinks ...pipeline.SinkSpec) pipeline.Pipeline {
+	sink := pipeline.ArchiveSink{Dir: archive, TargetFileSize: 24 << 10, MaxFileAge: 300 * time.Millisecond, Compression: comp}
+	p := alarmPipeline(addrs, durable, append([]pipeline.SinkSpec{sink}, sinks...)...)
 	src := p.Source.(pipeline.KafkaSource)
 	src.SessionTimeout = time.Second
 	p.Source = src
@@ -47,7 +53,9 @@ func TestChildArchiveWorker(t *testing.T) {
 		t.Skip("child process of TestArchiveSIGKILLs")
 	}
 	f := strings.Split(env, ",")
-	p := archivePipeline(strings.Split(f[0], ";"), f[1], f[2], pipeline.Use(&stdoutSink{out: bufio.NewWriter(os.Stdout), preCommits: true}))
+	comp, err := parquet.ParseCompression(f[3])
+	require.NoError(t, err)
+	p := archivePipeline(strings.Split(f[0], ";"), f[1], f[2], comp, pipeline.Use(&stdoutSink{out: bufio.NewWriter(os.Stdout), preCommits: true}))
 	require.NoError(t, pipeline.Run(context.Background(), p)) // until killed
 }
 
@@ -60,6 +68,8 @@ func TestChildArchiveWorker(t *testing.T) {
 // catches up and stops cleanly. An independent reader (arrow-go, every
 // published file on its own) then finds every output of an uninterrupted
 // run exactly once: no duplicate (shard, offset, signal), nothing missing.
+// The workers take turns compressing with zstd and with snappy, so files
+// a next owner finished hold both.
 func TestArchiveSIGKILLs(t *testing.T) {
 	if os.Getenv(envArchiveChild) != "" {
 		t.Skip("in the child")
@@ -105,7 +115,8 @@ func TestArchiveSIGKILLs(t *testing.T) {
 
 	for k := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestChildArchiveWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envArchiveChild+"="+strings.Join(addrs, ";")+","+durable+","+archive)
+		comp := []parquet.Compression{parquet.Zstd, parquet.Snappy}[k%2]
+		cmd.Env = append(os.Environ(), envArchiveChild+"="+strings.Join(addrs, ";")+","+durable+","+archive+","+comp.String())
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		cmd.Stderr = os.Stderr
@@ -145,12 +156,12 @@ func TestArchiveSIGKILLs(t *testing.T) {
 	// the stream and stops cleanly (its final checkpoints publish every
 	// file).
 	rec := newRecorder()
-	last := start(t, archivePipeline(addrs, durable, archive, rec.shared()))
+	last := start(t, archivePipeline(addrs, durable, archive, parquet.Snappy, rec.shared()))
 	stopProducer()
 	mu.Lock()
 	all := append([]reading(nil), produced...)
 	mu.Unlock()
-	p := archivePipeline(addrs, durable, archive)
+	p := archivePipeline(addrs, durable, archive, parquet.Zstd)
 	want := reference(t, p, all)
 	lastTS := all[len(all)-1].ts * int64(time.Millisecond)
 	last.waitFor(t, func() bool {
@@ -186,6 +197,32 @@ func TestArchiveSIGKILLs(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Len(t, rows, len(want))
 	t.Logf("%d readings, %d archived rows in %d files, %d kills", len(all), len(rows), countFiles(rows), kills)
+	require.Equal(t, []format.CompressionCodec{format.Snappy, format.Zstd}, archiveCodecs(t, archive))
+}
+
+// archiveCodecs returns the codecs the column chunks of the Parquet files
+// under dir are compressed with, sorted.
+func archiveCodecs(t *testing.T, dir string) []format.CompressionCodec {
+	t.Helper()
+	seen := map[format.CompressionCodec]bool{}
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*", "*.parquet"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, name := range files {
+		f, err := os.Open(name)
+		require.NoError(t, err)
+		st, err := f.Stat()
+		require.NoError(t, err)
+		pf, err := pq.OpenFile(f, st.Size())
+		require.NoError(t, err, name)
+		for _, rg := range pf.Metadata().RowGroups {
+			for _, cc := range rg.Columns {
+				seen[cc.MetaData.Codec] = true
+			}
+		}
+		require.NoError(t, f.Close())
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func countFiles(rows []archivetest.FileRow) int {
