@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
+	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -414,6 +416,18 @@ func (p Pipeline) withDefaults() Pipeline {
 	def(&c.HandoffStepTimeout, time.Minute)
 	if c.BreakerThreshold == 0 {
 		c.BreakerThreshold = 3
+	}
+	p.Sinks = slices.Clone(p.Sinks)
+	for i, s := range p.Sinks {
+		if a, ok := s.(ArchiveSink); ok {
+			if a.TargetFileSize == 0 {
+				a.TargetFileSize = parquet.DefaultTargetFileSize
+			}
+			if a.MaxFileAge == 0 {
+				a.MaxFileAge = parquet.DefaultMaxFileAge
+			}
+			p.Sinks[i] = a
+		}
 	}
 	return p
 }

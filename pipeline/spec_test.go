@@ -112,15 +112,19 @@ func TestSpecStrictKeys(t *testing.T) {
 	require.ErrorContains(t, err, "line 15: sinks[0]: give exactly one of kafka, influx and archive")
 }
 
-// TestSpecArchiveCompression: the archive sink's codec, zstd unless the
-// spec says snappy; anything else is refused with its line.
-func TestSpecArchiveCompression(t *testing.T) {
+// TestSpecArchiveSink: the archive sink's codec, zstd unless the spec
+// says snappy (anything else is refused with its line), and its file
+// size and age, the writer's defaults unless set.
+func TestSpecArchiveSink(t *testing.T) {
 	archive := func(extra string) []byte {
 		return []byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {dir: /tmp/a"+extra+"}\n", 1))
 	}
 	p, err := pipeline.Parse(archive(""))
 	require.NoError(t, err)
-	require.Equal(t, parquet.Zstd, p.Sinks[0].(pipeline.ArchiveSink).Compression)
+	require.Equal(t, pipeline.ArchiveSink{Dir: "/tmp/a", TargetFileSize: parquet.DefaultTargetFileSize, MaxFileAge: parquet.DefaultMaxFileAge, Compression: parquet.Zstd}, p.Sinks[0])
+	p, err = pipeline.Parse(archive(", target_file_size: 1MiB, max_file_age: 30s"))
+	require.NoError(t, err)
+	require.Equal(t, pipeline.ArchiveSink{Dir: "/tmp/a", TargetFileSize: 1 << 20, MaxFileAge: 30 * time.Second}, p.Sinks[0])
 	p, err = pipeline.Parse(archive(", compression: snappy"))
 	require.NoError(t, err)
 	require.Equal(t, parquet.Snappy, p.Sinks[0].(pipeline.ArchiveSink).Compression)

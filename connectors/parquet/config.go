@@ -27,10 +27,16 @@ type writerConfig struct {
 	inlineRowGroups bool
 }
 
+// The RollingWriter's defaults: WithTargetFileSize and WithMaxFileAge.
+const (
+	DefaultTargetFileSize = 128 << 20
+	DefaultMaxFileAge     = 15 * time.Minute
+)
+
 func defaultWriterConfig() writerConfig {
 	return writerConfig{
 		rowGroupRows: 16384, maxRowsPerFile: 1 << 20, zstdLevel: 3,
-		targetFileSize: 128 << 20, maxFileAge: 15 * time.Minute, partSize: 8 << 20, now: time.Now,
+		targetFileSize: DefaultTargetFileSize, maxFileAge: DefaultMaxFileAge, partSize: 8 << 20, now: time.Now,
 	}
 }
 

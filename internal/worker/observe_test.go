@@ -206,7 +206,8 @@ func stdout(t *testing.T, f func()) string {
 // TestPrintConfig: --print-config prints the effective config and spec,
 // each value with its origin (default, FILE:LINE, env NAME), secrets
 // redacted; the dead-letter topic is derived from the topic the
-// environment set (defaults come after loading).
+// environment set (defaults come after loading), and the archive sink's
+// file size and age show their defaults.
 func TestPrintConfig(t *testing.T) {
 	cfg := writeFile(t, "c.yaml", "worker_id: w1\ncoordination:\n  nats_url: nats://u:pw-secret@nats:4222\n")
 	specPath := writeFile(t, "p.yaml", `name: trades
@@ -220,6 +221,9 @@ graph:
   nodes:
     - {name: sma, type: sma, inputs: [value], params: {window: 3}}
 state: {dir: /tmp/x, memory: 128MiB}
+sinks:
+  - kafka: {topic: out}
+  - archive: {dir: /tmp/arc, max_file_age: 1m, compression: snappy}
 `)
 	t.Setenv("TFLO_SOURCE_KAFKA_TOPIC", "trades")
 	t.Setenv("TFLO_LOG_LEVEL", "")
@@ -241,6 +245,9 @@ state: {dir: /tmp/x, memory: 128MiB}
 		`(?m)^source\.kafka\.security\.sasl\.password_env = "KAFKA_PW" +# ` + regexp.QuoteMeta(specPath) + `:6$`,
 		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:10$`,
 		`(?m)^checkpoint\.interval = 10s +# default$`,
+		`(?m)^sinks\[1\]\.archive\.target_file_size = 128MiB +# default$`,
+		`(?m)^sinks\[1\]\.archive\.max_file_age = 1m0s +# ` + regexp.QuoteMeta(specPath) + `:14$`,
+		`(?m)^sinks\[1\]\.archive\.compression = snappy +# ` + regexp.QuoteMeta(specPath) + `:14$`,
 	} {
 		require.Regexp(t, re, out)
 	}

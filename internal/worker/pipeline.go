@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,6 +93,13 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 		s.Source = pipeline.SourceSpec{MQTT: src}
 	}
 	s.TimeUnit, s.Limits, s.Graph, s.State, s.Checkpoint = p.TimeUnit, p.Limits, p.Graph, p.State, p.Checkpoint
+	// The spec's sinks became p's in order; the archive's have defaults.
+	s.Sinks = slices.Clone(s.Sinks)
+	for i := range min(len(s.Sinks), len(p.Sinks)) {
+		if a, ok := p.Sinks[i].(pipeline.ArchiveSink); ok && s.Sinks[i].Archive != nil {
+			s.Sinks[i].Archive = &a
+		}
+	}
 	return s
 }
 
