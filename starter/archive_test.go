@@ -17,15 +17,16 @@ import (
 	"github.com/tflo-io/tflo/internal/archiveloc"
 )
 
-// fillArchive writes 2 shards × 40 small files and a replay of 30
-// offsets of shard 1 under a later epoch (rows held twice).
+// fillArchive writes 2 shards × 40 small files (shard 0's zstd, shard
+// 1's snappy) and a replay of 30 offsets of shard 1 under a later epoch
+// (rows held twice).
 func fillArchive(t *testing.T, a parquet.Archive) (rows int64, dups int64) {
 	ctx := context.Background()
 	row := func(off int64) parquet.Row {
 		return parquet.Row{Sensor: fmt.Sprintf("s-%d", off%7), Signal: "mean", TS: 1_700_000_000_000_000_000 + off*1e9, Value: float64(off), Offset: off}
 	}
 	for shard := range int32(2) {
-		w, err := parquet.NewWriter(a, "iot", shard, 1)
+		w, err := parquet.NewWriter(a, "iot", shard, 1, parquet.WithCompression([]parquet.Compression{parquet.Zstd, parquet.Snappy}[shard]))
 		require.NoError(t, err)
 		for off := range int64(400) {
 			require.NoError(t, w.Append(ctx, row(off)))

@@ -62,17 +62,19 @@ func TestSummarize(t *testing.T) {
 // and names every file that fails a check.
 func TestVerify(t *testing.T) {
 	ctx := context.Background()
-	t.Run("clean", func(t *testing.T) {
-		a := parquet.NewMemArchive()
-		smallFiles(t, a, 200, 25)
-		rep, err := parquet.Verify(ctx, a, "", "", 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !rep.OK() || rep.Files != 16 || rep.Rows != 2*int64(len(rowsThrough(200))) {
-			t.Fatalf("report %+v", rep)
-		}
-	})
+	for _, comp := range []parquet.Compression{parquet.Zstd, parquet.Snappy} {
+		t.Run("clean "+comp.String(), func(t *testing.T) {
+			a := parquet.NewMemArchive()
+			smallFiles(t, a, 200, 25, parquet.WithCompression(comp))
+			rep, err := parquet.Verify(ctx, a, "", "", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK() || rep.Files != 16 || rep.Rows != 2*int64(len(rowsThrough(200))) {
+				t.Fatalf("report %+v", rep)
+			}
+		})
+	}
 	t.Run("duplicates", func(t *testing.T) {
 		a := parquet.NewMemArchive()
 		smallFiles(t, a, 200, 25)
