@@ -77,7 +77,7 @@ func (a *app) archiveLs(af *archiveFlags) *cobra.Command {
 	var concurrency int
 	cmd := &cobra.Command{
 		Use:     "ls",
-		Short:   "List partitions with their files, rows, bytes, offsets and time range",
+		Short:   "List partitions with their files, rows, bytes, offsets, time range and codecs",
 		Example: "  starter archive ls --archive file:///var/tflo/archive\n  starter archive ls --archive s3://tflo-archive/prod --s3-endpoint http://minio:9000 --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			arc, loc, err := af.open(cmd.Context())
@@ -90,14 +90,18 @@ func (a *app) archiveLs(af *archiveFlags) *cobra.Command {
 			}
 			return a.emit(s, func(w io.Writer) {
 				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "PIPELINE\tSHARD\tFILES\tROWS\tBYTES\tOFFSETS\tFROM\tTO\tSTAGED\t")
+				fmt.Fprintln(tw, "PIPELINE\tSHARD\tFILES\tROWS\tBYTES\tOFFSETS\tFROM\tTO\tCODEC\tSTAGED\t")
 				for _, p := range s.Partitions {
 					offsets := "-" // no file published yet: the first is open (staged)
 					if p.Files > 0 {
 						offsets = fmt.Sprintf("%d-%d", p.FirstOffset, p.LastOffset)
 					}
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t\n", p.Pipeline, p.Shard, p.Files, p.Rows, bytesString(p.Bytes),
-						offsets, tsString(p.MinTS), tsString(p.MaxTS), p.Staged)
+					codec := "-"
+					if len(p.Codecs) > 0 {
+						codec = strings.Join(p.Codecs, "+")
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", p.Pipeline, p.Shard, p.Files, p.Rows, bytesString(p.Bytes),
+						offsets, tsString(p.MinTS), tsString(p.MaxTS), codec, p.Staged)
 				}
 				tw.Flush()
 				printf(w, "%s: %s, %s, %s, %s, %s .. %s\n", loc, counted(len(s.Partitions), "partition"), counted(s.Files, "file"), counted(s.Rows, "row"),

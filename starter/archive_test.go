@@ -59,6 +59,12 @@ func archiveCommands(t *testing.T, location string, extra ...string) {
 	require.Equal(t, 81, s.Files)
 	require.Equal(t, int64(830), s.Rows)
 	require.Equal(t, int64(1_700_000_000_000_000_000), s.MinTS)
+	require.Equal(t, []string{"zstd"}, s.Partitions[0].Codecs)
+	require.Equal(t, []string{"snappy", "zstd"}, s.Partitions[1].Codecs, "shard 1: snappy files and a zstd replay")
+	r = run(t, append([]string{"archive", "ls", "--archive", location}, extra...)...)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "CODEC")
+	require.Contains(t, r.out, " snappy+zstd ")
 
 	r = run(t, args("archive", "verify")...)
 	require.Equal(t, exitFailure, r.code, "duplicates make verify fail: %s", r.out)
@@ -90,6 +96,7 @@ func archiveCommands(t *testing.T, location string, extra ...string) {
 	r = run(t, append([]string{"archive", "ls", "--archive", location}, extra...)...)
 	require.Equal(t, exitOK, r.code, r.err)
 	require.Contains(t, r.out, "2 partitions, 2 files, 800 rows")
+	require.NotContains(t, r.out, "snappy", "compaction writes zstd")
 }
 
 func TestArchiveCommandsLocal(t *testing.T) {
@@ -174,6 +181,6 @@ func TestArchiveLsListsAShardWhoseFirstFileIsOpen(t *testing.T) {
 
 	r = run(t, "archive", "ls", "--archive", "file://"+dir)
 	require.Equal(t, exitOK, r.code, r.err)
-	require.Regexp(t, `iot\s+3\s+0\s+0\s+0 B\s+-\s+-\s+-\s+[1-9]`, r.out)
+	require.Regexp(t, `iot\s+3\s+0\s+0\s+0 B\s+-\s+-\s+-\s+-\s+[1-9]`, r.out)
 	require.Contains(t, r.out, "1 partition, 0 files, 0 rows")
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // PartitionSummary describes one shard's files in the archive.
@@ -24,6 +26,11 @@ type PartitionSummary struct {
 	// from the files' column statistics.
 	MinTS int64 `json:"min_ts"`
 	MaxTS int64 `json:"max_ts"`
+	// Codecs names the codecs the files' pages are compressed with
+	// (zstd, snappy; sorted), from their footers: a shard whose writer
+	// changed compression holds both until compaction rewrites its small
+	// files (in zstd).
+	Codecs []string `json:"codecs,omitempty"`
 	// Staged counts the shard's working objects in StagingDir: files not
 	// yet published, their row-group and tail segments, pre-commit
 	// records.
@@ -95,6 +102,7 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 	type footer struct {
 		rows       int64
 		minTS, max int64
+		codecs     []string
 		err        error
 	}
 	results := make([]footer, len(jobs))
@@ -105,8 +113,8 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			rows, lo, hi, err := fileStats(ctx, a, j.name)
-			results[i] = footer{rows, lo, hi, err}
+			rows, lo, hi, codecs, err := fileStats(ctx, a, j.name)
+			results[i] = footer{rows, lo, hi, codecs, err}
 		}()
 	}
 	wg.Wait()
@@ -118,6 +126,12 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 			continue
 		}
 		p.Rows += r.rows
+		for _, c := range r.codecs {
+			if !slices.Contains(p.Codecs, c) {
+				p.Codecs = append(p.Codecs, c)
+				slices.Sort(p.Codecs)
+			}
+		}
 		if r.rows > 0 {
 			if p.MinTS == 0 || r.minTS < p.MinTS {
 				p.MinTS = r.minTS
@@ -141,21 +155,27 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 	return s, nil
 }
 
-// fileStats reads a file's footer (checked, see readFooter): its rows and
-// the event-time range of its ts column statistics.
-func fileStats(ctx context.Context, a Archive, name string) (rows, minTS, maxTS int64, err error) {
+// fileStats reads a file's footer (checked, see readFooter): its rows,
+// the event-time range of its ts column statistics, and the codecs of
+// its column chunks (codecName).
+func fileStats(ctx context.Context, a Archive, name string) (rows, minTS, maxTS int64, codecs []string, err error) {
 	obj, err := a.Open(ctx, name)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("archive file %s: %w", name, err)
+		return 0, 0, 0, nil, fmt.Errorf("archive file %s: %w", name, err)
 	}
 	defer obj.Close()
 	f, err := openFile(&window{Object: obj})
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("archive file %s: %w", name, err)
+		return 0, 0, 0, nil, fmt.Errorf("archive file %s: %w", name, err)
 	}
 	ts := slices.IndexFunc(Schema().Columns(), func(path []string) bool { return len(path) == 1 && path[0] == "ts" })
 	first := true
 	for _, rg := range f.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			if n := codecName(c.MetaData.Codec); !slices.Contains(codecs, n) {
+				codecs = append(codecs, n)
+			}
+		}
 		if rg.NumRows == 0 || ts < 0 || ts >= len(rg.Columns) {
 			continue
 		}
@@ -173,7 +193,19 @@ func fileStats(ctx context.Context, a Archive, name string) (rows, minTS, maxTS 
 		}
 		first = false
 	}
-	return f.NumRows(), minTS, maxTS, nil
+	return f.NumRows(), minTS, maxTS, codecs, nil
+}
+
+// codecName is a column chunk codec's name: Compression's for the codecs
+// the archive writes, Parquet's (lower case) for any other.
+func codecName(c format.CompressionCodec) string {
+	switch c {
+	case format.Zstd:
+		return Zstd.String()
+	case format.Snappy:
+		return Snappy.String()
+	}
+	return strings.ToLower(c.String())
 }
 
 // VerifyReport is what Verify found.
@@ -329,6 +361,6 @@ func verifyShard(ctx context.Context, a Archive, expected string, files []FileIn
 }
 
 func footerRows(ctx context.Context, a Archive, name string) (int64, error) {
-	n, _, _, err := fileStats(ctx, a, name)
+	n, _, _, _, err := fileStats(ctx, a, name)
 	return n, err
 }

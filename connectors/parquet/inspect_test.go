@@ -3,6 +3,7 @@ package parquet_test
 import (
 	"context"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -153,4 +154,38 @@ func readObject(t testing.TB, a parquet.Archive, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Summarize names each shard's codecs from the files' footers: one
+// codec, or both where the writer's compression changed.
+func TestSummarizeCodecs(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	smallFiles(t, a, 40, 10) // shards 0 and 1, zstd
+	for _, shard := range []int32{1, 2} {
+		w, err := parquet.NewWriter(a, "iot", shard, 2, parquet.WithCompression(parquet.Snappy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(40); off < 60; off++ {
+			if err := w.Append(ctx, rowsAt(off)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := parquet.Summarize(ctx, a, "", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32][]string{}
+	for _, p := range s.Partitions {
+		got[p.Shard] = p.Codecs
+	}
+	want := map[int32][]string{0: {"zstd"}, 1: {"snappy", "zstd"}, 2: {"snappy"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("codecs by shard %v, want %v", got, want)
+	}
 }
