@@ -34,13 +34,20 @@ import (
 // x-noarchive-paired is the median of the rounds' ratios of wall time per
 // signal (throughput-ratio, its inverse: target ≥ 0.95) and
 // x-cpu-noarchive-paired of CPU time (this process: influxd's is not
-// counted); checkpoints counts the shard checkpoints the last
-// archive-on run completed while timed. BenchmarkSMASpecArchive is the harsher proxy: a job whose
-// only other sink is Kafka, so the archive's share is the largest.
+// counted); throughput-ratio-worst is the round that favoured the
+// archive least. checkpoints counts the shard checkpoints the last
+// archive-on run completed while timed. BenchmarkSMASpecArchive is the
+// harsher proxy: a job whose only other sink is Kafka, so the archive's
+// share is the largest.
+//
+// InfluxDB sets the pace (this process uses about 0.6 of a core), and its
+// pace drifts by up to 15% from one run to the next while the archive's
+// own CPU is about 5% of this process's: hence seven rounds, and the
+// median.
 //
 //	go test -run '^$' -bench CentralArchive -benchtime 300000x ./pipeline/
 func BenchmarkCentralArchive(b *testing.B) {
-	const pairedRounds = 5
+	const pairedRounds = 7
 	b.StopTimer() // runWorkerUntil times each run
 	srv := influxtest.Start(b)
 	srv.CreateDatabase(b, "iot_portal")
@@ -64,6 +71,7 @@ func BenchmarkCentralArchive(b *testing.B) {
 	b.ReportMetric(wall[len(wall)/2], "x-noarchive-paired")
 	b.ReportMetric(cpu[len(cpu)/2], "x-cpu-noarchive-paired")
 	b.ReportMetric(1/wall[len(wall)/2], "throughput-ratio")
+	b.ReportMetric(1/wall[len(wall)-1], "throughput-ratio-worst")
 	b.ReportMetric(float64(want)/float64(b.N), "points/op")
 	b.ReportMetric(float64(len(ds)), "checkpoints")
 }
