@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -113,6 +115,40 @@ func TestDeadLetterLostWithTheConnection(t *testing.T) {
 	assert.GreaterOrEqual(t, s.Stats().Connects, uint64(2))
 	require.NoError(t, r.stop(t))
 	assert.Equal(t, 1, strings.Count(logs.String(), `msg="mqtt dead letter lost with the connection"`), logs.String())
+}
+
+// TestDeadLetterOnAConnectionNotYetStored: a session's redelivery arrives
+// with the reconnect's CONNACK, before autopaho stores the new
+// connection, so a dead letter's publish can find autopaho's connection
+// down while the connection that delivered the message is open. The
+// publish then waits for that connection and publishes on it: the dead
+// letter is not lost (a CI failure of TestDeadLetterLostWithTheConnection
+// at 36aa470: its redelivered message was lost a second time). The
+// hook makes the first publish meet a down connection.
+func TestDeadLetterOnAConnectionNotYetStored(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	dl := collectDeadLetters(t, b, "dlq/early")
+	var downs atomic.Int32
+	testHookFirstPublish = func(publish func() error) error {
+		if downs.Add(1) == 1 {
+			return autopaho.ConnectionDownError
+		}
+		return publish()
+	}
+	t.Cleanup(func() { testHookFirstPublish = nil })
+	var logs lockedBuffer
+	s := newTestSource(t, b, "edge-dlq-early", WithDeadLetterTopic("dlq/early"), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var rec recorder
+	r := runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), false, 1))
+	require.Eventually(t, func() bool { return dl.len() == 1 }, waitFor, time.Millisecond, "the dead letter is published once the connection is up: %s", &logs)
+	assert.Equal(t, "not json", dl.payload(0))
+	require.Eventually(t, func() bool { return s.Stats().DeadLettered == 1 }, waitFor, time.Millisecond, "the publish returned: %s", &logs)
+	assert.Equal(t, int32(1), downs.Load(), "one publish met the down connection")
+	require.NoError(t, r.stop(t))
+	assert.Equal(t, uint64(1), s.Stats().Connects, "no reconnect was needed")
+	assert.NotContains(t, logs.String(), "dead letter lost", logs.String())
 }
 
 // TestDeadLetterBeforeRunStoresTheConnection: the connection delivers

@@ -70,6 +70,10 @@ type Source struct {
 // letter waits for Run to store it.
 var testHookConnMade, testHookWaitConn func()
 
+// testHookFirstPublish, when set, runs a dead letter's first publish
+// (publish) and may return an error instead of running it (tests).
+var testHookFirstPublish func(publish func() error) error
+
 // NewSource validates the options and returns a Source; nothing connects
 // until Run.
 func NewSource(opts ...Option) (*Source, error) {
@@ -477,6 +481,7 @@ func (s *Source) sendDeadLetter(ctx context.Context, cli *paho.Client, p *paho.P
 	if p.Properties != nil {
 		d.Props = p.Properties.User
 	}
+	ctx = context.WithValue(ctx, deliveringConn{}, cli)
 	var err error
 	if f := s.cfg.deadLetters; f != nil {
 		err = f(ctx, d)
@@ -526,7 +531,28 @@ func (s *Source) publishDeadLetter(ctx context.Context, topic string, d DeadLett
 	props.User.Add(PropReason, d.Cause.Error())
 	props.User.Add(PropSourceTopic, d.Topic)
 	props.User.Add(PropPacketID, strconv.Itoa(int(d.PacketID)))
-	_, err := cm.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: d.Payload, Properties: props})
+	pub := &paho.Publish{Topic: topic, QoS: 1, Payload: d.Payload, Properties: props}
+	publish := func() error {
+		_, err := cm.Publish(ctx, pub)
+		return err
+	}
+	var err error
+	if testHookFirstPublish != nil {
+		err = testHookFirstPublish(publish)
+	} else {
+		err = publish()
+	}
+	if errors.Is(err, autopaho.ConnectionDownError) && deliveredOnLiveConn(ctx) {
+		// The message came on a connection autopaho has not marked up
+		// yet: a session's redelivery arrives with the CONNACK, before
+		// autopaho stores the new connection. It does so without waiting
+		// for this handler, so wait for it (bounded) and publish again.
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.connectTimeout)
+		if cm.AwaitConnection(wctx) == nil {
+			err = publish()
+		}
+		cancel()
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -548,6 +574,26 @@ func (s *Source) publishDeadLetter(ctx context.Context, topic string, d DeadLett
 // or autopaho's "connection down".
 func lostConnection(err error) bool {
 	return errors.Is(err, paho.ErrConnectionLost) || errors.Is(err, session.ErrNoConnection) || errors.Is(err, autopaho.ConnectionDownError)
+}
+
+// deliveringConn is the context key of the connection that delivered the
+// message being dead-lettered (sendDeadLetter sets it; a WithDeadLetters
+// function passes its context on to DeadLetterSink.Write).
+type deliveringConn struct{}
+
+// deliveredOnLiveConn reports whether ctx names the connection that
+// delivered the message and that connection is still open.
+func deliveredOnLiveConn(ctx context.Context) bool {
+	cli, _ := ctx.Value(deliveringConn{}).(*paho.Client)
+	if cli == nil {
+		return false
+	}
+	select {
+	case <-cli.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 // errNoAck: the message was not handled because the connection went
