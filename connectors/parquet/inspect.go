@@ -199,11 +199,10 @@ func fileStats(ctx context.Context, a Archive, name string) (rows, minTS, maxTS 
 // codecName is a column chunk codec's name: Compression's for the codecs
 // the archive writes, Parquet's (lower case) for any other.
 func codecName(c format.CompressionCodec) string {
-	switch c {
-	case format.Zstd:
-		return Zstd.String()
-	case format.Snappy:
-		return Snappy.String()
+	for _, comp := range []Compression{Zstd, Snappy} {
+		if comp.codec() == c {
+			return comp.String()
+		}
 	}
 	return strings.ToLower(c.String())
 }
