@@ -112,8 +112,20 @@ func slowSignalFields(b []byte, names []string, vals [][]byte) ([]byte, int64, e
 	return []byte(sig.Key), sig.TS, nil
 }
 
-// envelopeFields are the envelope's field names, in scanSignal's order.
+// envelopeFields are the envelope's field names, in scanSignal's order
+// (the field* indexes).
 var envelopeFields = []string{"v", "compat", "key", "ts", "mode", "payload", "source", "epoch"}
+
+const (
+	fieldV = iota
+	fieldCompat
+	fieldKey
+	fieldTS
+	fieldMode
+	fieldPayload
+	fieldSource
+	fieldEpoch
+)
 
 // scanSignal is DecodeSignalFields' fast path (internal/jsonscan): false
 // for anything but a valid envelope of the common shape (each field once
@@ -123,45 +135,30 @@ func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, 
 	clear(vals)
 	var v, compat int64
 	end := jsonscan.Fields(b, jsonscan.WS(b, 0), envelopeFields, func(k, i int) int {
-		switch envelopeFields[k] {
-		case "v", "compat", "ts":
-			n, _, j := jsonscan.IntAt(b, i)
-			switch k {
-			case 0:
-				v = n
-			case 1:
-				compat = n
-			default:
-				ts = n
-			}
-			return j
-		case "key":
-			s, j := jsonscan.StringAt(b, i)
-			key = s
-			return j
-		case "mode": // any JSON value
-			return jsonscan.SkipValue(b, i)
-		case "payload":
+		var j int
+		switch k {
+		case fieldV:
+			v, _, j = jsonscan.IntAt(b, i)
+		case fieldCompat:
+			compat, _, j = jsonscan.IntAt(b, i)
+		case fieldTS:
+			ts, _, j = jsonscan.IntAt(b, i)
+		case fieldKey:
+			key, j = jsonscan.StringAt(b, i)
+		case fieldMode: // any JSON value
+			j = jsonscan.SkipValue(b, i)
+		case fieldPayload:
 			if jsonscan.Null(b, i) {
 				return i + 4
 			}
-			return jsonscan.Members(b, i, names, vals)
-		case "source":
+			j = jsonscan.Members(b, i, names, vals)
+		case fieldSource:
 			if jsonscan.Null(b, i) {
 				return i + 4
 			}
-			return scanSource(b, i)
-		}
-		// epoch, a uint64
-		if jsonscan.Null(b, i) {
-			return i + 4
-		}
-		j := jsonscan.Number(b, i)
-		if j < 0 || b[i] == '-' {
-			return -1
-		}
-		if _, err := strconv.ParseUint(string(b[i:j]), 10, 64); err != nil {
-			return -1
+			j = scanSource(b, i)
+		case fieldEpoch: // a uint64
+			j = scanEpoch(b, i)
 		}
 		return j
 	})
@@ -193,4 +190,20 @@ func scanSource(b []byte, i int) int {
 		}
 		return j
 	})
+}
+
+// scanEpoch reads the envelope's epoch (null or a uint64) at b[i] and
+// returns the index after it, or -1.
+func scanEpoch(b []byte, i int) int {
+	if jsonscan.Null(b, i) {
+		return i + 4
+	}
+	j := jsonscan.Number(b, i)
+	if j < 0 || b[i] == '-' {
+		return -1
+	}
+	if _, err := strconv.ParseUint(string(b[i:j]), 10, 64); err != nil {
+		return -1
+	}
+	return j
 }
