@@ -135,32 +135,37 @@ func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, 
 	clear(vals)
 	var v, compat int64
 	end := jsonscan.Fields(b, jsonscan.WS(b, 0), envelopeFields, func(k, i int) int {
-		var j int
 		switch k {
 		case fieldV:
-			v, _, j = jsonscan.IntAt(b, i)
+			n, _, j := jsonscan.IntAt(b, i)
+			v = n
+			return j
 		case fieldCompat:
-			compat, _, j = jsonscan.IntAt(b, i)
+			n, _, j := jsonscan.IntAt(b, i)
+			compat = n
+			return j
 		case fieldTS:
-			ts, _, j = jsonscan.IntAt(b, i)
+			n, _, j := jsonscan.IntAt(b, i)
+			ts = n
+			return j
 		case fieldKey:
-			key, j = jsonscan.StringAt(b, i)
+			s, j := jsonscan.StringAt(b, i)
+			key = s
+			return j
 		case fieldMode: // any JSON value
-			j = jsonscan.SkipValue(b, i)
+			return jsonscan.SkipValue(b, i)
 		case fieldPayload:
 			if jsonscan.Null(b, i) {
 				return i + 4
 			}
-			j = jsonscan.Members(b, i, names, vals)
+			return jsonscan.Members(b, i, names, vals)
 		case fieldSource:
 			if jsonscan.Null(b, i) {
 				return i + 4
 			}
-			j = scanSource(b, i)
-		case fieldEpoch: // a uint64
-			j = scanEpoch(b, i)
+			return scanSource(b, i)
 		}
-		return j
+		return scanEpoch(b, i) // fieldEpoch
 	})
 	if end < 0 || jsonscan.WS(b, end) != len(b) || int64(int(v)) != v || int64(int(compat)) != compat { // v and compat are ints
 		return nil, 0, false
