@@ -2,6 +2,8 @@ package influx
 
 import (
 	"context"
+	"slices"
+	"sync"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -30,7 +32,13 @@ func NewOutputSink(s *Sink, modes streaming.ModeNames) *OutputSink {
 
 // OutputPoint is the point of one output (the mapping OutputSink writes).
 func OutputPoint(o streaming.Output, modes streaming.ModeNames) Point {
-	p := Point{Measurement: o.Name, Sensor: o.Key, TS: o.TS, Fields: []Field{{Key: "value", Value: streaming.Float(o.Value)}}}
+	return outputPoint(o, modes, make([]Field, 1))
+}
+
+// outputPoint is OutputPoint with its one field in field[0].
+func outputPoint(o streaming.Output, modes streaming.ModeNames, field []Field) Point {
+	field[0] = Field{Key: "value", Value: streaming.Float(o.Value)}
+	p := Point{Measurement: o.Name, Sensor: o.Key, TS: o.TS, Fields: field[:1:1]}
 	if modes != nil {
 		if name, ok := modes(o.Name, o.Mode); ok {
 			p.Mode = name
@@ -39,16 +47,31 @@ func OutputPoint(o streaming.Output, modes streaming.ModeNames) Point {
 	return p
 }
 
+// outputScratch holds one Write's points and their fields: Sink.Write
+// keeps neither, so they are reused (a point and a field slice an output
+// were most of what the central worker allocated).
+type outputScratch struct {
+	pts    []Point
+	fields []Field
+}
+
+var outputScratches = sync.Pool{New: func() any { return new(outputScratch) }}
+
 // Write implements streaming.Sink.
 func (k *OutputSink) Write(ctx context.Context, outs []streaming.Output) error {
 	if len(outs) == 0 {
 		return nil
 	}
-	pts := make([]Point, len(outs))
+	sc := outputScratches.Get().(*outputScratch)
+	defer outputScratches.Put(sc)
+	sc.pts = slices.Grow(sc.pts[:0], len(outs))[:len(outs)]
+	sc.fields = slices.Grow(sc.fields[:0], len(outs))[:len(outs)]
 	for i, o := range outs {
-		pts[i] = OutputPoint(o, k.modes)
+		sc.pts[i] = outputPoint(o, k.modes, sc.fields[i:])
 	}
-	return k.s.Write(ctx, pts...)
+	err := k.s.Write(ctx, sc.pts...)
+	clear(sc.pts) // the pool does not keep the outputs' strings alive
+	return err
 }
 
 // Flush implements streaming.Sink: every point written before the call is

@@ -68,8 +68,14 @@ type Sink struct {
 	cancel  context.CancelFunc
 }
 
-// lineBufs are Write's buffers for the lines of one call.
-var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
+// lineBufs are Write's buffers for the lines of one call and where each
+// ends.
+var lineBufs = sync.Pool{New: func() any { return new(lineBuf) }}
+
+type lineBuf struct {
+	buf  []byte
+	ends []int
+}
 
 type batch struct {
 	seq    uint64
@@ -162,11 +168,10 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 // (wrong credentials) Write returns it.
 func (s *Sink) Write(ctx context.Context, points ...Point) error {
 	// Encode outside the lock; one line per point.
-	bp := lineBufs.Get().(*[]byte)
-	defer lineBufs.Put(bp)
-	buf := (*bp)[:0]
-	defer func() { *bp = buf[:0] }()
-	ends := make([]int, 0, len(points))
+	lb := lineBufs.Get().(*lineBuf)
+	defer lineBufs.Put(lb)
+	buf, ends := lb.buf[:0], lb.ends[:0]
+	defer func() { lb.buf, lb.ends = buf[:0], ends[:0] }()
 	for _, p := range points {
 		var err error
 		if buf, err = AppendLine(buf, p); err != nil {
