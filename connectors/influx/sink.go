@@ -169,9 +169,11 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 func (s *Sink) Write(ctx context.Context, points ...Point) error {
 	// Encode outside the lock; one line per point.
 	lb := lineBufs.Get().(*lineBuf)
-	defer lineBufs.Put(lb)
 	buf, ends := lb.buf[:0], lb.ends[:0]
-	defer func() { lb.buf, lb.ends = buf[:0], ends[:0] }()
+	defer func() {
+		lb.buf, lb.ends = buf[:0], ends[:0]
+		lineBufs.Put(lb)
+	}()
 	for _, p := range points {
 		var err error
 		if buf, err = AppendLine(buf, p); err != nil {

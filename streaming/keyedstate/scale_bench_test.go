@@ -14,7 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
@@ -236,8 +235,7 @@ func procStatus() map[string]float64 {
 	return out
 }
 
-// writtenBytes is what the process has written to storage so far
-// (write_bytes of /proc/self/io).
+// rusage is the process's resource usage so far (getrusage).
 func rusage() syscall.Rusage {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -252,9 +250,11 @@ func reportFaults(b *testing.B, ru0 syscall.Rusage) {
 	n := float64(b.N)
 	b.ReportMetric(float64(ru.Minflt-ru0.Minflt)/n, "minor-faults/op")
 	b.ReportMetric(float64(ru.Majflt-ru0.Majflt)/n, "major-faults/op")
-	b.ReportMetric(float64(time.Duration(ru.Stime.Nano()-ru0.Stime.Nano()))/n, "sys-cpu-ns/op")
+	b.ReportMetric(float64(ru.Stime.Nano()-ru0.Stime.Nano())/n, "sys-cpu-ns/op")
 }
 
+// writtenBytes is what the process has written to storage so far
+// (write_bytes of /proc/self/io).
 func writtenBytes() int64 {
 	b, err := os.ReadFile("/proc/self/io")
 	if err != nil {
