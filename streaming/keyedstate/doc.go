@@ -62,7 +62,8 @@
 // its reference bit, so a key seen once leaves before the keys in use.
 // A full cache admits a key only if it was used more often lately than
 // the key the sweep would evict (TinyLFU: a count-min sketch of byte
-// counters, halved every ten uses per key the cache holds); otherwise the
+// counters, halved every 10 to 160 uses per key the cache holds, the
+// period adapted to the hit ratio: see admit.go); otherwise the
 // cached key stays, the record is applied on a spare instance and the
 // state goes straight to the write-behind buffer. Under skewed keys the
 // long tail then no longer pushes warm keys out (Stats.NotAdmitted).

@@ -3,6 +3,7 @@ package keyedstate_test
 import (
 	"container/heap"
 	"context"
+	"math"
 	"math/rand"
 	"testing"
 
@@ -19,10 +20,10 @@ import (
 // perfect-history LFU, the best any policy that learns from the past can
 // do without knowing the future), and more often than LRU. The runtime's
 // CLOCK with TinyLFU admission does, within 2 points: here it is about
-// 1 point under, as its sketch halves its counts every ten uses per
-// cached key (it forgets, so that it follows keys whose popularity
-// changes; the perfect LFU never forgets, which pays only on a stream
-// that never changes). Over 10M keys and 176k cached, as BenchmarkPerEvent
+// 1 point under, as its sketch halves its counts every sample period
+// (it forgets, so that it follows keys whose popularity changes; the
+// perfect LFU never forgets, which pays only on a stream that never
+// changes). Over 10M keys and 176k cached, as BenchmarkPerEvent
 // runs it, a simulation of both gives the same 0.8360 in the first 400k
 // events after the warm-up (no halving yet), against 0.8845 for the
 // 176k most frequent keys: what both miss, the keys not seen often
@@ -146,4 +147,59 @@ func lruHits(seq []uint64, warm, capacity int) float64 {
 		in[k] = n
 	}
 	return float64(hits) / float64(len(seq)-warm)
+}
+
+// TestZipfSteadyHitRatioNearTheHottestKeys: long after the warm-up, the
+// cache holds nearly the hottest keys of a stationary skewed stream: it
+// hits within 2 points of their share of the records. With the sample
+// period fixed at TinyLFU's ten uses per cached key it hit 2.6 points
+// under (0.747 against 0.773 here): the keys at the admission boundary
+// were used less than once a period, so their counts could not tell them
+// from the tail; the period that adapts to the hit ratio (admit.go)
+// lengthens and hits 1.3 points under (0.760, in a simulation of the
+// policy; six seeds varied by 0.0005).
+func TestZipfSteadyHitRatioNearTheHottestKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("800k records")
+	}
+	const keys, warm, events = 200_000, 400_000, 400_000
+	g := smaGraph(t)
+	rt, err := keyedstate.New[uint64](g, keyedstate.Uint64Keys{}, openDB(t), small(2000)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	capacity := rt.Capacity()
+
+	rng := rand.New(rand.NewSource(7))
+	z := rand.NewZipf(rng, 1.1, 1, keys-1)
+	ctx := context.Background()
+	var before keyedstate.Stats
+	for i := range warm + events {
+		if i == warm {
+			before = rt.Stats()
+		}
+		_, err := rt.Apply(z.Uint64(), int64(i), "seq", nil, streaming.Float(float64(i)))
+		require.NoError(t, err)
+		if i%10_000 == 9_999 { // checkpoints keep the changed keys' bookkeeping small
+			c, err := rt.Cut(ctx)
+			require.NoError(t, err)
+			require.NoError(t, c.Pieces(ctx, func([]byte) error { return nil }))
+			c.Release(true)
+		}
+	}
+	after := rt.Stats()
+	got := float64(after.Hits-before.Hits) / float64(events)
+	// The share of the records of the capacity hottest keys: key k is
+	// drawn with a probability proportional to (k+1)^−1.1.
+	var all, hottest float64
+	for k := range keys {
+		p := math.Pow(float64(k+1), -1.1)
+		all += p
+		if k < capacity {
+			hottest += p
+		}
+	}
+	t.Logf("hit ratio over records %d–%d, %d keys cached of %d: %.4f; the %d hottest keys take %.4f; sample period %.1f uses per cached key",
+		warm, warm+events, capacity, keys, got, capacity, hottest/all, after.SamplePeriod)
+	require.Greater(t, after.SamplePeriod, 10.0, "the sample period lengthened")
+	require.GreaterOrEqual(t, got, hottest/all-0.02, "the cache does not hold the hottest keys")
 }

@@ -91,6 +91,7 @@ type Stats struct {
 	EntryBytes    int           // memory one cached key is counted at
 	Hits, Misses  uint64        // cache lookups
 	NotAdmitted   uint64        // misses a full cache did not take in: the key was used less lately than the coldest cached one
+	SamplePeriod  float64       // uses per cached key between two halvings of the admission's counts (adapts; 0: no admission sketch)
 	Evictions     uint64        // keys evicted from the cache
 	Flushes       uint64        // write-behind batches handed to the flusher
 	FlushWaits    uint64        // times the hot path waited for the flusher
@@ -374,6 +375,9 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 	if ok {
 		e.ref = true
 		r.stats.Hits++
+		if r.sketch != nil {
+			r.sketch.hit()
+		}
 	} else {
 		var err error
 		if e, err = r.load(key, h); err != nil {
@@ -926,6 +930,9 @@ func (r *Runtime[K]) Stats() Stats {
 	s.BadgerBytes = r.dbBytes
 	s.CacheBytes = int64(len(r.ring)) * int64(r.entrySz)
 	s.SketchBytes = r.sketchBytes()
+	if r.sketch != nil {
+		s.SamplePeriod = r.sketch.period
+	}
 	s.ChangedBytes = r.changedBytes()
 	return s
 }
