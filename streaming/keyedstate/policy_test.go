@@ -44,20 +44,12 @@ func TestZipfHitRatioIsAPerfectLFUs(t *testing.T) {
 	for i := range seq {
 		seq[i] = z.Uint64()
 	}
-	ctx := context.Background()
 	var before keyedstate.Stats
 	for i, k := range seq {
 		if i == warm {
 			before = rt.Stats()
 		}
-		_, err := rt.Apply(k, int64(i), "seq", nil, streaming.Float(float64(i)))
-		require.NoError(t, err)
-		if i%10_000 == 9_999 { // checkpoints keep the changed keys' bookkeeping small
-			c, err := rt.Cut(ctx)
-			require.NoError(t, err)
-			require.NoError(t, c.Pieces(ctx, func([]byte) error { return nil }))
-			c.Release(true)
-		}
+		applyWithCuts(t, rt, i, k)
 	}
 	after := rt.Stats()
 	// The changed keys' bookkeeping takes a little of the cache; the
@@ -171,20 +163,12 @@ func TestZipfSteadyHitRatioNearTheHottestKeys(t *testing.T) {
 
 	rng := rand.New(rand.NewSource(7))
 	z := rand.NewZipf(rng, 1.1, 1, keys-1)
-	ctx := context.Background()
 	var before keyedstate.Stats
 	for i := range warm + events {
 		if i == warm {
 			before = rt.Stats()
 		}
-		_, err := rt.Apply(z.Uint64(), int64(i), "seq", nil, streaming.Float(float64(i)))
-		require.NoError(t, err)
-		if i%10_000 == 9_999 { // checkpoints keep the changed keys' bookkeeping small
-			c, err := rt.Cut(ctx)
-			require.NoError(t, err)
-			require.NoError(t, c.Pieces(ctx, func([]byte) error { return nil }))
-			c.Release(true)
-		}
+		applyWithCuts(t, rt, i, z.Uint64())
 	}
 	after := rt.Stats()
 	got := float64(after.Hits-before.Hits) / float64(events)
@@ -202,4 +186,19 @@ func TestZipfSteadyHitRatioNearTheHottestKeys(t *testing.T) {
 		warm, warm+events, capacity, keys, got, capacity, hottest/all, after.SamplePeriod)
 	require.Greater(t, after.SamplePeriod, 10.0, "the sample period lengthened")
 	require.GreaterOrEqual(t, got, hottest/all-0.02, "the cache does not hold the hottest keys")
+}
+
+// applyWithCuts applies record i, of key k, and saves a cut every 10,000
+// records: checkpoints keep the changed keys' bookkeeping small.
+func applyWithCuts(t *testing.T, rt *keyedstate.Runtime[uint64], i int, k uint64) {
+	t.Helper()
+	_, err := rt.Apply(k, int64(i), "seq", nil, streaming.Float(float64(i)))
+	require.NoError(t, err)
+	if i%10_000 == 9_999 {
+		ctx := context.Background()
+		c, err := rt.Cut(ctx)
+		require.NoError(t, err)
+		require.NoError(t, c.Pieces(ctx, func([]byte) error { return nil }))
+		c.Release(true)
+	}
 }
