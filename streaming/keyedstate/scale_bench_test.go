@@ -55,7 +55,7 @@ import (
 // millions of states written behind fill the tree's upper levels (Badger
 // searches every level for a key, and seeks in each whose Bloom filter
 // says yes). The benchmark measures the steady state: the warm-up of
-// zipfWarmPeriods events per cached key. Measured right after the
+// zipfWarmPerKey events per cached key. Measured right after the
 // restore (a warm-up of three events per cached key), the same code gave
 // 3.7×, and the hit ratio had not settled (0.847 against 0.876). A
 // second cache tier keeping states written behind as bytes (half the
@@ -141,9 +141,10 @@ func keySequence(n int, dist string) []uint32 {
 // proportional to (k+1)^−1.1.
 func zipfKeys(rng *rand.Rand, n int) *rand.Zipf { return rand.NewZipf(rng, 1.1, 1, uint64(n-1)) }
 
-// zipfWarmPeriods: BenchmarkPerEvent warms the cache for Zipf keys with
-// this many events per key it holds.
-const zipfWarmPeriods = 100
+// zipfWarmPerKey: BenchmarkPerEvent warms the cache for Zipf keys with
+// this many events per key it holds (about five of the admission's sample
+// periods, as they lengthen).
+const zipfWarmPerKey = 100
 
 // seqPos continues each key sequence across the calls testing makes with
 // growing b.N, so no call replays keys a previous one just cached.
@@ -390,7 +391,7 @@ func BenchmarkPerEvent(b *testing.B) {
 		warm := min(3*rt.Capacity(), seqLen)
 		next := func(i int) uint64 { return uint64(seq[i]) }
 		if dist != "uniform" {
-			warm = zipfWarmPeriods * rt.Capacity()
+			warm = zipfWarmPerKey * rt.Capacity()
 			z := zipfKeys(rand.New(rand.NewSource(8)), n)
 			next = func(int) uint64 { return z.Uint64() }
 		}
