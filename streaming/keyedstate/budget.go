@@ -25,7 +25,11 @@ const pooledBuilders = 8
 // small states that are overwritten all the time: the states go to the
 // value log and the LSM tree holds only keys and pointers, so compactions
 // rewrite a fraction of the bytes (the runtime collects the value log's
-// garbage as it writes); level 0 compacted into the base level ten tables
+// garbage as it writes: keeping the states of BenchmarkPerEvent, ~100
+// bytes, in the tree instead doubled its time per event under uniform
+// keys at 10M keys, 42 µs against 20.5 µs, writing 2,427 bytes to disk
+// per event against 476, though a read no longer goes to the value
+// log); level 0 compacted into the base level ten tables
 // at a time, not five (under keys spread evenly every level-0 table
 // overlaps the whole base level, so each such compaction rewrites it: at
 // 10M keys this cut the runtime's CPU per event by a fifth, for a few

@@ -31,6 +31,9 @@ import (
 //	TFLO_KEYEDSTATE_KEYS=10000000 go test -run '^$' -bench 'PerEvent$' -benchtime 4000000x -timeout 60m ./streaming/keyedstate/
 //	TFLO_KEYEDSTATE_KEYS=10000000 go test -run '^$' -bench 'CutCost' -benchtime 2s -timeout 60m ./streaming/keyedstate/
 //
+// -bench 'PerEvent$/uniform' (or /zipf1.1) builds, warms and measures one
+// key distribution only.
+//
 // Run the two apart: an op of the first is one event, of the second a cut
 // of 10,000 changed keys (with its untimed updates), so a count of events
 // as -benchtime would be hours of cuts, for the baseline cut too.
@@ -337,17 +340,27 @@ func reportMemory(b *testing.B, budget int64) {
 
 // scaleRuntime opens a runtime over an on-disk Badger, both sized from
 // budget, and restores n keys into it (written to Badger, nothing
-// cached). close closes both and removes the DB.
+// cached). close closes both and removes the DB; b's cleanup calls it
+// too.
 func scaleRuntime(b *testing.B, n int, budget int64) (rt *keyedstate.Runtime[uint64], close func()) {
 	b.Helper()
+	rt, close = openScaleRuntime(b, n, budget)
+	b.Cleanup(close)
+	return rt, close
+}
+
+// openScaleRuntime is scaleRuntime for a caller that closes it itself
+// (close may be called more than once).
+func openScaleRuntime(tb testing.TB, n int, budget int64) (rt *keyedstate.Runtime[uint64], close func()) {
+	tb.Helper()
 	dir, err := os.MkdirTemp("", "keyedstate-bench-")
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	opts := keyedstate.BadgerOptions(dir, budget).WithLogger(nil)
 	db, err := badger.Open(opts)
-	require.NoError(b, err)
-	rt, err = keyedstate.New[uint64](smaGraph(b), keyedstate.Uint64Keys{}, db, keyedstate.WithMemoryBudget(budget))
-	require.NoError(b, err)
-	require.NoError(b, rt.Restore(context.Background(), "seq", nil, keyedstate.PiecesSeq(1<<20, n, scaleKey, startState(b))))
+	require.NoError(tb, err)
+	rt, err = keyedstate.New[uint64](smaGraph(tb), keyedstate.Uint64Keys{}, db, keyedstate.WithMemoryBudget(budget))
+	require.NoError(tb, err)
+	require.NoError(tb, rt.Restore(context.Background(), "seq", nil, keyedstate.PiecesSeq(1<<20, n, scaleKey, startState(tb))))
 	var once sync.Once
 	held, heldDB := rt, db
 	close = func() {
@@ -355,10 +368,9 @@ func scaleRuntime(b *testing.B, n int, budget int64) (rt *keyedstate.Runtime[uin
 			_ = held.Close()
 			_ = heldDB.Close()
 			_ = os.RemoveAll(dir)
-			held, heldDB = nil, nil // the Cleanup keeps this closure, not the runtime
+			held, heldDB = nil, nil // a Cleanup keeps this closure, not the runtime
 		})
 	}
-	b.Cleanup(close)
 	return rt, close
 }
 
@@ -378,33 +390,20 @@ func BenchmarkPerEvent(b *testing.B) {
 	// Each distribution runs on its own freshly restored runtime and DB,
 	// closed before the next starts: neither pays for the other's
 	// background compactions. (-count repeats the sub-benchmark on it.)
+	// The runtime is built in the sub-benchmark's first call, so that
+	// -bench 'PerEvent$/uniform' builds and warms only that one.
 	for _, dist := range []string{"uniform", "zipf1.1"} {
-		seq := keySequence(n, dist)
-		rt, closeRuntime := scaleRuntime(b, n, budget)
-		// Warm the cache, untimed, to its steady state: under uniform
-		// keys three times its capacity in events (its hit ratio is its
-		// share of the keys whatever it learnt); under Zipf keys a
-		// hundred times, about five sample periods of the admission
-		// (whose counts learn which keys are hot), drawn afresh rather
-		// than from the ring of measured keys, so that no measured key
-		// is one the warm-up just used.
-		warm := min(3*rt.Capacity(), seqLen)
-		next := func(i int) uint64 { return uint64(seq[i]) }
-		if dist != "uniform" {
-			warm = zipfWarmPerKey * rt.Capacity()
-			z := zipfKeys(rand.New(rand.NewSource(8)), n)
-			next = func(int) uint64 { return z.Uint64() }
-		}
-		for i := range warm {
-			if _, err := rt.Apply(next(i), int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
-				b.Fatal(err)
-			}
-		}
-		seqPos[dist] = 0 // the ring from its start, as the baseline ran it
-		if dist == "uniform" {
-			seqPos[dist] = warm
-		}
+		var (
+			rt           *keyedstate.Runtime[uint64]
+			closeRuntime = func() {}
+			seq          []uint32
+		)
 		b.Run(dist, func(b *testing.B) {
+			if rt == nil {
+				seq = keySequence(n, dist)
+				rt, closeRuntime = openScaleRuntime(b, n, budget) // closed below, not after this call
+				warmPerEvent(b, rt, n, dist, seq)
+			}
 			before := rt.Stats()
 			pos := seqPos[dist]
 			cpu0, io0, gc0, ru0 := int64(benchratio.CPUTime()), writtenBytes(), readGC(), rusage()
@@ -438,6 +437,33 @@ func BenchmarkPerEvent(b *testing.B) {
 		closeRuntime()
 		rt, seq = nil, nil // nor does the sub-benchmark's closure
 		freeMemory()       // the next distribution measures its own
+	}
+}
+
+// warmPerEvent brings rt's cache to its steady state, untimed: under
+// uniform keys with three times its capacity in events (its hit ratio is
+// its share of the keys whatever it learnt); under Zipf keys with
+// zipfWarmPerKey events per cached key, about five sample periods of the
+// admission (whose counts learn which keys are hot), drawn afresh rather
+// than from the ring of measured keys, so that no measured key is one
+// the warm-up just used. It sets where the measured events start.
+func warmPerEvent(b *testing.B, rt *keyedstate.Runtime[uint64], n int, dist string, seq []uint32) {
+	b.Helper()
+	warm := min(3*rt.Capacity(), seqLen)
+	next := func(i int) uint64 { return uint64(seq[i]) }
+	if dist != "uniform" {
+		warm = zipfWarmPerKey * rt.Capacity()
+		z := zipfKeys(rand.New(rand.NewSource(8)), n)
+		next = func(int) uint64 { return z.Uint64() }
+	}
+	for i := range warm {
+		if _, err := rt.Apply(next(i), int64(i), "seq", nil, streaming.Float(float64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	seqPos[dist] = 0 // the ring from its start, as the baseline ran it
+	if dist == "uniform" {
+		seqPos[dist] = warm
 	}
 }
 
