@@ -47,8 +47,8 @@ import (
 // events average over several (two runs of the same code: Zipf 3,241 and
 // 3,324 ns, uniform 21,677 and 21,060 ns). The in-memory baseline's own
 // time varies between runs (a random walk over a 6 GiB heap): 1.4-3.4 µs
-// per event under uniform keys, 0.6-0.9 µs under Zipf keys, so read the ratios of a
-// few runs.
+// per event under uniform keys, 0.6-0.9 µs under Zipf keys, so read the
+// ratios of a few runs.
 //
 // Under Zipf keys the runtime's time is mostly its misses (some 12% of
 // events in steady state): about 8 µs each in Badger right after the
@@ -60,10 +60,10 @@ import (
 // says yes; a profile under uniform keys, with level 0 compacted at ten
 // tables, put a miss at ~16 µs: the memtables 2.2, the Bloom filters 1.9,
 // the table seeks 5.6, the value log's read 3.6). The benchmark measures
-// the steady state: the warm-up of zipfWarmPerKey events per cached key. Measured right after the
-// restore (a warm-up of three events per cached key), the same code gave
-// 3.7×, and the hit ratio had not settled (0.847 against 0.876). A
-// second cache tier keeping states written behind as bytes (half the
+// the steady state: the warm-up of zipfWarmPerKey events per cached key.
+// Measured right after the restore (a warm-up of three events per cached
+// key), the same code gave 3.7×, and the hit ratio had not settled
+// (0.847 against 0.876). A second cache tier keeping states written behind as bytes (half the
 // cache's memory, three times its keys) made it slower, 3.6× and 4.3×
 // against 3.3× and 3.1× without, in one run right after the restore.
 //
@@ -342,18 +342,9 @@ func reportMemory(b *testing.B, budget int64) {
 
 // scaleRuntime opens a runtime over an on-disk Badger, both sized from
 // budget, and restores n keys into it (written to Badger, nothing
-// cached). close closes both and removes the DB; b's cleanup calls it
-// too.
-func scaleRuntime(b *testing.B, n int, budget int64) (rt *keyedstate.Runtime[uint64], close func()) {
-	b.Helper()
-	rt, close = openScaleRuntime(b, n, budget)
-	b.Cleanup(close)
-	return rt, close
-}
-
-// openScaleRuntime is scaleRuntime for a caller that closes it itself
-// (close may be called more than once).
-func openScaleRuntime(tb testing.TB, n int, budget int64) (rt *keyedstate.Runtime[uint64], close func()) {
+// cached). close closes both and removes the DB (once, however often it
+// is called); the caller calls it, or registers it as a cleanup.
+func scaleRuntime(tb testing.TB, n int, budget int64) (rt *keyedstate.Runtime[uint64], close func()) {
 	tb.Helper()
 	dir, err := os.MkdirTemp("", "keyedstate-bench-")
 	require.NoError(tb, err)
@@ -403,7 +394,7 @@ func BenchmarkPerEvent(b *testing.B) {
 		b.Run(dist, func(b *testing.B) {
 			if rt == nil {
 				seq = keySequence(n, dist)
-				rt, closeRuntime = openScaleRuntime(b, n, budget) // closed below, not after this call
+				rt, closeRuntime = scaleRuntime(b, n, budget) // closed below, not after this call
 				warmPerEvent(b, rt, n, dist, seq)
 			}
 			before := rt.Stats()
@@ -512,7 +503,8 @@ const (
 
 // baselineCut is the cut of 10,000 changed keys out of 100k.
 func baselineCut(b *testing.B) {
-	rt, _ := scaleRuntime(b, cutSmallKeys, scaleBudget(scaleKeys()))
+	rt, closeRuntime := scaleRuntime(b, cutSmallKeys, scaleBudget(scaleKeys()))
+	b.Cleanup(closeRuntime)
 	baselineCPU["cut-10k-of-100k"] = cutCost(b, rt, cutSmallKeys, cutChanged)
 }
 
@@ -521,7 +513,8 @@ func baselineCut(b *testing.B) {
 // the same budget; target ≤ 1.5×: a cut costs O(changed keys).
 func BenchmarkCutCost(b *testing.B) {
 	n := scaleKeys()
-	rt, _ := scaleRuntime(b, n, scaleBudget(n))
+	rt, closeRuntime := scaleRuntime(b, n, scaleBudget(n))
+	b.Cleanup(closeRuntime)
 	b.Run("10k-changed", func(b *testing.B) {
 		per := cutCost(b, rt, n, cutChanged)
 		b.ReportMetric(per, "cpu-ns/op")
