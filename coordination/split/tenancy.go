@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/streaming"
@@ -35,6 +36,7 @@ type Tenancy struct {
 	// guarded by w.mu
 	leaseRev coordination.Revision
 	fence    coordination.Timer
+	fenceAt  time.Time // when fence fires: a full lease after the last renewal sent
 	drain    coordination.Timer
 	forced   bool
 }
@@ -136,4 +138,10 @@ func (t *Tenancy) revoke() bool {
 	first := false
 	t.revOnce.Do(func() { close(t.revoking); first = true })
 	return first
+}
+
+// armFence sets when the tenancy self-fences; the caller holds w.mu.
+func (t *Tenancy) armFence(at time.Time) {
+	t.fenceAt = at
+	t.fence.ResetAt(at)
 }

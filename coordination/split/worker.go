@@ -162,9 +162,10 @@ func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
 // activity (it satisfies activities.LeaseKeeper): nil while Run runs and
 // the presence lease was renewed within the last TTL. Otherwise an error
 // naming the worker: not registered yet; no presence renewal landed for a
-// whole TTL (the store is unreachable or slow, so every tenancy has
-// self-fenced and other workers may hold its splits); or Run ended (the
-// ErrDuplicateWorker of a twin, or ErrWorkerStopped).
+// whole TTL (the store is unreachable or slow, so other workers may hold
+// its splits; every tenancy renewed no later than the presence has
+// self-fenced before Err returns); or Run ended (the ErrDuplicateWorker of
+// a twin, or ErrWorkerStopped).
 func (w *Worker) Err() error {
 	select {
 	case <-w.stopped:
@@ -184,11 +185,32 @@ func (w *Worker) Err() error {
 	w.mu.Lock()
 	at := w.presenceAt
 	w.mu.Unlock()
-	if age := w.cfg.clock.Now().Sub(at); age > w.ttl {
+	now := w.cfg.clock.Now()
+	if age := now.Sub(at); age > w.ttl {
+		w.fenceLapsed(now)
 		return fmt.Errorf("split: worker %q: %w: the last presence renewal that landed was sent %v ago (lease TTL %v)",
 			w.id, ErrLeasesExpired, age.Round(time.Millisecond), w.ttl)
 	}
 	return nil
+}
+
+// fenceLapsed drops, as self-fenced, every tenancy whose fence time has
+// passed but whose timer has not run yet (timers run on their own
+// goroutines, a moment after the clock passes them). Err calls it before
+// it reports expired leases, so a supervisor that reads ErrLeasesExpired
+// never sees a tenancy still held past its lease.
+func (w *Worker) fenceLapsed(now time.Time) {
+	w.mu.Lock()
+	var lapsed []*Tenancy
+	for _, t := range w.held {
+		if !t.fenceAt.After(now) {
+			lapsed = append(lapsed, t)
+		}
+	}
+	w.mu.Unlock()
+	for _, t := range lapsed {
+		w.drop(t, LossSelfFence) // a no-op for one its timer dropped meanwhile
+	}
 }
 
 func (w *Worker) poke() {
@@ -446,7 +468,7 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 		w.mu.Lock()
 		if w.held[l.t.spec.ID] == l.t {
 			l.t.leaseRev = out.Revision()
-			l.t.fence.ResetAt(sent.Add(w.ttl))
+			l.t.armFence(sent.Add(w.ttl))
 		}
 		w.mu.Unlock()
 	}
@@ -679,7 +701,7 @@ func (w *Worker) claim(ctx context.Context, spec Spec) {
 	}
 	w.mu.Lock()
 	t.fence = w.cfg.clock.AfterFunc(w.ttl, func() { w.drop(t, LossSelfFence) })
-	t.fence.ResetAt(sent.Add(w.ttl)) // a full lease after the send, never later
+	t.armFence(sent.Add(w.ttl)) // a full lease after the send, never later
 	w.held[spec.ID] = t
 	n := len(w.held)
 	w.mu.Unlock()
