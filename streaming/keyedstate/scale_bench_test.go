@@ -63,9 +63,10 @@ import (
 // the steady state: the warm-up of zipfWarmPerKey events per cached key.
 // Measured right after the restore (a warm-up of three events per cached
 // key), the same code gave 3.7×, and the hit ratio had not settled
-// (0.847 against 0.876). A second cache tier keeping states written behind as bytes (half the
-// cache's memory, three times its keys) made it slower, 3.6× and 4.3×
-// against 3.3× and 3.1× without, in one run right after the restore.
+// (0.847 against 0.876). A second cache tier keeping states written
+// behind as bytes (half the cache's memory, three times its keys) made it
+// slower, 3.6× and 4.3× against 3.3× and 3.1× without, in one run right
+// after the restore.
 // In steady state more cached keys barely help either: told that an
 // entry costs 200 bytes (WithEntryBytes; GOMEMLIMIT=1GiB in both runs),
 // the cache held 438,650 keys instead of 179,719 and the hit ratio rose
