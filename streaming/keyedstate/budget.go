@@ -43,8 +43,8 @@ const pooledBuilders = 8
 // the same hour: under uniform keys 323 bytes written to disk per event
 // against 569, 28.2-29.4 µs of CPU against 36.0 and 20.8-21.8 µs per
 // event against 24.5 in two runs; under Zipf keys 48 bytes against 68
-// and 3.7 µs per event either way; multipliers of 10, 5 and 4 with base
-// levels of 10, 64 or 128 MiB were slower, 2 with 64 MiB as fast);
+// and 3.7 µs per event either way; ten or five with a base level of 10
+// or 64 MiB, and four with 128 MiB, were slower, two with 64 MiB as fast);
 // no compression and no block cache
 // (a read finds its block in the table's file mapping and decodes
 // nothing); 2 MiB tables on every level; no transaction conflict
