@@ -45,12 +45,24 @@ type compiled struct {
 // compile validates p and builds what running it needs, resolving
 // operator types in reg (DefaultRegistry when nil).
 func compile(p Pipeline, reg *streaming.Registry) (*compiled, error) {
+	return compileSpec(p, reg, nil)
+}
+
+// compileSpec is compile locating the problems of a spec's keys with
+// line (see Pipeline.validate). A pipeline that does not validate has
+// its graph's problems reported with the rest, every one at once.
+func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int) (*compiled, error) {
 	p = p.withDefaults()
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
 	if reg == nil {
 		reg = DefaultRegistry()
+	}
+	if err := p.validate(line); err != nil {
+		if p.Graph.Built == nil && len(p.Graph.Nodes) > 0 {
+			if _, _, gerr := buildGraph(p.Graph, reg); gerr != nil {
+				err = errors.Join(err, fmt.Errorf("pipeline %q: %w", p.Name, gerr))
+			}
+		}
+		return nil, err
 	}
 	c := &compiled{p: p, scale: p.TimeUnit.Nanos()}
 	var err error

@@ -3,8 +3,10 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -410,7 +412,7 @@ func (p Pipeline) withDefaults() Pipeline {
 		}
 	}
 	def(&c.Interval, 10*time.Second)
-	def(&c.MaxCheckpointAge, 3*c.Interval)
+	def(&c.MaxCheckpointAge, 3*max(c.Interval, 0)) // a negative interval is refused as itself
 	def(&c.BreakerCoolDown, time.Minute)
 	def(&c.HeartbeatTimeout, 30*time.Second)
 	def(&c.HandoffStepTimeout, time.Minute)
@@ -493,11 +495,34 @@ func (s *MQTTSource) defaults(name string) {
 // Validate reports every problem of p (after defaults), as sentences.
 // Operator types and parameters are checked when the graph is built
 // (Run, Evaluate, or Load of a spec).
-func (p Pipeline) Validate() error {
+func (p Pipeline) Validate() error { return p.validate(nil) }
+
+// validate is Validate that, given line (a spec file's line of a key
+// path, 0 when the file does not set it), starts the problem of one key
+// with its line, as the spec's decoding errors do.
+func (p Pipeline) validate(line func(key string) int) error {
 	p = p.withDefaults()
 	var errs []error
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("pipeline %q: "+format, append([]any{p.Name}, args...)...))
+	}
+	addAt := func(key, format string, args ...any) {
+		if line != nil {
+			if l := line(key); l > 0 {
+				format = "line " + strconv.Itoa(l) + ": " + format
+			}
+		}
+		add(format, args...)
+	}
+	negative := func(keys map[string]time.Duration) bool {
+		found := false
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			if d := keys[k]; d < 0 {
+				addAt(k, "%s %v must not be negative", k, d)
+				found = true
+			}
+		}
+		return found
 	}
 	if !validName(p.Name) {
 		add("the name must be letters, digits, '.', '_' or '-'")
@@ -507,16 +532,16 @@ func (p Pipeline) Validate() error {
 		add("no source: set a KafkaSource or an MQTTSource")
 	case *KafkaSource:
 		if len(s.Brokers) == 0 {
-			add("source.kafka.brokers is empty")
+			addAt("source.kafka.brokers", "source.kafka.brokers is empty")
 		}
 		if s.Topic == "" {
-			add("source.kafka.topic is empty")
+			addAt("source.kafka.topic", "source.kafka.topic is empty")
 		}
 		if s.DeadLetterTopic == s.Topic && s.Topic != "" {
-			add("source.kafka.dead_letter_topic %q is the consumed topic: dead letters would be read back", s.Topic)
+			addAt("source.kafka.dead_letter_topic", "source.kafka.dead_letter_topic %q is the consumed topic: dead letters would be read back", s.Topic)
 		}
 		if p.DeadLetter != nil && s.DeadLetterTopic != "" {
-			add("source.kafka.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
+			addAt("source.kafka.dead_letter_topic", "source.kafka.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
 		}
 		if k, ok := kafkaSinkOf(p.DeadLetter); ok && k.Topic == s.Topic && len(k.Brokers) == 0 {
 			add("dead_letter: kafka topic %q is the consumed topic: dead letters would be read back", s.Topic)
@@ -524,37 +549,37 @@ func (p Pipeline) Validate() error {
 		if err := deadLetterSpec(p.DeadLetter); err != nil {
 			add("dead_letter: %v", err)
 		}
-		if s.SessionTimeout < 0 || s.RevokeTimeout < 0 || s.RebalanceTimeout < 0 {
-			add("source.kafka timeouts must not be negative")
-		} else if s.RebalanceTimeout <= s.RevokeTimeout {
-			add("source.kafka.rebalance_timeout %v must exceed revoke_timeout %v: a worker rejoins a rebalance only after its revoked partitions' final checkpoints", s.RebalanceTimeout, s.RevokeTimeout)
+		if !negative(map[string]time.Duration{"source.kafka.session_timeout": s.SessionTimeout,
+			"source.kafka.revoke_timeout": s.RevokeTimeout, "source.kafka.rebalance_timeout": s.RebalanceTimeout}) &&
+			s.RebalanceTimeout <= s.RevokeTimeout {
+			addAt("source.kafka.rebalance_timeout", "source.kafka.rebalance_timeout %v must exceed revoke_timeout %v: a worker rejoins a rebalance only after its revoked partitions' final checkpoints", s.RebalanceTimeout, s.RevokeTimeout)
 		}
 		if err := s.Security.Validate(); err != nil {
 			add("source.kafka.security: %v", err)
 		}
 	case *MQTTSource:
 		if len(s.Servers) == 0 {
-			add("source.mqtt.servers is empty")
+			addAt("source.mqtt.servers", "source.mqtt.servers is empty")
 		}
 		if len(s.Topics) == 0 {
-			add("source.mqtt.topics is empty")
+			addAt("source.mqtt.topics", "source.mqtt.topics is empty")
 		}
 		switch {
 		case s.DeadLetterTopic == "" && p.DeadLetter == nil:
 			add("source.mqtt.dead_letter_topic is empty: malformed payloads need a destination (it, or dead_letter)")
 		case s.DeadLetterTopic != "" && p.DeadLetter != nil:
-			add("source.mqtt.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
+			addAt("source.mqtt.dead_letter_topic", "source.mqtt.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
 		}
 		if err := deadLetterSpec(p.DeadLetter); err != nil {
 			add("dead_letter: %v", err)
 		}
 		for _, t := range s.Topics {
 			if topicMatches(t, s.DeadLetterTopic) {
-				add("source.mqtt.dead_letter_topic %q matches the subscription %q: dead letters would be read back", s.DeadLetterTopic, t)
+				addAt("source.mqtt.dead_letter_topic", "source.mqtt.dead_letter_topic %q matches the subscription %q: dead letters would be read back", s.DeadLetterTopic, t)
 			}
 		}
 		if s.MaxPacketSize < 0 || s.MaxPacketSize > math.MaxUint32 {
-			add("source.mqtt.max_packet_size %d must be between 1 byte and 4GiB", int64(s.MaxPacketSize))
+			addAt("source.mqtt.max_packet_size", "source.mqtt.max_packet_size %d must be between 1 byte and 4GiB", int64(s.MaxPacketSize))
 		}
 		if err := validTLS(s.TLS); err != nil {
 			add("source.mqtt.tls: %v", err)
@@ -563,9 +588,9 @@ func (p Pipeline) Validate() error {
 		add("unknown source type %T", p.Source)
 	}
 	if p.TimeUnit.Nanos() == 0 {
-		add("time_unit %q is not one of s, ms, us, ns", p.TimeUnit)
+		addAt("time_unit", "time_unit %q is not one of s, ms, us, ns", p.TimeUnit)
 	} else if p.Limits.TSUnit != time.Duration(p.TimeUnit.Nanos()) {
-		add("limits.ts_unit %v is not the event time's unit, time_unit %q: set time_unit only", p.Limits.TSUnit, p.TimeUnit)
+		addAt("limits.ts_unit", "limits.ts_unit %v is not the event time's unit, time_unit %q: set time_unit only", p.Limits.TSUnit, p.TimeUnit)
 	}
 	if err := p.Limits.Validate(); err != nil {
 		add("%v", err)
@@ -577,7 +602,7 @@ func (p Pipeline) Validate() error {
 	seen := map[string]bool{}
 	for _, in := range g.Inputs {
 		if in.Name == "" || seen[in.Name] {
-			add("graph input %q is empty or repeated", in.Name)
+			addAt("graph.inputs", "graph input %q is empty or repeated", in.Name)
 		}
 		seen[in.Name] = true
 	}
@@ -590,13 +615,13 @@ func (p Pipeline) Validate() error {
 		add("graph has no nodes")
 	}
 	if p.State.Memory < 0 {
-		add("state.memory %d must be positive", int64(p.State.Memory))
+		addAt("state.memory", "state.memory %d must be positive", int64(p.State.Memory))
 	}
 	if p.State.MaxKeys < -1 {
-		add("state.max_keys %d must be positive (-1: no cap)", p.State.MaxKeys)
+		addAt("state.max_keys", "state.max_keys %d must be positive (-1: no cap)", p.State.MaxKeys)
 	}
 	if ttl := p.State.KeyTTL; ttl < 0 || ttl > 0 && ttl < time.Second {
-		add("state.key_ttl %v must be at least 1s (0: keys never expire)", ttl)
+		addAt("state.key_ttl", "state.key_ttl %v must be at least 1s (0: keys never expire)", ttl)
 	}
 	d := p.State.Durable
 	n := 0
@@ -609,7 +634,7 @@ func (p Pipeline) Validate() error {
 		add("state.durable: choose one of dir, s3 and a store")
 	}
 	if d.S3 != nil && d.S3.Bucket == "" {
-		add("state.durable.s3.bucket is empty")
+		addAt("state.durable.s3.bucket", "state.durable.s3.bucket is empty")
 	}
 	if d.S3 != nil {
 		if err := validTLS(d.S3.TLS); err != nil {
@@ -617,11 +642,11 @@ func (p Pipeline) Validate() error {
 		}
 	}
 	c := p.Checkpoint
-	if c.Interval < 0 || c.MaxCheckpointAge < 0 || c.StageTimeout < 0 || c.BreakerCoolDown < 0 || c.HeartbeatTimeout < 0 || c.HandoffStepTimeout < 0 {
-		add("checkpoint durations must not be negative")
-	}
+	negative(map[string]time.Duration{"checkpoint.interval": c.Interval, "checkpoint.max_checkpoint_age": c.MaxCheckpointAge,
+		"checkpoint.stage_timeout": c.StageTimeout, "checkpoint.breaker_cool_down": c.BreakerCoolDown,
+		"checkpoint.heartbeat_timeout": c.HeartbeatTimeout, "checkpoint.handoff_step_timeout": c.HandoffStepTimeout})
 	if c.BreakerThreshold < 0 {
-		add("checkpoint.breaker_threshold %d must not be negative", c.BreakerThreshold)
+		addAt("checkpoint.breaker_threshold", "checkpoint.breaker_threshold %d must not be negative", c.BreakerThreshold)
 	}
 	for i, s := range p.Sinks {
 		if s == nil {

@@ -253,7 +253,9 @@ func WithEnv(lookup func(string) (string, bool)) LoadOption {
 // file is read strictly: an unknown key, a repeated key or a value of the
 // wrong type is refused with its key path and line, every problem of the
 // file at once; an unknown operator, an unknown or mistyped parameter, an
-// unknown input or a cycle names the node and its line. ${NAME} and
+// unknown input or a cycle names the node and its line; a value out of
+// range (a negative duration, an empty topic) names its key path, and its
+// line when the file set it, reported with the graph's problems. ${NAME} and
 // ${NAME:-default} are replaced by environment variables, and TFLO_*
 // variables override keys (internal/envconfig's rule: state.dir is
 // TFLO_STATE_DIR). Defaults are applied last, so a default derived from
@@ -265,10 +267,11 @@ func Load(path string, opts ...LoadOption) (Pipeline, error) {
 		o(&cfg)
 	}
 	var s Spec
-	if err := envconfig.Load(path, envconfig.Prefix, &s); err != nil {
+	origins, err := envconfig.LoadOrigins(path, envconfig.Prefix, &s)
+	if err != nil {
 		return Pipeline{}, err
 	}
-	return s.check(path, cfg)
+	return s.check(path, cfg, origins.Line)
 }
 
 // Parse is Load of spec bytes, without TFLO_* overrides and, unless
@@ -289,17 +292,20 @@ func Parse(data []byte, opts ...LoadOption) (Pipeline, error) {
 		}
 	}
 	var s Spec
-	if err := envconfig.Decode(data, &s); err != nil {
+	origins, err := envconfig.DecodeOrigins(data, "pipeline spec", &s)
+	if err != nil {
 		var es *envconfig.Errors
 		if errors.As(err, &es) {
 			es.File = "pipeline spec"
 		}
 		return Pipeline{}, err
 	}
-	return s.check("", cfg)
+	return s.check("", cfg, origins.Line)
 }
 
-func (s Spec) check(path string, cfg loadConfig) (Pipeline, error) {
+// check converts s and builds its graph; line gives the line of a key
+// path in the file, for the problems of one key.
+func (s Spec) check(path string, cfg loadConfig, line func(key string) int) (Pipeline, error) {
 	name := path
 	if name == "" {
 		name = "pipeline spec"
@@ -309,7 +315,7 @@ func (s Spec) check(path string, cfg loadConfig) (Pipeline, error) {
 		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
 	}
 	p = p.withDefaults()
-	if _, err := compile(p, cfg.reg); err != nil {
+	if _, err := compileSpec(p, cfg.reg, line); err != nil {
 		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return p, nil

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,7 +174,51 @@ func TestSpecMaxCheckpointAge(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 5*time.Second, p.Checkpoint.MaxCheckpointAge)
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "interval: 1s", "interval: 1s\n  max_checkpoint_age: -5s", 1)))
-	require.ErrorContains(t, err, "checkpoint durations must not be negative")
+	require.ErrorContains(t, err, "line 18: checkpoint.max_checkpoint_age -5s must not be negative")
+}
+
+// TestSpecValuesOutOfRange: a value the decoder takes but the pipeline
+// cannot run with is refused naming its key path, and its line when the
+// file set it (not a default derived from it), together with the graph's
+// problems: every problem of the spec at once, from Parse and from Load.
+func TestSpecValuesOutOfRange(t *testing.T) {
+	src := strings.Replace(smaSpec(strings.Replace(goodNode, "window: 10", "windo: 10", 1)), "  interval: 1s\n", "  interval: -1s\n  stage_timeout: -2s\n", 1)
+	src = strings.Replace(src, "    topic: trades\n", "    topic: trades\n    revoke_timeout: -5s\n", 1)
+	src += "state:\n  max_keys: -2\n"
+	lineOf := func(key string) int {
+		for i, l := range strings.Split(src, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), key+":") || strings.Contains(l, "- name: "+key) {
+				return i + 1
+			}
+		}
+		t.Fatalf("no %s in the spec", key)
+		return 0
+	}
+	want := []string{
+		fmt.Sprintf("line %d: source.kafka.revoke_timeout -5s must not be negative", lineOf("revoke_timeout")),
+		fmt.Sprintf("line %d: checkpoint.interval -1s must not be negative", lineOf("interval")),
+		fmt.Sprintf("line %d: checkpoint.stage_timeout -2s must not be negative", lineOf("stage_timeout")),
+		fmt.Sprintf("line %d: state.max_keys -2 must be positive (-1: no cap)", lineOf("max_keys")),
+		fmt.Sprintf(`graph node "sma" (line %d): operator "sma": parameter "windo": unknown parameter`, lineOf("sma")),
+	}
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(src), 0o600))
+	_, perr := pipeline.Parse([]byte(src))
+	_, lerr := pipeline.Load(file)
+	for _, err := range []error{perr, lerr} {
+		require.Error(t, err)
+		for _, w := range want {
+			require.Contains(t, err.Error(), w)
+		}
+		require.NotContains(t, err.Error(), "max_checkpoint_age", "derived from the interval, not set: not blamed")
+		require.NotContains(t, err.Error(), "must exceed revoke_timeout", "a negative timeout is refused as itself")
+	}
+	require.True(t, strings.HasPrefix(lerr.Error(), file+": "), lerr.Error())
+
+	// Set by a variable: the key path and no line.
+	t.Setenv("TFLO_CHECKPOINT_HEARTBEAT_TIMEOUT", "-3s")
+	_, err := pipeline.Load(file)
+	require.ErrorContains(t, err, `pipeline "sma-readings": checkpoint.heartbeat_timeout -3s must not be negative`)
 }
 
 // TestSpecDeadLetterSink: dead_letter names the sink of a Kafka source's

@@ -93,6 +93,38 @@ func (o Origins) Of(path string) string {
 	}
 }
 
+// Line returns the line of the file that set the value at path (Of's
+// rule), or 0 when no file line did (a variable or the default).
+func (o Origins) Line(path string) int {
+	s := o.Of(path)
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 || strings.HasPrefix(s, "env ") {
+		return 0
+	}
+	l, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return 0
+	}
+	return l
+}
+
+// addFile records lines (key path → line) as origins in file.
+func (o Origins) addFile(file string, lines map[string]int) {
+	for p, l := range lines {
+		o[p] = fmt.Sprintf("%s:%d", file, l)
+	}
+}
+
+// DecodeOrigins is Decode that also returns each value's origin, as a
+// line of file (what the bytes are called).
+func DecodeOrigins(data []byte, file string, dst any) (Origins, error) {
+	lines := map[string]int{}
+	err := decode(data, dst, lines)
+	origins := Origins{}
+	origins.addFile(file, lines)
+	return origins, err
+}
+
 // LoadOrigins is Load that also returns each value's origin (what
 // `worker --print-config` shows).
 func LoadOrigins(path, prefix string, dst any) (Origins, error) {
@@ -105,9 +137,7 @@ func LoadOrigins(path, prefix string, dst any) (Origins, error) {
 		}
 		lines := map[string]int{}
 		err = decode(b, dst, lines)
-		for p, l := range lines {
-			origins[p] = fmt.Sprintf("%s:%d", path, l)
-		}
+		origins.addFile(path, lines)
 		if err != nil {
 			var es *Errors
 			if !errors.As(err, &es) {

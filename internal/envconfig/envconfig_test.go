@@ -227,3 +227,24 @@ func TestUnknownVariables(t *testing.T) {
 	err = Unknown(Prefix, env[:1], keys)
 	require.EqualError(t, err, "environment TFLO_KAFKA_TOPC: matches no configuration key (did you mean TFLO_KAFKA_TOPIC?)")
 }
+
+// TestOriginsLine: the line of a key the file set (a list's own line for
+// its items), 0 for a key a variable set or the default left alone.
+func TestOriginsLine(t *testing.T) {
+	var s sample
+	o, err := DecodeOrigins([]byte("worker_id: w1\nkafka:\n  brokers: [a, b]\n  topic: t\nwindow: 5\n"), "spec", &s)
+	require.NoError(t, err)
+	require.Equal(t, 1, o.Line("worker_id"))
+	require.Equal(t, 4, o.Line("kafka.topic"))
+	require.Equal(t, 3, o.Line("kafka.brokers[1]"), "an item of a list")
+	require.Equal(t, 0, o.Line("ratio"), "default")
+	require.Equal(t, "spec:5", o.Of("window"))
+
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("worker_id: w1\nwindow: 5\n"), 0o600))
+	t.Setenv("APP_WINDOW", "7")
+	o, err = LoadOrigins(path, "APP", &s)
+	require.NoError(t, err)
+	require.Equal(t, 1, o.Line("worker_id"))
+	require.Equal(t, 0, o.Line("window"), "set by APP_WINDOW: %s", o.Of("window"))
+}
