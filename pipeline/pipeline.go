@@ -525,7 +525,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 		return found
 	}
 	if !validName(p.Name) {
-		add("the name must be letters, digits, '.', '_' or '-'")
+		addAt("name", "the name must be letters, digits, '.', '_' or '-'")
 	}
 	switch s := p.Source.(type) {
 	case nil:
@@ -544,10 +544,10 @@ func (p Pipeline) validate(line func(key string) int) error {
 			addAt("source.kafka.dead_letter_topic", "source.kafka.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
 		}
 		if k, ok := kafkaSinkOf(p.DeadLetter); ok && k.Topic == s.Topic && len(k.Brokers) == 0 {
-			add("dead_letter: kafka topic %q is the consumed topic: dead letters would be read back", s.Topic)
+			addAt("dead_letter", "dead_letter: kafka topic %q is the consumed topic: dead letters would be read back", s.Topic)
 		}
 		if err := deadLetterSpec(p.DeadLetter); err != nil {
-			add("dead_letter: %v", err)
+			addAt("dead_letter", "dead_letter: %v", err)
 		}
 		if !negative(map[string]time.Duration{"source.kafka.session_timeout": s.SessionTimeout,
 			"source.kafka.revoke_timeout": s.RevokeTimeout, "source.kafka.rebalance_timeout": s.RebalanceTimeout}) &&
@@ -555,7 +555,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 			addAt("source.kafka.rebalance_timeout", "source.kafka.rebalance_timeout %v must exceed revoke_timeout %v: a worker rejoins a rebalance only after its revoked partitions' final checkpoints", s.RebalanceTimeout, s.RevokeTimeout)
 		}
 		if err := s.Security.Validate(); err != nil {
-			add("source.kafka.security: %v", err)
+			addAt("source.kafka.security", "source.kafka.security: %v", err)
 		}
 	case *MQTTSource:
 		if len(s.Servers) == 0 {
@@ -566,12 +566,12 @@ func (p Pipeline) validate(line func(key string) int) error {
 		}
 		switch {
 		case s.DeadLetterTopic == "" && p.DeadLetter == nil:
-			add("source.mqtt.dead_letter_topic is empty: malformed payloads need a destination (it, or dead_letter)")
+			addAt("source.mqtt", "source.mqtt.dead_letter_topic is empty: malformed payloads need a destination (it, or dead_letter)")
 		case s.DeadLetterTopic != "" && p.DeadLetter != nil:
 			addAt("source.mqtt.dead_letter_topic", "source.mqtt.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
 		}
 		if err := deadLetterSpec(p.DeadLetter); err != nil {
-			add("dead_letter: %v", err)
+			addAt("dead_letter", "dead_letter: %v", err)
 		}
 		for _, t := range s.Topics {
 			if topicMatches(t, s.DeadLetterTopic) {
@@ -582,7 +582,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 			addAt("source.mqtt.max_packet_size", "source.mqtt.max_packet_size %d must be between 1 byte and 4GiB", int64(s.MaxPacketSize))
 		}
 		if err := validTLS(s.TLS); err != nil {
-			add("source.mqtt.tls: %v", err)
+			addAt("source.mqtt.tls", "source.mqtt.tls: %v", err)
 		}
 	default:
 		add("unknown source type %T", p.Source)
@@ -593,11 +593,11 @@ func (p Pipeline) validate(line func(key string) int) error {
 		addAt("limits.ts_unit", "limits.ts_unit %v is not the event time's unit, time_unit %q: set time_unit only", p.Limits.TSUnit, p.TimeUnit)
 	}
 	if err := p.Limits.Validate(); err != nil {
-		add("%v", err)
+		addAt("limits", "%v", err)
 	}
 	g := p.Graph
 	if len(g.Inputs) == 0 {
-		add("graph.inputs is empty: name the record fields the graph reads")
+		addAt("graph", "graph.inputs is empty: name the record fields the graph reads")
 	}
 	seen := map[string]bool{}
 	for _, in := range g.Inputs {
@@ -612,7 +612,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 	case g.Built != nil && strings.Join(g.Built.Inputs(), ",") != strings.Join(inputNames(g.Inputs), ","):
 		add("graph: the built graph's inputs %v are not graph.inputs %v", g.Built.Inputs(), inputNames(g.Inputs))
 	case g.Built == nil && len(g.Nodes) == 0:
-		add("graph has no nodes")
+		addAt("graph", "graph has no nodes")
 	}
 	if p.State.Memory < 0 {
 		addAt("state.memory", "state.memory %d must be positive", int64(p.State.Memory))
@@ -631,14 +631,14 @@ func (p Pipeline) validate(line func(key string) int) error {
 		}
 	}
 	if n > 1 {
-		add("state.durable: choose one of dir, s3 and a store")
+		addAt("state.durable", "state.durable: choose one of dir, s3 and a store")
 	}
 	if d.S3 != nil && d.S3.Bucket == "" {
 		addAt("state.durable.s3.bucket", "state.durable.s3.bucket is empty")
 	}
 	if d.S3 != nil {
 		if err := validTLS(d.S3.TLS); err != nil {
-			add("state.durable.s3.tls: %v", err)
+			addAt("state.durable.s3.tls", "state.durable.s3.tls: %v", err)
 		}
 	}
 	c := p.Checkpoint
@@ -653,7 +653,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 			add("sink %d is nil", i)
 		}
 		if err := sinkSecurity(s); err != nil {
-			add("sinks[%d]: %v", i, err)
+			addAt(fmt.Sprintf("sinks[%d]", i), "sinks[%d]: %v", i, err)
 		}
 	}
 	return errors.Join(errs...)

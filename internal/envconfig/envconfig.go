@@ -94,14 +94,30 @@ func (o Origins) Of(path string) string {
 }
 
 // Line returns the line of the file that set the value at path (Of's
-// rule), or 0 when no file line did (a variable or the default).
+// rule), or, for a section (sinks[1], state.durable), the first line of
+// a value in it; 0 when the file set none (a variable or the default).
 func (o Origins) Line(path string) int {
-	s := o.Of(path)
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 || strings.HasPrefix(s, "env ") {
+	if l := fileLine(o.Of(path)); l > 0 {
+		return l
+	}
+	first := 0
+	for p, s := range o {
+		if rest, ok := strings.CutPrefix(p, path); ok && rest != "" && (rest[0] == '.' || rest[0] == '[') {
+			if l := fileLine(s); l > 0 && (first == 0 || l < first) {
+				first = l
+			}
+		}
+	}
+	return first
+}
+
+// fileLine is the line of an origin in a file ("FILE:LINE"), else 0.
+func fileLine(origin string) int {
+	i := strings.LastIndexByte(origin, ':')
+	if i < 0 || strings.HasPrefix(origin, "env ") {
 		return 0
 	}
-	l, err := strconv.Atoi(s[i+1:])
+	l, err := strconv.Atoi(origin[i+1:])
 	if err != nil {
 		return 0
 	}

@@ -228,8 +228,8 @@ func TestUnknownVariables(t *testing.T) {
 	require.EqualError(t, err, "environment TFLO_KAFKA_TOPC: matches no configuration key (did you mean TFLO_KAFKA_TOPIC?)")
 }
 
-// TestOriginsLine: the line of a key the file set (a list's own line for
-// its items), 0 for a key a variable set or the default left alone.
+// TestOriginsLine: the line of a key the file set, of a section's first
+// value, and 0 for a key a variable set or the default left alone.
 func TestOriginsLine(t *testing.T) {
 	var s sample
 	o, err := DecodeOrigins([]byte("worker_id: w1\nkafka:\n  brokers: [a, b]\n  topic: t\nwindow: 5\n"), "spec", &s)
@@ -238,6 +238,8 @@ func TestOriginsLine(t *testing.T) {
 	require.Equal(t, 4, o.Line("kafka.topic"))
 	require.Equal(t, 3, o.Line("kafka.brokers[1]"), "an item of a list")
 	require.Equal(t, 0, o.Line("ratio"), "default")
+	require.Equal(t, 3, o.Line("kafka"), "a section: its first value's line")
+	require.Equal(t, 0, o.Line("kaf"), "not a section of kafka")
 	require.Equal(t, "spec:5", o.Of("window"))
 
 	path := filepath.Join(t.TempDir(), "c.yaml")
