@@ -652,7 +652,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 		if s == nil {
 			add("sink %d is nil", i)
 		}
-		if err := sinkSecurity(s); err != nil {
+		if err := sinkProblem(s, p.Source); err != nil {
 			addAt(fmt.Sprintf("sinks[%d]", i), "sinks[%d]: %v", i, err)
 		}
 	}

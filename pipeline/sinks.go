@@ -217,10 +217,15 @@ func kafkaSinkOf(s SinkSpec) (KafkaSink, bool) {
 	return KafkaSink{}, false
 }
 
-// sinkSecurity checks the security settings of a sink (a Kafka sink's
-// TLS and SASL, the CA of an Influx sink) without connecting.
-func sinkSecurity(s SinkSpec) error {
+// sinkProblem checks what can be checked of a sink of a pipeline reading
+// src without connecting: its security settings (a Kafka sink's TLS and
+// SASL, the CA of an Influx sink), an archive's location and source.
+func sinkProblem(s SinkSpec, src Source) error {
 	switch s := s.(type) {
+	case ArchiveSink:
+		return s.check(src)
+	case *ArchiveSink:
+		return s.check(src)
 	case KafkaSink:
 		return s.validSecurity()
 	case *KafkaSink:
@@ -388,8 +393,8 @@ type ArchiveSink struct {
 
 // OpenSink implements SinkSpec.
 func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
-	if _, ok := env.Source.(*KafkaSource); !ok && env.Source != nil {
-		return nil, fmt.Errorf("archive sink: the archive needs a source whose offsets replay (kafka); a %s source has none", env.Source.sourceName())
+	if err := s.check(env.Source); err != nil {
+		return nil, err
 	}
 	loc, err := s.location()
 	if err != nil {
@@ -422,6 +427,17 @@ func (s ArchiveSink) Root() (string, error) {
 
 // location is the archive's location: Dir as a file:// location, or
 // Location parsed.
+// check reports what is wrong with s for a pipeline reading src, without
+// opening the archive: its location, and a source whose offsets do not
+// replay.
+func (s ArchiveSink) check(src Source) error {
+	if _, ok := src.(*KafkaSource); !ok && src != nil {
+		return fmt.Errorf("archive sink: the archive needs a source whose offsets replay (kafka); a %s source has none", src.sourceName())
+	}
+	_, err := s.location()
+	return err
+}
+
 func (s ArchiveSink) location() (archiveloc.Location, error) {
 	switch {
 	case (s.Dir == "") == (s.Location == ""):

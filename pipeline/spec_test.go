@@ -257,3 +257,27 @@ func TestSpecDeadLetterSink(t *testing.T) {
 	mq.DeadLetter = nil
 	require.ErrorContains(t, mq.WithDefaults().Validate(), "source.mqtt.dead_letter_topic is empty: malformed payloads need a destination")
 }
+
+// TestSpecCheckRefusesWhatOpeningWould: what a sink would refuse when it
+// opens, and can be known without connecting, is refused when the spec
+// is loaded (what worker --check runs): an archive behind a source whose
+// offsets do not replay, an archive with no location.
+func TestSpecCheckRefusesWhatOpeningWould(t *testing.T) {
+	mqttSpec := `name: plant
+source:
+  mqtt:
+    servers: [tcp://localhost:1883]
+    topics: ["sensors/#"]
+    dead_letter_topic: dlq/sensors
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+sinks:
+  - archive: {dir: /var/tflo/archive}
+`
+	_, err := pipeline.Parse([]byte(mqttSpec))
+	require.ErrorContains(t, err, "line 12: sinks[0]: archive sink: the archive needs a source whose offsets replay (kafka); a mqtt source has none")
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {target_file_size: 1MiB}\n", 1)))
+	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink: give exactly one of dir")
+}
