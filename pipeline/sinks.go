@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -227,13 +228,13 @@ func sinkProblem(s SinkSpec, src Source) error {
 	case *ArchiveSink:
 		return s.check(src)
 	case KafkaSink:
-		return s.validSecurity()
+		return s.check(src)
 	case *KafkaSink:
-		return s.validSecurity()
+		return s.check(src)
 	case InfluxSink:
-		return validTLS(s.TLS)
+		return s.check()
 	case *InfluxSink:
-		return validTLS(s.TLS)
+		return s.check()
 	}
 	return nil
 }
@@ -254,7 +255,17 @@ func buildTLS(c *tlsconfig.Config) (*tls.Config, error) {
 	return c.Build()
 }
 
-func (k KafkaSink) validSecurity() error {
+// check reports what is wrong with k for a pipeline reading src without
+// connecting: no topic, no brokers (unless a Kafka source lends its
+// own), its security settings.
+func (k KafkaSink) check(src Source) error {
+	_, kafkaSource := src.(*KafkaSource)
+	switch {
+	case k.Topic == "":
+		return errors.New("kafka sink: topic is empty")
+	case len(splitLists(k.Brokers)) == 0 && !kafkaSource:
+		return fmt.Errorf("kafka sink %q: brokers is empty (only a Kafka source lends its brokers)", k.Topic)
+	}
 	if k.Security == nil {
 		return nil
 	}
@@ -340,10 +351,25 @@ type InfluxSink struct {
 	TLS *tlsconfig.Config `yaml:"tls"`
 }
 
+// check reports what is wrong with s without connecting: no url or
+// bucket, a url that is not http(s)://host, its TLS settings.
+func (s InfluxSink) check() error {
+	if s.URL == "" || s.Bucket == "" {
+		return fmt.Errorf("influx sink: url %q and bucket %q are both required (InfluxDB 1.8: bucket \"db/rp\")", s.URL, s.Bucket)
+	}
+	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("influx sink: url %q is not http://host:port or https://host:port", s.URL)
+	}
+	if err := validTLS(s.TLS); err != nil {
+		return fmt.Errorf("influx sink %s: %w", s.URL, err)
+	}
+	return nil
+}
+
 // OpenSink implements SinkSpec.
 func (s InfluxSink) OpenSink(_ context.Context, env SinkEnv) (streaming.Sink, error) {
-	if s.URL == "" || s.Bucket == "" {
-		return nil, fmt.Errorf("influx sink: url %q and bucket %q are both required (InfluxDB 1.8: bucket \"db/rp\")", s.URL, s.Bucket)
+	if err := s.check(); err != nil {
+		return nil, err
 	}
 	opts := []influx.Option{influx.WithOrg(s.Org), influx.WithLogger(env.Log)}
 	if s.TokenEnv != "" {

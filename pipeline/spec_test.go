@@ -202,7 +202,7 @@ func TestSpecValuesOutOfRange(t *testing.T) {
 		fmt.Sprintf("line %d: state.max_keys -2 must be positive (-1: no cap)", lineOf("max_keys")),
 		fmt.Sprintf(`graph node "sma" (line %d): operator "sma": parameter "windo": unknown parameter`, lineOf("sma")),
 		// A section's problem: the line of its first value.
-		fmt.Sprintf("line %d: sinks[1]: tls: a client certificate needs both cert_file and key_file", lineOf("- influx")),
+		fmt.Sprintf("line %d: sinks[1]: influx sink http://localhost:8086: tls: a client certificate needs both cert_file and key_file", lineOf("- influx")),
 	}
 	file := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(src), 0o600))
@@ -261,7 +261,8 @@ func TestSpecDeadLetterSink(t *testing.T) {
 // TestSpecCheckRefusesWhatOpeningWould: what a sink would refuse when it
 // opens, and can be known without connecting, is refused when the spec
 // is loaded (what worker --check runs): an archive behind a source whose
-// offsets do not replay, an archive with no location.
+// offsets do not replay or with no location, a Kafka sink with no topic
+// or no brokers to use, an Influx sink whose url is not one.
 func TestSpecCheckRefusesWhatOpeningWould(t *testing.T) {
 	mqttSpec := `name: plant
 source:
@@ -280,4 +281,10 @@ sinks:
 	require.ErrorContains(t, err, "line 12: sinks[0]: archive sink: the archive needs a source whose offsets replay (kafka); a mqtt source has none")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {target_file_size: 1MiB}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink: give exactly one of dir")
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - kafka: {format: json}\n  - influx: {url: influxdb:8086, bucket: b}\n", 1)))
+	require.ErrorContains(t, err, "line 15: sinks[0]: kafka sink: topic is empty")
+	require.ErrorContains(t, err, `line 16: sinks[1]: influx sink: url "influxdb:8086" is not http://host:port or https://host:port`)
+	mqttSpec = strings.Replace(mqttSpec, "  - archive: {dir: /var/tflo/archive}\n", "  - kafka: {topic: plant.sma}\n", 1)
+	_, err = pipeline.Parse([]byte(mqttSpec))
+	require.ErrorContains(t, err, `line 12: sinks[0]: kafka sink "plant.sma": brokers is empty (only a Kafka source lends its brokers)`)
 }
