@@ -458,7 +458,7 @@ func (s ArchiveSink) Root() (string, error) {
 // replay.
 func (s ArchiveSink) check(src Source) error {
 	if _, ok := src.(*KafkaSource); !ok && src != nil {
-		return fmt.Errorf("archive sink: the archive needs a source whose offsets replay (kafka); a %s source has none", src.sourceName())
+		return fmt.Errorf("archive sink: the archive needs a source whose offsets replay (kafka); the %s source has none", src.sourceName())
 	}
 	_, err := s.location()
 	return err

@@ -278,7 +278,7 @@ sinks:
   - archive: {dir: /var/tflo/archive}
 `
 	_, err := pipeline.Parse([]byte(mqttSpec))
-	require.ErrorContains(t, err, "line 12: sinks[0]: archive sink: the archive needs a source whose offsets replay (kafka); a mqtt source has none")
+	require.ErrorContains(t, err, "line 12: sinks[0]: archive sink: the archive needs a source whose offsets replay (kafka); the mqtt source has none")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {target_file_size: 1MiB}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink: give exactly one of dir")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - kafka: {format: json}\n  - influx: {url: influxdb:8086, bucket: b}\n", 1)))
