@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -514,11 +513,15 @@ func (p Pipeline) validate(line func(key string) int) error {
 		}
 		add(format, args...)
 	}
-	negative := func(keys map[string]time.Duration) bool {
+	type duration struct {
+		key string
+		d   time.Duration
+	}
+	negative := func(ds ...duration) bool {
 		found := false
-		for _, k := range slices.Sorted(maps.Keys(keys)) {
-			if d := keys[k]; d < 0 {
-				addAt(k, "%s %v must not be negative", k, d)
+		for _, d := range ds {
+			if d.d < 0 {
+				addAt(d.key, "%s %v must not be negative", d.key, d.d)
 				found = true
 			}
 		}
@@ -549,8 +552,8 @@ func (p Pipeline) validate(line func(key string) int) error {
 		if err := deadLetterSpec(p.DeadLetter); err != nil {
 			addAt("dead_letter", "dead_letter: %v", err)
 		}
-		if !negative(map[string]time.Duration{"source.kafka.session_timeout": s.SessionTimeout,
-			"source.kafka.revoke_timeout": s.RevokeTimeout, "source.kafka.rebalance_timeout": s.RebalanceTimeout}) &&
+		if !negative(duration{"source.kafka.session_timeout", s.SessionTimeout},
+			duration{"source.kafka.revoke_timeout", s.RevokeTimeout}, duration{"source.kafka.rebalance_timeout", s.RebalanceTimeout}) &&
 			s.RebalanceTimeout <= s.RevokeTimeout {
 			addAt("source.kafka.rebalance_timeout", "source.kafka.rebalance_timeout %v must exceed revoke_timeout %v: a worker rejoins a rebalance only after its revoked partitions' final checkpoints", s.RebalanceTimeout, s.RevokeTimeout)
 		}
@@ -642,9 +645,9 @@ func (p Pipeline) validate(line func(key string) int) error {
 		}
 	}
 	c := p.Checkpoint
-	negative(map[string]time.Duration{"checkpoint.interval": c.Interval, "checkpoint.max_checkpoint_age": c.MaxCheckpointAge,
-		"checkpoint.stage_timeout": c.StageTimeout, "checkpoint.breaker_cool_down": c.BreakerCoolDown,
-		"checkpoint.heartbeat_timeout": c.HeartbeatTimeout, "checkpoint.handoff_step_timeout": c.HandoffStepTimeout})
+	negative(duration{"checkpoint.interval", c.Interval}, duration{"checkpoint.max_checkpoint_age", c.MaxCheckpointAge},
+		duration{"checkpoint.stage_timeout", c.StageTimeout}, duration{"checkpoint.breaker_cool_down", c.BreakerCoolDown},
+		duration{"checkpoint.heartbeat_timeout", c.HeartbeatTimeout}, duration{"checkpoint.handoff_step_timeout", c.HandoffStepTimeout})
 	if c.BreakerThreshold < 0 {
 		addAt("checkpoint.breaker_threshold", "checkpoint.breaker_threshold %d must not be negative", c.BreakerThreshold)
 	}

@@ -451,8 +451,6 @@ func (s ArchiveSink) Root() (string, error) {
 	return loc.String(), nil
 }
 
-// location is the archive's location: Dir as a file:// location, or
-// Location parsed.
 // check reports what is wrong with s for a pipeline reading src, without
 // opening the archive: its location, and a source whose offsets do not
 // replay.
@@ -464,6 +462,8 @@ func (s ArchiveSink) check(src Source) error {
 	return err
 }
 
+// location is the archive's location: Dir as a file:// location, or
+// Location parsed.
 func (s ArchiveSink) location() (archiveloc.Location, error) {
 	switch {
 	case (s.Dir == "") == (s.Location == ""):
