@@ -142,9 +142,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if d.lines != nil && path != "" && (n.Kind != yaml.MappingNode || reflect.PointerTo(v.Type()).Implements(yamlUnmarshaler)) {
-		// Values, lists, and mappings a type decodes as one value: a
-		// section's own keys are recorded one by one.
+	if d.lines != nil && path != "" && (n.Kind != yaml.MappingNode || len(n.Content) == 0 || reflect.PointerTo(v.Type()).Implements(yamlUnmarshaler)) {
+		// Values, lists, empty sections (kafka: {}) and mappings a type
+		// decodes as one value: a section's own keys are recorded one by
+		// one.
 		d.lines[path] = n.Line
 	}
 	t := v.Type()

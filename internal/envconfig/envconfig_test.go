@@ -241,6 +241,10 @@ func TestOriginsLine(t *testing.T) {
 	require.Equal(t, 3, o.Line("kafka"), "a section: its first value's line")
 	require.Equal(t, 0, o.Line("kaf"), "not a section of kafka")
 	require.Equal(t, "spec:5", o.Of("window"))
+	o, err = DecodeOrigins([]byte("worker_id: w1\n\nkafka: {}\n"), "spec", &s)
+	require.NoError(t, err)
+	require.Equal(t, 3, o.Line("kafka"), "an empty section: its own line")
+	require.Equal(t, "default", o.Of("kafka.topic"), "its keys keep their defaults")
 
 	path := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("worker_id: w1\nwindow: 5\n"), 0o600))
