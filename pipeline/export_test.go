@@ -44,7 +44,7 @@ func ShardFolderName(id streaming.ShardID) string { return shardFolderName(id) }
 // ClaimEpoch claims the epoch of a new run of shard id on w, whose
 // checkpoint was restored at epoch restored (Worker.claimEpoch).
 func ClaimEpoch(ctx context.Context, w *Worker, id streaming.ShardID, restored streaming.Epoch) (streaming.Epoch, error) {
-	return w.claimEpoch(ctx, id, restored)
+	return w.claimEpoch(ctx, id, restored, w.durable)
 }
 
 // EpochKey is the coordination key of a shard's claimed epoch.

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/s3test"
 )
 
 const (
@@ -513,6 +515,49 @@ func TestClaimEpochIsUniqueAndGrows(t *testing.T) {
 	_, err = pipeline.ClaimEpoch(ctx, w, "s", 0)
 	require.ErrorContains(t, err, pipeline.EpochKey(p.Name, "s"))
 	require.ErrorContains(t, err, "not a number")
+}
+
+// Without a coordination store, the runs of an MQTT shard claim their
+// epochs in an S3 durable store: two workers' runs claiming at once each
+// get their own, past the restored checkpoint's.
+func TestClaimEpochInDurableS3(t *testing.T) {
+	e := newEdgeEnv(t)
+	s3 := s3test.Start(t, "ckpt")
+	t.Setenv("EDGE_S3_KEY", s3.AccessKey)
+	t.Setenv("EDGE_S3_SECRET", s3.SecretKey)
+	ctx := context.Background()
+	workers := make([]*pipeline.Worker, 2)
+	for i := range workers {
+		p := e.pipeline(false, 0)
+		p.State.Durable = pipeline.Durable{S3: &pipeline.S3Store{Bucket: "ckpt", Prefix: "edge", Endpoint: s3.URL, Region: "us-east-1",
+			AccessKeyEnv: "EDGE_S3_KEY", SecretKeyEnv: "EDGE_S3_SECRET"}}
+		w, err := pipeline.NewWorker(ctx, p, pipeline.WithWorkerID(fmt.Sprintf("edge-gw-%d", i)), pipeline.WithLogger(testLogger(t)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = w.Close() })
+		workers[i] = w
+	}
+	const runs = 8
+	got := make(chan streaming.Epoch, 2*runs)
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		for range runs {
+			wg.Go(func() {
+				ep, err := pipeline.ClaimEpoch(ctx, w, "edge-gw-1", 4)
+				assert.NoError(t, err)
+				got <- ep
+			})
+		}
+	}
+	wg.Wait()
+	close(got)
+	seen := map[streaming.Epoch]bool{}
+	for ep := range got {
+		require.False(t, seen[ep], "epoch %d claimed twice", ep)
+		seen[ep] = true
+	}
+	for ep := streaming.Epoch(5); ep < 5+2*runs; ep++ {
+		require.True(t, seen[ep], "epochs 5..%d, one each: missing %d (got %v)", 4+2*runs, ep, seen)
+	}
 }
 
 func mustRev(t testing.TB, s coordination.Store, key string) coordination.Revision {

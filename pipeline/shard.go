@@ -152,7 +152,7 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	info, err := s.cp.Restore(ctx)
 	if epoch == nextEpoch && (err == nil || errors.Is(err, streaming.ErrNotFound)) {
 		// info is zero when nothing was stored.
-		claimed, cerr := w.claimEpoch(ctx, id, info.Epoch)
+		claimed, cerr := w.claimEpoch(ctx, id, info.Epoch, durable)
 		if cerr != nil {
 			_ = rt.Close()
 			return nil, cerr
@@ -200,17 +200,28 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 const nextEpoch streaming.Epoch = 0
 
 // claimEpoch is the epoch of a new run of shard id, whose checkpoint was
-// restored at epoch restored (0: none): one past it, and with a
-// coordination store (WithCoordination) one past every epoch claimed for
-// the shard before, claimed there by compare-and-set, so two runs started
-// at once from the same checkpoint get different epochs and the older
-// one's commits are refused (ErrFenced). Without a store, such runs would
-// share the epoch.
-func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch) (streaming.Epoch, error) {
+// restored at epoch restored (0: none) from durable: one past it, and
+// one past every epoch claimed for the shard before, claimed by
+// compare-and-set in the coordination store (WithCoordination), else in
+// a durable store that claims epochs (streaming.EpochClaimer: S3), so
+// two runs started at once from the same checkpoint get different epochs
+// and the older one's commits are refused (ErrFenced). With neither,
+// such runs would share the epoch (a durable folder or the worker's own
+// Badger is held by one process at a time).
+func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) (streaming.Epoch, error) {
+	key := epochKey(w.c.p.Name, id)
 	if w.o.coord == nil {
+		if c, ok := durable.(streaming.EpochClaimer); ok {
+			ep, err := c.ClaimEpoch(ctx, key, restored+1)
+			switch {
+			case err == nil:
+				return ep, nil
+			case !errors.Is(err, errors.ErrUnsupported):
+				return 0, fmt.Errorf("shard %s: claim epoch in the durable store: %w", id, err)
+			}
+		}
 		return restored + 1, nil
 	}
-	key := epochKey(w.c.p.Name, id)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
@@ -261,7 +272,8 @@ func (w *Worker) tryClaimEpoch(ctx context.Context, key string, restored streami
 	return next, out.Won(), nil
 }
 
-// epochKey is the coordination key of a shard's claimed epoch: the
+// epochKey is the name of a shard's claimed epochs (in the coordination
+// store, or a durable store that claims epochs): the
 // pipeline and the shard, each as unpadded base64url (a key is tokens of
 // [A-Za-z0-9_=-]; a shard id such as an MQTT client id may hold others).
 func epochKey(pipeline string, id streaming.ShardID) string {

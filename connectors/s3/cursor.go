@@ -59,15 +59,18 @@ func NewCursorStore(ctx context.Context, bucket string, opts ...Option) (*Cursor
 	return &CursorStore{obj: obj, conditional: cfg.conditional, cache: map[string]cachedCursor{}}, nil
 }
 
-// cursorName maps a key to its object name: cursor/k-<hex(key)> for keys
-// up to 256 bytes, cursor/h-<hex(sha256(key))> for longer ones (S3 object
-// names are limited to 1024 bytes).
-func cursorName(key []byte) string {
+// cursorName maps a key to its object name (keyName in cursor/).
+func cursorName(key []byte) string { return keyName(cursorDir, key) }
+
+// keyName maps a key of any bytes to an object name in dir: dir
+// k-<hex(key)> for keys up to 256 bytes, dir h-<hex(sha256(key))> for
+// longer ones (S3 object names are limited to 1024 bytes).
+func keyName(dir string, key []byte) string {
 	if len(key) <= 256 {
-		return cursorDir + "k-" + hex.EncodeToString(key)
+		return dir + "k-" + hex.EncodeToString(key)
 	}
 	sum := sha256.Sum256(key)
-	return cursorDir + "h-" + hex.EncodeToString(sum[:])
+	return dir + "h-" + hex.EncodeToString(sum[:])
 }
 
 // SaveCursor stores rec under key unless a record of a newer epoch is

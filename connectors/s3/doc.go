@@ -39,6 +39,7 @@
 //	shards/s-<escaped shard>/manifest         one shard's commit point (shards/h-<sha256>/ for a long name)
 //	shards/s-<escaped shard>/seg/...          that shard's segments
 //	cursor/k-<hex(key)> | cursor/h-<sha256>    one CursorStore record per cursor key (hashed when the key is long)
+//	epochs/k-<hex(name)> | epochs/h-<sha256>  the last epoch Store.ClaimEpoch claimed under a name, in decimal
 //
 // Each shard's keys — by default the keys a streaming.Checkpointer writes
 // for its shard, see WithShardOf — have their own manifest and segments,
