@@ -21,6 +21,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
+	s3store "github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
@@ -517,20 +518,46 @@ func TestClaimEpochIsUniqueAndGrows(t *testing.T) {
 	require.ErrorContains(t, err, "not a number")
 }
 
-// Without a coordination store, the runs of an MQTT shard claim their
-// epochs in an S3 durable store: two workers' runs claiming at once each
-// get their own, past the restored checkpoint's.
-func TestClaimEpochInDurableS3(t *testing.T) {
-	e := newEdgeEnv(t)
+// s3Durable is a durable store on a fresh S3-compatible server.
+func s3Durable(t *testing.T) pipeline.Durable {
 	s3 := s3test.Start(t, "ckpt")
 	t.Setenv("EDGE_S3_KEY", s3.AccessKey)
 	t.Setenv("EDGE_S3_SECRET", s3.SecretKey)
+	return pipeline.Durable{S3: &pipeline.S3Store{Bucket: "ckpt", Prefix: "edge", Endpoint: s3.URL, Region: "us-east-1",
+		AccessKeyEnv: "EDGE_S3_KEY", SecretKeyEnv: "EDGE_S3_SECRET"}}
+}
+
+// Without a coordination store, the runs of an MQTT shard claim their
+// epochs in an S3 durable store: two runs started at once from the same
+// checkpoint (here: none) get their own, and the older one is fenced.
+func TestMQTTShardEpochClaimedInDurableS3(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 0)
+	p.State.Durable = s3Durable(t)
+	g1 := start(t, p, pipeline.WithWorkerID("edge-gw-1"))
+	require.Eventually(t, func() bool { return len(g1.w.Shards()) == 1 }, waitFor, time.Millisecond)
+	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Epoch)
+	g2 := start(t, p, pipeline.WithWorkerID("edge-gw-2"))
+	require.Eventually(t, func() bool { return len(g2.w.Shards()) == 1 }, waitFor, time.Millisecond)
+	require.Equal(t, streaming.Epoch(2), g2.w.Shards()[0].Epoch, "the same (empty) checkpoint restored, a later epoch claimed")
+	require.NoError(t, g2.w.Checkpoint(context.Background()))
+	// The older run's first commit is refused by the manifest's condition
+	// (another writer changed it: a conflict, retryable); then by the
+	// epoch it reads.
+	require.ErrorIs(t, g1.w.Checkpoint(context.Background()), s3store.ErrConflict)
+	requireFenced(t, g1, g2)
+}
+
+// Workers' runs claiming an MQTT shard's epoch in an S3 durable store at
+// once each get their own, past the restored checkpoint's.
+func TestClaimEpochInDurableS3(t *testing.T) {
+	e := newEdgeEnv(t)
+	durable := s3Durable(t)
 	ctx := context.Background()
 	workers := make([]*pipeline.Worker, 2)
 	for i := range workers {
 		p := e.pipeline(false, 0)
-		p.State.Durable = pipeline.Durable{S3: &pipeline.S3Store{Bucket: "ckpt", Prefix: "edge", Endpoint: s3.URL, Region: "us-east-1",
-			AccessKeyEnv: "EDGE_S3_KEY", SecretKeyEnv: "EDGE_S3_SECRET"}}
+		p.State.Durable = durable
 		w, err := pipeline.NewWorker(ctx, p, pipeline.WithWorkerID(fmt.Sprintf("edge-gw-%d", i)), pipeline.WithLogger(testLogger(t)))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = w.Close() })
