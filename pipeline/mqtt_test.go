@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/s3test"
+	"github.com/tflo-io/tflo/testsuite/statetest"
 )
 
 const (
@@ -482,26 +482,11 @@ func TestClaimEpochIsUniqueAndGrows(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 	ctx := context.Background()
 
-	const runs = 16
-	got := make(chan streaming.Epoch, runs)
-	var wg sync.WaitGroup
-	for range runs {
-		wg.Go(func() {
-			ep, err := pipeline.ClaimEpoch(ctx, w, "s", 4)
-			assert.NoError(t, err)
-			got <- ep
-		})
+	claims := make([]func() (streaming.Epoch, error), 16)
+	for i := range claims {
+		claims[i] = func() (streaming.Epoch, error) { return pipeline.ClaimEpoch(ctx, w, "s", 4) }
 	}
-	wg.Wait()
-	close(got)
-	seen := map[streaming.Epoch]bool{}
-	for ep := range got {
-		require.False(t, seen[ep], "epoch %d claimed twice", ep)
-		seen[ep] = true
-	}
-	for ep := streaming.Epoch(5); ep < 5+runs; ep++ {
-		require.True(t, seen[ep], "epochs 5..%d, one each: missing %d (got %v)", 4+runs, ep, seen)
-	}
+	statetest.RequireClaimsAtOnce(t, 5, claims...)
 	// A checkpoint restored past every claim wins over them.
 	ep, err := pipeline.ClaimEpoch(ctx, w, "s", 100)
 	require.NoError(t, err)
@@ -563,28 +548,13 @@ func TestClaimEpochInDurableS3(t *testing.T) {
 		t.Cleanup(func() { _ = w.Close() })
 		workers[i] = w
 	}
-	const runs = 8
-	got := make(chan streaming.Epoch, 2*runs)
-	var wg sync.WaitGroup
+	var claims []func() (streaming.Epoch, error)
 	for _, w := range workers {
-		for range runs {
-			wg.Go(func() {
-				ep, err := pipeline.ClaimEpoch(ctx, w, "edge-gw-1", 4)
-				assert.NoError(t, err)
-				got <- ep
-			})
+		for range 8 {
+			claims = append(claims, func() (streaming.Epoch, error) { return pipeline.ClaimEpoch(ctx, w, "edge-gw-1", 4) })
 		}
 	}
-	wg.Wait()
-	close(got)
-	seen := map[streaming.Epoch]bool{}
-	for ep := range got {
-		require.False(t, seen[ep], "epoch %d claimed twice", ep)
-		seen[ep] = true
-	}
-	for ep := streaming.Epoch(5); ep < 5+2*runs; ep++ {
-		require.True(t, seen[ep], "epochs 5..%d, one each: missing %d (got %v)", 4+2*runs, ep, seen)
-	}
+	statetest.RequireClaimsAtOnce(t, 5, claims...)
 }
 
 func mustRev(t testing.TB, s coordination.Store, key string) coordination.Revision {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -33,26 +32,6 @@ type versitygw struct{ *s3test.Server }
 func startVersitygw(t *testing.T, buckets ...string) *versitygw {
 	t.Helper()
 	return &versitygw{s3test.Start(t, buckets...)}
-}
-
-// objectNames lists the object keys of bucket under prefix+sub, without
-// prefix, sorted.
-func (v *versitygw) objectNames(t *testing.T, bucket, prefix, sub string) []string {
-	t.Helper()
-	raw := awss3.New(awss3.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(v.URL),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(v.AccessKey, v.SecretKey, ""),
-	})
-	out, err := raw.ListObjectsV2(context.Background(), &awss3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix + sub)})
-	require.NoError(t, err)
-	var names []string
-	for _, o := range out.Contents {
-		names = append(names, strings.TrimPrefix(aws.ToString(o.Key), prefix))
-	}
-	sort.Strings(names)
-	return names
 }
 
 func (v *versitygw) opts(extra ...s3store.Option) []s3store.Option {
@@ -125,11 +104,11 @@ func TestVersitygw(t *testing.T) {
 
 	t.Run("ClaimEpoch", func(t *testing.T) {
 		prefix := fresh()
-		claimEpochs(t, func(t *testing.T) *s3store.Store {
+		statetest.RunEpochClaimer(t, func(t *testing.T) streaming.EpochClaimer {
 			st, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(prefix))...)
 			require.NoError(t, err)
 			return st
-		}, func(sub string) []string { return v.objectNames(t, "state", prefix+"/", sub) })
+		})
 	})
 
 	t.Run("SharedPrefixCheckpoints", func(t *testing.T) {

@@ -625,3 +625,76 @@ func testCursorConcurrent(t *testing.T, s streaming.CursorStore) {
 	require.NoError(t, err)
 	require.Equal(t, streaming.Epoch(writers-1), got.Epoch)
 }
+
+// RunEpochClaimer runs the EpochClaimer conformance suite against
+// claimers made by newClaimer, which must all claim in one store (as the
+// processes sharing it would, each with its own client); each subtest
+// claims under names of its own.
+func RunEpochClaimer(t *testing.T, newClaimer func(t *testing.T) streaming.EpochClaimer) {
+	t.Helper()
+	ctx := context.Background()
+	claim := func(c streaming.EpochClaimer, name string, atLeast streaming.Epoch) func() (streaming.Epoch, error) {
+		return func() (streaming.Epoch, error) { return c.ClaimEpoch(ctx, name, atLeast) }
+	}
+	t.Run("AtOnce", func(t *testing.T) {
+		claims := make([]func() (streaming.Epoch, error), 12)
+		for i := range claims {
+			claims[i] = claim(newClaimer(t), "at-once/gw 1", 5)
+		}
+		RequireClaimsAtOnce(t, 5, claims...)
+	})
+	t.Run("PastEveryClaim", func(t *testing.T) {
+		a, b := newClaimer(t), newClaimer(t)
+		for _, step := range []struct {
+			c             streaming.EpochClaimer
+			atLeast, want streaming.Epoch
+		}{
+			{a, 1, 1},
+			{b, 1, 2},     // past a's claim
+			{a, 0, 3},     // whatever the restored checkpoint says
+			{b, 100, 100}, // a checkpoint restored past every claim wins over them
+			{a, 7, 101},
+		} {
+			got, err := step.c.ClaimEpoch(ctx, "past", step.atLeast)
+			require.NoError(t, err)
+			require.Equal(t, step.want, got, "claim of at least %d", step.atLeast)
+		}
+	})
+	t.Run("Names", func(t *testing.T) {
+		c := newClaimer(t)
+		for _, name := range []string{"names/a", "names/b", "names/a\x00\xff"} {
+			got, err := c.ClaimEpoch(ctx, name, 1)
+			require.NoError(t, err)
+			require.Equal(t, streaming.Epoch(1), got, "a name of its own, %q, its own count", name)
+		}
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := newClaimer(t).ClaimEpoch(cctx, "cancelled", 1)
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+// RequireClaimsAtOnce calls every claim at once, each on a goroutine of
+// its own, and requires that they got the epochs from, from+1, …, one
+// each.
+func RequireClaimsAtOnce(t testing.TB, from streaming.Epoch, claims ...func() (streaming.Epoch, error)) {
+	t.Helper()
+	got := make([]streaming.Epoch, len(claims))
+	errs := make([]error, len(claims))
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		wg.Go(func() { got[i], errs[i] = c() })
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	seen := map[streaming.Epoch]bool{}
+	for _, ep := range got {
+		require.False(t, seen[ep], "epoch %d claimed twice (got %v)", ep, got)
+		seen[ep] = true
+	}
+	for ep := from; ep < from+streaming.Epoch(len(claims)); ep++ {
+		require.True(t, seen[ep], "epochs %d..%d, one each: missing %d (got %v)", from, from+streaming.Epoch(len(claims))-1, ep, got)
+	}
+}
