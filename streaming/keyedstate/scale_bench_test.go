@@ -78,11 +78,11 @@ import (
 // Nor does overlapping the misses: records applied 256 to a Process call
 // (as the pipeline's Kafka source applies them), with the chunk's misses
 // first read from Badger on both cores at once, took 18,822 ns per event
-// under uniform keys (against 20.8-21.8 µs one record at a time; CPU
-// 31.5 µs against 28.6) and 3,650 ns under Zipf keys (against 3.5-3.7 µs),
-// one run each: the second core is already more than half busy with
-// Badger's compactions, the flusher and the GC, so the reads have little
-// left to overlap on; not adopted.
+// under uniform keys (CPU 31.5 µs) and 3,650 ns under Zipf keys, one run
+// each, and one record at a time in the same hour 19,091 ns (CPU 26.2 µs)
+// and 3,236-3,316 ns: the second core is already more than half busy
+// with Badger's compactions, the flusher and the GC, so the reads have
+// little left to overlap on, and cost more CPU; not adopted.
 //
 // With -count N, testing runs BenchmarkPerEvent once and each of its
 // sub-benchmarks N times, on the same runtime: the second run measures
