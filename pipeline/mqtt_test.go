@@ -504,12 +504,12 @@ func TestClaimEpochIsUniqueAndGrows(t *testing.T) {
 }
 
 // s3Durable is a durable store on a fresh S3-compatible server.
-func s3Durable(t *testing.T) pipeline.Durable {
+func s3Durable(t *testing.T) (pipeline.Durable, *s3test.Server) {
 	s3 := s3test.Start(t, "ckpt")
 	t.Setenv("EDGE_S3_KEY", s3.AccessKey)
 	t.Setenv("EDGE_S3_SECRET", s3.SecretKey)
 	return pipeline.Durable{S3: &pipeline.S3Store{Bucket: "ckpt", Prefix: "edge", Endpoint: s3.URL, Region: "us-east-1",
-		AccessKeyEnv: "EDGE_S3_KEY", SecretKeyEnv: "EDGE_S3_SECRET"}}
+		AccessKeyEnv: "EDGE_S3_KEY", SecretKeyEnv: "EDGE_S3_SECRET"}}, s3
 }
 
 // Without a coordination store, the runs of an MQTT shard claim their
@@ -518,7 +518,7 @@ func s3Durable(t *testing.T) pipeline.Durable {
 func TestMQTTShardEpochClaimedInDurableS3(t *testing.T) {
 	e := newEdgeEnv(t)
 	p := e.pipeline(false, 0)
-	p.State.Durable = s3Durable(t)
+	p.State.Durable, _ = s3Durable(t)
 	g1 := start(t, p, pipeline.WithWorkerID("edge-gw-1"))
 	require.Eventually(t, func() bool { return len(g1.w.Shards()) == 1 }, waitFor, time.Millisecond)
 	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Epoch)
@@ -537,7 +537,7 @@ func TestMQTTShardEpochClaimedInDurableS3(t *testing.T) {
 // once each get their own, past the restored checkpoint's.
 func TestClaimEpochInDurableS3(t *testing.T) {
 	e := newEdgeEnv(t)
-	durable := s3Durable(t)
+	durable, s3 := s3Durable(t)
 	ctx := context.Background()
 	workers := make([]*pipeline.Worker, 2)
 	for i := range workers {
@@ -555,6 +555,13 @@ func TestClaimEpochInDurableS3(t *testing.T) {
 		}
 	}
 	statetest.RequireClaimsAtOnce(t, 5, claims...)
+
+	// With the store unreachable the claim fails, naming the shard and
+	// the object.
+	s3.Stop()
+	_, err := pipeline.ClaimEpoch(ctx, workers[0], "edge-gw-1", 4)
+	require.ErrorContains(t, err, "shard edge-gw-1: claim epoch in the durable store")
+	require.ErrorContains(t, err, "s3://ckpt/edge/epochs/k-")
 }
 
 func mustRev(t testing.TB, s coordination.Store, key string) coordination.Revision {

@@ -207,9 +207,11 @@ const nextEpoch streaming.Epoch = 0
 // two runs started at once from the same checkpoint get different epochs
 // and the older one's commits are refused (ErrFenced). With neither,
 // such runs would share the epoch (a durable folder or the worker's own
-// Badger is held by one process at a time).
+// Badger is held by one process at a time). Either claim gets 30 s.
 func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) (streaming.Epoch, error) {
 	key := epochKey(w.c.p.Name, id)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	if w.o.coord == nil {
 		if c, ok := durable.(streaming.EpochClaimer); ok {
 			ep, err := c.ClaimEpoch(ctx, key, restored+1)
@@ -222,8 +224,6 @@ func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored 
 		}
 		return restored + 1, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	for {
 		next, won, err := w.tryClaimEpoch(ctx, key, restored)
 		switch {
@@ -272,10 +272,10 @@ func (w *Worker) tryClaimEpoch(ctx context.Context, key string, restored streami
 	return next, out.Won(), nil
 }
 
-// epochKey is the name of a shard's claimed epochs (in the coordination
-// store, or a durable store that claims epochs): the
-// pipeline and the shard, each as unpadded base64url (a key is tokens of
-// [A-Za-z0-9_=-]; a shard id such as an MQTT client id may hold others).
+// epochKey names a shard's claimed epochs, in the coordination store or
+// a durable store that claims them: the pipeline and the shard, each as
+// unpadded base64url (a key is tokens of [A-Za-z0-9_=-]; a shard id such
+// as an MQTT client id may hold others).
 func epochKey(pipeline string, id streaming.ShardID) string {
 	enc := base64.RawURLEncoding
 	return "epoch." + enc.EncodeToString([]byte(pipeline)) + "." + enc.EncodeToString([]byte(id))
