@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -49,3 +50,7 @@ func ClaimEpoch(ctx context.Context, w *Worker, id streaming.ShardID, restored s
 
 // EpochKey is the coordination key of a shard's claimed epoch.
 func EpochKey(pipeline string, id streaming.ShardID) string { return epochKey(pipeline, id) }
+
+// CoordEpochs is the epoch claimer on a coordination store that
+// claimEpoch uses when the worker has one.
+func CoordEpochs(s coordination.Store) streaming.EpochClaimer { return coordEpochs{s} }

@@ -469,6 +469,13 @@ func (f *flakyCoord) Update(ctx context.Context, ks coordination.Keyspace, key s
 	return f.Store.Update(ctx, ks, key, v, rev)
 }
 
+// The coordination store's epoch claimer passes the conformance suite
+// every durable store's claimer does.
+func TestCoordEpochsConformance(t *testing.T) {
+	store := newCoordStore(t, 5*time.Second)
+	statetest.RunEpochClaimer(t, func(*testing.T) streaming.EpochClaimer { return pipeline.CoordEpochs(store) })
+}
+
 // Runs claiming a shard's epoch at once each get their own, every one
 // past the restored checkpoint's and past every earlier claim, through
 // lost races and retryable store errors.

@@ -209,45 +209,60 @@ const nextEpoch streaming.Epoch = 0
 // such runs would share the epoch (a durable folder or the worker's own
 // Badger is held by one process at a time). Either claim gets 30 s.
 func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) (streaming.Epoch, error) {
-	key := epochKey(w.c.p.Name, id)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if w.o.coord == nil {
-		if c, ok := durable.(streaming.EpochClaimer); ok {
-			ep, err := c.ClaimEpoch(ctx, key, restored+1)
-			switch {
-			case err == nil:
-				return ep, nil
-			case !errors.Is(err, errors.ErrUnsupported):
-				return 0, fmt.Errorf("shard %s: claim epoch in the durable store: %w", id, err)
-			}
-		}
+	var (
+		c     streaming.EpochClaimer
+		where string
+	)
+	switch dc, ok := durable.(streaming.EpochClaimer); {
+	case w.o.coord != nil:
+		c, where = coordEpochs{w.o.coord}, "the coordination store"
+	case ok:
+		c, where = dc, "the durable store"
+	default:
 		return restored + 1, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ep, err := c.ClaimEpoch(ctx, epochKey(w.c.p.Name, id), restored+1)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return restored + 1, nil // a store that cannot refuse a second claim
+	case err != nil:
+		return 0, fmt.Errorf("shard %s: claim epoch in %s: %w", id, where, err)
+	}
+	return ep, nil
+}
+
+// coordEpochs is a streaming.EpochClaimer on a coordination store: the
+// last epoch claimed under a key, in decimal, replaced by compare-and-set
+// (retryable errors retried every 100 ms until ctx ends).
+type coordEpochs struct{ s coordination.Store }
+
+func (c coordEpochs) ClaimEpoch(ctx context.Context, key string, atLeast streaming.Epoch) (streaming.Epoch, error) {
 	for {
-		next, won, err := w.tryClaimEpoch(ctx, key, restored)
+		next, won, err := c.try(ctx, key, atLeast)
 		switch {
 		case err == nil && won:
 			return next, nil
 		case err == nil:
 			continue // lost the race: another run claimed first; read its epoch
 		case !errors.Is(err, coordination.ErrRetryable):
-			return 0, fmt.Errorf("shard %s: claim epoch (%s): %w", id, key, err)
+			return 0, fmt.Errorf("key %s: %w", key, err)
 		}
 		select { // retryable: try again after a pause, until the deadline
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
-			return 0, fmt.Errorf("shard %s: claim epoch (%s): %w", id, key, err)
+			return 0, fmt.Errorf("key %s: %w", key, err)
 		}
 	}
 }
 
-// tryClaimEpoch reads the epoch claimed under key and claims the next
-// one (at least restored + 1) by compare-and-set; won is false when
-// another claim came first.
-func (w *Worker) tryClaimEpoch(ctx context.Context, key string, restored streaming.Epoch) (next streaming.Epoch, won bool, err error) {
-	next, rev := restored+1, coordination.Revision(0)
-	e, err := w.o.coord.Get(ctx, coordination.Durable, key)
+// try reads the epoch claimed under key and claims the next one (at
+// least atLeast) by compare-and-set; won is false when another claim
+// came first.
+func (c coordEpochs) try(ctx context.Context, key string, atLeast streaming.Epoch) (next streaming.Epoch, won bool, err error) {
+	next, rev := atLeast, coordination.Revision(0)
+	e, err := c.s.Get(ctx, coordination.Durable, key)
 	switch {
 	case errors.Is(err, coordination.ErrNotFound):
 	case err != nil:
@@ -262,9 +277,9 @@ func (w *Worker) tryClaimEpoch(ctx context.Context, key string, restored streami
 	val := []byte(strconv.FormatUint(uint64(next), 10))
 	var out coordination.CasOutcome
 	if rev == 0 {
-		out, err = w.o.coord.Create(ctx, coordination.Durable, key, val)
+		out, err = c.s.Create(ctx, coordination.Durable, key, val)
 	} else {
-		out, err = w.o.coord.Update(ctx, coordination.Durable, key, val, rev)
+		out, err = c.s.Update(ctx, coordination.Durable, key, val, rev)
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("claim epoch %d: %w", uint64(next), err)

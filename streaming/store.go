@@ -25,14 +25,15 @@ type StateStore interface {
 	Delete(ctx context.Context, key []byte) error
 }
 
-// EpochClaimer is a StateStore that hands out epochs itself (the S3
-// store): a worker with no coordination store claims there the epoch of
-// each run of a shard no consumer group assigns (an MQTT source's), so
-// that two runs started at once from one checkpoint get different epochs
-// and the older one's commits are fenced.
+// EpochClaimer hands out the epochs of the runs of a shard no consumer
+// group assigns (an MQTT source's), so that two runs started at once
+// from one checkpoint get different epochs and the older one's commits
+// are fenced. A worker claims them in its coordination store, or, with
+// none, in a durable store that is an EpochClaimer (the S3 store).
 type EpochClaimer interface {
-	// ClaimEpoch claims under name the lowest epoch, at least atLeast,
-	// past every epoch claimed under name before. The error wraps
+	// ClaimEpoch claims under name (dot-separated tokens of
+	// [A-Za-z0-9_=-], a coordination key) the lowest epoch, at least
+	// atLeast, past every epoch claimed under name before. The error wraps
 	// errors.ErrUnsupported when the store, as configured, cannot refuse
 	// a second claim of an epoch.
 	ClaimEpoch(ctx context.Context, name string, atLeast Epoch) (Epoch, error)
