@@ -419,10 +419,7 @@ type ArchiveSink struct {
 
 // OpenSink implements SinkSpec.
 func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
-	if err := s.check(env.Source); err != nil {
-		return nil, err
-	}
-	loc, err := s.location()
+	loc, err := s.checked(env.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -455,11 +452,16 @@ func (s ArchiveSink) Root() (string, error) {
 // opening the archive: its location, and a source whose offsets do not
 // replay.
 func (s ArchiveSink) check(src Source) error {
-	if _, ok := src.(*KafkaSource); !ok && src != nil {
-		return fmt.Errorf("archive sink: the archive needs a source whose offsets replay (kafka); the %s source has none", src.sourceName())
-	}
-	_, err := s.location()
+	_, err := s.checked(src)
 	return err
+}
+
+// checked is check that also returns the location it parsed.
+func (s ArchiveSink) checked(src Source) (archiveloc.Location, error) {
+	if _, ok := src.(*KafkaSource); !ok && src != nil {
+		return archiveloc.Location{}, fmt.Errorf("archive sink: the archive needs a source whose offsets replay (kafka); the %s source has none", src.sourceName())
+	}
+	return s.location()
 }
 
 // location is the archive's location: Dir as a file:// location, or
