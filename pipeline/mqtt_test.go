@@ -577,3 +577,33 @@ func mustRev(t testing.TB, s coordination.Store, key string) coordination.Revisi
 	require.NoError(t, err)
 	return e.Revision
 }
+
+// A durable store shared between processes that claims no epochs (here
+// one built in Go), with no coordination store: the run takes the epoch
+// after the restored one, and the worker warns that a second run would
+// share it. A durable folder does not warn: its lock keeps one process.
+func TestClaimEpochUnclaimedWarns(t *testing.T) {
+	e := newEdgeEnv(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		durable pipeline.Durable
+		warns   int64
+	}{
+		{"store built in Go", pipeline.Durable{Store: memory.New()}, 1},
+		{"durable folder", pipeline.Durable{Dir: t.TempDir()}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := e.pipeline(false, 0)
+			p.State.Durable = c.durable
+			warned := logtest.NewCounter("shard epoch not claimed")
+			w, err := pipeline.NewWorker(ctx, p, pipeline.WithWorkerID("edge-gw-1"), pipeline.WithLogger(warned.Logger()))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = w.Close() })
+			ep, err := pipeline.ClaimEpoch(ctx, w, "edge-gw-1", 4)
+			require.NoError(t, err)
+			require.Equal(t, streaming.Epoch(5), ep)
+			require.Equal(t, c.warns, warned.Lines())
+		})
+	}
+}

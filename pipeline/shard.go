@@ -207,7 +207,9 @@ const nextEpoch streaming.Epoch = 0
 // two runs started at once from the same checkpoint get different epochs
 // and the older one's commits are refused (ErrFenced). With neither,
 // such runs would share the epoch (a durable folder or the worker's own
-// Badger is held by one process at a time). Either claim gets 30 s.
+// Badger is held by one process at a time; a store shared between
+// processes that claims no epochs gets a warning, unclaimedEpoch). Either
+// claim gets 30 s.
 func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) (streaming.Epoch, error) {
 	var (
 		c     streaming.EpochClaimer
@@ -219,18 +221,32 @@ func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored 
 	case ok:
 		c, where = dc, "the durable store"
 	default:
-		return restored + 1, nil
+		return w.unclaimedEpoch(id, restored, durable), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ep, err := c.ClaimEpoch(ctx, epochKey(w.c.p.Name, id), restored+1)
 	switch {
-	case errors.Is(err, errors.ErrUnsupported):
-		return restored + 1, nil // a store that cannot refuse a second claim
+	case errors.Is(err, errors.ErrUnsupported): // a store that cannot refuse a second claim
+		return w.unclaimedEpoch(id, restored, durable), nil
 	case err != nil:
 		return 0, fmt.Errorf("shard %s: claim epoch in %s: %w", id, where, err)
 	}
 	return ep, nil
+}
+
+// unclaimedEpoch is the epoch of a run of shard id that could not claim
+// one: one past the restored one. Over a durable store shared between
+// processes (S3 without conditional writes, or a store built in Go) it
+// warns that a second run started at once would share it.
+func (w *Worker) unclaimedEpoch(id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) streaming.Epoch {
+	if d := w.c.p.State.Durable; d.S3 != nil || d.Store != nil {
+		w.log.Warn("shard epoch not claimed",
+			"why", "no coordination store, and the durable store claims no epochs: a second run of the shard started at once from the same checkpoint would share the epoch, and neither would be fenced; "+
+				"give the worker a coordination store, or a durable store that is a streaming.EpochClaimer (S3 with conditional writes)",
+			"shard", id, "epoch", uint64(restored+1), "durable", fmt.Sprintf("%T", durable))
+	}
+	return restored + 1
 }
 
 // coordEpochs is a streaming.EpochClaimer on a coordination store: the
