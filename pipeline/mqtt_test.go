@@ -24,6 +24,7 @@ import (
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
@@ -590,7 +591,7 @@ func TestClaimEpochUnclaimedWarns(t *testing.T) {
 		durable pipeline.Durable
 		warns   int64
 	}{
-		{"store built in Go", pipeline.Durable{Store: memory.New()}, 1},
+		{"store built in Go that claims no epochs", pipeline.Durable{Store: filesStore(t)}, 1},
 		{"durable folder", pipeline.Durable{Dir: t.TempDir()}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -606,4 +607,41 @@ func TestClaimEpochUnclaimedWarns(t *testing.T) {
 			require.Equal(t, c.warns, warned.Lines())
 		})
 	}
+}
+
+// A durable store of the process's own (the worker's Badger, the default;
+// an in-memory store) claims the epochs itself: no warning, and a second
+// run of the shard started from the same checkpoint gets the next epoch.
+func TestClaimEpochInProcessStore(t *testing.T) {
+	e := newEdgeEnv(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		durable pipeline.Durable
+	}{
+		{"the worker's own Badger", pipeline.Durable{}},
+		{"in-memory store", pipeline.Durable{Store: memory.New()}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := e.pipeline(false, 0)
+			p.State.Durable = c.durable
+			warned := logtest.NewCounter("shard epoch not claimed")
+			w, err := pipeline.NewWorker(ctx, p, pipeline.WithWorkerID("edge-gw-1"), pipeline.WithLogger(warned.Logger()))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = w.Close() })
+			for _, want := range []streaming.Epoch{5, 6} {
+				ep, err := pipeline.ClaimEpoch(ctx, w, "edge-gw-1", 4)
+				require.NoError(t, err)
+				require.Equal(t, want, ep, "claims from a checkpoint at epoch 4")
+			}
+			require.Zero(t, warned.Lines())
+		})
+	}
+}
+
+func filesStore(t *testing.T) streaming.StateStore {
+	s, err := files.Open(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

@@ -311,9 +311,9 @@ type Durable struct {
 	Dir string `yaml:"dir"`
 	// S3 is a bucket.
 	S3 *S3Store `yaml:"s3"`
-	// Store is a store built in Go (not closed by the runtime). Shared by
-	// processes, it should also be a streaming.EpochClaimer, as the S3
-	// store is, for an MQTT source's runs without a coordination store
+	// Store is a store built in Go (not closed by the runtime). It should
+	// also be a streaming.EpochClaimer, as the S3, Badger and in-memory
+	// stores are, for an MQTT source's runs without a coordination store
 	// (the worker warns, "shard epoch not claimed", when it is not).
 	Store streaming.StateStore `yaml:"-"`
 }

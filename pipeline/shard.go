@@ -203,12 +203,12 @@ const nextEpoch streaming.Epoch = 0
 // restored at epoch restored (0: none) from durable: one past it, and
 // one past every epoch claimed for the shard before, claimed by
 // compare-and-set in the coordination store (WithCoordination), else in
-// a durable store that claims epochs (streaming.EpochClaimer: S3), so
-// two runs started at once from the same checkpoint get different epochs
-// and the older one's commits are refused (ErrFenced). With neither,
-// such runs would share the epoch (a durable folder or the worker's own
-// Badger is held by one process at a time; a store shared between
-// processes that claims no epochs gets a warning, unclaimedEpoch). Either
+// a durable store that claims epochs (streaming.EpochClaimer: S3, the
+// worker's own Badger, an in-memory store), so two runs started at once
+// from the same checkpoint get different epochs and the older one's
+// commits are refused (ErrFenced). With neither, such runs would share
+// the epoch (a durable folder is locked by one process at a time; a
+// store that claims no epochs gets a warning, unclaimedEpoch). Either
 // claim gets 30 s.
 func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) (streaming.Epoch, error) {
 	var (
@@ -236,9 +236,10 @@ func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored 
 }
 
 // unclaimedEpoch is the epoch of a run of shard id that could not claim
-// one: one past the restored one. Over a durable store shared between
-// processes (S3 without conditional writes, or a store built in Go) it
-// warns that a second run started at once would share it.
+// one: one past the restored one. Over a durable store that may be
+// shared between processes (S3 without conditional writes, or a store
+// built in Go that is no EpochClaimer) it warns that a second run
+// started at once would share it.
 func (w *Worker) unclaimedEpoch(id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) streaming.Epoch {
 	if d := w.c.p.State.Durable; d.S3 != nil || d.Store != nil {
 		w.log.Warn("shard epoch not claimed",

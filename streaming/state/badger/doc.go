@@ -28,6 +28,10 @@
 // calling goroutine; ctx is checked before the call does anything and
 // between every 1024 items of a batch — a batch cancelled part way may have
 // written a prefix of its items. SaveCursor is a read-compare-write in one
-// Badger transaction, retried on conflict, so concurrent writers are fenced
-// correctly.
+// Badger transaction, under a lock of the package (the database may have
+// been opened without conflict detection, as the pipeline's is), so
+// concurrent writers are fenced correctly.
+//
+// A Store is a streaming.EpochClaimer: the epochs claimed under a name are
+// kept in its database, which one process holds at a time.
 package badgerstore

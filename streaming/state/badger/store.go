@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
@@ -18,13 +20,22 @@ type Store struct {
 	sync    bool
 	snapPfx []byte
 	curPfx  []byte
+	epPfx   []byte
 	closed  atomic.Bool
 }
 
 var (
-	_ streaming.StateStore  = (*Store)(nil)
-	_ streaming.CursorStore = (*Store)(nil)
+	_ streaming.StateStore   = (*Store)(nil)
+	_ streaming.CursorStore  = (*Store)(nil)
+	_ streaming.EpochClaimer = (*Store)(nil)
 )
+
+// fenceMu serializes the read-compare-writes of every Store (SaveCursor,
+// ClaimEpoch): a database opened without conflict detection (the
+// pipeline's, keyedstate.BadgerOptions) would let two of them read the
+// same record and both write. They are a few a checkpoint, and a Badger
+// database is held by one process, so a lock in it is enough.
+var fenceMu sync.Mutex
 
 // inMemoryValueLimit is Badger's largest ValueThreshold, the most an
 // in-memory database accepts in one value.
@@ -47,6 +58,7 @@ func Open(opts ...Option) (*Store, error) {
 		sync:    cfg.sync,
 		snapPfx: append(append([]byte(nil), cfg.prefix...), 's', '/'),
 		curPfx:  append(append([]byte(nil), cfg.prefix...), 'c', '/'),
+		epPfx:   append(append([]byte(nil), cfg.prefix...), 'e', '/'),
 	}
 	if s.db == nil {
 		bo := badger.DefaultOptions(cfg.path).WithLogger(nil)
@@ -252,6 +264,8 @@ func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.Cursor
 	}
 	k := s.curKey(key)
 	v := streaming.MarshalCursorRecord(rec)
+	fenceMu.Lock()
+	defer fenceMu.Unlock()
 	for {
 		err := s.db.Update(func(txn *badger.Txn) error {
 			item, err := txn.Get(k)
@@ -340,4 +354,45 @@ func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
 		return fmt.Errorf("delete batch of %d snapshots: %w", len(keys), err)
 	}
 	return s.maybeSync()
+}
+
+// ClaimEpoch claims under name the lowest epoch, at least atLeast, past
+// every epoch claimed under name in this store before (kept in the
+// database under the store's prefix): a Badger database is held by one
+// process, so its claims are that process's runs.
+func (s *Store) ClaimEpoch(ctx context.Context, name string, atLeast streaming.Epoch) (streaming.Epoch, error) {
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	k := append(append(make([]byte, 0, len(s.epPfx)+len(name)), s.epPfx...), name...)
+	fenceMu.Lock()
+	defer fenceMu.Unlock()
+	next := atLeast
+	err := s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(k)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := item.Value(func(b []byte) error {
+				last, perr := strconv.ParseUint(string(b), 10, 64)
+				if perr != nil {
+					return fmt.Errorf("the last claim %q is not an epoch: %w", b, streaming.ErrCorrupt)
+				}
+				next = max(next, streaming.Epoch(last)+1)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return txn.Set(k, strconv.AppendUint(nil, uint64(next), 10))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("badger state store: claim an epoch of %q: %w", name, err)
+	}
+	if err := s.maybeSync(); err != nil {
+		return 0, err
+	}
+	return next, nil
 }

@@ -61,6 +61,54 @@ func TestConformanceSharedDB(t *testing.T) {
 	statetest.RunCursorStore(t, func(t *testing.T) streaming.CursorStore { return newStore(t) })
 }
 
+// The pipeline's state database, which is its durable store unless the
+// spec names another, runs without Badger's conflict detection
+// (keyedstate.BadgerOptions): a cursor's fence (read, compare epochs,
+// write) and an epoch claim must hold all the same when writers race.
+func TestConformanceNoConflictDetection(t *testing.T) {
+	newStore := func(t *testing.T) *badgerstore.Store {
+		db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil).WithDetectConflicts(false))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, db.Close()) })
+		s, err := badgerstore.Open(badgerstore.WithDB(db))
+		require.NoError(t, err)
+		return s
+	}
+	statetest.RunCursorStore(t, func(t *testing.T) streaming.CursorStore { return newStore(t) })
+	// Every claimer a store of its own on one database, as the shards'
+	// runs of a worker each open theirs.
+	db := newStore(t).DB()
+	statetest.RunEpochClaimer(t, func(t *testing.T) streaming.EpochClaimer {
+		s, err := badgerstore.Open(badgerstore.WithDB(db))
+		require.NoError(t, err)
+		return s
+	})
+}
+
+// Claims outlive the process's run: a database reopened goes on past them.
+func TestEpochClaimsPersist(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	ctx := context.Background()
+	s, err := badgerstore.Open(badgerstore.WithPath(dir), badgerstore.WithPrefix([]byte("p/")))
+	require.NoError(t, err)
+	ep, err := s.ClaimEpoch(ctx, "mqtt.gw-1", 4)
+	require.NoError(t, err)
+	require.Equal(t, streaming.Epoch(4), ep)
+	require.NoError(t, s.Close())
+	_, err = s.ClaimEpoch(ctx, "mqtt.gw-1", 1)
+	require.ErrorIs(t, err, badgerstore.ErrClosed)
+
+	s, err = badgerstore.Open(badgerstore.WithPath(dir), badgerstore.WithPrefix([]byte("p/")))
+	require.NoError(t, err)
+	defer s.Close()
+	ep, err = s.ClaimEpoch(ctx, "mqtt.gw-1", 1)
+	require.NoError(t, err)
+	require.Equal(t, streaming.Epoch(5), ep, "past the claim before the reopen")
+	keys, err := s.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Empty(t, keys, "a claim is not a snapshot")
+}
+
 func TestSharedDBStaysOpenAfterClose(t *testing.T) {
 	db := sharedDB(t)
 	s, err := badgerstore.Open(badgerstore.WithDB(db))

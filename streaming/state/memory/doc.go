@@ -1,6 +1,7 @@
-// Package memory is an in-memory streaming.StateStore and
-// streaming.CursorStore: the reference implementation of both contracts,
-// for tests, examples and single-process experiments.
+// Package memory is an in-memory streaming.StateStore,
+// streaming.CursorStore and streaming.EpochClaimer: the reference
+// implementation of those contracts, for tests, examples and
+// single-process experiments.
 //
 // It is NOT for production: everything is lost when the process exits.
 // Snapshots are held in their encoded form (streaming.MarshalSnapshot), so

@@ -14,16 +14,18 @@ type Store struct {
 	mu      sync.RWMutex
 	snaps   map[string][]byte // key -> streaming.MarshalSnapshot
 	cursors map[string]streaming.CursorRecord
+	epochs  map[string]streaming.Epoch // name -> last epoch claimed
 }
 
 var (
-	_ streaming.StateStore  = (*Store)(nil)
-	_ streaming.CursorStore = (*Store)(nil)
+	_ streaming.StateStore   = (*Store)(nil)
+	_ streaming.CursorStore  = (*Store)(nil)
+	_ streaming.EpochClaimer = (*Store)(nil)
 )
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{snaps: map[string][]byte{}, cursors: map[string]streaming.CursorRecord{}}
+	return &Store{snaps: map[string][]byte{}, cursors: map[string]streaming.CursorRecord{}, epochs: map[string]streaming.Epoch{}}
 }
 
 // Save stores s under key, replacing any previous snapshot.
@@ -157,4 +159,20 @@ func (m *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
 	}
 	m.mu.Unlock()
 	return nil
+}
+
+// ClaimEpoch claims under name the lowest epoch, at least atLeast, past
+// every epoch claimed under name in this store before.
+func (m *Store) ClaimEpoch(ctx context.Context, name string, atLeast streaming.Epoch) (streaming.Epoch, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := atLeast
+	if last, ok := m.epochs[name]; ok {
+		next = max(next, last+1)
+	}
+	m.epochs[name] = next
+	return next, nil
 }

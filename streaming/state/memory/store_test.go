@@ -15,3 +15,8 @@ func TestConformance(t *testing.T) {
 func TestCursorConformance(t *testing.T) {
 	statetest.RunCursorStore(t, func(*testing.T) streaming.CursorStore { return memory.New() })
 }
+
+func TestEpochClaimerConformance(t *testing.T) {
+	s := memory.New() // every claimer the one store: claims are the process's
+	statetest.RunEpochClaimer(t, func(*testing.T) streaming.EpochClaimer { return s })
+}
