@@ -10,7 +10,7 @@
 //     temporalio/admin-tools (setup-postgres.sh: databases and schemas;
 //     register.sh: the namespace and tflo's search attributes) and the
 //     server's development dynamic config;
-//   - grafana/iot-portal.json: a Grafana dashboard of the workers' metrics
+//   - grafana/tflo.json: a Grafana dashboard of the workers' metrics
 //     (internal/worker's TestOperatorEndpointsAndMetrics checks that every
 //     metric its queries read is served).
 //

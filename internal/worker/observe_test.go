@@ -255,8 +255,8 @@ sinks:
 	require.NotContains(t, out, "pw-secret")
 }
 
-// dashboard is deploy/grafana/iot-portal.json.
-var dashboard = filepath.Join("..", "..", "deploy", "grafana", "iot-portal.json")
+// dashboard is deploy/grafana/tflo.json.
+var dashboard = filepath.Join("..", "..", "deploy", "grafana", "tflo.json")
 
 var (
 	promGroupings = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
