@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
 	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
 	"github.com/tflo-io/tflo/testsuite/statetest"
 )
@@ -62,18 +63,22 @@ func TestConformanceSharedDB(t *testing.T) {
 }
 
 // The pipeline's state database, which is its durable store unless the
-// spec names another, runs without Badger's conflict detection
-// (keyedstate.BadgerOptions): a cursor's fence (read, compare epochs,
-// write) and an epoch claim must hold all the same when writers race.
-func TestConformanceNoConflictDetection(t *testing.T) {
+// spec names another, is opened with keyedstate.BadgerOptions: without
+// Badger's conflict detection (a cursor's fence, read, compare epochs,
+// write, and an epoch claim must hold all the same when writers race),
+// with small memtables and value-log files.
+func TestConformancePipelineDB(t *testing.T) {
 	newStore := func(t *testing.T) *badgerstore.Store {
-		db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil).WithDetectConflicts(false))
+		opts := keyedstate.BadgerOptions(t.TempDir(), 64<<20).WithLogger(nil)
+		require.False(t, opts.DetectConflicts)
+		db, err := badger.Open(opts)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
 		s, err := badgerstore.Open(badgerstore.WithDB(db))
 		require.NoError(t, err)
 		return s
 	}
+	statetest.Run(t, func(t *testing.T) streaming.StateStore { return newStore(t) })
 	statetest.RunCursorStore(t, func(t *testing.T) streaming.CursorStore { return newStore(t) })
 	// Every claimer a store of its own on one database, as the shards'
 	// runs of a worker each open theirs.
