@@ -262,44 +262,63 @@ func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.Cursor
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	k := s.curKey(key)
 	v := streaming.MarshalCursorRecord(rec)
+	err := s.rewrite(ctx, s.curKey(key), func(old []byte, found bool) ([]byte, error) {
+		if found {
+			stored, err := streaming.UnmarshalCursorRecord(old)
+			if err != nil {
+				return nil, fmt.Errorf("stored record: %w", err)
+			}
+			if err := streaming.CheckCursorFence(key, stored, rec); err != nil {
+				return nil, err
+			}
+		}
+		return v, nil
+	})
+	switch {
+	case errors.Is(err, streaming.ErrFenced), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case err != nil:
+		return fmt.Errorf("cursor key %q: save: %w", key, err)
+	}
+	return s.maybeSync()
+}
+
+// rewrite sets k to what next makes of its stored value (found false:
+// none), read and written in one transaction, retried on a conflict, and
+// under fenceMu.
+func (s *Store) rewrite(ctx context.Context, k []byte, next func(old []byte, found bool) ([]byte, error)) error {
 	fenceMu.Lock()
 	defer fenceMu.Unlock()
 	for {
 		err := s.db.Update(func(txn *badger.Txn) error {
+			var (
+				old   []byte
+				found bool
+			)
 			item, err := txn.Get(k)
 			switch {
 			case errors.Is(err, badger.ErrKeyNotFound):
 			case err != nil:
 				return err
 			default:
-				var old streaming.CursorRecord
-				if err := item.Value(func(b []byte) (derr error) {
-					old, derr = streaming.UnmarshalCursorRecord(b)
-					return derr
-				}); err != nil {
-					return fmt.Errorf("stored record: %w", err)
-				}
-				if err := streaming.CheckCursorFence(key, old, rec); err != nil {
+				if old, err = item.ValueCopy(nil); err != nil {
 					return err
 				}
+				found = true
+			}
+			v, err := next(old, found)
+			if err != nil {
+				return err
 			}
 			return txn.Set(k, v)
 		})
-		if errors.Is(err, badger.ErrConflict) {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
-			}
-			continue
-		}
-		if errors.Is(err, streaming.ErrFenced) {
+		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
-		if err != nil {
-			return fmt.Errorf("cursor key %q: save: %w", key, err)
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
 		}
-		return s.maybeSync()
 	}
 }
 
@@ -365,28 +384,16 @@ func (s *Store) ClaimEpoch(ctx context.Context, name string, atLeast streaming.E
 		return 0, err
 	}
 	k := append(append(make([]byte, 0, len(s.epPfx)+len(name)), s.epPfx...), name...)
-	fenceMu.Lock()
-	defer fenceMu.Unlock()
 	next := atLeast
-	err := s.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get(k)
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
-		case err != nil:
-			return err
-		default:
-			if err := item.Value(func(b []byte) error {
-				last, perr := strconv.ParseUint(string(b), 10, 64)
-				if perr != nil {
-					return fmt.Errorf("the last claim %q is not an epoch: %w", b, streaming.ErrCorrupt)
-				}
-				next = max(next, streaming.Epoch(last)+1)
-				return nil
-			}); err != nil {
-				return err
+	err := s.rewrite(ctx, k, func(old []byte, found bool) ([]byte, error) {
+		if found {
+			last, err := strconv.ParseUint(string(old), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("the last claim %q is not an epoch: %w", old, streaming.ErrCorrupt)
 			}
+			next = max(atLeast, streaming.Epoch(last)+1)
 		}
-		return txn.Set(k, strconv.AppendUint(nil, uint64(next), 10))
+		return strconv.AppendUint(nil, uint64(next), 10), nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("badger state store: claim an epoch of %q: %w", name, err)
