@@ -65,3 +65,27 @@ func TestWorkersShareDurableFolder(t *testing.T) {
 	b.stop(t)
 	rec.requireExact(t, want)
 }
+
+// A worker with no state folder keeps its state, and by default its
+// checkpoints, in an in-memory Badger database, which refuses a value
+// larger than its value threshold (half a MiB at 96 MiB, at most 1 MiB):
+// a checkpoint of more keys than one piece holds must still complete.
+func TestInMemoryStateCheckpointsManyKeys(t *testing.T) {
+	c := newCluster(t, 1, topic)
+	const sensors = 40_000 // pieces of ~1 MiB at the runtime's default
+	rs := makeReadings(sensors, 0, 1)
+	produce(t, c.ListenAddrs(), rs)
+	p := alarmPipeline(c.ListenAddrs(), "")
+	p.State.Durable = pipeline.Durable{}
+	p.Checkpoint.Interval = 100 * time.Millisecond
+	r := start(t, p)
+	r.waitFor(t, func() bool {
+		for _, s := range r.w.Shards() {
+			if s.Checkpoint.LastID > 0 && s.Checkpoint.StateBytes > 1<<20 {
+				return true
+			}
+			require.Zero(t, s.Checkpoint.Failures, "checkpoint failed: %s", s.Checkpoint.LastError)
+		}
+		return false
+	}, 60*time.Second, "a checkpoint of every key")
+}

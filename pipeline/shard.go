@@ -384,7 +384,8 @@ func (w *Worker) newRuntime(id streaming.ShardID, maxShards int) (*keyedstate.Ru
 	rt, err := keyedstate.New(w.c.g, keyedstate.StringKeys{}, w.db, append([]keyedstate.Option{
 		keyedstate.WithMemoryBudget(budget), keyedstate.WithDBShare(n), keyedstate.WithEntryBytes(w.entrySz),
 		keyedstate.WithWriteBatchBytes(int(min(4<<20, max(total/int64(maxShards)/16, 64<<10)))),
-		keyedstate.WithPrefix([]byte(statePrefix + w.c.p.Name + "/" + string(id) + "/"))},
+		keyedstate.WithPrefix([]byte(statePrefix + w.c.p.Name + "/" + string(id) + "/")),
+		keyedstate.WithPieceBytes(w.pieceSz)},
 		w.keyOptions(id)...)...)
 	if err != nil {
 		w.resizeLocked(min(len(w.runtimes), maxShards))

@@ -45,6 +45,20 @@ func openStateDB(dir string, budget int64) (*badger.DB, error) {
 	return db, nil
 }
 
+// pieceBytes is the size of the checkpoint pieces of the shards'
+// runtimes: keyedstate's default (1 MiB), unless the checkpoints go to
+// the state database itself and that is in memory (no state.dir and no
+// durable store), which refuses a value above its value threshold (at
+// most 1 MiB, less under a smaller budget, see keyedstate.BadgerOptions):
+// then half of it, which leaves a piece room for the key it ends on.
+func pieceBytes(st State) int {
+	d := st.Durable
+	if st.Dir != "" || d.Store != nil || d.Dir != "" || d.S3 != nil {
+		return keyedstate.DefaultPieceBytes
+	}
+	return int(keyedstate.BadgerOptions("", int64(st.Memory)).ValueThreshold / 2)
+}
+
 // openDurable opens the durable checkpoint store d (the state database
 // itself when d names none) and returns it with its close function. An S3
 // store's requests are measured on reg (when not nil; the caller labels

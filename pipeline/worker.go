@@ -123,6 +123,7 @@ type Worker struct {
 	budgetMu sync.Mutex
 	runtimes map[*keyedstate.Runtime[string]]int // runtime → most shards its source gives a worker
 	entrySz  int                                 // what a cached key costs, measured once by NewWorker
+	pieceSz  int                                 // checkpoint piece size of the runtimes (pieceBytes)
 
 	running     atomic.Bool
 	closed      atomic.Bool
@@ -165,7 +166,8 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		// anything: measured while shards run, it counts what their hot
 		// paths allocate meanwhile (see keyedstate.EntryBytes). Every
 		// shard runs the same graph.
-		entrySz: keyedstate.EntryBytes[string](c.g)}
+		entrySz: keyedstate.EntryBytes[string](c.g),
+		pieceSz: pieceBytes(c.p.State)}
 	defer func() {
 		if err != nil {
 			w.closeAll()

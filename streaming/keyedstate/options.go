@@ -29,7 +29,7 @@ func defaultConfig() config {
 	return config{
 		budget:          64 << 20,
 		writeBatchBytes: 0, // from the budget
-		pieceBytes:      1 << 20,
+		pieceBytes:      DefaultPieceBytes,
 		prefix:          []byte("keyedstate/"),
 		chunkKeys:       256,
 		dbShare:         1,
@@ -106,8 +106,13 @@ func WithEntryBytes(n int) Option { return func(c *config) { c.entryBytes = n } 
 // budget, from 64 KiB to 4 MiB).
 func WithWriteBatchBytes(n int) Option { return func(c *config) { c.writeBatchBytes = n } }
 
+// DefaultPieceBytes is the size of a checkpoint piece unless
+// WithPieceBytes sets another.
+const DefaultPieceBytes = 1 << 20
+
 // WithPieceBytes sets the approximate size of a checkpoint piece (default
-// 1 MiB).
+// DefaultPieceBytes): a piece ends with the first key that takes it to n
+// bytes or more, so it may pass n by one key's state.
 func WithPieceBytes(n int) Option { return func(c *config) { c.pieceBytes = n } }
 
 // WithPrefix sets the Badger key prefix of the runtime's keys (default
