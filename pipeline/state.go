@@ -56,14 +56,25 @@ func pieceBytes(st State) int {
 	if st.Dir != "" || d.Store != nil || d.Dir != "" || d.S3 != nil {
 		return keyedstate.DefaultPieceBytes
 	}
-	return int(keyedstate.BadgerOptions("", int64(st.Memory)).ValueThreshold / 2)
+	return int(inMemoryValueLimit(st) / 2)
 }
 
-// openDurable opens the durable checkpoint store d (the state database
-// itself when d names none) and returns it with its close function. An S3
-// store's requests are measured on reg (when not nil; the caller labels
-// it by pipeline).
-func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger, reg prometheus.Registerer) (streaming.StateStore, func() error, error) {
+// inMemoryValueLimit is the largest value the state database takes when
+// it is in memory (no state.dir; 0 on disk): the value threshold it is
+// opened with.
+func inMemoryValueLimit(st State) int64 {
+	if st.Dir != "" {
+		return 0
+	}
+	return keyedstate.BadgerOptions("", int64(st.Memory)).ValueThreshold
+}
+
+// openDurable opens the durable checkpoint store state.Durable (the state
+// database itself when it names none) and returns it with its close
+// function. An S3 store's requests are measured on reg (when not nil; the
+// caller labels it by pipeline).
+func openDurable(ctx context.Context, state State, db *badger.DB, log *slog.Logger, reg prometheus.Registerer) (streaming.StateStore, func() error, error) {
+	d := state.Durable
 	nop := func() error { return nil }
 	switch {
 	case d.Store != nil:
@@ -110,7 +121,8 @@ func openDurable(ctx context.Context, d Durable, db *badger.DB, log *slog.Logger
 	if db == nil {
 		return nil, nil, errors.New("no durable store and no state database")
 	}
-	st, err := badgerstore.Open(badgerstore.WithDB(db), badgerstore.WithPrefix([]byte(checkpointPrefix)))
+	st, err := badgerstore.Open(badgerstore.WithDB(db), badgerstore.WithPrefix([]byte(checkpointPrefix)),
+		badgerstore.WithValueLimit(inMemoryValueLimit(state)))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -179,7 +179,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 	w.closers = append(w.closers, w.db.Close)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	durable, closeDurable, err := openDurable(octx, c.p.State.Durable, w.db, w.log, w.partsReg())
+	durable, closeDurable, err := openDurable(octx, c.p.State, w.db, w.log, w.partsReg())
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
 	}

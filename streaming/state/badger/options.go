@@ -15,6 +15,7 @@ type config struct {
 	prefix []byte
 	sync   bool
 	badger func(badger.Options) badger.Options
+	limit  int64 // largest value an in-memory database takes (WithValueLimit)
 }
 
 func defaultConfig() config {
@@ -49,8 +50,8 @@ func WithBadgerOptions(f func(badger.Options) badger.Options) Option {
 }
 
 // WithPrefix sets the prefix of every key the store writes, so it can share
-// a database. Snapshots live under prefix+"s/", cursors under prefix+"c/".
-// Default: "tflo/state/".
+// a database. Snapshots live under prefix+"s/", cursors under prefix+"c/",
+// epoch claims under prefix+"e/". Default: "tflo/state/".
 func WithPrefix(prefix []byte) Option {
 	return func(c *config) { c.prefix = append([]byte(nil), prefix...) }
 }
@@ -58,3 +59,11 @@ func WithPrefix(prefix []byte) Option {
 // WithSync sets whether every write is followed by db.Sync (fsync of the
 // value log), making a nil return mean durable. Default: true.
 func WithSync(sync bool) Option { return func(c *config) { c.sync = sync } }
+
+// WithValueLimit tells a store on an in-memory database (WithDB) the
+// ValueThreshold the database was opened with: Badger refuses a larger
+// value with an error that carries the whole value, and no longer
+// reports the threshold after Open, so the store refuses it first, with
+// a short error. Default: 1 MiB, the most an in-memory database takes (a
+// WithPath store knows its own).
+func WithValueLimit(n int64) Option { return func(c *config) { c.limit = n } }

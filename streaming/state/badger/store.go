@@ -18,6 +18,7 @@ type Store struct {
 	db      *badger.DB
 	ownsDB  bool
 	sync    bool
+	limit   int64 // largest value, in memory (WithValueLimit)
 	snapPfx []byte
 	curPfx  []byte
 	epPfx   []byte
@@ -56,15 +57,20 @@ func Open(opts ...Option) (*Store, error) {
 	s := &Store{
 		db:      cfg.db,
 		sync:    cfg.sync,
+		limit:   inMemoryValueLimit,
 		snapPfx: append(append([]byte(nil), cfg.prefix...), 's', '/'),
 		curPfx:  append(append([]byte(nil), cfg.prefix...), 'c', '/'),
 		epPfx:   append(append([]byte(nil), cfg.prefix...), 'e', '/'),
+	}
+	if cfg.limit > 0 {
+		s.limit = min(s.limit, cfg.limit)
 	}
 	if s.db == nil {
 		bo := badger.DefaultOptions(cfg.path).WithLogger(nil)
 		if cfg.badger != nil {
 			bo = cfg.badger(bo)
 		}
+		s.limit = min(s.limit, bo.ValueThreshold)
 		db, err := badger.Open(bo)
 		if err != nil {
 			return nil, fmt.Errorf("badger state store: open %q: %w", cfg.path, err)
@@ -123,10 +129,10 @@ func (s *Store) maybeSync() error {
 func (s *Store) checkSize(key, v []byte) error {
 	o := s.db.Opts()
 	// In memory, Badger refuses values above the ValueThreshold it was
-	// opened with, which is at most 1 MiB (Opts reports MaxInt32 after
-	// Open, so the ceiling is what can be checked here).
-	if o.InMemory && len(v) > inMemoryValueLimit {
-		return fmt.Errorf("snapshot key %q: encoded snapshot of %d bytes exceeds the %d-byte value limit of an in-memory Badger database", key, len(v), inMemoryValueLimit)
+	// opened with, at most 1 MiB (Opts reports MaxInt32 after Open: the
+	// store has it from WithValueLimit, or its own Open).
+	if o.InMemory && int64(len(v)) > s.limit {
+		return fmt.Errorf("snapshot key %q: encoded snapshot of %d bytes exceeds the %d-byte value limit of an in-memory Badger database", key, len(v), s.limit)
 	}
 	if int64(len(v)) >= o.ValueLogFileSize {
 		return fmt.Errorf("snapshot key %q: encoded snapshot of %d bytes does not fit a %d-byte Badger value log file", key, len(v), o.ValueLogFileSize)

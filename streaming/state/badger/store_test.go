@@ -210,3 +210,22 @@ func TestOpenValidates(t *testing.T) {
 		})
 	}
 }
+
+// An in-memory database refuses a value above the threshold it was opened
+// with, in an error that carries the whole value; told the threshold, the
+// store refuses it first, in a line.
+func TestInMemoryValueLimit(t *testing.T) {
+	const limit = 64 << 10
+	db, err := badger.Open(badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).WithValueThreshold(limit))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	s, err := badgerstore.Open(badgerstore.WithDB(db), badgerstore.WithValueLimit(limit))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, s.Save(ctx, []byte("small"), streaming.Snapshot{Data: make([]byte, limit/2)}))
+	err = s.SaveBatch(ctx, []streaming.KeyedSnapshot{{Key: []byte("large"), Snapshot: streaming.Snapshot{Data: make([]byte, limit)}}})
+	require.ErrorContains(t, err, `snapshot key "large": encoded snapshot of 65554 bytes exceeds the 65536-byte value limit of an in-memory Badger database`)
+	require.Less(t, len(err.Error()), 300, "the error does not carry the value")
+	_, err = s.Load(ctx, []byte("large"))
+	require.ErrorIs(t, err, streaming.ErrNotFound)
+}
