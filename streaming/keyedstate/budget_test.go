@@ -248,3 +248,36 @@ func TestResizeShrinksAndGrowsTheCache(t *testing.T) {
 	require.Equal(t, before.Capacity, after.Capacity)
 	require.Error(t, rt.Resize(budget, 0), "a DB share below 1")
 }
+
+// A spilled run is written in chunks no larger than runChunkBytes (64
+// KiB): an in-memory database sized from a small budget (here the test
+// DB's 64 KiB value threshold) refuses a larger value, and a chunk that
+// ended with the key taking it past 64 KiB was refused.
+func TestSpilledRunChunksFitTheValueThreshold(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	rt := newRuntime(t, g, openDB(t), keyedstate.WithEntryBytes(1000), keyedstate.WithGCHeadroom(0),
+		keyedstate.WithMemoryBudget(testDBBytes+8<<10+4_000_000))
+	const n = 100_000 // 13-byte keys: 1.4 MB in a list, spilled in runs of several chunks
+	var recs []record
+	for i := range n {
+		recs = append(recs, record{key: fmt.Sprintf("sensor/%06d", i), ts: int64(i), value: float64(i % 7)})
+	}
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error {
+		for _, r := range recs {
+			if _, err := tx.Eval(r.key, r.ts, streaming.Float(r.value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.Positive(t, rt.Stats().Spills)
+	c, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	var pieces [][]byte
+	require.NoError(t, c.Pieces(ctx, func(p []byte) error { pieces = append(pieces, append([]byte(nil), p...)); return nil }))
+	c.Release(true)
+	rt2 := newRuntime(t, g, openDB(t), small(50)...)
+	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(1), piecesSeq(pieces)))
+	require.Equal(t, uint64(n), rt2.Stats().RestoredItems, "every changed key in the cut")
+}

@@ -11,7 +11,9 @@ import (
 
 // A list of changed keys that outgrows its part of the budget (many keys
 // changed while checkpoints fail, say) is spilled to Badger as a sorted
-// run: its distinct keys, in chunks of about runChunkBytes, under
+// run: its distinct keys, in chunks of at most runChunkBytes (an
+// in-memory database sized from a small budget takes no larger value;
+// see BadgerOptions), under
 // runsPrefix + the runtime's prefix + run id (8 bytes) + chunk (4 bytes).
 // Saving a cut merges its in-memory keys with its runs; releasing it saved
 // deletes the runs; Restore drops them all.
@@ -73,13 +75,13 @@ func (r *Runtime[K]) spill() error {
 	}
 	for _, ref := range refs {
 		kb := r.dirty.at(ref)
-		chunk = binary.AppendUvarint(chunk, uint64(len(kb)))
-		chunk = append(chunk, kb...)
-		if len(chunk) >= runChunkBytes {
+		if len(chunk) > 0 && len(chunk)+binary.MaxVarintLen64+len(kb) > runChunkBytes {
 			if err := put(); err != nil {
 				return fmt.Errorf("keyedstate: spill changed keys: %w", err)
 			}
 		}
+		chunk = binary.AppendUvarint(chunk, uint64(len(kb)))
+		chunk = append(chunk, kb...)
 	}
 	if len(chunk) > 0 {
 		if err := put(); err != nil {
