@@ -318,6 +318,10 @@ type Durable struct {
 	Store streaming.StateStore `yaml:"-"`
 }
 
+// inStateDB reports whether the checkpoints go to the worker's own state
+// database: d names no store.
+func (d Durable) inStateDB() bool { return d.Dir == "" && d.S3 == nil && d.Store == nil }
+
 // S3Store names an S3 bucket (AWS, MinIO, any S3-compatible service).
 type S3Store struct {
 	// Bucket and Prefix locate the checkpoints (Prefix may be empty).

@@ -52,8 +52,7 @@ func openStateDB(dir string, budget int64) (*badger.DB, error) {
 // most 1 MiB, less under a smaller budget, see keyedstate.BadgerOptions):
 // then half of it, which leaves a piece room for the key it ends on.
 func pieceBytes(st State) int {
-	d := st.Durable
-	if st.Dir != "" || d.Store != nil || d.Dir != "" || d.S3 != nil {
+	if st.Dir != "" || !st.Durable.inStateDB() {
 		return keyedstate.DefaultPieceBytes
 	}
 	return int(inMemoryValueLimit(st) / 2)
@@ -75,6 +74,17 @@ func inMemoryValueLimit(st State) int64 {
 // caller labels it by pipeline).
 func openDurable(ctx context.Context, state State, db *badger.DB, log *slog.Logger, reg prometheus.Registerer) (streaming.StateStore, func() error, error) {
 	d := state.Durable
+	if d.inStateDB() {
+		if db == nil {
+			return nil, nil, errors.New("no durable store and no state database")
+		}
+		st, err := badgerstore.Open(badgerstore.WithDB(db), badgerstore.WithPrefix([]byte(checkpointPrefix)),
+			badgerstore.WithValueLimit(inMemoryValueLimit(state)))
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, st.Close, nil
+	}
 	nop := func() error { return nil }
 	switch {
 	case d.Store != nil:
@@ -83,7 +93,7 @@ func openDurable(ctx context.Context, state State, db *badger.DB, log *slog.Logg
 		// One files store per shard, opened with the shard
 		// (openShardDurable): no store for the whole worker.
 		return nil, nop, checkDurableFolder(d.Dir)
-	case d.S3 != nil:
+	default: // d.S3 != nil
 		s := d.S3
 		opts := []s3.Option{s3.WithPrefix(s.Prefix), s3.WithLogger(log)}
 		if s.Endpoint != "" {
@@ -118,15 +128,6 @@ func openDurable(ctx context.Context, state State, db *badger.DB, log *slog.Logg
 		}
 		return st, nop, nil
 	}
-	if db == nil {
-		return nil, nil, errors.New("no durable store and no state database")
-	}
-	st, err := badgerstore.Open(badgerstore.WithDB(db), badgerstore.WithPrefix([]byte(checkpointPrefix)),
-		badgerstore.WithValueLimit(inMemoryValueLimit(state)))
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, st.Close, nil
 }
 
 // checkpointName is the name of a shard's checkpoints in the durable
