@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
@@ -178,4 +179,34 @@ func rebalancing(t *testing.T, parts int32) pipeline.Pipeline {
 	p.State.Durable = pipeline.Durable{Store: memory.New()}
 	p.Checkpoint = pipeline.Checkpoint{Interval: time.Second}
 	return p
+}
+
+// TestMinMemoryHoldsAHundredShards: at pipeline.MinMemory (the least
+// state.memory a spec may give) a worker owns and runs 100 partitions;
+// over 150 the split leaves a shard no room for a key, and the worker
+// stops with an error that names state.memory and what to do.
+func TestMinMemoryHoldsAHundredShards(t *testing.T) {
+	for _, tc := range []struct {
+		parts int32
+		fails bool
+	}{{100, false}, {150, true}} {
+		c := newCluster(t, tc.parts)
+		p := alarmPipeline(c.ListenAddrs(), t.TempDir(), newRecorder().shared())
+		p.State.Memory = pipeline.MinMemory
+		require.NoError(t, p.Validate())
+		if !tc.fails {
+			w := start(t, p, pipeline.WithWorkerID("a"))
+			w.waitFor(t, func() bool { return w.w.Stats().Owned == int(tc.parts) }, 30*time.Second, "the worker never owned every partition")
+			w.stop(t)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w, err := pipeline.NewWorker(ctx, p, pipeline.WithLogger(testLogger(t)))
+		require.NoError(t, err)
+		err = w.Run(ctx)
+		require.ErrorIs(t, err, keyedstate.ErrBudgetTooSmall)
+		require.ErrorContains(t, err, "state.memory 80MiB split ")
+		require.ErrorContains(t, err, "raise state.memory, or run more workers to share the shards")
+	}
 }

@@ -74,8 +74,9 @@
 // binary, workers/cmd/worker, runs the process at a Go memory limit of
 // the budget plus half of it, at least 128 MiB, unless GOMEMLIMIT is
 // set; a program of its own that calls Run sets its own). Badger's share is about 40
-// MiB whatever the budget: below about 72 MiB a shard holds no key and
-// refuses to open. Not covered: Badger's file mappings (the kernel's page
+// MiB whatever the budget, so the budget is at least MinMemory (80 MiB);
+// a worker holding more than 100 shards may need more (a shard the split
+// leaves no room for a key refuses to open, naming state.memory). Not covered: Badger's file mappings (the kernel's page
 // cache), the records and outputs in flight, and the sinks' own bounded
 // buffers.
 //

@@ -263,11 +263,10 @@ type State struct {
 	// Memory is the budget of the keyed state: the cache of live key
 	// instances, the write-behind buffers, Badger's memtables and pooled
 	// compaction buffers, and a third left to the garbage collector
-	// (default 256 MiB; see streaming/keyedstate). Badger's share is about
-	// 40 MiB whatever the budget, so a budget under about 72 MiB holds no
-	// key and the shards refuse to open. It is divided evenly among the
-	// shards the worker holds (re-split as shards come and go, at most as
-	// many ways as the source has partitions). The worker binary runs at a
+	// (default 256 MiB, at least MinMemory; see streaming/keyedstate). It
+	// is divided evenly among the shards the worker holds (re-split as
+	// shards come and go, at most as many ways as the source has
+	// partitions). The worker binary runs at a
 	// Go memory limit of Memory plus half of it (at least 128 MiB) unless
 	// GOMEMLIMIT is set.
 	Memory ByteSize `yaml:"memory"`
@@ -294,6 +293,14 @@ type State struct {
 	// tflo_pipeline_keys_expired_total.
 	KeyTTL time.Duration `yaml:"key_ttl"`
 }
+
+// MinMemory is the least State.Memory: Badger's memtables and pooled
+// compaction buffers take some 40 MiB of any budget, and each shard
+// two write batches (64 KiB or more) and its admission sketch; 80 MiB
+// leaves room for keys in up to 100 shards. A worker holding more
+// shards needs more: a shard that cannot open says so, naming
+// state.memory.
+const MinMemory = 80 << 20
 
 // DefaultMaxKeys is State.MaxKeys's default: the most keys one shard
 // holds unless the spec says otherwise.
@@ -624,8 +631,10 @@ func (p Pipeline) validate(line func(key string) int) error {
 	case g.Built == nil && len(g.Nodes) == 0:
 		addAt("graph", "graph has no nodes")
 	}
-	if p.State.Memory < 0 {
-		addAt("state.memory", "state.memory %d must be positive", int64(p.State.Memory))
+	if m := p.State.Memory; m < 0 {
+		addAt("state.memory", "state.memory %d must be positive", int64(m))
+	} else if m > 0 && m < MinMemory {
+		addAt("state.memory", "state.memory %v is below the minimum %v: the state database's memtables and compaction buffers alone take some 40 MiB", m, ByteSize(MinMemory))
 	}
 	if p.State.MaxKeys < -1 {
 		addAt("state.max_keys", "state.max_keys %d must be positive (-1: no cap)", p.State.MaxKeys)

@@ -389,6 +389,10 @@ func (w *Worker) newRuntime(id streaming.ShardID, maxShards int) (*keyedstate.Ru
 		w.keyOptions(id)...)...)
 	if err != nil {
 		w.resizeLocked(min(len(w.runtimes), maxShards))
+		if errors.Is(err, keyedstate.ErrBudgetTooSmall) {
+			return nil, fmt.Errorf("shard %s: state.memory %v split %d ways leaves %d bytes a shard, too little: raise state.memory, or run more workers to share the shards (%w)",
+				id, w.c.p.State.Memory, n, budget, err)
+		}
 		return nil, fmt.Errorf("shard %s: keyed state (budget %d bytes of %d, split %d ways): %w", id, budget, total, n, err)
 	}
 	if w.runtimes == nil {

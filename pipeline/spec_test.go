@@ -185,7 +185,7 @@ func TestSpecValuesOutOfRange(t *testing.T) {
 	src := strings.Replace(smaSpec(strings.Replace(goodNode, "window: 10", "windo: 10", 1)), "  interval: 1s\n", "  interval: -1s\n  stage_timeout: -2s\n", 1)
 	src = strings.Replace(src, "    topic: trades\n", "    topic: trades\n    revoke_timeout: -5s\n", 1)
 	src = strings.Replace(src, "  - kafka: {topic: readings.sma}\n", "  - kafka: {topic: readings.sma}\n  - influx: {url: http://localhost:8086, bucket: b, tls: {cert_file: /c.pem}}\n", 1)
-	src += "state:\n  max_keys: -2\n"
+	src += "state:\n  max_keys: -2\n  memory: 10KiB\n"
 	lineOf := func(key string) int {
 		for i, l := range strings.Split(src, "\n") {
 			if strings.HasPrefix(strings.TrimSpace(l), key+":") || strings.Contains(l, "- name: "+key) {
@@ -200,6 +200,7 @@ func TestSpecValuesOutOfRange(t *testing.T) {
 		fmt.Sprintf("line %d: checkpoint.interval -1s must not be negative", lineOf("interval")),
 		fmt.Sprintf("line %d: checkpoint.stage_timeout -2s must not be negative", lineOf("stage_timeout")),
 		fmt.Sprintf("line %d: state.max_keys -2 must be positive (-1: no cap)", lineOf("max_keys")),
+		fmt.Sprintf("line %d: state.memory 10KiB is below the minimum 80MiB", lineOf("memory")),
 		fmt.Sprintf(`graph node "sma" (line %d): operator "sma": parameter "windo": unknown parameter`, lineOf("sma")),
 		// A section's problem: the line of its first value.
 		fmt.Sprintf("line %d: sinks[1]: influx sink http://localhost:8086: tls: a client certificate needs both cert_file and key_file", lineOf("- influx")),

@@ -242,7 +242,7 @@ func TestResizeShrinksAndGrowsTheCache(t *testing.T) {
 	// A budget too small for one key is refused, and changes nothing.
 	before := rt.Stats()
 	err := rt.Resize(64<<10, 1)
-	require.ErrorContains(t, err, "holds no key")
+	require.ErrorIs(t, err, keyedstate.ErrBudgetTooSmall)
 	after := rt.Stats()
 	require.Equal(t, before.Budget, after.Budget)
 	require.Equal(t, before.Capacity, after.Capacity)

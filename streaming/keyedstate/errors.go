@@ -13,3 +13,8 @@ var ErrCutPending = errors.New("keyedstate: a cut is already pending")
 // while the runtime holds its cap of keys (WithMaxKeys): the record is
 // refused, the runtime carries on.
 var ErrTooManyKeys = errors.New("keyedstate: key cap reached")
+
+// ErrBudgetTooSmall is wrapped by New's (and Resize's) error when the
+// memory budget, after the GC headroom, Badger's memtables and caches,
+// the write batches and the admission sketch, holds no key.
+var ErrBudgetTooSmall = errors.New("keyedstate: memory budget too small")

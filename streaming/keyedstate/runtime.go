@@ -183,8 +183,8 @@ func (c *config) available(db *badger.DB, sz int, sketch int64) (dbBytes, avail 
 	live := int64(float64(c.budget) * (1 - c.gcHeadroom))
 	avail = live - dbBytes - int64(2*c.writeBatchBytes) - sketch
 	if avail < int64(sz) {
-		return 0, 0, fmt.Errorf("keyedstate: memory budget %d bytes (%d after the GC headroom) holds no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget), two write batches of %d bytes and the admission sketch (%d bytes)",
-			c.budget, live, sz, dbBytes, c.writeBatchBytes, sketch)
+		return 0, 0, fmt.Errorf("%w: %d bytes (%d after the GC headroom) hold no key of %d bytes after Badger's memtables and caches (%d bytes; open the DB with keyedstate.BadgerOptions to size them from the budget), two write batches of %d bytes and the admission sketch (%d bytes)",
+			ErrBudgetTooSmall, c.budget, live, sz, dbBytes, c.writeBatchBytes, sketch)
 	}
 	return dbBytes, avail, nil
 }

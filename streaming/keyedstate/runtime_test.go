@@ -53,7 +53,7 @@ func TestRuntimeValidation(t *testing.T) {
 		{"zero DB share", []keyedstate.Option{keyedstate.WithDBShare(0)}, "DB share 0"},
 		{"GC headroom 1", []keyedstate.Option{keyedstate.WithGCHeadroom(1)}, "GC headroom 1 must be"},
 		{"zero budget", []keyedstate.Option{keyedstate.WithMemoryBudget(0)}, "memory budget 0 bytes"},
-		{"no room for a key", []keyedstate.Option{keyedstate.WithMemoryBudget(3 << 10), keyedstate.WithWriteBatchBytes(1 << 10), keyedstate.WithEntryBytes(5000)}, "holds no key"},
+		{"no room for a key", []keyedstate.Option{keyedstate.WithMemoryBudget(3 << 10), keyedstate.WithWriteBatchBytes(1 << 10), keyedstate.WithEntryBytes(5000)}, "hold no key of"},
 		{"zero piece", []keyedstate.Option{keyedstate.WithPieceBytes(0)}, "piece size 0"},
 	}
 	for _, tc := range cases {
