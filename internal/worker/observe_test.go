@@ -485,7 +485,7 @@ func TestCheckPrintsTheGraphAsItRuns(t *testing.T) {
 		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
 	})
 	require.Equal(t, worker.ExitOK, code, errOut.String())
-	require.Contains(t, out, `pipeline "sma-readings", source kafka topic readings, 1 nodes, outputs [sma], 1 sinks, dead letters to kafka topic readings.dlq: ok`)
+	require.Contains(t, out, `pipeline "sma-readings", source kafka topic readings, 1 node, outputs [sma], 1 sink, dead letters to kafka topic readings.dlq: ok`)
 	out = stdout(t, func() {
 		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("iot-portal-edge.yaml"), "--check"}, &errOut)
 	})

@@ -70,8 +70,8 @@ func PipelineMain() Main {
 				if err != nil {
 					return usageError{err}
 				}
-				fmt.Fprintf(os.Stdout, "%s: pipeline %q, source %s, %d nodes, outputs %v, %d sinks, dead letters to %s: ok\n",
-					spec, p.Name, sourceName(p.Source), len(p.Graph.Nodes), env.Outputs, len(p.Sinks), deadLetterName(p.WithDefaults()))
+				fmt.Fprintf(os.Stdout, "%s: pipeline %q, source %s, %s, outputs %v, %s, dead letters to %s: ok\n",
+					spec, p.Name, sourceName(p.Source), count(len(p.Graph.Nodes), "node"), env.Outputs, count(len(p.Sinks), "sink"), deadLetterName(p.WithDefaults()))
 				return nil
 			}
 			if rt.OwnsProcess {
@@ -326,4 +326,12 @@ func redactURLs(list string) string {
 		parts[i] = u.Redacted()
 	}
 	return strings.Join(parts, ",")
+}
+
+// count is n noun, plural unless n is 1: "1 node", "3 nodes".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
