@@ -11,16 +11,15 @@
 //	worker --pipeline spec.yaml --check                # load and check the spec only
 //	worker --version                                   # which build this is
 //	worker --help                                      # every key and its TFLO_* variable
+//
+// A worker with operators of your own is a program of a few lines around
+// package workers/worker.
 package main
 
 import (
 	"os"
 
-	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/workers/worker"
 )
 
-func main() {
-	m := worker.PipelineMain()
-	m.OwnsProcess = true // the Go memory limit follows state.memory unless GOMEMLIMIT is set
-	os.Exit(worker.RunMain(m, os.Args[1:], os.Stderr))
-}
+func main() { os.Exit(worker.Main(os.Args[1:])) }

@@ -9,11 +9,12 @@ import (
 )
 
 // TestBinariesLinkNoDevStack: the production binaries under workers/cmd
+// (and the example worker programs under workers/examples)
 // link none of the embedded development servers (kfake, mochi-mqtt, the
 // test MQTT broker, internal/devstack) nor the test suite; those stay in
 // `starter demo` and the tests.
 func TestBinariesLinkNoDevStack(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/tflo-io/tflo/workers/cmd/...").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", "github.com/tflo-io/tflo/workers/cmd/...", "github.com/tflo-io/tflo/workers/examples/...").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	deps := strings.Fields(string(out))
 	require.Contains(t, deps, "github.com/tflo-io/tflo/pipeline", "the listing names the binaries' dependencies")

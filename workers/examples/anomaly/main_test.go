@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/internal/devstack"
+)
+
+// build builds this program (and the stock worker, when stock) into a
+// temporary folder, as a user does with go build.
+func build(t *testing.T, pkgs ...string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command builds the program under test")
+	dir := t.TempDir()
+	out, err := exec.Command(goBin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...).CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return dir
+}
+
+// TestProgramRunsItsOwnOperator runs the built program the way a user
+// does: `--check` resolves anomaly.yaml's zscore node where the stock
+// worker refuses it; then the program runs the spec against a Kafka
+// cluster (kfake, over TCP) with environment variables only, every
+// z-score on the output topic matches the two-pass reference, and
+// SIGTERM drains it to exit code 0 with no error logged.
+func TestProgramRunsItsOwnOperator(t *testing.T) {
+	bin := build(t, ".", "../../cmd/worker")
+	run := func(ctx context.Context, name string, env []string, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+		cmd.WaitDelay = 5 * time.Second
+		return cmd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	out, err := run(ctx, "anomaly", nil, "--pipeline", "anomaly.yaml", "--check").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), `pipeline "anomaly", source kafka topic readings, 1 node, outputs [z], 1 sink, dead letters to kafka topic readings.dlq: ok`)
+	out, err = run(ctx, "worker", nil, "--pipeline", "anomaly.yaml", "--check").CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 2, exit.ExitCode())
+	require.Contains(t, string(out), `graph node "z" (line 13): unknown operator type "zscore"`)
+
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 3},
+		devstack.KafkaTopic{Name: "readings.anomaly", Partitions: 3}, devstack.KafkaTopic{Name: "readings.dlq", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+
+	// 8 sensors, 60 readings each, a spike now and then; the reference
+	// z-scores from their definition, keyed like the sink's records.
+	type reading struct {
+		Sensor string  `json:"sensor"`
+		TS     int64   `json:"ts"`
+		Value  float64 `json:"value"`
+	}
+	type key struct {
+		sensor string
+		ts     int64
+	}
+	type val struct {
+		z    float64
+		mode string
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var rs []reading
+	hist := map[string][]float64{}
+	want := map[key]val{}
+	anomalies := 0
+	for i := range 60 {
+		for s := range 8 {
+			r := reading{Sensor: fmt.Sprintf("sensor-%d", s), TS: 1_700_000_000_000 + int64(i)*1000, Value: 20 + rng.NormFloat64()}
+			if (i+s)%23 == 22 {
+				r.Value += 12
+			}
+			rs = append(rs, r)
+			h := append(hist[r.Sensor], r.Value)
+			hist[r.Sensor] = h
+			if z, ok := zscoreRef(h, len(h)-1, 10); ok {
+				mode := "normal"
+				if math.Abs(z) > 2.5 { // anomaly.yaml's threshold
+					mode = "anomaly"
+					anomalies++
+				}
+				want[key{r.Sensor, r.TS}] = val{z, mode}
+			}
+		}
+	}
+	require.Positive(t, anomalies)
+
+	var stderr bytes.Buffer
+	cmd := run(ctx, "anomaly", []string{"KAFKA_BROKERS=" + k.Addrs()[0], "STATE_DIR=" + t.TempDir()}, "--pipeline", "anomaly.yaml")
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+
+	pub, err := kafka.NewPublisher(ctx, kafka.PublishTo("readings", k.Addrs()...))
+	require.NoError(t, err)
+	defer pub.Close()
+	for _, r := range rs {
+		b, err := json.Marshal(r)
+		require.NoError(t, err)
+		require.NoError(t, pub.Publish(ctx, r.Sensor, b))
+	}
+	require.NoError(t, pub.Flush(ctx))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs()...), kgo.ConsumeTopics("readings.anomaly"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	got := map[key]val{}
+	for n := 0; n < len(want); {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of %d outputs; the program's log:\n%s", n, len(want), &stderr)
+		fs.EachRecord(func(r *kgo.Record) {
+			var o struct {
+				Key, Name, Mode string
+				TS              int64
+				Value           float64
+			}
+			require.NoError(t, json.Unmarshal(r.Value, &o), "%s", r.Value)
+			require.Equal(t, "z", o.Name)
+			if o.Mode == "" {
+				o.Mode = "normal" // mode 0 is left out
+			}
+			got[key{o.Key, o.TS}] = val{o.Value, o.Mode}
+			n++
+		})
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		require.True(t, ok, "no z-score for %v", k)
+		require.InDelta(t, w.z, g.z, 1e-9*math.Max(1, math.Abs(w.z)), "%v", k)
+		require.Equal(t, w.mode, g.mode, "%v (z %v)", k, w.z)
+	}
+	require.Len(t, got, len(want))
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done:
+		require.NoError(t, err, "exit status; the program's log:\n%s", &stderr)
+	case <-ctx.Done():
+		t.Fatalf("the program did not stop on SIGTERM; its log:\n%s", &stderr)
+	}
+	require.NotContains(t, stderr.String(), "level=ERROR")
+	require.Contains(t, stderr.String(), "final_checkpoint=true", "a drain takes its final checkpoints")
+}

@@ -1,0 +1,43 @@
+// Package worker is tflo's worker program (workers/cmd/worker) as a
+// library, for a worker binary of your own: one whose specs may name
+// operator types that are not in tflo's catalogs. Register them in
+// pipeline.DefaultRegistry, then call Main; the program is the shipped
+// worker — the same flags, config keys and TFLO_* variables, metrics and
+// probes, drain and final checkpoints on SIGTERM — with your operators
+// beside the catalogs (`--check` resolves a spec against them too).
+//
+//	func main() {
+//		if err := myops.Register(pipeline.DefaultRegistry()); err != nil {
+//			log.Fatal(err)
+//		}
+//		os.Exit(worker.Main(os.Args[1:]))
+//	}
+//
+// workers/examples/anomaly is such a program, with its spec.
+package worker
+
+import (
+	"os"
+
+	"github.com/tflo-io/tflo/internal/worker"
+)
+
+// Main runs the worker with args (the command line without the program
+// name: --pipeline FILE.yaml, --config FILE, ...; --help lists them) until
+// SIGINT or SIGTERM, writing its log and errors to stderr, and returns
+// the process's exit code: 0, 1 when the worker failed, 2 for a usage
+// error (a bad flag, config or spec). Main owns the process: unless
+// GOMEMLIMIT is set, it sets the Go memory limit from the spec's
+// state.memory.
+func Main(args []string) int {
+	m := worker.PipelineMain()
+	m.OwnsProcess = true
+	return worker.RunMain(m, args, os.Stderr)
+}
+
+// Exit codes of Main.
+const (
+	ExitOK      = worker.ExitOK
+	ExitFailure = worker.ExitFailure
+	ExitUsage   = worker.ExitUsage
+)
