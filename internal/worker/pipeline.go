@@ -25,13 +25,14 @@ import (
 	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // PipelineMain is workers/cmd/worker: it runs the pipeline of a spec.
 func PipelineMain() Main {
 	cfg := &PipelineConfig{}
 	var spec string
-	var check bool
+	var check, operators bool
 	return Main{
 		Name:    "worker",
 		Summary: "runs a tflo pipeline (source → keyed graph → sinks) from its YAML spec",
@@ -39,6 +40,7 @@ func PipelineMain() Main {
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&spec, "pipeline", "", "the pipeline's spec (YAML); required")
 			fs.BoolVar(&check, "check", false, "load and check the spec (and the config), print the pipeline and exit")
+			fs.BoolVar(&operators, "operators", false, "list the operator types this binary's specs may name (tflo's catalogs and any it registers), with their parameters, and exit")
 		},
 		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
 		PrintConfig: func(w io.Writer) error {
@@ -58,6 +60,10 @@ func PipelineMain() Main {
 			return envconfig.Print(w, effectiveSpec(s, p), origins)
 		},
 		Run: func(ctx context.Context, rt Runtime) error {
+			if operators {
+				streaming.PrintOperatorTypes(os.Stdout, pipeline.DefaultRegistry().Types())
+				return nil
+			}
 			if spec == "" {
 				return usageError{errors.New("--pipeline FILE is required")}
 			}

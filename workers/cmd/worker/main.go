@@ -9,6 +9,7 @@
 //	worker --pipeline workers/pipelines/sma-readings.yaml
 //	worker --pipeline spec.yaml --config worker.yaml   # worker id, Temporal, NATS, metrics, logs
 //	worker --pipeline spec.yaml --check                # load and check the spec only
+//	worker --operators                                 # the operator types a spec may name
 //	worker --version                                   # which build this is
 //	worker --help                                      # every key and its TFLO_* variable
 //

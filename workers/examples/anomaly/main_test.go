@@ -35,7 +35,7 @@ func build(t *testing.T, pkgs ...string) string {
 
 // TestProgramRunsItsOwnOperator runs the built program the way a user
 // does: `--check` resolves anomaly.yaml's zscore node where the stock
-// worker refuses it; then the program runs the spec against a Kafka
+// worker refuses it, `--operators` lists zscore beside the catalogs; then the program runs the spec against a Kafka
 // cluster (kfake, over TCP) with environment variables only, every
 // z-score on the output topic matches the two-pass reference, and
 // SIGTERM drains it to exit code 0 with no error logged.
@@ -58,6 +58,14 @@ func TestProgramRunsItsOwnOperator(t *testing.T) {
 	require.ErrorAs(t, err, &exit, "%s", out)
 	require.Equal(t, 2, exit.ExitCode())
 	require.Contains(t, string(out), `graph node "z" (line 13): unknown operator type "zscore"`)
+
+	out, err = run(ctx, "anomaly", nil, "--operators").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "zscore — How unusual a value is for its key")
+	require.Contains(t, string(out), "sma — ", "the catalogs are listed beside it")
+	out, err = run(ctx, "worker", nil, "--operators").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NotContains(t, string(out), "zscore")
 
 	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 3},
 		devstack.KafkaTopic{Name: "readings.anomaly", Partitions: 3}, devstack.KafkaTopic{Name: "readings.dlq", Partitions: 1})
