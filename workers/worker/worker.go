@@ -18,6 +18,7 @@ package worker
 
 import (
 	"os"
+	"path/filepath"
 
 	"github.com/tflo-io/tflo/internal/worker"
 )
@@ -26,12 +27,16 @@ import (
 // name: --pipeline FILE.yaml, --config FILE, ...; --help lists them) until
 // SIGINT or SIGTERM, writing its log and errors to stderr, and returns
 // the process's exit code: 0, 1 when the worker failed, 2 for a usage
-// error (a bad flag, config or spec). Main owns the process: unless
+// error (a bad flag, config or spec). Its help, errors, --version and
+// log lines (cmd=) carry the program's name. Main owns the process: unless
 // GOMEMLIMIT is set, it sets the Go memory limit from the spec's
 // state.memory.
 func Main(args []string) int {
 	m := worker.PipelineMain()
 	m.OwnsProcess = true
+	if len(os.Args) > 0 && os.Args[0] != "" {
+		m.Name = filepath.Base(os.Args[0]) // the program's name in its help, errors, --version and logs (cmd=)
+	}
 	return worker.RunMain(m, args, os.Stderr)
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +60,9 @@ func TestProgramRunsItsOwnOperator(t *testing.T) {
 	require.Equal(t, 2, exit.ExitCode())
 	require.Contains(t, string(out), `graph node "z" (line 13): unknown operator type "zscore"`)
 
+	out, err = run(ctx, "anomaly", nil, "--version").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.True(t, strings.HasPrefix(string(out), "anomaly "), "--version names the program: %s", out)
 	out, err = run(ctx, "anomaly", nil, "--operators").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "zscore — How unusual a value is for its key")
