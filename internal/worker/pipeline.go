@@ -29,7 +29,10 @@ import (
 )
 
 // PipelineMain is workers/cmd/worker: it runs the pipeline of a spec.
-func PipelineMain() Main {
+// Each of edits, in order, changes the pipeline loaded from the spec
+// before it is checked and run (workers/worker.EditPipeline); an error
+// is a usage error naming the spec.
+func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 	cfg := &PipelineConfig{}
 	var spec string
 	var check, operators bool
@@ -70,6 +73,16 @@ func PipelineMain() Main {
 			p, err := pipeline.Load(spec)
 			if err != nil {
 				return usageError{err}
+			}
+			if len(edits) > 0 {
+				for _, edit := range edits {
+					if err := edit(&p); err != nil {
+						return usageError{fmt.Errorf("%s: %w", spec, err)}
+					}
+				}
+				if err := p.Validate(); err != nil {
+					return usageError{fmt.Errorf("%s as edited: %w", spec, err)}
+				}
 			}
 			if check {
 				env, err := p.SinkEnv(nil) // the graph as it would run

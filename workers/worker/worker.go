@@ -13,7 +13,9 @@
 //		os.Exit(worker.Main(os.Args[1:]))
 //	}
 //
-// workers/examples/anomaly is such a program, with its spec.
+// workers/examples/anomaly is such a program, with its spec. For what a
+// spec cannot name at all (a decoder or a sink of your own), EditPipeline
+// changes the loaded pipeline before it runs.
 package worker
 
 import (
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 
 	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
 )
 
 // Main runs the worker with args (the command line without the program
@@ -31,8 +34,12 @@ import (
 // log lines (cmd=) carry the program's name. Main owns the process: unless
 // GOMEMLIMIT is set, it sets the Go memory limit from the spec's
 // state.memory.
-func Main(args []string) int {
-	m := worker.PipelineMain()
+func Main(args []string, opts ...Option) int {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := worker.PipelineMain(o.edits...)
 	m.OwnsProcess = true
 	if len(os.Args) > 0 && os.Args[0] != "" {
 		m.Name = filepath.Base(os.Args[0]) // the program's name in its help, errors, --version and logs (cmd=)
@@ -46,3 +53,19 @@ const (
 	ExitFailure = worker.ExitFailure
 	ExitUsage   = worker.ExitUsage
 )
+
+// Option changes what Main runs.
+type Option func(*options)
+
+type options struct{ edits []func(*pipeline.Pipeline) error }
+
+// EditPipeline has Main call edit with the pipeline it loaded from the
+// spec (--pipeline), before the pipeline is checked (--check) and run:
+// for what a spec cannot say, such as a decoder or a sink of your own
+// (Pipeline.Decoder; pipeline.Use in Pipeline.Sinks or DeadLetter) or
+// a graph built in Go. An error from edit stops Main with a usage
+// error (exit code 2); so does a pipeline that edit left invalid.
+// Several edits run in order.
+func EditPipeline(edit func(p *pipeline.Pipeline) error) Option {
+	return func(o *options) { o.edits = append(o.edits, edit) }
+}
