@@ -26,8 +26,13 @@ func TestSimulatorPublishesToRealBroker(t *testing.T) {
 	// A subscriber counts what arrives. Its session outlives a reconnect,
 	// so a dropped connection loses no QoS 2 message.
 	// Probes are counted apart: more than one may be in flight when the
-	// first comes back, and a late one must not count as a duplicate.
-	var got, probes, ups atomic.Int64
+	// first comes back, and a late one must not count as a duplicate;
+	// and one published before the subscription took effect reaches no
+	// one (so fewer may come back than were sent). The marker, published
+	// once everything else was delivered, is the last thing on the
+	// subscriber's connection: once it is back, nothing published
+	// before it is still on its way.
+	var got, probes, markers, ups atomic.Int64
 	u, _ := url.Parse(b.URL())
 	sub, err := autopaho.NewConnection(ctx, autopaho.ClientConfig{
 		ServerUrls: []*url.URL{u}, KeepAlive: 20, CleanStartOnInitialConnection: true, SessionExpiryInterval: 60,
@@ -37,9 +42,12 @@ func TestSimulatorPublishesToRealBroker(t *testing.T) {
 		},
 		ClientConfig: paho.ClientConfig{ClientID: "counter", OnPublishReceived: []func(paho.PublishReceived) (bool, error){
 			func(pr paho.PublishReceived) (bool, error) {
-				if pr.Packet.Topic == "sensors/probe" {
+				switch pr.Packet.Topic {
+				case "sensors/probe":
 					probes.Add(1)
-				} else {
+				case "sensors/marker":
+					markers.Add(1)
+				default:
 					got.Add(1)
 				}
 				return true, nil
@@ -71,11 +79,16 @@ func TestSimulatorPublishesToRealBroker(t *testing.T) {
 		t.Fatalf("QoS 2: every one of the 200 payloads arrives exactly once: got %d (and %d probes); the subscriber connected %d times; the broker received %d publishes, sent %d, dropped %d (in flight dropped %d)",
 			got.Load(), probes.Load(), ups.Load(), i.MessagesReceived, i.MessagesSent, i.MessagesDropped, i.InflightDropped)
 	}
-	// Every probe has come back too, so nothing is still on its way that
-	// could make the count 201.
-	require.Eventually(t, func() bool { return probes.Load() >= probesSent }, 10*time.Second, 20*time.Millisecond)
-	assert.Equal(t, probesSent, probes.Load(), "probes delivered once each")
+	// The marker comes back after anything published before it, so a
+	// duplicate on its way would have arrived by then and made it 201.
+	marker, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), ClientID: "marker"})
+	require.NoError(t, err)
+	require.NoError(t, marker.Publish(ctx, "sensors/marker", []byte("{}")))
+	require.NoError(t, marker.Close(ctx))
+	require.Eventually(t, func() bool { return markers.Load() == 1 }, 10*time.Second, 20*time.Millisecond, "the marker never came back")
+	assert.LessOrEqual(t, probes.Load(), probesSent, "probes delivered at most once each")
 	assert.Equal(t, int64(200), got.Load(), "simulator payloads delivered once each")
+	assert.Equal(t, int64(1), markers.Load())
 	st := s.Stats()
 	assert.Equal(t, int64(200), st.Readings+st.Malformed)
 }
