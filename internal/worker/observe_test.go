@@ -27,6 +27,9 @@ import (
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/ops"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workers/simulator"
@@ -497,4 +500,20 @@ func TestCheckPrintsTheGraphAsItRuns(t *testing.T) {
 	})
 	require.Equal(t, worker.ExitOK, code, errOut.String())
 	require.Contains(t, out, `dead letters to kafka topic readings.bad: ok`)
+
+	// A graph built in Go by an edit (workers/worker.EditPipeline) is
+	// what --check counts and names the outputs of.
+	edit := func(p *pipeline.Pipeline) error {
+		g, err := streaming.NewBuilder().Input("value").
+			Node("fast", func() streaming.Operator { return ops.NewSMA(3) }, "value").
+			Node("slow", func() streaming.Operator { return ops.NewSMA(9) }, "value").
+			Build()
+		p.Graph.Nodes, p.Graph.Outputs, p.Graph.Built = nil, nil, g
+		return err
+	}
+	out = stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(edit), []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.Contains(t, out, `2 nodes, outputs [fast slow], 1 sink`)
 }

@@ -89,8 +89,12 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 				if err != nil {
 					return usageError{err}
 				}
+				nodes := len(p.Graph.Nodes)
+				if p.Graph.Built != nil { // set by an edit
+					nodes = len(p.Graph.Built.Operators())
+				}
 				fmt.Fprintf(os.Stdout, "%s: pipeline %q, source %s, %s, outputs %v, %s, dead letters to %s: ok\n",
-					spec, p.Name, sourceName(p.Source), count(len(p.Graph.Nodes), "node"), env.Outputs, count(len(p.Sinks), "sink"), deadLetterName(p.WithDefaults()))
+					spec, p.Name, sourceName(p.Source), count(nodes, "node"), env.Outputs, count(len(p.Sinks), "sink"), deadLetterName(p.WithDefaults()))
 				return nil
 			}
 			if rt.OwnsProcess {
