@@ -57,7 +57,9 @@ const (
 // Option changes what Main runs.
 type Option func(*options)
 
-type options struct{ edits []func(*pipeline.Pipeline) error }
+type options struct {
+	edits []func(*pipeline.Pipeline) error
+}
 
 // EditPipeline has Main call edit with the pipeline it loaded from the
 // spec (--pipeline), before the pipeline is checked (--check) and run:
