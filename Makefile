@@ -57,7 +57,9 @@ record-histories: $(BIN)/temporal ## add workflow histories of this release (REL
 	TFLO_RECORD_HISTORIES=1 TFLO_HISTORY_RELEASE=$(RELEASE) TFLO_REQUIRE_SERVICES=1 $(GO) test -run TestRecordHistoriesOnDevServer -count=1 ./workflows/
 
 .PHONY: lint
-lint: tools ## go vet, staticcheck and workflowcheck
+lint: tools ## gofmt, go vet, staticcheck and workflowcheck
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(BIN)/staticcheck $(PKGS)
 	$(BIN)/workflowcheck ./workflows/...
