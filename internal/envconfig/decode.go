@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,18 @@ func (e *Errors) Error() string {
 // in errors): Decode calls SetLine after decoding a mapping into one.
 type Positioned interface {
 	SetLine(line int)
+}
+
+// Extensible is implemented by config types that also take keys their
+// fields do not name, each with a value of its own (a pipeline spec's
+// sink of a type a program registered): the decoder gives such a key and
+// its value to Extend instead of refusing it, and records the lines of
+// everything under it. Extend returns false to have the key refused as
+// unknown; Extensions then names the keys it would take, for the
+// message.
+type Extensible interface {
+	Extend(key string, value *yaml.Node) bool
+	Extensions() []string
 }
 
 // Decode decodes YAML data into dst (a pointer) strictly: a key the
@@ -247,9 +260,17 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	fields := map[string]reflect.Value{}
 	var names []string
 	collectFields(v, fields, &names)
+	ext, _ := v.Addr().Interface().(Extensible)
 	d.pairs(n, path, func(k, val *yaml.Node, p string) {
 		f, ok := fields[k.Value]
 		if !ok {
+			if ext != nil {
+				if ext.Extend(k.Value, val) {
+					d.record(val, p)
+					return
+				}
+				names = append(slices.Clone(names), ext.Extensions()...)
+			}
 			d.fail(k, p, "unknown key (known here: %s)", strings.Join(names, ", "))
 			return
 		}
@@ -257,6 +278,30 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	})
 	if pos, ok := v.Addr().Interface().(Positioned); ok {
 		pos.SetLine(n.Line)
+	}
+}
+
+// record records the line of every value under n (a value an Extensible
+// took): a mapping's by their keys, a list's as one value and by [i].
+func (d *decoder) record(n *yaml.Node, path string) {
+	if d.lines == nil {
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch {
+	case n.Kind == yaml.MappingNode && len(n.Content) > 0:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			d.record(n.Content[i+1], join(path, n.Content[i].Value))
+		}
+	case n.Kind == yaml.SequenceNode:
+		d.lines[path] = n.Line // a list of strings prints as one value
+		for i, c := range n.Content {
+			d.record(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+	default:
+		d.lines[path] = n.Line
 	}
 }
 
@@ -281,7 +326,9 @@ func (d *decoder) pairs(n *yaml.Node, path string, fn func(k, val *yaml.Node, p 
 func collectFields(v reflect.Value, into map[string]reflect.Value, names *[]string) {
 	for sf, name := range yamlFields(v.Type()) {
 		if name == "" {
-			collectFields(v.FieldByIndex(sf.Index), into, names)
+			if sf.Type.Kind() == reflect.Struct { // an inline map holds what an Extensible took
+				collectFields(v.FieldByIndex(sf.Index), into, names)
+			}
 			continue
 		}
 		into[name] = v.FieldByIndex(sf.Index)

@@ -5,11 +5,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 )
 
 type node struct {
@@ -132,4 +134,65 @@ func TestExpand(t *testing.T) {
 	require.True(t, errors.As(err, &es))
 	require.Equal(t, 2, es.Problems[0].Line)
 	require.True(t, strings.Contains(err.Error(), "${UNSET}"))
+}
+
+// sinkEntry takes, beside its kafka key, keys of the types in plugins.
+type sinkEntry struct {
+	Kafka *struct {
+		Topic string `yaml:"topic"`
+	} `yaml:"kafka"`
+	Other map[string]any `yaml:",inline"`
+}
+
+var plugins = []string{"webhook", "log"}
+
+func (s *sinkEntry) Extend(key string, value *yaml.Node) bool {
+	if !slices.Contains(plugins, key) {
+		return false
+	}
+	var v any
+	if err := value.Decode(&v); err != nil {
+		return false
+	}
+	if s.Other == nil {
+		s.Other = map[string]any{}
+	}
+	s.Other[key] = v
+	return true
+}
+
+func (s *sinkEntry) Extensions() []string { return plugins }
+
+// TestExtensibleTakesItsKeys: a type implementing Extensible takes the
+// keys it knows beyond its fields, with the lines of what is under them
+// recorded (so Print gives their origins, the inline map flattened under
+// the entry's path); a key neither a field nor one it takes is refused,
+// the message naming both kinds.
+func TestExtensibleTakesItsKeys(t *testing.T) {
+	src := `sinks:
+  - kafka: {topic: out}
+  - webhook:
+      url: https://example.com/hook
+      retries: [1s, 2s]
+  - hook: {url: x}
+`
+	var s struct {
+		Sinks []sinkEntry `yaml:"sinks"`
+	}
+	origins, err := DecodeOrigins([]byte(src), "spec.yaml", &s)
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	require.Len(t, es.Problems, 1)
+	require.Equal(t, Problem{Path: "sinks[2].hook", Line: 6, Msg: "unknown key (known here: kafka, webhook, log)"}, es.Problems[0])
+	require.Equal(t, "out", s.Sinks[0].Kafka.Topic)
+	require.Equal(t, map[string]any{"webhook": map[string]any{"url": "https://example.com/hook", "retries": []any{"1s", "2s"}}}, s.Sinks[1].Other)
+
+	s.Sinks = s.Sinks[:2]
+	var b strings.Builder
+	require.NoError(t, Print(&b, s, origins))
+	require.Equal(t, `sinks[0].kafka.topic = "out"                       # spec.yaml:2
+sinks[1].webhook.retries[0] = "1s"                 # spec.yaml:5
+sinks[1].webhook.retries[1] = "2s"                 # spec.yaml:5
+sinks[1].webhook.url = "https://example.com/hook"  # spec.yaml:4
+`, b.String())
 }
