@@ -13,7 +13,8 @@
 //     group: each partition is a shard, owned by one worker at a time) or
 //     an [MQTTSource] (one shard, its client id). Its [Decoder] turns a
 //     message into a keyed [Record] ([ReadingDecoder], [JSONDecoder],
-//     [SignalEnvelopeDecoder], or your own), and every decoded record is
+//     [SignalEnvelopeDecoder], or your own, registered by name or set in
+//     Go), and every decoded record is
 //     checked against its Limits (streaming.Limits, in its TimeUnit): a
 //     message that does not decode or falls outside them is a dead letter
 //     (an MQTT source also refuses a sensor id that is not the last level
@@ -35,7 +36,11 @@
 //     line, every problem of a file at once; an unknown operator, an
 //     unknown or mistyped parameter, an unknown input or a cycle names the
 //     node and its line ([NodeError]). Defaults are applied after the file
-//     and the environment were read.
+//     and the environment were read. A spec names a decoder or a sink of
+//     your own as it names the built-in ones once [RegisterDecoder] or
+//     [RegisterSink] registered its type ([DecoderType], [SinkType]); the
+//     type's New reads the settings under its name ([Settings.Decode]) as
+//     strictly as the rest.
 //   - [Worker]: one process running a pipeline ([NewWorker], [Worker.Run]).
 //     Deployment settings are [Option]s, not part of the pipeline: the
 //     worker id, a Temporal client, a coordination store, the metrics

@@ -55,6 +55,9 @@ func Use(s streaming.Sink) SinkSpec { return useSink{s} }
 
 type useSink struct{ s streaming.Sink }
 
+// String names the sink Use wraps (`worker --print-config` prints it).
+func (u useSink) String() string { return fmt.Sprintf("pipeline.Use(%T)", u.s) }
+
 func (u useSink) OpenSink(context.Context, SinkEnv) (streaming.Sink, error) {
 	if u.s == nil {
 		return nil, errors.New("pipeline.Use: nil sink")

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -52,13 +53,34 @@ type SourceSpec struct {
 	MQTT  *MQTTSource  `yaml:"mqtt"`
 }
 
-// SinkEntry is one sink of a spec: exactly one of its fields.
+// SinkEntry is one sink of a spec: exactly one of its fields, or one
+// sink of a type registered with RegisterSink, by its name.
 type SinkEntry struct {
 	Kafka   *KafkaSink   `yaml:"kafka"`
 	Influx  *InfluxSink  `yaml:"influx"`
 	Archive *ArchiveSink `yaml:"archive"`
-	line    int
+	// Registered holds a sink of a registered type under its name: its
+	// Settings as the spec gives them (the SinkSpec its New made, in
+	// what `worker --print-config` prints).
+	Registered map[string]any `yaml:",inline"`
+	line       int
 }
+
+// Extend takes a key naming a registered sink type
+// (envconfig.Extensible).
+func (s *SinkEntry) Extend(key string, value *yaml.Node) bool {
+	if _, ok := lookupSink(key); !ok {
+		return false
+	}
+	if s.Registered == nil {
+		s.Registered = map[string]any{}
+	}
+	s.Registered[key] = Settings{name: key, node: value}
+	return true
+}
+
+// Extensions names the registered sink types (envconfig.Extensible).
+func (s *SinkEntry) Extensions() []string { return sinkNames()[len(builtinSinks):] }
 
 // SetLine records where the sink was declared (envconfig.Positioned).
 func (s *SinkEntry) SetLine(l int) { s.line = l }
@@ -101,16 +123,22 @@ const (
 )
 
 // DecoderSpec is the decoder of a spec: a name (reading,
-// signal_envelope), or a mapping of one name to its settings ({json:
-// {key: symbol, time: ts}}). Empty means reading.
+// signal_envelope, or a decoder registered with RegisterDecoder), or a
+// mapping of one name to its settings ({json: {key: symbol, time: ts}}).
+// Empty means reading.
 type DecoderSpec struct {
 	Name string      `yaml:"-"`
 	JSON JSONDecoder `yaml:"-"`
+	// Settings of a registered decoder (its name is Name).
+	Settings Settings `yaml:"-"`
+	line     int
 }
 
-// UnmarshalYAML reads either form.
+// UnmarshalYAML reads either form. A name that is not built in is
+// looked up among the registered decoders when the spec is converted
+// (Spec.Pipeline).
 func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
-	names := []string{DecoderReading, DecoderJSON, DecoderSignalEnvelope}
+	d.line = n.Line
 	bad := func(format string, args ...any) error {
 		return &envconfig.Errors{Problems: []envconfig.Problem{{Line: n.Line, Msg: fmt.Sprintf(format, args...)}}}
 	}
@@ -122,9 +150,13 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 		}
 	case yaml.MappingNode:
 		if len(n.Content) != 2 {
-			return bad("decoder: want one of %s, alone", strings.Join(names, ", "))
+			return bad("decoder: want one of %s, alone", strings.Join(decoderNames(), ", "))
 		}
 		d.Name = n.Content[0].Value
+		if !slices.Contains(builtinDecoders, d.Name) {
+			d.Settings = Settings{name: d.Name, node: n.Content[1]}
+			return nil
+		}
 		if d.Name == DecoderJSON {
 			var j struct {
 				Key  string `yaml:"key"`
@@ -140,8 +172,8 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 	default:
 		return bad("decoder: want a name or {json: {...}}")
 	}
-	if !slices.Contains(names, d.Name) {
-		return bad("unknown decoder %q (known: %s)", d.Name, strings.Join(names, ", "))
+	if !slices.Contains(builtinDecoders, d.Name) {
+		d.Settings = Settings{name: d.Name}
 	}
 	return nil
 }
@@ -199,6 +231,16 @@ func (s Spec) Pipeline() (Pipeline, error) {
 		p.Decoder = s.Decoder.JSON
 	case DecoderSignalEnvelope:
 		p.Decoder = SignalEnvelopeDecoder{}
+	default:
+		if t, ok := lookupDecoder(s.Decoder.Name); ok {
+			d, err := newPlugin("decoder."+t.Name, s.Decoder.Settings, t.New)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			p.Decoder = d
+		} else {
+			errs = append(errs, fmt.Errorf("line %d: decoder: unknown decoder %q (known: %s)", s.Decoder.line, s.Decoder.Name, strings.Join(decoderNames(), ", ")))
+		}
 	}
 	for i, e := range s.Sinks {
 		var set []SinkSpec
@@ -211,8 +253,28 @@ func (s Spec) Pipeline() (Pipeline, error) {
 		if e.Archive != nil {
 			set = append(set, *e.Archive)
 		}
+		for _, name := range slices.Sorted(maps.Keys(e.Registered)) {
+			at := fmt.Sprintf("sinks[%d].%s", i, name)
+			switch v := e.Registered[name].(type) {
+			case SinkSpec: // a Spec built in Go may hold the sink itself
+				set = append(set, v)
+			case Settings:
+				t, ok := lookupSink(name)
+				if !ok {
+					errs = append(errs, fmt.Errorf("line %d: %s: unknown sink (known: %s)", e.line, at, strings.Join(sinkNames(), ", ")))
+					continue
+				}
+				sink, err := newPlugin(at, v, t.New)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				set = append(set, sink)
+			default:
+				errs = append(errs, fmt.Errorf("line %d: %s: want the sink's Settings or a SinkSpec, got %T", e.line, at, v))
+			}
+		}
 		if len(set) != 1 {
-			errs = append(errs, fmt.Errorf("line %d: sinks[%d]: give exactly one of kafka, influx and archive", e.line, i))
+			errs = append(errs, fmt.Errorf("line %d: sinks[%d]: give exactly one of %s", e.line, i, strings.Join(sinkNames(), ", ")))
 			continue
 		}
 		p.Sinks = append(p.Sinks, set[0])

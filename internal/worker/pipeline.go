@@ -43,7 +43,7 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&spec, "pipeline", "", "the pipeline's spec (YAML); required")
 			fs.BoolVar(&check, "check", false, "load and check the spec (and the config), print the pipeline and exit")
-			fs.BoolVar(&operators, "operators", false, "list the operator types this binary's specs may name (tflo's catalogs and any it registers), with their parameters, and exit")
+			fs.BoolVar(&operators, "operators", false, "list the operator types this binary's specs may name (tflo's catalogs and any it registers), with their parameters, then its decoders and sinks, and exit")
 		},
 		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
 		PrintConfig: func(w io.Writer) error {
@@ -60,11 +60,37 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 				return err
 			}
 			fmt.Fprintf(w, "\n# pipeline spec %s, defaults applied\n", spec)
-			return envconfig.Print(w, effectiveSpec(s, p), origins)
+			if err := envconfig.Print(w, effectiveSpec(s, p), origins); err != nil {
+				return err
+			}
+			if len(edits) == 0 {
+				return nil
+			}
+			// What the program's edits made of it, as --check and the run
+			// see it: a Go value has no keys to print.
+			for _, edit := range edits {
+				if err := edit(&p); err != nil {
+					return fmt.Errorf("%s: %w", spec, err)
+				}
+			}
+			fmt.Fprintf(w, "\n# after the program's edits (EditPipeline)\n")
+			fmt.Fprintf(w, "decoder = %s\n", goValue(p.Decoder))
+			if p.Graph.Built != nil {
+				fmt.Fprintf(w, "graph = a graph built in Go, %s\n", count(len(p.Graph.Built.Operators()), "node"))
+			}
+			for i, sink := range p.Sinks {
+				fmt.Fprintf(w, "sinks[%d] = %s\n", i, goValue(sink))
+			}
+			if p.DeadLetter != nil {
+				fmt.Fprintf(w, "dead_letter = %s\n", goValue(p.DeadLetter))
+			}
+			return nil
 		},
 		Run: func(ctx context.Context, rt Runtime) error {
 			if operators {
 				streaming.PrintOperatorTypes(os.Stdout, pipeline.DefaultRegistry().Types())
+				fmt.Fprintln(os.Stdout)
+				pipeline.PrintDecodersAndSinks(os.Stdout)
 				return nil
 			}
 			if spec == "" {
@@ -105,6 +131,15 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 	}
 }
 
+// goValue names a Go value of a pipeline: its String when it has one
+// (pipeline.Use's sinks), else its type.
+func goValue(v any) string {
+	if s, ok := v.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", v)
+}
+
 // effectiveSpec is s with what p (s loaded, defaults applied) resolved:
 // the source, time unit, limits, graph, state and checkpoint sections as
 // the worker runs them.
@@ -121,6 +156,9 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 	for i := range min(len(s.Sinks), len(p.Sinks)) {
 		if a, ok := p.Sinks[i].(pipeline.ArchiveSink); ok && s.Sinks[i].Archive != nil {
 			s.Sinks[i].Archive = &a
+		}
+		for name := range s.Sinks[i].Registered { // one: the sink its type's New made
+			s.Sinks[i].Registered = map[string]any{name: p.Sinks[i]}
 		}
 	}
 	return s

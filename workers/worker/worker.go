@@ -1,10 +1,12 @@
 // Package worker is tflo's worker program (workers/cmd/worker) as a
 // library, for a worker binary of your own: one whose specs may name
-// operator types that are not in tflo's catalogs. Register them in
-// pipeline.DefaultRegistry, then call Main; the program is the shipped
-// worker — the same flags, config keys and TFLO_* variables, metrics and
-// probes, drain and final checkpoints on SIGTERM — with your operators
-// beside the catalogs (`--check` resolves a spec against them too).
+// operator types that are not in tflo's catalogs, and decoders and sinks
+// of your own. Register operators in pipeline.DefaultRegistry, decoders
+// and sinks with pipeline.RegisterDecoder and pipeline.RegisterSink, then
+// call Main; the program is the shipped worker — the same flags, config
+// keys and TFLO_* variables, metrics and probes, drain and final
+// checkpoints on SIGTERM — with yours beside tflo's (`--check` resolves a
+// spec against them too, `--operators` lists them).
 //
 //	func main() {
 //		if err := myops.Register(pipeline.DefaultRegistry()); err != nil {
@@ -14,8 +16,8 @@
 //	}
 //
 // workers/examples/anomaly is such a program, with its spec. For what a
-// spec cannot name at all (a decoder or a sink of your own), EditPipeline
-// changes the loaded pipeline before it runs.
+// spec cannot say at all (a graph built in Go, a sink value made in Go),
+// EditPipeline changes the loaded pipeline before it runs.
 package worker
 
 import (
@@ -63,11 +65,13 @@ type options struct {
 
 // EditPipeline has Main call edit with the pipeline it loaded from the
 // spec (--pipeline), before the pipeline is checked (--check) and run:
-// for what a spec cannot say, such as a decoder or a sink of your own
-// (Pipeline.Decoder; pipeline.Use in Pipeline.Sinks or DeadLetter) or
-// a graph built in Go. An error from edit stops Main with a usage
-// error (exit code 2); so does a pipeline that edit left invalid.
-// Several edits run in order.
+// for what a spec cannot say, such as a graph built in Go, or a decoder
+// or a sink made in Go (Pipeline.Decoder; pipeline.Use in Pipeline.Sinks
+// or DeadLetter) rather than registered by name
+// (pipeline.RegisterDecoder, pipeline.RegisterSink). An error from edit
+// stops Main with a usage error (exit code 2); so does a pipeline that
+// edit left invalid. Several edits run in order. --print-config ends
+// with what they made (Go values have no keys: it names their types).
 func EditPipeline(edit func(p *pipeline.Pipeline) error) Option {
 	return func(o *options) { o.edits = append(o.edits, edit) }
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,4 +175,39 @@ func TestEditPipelineErrorsAreUsageErrors(t *testing.T) {
 
 	code, out = run(func(p *pipeline.Pipeline) error { p.Decoder = csvDecoder; return nil })
 	require.Equal(t, worker.ExitOK, code, "%s", out)
+}
+
+// TestPrintConfigShowsTheEdits: --print-config prints the spec's keys
+// with their origins, then what the program's edits made of the
+// pipeline, which has no keys: the decoder and the sinks as Go values.
+func TestPrintConfigShowsTheEdits(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "csv-sma.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(spec), 0o600))
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	out := make(chan string, 1)
+	go func() {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(r)
+		out <- b.String()
+	}()
+	stdout := os.Stdout
+	os.Stdout = w
+	var stderr bytes.Buffer
+	code := iworker.RunMain(iworker.PipelineMain(func(p *pipeline.Pipeline) error {
+		p.Decoder = csvDecoder
+		p.Sinks = append(p.Sinks, pipeline.Use(streaming.NewMemorySink()))
+		return nil
+	}), []string{"--pipeline", file, "--print-config"}, &stderr)
+	os.Stdout = stdout
+	require.NoError(t, w.Close())
+	printed := <-out
+	require.Equal(t, worker.ExitOK, code, "%s", &stderr)
+	require.Regexp(t, `(?m)^sinks\[0\]\.kafka\.topic = "readings.sma" +# `+regexp.QuoteMeta(file)+`:12$`, printed)
+	require.Contains(t, printed, `# after the program's edits (EditPipeline)
+decoder = pipeline.DecoderFunc
+sinks[0] = pipeline.KafkaSink
+sinks[1] = pipeline.Use(*streaming.MemorySink)
+`)
 }

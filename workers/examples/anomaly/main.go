@@ -1,19 +1,24 @@
-// Command anomaly is a worker binary with an operator of its own, the
-// pattern for yours: zscore (zscore.go) is an ordinary streaming.Operator,
-// declared as a streaming.OperatorType and registered in
-// pipeline.DefaultRegistry before workers/worker's Main runs, so the spec
-// anomaly.yaml names it like any catalog operator. Everything else is
-// the shipped worker: the same flags, config and TFLO_* variables,
-// metrics, checkpoints and drain.
+// Command anomaly is a worker binary with an operator and a sink of its
+// own, the pattern for yours: zscore (zscore.go) is an ordinary
+// streaming.Operator, declared as a streaming.OperatorType and registered
+// in pipeline.DefaultRegistry, and alerts (alerts.go) a sink registered
+// with pipeline.RegisterSink, both before workers/worker's Main runs, so
+// the spec anomaly.yaml names them like tflo's own operators and sinks (a
+// decoder of your own registers likewise, with pipeline.RegisterDecoder).
+// Everything else is the shipped worker: the same flags, config and
+// TFLO_* variables, metrics, checkpoints and drain.
 //
 //	go build -o bin/ ./workers/examples/anomaly
 //	bin/anomaly --pipeline workers/examples/anomaly/anomaly.yaml --check
 //	KAFKA_BROKERS=localhost:9092 STATE_DIR=/tmp/anomaly bin/anomaly --pipeline workers/examples/anomaly/anomaly.yaml
 //
-// The stock worker refuses the spec: `unknown operator type "zscore"`.
+// The stock worker refuses the spec: `sinks[1].alerts: unknown key (known
+// here: kafka, influx, archive)`, and, without that sink, `unknown
+// operator type "zscore"`.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -22,7 +27,7 @@ import (
 )
 
 func main() {
-	if err := pipeline.DefaultRegistry().Register(ZScoreType); err != nil {
+	if err := errors.Join(pipeline.DefaultRegistry().Register(ZScoreType), pipeline.RegisterSink(AlertsType)); err != nil {
 		fmt.Fprintln(os.Stderr, "anomaly:", err)
 		os.Exit(worker.ExitFailure)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,11 +36,13 @@ func build(t *testing.T, pkgs ...string) string {
 }
 
 // TestProgramRunsItsOwnOperator runs the built program the way a user
-// does: `--check` resolves anomaly.yaml's zscore node where the stock
-// worker refuses it, `--operators` lists zscore beside the catalogs; then the program runs the spec against a Kafka
-// cluster (kfake, over TCP) with environment variables only, every
-// z-score on the output topic matches the two-pass reference, and
-// SIGTERM drains it to exit code 0 with no error logged.
+// does: `--check` resolves anomaly.yaml's zscore node and alerts sink
+// where the stock worker refuses them, `--operators` lists them beside
+// tflo's own; then the program runs the spec against a Kafka cluster
+// (kfake, over TCP) with environment variables only, every z-score on the
+// output topic matches the two-pass reference, SIGTERM drains it to exit
+// code 0 with no error logged, and the alerts file holds every anomaly
+// once and nothing else.
 func TestProgramRunsItsOwnOperator(t *testing.T) {
 	bin := build(t, ".", "../../cmd/worker")
 	run := func(ctx context.Context, name string, env []string, args ...string) *exec.Cmd {
@@ -53,12 +56,26 @@ func TestProgramRunsItsOwnOperator(t *testing.T) {
 
 	out, err := run(ctx, "anomaly", nil, "--pipeline", "anomaly.yaml", "--check").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), `pipeline "anomaly", source kafka topic readings, 1 node, outputs [z], 1 sink, dead letters to kafka topic readings.dlq: ok`)
+	require.Contains(t, string(out), `pipeline "anomaly", source kafka topic readings, 1 node, outputs [z], 2 sinks, dead letters to kafka topic readings.dlq: ok`)
 	out, err = run(ctx, "worker", nil, "--pipeline", "anomaly.yaml", "--check").CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "%s", out)
 	require.Equal(t, 2, exit.ExitCode())
-	require.Contains(t, string(out), `graph node "z" (line 13): unknown operator type "zscore"`)
+	require.Contains(t, string(out), `line 18: sinks[1].alerts: unknown key (known here: kafka, influx, archive)`)
+	spec, err := os.ReadFile("anomaly.yaml")
+	require.NoError(t, err)
+	noAlerts := filepath.Join(t.TempDir(), "no-alerts.yaml")
+	require.NoError(t, os.WriteFile(noAlerts, bytes.Replace(spec, []byte("  - alerts:"), []byte("  # - alerts:"), 1), 0o644))
+	out, err = run(ctx, "worker", nil, "--pipeline", noAlerts, "--check").CombinedOutput()
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 2, exit.ExitCode())
+	require.Contains(t, string(out), `graph node "z" (line 15): unknown operator type "zscore"`)
+	noFile := filepath.Join(t.TempDir(), "no-file.yaml")
+	require.NoError(t, os.WriteFile(noFile, regexp.MustCompile(`alerts: \{file: .*\}`).ReplaceAll(spec, []byte("alerts: {mode: anomaly}")), 0o644))
+	out, err = run(ctx, "anomaly", nil, "--pipeline", noFile, "--check").CombinedOutput()
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, 2, exit.ExitCode())
+	require.Contains(t, string(out), `line 18: sinks[1].alerts: file is required`)
 
 	out, err = run(ctx, "anomaly", nil, "--version").CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -67,9 +84,16 @@ func TestProgramRunsItsOwnOperator(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "zscore — How unusual a value is for its key")
 	require.Contains(t, string(out), "sma — ", "the catalogs are listed beside it")
+	require.Regexp(t, `(?m)^  alerts +The outputs of one mode \(anomaly\) as JSON lines`, string(out), "and its sink beside the built-in ones")
+	require.Regexp(t, `(?m)^  kafka +A Kafka topic`, string(out))
+	out, err = run(ctx, "anomaly", []string{"ALERTS_FILE=/srv/alerts.jsonl"}, "--pipeline", "anomaly.yaml", "--print-config").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `(?m)^sinks\[1\]\.alerts\.file = "/srv/alerts.jsonl" +# anomaly.yaml:18$`, string(out))
+	require.Regexp(t, `(?m)^sinks\[1\]\.alerts\.mode = "anomaly" +# default$`, string(out))
 	out, err = run(ctx, "worker", nil, "--operators").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.NotContains(t, string(out), "zscore")
+	require.NotContains(t, string(out), "alerts")
 
 	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 3},
 		devstack.KafkaTopic{Name: "readings.anomaly", Partitions: 3}, devstack.KafkaTopic{Name: "readings.dlq", Partitions: 1})
@@ -118,7 +142,8 @@ func TestProgramRunsItsOwnOperator(t *testing.T) {
 	require.Positive(t, anomalies)
 
 	var stderr bytes.Buffer
-	cmd := run(ctx, "anomaly", []string{"KAFKA_BROKERS=" + k.Addrs()[0], "STATE_DIR=" + t.TempDir()}, "--pipeline", "anomaly.yaml")
+	alertsFile := filepath.Join(t.TempDir(), "alerts.jsonl")
+	cmd := run(ctx, "anomaly", []string{"KAFKA_BROKERS=" + k.Addrs()[0], "STATE_DIR=" + t.TempDir(), "ALERTS_FILE=" + alertsFile}, "--pipeline", "anomaly.yaml")
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
@@ -174,4 +199,20 @@ func TestProgramRunsItsOwnOperator(t *testing.T) {
 	}
 	require.NotContains(t, stderr.String(), "level=ERROR")
 	require.Contains(t, stderr.String(), "final_checkpoint=true", "a drain takes its final checkpoints")
+
+	// The alerts sink wrote every anomaly, once, and nothing else.
+	data, err := os.ReadFile(alertsFile)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	require.Len(t, lines, anomalies, "%s", data)
+	for _, l := range lines {
+		var a Alert
+		require.NoError(t, json.Unmarshal([]byte(l), &a), "%s", l)
+		w, ok := want[key{a.Key, a.TS}]
+		require.True(t, ok, "an alert for no reading: %s", l)
+		require.Equal(t, "anomaly", w.mode, "%s", l)
+		require.Equal(t, "z", a.Name)
+		require.InDelta(t, w.z, a.Value, 1e-9*math.Max(1, math.Abs(w.z)), "%s", l)
+		delete(want, key{a.Key, a.TS}) // a second alert for it fails above
+	}
 }
