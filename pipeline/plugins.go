@@ -130,33 +130,15 @@ var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 // loading a spec (workers/worker's Main loads it). A name that is taken
 // (built in or registered), malformed, or a type without New is refused.
 func RegisterDecoder(t DecoderType) error {
-	if err := checkPlugin("decoder", t.Name, t.New == nil, builtinDecoders); err != nil {
-		return err
-	}
-	pluginsMu.Lock()
-	defer pluginsMu.Unlock()
-	if _, dup := decoders[t.Name]; dup {
-		return fmt.Errorf("pipeline: decoder %q is already registered", t.Name)
-	}
-	decoders[t.Name] = t
-	return nil
+	return registerType("decoder", decoders, t.Name, t, t.New == nil, builtinDecoders)
 }
 
 // RegisterSink makes t a sink specs may name, as RegisterDecoder.
 func RegisterSink(t SinkType) error {
-	if err := checkPlugin("sink", t.Name, t.New == nil, builtinSinks); err != nil {
-		return err
-	}
-	pluginsMu.Lock()
-	defer pluginsMu.Unlock()
-	if _, dup := sinkTypes[t.Name]; dup {
-		return fmt.Errorf("pipeline: sink %q is already registered", t.Name)
-	}
-	sinkTypes[t.Name] = t
-	return nil
+	return registerType("sink", sinkTypes, t.Name, t, t.New == nil, builtinSinks)
 }
 
-func checkPlugin(kind, name string, noNew bool, builtin []string) error {
+func registerType[T any](kind string, into map[string]T, name string, t T, noNew bool, builtin []string) error {
 	switch {
 	case !pluginName.MatchString(name):
 		return fmt.Errorf("pipeline: %s name %q: want lower case letters, digits and underscores, starting with a letter", kind, name)
@@ -165,6 +147,12 @@ func checkPlugin(kind, name string, noNew bool, builtin []string) error {
 	case noNew:
 		return fmt.Errorf("pipeline: %s %q has no New", kind, name)
 	}
+	pluginsMu.Lock()
+	defer pluginsMu.Unlock()
+	if _, dup := into[name]; dup {
+		return fmt.Errorf("pipeline: %s %q is already registered", kind, name)
+	}
+	into[name] = t
 	return nil
 }
 
@@ -189,17 +177,10 @@ func sortedPlugins[T any](m map[string]T) []T {
 	return out
 }
 
-func lookupDecoder(name string) (DecoderType, bool) {
+func lookup[T any](from map[string]T, name string) (T, bool) {
 	pluginsMu.RLock()
 	defer pluginsMu.RUnlock()
-	t, ok := decoders[name]
-	return t, ok
-}
-
-func lookupSink(name string) (SinkType, bool) {
-	pluginsMu.RLock()
-	defer pluginsMu.RUnlock()
-	t, ok := sinkTypes[name]
+	t, ok := from[name]
 	return t, ok
 }
 

@@ -69,7 +69,7 @@ type SinkEntry struct {
 // Extend takes a key naming a registered sink type
 // (envconfig.Extensible).
 func (s *SinkEntry) Extend(key string, value *yaml.Node) bool {
-	if _, ok := lookupSink(key); !ok {
+	if _, ok := lookup(sinkTypes, key); !ok {
 		return false
 	}
 	if s.Registered == nil {
@@ -232,7 +232,7 @@ func (s Spec) Pipeline() (Pipeline, error) {
 	case DecoderSignalEnvelope:
 		p.Decoder = SignalEnvelopeDecoder{}
 	default:
-		if t, ok := lookupDecoder(s.Decoder.Name); ok {
+		if t, ok := lookup(decoders, s.Decoder.Name); ok {
 			d, err := newPlugin("decoder."+t.Name, s.Decoder.Settings, t.New)
 			if err != nil {
 				errs = append(errs, err)
@@ -259,7 +259,7 @@ func (s Spec) Pipeline() (Pipeline, error) {
 			case SinkSpec: // a Spec built in Go may hold the sink itself
 				set = append(set, v)
 			case Settings:
-				t, ok := lookupSink(name)
+				t, ok := lookup(sinkTypes, name)
 				if !ok {
 					errs = append(errs, fmt.Errorf("line %d: %s: unknown sink (known: %s)", e.line, at, strings.Join(sinkNames(), ", ")))
 					continue
