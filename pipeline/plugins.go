@@ -55,19 +55,16 @@ type SinkType struct {
 // the YAML under its name.
 type Settings struct {
 	name string
-	node *yaml.Node
+	node *yaml.Node // nil: none given
+	line int        // of the name's value
 }
 
 // Name is the decoder's or sink's type name.
 func (s Settings) Name() string { return s.name }
 
-// Line is the spec line the settings are on (0 when there are none).
-func (s Settings) Line() int {
-	if s.node == nil {
-		return 0
-	}
-	return s.node.Line
-}
+// Line is the spec line the settings (or the bare name) are on; 0 for a
+// spec built in Go.
+func (s Settings) Line() int { return s.line }
 
 // Decode reads the settings into dst, a pointer to a struct with yaml
 // tags, as strictly as the rest of the spec: an unknown key, a repeated

@@ -73,6 +73,21 @@ var registerPlugins = sync.OnceValue(func() error {
 				return d, nil
 			},
 		}),
+		pipeline.RegisterDecoder(pipeline.DecoderType{
+			Name: "needs_schema",
+			New: func(s pipeline.Settings) (pipeline.Decoder, error) {
+				var d struct {
+					Schema string `yaml:"schema"`
+				}
+				if err := s.Decode(&d); err != nil {
+					return nil, err
+				}
+				if d.Schema == "" {
+					return nil, errors.New("schema is required")
+				}
+				return csvDecoder{}, nil
+			},
+		}),
 		pipeline.RegisterSink(pipeline.SinkType{
 			Name: "recorded",
 			Doc:  "The test's recorders.",
@@ -129,7 +144,7 @@ func TestSpecNamesRegisteredDecoderAndSink(t *testing.T) {
 
 	for _, tc := range []struct{ name, decoder, sink, want string }{
 		{"unknown decoder", "sensor_cvs", "recorded: {recorder: a}",
-			`line 6: decoder: unknown decoder "sensor_cvs" (known: reading, json, signal_envelope, sensor_csv)`},
+			`line 6: decoder: unknown decoder "sensor_cvs" (known: reading, json, signal_envelope, needs_schema, sensor_csv)`},
 		{"unknown sink", "sensor_csv", "recordd: {recorder: a}",
 			`line 15: sinks[0].recordd: unknown key (known here: kafka, influx, archive, recorded)`},
 		{"unknown setting", "{sensor_csv: {seperator: x}}", "recorded: {recorder: a}",
@@ -138,6 +153,8 @@ func TestSpecNamesRegisteredDecoderAndSink(t *testing.T) {
 			`line 15: sinks[0].recorded.recorder: want a string, got a list`},
 		{"New refuses", "{sensor_csv: {separator: ''}}", "recorded: {recorder: a}",
 			`line 6: decoder.sensor_csv: separator must not be empty`},
+		{"New refuses a bare name", "needs_schema", "recorded: {recorder: a}",
+			`line 6: decoder.needs_schema: schema is required`},
 		{"New refuses a sink", "sensor_csv", "recorded: {}",
 			`line 15: sinks[0].recorded: recorder is required`},
 		{"two sinks in one entry", "sensor_csv", "{recorded: {recorder: a}, kafka: {topic: x}}",

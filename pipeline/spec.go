@@ -75,7 +75,7 @@ func (s *SinkEntry) Extend(key string, value *yaml.Node) bool {
 	if s.Registered == nil {
 		s.Registered = map[string]any{}
 	}
-	s.Registered[key] = Settings{name: key, node: value}
+	s.Registered[key] = Settings{name: key, node: value, line: value.Line}
 	return true
 }
 
@@ -154,7 +154,7 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 		}
 		d.Name = n.Content[0].Value
 		if !slices.Contains(builtinDecoders, d.Name) {
-			d.Settings = Settings{name: d.Name, node: n.Content[1]}
+			d.Settings = Settings{name: d.Name, node: n.Content[1], line: n.Content[1].Line}
 			return nil
 		}
 		if d.Name == DecoderJSON {
@@ -173,7 +173,7 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 		return bad("decoder: want a name or {json: {...}}")
 	}
 	if !slices.Contains(builtinDecoders, d.Name) {
-		d.Settings = Settings{name: d.Name}
+		d.Settings = Settings{name: d.Name, line: n.Line}
 	}
 	return nil
 }
