@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/testsuite/toolbin"
 )
 
 // testVersion is what the test stamps into the binaries, as make build
@@ -24,14 +25,9 @@ const testVersion = "v0.0.0-binary-test"
 // stamped by the linker, as `make build` does.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command builds the binaries under test")
 	dir := t.TempDir()
-	cmd := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator),
-		"-ldflags", "-X github.com/tflo-io/tflo/internal/version.Version="+testVersion,
-		".", "../workers/cmd/worker", "../workers/cmd/simulator")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	require.NoError(t, toolbin.GoBuild(dir, "-X github.com/tflo-io/tflo/internal/version.Version="+testVersion,
+		"./starter", "./workers/cmd/worker", "./workers/cmd/simulator"))
 	return dir
 }
 

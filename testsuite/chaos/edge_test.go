@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/testsuite/mosquittotest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/toolbin"
 )
 
 const (
@@ -41,12 +41,8 @@ var (
 	buildErr  error
 )
 
-// repoRoot is the module root, from this file's place in it.
-func repoRoot(t testing.TB) string {
-	_, file, _, ok := runtime.Caller(0)
-	require.True(t, ok)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+// repoRoot is the module root.
+func repoRoot(testing.TB) string { return toolbin.Root() }
 
 // TestMain removes the worker binary buildWorker built (about 70 MB).
 func TestMain(m *testing.M) {
@@ -71,11 +67,7 @@ func buildWorker(t testing.TB) string {
 		}
 		binDir = dir
 		workerBin = filepath.Join(dir, "worker")
-		cmd := exec.Command("go", "build", "-o", workerBin, "./workers/cmd/worker")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./workers/cmd/worker: %v\n%s", err, out)
-		}
+		buildErr = toolbin.GoBuild(dir, "", "./workers/cmd/worker")
 	})
 	require.NoError(t, buildErr)
 	return workerBin

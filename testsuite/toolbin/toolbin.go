@@ -3,6 +3,7 @@ package toolbin
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -14,11 +15,7 @@ func Path(name, envVar string) (string, bool) {
 		_, err := os.Stat(p)
 		return p, err == nil
 	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", false
-	}
-	p := filepath.Join(filepath.Dir(file), "..", "..", "bin", name)
+	p := filepath.Join(Root(), "bin", name)
 	_, err := os.Stat(p)
 	return p, err == nil
 }
@@ -36,4 +33,35 @@ func Require(t testing.TB, name, envVar string) string {
 		t.Skip(msg)
 	}
 	return p
+}
+
+// Root is the repository's root folder, from this file's place in it.
+func Root() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("toolbin: no caller information")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// GoBuild builds tflo's programs pkgs (package paths from the
+// repository's root: "./workers/cmd/worker") into dir with `go build`,
+// as a user does, each named after its folder; ldflags are passed to the
+// linker when not empty (-X to stamp a version). Its error carries go
+// build's output.
+func GoBuild(dir, ldflags string, pkgs ...string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("the go command builds the programs under test: %w", err)
+	}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
+	}
+	cmd := exec.Command(goBin, append(args, pkgs...)...)
+	cmd.Dir = Root()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
+	}
+	return nil
 }

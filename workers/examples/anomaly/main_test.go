@@ -21,19 +21,8 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/testsuite/toolbin"
 )
-
-// build builds this program (and the stock worker, when stock) into a
-// temporary folder, as a user does with go build.
-func build(t *testing.T, pkgs ...string) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command builds the program under test")
-	dir := t.TempDir()
-	out, err := exec.Command(goBin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...).CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return dir
-}
 
 // TestProgramRunsItsOwnOperator runs the built program the way a user
 // does: `--check` resolves anomaly.yaml's zscore node and alerts sink
@@ -44,7 +33,8 @@ func build(t *testing.T, pkgs ...string) string {
 // code 0 with no error logged, and the alerts file holds every anomaly
 // once and nothing else.
 func TestProgramRunsItsOwnOperator(t *testing.T) {
-	bin := build(t, ".", "../../cmd/worker")
+	bin := t.TempDir()
+	require.NoError(t, toolbin.GoBuild(bin, "", "./workers/examples/anomaly", "./workers/cmd/worker"))
 	run := func(ctx context.Context, name string, env []string, args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
