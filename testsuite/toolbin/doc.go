@@ -1,5 +1,7 @@
 // Package toolbin finds the server binaries the Makefile builds into the
-// repository's bin folder (temporal, influxd, versitygw) for tests.
+// repository's bin folder (temporal, influxd, versitygw) for tests, and
+// builds tflo's own programs for tests that run them as a user does
+// (GoBuild).
 //
 // Lookup: the environment variable named by the caller (for example
 // $TFLO_TEMPORAL), else <repo>/bin/<name>. A missing binary skips the test
