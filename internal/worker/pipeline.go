@@ -68,10 +68,8 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			}
 			// What the program's edits made of it, as --check and the run
 			// see it: a Go value has no keys to print.
-			for _, edit := range edits {
-				if err := edit(&p); err != nil {
-					return fmt.Errorf("%s: %w", spec, err)
-				}
+			if err := applyEdits(spec, &p, edits); err != nil {
+				return err
 			}
 			fmt.Fprintf(w, "\n# after the program's edits (EditPipeline)\n")
 			fmt.Fprintf(w, "decoder = %s\n", goValue(p.Decoder))
@@ -101,10 +99,8 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 				return usageError{err}
 			}
 			if len(edits) > 0 {
-				for _, edit := range edits {
-					if err := edit(&p); err != nil {
-						return usageError{fmt.Errorf("%s: %w", spec, err)}
-					}
+				if err := applyEdits(spec, &p, edits); err != nil {
+					return usageError{err}
 				}
 				if err := p.Validate(); err != nil {
 					return usageError{fmt.Errorf("%s as edited: %w", spec, err)}
@@ -129,6 +125,17 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			return runPipeline(ctx, p, *cfg, rt.Log, rt.Registry, rt.Ready)
 		},
 	}
+}
+
+// applyEdits runs the program's edits on p, loaded from spec, in order;
+// an edit's error names the spec.
+func applyEdits(spec string, p *pipeline.Pipeline, edits []func(*pipeline.Pipeline) error) error {
+	for _, edit := range edits {
+		if err := edit(p); err != nil {
+			return fmt.Errorf("%s: %w", spec, err)
+		}
+	}
+	return nil
 }
 
 // goValue names a Go value of a pipeline: its String when it has one
