@@ -8,6 +8,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
@@ -60,6 +61,19 @@ func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.Workf
 		return nil, fmt.Errorf("worker %q: start lease workflow %s: %w", w.o.workerID, id, err)
 	}
 	return run, nil
+}
+
+// stopLease tells the lease workflow run that this worker stops
+// gracefully (workflows.SignalStop). A run that already ended (its
+// activity completed at the activity worker's stop) is no error.
+func (w *Worker) stopLease(tc client.Client, run client.WorkflowRun) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := tc.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), workflows.SignalStop, workflows.StopRequest{Reason: "worker " + w.o.workerID + " stops"})
+	var done *serviceerror.NotFound
+	if err != nil && !errors.As(err, &done) {
+		w.log.Warn("telling the lease workflow of the stop failed; it may declare this worker dead", "workflow_id", run.GetID(), "err", err)
+	}
 }
 
 // leaseSupervisor holds the worker's current lease workflow run.

@@ -413,6 +413,14 @@ func TestCheckpointsThroughCoordinator(t *testing.T) {
 	w.stop(t)
 	var ls workflows.LeaseState
 	require.NoError(t, srv.Client.GetWorkflow(ctx, workflows.LeaseWorkflowID("solo"), "").Get(ctx, &ls))
+	if ls.Status != workflows.LeaseStopped {
+		it := srv.Client.GetWorkflowHistory(ctx, workflows.LeaseWorkflowID("solo"), "", false, 0)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			t.Logf("lease history: %s %s %v", ev.GetEventTime().AsTime().Format("15:04:05.000"), ev.GetEventType(), ev.GetAttributes())
+		}
+	}
 	require.Equal(t, workflows.LeaseStopped, ls.Status)
 
 	// Influx holds one point per output (the final checkpoints flushed

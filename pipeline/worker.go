@@ -571,10 +571,15 @@ func (w *Worker) startTemporal(ctx context.Context, tc client.Client) (stop func
 	}
 	lease := &leaseSupervisor{}
 	stopWorkers := func() {
-		// Activity worker first: the lease activity completes. A control
-		// worker in this process then lets the lease workflow finish
-		// before it stops too.
+		// Activity worker first: the lease activity completes. Then the
+		// stop signal, for a lease activity that had not started yet
+		// (without it the workflow would read the stop as death). A
+		// control worker in this process then lets the lease workflow
+		// finish before it stops too.
 		tws[0].Stop()
+		if run := lease.current(); run != nil {
+			w.stopLease(tc, run)
+		}
 		if len(tws) > 1 {
 			if run := lease.current(); run != nil {
 				wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -156,7 +156,8 @@ type CheckpointNowRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// StopRequest is the payload of SignalStop to a coordinator.
+// StopRequest is the payload of SignalStop to a coordinator or a lease
+// workflow.
 type StopRequest struct {
 	Reason string `json:"reason,omitempty"`
 }

@@ -73,6 +73,23 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (LeaseState, error) { return st, nil }); err != nil {
 		return st, err
 	}
+	// SignalStop: the worker is stopping gracefully. Its activity worker
+	// stopped first, so the lease activity normally completes on its own;
+	// the signal covers a stop that came before the activity started (it
+	// would otherwise end in a schedule-to-start timeout, read as death).
+	stop := workflow.GetSignalChannel(ctx, SignalStop)
+	stopped := func(req StopRequest) (LeaseState, error) {
+		workflow.GetLogger(ctx).Info("lease stopped by its worker", "reason", req.Reason)
+		st.Status = LeaseStopped
+		return st, nil
+	}
+	var stopReq *StopRequest
+	onStop := func(sel workflow.Selector) {
+		sel.AddReceive(stop, func(c workflow.ReceiveChannel, _ bool) {
+			stopReq = &StopRequest{}
+			c.Receive(ctx, stopReq)
+		})
+	}
 	var a *activities.Leases
 	for {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -82,9 +99,17 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 			HeartbeatTimeout:       in.HeartbeatTimeout,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
-		err := workflow.ExecuteActivity(actx, a.KeepLeases, activities.LeaseInput{
+		keep := workflow.ExecuteActivity(actx, a.KeepLeases, activities.LeaseInput{
 			WorkerID: in.WorkerID, Interval: in.HeartbeatTimeout / 3,
-		}).Get(ctx, nil)
+		})
+		var err error
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(keep, func(f workflow.Future) { err = f.Get(ctx, nil) })
+		onStop(sel)
+		sel.Select(ctx)
+		if stopReq != nil {
+			return stopped(*stopReq)
+		}
 		if err == nil {
 			st.Status = LeaseStopped
 			return st, nil
@@ -108,7 +133,15 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 		// The worker is alive but its keeper failed: restart the activity
 		// after a pause, and keep history bounded.
 		st.Restarts++
-		if err := workflow.Sleep(ctx, in.HeartbeatTimeout/3); err != nil {
+		pause := workflow.NewTimer(ctx, in.HeartbeatTimeout/3)
+		sel = workflow.NewSelector(ctx)
+		sel.AddFuture(pause, func(f workflow.Future) { err = f.Get(ctx, nil) })
+		onStop(sel)
+		sel.Select(ctx)
+		if stopReq != nil {
+			return stopped(*stopReq)
+		}
+		if err != nil {
 			return st, err
 		}
 		if st.Restarts-in.Restarts >= in.MaxRestarts || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -40,6 +42,51 @@ func TestLeaseWorkerStopsCleanly(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&st))
 	assert.Equal(t, workflows.LeaseStopped, st.Status)
 	assert.Empty(t, st.Handoffs)
+}
+
+// TestLeaseStopSignalBeforeTheActivityStarts: a worker that stops
+// before its lease activity started signals the stop; the workflow ends
+// as stopped instead of waiting for the schedule-to-start timeout and
+// declaring the worker dead.
+func TestLeaseStopSignalBeforeTheActivityStarts(t *testing.T) {
+	env, a := newLeaseEnv(t)
+	in := leaseIn
+	in.Coordinated = true
+	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).
+		After(time.Minute). // past the 30s default schedule-to-start timeout
+		Return(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil))
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalStop, workflows.StopRequest{Reason: "worker w1 stops"})
+	}, time.Second)
+	env.ExecuteWorkflow(workflows.LeaseWorkflow, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.LeaseState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, workflows.LeaseStopped, st.Status)
+	assert.Empty(t, st.Told, "a stopped worker's coordinators are not told of a death")
+}
+
+// TestLeaseStopSignalDuringTheRestartPause: the stop also ends the pause
+// before a failed lease activity is restarted.
+func TestLeaseStopSignalDuringTheRestartPause(t *testing.T) {
+	env, a := newLeaseEnv(t)
+	calls := 0
+	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(func(context.Context, activities.LeaseInput) error {
+		calls++
+		return errors.New("self-fenced: lease not renewed for a full TTL")
+	})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalStop, workflows.StopRequest{Reason: "worker w1 stops"})
+	}, time.Second) // inside the first pause (a third of the 30s default)
+	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.LeaseState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	assert.Equal(t, workflows.LeaseStopped, st.Status)
+	assert.Equal(t, 1, calls)
+	assert.Equal(t, 1, st.Restarts)
 }
 
 func TestLeaseDeadWorkerHandsOffItsShards(t *testing.T) {
