@@ -146,14 +146,17 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 	case yaml.ScalarNode:
 		d.Name = n.Value
 		if d.Name == DecoderJSON {
-			return bad("decoder json needs its key and time fields: {json: {key: <field>, time: <field>}}")
+			return bad("json needs its key and time fields: {json: {key: <field>, time: <field>}}")
 		}
 	case yaml.MappingNode:
 		if len(n.Content) != 2 {
-			return bad("decoder: want one of %s, alone", strings.Join(decoderNames(), ", "))
+			return bad("want one of %s, alone", strings.Join(decoderNames(), ", "))
 		}
 		d.Name = n.Content[0].Value
 		if !slices.Contains(builtinDecoders, d.Name) {
+			if _, ok := lookup(decoders, d.Name); !ok {
+				return bad("unknown decoder %q (known: %s)", d.Name, strings.Join(decoderNames(), ", "))
+			}
 			d.Settings = Settings{name: d.Name, node: n.Content[1], line: n.Content[1].Line}
 			return nil
 		}
@@ -167,12 +170,15 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 			}
 			d.JSON = JSONDecoder{Key: j.Key, Time: j.Time}
 		} else if v := n.Content[1]; !(v.Kind == yaml.MappingNode && len(v.Content) == 0) && v.Tag != "!!null" {
-			return bad("decoder %s takes no settings", d.Name)
+			return bad("%s takes no settings", d.Name)
 		}
 	default:
-		return bad("decoder: want a name or {json: {...}}")
+		return bad("want a name or {json: {...}}")
 	}
 	if !slices.Contains(builtinDecoders, d.Name) {
+		if _, ok := lookup(decoders, d.Name); !ok {
+			return bad("unknown decoder %q (known: %s)", d.Name, strings.Join(decoderNames(), ", "))
+		}
 		d.Settings = Settings{name: d.Name, line: n.Line}
 	}
 	return nil

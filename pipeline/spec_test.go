@@ -107,6 +107,15 @@ func TestSpecStrictKeys(t *testing.T) {
 	}
 	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "decoder: protobuf\n"))
 	require.ErrorContains(t, err, `line 18: decoder: unknown decoder "protobuf" (known: reading, json, signal_envelope`)
+	// An unknown decoder is one of the problems, not found only once the
+	// others are fixed.
+	src = strings.Replace(smaSpec(goodNode), "topic:", "topik:", 1) + "decoder: {protobuf: {schema: x}}\n"
+	_, err = pipeline.Parse([]byte(src))
+	require.ErrorContains(t, err, "2 problems")
+	require.ErrorContains(t, err, "line 5: source.kafka.topik: unknown key")
+	require.ErrorContains(t, err, `line 18: decoder: unknown decoder "protobuf"`)
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "decoder: json\n"))
+	require.ErrorContains(t, err, "line 18: decoder: json needs its key and time fields")
 	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "sinks:\n  - {}\n"))
 	require.ErrorContains(t, err, "repeated key")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - {influx: {url: x, bucket: y}, archive: {dir: z}}\n", 1)))
