@@ -15,7 +15,8 @@
 //     one activity per live worker (activities.CheckpointHost), owners
 //     announced by the workers, one breaker over storage failures.
 //   - HandoffWorkflow: moves a shard (final checkpoint, epoch check,
-//     restore, resume); LeaseWorkflow: one per worker, sees it die.
+//     restore, resume); LeaseWorkflow: one per worker, sees it die (a
+//     worker that stops gracefully ends it with SignalStop).
 //   - BackfillWorkflow: replays an archive partition by partition, Window
 //     partitions at once, many files per activity, and continues as new
 //     carrying its lanes, so an archive of any size keeps its history
