@@ -463,8 +463,12 @@ func TestCheckpointFailuresCounted(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_checkpoints_total") >= 2 }, 30*time.Second, 20*time.Millisecond, errOut.String())
 	require.Zero(t, count(), "checkpoints succeed")
-	require.NoError(t, os.RemoveAll(durable))
-	require.NoError(t, os.WriteFile(durable, []byte("not a folder"), 0o600))
+	// The worker writes checkpoints into the folder meanwhile (a removal
+	// can find a file just written, the next checkpoint can make the
+	// folder again): retry until a file stands in its place.
+	require.Eventually(t, func() bool {
+		return os.RemoveAll(durable) == nil && os.WriteFile(durable, []byte("not a folder"), 0o600) == nil
+	}, 10*time.Second, 5*time.Millisecond, "replace the durable folder by a file")
 	require.Eventually(t, func() bool { return count() >= 2 }, 30*time.Second, 20*time.Millisecond, "failed checkpoints are counted")
 
 	require.NoError(t, os.Remove(durable)) // the final checkpoint may work again
