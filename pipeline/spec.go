@@ -142,6 +142,13 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 	bad := func(format string, args ...any) error {
 		return &envconfig.Errors{Problems: []envconfig.Problem{{Line: n.Line, Msg: fmt.Sprintf(format, args...)}}}
 	}
+	// A name that is not built in must be registered (RegisterDecoder).
+	registered := func() error {
+		if _, ok := lookup(decoders, d.Name); !ok {
+			return bad("unknown decoder %q (known: %s)", d.Name, strings.Join(decoderNames(), ", "))
+		}
+		return nil
+	}
 	switch n.Kind {
 	case yaml.ScalarNode:
 		d.Name = n.Value
@@ -154,8 +161,8 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 		}
 		d.Name = n.Content[0].Value
 		if !slices.Contains(builtinDecoders, d.Name) {
-			if _, ok := lookup(decoders, d.Name); !ok {
-				return bad("unknown decoder %q (known: %s)", d.Name, strings.Join(decoderNames(), ", "))
+			if err := registered(); err != nil {
+				return err
 			}
 			d.Settings = Settings{name: d.Name, node: n.Content[1], line: n.Content[1].Line}
 			return nil
@@ -176,8 +183,8 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 		return bad("want a name or {json: {...}}")
 	}
 	if !slices.Contains(builtinDecoders, d.Name) {
-		if _, ok := lookup(decoders, d.Name); !ok {
-			return bad("unknown decoder %q (known: %s)", d.Name, strings.Join(decoderNames(), ", "))
+		if err := registered(); err != nil {
+			return err
 		}
 		d.Settings = Settings{name: d.Name, line: n.Line}
 	}
