@@ -30,16 +30,24 @@ func newLeaseEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *activities.
 	return env, a
 }
 
+// leaseResult is the state a lease workflow that ran to completion
+// returned.
+func leaseResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.LeaseState {
+	t.Helper()
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.LeaseState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	return st
+}
+
 var leaseIn = workflows.LeaseInput{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1")}
 
 func TestLeaseWorkerStopsCleanly(t *testing.T) {
 	env, a := newLeaseEnv(t)
 	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(nil)
 	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var st workflows.LeaseState
-	require.NoError(t, env.GetWorkflowResult(&st))
+	st := leaseResult(t, env)
 	assert.Equal(t, workflows.LeaseStopped, st.Status)
 	assert.Empty(t, st.Handoffs)
 }
@@ -59,10 +67,7 @@ func TestLeaseStopSignalBeforeTheActivityStarts(t *testing.T) {
 		env.SignalWorkflow(workflows.SignalStop, workflows.StopRequest{Reason: "worker w1 stops"})
 	}, time.Second)
 	env.ExecuteWorkflow(workflows.LeaseWorkflow, in)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var st workflows.LeaseState
-	require.NoError(t, env.GetWorkflowResult(&st))
+	st := leaseResult(t, env)
 	assert.Equal(t, workflows.LeaseStopped, st.Status)
 	assert.Empty(t, st.Told, "a stopped worker's coordinators are not told of a death")
 }
@@ -80,10 +85,7 @@ func TestLeaseStopSignalDuringTheRestartPause(t *testing.T) {
 		env.SignalWorkflow(workflows.SignalStop, workflows.StopRequest{Reason: "worker w1 stops"})
 	}, time.Second) // inside the first pause (a third of the 30s default)
 	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var st workflows.LeaseState
-	require.NoError(t, env.GetWorkflowResult(&st))
+	st := leaseResult(t, env)
 	assert.Equal(t, workflows.LeaseStopped, st.Status)
 	assert.Equal(t, 1, calls)
 	assert.Equal(t, 1, st.Restarts)
@@ -106,10 +108,7 @@ func TestLeaseDeadWorkerHandsOffItsShards(t *testing.T) {
 	})
 	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
 	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var st workflows.LeaseState
-	require.NoError(t, env.GetWorkflowResult(&st))
+	st := leaseResult(t, env)
 	assert.Equal(t, workflows.LeaseDead, st.Status)
 	assert.Equal(t, held, st.Orphaned)
 	assert.Equal(t, []string{workflows.HandoffWorkflowID("iot", "readings-0"), workflows.HandoffWorkflowID("iot", "readings-2")}, st.Handoffs)
@@ -137,10 +136,7 @@ func TestLeaseKeeperFailureRestartsActivity(t *testing.T) {
 		return nil
 	})
 	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var st workflows.LeaseState
-	require.NoError(t, env.GetWorkflowResult(&st))
+	st := leaseResult(t, env)
 	assert.Equal(t, 3, calls)
 	assert.Equal(t, 2, st.Restarts)
 	assert.Equal(t, workflows.LeaseStopped, st.Status)
@@ -169,10 +165,7 @@ func TestLeaseDeadWorkerTellsItsCoordinators(t *testing.T) {
 	in := leaseIn
 	in.Coordinated = true
 	env.ExecuteWorkflow(workflows.LeaseWorkflow, in)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var st workflows.LeaseState
-	require.NoError(t, env.GetWorkflowResult(&st))
+	st := leaseResult(t, env)
 	assert.Equal(t, workflows.LeaseDead, st.Status)
 	assert.Equal(t, []string{workflows.CoordinatorWorkflowID("iot"), workflows.CoordinatorWorkflowID("fx")}, st.Told)
 	assert.Empty(t, st.Handoffs)
