@@ -275,3 +275,33 @@ func heldEpochs(w *pipeline.Worker) map[streaming.ShardID]streaming.Epoch {
 	}
 	return out
 }
+
+// TestLeaseStoppedBeforeItsActivityStarted: a worker that stops before
+// its lease activity started (here: no control worker ran the lease
+// workflow yet) tells the workflow of the stop, which then ends as
+// stopped once a control worker runs it, instead of waiting out the
+// activity's schedule-to-start timeout and declaring the worker dead.
+func TestLeaseStoppedBeforeItsActivityStarted(t *testing.T) {
+	srv := temporaltest.Start(t)
+	kc := newCluster(t, 1)
+	p := temporalPipeline(kc.ListenAddrs(), memory.New())
+	w := start(t, p, pipeline.WithWorkerID("quick"), pipeline.WithTemporal(srv.Client))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leaseID := workflows.LeaseWorkflowID("quick")
+	require.Eventually(t, func() bool {
+		_, err := srv.Client.DescribeWorkflow(ctx, leaseID, "")
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the worker never started its lease workflow")
+	w.stop(t)
+
+	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
+	pipeline.RegisterWorkflows(ctl)
+	require.NoError(t, ctl.Start())
+	defer ctl.Stop()
+	var ls workflows.LeaseState
+	require.NoError(t, srv.Client.GetWorkflow(ctx, leaseID, "").Get(ctx, &ls))
+	require.Equal(t, workflows.LeaseStopped, ls.Status, "last error: %s", ls.LastErr)
+	require.Empty(t, ls.Told, "no coordinator was told of a death")
+}
