@@ -54,8 +54,14 @@ func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.Workf
 	// which starts the handoffs when the shards' next owners announce
 	// themselves.
 	in := workflows.LeaseInput{WorkerID: w.o.workerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.c.p.Checkpoint.HeartbeatTimeout, Coordinated: true}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// A stop while the start is in flight leaves it a few seconds to
+	// finish: a workflow the server created but this worker never heard
+	// of could not be told of the stop (stopLease), and would declare the
+	// worker dead.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	grace := context.AfterFunc(ctx, func() { time.AfterFunc(5*time.Second, cancel) })
+	defer grace()
 	run, err := tc.ExecuteWorkflow(sctx, opts, workflows.LeaseWorkflow, in)
 	if err != nil {
 		return nil, fmt.Errorf("worker %q: start lease workflow %s: %w", w.o.workerID, id, err)
