@@ -51,6 +51,9 @@ type Temporal struct {
 	UIURL string
 	// Client is connected to the "default" namespace; Close closes it.
 	Client client.Client
+	// MetricsURL is the server's Prometheus endpoint
+	// (http://127.0.0.1:M/metrics).
+	MetricsURL string
 
 	proc process
 	bin  string
@@ -110,8 +113,19 @@ func startTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 			return nil, err
 		}
 		args = append(args, p, strconv.Itoa(n))
+		if p == "--metrics-port" {
+			t.MetricsURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n)) + "/metrics"
+		}
 	}
 	args = append(args, workflows.SearchAttributeFlags()...)
+	// start-dev turns this on so that search attributes added at run time
+	// show at once: then every read of a history or of visibility reads
+	// the namespace from SQLite (one connection for the whole server),
+	// and a read that waits there over 3s is answered "Namespace default
+	// is not found." (the server reports any failed read-through so).
+	// tflo's attributes are registered at start (above), so the cache
+	// the server otherwise keeps is always right.
+	args = append(args, "--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false")
 	t.bin, t.args = o.Bin, args
 	if err := t.proc.start(o.Bin, args, nil); err != nil {
 		return nil, err

@@ -196,6 +196,13 @@ func TestPortalEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	defer dlq.close()
+	// A failure shows the dev server's own errors (it logs at error level):
+	// its side of an error the test got from it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("temporal dev server log tail:\n%s", st.Temporal.LogTail(16<<10))
+		}
+	})
 
 	// The fleet published its rounds; split what it sent.
 	select {
