@@ -414,10 +414,7 @@ func TestCheckpointsThroughCoordinator(t *testing.T) {
 	var ls workflows.LeaseState
 	require.NoError(t, srv.Client.GetWorkflow(ctx, workflows.LeaseWorkflowID("solo"), "").Get(ctx, &ls))
 	if ls.Status != workflows.LeaseStopped {
-		it := srv.Client.GetWorkflowHistory(ctx, workflows.LeaseWorkflowID("solo"), "", false, 0)
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
+		for _, ev := range temporaltest.History(t, ctx, srv.Client, workflows.LeaseWorkflowID("solo"), "") {
 			t.Logf("lease history: %s %s %v", ev.GetEventTime().AsTime().Format("15:04:05.000"), ev.GetEventType(), ev.GetAttributes())
 		}
 	}

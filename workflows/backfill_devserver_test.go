@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -64,11 +63,8 @@ func TestBackfillFiftyThousandFilesOnDevServer(t *testing.T) {
 	maxEvents, maxPayload, runs := 0, 0, 0
 	for runID := run.GetRunID(); runID != ""; {
 		runs++
-		it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		events, prev := 0, ""
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
+		for _, ev := range temporaltest.History(t, ctx, c, id, runID) {
 			events++
 			maxPayload = max(maxPayload, proto.Size(ev))
 			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {

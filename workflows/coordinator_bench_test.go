@@ -205,15 +205,9 @@ func countChain(b testing.TB, c client.Client, id, runID string) chainCounts {
 // eachEvent calls fn with every event of every run of a workflow id,
 // following continue-as-new from runID.
 func eachEvent(b testing.TB, c client.Client, id, runID string, fn func(*historypb.HistoryEvent)) {
-	ctx := context.Background()
 	for runID != "" {
-		it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		next := ""
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				b.Fatal(err)
-			}
+		for _, ev := range temporaltest.History(b, context.Background(), c, id, runID) {
 			fn(ev)
 			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
 				next = a.GetNewExecutionRunId()

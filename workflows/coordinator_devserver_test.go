@@ -93,10 +93,7 @@ func currentDetails(t *testing.T, c client.Client, id string) string {
 func timerSummaries(t *testing.T, c client.Client, id string) []string {
 	t.Helper()
 	var out []string
-	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(t, err)
+	for _, e := range temporaltest.History(t, context.Background(), c, id, "") {
 		if e.GetEventType() != enumspb.EVENT_TYPE_TIMER_STARTED || e.GetUserMetadata().GetSummary() == nil {
 			continue
 		}

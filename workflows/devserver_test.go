@@ -172,10 +172,7 @@ func TestHandoffSurvivesControlWorkerCrash(t *testing.T) {
 
 	// The saga was finished by control worker B.
 	var last string
-	it := srv.Client.GetWorkflowHistory(ctx, id, run.GetRunID(), false, 0)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
+	for _, ev := range temporaltest.History(t, ctx, srv.Client, id, run.GetRunID()) {
 		if c := ev.GetWorkflowTaskCompletedEventAttributes(); c != nil {
 			last = c.GetIdentity()
 		}

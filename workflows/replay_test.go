@@ -159,13 +159,7 @@ func TestRecordHistoriesOnDevServer(t *testing.T) {
 
 func fetchHistory(t *testing.T, c client.Client, run client.WorkflowRun) *historypb.History {
 	t.Helper()
-	it := c.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, 0)
-	h := &historypb.History{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		h.Events = append(h.Events, ev)
-	}
+	h := &historypb.History{Events: temporaltest.History(t, context.Background(), c, run.GetID(), run.GetRunID())}
 	require.NotEmpty(t, h.Events)
 	return h
 }

@@ -39,10 +39,7 @@ func setCurrent(t *testing.T, ctx context.Context, c client.Client, buildID stri
 // continuedAsNew returns the continue-as-new event of a run, or nil.
 func continuedAsNew(t *testing.T, ctx context.Context, c client.Client, id, runID string) *historypb.WorkflowExecutionContinuedAsNewEventAttributes {
 	t.Helper()
-	it := c.GetWorkflowHistory(ctx, id, runID, false, 0)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
+	for _, ev := range temporaltest.History(t, ctx, c, id, runID) {
 		if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
 			return a
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/internal/devstack"
@@ -88,4 +90,20 @@ func Start(t testing.TB) *Server {
 		}
 	})
 	return &Server{HostPort: dev.HostPort, Client: dev.Client, dev: dev}
+}
+
+// History returns the events of one run of workflow id (runID "" for its
+// latest run), failing tb when they cannot be read.
+func History(tb testing.TB, ctx context.Context, c client.Client, id, runID string) []*historypb.HistoryEvent {
+	tb.Helper()
+	var events []*historypb.HistoryEvent
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			tb.Fatalf("history of workflow %s (run %q): %v", id, runID, err)
+		}
+		events = append(events, ev)
+	}
+	return events
 }
