@@ -3,20 +3,15 @@ package devstack
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -92,57 +87,6 @@ func TestTemporalWithUI(t *testing.T) {
 	require.NoError(t, tp.Close())
 	_, err = http.Get(tp.UIURL)
 	require.Error(t, err, "the UI is gone after Close")
-}
-
-// TestTemporalReadsHistoriesFromItsNamespaceCache: reading a history
-// whose start carries search attributes does not read the namespace from
-// the database each time. (start-dev's own default does, on one SQLite
-// connection; under load such a read timed out and a test's wait on a
-// workflow got "Namespace default is not found.".) Counted by the
-// server's persistence_requests metric.
-func TestTemporalReadsHistoriesFromItsNamespaceCache(t *testing.T) {
-	requireBinary(t, "temporal", "TFLO_TEMPORAL")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tp, err := StartTemporal(ctx, TemporalOptions{Dir: t.TempDir(), Headless: true})
-	require.NoError(t, err)
-	defer tp.Close()
-	run, err := tp.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "sa-history", TaskQueue: "nobody-polls",
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SearchPipeline.ValueSet("p"))}, "NoSuchWorkflow")
-	require.NoError(t, err)
-	reads := func() int {
-		t.Helper()
-		resp, err := http.Get(tp.MetricsURL)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		n := 0
-		for _, line := range strings.Split(string(body), "\n") {
-			if strings.HasPrefix(line, "persistence_requests{") && strings.Contains(line, `operation="GetNamespace"`) {
-				f := strings.Fields(line)
-				v, err := strconv.Atoi(f[len(f)-1])
-				require.NoError(t, err, line)
-				n += v
-			}
-		}
-		return n
-	}
-	const histories = 20
-	before := reads()
-	for range histories {
-		it := tp.Client.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		n := 0
-		for it.HasNext() {
-			_, err := it.Next()
-			require.NoError(t, err)
-			n++
-		}
-		require.Positive(t, n)
-	}
-	n := reads() - before
-	t.Logf("%d namespace reads from the database for %d history reads", n, histories)
-	require.Less(t, n, histories/2, "the server read the namespace from its database for the histories")
 }
 
 // TestInflux: /ping, CREATE DATABASE, a point written over /write is
