@@ -346,7 +346,7 @@ func Load(path string, opts ...LoadOption) (Pipeline, error) {
 	if err != nil {
 		return Pipeline{}, err
 	}
-	return s.check(path, cfg, origins.Line)
+	return s.check(path, cfg, specLine(origins))
 }
 
 // Parse is Load of spec bytes, without TFLO_* overrides and, unless
@@ -375,7 +375,29 @@ func Parse(data []byte, opts ...LoadOption) (Pipeline, error) {
 		}
 		return Pipeline{}, err
 	}
-	return s.check("", cfg, origins.Line)
+	return s.check("", cfg, specLine(origins))
+}
+
+// specLine is the line a problem of a key is reported at: the key's
+// own, else, for a key the file left out (not one a variable set), that
+// of the nearest section around it the file wrote (a missing
+// source.kafka.brokers is reported at "kafka:").
+func specLine(o envconfig.Origins) func(key string) int {
+	return func(key string) int {
+		if l := o.Line(key); l > 0 || o.Of(key) != "default" {
+			return l
+		}
+		for p := key; ; {
+			i := strings.LastIndexAny(p, ".[")
+			if i <= 0 {
+				return 0
+			}
+			p = p[:i]
+			if l := o.Line(p); l > 0 {
+				return l
+			}
+		}
+	}
 }
 
 // check converts s and builds its graph; line gives the line of a key

@@ -120,6 +120,12 @@ func TestSpecStrictKeys(t *testing.T) {
 	require.ErrorContains(t, err, "repeated key")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - {influx: {url: x, bucket: y}, archive: {dir: z}}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: give exactly one of kafka, influx, archive") // and any registered
+	// A problem of a section is at the section's key, not at the first
+	// value written under it.
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  inputs: [value]\n", "", 1)))
+	require.ErrorContains(t, err, "line 6: graph.inputs is empty")
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "    brokers: [localhost:9092]\n", "", 1)))
+	require.ErrorContains(t, err, "line 3: source.kafka.brokers is empty")
 }
 
 // TestSpecArchiveSink: the archive sink's codec, zstd unless the spec

@@ -274,6 +274,12 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(k, p, "unknown key (known here: %s)", strings.Join(names, ", "))
 			return
 		}
+		if d.lines != nil && val.Kind == yaml.MappingNode && len(val.Content) > 0 {
+			// A section is at its key's line (value records a
+			// non-empty section's keys only): Line("graph") names the
+			// line of "graph:", not of the first value under it.
+			d.lines[p] = k.Line
+		}
 		d.value(val, f, p)
 	})
 	if pos, ok := v.Addr().Interface().(Positioned); ok {

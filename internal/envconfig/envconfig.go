@@ -94,8 +94,9 @@ func (o Origins) Of(path string) string {
 }
 
 // Line returns the line of the file that set the value at path (Of's
-// rule), or, for a section (sinks[1], state.durable), the first line of
-// a value in it; 0 when the file set none (a variable or the default).
+// rule): for a section (state.durable), the line of its key; for a list
+// item written as a mapping (sinks[1]), the first line of a value in it;
+// 0 when the file set none (a variable or the default).
 func (o Origins) Line(path string) int {
 	if l := fileLine(o.Of(path)); l > 0 {
 		return l

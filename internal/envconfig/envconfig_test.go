@@ -228,8 +228,8 @@ func TestUnknownVariables(t *testing.T) {
 	require.EqualError(t, err, "environment TFLO_KAFKA_TOPC: matches no configuration key (did you mean TFLO_KAFKA_TOPIC?)")
 }
 
-// TestOriginsLine: the line of a key the file set, of a section's first
-// value, and 0 for a key a variable set or the default left alone.
+// TestOriginsLine: the line of a key the file set, of a section's key,
+// and 0 for a key a variable set or the default left alone.
 func TestOriginsLine(t *testing.T) {
 	var s sample
 	o, err := DecodeOrigins([]byte("worker_id: w1\nkafka:\n  brokers: [a, b]\n  topic: t\nwindow: 5\n"), "spec", &s)
@@ -238,13 +238,17 @@ func TestOriginsLine(t *testing.T) {
 	require.Equal(t, 4, o.Line("kafka.topic"))
 	require.Equal(t, 3, o.Line("kafka.brokers[1]"), "an item of a list")
 	require.Equal(t, 0, o.Line("ratio"), "default")
-	require.Equal(t, 3, o.Line("kafka"), "a section: its first value's line")
+	require.Equal(t, 2, o.Line("kafka"), "a section: its key's line")
 	require.Equal(t, 0, o.Line("kaf"), "not a section of kafka")
 	require.Equal(t, "spec:5", o.Of("window"))
 	o, err = DecodeOrigins([]byte("worker_id: w1\n\nkafka: {}\n"), "spec", &s)
 	require.NoError(t, err)
 	require.Equal(t, 3, o.Line("kafka"), "an empty section: its own line")
 	require.Equal(t, "default", o.Of("kafka.topic"), "its keys keep their defaults")
+	o, err = DecodeOrigins([]byte("kafka:\n\n  topic: t\n"), "spec", &s)
+	require.NoError(t, err)
+	require.Equal(t, 1, o.Line("kafka"), "a section: its key's line, not its first value's")
+	require.Equal(t, "default", o.Of("kafka.brokers"), "a section's unset keys keep their defaults")
 
 	path := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("worker_id: w1\nwindow: 5\n"), 0o600))
