@@ -432,8 +432,18 @@ func (p Pipeline) withDefaults() Pipeline {
 	if c.BreakerThreshold == 0 {
 		c.BreakerThreshold = 3
 	}
+	if k, ok := p.DeadLetter.(KafkaSink); ok {
+		p.DeadLetter = k.withDefaults()
+	}
 	p.Sinks = slices.Clone(p.Sinks)
 	for i, s := range p.Sinks {
+		if k, ok := s.(KafkaSink); ok {
+			k = k.withDefaults()
+			if k.Format == "" {
+				k.Format = FormatJSON
+			}
+			p.Sinks[i] = k
+		}
 		if a, ok := s.(ArchiveSink); ok {
 			if a.TargetFileSize == 0 {
 				a.TargetFileSize = parquet.DefaultTargetFileSize
@@ -560,7 +570,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 		if p.DeadLetter != nil && s.DeadLetterTopic != "" {
 			addAt("source.kafka.dead_letter_topic", "source.kafka.dead_letter_topic %q and dead_letter are both set: give one destination for dead letters", s.DeadLetterTopic)
 		}
-		if k, ok := kafkaSinkOf(p.DeadLetter); ok && k.Topic == s.Topic && len(k.Brokers) == 0 {
+		if k, ok := kafkaSinkOf(p.DeadLetter); ok && k.Topic == s.Topic && k.sameCluster(s) {
 			addAt("dead_letter", "dead_letter: kafka topic %q is the consumed topic: dead letters would be read back", s.Topic)
 		}
 		if err := deadLetterSpec(p.DeadLetter); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -153,6 +154,25 @@ type sourceDeadLetters struct{ KafkaSink }
 
 func (s sourceDeadLetters) OpenDeadLetterSink(ctx context.Context, env SinkEnv) (streaming.Sink, error) {
 	return s.openDeadLetters(ctx, env, kafka.PublisherLazy())
+}
+
+// withDefaults is k with the defaults of its publisher filled in:
+// kafka.DefaultMaxBuffered. Brokers and Security stay empty when unset:
+// the publisher takes the source's when it opens, so an edit of the
+// source's after loading a spec reaches them. The format's default is
+// an output sink's (a dead letter has none).
+func (k KafkaSink) withDefaults() KafkaSink {
+	if k.MaxBuffered == 0 {
+		k.MaxBuffered = kafka.DefaultMaxBuffered
+	}
+	return k
+}
+
+// sameCluster reports whether k publishes to src's cluster: it names
+// no brokers (it takes the source's) or the source's brokers.
+func (k KafkaSink) sameCluster(src *KafkaSource) bool {
+	b := splitLists(k.Brokers)
+	return len(b) == 0 || slices.Equal(b, splitLists(src.Brokers))
 }
 
 // publisher connects the sink's publisher (brokers and security default

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/pipeline"
 )
@@ -51,7 +52,10 @@ func TestParseSpec(t *testing.T) {
 	require.Equal(t, time.Second, p.Checkpoint.Interval)
 	require.Equal(t, pipeline.ByteSize(256<<20), p.State.Memory)
 	require.Equal(t, []pipeline.Node{{Name: "sma", Type: "sma", Inputs: []string{"value"}, Params: map[string]any{"window": 10, "warmup": "partial"}, Line: 9}}, p.Graph.Nodes)
-	require.Equal(t, []pipeline.SinkSpec{pipeline.KafkaSink{Topic: "readings.sma"}}, p.Sinks)
+	// A Kafka sink publishes as JSON, with the publisher's buffer (to the
+	// source's brokers: none of its own, so that an edit of the source's
+	// reaches it).
+	require.Equal(t, []pipeline.SinkSpec{pipeline.KafkaSink{Topic: "readings.sma", Format: pipeline.FormatJSON, MaxBuffered: kafka.DefaultMaxBuffered}}, p.Sinks)
 }
 
 // TestSpecErrorsNameTheNodeAndLine: each graph mistake names the node
@@ -248,14 +252,15 @@ func TestSpecDeadLetterSink(t *testing.T) {
 	spec := smaSpec(goodNode)
 	p, err := pipeline.Parse([]byte(spec + "dead_letter:\n  kafka: {topic: trades.bad, brokers: [other:9092]}\n"))
 	require.NoError(t, err)
-	require.Equal(t, pipeline.KafkaSink{Topic: "trades.bad", Brokers: []string{"other:9092"}}, p.DeadLetter)
+	require.Equal(t, pipeline.KafkaSink{Topic: "trades.bad", Brokers: []string{"other:9092"}, MaxBuffered: kafka.DefaultMaxBuffered}, p.DeadLetter)
 	require.Empty(t, p.Source.(*pipeline.KafkaSource).DeadLetterTopic, "no default topic beside the sink")
 
 	for name, c := range map[string]struct{ spec, want string }{
-		"format":    {spec + "dead_letter:\n  kafka: {topic: trades.bad, format: json}\n", "line 19: dead_letter.kafka.format: unknown key (known here: brokers, topic, security, max_buffered)"},
-		"empty":     {spec + "dead_letter: {}\n", "line 18: dead_letter: give kafka"},
-		"both":      {strings.Replace(spec, "topic: trades", "topic: trades\n    dead_letter_topic: trades.dlq", 1) + "dead_letter:\n  kafka: {topic: trades.bad}\n", `source.kafka.dead_letter_topic "trades.dlq" and dead_letter are both set`},
-		"read back": {spec + "dead_letter:\n  kafka: {topic: trades}\n", `dead_letter: kafka topic "trades" is the consumed topic`},
+		"format":       {spec + "dead_letter:\n  kafka: {topic: trades.bad, format: json}\n", "line 19: dead_letter.kafka.format: unknown key (known here: brokers, topic, security, max_buffered)"},
+		"empty":        {spec + "dead_letter: {}\n", "line 18: dead_letter: give kafka"},
+		"both":         {strings.Replace(spec, "topic: trades", "topic: trades\n    dead_letter_topic: trades.dlq", 1) + "dead_letter:\n  kafka: {topic: trades.bad}\n", `source.kafka.dead_letter_topic "trades.dlq" and dead_letter are both set`},
+		"read back":    {spec + "dead_letter:\n  kafka: {topic: trades}\n", `dead_letter: kafka topic "trades" is the consumed topic`},
+		"same brokers": {spec + "dead_letter:\n  kafka: {topic: trades, brokers: [localhost:9092]}\n", `dead_letter: kafka topic "trades" is the consumed topic`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := pipeline.Parse([]byte(c.spec))

@@ -30,8 +30,12 @@ type publisherConfig struct {
 	lazy        bool
 }
 
+// DefaultMaxBuffered is how many records a Publisher buffers unless
+// PublisherMaxBuffered says otherwise.
+const DefaultMaxBuffered = 10000
+
 func defaultPublisherConfig() publisherConfig {
-	return publisherConfig{maxBuffered: 10000, log: slog.New(slog.DiscardHandler)}
+	return publisherConfig{maxBuffered: DefaultMaxBuffered, log: slog.New(slog.DiscardHandler)}
 }
 
 func (c *publisherConfig) validate() error {

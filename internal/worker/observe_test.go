@@ -209,8 +209,9 @@ func stdout(t *testing.T, f func()) string {
 // TestPrintConfig: --print-config prints the effective config and spec,
 // each value with its origin (default, FILE:LINE, env NAME), secrets
 // redacted; the dead-letter topic is derived from the topic the
-// environment set (defaults come after loading), and the archive sink's
-// file size and age show their defaults.
+// environment set (defaults come after loading), the graph's outputs,
+// the Kafka sinks' brokers (the source's), format and buffer and the
+// archive sink's file size and age show their defaults.
 func TestPrintConfig(t *testing.T) {
 	cfg := writeFile(t, "c.yaml", "worker_id: w1\ncoordination:\n  nats_url: nats://u:pw-secret@nats:4222\n")
 	specPath := writeFile(t, "p.yaml", `name: trades
@@ -248,6 +249,10 @@ sinks:
 		`(?m)^source\.kafka\.security\.sasl\.password_env = "KAFKA_PW" +# ` + regexp.QuoteMeta(specPath) + `:6$`,
 		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:10$`,
 		`(?m)^checkpoint\.interval = 10s +# default$`,
+		`(?m)^graph\.outputs = \[sma\] +# default$`,
+		`(?m)^sinks\[0\]\.kafka\.brokers = \[k:9092\] +# default$`,
+		`(?m)^sinks\[0\]\.kafka\.format = "json" +# default$`,
+		`(?m)^sinks\[0\]\.kafka\.max_buffered = 10000 +# default$`,
 		`(?m)^sinks\[1\]\.archive\.target_file_size = 128MiB +# default$`,
 		`(?m)^sinks\[1\]\.archive\.max_file_age = 1m0s +# ` + regexp.QuoteMeta(specPath) + `:14$`,
 		`(?m)^sinks\[1\]\.archive\.compression = snappy +# ` + regexp.QuoteMeta(specPath) + `:14$`,
@@ -256,6 +261,22 @@ sinks:
 	}
 	require.NotContains(t, out, "hunter2")
 	require.NotContains(t, out, "pw-secret")
+
+	// A dead-letter sink of the spec's, with its defaults.
+	data, err := os.ReadFile(specPath)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(specPath, append(data, "dead_letter:\n  kafka: {topic: bad}\n"...), 0o600))
+	out = stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", specPath, "--print-config"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	for _, re := range []string{
+		`(?m)^dead_letter\.kafka\.topic = "bad" +# ` + regexp.QuoteMeta(specPath) + `:16$`,
+		`(?m)^dead_letter\.kafka\.brokers = \[k:9092\] +# default$`,
+		`(?m)^dead_letter\.kafka\.max_buffered = 10000 +# default$`,
+	} {
+		require.Regexp(t, re, out)
+	}
 }
 
 // dashboard is deploy/grafana/tflo.json.

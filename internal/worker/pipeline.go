@@ -59,8 +59,17 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			if err != nil {
 				return err
 			}
+			es := effectiveSpec(s, p)
+			if len(es.Graph.Outputs) == 0 && es.Graph.Built == nil {
+				// The default outputs: the nodes no other node reads.
+				env, err := p.SinkEnv(nil)
+				if err != nil {
+					return err
+				}
+				es.Graph.Outputs = env.Outputs
+			}
 			fmt.Fprintf(w, "\n# pipeline spec %s, defaults applied\n", spec)
-			if err := envconfig.Print(w, effectiveSpec(s, p), origins); err != nil {
+			if err := envconfig.Print(w, es, origins); err != nil {
 				return err
 			}
 			if len(edits) == 0 {
@@ -158,17 +167,35 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 		s.Source = pipeline.SourceSpec{MQTT: src}
 	}
 	s.TimeUnit, s.Limits, s.Graph, s.State, s.Checkpoint = p.TimeUnit, p.Limits, p.Graph, p.State, p.Checkpoint
-	// The spec's sinks became p's in order; the archive's have defaults.
+	// The spec's sinks became p's in order, with their defaults.
 	s.Sinks = slices.Clone(s.Sinks)
 	for i := range min(len(s.Sinks), len(p.Sinks)) {
 		if a, ok := p.Sinks[i].(pipeline.ArchiveSink); ok && s.Sinks[i].Archive != nil {
 			s.Sinks[i].Archive = &a
 		}
+		if k, ok := p.Sinks[i].(pipeline.KafkaSink); ok && s.Sinks[i].Kafka != nil {
+			k.Brokers = sinkBrokers(k, p.Source)
+			s.Sinks[i].Kafka = &k
+		}
 		for name := range s.Sinks[i].Registered { // one: the sink its type's New made
 			s.Sinks[i].Registered = map[string]any{name: p.Sinks[i]}
 		}
 	}
+	if k, ok := p.DeadLetter.(pipeline.KafkaSink); ok && s.DeadLetter != nil && s.DeadLetter.Kafka != nil {
+		d := *s.DeadLetter
+		d.Kafka = &pipeline.DeadLetterKafka{Brokers: sinkBrokers(k, p.Source), Topic: k.Topic, Security: k.Security, MaxBuffered: k.MaxBuffered}
+		s.DeadLetter = &d
+	}
 	return s
+}
+
+// sinkBrokers are the brokers a Kafka sink publishes to: its own, else
+// the Kafka source's.
+func sinkBrokers(k pipeline.KafkaSink, src pipeline.Source) []string {
+	if ks, ok := src.(*pipeline.KafkaSource); ok && len(k.Brokers) == 0 {
+		return ks.Brokers
+	}
+	return k.Brokers
 }
 
 // specDefaults are a spec's defaults, with a Kafka and with an MQTT
