@@ -168,24 +168,33 @@ func (k KafkaSink) withDefaults() KafkaSink {
 	return k
 }
 
-// sameCluster reports whether k publishes to src's cluster: it names
-// no brokers (it takes the source's) or the source's brokers.
-func (k KafkaSink) sameCluster(src *KafkaSource) bool {
+// BrokersFor returns the brokers k publishes to in a pipeline whose
+// source is src: its own, else the Kafka source's.
+func (k KafkaSink) BrokersFor(src Source) []string {
 	b := splitLists(k.Brokers)
-	return len(b) == 0 || slices.Equal(b, splitLists(src.Brokers))
+	if len(b) > 0 {
+		return b
+	}
+	switch s := src.(type) {
+	case *KafkaSource:
+		return splitLists(s.Brokers)
+	case KafkaSource:
+		return splitLists(s.Brokers)
+	}
+	return nil
+}
+
+// sameCluster reports whether k publishes to src's cluster.
+func (k KafkaSink) sameCluster(src *KafkaSource) bool {
+	return slices.Equal(k.BrokersFor(src), splitLists(src.Brokers))
 }
 
 // publisher connects the sink's publisher (brokers and security default
 // to the Kafka source's).
 func (k KafkaSink) publisher(ctx context.Context, env SinkEnv, extra ...kafka.PublisherOption) (*kafka.Publisher, error) {
-	brokers, sec := splitLists(k.Brokers), k.Security
-	if src, ok := env.Source.(*KafkaSource); ok {
-		if len(brokers) == 0 {
-			brokers = src.Brokers
-		}
-		if sec == nil {
-			sec = &src.Security
-		}
+	brokers, sec := k.BrokersFor(env.Source), k.Security
+	if src, ok := env.Source.(*KafkaSource); ok && sec == nil {
+		sec = &src.Security
 	}
 	if len(brokers) == 0 || k.Topic == "" {
 		return nil, fmt.Errorf("kafka sink: brokers %v and topic %q are both required", brokers, k.Topic)

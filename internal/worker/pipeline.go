@@ -174,7 +174,7 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 			s.Sinks[i].Archive = &a
 		}
 		if k, ok := p.Sinks[i].(pipeline.KafkaSink); ok && s.Sinks[i].Kafka != nil {
-			k.Brokers = sinkBrokers(k, p.Source)
+			k.Brokers = k.BrokersFor(p.Source)
 			s.Sinks[i].Kafka = &k
 		}
 		for name := range s.Sinks[i].Registered { // one: the sink its type's New made
@@ -183,19 +183,10 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 	}
 	if k, ok := p.DeadLetter.(pipeline.KafkaSink); ok && s.DeadLetter != nil && s.DeadLetter.Kafka != nil {
 		d := *s.DeadLetter
-		d.Kafka = &pipeline.DeadLetterKafka{Brokers: sinkBrokers(k, p.Source), Topic: k.Topic, Security: k.Security, MaxBuffered: k.MaxBuffered}
+		d.Kafka = &pipeline.DeadLetterKafka{Brokers: k.BrokersFor(p.Source), Topic: k.Topic, Security: k.Security, MaxBuffered: k.MaxBuffered}
 		s.DeadLetter = &d
 	}
 	return s
-}
-
-// sinkBrokers are the brokers a Kafka sink publishes to: its own, else
-// the Kafka source's.
-func sinkBrokers(k pipeline.KafkaSink, src pipeline.Source) []string {
-	if ks, ok := src.(*pipeline.KafkaSource); ok && len(k.Brokers) == 0 {
-		return ks.Brokers
-	}
-	return k.Brokers
 }
 
 // specDefaults are a spec's defaults, with a Kafka and with an MQTT
