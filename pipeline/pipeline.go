@@ -306,6 +306,9 @@ const MinMemory = 80 << 20
 // holds unless the spec says otherwise.
 const DefaultMaxKeys = 1_000_000
 
+// DefaultStageTimeout is Checkpoint.StageTimeout's default.
+const DefaultStageTimeout = 15 * time.Second
+
 // Durable is a pipeline's durable checkpoint store: one of Dir, S3 or
 // Store (none: the worker's own Badger).
 type Durable struct {
@@ -361,8 +364,9 @@ type Checkpoint struct {
 	// checkpoint; with Temporal the coordinator runs rounds only when
 	// asked); for measurements.
 	Disabled bool `yaml:"disabled"`
-	// StageTimeout is the deadline of each checkpoint stage (default 30s
-	// for snapshot and commit, 2m for the state save).
+	// StageTimeout is the deadline of the snapshot and cursor-commit
+	// stages of a checkpoint, and a quarter of the state save's (default
+	// 15s: a minute to save).
 	StageTimeout time.Duration `yaml:"stage_timeout"`
 	// BreakerThreshold consecutive failed checkpoints open the breaker,
 	// which skips checkpoints for BreakerCoolDown (defaults 3 and 1m).
@@ -429,6 +433,7 @@ func (p Pipeline) withDefaults() Pipeline {
 	def(&c.BreakerCoolDown, time.Minute)
 	def(&c.HeartbeatTimeout, 30*time.Second)
 	def(&c.HandoffStepTimeout, time.Minute)
+	def(&c.StageTimeout, DefaultStageTimeout)
 	if c.BreakerThreshold == 0 {
 		c.BreakerThreshold = 3
 	}

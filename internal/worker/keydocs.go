@@ -48,7 +48,7 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/pipeline.Checkpoint.HeartbeatTimeout":             "HeartbeatTimeout of the worker's lease workflow: a worker silent this long is declared dead and its shards are handed off (default 30s).",
 	"github.com/tflo-io/tflo/pipeline.Checkpoint.Interval":                     "Interval between checkpoints of a shard (default 10s).",
 	"github.com/tflo-io/tflo/pipeline.Checkpoint.MaxCheckpointAge":             "MaxCheckpointAge (with Temporal): a worker that has seen no round of the coordinator for this long checkpoints its shards on its own, and the next round reconciles (default 3 intervals).",
-	"github.com/tflo-io/tflo/pipeline.Checkpoint.StageTimeout":                 "StageTimeout is the deadline of each checkpoint stage (default 30s for snapshot and commit, 2m for the state save).",
+	"github.com/tflo-io/tflo/pipeline.Checkpoint.StageTimeout":                 "StageTimeout is the deadline of the snapshot and cursor-commit stages of a checkpoint, and a quarter of the state save's (default 15s: a minute to save).",
 	"github.com/tflo-io/tflo/pipeline.DeadLetterKafka.Brokers":                 "Brokers (default: the Kafka source's).",
 	"github.com/tflo-io/tflo/pipeline.DeadLetterKafka.MaxBuffered":             "MaxBuffered bounds the records waiting for the broker (default 10,000); a full buffer blocks the shard: back-pressure.",
 	"github.com/tflo-io/tflo/pipeline.DeadLetterKafka.Topic":                   "Topic is where dead letters go.",

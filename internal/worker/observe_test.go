@@ -249,6 +249,7 @@ sinks:
 		`(?m)^source\.kafka\.security\.sasl\.password_env = "KAFKA_PW" +# ` + regexp.QuoteMeta(specPath) + `:6$`,
 		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:10$`,
 		`(?m)^checkpoint\.interval = 10s +# default$`,
+		`(?m)^checkpoint\.stage_timeout = 15s +# default$`,
 		`(?m)^graph\.outputs = \[sma\] +# default$`,
 		`(?m)^sinks\[0\]\.kafka\.brokers = \[k:9092\] +# default$`,
 		`(?m)^sinks\[0\]\.kafka\.format = "json" +# default$`,
