@@ -55,9 +55,26 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 	return &MQTTPublisher{cm: cm, cancel: cancel}, nil
 }
 
-// Publish sends payload to topic with QoS 2 and waits for PUBCOMP.
+// publishGrace is how long a publish under way when its context ends
+// may still take to complete.
+const publishGrace = 2 * time.Second
+
+// Publish sends payload to topic with QoS 2 and waits for PUBCOMP. A
+// context that has ended sends nothing; one that ends while the publish
+// is under way lets it complete (for up to publishGrace), so the payload
+// counted is delivered, and Close does not disconnect in the middle of
+// the QoS 2 exchange (paho.golang v0.23 races with itself then: its
+// session state sends PUBREL on the connection being torn down, eclipse-
+// paho/paho.golang#343).
 func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byte) error {
-	_, err := p.cm.Publish(ctx, &paho.Publish{Topic: topic, QoS: 2, Payload: payload})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(publishGrace, cancel) })
+	defer stop()
+	_, err := p.cm.Publish(pctx, &paho.Publish{Topic: topic, QoS: 2, Payload: payload})
 	return err
 }
 

@@ -1,8 +1,12 @@
 package simulator_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,4 +101,46 @@ func TestDialMQTTBadURL(t *testing.T) {
 	_, err := simulator.DialMQTT(context.Background(), simulator.MQTTOptions{URL: "nohost"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `broker URL "nohost"`)
+}
+
+// A process stopped by its context returns nil and logs its counts, with
+// no error: a requested stop is not a failure.
+func TestProcessStopIsNoError(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	var cfg simulator.MainConfig
+	cfg.Sensors, cfg.Interval = 2, time.Millisecond
+	cfg.MQTT.URL = b.URL()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	p, err := simulator.NewProcess(cfg, log, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, nil) }()
+	require.Eventually(t, func() bool { st := p.Stats(); return st.Readings+st.Malformed >= 20 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, logs.String(), `msg="simulator stopped" readings=`)
+	require.NotContains(t, logs.String(), "err=")
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -120,9 +120,13 @@ func (s *Process) Run(ctx context.Context, tee Publisher) error {
 	s.log.Info("simulator running", "broker", s.cfg.MQTT.URL, "sensors", cfg.Sensors, "interval", cfg.Interval, "rounds", cfg.Rounds, "topic", cfg.Topic+"/<sensor>")
 	err = s.sim.Run(ctx, p)
 	st := s.sim.Stats()
-	s.log.Info("simulator stopped", "readings", st.Readings, "malformed", st.Malformed, "anomalies", st.Anomalies, "err", err)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+		err = nil // stopped, as asked
 	}
+	attrs := []any{"readings", st.Readings, "malformed", st.Malformed, "anomalies", st.Anomalies}
+	if err != nil {
+		attrs = append(attrs, "err", err) // the caller reports it
+	}
+	s.log.Info("simulator stopped", attrs...)
 	return err
 }
