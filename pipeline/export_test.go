@@ -54,3 +54,6 @@ func EpochKey(pipeline string, id streaming.ShardID) string { return epochKey(pi
 // CoordEpochs is the epoch claimer on a coordination store that
 // claimEpoch uses when the worker has one.
 func CoordEpochs(s coordination.Store) streaming.EpochClaimer { return coordEpochs{s} }
+
+// DeadLetterKafkaSink is DeadLetterKafka.sink, for the round-trip test.
+func DeadLetterKafkaSink(d DeadLetterKafka) KafkaSink { return d.sink() }

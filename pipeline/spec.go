@@ -112,6 +112,13 @@ func (d DeadLetterKafka) sink() KafkaSink {
 	return KafkaSink{Brokers: d.Brokers, Topic: d.Topic, Security: d.Security, MaxBuffered: d.MaxBuffered}
 }
 
+// DeadLetterKafkaOf is the spec form of a Kafka dead-letter sink k (the
+// inverse of what a spec's dead_letter.kafka declares; k's Format, which
+// dead letters do not use, is dropped).
+func DeadLetterKafkaOf(k KafkaSink) DeadLetterKafka {
+	return DeadLetterKafka{Brokers: k.Brokers, Topic: k.Topic, Security: k.Security, MaxBuffered: k.MaxBuffered}
+}
+
 // SetLine records where the sink was declared (envconfig.Positioned).
 func (s *DeadLetterEntry) SetLine(l int) { s.line = l }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -308,4 +309,21 @@ sinks:
 	mqttSpec = strings.Replace(mqttSpec, "  - archive: {dir: /var/tflo/archive}\n", "  - kafka: {topic: plant.sma}\n", 1)
 	_, err = pipeline.Parse([]byte(mqttSpec))
 	require.ErrorContains(t, err, `line 12: sinks[0]: kafka sink "plant.sma": brokers is empty (only a Kafka source lends its brokers)`)
+}
+
+// A spec's dead_letter.kafka and the KafkaSink it declares convert into
+// each other without losing a field: every field of DeadLetterKafka is
+// set, and comes back.
+func TestDeadLetterKafkaRoundTrip(t *testing.T) {
+	d := pipeline.DeadLetterKafka{
+		Brokers:     []string{"k1:9092", "k2:9092"},
+		Topic:       "dlq",
+		Security:    &kafka.Security{TLS: &kafka.TLSConfig{CAFile: "ca.pem"}},
+		MaxBuffered: 7,
+	}
+	v := reflect.ValueOf(d)
+	for i := range v.NumField() {
+		require.False(t, v.Field(i).IsZero(), "set DeadLetterKafka.%s in this test", v.Type().Field(i).Name)
+	}
+	require.Equal(t, d, pipeline.DeadLetterKafkaOf(pipeline.DeadLetterKafkaSink(d)))
 }

@@ -183,7 +183,9 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 	}
 	if k, ok := p.DeadLetter.(pipeline.KafkaSink); ok && s.DeadLetter != nil && s.DeadLetter.Kafka != nil {
 		d := *s.DeadLetter
-		d.Kafka = &pipeline.DeadLetterKafka{Brokers: k.BrokersFor(p.Source), Topic: k.Topic, Security: k.Security, MaxBuffered: k.MaxBuffered}
+		k.Brokers = k.BrokersFor(p.Source)
+		dk := pipeline.DeadLetterKafkaOf(k)
+		d.Kafka = &dk
 		s.DeadLetter = &d
 	}
 	return s
