@@ -35,7 +35,7 @@ import (
 // error (a bad flag, config or spec). Its help, errors, --version and
 // log lines (cmd=) carry the program's name. Main owns the process: unless
 // GOMEMLIMIT is set, it sets the Go memory limit from the spec's
-// state.memory.
+// state.memory, and logs the container's memory limit beside it.
 func Main(args []string, opts ...Option) int {
 	var o options
 	for _, opt := range opts {

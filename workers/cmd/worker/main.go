@@ -4,7 +4,8 @@
 // Run several with distinct worker ids on one Kafka pipeline: they share
 // its partitions. Unless GOMEMLIMIT is set, the process's Go memory limit
 // is the spec's state.memory plus half of it (at least 128 MiB) for
-// what the budget does not cover.
+// what the budget does not cover; in a container with a memory limit it
+// logs that limit beside it, and warns when the Go limit is not below it.
 //
 //	worker --pipeline workers/pipelines/sma-readings.yaml
 //	worker --pipeline spec.yaml --config worker.yaml   # worker id, Temporal, NATS, metrics, logs
