@@ -35,7 +35,7 @@ func applyMemoryLimit(budget int64, log *slog.Logger) {
 
 // checkContainerLimit logs the container's memory limit, when the process
 // has one, beside the Go memory limit goLimit: a warning when the Go
-// limit is not below it (the kernel kills the process before the
+// limit is not below it (the kernel can kill the process before the
 // collector holds its heap back), else what it leaves beyond the Go
 // limit, which is what the kernel's page cache of Badger's files gets
 // (the limit counts it): a cache miss whose pages it does not hold reads
@@ -51,7 +51,7 @@ func checkContainerLimit(lim containerLimit, ok bool, goLimit int64, log *slog.L
 		attrs = append(attrs, "go_limit", pipeline.ByteSize(goLimit).String())
 	}
 	if goLimit >= lim.bytes {
-		log.Warn("the Go memory limit is not below the container's memory limit: the kernel will kill the worker "+
+		log.Warn("the Go memory limit is not below the container's memory limit: the kernel can kill the worker "+
 			"before Go's collector holds the heap back; give the container more memory, or lower state.memory (or GOMEMLIMIT)", attrs...)
 		return
 	}
