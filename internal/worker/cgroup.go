@@ -26,13 +26,34 @@ const unlimitedV1 = int64(1) << 62
 // container's own cgroup is the mount's root). ok is false when there is
 // no limit or the files cannot be read (not Linux, no cgroup mounted).
 func containerMemoryLimit(root fs.FS) (lim containerLimit, ok bool) {
+	for _, g := range memoryCgroups(root) {
+		if l, ok := g.lowestLimit(root); ok {
+			return l, true
+		}
+	}
+	return lim, false
+}
+
+// memoryCgroup is a cgroup the process is in, in a hierarchy that may
+// hold the memory controller.
+type memoryCgroup struct {
+	dir   string // the cgroup's folder, e.g. /sys/fs/cgroup/system.slice/tflo.service
+	point string // where its hierarchy is mounted, e.g. /sys/fs/cgroup
+	file  string // its limit's file: memory.max (v2) or memory.limit_in_bytes (v1)
+}
+
+// memoryCgroups returns the process's cgroups in the cgroup v2 hierarchy
+// and the v1 memory hierarchy, in /proc/self/cgroup's order, read from
+// root: their folders under the mounts /proc/self/mountinfo names (a
+// cgroup outside the mount's view, in a container, is the mount's root).
+func memoryCgroups(root fs.FS) []memoryCgroup {
 	mounts, err := fs.ReadFile(root, "proc/self/mountinfo")
 	if err != nil {
-		return lim, false
+		return nil
 	}
 	groups, err := fs.ReadFile(root, "proc/self/cgroup")
 	if err != nil {
-		return lim, false
+		return nil
 	}
 	type mount struct{ root, point string }
 	var v1, v2 *mount
@@ -43,7 +64,7 @@ func containerMemoryLimit(root fs.FS) (lim containerLimit, ok bool) {
 		if !found || len(f) < 5 || len(g) < 3 {
 			continue
 		}
-		m := &mount{root: unescapeMount(f[3]), point: unescapeMount(f[4])}
+		m := &mount{root: path.Clean(unescapeMount(f[3])), point: path.Clean(unescapeMount(f[4]))}
 		switch {
 		case g[0] == "cgroup2" && v2 == nil:
 			v2 = m
@@ -51,6 +72,7 @@ func containerMemoryLimit(root fs.FS) (lim containerLimit, ok bool) {
 			v1 = m
 		}
 	}
+	var out []memoryCgroup
 	for line := range strings.Lines(string(groups)) {
 		// hierarchy-ID:controllers:path
 		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
@@ -67,35 +89,30 @@ func containerMemoryLimit(root fs.FS) (lim containerLimit, ok bool) {
 		default:
 			continue
 		}
-		if l, ok := lowestLimit(root, m.root, m.point, parts[2], file); ok {
-			return l, true
+		dir := m.point
+		if m.root == "/" {
+			dir = path.Join(m.point, parts[2])
+		} else if rel, ok := strings.CutPrefix(path.Clean(parts[2]), m.root); ok && (rel == "" || rel[0] == '/') {
+			dir = path.Join(m.point, rel)
 		}
+		out = append(out, memoryCgroup{dir: dir, point: m.point, file: file})
 	}
-	return lim, false
+	return out
 }
 
-// lowestLimit reads file in the cgroup at cgroupPath (as /proc/self/cgroup
-// names it) of the hierarchy mounted at point with the given root, and in
-// each of its ancestors up to the mount, and returns the lowest limit
-// found.
-func lowestLimit(root fs.FS, mountRoot, point, cgroupPath, file string) (containerLimit, bool) {
-	point = path.Clean(point)
-	dir := point // a cgroup outside the mount's view (in a container): the mount's root is the container's own
-	if mountRoot = path.Clean(mountRoot); mountRoot == "/" {
-		dir = path.Join(point, cgroupPath)
-	} else if rel, ok := strings.CutPrefix(path.Clean(cgroupPath), mountRoot); ok && (rel == "" || rel[0] == '/') {
-		dir = path.Join(point, rel)
-	}
+// lowestLimit reads the limit's file in the cgroup and in each of its
+// ancestors up to the mount, and returns the lowest limit found.
+func (g memoryCgroup) lowestLimit(root fs.FS) (containerLimit, bool) {
 	var best containerLimit
-	for ; ; dir = path.Dir(dir) {
-		name := path.Join(dir, file)
+	for dir := g.dir; ; dir = path.Dir(dir) {
+		name := path.Join(dir, g.file)
 		if b, err := fs.ReadFile(root, strings.TrimPrefix(name, "/")); err == nil {
 			s := strings.TrimSpace(string(b))
 			if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 && n < unlimitedV1 && (best.bytes == 0 || n < best.bytes) {
 				best = containerLimit{bytes: n, file: name}
 			}
 		}
-		if dir == point || dir == "/" || dir == "." {
+		if dir == g.point || dir == "/" || dir == "." {
 			break
 		}
 	}

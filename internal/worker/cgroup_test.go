@@ -236,30 +236,20 @@ func TestChildAppliesMemoryLimit(t *testing.T) {
 	applyMemoryLimit(256<<20, slog.New(slog.NewTextHandler(os.Stdout, nil)))
 }
 
-// ownMemoryCgroup returns the folder of this process's memory cgroup in a
-// cgroup v1 hierarchy mounted at /sys/fs/cgroup/memory, or in cgroup v2
-// when that cgroup delegates the memory controller, and the limit's file.
+// ownMemoryCgroup returns the folder of this process's memory cgroup in
+// the cgroup v1 memory hierarchy, or in cgroup v2 when that cgroup
+// delegates the memory controller, and the limit's file.
 func ownMemoryCgroup() (dir, limitFile string, ok bool) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", "", false
-	}
-	for line := range strings.Lines(string(b)) {
-		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		switch {
-		case hasOption(parts[1], "memory"):
-			dir = filepath.Join("/sys/fs/cgroup/memory", parts[2])
-			if _, err := os.Stat(filepath.Join(dir, "memory.limit_in_bytes")); err == nil {
-				return dir, "memory.limit_in_bytes", true
+	for _, g := range memoryCgroups(os.DirFS("/")) {
+		switch g.file {
+		case "memory.limit_in_bytes":
+			if _, err := os.Stat(filepath.Join(g.dir, g.file)); err == nil {
+				return g.dir, g.file, true
 			}
-		case parts[0] == "0" && parts[1] == "":
-			dir = filepath.Join("/sys/fs/cgroup", parts[2])
-			ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+		case "memory.max":
+			ctl, err := os.ReadFile(filepath.Join(g.dir, "cgroup.subtree_control"))
 			if err == nil && slices.Contains(strings.Fields(string(ctl)), "memory") {
-				return dir, "memory.max", true
+				return g.dir, g.file, true
 			}
 		}
 	}
