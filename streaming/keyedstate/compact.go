@@ -33,10 +33,12 @@ import (
 // store) meanwhile keeps adding level-0 tables, and Flatten lasts until
 // it is written.
 
-// dbGate is the gate of the runtimes sharing a DB.
+// dbGate is the gate of the runtimes sharing a DB, and the advisor of
+// its file mappings while one is open.
 type dbGate struct {
 	sync.RWMutex
-	users int // runtimes open on the DB (dbGates.mu held)
+	users   int         // runtimes open on the DB (dbGates.mu held)
+	advisor *mapAdvisor // advises the DB's file mappings for random reads (on disk; see advise_linux.go)
 }
 
 var dbGates struct {
@@ -54,6 +56,9 @@ func acquireGate(db *badger.DB) *dbGate {
 	g := dbGates.m[db]
 	if g == nil {
 		g = &dbGate{}
+		if o := db.Opts(); !o.InMemory {
+			g.advisor = startAdvisor(o.Dir, o.ValueDir)
+		}
 		dbGates.m[db] = g
 	}
 	g.users++
@@ -67,6 +72,9 @@ func releaseGate(db *badger.DB) {
 	if g := dbGates.m[db]; g != nil {
 		if g.users--; g.users <= 0 {
 			delete(dbGates.m, db)
+			if g.advisor != nil {
+				g.advisor.close()
+			}
 		}
 	}
 }

@@ -57,6 +57,10 @@
 // reclaimed under memory pressure), the buffers of the tables a compaction
 // is building at the moment, the records and outputs in flight, and for an
 // in-memory DB its tables.
+// While a runtime is open on an on-disk DB, the mappings of its tables
+// and value-log files are advised for random reads (MADV_RANDOM, Linux):
+// when the page cache cannot hold them, a fault reads the page it needs,
+// not the disk's read-ahead around it (advise_linux.go).
 //
 // A CLOCK sweep evicts the coldest cached key; a new key enters without
 // its reference bit, so a key seen once leaves before the keys in use.
