@@ -120,7 +120,13 @@ func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]
 		}
 		t, _, err := reg.Resolve(n.Type, n.Params)
 		if err != nil {
-			fail(err)
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				for _, e := range j.Unwrap() { // each parameter's problem on its own line
+					fail(e)
+				}
+			} else {
+				fail(err)
+			}
 			continue
 		}
 		f, err := reg.Factory(n.Type, n.Params)

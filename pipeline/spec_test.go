@@ -74,6 +74,12 @@ func TestSpecErrorsNameTheNodeAndLine(t *testing.T) {
 			[]string{`graph node "sma" (line 9)`, `parameter "window": want an int, got string ten`}},
 		{"parameter out of bounds", `    - {name: sma, type: sma, inputs: [value], params: {window: 0}}`,
 			[]string{`graph node "sma" (line 9)`, `parameter "window": 0 is below the minimum 1`}},
+		{"every parameter problem of a node", `    - {name: sma, type: sma, inputs: [value], params: {window: 0, warmup: partal, size: 3}}`,
+			[]string{
+				`graph node "sma" (line 9): operator "sma": parameter "size": unknown parameter (accepted: window, warmup)`,
+				`graph node "sma" (line 9): operator "sma": parameter "window": 0 is below the minimum 1`,
+				`graph node "sma" (line 9): operator "sma": parameter "warmup": "partal" is not one of full, partial`,
+			}},
 		{"unknown input", `    - {name: sma, type: sma, inputs: [valeu], params: {window: 3}}`,
 			[]string{`graph node "sma" (line 9)`, `unknown input "valeu"`}},
 		{"cycle", `    - {name: a, type: sma, inputs: [sma], params: {window: 3}}

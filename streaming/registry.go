@@ -289,8 +289,9 @@ func (r *Registry) Types() []OperatorType {
 // Resolve checks raw parameter values (as decoded from YAML or JSON:
 // numbers may be int or float, durations strings like "5s") against
 // type name's declaration, applies defaults, and returns the Params.
-// Errors are *ParamError values naming the parameter; an unknown type
-// wraps ErrUnknownOperator.
+// Errors are *ParamError values naming the parameter, every problem of
+// the parameters at once (several joined with errors.Join); an unknown
+// type wraps ErrUnknownOperator.
 func (r *Registry) Resolve(name string, raw map[string]any) (OperatorType, Params, error) {
 	t, ok := r.Lookup(name)
 	if !ok {
@@ -300,13 +301,14 @@ func (r *Registry) Resolve(name string, raw map[string]any) (OperatorType, Param
 	for _, p := range t.Params {
 		known[p.Name] = p
 	}
+	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if _, ok := known[k]; !ok {
 			names := make([]string, len(t.Params))
 			for i, p := range t.Params {
 				names[i] = p.Name
 			}
-			return t, Params{}, &ParamError{Operator: name, Param: k, Reason: fmt.Sprintf("unknown parameter (accepted: %s)", strings.Join(names, ", "))}
+			errs = append(errs, &ParamError{Operator: name, Param: k, Reason: fmt.Sprintf("unknown parameter (accepted: %s)", strings.Join(names, ", "))})
 		}
 	}
 	vals := make(map[string]any, len(t.Params))
@@ -314,17 +316,26 @@ func (r *Registry) Resolve(name string, raw map[string]any) (OperatorType, Param
 		v, given := raw[p.Name]
 		if !given || v == nil {
 			if p.Default == nil {
-				return t, Params{}, &ParamError{Operator: name, Param: p.Name, Reason: "required (" + p.Doc + ")"}
+				errs = append(errs, &ParamError{Operator: name, Param: p.Name, Reason: "required (" + p.Doc + ")"})
+				continue
 			}
 			v = p.Default
 		}
 		c, err := coerce(name, p, v)
 		if err != nil {
-			return t, Params{}, err
+			errs = append(errs, err)
+			continue
 		}
 		vals[p.Name] = c
 	}
-	return t, Params{m: vals}, nil
+	switch len(errs) {
+	case 0:
+		return t, Params{m: vals}, nil
+	case 1:
+		return t, Params{}, errs[0]
+	default:
+		return t, Params{}, errors.Join(errs...)
+	}
 }
 
 // Factory resolves the parameters and calls the type's New.

@@ -85,6 +85,27 @@ func TestRegistryResolve(t *testing.T) {
 	}
 }
 
+// TestRegistryResolveReportsEveryProblem: Resolve names every parameter
+// problem at once, each a *ParamError.
+func TestRegistryResolveReportsEveryProblem(t *testing.T) {
+	r := streaming.NewRegistry()
+	require.NoError(t, r.Register(scaleType()))
+	_, _, err := r.Resolve("scale", map[string]any{"kk": 1, "k": 11, "mode": "c"})
+	require.Error(t, err)
+	j, ok := err.(interface{ Unwrap() []error })
+	require.True(t, ok, "several problems are joined: %v", err)
+	var params []string
+	for _, e := range j.Unwrap() {
+		var pe *streaming.ParamError
+		require.True(t, errors.As(e, &pe), "%T: %v", e, e)
+		params = append(params, pe.Param)
+	}
+	require.Equal(t, []string{"kk", "k", "mode", "n"}, params, "unknown first, then in declaration order")
+	require.ErrorContains(t, err, "above the maximum 10")
+	require.ErrorContains(t, err, `"c" is not one of a, b`)
+	require.ErrorContains(t, err, `parameter "n": required`)
+}
+
 func TestRegistryRefusesBadDeclarations(t *testing.T) {
 	r := streaming.NewRegistry()
 	bad := scaleType()
