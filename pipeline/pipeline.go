@@ -339,7 +339,7 @@ type S3Store struct {
 	Prefix string `yaml:"prefix"`
 	// Endpoint of an S3-compatible service (path-style); empty: AWS.
 	Endpoint string `yaml:"endpoint"`
-	// Region (default us-east-1).
+	// Region; empty: the AWS SDK's (AWS_REGION, else the shared config's profile), else us-east-1.
 	Region string `yaml:"region"`
 	// AccessKeyEnv and SecretKeyEnv name the variables holding the keys
 	// (empty: the SDK's default credential chain).

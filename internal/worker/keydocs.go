@@ -77,7 +77,7 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/pipeline.S3Store.Bucket":                          "Bucket and Prefix locate the checkpoints (Prefix may be empty).",
 	"github.com/tflo-io/tflo/pipeline.S3Store.Endpoint":                        "Endpoint of an S3-compatible service (path-style); empty: AWS.",
 	"github.com/tflo-io/tflo/pipeline.S3Store.Prefix":                          "Bucket and Prefix locate the checkpoints (Prefix may be empty).",
-	"github.com/tflo-io/tflo/pipeline.S3Store.Region":                          "Region (default us-east-1).",
+	"github.com/tflo-io/tflo/pipeline.S3Store.Region":                          "Region; empty: the AWS SDK's (AWS_REGION, else the shared config's profile), else us-east-1.",
 	"github.com/tflo-io/tflo/pipeline.S3Store.SecretKeyEnv":                    "AccessKeyEnv and SecretKeyEnv name the variables holding the keys (empty: the SDK's default credential chain).",
 	"github.com/tflo-io/tflo/pipeline.Spec.Name":                               "Name names the pipeline in workflow ids, checkpoint keys, archive files and metrics, and is the default consumer group.",
 	"github.com/tflo-io/tflo/pipeline.Spec.TimeUnit":                           "TimeUnit is the unit of the records' event time (default Milliseconds).",
