@@ -11,11 +11,12 @@
 // Main types:
 //   - CheckpointHost: the worker side of the checkpoint coordinator's
 //     rounds (one round per worker, one result per shard, notices of the
-//     coordinator's breaker). The pipeline runtime's shard host implements
-//     it; Shards is the implementation over streaming.Checkpointers (writes
-//     batched with streaming.CheckpointGroup, local checkpoints when rounds
-//     stop coming: RunLocal), and the in-memory one for tests and
-//     benchmarks is testsuite/fakeactivities.MemoryShards.
+//     coordinator's breaker). Shards implements it over
+//     streaming.Checkpointers (writes batched with
+//     streaming.CheckpointGroup, local checkpoints when rounds stop coming:
+//     RunLocal); the pipeline runtime's shard host registers its Shards with
+//     Rounds, and the in-memory one for tests and benchmarks is
+//     testsuite/fakeactivities.MemoryShards.
 //   - Rounds: the round activity over a CheckpointHost.
 //   - Handoffs, Leases: the handoff and lease steps over a ShardHost.
 //   - Backfills: archive listing and replay.

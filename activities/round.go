@@ -16,8 +16,8 @@ import (
 // activity hands the round to the host. A handoff's final checkpoint is a
 // one-worker round of one shard (RoundInput.Final).
 //
-// The pipeline runtime's shard host implements it (usually by embedding
-// Shards, the implementation over streaming.Checkpointers); Shards filled
+// Shards implements it over streaming.Checkpointers: the pipeline
+// runtime's shard host registers its Shards with Rounds, and Shards filled
 // with in-memory stores is what tests and benchmarks use.
 //
 // Implementations are safe for concurrent use; calls may overlap (a

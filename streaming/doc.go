@@ -4,7 +4,8 @@
 // that connectors implement and the Checkpointer sequences.
 //
 // The package does no network I/O and imports nothing but the standard
-// library (backends that need Badger live in streaming/state/...).
+// library and internal/wire, tflo's byte-format helpers (backends that need
+// Badger live in streaming/state/...).
 //
 // # Main types
 //

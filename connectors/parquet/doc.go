@@ -9,7 +9,8 @@
 //     implements it on S3; [MemArchive] is for tests. Optional
 //     capabilities, found by type assertion: [Uploader] (objects built
 //     from parts, invisible until completed), [Mover], [Deleter],
-//     [PageLister], [UploadLister]; all three backends have them.
+//     [PageLister], [UploadLister]; connectors/s3 and [MemArchive] have all
+//     five, [LocalArchive] the first three.
 //   - [Row]: one derived signal, the archive's fixed schema (documented on
 //     the type). [SchemaFingerprint] is a stable hash of that schema; every
 //     file stores it in its key-value metadata under [FingerprintKey], and
@@ -41,7 +42,7 @@
 // (first and last source offset, 20 digits; the epoch of the owner that
 // opened the file). Names are deterministic and sort as (shard, first,
 // last, epoch). The archive's working objects live under [StagingDir]
-// ("_tflo/"): files being built (*.inprogress) with their row-group
+// ("_tflo"): files being built (*.inprogress) with their row-group
 // segments (*.inprogress.rg-<from>-<to>) and tail segments
 // (*.inprogress.tb-<from>-<to>), pre-commit records per
 // shard, compaction outputs being built. Names with an element starting

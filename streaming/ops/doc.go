@@ -31,7 +31,7 @@
 // streaming.Rejected(), which the runtime counts; never a panic, and never
 // a NaN or ±Inf in the state or the output. Constructors panic
 // on impossible parameters (a window of 0, low ≥ high), like
-// time.NewTicker; Graph.Build calls every factory once, so such a mistake
+// time.NewTicker; Builder.Build calls every factory once, so such a mistake
 // surfaces when the graph is built, not on the first record of a key.
 // Through the registry the same mistakes are errors naming the parameter.
 //
@@ -44,7 +44,7 @@
 //     [streaming.StatelessBase] for operators with no state, which the
 //     runtime then skips when saving) and pins its contracts:
 //     var _ streaming.Operator = (*T)(nil), and streaming.Arity so
-//     Graph.Build rejects a node wired with the wrong number of inputs.
+//     Builder.Build rejects a node wired with the wrong number of inputs.
 //  2. Name returns a stable type name ("sma"): it is written into every
 //     state blob next to the node name, so renaming it orphans saved
 //     state. Eval reads its inputs with Computed.Float64 (or Mode, Truth,
