@@ -503,8 +503,11 @@ func (w *RollingWriter) record(cut int64) ([]byte, error) {
 // Commit publishes the files sealed at or before cut, once the checkpoint
 // of that cut has committed its state, and reports the rows and bytes of
 // the cuts it covers. It also deletes pre-commit records older than the
-// newest one at or before cut. On error, the files not yet published stay
-// sealed and the next Commit (or Restore) publishes them.
+// newest one at or before cut, and that one too once nothing is open or
+// sealed (its files are all published: a Restore at cut has nothing to
+// finish, and compaction may merge and delete those files before the
+// shard's next owner restores). On error, the files not yet published
+// stay sealed and the next Commit (or Restore) publishes them.
 func (w *RollingWriter) Commit(ctx context.Context, cut int64) (CommitStats, error) {
 	st := CommitStats{Cut: cut}
 	retired := w.retired[:0]
@@ -537,7 +540,7 @@ func (w *RollingWriter) Commit(ctx context.Context, cut int64) (CommitStats, err
 		st.FileRows += sf.rows
 		st.FileBytes += sf.size
 	}
-	return st, w.dropRecords(ctx, cut, len(st.Files) > 0)
+	return st, w.dropRecords(ctx, cut, len(st.Files) > 0, w.open == nil && len(w.sealed) == 0)
 }
 
 // publish completes a file's upload and moves it to its name. Both steps
@@ -554,12 +557,16 @@ func (w *RollingWriter) publish(ctx context.Context, u uploadInfo, name string) 
 }
 
 // dropRecords deletes the records older than the newest at or before
-// cut and the row-group segments of published files, in one batch once a
-// few records gathered (or now, when force).
-func (w *RollingWriter) dropRecords(ctx context.Context, cut int64, force bool) error {
+// cut (all of them at or before cut, when all) and the row-group segments
+// of published files, in one batch once a few records gathered (or now,
+// when force or all).
+func (w *RollingWriter) dropRecords(ctx context.Context, cut int64, force, all bool) error {
 	i, _ := slices.BinarySearch(w.records, cut+1) // records[:i] are at or before cut
 	old := max(i-1, 0)
-	if (old == 0 && len(w.obsolete) == 0) || (old < 4 && !force) {
+	if all {
+		old = i
+	}
+	if (old == 0 && len(w.obsolete) == 0) || (old < 4 && !force && !all) {
 		return nil
 	}
 	names := make([]string, 0, old+len(w.obsolete))

@@ -708,3 +708,78 @@ func TestRollingWriterLocalRecordKeepsOnePart(t *testing.T) {
 	}
 	finishCommitted(t, a, opts, off-1-perCheckpoint)
 }
+
+// A shard stopped after its final checkpoint, whose files compaction then
+// merged, starts again: its last commit left no pre-commit record naming
+// files already published. Bug: Commit kept the newest record at or
+// before its cut, which listed the files it had just published as
+// sealed, and the next owner's Restore tried to publish them again; once
+// compaction had merged and deleted them, Move found neither object and
+// Restore failed (the shard's source failed the same way on every retry).
+func TestRollingWriterRestoresAfterCompactionOfItsLastFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		new  func(t *testing.T) fullArchive
+	}{
+		{"memory", func(*testing.T) fullArchive { return parquet.NewMemArchive() }},
+		{"local", func(t *testing.T) fullArchive {
+			a, err := parquet.NewLocalArchive(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			a := tc.new(t)
+			w, err := parquet.NewRollingWriter(a, "p", 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+				t.Fatal(err)
+			}
+			for _, cut := range []int64{4, 9} { // two files, the second by the final checkpoint's roll
+				for off := cut - 4; off <= cut; off++ {
+					if err := w.Append(ctx, rowsAt(off)...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w.Roll()
+				if _, err := w.PreCommit(ctx, cut); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Commit(ctx, cut); err != nil {
+					t.Fatal(err)
+				}
+			}
+			staged, err := a.List(ctx, parquet.StagingPrefix("p", 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(staged) != 0 {
+				t.Errorf("after the final commit, with every file published, the staging folder still holds %v", staged)
+			}
+			res, err := parquet.Compact(ctx, a, "", "", parquet.CompactPolicy{TargetSize: 1 << 30, SmallFile: 1 << 20}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Runs) != 1 || len(res.Runs[0].Inputs) != 2 {
+				t.Fatalf("compaction merged %+v, want the two files in one run", res.Runs)
+			}
+			w2, err := parquet.NewRollingWriter(a, "p", 0, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w2.Restore(ctx, parquet.RestorePoint{Cut: 9, Epoch: 1}); err != nil {
+				t.Fatalf("the next owner's restore at the final checkpoint: %v", err)
+			}
+			got, names := readEveryFile(t, a)
+			exactlyOnce(t, got, map[int32][]parquet.Row{0: rowsThrough(10)})
+			if len(names) != 1 {
+				t.Fatalf("archive files %v, want the one compacted file", names)
+			}
+		})
+	}
+}
