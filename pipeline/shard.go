@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -368,13 +369,17 @@ func (s *shard) summary() activities.CheckpointSummary {
 // newRuntime opens shard id's keyed runtime on the worker's state DB
 // with its part of State.Memory: the budget is split evenly among the
 // shards the worker holds, this one included, and at most maxShards ways
-// (the topic's partitions; 1 for an MQTT source). The runtimes already
+// (the topic's partitions; 1 for an MQTT source; 0 when the source could
+// not say, which bounds nothing: the split counts the shards held, so the
+// shards' parts never add up to more than State.Memory). The runtimes already
 // open are resized first, so their sum stays within the budget. A worker
 // holding 2 of 6 partitions gives each half of its memory, not a sixth;
 // its write batches are sized for the smallest part, a
 // maxShards-th, which every later split can afford.
 func (w *Worker) newRuntime(id streaming.ShardID, maxShards int) (*keyedstate.Runtime[string], error) {
-	maxShards = max(maxShards, 1)
+	if maxShards <= 0 {
+		maxShards = math.MaxInt32 // unknown: split among the shards held
+	}
 	total := int64(w.c.p.State.Memory)
 	w.budgetMu.Lock()
 	defer w.budgetMu.Unlock()
