@@ -199,7 +199,7 @@ func (r *mqttRunner) handle(_ context.Context, m mqtt.Message) error {
 		if err != nil {
 			return fmt.Errorf("shard %s, reading of %q at %d: %w", s.id, rd.Sensor, rd.TS, err)
 		}
-		s.outs = w.c.appendOutputs(s.outs, inst, streaming.Output{Shard: s.id, Offset: r.seq, Topic: m.Topic, Key: rd.Sensor, TS: rd.TS * w.c.scale})
+		s.outs = w.c.appendOutputs(s.outs, inst, streaming.Output{Shard: s.id, Epoch: s.epoch, Offset: r.seq, Topic: m.Topic, Key: rd.Sensor, TS: rd.TS * w.c.scale})
 		return nil
 	})
 	if err != nil {
@@ -301,6 +301,10 @@ func (r *mqttRunner) deadLetter(ctx context.Context, m mqtt.DeadLetter) error {
 	for _, p := range m.Props {
 		d.Headers = append(d.Headers, streaming.Header{Key: p.Key, Value: []byte(p.Value)})
 	}
-	out := []streaming.Output{{Shard: streaming.ShardID(r.cfg.ClientID), Offset: -1, Topic: m.Topic, TS: time.Now().UnixNano(), Dead: d}}
+	var epoch streaming.Epoch // 0 before the shard is restored
+	if s := r.cur.Load(); s != nil {
+		epoch = s.epoch
+	}
+	out := []streaming.Output{{Shard: streaming.ShardID(r.cfg.ClientID), Epoch: epoch, Offset: -1, Topic: m.Topic, TS: time.Now().UnixNano(), Dead: d}}
 	return r.w.dead.sinks[0].Write(ctx, out)
 }

@@ -373,6 +373,7 @@ func TestMQTTDeadLettersGoToTheDeadLetterSink(t *testing.T) {
 		require.Equal(t, "sensors/x", o.Topic)
 		require.Equal(t, streaming.ShardID("edge-gw-1"), o.Shard)
 		require.Equal(t, int64(-1), o.Offset)
+		require.Equal(t, streaming.Epoch(1), o.Epoch, "a dead letter carries the shard's epoch")
 		require.Error(t, o.Dead.Err)
 	}
 	require.Equal(t, uint64(len(bad)), g.w.Stats().DeadLettered)
@@ -386,14 +387,22 @@ func TestMQTTDeadLettersGoToTheDeadLetterSink(t *testing.T) {
 // new epoch, one past the restored checkpoint's, so a run still going
 // under the same client id after another restored the shard is fenced:
 // its checkpoints, the final one included, are refused (streaming.ErrFenced),
-// the newer run's are not.
+// the newer run's are not. The run's outputs carry its epoch (bug: an
+// MQTT shard's carried 0, so the outputs of two runs, whose offsets both
+// count from 1, looked the same).
 func TestMQTTShardEpochGrowsPerRun(t *testing.T) {
 	e := newEdgeEnv(t)
 	p := e.pipeline(false, 0)
+	mem := streaming.NewMemorySink()
+	p.Sinks = append(p.Sinks, pipeline.Use(mem))
 	g1 := e.start(t, p)
 	require.NoError(t, e.broker.Publish("sensors/s", mqtt.EncodeReading(nil, mqtt.Reading{Sensor: "s", TS: 1, Value: 1}), false, 1))
 	require.Eventually(t, func() bool { return g1.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond)
 	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Epoch, "nothing stored: the first epoch")
+	require.NotEmpty(t, mem.Outputs())
+	for _, o := range mem.Outputs() {
+		require.Equal(t, streaming.Epoch(1), o.Epoch, "output %s of the first run", o.Name)
+	}
 	require.NoError(t, g1.w.Checkpoint(context.Background()))
 	require.Equal(t, streaming.Epoch(1), g1.w.Shards()[0].Checkpoint.LastEpoch)
 
