@@ -31,6 +31,13 @@ type mqttRunner struct {
 	s   *shard                // owned by the source's handler goroutine once restored
 	cur atomic.Pointer[shard] // s, for readers on other goroutines
 	seq int64                 // records applied in this run: the outputs' Offset
+	// typed: the pipeline's decoder is not the reading decoder, and input
+	// is what it made of the message being handled (None, a bool, a
+	// number), which a Reading's float cannot carry. The source decodes a
+	// message and hands it to handle in one call under its lock, so input
+	// is always the handled message's.
+	typed bool
+	input streaming.Computed
 }
 
 func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
@@ -50,13 +57,19 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		mqtt.WithMaxPacketSize(uint32(cfg.MaxPacketSize)),
 	}
 	if _, reading := w.c.p.Decoder.(ReadingDecoder); !reading {
-		dec := w.c.dec
+		dec := w.c.dec // with the pipeline's limits, which skip inputs that are no float
+		r.typed = true
 		opts = append(opts, mqtt.WithDecoder(func(p []byte) (mqtt.Reading, error) {
 			rec := Record{Inputs: make([]streaming.Computed, 1)}
 			if err := dec.Decode(Message{Value: p}, &rec); err != nil {
 				return mqtt.Reading{}, fmt.Errorf("%w: %v", mqtt.ErrMalformed, err)
 			}
-			return mqtt.Reading{Sensor: string(rec.Key), TS: rec.TS, Value: rec.Inputs[0].Float64()}, nil
+			r.input = rec.Inputs[0]
+			var v float64 // what the source's limits see: 0 for None, a bool or an int, as the pipeline's skip them
+			if k := r.input.Kind(); k == streaming.KindFloat || k == streaming.KindSignal {
+				v = r.input.Float64()
+			}
+			return mqtt.Reading{Sensor: string(rec.Key), TS: rec.TS, Value: v}, nil
 		}))
 	}
 	if cfg.Username != "" {
@@ -189,7 +202,11 @@ func (r *mqttRunner) handle(_ context.Context, m mqtt.Message) error {
 	s.outs = s.outs[:0]
 	r.seq++
 	err := s.rt.Process(func(tx *keyedstate.Tx[string]) error {
-		s.rec.Inputs[0] = streaming.Float(rd.Value)
+		if r.typed {
+			s.rec.Inputs[0] = r.input // None (the nodes fed by it skip it), a bool, a number
+		} else {
+			s.rec.Inputs[0] = streaming.Float(rd.Value)
+		}
 		inst, err := tx.Eval(rd.Sensor, rd.TS, s.rec.Inputs...)
 		if errors.Is(err, keyedstate.ErrTooManyKeys) {
 			// A new key over state.max_keys: the source dead-letters it.
