@@ -399,6 +399,12 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 		if err := r.markChanged(e); err != nil {
 			return nil, err
 		}
+	} else if e.absent {
+		// Deleted earlier in this generation (its key is on the changed
+		// list since): it exists again, and the cut must save its state,
+		// not the deletion.
+		delete(r.deleted, e.key)
+		e.absent = false
 	}
 	e.inst.Eval(ts, inputs...)
 	e.changed = true
