@@ -151,7 +151,11 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 			return c.finish(ctx)
 		}
 		if c.wantRound <= c.st.Round && c.shouldContinueAsNew(ctx) {
-			return c.continueAsNew(ctx, stopCh, goneCh)
+			if st, ended, err := c.continueAsNew(ctx, stopCh, goneCh); ended {
+				return st, err
+			}
+			// A checkpoint-now request came while draining: its round
+			// runs first, and the next boundary continues as new.
 		}
 	}
 }
@@ -727,10 +731,15 @@ func (c *coordinator) shouldContinueAsNew(ctx workflow.Context) bool {
 // continueAsNew drains what could be lost — started handoffs, buffered
 // signals, running handlers — and continues with the state, upgrading to
 // the current worker version (Worker Versioning: the coordinator is pinned
-// within a run).
-func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflow.ReceiveChannel) (CoordinatorState, error) {
+// within a run). ended is false when a checkpoint-now request came while
+// it drained: that request's handler waits for the next round, so the
+// caller runs it and continues as new at a later boundary (histories
+// before the serve-round-before-continue-as-new version waited for the
+// handlers regardless, and stalled there until stopped).
+func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflow.ReceiveChannel) (st CoordinatorState, ended bool, err error) {
+	serve := workflow.GetVersion(ctx, "serve-round-before-continue-as-new", workflow.DefaultVersion, 1) >= 1
 	if err := workflow.Await(ctx, func() bool { return c.pendingStarts == 0 }); err != nil {
-		return c.st, err
+		return c.st, true, err
 	}
 	for {
 		var g WorkerGone
@@ -745,16 +754,22 @@ func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflo
 		}
 		break
 	}
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return c.st, err
+	if err := workflow.Await(ctx, func() bool {
+		return workflow.AllHandlersFinished(ctx) || serve && !c.stopping && c.wantRound > c.st.Round
+	}); err != nil {
+		return c.st, true, err
 	}
 	if c.stopping {
-		return c.finish(ctx)
+		st, err := c.finish(ctx)
+		return st, true, err
+	}
+	if c.wantRound > c.st.Round && serve {
+		return c.st, false, nil
 	}
 	next := c.in
-	st := c.st
+	st = c.st
 	next.State = &st
-	return c.st, workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
+	return c.st, true, workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
 		InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
 	}, CoordinatorWorkflow, next)
 }
