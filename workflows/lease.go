@@ -145,6 +145,15 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 			return st, err
 		}
 		if st.Restarts-in.Restarts >= in.MaxRestarts || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			// A stop that came in the pause's workflow task lost the
+			// selector to the timer: honour it rather than drop it with
+			// this run (histories before the version continued as new).
+			if workflow.GetVersion(ctx, "lease-stop-before-continue-as-new", workflow.DefaultVersion, 1) >= 1 {
+				var req StopRequest
+				if stop.ReceiveAsync(&req) {
+					return stopped(req)
+				}
+			}
 			next := in
 			next.Restarts = st.Restarts
 			return st, workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
