@@ -1,6 +1,10 @@
 package fintech
 
-import "github.com/tflo-io/tflo/streaming/internal/opstate"
+import (
+	"math"
+
+	"github.com/tflo-io/tflo/streaming/internal/opstate"
+)
 
 // ksum is the compensated running sum (opstate.KSum).
 type ksum = opstate.KSum
@@ -18,15 +22,37 @@ func newWindow(n int) window { return window{buf: make([]float64, n)} }
 
 func (w *window) full() bool { return w.count == len(w.buf) }
 
+// cancelBound: when the value leaving a window is more than this many
+// times the sum that stays, the running sum's rounding (relative to the
+// values it held) may be all that is left of it, and try sums the ring
+// afresh.
+const cancelBound = 1 << 20
+
 // try returns the window's sum after pushing x, and whether it is finite
 // (the window is not changed: a caller pushing into two windows checks
-// both before committing either with put).
+// both before committing either with put). Where the value leaving
+// outweighs what stays by cancelBound, the sum is the ring's, summed
+// afresh: a volume of 8e20 leaving a window of zero volumes left a
+// residue, and VWAP divided residue by residue. That happens at most
+// once per large value, so it stays O(1) an event on average.
 func (w *window) try(x float64) (ksum, bool) {
 	sum := w.sum
-	if w.count == len(w.buf) {
-		sum.Add(-w.buf[w.head])
+	var out float64
+	full := w.count == len(w.buf)
+	if full {
+		out = w.buf[w.head]
+		sum.Add(-out)
 	}
 	sum.Add(x)
+	if out != 0 && math.Abs(out) > cancelBound*math.Abs(sum.Value()) {
+		sum = ksum{}
+		for i, v := range w.buf[:w.count] {
+			if !full || i != w.head {
+				sum.Add(v)
+			}
+		}
+		sum.Add(x)
+	}
 	return sum, sum.Finite()
 }
 
