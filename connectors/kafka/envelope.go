@@ -14,9 +14,10 @@ import (
 // Versions:
 //
 //	1: {"v":1,"key":...,"ts":...,"mode":...,"payload":...}
-//	2: adds "compat", "source" {"topic","partition","offset"} and "epoch",
-//	   all optional: a version-1 reader ignores them and still reads
-//	   key, ts, mode and payload.
+//	2: adds "compat", "source" {"topic","partition","offset"} and "epoch"
+//	   (the owner epoch of the source position; SignalEnvelopes writes it
+//	   only with a source), all optional: a version-1 reader ignores them
+//	   and still reads key, ts, mode and payload.
 //
 // How a reader copes with other versions: "compat" is the oldest reader
 // version that can read the envelope (absent means equal to "v"). A writer

@@ -288,11 +288,15 @@ func (e SignalEnvelopes) AppendRecords(dst []*kgo.Record, outs []streaming.Outpu
 			mode = strconv.Itoa(int(trig.Mode))
 		}
 		sig := streaming.Signal[string, json.RawMessage]{Key: trig.Key, TS: trig.TS / scale, Mode: mode, Payload: payload}
+		// The envelope's epoch is that of its source position, for
+		// consumers that drop a replay's duplicates: an output of a shard
+		// without one (MQTT) carries neither.
 		var src *EnvelopeSource
+		var epoch streaming.Epoch
 		if topic, part, err := trig.Shard.KafkaPartition(); err == nil {
-			src = &EnvelopeSource{Topic: topic, Partition: part, Offset: trig.Offset}
+			src, epoch = &EnvelopeSource{Topic: topic, Partition: part, Offset: trig.Offset}, trig.Epoch
 		}
-		b, err := EncodeSignal(sig, src, trig.Epoch)
+		b, err := EncodeSignal(sig, src, epoch)
 		if err != nil {
 			return dst, err
 		}
