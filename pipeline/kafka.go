@@ -91,6 +91,11 @@ type kafkaShard struct {
 	*shard
 	a    kafka.Assignment
 	last int64 // offset of the last record applied or dead-lettered (-1: none)
+	// failed is the error of a chunk that failed part-way: the keys of
+	// the records before the failing one changed, the cursor did not
+	// move, so no checkpoint may be taken of this state (the source
+	// fails, and its release is the shard's last).
+	failed error
 }
 
 // Handle applies a fetched batch, one chunk at a time.
@@ -148,6 +153,7 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 		return nil
 	})
 	if err != nil {
+		k.failed = err
 		return err
 	}
 	w.sinks.write(context.Background(), s.outs)
@@ -174,6 +180,10 @@ func (k *kafkaShard) appendDead(dst []streaming.Output, r *kgo.Record, err error
 // shard is handed back.
 func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 	var err error
+	if final && k.failed != nil {
+		err = fmt.Errorf("final checkpoint of shard %s not taken: a chunk failed part-way, so the state holds records its cursor does not cover (the next owner replays them from the last checkpoint): %w", k.id, k.failed)
+		final = false
+	}
 	if final {
 		k.w.sinks.roll(k.id) // the last checkpoint here publishes every archived row
 		if _, err = k.cp.Checkpoint(ctx); err != nil {
