@@ -17,10 +17,11 @@ import (
 // TestFailedChunkIsNotCheckpointedOnRelease: a chunk whose state update
 // failed part-way (here the state database fails the read of a new key)
 // has changed the keys before the failing record without moving the
-// cursor, so the release that follows (the failed source leaves its
-// group, which revokes the partition) takes no final checkpoint: it would
-// save those changes with the old cursor, and the next owner would apply
-// the records again.
+// cursor, so no checkpoint is taken after it: neither a round's nor the
+// final one of the release that follows (the failed source leaves its
+// group, which revokes the partition). Bug: the release's saved those
+// changes with the old cursor, and the next owner applied the records
+// again.
 func TestFailedChunkIsNotCheckpointedOnRelease(t *testing.T) {
 	ctx := context.Background()
 	p := Pipeline{
@@ -48,6 +49,8 @@ func TestFailedChunkIsNotCheckpointedOnRelease(t *testing.T) {
 
 	require.NoError(t, w.db.Close()) // a's state is cached; b's read fails
 	require.Error(t, k.apply([]*kgo.Record{rec(1, "a"), rec(2, "b")}))
+	_, err = k.cp.Checkpoint(ctx) // a round that comes before the release
+	require.ErrorContains(t, err, "failed part-way")
 	err = k.Release(ctx, true)
 	require.Error(t, err, "the release reports the checkpoint it did not take")
 	require.Equal(t, first, k.cp.Status().LastID, "no checkpoint after the failed chunk")

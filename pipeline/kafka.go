@@ -91,11 +91,6 @@ type kafkaShard struct {
 	*shard
 	a    kafka.Assignment
 	last int64 // offset of the last record applied or dead-lettered (-1: none)
-	// failed is the error of a chunk that failed part-way: the keys of
-	// the records before the failing one changed, the cursor did not
-	// move, so no checkpoint may be taken of this state (the source
-	// fails, and its release is the shard's last).
-	failed error
 }
 
 // Handle applies a fetched batch, one chunk at a time.
@@ -153,7 +148,7 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 		return nil
 	})
 	if err != nil {
-		k.failed = err
+		s.failed = err // s.mu held
 		return err
 	}
 	w.sinks.write(context.Background(), s.outs)
@@ -180,8 +175,11 @@ func (k *kafkaShard) appendDead(dst []streaming.Output, r *kgo.Record, err error
 // shard is handed back.
 func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 	var err error
-	if final && k.failed != nil {
-		err = fmt.Errorf("final checkpoint of shard %s not taken: a chunk failed part-way, so the state holds records its cursor does not cover (the next owner replays them from the last checkpoint): %w", k.id, k.failed)
+	k.mu.Lock()
+	failed := k.failed
+	k.mu.Unlock()
+	if final && failed != nil {
+		err = fmt.Errorf("final checkpoint of shard %s not taken: %w", k.id, errChunkFailed(k.id, failed))
 		final = false
 	}
 	if final {

@@ -36,6 +36,11 @@ type shard struct {
 	rec  Record
 	outs []streaming.Output
 	dead []streaming.Output // dead letters of the chunk being applied
+	// failed is the error of a chunk that failed part-way: the keys of
+	// the records before the failing one changed and the cursor did not
+	// move, so no cut may be taken of this state (the source fails, and
+	// the shard's next owner replays from its last checkpoint).
+	failed error
 
 	restored activities.RestoreSummary
 	// closeDurable closes the shard's own durable store (a durable
@@ -55,11 +60,20 @@ var (
 func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	if c.s.failed != nil {
+		return nil, errChunkFailed(c.s.id, c.s.failed)
+	}
 	cut, err := c.s.rt.Cut(ctx)
 	if err == nil {
 		c.s.w.sinks.markCut(c.s.id, cursorOffset(cut.Cursor()))
 	}
 	return cut, err
+}
+
+// errChunkFailed says why a shard whose chunk failed part-way takes no
+// checkpoint.
+func errChunkFailed(id streaming.ShardID, err error) error {
+	return fmt.Errorf("shard %s: a chunk of records failed part-way, so its state holds records its cursor does not cover (its next owner replays them from the last checkpoint): %w", id, err)
 }
 
 // cursorOffset is the source offset of a cursor: the Kafka offset of the
