@@ -333,3 +333,33 @@ func TestDeadLetterKafkaRoundTrip(t *testing.T) {
 	}
 	require.Equal(t, d, pipeline.DeadLetterKafkaOf(pipeline.DeadLetterKafkaSink(d)))
 }
+
+// TestEmptyVariableLeavesAPointerDefault: a TFLO_* variable set to ""
+// clears its key, so its default applies, for the keys whose default is
+// true too. Bug: an empty TFLO_SOURCE_MQTT_ACK_ON_CHECKPOINT (a blank
+// line of an env file) turned acknowledgement on checkpoint off, and an
+// empty TFLO_SOURCE_MQTT_REQUIRE_TOPIC_MATCH made a Kafka spec grow an
+// mqtt source ("give kafka or mqtt, not both").
+func TestEmptyVariableLeavesAPointerDefault(t *testing.T) {
+	write := func(src string) string {
+		path := filepath.Join(t.TempDir(), "spec.yaml")
+		require.NoError(t, os.WriteFile(path, []byte("name: p\nsource:\n  "+src+`
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 10}}
+`), 0o600))
+		return path
+	}
+	t.Setenv("TFLO_SOURCE_MQTT_ACK_ON_CHECKPOINT", "")
+	t.Setenv("TFLO_SOURCE_MQTT_REQUIRE_TOPIC_MATCH", "")
+	p, err := pipeline.Load(write(`mqtt: {servers: ["mqtt://127.0.0.1:1883"], topics: ["sensors/#"], dead_letter_topic: dlq}`))
+	require.NoError(t, err)
+	src := p.Source.(*pipeline.MQTTSource)
+	require.True(t, *src.AckOnCheckpoint, "ack_on_checkpoint: an empty variable leaves the default, true")
+	require.True(t, *src.RequireTopicMatch, "require_topic_match: an empty variable leaves the default, true")
+
+	p, err = pipeline.Load(write(`kafka: {brokers: ["127.0.0.1:9092"], topic: readings}`))
+	require.NoError(t, err, "an empty variable of a section the spec does not have creates none")
+	require.IsType(t, &pipeline.KafkaSource{}, p.Source)
+}

@@ -210,7 +210,7 @@ func apply(prefix string, dst any, lookup func(string) (string, bool), origins O
 		}
 		if s == "" {
 			f.SetZero()
-			return nil
+			return errCleared
 		}
 		if err := set(f, s); err != nil {
 			problems = append(problems, Problem{Path: strings.Join(path, "."), Env: name, Msg: fmt.Sprintf("%q: %v", s, err)})
@@ -339,11 +339,16 @@ func leaf(t reflect.Type) bool {
 // pointer above it (a section, or a *bool) stays nil.
 var errNotSet = errors.New("envconfig: not set")
 
+// errCleared is what walk's fn returns for a leaf it cleared (a variable
+// set to ""): a pointer leaf becomes nil, so its default applies (a *bool
+// whose default is true stayed false), and it allocates no section.
+var errCleared = errors.New("envconfig: cleared")
+
 // walk calls fn for every leaf field of the struct v with its YAML path.
 // With alloc, nil struct pointers are allocated only when a leaf below
 // them is set (fn reports it by a lookup hit), so absent sections stay nil;
 // a pointer to a leaf (*bool: unset means the default) likewise. fn returns
-// errNotSet for a leaf it left alone.
+// errNotSet for a leaf it left alone, errCleared for one it cleared.
 func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string, field string) error, alloc bool) error {
 	t := v.Type()
 	for sf, name := range yamlFields(t) {
@@ -355,7 +360,7 @@ func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string
 		ft := sf.Type
 		switch {
 		case leaf(ft):
-			if err := fn(f, p, fieldName(t, sf)); err != nil && err != errNotSet {
+			if err := fn(f, p, fieldName(t, sf)); err != nil && err != errNotSet && err != errCleared {
 				return err
 			}
 		case ft.Kind() == reflect.Pointer && leaf(ft.Elem()):
@@ -365,6 +370,8 @@ func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string
 			}
 			switch err := fn(tmp.Elem(), p, fieldName(t, sf)); {
 			case err == errNotSet:
+			case err == errCleared:
+				f.SetZero()
 			case err != nil:
 				return err
 			case alloc:
