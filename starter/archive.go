@@ -34,6 +34,7 @@ func (f *archiveFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.s3.Region, "s3-region", env.Region, "S3 region (env "+archiveloc.EnvRegion+"; default AWS_REGION, else us-east-1)")
 	fl.StringVar(&f.s3.AccessKeyEnv, "s3-access-key-env", env.AccessKeyEnv, "variable holding the S3 access key (env "+archiveloc.EnvAccessKeyEnv+"; default the AWS standard chain)")
 	fl.StringVar(&f.s3.SecretKeyEnv, "s3-secret-key-env", env.SecretKeyEnv, "variable holding the S3 secret key (env "+archiveloc.EnvSecretKeyEnv+")")
+	fl.StringVar(&f.s3.CAFile, "s3-ca-file", env.CAFile, "PEM file of a private CA the S3 endpoint's certificate is signed by (env "+archiveloc.EnvCAFile+"; default the system roots)")
 }
 
 // open checks the flags and opens the archive.

@@ -73,6 +73,8 @@ settings. Sinks: ` + worker.SinkExamples + `.`,
 			switch {
 			case in.Window < 0:
 				return usagef("--window %d must not be negative", in.Window)
+			case in.FilesPerActivity < 0:
+				return usagef("--files-per-activity %d must not be negative", in.FilesPerActivity)
 			case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):
 				return usagef("--from %s is not before --to %s", from, to)
 			}

@@ -55,6 +55,7 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"pipeline", "start", "--pipeline", ""}, "Error: checkpoint coordinator: pipeline is empty"},
 		{[]string{"backfill", "start", "--name", "x"}, "Error: --archive is required: file:///var/tflo/archive or s3://bucket/prefix"},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--window", "-1"}, "Error: --window -1 must not be negative"},
+		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--files-per-activity", "-1"}, "Error: --files-per-activity -1 must not be negative"},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "yesterday"}, `Error: --from "yesterday": want RFC 3339, like 2026-06-01T00:00:00Z`},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--from", "2026-02-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"},
 			"Error: --from 2026-02-01T00:00:00Z is not before --to 2026-01-01T00:00:00Z"},
