@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -124,9 +123,8 @@ func (a *Backfills) ListPartitions(ctx context.Context, in ListPartitionsInput) 
 			return res, nil
 		}
 		name := page[0].Name
-		el := name[:strings.IndexByte(name+"/", '/')]
-		if strings.HasPrefix(el, "_") || strings.HasPrefix(el, ".") {
-			after = el + "/~" // the archive's working objects
+		if next, hidden := parquet.SkipHidden(name); hidden {
+			after = next // the archive's working objects, markers such as _SUCCESS
 			continue
 		}
 		k, err := parquet.ParseFileName(name)

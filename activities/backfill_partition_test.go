@@ -140,8 +140,15 @@ func TestListPartitionsPages(t *testing.T) {
 			want = append(want, parquet.ShardPrefix(p, s*7))
 		}
 	}
-	// Working objects of the archive are no partition.
-	require.NoError(t, arc.PutAtomic(context.Background(), parquet.StagingDir+"/staging/iot/shard-000000/rec-x", []byte("x")))
+	// Working objects of the archive, and hidden names at any depth (a
+	// Spark _SUCCESS marker, a .DS_Store, a hidden folder in a shard), are
+	// no partition, as the readers skip them. Bug: ListPartitions skipped
+	// hidden top-level names only, and failed the backfill ("bad archive
+	// file name") on the others.
+	for _, name := range []string{parquet.StagingDir + "/staging/iot/shard-000000/rec-x", "iot/_SUCCESS", "a/.DS_Store",
+		"z/shard-000007/.tmp/part", "iot/shard-000014/_x"} {
+		require.NoError(t, arc.PutAtomic(context.Background(), name, []byte("x")))
+	}
 	env, b := partitionEnv(newMemSink())
 	var got []string
 	after := ""

@@ -55,3 +55,22 @@ func TestLocalArchiveHidesTempFiles(t *testing.T) {
 		t.Fatalf("folder has %d entries, want the file and the crash litter", len(entries))
 	}
 }
+
+func TestSkipHidden(t *testing.T) {
+	for name, want := range map[string]struct {
+		after  string
+		hidden bool
+	}{
+		"iot/shard-000001/00-09-e1.parquet": {"", false},
+		"_tflo/staging/iot/rec-1":           {"_tflo/~", true},
+		"iot/_SUCCESS":                      {"iot/_SUCCESS", true},
+		"iot/shard-000001/.tmp/part":        {"iot/shard-000001/.tmp/~", true},
+		".DS_Store":                         {".DS_Store", true},
+		"iot/shard_1/x.parquet":             {"", false}, // '_' inside an element is not hidden
+	} {
+		after, hidden := parquet.SkipHidden(name)
+		if after != want.after || hidden != want.hidden {
+			t.Errorf("SkipHidden(%q) = %q, %v; want %q, %v", name, after, hidden, want.after, want.hidden)
+		}
+	}
+}

@@ -115,12 +115,28 @@ const StagingDir = "_tflo"
 
 // hiddenName reports whether any element of name starts with '_' or '.'.
 func hiddenName(name string) bool {
-	for el := range strings.SplitSeq(name, "/") {
+	_, hidden := SkipHidden(name)
+	return hidden
+}
+
+// SkipHidden reports whether name is hidden (an element of it starts
+// with '_' or '.', see StagingDir) and, when it is, where a listing in
+// name order goes on past it: after the first hidden folder's contents
+// ("iot/_tmp/~"), or after name itself for a hidden file ("iot/_SUCCESS").
+func SkipHidden(name string) (after string, hidden bool) {
+	for off := 0; ; {
+		el, _, more := strings.Cut(name[off:], "/")
 		if strings.HasPrefix(el, "_") || strings.HasPrefix(el, ".") {
-			return true
+			if !more {
+				return name, true
+			}
+			return name[:off+len(el)] + "/~", true
 		}
+		if !more {
+			return "", false
+		}
+		off += len(el) + 1
 	}
-	return false
 }
 
 // partMerger is an Uploader whose parts are written in place, one after
