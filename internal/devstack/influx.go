@@ -133,7 +133,7 @@ func (s *Influx) Restart(ctx context.Context) error {
 	if err := s.proc.start(s.opts.Bin, []string{"-config", s.conf}, []string{"INFLUXDB_DATA_QUERY_LOG_ENABLED=false"}); err != nil {
 		return err
 	}
-	err := s.proc.waitReady(InfluxStartTimeout, 50*time.Millisecond, func() error {
+	err := s.proc.waitReady(ctx, InfluxStartTimeout, 50*time.Millisecond, func() error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -113,8 +114,10 @@ func portTaken(err error) bool {
 }
 
 // waitReady polls ready every interval until it returns nil, the child
-// exits, or timeout passes.
-func (p *process) waitReady(timeout, interval time.Duration, ready func() error) error {
+// exits, ctx ends (Ctrl-C during start-up: the child is in its own
+// process group, so the terminal's interrupt does not reach it) or
+// timeout passes.
+func (p *process) waitReady(ctx context.Context, timeout, interval time.Duration, ready func() error) error {
 	exited := p.exited()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -122,12 +125,16 @@ func (p *process) waitReady(timeout, interval time.Duration, ready func() error)
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("devstack: %s: start-up interrupted: %w", p.name, ctx.Err())
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("devstack: %s not ready after %v: %w; log tail:\n%s", p.name, timeout, err, p.logTail(2048))
 		}
 		select {
 		case <-exited:
 			return fmt.Errorf("devstack: %s %w: %w", p.name, errExitedAtStart, errors.Join(err, errors.New(p.logTail(2048))))
+		case <-ctx.Done():
 		case <-time.After(interval):
 		}
 	}

@@ -1,7 +1,9 @@
 package devstack
 
 import (
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -20,14 +22,14 @@ func TestPortTakenOnlyWhenTheChildExited(t *testing.T) {
 
 	taken := process{name: "child", logPath: log}
 	require.NoError(t, taken.start("/bin/sh", []string{"-c", "echo 'listen tcp 127.0.0.1:39377: bind: address already in use'; exit 1"}, nil))
-	err := taken.waitReady(time.Minute, 10*time.Millisecond, notReady)
+	err := taken.waitReady(context.Background(), time.Minute, 10*time.Millisecond, notReady)
 	require.ErrorContains(t, err, "child exited during start-up")
 	require.True(t, portTaken(err), "%v", err)
 	taken.stop(syscall.SIGKILL, time.Second)
 
 	other := process{name: "child", logPath: filepath.Join(t.TempDir(), "other.log")}
 	require.NoError(t, other.start("/bin/sh", []string{"-c", "echo 'no such database'; exit 1"}, nil))
-	err = other.waitReady(time.Minute, 10*time.Millisecond, notReady)
+	err = other.waitReady(context.Background(), time.Minute, 10*time.Millisecond, notReady)
 	require.ErrorContains(t, err, "no such database")
 	require.False(t, portTaken(err), "%v", err)
 	other.stop(syscall.SIGKILL, time.Second)
@@ -35,7 +37,34 @@ func TestPortTakenOnlyWhenTheChildExited(t *testing.T) {
 	slow := process{name: "child", logPath: log} // the first child's log
 	require.NoError(t, slow.start("/bin/sh", []string{"-c", "exec sleep 30"}, nil))
 	defer slow.stop(syscall.SIGKILL, time.Second)
-	err = slow.waitReady(100*time.Millisecond, 10*time.Millisecond, notReady)
+	err = slow.waitReady(context.Background(), 100*time.Millisecond, 10*time.Millisecond, notReady)
 	require.ErrorContains(t, err, "address already in use", "the log tail carries the earlier run's line")
 	require.False(t, portTaken(err), "a timeout is not retried: %v", err)
+}
+
+// TestStartInfluxHonoursCancel: a start-up whose context ends (Ctrl-C
+// while `starter demo` starts its servers) returns at once and stops the
+// child. Bug: waitReady took the context's error for "not ready yet" and
+// polled on until the start timeout (60 s for influxd, 90 s for Temporal),
+// the child being out of reach of the terminal's interrupt.
+func TestStartInfluxHonoursCancel(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "influxd")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() {
+		s, err := StartInflux(ctx, InfluxOptions{Dir: filepath.Join(dir, "data"), Bin: fake})
+		if s != nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(InfluxStartTimeout / 2):
+		t.Fatalf("StartInflux with a cancelled context still waits after %v", InfluxStartTimeout/2)
+	}
 }

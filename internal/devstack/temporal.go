@@ -168,7 +168,7 @@ func (t *Temporal) waitReady(ctx context.Context, log *slog.Logger) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	logger := tlog.NewStructuredLogger(log)
-	return t.proc.waitReady(TemporalStartTimeout, 100*time.Millisecond, func() error {
+	return t.proc.waitReady(ctx, TemporalStartTimeout, 100*time.Millisecond, func() error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
