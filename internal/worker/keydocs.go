@@ -97,7 +97,7 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/workers/simulator.Config.Base":                    "Base is the mean value (default 20), Noise the standard deviation of the Gaussian noise (default 0.5), Drift the change per round (0).",
 	"github.com/tflo-io/tflo/workers/simulator.Config.Drift":                   "Base is the mean value (default 20), Noise the standard deviation of the Gaussian noise (default 0.5), Drift the change per round (0).",
 	"github.com/tflo-io/tflo/workers/simulator.Config.Interval":                "Interval between two readings of one sensor (default 100ms).",
-	"github.com/tflo-io/tflo/workers/simulator.Config.Malformed":               "Malformed is the share of payloads sent broken (default 0.01).",
+	"github.com/tflo-io/tflo/workers/simulator.Config.Malformed":               "Malformed is the share of payloads sent broken (default 0.01; none with Malformed < 0, as 0 means the default).",
 	"github.com/tflo-io/tflo/workers/simulator.Config.Noise":                   "Base is the mean value (default 20), Noise the standard deviation of the Gaussian noise (default 0.5), Drift the change per round (0).",
 	"github.com/tflo-io/tflo/workers/simulator.Config.Pace":                    "Pace publishes in real time (one round per Interval); false publishes as fast as the publisher accepts.",
 	"github.com/tflo-io/tflo/workers/simulator.Config.Rounds":                  "Rounds bounds the run: every sensor publishes this many readings (0: until the context ends).",

@@ -31,6 +31,10 @@ type MainConfig struct {
 	Log     worker.LogConfig     `json:"log" yaml:"log"`
 }
 
+// ApplyDefaults fills in the fleet's defaults (Config.WithDefaults) after
+// the file and the environment, so --print-config prints what runs.
+func (c *MainConfig) ApplyDefaults() { c.Config = c.Config.WithDefaults() }
+
 // Logging implements worker.Config.
 func (c *MainConfig) Logging() worker.LogConfig { return c.Log }
 

@@ -32,7 +32,8 @@ type Config struct {
 	AnomalyEvery  int     `json:"anomaly_every" yaml:"anomaly_every"`
 	AnomalyLength int     `json:"anomaly_length" yaml:"anomaly_length"`
 	AnomalyHeight float64 `json:"anomaly_height" yaml:"anomaly_height"`
-	// Malformed is the share of payloads sent broken (default 0.01).
+	// Malformed is the share of payloads sent broken (default 0.01; none
+	// with Malformed < 0, as 0 means the default).
 	Malformed float64 `json:"malformed" yaml:"malformed"`
 	// Topic is the prefix; a reading of sensor s goes to <Topic>/<s>
 	// (default "sensors").
@@ -90,8 +91,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulator: interval %s must not be negative", c.Interval)
 	case c.Rounds < 0:
 		return fmt.Errorf("simulator: rounds %d must not be negative", c.Rounds)
-	case c.Malformed < 0 || c.Malformed > 1:
-		return fmt.Errorf("simulator: malformed share %g must be within 0..1", c.Malformed)
+	case c.Malformed > 1:
+		return fmt.Errorf("simulator: malformed share %g must be at most 1 (below 0: none)", c.Malformed)
 	case c.Noise < 0:
 		return fmt.Errorf("simulator: noise %g must not be negative", c.Noise)
 	}
@@ -184,21 +185,25 @@ func (s *Simulator) Run(ctx context.Context, pub Publisher) error {
 				s.anomalies.Add(1)
 			}
 			var payload []byte
-			if c.Malformed > 0 && rng.Float64() < c.Malformed {
+			broken := c.Malformed > 0 && rng.Float64() < c.Malformed
+			if broken {
 				payload = fmt.Appendf(nil, malformedPayloads[rng.IntN(len(malformedPayloads))], name, ts.UnixMilli())
-				s.malformed.Add(1)
 			} else {
 				var err error
 				if payload, err = json.Marshal(reading{Sensor: name, TS: ts.UnixMilli(), Value: math.Round(v*1000) / 1000}); err != nil {
 					return err
 				}
-				s.readings.Add(1)
 			}
 			if err := pub.Publish(ctx, c.Topic+"/"+name, payload); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				return fmt.Errorf("simulator: publish %s: %w", name, err)
+			}
+			if broken { // counted once sent
+				s.malformed.Add(1)
+			} else {
+				s.readings.Add(1)
 			}
 		}
 		if ticker != nil {

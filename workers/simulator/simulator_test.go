@@ -81,7 +81,50 @@ func TestSimulatorAnomaliesCrossThresholds(t *testing.T) {
 func TestSimulatorValidate(t *testing.T) {
 	_, err := simulator.New(simulator.Config{Malformed: 2})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "malformed share 2 must be within 0..1")
+	assert.Contains(t, err.Error(), "malformed share 2 must be at most 1 (below 0: none)")
+}
+
+// TestSimulatorMalformedBelowZeroSendsNone: a share below 0 sends no
+// broken payload (0 is the default, 1%). Bug: 0 was the default and a
+// negative share refused, so there was no way to turn them off.
+func TestSimulatorMalformedBelowZeroSendsNone(t *testing.T) {
+	c := &collect{msgs: map[string][][]byte{}}
+	s, err := simulator.New(simulator.Config{Sensors: 10, Rounds: 500, Malformed: -1})
+	require.NoError(t, err)
+	require.NoError(t, s.Run(context.Background(), c))
+	assert.Zero(t, s.Stats().Malformed)
+	for _, ps := range c.msgs {
+		for _, p := range ps {
+			_, err := mqtt.DecodeReading(p)
+			require.NoError(t, err, "payload %s", p)
+		}
+	}
+	assert.Equal(t, int64(5000), s.Stats().Readings)
+}
+
+// TestSimulatorCountsOnlyWhatWasPublished: a payload whose publish fails
+// (the run stopped mid-round: the MQTT publisher sends nothing on an ended
+// context) is not counted. Bug: it was counted before the publish, so the
+// demo's final count was one too high.
+func TestSimulatorCountsOnlyWhatWasPublished(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sent := 0
+	s, err := simulator.New(simulator.Config{Sensors: 20})
+	require.NoError(t, err)
+	err = s.Run(ctx, simulator.PublisherFunc(func(ctx context.Context, _ string, _ []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sent++
+		if sent == 10 {
+			cancel() // a stop in the middle of a round
+		}
+		return nil
+	}))
+	require.ErrorIs(t, err, context.Canceled)
+	st := s.Stats()
+	assert.Equal(t, int64(sent), st.Readings+st.Malformed)
 }
 
 func TestSimulatorStopsOnCancel(t *testing.T) {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
@@ -58,5 +60,27 @@ func TestSimulatorMainHelp(t *testing.T) {
 	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), []string{"--help"}, &errOut))
 	for _, k := range []string{"mqtt.url", "TFLO_SIMULATOR_MQTT_URL", "sensors", "TFLO_SIMULATOR_SENSORS", "TFLO_SIMULATOR_METRICS_ADDR"} {
 		require.Contains(t, errOut.String(), k)
+	}
+}
+
+// TestPrintConfigShowsWhatRuns: --print-config prints the fleet's
+// defaults, which the run uses. Bug: it printed the zero values (sensors
+// 0, interval 0s, malformed 0, topic "") of the keys left unset.
+func TestPrintConfigShowsWhatRuns(t *testing.T) {
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", "mqtt://127.0.0.1:1")
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	out := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(r); out <- string(b) }()
+	stdout := os.Stdout
+	os.Stdout = w
+	var stderr bytes.Buffer
+	code := worker.RunMain(Main(), []string{"--print-config"}, &stderr)
+	os.Stdout = stdout
+	require.NoError(t, w.Close())
+	printed := <-out
+	require.Equal(t, worker.ExitOK, code, "%s", &stderr)
+	for _, want := range []string{"sensors = 10", "interval = 100ms", "malformed = 0.01", `topic = "sensors"`} {
+		require.Contains(t, printed, want)
 	}
 }
