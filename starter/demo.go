@@ -52,9 +52,9 @@ exit; --local-archive keeps it in the work folder instead).
 
 It prints what runs where (the Temporal web UI first), then progress every
 few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
---duration. The work folder is a temporary one removed at exit unless
---dir names one to keep (it must be new or empty: the embedded Kafka starts
-empty on every run). If the demo cannot start, it removes what it created
+--duration. The work folder is a temporary one removed at exit (kept, with
+its logs, when the demo fails) unless --dir names one to keep (it must be
+new or empty: the embedded Kafka starts empty on every run). If the demo cannot start, it removes what it created
 there, so the same command can run again. Its output is for people: -o
 json and yaml do not apply.`,
 		Example:     "  starter demo\n  starter demo --duration 2m --dir ./demo-data --sensors 50",
@@ -63,7 +63,7 @@ json and yaml do not apply.`,
 	}
 	fl := cmd.Flags()
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
-	fl.StringVar(&f.dir, "dir", "", "work folder to keep (default: a temporary folder removed at exit)")
+	fl.StringVar(&f.dir, "dir", "", "work folder to keep (default: a temporary folder removed at exit, kept when the demo fails)")
 	fl.IntVar(&f.sensors, "sensors", 20, "number of simulated sensors")
 	fl.DurationVar(&f.interval, "interval", 100*time.Millisecond, "time between two readings of one sensor")
 	fl.Int32Var(&f.partitions, "partitions", 4, "partitions of the signals topic (the central workers share them)")
@@ -104,12 +104,17 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		return err
 	}
 	dir := f.dir
+	keep := false // a failed run keeps its temporary folder: the error names its logs
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "tflo-demo-")
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
+		defer func() {
+			if !keep {
+				os.RemoveAll(tmp)
+			}
+		}()
 		dir = tmp
 	} else {
 		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
@@ -158,7 +163,8 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		if f.dir != "" && (f.logFile == "" || isUnder(f.logFile, dir)) {
 			return fmt.Errorf("demo: %w (%s is emptied again, worker log included; --log FILE outside it keeps the log)", err, f.dir)
 		}
-		return fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)
+		keep = f.dir == ""
+		return fmt.Errorf("demo: %w (worker logs: %s; the servers' logs are beside it)", err, logPath)
 	}
 	running = true
 	printWhere(a.out, st, logPath)
@@ -195,9 +201,10 @@ loop:
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}
-	fmt.Fprintf(a.out, "stopped; work folder %s%s\n", dir, map[bool]string{true: " (removed)", false: ""}[f.dir == ""])
+	keep = f.dir == "" && (err != nil || simErr != nil)
+	fmt.Fprintf(a.out, "stopped; work folder %s%s\n", dir, map[bool]string{true: " (removed)", false: ""}[f.dir == "" && !keep])
 	if simErr != nil {
-		return fmt.Errorf("demo: simulator: %w", simErr)
+		return fmt.Errorf("demo: simulator: %w (worker logs: %s)", simErr, logPath)
 	}
 	if err != nil {
 		return fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)

@@ -80,3 +80,20 @@ func runLong(t *testing.T, args ...string) result {
 	code := execute(ctx, args, &out, &errOut)
 	return result{code, out.String(), errOut.String()}
 }
+
+// TestDemoFailureKeepsItsLogs: a demo without --dir that fails keeps its
+// temporary work folder, whose logs its error names. Bug: the folder was
+// removed on the way out, with the log the error pointed at.
+func TestDemoFailureKeepsItsLogs(t *testing.T) {
+	if _, err := os.Stat("/bin/false"); err != nil {
+		t.Skip("no /bin/false to stand in for a server that fails")
+	}
+	t.Setenv("TMPDIR", t.TempDir()) // the kept folder goes with the test
+	t.Setenv("TFLO_TEMPORAL", "/bin/false")
+	t.Setenv("TFLO_INFLUXD", "/bin/false")
+	r := runLong(t, "demo", "--duration", "5s")
+	require.Equal(t, exitFailure, r.code, r.err)
+	m := regexp.MustCompile(`worker logs: ([^;)]+)`).FindStringSubmatch(r.err)
+	require.NotNil(t, m, "no log path in %q", r.err)
+	require.FileExists(t, m[1], "the error names the worker log")
+}
