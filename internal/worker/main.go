@@ -51,6 +51,11 @@ type Main struct {
 	PrintConfig func(w io.Writer) error
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
 	Run func(ctx context.Context, rt Runtime) error
+	// OneShot, asked once the flags are parsed, reports whether Run only
+	// checks or lists and exits (--check): RunMain then serves no metrics,
+	// so a check beside the running worker (docker compose exec) does not
+	// fail on its port (optional).
+	OneShot func() bool
 	// OwnsProcess is set by a command's main (not by tests running the
 	// main in their process): Run may then change process-wide settings,
 	// such as the Go memory limit.
@@ -193,7 +198,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	log := m.Config.Logging().Logger(stderr).With("cmd", m.Name)
 	reg := NewRegistry()
 	ready := &Readiness{}
-	if addr := m.Config.MetricsAddr(); addr != "" {
+	if addr := m.Config.MetricsAddr(); addr != "" && (m.OneShot == nil || !m.OneShot()) {
 		opts := []ServeOption{WithReadiness(ready)}
 		if *pprofOn {
 			opts = append(opts, WithPprof())

@@ -68,6 +68,9 @@ func writeFile(t *testing.T, name, body string) string {
 func spec(name string) string { return filepath.Join("..", "..", "workers", "pipelines", name) }
 
 func TestRunMainUsage(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0") // the running worker's metrics port
+	require.NoError(t, err)
+	t.Cleanup(func() { held.Close() })
 	bad := writeFile(t, "c.yaml", "worker_idd: w\n")
 	badTTL := writeFile(t, "ttl.yaml", "coordination:\n  lease_ttl: soon\n")
 	badSpec := writeFile(t, "p.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: t}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
@@ -87,6 +90,9 @@ func TestRunMainUsage(t *testing.T) {
 		{"unknown operator names the node and line", []string{"--pipeline", badSpec}, nil, worker.ExitUsage, []string{`graph node "s" (line 7)`, `unknown operator type "smaa"`}},
 		{"bad environment value names the variable", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_COORDINATION_LEASE_TTL": "soon"}, worker.ExitUsage, []string{"TFLO_COORDINATION_LEASE_TTL"}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
+		// Bug: --check started the metrics listener, so a check beside the
+		// running worker (docker compose exec) failed on its port.
+		{"check serves no metrics", []string{"--pipeline", spec("market-data.yaml"), "--check"}, map[string]string{"TFLO_METRICS_ADDR": held.Addr().String()}, worker.ExitOK, nil},
 		{"a bad Temporal TLS file names its key", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_TEMPORAL_ADDRESS": "t:7233", "TFLO_TEMPORAL_TLS_CA_PATH": "/nonexistent/ca.pem"}, worker.ExitUsage, []string{"temporal.tls_ca_path", "/nonexistent/ca.pem"}},
 		{"a TFLO_ variable that names no key is refused, with the key it likely meant", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_SOURCE_KAFKA_TOPC": "trades"}, worker.ExitUsage,
 			[]string{"environment TFLO_SOURCE_KAFKA_TOPC: matches no configuration key (did you mean TFLO_SOURCE_KAFKA_TOPIC?)"}},

@@ -45,7 +45,8 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			fs.BoolVar(&check, "check", false, "load and check the spec (and the config), print the pipeline and exit")
 			fs.BoolVar(&operators, "operators", false, "list the operator types this binary's specs may name (tflo's catalogs and any it registers), with their parameters, then its decoders and sinks, and exit")
 		},
-		Keys: []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
+		Keys:    []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
+		OneShot: func() bool { return check || operators },
 		PrintConfig: func(w io.Writer) error {
 			if spec == "" {
 				return errors.New("--pipeline FILE is required")
