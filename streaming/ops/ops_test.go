@@ -81,6 +81,10 @@ func TestRateOfChangeTime(t *testing.T) {
 		{"per second with nanosecond event time", NewRateOfChange(Per(1e9)),
 			[]int64{0, 500_000_000, 2_500_000_000}, []float64{10, 11, 7},
 			[]streaming.Computed{none, f(2), f(-2)}},
+		// Bug: ts-prevTS overflowed int64 and the rate came out negative.
+		{"event times more than 2^63 apart", NewRateOfChange(Per(1e19)),
+			[]int64{math.MinInt64 / 2, math.MaxInt64/2 + 2}, []float64{0, 1},
+			[]streaming.Computed{none, f(1e19 / (float64(math.MaxInt64) + 2))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

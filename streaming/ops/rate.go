@@ -93,7 +93,8 @@ func (r *RateOfChange) Eval(in []streaming.Computed, ts int64) streaming.NodeOut
 		r.has, r.prev, r.prevTS = true, x, ts
 		return streaming.NoOutput()
 	}
-	rate := (x - r.prev) / float64(ts-r.prevTS) * r.per
+	dt := uint64(ts) - uint64(r.prevTS) // ts > prevTS: exact where ts-prevTS overflows int64
+	rate := (x - r.prev) / float64(dt) * r.per
 	r.prev, r.prevTS = x, ts
 	if !finiteIn(rate) { // overflow of a huge jump: report nothing rather than ±Inf
 		return streaming.NoOutput()
