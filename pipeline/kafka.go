@@ -175,14 +175,7 @@ func (k *kafkaShard) appendDead(dst []streaming.Output, r *kgo.Record, err error
 // shard is handed back.
 func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 	var err error
-	k.mu.Lock()
-	failed := k.failed
-	k.mu.Unlock()
-	if final && failed != nil {
-		err = fmt.Errorf("final checkpoint of shard %s not taken: %w", k.id, errChunkFailed(k.id, failed))
-		final = false
-	}
-	if final {
+	if final { // refused by the cut after a chunk that failed part-way (shardSource.Cut)
 		k.w.sinks.roll(k.id) // the last checkpoint here publishes every archived row
 		if _, err = k.cp.Checkpoint(ctx); err != nil {
 			err = fmt.Errorf("final checkpoint of shard %s: %w", k.id, err)
