@@ -3,6 +3,10 @@ package files
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,4 +57,72 @@ func TestCallerGivesUpWhileDiskStalls(t *testing.T) {
 	_, err = s.Load(ctx, []byte("b"))
 	require.ErrorIs(t, err, streaming.ErrNotFound, "the abandoned SaveBatch never ran")
 	require.NoError(t, s.Save(ctx, []byte("k"), streaming.Snapshot{Data: []byte("v")}))
+}
+
+// TestLateWriteNeverReplacesALaterOne: a write whose caller gave up (here
+// its rename waits, as behind a stalled fsync) lands
+// after a later write of the same key was called and completed. The
+// later one must stay: a checkpoint manifest that went back to an older
+// one would name pieces a newer checkpoint deleted. Bug: the late rename
+// replaced the newer file.
+func TestLateWriteNeverReplacesALaterOne(t *testing.T) {
+	key := []byte("shard/manifest")
+	one := func(s *Store, ctx context.Context, data string) error {
+		return s.Save(ctx, key, streaming.Snapshot{Data: []byte(data)})
+	}
+	batch := func(n int) func(s *Store, ctx context.Context, data string) error {
+		return func(s *Store, ctx context.Context, data string) error {
+			items := []streaming.KeyedSnapshot{{Key: key, Snapshot: streaming.Snapshot{Data: []byte(data)}}}
+			for i := range n - 1 {
+				items = append(items, streaming.KeyedSnapshot{Key: fmt.Appendf(nil, "shard/piece/%s/%d", data, i), Snapshot: streaming.Snapshot{Data: []byte(data)}})
+			}
+			return s.SaveBatch(ctx, items)
+		}
+	}
+	for name, save := range map[string]func(*Store, context.Context, string) error{
+		"Save": one, "SaveBatch": batch(2), "SaveBatch/syncfs": batch(syncfsMinBatch),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := Open(t.TempDir(), WithIOWorkers(4))
+			require.NoError(t, err)
+			defer s.Close()
+			target := fileName(kindSnapshot, key)
+			var first atomic.Bool
+			stalled, release := make(chan struct{}), make(chan struct{})
+			testHookPlace = func(name string) {
+				if name == target && first.CompareAndSwap(false, true) {
+					close(stalled)
+					<-release
+				}
+			}
+			t.Cleanup(func() { testHookPlace = nil })
+
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- save(s, ctx, "old") }()
+			<-stalled // the old write waits to rename its file
+			cancel()
+			require.ErrorIs(t, <-errc, context.Canceled, "the caller gives up")
+			require.NoError(t, save(s, context.Background(), "new"))
+			close(release)
+			temps := func() (n int) {
+				entries, err := os.ReadDir(s.Dir())
+				require.NoError(t, err)
+				for _, e := range entries {
+					if strings.HasPrefix(e.Name(), ".tmp-") {
+						n++
+					}
+				}
+				return n
+			}
+			require.Eventually(t, func() bool {
+				s.order.mu.Lock()
+				defer s.order.mu.Unlock()
+				return len(s.order.files) == 0 && temps() == 0
+			}, 10*time.Second, time.Millisecond, "the late write never ended, or left temporary files")
+			snap, err := s.Load(context.Background(), key)
+			require.NoError(t, err)
+			require.Equal(t, "new", string(snap.Data), "the late write replaced the later one")
+		})
+	}
 }

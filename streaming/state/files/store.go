@@ -32,6 +32,8 @@ type Store struct {
 	background sync.WaitGroup // cleanups of abandoned batches; waited by Close
 
 	curMu sync.Mutex // serialises SaveCursor's read-compare-write
+
+	order writeOrder // snapshot files replaced in call order
 }
 
 // syncfsMinBatch is the smallest SaveBatch written with one syncfs instead
@@ -61,7 +63,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("files state store %q: %w", dir, err)
 	}
-	s := &Store{dir: dir, cfg: cfg, lock: lock, jobs: make(chan func()), closing: make(chan struct{})}
+	s := &Store{dir: dir, cfg: cfg, lock: lock, jobs: make(chan func()), closing: make(chan struct{}), order: newWriteOrder()}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		lock.Close()
@@ -172,19 +174,41 @@ func (s *Store) writeTemp(content []byte, fsync bool) (string, error) {
 	return tmp, nil
 }
 
-// writeFile atomically replaces name with content: temporary file, fsync,
-// rename. The caller fsyncs the folder.
-func (s *Store) writeFile(name string, content []byte) error {
+// writeFile atomically replaces name with content, as the write of
+// ticket (writeOrder.begin, or unordered): temporary file, fsync, rename
+// (place). The caller fsyncs the folder.
+func (s *Store) writeFile(name string, ticket uint64, content []byte) error {
 	tmp, err := s.writeTemp(content, s.cfg.sync)
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return s.place(tmp, name, ticket)
 }
+
+// place renames tmp over name unless a write called after ticket's has
+// put its file there already (then tmp is removed: see writeOrder).
+func (s *Store) place(tmp, name string, ticket uint64) error {
+	if testHookPlace != nil {
+		testHookPlace(name)
+	}
+	rename := func() error { return os.Rename(tmp, filepath.Join(s.dir, name)) }
+	placed, err := true, error(nil)
+	if ticket == unordered {
+		err = rename()
+	} else {
+		placed, err = s.order.place(name, ticket, rename)
+	}
+	if err != nil || !placed {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// unordered is the ticket of a write no writeOrder orders.
+const unordered = 0
+
+// testHookPlace, when set, runs before a snapshot file is put in place.
+var testHookPlace func(name string)
 
 // syncFS flushes the whole file system holding the folder (syncfs(2)).
 func (s *Store) syncFS() error {
@@ -246,8 +270,8 @@ func encodeSnapshotFile(key []byte, snap streaming.Snapshot) []byte {
 func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
 	name := fileName(kindSnapshot, key)
 	content := encodeSnapshotFile(key, snap)
-	err := s.do(ctx, func() error {
-		if err := s.writeFile(name, content); err != nil {
+	err := s.doWrite(ctx, name, func(ticket uint64) error {
+		if err := s.writeFile(name, ticket, content); err != nil {
 			return err
 		}
 		return s.syncDir()
@@ -256,6 +280,35 @@ func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) e
 		return fmt.Errorf("snapshot key %q: save: %w", key, err)
 	}
 	return nil
+}
+
+// doWrite runs write, the job of one write of file name, on an I/O
+// goroutine with the write's ticket (writeOrder), and waits for it or
+// for ctx.
+func (s *Store) doWrite(ctx context.Context, name string, write func(ticket uint64) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := s.order.begin(name)
+	done := make(chan error, 1)
+	err := s.submit(ctx, func() {
+		if !w.claim() {
+			return
+		}
+		defer w.end()
+		done <- write(w.ticket)
+	})
+	if err == nil {
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		w.abandon() // unless its job runs
+	}
+	return err
 }
 
 // SaveBatch writes the batch's files in parallel on the I/O goroutines and
@@ -287,27 +340,43 @@ func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) 
 		name    string
 		content []byte
 		tmp     string
+		w       *fileWrite
 	}
 	batch := make([]file, 0, len(last))
 	for i, it := range items {
 		if last[string(it.Key)] == i {
+			name := fileName(kindSnapshot, it.Key)
 			batch = append(batch, file{
 				key:     append([]byte(nil), it.Key...),
-				name:    fileName(kindSnapshot, it.Key),
+				name:    name,
 				content: encodeSnapshotFile(it.Key, it.Snapshot),
+				w:       s.order.begin(name),
 			})
+		}
+	}
+	// Every file's write ends once: placed (or superseded), failed, or
+	// abandoned before its rename ran.
+	abandon := func() {
+		for i := range batch {
+			batch[i].w.abandon()
 		}
 	}
 	wrap := func(err error) error { return fmt.Errorf("save batch of %d snapshots: %w", len(batch), err) }
 
 	if !s.cfg.sync || !haveSyncfs || len(batch) < syncfsMinBatch {
 		err := s.parallel(ctx, len(batch), func(i int) error {
-			if err := s.writeFile(batch[i].name, batch[i].content); err != nil {
-				return fmt.Errorf("save batch: snapshot key %q: %w", batch[i].key, err)
+			f := &batch[i]
+			if !f.w.claim() {
+				return nil
+			}
+			defer f.w.end()
+			if err := s.writeFile(f.name, f.w.ticket, f.content); err != nil {
+				return fmt.Errorf("save batch: snapshot key %q: %w", f.key, err)
 			}
 			return nil
 		}, nil)
 		if err != nil {
+			abandon()
 			return err
 		}
 		if err := s.do(ctx, s.syncDir); err != nil {
@@ -332,6 +401,7 @@ func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) 
 		return nil
 	}, removeTemps)
 	if err != nil {
+		abandon() // no rename runs
 		return err
 	}
 	err = s.do(ctx, func() error {
@@ -342,16 +412,24 @@ func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) 
 		return nil
 	})
 	if err != nil {
+		abandon()
 		return wrap(err)
 	}
 	err = s.parallel(ctx, len(batch), func(i int) error {
-		if err := os.Rename(batch[i].tmp, filepath.Join(s.dir, batch[i].name)); err != nil {
-			return fmt.Errorf("save batch: snapshot key %q: %w", batch[i].key, err)
+		f := &batch[i]
+		if !f.w.claim() {
+			return nil
 		}
-		batch[i].tmp = ""
+		defer f.w.end()
+		tmp := f.tmp
+		f.tmp = "" // placed or removed either way
+		if err := s.place(tmp, f.name, f.w.ticket); err != nil {
+			return fmt.Errorf("save batch: snapshot key %q: %w", f.key, err)
+		}
 		return nil
 	}, removeTemps)
 	if err != nil {
+		abandon()
 		return err
 	}
 	if err := s.do(ctx, s.syncDir); err != nil {
@@ -528,6 +606,8 @@ func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.Cursor
 	name := fileName(kindCursor, key)
 	content := append(appendKeyHeader(nil, key), streaming.MarshalCursorRecord(rec)...)
 	key = append([]byte(nil), key...)
+	// Not ordered by call (doWrite): the read-compare-write under curMu
+	// orders cursor writes, by epoch, and a stalled one holds the lock.
 	return s.do(ctx, func() error {
 		s.curMu.Lock()
 		defer s.curMu.Unlock()
@@ -541,7 +621,7 @@ func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.Cursor
 				return err
 			}
 		}
-		if err := s.writeFile(name, content); err != nil {
+		if err := s.writeFile(name, unordered, content); err != nil {
 			return fmt.Errorf("cursor key %q: save: %w", key, err)
 		}
 		if err := s.syncDir(); err != nil {
