@@ -42,13 +42,13 @@ func TestFailedChunkIsNotCheckpointedOnRelease(t *testing.T) {
 	rec := func(off int64, sensor string) *kgo.Record {
 		return &kgo.Record{Topic: "readings", Offset: off, Value: fmt.Appendf(nil, `{"sensor":%q,"ts":%d,"value":1}`, sensor, off+1)}
 	}
-	require.NoError(t, k.apply([]*kgo.Record{rec(0, "a")}))
+	require.NoError(t, k.apply(ctx, []*kgo.Record{rec(0, "a")}))
 	_, err = k.cp.Checkpoint(ctx)
 	require.NoError(t, err)
 	first := k.cp.Status().LastID
 
 	require.NoError(t, w.db.Close()) // a's state is cached; b's read fails
-	require.Error(t, k.apply([]*kgo.Record{rec(1, "a"), rec(2, "b")}))
+	require.Error(t, k.apply(ctx, []*kgo.Record{rec(1, "a"), rec(2, "b")}))
 	_, err = k.cp.Checkpoint(ctx) // a round that comes before the release
 	require.ErrorContains(t, err, "failed part-way")
 	err = k.Release(ctx, true)

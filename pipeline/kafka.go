@@ -97,7 +97,7 @@ type kafkaShard struct {
 func (k *kafkaShard) Handle(ctx context.Context, recs []*kgo.Record) error {
 	for len(recs) > 0 {
 		n := min(len(recs), chunkRecords)
-		if err := k.apply(recs[:n]); err != nil {
+		if err := k.apply(ctx, recs[:n]); err != nil {
 			return err
 		}
 		recs = recs[n:]
@@ -109,8 +109,10 @@ func (k *kafkaShard) Handle(ctx context.Context, recs []*kgo.Record) error {
 }
 
 // apply runs a chunk through the keyed state under the shard lock and
-// writes its outputs before releasing it.
-func (k *kafkaShard) apply(recs []*kgo.Record) error {
+// writes its outputs before releasing it. ctx ends when the partition is
+// being released: a sink waiting for room then gives up, and the chunk
+// fails part-way (its outputs are not all written; the cut refuses it).
+func (k *kafkaShard) apply(ctx context.Context, recs []*kgo.Record) error {
 	s, w := k.shard, k.w
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -151,8 +153,14 @@ func (k *kafkaShard) apply(recs []*kgo.Record) error {
 		s.failed = err // s.mu held
 		return err
 	}
-	w.sinks.write(context.Background(), s.outs)
-	w.deadLetter(s.dead)
+	if err := w.sinks.write(ctx, s.outs); err != nil {
+		s.failed = fmt.Errorf("shard %s: %w", s.id, err)
+		return s.failed
+	}
+	if err := w.deadLetter(ctx, s.dead); err != nil {
+		s.failed = fmt.Errorf("shard %s: %w", s.id, err)
+		return s.failed
+	}
 	w.m.applied(applied, uint64(len(s.outs)), maxTS)
 	return nil
 }

@@ -195,8 +195,14 @@ func (r *mqttRunner) checkpointOnStall(ctx context.Context, s *shard) {
 }
 
 // handle applies one reading; the source calls it under its cut lock, so
-// a cut never falls between a reading and its outputs.
-func (r *mqttRunner) handle(_ context.Context, m mqtt.Message) error {
+// a cut never falls between a reading and its outputs. ctx ends when the
+// source stops: a sink waiting for room then gives up. A reading that
+// fails (but one refused for the key cap) fails the source and leaves the
+// message unacknowledged, for the broker to deliver again; its state
+// update may have happened, or its outputs not all been written, so the
+// shard takes no cut from then on (shard.failed): the next run restores
+// the last checkpoint and applies the message once.
+func (r *mqttRunner) handle(ctx context.Context, m mqtt.Message) error {
 	s, w := r.s, r.w
 	rd := m.Reading
 	s.outs = s.outs[:0]
@@ -219,10 +225,17 @@ func (r *mqttRunner) handle(_ context.Context, m mqtt.Message) error {
 		s.outs = w.c.appendOutputs(s.outs, inst, streaming.Output{Shard: s.id, Epoch: s.epoch, Offset: r.seq, Topic: m.Topic, Key: rd.Sensor, TS: rd.TS * w.c.scale})
 		return nil
 	})
+	if err == nil {
+		if err = w.sinks.write(ctx, s.outs); err != nil {
+			err = fmt.Errorf("shard %s, reading of %q at %d: %w", s.id, rd.Sensor, rd.TS, err)
+		}
+	}
 	if err != nil {
+		if !errors.Is(err, mqtt.ErrRefused) {
+			s.failed = err // under the source's cut lock, as mqttSource.Cut reads it
+		}
 		return err
 	}
-	w.sinks.write(context.Background(), s.outs)
 	w.m.applied(1, uint64(len(s.outs)), rd.TS*w.c.scale)
 	return nil
 }
@@ -255,6 +268,9 @@ func (c mqttSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	var kc streaming.Cut
 	var cursor []byte
 	release, err := c.src.CutWithAck(func(cur []byte) error {
+		if c.s.failed != nil {
+			return errChunkFailed(c.s.id, c.s.failed)
+		}
 		var err error
 		kc, err = c.s.rt.Cut(ctx)
 		cursor = cur

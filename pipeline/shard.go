@@ -38,8 +38,10 @@ type shard struct {
 	dead []streaming.Output // dead letters of the chunk being applied
 	// failed is the error of a chunk that failed part-way: the keys of
 	// the records before the failing one changed and the cursor did not
-	// move, so no cut may be taken of this state (the source fails, and
-	// the shard's next owner replays from its last checkpoint).
+	// move, or the outputs were not all written, so no cut may be taken
+	// of this state (the source fails, or the shard is being released,
+	// and the shard's next owner replays from its last checkpoint).
+	// Guarded by mu (Kafka) or the MQTT source's cut lock.
 	failed error
 
 	restored activities.RestoreSummary
@@ -73,7 +75,7 @@ func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 // errChunkFailed says why a shard whose chunk failed part-way takes no
 // checkpoint.
 func errChunkFailed(id streaming.ShardID, err error) error {
-	return fmt.Errorf("shard %s: a chunk of records failed part-way, so its state holds records its cursor does not cover (its next owner replays them from the last checkpoint): %w", id, err)
+	return fmt.Errorf("shard %s: a chunk of records failed part-way, so its state or its outputs do not match its cursor (its next owner replays them from the last checkpoint): %w", id, err)
 }
 
 // cursorOffset is the source offset of a cursor: the Kafka offset of the

@@ -535,12 +535,22 @@ type sinkSet struct {
 	closed bool
 }
 
-func (m *sinkSet) write(ctx context.Context, outs []streaming.Output) {
+// write writes a shard's outs to every sink. A write that fails is kept:
+// every later flush fails, as the sinks' outputs have a hole. But one
+// that fails once ctx ended (the shard is being released, or the source
+// stops, and a sink waiting for room in its buffer gave up) is returned
+// instead, and the sinks are not written further: the caller refuses the
+// shard's cuts from then on (shard.failed), and the records are replayed
+// with their outputs from the last checkpoint.
+func (m *sinkSet) write(ctx context.Context, outs []streaming.Output) error {
 	if len(outs) == 0 {
-		return
+		return nil
 	}
 	for _, s := range m.sinks {
 		if err := s.Write(ctx, outs); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("writing outputs: %w", err)
+			}
 			m.mu.Lock()
 			if m.err == nil {
 				m.err = err
@@ -548,6 +558,7 @@ func (m *sinkSet) write(ctx context.Context, outs []streaming.Output) {
 			m.mu.Unlock()
 		}
 	}
+	return nil
 }
 
 // flush is the pre-commit of checkpoint id of shard.

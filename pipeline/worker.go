@@ -354,18 +354,22 @@ func (w *Worker) closeSinks(ctx context.Context) error {
 // deadLetter writes the dead letters of a shard's chunk (outs, each
 // carrying a streaming.DeadLetter) to the dead-letter sink, counting and
 // logging them (a sample: a stream of bad records must not flood the
-// log). A failed write fails the shard's next checkpoint, as any sink's.
-func (w *Worker) deadLetter(outs []streaming.Output) {
+// log). A failed write fails the shard's next checkpoint, as any sink's;
+// one that failed once ctx ended is returned (sinkSet.write).
+func (w *Worker) deadLetter(ctx context.Context, outs []streaming.Output) error {
 	if len(outs) == 0 || w.dead == nil {
-		return
+		return nil
 	}
 	for _, o := range outs {
 		if ok, skipped := w.dlqLog.Allow(); ok {
 			w.log.Warn("record dead-lettered", lograte.With(skipped, "topic", o.Topic, "shard", o.Shard, "offset", o.Offset, "err", o.Dead.Err)...)
 		}
 	}
-	w.dead.write(context.Background(), outs)
+	if err := w.dead.write(ctx, outs); err != nil {
+		return err
+	}
 	w.deadLettered.Add(uint64(len(outs)))
+	return nil
 }
 
 // deadLetterErrors is how many dead letters the dead-letter sink lost,

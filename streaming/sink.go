@@ -77,7 +77,11 @@ type Header struct {
 // Write is called on a shard's goroutine with the outputs of one or more
 // records of that shard, in record order (concurrently for different
 // shards); outs is only valid during the call. Write may block while the
-// sink's bounded buffer is full: back-pressure slows that shard. An error
+// sink's bounded buffer is full: back-pressure slows that shard. ctx ends
+// when the shard is being released or its source stops: a Write waiting
+// for room should then give up and return ctx's error, leaving what it
+// buffered before buffered (the shard takes no checkpoint after such a
+// Write; its records are replayed from the last one). Any other error
 // is remembered by the sink and returned by the next Flush, so the
 // checkpoint fails and the cursor does not move past lost outputs.
 //

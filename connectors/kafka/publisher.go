@@ -112,6 +112,11 @@ type Publisher struct {
 	deadLettered atomic.Uint64
 	closed       atomic.Bool
 	inflight     *barrier
+	// room holds a token for each record buffered through Publish or
+	// PublishDeadLetter (PublisherMaxBuffered of them): the wait for room
+	// happens here, where the caller's context may end it, and never in
+	// kgo (see Publish).
+	room chan struct{}
 	// dlqLog and dlqLostLog sample the per-record dead-letter lines (a
 	// producer of oversized records would flood the log; the counters see
 	// every record).
@@ -137,7 +142,10 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 		return nil, err
 	}
 	base := append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, sec...)
-	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(cfg.maxBuffered))
+	// kgo's own bound is never reached (Publish waits for room first);
+	// twice the room covers a record whose promise, before kgo uncounts
+	// it, buffers its dead letter in its place.
+	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(2*cfg.maxBuffered))
 	if !cfg.lazy {
 		if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
 			return nil, err
@@ -155,7 +163,8 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 	}
-	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier(), dlqLog: lograte.New(), dlqLostLog: lograte.New()}, nil
+	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier(), room: make(chan struct{}, cfg.maxBuffered),
+		dlqLog: lograte.New(), dlqLostLog: lograte.New()}, nil
 }
 
 // defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
@@ -190,8 +199,10 @@ func topicMaxMessageBytes(ctx context.Context, base []kgo.Opt, topic string) (in
 }
 
 // Publish buffers one record keyed by key. It blocks while the buffer is
-// full (until ctx is done) and returns the first earlier delivery failure,
-// if any.
+// full, until ctx is done (then the record is not buffered and the error
+// says so; this is not a delivery failure), and returns the first earlier
+// delivery failure, if any. Once buffered, a record is out of ctx's
+// reach: ending ctx never fails it.
 //
 // A record too large for the client's batch limit or for the broker
 // (MESSAGE_TOO_LARGE) is not a delivery failure: its dead letter goes to
@@ -205,18 +216,24 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 	if e := p.err.Load(); e != nil {
 		return *e
 	}
+	// The wait for room is ours, not kgo's: kgo would wait with ctx and
+	// then keep it as the buffered record's context, and a buffered
+	// record whose context ends fails with every record buffered for its
+	// partition (kgo.Client.Produce), other callers' too. So a caller
+	// that gives up (a shard being released) could fail the publisher;
+	// kgo gets a context that never ends instead.
+	if err := p.waitRoom(ctx); err != nil {
+		return fmt.Errorf("publish key %s to %q: buffer full: %w", streaming.QuoteKey(key), p.cfg.topic, err)
+	}
 	rec := &kgo.Record{Topic: p.cfg.topic, Key: []byte(key), Value: value, Headers: headers}
 	dead := overLimit(rec, p.batchMax)
 	if dead {
 		rec = p.deadLetterOf(rec, fmt.Errorf("%w: %d bytes, over the producer's batch limit", kerr.MessageTooLarge, recordBytes(rec)))
 	}
-	// kgo blocks Produce while the buffer is full; when ctx ends first
-	// the record is failed with ctx's error (by an asynchronous promise).
-	// That failure goes back to this caller, not into the sticky error.
-	result := make(chan error, 1)
+	bg := context.WithoutCancel(ctx)
 	gen := p.inflight.add()
-	p.cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
-		done := func() { p.inflight.done(gen) }
+	p.cl.Produce(bg, rec, func(r *kgo.Record, err error) {
+		done := func() { p.inflight.done(gen); <-p.room }
 		switch {
 		case err == nil:
 			if !dead {
@@ -225,38 +242,39 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 		case errors.Is(err, kerr.MessageTooLarge) && !dead:
 			// The broker's limit is below the client's. Inside a promise:
 			// TryProduce buffers before returning, so Flush waits for it;
-			// the record's generation ends with its dead letter's fate.
+			// the record's generation and room end with its dead
+			// letter's fate.
 			next := done
 			done = func() {}
-			p.cl.TryProduce(context.WithoutCancel(ctx), p.deadLetterOf(r, err), func(r *kgo.Record, err error) {
+			p.cl.TryProduce(bg, p.deadLetterOf(r, err), func(r *kgo.Record, err error) {
 				defer next()
 				p.deadLetterDone(r, err)
 			})
-			err = nil
 		case errors.Is(err, kerr.MessageTooLarge):
 			p.deadLetterDone(r, err) // even the truncated dead letter: dropped, logged
-			err = nil
 		default:
 			p.failed.Add(1)
-			if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
-				p.fail(fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), r.Topic, err))
-			}
+			p.fail(fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), r.Topic, err))
 		}
-		result <- err
 		done()
 	})
-	if ctx.Err() == nil {
-		return nil
-	}
-	// ctx ended while we were (perhaps) blocked: a record cancelled
-	// before it was sent is failed promptly, so wait for its fate.
-	if err := <-result; err != nil {
-		if errors.Is(err, ctx.Err()) {
-			return fmt.Errorf("publish key %s to %q: buffer full: %w", streaming.QuoteKey(key), p.cfg.topic, err)
-		}
-		return fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), p.cfg.topic, err)
-	}
 	return nil
+}
+
+// waitRoom takes a token of room for one record, waiting while the
+// buffer is full until ctx is done.
+func (p *Publisher) waitRoom(ctx context.Context) error {
+	select {
+	case p.room <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case p.room <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // fail records the first delivery failure: every later Publish and Flush
@@ -271,7 +289,8 @@ func (p *Publisher) fail(err error) {
 // too large for the client or the broker. Flush waits for it. A dead
 // letter that is lost is the sticky error (every later Publish and Flush
 // returns it): the cursor must not move past a record whose dead letter
-// was lost.
+// was lost. Like Publish, it waits for room until ctx is done (then dl is
+// not buffered and the error says so).
 func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -279,10 +298,13 @@ func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error
 	if e := p.err.Load(); e != nil {
 		return *e
 	}
+	if err := p.waitRoom(ctx); err != nil {
+		return fmt.Errorf("dead letter of %s to %q: buffer full: %w", dlqSource(dl), p.cfg.topic, err)
+	}
 	dl.Topic = p.cfg.topic
 	gen := p.inflight.add()
-	ProduceDeadLetter(ctx, p.cl, p.batchMax, dl, p.cfg.log, func(r *kgo.Record, err error) {
-		defer p.inflight.done(gen)
+	ProduceDeadLetter(context.WithoutCancel(ctx), p.cl, p.batchMax, dl, p.cfg.log, func(r *kgo.Record, err error) {
+		defer func() { p.inflight.done(gen); <-p.room }()
 		if err != nil {
 			p.failed.Add(1)
 			p.fail(fmt.Errorf("dead letter of %s to %q: %w", dlqSource(r), r.Topic, err))

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,4 +271,50 @@ func TestPublisherTooLargeLogIsSampled(t *testing.T) {
 	require.Zero(t, pub.Failed())
 
 	logged.RequireSampled(t, n, elapsed)
+}
+
+// TestPublisherCallerGivingUpFailsNothingBuffered: a caller's context
+// bounds only its wait for room. Records it published earlier, still
+// buffered when the context ends (a shard being released), are
+// delivered, and the publisher does not fail: those records may share
+// their batch with other callers'. Bug: kgo kept the caller's context as
+// the buffered records' and failed them (and every record buffered for
+// their partition) once it ended.
+func TestPublisherCallerGivingUpFailsNothingBuffered(t *testing.T) {
+	c := newCluster(t, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	unstall := func() { once.Do(func() { close(release) }) }
+	defer unstall()
+	var stalled atomic.Int32
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if stalled.Add(1) == 1 {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	bg := context.Background()
+	pub, err := NewPublisher(bg, PublishTo("readings", c.ListenAddrs()...), PublisherMaxBuffered(4),
+		PublisherClientOptions(kgo.ProducerLinger(0)))
+	require.NoError(t, err)
+	defer pub.Close()
+
+	require.NoError(t, pub.Publish(bg, "s-1", reading("s-1", 1))) // sent, stalled
+	require.Eventually(t, func() bool { return stalled.Load() == 1 }, 5*time.Second, time.Millisecond)
+	shard, cancel := context.WithCancel(bg)
+	for i := 2; i <= 4; i++ {
+		require.NoError(t, pub.Publish(shard, "s-1", reading("s-1", i)))
+	}
+	cancel() // the shard gives up with three records buffered behind the stalled one
+	err = pub.Publish(shard, "s-1", reading("s-1", 5))
+	require.ErrorIs(t, err, context.Canceled, "the buffer is full: the ended context ends the wait")
+	require.ErrorContains(t, err, "buffer full")
+
+	unstall()
+	fctx, fcancel := context.WithTimeout(bg, 10*time.Second)
+	defer fcancel()
+	require.NoError(t, pub.Flush(fctx), "a caller giving up is no delivery failure")
+	require.Equal(t, uint64(4), pub.Produced(), "every record buffered before the context ended is delivered")
+	require.Zero(t, pub.Failed())
 }

@@ -50,6 +50,11 @@ type Source struct {
 	// receive order, and the connection they arrived on. Guarded by mu.
 	pending    []*paho.Publish
 	pendingCli *paho.Client
+	// sizes mirrors what Stats reports of the state mu guards, updated
+	// under mu (mirrorLocked): Stats never waits for mu, which a handler
+	// holds while its sink waits for room, so a metrics scrape answers
+	// under back-pressure.
+	sizes atomic.Pointer[sourceSizes]
 
 	ctr      counters
 	newestTS atomic.Int64
@@ -94,15 +99,25 @@ func NewSource(opts ...Option) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mqtt source %q: %w", cfg.clientID, err)
 	}
-	return &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}, dlqLog: lograte.New(), connSet: make(chan struct{})}, nil
+	s := &Source{cfg: cfg, cur: cur, ctr: counters{hook: cfg.counters}, dlqLog: lograte.New(), connSet: make(chan struct{})}
+	s.mirrorLocked() // no one else has s yet
+	return s, nil
 }
 
-// Stats returns the counters and the cursor's sizes.
+// sourceSizes are the cursor's sizes and the acknowledgements pending.
+type sourceSizes struct{ windowLen, windowCap, retainedLen, retainedCap, pending int }
+
+// mirrorLocked publishes the sizes Stats reports (s.mu held).
+func (s *Source) mirrorLocked() {
+	s.sizes.Store(&sourceSizes{s.cur.WindowLen(), s.cur.WindowCap(), s.cur.RetainedLen(), s.cur.RetainedCap(), len(s.pending)})
+}
+
+// Stats returns the counters and the cursor's sizes (as of the last
+// message handled, cut or acknowledgement queued). It never waits for the
+// message being handled.
 func (s *Source) Stats() Stats {
-	s.mu.Lock()
-	wl, wc, rl, rc := s.cur.WindowLen(), s.cur.WindowCap(), s.cur.RetainedLen(), s.cur.RetainedCap()
-	pending := len(s.pending)
-	s.mu.Unlock()
+	z := s.sizes.Load()
+	wl, wc, rl, rc, pending := z.windowLen, z.windowCap, z.retainedLen, z.retainedCap, z.pending
 	return Stats{
 		Received:         s.ctr.get(CounterReceived),
 		Processed:        s.ctr.get(CounterProcessed),
@@ -140,6 +155,7 @@ func (s *Source) ack(cli *paho.Client, p *paho.Publish) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.mirrorLocked()
 	if s.pendingCli != cli {
 		// A new connection: the broker redelivers whatever the old one left
 		// unacknowledged, so those acks are void.
@@ -163,6 +179,7 @@ func (s *Source) CutWithAck(fn func(cursor []byte) error) (release func(saved bo
 	}
 	msgs, cli := s.pending, s.pendingCli
 	s.pending = nil
+	s.mirrorLocked()
 	var once sync.Once
 	return func(saved bool) {
 		once.Do(func() {
@@ -176,6 +193,7 @@ func (s *Source) CutWithAck(fn func(cursor []byte) error) (release func(saved bo
 			}
 			if !saved {
 				s.pending = append(msgs, s.pending...)
+				s.mirrorLocked()
 				return
 			}
 			select {
@@ -206,6 +224,7 @@ func (s *Source) Restore(cursor []byte) error {
 	}
 	s.mu.Lock()
 	s.cur = cur
+	s.mirrorLocked()
 	s.mu.Unlock()
 	return nil
 }
@@ -385,6 +404,7 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 	s.ctr.inc(CounterReceived)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.mirrorLocked()
 
 	var id uint64
 	if p.QoS > 0 {
