@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,5 +125,48 @@ func TestLateWriteNeverReplacesALaterOne(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "new", string(snap.Data), "the late write replaced the later one")
 		})
+	}
+}
+
+// TestBatchGivenUpDuringSyncfsLeavesNoTemporaryFiles: a batch written
+// with one syncfs whose caller gives up while the flush is stalled
+// renames nothing, and its temporary files go once the flush ends. Bug:
+// they stayed until the next Open, one batch's worth per checkpoint that
+// timed out on a stalled disk.
+func TestBatchGivenUpDuringSyncfsLeavesNoTemporaryFiles(t *testing.T) {
+	if !haveSyncfs {
+		t.Skip("no syncfs here: batches fsync each file")
+	}
+	s, err := Open(t.TempDir(), WithIOWorkers(2))
+	require.NoError(t, err)
+	defer s.Close()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookSyncFS = func() { once.Do(func() { close(held); <-release }) }
+	t.Cleanup(func() { testHookSyncFS = nil })
+	var items []streaming.KeyedSnapshot
+	for i := range syncfsMinBatch {
+		items = append(items, streaming.KeyedSnapshot{Key: fmt.Appendf(nil, "shard/piece/%d", i), Snapshot: streaming.Snapshot{Data: []byte("v")}})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.SaveBatch(ctx, items) }()
+	<-held // every temporary file is written; the flush stalls
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	close(release)
+	require.Eventually(t, func() bool {
+		entries, err := os.ReadDir(s.Dir())
+		require.NoError(t, err)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".tmp-") {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the abandoned batch's temporary files stayed")
+	for _, it := range items {
+		_, err := s.Load(context.Background(), it.Key)
+		require.ErrorIs(t, err, streaming.ErrNotFound, "the abandoned batch renamed %s", it.Key)
 	}
 }

@@ -207,11 +207,17 @@ func (s *Store) place(tmp, name string, ticket uint64) error {
 // unordered is the ticket of a write no writeOrder orders.
 const unordered = 0
 
+// testHookSyncFS, when set, runs before a batch's syncfs.
+var testHookSyncFS func()
+
 // testHookPlace, when set, runs before a snapshot file is put in place.
 var testHookPlace func(name string)
 
 // syncFS flushes the whole file system holding the folder (syncfs(2)).
 func (s *Store) syncFS() error {
+	if testHookSyncFS != nil {
+		testHookSyncFS()
+	}
 	d, err := os.Open(s.dir)
 	if err != nil {
 		return err
@@ -404,13 +410,9 @@ func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) 
 		abandon() // no rename runs
 		return err
 	}
-	err = s.do(ctx, func() error {
-		if err := s.syncFS(); err != nil {
-			removeTemps()
-			return err
-		}
-		return nil
-	})
+	// On a failure, or once the flush ends after ctx did, nothing will
+	// rename the temporary files: parallel's cleanup removes them.
+	err = s.parallel(ctx, 1, func(int) error { return s.syncFS() }, removeTemps)
 	if err != nil {
 		abandon()
 		return wrap(err)
