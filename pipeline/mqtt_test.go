@@ -376,7 +376,7 @@ func TestMQTTDeadLettersGoToTheDeadLetterSink(t *testing.T) {
 		require.Equal(t, streaming.Epoch(1), o.Epoch, "a dead letter carries the shard's epoch")
 		require.Error(t, o.Dead.Err)
 	}
-	require.Equal(t, uint64(len(bad)), g.w.Stats().DeadLettered)
+	require.Eventually(t, func() bool { return g.w.Stats().DeadLettered == uint64(len(bad)) }, waitFor, time.Millisecond, "stats %+v", g.w.Stats())
 	require.NoError(t, g.w.Checkpoint(context.Background()))
 	_, after := dead.outputs()
 	require.Greater(t, after, before, "the checkpoint's pre-commit flushed the dead-letter sink")

@@ -63,7 +63,7 @@ func TestDeadLetterSink(t *testing.T) {
 	mu.Unlock()
 	assert.NotZero(t, id)
 	assert.Equal(t, []string{strconv.Itoa(int(id))}, dl.props(0, PropPacketID))
-	assert.Equal(t, uint64(1), s.Stats().DeadLettered)
+	assert.Eventually(t, func() bool { return s.Stats().DeadLettered == 1 }, waitFor, time.Millisecond)
 
 	err = sink.Write(context.Background(), []streaming.Output{{Key: "s-1", Name: "sma", Shard: "edge"}})
 	require.ErrorContains(t, err, `mqtt dead-letter sink "dlq/sink": output "sma" of key "s-1" (shard edge) is not a dead letter`)

@@ -114,7 +114,8 @@ func (s *Source) mirrorLocked() {
 
 // Stats returns the counters and the cursor's sizes (as of the last
 // message handled, cut or acknowledgement queued). It never waits for the
-// message being handled.
+// message being handled, so a count may trail what the broker already
+// shows: a dead letter is counted just after its publish returns.
 func (s *Source) Stats() Stats {
 	z := s.sizes.Load()
 	wl, wc, rl, rc, pending := z.windowLen, z.windowCap, z.retainedLen, z.retainedCap, z.pending
