@@ -3,11 +3,14 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/pipeline"
@@ -170,6 +173,44 @@ func (c *PipelineConfig) temporal() (r temporalclient.Resolved, ok bool, err err
 		return r, false, err
 	}
 	return r, r.Source("address") != "default", nil
+}
+
+// PrintResolved prints the Temporal connection the worker dials, each
+// value with where it came from: a temporal.* key left empty falls back
+// to a TEMPORAL_* variable, then the Temporal CLI's profile, which the
+// loaded values above do not show (--print-config).
+func (c *PipelineConfig) PrintResolved(w io.Writer, origins envconfig.Origins) error {
+	r, ok, err := c.temporal()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		_, err := fmt.Fprintf(w, "# temporal: none (no temporal.address, %s or profile address): checkpoints are coordinated in process\n", temporalclient.EnvAddress)
+		return err
+	}
+	// A setting of c is named by its key: give its file line or variable.
+	from := func(key string) string {
+		s := r.Source(key)
+		if rest, ok := strings.CutPrefix(s, c.Temporal.KeyPath+"."); ok {
+			return origins.Of(c.Temporal.KeyPath + "." + rest)
+		}
+		if s == "" || s == "default" {
+			return "default"
+		}
+		if strings.HasPrefix(s, "TEMPORAL_") {
+			return "env " + s
+		}
+		return s
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "# temporal connection as dialled (empty temporal.* keys fall back to TEMPORAL_* variables, then the CLI's profile):\n")
+	fmt.Fprintf(tw, "#   address = %q\t# %s\n", r.Address, from("address"))
+	fmt.Fprintf(tw, "#   namespace = %q\t# %s\n", r.Namespace, from("namespace"))
+	fmt.Fprintf(tw, "#   tls = %t\t# %s\n", r.TLS, from("tls"))
+	if r.APIKey {
+		fmt.Fprintf(tw, "#   api_key = <redacted>\t# %s\n", from("api_key"))
+	}
+	return tw.Flush()
 }
 
 // Validate reports every problem, as sentences.

@@ -30,6 +30,14 @@ type Config interface {
 	MetricsAddr() string
 }
 
+// resolvedPrinter is a Config some of whose values settle only when the
+// worker starts (the Temporal connection: keys left empty fall back to
+// TEMPORAL_* variables and the Temporal CLI's profile). --print-config
+// prints what they resolve to after the loaded values.
+type resolvedPrinter interface {
+	PrintResolved(w io.Writer, origins envconfig.Origins) error
+}
+
 // Main is a main's description.
 type Main struct {
 	// Name of the command ("worker"), and Summary: what it does.
@@ -186,6 +194,12 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		if err := envconfig.Print(os.Stdout, m.Config, origins); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", m.Name, err)
 			return ExitFailure
+		}
+		if rp, ok := m.Config.(resolvedPrinter); ok {
+			if err := rp.PrintResolved(os.Stdout, origins); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", m.Name, err)
+				return ExitUsage
+			}
 		}
 		if m.PrintConfig != nil {
 			if err := m.PrintConfig(os.Stdout); err != nil {

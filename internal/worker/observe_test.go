@@ -211,7 +211,9 @@ func stdout(t *testing.T, f func()) string {
 // redacted; the dead-letter topic is derived from the topic the
 // environment set (defaults come after loading), the graph's outputs,
 // the Kafka sinks' brokers (the source's), format and buffer and the
-// archive sink's file size and age show their defaults.
+// archive sink's file size and age show their defaults; the Temporal
+// connection shows as dialled, its address from TEMPORAL_ADDRESS where
+// temporal.address is empty.
 func TestPrintConfig(t *testing.T) {
 	cfg := writeFile(t, "c.yaml", "worker_id: w1\ncoordination:\n  nats_url: nats://u:pw-secret@nats:4222\n")
 	specPath := writeFile(t, "p.yaml", `name: trades
@@ -232,6 +234,7 @@ sinks:
 	t.Setenv("TFLO_SOURCE_KAFKA_TOPIC", "trades")
 	t.Setenv("TFLO_LOG_LEVEL", "")
 	t.Setenv("KAFKA_PW", "hunter2")
+	t.Setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
 	var errOut bytes.Buffer
 	var code int
 	out := stdout(t, func() {
@@ -257,6 +260,9 @@ sinks:
 		`(?m)^sinks\[1\]\.archive\.target_file_size = 128MiB +# default$`,
 		`(?m)^sinks\[1\]\.archive\.max_file_age = 1m0s +# ` + regexp.QuoteMeta(specPath) + `:14$`,
 		`(?m)^sinks\[1\]\.archive\.compression = snappy +# ` + regexp.QuoteMeta(specPath) + `:14$`,
+		`(?m)^temporal\.address = "" +# default$`,
+		`(?m)^#   address = "temporal\.example:7233" +# env TEMPORAL_ADDRESS$`,
+		`(?m)^#   namespace = "default" +# default$`,
 	} {
 		require.Regexp(t, re, out)
 	}
