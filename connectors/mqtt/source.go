@@ -54,7 +54,7 @@ type Source struct {
 	// under mu (mirrorLocked): Stats never waits for mu, which a handler
 	// holds while its sink waits for room, so a metrics scrape answers
 	// under back-pressure.
-	sizes atomic.Pointer[sourceSizes]
+	sizes sourceSizes
 
 	ctr      counters
 	newestTS atomic.Int64
@@ -104,12 +104,20 @@ func NewSource(opts ...Option) (*Source, error) {
 	return s, nil
 }
 
-// sourceSizes are the cursor's sizes and the acknowledgements pending.
-type sourceSizes struct{ windowLen, windowCap, retainedLen, retainedCap, pending int }
+// sourceSizes are the cursor's sizes and the acknowledgements pending,
+// each stored on its own (a message handled allocates nothing for them):
+// Stats may read one from before and another from after the same
+// message.
+type sourceSizes struct{ windowLen, windowCap, retainedLen, retainedCap, pending atomic.Int64 }
 
 // mirrorLocked publishes the sizes Stats reports (s.mu held).
 func (s *Source) mirrorLocked() {
-	s.sizes.Store(&sourceSizes{s.cur.WindowLen(), s.cur.WindowCap(), s.cur.RetainedLen(), s.cur.RetainedCap(), len(s.pending)})
+	z := &s.sizes
+	z.windowLen.Store(int64(s.cur.WindowLen()))
+	z.windowCap.Store(int64(s.cur.WindowCap()))
+	z.retainedLen.Store(int64(s.cur.RetainedLen()))
+	z.retainedCap.Store(int64(s.cur.RetainedCap()))
+	z.pending.Store(int64(len(s.pending)))
 }
 
 // Stats returns the counters and the cursor's sizes (as of the last
@@ -117,8 +125,7 @@ func (s *Source) mirrorLocked() {
 // message being handled, so a count may trail what the broker already
 // shows: a dead letter is counted just after its publish returns.
 func (s *Source) Stats() Stats {
-	z := s.sizes.Load()
-	wl, wc, rl, rc, pending := z.windowLen, z.windowCap, z.retainedLen, z.retainedCap, z.pending
+	z := &s.sizes
 	return Stats{
 		Received:         s.ctr.get(CounterReceived),
 		Processed:        s.ctr.get(CounterProcessed),
@@ -130,8 +137,11 @@ func (s *Source) Stats() Stats {
 		ConnectErrors:    s.ctr.get(CounterConnectErrors),
 		Subscribes:       s.ctr.get(CounterSubscribes),
 		NewestTS:         s.newestTS.Load(),
-		WindowLen:        wl, WindowCap: wc, RetainedLen: rl, RetainedCap: rc,
-		PendingAcks: pending,
+		WindowLen:        int(z.windowLen.Load()),
+		WindowCap:        int(z.windowCap.Load()),
+		RetainedLen:      int(z.retainedLen.Load()),
+		RetainedCap:      int(z.retainedCap.Load()),
+		PendingAcks:      int(z.pending.Load()),
 	}
 }
 
