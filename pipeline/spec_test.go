@@ -84,7 +84,7 @@ func TestSpecErrorsNameTheNodeAndLine(t *testing.T) {
 			[]string{`graph node "sma" (line 9)`, `unknown input "valeu"`}},
 		{"cycle", `    - {name: a, type: sma, inputs: [sma], params: {window: 3}}
     - {name: sma, type: sma, inputs: [a], params: {window: 3}}`,
-			[]string{`graph node "a" (line 9)`, `is part of a cycle`}},
+			[]string{`graph node "a" (line 9)`, `is part of a cycle: "a" -> "sma" -> "a"`}},
 		{"too many inputs", `    - {name: sma, type: sma, inputs: [value, value], params: {window: 3}}`,
 			[]string{`graph node "sma" (line 9)`, `takes 1 inputs`}},
 	} {

@@ -3,6 +3,8 @@ package streaming
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Builder wires operators into a graph by stable node names (the names are
@@ -123,9 +125,19 @@ func (b *Builder) Build() (*Graph, error) {
 		}
 	}
 	if len(order) != len(b.nodes) {
+		// The nodes left are on a cycle or downstream of one: name the
+		// first declared that is on one, and its cycle.
 		for i := range b.nodes {
-			if indeg[i] > 0 {
-				return nil, &GraphError{Node: b.nodes[i].name, Reason: "is part of a cycle"}
+			if indeg[i] == 0 {
+				continue
+			}
+			if c := cycleThrough(i, consumers); c != nil {
+				path := make([]string, 0, len(c)+1)
+				for _, j := range c {
+					path = append(path, strconv.Quote(b.nodes[j].name))
+				}
+				path = append(path, strconv.Quote(b.nodes[i].name))
+				return nil, &GraphError{Node: b.nodes[i].name, Reason: "is part of a cycle: " + strings.Join(path, " -> ")}
 			}
 		}
 	}
@@ -358,4 +370,33 @@ func (in *Instance) Reset() {
 	}
 	clear(in.vals)
 	in.rejected = 0
+}
+
+// cycleThrough returns the nodes of a cycle through node i, i first, in
+// the direction records flow (consumers[j] are the nodes reading j), or
+// nil when i is on no cycle (it only reads from one).
+func cycleThrough(i int, consumers [][]int) []int {
+	seen := make([]bool, len(consumers))
+	var path []int
+	var walk func(j int) bool
+	walk = func(j int) bool {
+		path = append(path, j)
+		for _, c := range consumers[j] {
+			if c == i {
+				return true
+			}
+			if !seen[c] {
+				seen[c] = true
+				if walk(c) {
+					return true
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		return false
+	}
+	if walk(i) {
+		return path
+	}
+	return nil
 }

@@ -32,10 +32,19 @@ func TestBuildRejectsBadWiring(t *testing.T) {
 				Node("a", newAdd, "x", "c").
 				Node("b", newSum, "a").
 				Node("c", newSum, "b")
-		}, "a", "cycle"},
+		}, "a", `is part of a cycle: "a" -> "b" -> "c" -> "a"`},
 		{"self loop", func() *streaming.Builder {
 			return streaming.NewBuilder().Input("x").Node("a", newAdd, "x", "a")
-		}, "a", "cycle"},
+		}, "a", `is part of a cycle: "a" -> "a"`},
+		// d, declared first, only reads from the cycle: the error names a
+		// node on it.
+		{"downstream of a cycle", func() *streaming.Builder {
+			return streaming.NewBuilder().Input("x").
+				Node("d", newSum, "b").
+				Node("a", newAdd, "x", "c").
+				Node("b", newSum, "a").
+				Node("c", newSum, "b")
+		}, "a", `is part of a cycle: "a" -> "b" -> "c" -> "a"`},
 		{"too few inputs", func() *streaming.Builder {
 			return streaming.NewBuilder().Input("x").Node("a", newAdd, "x")
 		}, "a", `operator "add" takes 2 inputs, wired with 1`},
