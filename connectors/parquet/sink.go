@@ -95,11 +95,16 @@ type shardSink struct {
 	idle   *sync.Cond
 	maxBg  int // rows held while bg above which Write waits
 	bgDone sync.WaitGroup
-	marked bool  // a cut is marked and not yet pre-committed
-	mark   int64 // the marked cut
-	last   int64 // offset of the last row written (-1: none since restore)
-	err    error // rows the writer refused (ErrRowOrder): fails every Flush
-	roll   bool  // the next pre-commit finishes the open file
+	// bgCtx bounds the background append; Release and Close cancel it,
+	// so a stalled upload does not hold them (its rows are the next
+	// owner's to replay).
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	marked   bool  // a cut is marked and not yet pre-committed
+	mark     int64 // the marked cut
+	last     int64 // offset of the last row written (-1: none since restore)
+	err      error // rows the writer refused (ErrRowOrder): fails every Flush
+	roll     bool  // the next pre-commit finishes the open file
 
 	cuts []checkpointCut // pre-committed, not yet committed
 }
@@ -172,6 +177,7 @@ func (s *Sink) RestoreShard(ctx context.Context, shard streaming.ShardID, epoch 
 	}
 	sh := &shardSink{id: shard, epoch: epoch, w: w, last: at.Cut, maxBg: int(4 * w.cfg.rowGroupRows)}
 	sh.idle = sync.NewCond(&sh.mu)
+	sh.bgCtx, sh.bgCancel = context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.shards[shard] = sh
 	s.mu.Unlock()
@@ -195,8 +201,10 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for sh.bg && len(sh.held) >= sh.maxBg {
-		sh.idle.Wait() // the background append fell behind
+	if sh.bg && len(sh.held) >= sh.maxBg { // the background append fell behind
+		if err := sh.wait(ctx, func() bool { return sh.bg && len(sh.held) >= sh.maxBg }); err != nil {
+			return fmt.Errorf("archive sink %s shard %s: waiting for the background append: %w", s.pipeline, sh.id, err)
+		}
 	}
 	sh.last = outs[len(outs)-1].Offset
 	idle := !sh.busy && !sh.marked && len(sh.held) == 0
@@ -215,7 +223,7 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 		sh.bgDone.Add(1)
 		go func() {
 			defer sh.bgDone.Done()
-			sh.drain(context.WithoutCancel(ctx))
+			sh.drain(sh.bgCtx)
 		}()
 	}
 	return nil
@@ -226,13 +234,32 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 // The background append stops at its next turn for them, leaving the
 // rows it did not take held: under a saturated hot path it would
 // otherwise never run out of rows.
-func (sh *shardSink) acquire() {
+func (sh *shardSink) acquire(ctx context.Context) error {
 	sh.want++
-	for sh.busy {
+	err := sh.wait(ctx, func() bool { return sh.busy })
+	sh.want--
+	if err != nil {
+		return err
+	}
+	sh.busy = true
+	return nil
+}
+
+// wait waits (mu held) while cond holds, until ctx ends.
+func (sh *shardSink) wait(ctx context.Context, cond func() bool) error {
+	stop := context.AfterFunc(ctx, func() {
+		sh.mu.Lock()
+		sh.idle.Broadcast()
+		sh.mu.Unlock()
+	})
+	defer stop()
+	for cond() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		sh.idle.Wait()
 	}
-	sh.want--
-	sh.busy = true
+	return nil
 }
 
 // release gives the writer back (mu held).
@@ -274,7 +301,7 @@ func (s *Sink) MarkCut(shard streaming.ShardID, offset int64) {
 		n++
 	}
 	if rows := sh.take(n); len(rows) > 0 {
-		_ = sh.append(context.Background(), rows) // a refusal is kept in sh.err
+		_ = sh.append(sh.bgCtx, rows) // a refusal is kept in sh.err; Release and Close end an upload
 	}
 }
 
@@ -294,7 +321,10 @@ func (s *Sink) Flush(ctx context.Context, shard streaming.ShardID, id streaming.
 
 func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (CutStats, error) {
 	sh.mu.Lock()
-	sh.acquire()
+	if err := sh.acquire(ctx); err != nil {
+		sh.mu.Unlock()
+		return CutStats{}, err
+	}
 	if err := sh.err; err != nil {
 		sh.release()
 		sh.mu.Unlock()
@@ -410,7 +440,10 @@ func (s *Sink) CommitCheckpoint(ctx context.Context, shard streaming.ShardID, id
 		return CommitStats{Cut: -1}, nil
 	}
 	sh.mu.Lock()
-	sh.acquire()
+	if err := sh.acquire(ctx); err != nil {
+		sh.mu.Unlock()
+		return CommitStats{}, fmt.Errorf("archive sink %s shard %s epoch %d, checkpoint %d: %w", s.pipeline, shard, uint64(sh.epoch), uint64(id), err)
+	}
 	sh.mu.Unlock()
 	st, err := sh.w.Commit(ctx, cut)
 	sh.drain(ctx)
@@ -447,6 +480,7 @@ func (s *Sink) Release(shard streaming.ShardID, epoch streaming.Epoch) {
 	}
 	s.mu.Unlock()
 	if sh != nil {
+		sh.bgCancel()
 		sh.bgDone.Wait() // nothing writes for it once it is gone
 	}
 }
@@ -463,6 +497,7 @@ func (s *Sink) Close(context.Context) error {
 	clear(s.shards)
 	s.mu.Unlock()
 	for _, sh := range shards {
+		sh.bgCancel()
 		sh.bgDone.Wait()
 	}
 	return nil

@@ -1,0 +1,148 @@
+package s3_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/parquet"
+	s3store "github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/streaming"
+)
+
+// stallingS3 is gofakes3 behind a handler that holds UploadPart requests
+// (PUT ...?partNumber=) until the client goes away or the test releases
+// them: an S3 endpoint that stopped answering. stalled closes when the
+// first is held.
+func stallingS3(t *testing.T) (f *fakeS3, stalled <-chan struct{}, unstall func()) {
+	t.Helper()
+	backend := s3mem.New()
+	fake := gofakes3.New(backend).Server()
+	release, held := make(chan struct{}), make(chan struct{})
+	var once, heldOnce sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != "" {
+			heldOnce.Do(func() { close(held) })
+			select {
+			case <-r.Context().Done():
+				return
+			case <-release:
+			}
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	unstall = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(srv.Close)
+	t.Cleanup(unstall)
+	require.NoError(t, backend.CreateBucket(testBucket))
+	f = &fakeS3{URL: srv.URL}
+	f.Raw = awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true, Credentials: aws.AnonymousCredentials{}})
+	return f, held, unstall
+}
+
+func sinkOuts(epoch streaming.Epoch, off int64) []streaming.Output {
+	sh := streaming.KafkaShard("readings", 0)
+	var outs []streaming.Output
+	for _, r := range rowsAtOffset(off) {
+		o := r.Output()
+		o.Shard, o.Epoch = sh, epoch
+		outs = append(outs, o)
+	}
+	return outs
+}
+
+// TestArchiveSinkGivesUpOnStalledUpload: when the S3 endpoint stops
+// answering part uploads, the archive sink's background append hangs, and
+// what waits for it gives up with its own context: a Write waiting for
+// room whose context ends (the shard is released, the worker stops), a
+// checkpoint's Flush at its deadline, and Close, which cancels the
+// background append. Before, all three waited for the endpoint.
+func TestArchiveSinkGivesUpOnStalledUpload(t *testing.T) {
+	f, stalled, unstall := stallingS3(t)
+	a, err := s3store.NewArchive(context.Background(), testBucket, f.opts(s3store.WithPrefix("archive"), s3store.WithMinPartSize(1))...)
+	require.NoError(t, err)
+	const groupRows = 32
+	s, err := parquet.NewSink(a, "plant", parquet.WithRowGroupRows(groupRows), parquet.WithPartSize(1))
+	require.NoError(t, err)
+	sh := streaming.KafkaShard("readings", 0)
+	require.NoError(t, s.Restore(context.Background(), sh, 1, streaming.RestoredCut{Offset: -1}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	writeDone := make(chan error, 1)
+	var written atomic.Int64
+	go func() {
+		for off := int64(0); ; off++ {
+			written.Store(off)
+			if err := s.Write(ctx, sinkOuts(1, off)); err != nil {
+				writeDone <- err
+				return
+			}
+			if ctx.Err() != nil {
+				writeDone <- ctx.Err()
+				return
+			}
+		}
+	}()
+	// The first part upload stalls; Writes go on until the held rows hit
+	// their bound, then wait. The shard stops: its context is cancelled.
+	select {
+	case <-stalled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no part upload reached the endpoint")
+	}
+	last := int64(-1)
+	require.Eventually(t, func() bool {
+		n := written.Load()
+		stuck := n == last && n > 4*groupRows
+		last = n
+		return stuck
+	}, 20*time.Second, 200*time.Millisecond, "Writes stop once the held rows reach their bound")
+	cancel()
+
+	hung := false
+	select {
+	case <-writeDone:
+	case <-time.After(10 * time.Second):
+		hung = true
+		t.Error("Write ignores its cancelled context: still blocked 10s after the cancel")
+	}
+
+	fctx, fcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer fcancel()
+	flushDone := make(chan error, 1)
+	go func() { flushDone <- s.Flush(fctx, sh, 1) }()
+	select {
+	case err := <-flushDone:
+		require.Error(t, err)
+	case <-time.After(10 * time.Second):
+		hung = true
+		t.Error("Flush ignores its 500ms deadline: still blocked after 10s")
+	}
+
+	closeDone := make(chan error, 1)
+	cctx, ccancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer ccancel()
+	go func() { closeDone <- s.Close(cctx) }()
+	select {
+	case <-closeDone:
+	case <-time.After(10 * time.Second):
+		hung = true
+		t.Error("Close ignores its 500ms deadline: still blocked after 10s")
+	}
+	unstall() // let the goroutines end
+	if hung {
+		<-writeDone
+		<-flushDone
+		<-closeDone
+	}
+}
