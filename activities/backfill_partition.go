@@ -71,6 +71,10 @@ func (a *Backfills) CountArchive(ctx context.Context, in CountArchiveInput) (Arc
 			}
 			part, first = p, fi
 			t.Partitions++
+			// Each check reads two footers (round trips on an object
+			// store): heartbeat per partition, not per 10,000 files (the
+			// SDK throttles the calls).
+			activity.RecordHeartbeat(ctx, t.Files)
 		}
 		last = fi
 		if t.Files%10000 == 0 {

@@ -125,8 +125,17 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 	// Histories of release 574a995 started each interval when the
 	// previous round started.
 	cadence := workflow.GetVersion(ctx, "round-cadence", workflow.DefaultVersion, 1) >= 1
+	// A run without rounds (manual, or nothing to checkpoint) still grows
+	// with announcements and handoffs: it continues as new while idle too
+	// (histories before the version checked only after a round).
+	idleCAN := workflow.GetVersion(ctx, "continue-as-new-while-idle", workflow.DefaultVersion, 1) >= 1
 	last := workflow.Now(ctx)
 	for {
+		if err := ctx.Err(); err != nil {
+			// Cancelled: every Await and timer now returns at once, so
+			// the loop would spin without yielding. End as cancelled.
+			return c.st, err
+		}
 		if c.stopping {
 			return c.finish(ctx)
 		}
@@ -136,6 +145,12 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 			due = !workflow.Now(ctx).Before(last.Add(c.in.Interval.D()))
 		}
 		if !due {
+			if idleCAN && c.wantRound <= c.st.Round && c.shouldContinueAsNew(ctx) {
+				if st, ended, err := c.continueAsNew(ctx, stopCh, goneCh); ended {
+					return st, err
+				}
+				continue
+			}
 			c.wait(ctx, last)
 			continue
 		}
