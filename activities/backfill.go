@@ -74,6 +74,11 @@ type ReplayGraph interface {
 	Apply(row parquet.Row, emit func(parquet.Row))
 }
 
+// ErrSinkUnavailable is wrapped by an error of Backfills.Sinks when the
+// sink could not be opened for a passing reason (its server did not
+// answer, or answered with an error of its own): the replay is retried.
+var ErrSinkUnavailable = errors.New("sink unavailable")
+
 // Backfills are the backfill workflow's activities. Archives resolves a
 // location to an archive and a name prefix (default: file:// and s3://
 // through internal/archiveloc, S3 settings from the TFLO_S3_* variables);
@@ -86,6 +91,10 @@ type Backfills struct {
 	// writes live outputs. Writes must be idempotent (a retried batch
 	// overwrites, as Influx points keyed by series and time do); Flush(ctx,
 	// "", 0) returns once everything written is durable.
+	//
+	// An error of Sinks fails the backfill (an unknown or refused name),
+	// unless it wraps ErrSinkUnavailable: the sink could not be opened
+	// for a passing reason, and the replay is retried.
 	Sinks  func(name string) (streaming.Sink, error)
 	Graphs func(name string) (ReplayGraph, error)
 

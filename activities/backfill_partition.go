@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -317,6 +318,9 @@ func (a *Backfills) sinkAndGraph(sinkName, graphName string) (streaming.Sink, Re
 		return nil, nil, temporal.NewNonRetryableApplicationError("backfill activities have no sinks registered", ErrTypeBadInput, nil)
 	}
 	sink, err := a.Sinks(sinkName)
+	if errors.Is(err, ErrSinkUnavailable) {
+		return nil, nil, fmt.Errorf("sink %q: %w", sinkName, err)
+	}
 	if err != nil {
 		return nil, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sink %q: %v", sinkName, err), ErrTypeBadInput, nil)
 	}

@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -116,12 +118,16 @@ func createDatabase(base, token, db string, tc *tls.Config) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("influx %s: create database %q: %w", base, db, err)
+		return fmt.Errorf("%w: influx %s: create database %q: %w", activities.ErrSinkUnavailable, base, db, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("influx %s: create database %q: %s: %s", base, db, resp.Status, body)
+		err := fmt.Errorf("influx %s: create database %q: %s: %s", base, db, resp.Status, body)
+		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+			err = fmt.Errorf("%w: %w", activities.ErrSinkUnavailable, err)
+		}
+		return err
 	}
 	return nil
 }
@@ -260,6 +266,11 @@ func (b *BackfillWorker) kafkaSink(topic string) (streaming.Sink, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := kafka.NewPublisher(ctx, kafka.PublishTo(topic, b.Brokers...), kafka.PublisherLogger(b.log()), kafka.PublisherSecurity(b.KafkaSecurity))
+	var ne net.Error
+	if err != nil && !errors.Is(err, kafka.ErrAuthentication) && errors.As(err, &ne) {
+		// No broker answered in time: retried.
+		return nil, fmt.Errorf("%w: %w", activities.ErrSinkUnavailable, err)
+	}
 	if err != nil {
 		return nil, err
 	}
