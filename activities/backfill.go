@@ -234,14 +234,25 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 		}
 		if read%int64(batchRows) == 0 {
 			if err := flush(); err != nil {
-				return res, fmt.Errorf("replay %s row %d: %w", in.File, next, err)
+				return res, sinkErr(fmt.Errorf("replay %s row %d: %w", in.File, next, err))
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return res, fmt.Errorf("replay %s row %d: %w", in.File, next, err)
+		return res, sinkErr(fmt.Errorf("replay %s row %d: %w", in.File, next, err))
 	}
 	return res, nil
+}
+
+// sinkErr is a replay's failed sink Write or Flush: non-retryable
+// (ErrTypeSinkFailed) when the sink failed for good (it wraps
+// streaming.ErrSinkFailed: refused credentials, a missing bucket), as
+// every retry would fail the same way; else retried.
+func sinkErr(err error) error {
+	if errors.Is(err, streaming.ErrSinkFailed) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSinkFailed, nil)
+	}
+	return err
 }
 
 // classifyArchive makes schema mismatches, bad names and corrupt files

@@ -295,18 +295,18 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		}
 		if len(batch) >= batchRows {
 			if err := write(); err != nil {
-				return res, fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err)
+				return res, sinkErr(fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err))
 			}
 		}
 		if sinceBeat++; sinceBeat >= beatRows {
 			sinceBeat = 0
 			if err := flush(); err != nil {
-				return res, fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err)
+				return res, sinkErr(fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err))
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return res, fmt.Errorf("replay %s: %w", in.Partition, err)
+		return res, sinkErr(fmt.Errorf("replay %s: %w", in.Partition, err))
 	}
 	res.Done = !stopped
 	return res, nil

@@ -31,6 +31,10 @@ const (
 	// ErrTypeCorrupt: data read (an archive file) fails its checksum or
 	// cannot be decoded. Non-retryable: reading it again gives the same.
 	ErrTypeCorrupt = "Corrupt"
+	// ErrTypeSinkFailed: a replay's sink failed for good (it refused the
+	// credentials, its bucket does not exist). Non-retryable: every
+	// attempt would fail the same way until its configuration changes.
+	ErrTypeSinkFailed = "SinkFailed"
 )
 
 // Default stage deadlines used by workflows unless their input overrides.

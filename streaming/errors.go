@@ -105,3 +105,10 @@ func (e *SchemaMismatchError) Unwrap() error { return ErrSchemaMismatch }
 
 // ErrSinkClosed is returned by a Sink's Write after Close.
 var ErrSinkClosed = errors.New("sink closed")
+
+// ErrSinkFailed is wrapped by a Sink's error when the sink failed for
+// good: its server refuses its configuration (credentials, a bucket that
+// does not exist, a certificate that does not verify), so every later
+// Write and Flush fails the same way until the configuration changes. A
+// caller does not retry such an error (the backfill fails with it).
+var ErrSinkFailed = errors.New("sink failed for good")

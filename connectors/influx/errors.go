@@ -9,19 +9,27 @@ import (
 
 // ErrUnauthorized is wrapped by a *WriteError for HTTP 401 and 403: wrong
 // or missing credentials. The sink does not retry it; it fails, and every
-// later Write and Flush returns the same error.
-var ErrUnauthorized = errors.New("influx: credentials refused")
+// later Write and Flush returns the same error. It wraps
+// streaming.ErrSinkFailed, as ErrNoBucket and ErrTLS do.
+var ErrUnauthorized error = &failedForGood{"influx: credentials refused"}
 
 // ErrNoBucket is wrapped by a *WriteError for HTTP 404: the bucket (on
 // 1.8+, the database or retention policy) does not exist. Like
 // ErrUnauthorized it fails the sink without retries.
-var ErrNoBucket = errors.New("influx: bucket not found")
+var ErrNoBucket error = &failedForGood{"influx: bucket not found"}
 
 // ErrTLS is wrapped by a *WriteError when the server's certificate does
 // not verify (unknown authority, wrong host name, expired): a
 // configuration error, so the sink fails without retries. Set the CA with
 // WithTLS.
-var ErrTLS = errors.New("influx: server certificate not trusted")
+var ErrTLS error = &failedForGood{"influx: server certificate not trusted"}
+
+// failedForGood is an error of the sink's configuration, which fails the
+// sink for good (streaming.ErrSinkFailed).
+type failedForGood struct{ msg string }
+
+func (e *failedForGood) Error() string { return e.msg }
+func (e *failedForGood) Unwrap() error { return streaming.ErrSinkFailed }
 
 // ErrRejected is wrapped by a *WriteError for a batch the server refused
 // as bad data (HTTP 400, 413, 422: a malformed point, a field type

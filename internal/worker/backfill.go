@@ -223,8 +223,47 @@ func (b *BackfillWorker) sink(name string) (streaming.Sink, error) {
 	if b.sinks == nil {
 		b.sinks = map[string]streaming.Sink{}
 	}
+	s = &cachedSink{Sink: s, drop: func(s streaming.Sink) { b.drop(name, s) }}
 	b.sinks[name] = s
 	return s, nil
+}
+
+// drop closes a cached sink that failed for good and forgets it, so the
+// next backfill naming it (once its bucket exists) opens it afresh.
+func (b *BackfillWorker) drop(name string, s streaming.Sink) {
+	b.mu.Lock()
+	if b.sinks[name] != s {
+		b.mu.Unlock()
+		return // dropped already
+	}
+	delete(b.sinks, name)
+	b.mu.Unlock()
+	b.log().Warn("backfill sink failed for good; the next backfill naming it opens it again", "sink", name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.Close(ctx)
+}
+
+// cachedSink is a sink of the backfill worker's cache: one that fails
+// for good (streaming.ErrSinkFailed) leaves the cache.
+type cachedSink struct {
+	streaming.Sink
+	drop func(streaming.Sink)
+}
+
+func (c *cachedSink) Write(ctx context.Context, outs []streaming.Output) error {
+	return c.failed(c.Sink.Write(ctx, outs))
+}
+
+func (c *cachedSink) Flush(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) error {
+	return c.failed(c.Sink.Flush(ctx, shard, id))
+}
+
+func (c *cachedSink) failed(err error) error {
+	if errors.Is(err, streaming.ErrSinkFailed) {
+		c.drop(c)
+	}
+	return err
 }
 
 func (b *BackfillWorker) log() *slog.Logger {
