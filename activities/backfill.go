@@ -70,6 +70,12 @@ type ReplayFileResult struct {
 
 // ReplayGraph turns one archived row into the rows written to the sink
 // (the same operator graph the live pipeline runs, for example).
+// Backfills.Graphs is called at the start of every replay activity (a
+// file, a partition's next 256 files, or a retry of either), which may
+// run at once on a worker: return a new graph each time. A stateful
+// graph then starts empty at each activity, so its outputs there lack
+// the history before it; give graphs whose state needs no longer
+// history than one activity replays.
 type ReplayGraph interface {
 	Apply(row parquet.Row, emit func(parquet.Row))
 }
