@@ -87,6 +87,16 @@ func (t *Tenancy) Commit(ctx context.Context, watermark uint64, state []byte) er
 	if err != nil {
 		return fmt.Errorf("commit split %q epoch %d: %w", t.spec.ID, t.epoch, err)
 	}
+	if cur, ok := t.landed(ctx, out); ok {
+		if watermark < cur.Watermark {
+			t.watermark, t.state = cur.Watermark, cur.State
+			return fmt.Errorf("commit split %q epoch %d: watermark %d is below the committed %d: %w",
+				t.spec.ID, t.epoch, watermark, cur.Watermark, ErrWatermarkRegression)
+		}
+		if out, err = t.w.store.Update(ctx, coordination.Durable, progKey(t.spec.ID), encode(p), t.progRev); err != nil {
+			return fmt.Errorf("commit split %q epoch %d: %w", t.spec.ID, t.epoch, err)
+		}
+	}
 	if !out.Won() {
 		t.over.Store(true)
 		go t.w.drop(t, LossFenced)
@@ -97,6 +107,28 @@ func (t *Tenancy) Commit(ctx context.Context, watermark uint64, state []byte) er
 	t.state = append([]byte(nil), state...)
 	t.attempts = 0
 	return nil
+}
+
+// landed checks a lost CAS of the progress record (t.mu held): when an
+// earlier write of this tenancy landed with its reply lost (a store call
+// cut off at its deadline after the write was sent), the record is still
+// this tenancy's, Owned at its epoch by this worker, which nobody else
+// writes, at a revision it never heard of. landed then adopts that
+// revision and returns the record, for the caller to write again at it.
+func (t *Tenancy) landed(ctx context.Context, out coordination.CasOutcome) (Progress, bool) {
+	if out.Won() {
+		return Progress{}, false
+	}
+	e, err := t.w.store.Get(ctx, coordination.Durable, progKey(t.spec.ID))
+	if err != nil {
+		return Progress{}, false
+	}
+	cur, err := decode[Progress](e.Key, e.Value)
+	if err != nil || cur.Epoch != t.epoch || cur.Status != StatusOwned || cur.Owner != t.w.id {
+		return Progress{}, false
+	}
+	t.progRev = e.Revision
+	return cur, true
 }
 
 // release marks the progress record Released (failed adds one attempt),
@@ -113,6 +145,14 @@ func (t *Tenancy) release(ctx context.Context, failed bool, reason string) error
 	}
 	p := Progress{Epoch: t.epoch, Status: StatusReleased, Owner: t.w.id, Attempts: attempts, Watermark: t.watermark, State: t.state}
 	out, err := t.w.store.Update(ctx, coordination.Durable, progKey(t.spec.ID), encode(p), t.progRev)
+	if err == nil && !out.Won() {
+		if cur, ok := t.landed(ctx, out); ok {
+			// Keep what the lost write committed (at least t.watermark).
+			t.watermark, t.state = cur.Watermark, cur.State
+			p.Watermark, p.State = cur.Watermark, cur.State
+			out, err = t.w.store.Update(ctx, coordination.Durable, progKey(t.spec.ID), encode(p), t.progRev)
+		}
+	}
 	if err != nil {
 		t.mu.Unlock()
 		return err

@@ -462,6 +462,19 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 			continue // the self-fence timer decides
 		}
 		if !out.Won() {
+			// An earlier renewal may have landed with its reply lost: the
+			// lease is then still this tenancy's (same instance and epoch,
+			// which nobody else writes) at a newer revision.
+			if e, gerr := w.store.Get(c, coordination.Ephemeral, leaseKey(l.t.spec.ID)); gerr == nil {
+				if cur, derr := decode[Lease](e.Key, e.Value); derr == nil && cur.Instance == w.cfg.instance && cur.Epoch == l.t.epoch {
+					out, err = w.store.Update(c, coordination.Ephemeral, leaseKey(l.t.spec.ID), val, e.Revision)
+					if err != nil {
+						continue // the self-fence timer decides
+					}
+				}
+			}
+		}
+		if !out.Won() {
 			w.drop(l.t, LossLeaseLost)
 			continue
 		}
@@ -487,13 +500,24 @@ func (w *Worker) renewPresence(ctx context.Context, rev coordination.Revision, s
 		w.mu.Unlock()
 		return
 	}
-	// Our presence expired (outage) or was taken over by a twin.
+	// Our presence expired (outage) or was taken over by a twin, or an
+	// earlier renewal landed with its reply lost.
 	e, err := w.store.Get(ctx, coordination.Ephemeral, presenceKey(w.id))
 	if err == nil {
-		if p, derr := decode[Presence](e.Key, e.Value); derr == nil && p.Instance != w.cfg.instance {
+		p, derr := decode[Presence](e.Key, e.Value)
+		switch {
+		case derr == nil && p.Instance != w.cfg.instance:
 			select {
 			case w.fatal <- duplicateWorker(w.id, p.Instance, w.cfg.instance):
 			default:
+			}
+		case derr == nil:
+			// Ours at a revision we never heard of: renew at it.
+			if out, err := w.store.Update(ctx, coordination.Ephemeral, presenceKey(w.id), me, e.Revision); err == nil && out.Won() {
+				w.mu.Lock()
+				w.presenceRev = out.Revision()
+				w.presenceAt = sent
+				w.mu.Unlock()
 			}
 		}
 		return
