@@ -86,8 +86,16 @@ settings. Sinks: ` + worker.SinkExamples + `.`,
 				return err
 			}
 			id := workflows.BackfillWorkflowID(in.Name)
-			run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
+			// A backfill of that name that still runs is an error: starting
+			// it again would silently keep the running one, with its own
+			// archive, sink and range, and print "started".
+			run, err := c.ExecuteWorkflow(cmd.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue,
+				WorkflowExecutionErrorWhenAlreadyStarted: true}, workflows.BackfillWorkflow, in)
 			if err != nil {
+				var running *serviceerror.WorkflowExecutionAlreadyStarted
+				if errors.As(err, &running) {
+					return fmt.Errorf("backfill %q is already running (workflow %s): follow it with starter backfill status --name %s --wait, or stop it with starter backfill cancel --name %s", in.Name, id, in.Name, in.Name)
+				}
 				return fmt.Errorf("start backfill %q: %w", in.Name, err)
 			}
 			if !wf.wait {
@@ -198,16 +206,25 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 	var lastLine string
 	var lastPrint time.Time
 	for {
-		p, err := queryBackfill(ctx, c, id)
+		// wctx: --timeout bounds the calls too, not only the waits between.
+		p, err := queryBackfill(wctx, c, id)
 		if err != nil {
 			var nf *serviceerror.NotFound
-			if errors.As(err, &nf) {
+			switch {
+			case errors.As(err, &nf):
 				return notFoundError{fmt.Errorf("no backfill named %q", name)}
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case wctx.Err() != nil:
+				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
 			}
-			return err
+			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, err, noWorkerHint(err))
 		}
-		desc, err := c.DescribeWorkflow(ctx, id, "")
+		desc, err := c.DescribeWorkflow(wctx, id, "")
 		if err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
+			}
 			return fmt.Errorf("describe backfill %q: %w", name, err)
 		}
 		st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
@@ -257,6 +274,17 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// noWorkerHint explains a query that timed out on the server: no worker
+// polls the workflow's task queue to answer it.
+func noWorkerHint(err error) string {
+	var de *serviceerror.DeadlineExceeded
+	var ce *serviceerror.Canceled
+	if errors.As(err, &de) || errors.As(err, &ce) {
+		return fmt.Sprintf(" (no worker answered: is a worker with control_worker: true, or the demo, running tflo's workflows on task queue %s?)", workflows.ControlTaskQueue)
+	}
+	return ""
 }
 
 func queryBackfill(ctx context.Context, c client.Client, id string) (workflows.BackfillProgress, error) {

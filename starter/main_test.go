@@ -429,3 +429,45 @@ func TestOperatorsListsTheRegistry(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.err, `unknown operator type "smaa"`)
 }
+
+// TestCommandsWithoutWorkersOrNamespace: against a Temporal that runs no
+// tflo worker, or a namespace that does not exist, the commands say so.
+// Bugs it guards against: CoordinatorRunning took any error containing
+// "not found" for a missing coordinator, so -n with a mistyped namespace
+// printed an empty pipeline status (exit 0) and made pipeline stop and
+// checkpoint now exit 3 "runs no checkpoint coordinator"; backfill start
+// with the name of a running backfill printed "started" and exited 0
+// while the running one went on with its own archive and sink; backfill
+// status printed a bare "context deadline exceeded" after 10s when no
+// worker answered its query, and --timeout did not bound that query.
+func TestCommandsWithoutWorkersOrNamespace(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+
+	for _, args := range [][]string{{"pipeline", "status"}, {"pipeline", "stop"}, {"checkpoint", "now", "--timeout", "5s"}} {
+		r := run(t, append(args, addr, "-n", "nosuchns")...)
+		assert.Equal(t, exitFailure, r.code, "%v in a namespace that does not exist: %s", args, r.err)
+		assert.Contains(t, r.err, "nosuchns", "%v names the namespace", args)
+		assert.NotContains(t, r.err, "runs no checkpoint coordinator", args)
+	}
+
+	// No worker serves the control task queue: the backfill stays running.
+	r := run(t, "backfill", "start", addr, "--name", "dup", "--archive", "file:///archive", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var first map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.out), &first), r.out)
+	r = run(t, "backfill", "start", addr, "--name", "dup", "--archive", "file:///other", "--sink", "kafka:elsewhere")
+	assert.Equal(t, exitFailure, r.code, "the running backfill keeps its own input: %s %s", r.out, r.err)
+	assert.Contains(t, r.err, `Error: backfill "dup" is already running`)
+	assert.NotContains(t, r.out, "started")
+	d, err := srv.Client.DescribeWorkflow(context.Background(), workflows.BackfillWorkflowID("dup"), "")
+	require.NoError(t, err)
+	assert.Equal(t, first["run_id"], d.WorkflowExecution.RunID, "still the first run")
+
+	start := time.Now()
+	r = run(t, "backfill", "status", addr, "--name", "dup", "--wait", "--timeout", "2s")
+	assert.Less(t, time.Since(start), 8*time.Second, "--timeout bounds the query too")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Contains(t, r.err, `Error: backfill "dup": no answer within --timeout 2s`)
+}

@@ -180,7 +180,7 @@ func coordinatorShards(ctx context.Context, c client.Client, pipeline string) ([
 		if errors.As(err, &nf) {
 			return rows, nil // ended since
 		}
-		return nil, fmt.Errorf("query %s: %w", id, err)
+		return nil, fmt.Errorf("query %s: %w%s", id, err, noWorkerHint(err))
 	}
 	if err := v.Get(&rows); err != nil {
 		return nil, fmt.Errorf("decode the shards of %s: %w", id, err)

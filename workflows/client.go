@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -103,7 +102,9 @@ func CoordinatorRunning(ctx context.Context, c client.Client, pipeline string) (
 	d, err := c.DescribeWorkflow(ctx, CoordinatorWorkflowID(pipeline), "")
 	if err != nil {
 		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) || strings.Contains(err.Error(), "not found") {
+		// Only the workflow's NotFound: a NamespaceNotFound ("Namespace x
+		// is not found.") is an error, not a pipeline without a coordinator.
+		if errors.As(err, &nf) {
 			return false, nil
 		}
 		return false, err

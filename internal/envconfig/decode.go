@@ -473,13 +473,14 @@ type Validator interface {
 func readFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		// "config file x.yaml: no such file or directory", not the
-		// PathError's "open x.yaml: …" after the path again.
+		// "file x.yaml: no such file or directory", not the PathError's
+		// "open x.yaml: …" after the path again. "file", not "config
+		// file": a pipeline spec is read here too.
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, fmt.Errorf("file %s: %w", path, err)
 	}
 	b, err = Expand(b, os.LookupEnv)
 	if err != nil {

@@ -115,12 +115,13 @@ func TestLoadNamesTheFile(t *testing.T) {
 }
 
 // TestLoadMissingFileSaysItOnce: a missing file read "config x.yaml:
-// open x.yaml: no such file or directory", the path twice.
+// open x.yaml: no such file or directory", the path twice; and "config
+// file" named a missing pipeline spec a config file.
 func TestLoadMissingFileSaysItOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "absent.yaml")
 	err := Load(path, Prefix, &spec{})
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	require.Equal(t, "config file "+path+": no such file or directory", err.Error())
+	require.Equal(t, "file "+path+": no such file or directory", err.Error())
 }
 
 func TestExpand(t *testing.T) {

@@ -29,7 +29,9 @@ import (
 // tls_cert_path). Secrets are never keys: the API key comes from
 // APIKeyFile, TEMPORAL_API_KEY or the profile.
 type Config struct {
-	// Address is host:port of the frontend (default 127.0.0.1:7233).
+	// Address is host:port of the frontend (empty: TEMPORAL_ADDRESS or
+	// the profile's, else starter dials 127.0.0.1:7233 and a worker runs
+	// without Temporal, coordinating checkpoints in process).
 	Address string `json:"address,omitempty" yaml:"address,omitempty"`
 	// Namespace (default "default").
 	Namespace string `json:"namespace,omitempty" yaml:"namespace,omitempty"`

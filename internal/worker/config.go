@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -254,6 +255,13 @@ func (c *PipelineConfig) Validate() error {
 			if err := t.Validate(); err != nil {
 				add("coordination.nats_tls: %v", err)
 			}
+		}
+	}
+	if a := c.Metrics.Addr; a != "" {
+		// Checked here, so --check refuses it as bad usage, rather than the
+		// run failing on the listener after the pipeline started.
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			add("metrics.addr %q: want host:port (\":0\" picks a free port): %v", a, err)
 		}
 	}
 	if err := c.Log.Validate(); err != nil {

@@ -13,7 +13,7 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/connectors/kafka.TLSConfig.KeyFile":               "CertFile+KeyFile / CertPEM+KeyPEM: the client certificate (mTLS).",
 	"github.com/tflo-io/tflo/connectors/kafka.TLSConfig.ServerName":            "ServerName overrides the name checked in the broker certificate.",
 	"github.com/tflo-io/tflo/internal/temporalclient.Config.APIKeyFile":        "APIKeyFile is a file holding the API key (Temporal Cloud; it turns TLS on).",
-	"github.com/tflo-io/tflo/internal/temporalclient.Config.Address":           "Address is host:port of the frontend (default 127.0.0.1:7233).",
+	"github.com/tflo-io/tflo/internal/temporalclient.Config.Address":           "Address is host:port of the frontend (empty: TEMPORAL_ADDRESS or the profile's, else starter dials 127.0.0.1:7233 and a worker runs without Temporal, coordinating checkpoints in process).",
 	"github.com/tflo-io/tflo/internal/temporalclient.Config.ConfigFile":        "ConfigFile is the Temporal CLI config file (default: the TEMPORAL_CONFIG_FILE variable, else <user config dir>/temporalio/temporal.toml when it exists).",
 	"github.com/tflo-io/tflo/internal/temporalclient.Config.Namespace":         "Namespace (default \"default\").",
 	"github.com/tflo-io/tflo/internal/temporalclient.Config.Profile":           "Profile selects the profile of the config file (default: the TEMPORAL_PROFILE variable, else \"default\").",

@@ -102,6 +102,9 @@ func TestRunMainUsage(t *testing.T) {
 			[]string{"2 problems", `line 2: coordination.lease_ttl: "soon" is not a duration`, `environment TFLO_CONTROL_WORKER (control_worker): "maybe"`}},
 		{"help shows defaults and descriptions", []string{"--help"}, nil, worker.ExitOK,
 			[]string{"default 10s", "LeaseTTL: a worker whose presence was not renewed", "default 1m0s", "DeadLetterTopic receives records that cannot be decoded", "--print-config", "-pprof"}},
+		// Bug: a metrics.addr without a port passed --check and failed the
+		// run (exit 1) once the pipeline had started.
+		{"a metrics address without a port is refused by --check", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_METRICS_ADDR": "nohost"}, worker.ExitUsage, []string{`metrics.addr "nohost": want host:port`}},
 		{"control_worker needs Temporal", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "true", "TEMPORAL_ADDRESS": "", "TEMPORAL_CONFIG_FILE": ""}, worker.ExitUsage, []string{"control_worker needs temporal.address"}},
 	}
 	for _, c := range cases {
