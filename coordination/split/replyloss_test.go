@@ -210,3 +210,35 @@ func TestReleaseAfterLostCommitReply(t *testing.T) {
 	require.Zero(t, v.Progress["s000"].Attempts, "a tenancy that ended well counted as a failed attempt")
 	requireNoViolations(t, c.audit)
 }
+
+// TestLeaderRenewalReplyLost: one renewal of the leader key whose write
+// landed but whose reply was lost. The leader stays leader, and no new
+// generation of the plan is published. Before, the next renewal CASed at
+// the stale revision, lost, and the leader stepped down without deleting
+// its key: nobody led until the key expired, then a new election bumped
+// the plan's generation.
+func TestLeaderRenewalReplyLost(t *testing.T) {
+	c, rl := newLossyCluster(t, 2)
+	n := c.start("w1")
+	c.until("w1 leads and holds the splits", func() bool { return n.w.IsLeader() && len(n.w.Held()) == 2 })
+	c.runFor(ttl)
+	v, err := split.Inspect(context.Background(), c.mem)
+	require.NoError(t, err)
+	gen := v.Plan.Generation
+
+	rl.arm("leader", 1)
+	c.until("the lost reply is injected", func() bool { return rl.fired() == 1 })
+	stepped := false
+	end := c.clk.Now().Add(3 * ttl)
+	c.until("three lease TTLs pass", func() bool {
+		if !n.w.IsLeader() {
+			stepped = true
+		}
+		return !c.clk.Now().Before(end)
+	})
+	require.False(t, stepped, "one lost reply of a leader renewal made the leader step down")
+	v, err = split.Inspect(context.Background(), c.mem)
+	require.NoError(t, err)
+	require.Equal(t, gen, v.Plan.Generation, "a new election followed")
+	requireNoViolations(t, c.audit)
+}

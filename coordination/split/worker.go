@@ -436,7 +436,18 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 	}()
 	w.renewPresence(c, presenceRev, sent)
 	if lead != nil {
-		out, err := w.store.Update(c, coordination.Ephemeral, leaderKey, encode(Leader{Worker: w.id, Instance: w.cfg.instance}), leaderRev)
+		me := encode(Leader{Worker: w.id, Instance: w.cfg.instance})
+		out, err := w.store.Update(c, coordination.Ephemeral, leaderKey, me, leaderRev)
+		if err == nil && !out.Won() {
+			// An earlier renewal may have landed with its reply lost: the
+			// key is then still ours (our instance, which no one else
+			// writes) at a newer revision.
+			if e, gerr := w.store.Get(c, coordination.Ephemeral, leaderKey); gerr == nil {
+				if cur, derr := decode[Leader](e.Key, e.Value); derr == nil && cur.Worker == w.id && cur.Instance == w.cfg.instance {
+					out, err = w.store.Update(c, coordination.Ephemeral, leaderKey, me, e.Revision)
+				}
+			}
+		}
 		w.mu.Lock()
 		if w.lead == lead {
 			switch {
