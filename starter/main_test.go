@@ -62,6 +62,7 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"backfill", "status"}, "Error: --name is required"},
 		{[]string{"backfill", "status", "--name", "x", "--timeout", "-1s", "--wait"}, "Error: --timeout -1s must not be negative"},
 		{[]string{"checkpoint", "list", "--address", "no-port"}, `Error: --address "no-port": want host:port`},
+		{[]string{"workers", "--address", "127.0.0.1:notaport"}, `Error: --address "127.0.0.1:notaport": want host:port, and "notaport" is no port`},
 		{[]string{"checkpoint", "list", "--config-file", "/nonexistent/temporal.toml"}, `Error: --config-file "/nonexistent/temporal.toml": no such file or directory`},
 		{[]string{"pipeline", "status", "--no-such-flag"}, "Error: unknown flag: --no-such-flag"},
 	}

@@ -180,8 +180,12 @@ func (c Config) Validate() error {
 }
 
 func checkAddress(name, addr string) error {
-	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
 		return fmt.Errorf("%s %q: want host:port", name, addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%s %q: want host:port, and %q is no port", name, addr, port)
 	}
 	return nil
 }

@@ -150,6 +150,8 @@ func TestResolveErrorsNameWhatTheUserTyped(t *testing.T) {
 		{"address without port (flag)", Config{Address: "localhost"}, nil, `--address "localhost": want host:port`},
 		{"address without port (variable)", Config{}, env{EnvAddress: "localhost"}, `TEMPORAL_ADDRESS "localhost": want host:port`},
 		{"address without port (YAML)", Config{Address: "localhost", KeyPath: "temporal"}, nil, `temporal.address "localhost": want host:port`},
+		{"address with a port that is no number", Config{Address: "127.0.0.1:notaport"}, nil, `--address "127.0.0.1:notaport": want host:port, and "notaport" is no port`},
+		{"address with a port out of range", Config{}, env{EnvAddress: "127.0.0.1:70000"}, `TEMPORAL_ADDRESS "127.0.0.1:70000": want host:port, and "70000" is no port`},
 		{"certificate without key (flag)", Config{TLSCert: notPEM}, nil,
 			"needs both --tls-cert-path and --tls-key-path; --tls-key-path is missing"},
 		{"certificate without key (variable)", Config{}, env{EnvTLSCert: notPEM},
