@@ -104,57 +104,41 @@ func TestPresenceRenewalReplyLost(t *testing.T) {
 	require.False(t, absent, "one lost reply of a presence renewal let the presence key expire")
 }
 
-// TestLeaseRenewalReplyLost: one lease renewal whose write landed but
-// whose reply was lost. The tenancy keeps its split. Before, the next
-// renewal CASed at the stale revision, lost, and dropped the tenancy as
-// LossLeaseLost although the lease in the store was its own (same
-// instance, same epoch): the lease key was left until it expired, the
-// split idle meanwhile, and the next claim counted the tenancy as failed
-// (attempts+1, towards quarantine).
-func TestLeaseRenewalReplyLost(t *testing.T) {
-	c, rl := newLossyCluster(t, 1)
-	n := c.start("w1")
-	c.until("w1 holds the split", func() bool { return len(n.w.Held()) == 1 })
-	c.runFor(ttl)
-	tn, ok := n.w.Tenancy("s000")
-	require.True(t, ok)
-	epoch := tn.Epoch()
-	before := counter(c.metrics, "w1", split.LossLeaseLost)
+// TestTenancyWriteReplyLost: a tenancy's write whose reply was lost
+// after it landed, then its next write. The tenancy keeps its split at
+// its epoch. Before, the next write CASed at the stale revision and lost:
+//   - a lease renewal dropped the tenancy as LossLeaseLost although the
+//     lease in the store was its own (same instance, same epoch): the lease
+//     key was left until it expired, the split idle meanwhile, and the next
+//     claim counted the tenancy as failed (attempts+1, towards quarantine);
+//   - a Commit retried after the store error ("retry", says its doc) fenced
+//     the tenancy (LossFenced) though no other owner existed.
+func TestTenancyWriteReplyLost(t *testing.T) {
+	for _, tc := range []struct{ name, key, loss string }{
+		{"lease renewal", "lease.s000", split.LossLeaseLost},
+		{"commit", "prog.s000", split.LossFenced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, rl := newLossyCluster(t, 1)
+			n := c.start("w1")
+			c.until("w1 holds the split", func() bool { return len(n.w.Held()) == 1 })
+			c.runFor(ttl)
+			tn, ok := n.w.Tenancy("s000")
+			require.True(t, ok)
+			epoch := tn.Epoch()
+			before := counter(c.metrics, "w1", tc.loss)
 
-	rl.arm("lease.s000", 1)
-	c.until("the lost reply is injected", func() bool { return rl.fired() == 1 })
-	c.runFor(2 * ttl)
+			rl.arm(tc.key, 1)
+			c.until("the lost reply is injected", func() bool { return rl.fired() == 1 })
+			c.runFor(2 * ttl)
 
-	require.Equal(t, before, counter(c.metrics, "w1", split.LossLeaseLost), "the tenancy was dropped as lease-lost though the lease was its own")
-	tn2, ok := n.w.Tenancy("s000")
-	require.True(t, ok, "w1 no longer holds s000")
-	require.Equal(t, epoch, tn2.Epoch(), "s000 was reclaimed at a new epoch")
-}
-
-// TestCommitRetryAfterReplyLost: a Commit whose write landed but whose
-// reply was lost returns a store error ("retry", says its doc); the retry
-// writes at the revision the lost write made. Before, it CASed at the
-// stale revision, lost and fenced the tenancy, though no other owner
-// existed: the split was dropped, its lease left to expire, and it was
-// reclaimed at a new epoch.
-func TestCommitRetryAfterReplyLost(t *testing.T) {
-	c, rl := newLossyCluster(t, 1)
-	n := c.start("w1")
-	c.until("w1 holds the split", func() bool { return len(n.w.Held()) == 1 })
-	tn, ok := n.w.Tenancy("s000")
-	require.True(t, ok)
-	epoch := tn.Epoch()
-	before := counter(c.metrics, "w1", split.LossFenced)
-
-	rl.arm("prog.s000", 1)
-	c.until("the lost reply is injected", func() bool { return rl.fired() == 1 })
-	c.runFor(2 * ttl)
-
-	require.Equal(t, before, counter(c.metrics, "w1", split.LossFenced), "the only owner was fenced by its own landed commit")
-	tn2, ok := n.w.Tenancy("s000")
-	require.True(t, ok, "w1 no longer holds s000")
-	require.Equal(t, epoch, tn2.Epoch(), "s000 was reclaimed at a new epoch")
-	require.False(t, strings.Contains(c.dump(), "quarantined"))
+			require.Equal(t, before, counter(c.metrics, "w1", tc.loss), "the tenancy lost its split to its own landed write")
+			tn2, ok := n.w.Tenancy("s000")
+			require.True(t, ok, "w1 no longer holds s000")
+			require.Equal(t, epoch, tn2.Epoch(), "s000 was reclaimed at a new epoch")
+			require.False(t, strings.Contains(c.dump(), "quarantined"))
+		})
+	}
 }
 
 // TestReleaseAfterLostCommitReply: a handler's last Commit lands with its
