@@ -27,7 +27,7 @@ func (w *Worker) leaderStep(ctx context.Context, dur, eph map[string]coordinatio
 		}
 		return
 	}
-	if e, ok := dur[planKey]; ok && e.Revision > lead.planRev {
+	if e, ok := dur[planKey]; ok && e.Revision > lead.planRev && !w.takeUpPlan(lead, e) {
 		w.stepDown(ctx, lead, "plan written by another leader")
 		return
 	}
@@ -81,6 +81,11 @@ func (w *Worker) leaderStep(ctx context.Context, dur, eph map[string]coordinatio
 	c, cancel := w.opCtx(ctx)
 	defer cancel()
 	out, err := w.store.Update(c, coordination.Durable, planKey, encode(np), lead.planRev)
+	if err == nil && !out.Won() {
+		if e, gerr := w.store.Get(c, coordination.Durable, planKey); gerr == nil && w.takeUpPlan(lead, e) {
+			out, err = w.store.Update(c, coordination.Durable, planKey, encode(np), lead.planRev)
+		}
+	}
 	if err != nil {
 		return
 	}
@@ -94,6 +99,24 @@ func (w *Worker) leaderStep(ctx context.Context, dur, eph map[string]coordinatio
 		lead.plan = np
 	}
 	w.mu.Unlock()
+}
+
+// takeUpPlan adopts e, a plan at a revision lead never heard of, when it
+// is lead's own: written by an update whose reply was lost (cut off at
+// its deadline after it was sent). A plan of lead's generation naming
+// this worker as leader is one only lead writes.
+func (w *Worker) takeUpPlan(lead *leadership, e coordination.Entry) bool {
+	p, err := decode[Plan](e.Key, e.Value)
+	if err != nil || p.Leader != w.id || p.Generation != lead.plan.Generation {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lead != lead {
+		return false
+	}
+	lead.planRev, lead.plan = e.Revision, p
+	return true
 }
 
 func (w *Worker) elect(ctx context.Context) {

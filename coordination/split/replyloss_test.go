@@ -226,3 +226,35 @@ func TestLeaderRenewalReplyLost(t *testing.T) {
 	require.Equal(t, gen, v.Plan.Generation, "a new election followed")
 	requireNoViolations(t, c.audit)
 }
+
+// TestLeaderPlanReplyLost: the leader's plan update, rebalancing onto a
+// second worker, lands with its reply lost. The leader takes up its own
+// plan and stays leader; the splits spread over both workers under the
+// same plan generation. Before, the next step saw the plan's newer
+// revision, took it for another leader's and stepped down: a new
+// election followed.
+func TestLeaderPlanReplyLost(t *testing.T) {
+	c, rl := newLossyCluster(t, 4)
+	n := c.start("w1")
+	c.until("w1 leads and holds the splits", func() bool { return n.w.IsLeader() && len(n.w.Held()) == 4 })
+	c.runFor(ttl)
+	v, err := split.Inspect(context.Background(), c.mem)
+	require.NoError(t, err)
+	gen := v.Plan.Generation
+
+	rl.arm("plan", 1)
+	n2 := c.start("w2")
+	c.until("the lost reply is injected", func() bool { return rl.fired() == 1 })
+	stepped := false
+	c.until("the splits spread over both workers", func() bool {
+		if !n.w.IsLeader() {
+			stepped = true
+		}
+		return len(n.w.Held()) == 2 && len(n2.w.Held()) == 2
+	})
+	require.False(t, stepped, "the leader stepped down over its own plan")
+	v, err = split.Inspect(context.Background(), c.mem)
+	require.NoError(t, err)
+	require.Equal(t, gen, v.Plan.Generation, "a new election followed")
+	requireNoViolations(t, c.audit)
+}
