@@ -55,6 +55,7 @@ type Sink struct {
 	roomCh  chan struct{} // closed and replaced when the queue shrinks
 	readyCh chan struct{} // buffered(1): a batch was sealed
 	failed  error         // sticky fatal error
+	closing bool          // Close began: Write refuses new points (ErrClosed)
 	closed  bool
 	stats   Stats
 	// sealedBytes is the size of the last batch sealed: a new batch's
@@ -230,7 +231,7 @@ func (s *Sink) waitRoomLocked(ctx context.Context) error {
 		if s.failed != nil {
 			return s.failed
 		}
-		if s.closed {
+		if s.closed || s.closing {
 			return ErrClosed
 		}
 		if s.cur == nil || s.cur.points < s.cfg.batchSize {
@@ -324,6 +325,14 @@ func (s *Sink) Flush(ctx context.Context) error {
 // is dropped (a replay from the last checkpoint rewrites it). Close is
 // idempotent; it returns the drain's error.
 func (s *Sink) Close(ctx context.Context) error {
+	// Refuse new points first: a writer woken by the drain (or arriving
+	// during it) would buffer points the drain does not wait for, which
+	// stopping the sender then dropped while Write and Close returned nil.
+	s.mu.Lock()
+	s.closing = true
+	close(s.roomCh) // writers waiting for room see closing
+	s.roomCh = make(chan struct{})
+	s.mu.Unlock()
 	err := s.Flush(ctx)
 	if errors.Is(err, ErrClosed) {
 		err = nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,7 +112,13 @@ type Publisher struct {
 	failed       atomic.Uint64
 	deadLettered atomic.Uint64
 	closed       atomic.Bool
-	inflight     *barrier
+	// accept guards closing: a Publish holds it (read) from its closing
+	// check to its barrier add, so once stopAccepting returns every record
+	// it let in is in a generation a Flush waits for.
+	accept    sync.RWMutex
+	closing   chan struct{} // closed by stopAccepting: Publish refuses
+	closeOnce sync.Once
+	inflight  *barrier
 	// room holds a token for each record buffered through Publish or
 	// PublishDeadLetter (PublisherMaxBuffered of them): the wait for room
 	// happens here, where the caller's context may end it, and never in
@@ -163,7 +170,7 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 	}
-	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier(), room: make(chan struct{}, cfg.maxBuffered),
+	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier(), room: make(chan struct{}, cfg.maxBuffered), closing: make(chan struct{}),
 		dlqLog: lograte.New(), dlqLostLog: lograte.New()}, nil
 }
 
@@ -225,6 +232,12 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 	if err := p.waitRoom(ctx); err != nil {
 		return fmt.Errorf("publish key %s to %q: buffer full: %w", streaming.QuoteKey(key), p.cfg.topic, err)
 	}
+	p.accept.RLock()
+	defer p.accept.RUnlock()
+	if p.isClosing() {
+		<-p.room
+		return ErrClosed
+	}
 	rec := &kgo.Record{Topic: p.cfg.topic, Key: []byte(key), Value: value, Headers: headers}
 	dead := overLimit(rec, p.batchMax)
 	if dead {
@@ -272,9 +285,29 @@ func (p *Publisher) waitRoom(ctx context.Context) error {
 	select {
 	case p.room <- struct{}{}:
 		return nil
+	case <-p.closing:
+		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+func (p *Publisher) isClosing() bool {
+	select {
+	case <-p.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopAccepting makes Publish and PublishDeadLetter refuse new records
+// (ErrClosed), waking those waiting for room; when it returns, every
+// record they accepted is covered by a Flush begun afterwards.
+func (p *Publisher) stopAccepting() {
+	p.accept.Lock()
+	p.closeOnce.Do(func() { close(p.closing) })
+	p.accept.Unlock()
 }
 
 // fail records the first delivery failure: every later Publish and Flush
@@ -300,6 +333,12 @@ func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error
 	}
 	if err := p.waitRoom(ctx); err != nil {
 		return fmt.Errorf("dead letter of %s to %q: buffer full: %w", dlqSource(dl), p.cfg.topic, err)
+	}
+	p.accept.RLock()
+	defer p.accept.RUnlock()
+	if p.isClosing() {
+		<-p.room
+		return ErrClosed
 	}
 	dl.Topic = p.cfg.topic
 	gen := p.inflight.add()

@@ -75,6 +75,7 @@ func (s publisherSink) Flush(ctx context.Context, _ streaming.ShardID, _ streami
 
 // Close implements streaming.Sink: it flushes and closes the publisher.
 func (s publisherSink) Close(ctx context.Context) error {
+	s.pub.stopAccepting() // a Write racing the drain is refused, not lost
 	err := s.pub.Flush(ctx)
 	s.pub.Close()
 	return err
