@@ -198,6 +198,12 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 			r.mu.Unlock()
 			return errors.New("keyedstate: cut released before its pieces were written")
 		}
+		if r.err != nil {
+			// A failed flush dropped states of the cut that Badger lacks.
+			err := r.err
+			r.mu.Unlock()
+			return fmt.Errorf("keyedstate: save cut: %w", err)
+		}
 		var err error
 		for _, k := range keys {
 			if b, ok := c.captured[k]; ok {

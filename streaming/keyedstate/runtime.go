@@ -394,7 +394,6 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 			r.keys++
 		}
 	}
-	e.seen = r.clock
 	if e.gen != r.gen {
 		if err := r.markChanged(e); err != nil {
 			return nil, err
@@ -406,6 +405,9 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 		delete(r.deleted, e.key)
 		e.absent = false
 	}
+	// After markChanged: a copy-on-write keeps when the key was last seen
+	// as of the cut.
+	e.seen = r.clock
 	e.inst.Eval(ts, inputs...)
 	e.changed = true
 	if e.inst.Rejected() > 0 {
@@ -439,26 +441,22 @@ func (tx *Tx[K]) Delete(key K) error {
 	r := tx.r
 	kb := r.keyBytes(key)
 	var gen uint64
-	if e, ok := r.cache[key]; ok {
+	e, cached := r.cache[key]
+	found := cached
+	if cached {
 		gen = e.gen
 		if r.inCut(gen) {
 			if err := r.cut.capture(e); err != nil {
 				return err
 			}
 		}
-		delete(r.cache, key)
-		e.live, e.changed, e.absent, e.gen = false, false, false, 0
-		e.inst.Reset()
-		r.keys--
 	} else {
-		sv, found, err := r.lookupStored(key, kb)
+		sv, ok, err := r.lookupStored(key, kb)
 		if err != nil {
 			return err
 		}
-		gen = sv.gen
-		if found {
-			r.keys--
-		} else {
+		found, gen = ok, sv.gen
+		if !found {
 			gen = r.deleted[key]
 		}
 		if r.inCut(gen) {
@@ -470,11 +468,21 @@ func (tx *Tx[K]) Delete(key K) error {
 			r.cut.keep(key, b)
 		}
 	}
+	// Record the change before dropping anything: a failed spill leaves
+	// the key as it was.
 	if gen != r.gen {
 		r.dirty.add(kb)
 		if err := r.maybeSpill(); err != nil {
 			return err
 		}
+	}
+	if cached {
+		delete(r.cache, key)
+		e.live, e.changed, e.absent, e.gen = false, false, false, 0
+		e.inst.Reset()
+	}
+	if found {
+		r.keys--
 	}
 	r.deleted[key] = r.gen
 	r.bufferDelete(key)

@@ -1,0 +1,146 @@
+package keyedstate_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination/vclock"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
+)
+
+func collectPieces(t *testing.T, c streaming.Cut) ([][]byte, error) {
+	t.Helper()
+	var pieces [][]byte
+	err := c.Pieces(context.Background(), func(p []byte) error { pieces = append(pieces, slices.Clone(p)); return nil })
+	return pieces, err
+}
+
+// TestPiecesAfterFailedFlushFails: a cut is pending; keys of the cut,
+// untouched since, are evicted into the write-behind buffer; the flush of
+// that buffer fails (here: a key Badger refuses; in production any write
+// error). The failed batch is dropped from memory (finishFlush sets
+// flushing = nil) and Pieces, which ignores the sticky error, reads the
+// keys from Badger, where they never arrived: the cut saves tombstones
+// for live keys, and a checkpoint built from it loses them.
+func TestPiecesAfterFailedFlushFails(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	// Large entries: the changed-key list (holding the 70 kB key) stays
+	// under the spill threshold, and the cache holds about 5 keys.
+	opts := []keyedstate.Option{
+		keyedstate.WithGCHeadroom(0),
+		keyedstate.WithEntryBytes(100_000),
+		keyedstate.WithWriteBatchBytes(4 << 10),
+		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
+	}
+	rt := newRuntime(t, g, openDB(t), opts...)
+	apply := func(k string, i int) {
+		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(float64(i)))
+		require.NoError(t, err)
+	}
+	apply("a", 1)
+	apply("b", 2)
+	want, found, err := rt.Get("a")
+	require.NoError(t, err)
+	require.True(t, found)
+	c1, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	// A write Badger refuses sits in the write-behind buffer.
+	huge := strings.Repeat("x", 70_000)
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(huge) }))
+	// a and b (untouched since the cut) are evicted into the same buffer.
+	for i := range 8 {
+		apply(fmt.Sprintf("other%d", i), 10+i)
+	}
+	require.Error(t, rt.Flush(), "the flush fails")
+
+	pieces, err := collectPieces(t, c1)
+	if err != nil {
+		return // refusing to save the cut is correct
+	}
+	c1.Release(true)
+	typ, cur := c1.Cursor()
+	rt2 := newRuntime(t, g, openDB(t), small(4)...)
+	require.NoError(t, rt2.Restore(ctx, typ, cur, piecesSeq(pieces)))
+	got, found, err := rt2.Get("a")
+	require.NoError(t, err)
+	require.True(t, found, "key a, live at the cut, is a tombstone in the cut saved after a failed flush")
+	require.Equal(t, want, got)
+}
+
+// TestCutKeepsLastSeenOfTheCut: a key of the pending cut seen again
+// after the cut is copied aside on write, but Eval stamps e.seen with the
+// new record's time before markChanged captures it: the cut carries a
+// last-seen time from after the cut.
+func TestCutKeepsLastSeenOfTheCut(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	opts := append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))
+	rt := newRuntime(t, g, openDB(t), opts...)
+	_, err := rt.Apply("k", 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err)
+	c1, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	clock.Advance(50 * time.Minute)
+	_, err = rt.Apply("k", 2, "seq", seqCursor(2), streaming.Float(2))
+	require.NoError(t, err)
+	pieces, err := collectPieces(t, c1)
+	require.NoError(t, err)
+	c1.Release(true)
+	typ, cur := c1.Cursor()
+
+	rt2 := newRuntime(t, g, openDB(t), opts...)
+	require.NoError(t, rt2.Restore(ctx, typ, cur, piecesSeq(pieces)))
+	// At the cut, k was last seen at 0; 61 minutes later it is idle.
+	clock.Advance(11 * time.Minute)
+	n, err := rt2.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the cut carried k's last-seen time from after the cut")
+}
+
+// TestFailedDeleteKeepsTheKey: Tx.Delete of a cached key
+// drops the entry (its changed state with it) before recording the
+// change, and returns when spilling the changed-key list fails, before
+// the deletion is written behind: the runtime stays usable, and the key
+// reads back with the older state Badger holds — neither deleted nor as
+// it was.
+func TestFailedDeleteKeepsTheKey(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	rt := newRuntime(t, g, openDB(t), small(4)...)
+	apply := func(k string, i int, v float64) {
+		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(v))
+		require.NoError(t, err)
+	}
+	apply("k", 1, 1)
+	for i := range 8 { // k goes to Badger with its first state
+		apply(fmt.Sprintf("other%d", i), 10+i, 1)
+	}
+	require.NoError(t, rt.Flush())
+	apply("k", 2, 100) // k cached, changed
+	want, found, err := rt.Get("k")
+	require.NoError(t, err)
+	require.True(t, found)
+	c, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	c.Release(true)
+
+	// A changed key the spill cannot write (in production: any write error).
+	huge := strings.Repeat("x", 70_000)
+	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(huge) }))
+	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("k") }))
+
+	got, found, err := rt.Get("k")
+	require.NoError(t, err)
+	if found {
+		require.Equal(t, want, got, "a failed Delete of k left its older stored state in place of its current one")
+	}
+}
