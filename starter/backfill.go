@@ -215,14 +215,14 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 				return notFoundError{fmt.Errorf("no backfill named %q", name)}
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case wctx.Err() != nil:
+			case wf.expired(ctx, wctx, err):
 				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
 			}
 			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, err, noWorkerHint(err))
 		}
 		desc, err := c.DescribeWorkflow(wctx, id, "")
 		if err != nil {
-			if wctx.Err() != nil && ctx.Err() == nil {
+			if wf.expired(ctx, wctx, err) {
 				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
 			}
 			return fmt.Errorf("describe backfill %q: %w", name, err)
@@ -279,12 +279,17 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 // noWorkerHint explains a query that timed out on the server: no worker
 // polls the workflow's task queue to answer it.
 func noWorkerHint(err error) string {
-	var de *serviceerror.DeadlineExceeded
-	var ce *serviceerror.Canceled
-	if errors.As(err, &de) || errors.As(err, &ce) {
+	if timedOutOnServer(err) {
 		return fmt.Sprintf(" (no worker answered: is a worker with control_worker: true, or the demo, running tflo's workflows on task queue %s?)", workflows.ControlTaskQueue)
 	}
 	return ""
+}
+
+// timedOutOnServer tells a call the server ended for running out of time.
+func timedOutOnServer(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	var ce *serviceerror.Canceled
+	return errors.As(err, &de) || errors.As(err, &ce)
 }
 
 func queryBackfill(ctx context.Context, c client.Client, id string) (workflows.BackfillProgress, error) {

@@ -53,7 +53,7 @@ Exit code 3: the pipeline runs no checkpoint coordinator.`,
 			defer cancel()
 			sum, err := workflows.CheckpointRoundNow(wctx, c, pipeline, "starter checkpoint now")
 			if err != nil {
-				if wctx.Err() != nil && ctx.Err() == nil {
+				if wf.expired(ctx, wctx, err) {
 					return fmt.Errorf("pipeline %q: the round did not finish within --timeout %s (it goes on): %w", pipeline, wf.timeout, err)
 				}
 				return err

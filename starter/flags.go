@@ -40,3 +40,22 @@ func (w *waitFlags) context(ctx context.Context) (context.Context, context.Cance
 	}
 	return context.WithCancel(ctx)
 }
+
+// expired tells whether err came from --timeout running out (wctx, from
+// context) rather than from the caller (ctx) or the call itself. The server
+// sees the deadline too and may reset the call a moment before the client's
+// timer fires, with wctx not yet done: a Canceled or DeadlineExceeded that
+// close to the deadline is the timeout as well.
+func (w *waitFlags) expired(ctx, wctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if wctx.Err() != nil {
+		return true
+	}
+	dl, ok := wctx.Deadline()
+	if !ok || time.Until(dl) > time.Second {
+		return false
+	}
+	return timedOutOnServer(err)
+}
