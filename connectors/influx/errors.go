@@ -32,8 +32,8 @@ func (e *failedForGood) Error() string { return e.msg }
 func (e *failedForGood) Unwrap() error { return streaming.ErrSinkFailed }
 
 // ErrRejected is wrapped by a *WriteError for a batch the server refused
-// as bad data (HTTP 400, 413, 422: a malformed point, a field type
-// conflict, a partial write). The batch is not retried; the sink reports
+// as bad data (HTTP 400, 422: a malformed point, a field type conflict,
+// a partial write; 413 for a single line too large). The batch is not retried; the sink reports
 // it to the OnReject hook, counts it, and carries on.
 var ErrRejected = errors.New("influx: batch rejected")
 

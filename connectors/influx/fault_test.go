@@ -1,9 +1,11 @@
 package influx_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -219,4 +221,60 @@ func TestFlushCompletesWhileWritersSaturate(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// A server with a small request-size limit (413) gets the batch split in
+// halves until each request fits: every point lands, none goes to the
+// dead-letter hook. Only a line too large by itself is rejected.
+func TestSinkSplitsRequestTooLarge(t *testing.T) {
+	srv := sharedServer(t)
+	srv.CreateDatabase(t, "tflo")
+	u, _ := url.Parse(srv.URL)
+	forward := httputil.NewSingleHostReverseProxy(u)
+	const maxLines = 30
+	var tooLarge, forwarded atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/write") {
+			body, err := io.ReadAll(r.Body)
+			require.NoError(t, err)
+			if strings.Count(string(body), "\n")+1 > maxLines || bytes.Contains(body, []byte("huge")) {
+				tooLarge.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusRequestEntityTooLarge)
+				w.Write([]byte(`{"code":"request too large","message":"injected: body over the limit"}`))
+				return
+			}
+			forwarded.Add(1)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+
+	var mu sync.Mutex
+	var rejected []string
+	s := newSink(t, proxy.URL, "tflo/autogen", influx.WithBatchSize(100), influx.WithOnReject(func(err *influx.WriteError, lines []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		rejected = append(rejected, string(lines))
+	}))
+	ctx := context.Background()
+	m := measurement("split")
+	pts := genPoints(m, 0, 100)
+	pts[57].Sensor = "huge" // too large on its own
+	require.NoError(t, s.Write(ctx, pts...))
+	require.NoError(t, s.Flush(ctx))
+
+	require.Equal(t, 99, srv.Count(t, "tflo", m), "every point but the huge one lands")
+	mu.Lock()
+	require.Len(t, rejected, 1)
+	require.Contains(t, rejected[0], "sensor=huge")
+	require.NotContains(t, rejected[0], "\n", "only the huge line is rejected")
+	mu.Unlock()
+	st := s.Stats()
+	require.Equal(t, int64(1), st.Rejected)
+	require.Equal(t, int64(99), st.Points)
+	require.Greater(t, tooLarge.Load(), int64(1))
+	require.Greater(t, forwarded.Load(), int64(3), "100 points in requests of at most %d", maxLines)
 }

@@ -28,7 +28,9 @@ import (
 // API — one request per batch, so every error is observed here. Retryable
 // failures (5xx, 429, transport errors) are retried with backoff, behind a
 // circuit breaker; the batch stays queued meanwhile, so nothing is lost.
-// Bad data (400, 413, 422) goes to the OnReject hook. Wrong credentials
+// Bad data (400, 422) goes to the OnReject hook; a request too large
+// (413) is split in halves and resent, so only a line too large by itself
+// goes there. Wrong credentials
 // (401, 403), a missing bucket (404) or a server certificate that does
 // not verify fail the sink at once, without retries.
 //
@@ -442,7 +444,14 @@ func (s *Sink) fail(err error) {
 // (nil), credentials are refused (the fatal *WriteError), or the sink
 // stops (errStopped).
 func (s *Sink) send(ctx context.Context, b *batch) error {
-	body := b.lines.String()
+	return s.sendLines(ctx, b.lines.String(), b.points)
+}
+
+// sendLines sends body (points lines of line protocol) as one request. A
+// request the server finds too large (413) is split in halves, each sent
+// on its own, down to a single line: only a line too large by itself is
+// rejected, not the good points that travelled with it.
+func (s *Sink) sendLines(ctx context.Context, body string, points int) error {
 	backoff := s.cfg.retryMin
 	for attempt := 1; ; attempt++ {
 		// Wait for the breaker to let a request through.
@@ -462,7 +471,7 @@ func (s *Sink) send(ctx context.Context, b *batch) error {
 		if err == nil {
 			s.breaker.Success()
 			s.mu.Lock()
-			s.stats.Points += int64(b.points)
+			s.stats.Points += int64(points)
 			s.stats.Batches++
 			s.mu.Unlock()
 			return nil
@@ -470,16 +479,28 @@ func (s *Sink) send(ctx context.Context, b *batch) error {
 		if ctx.Err() != nil {
 			return errStopped
 		}
-		we, retryAfter := s.classify(err, b.points, attempt)
+		we, retryAfter := s.classify(err, points, attempt)
 		switch {
 		case errors.Is(we, ErrUnauthorized), errors.Is(we, ErrNoBucket), errors.Is(we, ErrTLS):
 			// The server is up but refuses the configuration: no breaker
 			// failure, no retry.
 			return we
+		case errors.Is(we, ErrRejected) && we.StatusCode == http.StatusRequestEntityTooLarge && points > 1:
+			s.breaker.Success()
+			s.cfg.logger.Debug("influx request too large: splitting it", "points", points, "bytes", len(body))
+			half := points / 2
+			cut := 0
+			for range half {
+				cut += strings.IndexByte(body[cut:], '\n') + 1
+			}
+			if err := s.sendLines(ctx, body[:cut-1], half); err != nil {
+				return err
+			}
+			return s.sendLines(ctx, body[cut:], points-half)
 		case errors.Is(we, ErrRejected):
 			s.breaker.Success()
 			s.mu.Lock()
-			s.stats.Rejected += int64(b.points)
+			s.stats.Rejected += int64(points)
 			s.mu.Unlock()
 			s.cfg.logger.Warn("influx batch rejected", "err", we)
 			if s.cfg.onReject != nil {
