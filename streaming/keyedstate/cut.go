@@ -324,8 +324,9 @@ func refOrTomb(b []byte) chunkVal {
 // Badger prefix is dropped and rewritten with one WriteBatch. A restore
 // of more than a memtable then compacts the DB into one level (Badger's
 // Flatten; see compact.go), the other runtimes on the DB pausing their
-// writes meanwhile. Call it with the hot path stopped.
-func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
+// writes meanwhile. Call it with the hot path stopped. A failed restore
+// leaves the runtime refusing everything but another Restore.
+func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []byte, pieces iter.Seq2[[]byte, error]) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -351,6 +352,13 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.stats.RestoredItems, r.stats.RestoreCompaction = 0, 0
 	r.oldRuns = nil
 	r.keys = 0
+	defer func() {
+		if err != nil {
+			// The old state is gone and the new one incomplete: nothing
+			// may read, write or checkpoint it until a restore succeeds.
+			r.err = fmt.Errorf("keyedstate: failed restore left the state incomplete (restore again): %w", err)
+		}
+	}()
 	written, err := r.writeRestore(ctx, pieces)
 	if err != nil {
 		return err

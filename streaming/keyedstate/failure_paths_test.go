@@ -144,3 +144,50 @@ func TestFailedDeleteKeepsTheKey(t *testing.T) {
 		require.Equal(t, want, got, "a failed Delete of k left its older stored state in place of its current one")
 	}
 }
+
+// TestFailedRestoreBlocksTheState: a restore that fails part way (here the
+// checkpoint's pieces fail to download after the first) has already
+// dropped the old state; the runtime kept the old cursor and served the
+// half-restored state, so the next cut saved it, with that cursor, as a
+// checkpoint: the keys of the pieces not restored were lost for good. The
+// runtime now refuses everything but another restore.
+func TestFailedRestoreBlocksTheState(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	src := newRuntime(t, g, openDB(t))
+	for i := range 40 {
+		_, err := src.Apply(fmt.Sprintf("k%02d", i), int64(i), "seq", seqCursor(i), streaming.Float(float64(i)))
+		require.NoError(t, err)
+	}
+	c, err := src.Cut(ctx)
+	require.NoError(t, err)
+	pieces, err := collectPieces(t, c)
+	require.NoError(t, err)
+	c.Release(true)
+	typ, cur := c.Cursor()
+
+	rt := newRuntime(t, g, openDB(t))
+	_, err = rt.Apply("old", 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err)
+	broken := func(yield func([]byte, error) bool) {
+		if yield(pieces[0], nil) {
+			yield(nil, fmt.Errorf("download piece 2: connection reset"))
+		}
+	}
+	err = rt.Restore(ctx, typ, cur, broken)
+	require.ErrorContains(t, err, "connection reset")
+
+	_, _, err = rt.Get("k00")
+	require.ErrorContains(t, err, "restore again", "reads of the half-restored state")
+	_, err = rt.Apply("k01", 100, "seq", seqCursor(100), streaming.Float(1))
+	require.ErrorContains(t, err, "restore again", "writes")
+	_, err = rt.Cut(ctx)
+	require.ErrorContains(t, err, "restore again", "a checkpoint of the half-restored state")
+
+	require.NoError(t, rt.Restore(ctx, typ, cur, piecesSeq(pieces)), "a second restore")
+	for i := range 40 {
+		_, found, err := rt.Get(fmt.Sprintf("k%02d", i))
+		require.NoError(t, err)
+		require.True(t, found, "k%02d", i)
+	}
+}

@@ -957,6 +957,9 @@ func (r *Runtime[K]) Stats() Stats {
 func (r *Runtime[K]) Get(key K) ([]byte, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.usable(); err != nil {
+		return nil, false, err
+	}
 	if e, ok := r.cache[key]; ok {
 		b, err := e.inst.AppendSave(make([]byte, 0, 64))
 		return b, true, err
