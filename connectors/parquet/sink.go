@@ -162,6 +162,17 @@ func (s *Sink) Restore(ctx context.Context, shard streaming.ShardID, epoch strea
 
 // RestoreShard is Restore, reporting what it published and discarded.
 func (s *Sink) RestoreShard(ctx context.Context, shard streaming.ShardID, epoch streaming.Epoch, from streaming.RestoredCut) (RestoreStats, error) {
+	// A writer of an earlier epoch (the shard gained again, not released
+	// in between) stops first: its background upload would otherwise go
+	// on beside the restore, leaving staging objects the restore did not
+	// see.
+	s.mu.Lock()
+	old := s.shards[shard]
+	delete(s.shards, shard)
+	s.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
 	w, err := NewRollingWriter(s.archive, s.pipeline, shardNumber(shard), epoch, s.opts...)
 	if err != nil {
 		return RestoreStats{}, fmt.Errorf("archive sink shard %s: %w", shard, err)
@@ -480,9 +491,15 @@ func (s *Sink) Release(shard streaming.ShardID, epoch streaming.Epoch) {
 	}
 	s.mu.Unlock()
 	if sh != nil {
-		sh.bgCancel()
-		sh.bgDone.Wait() // nothing writes for it once it is gone
+		sh.stop()
 	}
+}
+
+// stop cancels the background append and waits for it: nothing writes
+// for the shard's writer once it is gone.
+func (sh *shardSink) stop() {
+	sh.bgCancel()
+	sh.bgDone.Wait()
 }
 
 // Close implements streaming.Sink: it drops every shard's writer. It
@@ -497,8 +514,7 @@ func (s *Sink) Close(context.Context) error {
 	clear(s.shards)
 	s.mu.Unlock()
 	for _, sh := range shards {
-		sh.bgCancel()
-		sh.bgDone.Wait()
+		sh.stop()
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -23,18 +25,26 @@ import (
 // stallingS3 is gofakes3 behind a handler that holds UploadPart requests
 // (PUT ...?partNumber=) until the client goes away or the test releases
 // them: an S3 endpoint that stopped answering. stalled closes when the
-// first is held.
-func stallingS3(t *testing.T) (f *fakeS3, stalled <-chan struct{}, unstall func()) {
+// first is held; abandoned counts the held requests the client gave up.
+func stallingS3(t *testing.T) (f *fakeS3, stalled <-chan struct{}, unstall func(), abandoned *atomic.Int64) {
 	t.Helper()
 	backend := s3mem.New()
 	fake := gofakes3.New(backend).Server()
 	release, held := make(chan struct{}), make(chan struct{})
 	var once, heldOnce sync.Once
+	abandoned = new(atomic.Int64)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != "" {
+			// With the body read, the server notices the client leaving.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			heldOnce.Do(func() { close(held) })
 			select {
 			case <-r.Context().Done():
+				abandoned.Add(1)
 				return
 			case <-release:
 			}
@@ -47,7 +57,7 @@ func stallingS3(t *testing.T) (f *fakeS3, stalled <-chan struct{}, unstall func(
 	require.NoError(t, backend.CreateBucket(testBucket))
 	f = &fakeS3{URL: srv.URL}
 	f.Raw = awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true, Credentials: aws.AnonymousCredentials{}})
-	return f, held, unstall
+	return f, held, unstall, abandoned
 }
 
 func sinkOuts(epoch streaming.Epoch, off int64) []streaming.Output {
@@ -68,7 +78,7 @@ func sinkOuts(epoch streaming.Epoch, off int64) []streaming.Output {
 // checkpoint's Flush at its deadline, and Close, which cancels the
 // background append. Before, all three waited for the endpoint.
 func TestArchiveSinkGivesUpOnStalledUpload(t *testing.T) {
-	f, stalled, unstall := stallingS3(t)
+	f, stalled, unstall, _ := stallingS3(t)
 	a, err := s3store.NewArchive(context.Background(), testBucket, f.opts(s3store.WithPrefix("archive"), s3store.WithMinPartSize(1))...)
 	require.NoError(t, err)
 	const groupRows = 32
@@ -103,7 +113,8 @@ func TestArchiveSinkGivesUpOnStalledUpload(t *testing.T) {
 	last := int64(-1)
 	require.Eventually(t, func() bool {
 		n := written.Load()
-		stuck := n == last && n > 4*groupRows
+		// The bound is 4*groupRows rows held, at most 2 rows an offset.
+		stuck := n == last && n > 2*groupRows
 		last = n
 		return stuck
 	}, 20*time.Second, 200*time.Millisecond, "Writes stop once the held rows reach their bound")
@@ -145,4 +156,43 @@ func TestArchiveSinkGivesUpOnStalledUpload(t *testing.T) {
 		<-flushDone
 		<-closeDone
 	}
+}
+
+// TestArchiveSinkRestoreStopsTheOldEpochsUpload: the shard is gained again
+// (epoch 2) while its epoch-1 writer's background upload hangs. Restore
+// replaced the writer without stopping that upload, which went on beside
+// the new epoch's restore (staging objects the restore never saw); now the
+// restore cancels it and waits for it first.
+func TestArchiveSinkRestoreStopsTheOldEpochsUpload(t *testing.T) {
+	f, stalled, _, abandoned := stallingS3(t)
+	a, err := s3store.NewArchive(context.Background(), testBucket, f.opts(s3store.WithPrefix("archive"), s3store.WithMinPartSize(1))...)
+	require.NoError(t, err)
+	s, err := parquet.NewSink(a, "plant", parquet.WithRowGroupRows(32), parquet.WithPartSize(1))
+	require.NoError(t, err)
+	defer s.Close(context.Background())
+	sh := streaming.KafkaShard("readings", 0)
+	ctx := context.Background()
+	require.NoError(t, s.Restore(ctx, sh, 1, streaming.RestoredCut{Offset: -1}))
+	// Epoch 1's hot path writes until the held rows reach their bound
+	// behind the hung upload, then stops (its context is cancelled).
+	wctx, stopWriting := context.WithCancel(ctx)
+	writeDone := make(chan struct{})
+	go func() {
+		defer close(writeDone)
+		for off := int64(0); s.Write(wctx, sinkOuts(1, off)) == nil; off++ {
+		}
+	}()
+	select {
+	case <-stalled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no part upload reached the endpoint")
+	}
+	stopWriting()
+	<-writeDone
+	require.Zero(t, abandoned.Load())
+
+	require.NoError(t, s.Restore(ctx, sh, 2, streaming.RestoredCut{Offset: -1}))
+	require.Eventually(t, func() bool { return abandoned.Load() > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the epoch-1 upload still hangs after the shard was restored at epoch 2")
+	require.NoError(t, s.Write(ctx, sinkOuts(2, 0)), "the new epoch's writer works")
 }
