@@ -29,7 +29,7 @@ func (b *ByteSize) UnmarshalText(text []byte) error {
 		}
 	}
 	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
+	if err != nil || !(n >= 0) || n*float64(mult) > 1<<62 { // !(n >= 0): NaN too
 		return fmt.Errorf("size %q is not a number of bytes like 256MiB, 64MB or 4096", text)
 	}
 	*b = ByteSize(n * float64(mult))

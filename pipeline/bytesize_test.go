@@ -1,0 +1,26 @@
+package pipeline_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/pipeline"
+)
+
+// TestByteSizeRefusesWhatIsNoNumberOfBytes: "NaN" (with or without a
+// unit) parsed as a size, a negative one on amd64 (0 on arm64), so
+// state.memory: NaN was refused as "-9223372036854775808 must be
+// positive" and an archive's target_file_size: NaN silently became the
+// default.
+func TestByteSizeRefusesWhatIsNoNumberOfBytes(t *testing.T) {
+	for _, s := range []string{"NaN", "nan", "NaNMiB", "-1KiB", "inf", "+Inf", "8EiB", "9.3e18", "", "MiB", "1KiBB"} {
+		var b pipeline.ByteSize
+		require.ErrorContains(t, b.UnmarshalText([]byte(s)), "is not a number of bytes", "%q", s)
+	}
+	for s, want := range map[string]pipeline.ByteSize{"0": 0, "4096": 4096, "4KiB": 4096, "1 KB": 1000, "256MiB": 256 << 20, "0.5GiB": 512 << 20, "1e3": 1000} {
+		var b pipeline.ByteSize
+		require.NoError(t, b.UnmarshalText([]byte(s)), "%q", s)
+		require.Equal(t, want, b, "%q", s)
+	}
+}
