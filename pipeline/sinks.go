@@ -481,11 +481,19 @@ func (s ArchiveSink) Root() (string, error) {
 }
 
 // check reports what is wrong with s for a pipeline reading src, without
-// opening the archive: its location, and a source whose offsets do not
-// replay.
+// opening the archive: its location, a source whose offsets do not
+// replay, a file size or age the writer refuses.
 func (s ArchiveSink) check(src Source) error {
-	_, err := s.checked(src)
-	return err
+	if _, err := s.checked(src); err != nil {
+		return err
+	}
+	switch {
+	case s.TargetFileSize < 0 || s.TargetFileSize > parquet.MaxTargetFileSize:
+		return fmt.Errorf("archive sink: target_file_size %v must be between 1 byte and %v", s.TargetFileSize, ByteSize(parquet.MaxTargetFileSize))
+	case s.MaxFileAge < 0:
+		return fmt.Errorf("archive sink: max_file_age %v must not be negative", s.MaxFileAge)
+	}
+	return nil
 }
 
 // checked is check that also returns the location it parsed.

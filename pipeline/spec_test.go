@@ -289,8 +289,11 @@ func TestSpecDeadLetterSink(t *testing.T) {
 // TestSpecCheckRefusesWhatOpeningWould: what a sink would refuse when it
 // opens, and can be known without connecting, is refused when the spec
 // is loaded (what worker --check runs): an archive behind a source whose
-// offsets do not replay or with no location, a Kafka sink with no topic
-// or no brokers to use, an Influx sink whose url is not one.
+// offsets do not replay or with no location, or whose file size or age
+// the writer refuses (a negative max_file_age was the default, a
+// target_file_size over 5GiB failed only when the worker started), a
+// Kafka sink with no topic or no brokers to use, an Influx sink whose url
+// is not one.
 func TestSpecCheckRefusesWhatOpeningWould(t *testing.T) {
 	mqttSpec := `name: plant
 source:
@@ -309,6 +312,9 @@ sinks:
 	require.ErrorContains(t, err, "line 12: sinks[0]: archive sink: the archive needs a source whose offsets replay (kafka); the mqtt source has none")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {target_file_size: 1MiB}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink: give exactly one of dir")
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {dir: /tmp/a, target_file_size: 6GiB}\n  - archive: {dir: /tmp/b, max_file_age: -5m}\n", 1)))
+	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink: target_file_size 6GiB must be between 1 byte and 5GiB")
+	require.ErrorContains(t, err, "line 16: sinks[1]: archive sink: max_file_age -5m0s must not be negative")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - kafka: {format: json}\n  - influx: {url: influxdb:8086, bucket: b}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: kafka sink: topic is empty")
 	require.ErrorContains(t, err, `line 16: sinks[1]: influx sink: url "influxdb:8086" is not http://host:port or https://host:port`)

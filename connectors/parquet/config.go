@@ -77,10 +77,12 @@ func (c writerConfig) validate() error {
 	return nil
 }
 
-// maxFileSize bounds the target file size: an object store moves a
-// finished file to its name with one server-side copy, which S3 allows up
-// to 5 GiB.
-const maxFileSize = 5 << 30
+// MaxTargetFileSize bounds the target file size (WithTargetFileSize): an
+// object store moves a finished file to its name with one server-side
+// copy, which S3 allows up to 5 GiB.
+const MaxTargetFileSize = 5 << 30
+
+const maxFileSize = MaxTargetFileSize
 
 // WithTargetFileSize sets the size at which a RollingWriter finishes a
 // file and starts the next (checked between records). Default 128 MiB;
