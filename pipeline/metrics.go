@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -130,7 +131,8 @@ func (m *metrics) checkpointed(shard streaming.ShardID, st streaming.CheckpointS
 // (one series per state, 1 for the current one), the checkpoint failures
 // and the age of the last completed checkpoint, and the keyed state's
 // cached keys, memory, budget, cache capacity, keys, hits and misses; per Kafka partition the consumer lag; per
-// InfluxDB sink its points, retries, rejections and breaker.
+// InfluxDB sink (its bucket and its index among the pipeline's sinks) its
+// points, retries, rejections and breaker.
 type shardCollector struct {
 	w      *Worker
 	labels prometheus.Labels
@@ -174,19 +176,19 @@ var (
 		return prometheus.NewDesc("tflo_pipeline_kafka_consumer_lag_records", "Records of an owned Kafka partition not yet applied: its high watermark (as the last fetch saw it) minus the next offset to apply.", []string{"shard"}, l)
 	}
 	descInfluxPoints = func(l prometheus.Labels) *prometheus.Desc {
-		return prometheus.NewDesc("tflo_influx_points_total", "Points the InfluxDB sink wrote and the server acknowledged.", []string{"bucket"}, l)
+		return prometheus.NewDesc("tflo_influx_points_total", "Points the InfluxDB sink wrote and the server acknowledged.", []string{"bucket", "sink"}, l)
 	}
 	descInfluxRetries = func(l prometheus.Labels) *prometheus.Desc {
-		return prometheus.NewDesc("tflo_influx_retries_total", "InfluxDB write requests that failed with a retryable error and were retried.", []string{"bucket"}, l)
+		return prometheus.NewDesc("tflo_influx_retries_total", "InfluxDB write requests that failed with a retryable error and were retried.", []string{"bucket", "sink"}, l)
 	}
 	descInfluxRejected = func(l prometheus.Labels) *prometheus.Desc {
-		return prometheus.NewDesc("tflo_influx_rejected_points_total", "Points InfluxDB rejected as bad data, or the sink refused before sending.", []string{"bucket"}, l)
+		return prometheus.NewDesc("tflo_influx_rejected_points_total", "Points InfluxDB rejected as bad data, or the sink refused before sending.", []string{"bucket", "sink"}, l)
 	}
 	descInfluxBuffered = func(l prometheus.Labels) *prometheus.Desc {
-		return prometheus.NewDesc("tflo_influx_buffered_points", "Points waiting in the InfluxDB sink (being filled or queued).", []string{"bucket"}, l)
+		return prometheus.NewDesc("tflo_influx_buffered_points", "Points waiting in the InfluxDB sink (being filled or queued).", []string{"bucket", "sink"}, l)
 	}
 	descInfluxBreaker = func(l prometheus.Labels) *prometheus.Desc {
-		return prometheus.NewDesc("tflo_influx_breaker_state", "InfluxDB sink circuit breaker: 1 for its current state (closed, half-open, open), 0 for the others.", []string{"bucket", "state"}, l)
+		return prometheus.NewDesc("tflo_influx_breaker_state", "InfluxDB sink circuit breaker: 1 for its current state (closed, half-open, open), 0 for the others.", []string{"bucket", "sink", "state"}, l)
 	}
 )
 
@@ -222,22 +224,24 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLag(c.labels), prometheus.GaugeValue, float64(lag), string(streaming.KafkaShard(p.Topic, p.Partition)))
 		}
 	}
-	for _, s := range c.w.sinks.sinks {
+	for i, s := range c.w.sinks.sinks {
 		is, ok := s.(*influx.OutputSink)
 		if !ok {
 			continue
 		}
-		st, b := is.Stats(), is.Bucket()
-		ch <- prometheus.MustNewConstMetric(descInfluxPoints(c.labels), prometheus.CounterValue, float64(st.Points), b)
-		ch <- prometheus.MustNewConstMetric(descInfluxRetries(c.labels), prometheus.CounterValue, float64(st.Retries), b)
-		ch <- prometheus.MustNewConstMetric(descInfluxRejected(c.labels), prometheus.CounterValue, float64(st.Rejected+st.Refused), b)
-		ch <- prometheus.MustNewConstMetric(descInfluxBuffered(c.labels), prometheus.GaugeValue, float64(st.Buffered), b)
+		// The sink's index tells apart sinks of buckets of one name (on
+		// two servers): series with equal labels fail the whole gather.
+		st, b, n := is.Stats(), is.Bucket(), strconv.Itoa(i)
+		ch <- prometheus.MustNewConstMetric(descInfluxPoints(c.labels), prometheus.CounterValue, float64(st.Points), b, n)
+		ch <- prometheus.MustNewConstMetric(descInfluxRetries(c.labels), prometheus.CounterValue, float64(st.Retries), b, n)
+		ch <- prometheus.MustNewConstMetric(descInfluxRejected(c.labels), prometheus.CounterValue, float64(st.Rejected+st.Refused), b, n)
+		ch <- prometheus.MustNewConstMetric(descInfluxBuffered(c.labels), prometheus.GaugeValue, float64(st.Buffered), b, n)
 		for _, state := range breakerStates {
 			v := 0.0
 			if state.String() == st.Breaker {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(descInfluxBreaker(c.labels), prometheus.GaugeValue, v, b, state.String())
+			ch <- prometheus.MustNewConstMetric(descInfluxBreaker(c.labels), prometheus.GaugeValue, v, b, n, state.String())
 		}
 	}
 }

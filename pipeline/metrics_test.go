@@ -38,3 +38,35 @@ func TestWorkersShareARegistry(t *testing.T) {
 	_, err = newWorker("plant-a")
 	require.ErrorContains(t, err, "durable bucket ckpt: metrics")
 }
+
+// TestInfluxSinksOfOneBucketKeepTheMetricsScrapable: two InfluxDB sinks
+// writing buckets of the same name (on two servers) made their metrics
+// two series with the same labels, and every gather of the registry
+// failed (a worker's /metrics answered 500); each sink's series carry
+// its index among the pipeline's sinks.
+func TestInfluxSinksOfOneBucketKeepTheMetricsScrapable(t *testing.T) {
+	c := newCluster(t, 1)
+	reg := prometheus.NewRegistry()
+	p := alarmPipeline(c.ListenAddrs(), "",
+		pipeline.InfluxSink{URL: "http://127.0.0.1:1", Bucket: "plant"},
+		pipeline.InfluxSink{URL: "http://127.0.0.2:1", Bucket: "plant"})
+	w, err := pipeline.NewWorker(context.Background(), p, pipeline.WithWorkerID("plant-1"), pipeline.WithMetrics(reg), pipeline.WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	defer w.Close()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	sinks := map[string]string{}
+	for _, mf := range mfs {
+		if mf.GetName() != "tflo_influx_points_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			sinks[labels["sink"]] = labels["bucket"]
+		}
+	}
+	require.Equal(t, map[string]string{"0": "plant", "1": "plant"}, sinks)
+}
