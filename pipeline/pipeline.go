@@ -690,6 +690,11 @@ func (p Pipeline) validate(line func(key string) int) error {
 			addAt(fmt.Sprintf("sinks[%d]", i), "sinks[%d]: %v", i, err)
 		}
 	}
+	if deadLetterSpec(p.DeadLetter) == nil {
+		if err := sinkProblem(p.DeadLetter, p.Source); err != nil {
+			addAt("dead_letter", "dead_letter: %v", err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -323,6 +323,34 @@ sinks:
 	require.ErrorContains(t, err, `line 12: sinks[0]: kafka sink "plant.sma": brokers is empty (only a Kafka source lends its brokers)`)
 }
 
+// TestSpecCheckRefusesADeadLetterSinkOpeningWould: the dead-letter sink's
+// problems that its opening would find (no topic, no brokers behind an
+// MQTT source, bad security) are refused when the spec is loaded, naming
+// dead_letter and its line; before, the spec passed `worker --check` and
+// the worker failed to start.
+func TestSpecCheckRefusesADeadLetterSinkOpeningWould(t *testing.T) {
+	mqttSpec := `name: plant
+source:
+  mqtt:
+    servers: [tcp://localhost:1883]
+    topics: ["sensors/#"]
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+dead_letter:
+  kafka: {topic: plant.bad}
+`
+	_, err := pipeline.Parse([]byte(mqttSpec))
+	require.ErrorContains(t, err, `line 10: dead_letter: kafka sink "plant.bad": brokers is empty (only a Kafka source lends its brokers)`)
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "dead_letter:\n  kafka: {topic: \"\"}\n"))
+	require.ErrorContains(t, err, "line 18: dead_letter: kafka sink: topic is empty")
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "dead_letter:\n  kafka: {topic: trades.bad, security: {sasl: {mechanism: nope}}}\n"))
+	require.ErrorContains(t, err, `line 18: dead_letter: kafka sink "trades.bad": security: kafka security: SASL mechanism "nope" is not one of`)
+	_, err = pipeline.Parse([]byte(strings.Replace(mqttSpec, "{topic: plant.bad}", "{topic: plant.bad, brokers: [k:9092]}", 1)))
+	require.NoError(t, err)
+}
+
 // A spec's dead_letter.kafka and the KafkaSink it declares convert into
 // each other without losing a field: every field of DeadLetterKafka is
 // set, and comes back.
