@@ -689,6 +689,11 @@ func (p Pipeline) validate(line func(key string) int) error {
 		if err := sinkProblem(s, p.Source); err != nil {
 			addAt(fmt.Sprintf("sinks[%d]", i), "sinks[%d]: %v", i, err)
 		}
+		if k, ok := kafkaSinkOf(s); ok {
+			if src, ok := p.Source.(*KafkaSource); ok && k.Topic == src.Topic && k.sameCluster(src) {
+				addAt(fmt.Sprintf("sinks[%d]", i), "sinks[%d]: kafka topic %q is the consumed topic: outputs would be read back", i, src.Topic)
+			}
+		}
 	}
 	if deadLetterSpec(p.DeadLetter) == nil {
 		if err := sinkProblem(p.DeadLetter, p.Source); err != nil {

@@ -323,6 +323,20 @@ sinks:
 	require.ErrorContains(t, err, `line 12: sinks[0]: kafka sink "plant.sma": brokers is empty (only a Kafka source lends its brokers)`)
 }
 
+// TestSpecRefusesAnOutputSinkToTheConsumedTopic: a Kafka sink publishing
+// to the topic the source consumes, on its cluster, fed the pipeline its
+// own outputs (dead letters, or a loop without end); it is refused as a
+// dead-letter sink to that topic is. Another cluster's topic of the same
+// name is not the consumed one.
+func TestSpecRefusesAnOutputSinkToTheConsumedTopic(t *testing.T) {
+	for _, sink := range []string{"{topic: trades}", "{topic: trades, brokers: [localhost:9092]}"} {
+		_, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}", sink, 1)))
+		require.ErrorContains(t, err, `line 15: sinks[0]: kafka topic "trades" is the consumed topic: outputs would be read back`, sink)
+	}
+	_, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}", "{topic: trades, brokers: [other:9092]}", 1)))
+	require.NoError(t, err)
+}
+
 // TestSpecCheckRefusesADeadLetterSinkOpeningWould: the dead-letter sink's
 // problems that its opening would find (no topic, no brokers behind an
 // MQTT source, bad security) are refused when the spec is loaded, naming
