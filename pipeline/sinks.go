@@ -324,6 +324,11 @@ func (k KafkaSink) encoder(env SinkEnv) (kafka.OutputEncoder, error) {
 		if e == nil || e.Trigger == "" {
 			return nil, fmt.Errorf("kafka sink %q: format %s needs envelope.trigger (the output whose emission publishes a signal)", k.Topic, FormatSignalEnvelope)
 		}
+		// A name that is no output would never be seen: no signal, or
+		// no such payload field, ever.
+		if !slices.Contains(env.Outputs, e.Trigger) {
+			return nil, fmt.Errorf("kafka sink %q: envelope.trigger %q is not an output of the graph %v", k.Topic, e.Trigger, env.Outputs)
+		}
 		var names map[streaming.Mode]string
 		if env.ModesOf != nil {
 			names = env.ModesOf(e.Trigger)
@@ -345,6 +350,9 @@ func (k KafkaSink) encoder(env SinkEnv) (kafka.OutputEncoder, error) {
 		for _, f := range e.Payload {
 			if f.Name == "" || f.From == "" {
 				return nil, fmt.Errorf("kafka sink %q: envelope payload field %+v needs a name and a from", k.Topic, f)
+			}
+			if f.From != "$topic" && !slices.Contains(env.Outputs, f.From) {
+				return nil, fmt.Errorf("kafka sink %q: envelope payload field %q is from %q, not an output of the graph %v (or $topic)", k.Topic, f.Name, f.From, env.Outputs)
 			}
 			enc.Payload = append(enc.Payload, kafka.PayloadField{Name: f.Name, From: f.From})
 		}

@@ -411,3 +411,22 @@ graph:
 	require.NoError(t, err, "an empty variable of a section the spec does not have creates none")
 	require.IsType(t, &pipeline.KafkaSource{}, p.Source)
 }
+
+// TestEnvelopeNamesOutputsOfTheGraph: a signal envelope's trigger, or a
+// payload field's from, that names no output of the graph was taken, and
+// the sink published no signal (or never that field); it is refused,
+// naming the sink, the name and the graph's outputs.
+func TestEnvelopeNamesOutputsOfTheGraph(t *testing.T) {
+	p, err := pipeline.Parse([]byte(smaSpec(goodNode)))
+	require.NoError(t, err)
+	env, err := p.SinkEnv(nil)
+	require.NoError(t, err)
+	enc := func(e pipeline.Envelope) error {
+		_, err := pipeline.KafkaSink{Topic: "signals", Format: pipeline.FormatSignalEnvelope, Envelope: &e}.Encoder(env)
+		return err
+	}
+	require.NoError(t, enc(pipeline.Envelope{Trigger: "sma", Payload: []pipeline.PayloadField{{Name: "mean", From: "sma"}, {Name: "topic", From: "$topic"}}}))
+	require.EqualError(t, enc(pipeline.Envelope{Trigger: "smaa"}), `kafka sink "signals": envelope.trigger "smaa" is not an output of the graph [sma]`)
+	require.EqualError(t, enc(pipeline.Envelope{Trigger: "sma", Payload: []pipeline.PayloadField{{Name: "raw", From: "value"}}}),
+		`kafka sink "signals": envelope payload field "raw" is from "value", not an output of the graph [sma] (or $topic)`)
+}
