@@ -70,6 +70,9 @@ func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int)
 		return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
 	}
 	c.outs = c.g.Outputs()
+	if err := c.checkEncoders(line); err != nil {
+		return nil, err
+	}
 	dec, err := bindDecoder(p.Decoder, inputFields(p.Graph.Inputs))
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %q: decoder: %w", p.Name, err)
@@ -80,6 +83,30 @@ func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int)
 	}
 	c.dec = limitedDecoder{inner: dec, check: check}
 	return c, nil
+}
+
+// checkEncoders builds the encoders of the Kafka sinks against the
+// graph (a format, an envelope's trigger, modes and payload), as opening
+// them would, so a spec's check refuses what the worker's start would.
+func (c *compiled) checkEncoders(line func(key string) int) error {
+	env := c.sinkEnv(nil)
+	var errs []error
+	for i, s := range c.p.Sinks {
+		k, ok := kafkaSinkOf(s)
+		if !ok {
+			continue
+		}
+		if _, err := k.encoder(env); err != nil {
+			at := ""
+			if line != nil {
+				if l := line(fmt.Sprintf("sinks[%d]", i)); l > 0 {
+					at = fmt.Sprintf("line %d: ", l)
+				}
+			}
+			errs = append(errs, fmt.Errorf("pipeline %q: %ssinks[%d]: %w", c.p.Name, at, i, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // buildGraph builds g's nodes from reg. Every node's type and parameter

@@ -430,3 +430,21 @@ func TestEnvelopeNamesOutputsOfTheGraph(t *testing.T) {
 	require.EqualError(t, enc(pipeline.Envelope{Trigger: "sma", Payload: []pipeline.PayloadField{{Name: "raw", From: "value"}}}),
 		`kafka sink "signals": envelope payload field "raw" is from "value", not an output of the graph [sma] (or $topic)`)
 }
+
+// TestSpecCheckRefusesWhatAKafkaSinkEncoderWould: a Kafka sink's format
+// or envelope that its encoder refuses (an unknown format, an envelope
+// beside format json, a trigger naming no output) passed the spec check
+// (`worker --check`) and failed only when the worker opened the sink; it
+// is refused when the spec is loaded, naming the sink's line.
+func TestSpecCheckRefusesWhatAKafkaSinkEncoderWould(t *testing.T) {
+	for sink, want := range map[string]string{
+		"{topic: x, format: xml}":                                        `line 15: sinks[0]: kafka sink "x": format "xml" is neither json nor signal_envelope`,
+		"{topic: x, envelope: {trigger: sma}}":                           `line 15: sinks[0]: kafka sink "x": envelope is only for format signal_envelope`,
+		"{topic: x, format: signal_envelope, envelope: {trigger: smaa}}": `line 15: sinks[0]: kafka sink "x": envelope.trigger "smaa" is not an output of the graph [sma]`,
+	} {
+		_, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}", sink, 1)))
+		require.ErrorContains(t, err, want, sink)
+	}
+	_, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}", "{topic: x, format: signal_envelope, envelope: {trigger: sma}}", 1)))
+	require.NoError(t, err)
+}
