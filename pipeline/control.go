@@ -79,13 +79,14 @@ type workflowControl struct {
 
 	mu          sync.Mutex
 	pending     map[streaming.ShardID]*shard // gained, not announced yet
+	sent        map[streaming.ShardID]*shard // announced (or being announced) at least once
 	released    map[streaming.ShardID]streaming.Epoch
 	coordinator string // the coordinator's first run id, as last announced to
 }
 
 func newWorkflowControl(w *Worker, tc client.Client) *workflowControl {
 	return &workflowControl{w: w, tc: tc, kick: make(chan struct{}, 1),
-		pending: map[streaming.ShardID]*shard{}, released: map[streaming.ShardID]streaming.Epoch{}}
+		pending: map[streaming.ShardID]*shard{}, sent: map[streaming.ShardID]*shard{}, released: map[streaming.ShardID]streaming.Epoch{}}
 }
 
 func (c *workflowControl) wake() {
@@ -106,8 +107,13 @@ func (c *workflowControl) gained(s *shard) {
 func (c *workflowControl) lost(s *shard) {
 	c.mu.Lock()
 	if c.pending[s.id] == s {
-		delete(c.pending, s.id) // never announced: nothing to withdraw
-	} else {
+		delete(c.pending, s.id)
+	}
+	// Pending again (announced again, or its announcement in flight)
+	// does not mean never announced: only a shard never sent has
+	// nothing to withdraw.
+	if c.sent[s.id] == s {
+		delete(c.sent, s.id)
 		c.released[s.id] = s.epoch
 	}
 	c.mu.Unlock()
@@ -205,6 +211,7 @@ func (c *workflowControl) announce(ctx context.Context) error {
 			delete(c.pending, id)
 			continue
 		}
+		c.sent[id] = s
 		shards = append(shards, s)
 	}
 	var released []activities.ShardEpoch
