@@ -176,10 +176,15 @@ func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]
 			}
 		}
 	}
+	outs := map[string]bool{}
 	for _, o := range g.Outputs {
 		if !known[o] {
 			errs = append(errs, fmt.Errorf("graph output %q is neither a node nor an input", o))
 		}
+		if outs[o] {
+			errs = append(errs, fmt.Errorf("graph output %q is repeated: its values would be written twice", o))
+		}
+		outs[o] = true
 	}
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // smaSpec is the SMA-over-readings job with one node replaced by the
@@ -447,4 +449,24 @@ func TestSpecCheckRefusesWhatAKafkaSinkEncoderWould(t *testing.T) {
 	}
 	_, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}", "{topic: x, format: signal_envelope, envelope: {trigger: sma}}", 1)))
 	require.NoError(t, err)
+}
+
+// TestRepeatedGraphOutputIsRefused: a graph output listed twice was
+// taken, and every value of it was written to the sinks twice (two
+// records per emission on a Kafka topic, two rows in the archive); it is
+// refused, naming the output.
+func TestRepeatedGraphOutputIsRefused(t *testing.T) {
+	_, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "outputs: [sma]", "outputs: [sma, value, sma]", 1)))
+	require.ErrorContains(t, err, `graph output "sma" is repeated`)
+
+	p, err := pipeline.Parse([]byte(smaSpec(goodNode)))
+	require.NoError(t, err)
+	p.Graph.Outputs = []string{"sma", "sma"}
+	msgs := func(yield func(pipeline.Message) bool) {
+		yield(pipeline.Message{Topic: "trades", Value: []byte(`{"sensor":"s-1","ts":1,"value":2}`)})
+	}
+	out := streaming.NewMemorySink()
+	_, err = pipeline.Evaluate(context.Background(), p, msgs, out)
+	require.ErrorContains(t, err, `graph output "sma" is repeated`)
+	require.Empty(t, out.Outputs())
 }
