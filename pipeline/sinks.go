@@ -289,7 +289,7 @@ func buildTLS(c *tlsconfig.Config) (*tls.Config, error) {
 
 // check reports what is wrong with k for a pipeline reading src without
 // connecting: no topic, no brokers (unless a Kafka source lends its
-// own), its security settings.
+// own), a negative buffer, its security settings.
 func (k KafkaSink) check(src Source) error {
 	_, kafkaSource := src.(*KafkaSource)
 	switch {
@@ -297,6 +297,8 @@ func (k KafkaSink) check(src Source) error {
 		return errors.New("kafka sink: topic is empty")
 	case len(splitLists(k.Brokers)) == 0 && !kafkaSource:
 		return fmt.Errorf("kafka sink %q: brokers is empty (only a Kafka source lends its brokers)", k.Topic)
+	case k.MaxBuffered < 0:
+		return fmt.Errorf("kafka sink %q: max_buffered %d must not be negative", k.Topic, k.MaxBuffered)
 	}
 	if k.Security == nil {
 		return nil

@@ -294,8 +294,8 @@ func TestSpecDeadLetterSink(t *testing.T) {
 // offsets do not replay or with no location, or whose file size or age
 // the writer refuses (a negative max_file_age was the default, a
 // target_file_size over 5GiB failed only when the worker started), a
-// Kafka sink with no topic or no brokers to use, an Influx sink whose url
-// is not one.
+// Kafka sink with no topic or no brokers to use or a negative
+// max_buffered (it was the default), an Influx sink whose url is not one.
 func TestSpecCheckRefusesWhatOpeningWould(t *testing.T) {
 	mqttSpec := `name: plant
 source:
@@ -323,6 +323,10 @@ sinks:
 	mqttSpec = strings.Replace(mqttSpec, "  - archive: {dir: /var/tflo/archive}\n", "  - kafka: {topic: plant.sma}\n", 1)
 	_, err = pipeline.Parse([]byte(mqttSpec))
 	require.ErrorContains(t, err, `line 12: sinks[0]: kafka sink "plant.sma": brokers is empty (only a Kafka source lends its brokers)`)
+	// A negative buffer was the default buffer.
+	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}", "{topic: readings.sma, max_buffered: -5}", 1) + "dead_letter:\n  kafka: {topic: trades.bad, max_buffered: -1}\n"))
+	require.ErrorContains(t, err, `line 15: sinks[0]: kafka sink "readings.sma": max_buffered -5 must not be negative`)
+	require.ErrorContains(t, err, `line 18: dead_letter: kafka sink "trades.bad": max_buffered -1 must not be negative`)
 }
 
 // TestSpecRefusesAnOutputSinkToTheConsumedTopic: a Kafka sink publishing
