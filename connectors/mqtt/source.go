@@ -371,7 +371,8 @@ var fatalSubackCodes = map[byte]string{
 
 // subscribe subscribes on a fresh connection. A refusal with a fatal code
 // stops Run; other refusals (0x91 packet identifier in use, 0x97 quota
-// exceeded, ...) are retried with backoff while the connection lasts.
+// exceeded, ...) and a SUBACK that does not come within the packet
+// timeout are retried with backoff while the connection lasts.
 func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm *autopaho.ConnectionManager) {
 	sub := &paho.Subscribe{}
 	for _, f := range s.cfg.filters {
@@ -389,17 +390,23 @@ func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm
 			return
 		}
 		if sa == nil {
-			// Connection lost mid-subscribe: the next OnConnectionUp retries.
-			s.cfg.logger.Warn("mqtt subscribe failed", "client_id", s.cfg.clientID, "err", err)
-			return
-		}
-		for i, code := range sa.Reasons {
-			if why, fatal := fatalSubackCodes[code]; fatal && i < len(sub.Subscriptions) {
-				fail(fmt.Errorf("mqtt source %q: subscribe %q refused with reason code 0x%02x (%s)", s.cfg.clientID, sub.Subscriptions[i].Topic, code, why))
+			if ctx.Err() != nil || lostConnection(err) {
+				// Connection lost mid-subscribe: the next OnConnectionUp retries.
+				s.cfg.logger.Warn("mqtt subscribe failed", "client_id", s.cfg.clientID, "err", err)
 				return
 			}
+			// No SUBACK within the packet timeout (a slow broker) on a
+			// connection still up: nothing else would subscribe again.
+			s.cfg.logger.Warn("mqtt subscribe failed; retrying", "client_id", s.cfg.clientID, "attempt", attempt, "err", err)
+		} else {
+			for i, code := range sa.Reasons {
+				if why, fatal := fatalSubackCodes[code]; fatal && i < len(sub.Subscriptions) {
+					fail(fmt.Errorf("mqtt source %q: subscribe %q refused with reason code 0x%02x (%s)", s.cfg.clientID, sub.Subscriptions[i].Topic, code, why))
+					return
+				}
+			}
+			s.cfg.logger.Warn("mqtt subscribe refused; retrying", "client_id", s.cfg.clientID, "attempt", attempt, "reasons", sa.Reasons)
 		}
-		s.cfg.logger.Warn("mqtt subscribe refused; retrying", "client_id", s.cfg.clientID, "attempt", attempt, "reasons", sa.Reasons)
 		select {
 		case <-ctx.Done():
 			return
