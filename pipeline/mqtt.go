@@ -52,7 +52,7 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	opts := []mqtt.Option{
 		mqtt.WithServers(cfg.Servers...), mqtt.WithClientID(cfg.ClientID), mqtt.WithTopics(cfg.Topics...),
 		mqtt.WithDeadLetters(r.deadLetter), mqtt.WithLogger(w.log),
-		mqtt.WithReceiveMaximum(sent), mqtt.WithDedupCapacity(4*int(cfg.ReceiveMaximum), 4096),
+		mqtt.WithReceiveMaximum(sent), mqtt.WithDedupCapacity(min(4*int(cfg.ReceiveMaximum), streaming.MaxMQTTWindow), 4096),
 		mqtt.WithLimits(w.c.p.Limits), mqtt.WithRequireTopicMatch(*cfg.RequireTopicMatch),
 		mqtt.WithMaxPacketSize(uint32(cfg.MaxPacketSize)),
 	}

@@ -663,3 +663,22 @@ func TestMQTTJSONDecoderAppliesANullInputAsNone(t *testing.T) {
 	require.Equal(t, []float64{21.5, 22}, values, "the raw input is output for the two records that carry one")
 	require.Equal(t, []int64{1e6, 4e6}, ts)
 }
+
+// TestMQTTReceiveMaximumAboveAQuarterOfTheWindowStarts: a receive_maximum
+// the spec accepts (any MQTT value, here 20000) starts the worker and
+// applies readings: the dedup window, 4× it, is capped at the cursor's
+// largest, instead of failing the worker's start with an error about a
+// dedup window the spec never named.
+func TestMQTTReceiveMaximumAboveAQuarterOfTheWindowStarts(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 0)
+	src := p.Source.(pipeline.MQTTSource)
+	src.ReceiveMaximum = 20000
+	p.Source = src
+	mem := streaming.NewMemorySink()
+	p.Sinks = []pipeline.SinkSpec{pipeline.Use(mem)}
+	require.NoError(t, p.WithDefaults().Validate())
+	g := e.start(t, p)
+	require.NoError(t, e.broker.Publish("sensors/s", []byte(`{"sensor":"s","ts":1,"value":21.5}`), false, 1))
+	require.Eventually(t, func() bool { return g.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond)
+}

@@ -145,7 +145,8 @@ type MQTTSource struct {
 	// match Topics.
 	DeadLetterTopic string `yaml:"dead_letter_topic"`
 	// ReceiveMaximum bounds the unacknowledged messages in flight to the
-	// source (default 4096; the QoS 2 dedup window holds 4× this).
+	// source (default 4096; the QoS 2 dedup window holds 4× this, at
+	// most streaming.MaxMQTTWindow).
 	ReceiveMaximum uint16 `yaml:"receive_maximum"`
 	// OmitReceiveMaximum leaves Receive Maximum out of CONNECT (no
 	// broker-side flow control), for brokers whose flow control
