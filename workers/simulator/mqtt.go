@@ -2,11 +2,13 @@ package simulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -26,6 +28,8 @@ type MQTTOptions struct {
 }
 
 // DialMQTT connects and waits (until ctx ends) for the first connection.
+// A broker refusing the user name or password ends it with an error at
+// once.
 func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || u.Host == "" {
@@ -35,6 +39,10 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		o.ClientID = "tflo-simulator"
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
+	// A CONNACK refusing the credentials ends the wait: retrying cannot
+	// fix them.
+	awaitCtx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
 	cm, err := autopaho.NewConnection(runCtx, autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{u},
 		KeepAlive:                     20,
@@ -42,14 +50,23 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		ConnectUsername:               o.Username,
 		ConnectPassword:               []byte(o.Password),
 		ConnectTimeout:                5 * time.Second,
-		ClientConfig:                  paho.ClientConfig{ClientID: o.ClientID},
+		OnConnectError: func(err error) {
+			var ce *autopaho.ConnackError
+			if errors.As(err, &ce) && (ce.ReasonCode == packets.ConnackBadUsernameOrPassword || ce.ReasonCode == packets.ConnackNotAuthorized) {
+				refused(fmt.Errorf("the broker refused the credentials of user %q: %w", o.Username, err))
+			}
+		},
+		ClientConfig: paho.ClientConfig{ClientID: o.ClientID},
 	})
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("simulator: connect to %s: %w", u.Host, err)
 	}
-	if err := cm.AwaitConnection(ctx); err != nil {
+	if err := cm.AwaitConnection(awaitCtx); err != nil {
 		cancel()
+		if cause := context.Cause(awaitCtx); ctx.Err() == nil && cause != nil {
+			err = cause
+		}
 		return nil, fmt.Errorf("simulator: connect to %s: %w", u.Host, err)
 	}
 	return &MQTTPublisher{cm: cm, cancel: cancel}, nil

@@ -103,6 +103,23 @@ func TestDialMQTTBadURL(t *testing.T) {
 	assert.Contains(t, err.Error(), `broker URL "nohost"`)
 }
 
+// TestDialMQTTRefusedCredentialsFailFast: a broker refusing the user
+// name or password ends DialMQTT with an error saying so, at once,
+// instead of retrying until the context ends (a simulator process then
+// hung until stopped and exited with no error at all).
+func TestDialMQTTRefusedCredentialsFailFast(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{Users: map[string]string{"sim": "right"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, err = simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), ClientID: "refused", Username: "sim", Password: "wrong"})
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "DialMQTT waited for its context: %v", err)
+	assert.Contains(t, err.Error(), `refused the credentials of user "sim"`)
+	assert.NotContains(t, err.Error(), "wrong")
+}
+
 // A process stopped by its context returns nil and logs its counts, with
 // no error: a requested stop is not a failure.
 func TestProcessStopIsNoError(t *testing.T) {
