@@ -62,7 +62,8 @@ type InputBinder interface {
 // {"sensor":"s-1","ts":1700000000000,"value":21.5}: key = sensor, ts,
 // and the graph's one input = value. It is the default decoder. On Kafka
 // it is connectors/kafka's allocation-free JSONReadingDecoder; on MQTT the
-// MQTT source's reading decoder (which also takes RFC 3339 timestamps).
+// MQTT source's reading decoder (which also takes RFC 3339 timestamps,
+// converted to the pipeline's time unit: mqtt.DecodeReadingIn).
 type ReadingDecoder struct{}
 
 // BindInputs accepts exactly one input, read from the field "value".

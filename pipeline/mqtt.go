@@ -56,7 +56,10 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		mqtt.WithLimits(w.c.p.Limits), mqtt.WithRequireTopicMatch(*cfg.RequireTopicMatch),
 		mqtt.WithMaxPacketSize(uint32(cfg.MaxPacketSize)),
 	}
-	if _, reading := w.c.p.Decoder.(ReadingDecoder); !reading {
+	if _, reading := w.c.p.Decoder.(ReadingDecoder); reading {
+		// A number is in time_unit already; an RFC 3339 ts is converted to it.
+		opts = append(opts, mqtt.WithDecoder(mqtt.DecodeReadingIn(time.Duration(w.c.p.TimeUnit.Nanos()))))
+	} else {
 		dec := w.c.dec // with the pipeline's limits, which skip inputs that are no float
 		r.typed = true
 		opts = append(opts, mqtt.WithDecoder(func(p []byte) (mqtt.Reading, error) {

@@ -682,3 +682,30 @@ func TestMQTTReceiveMaximumAboveAQuarterOfTheWindowStarts(t *testing.T) {
 	require.NoError(t, e.broker.Publish("sensors/s", []byte(`{"sensor":"s","ts":1,"value":21.5}`), false, 1))
 	require.Eventually(t, func() bool { return g.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond)
 }
+
+// TestMQTTRFC3339ReadingInTheTimeUnit: a reading whose ts is an RFC 3339
+// string is applied at that time whatever the pipeline's time_unit,
+// like one whose ts is a number in that unit.
+func TestMQTTRFC3339ReadingInTheTimeUnit(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, unit := range []pipeline.TimeUnit{pipeline.Seconds, pipeline.Milliseconds, pipeline.Microseconds} {
+		t.Run(string(unit), func(t *testing.T) {
+			e := newEdgeEnv(t)
+			p := e.pipeline(false, 0)
+			p.TimeUnit = unit
+			mem := streaming.NewMemorySink()
+			p.Sinks = []pipeline.SinkSpec{pipeline.Use(mem)}
+			g := e.start(t, p)
+			require.NoError(t, e.broker.Publish("sensors/s", []byte(`{"sensor":"s","ts":"2026-01-01T00:00:00Z","value":1}`), false, 1))
+			require.Eventually(t, func() bool { st := g.w.Stats(); return st.RecordsIn+st.DeadLettered == 1 }, waitFor, time.Millisecond)
+			require.Zero(t, g.w.Stats().DeadLettered)
+			var ts []int64
+			for _, o := range mem.Outputs() {
+				if o.Name == "value" {
+					ts = append(ts, o.TS)
+				}
+			}
+			require.Equal(t, []int64{at.UnixNano()}, ts)
+		})
+	}
+}

@@ -20,7 +20,8 @@ import (
 //
 // where ts is either a JSON number of Unix milliseconds (an integer; a
 // fraction is truncated toward zero) or an RFC 3339 string (with optional
-// fractional seconds and any offset), converted to Unix milliseconds.
+// fractional seconds and any offset), converted to Unix milliseconds
+// (to another unit by DecodeReadingIn).
 // Unknown fields are ignored so producers can add fields. sensor must be
 // a non-empty string, value a finite number; all three fields are required.
 type Reading struct {
@@ -46,13 +47,28 @@ type wireReading struct {
 // read by a scanner that allocates only the sensor's string; anything
 // else goes through encoding/json (FuzzDecodeReading checks both agree).
 func DecodeReading(payload []byte) (Reading, error) {
-	if r, ok := scanReading(payload); ok {
-		return r, nil
-	}
-	return slowReading(payload)
+	return decodeReading(payload, time.Millisecond)
 }
 
-func slowReading(payload []byte) (Reading, error) {
+// DecodeReadingIn returns the Decoder of readings whose event time is in
+// unit (a pipeline's time_unit): DecodeReading, but an RFC 3339 ts is
+// converted to unit instead of milliseconds (a number is taken as it
+// is). DecodeReadingIn(time.Millisecond) is DecodeReading.
+func DecodeReadingIn(unit time.Duration) Decoder {
+	if unit == time.Millisecond {
+		return DecodeReading
+	}
+	return func(payload []byte) (Reading, error) { return decodeReading(payload, unit) }
+}
+
+func decodeReading(payload []byte, unit time.Duration) (Reading, error) {
+	if r, ok := scanReading(payload, unit); ok {
+		return r, nil
+	}
+	return slowReading(payload, unit)
+}
+
+func slowReading(payload []byte, unit time.Duration) (Reading, error) {
 	var w wireReading
 	if err := json.Unmarshal(payload, &w); err != nil {
 		return Reading{}, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -60,7 +76,7 @@ func slowReading(payload []byte) (Reading, error) {
 	if w.Sensor == nil || *w.Sensor == "" {
 		return Reading{}, fmt.Errorf("%w: field \"sensor\" is missing or empty", ErrMalformed)
 	}
-	ts, err := parseTS(w.TS)
+	ts, err := parseTS(w.TS, unit)
 	if err != nil {
 		return Reading{}, err
 	}
@@ -80,7 +96,7 @@ var readingFields = []string{"sensor", "ts", "value"}
 // scanReading is DecodeReading's fast path (internal/jsonscan): false for
 // anything outside the shape it reads, and for a reading encoding/json's
 // path refuses, which then words the error.
-func scanReading(b []byte) (Reading, bool) {
+func scanReading(b []byte, unit time.Duration) (Reading, bool) {
 	var sensor, ts, value []byte
 	end := jsonscan.Fields(b, jsonscan.WS(b, 0), readingFields, func(k, i int) int {
 		switch k {
@@ -100,7 +116,7 @@ func scanReading(b []byte) (Reading, bool) {
 	if end < 0 || jsonscan.WS(b, end) != len(b) || len(sensor) == 0 {
 		return Reading{}, false
 	}
-	t, err := parseTS(ts)
+	t, err := parseTS(ts, unit)
 	if err != nil {
 		return Reading{}, false
 	}
@@ -111,7 +127,7 @@ func scanReading(b []byte) (Reading, bool) {
 	return Reading{Sensor: string(sensor), TS: t, Value: v}, true
 }
 
-func parseTS(raw json.RawMessage) (int64, error) {
+func parseTS(raw json.RawMessage, unit time.Duration) (int64, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, fmt.Errorf("%w: field \"ts\" is missing", ErrMalformed)
@@ -125,7 +141,7 @@ func parseTS(raw json.RawMessage) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%w: field \"ts\" is %q, want Unix milliseconds or RFC 3339", ErrMalformed, clip([]byte(s)))
 		}
-		return t.UnixMilli(), nil
+		return unixIn(t, unit), nil
 	}
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 		return n, nil
@@ -135,6 +151,19 @@ func parseTS(raw json.RawMessage) (int64, error) {
 		return 0, fmt.Errorf("%w: field \"ts\" is %s, want Unix milliseconds or RFC 3339", ErrMalformed, clip(raw))
 	}
 	return int64(f), nil
+}
+
+// unixIn is t since the Unix epoch in unit.
+func unixIn(t time.Time, unit time.Duration) int64 {
+	switch unit {
+	case time.Second:
+		return t.Unix()
+	case time.Millisecond:
+		return t.UnixMilli()
+	case time.Microsecond:
+		return t.UnixMicro()
+	}
+	return t.UnixNano() / int64(unit)
 }
 
 // EncodeReading appends r as JSON with ts in Unix milliseconds; the inverse

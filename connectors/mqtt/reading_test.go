@@ -40,7 +40,7 @@ func TestDecodeReading(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, fast := scanReading([]byte(c.in)); fast != (c.wantErr == "" && !strings.Contains(c.name, "escaped")) {
+			if _, fast := scanReading([]byte(c.in), time.Millisecond); fast != (c.wantErr == "" && !strings.Contains(c.name, "escaped")) {
 				t.Errorf("read by the scanner: %v", fast)
 			}
 			got, err := DecodeReading([]byte(c.in))
@@ -81,8 +81,8 @@ func FuzzDecodeReading(f *testing.F) {
 	f.Add([]byte(`{"sensor":"a","Sensor":"b","ts":1,"value":1}`))
 	f.Add([]byte(`{"sensor":"a","ts":1,"value":1,"value":"x"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if fast, ok := scanReading(b); ok { // the scanner agrees with encoding/json
-			if slow, err := slowReading(b); err != nil || slow != fast {
+		if fast, ok := scanReading(b, time.Millisecond); ok { // the scanner agrees with encoding/json
+			if slow, err := slowReading(b, time.Millisecond); err != nil || slow != fast {
 				t.Fatalf("scanner read %+v, encoding/json %+v, %v from %q", fast, slow, err, b)
 			}
 		}
@@ -142,4 +142,20 @@ func FuzzCheckedReading(f *testing.F) {
 			t.Fatalf("ts %d accepted: past the skew", r.TS)
 		}
 	})
+}
+
+// TestDecodeReadingInConvertsRFC3339ToTheUnit: DecodeReadingIn takes a
+// number as it is and converts an RFC 3339 ts to its unit.
+func TestDecodeReadingInConvertsRFC3339ToTheUnit(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	for unit, want := range map[time.Duration]int64{
+		time.Second: at.Unix(), time.Millisecond: at.UnixMilli(), time.Microsecond: at.UnixMicro(), time.Nanosecond: at.UnixNano(),
+	} {
+		r, err := DecodeReadingIn(unit)([]byte(`{"sensor":"s","ts":"2026-01-01T00:00:00.123456789Z","value":1}`))
+		require.NoError(t, err)
+		assert.Equal(t, want, r.TS, "unit %v", unit)
+		r, err = DecodeReadingIn(unit)([]byte(`{"sensor":"s","ts":42,"value":1}`))
+		require.NoError(t, err)
+		assert.Equal(t, int64(42), r.TS, "unit %v", unit)
+	}
 }
