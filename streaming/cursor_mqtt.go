@@ -233,6 +233,27 @@ func (c *MQTTCursor) Clone() *MQTTCursor {
 	return out
 }
 
+// Grown returns an independent copy of c whose capacities are at least
+// windowCap and retainedCap (at most MaxMQTTWindow and MaxMQTTRetained),
+// holding the same entries in the same eviction order: a cursor parsed
+// from a checkpoint taken with smaller capacities, grown to the ones
+// configured now.
+func (c *MQTTCursor) Grown(windowCap, retainedCap int) *MQTTCursor {
+	out := newMQTTCursor(min(max(windowCap, len(c.ring)), MaxMQTTWindow), min(max(retainedCap, c.retainedCap), MaxMQTTRetained))
+	out.LastPacketID = c.LastPacketID
+	for i := range c.n {
+		id := c.ring[(c.head+i)%len(c.ring)]
+		out.ring[i] = id
+		out.set[id] = struct{}{}
+	}
+	out.n = c.n
+	for e := c.order.Front(); e != nil; e = e.Next() {
+		ent := *e.Value.(*retainedEntry)
+		out.retained[ent.topic] = out.order.PushBack(&ent)
+	}
+	return out
+}
+
 // Bytes encodes c; ParseMQTTCursor reverses it, including the eviction
 // order of both the window and the retained map.
 func (c *MQTTCursor) Bytes() []byte {

@@ -131,6 +131,44 @@ func TestMQTTCursorCloneIsIndependent(t *testing.T) {
 	require.Equal(t, uint16(1), cl.LastPacketID)
 }
 
+// TestMQTTCursorGrownKeepsEntriesAndOrder: a grown cursor holds the same
+// ids and topics, evicts them in the same order, and only then needs
+// its new room; it never shrinks.
+func TestMQTTCursorGrownKeepsEntriesAndOrder(t *testing.T) {
+	c, err := streaming.NewMQTTCursor(3, 2)
+	require.NoError(t, err)
+	for id := uint64(1); id <= 4; id++ { // the window wraps: 2, 3, 4
+		c.Observe(id, uint16(id))
+	}
+	c.ObserveRetained("a", 1)
+	c.ObserveRetained("b", 1)
+	g := c.Grown(5, 3)
+	require.Equal(t, 5, g.WindowCap())
+	require.Equal(t, 3, g.RetainedCap())
+	require.Equal(t, uint16(4), g.LastPacketID)
+	require.False(t, g.Seen(1))
+	for id := uint64(2); id <= 4; id++ {
+		require.True(t, g.Seen(id))
+	}
+	g.Observe(5, 5)
+	g.Observe(6, 6)
+	require.True(t, g.Seen(2), "two more ids fit before the oldest is evicted")
+	g.Observe(7, 7)
+	require.False(t, g.Seen(2))
+	require.True(t, g.Seen(3))
+	g.ObserveRetained("c", 1)
+	g.ObserveRetained("d", 1)
+	_, ok := g.RetainedSeq("a")
+	require.False(t, ok, "the least recently advanced topic is evicted first")
+	_, ok = g.RetainedSeq("b")
+	require.True(t, ok)
+	require.True(t, c.Seen(4) && !c.Seen(7), "the original is unchanged")
+
+	same := c.Grown(1, 1)
+	require.Equal(t, 3, same.WindowCap())
+	require.Equal(t, 2, same.RetainedCap())
+}
+
 func TestNewMQTTCursorRefusesCapacities(t *testing.T) {
 	for _, tc := range []struct{ w, r int }{{-1, 0}, {streaming.MaxMQTTWindow + 1, 0}, {0, -1}, {0, streaming.MaxMQTTRetained + 1}} {
 		_, err := streaming.NewMQTTCursor(tc.w, tc.r)

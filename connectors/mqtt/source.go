@@ -224,7 +224,10 @@ func (s *Source) CutWithAck(fn func(cursor []byte) error) (release func(saved bo
 
 // Restore replaces the dedup cursor with one from a checkpoint
 // (streaming.MQTTCursor Bytes), before Run. Corrupt bytes are refused with
-// an error wrapping streaming.ErrCorrupt.
+// an error wrapping streaming.ErrCorrupt. A cursor with smaller
+// capacities than WithDedupCapacity's (a checkpoint taken before they
+// were raised) is grown to them, so the window still holds a full
+// in-flight burst.
 func (s *Source) Restore(cursor []byte) error {
 	if s.running.Load() {
 		return fmt.Errorf("mqtt source %q: Restore while running", s.cfg.clientID)
@@ -234,7 +237,7 @@ func (s *Source) Restore(cursor []byte) error {
 		return fmt.Errorf("mqtt source %q: restore: %w", s.cfg.clientID, err)
 	}
 	s.mu.Lock()
-	s.cur = cur
+	s.cur = cur.Grown(s.cfg.windowCap, s.cfg.retainedCap)
 	s.mirrorLocked()
 	s.mu.Unlock()
 	return nil
