@@ -101,6 +101,13 @@ func (c *config) validate() error {
 	if c.sessionExpiry < 0 || c.sessionExpiry > time.Duration(1<<32-1)*time.Second {
 		errs = append(errs, fmt.Errorf("session expiry %s is out of range (0 to 2^32-1 seconds)", c.sessionExpiry))
 	}
+	if c.keepAlive != 0 && (c.keepAlive < time.Second || c.keepAlive > (1<<16-1)*time.Second) {
+		// CONNECT carries it in whole seconds, 16 bits: 0 turns it off.
+		errs = append(errs, fmt.Errorf("keep-alive %s is out of range: want 1s to 65535s (0 turns it off)", c.keepAlive))
+	}
+	if c.connectTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("connect timeout %s must be positive", c.connectTimeout))
+	}
 	if c.backoffMin <= 0 || c.backoffMax <= c.backoffMin {
 		errs = append(errs, fmt.Errorf("reconnect backoff %s..%s: want 0 < min < max", c.backoffMin, c.backoffMax))
 	}
@@ -177,7 +184,8 @@ func WithCleanStart(v bool) Option { return func(c *config) { c.cleanStart = v }
 // disconnect. Default one hour. Zero ends the session with the connection.
 func WithSessionExpiry(d time.Duration) Option { return func(c *config) { c.sessionExpiry = d } }
 
-// WithKeepAlive sets the keep-alive interval. Default 30s.
+// WithKeepAlive sets the keep-alive interval, in whole seconds from 1s
+// to 65535s (MQTT's range); 0 turns it off. Default 30s.
 func WithKeepAlive(d time.Duration) Option { return func(c *config) { c.keepAlive = d } }
 
 // WithConnectTimeout bounds one connection attempt, and the wait for the

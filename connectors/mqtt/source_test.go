@@ -283,6 +283,12 @@ func TestNewSourceValidates(t *testing.T) {
 		{"wildcard dlq", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithDeadLetterTopic("dlq/#")}, "dead-letter topic"},
 		{"dlq read back", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("tflo/#")}, "would read its own dead letters"},
 		{"zero window", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithDedupCapacity(0, 1)}, "capacities"},
+		// CONNECT carries whole seconds in 16 bits: 500ms would be 0 (no
+		// keep-alive: a dead connection never noticed), 20h would wrap.
+		{"sub-second keep-alive", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(500 * time.Millisecond)}, "keep-alive 500ms"},
+		{"keep-alive too long", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(20 * time.Hour)}, "keep-alive 20h0m0s"},
+		{"negative keep-alive", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(-time.Second)}, "keep-alive -1s"},
+		{"zero connect timeout", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithConnectTimeout(0)}, "connect timeout 0s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -290,6 +296,8 @@ func TestNewSourceValidates(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
+	_, err := NewSource(WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(0))
+	require.NoError(t, err, "0 disables the keep-alive")
 }
 
 func TestTopicMatches(t *testing.T) {
