@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -188,4 +190,61 @@ func TestDeadLetterBeforeRunStoresTheConnection(t *testing.T) {
 	}
 	assert.Equal(t, "not json", dl.payload(0))
 	require.NoError(t, r.stop(t), "Run must not fail")
+}
+
+// latePuback holds the first PUBLISH the client sends to topic until
+// release is closed: its PUBACK comes after the client stopped waiting.
+type latePuback struct {
+	mochi.HookBase
+	topic   string
+	once    sync.Once
+	release chan struct{}
+}
+
+func (h *latePuback) ID() string           { return "late-puback" }
+func (h *latePuback) Provides(b byte) bool { return b == mochi.OnPublish }
+func (h *latePuback) OnPublish(_ *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.TopicName == h.topic {
+		h.once.Do(func() { <-h.release })
+	}
+	return pk, nil
+}
+
+// TestDeadLetterPubackTimeoutOnALiveConnection: a dead letter whose PUBACK
+// does not come within the packet timeout while the connection stays up
+// (a slow broker) leaves its message unacknowledged. Acknowledgements go
+// out in receive order, so it must not stay unacknowledged on that
+// connection, holding back every later message's acknowledgement until
+// the broker's in-flight window fills and the stream stops: the
+// connection is dropped, and the broker redelivers the message on the
+// next one, where it is dead-lettered and acknowledged.
+func TestDeadLetterPubackTimeoutOnALiveConnection(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	dl := collectDeadLetters(t, b, "dlq/slow")
+	hook := &latePuback{topic: "dlq/slow", release: make(chan struct{})}
+	require.NoError(t, b.srv.AddHook(hook, nil))
+	lost := make(chan struct{})
+	log := slog.New(notifyHandler{prefix: "mqtt dead letter lost with the connection", once: new(sync.Once), ch: lost})
+	s := newTestSource(t, b, "edge-slow-dlq", WithDeadLetterTopic("dlq/slow"), WithConnectTimeout(time.Second), WithLogger(log))
+	var rec recorder
+	runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), false, 2))
+	select {
+	case <-lost:
+	case <-time.After(waitFor):
+		t.Fatal("the dead letter's publish never timed out")
+	}
+	close(hook.release)
+
+	acked := func() bool {
+		cl, ok := b.srv.Clients.Get("edge-slow-dlq")
+		return ok && !cl.Closed() && cl.State.Inflight.Len() == 0
+	}
+	require.Eventually(t, func() bool { return acked() && s.Stats().DeadLettered == 1 }, waitFor, time.Millisecond,
+		"the message is dead-lettered and acknowledged")
+	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 1, 1), false, 2))
+	require.Eventually(t, func() bool { return rec.len() == 1 && acked() }, waitFor, time.Millisecond, "the stream goes on")
+	require.GreaterOrEqual(t, dl.len(), 1)
+	require.Equal(t, uint64(1), s.Stats().DeadLettered)
 }

@@ -40,7 +40,10 @@
 //     sink, by default the source's [DeadLetterSink], which publishes the
 //     same way). A dead letter lost with the connection leaves its
 //     message unacknowledged, and the broker redelivers it after the
-//     reconnect. The DeadLettered counter rises (the
+//     reconnect (one whose PUBACK does not come within the connect
+//     timeout drops the connection, which may still be up: the
+//     acknowledgements of the messages after it would wait behind it).
+//     The DeadLettered counter rises (the
 //     log gets a sample: the first 10 lines of every 10 s, the next one
 //     carrying suppressed=N), and the stream continues. Only checked readings reach the handler, the
 //     retained-topic sequences and Stats.NewestTS.

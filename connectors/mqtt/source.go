@@ -536,6 +536,9 @@ func (s *Source) sendDeadLetter(ctx context.Context, cli *paho.Client, p *paho.P
 		// Leave the message unacknowledged: the broker redelivers it
 		// after the reconnect and it is dead-lettered then.
 		s.cfg.logger.Warn("mqtt dead letter lost with the connection", "client_id", s.cfg.clientID, "topic", p.Topic, "packet_id", p.PacketID, "err", err)
+		if ctx.Err() == nil {
+			dropConnection(cli)
+		}
 		return errNoAck
 	}
 	return fmt.Errorf("mqtt source %q: dead letter (from topic %q, packet %d): %w", s.cfg.clientID, p.Topic, p.PacketID, err)
@@ -634,6 +637,22 @@ func deliveredOnLiveConn(ctx context.Context) bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// dropConnection closes cli's network connection, unless cli has closed
+// already. A dead letter whose PUBACK did not come in time on a
+// connection that is still up (a slow broker) leaves its message
+// unacknowledged there, and acknowledgements go out in receive order:
+// every later message's would wait behind it until the broker's
+// in-flight window filled and the stream stopped. The connection is lost
+// as if the network dropped it (paho's Disconnect would not tell autopaho
+// to reconnect), and the broker redelivers the message on the next one.
+func dropConnection(cli *paho.Client) {
+	select {
+	case <-cli.Done():
+	default:
+		cli.TerminateConnectionForTest()
 	}
 }
 
