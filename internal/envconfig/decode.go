@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -242,6 +243,11 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want %s, got a %s", kindWord(t), kindName(n))
 			return
 		}
+		if isInteger(t) && !wholeNumber(n) {
+			// yaml.v3 truncates a float into an integer (2.9 → 2).
+			d.fail(n, path, "%q is not %s", n.Value, kindWord(t))
+			return
+		}
 		p := reflect.New(t)
 		if err := n.Decode(p.Interface()); err != nil {
 			d.fail(n, path, "%q is not %s", n.Value, kindWord(t))
@@ -389,6 +395,26 @@ func yamlProblem(path string, err error) Problem {
 	}
 	p.Msg = strings.TrimPrefix(msg, "yaml: ")
 	return p
+}
+
+// isInteger reports whether t is an integer kind.
+func isInteger(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// wholeNumber reports whether the scalar n is not a float, or a float
+// without a fraction (1e3).
+func wholeNumber(n *yaml.Node) bool {
+	if n.ShortTag() != "!!float" {
+		return true
+	}
+	var f float64
+	return n.Decode(&f) == nil && !math.IsInf(f, 0) && f == math.Trunc(f)
 }
 
 func kindName(n *yaml.Node) string {

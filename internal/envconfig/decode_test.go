@@ -197,3 +197,28 @@ sinks[1].webhook.retries[1] = "2s"                 # spec.yaml:5
 sinks[1].webhook.url = "https://example.com/hook"  # spec.yaml:4
 `, b.String())
 }
+
+// TestDecodeRefusesFractionForInteger: a fraction given to an integer
+// key is an error naming the key, not truncated (sensors: 2.9 was 2);
+// a whole number written as a float (1e3) is the integer.
+func TestDecodeRefusesFractionForInteger(t *testing.T) {
+	var c struct {
+		N int    `yaml:"n"`
+		U uint16 `yaml:"u"`
+		M int    `yaml:"m"`
+		I int64  `yaml:"i"`
+	}
+	err := Decode([]byte("n: 2.9\nu: 1.5\nm: 1e3\ni: -.inf\n"), &c)
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	got := make([]string, len(es.Problems))
+	for i, p := range es.Problems {
+		got[i] = p.String()
+	}
+	require.Equal(t, []string{
+		`line 1: n: "2.9" is not an integer`,
+		`line 2: u: "1.5" is not a non-negative integer of 16 bits`,
+		`line 4: i: "-.inf" is not an integer`,
+	}, got)
+	require.Equal(t, 1000, c.M)
+}
