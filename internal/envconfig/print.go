@@ -121,13 +121,36 @@ func Redact(path, value string) string {
 	}
 	if strings.Contains(value, "://") && strings.Contains(value, "@") {
 		s := strings.Trim(value, `"`)
-		if u, err := url.Parse(s); err == nil && u.User != nil {
-			if _, has := u.User.Password(); has {
-				return strings.Replace(value, s, u.Redacted(), 1)
-			}
+		if s == value && strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+			s = s[1 : len(s)-1] // a list: [a, b]
 		}
+		// A list of servers, in a list or one string ("nats://u:p@a,nats://u:p@b"):
+		// every password.
+		parts := strings.Split(s, ",")
+		for i, p := range parts {
+			parts[i] = redactURL(p)
+		}
+		return strings.Replace(value, s, strings.Join(parts, ","), 1)
 	}
 	return value
+}
+
+// redactURL returns s (with the spaces around it) with a URL's password
+// redacted; a URL with user information that does not parse is replaced
+// whole, since it could hold one.
+func redactURL(s string) string {
+	t := strings.TrimSpace(s)
+	if !strings.Contains(t, "://") || !strings.Contains(t, "@") {
+		return s
+	}
+	u, err := url.Parse(t)
+	if err != nil {
+		return strings.Replace(s, t, "(unparsable URL)", 1)
+	}
+	if _, has := u.User.Password(); has {
+		return strings.Replace(s, t, u.Redacted(), 1)
+	}
+	return s
 }
 
 // Print writes cfg's settings, one a line, each with its origin: "FILE:LINE",
