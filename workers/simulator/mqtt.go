@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -25,10 +27,13 @@ type MQTTOptions struct {
 	ClientID string // default "tflo-simulator"
 	Username string
 	Password string // never logged
+	// Log receives a line for each failed connection attempt (default
+	// discard).
+	Log *slog.Logger
 }
 
-// DialMQTT connects and waits (until ctx ends) for the first connection.
-// A broker refusing the user name or password ends it with an error at
+// DialMQTT connects and waits (until ctx ends) for the first connection,
+// logging each failed attempt; a broker refusing the user fails it at
 // once.
 func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 	u, err := url.Parse(o.URL)
@@ -38,11 +43,15 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 	if o.ClientID == "" {
 		o.ClientID = "tflo-simulator"
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	// A CONNACK refusing the credentials ends the wait: retrying cannot
-	// fix them.
-	awaitCtx, refused := context.WithCancelCause(ctx)
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	// A refusal of the user ends the wait for the first connection with
+	// its error; after it, it is logged like any failed attempt.
+	wctx, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
+	var connected atomic.Bool
+	runCtx, cancel := context.WithCancel(context.Background())
 	cm, err := autopaho.NewConnection(runCtx, autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{u},
 		KeepAlive:                     20,
@@ -52,9 +61,11 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		ConnectTimeout:                5 * time.Second,
 		OnConnectError: func(err error) {
 			var ce *autopaho.ConnackError
-			if errors.As(err, &ce) && (ce.ReasonCode == packets.ConnackBadUsernameOrPassword || ce.ReasonCode == packets.ConnackNotAuthorized) {
-				refused(fmt.Errorf("the broker refused the credentials of user %q: %w", o.Username, err))
+			if !connected.Load() && errors.As(err, &ce) && (ce.ReasonCode == packets.ConnackBadUsernameOrPassword || ce.ReasonCode == packets.ConnackNotAuthorized) {
+				refused(fmt.Errorf("broker %s refused user %q: %w", u.Host, o.Username, err))
+				return
 			}
+			o.Log.Warn("mqtt connect failed; retrying with backoff", "broker", u.Host, "err", err)
 		},
 		ClientConfig: paho.ClientConfig{ClientID: o.ClientID},
 	})
@@ -62,13 +73,14 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		cancel()
 		return nil, fmt.Errorf("simulator: connect to %s: %w", u.Host, err)
 	}
-	if err := cm.AwaitConnection(awaitCtx); err != nil {
+	if err := cm.AwaitConnection(wctx); err != nil {
 		cancel()
-		if cause := context.Cause(awaitCtx); ctx.Err() == nil && cause != nil {
-			err = cause
+		if cause := context.Cause(wctx); ctx.Err() == nil && cause != nil {
+			return nil, fmt.Errorf("simulator: %w", cause)
 		}
 		return nil, fmt.Errorf("simulator: connect to %s: %w", u.Host, err)
 	}
+	connected.Store(true)
 	return &MQTTPublisher{cm: cm, cancel: cancel}, nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,23 +105,6 @@ func TestDialMQTTBadURL(t *testing.T) {
 	assert.Contains(t, err.Error(), `broker URL "nohost"`)
 }
 
-// TestDialMQTTRefusedCredentialsFailFast: a broker refusing the user
-// name or password ends DialMQTT with an error saying so, at once,
-// instead of retrying until the context ends (a simulator process then
-// hung until stopped and exited with no error at all).
-func TestDialMQTTRefusedCredentialsFailFast(t *testing.T) {
-	b, err := mqttbroker.Start(mqttbroker.Options{Users: map[string]string{"sim": "right"}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	_, err = simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), ClientID: "refused", Username: "sim", Password: "wrong"})
-	require.Error(t, err)
-	require.NoError(t, ctx.Err(), "DialMQTT waited for its context: %v", err)
-	assert.Contains(t, err.Error(), `refused the credentials of user "sim"`)
-	assert.NotContains(t, err.Error(), "wrong")
-}
-
 // A process stopped by its context returns nil and logs its counts, with
 // no error: a requested stop is not a failure.
 func TestProcessStopIsNoError(t *testing.T) {
@@ -160,4 +145,53 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestDialMQTTFailsOnRefusedCredentials: a broker refusing the
+// simulator's user is an error naming the broker and the user, at once,
+// not a wait until the context ends.
+func TestDialMQTTFailsOnRefusedCredentials(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{Users: map[string]string{"sim": "right"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), Username: "sim", Password: "wrong"})
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "DialMQTT waited for its context: %v", err)
+	u, _ := url.Parse(b.URL())
+	require.Contains(t, err.Error(), `broker `+u.Host+` refused user "sim"`)
+	require.NotContains(t, err.Error(), "wrong", "the password")
+}
+
+// TestProcessLogsFailedConnects: while the broker cannot be reached the
+// process says so in its log (it waits for the broker), and a stop
+// still returns nil.
+func TestProcessLogsFailedConnects(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there
+	var cfg simulator.MainConfig
+	cfg.MQTT.URL = "mqtt://" + addr
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	p, err := simulator.NewProcess(cfg, log, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, nil) }()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), `msg="mqtt connect failed; retrying with backoff" broker=`+addr)
+	}, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
 }

@@ -99,7 +99,7 @@ func (s *Process) Stats() Stats { return s.sim.Stats() }
 // sees every payload after the broker acknowledged it.
 func (s *Process) Run(ctx context.Context, tee Publisher) error {
 	pub, err := DialMQTT(ctx, MQTTOptions{URL: s.cfg.MQTT.URL, ClientID: s.cfg.MQTT.ClientID,
-		Username: s.cfg.MQTT.Username, Password: os.Getenv(s.cfg.MQTT.PasswordEnv)})
+		Username: s.cfg.MQTT.Username, Password: os.Getenv(s.cfg.MQTT.PasswordEnv), Log: s.log})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
