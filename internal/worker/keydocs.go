@@ -105,4 +105,8 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/workers/simulator.Config.Sensors":                 "Sensors is the number of sensors (default 10), named sensor-000...",
 	"github.com/tflo-io/tflo/workers/simulator.Config.Start":                   "Start is the event time of the first round; zero follows the clock.",
 	"github.com/tflo-io/tflo/workers/simulator.Config.Topic":                   "Topic is the prefix; a reading of sensor s goes to <Topic>/<s> (default \"sensors\").",
+	"github.com/tflo-io/tflo/workers/simulator.MQTTConfig.ClientID":            "ClientID (default \"tflo-simulator\").",
+	"github.com/tflo-io/tflo/workers/simulator.MQTTConfig.PasswordEnv":         "Username and PasswordEnv (the variable holding the password), when the broker requires a login.",
+	"github.com/tflo-io/tflo/workers/simulator.MQTTConfig.URL":                 "URL of the broker (mqtt://host:port).",
+	"github.com/tflo-io/tflo/workers/simulator.MQTTConfig.Username":            "Username and PasswordEnv (the variable holding the password), when the broker requires a login.",
 }

@@ -18,17 +18,22 @@ import (
 type MainConfig struct {
 	Config `yaml:",inline"`
 
-	MQTT struct {
-		// URL of the broker (mqtt://host:port). Required.
-		URL string `json:"url" yaml:"url"`
-		// ClientID (default "tflo-simulator").
-		ClientID    string `json:"client_id" yaml:"client_id"`
-		Username    string `json:"username" yaml:"username"`
-		PasswordEnv string `json:"password_env" yaml:"password_env"`
-	} `json:"mqtt" yaml:"mqtt"`
+	MQTT MQTTConfig `json:"mqtt" yaml:"mqtt"`
 
 	Metrics worker.MetricsConfig `json:"metrics" yaml:"metrics"`
 	Log     worker.LogConfig     `json:"log" yaml:"log"`
+}
+
+// MQTTConfig is the broker the simulator publishes to.
+type MQTTConfig struct {
+	// URL of the broker (mqtt://host:port). Required.
+	URL string `json:"url" yaml:"url"`
+	// ClientID (default "tflo-simulator").
+	ClientID string `json:"client_id" yaml:"client_id"`
+	// Username and PasswordEnv (the variable holding the password), when
+	// the broker requires a login.
+	Username    string `json:"username" yaml:"username"`
+	PasswordEnv string `json:"password_env" yaml:"password_env"`
 }
 
 // ApplyDefaults fills in the fleet's defaults (Config.WithDefaults) after
