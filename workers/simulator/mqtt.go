@@ -21,6 +21,9 @@ type MQTTPublisher struct {
 	cancel context.CancelFunc
 }
 
+// defaultClientID is the MQTT client id of a simulator that names none.
+const defaultClientID = "tflo-simulator"
+
 // MQTTOptions configure DialMQTT.
 type MQTTOptions struct {
 	URL      string // mqtt://host:port
@@ -41,7 +44,7 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		return nil, fmt.Errorf("simulator: broker URL %q: want mqtt://host:port", o.URL)
 	}
 	if o.ClientID == "" {
-		o.ClientID = "tflo-simulator"
+		o.ClientID = defaultClientID
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)

@@ -38,7 +38,12 @@ type MQTTConfig struct {
 
 // ApplyDefaults fills in the fleet's defaults (Config.WithDefaults) after
 // the file and the environment, so --print-config prints what runs.
-func (c *MainConfig) ApplyDefaults() { c.Config = c.Config.WithDefaults() }
+func (c *MainConfig) ApplyDefaults() {
+	c.Config = c.Config.WithDefaults()
+	if c.MQTT.ClientID == "" {
+		c.MQTT.ClientID = defaultClientID
+	}
+}
 
 // Logging implements worker.Config.
 func (c *MainConfig) Logging() worker.LogConfig { return c.Log }

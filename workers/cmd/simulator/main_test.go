@@ -80,7 +80,7 @@ func TestPrintConfigShowsWhatRuns(t *testing.T) {
 	require.NoError(t, w.Close())
 	printed := <-out
 	require.Equal(t, worker.ExitOK, code, "%s", &stderr)
-	for _, want := range []string{"sensors = 10", "interval = 100ms", "malformed = 0.01", `topic = "sensors"`} {
+	for _, want := range []string{"sensors = 10", "interval = 100ms", "malformed = 0.01", `topic = "sensors"`, `mqtt.client_id = "tflo-simulator"`} {
 		require.Contains(t, printed, want)
 	}
 }
