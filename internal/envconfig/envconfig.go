@@ -256,6 +256,23 @@ func Unknown(prefix string, environ []string, keys []Key, allowed ...string) err
 	return &Errors{File: envFile, Problems: problems}
 }
 
+// Named returns the variables the *_env keys of cfg (a loaded config)
+// name: the variables holding its secrets, which are no keys, and which
+// Unknown must be allowed when they are under the prefix.
+func Named(cfg any) []string {
+	var out []string
+	for _, s := range Settings(cfg) {
+		last := s.Path[strings.LastIndexAny(s.Path, ".]")+1:]
+		if !strings.HasSuffix(last, "_env") {
+			continue
+		}
+		if v, err := strconv.Unquote(s.Value); err == nil && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func isAllowed(name string, allowed []string) bool {
 	for _, a := range allowed {
 		if name == a || strings.HasSuffix(a, "_") && strings.HasPrefix(name, a) {

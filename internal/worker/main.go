@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -57,6 +58,11 @@ type Main struct {
 	// PrintConfig prints what the main loads besides its config (the
 	// pipeline spec) for --print-config (optional).
 	PrintConfig func(w io.Writer) error
+	// NamedVariables returns the variables that what the main loads
+	// besides its config (the pipeline spec) names in its *_env keys:
+	// one under the prefix holds a secret and is not refused as naming
+	// no key (optional).
+	NamedVariables func() []string
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
 	Run func(ctx context.Context, rt Runtime) error
 	// OneShot, asked once the flags are parsed, reports whether Run only
@@ -118,8 +124,9 @@ func (m Main) prefix() string {
 }
 
 // checkEnvironment refuses a variable under the main's prefix that is no
-// key of its config or of m.Keys (envconfig.Unknown).
-func (m Main) checkEnvironment(environ []string) error {
+// key of its config or of m.Keys (envconfig.Unknown), unless named is a
+// variable a *_env key names.
+func (m Main) checkEnvironment(environ, named []string) error {
 	prefix := m.prefix()
 	keys, err := envconfig.Keys(prefix, m.Config)
 	if err != nil {
@@ -132,7 +139,7 @@ func (m Main) checkEnvironment(environ []string) error {
 		}
 		keys = append(keys, more...)
 	}
-	allowed := append([]string(nil), sharedVariables...)
+	allowed := append(slices.Clone(sharedVariables), named...)
 	for _, p := range binaryPrefixes {
 		if p != prefix && strings.HasPrefix(p, prefix+"_") {
 			allowed = append(allowed, p+"_")
@@ -183,8 +190,12 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if *probe != "" {
 		return runProbe(*probe, stderr)
 	}
-	envErr := m.checkEnvironment(os.Environ())
 	origins, err := envconfig.LoadOrigins(*path, m.prefix(), m.Config)
+	named := envconfig.Named(m.Config) // the variables holding its secrets
+	if m.NamedVariables != nil {
+		named = append(named, m.NamedVariables()...)
+	}
+	envErr := m.checkEnvironment(os.Environ(), named)
 	if err := errors.Join(err, envErr); err != nil {
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", m.Name, err)
 		return ExitUsage
@@ -258,7 +269,8 @@ Configuration: the YAML file (unknown keys are errors, named with their
 line), then environment variables: %[1]s_ + the key path upper-cased and
 joined by "_" (for example log.level is %[1]s_LOG_LEVEL; lists are
 comma-separated, durations like 10s); a variable set to "" clears its key,
-so the default applies; a %[1]s_ variable that names no key is an error.
+so the default applies; a %[1]s_ variable that names no key (nor holds
+a secret an *_env key names) is an error.
 Then the defaults, which may derive from other keys. ${NAME} and
 ${NAME:-default} in a file are replaced by environment variables. Secrets
 are never keys: the *_env keys name the variable that holds them.

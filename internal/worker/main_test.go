@@ -442,3 +442,27 @@ func TestTemporalMetricsOnTheWorkersRegistry(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// TestSecretVariablesUnderThePrefix: a variable a *_env key names (the
+// one holding a secret) may itself be a TFLO_ one; it is not refused as
+// a variable that names no key, in the config or in the spec. Bug: the
+// worker refused to start, "environment TFLO_INFLUX_TOKEN: matches no
+// configuration key", though its own config named it.
+func TestSecretVariablesUnderThePrefix(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "temporal:\n  address: 127.0.0.1:1\nbackfill:\n  influx_url: http://127.0.0.1:1\n  token_env: TFLO_INFLUX_TOKEN\n")
+	b, err := os.ReadFile(spec("market-data.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), "token_env: INFLUX_TOKEN")
+	p := writeFile(t, "p.yaml", strings.Replace(string(b), "token_env: INFLUX_TOKEN", "token_env: TFLO_MARKET_TOKEN", 1))
+	t.Setenv("TFLO_INFLUX_TOKEN", "secret")
+	t.Setenv("TFLO_MARKET_TOKEN", "secret")
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", p, "--check"}, &errOut), errOut.String())
+	// A variable nothing names is still refused.
+	t.Setenv("TFLO_INFLUX_TOKN", "secret")
+	errOut.Reset()
+	require.Equal(t, worker.ExitUsage, worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", p, "--check"}, &errOut))
+	require.Contains(t, errOut.String(), "environment TFLO_INFLUX_TOKN: matches no configuration key")
+	require.NotContains(t, errOut.String(), "TFLO_INFLUX_TOKEN:")
+	require.NotContains(t, errOut.String(), "TFLO_MARKET_TOKEN:")
+}

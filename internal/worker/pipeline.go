@@ -47,6 +47,14 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 		},
 		Keys:    []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
 		OneShot: func() bool { return check || operators },
+		NamedVariables: func() []string {
+			if spec == "" {
+				return nil
+			}
+			var s pipeline.Spec
+			_, _ = envconfig.LoadOrigins(spec, envconfig.Prefix, &s) // its problems are reported when it loads
+			return envconfig.Named(s)
+		},
 		PrintConfig: func(w io.Writer) error {
 			if spec == "" {
 				return errors.New("--pipeline FILE is required")

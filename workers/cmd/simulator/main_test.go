@@ -84,3 +84,20 @@ func TestPrintConfigShowsWhatRuns(t *testing.T) {
 		require.Contains(t, printed, want)
 	}
 }
+
+// TestPasswordVariableUnderThePrefix: the variable mqtt.password_env
+// names may be a TFLO_SIMULATOR_ one; it holds the password, it is not
+// refused as naming no key.
+func TestPasswordVariableUnderThePrefix(t *testing.T) {
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", "mqtt://127.0.0.1:1")
+	t.Setenv("TFLO_SIMULATOR_MQTT_PASSWORD_ENV", "TFLO_SIMULATOR_MQTT_PASSWORD")
+	t.Setenv("TFLO_SIMULATOR_MQTT_PASSWORD", "secret")
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer devnull.Close()
+	stdout := os.Stdout
+	os.Stdout = devnull
+	defer func() { os.Stdout = stdout }()
+	var stderr bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), []string{"--print-config"}, &stderr), "%s", &stderr)
+}
