@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -99,11 +100,23 @@ type Extensible interface {
 func Decode(data []byte, dst any) error { return decode(data, dst, nil) }
 
 func decode(data []byte, dst any, lines map[string]int) error {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root, next yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) { // no document
+			return nil
+		}
 		return &Errors{Problems: []Problem{yamlProblem("", err)}}
 	}
-	if root.Kind == 0 { // empty document
+	// One document: what a second one (after ---) sets would be ignored.
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return &Errors{Problems: []Problem{yamlProblem("", err)}}
+	case len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null": // a trailing --- is an empty one
+		return &Errors{Problems: []Problem{{Line: next.Content[0].Line, Msg: "a second YAML document (after ---): a file holds one"}}}
+	}
+	if root.Kind == 0 || len(root.Content) == 0 { // empty document
 		return nil
 	}
 	return decodeNode(&root, dst, lines)

@@ -222,3 +222,21 @@ func TestDecodeRefusesFractionForInteger(t *testing.T) {
 	}, got)
 	require.Equal(t, 1000, c.M)
 }
+
+// TestDecodeRefusesASecondDocument: a second YAML document in a file
+// (after ---) is a problem naming its line, not ignored with everything
+// it sets; a leading --- and a trailing empty one are fine.
+func TestDecodeRefusesASecondDocument(t *testing.T) {
+	var s spec
+	err := Decode([]byte("window: 3\n---\nwindow: 5\nbogus: 1\n"), &s)
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	require.Len(t, es.Problems, 1)
+	require.Equal(t, "line 3: a second YAML document (after ---): a file holds one", es.Problems[0].String())
+
+	for _, src := range []string{"---\nwindow: 3\n", "window: 3\n---\n", "window: 3\n...\n", "# only a comment\n", ""} {
+		s = spec{}
+		require.NoError(t, Decode([]byte(src), &s), "%q", src)
+	}
+	require.Equal(t, 0, s.Window)
+}
