@@ -291,6 +291,10 @@ SIGINT/SIGTERM drain the worker and take a final checkpoint.
 	}
 }
 
+// zeroTime is the text of the zero time.Time: no default (the
+// simulator's start: the clock).
+var zeroTime = time.Time{}.Format(time.RFC3339Nano)
+
 func printKeys(w io.Writer, prefix string, of KeysOf) {
 	fmt.Fprintf(w, "\n%s:\n", of.Heading)
 	keys, err := envconfig.Keys(prefix, of.Zero)
@@ -302,7 +306,7 @@ func printKeys(w io.Writer, prefix string, of KeysOf) {
 	if of.Defaults != nil {
 		for _, d := range of.Defaults() {
 			for _, s := range envconfig.Settings(d) {
-				if _, seen := defaults[s.Path]; !seen && s.Value != `""` && s.Value != "[]" && s.Value != "0" && s.Value != "0s" && s.Value != "false" {
+				if _, seen := defaults[s.Path]; !seen && s.Value != `""` && s.Value != "[]" && s.Value != "0" && s.Value != "0s" && s.Value != "false" && s.Value != zeroTime {
 					defaults[s.Path] = s.Value
 				}
 			}

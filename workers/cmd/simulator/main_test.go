@@ -61,6 +61,9 @@ func TestSimulatorMainHelp(t *testing.T) {
 	for _, k := range []string{"mqtt.url", "TFLO_SIMULATOR_MQTT_URL", "sensors", "TFLO_SIMULATOR_SENSORS", "TFLO_SIMULATOR_METRICS_ADDR"} {
 		require.Contains(t, errOut.String(), k)
 	}
+	// Bug: the zero start time showed as its default ("default
+	// 0001-01-01T00:00:00Z"); the zero start follows the clock.
+	require.NotContains(t, errOut.String(), "0001-01-01")
 }
 
 // TestPrintConfigShowsWhatRuns: --print-config prints the fleet's
