@@ -466,3 +466,18 @@ func TestSecretVariablesUnderThePrefix(t *testing.T) {
 	require.NotContains(t, errOut.String(), "TFLO_INFLUX_TOKEN:")
 	require.NotContains(t, errOut.String(), "TFLO_MARKET_TOKEN:")
 }
+
+// TestBackfillRefusesAnUnsetTokenVariable: backfill.token_env naming a
+// variable that is unset or empty stops the worker with an error naming
+// the key and the variable, rather than backfills failing later without
+// credentials; --check, which needs no secret, still passes.
+func TestBackfillRefusesAnUnsetTokenVariable(t *testing.T) {
+	t.Setenv("TFLO_TEST_BACKFILL_TOKEN", "")
+	cfg := writeFile(t, "c.yaml", "temporal:\n  address: 127.0.0.1:1\nbackfill:\n  influx_url: http://127.0.0.1:1\n  token_env: TFLO_TEST_BACKFILL_TOKEN\n")
+	t.Setenv("STATE_DIR", t.TempDir())
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut), errOut.String())
+	errOut.Reset()
+	require.Equal(t, worker.ExitUsage, worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", spec("sma-readings.yaml")}, &errOut), errOut.String())
+	require.Contains(t, errOut.String(), "backfill.token_env names TFLO_TEST_BACKFILL_TOKEN, which is unset or empty")
+}

@@ -294,6 +294,10 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 		o = append(o, pipeline.WithCoordination(store))
 	}
 	if cfg.Backfill.enabled() && tc != nil {
+		// Checked here, not by Validate: --check works without the secret.
+		if v := cfg.Backfill.TokenEnv; v != "" && os.Getenv(v) == "" {
+			return usageError{fmt.Errorf("worker config: backfill.token_env names %s, which is unset or empty", v)}
+		}
 		env, err := p.SinkEnv(nil)
 		if err != nil {
 			return err

@@ -195,3 +195,14 @@ func TestProcessLogsFailedConnects(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 }
+
+// TestProcessRefusesAnUnsetPasswordVariable: mqtt.password_env naming a
+// variable that is unset or empty is an error naming the key and the
+// variable, not a login with an empty password.
+func TestProcessRefusesAnUnsetPasswordVariable(t *testing.T) {
+	t.Setenv("TFLO_TEST_SIMULATOR_PASSWORD", "")
+	var cfg simulator.MainConfig
+	cfg.MQTT.URL, cfg.MQTT.Username, cfg.MQTT.PasswordEnv = "mqtt://127.0.0.1:1", "sim", "TFLO_TEST_SIMULATOR_PASSWORD"
+	_, err := simulator.NewProcess(cfg, slog.New(slog.DiscardHandler), nil)
+	require.ErrorContains(t, err, "mqtt.password_env names TFLO_TEST_SIMULATOR_PASSWORD, which is unset or empty")
+}

@@ -79,6 +79,11 @@ func NewProcess(cfg MainConfig, log *slog.Logger, reg prometheus.Registerer) (*P
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Checked here, not by Validate: --print-config works without the
+	// secret.
+	if v := cfg.MQTT.PasswordEnv; v != "" && os.Getenv(v) == "" {
+		return nil, fmt.Errorf("simulator config: mqtt.password_env names %s, which is unset or empty", v)
+	}
 	sim, err := New(cfg.Config)
 	if err != nil {
 		return nil, err
