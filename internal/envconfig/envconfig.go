@@ -513,13 +513,17 @@ func set(f reflect.Value, s string) error {
 		}
 		f.SetFloat(n)
 	case reflect.Slice:
-		var items []string
+		items := reflect.Zero(f.Type())
 		for it := range strings.SplitSeq(s, ",") {
 			if it = strings.TrimSpace(it); it != "" {
-				items = append(items, it)
+				e := reflect.New(f.Type().Elem()).Elem() // a string type of its own too
+				if err := set(e, it); err != nil {
+					return err
+				}
+				items = reflect.Append(items, e)
 			}
 		}
-		f.Set(reflect.ValueOf(items).Convert(f.Type()))
+		f.Set(items)
 	default:
 		return fmt.Errorf("%w: %s", ErrUnsupported, f.Type())
 	}

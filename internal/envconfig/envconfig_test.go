@@ -1,6 +1,7 @@
 package envconfig
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,4 +258,36 @@ func TestOriginsLine(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, o.Line("worker_id"))
 	require.Equal(t, 0, o.Line("window"), "set by APP_WINDOW: %s", o.Of("window"))
+}
+
+// TestApplyListOfNamedStrings: a list whose items are a string type of
+// their own is set from a comma-separated variable (it panicked: a
+// []string does not convert to it), each item through its UnmarshalText
+// when it has one.
+func TestApplyListOfNamedStrings(t *testing.T) {
+	var c struct {
+		Names  []name  `yaml:"names"`
+		Levels []level `yaml:"levels"`
+	}
+	env := map[string]string{"TFLO_NAMES": "a, b", "TFLO_LEVELS": "low,high"}
+	require.NoError(t, Apply(Prefix, &c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	require.Equal(t, []name{"a", "b"}, c.Names)
+	require.Equal(t, []level{"LOW", "HIGH"}, c.Levels)
+	env["TFLO_LEVELS"] = "low,mid"
+	err := Apply(Prefix, &c, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.ErrorContains(t, err, `environment TFLO_LEVELS (levels): "low,mid": level "mid" is neither low nor high`)
+}
+
+type name string
+
+type level string
+
+func (l *level) UnmarshalText(b []byte) error {
+	switch s := string(b); s {
+	case "low", "high":
+		*l = level(strings.ToUpper(s))
+		return nil
+	default:
+		return fmt.Errorf("level %q is neither low nor high", s)
+	}
 }
