@@ -206,6 +206,9 @@ func (s *Simulator) Run(ctx context.Context, pub Publisher) error {
 				s.readings.Add(1)
 			}
 		}
+		if c.Rounds > 0 && round+1 == c.Rounds {
+			break // done: nothing to wait an interval for
+		}
 		if ticker != nil {
 			select {
 			case <-ctx.Done():

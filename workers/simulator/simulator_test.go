@@ -142,3 +142,21 @@ func TestSimulatorStopsOnCancel(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.GreaterOrEqual(t, n, 10)
 }
+
+// TestPacedRunEndsWithItsLastRound: a paced run returns once its last
+// round is published, not an interval later (rounds: 1 with an hour's
+// interval waited an hour for nothing).
+func TestPacedRunEndsWithItsLastRound(t *testing.T) {
+	s, err := simulator.New(simulator.Config{Sensors: 2, Rounds: 1, Interval: time.Hour, Pace: true})
+	require.NoError(t, err)
+	c := &collect{msgs: map[string][][]byte{}}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background(), c) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its last round")
+	}
+	require.Equal(t, int64(2), s.Stats().Readings+s.Stats().Malformed)
+}
