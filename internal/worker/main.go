@@ -220,10 +220,15 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		}
 		return ExitOK
 	}
+	oneShot := m.OneShot != nil && m.OneShot()
+	if *pprofOn && m.Config.MetricsAddr() == "" && !oneShot {
+		fmt.Fprintf(stderr, "%s: --pprof serves the profiles on the metrics address: set metrics.addr (%s)\n", m.Name, envconfig.Name(m.prefix(), "metrics", "addr"))
+		return ExitUsage
+	}
 	log := m.Config.Logging().Logger(stderr).With("cmd", m.Name)
 	reg := NewRegistry()
 	ready := &Readiness{}
-	if addr := m.Config.MetricsAddr(); addr != "" && (m.OneShot == nil || !m.OneShot()) {
+	if addr := m.Config.MetricsAddr(); addr != "" && !oneShot {
 		opts := []ServeOption{WithReadiness(ready)}
 		if *pprofOn {
 			opts = append(opts, WithPprof())
