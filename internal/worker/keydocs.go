@@ -68,7 +68,7 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/pipeline.MQTTSource.MaxPacketSize":                "MaxPacketSize is the MQTT v5 Maximum Packet Size announced in CONNECT: the broker drops a larger message for this client instead of sending it (default 64KiB, mqtt.DefaultMaxPacketSize).",
 	"github.com/tflo-io/tflo/pipeline.MQTTSource.OmitReceiveMaximum":           "OmitReceiveMaximum leaves Receive Maximum out of CONNECT (no broker-side flow control), for brokers whose flow control misbehaves (mochi-mqtt v2.7.9; the embedded dev stack sets it).",
 	"github.com/tflo-io/tflo/pipeline.MQTTSource.PasswordEnv":                  "Username and PasswordEnv (the variable holding the password).",
-	"github.com/tflo-io/tflo/pipeline.MQTTSource.ReceiveMaximum":               "ReceiveMaximum bounds the unacknowledged messages in flight to the source (default 4096; the QoS 2 dedup window holds 4× this).",
+	"github.com/tflo-io/tflo/pipeline.MQTTSource.ReceiveMaximum":               "ReceiveMaximum bounds the unacknowledged messages in flight to the source (default 4096; the QoS 2 dedup window holds 4× this, at most streaming.MaxMQTTWindow).",
 	"github.com/tflo-io/tflo/pipeline.MQTTSource.RequireTopicMatch":            "RequireTopicMatch dead-letters a reading whose sensor id is not the last level of the topic it arrived on, so a client the broker lets publish only on sensors/dev1 cannot write another sensor's state (default true; set false for topics that do not end in the sensor id).",
 	"github.com/tflo-io/tflo/pipeline.MQTTSource.Servers":                      "Servers are broker URLs tried in order (mqtt://, tls://).",
 	"github.com/tflo-io/tflo/pipeline.MQTTSource.Topics":                       "Topics are the filters subscribed to.",
