@@ -184,7 +184,12 @@ func (k *kafkaShard) appendDead(dst []streaming.Output, r *kgo.Record, err error
 func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 	var err error
 	if final { // refused by the cut after a chunk that failed part-way (shardSource.Cut)
-		k.w.sinks.roll(k.id) // the last checkpoint here publishes every archived row
+		// The last checkpoint here publishes every archived row: its cut
+		// rolls the archive's open file. Rolled now, a checkpoint already
+		// cut (a round's) would take the roll at its older cut.
+		k.mu.Lock()
+		k.final = true
+		k.mu.Unlock()
 		if _, err = k.cp.Checkpoint(ctx); err != nil {
 			err = fmt.Errorf("final checkpoint of shard %s: %w", k.id, err)
 		}

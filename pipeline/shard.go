@@ -43,6 +43,10 @@ type shard struct {
 	// and the shard's next owner replays from its last checkpoint).
 	// Guarded by mu (Kafka) or the MQTT source's cut lock.
 	failed error
+	// final is set (under mu) once the shard is being released: every cut
+	// from then on holds its last record here, so it rolls the archive's
+	// open file (shardSource.Cut) and that checkpoint publishes every row.
+	final bool
 
 	restored activities.RestoreSummary
 	// closeDurable closes the shard's own durable store (a durable
@@ -68,6 +72,9 @@ func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	cut, err := c.s.rt.Cut(ctx)
 	if err == nil {
 		c.s.w.sinks.markCut(c.s.id, cursorOffset(cut.Cursor()))
+		if c.s.final {
+			c.s.w.sinks.roll(c.s.id)
+		}
 	}
 	return cut, err
 }
