@@ -3,11 +3,14 @@ package kafka
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // hangingRelease is a ledger member whose final Release waits for its
@@ -133,4 +136,101 @@ func TestRunStoppedBeforeConnectingIsClean(t *testing.T) {
 	err = newSrc().Run(live)
 	require.Error(t, err, "an unreachable cluster is an error")
 	require.ErrorContains(t, err, `kafka source (group "g"): connect`)
+}
+
+// gatedPart is a ledger partition whose first Handle waits for gate: a
+// handler stuck on a full sink.
+type gatedPart struct {
+	*ledgerPart
+	entered, gate chan struct{}
+	once          sync.Once
+}
+
+func (g *gatedPart) Handle(ctx context.Context, recs []*kgo.Record) error {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.gate
+	})
+	return g.ledgerPart.Handle(ctx, recs)
+}
+
+// TestPolledRecordsDoNotReachALaterOwnership: the poll loop waits to hand
+// one partition its records (its queue is full) while it holds another's,
+// polled for an ownership that is then revoked and gained again. Those
+// records are dropped, not handed to the new ownership's goroutine, which
+// resumes after its restored checkpoint and gets them again from the next
+// fetch. Bug: they were looked up and handed over only once the wait was
+// over, so the new ownership applied them twice.
+func TestPolledRecordsDoNotReachALaterOwnership(t *testing.T) {
+	ctx := context.Background()
+	l := newLedger()
+	cfg := defaultSourceConfig()
+	cfg.queueDepth = 1
+	src := &Source{cfg: cfg, router: NewShardRouter(), parts: map[Partition]*partition{}}
+	p0, p1 := Partition{"readings", 0}, Partition{"readings", 1}
+	recs := func(p Partition, from, to int) []*kgo.Record {
+		var out []*kgo.Record
+		for i := from; i <= to; i++ {
+			out = append(out, &kgo.Record{Topic: p.Topic, Partition: p.Partition, Offset: int64(i), Value: reading("s-1", i+1)})
+		}
+		return out
+	}
+	start := func(p Partition, epoch streaming.Epoch, gate chan struct{}) (*partition, *gatedPart) {
+		h, last, err := l.as("m").Open(ctx, Assignment{Partition: p, Epoch: epoch})
+		require.NoError(t, err)
+		g := &gatedPart{ledgerPart: h.(*ledgerPart), entered: make(chan struct{}), gate: gate}
+		if gate == nil {
+			g.once.Do(func() {})
+		}
+		w := newPartition(src, p, epoch, g, last)
+		src.mu.Lock()
+		src.parts[p] = w
+		src.mu.Unlock()
+		go w.run()
+		t.Cleanup(w.halt)
+		return w, g
+	}
+	handled := func(p Partition) int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.handled[p])
+	}
+
+	epoch := src.router.Assign(1, p0, p1)
+	gate := make(chan struct{})
+	w0, _ := start(p0, epoch, nil)
+	w1, g1 := start(p1, epoch, gate)
+	w0.in <- recs(p0, 0, 4)
+	require.Eventually(t, func() bool { return handled(p0) == 5 }, 5*time.Second, time.Millisecond)
+	w1.in <- recs(p1, 0, 1)
+	<-g1.entered            // p1's handler is stuck
+	w1.in <- recs(p1, 2, 3) // and its queue full
+
+	// One poll: p1's next records, then p0's.
+	polled := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "readings", Partitions: []kgo.FetchPartition{
+		{Partition: 1, HighWatermark: 6, Records: recs(p1, 4, 5)},
+		{Partition: 0, HighWatermark: 10, Records: recs(p0, 5, 9)},
+	}}}}}
+	handing := make(chan struct{})
+	go func() {
+		defer close(handing)
+		src.hand(ctx, polled)
+	}()
+	require.Eventually(t, func() bool { return w1.hwm.Load() == 6 }, 5*time.Second, time.Millisecond, "the poll loop waits on p1")
+
+	// Meanwhile p0 is revoked (its final checkpoint at offset 4) and
+	// gained again, resuming after offset 4.
+	src.release(ctx, nil, []Partition{p0}, true)
+	w0b, _ := start(p0, src.router.Assign(3, p0), nil)
+	require.Equal(t, int64(4), w0b.lastOffset)
+
+	close(gate)
+	<-handing
+	require.Eventually(t, func() bool { return src.router.Dropped() >= 5 || handled(p0) > 5 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 5, handled(p0), "records polled for the revoked ownership reached the new one")
+	require.Equal(t, uint64(5), src.router.Dropped())
+
+	w0b.in <- recs(p0, 5, 9) // the new ownership's first fetch
+	require.Eventually(t, func() bool { return handled(p0) == 10 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return handled(p1) == 6 }, 5*time.Second, time.Millisecond)
 }

@@ -167,28 +167,7 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			s.cfg.log.Warn("kafka fetch error", "topic", t, "partition", p, "err", err)
 		})
-		fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
-			s.mu.Lock()
-			w := s.parts[Partition{ft.Topic, ft.Partition}]
-			s.mu.Unlock()
-			if w != nil && ft.Err == nil {
-				w.hwm.Store(ft.HighWatermark)
-			}
-			if len(ft.Records) == 0 {
-				return
-			}
-			if w == nil || w.stopping.Load() {
-				s.router.CountDropped(len(ft.Records))
-				return
-			}
-			select {
-			case w.in <- ft.Records:
-			case <-w.stop:
-				s.router.CountDropped(len(ft.Records))
-			case <-ctx.Done():
-				s.router.CountDropped(len(ft.Records)) // shutting down: never handed over
-			}
-		})
+		s.hand(ctx, fetches)
 	}
 	// Leaving the group revokes every owned partition: their Releases
 	// (final checkpoints) run inside Close.
@@ -211,6 +190,45 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 	}
 	return fatal
+}
+
+// hand hands one poll's records to their partitions' goroutines. Each
+// goroutine is looked up before any record is handed over: a hand-over
+// may wait (a full queue) while another polled partition is revoked and
+// gained again, and what was polled for the earlier ownership must not
+// reach the later one, which resumes after its restored checkpoint and
+// fetches those records again.
+func (s *Source) hand(ctx context.Context, fetches kgo.Fetches) {
+	type polled struct {
+		ft kgo.FetchTopicPartition
+		w  *partition
+	}
+	var ps []polled
+	s.mu.Lock()
+	fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
+		ps = append(ps, polled{ft, s.parts[Partition{ft.Topic, ft.Partition}]})
+	})
+	s.mu.Unlock()
+	for _, p := range ps {
+		ft, w := p.ft, p.w
+		if w != nil && ft.Err == nil {
+			w.hwm.Store(ft.HighWatermark)
+		}
+		if len(ft.Records) == 0 {
+			continue
+		}
+		if w == nil || w.stopping.Load() {
+			s.router.CountDropped(len(ft.Records))
+			continue
+		}
+		select {
+		case w.in <- ft.Records:
+		case <-w.stop:
+			s.router.CountDropped(len(ft.Records))
+		case <-ctx.Done():
+			s.router.CountDropped(len(ft.Records)) // shutting down: never handed over
+		}
+	}
 }
 
 // Close stops Run (if running) and waits for it to return. Idempotent.
