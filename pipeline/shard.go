@@ -71,9 +71,11 @@ func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	}
 	cut, err := c.s.rt.Cut(ctx)
 	if err == nil {
-		c.s.w.sinks.markCut(c.s.id, cursorOffset(cut.Cursor()))
-		if c.s.final {
-			c.s.w.sinks.roll(c.s.id)
+		for _, m := range c.s.w.sinkSets() {
+			m.markCut(c.s.id, cursorOffset(cut.Cursor()))
+			if c.s.final {
+				m.roll(c.s.id)
+			}
 		}
 	}
 	return cut, err
@@ -337,6 +339,15 @@ func epochKey(pipeline string, id streaming.ShardID) string {
 	return "epoch." + enc.EncodeToString([]byte(pipeline)) + "." + enc.EncodeToString([]byte(id))
 }
 
+// sinkSets are the pipeline's sinks and its dead-letter sink (when it has
+// one): every one of them hears of a shard's cuts, rolls and release.
+func (w *Worker) sinkSets() []*sinkSet {
+	if w.dead == nil {
+		return []*sinkSet{w.sinks}
+	}
+	return []*sinkSet{w.sinks, w.dead}
+}
+
 // preCommit is a checkpoint's pre-commit: every output (and dead letter)
 // of a record the cut contains becomes durable before the state that
 // skips it on replay.
@@ -373,7 +384,9 @@ func (w *Worker) committed(ctx context.Context, s *shard, id streaming.Checkpoin
 // drained to the database; nothing is checkpointed) and its archive
 // writers.
 func (s *shard) close() {
-	s.w.sinks.release(s.id, s.epoch)
+	for _, m := range s.w.sinkSets() {
+		m.release(s.id, s.epoch)
+	}
 	if err := s.rt.Close(); err != nil {
 		s.w.log.Warn("closing shard state", "shard", s.id, "err", err)
 	}
