@@ -311,9 +311,24 @@ func (s *Sink) MarkCut(shard streaming.ShardID, offset int64) {
 	for n < len(sh.held) && sh.held[n].Offset <= offset {
 		n++
 	}
-	if rows := sh.take(n); len(rows) > 0 {
-		_ = sh.append(sh.bgCtx, rows) // a refusal is kept in sh.err; Release and Close end an upload
+	if n == 0 {
+		return
 	}
+	if !sh.w.Heavy(n) {
+		_ = sh.append(sh.bgCtx, sh.take(n)) // a refusal is kept in sh.err
+		return
+	}
+	// Heavy (a row group to encode, a file to finish and upload): the
+	// background append takes them (drain, up to the mark), as from
+	// Write. MarkCut runs under the shard's lock: an upload here would
+	// hold the shard's records, and its release, for as long as the
+	// archive takes to answer.
+	sh.busy, sh.bg = true, true
+	sh.bgDone.Add(1)
+	go func() {
+		defer sh.bgDone.Done()
+		sh.drain(sh.bgCtx)
+	}()
 }
 
 // Flush implements streaming.Sink: the pre-commit of checkpoint id of

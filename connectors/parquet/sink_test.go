@@ -238,3 +238,43 @@ func TestSinkAppendsOffTheHotPath(t *testing.T) {
 	require.NoError(t, s.Close(ctx))
 	exactlyOnce(t, arrowReadArchive(t, a.MemArchive), map[int32][]parquet.Row{0: rowsThrough(n)})
 }
+
+// A cut whose rows make the writer encode a row group (and upload a part)
+// returns before the upload does. MarkCut runs under the shard's lock, so
+// an upload there holds the shard's records and its release for as long
+// as the archive takes to answer. Here the earlier cut's pre-commit never
+// came (a failed checkpoint), so the rows held since go to the writer at
+// the next cut; every row is archived once when the upload goes on. Bug:
+// MarkCut uploaded them itself, waiting for the archive.
+func TestSinkMarkCutDoesNotWaitForTheArchive(t *testing.T) {
+	ctx := context.Background()
+	a := &gatedArchive{MemArchive: parquet.NewMemArchive(), open: make(chan struct{}), waiting: make(chan struct{})}
+	const groupRows = 32
+	s, err := parquet.NewSink(a, "plant", parquet.WithRowGroupRows(groupRows), parquet.WithPartSize(1))
+	require.NoError(t, err)
+	sh := streaming.KafkaShard("readings", 0)
+	require.NoError(t, s.Restore(ctx, sh, 1, streaming.RestoredCut{Offset: -1}))
+
+	writeRange(t, s, 0, 1, 0, 1)
+	s.MarkCut(sh, 1) // its pre-commit never comes
+	const n = 4 * groupRows
+	writeRange(t, s, 0, 1, 2, n-1) // held after the cut: more than a row group
+	require.GreaterOrEqual(t, s.HeldRows(sh), groupRows)
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		s.MarkCut(sh, n-1)
+	}()
+	select {
+	case <-marked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("MarkCut waits for the archive's upload")
+	}
+
+	close(a.open)
+	s.Roll(sh)
+	require.NoError(t, s.Flush(ctx, sh, 1))
+	require.NoError(t, s.Commit(ctx, sh, 1))
+	require.NoError(t, s.Close(ctx))
+	exactlyOnce(t, arrowReadArchive(t, a.MemArchive), map[int32][]parquet.Row{0: rowsThrough(n)})
+}
