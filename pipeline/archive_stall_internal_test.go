@@ -10,10 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
-	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
 // stallArchive is a local archive whose uploads, once stalled, wait
@@ -66,22 +63,9 @@ func TestReleaseIsNotHeldByTheArchiveAtACut(t *testing.T) {
 	now.Store(time.Now().UnixNano())
 	sink, err := parquet.NewSink(arc, "plant", parquet.WithMaxFileAge(time.Minute), parquet.WithClock(func() time.Time { return time.Unix(0, now.Load()) }))
 	require.NoError(t, err)
-	p := Pipeline{
-		Name:   "plant",
-		Source: KafkaSource{Brokers: []string{"127.0.0.1:1"}, Topic: "readings"},
-		Graph: Graph{Inputs: []Input{{Name: "value"}},
-			Nodes: []Node{{Name: "mean", Type: "sma", Params: map[string]any{"window": 1}, Inputs: []string{"value"}}}},
-		Sinks:      []SinkSpec{Use(sink)},
-		State:      State{Memory: 128 << 20, Dir: t.TempDir(), Durable: Durable{Store: memory.New()}},
-		Checkpoint: Checkpoint{Interval: time.Hour},
-	}
-	w, err := NewWorker(ctx, p, WithWorkerID("w1"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
-	id := streaming.KafkaShard("readings", 0)
-	s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
-	require.NoError(t, err)
-	k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: 0}, Epoch: 1}, last: -1}
+	p := smaPipeline(t, 1)
+	p.Sinks = []SinkSpec{Use(sink)}
+	_, k := openPartitionZero(ctx, t, p)
 	rec := func(off int64) []*kgo.Record {
 		return []*kgo.Record{{Topic: "readings", Offset: off, Value: fmt.Appendf(nil, `{"sensor":"a","ts":%d,"value":1}`, off+1)}}
 	}

@@ -4,17 +4,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/tflo-io/tflo/connectors/kafka"
-	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
-// TestFailedChunkIsNotCheckpointedOnRelease: a chunk whose state update
 // failed part-way (here the state database fails the read of a new key)
 // has changed the keys before the failing record without moving the
 // cursor, so no checkpoint is taken after it: neither a round's nor the
@@ -24,26 +18,13 @@ import (
 // again.
 func TestFailedChunkIsNotCheckpointedOnRelease(t *testing.T) {
 	ctx := context.Background()
-	p := Pipeline{
-		Name:   "plant",
-		Source: KafkaSource{Brokers: []string{"127.0.0.1:1"}, Topic: "readings"},
-		Graph: Graph{Inputs: []Input{{Name: "value"}},
-			Nodes: []Node{{Name: "mean", Type: "sma", Params: map[string]any{"window": 3}, Inputs: []string{"value"}}}},
-		State:      State{Memory: 128 << 20, Dir: t.TempDir(), Durable: Durable{Store: memory.New()}},
-		Checkpoint: Checkpoint{Interval: time.Hour},
-	}
-	w, err := NewWorker(ctx, p, WithWorkerID("w1"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
-	id := streaming.KafkaShard("readings", 0)
-	s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
-	require.NoError(t, err)
-	k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: 0}, Epoch: 1}, last: -1}
+	p := smaPipeline(t, 3)
+	w, k := openPartitionZero(ctx, t, p)
 	rec := func(off int64, sensor string) *kgo.Record {
 		return &kgo.Record{Topic: "readings", Offset: off, Value: fmt.Appendf(nil, `{"sensor":%q,"ts":%d,"value":1}`, sensor, off+1)}
 	}
 	require.NoError(t, k.apply(ctx, []*kgo.Record{rec(0, "a")}))
-	_, err = k.cp.Checkpoint(ctx)
+	_, err := k.cp.Checkpoint(ctx)
 	require.NoError(t, err)
 	first := k.cp.Status().LastID
 

@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
 // roundOnRoll is a sink that, when told a shard's next checkpoint is its
@@ -52,22 +49,9 @@ func TestFinalCheckpointPublishesEveryArchivedRow(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	round := &roundOnRoll{}
-	p := Pipeline{
-		Name:   "plant",
-		Source: KafkaSource{Brokers: []string{"127.0.0.1:1"}, Topic: "readings"},
-		Graph: Graph{Inputs: []Input{{Name: "value"}},
-			Nodes: []Node{{Name: "mean", Type: "sma", Params: map[string]any{"window": 1}, Inputs: []string{"value"}}}},
-		Sinks:      []SinkSpec{ArchiveSink{Dir: dir}, Use(round)},
-		State:      State{Memory: 128 << 20, Dir: t.TempDir(), Durable: Durable{Store: memory.New()}},
-		Checkpoint: Checkpoint{Interval: time.Hour},
-	}
-	w, err := NewWorker(ctx, p, WithWorkerID("w1"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
-	id := streaming.KafkaShard("readings", 0)
-	s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
-	require.NoError(t, err)
-	k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: 0}, Epoch: 1}, last: -1}
+	p := smaPipeline(t, 1)
+	p.Sinks = []SinkSpec{ArchiveSink{Dir: dir}, Use(round)}
+	_, k := openPartitionZero(ctx, t, p)
 	recs := func(from, to int64) []*kgo.Record {
 		var out []*kgo.Record
 		for off := from; off <= to; off++ {
