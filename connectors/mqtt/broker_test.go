@@ -12,6 +12,7 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/badger"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
@@ -107,4 +108,22 @@ func (b *testBroker) waitClient(t testing.TB, id string) *mochi.Client {
 		return false
 	}, 10*time.Second, 5*time.Millisecond, "client %q never connected", id)
 	return cl
+}
+
+// injectQoS2 has the broker deliver payload on sensors/x to cl as QoS 2
+// packet id (dup: marked as a redelivery), and waits until the QoS 2
+// flow completes.
+func injectQoS2(t testing.TB, cl *mochi.Client, id uint16, payload []byte, dup bool) {
+	t.Helper()
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2, Dup: dup},
+		TopicName:   "sensors/x",
+		Payload:     payload,
+		PacketID:    id,
+		Created:     time.Now().Unix(),
+	}
+	cl.State.Inflight.Set(pk) // so the broker completes the flow (PUBREL on PUBREC)
+	require.NoError(t, cl.WritePacket(pk))
+	require.Eventually(t, func() bool { _, ok := cl.State.Inflight.Get(id); return !ok }, waitFor, time.Millisecond,
+		"QoS 2 flow for packet %d never completed", id)
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,19 +29,7 @@ func TestRestoreKeepsTheConfiguredDedupCapacity(t *testing.T) {
 	runSource(t, s, rec.handle)
 	waitSubscribed(t, s, 1)
 	cl := b.waitClient(t, "edge-grown")
-	inject := func(id uint16, payload []byte, dup bool) {
-		pk := packets.Packet{
-			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2, Dup: dup},
-			TopicName:   "sensors/x",
-			Payload:     payload,
-			PacketID:    id,
-			Created:     time.Now().Unix(),
-		}
-		cl.State.Inflight.Set(pk)
-		require.NoError(t, cl.WritePacket(pk))
-		require.Eventually(t, func() bool { _, ok := cl.State.Inflight.Get(id); return !ok }, waitFor, time.Millisecond,
-			"QoS 2 flow for packet %d never completed", id)
-	}
+	inject := func(id uint16, payload []byte, dup bool) { injectQoS2(t, cl, id, payload, dup) }
 	for i := range 3 {
 		inject(uint16(100+i), reading("x", int64(1000+i), 1), false)
 	}

@@ -134,19 +134,7 @@ func TestDuplicateDeliveryProcessedOnce(t *testing.T) {
 	waitSubscribed(t, s, 1)
 	cl := b.waitClient(t, "edge-dup")
 
-	inject := func(id uint16, payload []byte, dup bool) {
-		pk := packets.Packet{
-			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2, Dup: dup},
-			TopicName:   "sensors/x",
-			Payload:     payload,
-			PacketID:    id,
-			Created:     time.Now().Unix(),
-		}
-		cl.State.Inflight.Set(pk) // so the broker completes the flow (PUBREL on PUBREC)
-		require.NoError(t, cl.WritePacket(pk))
-		require.Eventually(t, func() bool { _, ok := cl.State.Inflight.Get(id); return !ok }, waitFor, time.Millisecond,
-			"QoS 2 flow for packet %d never completed", id)
-	}
+	inject := func(id uint16, payload []byte, dup bool) { injectQoS2(t, cl, id, payload, dup) }
 	const id = 4242
 	first := reading("x", 1000, 1.5)
 	inject(id, first, false)
