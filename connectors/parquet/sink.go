@@ -230,12 +230,7 @@ func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 		sh.held = append(sh.held, RowOf(o))
 	}
 	if idle { // heavy: the background append takes them
-		sh.busy, sh.bg = true, true
-		sh.bgDone.Add(1)
-		go func() {
-			defer sh.bgDone.Done()
-			sh.drain(sh.bgCtx)
-		}()
+		sh.drainInBackground()
 	}
 	return nil
 }
@@ -323,6 +318,13 @@ func (s *Sink) MarkCut(shard streaming.ShardID, offset int64) {
 	// Write. MarkCut runs under the shard's lock: an upload here would
 	// hold the shard's records, and its release, for as long as the
 	// archive takes to answer.
+	sh.drainInBackground()
+}
+
+// drainInBackground takes the writer (mu held, the writer free) for a
+// goroutine that appends the held rows (drain), so the caller does not
+// wait for an encode or an upload.
+func (sh *shardSink) drainInBackground() {
 	sh.busy, sh.bg = true, true
 	sh.bgDone.Add(1)
 	go func() {
