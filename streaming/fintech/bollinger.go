@@ -58,7 +58,10 @@ func (b Band) String() string {
 //
 // Numerics: the mean and the sum of squared deviations are updated in O(1)
 // per price (Welford's update for a sliding window) and recomputed exactly
-// from the window every N prices, so rounding never accumulates.
+// from the window every N prices, so rounding never accumulates, and
+// whenever a price leaving the window takes all but a 2^-20 part of the
+// sum of squared deviations with it (an outlier leaving), so its rounding
+// residue never stands for the deviation of what stays.
 //
 // State (TypeVersion 1): window | K | band | count | head | mean | sum of
 // squared deviations | the ring's values.
@@ -124,6 +127,7 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 	}
 	n := len(b.buf)
 	count, mean, m2 := b.count, b.mean, b.m2
+	cancelled := false
 	if count < n {
 		count++
 		d := x - mean
@@ -134,6 +138,9 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 		next := mean + (x-old)/float64(n)
 		m2 += (x - old) * (x - next + old - mean)
 		mean = next
+		// The price leaving outweighed what stays: the update's rounding
+		// (relative to the old m2) may be all that is left of m2.
+		cancelled = b.m2 > cancelBound*max(m2, 0)
 	}
 	if !finiteIn(mean) || !finiteIn(m2) { // only after loading a blob saved before the bound existed
 		return streaming.Rejected()
@@ -143,6 +150,8 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 	b.head++
 	if b.head == n {
 		b.head = 0
+		b.exact()
+	} else if cancelled {
 		b.exact()
 	}
 	if b.count < n && !b.partial {
