@@ -83,11 +83,15 @@ func (in *Instance) Load(blob []byte) error {
 	for k := uint64(0); k < count && r.Err == nil; k++ {
 		nodeName := r.Str()
 		opName := r.Str()
-		version := uint32(r.Uvarint())
+		version64 := r.Uvarint()
 		data := r.Bytes()
 		if r.Err != nil {
 			break
 		}
+		if version64 > 1<<32-1 {
+			return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: fmt.Sprintf("type version %d overflows uint32", version64), Err: ErrCorrupt}
+		}
+		version := uint32(version64)
 		idx := slices.IndexFunc(in.g.nodes, func(n node) bool { return n.name == nodeName })
 		if idx < 0 {
 			return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: "saved state belongs to a node the graph no longer has"}

@@ -1,6 +1,7 @@
 package streaming_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -116,6 +117,17 @@ func TestLoadRefusals(t *testing.T) {
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, "total", le.Node)
 		assert.Contains(t, err.Error(), "want 8 bytes")
+	})
+	t.Run("type version beyond uint32", func(t *testing.T) {
+		// The sum entry of blob with type version 2^32+1, which a
+		// truncation to uint32 read as the operator's own version 1.
+		bad := []byte{1, 0x81, 0x80, 0x80, 0x80, 0}
+		bad = append(bad, 5, 't', 'o', 't', 'a', 'l', 3, 's', 'u', 'm')
+		bad = binary.AppendUvarint(bad, 1<<32+1)
+		bad = append(bad, 8, 0, 0, 0, 0, 0, 0, 0, 0)
+		err := g.NewInstance().Load(bad)
+		require.ErrorIs(t, err, streaming.ErrCorrupt)
+		assert.Contains(t, err.Error(), "type version 4294967297")
 	})
 	t.Run("truncated", func(t *testing.T) {
 		for n := 1; n < len(blob); n++ {
