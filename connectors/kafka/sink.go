@@ -166,7 +166,7 @@ func (s *DeadLetterSink) Failed() uint64   { return s.pub.Failed() }
 //
 // ts is in the input records' time unit (the output's nanoseconds divided
 // by Scale); a signal's mode is added as "mode": its name when Modes
-// names it, else its number.
+// names it (mode 0 included), else its number when it is not 0.
 type JSONOutputs struct {
 	Scale int64 // nanoseconds per unit of the records' ts (1e6 for ms); 0 means 1
 	Modes streaming.ModeNames
@@ -189,13 +189,14 @@ func (e JSONOutputs) AppendRecords(dst []*kgo.Record, outs []streaming.Output) (
 			return dst, fmt.Errorf("output %q of key %q: %w", o.Name, o.Key, err)
 		}
 		b = append(b, v...)
-		if o.Mode != 0 {
+		// Mode 0 is a named signal's mode too (a hysteresis' low); only
+		// an output whose modes are not named leaves it out.
+		if name, ok := modeName(e.Modes, o); ok {
 			b = append(b, `,"mode":`...)
-			if name, ok := modeName(e.Modes, o); ok {
-				b = appendJSONString(b, name)
-			} else {
-				b = strconv.AppendInt(b, int64(o.Mode), 10)
-			}
+			b = appendJSONString(b, name)
+		} else if o.Mode != 0 {
+			b = append(b, `,"mode":`...)
+			b = strconv.AppendInt(b, int64(o.Mode), 10)
 		}
 		b = append(b, '}')
 		dst = append(dst, &kgo.Record{Key: []byte(o.Key), Value: b})

@@ -43,8 +43,30 @@ func TestSignalEnvelopesMatchTypedSignals(t *testing.T) {
 	require.Equal(t, string(want), string(recs[0].Value))
 	require.Equal(t, "s-1", string(recs[0].Key))
 
-	j, err := JSONOutputs{Scale: 1e6, Modes: func(string, streaming.Mode) (string, bool) { return "raised", true }}.AppendRecords(nil, rec(2, true)[:2])
+	j, err := JSONOutputs{Scale: 1e6, Modes: func(o string, _ streaming.Mode) (string, bool) { return "raised", o == "alarm" }}.AppendRecords(nil, rec(2, true)[:2])
 	require.NoError(t, err)
 	require.Equal(t, `{"key":"s-1","name":"alarm","ts":1767323047000,"value":1,"mode":"raised"}`, string(j[0].Value))
 	require.Equal(t, `{"key":"s-1","name":"smooth","ts":1767323047000,"value":31.688799999999997}`, string(j[1].Value))
+}
+
+// A signal's mode 0 is a mode like any other (a hysteresis' low, a
+// Bollinger band's inside): JSONOutputs writes its name when Modes names
+// it, as the Influx sink tags it. It was left out, so a consumer could not
+// tell a signal that fell back to low from a plain value; an output whose
+// modes are not named (a plain value) still carries none.
+func TestJSONOutputsWriteANamedModeZero(t *testing.T) {
+	modes := func(output string, m streaming.Mode) (string, bool) { // as a pipeline's: only the signal's operator names modes
+		if output != "level" {
+			return "", false
+		}
+		return map[streaming.Mode]string{0: "low", 1: "high"}[m], true
+	}
+	base := streaming.Output{Key: "s-1", TS: 5}
+	level, sma := base, base
+	level.Name, level.Value, level.Mode = "level", 21, 0
+	sma.Name, sma.Value = "sma", 21
+	recs, err := JSONOutputs{Modes: modes}.AppendRecords(nil, []streaming.Output{level, sma})
+	require.NoError(t, err)
+	require.Equal(t, `{"key":"s-1","name":"level","ts":5,"value":21,"mode":"low"}`, string(recs[0].Value))
+	require.Equal(t, `{"key":"s-1","name":"sma","ts":5,"value":21}`, string(recs[1].Value))
 }
