@@ -155,6 +155,22 @@ func recordBytes(r *kgo.Record) int {
 // produce is buffered before the call (or the promise it runs in)
 // returns, so a Flush of cl covers the truncated copy too.
 func ProduceDeadLetter(ctx context.Context, cl *kgo.Client, batchMax int, dl *kgo.Record, log *slog.Logger, promise func(*kgo.Record, error)) {
+	produceDeadLetter(ctx, cl, batchMax, dl, log, func(r *kgo.Record, err error) {
+		if err == errDeadLetterDropped {
+			err = nil
+		}
+		promise(r, err)
+	})
+}
+
+// errDeadLetterDropped is what produceDeadLetter's promise sees for a
+// dead letter dropped because even its truncated copy was too large: it
+// is lost, though it must not fail a checkpoint.
+var errDeadLetterDropped = errors.New("dead letter dropped: too large for the broker even truncated")
+
+// produceDeadLetter is ProduceDeadLetter whose promise sees
+// errDeadLetterDropped for a dropped dead letter, so a caller can count it.
+func produceDeadLetter(ctx context.Context, cl *kgo.Client, batchMax int, dl *kgo.Record, log *slog.Logger, promise func(*kgo.Record, error)) {
 	if overLimit(dl, batchMax) {
 		dl = TruncateDeadLetter(dl)
 	}
@@ -166,7 +182,7 @@ func ProduceDeadLetter(ctx context.Context, cl *kgo.Client, batchMax int, dl *kg
 		case isTruncated(r):
 			log.Error("dead letter dropped: too large for the broker even truncated",
 				"dlq", r.Topic, "key", streaming.QuoteKey(r.Key), "bytes", recordBytes(r), "err", err)
-			promise(r, nil)
+			promise(r, errDeadLetterDropped)
 		default:
 			log.Warn("dead letter too large for the broker; sending it truncated",
 				"dlq", r.Topic, "value_bytes", len(r.Value), "key_bytes", len(r.Key), "err", err)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -121,4 +123,37 @@ func TestDeadLetterSink(t *testing.T) {
 	require.Equal(t, []string{"-1"}, headerValues(r, HeaderDLQPartition))
 	require.Equal(t, []string{"edge-gw-1"}, headerValues(r, HeaderDLQGroup))
 	require.Equal(t, []string{"7"}, headerValues(r, HeaderDLQPacketID))
+}
+
+// TestDeadLetterDroppedForItsSizeIsNotCountedDelivered: a dead letter
+// that even truncated is too large for the dead-letter topic is dropped
+// (logged; its size never fails a checkpoint). The sink counted it in
+// Produced, as delivered, and not in Failed, so the loss showed in no
+// counter; it is counted lost now, and Flush still succeeds.
+func TestDeadLetterDroppedForItsSizeIsNotCountedDelivered(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	limit := strconv.Itoa(4 << 10) // below a truncated dead letter's 16 KiB of value
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, "readings.dlq")
+	require.NoError(t, err)
+	pub, err := NewPublisher(ctx, PublishTo("readings.dlq", addrs...))
+	require.NoError(t, err)
+	s := NewDeadLetterSink(pub)
+	defer s.Close(ctx)
+
+	value := make([]byte, 32<<10)
+	rng := rand.New(rand.NewPCG(5, 6)) // incompressible: the copy stays over the limit
+	for i := range value {
+		value[i] = byte(rng.Uint32())
+	}
+	require.NoError(t, s.Write(ctx, []streaming.Output{{Shard: streaming.KafkaShard("readings", 0), Offset: 7, Topic: "readings", Key: "s-1",
+		Dead: &streaming.DeadLetter{Key: []byte("s-1"), Value: value, Group: "central", Err: errors.New("bad")}}}))
+	require.NoError(t, s.Flush(ctx, "", 0), "a dead letter's size never fails a checkpoint")
+	require.Zero(t, s.Produced(), "the dropped dead letter was not delivered")
+	require.Equal(t, uint64(1), s.Failed(), "the dropped dead letter is lost")
 }

@@ -322,8 +322,9 @@ func (p *Publisher) fail(err error) {
 // too large for the client or the broker. Flush waits for it. A dead
 // letter that is lost is the sticky error (every later Publish and Flush
 // returns it): the cursor must not move past a record whose dead letter
-// was lost. Like Publish, it waits for room until ctx is done (then dl is
-// not buffered and the error says so).
+// was lost. One dropped because even truncated it is too large is only
+// counted in Failed (ProduceDeadLetter). Like Publish, it waits for room
+// until ctx is done (then dl is not buffered and the error says so).
 func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -342,8 +343,12 @@ func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error
 	}
 	dl.Topic = p.cfg.topic
 	gen := p.inflight.add()
-	ProduceDeadLetter(context.WithoutCancel(ctx), p.cl, p.batchMax, dl, p.cfg.log, func(r *kgo.Record, err error) {
+	produceDeadLetter(context.WithoutCancel(ctx), p.cl, p.batchMax, dl, p.cfg.log, func(r *kgo.Record, err error) {
 		defer func() { p.inflight.done(gen); <-p.room }()
+		if err == errDeadLetterDropped { // lost, and logged; its size fails no Flush
+			p.failed.Add(1)
+			return
+		}
 		if err != nil {
 			p.failed.Add(1)
 			p.fail(fmt.Errorf("dead letter of %s to %q: %w", dlqSource(r), r.Topic, err))

@@ -155,7 +155,8 @@ func (s *DeadLetterSink) Write(ctx context.Context, outs []streaming.Output) err
 }
 
 // Produced returns how many dead letters the sink delivered, and Failed
-// how many were lost.
+// how many were lost (one dropped because even truncated it was too large
+// for the broker included, though it fails no Flush).
 func (s *DeadLetterSink) Produced() uint64 { return s.pub.Produced() }
 func (s *DeadLetterSink) Failed() uint64   { return s.pub.Failed() }
 
