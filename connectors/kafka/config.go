@@ -66,6 +66,9 @@ func (c *sourceConfig) validate() error {
 	return c.security.Validate()
 }
 
+// kgoRebalanceTimeout is franz-go's default rebalance timeout.
+const kgoRebalanceTimeout = 60 * time.Second
+
 // groupOpts are the franz-go options of the group settings that are set.
 func (c *sourceConfig) groupOpts() []kgo.Opt {
 	var o []kgo.Opt
@@ -74,6 +77,10 @@ func (c *sourceConfig) groupOpts() []kgo.Opt {
 	}
 	if d := c.rebalanceTimeout; d > 0 {
 		o = append(o, kgo.RebalanceTimeout(d))
+	} else if c.revokeTimeout >= kgoRebalanceTimeout {
+		// franz-go's default would not wait for a revoked partition's
+		// final checkpoint (see WithRebalanceTimeout).
+		o = append(o, kgo.RebalanceTimeout(c.revokeTimeout+2*time.Second))
 	}
 	if c.instanceID != "" {
 		o = append(o, kgo.InstanceID(c.instanceID))
@@ -118,7 +125,8 @@ func WithSessionTimeout(d time.Duration) SourceOption {
 }
 
 // WithRebalanceTimeout sets how long the group waits, once a rebalance
-// began, for every member to rejoin (default franz-go's 60s; Kafka's
+// began, for every member to rejoin (default franz-go's 60s, or the
+// revoke timeout plus 2s when that is not under it; Kafka's
 // rebalance.timeout.ms, the group uses its members' largest). A member
 // killed while joining holds the rebalance up to this long. It must
 // exceed WithRevokeTimeout: a member rejoins only after its revoked

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestStaticMemberFencedByItsTwin: two live members given one instance
@@ -39,4 +40,27 @@ func TestRebalanceTimeoutMustExceedRevokeTimeout(t *testing.T) {
 	_, err := NewSource(WithBrokers("127.0.0.1:1"), WithGroup("g"), WithTopics("t"), WithPartitions(newLedger().as("x")),
 		WithRevokeTimeout(10*time.Second), WithRebalanceTimeout(10*time.Second))
 	require.ErrorContains(t, err, "rebalance timeout 10s must exceed the revoke timeout 10s")
+}
+
+// TestLongRevokeTimeoutRaisesTheDefaultRebalanceTimeout: without
+// WithRebalanceTimeout the group's is franz-go's 60s, so a revoke timeout
+// of a minute or more let a member still taking a revoked partition's
+// final checkpoint be removed from the group — what the check above
+// refuses for a rebalance timeout that is set. The default now exceeds
+// the revoke timeout (by 2s, as a pipeline's), and one that is set, or a
+// raw client option, still wins.
+func TestLongRevokeTimeoutRaisesTheDefaultRebalanceTimeout(t *testing.T) {
+	rebalance := func(opts ...SourceOption) time.Duration {
+		t.Helper()
+		s, err := NewSource(append([]SourceOption{WithBrokers("127.0.0.1:1"), WithGroup("g"), WithTopics("t"), WithPartitions(newLedger().as("x"))}, opts...)...)
+		require.NoError(t, err)
+		cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, s.cfg.groupOpts()...), s.cfg.kgoOpts...)...)
+		require.NoError(t, err)
+		defer cl.Close()
+		return cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
+	}
+	require.Equal(t, 60*time.Second, rebalance(), "franz-go's default")
+	require.Equal(t, 92*time.Second, rebalance(WithRevokeTimeout(90*time.Second)))
+	require.Equal(t, 120*time.Second, rebalance(WithRevokeTimeout(90*time.Second), WithRebalanceTimeout(2*time.Minute)))
+	require.Equal(t, 100*time.Second, rebalance(WithRevokeTimeout(90*time.Second), WithClientOptions(kgo.RebalanceTimeout(100*time.Second))))
 }
