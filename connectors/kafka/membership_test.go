@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -63,4 +65,21 @@ func TestLongRevokeTimeoutRaisesTheDefaultRebalanceTimeout(t *testing.T) {
 	require.Equal(t, 92*time.Second, rebalance(WithRevokeTimeout(90*time.Second)))
 	require.Equal(t, 120*time.Second, rebalance(WithRevokeTimeout(90*time.Second), WithRebalanceTimeout(2*time.Minute)))
 	require.Equal(t, 100*time.Second, rebalance(WithRevokeTimeout(90*time.Second), WithClientOptions(kgo.RebalanceTimeout(100*time.Second))))
+}
+
+// TestSessionTimeoutTheBrokersRefuseStopsTheSource: a session timeout
+// outside the brokers' group.min/max.session.timeout.ms fails every join.
+// The Source logged a warning per attempt and ran on forever owning
+// nothing; it stops with an error naming the timeout now.
+func TestSessionTimeoutTheBrokersRefuseStopsTheSource(t *testing.T) {
+	c := newCluster(t, 1, kfake.GroupMinSessionTimeout(6*time.Second))
+	m := startMember(t, "m", WithBrokers(c.ListenAddrs()...), WithGroup("g"), WithTopics("readings"), WithPartitions(newLedger().as("m")),
+		WithSessionTimeout(time.Second))
+	select {
+	case err := <-m.done:
+		require.ErrorIs(t, err, kerr.InvalidSessionTimeout)
+		require.ErrorContains(t, err, "session timeout 1s")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Source ran on with a session timeout every join is refused")
+	}
 }
