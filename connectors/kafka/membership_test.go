@@ -83,3 +83,21 @@ func TestSessionTimeoutTheBrokersRefuseStopsTheSource(t *testing.T) {
 		t.Fatal("the Source ran on with a session timeout every join is refused")
 	}
 }
+
+// TestGroupTheBrokersDoNotAuthorizeStopsTheSource: a member whose user
+// may not use its group (an ACL) has every join refused with
+// GROUP_AUTHORIZATION_FAILED. The Source logged a warning per attempt and
+// ran on forever owning nothing; it stops now with an error naming the
+// group.
+func TestGroupTheBrokersDoNotAuthorizeStopsTheSource(t *testing.T) {
+	c := newCluster(t, 1)
+	c.Fault(kfake.Fault{Group: "central", Err: kerr.GroupAuthorizationFailed, Count: -1})
+	m := startMember(t, "m", WithBrokers(c.ListenAddrs()...), WithGroup("central"), WithTopics("readings"), WithPartitions(newLedger().as("m")))
+	select {
+	case err := <-m.done:
+		require.ErrorIs(t, err, kerr.GroupAuthorizationFailed)
+		require.ErrorContains(t, err, `group "central"`)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Source ran on in a group every join is refused")
+	}
+}
