@@ -101,3 +101,21 @@ func TestGroupTheBrokersDoNotAuthorizeStopsTheSource(t *testing.T) {
 		t.Fatal("the Source ran on in a group every join is refused")
 	}
 }
+
+// TestTopicTheBrokersDoNotAuthorizeStopsTheSource: a member whose user
+// may not read a topic it consumes (an ACL) gets TOPIC_AUTHORIZATION_FAILED
+// on every metadata refresh. The Source logged a warning four times a
+// second and ran on forever owning nothing; it stops now with an error
+// naming the topic.
+func TestTopicTheBrokersDoNotAuthorizeStopsTheSource(t *testing.T) {
+	c := newCluster(t, 1)
+	c.Fault(kfake.Fault{Topic: "readings", Err: kerr.TopicAuthorizationFailed, Count: -1})
+	m := startMember(t, "m", WithBrokers(c.ListenAddrs()...), WithGroup("central"), WithTopics("readings"), WithPartitions(newLedger().as("m")))
+	select {
+	case err := <-m.done:
+		require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
+		require.ErrorContains(t, err, `topic "readings"`)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Source ran on with a topic it may not read")
+	}
+}

@@ -169,6 +169,10 @@ func (s *Source) Run(ctx context.Context) error {
 				s.fail(fmt.Errorf("%s: the brokers do not authorize this member's user for the group: %w", who, err))
 				return
 			}
+			if errors.Is(err, kerr.TopicAuthorizationFailed) { // an ACL: every refresh would be refused alike
+				s.fail(fmt.Errorf("%s: the brokers do not authorize this member's user for topic %q: %w", who, t, err))
+				return
+			}
 			if errors.Is(err, kerr.InvalidSessionTimeout) { // every join would be refused alike
 				s.fail(fmt.Errorf("%s: the brokers refuse session timeout %v (outside their group.min/max.session.timeout.ms): %w", who, cl.OptValue(kgo.SessionTimeout), err))
 				return
