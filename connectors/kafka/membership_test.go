@@ -75,13 +75,9 @@ func TestSessionTimeoutTheBrokersRefuseStopsTheSource(t *testing.T) {
 	c := newCluster(t, 1, kfake.GroupMinSessionTimeout(6*time.Second))
 	m := startMember(t, "m", WithBrokers(c.ListenAddrs()...), WithGroup("g"), WithTopics("readings"), WithPartitions(newLedger().as("m")),
 		WithSessionTimeout(time.Second))
-	select {
-	case err := <-m.done:
-		require.ErrorIs(t, err, kerr.InvalidSessionTimeout)
-		require.ErrorContains(t, err, "session timeout 1s")
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Source ran on with a session timeout every join is refused")
-	}
+	err := waitStopped(t, m, "the Source ran on with a session timeout every join is refused")
+	require.ErrorIs(t, err, kerr.InvalidSessionTimeout)
+	require.ErrorContains(t, err, "session timeout 1s")
 }
 
 // TestGroupTheBrokersDoNotAuthorizeStopsTheSource: a member whose user
@@ -93,13 +89,9 @@ func TestGroupTheBrokersDoNotAuthorizeStopsTheSource(t *testing.T) {
 	c := newCluster(t, 1)
 	c.Fault(kfake.Fault{Group: "central", Err: kerr.GroupAuthorizationFailed, Count: -1})
 	m := startMember(t, "m", WithBrokers(c.ListenAddrs()...), WithGroup("central"), WithTopics("readings"), WithPartitions(newLedger().as("m")))
-	select {
-	case err := <-m.done:
-		require.ErrorIs(t, err, kerr.GroupAuthorizationFailed)
-		require.ErrorContains(t, err, `group "central"`)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Source ran on in a group every join is refused")
-	}
+	err := waitStopped(t, m, "the Source ran on in a group every join is refused")
+	require.ErrorIs(t, err, kerr.GroupAuthorizationFailed)
+	require.ErrorContains(t, err, `group "central"`)
 }
 
 // TestTopicTheBrokersDoNotAuthorizeStopsTheSource: a member whose user
@@ -111,11 +103,20 @@ func TestTopicTheBrokersDoNotAuthorizeStopsTheSource(t *testing.T) {
 	c := newCluster(t, 1)
 	c.Fault(kfake.Fault{Topic: "readings", Err: kerr.TopicAuthorizationFailed, Count: -1})
 	m := startMember(t, "m", WithBrokers(c.ListenAddrs()...), WithGroup("central"), WithTopics("readings"), WithPartitions(newLedger().as("m")))
+	err := waitStopped(t, m, "the Source ran on with a topic it may not read")
+	require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
+	require.ErrorContains(t, err, `topic "readings"`)
+}
+
+// waitStopped waits for m's Source to stop and returns its error; why
+// says what it would be doing if it ran on.
+func waitStopped(t *testing.T, m *member, why string) error {
+	t.Helper()
 	select {
 	case err := <-m.done:
-		require.ErrorIs(t, err, kerr.TopicAuthorizationFailed)
-		require.ErrorContains(t, err, `topic "readings"`)
+		return err
 	case <-time.After(20 * time.Second):
-		t.Fatal("the Source ran on with a topic it may not read")
+		t.Fatal(why)
+		return nil
 	}
 }
