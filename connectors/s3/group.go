@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -227,6 +228,14 @@ func (g *group) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 		body = compressManifest(body)
 	}
 	etag, err := g.obj.put(ctx, manifestName, body, ifMatch, ifNoneMatch)
+	if err != nil && isPreconditionFailed(err) {
+		// A PUT retried after its reply was lost is refused by the write
+		// it repeats: then the server's manifest is this one, byte for
+		// byte (it names the new segment, whose name is random).
+		if got, tag, gerr := g.obj.get(ctx, manifestName, maxManifestBytes); gerr == nil && bytes.Equal(got, body) {
+			etag, err = tag, nil
+		}
+	}
 	if err != nil {
 		g.forget()
 		if isPreconditionFailed(err) {

@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/require"
 
 	s3store "github.com/tflo-io/tflo/connectors/s3"
@@ -536,4 +539,55 @@ func TestManifestCompressionEitherWay(t *testing.T) {
 			t.Logf("manifest of 2000 keys: %d bytes (compressed: %v)", size, tc.write)
 		})
 	}
+}
+
+// loseReply sends every attempt of a PUT of an object whose name ends in
+// suffix to the server and, for the first attempt of each (odd-numbered
+// ones), reports a connection error instead of the server's reply, as
+// when a connection drops after the server wrote the object: the SDK
+// retries the same request.
+func loseReply(suffix string) func(*middleware.Stack) error {
+	var mu sync.Mutex
+	attempts := 0
+	return func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("test/loseReply",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				out, md, err := next.HandleFinalize(ctx, in)
+				req, ok := in.Request.(*smithyhttp.Request)
+				if !ok || req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, suffix) {
+					return out, md, err
+				}
+				mu.Lock()
+				attempts++
+				lose := attempts%2 == 1
+				mu.Unlock()
+				if lose && err == nil {
+					return middleware.FinalizeOutput{}, md, &smithyhttp.RequestSendError{Err: errors.New("injected lost reply")}
+				}
+				return out, md, err
+			}), middleware.After)
+	}
+}
+
+// A manifest PUT that lands but whose reply is lost is retried by the SDK,
+// and the retry is refused (412) by the very write it repeats. That is
+// the commit succeeding, not another writer: SaveBatch returned
+// ErrConflict ("refused and changed nothing") for a batch that was
+// committed. The first commit (If-None-Match "*") and a later one
+// (If-Match) both succeed now, and the next commit needs no reread.
+func TestManifestPutWhoseReplyIsLostCommits(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, rc := f.store(t, s3store.WithAPIOptions(loseReply("/manifest")))
+	for g := 1; g <= 3; g++ {
+		require.NoError(t, st.SaveBatch(ctx, batch(10, g)), "commit %d", g)
+		got, err := st.Load(ctx, []byte("sensor/000003"))
+		require.NoError(t, err)
+		require.Equal(t, snap(3, g), got)
+	}
+	require.Equal(t, int64(6), rc.Count("PutObject")-3, "each manifest PUT sent twice: %v", rc.Counts())
+	check, _ := f.store(t)
+	got, err := check.Load(ctx, []byte("sensor/000003"))
+	require.NoError(t, err)
+	require.Equal(t, snap(3, 3), got)
 }
