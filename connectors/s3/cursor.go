@@ -26,7 +26,9 @@ const maxCursorBytes = 64 << 20
 // that loses the race rereads and re-checks, so an older epoch never
 // replaces a newer one, even across processes. The last record written
 // per key is cached, so a steady owner's save is one PUT with no GET.
-// Safe for concurrent use.
+// Without conditional writes (WithConditionalWrites) every save reads the
+// stored record first (a GET and a PUT): that still refuses a zombie,
+// though not one racing the owner's save. Safe for concurrent use.
 type CursorStore struct {
 	obj         *objects
 	conditional bool
@@ -85,7 +87,7 @@ func (c *CursorStore) SaveCursor(ctx context.Context, key []byte, rec streaming.
 	body := streaming.MarshalCursorRecord(rec)
 	for attempt := 0; ; attempt++ {
 		cur, ok := c.cache[name]
-		if !ok {
+		if !ok || !c.conditional { // an unconditional PUT relies on a fresh read
 			stored, etag, err := c.read(ctx, key)
 			switch {
 			case err == nil:
