@@ -156,7 +156,9 @@ func WithManifestCompression(on bool) Option { return func(o *config) { o.compre
 // the Store last read (If-Match, or If-None-Match "*" for the first), so
 // a second writer on the same prefix loses with ErrConflict instead of
 // silently overwriting. Turn it off only for servers without conditional
-// PUT support. Default: true.
+// PUT support: each commit then rereads the manifest first (one more GET),
+// which keeps a stale writer from replacing a newer manifest but cannot
+// stop two commits racing. Default: true.
 func WithConditionalWrites(on bool) Option { return func(o *config) { o.conditional = on } }
 
 // WithEpochFencing makes the manifest record the highest SnapshotMeta.Epoch

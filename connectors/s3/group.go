@@ -93,6 +93,11 @@ func (g *group) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 	}
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
+	if !g.cfg.conditional {
+		// An unconditional PUT cannot refuse a stale base: start from the
+		// manifest on the server (one GET), whose epoch the fence checks.
+		g.forget()
+	}
 	st, err := g.ensure(ctx)
 	if err != nil {
 		return err

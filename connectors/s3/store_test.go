@@ -356,6 +356,31 @@ func TestEpochFencing(t *testing.T) {
 	require.ErrorIs(t, reopened.SaveBatch(ctx, batch(1, 2)), streaming.ErrFenced)
 }
 
+// Without conditional writes (a server without If-Match support) a
+// commit cannot be made atomic, but the epoch check of WithEpochFencing
+// still ran against the manifest this Store had cached from its own last
+// commit: a zombie owner replaced the new owner's manifest of a newer
+// epoch long after it was written, and every key the zombie's batch did
+// not hold was gone. A commit now rereads the manifest in that mode.
+func TestEpochFencingWithoutConditionalWritesRefusesAZombie(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	zombie, _ := f.store(t, s3store.WithEpochFencing(true), s3store.WithConditionalWrites(false))
+	owner, _ := f.store(t, s3store.WithEpochFencing(true), s3store.WithConditionalWrites(false))
+	require.NoError(t, zombie.SaveBatch(ctx, batch(5, 1)))
+	require.NoError(t, owner.SaveBatch(ctx, batch(10, 2)))
+
+	err := zombie.SaveBatch(ctx, batch(5, 1))
+	require.ErrorIs(t, err, streaming.ErrFenced)
+	require.ErrorContains(t, err, "epoch 1 is older than the committed epoch 2")
+	check, _ := f.store(t)
+	for _, it := range batch(10, 2) {
+		got, err := check.Load(ctx, it.Key)
+		require.NoError(t, err)
+		require.Equal(t, it.Snapshot, got, "the zombie's save changed nothing")
+	}
+}
+
 func TestCorruptObjectsAreRefusedByName(t *testing.T) {
 	f := newFakeS3(t)
 	ctx := context.Background()
