@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -135,6 +136,10 @@ func (o *objects) put(ctx context.Context, name string, body []byte, ifMatch, if
 	}
 	out, err := o.client.PutObject(ctx, in)
 	if err != nil {
+		if code, status := apiCode(err); (ifMatch != "" || ifNoneMatch != "") && (code == "NotImplemented" || status == http.StatusNotImplemented) {
+			return "", fmt.Errorf("s3 put %s (endpoint %s): the server does not support conditional writes (If-Match, If-None-Match), which fence a second writer; WithConditionalWrites(false) turns them off, with that fencing and epoch claims: %w: %w",
+				o.uri(name), o.endpoint, errors.ErrUnsupported, err)
+		}
 		return "", o.wrap("put", name, err)
 	}
 	return aws.ToString(out.ETag), nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
 	s3store "github.com/tflo-io/tflo/connectors/s3"
@@ -615,4 +618,46 @@ func TestManifestPutWhoseReplyIsLostCommits(t *testing.T) {
 	got, err := check.Load(ctx, []byte("sensor/000003"))
 	require.NoError(t, err)
 	require.Equal(t, snap(3, 3), got)
+}
+
+// A server without conditional PUTs (AWS S3 before 2024, some
+// S3-compatible servers) answers a PUT with If-Match or If-None-Match
+// with 501 NotImplemented. The error was the server's bare "a header you
+// provided implies functionality that is not implemented": it now says
+// the server does not support conditional writes, names the option, and
+// wraps errors.ErrUnsupported, for a commit, a cursor save and an epoch
+// claim alike.
+func TestServerWithoutConditionalWritesIsNamed(t *testing.T) {
+	backend := s3mem.New()
+	fake := gofakes3.New(backend).Server()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusNotImplemented)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`)
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	require.NoError(t, backend.CreateBucket(testBucket))
+	f := &fakeS3{URL: srv.URL}
+	ctx := context.Background()
+	check := func(err error) {
+		t.Helper()
+		require.ErrorIs(t, err, errors.ErrUnsupported)
+		require.ErrorContains(t, err, "does not support conditional writes")
+		require.ErrorContains(t, err, "WithConditionalWrites(false)")
+		require.ErrorContains(t, err, "s3://"+testBucket+"/")
+	}
+	st, _ := f.store(t)
+	check(st.SaveBatch(ctx, batch(3, 1)))
+	_, err := st.ClaimEpoch(ctx, "run", 1)
+	check(err)
+	cs, err := s3store.NewCursorStore(ctx, testBucket, f.opts()...)
+	require.NoError(t, err)
+	check(cs.SaveCursor(ctx, []byte("k"), streaming.CursorRecord{Type: "kafka", Epoch: 1}))
+
+	unconditional, _ := f.store(t, s3store.WithConditionalWrites(false))
+	require.NoError(t, unconditional.SaveBatch(ctx, batch(3, 1)), "the option the error names works")
 }
