@@ -198,6 +198,26 @@ func (o *objects) list(ctx context.Context, sub string) ([]listed, error) {
 	return res, nil
 }
 
+// folders returns the folders right below prefix+sub (names relative to
+// the store's prefix, ending in "/"): one LIST per 1000 folders, however
+// many objects they hold.
+func (o *objects) folders(ctx context.Context, sub string) ([]string, error) {
+	var res []string
+	p := awss3.NewListObjectsV2Paginator(o.client, &awss3.ListObjectsV2Input{Bucket: &o.bucket, Prefix: aws.String(o.key(sub)), Delimiter: aws.String("/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, o.wrap("list", sub+"*/", err)
+		}
+		for _, c := range page.CommonPrefixes {
+			if name, ok := strings.CutPrefix(aws.ToString(c.Prefix), o.prefix); ok {
+				res = append(res, name)
+			}
+		}
+	}
+	return res, nil
+}
+
 type listed struct {
 	name string
 	size int64

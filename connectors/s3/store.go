@@ -126,18 +126,18 @@ func shardFolder(shard string) string {
 }
 
 // allGroups returns the root group and the group of every shard that has
-// a manifest in the bucket (one LIST) or a handle in this Store; only the
-// root one without WithShardOf.
+// a folder in the bucket (one LIST per 1000 shards) or a handle in this
+// Store; only the root one without WithShardOf.
 func (s *Store) allGroups(ctx context.Context) ([]*group, error) {
 	if s.cfg.shardOf == nil {
 		return []*group{s.root}, nil
 	}
-	objs, err := s.obj.list(ctx, shardDir)
+	folders, err := s.obj.folders(ctx, shardDir)
 	if err != nil {
 		return nil, fmt.Errorf("s3 state store: list shard manifests: %w", err)
 	}
-	for _, o := range objs {
-		if folder, ok := strings.CutSuffix(o.name, manifestName); ok && strings.Count(folder, "/") == 2 {
+	for _, folder := range folders {
+		if strings.Count(folder, "/") == 2 {
 			s.group(folder, "")
 		}
 	}

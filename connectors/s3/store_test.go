@@ -661,3 +661,34 @@ func TestServerWithoutConditionalWritesIsNamed(t *testing.T) {
 	unconditional, _ := f.store(t, s3store.WithConditionalWrites(false))
 	require.NoError(t, unconditional.SaveBatch(ctx, batch(3, 1)), "the option the error names works")
 }
+
+// Finding the shards' manifests listed every object below shards/, every
+// segment of every shard included: one LIST per 1000 segments (a shared
+// prefix of 100 shards at the 256-segment bound: 26 LISTs) where the
+// package documents one. The shard folders are listed now (a delimiter),
+// one LIST per 1000 shards.
+func TestShardManifestsFoundWithOneList(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	st, _ := f.store(t)
+	items := shardBatch(3, 1)
+	for i := range 3 {
+		items = append(items, streaming.KeyedSnapshot{Key: []byte(streaming.CheckpointPieceKey("kafka/central/readings/1", 1, 1, i)), Snapshot: snap(i, 1)})
+	}
+	require.NoError(t, st.SaveBatch(ctx, items))
+	for i := range 1001 { // segments of commits to come (or of crashed ones)
+		f.putObject(t, fmt.Sprintf("shards/s-kafka%%2Fcentral%%2Freadings%%2F0/seg/%020d-%08x.seg", 100+i, i), []byte("x"))
+	}
+
+	cold, rc := f.store(t)
+	keys, err := cold.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, keys, 6)
+	require.Equal(t, int64(1), rc.Count("ListObjectsV2"), "%v", rc.Counts())
+	stats, err := cold.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, stats.Shards)
+	n := 0
+	require.NoError(t, cold.Scan(ctx, func([]byte, streaming.Snapshot) error { n++; return nil }))
+	require.Equal(t, 6, n)
+}
