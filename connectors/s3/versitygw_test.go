@@ -102,6 +102,17 @@ func TestVersitygw(t *testing.T) {
 		require.NotErrorIs(t, err, streaming.ErrFenced, "a lost race is retryable; epochs decide who is fenced")
 	})
 
+	t.Run("ManifestPutWhoseReplyIsLostCommits", func(t *testing.T) {
+		st, err := s3store.New(ctx, "state", v.opts(s3store.WithPrefix(fresh()), s3store.WithAPIOptions(loseReply("/manifest")))...)
+		require.NoError(t, err)
+		for g := 1; g <= 2; g++ {
+			require.NoError(t, st.SaveBatch(ctx, batch(10, g)), "commit %d", g)
+			got, err := st.Load(ctx, []byte("sensor/000003"))
+			require.NoError(t, err)
+			require.Equal(t, snap(3, g), got)
+		}
+	})
+
 	t.Run("ClaimEpoch", func(t *testing.T) {
 		prefix := fresh()
 		statetest.RunEpochClaimer(t, func(t *testing.T) streaming.EpochClaimer {
