@@ -120,7 +120,7 @@ func (g *group) commit(ctx context.Context, puts []streaming.KeyedSnapshot, dels
 		size := 0
 		for _, it := range puts {
 			if g.cfg.epochFencing && uint64(it.Snapshot.Meta.Epoch) < old.epoch {
-				return fmt.Errorf("s3 state store %s: snapshot key %q at epoch %d is older than the committed epoch %d: %w",
+				return fmt.Errorf("s3 state store %s: snapshot key %s at epoch %d is older than the committed epoch %d: %w",
 					g.obj.uri(manifestName), streaming.QuoteKey(it.Key), it.Snapshot.Meta.Epoch, old.epoch, streaming.ErrFenced)
 			}
 			m.epoch = max(m.epoch, uint64(it.Snapshot.Meta.Epoch))

@@ -350,6 +350,7 @@ func TestEpochFencing(t *testing.T) {
 	err := st.SaveBatch(ctx, batch(5, 3))
 	require.ErrorIs(t, err, streaming.ErrFenced)
 	require.ErrorContains(t, err, "epoch 3 is older than the committed epoch 4")
+	require.ErrorContains(t, err, `snapshot key "sensor/000000" at epoch 3`, "the key quoted once")
 	require.NoError(t, st.SaveBatch(ctx, batch(5, 4)), "the same epoch may write again")
 
 	reopened, _ := f.store(t, s3store.WithEpochFencing(true))
