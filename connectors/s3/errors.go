@@ -20,8 +20,9 @@ var ErrAccessDenied = errors.New("access denied")
 var ErrNoSuchBucket = errors.New("no such bucket")
 
 // ErrConflict is wrapped by a commit that lost a race for its manifest:
-// the manifest changed on the server since this Store read it (another
-// writer of the same shard, or of the root manifest), so the commit was
+// the manifest changed on the server since this Store read it, or was
+// being changed (another writer of the same shard, or of the root
+// manifest; 412, or AWS's 409 ConditionalRequestConflict), so the commit was
 // refused and changed nothing. The Store forgets its cached manifest; a
 // retry reads the winner's. It does not wrap streaming.ErrFenced: losing
 // a race does not make a writer the stale one (see the package doc).
@@ -54,9 +55,12 @@ func isNotFound(err error) bool {
 	return false
 }
 
+// isPreconditionFailed reports a conditional PUT that lost a race: 412,
+// or AWS's 409 ConditionalRequestConflict for a write racing another
+// write of the object (to be reread and retried like a 412).
 func isPreconditionFailed(err error) bool {
 	code, status := apiCode(err)
-	return code == "PreconditionFailed" || status == http.StatusPreconditionFailed
+	return code == "PreconditionFailed" || status == http.StatusPreconditionFailed || code == "ConditionalRequestConflict"
 }
 
 // classify wraps err with the package sentinel its S3 error code maps to.

@@ -693,3 +693,48 @@ func TestShardManifestsFoundWithOneList(t *testing.T) {
 	require.NoError(t, cold.Scan(ctx, func([]byte, streaming.Snapshot) error { n++; return nil }))
 	require.Equal(t, 6, n)
 }
+
+// AWS S3 answers a conditional PUT that races another write of the same
+// object with 409 ConditionalRequestConflict (and documents: reread and
+// retry), not only with 412. That was a plain error: an epoch claim of
+// two runs started at once, or a cursor save, failed instead of rereading
+// and retrying, and a commit that lost the race did not wrap ErrConflict,
+// so callers did not retry it. Now a 409 is handled as a lost race.
+func TestConditionalRequestConflictIsALostRace(t *testing.T) {
+	backend := s3mem.New()
+	fake := gofakes3.New(backend).Server()
+	var mu sync.Mutex
+	conflicted := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") {
+			mu.Lock()
+			first := !conflicted[r.URL.Path]
+			conflicted[r.URL.Path] = true
+			mu.Unlock()
+			if first {
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusConflict)
+				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource. Please try again.</Message></Error>`)
+				return
+			}
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	require.NoError(t, backend.CreateBucket(testBucket))
+	f := &fakeS3{URL: srv.URL}
+	ctx := context.Background()
+
+	st, _ := f.store(t)
+	err := st.SaveBatch(ctx, batch(3, 1))
+	require.ErrorIs(t, err, s3store.ErrConflict)
+	require.NoError(t, st.SaveBatch(ctx, batch(3, 1)), "the retry commits")
+
+	epoch, err := st.ClaimEpoch(ctx, "run", 1)
+	require.NoError(t, err)
+	require.Equal(t, streaming.Epoch(1), epoch)
+
+	cs, err := s3store.NewCursorStore(ctx, testBucket, f.opts()...)
+	require.NoError(t, err)
+	require.NoError(t, cs.SaveCursor(ctx, []byte("k"), streaming.CursorRecord{Type: "kafka", Epoch: 1}))
+}
