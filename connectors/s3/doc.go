@@ -102,7 +102,10 @@
 // a zombie owner after a rebalance — is caught by the conditional
 // manifest PUT (WithConditionalWrites, on by default): one of the two
 // commits fails with an error wrapping ErrConflict and changes nothing
-// (its segment is an orphan). The conflict alone does not tell which
+// (its segment is an orphan). A refused PUT (412, or AWS's 409
+// ConditionalRequestConflict) is checked with one GET of the manifest: a
+// PUT the SDK retried after its reply was lost is refused by its own
+// write, and the manifest is then this commit's, which succeeded. The conflict alone does not tell which
 // writer is the zombie — the rightful owner may be the one that lost the
 // race — so it does not wrap streaming.ErrFenced: the caller retries,
 // which rereads the manifest, and epochs decide. A streaming.Checkpointer
