@@ -165,9 +165,6 @@ func TestProgramRunsItsOwnOperator(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal(r.Value, &o), "%s", r.Value)
 			require.Equal(t, "z", o.Name)
-			if o.Mode == "" {
-				o.Mode = "normal" // mode 0 is left out
-			}
 			got[key{o.Key, o.TS}] = val{o.Value, o.Mode}
 			n++
 		})
