@@ -58,8 +58,8 @@ func validatePipeline(p string) error {
 	if p[0] == '_' {
 		return fmt.Errorf("%w: pipeline name %q starts with '_' (reserved for the archive's working objects)", ErrBadName, p)
 	}
-	if p == "." || p == ".." {
-		return fmt.Errorf("%w: pipeline name %q", ErrBadName, p)
+	if p[0] == '.' {
+		return fmt.Errorf("%w: pipeline name %q starts with '.' (readers hide such names)", ErrBadName, p)
 	}
 	for _, c := range p {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {

@@ -491,6 +491,35 @@ func TestFileKeyNames(t *testing.T) {
 	}
 }
 
+// A pipeline name starting with '.' names files every reader hides (as it
+// hides StagingDir): a backfill of the pipeline would read nothing. Such
+// names are refused, as those starting with '_' are.
+func TestWritersRefuseAPipelineNameReadersHide(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	if err := (parquet.FileKey{Pipeline: ".iot", First: 1, Last: 1}).Validate(); !errors.Is(err, parquet.ErrBadName) {
+		t.Fatalf("Validate of pipeline .iot: %v, want ErrBadName", err)
+	}
+	if _, err := parquet.NewRollingWriter(a, ".iot", 0, 1); !errors.Is(err, parquet.ErrBadName) {
+		t.Fatalf("NewRollingWriter of pipeline .iot: %v, want ErrBadName", err)
+	}
+	w, err := parquet.NewWriter(a, ".iot", 0, 1)
+	if err == nil {
+		// What the refusal prevents: a file no reader lists.
+		if _, err := w.WriteFile(ctx, genRows(1, 0, 10)); err != nil {
+			t.Fatal(err)
+		}
+		r, err := parquet.NewReader(a, ".iot/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("NewWriter of pipeline .iot succeeded; a reader of .iot/ then reads %d of 10 rows", len(readAll(t, r, parquet.Position{})))
+	}
+	if !errors.Is(err, parquet.ErrBadName) {
+		t.Fatalf("NewWriter of pipeline .iot: %v, want ErrBadName", err)
+	}
+}
+
 func FuzzParseFileName(f *testing.F) {
 	f.Add("iot/shard-000003/00000000000000000100-00000000000000000199-e00000000000000000007.parquet")
 	f.Add("iot/shard-000003/+0000000000000000100-00000000000000000199-e00000000000000000007.parquet")
