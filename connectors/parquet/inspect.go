@@ -125,7 +125,6 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 			s.Problems = append(s.Problems, r.err.Error())
 			continue
 		}
-		p.Rows += r.rows
 		for _, c := range r.codecs {
 			if !slices.Contains(p.Codecs, c) {
 				p.Codecs = append(p.Codecs, c)
@@ -133,24 +132,30 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 			}
 		}
 		if r.rows > 0 {
-			if p.MinTS == 0 || r.minTS < p.MinTS {
+			// The first file with rows sets the range (0 is an event time).
+			if p.Rows == 0 || r.minTS < p.MinTS {
 				p.MinTS = r.minTS
 			}
-			p.MaxTS = max(p.MaxTS, r.max)
+			if p.Rows == 0 || r.max > p.MaxTS {
+				p.MaxTS = r.max
+			}
 		}
+		p.Rows += r.rows
 	}
 	for _, id := range order {
 		p := *parts[id]
 		s.Partitions = append(s.Partitions, p)
 		s.Files += p.Files
-		s.Rows += p.Rows
 		s.Bytes += p.Bytes
 		if p.Rows > 0 {
-			if s.MinTS == 0 || p.MinTS < s.MinTS {
+			if s.Rows == 0 || p.MinTS < s.MinTS {
 				s.MinTS = p.MinTS
 			}
-			s.MaxTS = max(s.MaxTS, p.MaxTS)
+			if s.Rows == 0 || p.MaxTS > s.MaxTS {
+				s.MaxTS = p.MaxTS
+			}
 		}
+		s.Rows += p.Rows
 	}
 	return s, nil
 }

@@ -189,3 +189,49 @@ func TestSummarizeCodecs(t *testing.T) {
 		t.Fatalf("codecs by shard %v, want %v", got, want)
 	}
 }
+
+// Event times at or before 1970 (0, negative) bound a shard's time range
+// like any other: 0 is not taken for "no file yet".
+func TestSummarizeTimeRangeAtAndBeforeTheEpoch(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(a, "iot", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rows := range [][]parquet.Row{
+		{{Sensor: "s", Signal: "v", TS: -30, Offset: 0}, {Sensor: "s", Signal: "v", TS: -20, Offset: 1}},
+		{{Sensor: "s", Signal: "v", TS: -10, Offset: 2}},
+	} {
+		if _, err := w.WriteFile(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1, err := parquet.NewWriter(a, "iot", 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rows := range [][]parquet.Row{
+		{{Sensor: "s", Signal: "v", TS: 0, Offset: 0}},
+		{{Sensor: "s", Signal: "v", TS: 5, Offset: 1}},
+	} {
+		if _, err := w1.WriteFile(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := parquet.Summarize(ctx, a, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Partitions) != 2 {
+		t.Fatalf("summary %+v", s)
+	}
+	for i, want := range [][2]int64{{-30, -10}, {0, 5}} {
+		if p := s.Partitions[i]; p.MinTS != want[0] || p.MaxTS != want[1] {
+			t.Errorf("shard %d time range %d..%d, want %d..%d", p.Shard, p.MinTS, p.MaxTS, want[0], want[1])
+		}
+	}
+	if s.MinTS != -30 || s.MaxTS != 5 {
+		t.Errorf("archive time range %d..%d, want -30..5", s.MinTS, s.MaxTS)
+	}
+}
