@@ -33,9 +33,10 @@ import (
 //	offset  DELTA_BINARY_PACKED
 //
 // Each column chunk carries its min and max (the string columns' taken
-// from their dictionaries); pages carry none, as parquet-go's pages did
-// not once their statistics were off. A data page holds at most
-// pageValues values. An encoder belongs to one writer (one goroutine).
+// from their dictionaries, left out when longer than maxStringStats);
+// pages carry none, as parquet-go's pages did not once their statistics
+// were off. A data page holds at most pageValues values. An encoder
+// belongs to one writer (one goroutine).
 //
 // It replaced parquet-go's GenericWriter, which spent most of the
 // archive's CPU on the hot path (BenchmarkSMASpecArchive) outside the
@@ -211,11 +212,18 @@ func (e *columnEncoder) strings(g *rowGroup, name string, d *stringDict, rows []
 	if err := dataPages(e, g, &md, e.idx, format.RLEDictionary, (&rle.DictionaryEncoding{}).EncodeInt32); err != nil {
 		return err
 	}
-	lo, hi := d.bounds()
-	md.Statistics = format.Statistics{MinValue: []byte(lo), MaxValue: []byte(hi)}
+	if lo, hi := d.bounds(); len(lo)+len(hi) <= maxStringStats {
+		md.Statistics = format.Statistics{MinValue: []byte(lo), MaxValue: []byte(hi)}
+	}
 	g.add(md)
 	return nil
 }
+
+// maxStringStats bounds the bytes of a string column chunk's min and max
+// together; larger ones are left out (as parquet-mr leaves them out), or
+// long strings would grow every row group's footer entry by twice their
+// length, past what the reader accepts (maxFooterBytes).
+const maxStringStats = 4096
 
 // int64s appends a DELTA_BINARY_PACKED int64 column: ts, or offset.
 func (e *columnEncoder) int64s(g *rowGroup, name string, rows []Row, offset bool) error {

@@ -768,3 +768,24 @@ func TestWriterColumnStatistics(t *testing.T) {
 	back[1700].Value, rows[1700].Value = 0, 0
 	require.Equal(t, rows, back[:n])
 }
+
+// Long sensor ids (half a MiB each here) must not make a file the reader
+// refuses: the string columns' statistics used to hold the whole min and
+// max of every row group, so the footer outgrew the reader's bound
+// (maxFooterBytes) and the file was refused as corrupt. Statistics that
+// large are left out, as parquet-mr leaves them out.
+func TestLongSensorIDsKeepTheFooterReadable(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(a, "iot", 0, 1, parquet.WithRowGroupRows(2))
+	require.NoError(t, err)
+	rows := make([]parquet.Row, 40)
+	for i := range rows {
+		rows[i] = parquet.Row{Sensor: fmt.Sprintf("%04d", i) + strings.Repeat("x", 512<<10), Signal: "temp", TS: int64(i), Value: float64(i), Offset: int64(i)}
+	}
+	_, err = w.WriteFile(ctx, rows)
+	require.NoError(t, err)
+	r, err := parquet.NewReader(a, "iot/")
+	require.NoError(t, err)
+	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
+}
