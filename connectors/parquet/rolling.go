@@ -226,9 +226,10 @@ func (w *RollingWriter) Heavy(n int) bool {
 // file to finish.
 func (w *RollingWriter) Roll() { w.roll = true }
 
-// due reports whether the open file should be finished.
+// due reports whether the open file should be finished. The file's size
+// counts its encoded bytes, uploaded or pending.
 func (w *RollingWriter) due() bool {
-	return w.roll || w.b.state().Size+int64(len(w.open.pending)) >= w.cfg.targetFileSize ||
+	return w.roll || w.b.state().Size >= w.cfg.targetFileSize ||
 		w.cfg.now().Sub(w.open.openedAt) >= w.cfg.maxFileAge
 }
 

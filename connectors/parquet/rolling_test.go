@@ -783,3 +783,49 @@ func TestRollingWriterRestoresAfterCompactionOfItsLastFiles(t *testing.T) {
 		})
 	}
 }
+
+// A file is finished once it reaches the target size, not before: its
+// encoded bytes not yet uploaded as a part used to be counted twice (in
+// the file's size and again as pending), so with parts larger than the
+// target files were finished at about half of it.
+func TestRollingWriterFinishesFilesAtTheTargetSize(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	const target = 16 << 10
+	w, err := parquet.NewRollingWriter(a, "iot", 0, 1, parquet.WithTargetFileSize(target), parquet.WithMaxFileAge(time.Hour),
+		parquet.WithRowGroupRows(64), parquet.WithPartSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	for off := int64(0); off < n; off++ {
+		if err := w.Append(ctx, rowsAt(off)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Roll()
+	if _, err := w.PreCommit(ctx, n-1); err != nil {
+		t.Fatal(err)
+	}
+	st, err := w.Commit(ctx, n-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Files) < 3 {
+		t.Fatalf("%d files; the test wants several", len(st.Files))
+	}
+	objs, err := a.List(ctx, "iot/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs[:len(objs)-1] { // the last one was rolled
+		if o.Size < target {
+			t.Errorf("%s: %d bytes, finished before the %d-byte target", o.Name, o.Size, target)
+		}
+	}
+	got, _ := readEveryFile(t, a)
+	exactlyOnce(t, got, map[int32][]parquet.Row{0: rowsThrough(n)})
+}
