@@ -30,6 +30,9 @@ func (k FileKey) Name() string {
 	return fmt.Sprintf("%s/shard-%06d/%020d-%020d-e%020d.parquet", k.Pipeline, k.Shard, k.First, k.Last, uint64(k.Epoch))
 }
 
+// maxShard is the largest shard a name holds (6 digits).
+const maxShard = 999999
+
 // ShardPrefix returns the listing prefix of one shard of a pipeline.
 func ShardPrefix(pipeline string, shard int32) string {
 	return fmt.Sprintf("%s/shard-%06d/", pipeline, shard)
@@ -43,6 +46,8 @@ func (k FileKey) Validate() error {
 	switch {
 	case k.Shard < 0:
 		return fmt.Errorf("%w: shard %d is negative", ErrBadName, k.Shard)
+	case k.Shard > maxShard:
+		return fmt.Errorf("%w: shard %d has more than the name's 6 digits", ErrBadName, k.Shard)
 	case k.First < 0:
 		return fmt.Errorf("%w: first offset %d is negative", ErrBadName, k.First)
 	case k.Last < k.First:

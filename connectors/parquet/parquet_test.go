@@ -520,6 +520,23 @@ func TestWritersRefuseAPipelineNameReadersHide(t *testing.T) {
 	}
 }
 
+// Names hold the shard in 6 digits: shard 1000000 would name files
+// ParseFileName refuses (every reader and compaction then fails on them)
+// and sort before shard 999999's. Such shards are refused up front.
+func TestFileKeyRefusesShardsPastSixDigits(t *testing.T) {
+	if err := (parquet.FileKey{Pipeline: "iot", Shard: 999999}).Validate(); err != nil {
+		t.Fatalf("shard 999999: %v", err)
+	}
+	k := parquet.FileKey{Pipeline: "iot", Shard: 1000000, First: 1, Last: 1}
+	if err := k.Validate(); !errors.Is(err, parquet.ErrBadName) {
+		_, perr := parquet.ParseFileName(k.Name())
+		t.Fatalf("shard 1000000: Validate %v, want ErrBadName (its name %s parses as: %v)", err, k.Name(), perr)
+	}
+	if _, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "iot", 1000000, 1); !errors.Is(err, parquet.ErrBadName) {
+		t.Fatalf("NewRollingWriter of shard 1000000: %v, want ErrBadName", err)
+	}
+}
+
 func FuzzParseFileName(f *testing.F) {
 	f.Add("iot/shard-000003/00000000000000000100-00000000000000000199-e00000000000000000007.parquet")
 	f.Add("iot/shard-000003/+0000000000000000100-00000000000000000199-e00000000000000000007.parquet")
