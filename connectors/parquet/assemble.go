@@ -92,15 +92,17 @@ func (b *fileBuilder) resume(st fileState) { b.st = st }
 func (b *fileBuilder) state() fileState { return b.st }
 
 // appendRows encodes rows (in source order, at least one) as row groups
-// of the file, rowGroupRows rows each (the last one fewer), and returns
+// of the file, rowGroupRows rows each (the last one fewer, and any whose
+// strings would make too large a dictionary, see rowGroupLen), and returns
 // the bytes to append to it; the slice is valid until the next call.
 func (b *fileBuilder) appendRows(rows []Row) ([]byte, error) {
 	if len(rows) == 0 {
 		return nil, errors.New("no rows to encode")
 	}
 	body := b.out[:0]
-	for i := 0; i < len(rows); i += int(b.rowGroupRows) {
-		batch := rows[i:min(i+int(b.rowGroupRows), len(rows))]
+	for i := 0; i < len(rows); {
+		batch := rows[i : i+rowGroupLen(rows[i:], int(b.rowGroupRows))]
+		i += len(batch)
 		var rg format.RowGroup
 		var err error
 		if body, rg, err = b.enc.appendRowGroup(body, b.st.Size+int64(len(body)), batch); err != nil {
@@ -118,6 +120,26 @@ func (b *fileBuilder) appendRows(rows []Row) ([]byte, error) {
 	}
 	b.st.Last = rows[len(rows)-1].Offset
 	return body, nil
+}
+
+// maxDictBytes bounds the string bytes of one row group's rows: a
+// dictionary page holds at most those of its column, and the reader
+// refuses pages larger than maxPageBytes.
+const maxDictBytes = maxPageBytes / 2
+
+// rowGroupLen returns how many of rows (at least one) the next row group
+// takes: at most limit, and no more than keep its strings within
+// maxDictBytes.
+func rowGroupLen(rows []Row, limit int) int {
+	n, size := 0, 0
+	for n < min(limit, len(rows)) {
+		size += 8 + len(rows[n].Sensor) + len(rows[n].Signal)
+		if size > maxDictBytes && n > 0 {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // footer returns the file's last bytes: the footer (schema, row groups,

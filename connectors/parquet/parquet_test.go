@@ -806,3 +806,23 @@ func TestLongSensorIDsKeepTheFooterReadable(t *testing.T) {
 	require.NoError(t, err)
 	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
 }
+
+// A row group of many distinct long sensor ids (16384 of 4 KiB) used to
+// get a dictionary page over the reader's page bound (maxPageBytes), and
+// the file was refused as corrupt. Such row groups are now cut short.
+func TestManyLongSensorIDsKeepDictionaryPagesReadable(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(a, "iot", 0, 1)
+	require.NoError(t, err)
+	pad := strings.Repeat("x", 4100)
+	rows := make([]parquet.Row, 16384)
+	for i := range rows {
+		rows[i] = parquet.Row{Sensor: fmt.Sprintf("%05d", i) + pad, Signal: "temp", TS: int64(i), Offset: int64(i)}
+	}
+	_, err = w.WriteFile(ctx, rows)
+	require.NoError(t, err)
+	r, err := parquet.NewReader(a, "iot/")
+	require.NoError(t, err)
+	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
+}
