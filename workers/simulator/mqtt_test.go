@@ -114,26 +114,11 @@ func TestProcessStopIsNoError(t *testing.T) {
 	var cfg simulator.MainConfig
 	cfg.Sensors, cfg.Interval = 2, time.Millisecond
 	cfg.MQTT.URL = b.URL()
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-	p, err := simulator.NewProcess(cfg, log, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, nil) }()
+	p, logs, stop := runLogged(t, cfg)
 	require.Eventually(t, func() bool { st := p.Stats(); return st.Readings+st.Malformed >= 20 }, 10*time.Second, 5*time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.Contains(t, logs.String(), `msg="simulator stopped" readings=`)
-	require.NotContains(t, logs.String(), "err=")
+	stop()
+	require.Contains(t, logs(), `msg="simulator stopped" readings=`)
+	require.NotContains(t, logs(), "err=")
 }
 
 type lockedWriter struct {
@@ -174,26 +159,42 @@ func TestProcessLogsFailedConnects(t *testing.T) {
 	require.NoError(t, l.Close()) // nothing listens there
 	var cfg simulator.MainConfig
 	cfg.MQTT.URL = "mqtt://" + addr
-	var logs bytes.Buffer
+	_, logs, stop := runLogged(t, cfg)
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs(), `msg="mqtt connect failed; retrying with backoff" broker=`+addr)
+	}, 10*time.Second, 5*time.Millisecond)
+	stop()
+}
+
+// runLogged runs a simulator process of cfg, logging to a buffer; logs
+// reads it, stop ends the run and requires it to return nil (a requested
+// stop is no failure).
+func runLogged(t *testing.T, cfg simulator.MainConfig) (p *simulator.Process, logs func() string, stop func()) {
+	t.Helper()
+	var buf bytes.Buffer
 	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
 	p, err := simulator.NewProcess(cfg, log, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx, nil) }()
-	require.Eventually(t, func() bool {
+	logs = func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		return strings.Contains(logs.String(), `msg="mqtt connect failed; retrying with backoff" broker=`+addr)
-	}, 10*time.Second, 5*time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+		return buf.String()
 	}
+	stop = func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after its context ended")
+		}
+	}
+	return p, logs, stop
 }
 
 // TestProcessRefusesAnUnsetPasswordVariable: mqtt.password_env naming a
