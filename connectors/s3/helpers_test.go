@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"sort"
 	"testing"
@@ -31,8 +32,19 @@ type fakeS3 struct {
 
 func newFakeS3(t testing.TB) *fakeS3 {
 	t.Helper()
+	return newFakeS3Behind(t, nil)
+}
+
+// newFakeS3Behind is newFakeS3 whose requests pass through front (nil:
+// none), which hands the ones it does not answer itself to fake.
+func newFakeS3Behind(t testing.TB, front func(fake http.Handler) http.Handler) *fakeS3 {
+	t.Helper()
 	backend := s3mem.New()
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	var h http.Handler = gofakes3.New(backend).Server()
+	if front != nil {
+		h = front(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	require.NoError(t, backend.CreateBucket(testBucket))
 	f := &fakeS3{URL: srv.URL}

@@ -5,16 +5,11 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -28,35 +23,31 @@ import (
 // first is held; abandoned counts the held requests the client gave up.
 func stallingS3(t *testing.T) (f *fakeS3, stalled <-chan struct{}, unstall func(), abandoned *atomic.Int64) {
 	t.Helper()
-	backend := s3mem.New()
-	fake := gofakes3.New(backend).Server()
 	release, held := make(chan struct{}), make(chan struct{})
 	var once, heldOnce sync.Once
 	abandoned = new(atomic.Int64)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != "" {
-			// With the body read, the server notices the client leaving.
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				return
+	f = newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && r.URL.Query().Get("partNumber") != "" {
+				// With the body read, the server notices the client leaving.
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				heldOnce.Do(func() { close(held) })
+				select {
+				case <-r.Context().Done():
+					abandoned.Add(1)
+					return
+				case <-release:
+				}
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			heldOnce.Do(func() { close(held) })
-			select {
-			case <-r.Context().Done():
-				abandoned.Add(1)
-				return
-			case <-release:
-			}
-		}
-		fake.ServeHTTP(w, r)
-	}))
+			fake.ServeHTTP(w, r)
+		})
+	})
 	unstall = func() { once.Do(func() { close(release) }) }
-	t.Cleanup(srv.Close)
 	t.Cleanup(unstall)
-	require.NoError(t, backend.CreateBucket(testBucket))
-	f = &fakeS3{URL: srv.URL}
-	f.Raw = awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true, Credentials: aws.AnonymousCredentials{}})
 	return f, held, unstall, abandoned
 }
 

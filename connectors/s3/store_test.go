@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -16,8 +15,6 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
 	s3store "github.com/tflo-io/tflo/connectors/s3"
@@ -629,20 +626,17 @@ func TestManifestPutWhoseReplyIsLostCommits(t *testing.T) {
 // wraps errors.ErrUnsupported, for a commit, a cursor save and an epoch
 // claim alike.
 func TestServerWithoutConditionalWritesIsNamed(t *testing.T) {
-	backend := s3mem.New()
-	fake := gofakes3.New(backend).Server()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") {
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(http.StatusNotImplemented)
-			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`)
-			return
-		}
-		fake.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	require.NoError(t, backend.CreateBucket(testBucket))
-	f := &fakeS3{URL: srv.URL}
+	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") {
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusNotImplemented)
+				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>`)
+				return
+			}
+			fake.ServeHTTP(w, r)
+		})
+	})
 	ctx := context.Background()
 	check := func(err error) {
 		t.Helper()
@@ -701,28 +695,25 @@ func TestShardManifestsFoundWithOneList(t *testing.T) {
 // and retrying, and a commit that lost the race did not wrap ErrConflict,
 // so callers did not retry it. Now a 409 is handled as a lost race.
 func TestConditionalRequestConflictIsALostRace(t *testing.T) {
-	backend := s3mem.New()
-	fake := gofakes3.New(backend).Server()
 	var mu sync.Mutex
 	conflicted := map[string]bool{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") {
-			mu.Lock()
-			first := !conflicted[r.URL.Path]
-			conflicted[r.URL.Path] = true
-			mu.Unlock()
-			if first {
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(http.StatusConflict)
-				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource. Please try again.</Message></Error>`)
-				return
+	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "") {
+				mu.Lock()
+				first := !conflicted[r.URL.Path]
+				conflicted[r.URL.Path] = true
+				mu.Unlock()
+				if first {
+					w.Header().Set("Content-Type", "application/xml")
+					w.WriteHeader(http.StatusConflict)
+					fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource. Please try again.</Message></Error>`)
+					return
+				}
 			}
-		}
-		fake.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	require.NoError(t, backend.CreateBucket(testBucket))
-	f := &fakeS3{URL: srv.URL}
+			fake.ServeHTTP(w, r)
+		})
+	})
 	ctx := context.Background()
 
 	st, _ := f.store(t)
