@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	neturl "net/url"
 	"os"
@@ -152,6 +153,47 @@ func collectDLQ(t *testing.T, ctx context.Context, url string) *dlqCollector {
 	return d
 }
 
+// brokerInfo is what the embedded MQTT broker counted that tells a
+// message it lost (dropped on a full client queue or store) from one a
+// client never took.
+func brokerInfo(b *devstack.MQTT) string {
+	i := b.Info()
+	return fmt.Sprintf("{received:%d sent:%d dropped:%d inflight:%d inflight_dropped:%d clients_connected:%d clients_total:%d}",
+		i.MessagesReceived, i.MessagesSent, i.MessagesDropped, i.Inflight, i.InflightDropped, i.ClientsConnected, i.ClientsTotal)
+}
+
+// logFile keeps the workers' log in a file in the test's temporary
+// directory, so that a failure can show what they said (the stack
+// discards it by default).
+type logFile struct {
+	path   string
+	logger *slog.Logger
+}
+
+func newLogFile(t *testing.T) *logFile {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "workers.log")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	return &logFile{path: path, logger: slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+}
+
+// tail returns about the last n bytes of the log.
+func (l *logFile) tail(n int) string {
+	b, err := os.ReadFile(l.path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
 func (d *dlqCollector) snapshot() map[string]string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -182,8 +224,9 @@ func TestPortalEndToEnd(t *testing.T) {
 	var dlq *dlqCollector
 	simCfg := simulator.Config{Sensors: 8, Rounds: 250, Interval: 100 * time.Millisecond, Start: start,
 		AnomalyEvery: 40, AnomalyLength: 10, Malformed: 0.03, Seed: 42}
+	workerLog := newLogFile(t)
 	st, err := portal.StartStack(ctx, portal.StackOptions{
-		Dir: t.TempDir(), Simulator: simCfg, CheckpointInterval: time.Second, Headless: true, Tee: rec,
+		Dir: t.TempDir(), Simulator: simCfg, CheckpointInterval: time.Second, Headless: true, Tee: rec, Log: workerLog.logger,
 		// Archive files finish at almost every record, so compaction has
 		// many small files to merge.
 		ArchiveMaxFileAge: time.Millisecond,
@@ -201,6 +244,7 @@ func TestPortalEndToEnd(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("temporal dev server log tail:\n%s", st.Temporal.LogTail(16<<10))
+			t.Logf("workers' log tail:\n%s", workerLog.tail(32<<10))
 		}
 	})
 
@@ -230,7 +274,8 @@ func TestPortalEndToEnd(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s := st.Stats()
 		return s.EdgeReadings == uint64(len(valid)) && s.EdgeDLQ == uint64(len(malformed))
-	}, time.Minute, 20*time.Millisecond, "edge stats %+v, want %d readings and %d dead letters", st.Stats(), len(valid), len(malformed))
+	}, time.Minute, 20*time.Millisecond, "edge stats %+v, want %d readings and %d dead letters; broker %s",
+		st.Stats(), len(valid), len(malformed), brokerInfo(st.MQTT))
 
 	// The expected signals and derived outputs: iot-portal's results for
 	// this very fleet, recorded before the portal became pipeline specs
