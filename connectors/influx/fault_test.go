@@ -278,3 +278,39 @@ func TestSinkSplitsRequestTooLarge(t *testing.T) {
 	require.Greater(t, tooLarge.Load(), int64(1))
 	require.Greater(t, forwarded.Load(), int64(3), "100 points in requests of at most %d", maxLines)
 }
+
+// WithRequestTimeout bounds a request by the duration it is given: a
+// request the server holds is given up after 1.9 s, not after the whole
+// seconds of the client library's own timeout (it was cut to 1 s).
+func TestSinkRequestTimeoutIsNotRoundedDown(t *testing.T) {
+	const timeout = 1900 * time.Millisecond
+	held := make(chan time.Duration, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/write") {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		start := time.Now()
+		// With the body read, the server notices the client hang up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done() // held until the client gives up
+		held <- time.Since(start)
+	}))
+	defer srv.Close()
+	s := newSink(t, srv.URL, "tflo/autogen", influx.WithRequestTimeout(timeout))
+	require.NoError(t, s.Write(context.Background(), genPoints(measurement("timeout"), 0, 1)...))
+	ctx, cancel := context.WithCancel(context.Background())
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush(ctx) }()
+	select {
+	case d := <-held:
+		// A lower bound only, with room for the request's way to the
+		// handler: the client cannot give up early, however loaded the
+		// machine.
+		require.GreaterOrEqual(t, d, timeout-500*time.Millisecond, "the request was given up before its timeout")
+	case <-time.After(time.Minute):
+		t.Fatal("the held request was never given up")
+	}
+	cancel()
+	<-flushed
+}

@@ -128,7 +128,9 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 	copts := influxdb2.DefaultOptions().
 		SetApplicationName("tflo").
 		SetLogLevel(0).
-		SetHTTPRequestTimeout(uint(max(cfg.requestTimeout/time.Second, 1))).
+		// Whole seconds only: a backstop, rounded up. sendLines bounds
+		// each request by the exact WithRequestTimeout.
+		SetHTTPRequestTimeout(uint((cfg.requestTimeout + time.Second - 1) / time.Second)).
 		SetUseGZip(cfg.gzip)
 	if cfg.tls != nil {
 		copts.SetTLSConfig(cfg.tls)
@@ -467,7 +469,9 @@ func (s *Sink) sendLines(ctx context.Context, body string, points int) error {
 		s.mu.Lock()
 		s.stats.Requests++
 		s.mu.Unlock()
-		err := s.api.WriteRecord(ctx, body)
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.requestTimeout)
+		err := s.api.WriteRecord(rctx, body)
+		cancel()
 		if err == nil {
 			s.breaker.Success()
 			s.mu.Lock()
