@@ -55,7 +55,7 @@ func (b *Builder) Output(names ...string) *Builder {
 }
 
 // Build validates the wiring — unique names, known inputs, no cycles,
-// operator arity — and returns the immutable Graph. Errors are
+// operator arity, outputs declared once — and returns the immutable Graph. Errors are
 // *GraphError values naming the node at fault.
 func (b *Builder) Build() (*Graph, error) {
 	if len(b.nodes) == 0 {
@@ -194,10 +194,13 @@ func (b *Builder) Build() (*Graph, error) {
 			}
 		}
 	}
-	for _, o := range outs {
+	for i, o := range outs {
 		s, ok := g.byName[o]
 		if !ok {
 			return nil, &GraphError{Node: o, Reason: "declared as output but not defined"}
+		}
+		if slices.Contains(outs[:i], o) {
+			return nil, &GraphError{Node: o, Reason: "declared as output twice: its values would be written twice"}
 		}
 		g.outputs = append(g.outputs, s)
 		g.outputNames = append(g.outputNames, o)

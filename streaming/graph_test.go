@@ -63,6 +63,9 @@ func TestBuildRejectsBadWiring(t *testing.T) {
 		{"unknown output", func() *streaming.Builder {
 			return streaming.NewBuilder().Input("x").Node("s", newSum, "x").Output("t")
 		}, "t", "declared as output"},
+		{"repeated output", func() *streaming.Builder {
+			return streaming.NewBuilder().Input("x").Node("s", newSum, "x").Output("s", "x", "s")
+		}, "s", "declared as output twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
