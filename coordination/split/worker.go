@@ -490,11 +490,19 @@ func (w *Worker) renew(ctx context.Context, sent time.Time) {
 			continue
 		}
 		w.mu.Lock()
-		if w.held[l.t.spec.ID] == l.t {
+		held := w.held[l.t.spec.ID] == l.t
+		if held {
 			l.t.leaseRev = out.Revision()
 			l.t.armFence(sent.Add(w.ttl))
 		}
 		w.mu.Unlock()
+		if !held {
+			// The tenancy ended while this write was in flight: a release
+			// deleted the lease at the revision before it and lost, so the
+			// lease would linger a whole TTL and keep the next owner out.
+			// Nobody else writes the lease at this revision.
+			_, _ = w.store.Delete(c, coordination.Ephemeral, leaseKey(l.t.spec.ID), out.Revision())
+		}
 	}
 }
 

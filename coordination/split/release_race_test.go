@@ -1,0 +1,144 @@
+package split_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/memstore"
+	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/coordination/vclock"
+)
+
+// gateStore holds back the reply of one armed Update of key (it lands in
+// the store at once; the caller hears of it only when the test opens the
+// gate) and reports the Deletes of key: a renewal racing a release.
+type gateStore struct {
+	coordination.Store
+	key string
+
+	mu      sync.Mutex
+	armed   bool
+	landed  chan struct{} // closed once the armed Update landed
+	open    chan struct{} // closed by the test to deliver its reply
+	deleted chan struct{} // gets a value per Delete of key
+}
+
+func newGateStore(s coordination.Store, key string) *gateStore {
+	return &gateStore{Store: s, key: key, landed: make(chan struct{}), open: make(chan struct{}), deleted: make(chan struct{}, 16)}
+}
+
+func (g *gateStore) arm() {
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+}
+
+func (g *gateStore) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
+	out, err := g.Store.Update(ctx, ks, key, v, rev)
+	if key != g.key {
+		return out, err
+	}
+	g.mu.Lock()
+	armed := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if armed {
+		close(g.landed)
+		<-g.open
+	}
+	return out, err
+}
+
+func (g *gateStore) Delete(ctx context.Context, ks coordination.Keyspace, key string, rev coordination.Revision) (coordination.CasOutcome, error) {
+	out, err := g.Store.Delete(ctx, ks, key, rev)
+	if key == g.key {
+		select {
+		case g.deleted <- struct{}{}:
+		default:
+		}
+	}
+	return out, err
+}
+
+// TestReleaseRacingARenewalFreesTheLease: a renewal whose lease write
+// lands while the handler releases the split moves the lease past the
+// revision the release deletes at. The lease must still go at once, or the
+// split's next owner waits a whole TTL for it to expire.
+func TestReleaseRacingARenewalFreesTheLease(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk := vclock.New(time.Unix(1_800_000_000, 0))
+	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
+	gate := newGateStore(mem, "lease.s1")
+
+	stop := make(chan struct{})
+	w, err := split.NewWorker(gate, "w1", split.WithClock(clk), split.WithHandler(func(ctx context.Context, ten *split.Tenancy) error {
+		if ten.Epoch() > 1 {
+			select { // the next tenancy keeps the split
+			case <-ten.Revoking():
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		return nil
+	}))
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	// Virtual time passes only while the worker has caught up with its
+	// renewals: it must never outrun them.
+	require.Eventually(t, func() bool {
+		if len(w.Held()) == 1 {
+			return true
+		}
+		if clk.Now().Sub(w.LastRenewal()) <= ttl/3 {
+			clk.Advance(100 * time.Millisecond)
+		}
+		return false
+	}, 30*time.Second, time.Millisecond, "w1 claims s1")
+
+	gate.arm()
+	require.Eventually(t, func() bool {
+		select {
+		case <-gate.landed:
+			return true
+		default:
+		}
+		if clk.Now().Sub(w.LastRenewal()) < ttl/3 {
+			clk.Advance(100 * time.Millisecond)
+		}
+		return false
+	}, 30*time.Second, time.Millisecond, "a renewal of the lease lands")
+
+	close(stop) // the handler returns: release
+	select {
+	case <-gate.deleted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the release never deleted the lease")
+	}
+	close(gate.open) // the renewal hears it landed
+
+	// The plan still gives s1 to w1, which claims it again as soon as the
+	// lease is gone; virtual time stands still, so no lease can expire.
+	require.Eventually(t, func() bool {
+		ten, ok := w.Tenancy("s1")
+		return ok && ten.Epoch() == 2
+	}, 10*time.Second, time.Millisecond, "w1 claims s1 again at epoch 2: the released lease was deleted")
+}
