@@ -286,6 +286,12 @@ loop:
 	}
 	stopRenew()
 	renewWG.Wait()
+	if runErr == nil {
+		// Only now that no renewal is in flight: one landing meanwhile
+		// would move the keys past the revisions deleted at, or write the
+		// presence back, and the stopped worker would look live a TTL.
+		w.withdraw(bg)
+	}
 	w.handlers.Wait()
 	stopBG()
 	wg.Wait()
@@ -299,7 +305,7 @@ func (w *Worker) heldTenancies() []*Tenancy {
 }
 
 // shutdown revokes every held split, waits for the handlers up to the drain
-// deadline, releases what is left, and withdraws presence and leadership.
+// deadline and releases what is left (leases are still renewed meanwhile).
 func (w *Worker) shutdown(ctx context.Context) {
 	ts := w.heldTenancies()
 	for _, t := range ts {
@@ -319,6 +325,11 @@ func (w *Worker) shutdown(ctx context.Context) {
 		cancel()
 		w.drop(t, LossShutdown)
 	}
+}
+
+// withdraw deletes the leader key and the presence; call it once the
+// renewal loop has stopped.
+func (w *Worker) withdraw(ctx context.Context) {
 	w.mu.Lock()
 	lead, presenceRev := w.lead, w.presenceRev
 	w.lead = nil

@@ -1,0 +1,110 @@
+package split_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/memstore"
+	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/coordination/vclock"
+)
+
+// holdStore holds one armed Update of key before it reaches the store,
+// until the gate opens or the call's context ends (as a real store call
+// would). The first Delete of the leader key opens the gate and waits for
+// that Update to finish: a renewal landing while the shutdown withdraws
+// leadership and presence.
+type holdStore struct {
+	coordination.Store
+	key string
+
+	mu       sync.Mutex
+	armed    bool
+	held     chan struct{} // closed once the armed Update is held
+	open     chan struct{} // closed to let it through
+	finished chan struct{} // closed once it returned
+	openOnce sync.Once
+}
+
+func (h *holdStore) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
+	if key != h.key {
+		return h.Store.Update(ctx, ks, key, v, rev)
+	}
+	h.mu.Lock()
+	armed := h.armed
+	h.armed = false
+	h.mu.Unlock()
+	if !armed {
+		return h.Store.Update(ctx, ks, key, v, rev)
+	}
+	defer close(h.finished)
+	close(h.held)
+	select {
+	case <-h.open:
+	case <-ctx.Done():
+		return coordination.Lost, coordination.Retryable("update", ks, key, ctx.Err())
+	}
+	return h.Store.Update(ctx, ks, key, v, rev)
+}
+
+func (h *holdStore) Delete(ctx context.Context, ks coordination.Keyspace, key string, rev coordination.Revision) (coordination.CasOutcome, error) {
+	if key == "leader" {
+		h.openOnce.Do(func() { close(h.open) })
+		<-h.finished
+	}
+	return h.Store.Delete(ctx, ks, key, rev)
+}
+
+// TestShutdownWithdrawsPresenceDespiteARenewal: a presence renewal landing
+// while Run's shutdown withdraws leadership and presence moves the
+// presence past the revision the withdrawal deletes at (or, landing after
+// it, writes it back): the stopped worker counts as live for a whole TTL,
+// and the leader keeps assigning it splits nobody runs.
+func TestShutdownWithdrawsPresenceDespiteARenewal(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk := vclock.New(time.Unix(1_800_000_000, 0))
+	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	ctx := context.Background()
+	hold := &holdStore{Store: mem, key: "worker.w1", held: make(chan struct{}), open: make(chan struct{}), finished: make(chan struct{})}
+	w, err := split.NewWorker(hold, "w1", split.WithClock(clk), split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
+		<-ctx.Done()
+		return nil
+	}))
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	require.Eventually(t, w.IsLeader, 30*time.Second, time.Millisecond, "w1 leads")
+
+	hold.mu.Lock()
+	hold.armed = true
+	hold.mu.Unlock()
+	require.Eventually(t, func() bool {
+		select {
+		case <-hold.held:
+			return true
+		default:
+		}
+		if clk.Now().Sub(w.LastRenewal()) < ttl/3 {
+			clk.Advance(100 * time.Millisecond)
+		}
+		return false
+	}, 30*time.Second, time.Millisecond, "a presence renewal is in flight")
+
+	cancel() // graceful stop while the renewal is in flight
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	_, err = mem.Get(ctx, coordination.Ephemeral, "worker.w1")
+	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker's presence is gone")
+}
