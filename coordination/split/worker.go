@@ -738,6 +738,18 @@ func (w *Worker) claim(ctx context.Context, spec Spec) {
 		next = Progress{Epoch: epoch, Status: StatusQuarantined, Attempts: attempts, Watermark: prev.Watermark, State: prev.State}
 	}
 	po, err := w.store.Update(c, coordination.Durable, progKey(spec.ID), encode(next), pe.Revision)
+	if err != nil && !coordination.IsFatal(err) && next.Status == StatusOwned {
+		// The write may have landed with its reply lost (cut off at its
+		// deadline). The record would then say Owned by this worker with
+		// no tenancy behind it, and the next claim would count a failed
+		// tenancy that never ran. Owned at this epoch by this worker is
+		// what only this claim writes: we hold the epoch's lease.
+		if e, gerr := w.store.Get(c, coordination.Durable, progKey(spec.ID)); gerr == nil {
+			if cur, derr := decode[Progress](e.Key, e.Value); derr == nil && cur.Epoch == epoch && cur.Status == StatusOwned && cur.Owner == w.id {
+				po, err = coordination.WonAt(e.Revision), nil
+			}
+		}
+	}
 	if err != nil || !po.Won() || next.Status == StatusQuarantined {
 		if next.Status == StatusQuarantined && err == nil && po.Won() {
 			w.cfg.log.Warn("split quarantined", "split", spec.ID, "failed_tenancies", attempts)
