@@ -396,7 +396,14 @@ func (w *Worker) register(ctx context.Context) error {
 		if err != nil && coordination.IsFatal(err) {
 			return fmt.Errorf("split: worker %q: registering presence: %w", w.id, err)
 		}
-		if !sleep(ctx, w.cfg.clock, w.ttl/3) {
+		// A failed call backs off by the retry interval (WithRetryInterval);
+		// a key held by another instance is polled every third of a lease,
+		// the cadence at which a live twin renews it.
+		wait := w.ttl / 3
+		if err != nil {
+			wait = w.cfg.retry
+		}
+		if !sleep(ctx, w.cfg.clock, wait) {
 			return ctx.Err()
 		}
 	}

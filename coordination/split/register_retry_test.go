@@ -1,0 +1,56 @@
+package split_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/memstore"
+	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/coordination/vclock"
+)
+
+// failFirstCreate fails the first Create with a Retryable error.
+type failFirstCreate struct {
+	coordination.Store
+	failed atomic.Bool
+}
+
+func (f *failFirstCreate) Create(ctx context.Context, ks coordination.Keyspace, key string, v []byte) (coordination.CasOutcome, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return coordination.Lost, coordination.Retryable("create", ks, key, errors.New("store unreachable (fault injected)"))
+	}
+	return f.Store.Create(ctx, ks, key, v)
+}
+
+// TestRegistrationRetriesAtTheRetryInterval: WithRetryInterval is the
+// back-off between failed store calls, registration included; a failed
+// presence write was retried only after a third of the lease TTL.
+func TestRegistrationRetriesAtTheRetryInterval(t *testing.T) {
+	const ttl, retry = 3 * time.Second, 100 * time.Millisecond
+	clk := vclock.New(time.Unix(1_800_000_000, 0))
+	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	store := &failFirstCreate{Store: mem}
+	w, err := split.NewWorker(store, "w1", split.WithClock(clk), split.WithRetryInterval(retry),
+		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error { <-ctx.Done(); return nil }))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	// Before it registers the worker has one timer: the back-off.
+	require.Eventually(t, func() bool { return store.failed.Load() && clk.Pending() == 1 }, 10*time.Second, time.Millisecond, "the first presence write failed")
+	clk.Advance(retry)
+	require.Eventually(t, func() bool { return closed(w.Registered()) }, 10*time.Second, time.Millisecond,
+		"registered one retry interval after the failure")
+}
