@@ -54,3 +54,20 @@ func TestRegistrationRetriesAtTheRetryInterval(t *testing.T) {
 	require.Eventually(t, func() bool { return closed(w.Registered()) }, 10*time.Second, time.Millisecond,
 		"registered one retry interval after the failure")
 }
+
+// TestErrAfterStopBeforeRegistration: a worker stopped before its presence
+// was registered reports, like any stopped worker, ErrWorkerStopped naming
+// it, not a bare "context canceled".
+func TestErrAfterStopBeforeRegistration(t *testing.T) {
+	mem, err := memstore.New()
+	require.NoError(t, err)
+	w, err := split.NewWorker(mem, "w1", split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error { <-ctx.Done(); return nil }))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	runErr := w.Run(ctx)
+	require.ErrorIs(t, runErr, context.Canceled)
+	require.False(t, closed(w.Registered()))
+	require.ErrorIs(t, w.Err(), split.ErrWorkerStopped)
+	require.Contains(t, w.Err().Error(), `worker "w1"`)
+}

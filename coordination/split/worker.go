@@ -228,7 +228,9 @@ func (w *Worker) opCtx(ctx context.Context) (context.Context, context.CancelFunc
 // drains and releases every held split (each handler gets the drain
 // deadline), withdraws its presence and returns nil. It returns an error
 // wrapping ErrDuplicateWorker and coordination.ErrFatal when another live
-// instance holds the same worker id. Run may be called once.
+// instance holds the same worker id, and one wrapping ErrWorkerStopped
+// and ctx's error when ctx ends before the presence is registered. Run may
+// be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
@@ -404,7 +406,8 @@ func (w *Worker) register(ctx context.Context) error {
 			wait = w.cfg.retry
 		}
 		if !sleep(ctx, w.cfg.clock, wait) {
-			return ctx.Err()
+			// Err reports Run's error: name the worker and say it stopped.
+			return fmt.Errorf("split: worker %q: %w before its presence was registered: %w", w.id, ErrWorkerStopped, ctx.Err())
 		}
 	}
 }
