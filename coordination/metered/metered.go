@@ -107,8 +107,12 @@ func errResult(err error) string {
 func call[T any](s *Store, ctx context.Context, op string, ks coordination.Keyspace, key string,
 	fn func(context.Context) (T, error), label func(T, error) string) (T, error) {
 	start := time.Now()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
+	// Only the wrapper's own deadline is ErrTimeout: a caller's shorter
+	// deadline or cancellation is reported as the caller's error.
+	ownDeadline := func() bool { return parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) }
 	type res struct {
 		v   T
 		err error
@@ -121,14 +125,14 @@ func call[T any](s *Store, ctx context.Context, op string, ks coordination.Keysp
 	var r res
 	select {
 	case r = <-ch:
-		if r.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !coordination.IsFatal(r.err) {
+		if r.err != nil && ownDeadline() && !coordination.IsFatal(r.err) {
 			r.err = coordination.Retryable(op, ks, key, fmt.Errorf("%w after %v: %w", ErrTimeout, s.cfg.timeout, r.err))
 		}
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if ownDeadline() {
 			r.err = coordination.Retryable(op, ks, key, fmt.Errorf("%w after %v", ErrTimeout, s.cfg.timeout))
 		} else {
-			r.err = coordination.Retryable(op, ks, key, ctx.Err())
+			r.err = coordination.Retryable(op, ks, key, parent.Err())
 		}
 	}
 	s.cfg.metrics.duration.WithLabelValues(op, ks.String(), label(r.v, r.err)).Observe(time.Since(start).Seconds())

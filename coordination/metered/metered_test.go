@@ -72,3 +72,24 @@ func TestNewValidates(t *testing.T) {
 	_, err = metered.New(inner, metered.WithTimeout(-1))
 	require.Error(t, err)
 }
+
+// TestCallerDeadlineIsNotReportedAsTimeout: a call cut off by the caller's
+// own, shorter deadline is Retryable with the caller's error; it was
+// reported as the wrapper's per-operation timeout "after" a duration that
+// never passed.
+func TestCallerDeadlineIsNotReportedAsTimeout(t *testing.T) {
+	inner, err := memstore.New()
+	require.NoError(t, err)
+	stuck := stuckStore{Store: inner, release: make(chan struct{})}
+	defer close(stuck.release)
+	s, err := metered.New(stuck, metered.WithTimeout(time.Hour))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = s.Get(ctx, coordination.Durable, "k")
+	require.True(t, coordination.IsRetryable(err), "%v", err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, metered.ErrTimeout)
+	require.NotContains(t, err.Error(), "1h0m0s")
+}
