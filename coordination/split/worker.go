@@ -622,25 +622,27 @@ func (w *Worker) drop(t *Tenancy, reason string) coordination.Revision {
 
 // revoke starts a cooperative revocation with its drain deadline.
 func (w *Worker) revoke(t *Tenancy) {
-	if !t.revoke() {
+	// Callers revoke tenancies they listed a moment before. One that ended
+	// meanwhile is left alone: drop, which takes it off the draining
+	// gauge, has already run. Under w.mu, drop runs either before this
+	// (not held) or after it (revoking, so it counts the end).
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held[t.spec.ID] != t || !t.revoke() {
 		return
 	}
 	w.cfg.metrics.Draining.WithLabelValues(string(w.id)).Inc()
-	w.mu.Lock()
-	if w.held[t.spec.ID] == t {
-		t.drain = w.cfg.clock.AfterFunc(w.cfg.drain, func() {
-			w.mu.Lock()
-			t.forced = true
-			w.mu.Unlock()
-			t.cancel()
-			c, cancel := w.opCtx(context.Background())
-			defer cancel()
-			if err := t.release(c, false, LossForced); err != nil && !errors.Is(err, ErrFenced) {
-				w.drop(t, LossForced) // store unreachable: the lease will expire
-			}
-		})
-	}
-	w.mu.Unlock()
+	t.drain = w.cfg.clock.AfterFunc(w.cfg.drain, func() {
+		w.mu.Lock()
+		t.forced = true
+		w.mu.Unlock()
+		t.cancel()
+		c, cancel := w.opCtx(context.Background())
+		defer cancel()
+		if err := t.release(c, false, LossForced); err != nil && !errors.Is(err, ErrFenced) {
+			w.drop(t, LossForced) // store unreachable: the lease will expire
+		}
+	})
 }
 
 // step is one pass of the control loop over the mirrors.
