@@ -52,9 +52,16 @@ func checkName(name string) error {
 // List implements Archive.
 func (a *LocalArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	var out []ObjectInfo
-	err := filepath.WalkDir(a.root, func(p string, d fs.DirEntry, err error) error {
+	// WalkDir does not follow a root that is a symlink (an archive folder
+	// linked to the disk it lives on): it would list nothing. Walk the
+	// folder the link points to.
+	root := a.root
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == a.root && errors.Is(err, fs.ErrNotExist) {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
 				return fs.SkipAll
 			}
 			return err
@@ -62,7 +69,7 @@ func (a *LocalArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(a.root, p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}

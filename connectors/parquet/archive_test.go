@@ -74,3 +74,42 @@ func TestSkipHidden(t *testing.T) {
 		}
 	}
 }
+
+// An archive folder that is a symlink (/var/tflo/archive -> /mnt/disk/archive)
+// lists the files of the folder it points to. Bug: the walk did not follow
+// a symlinked root, so the listing was empty and a backfill of the archive
+// replayed nothing and reported success.
+func TestLocalArchiveListsThroughASymlinkedFolder(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "target")
+	w, err := parquet.NewLocalArchive(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := "p/shard-000000/x.parquet"
+	if err := w.PutAtomic(ctx, name, []byte("whole")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "archive")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	a, err := parquet.NewLocalArchive(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != name || got[0].Size != 5 {
+		t.Fatalf("list of %s (a symlink to %s) = %+v, want %s", link, target, got, name)
+	}
+	got, err = a.List(ctx, "p/shard-000000/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != name {
+		t.Fatalf("list of %s under p/shard-000000/ = %+v, want %s", link, got, name)
+	}
+}
