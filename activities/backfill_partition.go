@@ -195,7 +195,8 @@ type ReplayPartitionResult struct {
 // writes the rows to the sink in batches, and every HeartbeatRows rows
 // flushes the sink and heartbeats its position and counts: a retry
 // resumes after the last flushed row, and rows written twice overwrite
-// (sinks are idempotent). It stops at a file boundary after MaxFiles
+// (sinks are idempotent). After every batch it heartbeats the last
+// flushed position again, so a slow sink does not time the activity out. It stops at a file boundary after MaxFiles
 // files. A schema mismatch is non-retryable and names the file and both
 // fingerprints.
 func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput) (ReplayPartitionResult, error) {
@@ -243,6 +244,12 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		}
 		pending.Written += int64(len(batch))
 		batch = batch[:0]
+		// Between flushes, heartbeat what the last flush made durable:
+		// the activity stays alive however slow the sink is (HeartbeatRows
+		// rows may take longer than the heartbeat timeout, and an attempt
+		// timed out before it flushed would start over from the same
+		// position, forever), and learns of a cancellation sooner.
+		activity.RecordHeartbeat(ctx, res)
 		return nil
 	}
 	next := res.Next

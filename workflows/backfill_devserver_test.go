@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -78,4 +82,85 @@ func TestBackfillFiftyThousandFilesOnDevServer(t *testing.T) {
 	t.Logf("50,000 files, 1,000 partitions: %d runs, at most %d events per run, largest event %d bytes", runs, maxEvents, maxPayload)
 	require.Less(t, maxEvents, 10_000, "a run's history stays under Temporal's 10,240-event warning")
 	require.Less(t, maxPayload, 256<<10, "no event comes near the 2 MB payload limit")
+}
+
+// slowSink is a sink whose every Write takes delay (an InfluxDB under
+// load), counting the rows written by key.
+type slowSink struct {
+	delay  time.Duration
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (s *slowSink) Write(_ context.Context, outs []streaming.Output) error {
+	time.Sleep(s.delay) // the sink's own pace, not a synchronisation
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range outs {
+		r := parquet.RowOf(o)
+		s.counts[fmt.Sprintf("%s/%d", r.Sensor, r.Offset)]++
+	}
+	return nil
+}
+
+func (s *slowSink) Flush(context.Context, streaming.ShardID, streaming.CheckpointID) error {
+	return nil
+}
+func (s *slowSink) Close(context.Context) error { return nil }
+
+func (s *slowSink) distinct() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.counts)
+}
+
+// A replay into a sink slower than one heartbeat timeout per HeartbeatRows
+// rows still ends: the activity heartbeats as it writes. Bug: it
+// heartbeated only at its flushes (every 100,000 rows), so each attempt
+// timed out before its first heartbeat and the retry started over from
+// the same position: the backfill never ended.
+func TestBackfillIntoASlowSinkKeepsHeartbeating(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dir := t.TempDir()
+	arc, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	w, err := parquet.NewWriter(arc, "iot", 0, 1)
+	require.NoError(t, err)
+	const files, perFile = 12, 10_000
+	for f := range files {
+		rows := make([]parquet.Row, perFile)
+		for i := range rows {
+			off := int64(f*perFile + i)
+			rows[i] = parquet.Row{Sensor: "s", Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Millisecond), Value: float64(off), Offset: off}
+		}
+		_, err := w.WriteFile(ctx, rows)
+		require.NoError(t, err)
+	}
+	// 10 writes of 10,000 rows (ReplayPartition's batch) before the first
+	// flush: 4s, twice the heartbeat timeout.
+	sink := &slowSink{delay: 400 * time.Millisecond, counts: map[string]int{}}
+
+	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
+	bw.RegisterActivity(&activities.Backfills{Sinks: func(string) (streaming.Sink, error) { return sink, nil }})
+	require.NoError(t, bw.Start())
+	t.Cleanup(bw.Stop)
+
+	in := workflows.BackfillInput{Name: "slow-sink", Location: "file://" + dir, Sink: "mem", HeartbeatTimeout: 2 * time.Second}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(in.Name), TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 45*time.Second)
+	defer wcancel()
+	var p workflows.BackfillProgress
+	require.NoError(t, run.Get(wctx, &p), "the backfill did not end (rows written so far: %d of %d)", sink.distinct(), files*perFile)
+	require.True(t, p.Done)
+	require.Equal(t, int64(files*perFile), p.RowsDone)
+	require.Equal(t, files*perFile, sink.distinct())
 }
