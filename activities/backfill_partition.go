@@ -195,8 +195,9 @@ type ReplayPartitionResult struct {
 // writes the rows to the sink in batches, and every HeartbeatRows rows
 // flushes the sink and heartbeats its position and counts: a retry
 // resumes after the last flushed row, and rows written twice overwrite
-// (sinks are idempotent). After every batch it heartbeats the last
-// flushed position again, so a slow sink does not time the activity out. It stops at a file boundary after MaxFiles
+// (sinks are idempotent). After every batch and at every file it
+// heartbeats the last flushed position again, so a slow sink or store
+// does not time the activity out. It stops at a file boundary after MaxFiles
 // files. A schema mismatch is non-retryable and names the file and both
 // fingerprints.
 func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput) (ReplayPartitionResult, error) {
@@ -288,6 +289,10 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 			file = e.Pos.File
 			pending.Files++
 			pending.Bytes += e.FileSize
+			// A new file, as a batch written: heartbeat what is durable,
+			// for files whose rows the time range skips write nothing
+			// and may take longer than the heartbeat timeout to read.
+			activity.RecordHeartbeat(ctx, res)
 		}
 		pending.Rows++
 		next = e.Pos.Next()

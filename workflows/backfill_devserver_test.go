@@ -164,3 +164,73 @@ func TestBackfillIntoASlowSinkKeepsHeartbeating(t *testing.T) {
 	require.Equal(t, int64(files*perFile), p.RowsDone)
 	require.Equal(t, files*perFile, sink.distinct())
 }
+
+// slowArchive is an archive whose every Open takes delay (an object
+// store far away).
+type slowArchive struct {
+	parquet.Archive
+	delay time.Duration
+}
+
+func (a slowArchive) Open(ctx context.Context, name string) (parquet.Object, error) {
+	time.Sleep(a.delay) // the store's own pace, not a synchronisation
+	return a.Archive.Open(ctx, name)
+}
+
+// A replay whose time range skips every row of many small files on a slow
+// store writes nothing for a long while and still ends: the activity
+// heartbeats at every file. Bug: it heartbeated only at its flushes
+// (every 100,000 rows read), so each attempt timed out reading the files
+// before the first flush and the retry started over: the backfill never
+// ended.
+func TestBackfillOfSkippedRowsOnASlowStoreKeepsHeartbeating(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dir := t.TempDir()
+	arc, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	w, err := parquet.NewWriter(arc, "iot", 0, 1)
+	require.NoError(t, err)
+	const files, perFile = 120, 1000
+	for f := range files {
+		rows := make([]parquet.Row, perFile)
+		for i := range rows {
+			off := int64(f*perFile + i)
+			rows[i] = parquet.Row{Sensor: "s", Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Millisecond), Value: float64(off), Offset: off}
+		}
+		_, err := w.WriteFile(ctx, rows)
+		require.NoError(t, err)
+	}
+	// 100 files opened before the first flush: 4s, twice the heartbeat
+	// timeout.
+	slow := slowArchive{Archive: arc, delay: 40 * time.Millisecond}
+	sink := &slowSink{counts: map[string]int{}}
+
+	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
+	bw.RegisterActivity(&activities.Backfills{
+		Sinks:    func(string) (streaming.Sink, error) { return sink, nil },
+		Archives: func(string) (parquet.Archive, string, error) { return slow, "", nil },
+	})
+	require.NoError(t, bw.Start())
+	t.Cleanup(bw.Stop)
+
+	in := workflows.BackfillInput{Name: "skipped", Location: "file://" + dir, Sink: "mem", HeartbeatTimeout: 2 * time.Second,
+		From: time.Unix(0, 1_700_000_000_000_000_000).Add(time.Hour)}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(in.Name), TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 45*time.Second)
+	defer wcancel()
+	var p workflows.BackfillProgress
+	require.NoError(t, run.Get(wctx, &p), "the backfill did not end")
+	require.True(t, p.Done)
+	require.Equal(t, int64(files*perFile), p.Skipped)
+	require.Equal(t, files, p.FilesDone)
+	require.Zero(t, sink.distinct())
+}
