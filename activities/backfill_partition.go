@@ -139,6 +139,10 @@ func (a *Backfills) ListPartitions(ctx context.Context, in ListPartitionsInput) 
 		p := parquet.ShardPrefix(k.Pipeline, k.Shard)
 		res.Partitions = append(res.Partitions, p)
 		after = p + "~"
+		// One listing request per partition (a round trip on an object
+		// store, a walk of a local folder): heartbeat per partition, as
+		// a page of them may take longer than the heartbeat timeout.
+		activity.RecordHeartbeat(ctx, len(res.Partitions))
 	}
 	next, err := parquet.ListAfter(ctx, arc, prefix, after, 1)
 	if err != nil {

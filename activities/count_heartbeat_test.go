@@ -86,3 +86,58 @@ func TestCountArchiveHeartbeatsPerPartition(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&tot))
 	assert.Equal(t, 80, tot.Partitions)
 }
+
+// slowLister adds a round trip to every listing request.
+type slowLister struct {
+	parquet.Archive
+	rtt time.Duration
+}
+
+func (a slowLister) List(ctx context.Context, prefix string) ([]parquet.ObjectInfo, error) {
+	time.Sleep(a.rtt)
+	return a.Archive.List(ctx, prefix)
+}
+
+// listWorkflow runs ListPartitions with the backfill's options for it
+// (the "short" context), the heartbeat timeout scaled to hb.
+func listWorkflow(ctx workflow.Context, in activities.ListPartitionsInput, hb time.Duration) (activities.ListPartitionsResult, error) {
+	var b *activities.Backfills
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: hb,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
+	})
+	var res activities.ListPartitionsResult
+	err := workflow.ExecuteActivity(ctx, b.ListPartitions, in).Get(ctx, &res)
+	return res, err
+}
+
+// TestListPartitionsHeartbeatsPerPartition: ListPartitions makes one
+// listing request per partition (257 for a page), which the backfill runs
+// with a 1-minute heartbeat timeout. Bug: it never heartbeated, so a page
+// of partitions on a slow store (or a large local folder, walked whole
+// for each request) took past the timeout, and after 5 attempts the
+// backfill failed. Scaled here: 20 ms per request, 1 s heartbeat
+// timeout, 80 partitions.
+func TestListPartitionsHeartbeatsPerPartition(t *testing.T) {
+	dir := t.TempDir()
+	arc, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	for s := range int32(80) {
+		shardFiles(t, arc, "iot", s, 1, 2)
+	}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	b := &activities.Backfills{Archives: func(string) (parquet.Archive, string, error) {
+		return slowLister{arc, 20 * time.Millisecond}, "", nil
+	}}
+	env.RegisterActivity(b)
+	env.RegisterWorkflow(listWorkflow)
+	env.SetTestTimeout(2 * time.Minute)
+	env.ExecuteWorkflow(listWorkflow, activities.ListPartitionsInput{Location: "file://" + dir}, time.Second)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError(), "a healthy, slow archive of 80 partitions fails its listing on heartbeat timeouts")
+	var res activities.ListPartitionsResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	assert.Len(t, res.Partitions, 80)
+	assert.False(t, res.More)
+}
