@@ -172,7 +172,7 @@ func (a *app) backfillCancel() *cobra.Command {
 		Short: "Cancel a running backfill (replays in flight stop at their next row)",
 		Long: `Cancel a running backfill: the replays in flight stop at their next row.
 
-Exit code 3: no backfill has that --name.`,
+Exit code 3: no backfill has that --name, or it ended already.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
 				return usagef("--name is required")
@@ -182,6 +182,20 @@ Exit code 3: no backfill has that --name.`,
 				return err
 			}
 			id := workflows.BackfillWorkflowID(name)
+			// The server accepts a cancellation of a closed workflow: ask
+			// how the backfill stands first, so one that ended is not
+			// reported cancelled.
+			desc, err := c.DescribeWorkflow(cmd.Context(), id, "")
+			if err != nil {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					return notFoundError{fmt.Errorf("no backfill named %q", name)}
+				}
+				return fmt.Errorf("cancel backfill %q: %w", name, err)
+			}
+			if st := desc.Status; st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				return notFoundError{fmt.Errorf("backfill %q is not running (it is %s): nothing to cancel", name, executionStatus(st))}
+			}
 			if err := c.CancelWorkflow(cmd.Context(), id, ""); err != nil {
 				var nf *serviceerror.NotFound
 				if errors.As(err, &nf) {

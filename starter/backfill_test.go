@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -51,4 +53,33 @@ func TestBackfillStartChecksSinkAndArchive(t *testing.T) {
 func TestProgressLineBytes(t *testing.T) {
 	line := progressLine(workflows.BackfillProgress{FilesDone: 10, FilesTotal: 40, RowsDone: 5000, BytesDone: 1 << 20, BytesTotal: 4 << 20, RowsPerSecond: 1200, ETA: 3 * time.Second})
 	assert.Equal(t, "[#######-----------------------]  25%  files 10/40  rows 5000  1.0 MiB/4.0 MiB  1200 rows/s  ETA 3s", line)
+}
+
+// Cancelling a backfill that ended already says so (exit 3) and names how
+// it ended. Bug: the server accepts the request for a closed workflow, and
+// the command printed "backfill x cancelled" and exited 0 for a backfill
+// that had completed, failed or been terminated.
+func TestBackfillCancelOfAnEndedBackfill(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+	// No worker serves the control task queue: the backfills stay running
+	// until terminated.
+	for _, name := range []string{"ended", "running"} {
+		r := run(t, "backfill", "start", addr, "--name", name, "--archive", "file:///archive")
+		require.Equal(t, exitOK, r.code, r.err)
+	}
+	require.NoError(t, srv.Client.TerminateWorkflow(context.Background(), workflows.BackfillWorkflowID("ended"), "", "test"))
+
+	r := run(t, "backfill", "cancel", addr, "--name", "ended")
+	assert.Equal(t, exitNotFound, r.code, "%s %s", r.out, r.err)
+	assert.Equal(t, "Error: backfill \"ended\" is not running (it is terminated): nothing to cancel\n", r.err)
+	assert.NotContains(t, r.out, "cancelled")
+
+	r = run(t, "backfill", "cancel", addr, "--name", "running")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Equal(t, "backfill running cancelled\n", r.out)
+	r = run(t, "backfill", "cancel", addr, "--name", "missing")
+	assert.Equal(t, exitNotFound, r.code, r.err)
+	assert.Equal(t, "Error: no backfill named \"missing\"\n", r.err)
 }
