@@ -48,6 +48,12 @@ func Parse(s string) (Location, error) {
 		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
 			return bad("a file:// location needs an absolute path")
 		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+			// A '#' or '?' in a folder name begins a fragment or a
+			// query, which would be dropped: the location would name
+			// another folder.
+			return bad("a file:// location is only a folder (write '#' as %23 and '?' as %3F)")
+		}
 		return Location{Scheme: "file", Dir: u.Path}, nil
 	case "s3":
 		if u.Host == "" {
@@ -71,7 +77,8 @@ func (l Location) String() string {
 		}
 		return "s3://" + l.Bucket + "/" + l.Prefix
 	}
-	return "file://" + l.Dir
+	// Escaped, so a folder name with '#', '?' or '%' parses back to itself.
+	return (&url.URL{Scheme: "file", Path: l.Dir}).String()
 }
 
 // S3 says how to reach S3 for s3:// locations, as the other S3 settings

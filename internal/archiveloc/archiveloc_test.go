@@ -23,6 +23,13 @@ func TestParse(t *testing.T) {
 		{in: "/var/tflo/archive", err: "no scheme"},
 		{in: "influx", err: "no scheme"},
 		{in: "file://relative/dir", err: "absolute path after three slashes"},
+		// '#' and '?' in a folder name are escaped; bare, they began a
+		// fragment or a query that was dropped, and the location named
+		// another folder (/data/run for file:///data/run#1).
+		{in: "file:///data/run%231", want: Location{Scheme: "file", Dir: "/data/run#1"}},
+		{in: "file:///data/a%3Fb c", want: Location{Scheme: "file", Dir: "/data/a?b c"}},
+		{in: "file:///data/run#1", err: "only a folder"},
+		{in: "file:///data/a?b", err: "only a folder"},
 		{in: "s3:///prefix", err: "no bucket"},
 		{in: "s3://b/p?x=1", err: "only a bucket and a prefix"},
 		{in: "gs://bucket/p", err: `unsupported scheme "gs"`},
