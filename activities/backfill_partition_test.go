@@ -233,3 +233,28 @@ func (e *activityEnv) run(fn, in, out any) error {
 	}
 	return v.Get(out)
 }
+
+// A hidden folder holding a name that sorts after '~' (a '~' or a
+// non-ASCII letter) is skipped like any other. Bug: the listing went on
+// after "<folder>/~", found that name again, and looped until the
+// activity timed out: the backfill failed on heartbeat timeouts.
+func TestListPartitionsSkipsHiddenFoldersOfAnyNames(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	shardFiles(t, arc, "a", 0, 1, 2)
+	shardFiles(t, arc, "iot", 1, 1, 2)
+	for _, name := range []string{"_tmp/~lock", "a/_temporary/résumé", "iot/.cache/~x"} {
+		require.NoError(t, arc.PutAtomic(context.Background(), name, []byte("x")))
+	}
+	env, b := partitionEnv(newMemSink())
+	var res activities.ListPartitionsResult
+	done := make(chan error, 1)
+	go func() { done <- env.run(b.ListPartitions, activities.ListPartitionsInput{Location: loc}, &res) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("ListPartitions did not return: it keeps listing the same hidden name")
+	}
+	assert.Equal(t, []string{"a/shard-000000/", "iot/shard-000001/"}, res.Partitions)
+	assert.False(t, res.More)
+}

@@ -62,9 +62,9 @@ func TestSkipHidden(t *testing.T) {
 		hidden bool
 	}{
 		"iot/shard-000001/00-09-e1.parquet": {"", false},
-		"_tflo/staging/iot/rec-1":           {"_tflo/~", true},
+		"_tflo/staging/iot/rec-1":           {"_tflo/\U0010FFFF", true},
 		"iot/_SUCCESS":                      {"iot/_SUCCESS", true},
-		"iot/shard-000001/.tmp/part":        {"iot/shard-000001/.tmp/~", true},
+		"iot/shard-000001/.tmp/part":        {"iot/shard-000001/.tmp/\U0010FFFF", true},
 		".DS_Store":                         {".DS_Store", true},
 		"iot/shard_1/x.parquet":             {"", false}, // '_' inside an element is not hidden
 	} {

@@ -113,6 +113,12 @@ func pageAfter(all []ObjectInfo, startAfter string, limit int) []ObjectInfo {
 // Arrow datasets do.
 const StagingDir = "_tflo"
 
+// afterHidden follows a hidden folder's name and "/" to sort after
+// everything in it: the last Unicode code point, valid UTF-8 as object
+// store keys must be. ("~" did not: a name in the folder with a '~' or a
+// non-ASCII letter sorts after it, and was listed again and again.)
+const afterHidden = "\U0010FFFF"
+
 // hiddenName reports whether any element of name starts with '_' or '.'.
 func hiddenName(name string) bool {
 	_, hidden := SkipHidden(name)
@@ -122,7 +128,8 @@ func hiddenName(name string) bool {
 // SkipHidden reports whether name is hidden (an element of it starts
 // with '_' or '.', see StagingDir) and, when it is, where a listing in
 // name order goes on past it: after the first hidden folder's contents
-// ("iot/_tmp/~"), or after name itself for a hidden file ("iot/_SUCCESS").
+// ("iot/_tmp/" and afterHidden), or after name itself for a hidden file
+// ("iot/_SUCCESS").
 func SkipHidden(name string) (after string, hidden bool) {
 	for off := 0; ; {
 		el, _, more := strings.Cut(name[off:], "/")
@@ -130,7 +137,7 @@ func SkipHidden(name string) (after string, hidden bool) {
 			if !more {
 				return name, true
 			}
-			return name[:off+len(el)] + "/~", true
+			return name[:off+len(el)] + "/" + afterHidden, true
 		}
 		if !more {
 			return "", false
