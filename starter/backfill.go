@@ -169,8 +169,10 @@ func (a *app) backfillCancel() *cobra.Command {
 	var name string
 	cmd := &cobra.Command{
 		Use:   "cancel",
-		Short: "Cancel a running backfill (replays in flight stop at their next row)",
-		Long: `Cancel a running backfill: the replays in flight stop at their next row.
+		Short: "Cancel a running backfill (replays in flight stop at their next heartbeat)",
+		Long: `Cancel a running backfill: the replays in flight learn of it with their
+next heartbeat, within the replay's heartbeat timeout (30 s by default),
+and stop.
 
 Exit code 3: no backfill has that --name, or it ended already.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -221,29 +223,38 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 	var lastPrint time.Time
 	for {
 		// wctx: --timeout bounds the calls too, not only the waits between.
-		p, err := queryBackfill(wctx, c, id)
-		if err != nil {
+		p, qerr := queryBackfill(wctx, c, id)
+		if qerr != nil {
 			var nf *serviceerror.NotFound
 			switch {
-			case errors.As(err, &nf):
+			case errors.As(qerr, &nf):
 				return notFoundError{fmt.Errorf("no backfill named %q", name)}
 			case ctx.Err() != nil:
 				return ctx.Err()
-			case wf.expired(ctx, wctx, err):
-				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
+			case wf.expired(ctx, wctx, qerr):
+				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, qerr)
 			}
-			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, err, noWorkerHint(err))
 		}
 		desc, err := c.DescribeWorkflow(wctx, id, "")
 		if err != nil {
 			if wf.expired(ctx, wctx, err) {
 				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
 			}
+			if qerr != nil {
+				return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(qerr))
+			}
 			return fmt.Errorf("describe backfill %q: %w", name, err)
 		}
 		st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 		status := executionStatus(st)
 		closed := st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if qerr != nil && !closed {
+			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(qerr))
+		}
+		// A backfill that ended before any worker ran it (terminated, or
+		// timed out, waiting) answers no query: it has no progress to
+		// show, only how it ended.
+		neverRan := qerr != nil
 		if a.structured() {
 			if !wf.wait || closed {
 				if err := a.emit(map[string]any{"name": name, "status": status, "progress": p}, nil); err != nil {
@@ -252,6 +263,9 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 			}
 		} else {
 			line := progressLine(p) + "  " + status
+			if neverRan {
+				line = status + " (no worker ran it: no progress was recorded)"
+			}
 			switch {
 			case wf.wait && !closed && tty:
 				printf(a.out, "\r%s", line)

@@ -71,7 +71,18 @@ func TestBackfillCancelOfAnEndedBackfill(t *testing.T) {
 	}
 	require.NoError(t, srv.Client.TerminateWorkflow(context.Background(), workflows.BackfillWorkflowID("ended"), "", "test"))
 
-	r := run(t, "backfill", "cancel", addr, "--name", "ended")
+	// Its status is how it ended, with no progress: no worker ever ran it
+	// (the query alone fails: the workflow closed before its first task).
+	r := run(t, "backfill", "status", addr, "--name", "ended")
+	assert.Equal(t, exitFailure, r.code, "%s %s", r.out, r.err)
+	assert.Contains(t, r.out, "terminated")
+	assert.Contains(t, r.out, "no worker ran it")
+	assert.Contains(t, r.err, `backfill "ended" terminated`)
+	r = run(t, "backfill", "status", addr, "--name", "ended", "-o", "json")
+	assert.Equal(t, exitFailure, r.code, "%s %s", r.out, r.err)
+	assert.Contains(t, r.out, `"status": "terminated"`)
+
+	r = run(t, "backfill", "cancel", addr, "--name", "ended")
 	assert.Equal(t, exitNotFound, r.code, "%s %s", r.out, r.err)
 	assert.Equal(t, "Error: backfill \"ended\" is not running (it is terminated): nothing to cancel\n", r.err)
 	assert.NotContains(t, r.out, "cancelled")
