@@ -60,7 +60,8 @@
 // requests, the split protocol's and the coordination store's (with
 // WithCoordination), the MQTT source's counters, each with the constant
 // label pipeline, so workers of several pipelines can share a registry
-// (two workers of one pipeline cannot: NewWorker says so).
+// (two live workers of one pipeline cannot: NewWorker says so; a closed
+// worker's collectors are unregistered).
 //
 // # State and memory
 //

@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +97,55 @@ func (w *Worker) partsReg() prometheus.Registerer {
 		return nil
 	}
 	return prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": w.c.p.Name}, w.o.reg)
+}
+
+// registered is the worker's registerer (WithMetrics): it remembers what
+// the worker and the parts it opens registered, so closing the worker
+// unregisters them. Left registered, the collectors of a closed worker
+// kept it reachable and kept serving its last values, and a new worker of
+// the same pipeline on the registry (a restart in process) was refused
+// as a duplicate.
+type registered struct {
+	reg prometheus.Registerer
+	mu  sync.Mutex
+	cs  []prometheus.Collector
+}
+
+func (r *registered) Register(c prometheus.Collector) error {
+	if err := r.reg.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.cs = append(r.cs, c)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *registered) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *registered) Unregister(c prometheus.Collector) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cs = slices.DeleteFunc(r.cs, func(x prometheus.Collector) bool { return x == c })
+	return r.reg.Unregister(c)
+}
+
+// unregisterAll unregisters everything registered through r.
+func (r *registered) unregisterAll() error {
+	r.mu.Lock()
+	cs := r.cs
+	r.cs = nil
+	r.mu.Unlock()
+	for _, c := range cs {
+		r.reg.Unregister(c)
+	}
+	return nil
 }
 
 // register registers cs on reg, stopping at the first error (a name

@@ -2,7 +2,9 @@ package pipeline_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -69,4 +71,43 @@ func TestInfluxSinksOfOneBucketKeepTheMetricsScrapable(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]string{"0": "plant", "1": "plant"}, sinks)
+}
+
+// TestClosedWorkerLeavesTheRegistry: a closed worker's collectors (its
+// own and its S3 store's) stayed registered, serving the closed worker's
+// last values, and a new worker of the same pipeline on the registry (a
+// restart in process) was refused as a duplicate; closing the worker
+// unregisters them.
+func TestClosedWorkerLeavesTheRegistry(t *testing.T) {
+	c := newCluster(t, 1)
+	s3 := s3test.Start(t, "ckpt")
+	t.Setenv("LEAVE_S3_KEY", s3.AccessKey)
+	t.Setenv("LEAVE_S3_SECRET", s3.SecretKey)
+	reg := prometheus.NewRegistry()
+	p := alarmPipeline(c.ListenAddrs(), "")
+	p.State.Durable = pipeline.Durable{S3: &pipeline.S3Store{Bucket: "ckpt", Endpoint: s3.URL, Region: "us-east-1",
+		AccessKeyEnv: "LEAVE_S3_KEY", SecretKeyEnv: "LEAVE_S3_SECRET"}}
+	tflo := func() []string {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		var names []string
+		for _, mf := range mfs {
+			if strings.HasPrefix(mf.GetName(), "tflo_") {
+				names = append(names, mf.GetName())
+			}
+		}
+		return names
+	}
+
+	r := start(t, p, pipeline.WithWorkerID("plant-1"), pipeline.WithMetrics(reg))
+	r.waitFor(t, func() bool { return r.w.Stats().Owned == 1 }, 30*time.Second, "the worker owns the partition")
+	require.Contains(t, tflo(), "tflo_pipeline_records_in_total")
+	r.stop(t)
+	require.Empty(t, tflo(), "collectors of the stopped worker")
+
+	w, err := pipeline.NewWorker(context.Background(), p, pipeline.WithWorkerID("plant-1"), pipeline.WithMetrics(reg))
+	require.NoError(t, err, "a new worker of the pipeline on the registry")
+	require.Contains(t, tflo(), "tflo_pipeline_records_in_total")
+	require.NoError(t, w.Close())
+	require.Empty(t, tflo(), "collectors of the closed worker that never ran")
 }

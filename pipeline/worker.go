@@ -56,7 +56,7 @@ func WithWorkerID(id string) Option { return func(o *options) { o.workerID = id 
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithMetrics registers the worker's Prometheus metrics with reg (default
-// none).
+// none); closing the worker unregisters them.
 func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
 
 // WithTemporal runs the slow path on Temporal through c (not closed by
@@ -173,6 +173,12 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 			w.closeAll()
 		}
 	}()
+	if o.reg != nil {
+		// Closed last: the collectors read the parts closed before.
+		r := &registered{reg: o.reg}
+		w.o.reg = r
+		w.closers = append(w.closers, r.unregisterAll)
+	}
 	if w.db, err = openStateDB(c.p.State.Dir, int64(c.p.State.Memory)); err != nil {
 		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
 	}
@@ -222,7 +228,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
 	}
-	if w.m, err = newMetrics(w, o.reg); err != nil {
+	if w.m, err = newMetrics(w, w.o.reg); err != nil {
 		return nil, fmt.Errorf("pipeline %q: metrics: %w", c.p.Name, err)
 	}
 	return w, nil
