@@ -16,8 +16,9 @@ type pinger interface {
 
 // Ready reports whether the worker serves its pipeline: nil when it runs
 // and has not failed, its source has given it its shards and each is
-// restored (Kafka: the group assigned partitions and every owned one is
-// open; MQTT: the one shard is open and subscribed), Temporal answers a
+// restored (Kafka: the group gave the worker its assignment, none when
+// it has more members than the topic has partitions, and every owned
+// partition is open; MQTT: the one shard is open and subscribed), Temporal answers a
 // health check (when configured) and every sink that can be asked
 // answers. Otherwise the error says what is missing. It is what a
 // worker's /readyz serves; safe to call from any goroutine while Run
@@ -37,7 +38,7 @@ func (w *Worker) Ready(ctx context.Context) error {
 	switch {
 	case w.kafka != nil:
 		st := w.kafka.src.Stats()
-		if st.Epoch == 0 {
+		if !st.Assigned { // not the epoch: a member assigned nothing has none, and serves
 			return errors.New("kafka source: no partitions assigned yet (joining the group)")
 		}
 		if held := len(w.host.heldShards()); held < st.Owned {

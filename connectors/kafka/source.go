@@ -34,6 +34,9 @@ type Source struct {
 	stats struct {
 		handed, revokeFailed atomic.Uint64
 	}
+	// assigned: the member received an assignment, possibly empty (a
+	// member of a group with more members than partitions gets none).
+	assigned atomic.Bool
 }
 
 // NewSource validates the options and returns a Source. It does not
@@ -59,7 +62,10 @@ type Stats struct {
 	Dropped        uint64 // records dropped because their partition was no longer owned
 	RevokeFailures uint64 // revoked partitions whose Release (final checkpoint) failed
 	Owned          int
-	Epoch          streaming.Epoch
+	Epoch          streaming.Epoch // 0 until the member gains a partition
+	// Assigned: the member joined the group and received its assignment
+	// at least once, even an empty one (more members than partitions).
+	Assigned bool
 }
 
 // Stats returns the Source's counters.
@@ -70,6 +76,7 @@ func (s *Source) Stats() Stats {
 		RevokeFailures: s.stats.revokeFailed.Load(),
 		Owned:          len(s.router.Owned()),
 		Epoch:          s.router.AssignmentEpoch(),
+		Assigned:       s.assigned.Load(),
 	}
 }
 
@@ -284,6 +291,9 @@ func toPartitions(m map[string][]int32) []Partition {
 func (s *Source) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	ps := toPartitions(m)
 	if len(ps) == 0 {
+		// franz-go calls this after every join, with nothing new too:
+		// the member is in the group, idle when it owns nothing.
+		s.assigned.Store(true)
 		return
 	}
 	_, gen := cl.GroupMetadata()
@@ -313,6 +323,7 @@ func (s *Source) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]
 		})
 	}
 	wg.Wait()
+	s.assigned.Store(true)
 	s.cfg.log.Info("partitions assigned", "group", s.cfg.group, "partitions", fmt.Sprint(ps), "generation", gen, "epoch", uint64(epoch))
 }
 

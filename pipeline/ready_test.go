@@ -1,0 +1,38 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/pipeline"
+)
+
+// TestIdleGroupMemberIsReady: a worker whose group has more members than
+// the topic has partitions gets an empty assignment, and Ready said "no
+// partitions assigned yet (joining the group)" for as long as it ran (its
+// /readyz never passed, which stalls a rolling deploy); a member given its
+// assignment, even an empty one, serves.
+func TestIdleGroupMemberIsReady(t *testing.T) {
+	c := newCluster(t, 1)
+	p := alarmPipeline(c.ListenAddrs(), "")
+	a := start(t, p, pipeline.WithWorkerID("plant-1"))
+	b := start(t, p, pipeline.WithWorkerID("plant-2"))
+	ready := func(r *running) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return r.w.Ready(ctx)
+	}
+	a.waitFor(t, func() bool { return a.w.Stats().Owned+b.w.Stats().Owned == 1 }, 30*time.Second, "one of the two members owns the partition")
+	var errA, errB error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if errA, errB = ready(a), ready(b); errA == nil && errB == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "both members ready: plant-1: %v; plant-2: %v", errA, errB)
+		time.Sleep(20 * time.Millisecond) // polling Ready, as a probe does
+	}
+}
