@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,4 +89,31 @@ func TestInMemoryStateCheckpointsManyKeys(t *testing.T) {
 		}
 		return false
 	}, 60*time.Second, "a checkpoint of every key")
+}
+
+// TestDurableS3KeyVariablesMustHoldKeys: state.durable.s3's
+// access_key_env and secret_key_env naming unset variables fell back to
+// the AWS SDK's default credential chain (other credentials than the spec
+// names, or an error that does not say why), and one given without the
+// other was refused only at start, without naming the missing variable;
+// Validate refuses one without the other, and the worker refuses a named
+// variable that is unset, naming it.
+func TestDurableS3KeyVariablesMustHoldKeys(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true") // no instance-metadata probe
+	t.Setenv("TFLO_TEST_S3_KEY", "key")
+	p := alarmPipeline([]string{"127.0.0.1:1"}, "")
+	s3 := &pipeline.S3Store{Bucket: "ckpt", Endpoint: "http://127.0.0.1:1", Region: "us-east-1", AccessKeyEnv: "TFLO_TEST_S3_KEY"}
+	p.State.Durable = pipeline.Durable{S3: s3}
+	require.ErrorContains(t, p.Validate(), "state.durable.s3: give access_key_env and secret_key_env together")
+
+	s3.SecretKeyEnv = "TFLO_TEST_S3_SECRET_UNSET"
+	require.NoError(t, p.Validate())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := pipeline.NewWorker(ctx, p, pipeline.WithWorkerID("plant-1"))
+	require.ErrorContains(t, err, "durable bucket ckpt: state.durable.s3.secret_key_env names TFLO_TEST_S3_SECRET_UNSET, which is unset or empty")
+
+	s3.AccessKeyEnv = "TFLO_TEST_S3_KEY_UNSET"
+	_, err = pipeline.NewWorker(ctx, p, pipeline.WithWorkerID("plant-1"))
+	require.ErrorContains(t, err, "durable bucket ckpt: state.durable.s3.access_key_env names TFLO_TEST_S3_KEY_UNSET, which is unset or empty")
 }

@@ -671,6 +671,9 @@ func (p Pipeline) validate(line func(key string) int) error {
 	if d.S3 != nil && d.S3.Bucket == "" {
 		addAt("state.durable.s3.bucket", "state.durable.s3.bucket is empty")
 	}
+	if d.S3 != nil && (d.S3.AccessKeyEnv == "") != (d.S3.SecretKeyEnv == "") {
+		addAt("state.durable.s3", "state.durable.s3: give access_key_env and secret_key_env together (neither: the SDK's default credential chain)")
+	}
 	if d.S3 != nil {
 		if err := validTLS(d.S3.TLS); err != nil {
 			addAt("state.durable.s3.tls", "state.durable.s3.tls: %v", err)

@@ -103,6 +103,15 @@ func openDurable(ctx context.Context, state State, db *badger.DB, log *slog.Logg
 			opts = append(opts, s3.WithRegion(s.Region))
 		}
 		if s.AccessKeyEnv != "" {
+			// Both variables must hold a key (Validate checked both are
+			// named): two empty keys would fall back to the SDK's default
+			// chain, other credentials than the spec names, and one alone
+			// was refused without saying which variable is missing.
+			for _, v := range [...]struct{ key, name string }{{"access_key_env", s.AccessKeyEnv}, {"secret_key_env", s.SecretKeyEnv}} {
+				if os.Getenv(v.name) == "" {
+					return nil, nil, fmt.Errorf("durable bucket %s: state.durable.s3.%s names %s, which is unset or empty", s.Bucket, v.key, v.name)
+				}
+			}
 			opts = append(opts, s3.WithStaticCredentials(os.Getenv(s.AccessKeyEnv), os.Getenv(s.SecretKeyEnv), ""))
 		}
 		if s.TLS != nil {
