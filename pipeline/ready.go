@@ -18,9 +18,10 @@ type pinger interface {
 // and has not failed, its source has given it its shards and each is
 // restored (Kafka: the group gave the worker its assignment, none when
 // it has more members than the topic has partitions, and every owned
-// partition is open; MQTT: the one shard is open and subscribed), Temporal answers a
-// health check (when configured) and every sink that can be asked
-// answers. Otherwise the error says what is missing. It is what a
+// partition is open; MQTT: the one shard is open and subscribed),
+// Temporal answers a health check (when configured) and every sink that
+// can be asked answers (the Kafka and InfluxDB sinks, the dead-letter
+// sink included). Otherwise the error says what is missing. It is what a
 // worker's /readyz serves; safe to call from any goroutine while Run
 // runs.
 func (w *Worker) Ready(ctx context.Context) error {
@@ -62,6 +63,15 @@ func (w *Worker) Ready(ctx context.Context) error {
 		if p, ok := s.(pinger); ok {
 			if err := p.Ping(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("sink %d: %w", i, err))
+			}
+		}
+	}
+	// The dead-letter sink too: a dead letter it cannot take fails the
+	// shard's next checkpoint, as an output sink's failed write does.
+	if w.dead != nil {
+		if p, ok := w.dead.sinks[0].(pinger); ok {
+			if err := p.Ping(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("dead-letter sink: %w", err))
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,4 +36,28 @@ func TestIdleGroupMemberIsReady(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "both members ready: plant-1: %v; plant-2: %v", errA, errB)
 		time.Sleep(20 * time.Millisecond) // polling Ready, as a probe does
 	}
+}
+
+// TestNotReadyWhileTheDeadLetterSinkIsDown: Ready asked the output sinks
+// whether their servers answer, not the dead-letter sink, whose failed
+// writes fail the shards' checkpoints just the same: a worker whose
+// dead-letter cluster was down said it was ready. It now names the
+// dead-letter sink.
+func TestNotReadyWhileTheDeadLetterSinkIsDown(t *testing.T) {
+	c := newCluster(t, 1)
+	dlq := newCluster(t, 1)
+	p := alarmPipeline(c.ListenAddrs(), "")
+	p.DeadLetter = pipeline.KafkaSink{Brokers: dlq.ListenAddrs(), Topic: topic + ".dlq"}
+	r := start(t, p, pipeline.WithWorkerID("plant-1"))
+	ready := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return r.w.Ready(ctx)
+	}
+	r.waitFor(t, func() bool { return ready() == nil }, 30*time.Second, "the worker is ready")
+	dlq.Close()
+	r.waitFor(t, func() bool {
+		err := ready()
+		return err != nil && strings.Contains(err.Error(), "dead-letter sink: kafka publisher")
+	}, 30*time.Second, "the worker is not ready, naming the dead-letter sink")
 }

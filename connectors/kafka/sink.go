@@ -39,9 +39,6 @@ type OutputSink struct {
 
 var _ streaming.Sink = (*OutputSink)(nil)
 
-// Ping reports whether the sink's brokers answer (Publisher.Ping).
-func (k *OutputSink) Ping(ctx context.Context) error { return k.pub.Ping(ctx) }
-
 // NewOutputSink publishes with pub (which the sink closes) in enc's
 // format.
 func NewOutputSink(pub *Publisher, enc OutputEncoder) *OutputSink {
@@ -67,6 +64,10 @@ func (s *OutputSink) Write(ctx context.Context, outs []streaming.Output) error {
 // publisherSink is the Flush and Close of a sink that writes through a
 // Publisher it owns.
 type publisherSink struct{ pub *Publisher }
+
+// Ping reports whether the sink's brokers answer (Publisher.Ping): a
+// worker's readiness asks its output and dead-letter sinks.
+func (s publisherSink) Ping(ctx context.Context) error { return s.pub.Ping(ctx) }
 
 // Flush implements streaming.Sink: it waits for what was published.
 func (s publisherSink) Flush(ctx context.Context, _ streaming.ShardID, _ streaming.CheckpointID) error {
