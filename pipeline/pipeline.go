@@ -369,8 +369,11 @@ type Checkpoint struct {
 	// stages of a checkpoint, and a quarter of the state save's (default
 	// 15s: a minute to save).
 	StageTimeout time.Duration `yaml:"stage_timeout"`
-	// BreakerThreshold consecutive failed checkpoints open the breaker,
-	// which skips checkpoints for BreakerCoolDown (defaults 3 and 1m).
+	// BreakerThreshold consecutive rounds with failed checkpoints open
+	// the breaker of the checkpoint coordinator, which holds rounds off
+	// for BreakerCoolDown, then runs one probe round (defaults 3 and 1m;
+	// with Temporal only: without, a failed checkpoint is tried again at
+	// the next interval).
 	BreakerThreshold int           `yaml:"breaker_threshold"`
 	BreakerCoolDown  time.Duration `yaml:"breaker_cool_down"`
 	// HeartbeatTimeout of the worker's lease workflow: a worker silent
