@@ -32,7 +32,13 @@ func (b *ByteSize) UnmarshalText(text []byte) error {
 	if err != nil || !(n >= 0) || n*float64(mult) > 1<<62 { // !(n >= 0): NaN too
 		return fmt.Errorf("size %q is not a number of bytes like 256MiB, 64MB or 4096", text)
 	}
-	*b = ByteSize(n * float64(mult))
+	size := ByteSize(n * float64(mult)) // a fraction of a byte is dropped
+	if size == 0 && n > 0 {
+		// Not 0: a size of 0 is "the default" to every setting, so
+		// memory: 0.5 (GiB meant) would silently be 256MiB.
+		return fmt.Errorf("size %q is less than one byte: give a unit, like 0.5GiB", text)
+	}
+	*b = size
 	return nil
 }
 

@@ -24,3 +24,29 @@ func TestByteSizeRefusesWhatIsNoNumberOfBytes(t *testing.T) {
 		require.Equal(t, want, b, "%q", s)
 	}
 }
+
+// TestByteSizeRefusesLessThanOneByte: a positive size under one byte
+// ("0.5", a unit forgotten) parsed as 0, which every setting reads as
+// its default: state.memory: 0.5 ran with 256MiB, max_packet_size: 0.5
+// with 64KiB, without a word.
+func TestByteSizeRefusesLessThanOneByte(t *testing.T) {
+	for _, s := range []string{"0.5", "0.5B", "1e-9KiB", "0.0001"} {
+		var b pipeline.ByteSize
+		require.ErrorContains(t, b.UnmarshalText([]byte(s)), "is less than one byte", "%q", s)
+	}
+	for s, want := range map[string]pipeline.ByteSize{"0": 0, "0B": 0, "1.5": 1, "0.1KiB": 102} {
+		var b pipeline.ByteSize
+		require.NoError(t, b.UnmarshalText([]byte(s)), "%q", s)
+		require.Equal(t, want, b, "%q", s)
+	}
+	_, err := pipeline.Parse([]byte(`name: plant
+source:
+  kafka: {brokers: [localhost:9092], topic: readings}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: mean, type: sma, inputs: [value], params: {window: 3}}
+state: {memory: 0.5}
+`))
+	require.ErrorContains(t, err, "is less than one byte")
+}
