@@ -151,7 +151,8 @@ func (d jsonBound) Decode(m Message, r *Record) error {
 		if len(k) == 0 {
 			return fmt.Errorf("json record: key field %q is not a non-empty string", d.key)
 		}
-	} else if _, err := strconv.ParseFloat(string(k), 64); err != nil {
+	} else if _, err := strconv.ParseFloat(string(k), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+		// Out of a float's range is still a number: its text is the key.
 		return fmt.Errorf("json record: key field %q is %s, want a string or a number", d.key, clip(k))
 	}
 	r.Key = k

@@ -33,6 +33,7 @@ func TestJSONDecoder(t *testing.T) {
 	}{
 		{name: "plain", in: `{"sym":"AAPL","ts":5,"px":1.5,"live":true}`, fast: true, key: "AAPL", ts: 5, inputs: []streaming.Computed{streaming.Float(1.5), streaming.Bool(true)}},
 		{name: "number key, null and absent inputs", in: ` {"sym":42, "ts":-1, "px":null} `, fast: true, key: "42", ts: -1, inputs: []streaming.Computed{none, none}},
+		{name: "number key past a float's range", in: `{"sym":1e400,"ts":1}`, fast: true, key: "1e400", ts: 1, inputs: []streaming.Computed{none, none}},
 		{name: "nested unknown members", in: `{"meta":{"a":[1,{"b":"c"}]},"sym":"X","ts":1,"px":2}`, fast: true, key: "X", ts: 1, inputs: []streaming.Computed{streaming.Float(2), none}},
 		{name: "repeated member: the last", in: `{"sym":"A","sym":"B","ts":1,"px":1,"px":3}`, fast: true, key: "B", ts: 1, inputs: []streaming.Computed{streaming.Float(3), none}},
 		{name: "escaped key (encoding/json)", in: `{"sym":"A\u0042","ts":1,"live":false}`, key: "AB", ts: 1, inputs: []streaming.Computed{none, streaming.Bool(false)}},
