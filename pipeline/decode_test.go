@@ -96,3 +96,29 @@ func TestSignalEnvelopeDecoder(t *testing.T) {
 		require.ErrorContains(t, err, want, in)
 	}
 }
+
+// FuzzJSONDecoder: wherever the scanner reads a record (the fast path),
+// it finds the members encoding/json finds, so both paths decode it
+// alike (decode.go's comment promised this fuzz test; there was none).
+func FuzzJSONDecoder(f *testing.F) {
+	for _, s := range []string{`{"sym":"AAPL","ts":5,"px":1.5,"live":true}`, ` {"sym":42, "ts":-1, "px":null} `,
+		`{"meta":{"a":[1,{"b":"c"}]},"sym":"X","ts":1,"px":2}`, `{"sym":"A","sym":"B","ts":1,"px":1,"px":3}`, `{"sym":1e400,"ts":1}`,
+		`{"sym":"A","ts":1.5}`, `{"sym":"A","ts":1,"px":"1.5"}`, `{"sym":"A","ts":1,}`, `[1]`, `{"sym":"A","ts":01}`} {
+		f.Add([]byte(s))
+	}
+	d, err := JSONDecoder{Key: "sym", Time: "ts"}.BindInputs([]string{"px", "live"})
+	require.NoError(f, err)
+	names := d.(jsonBound).names
+	f.Fuzz(func(t *testing.T, b []byte) {
+		vals := make([][]byte, len(names))
+		end := jsonscan.Members(b, jsonscan.WS(b, 0), names, vals)
+		if end < 0 || jsonscan.WS(b, end) != len(b) {
+			return // the scanner gave up: encoding/json decodes it
+		}
+		var obj map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &obj), "the scanner read %q, encoding/json refuses it", b)
+		for i, n := range names {
+			require.Equal(t, string(obj[n]), string(vals[i]), "member %q of %q", n, b)
+		}
+	})
+}
