@@ -64,7 +64,7 @@ func newMetrics(w *Worker, reg prometheus.Registerer) (*metrics, error) {
 		m.checkpointDur, m.checkpoints, m.leaseRestarts,
 		counter("records_in_total", "Records applied to state.", func() float64 { return float64(m.recordsIn.Load()) }),
 		counter("records_out_total", "Outputs written to the sinks.", func() float64 { return float64(m.recordsOut.Load()) }),
-		counter("dlq_total", "Records that failed to decode, sent to the dead-letter destination.", func() float64 { return float64(w.sourceStats().DeadLettered) }),
+		counter("dlq_total", "Records sent to the dead-letter destination: they failed to decode, were outside the pipeline's limits, or were of a new key over state.max_keys.", func() float64 { return float64(w.sourceStats().DeadLettered) }),
 		counter("dlq_errors_total", "Dead letters that could not be delivered.", func() float64 { return float64(w.sourceStats().DeadLetterErrors) }),
 		counter("dropped_total", "Records dropped because their shard was no longer owned.", func() float64 { return float64(w.sourceStats().Dropped) }),
 		counter("keys_quarantined_total", "Keys whose stored state did not load (corrupt or poisoned): reset, the shard carried on.", func() float64 { return float64(m.quarantined.Load()) }),

@@ -111,3 +111,25 @@ func TestClosedWorkerLeavesTheRegistry(t *testing.T) {
 	require.NoError(t, w.Close())
 	require.Empty(t, tflo(), "collectors of the closed worker that never ran")
 }
+
+// TestDeadLetterMetricSaysWhatItCounts: tflo_pipeline_dlq_total's help
+// said it counts records that failed to decode, but it counts every dead
+// letter: records outside the limits and new keys over state.max_keys
+// too (tflo_pipeline_keys_refused_total counts the latter alone).
+func TestDeadLetterMetricSaysWhatItCounts(t *testing.T) {
+	c := newCluster(t, 1)
+	reg := prometheus.NewRegistry()
+	w, err := pipeline.NewWorker(context.Background(), alarmPipeline(c.ListenAddrs(), ""), pipeline.WithWorkerID("plant-1"), pipeline.WithMetrics(reg))
+	require.NoError(t, err)
+	defer w.Close()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "tflo_pipeline_dlq_total" {
+			require.Contains(t, mf.GetHelp(), "outside the pipeline's limits")
+			require.Contains(t, mf.GetHelp(), "state.max_keys")
+			return
+		}
+	}
+	t.Fatal("no tflo_pipeline_dlq_total")
+}
