@@ -163,7 +163,9 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		if f.dir != "" && (f.logFile == "" || isUnder(f.logFile, dir)) {
 			return fmt.Errorf("demo: %w (%s is emptied again, worker log included; --log FILE outside it keeps the log)", err, f.dir)
 		}
-		keep = f.dir == ""
+		// Kept for its logs, which the error names; not after Ctrl-C:
+		// nothing failed, and execute reports only "interrupted".
+		keep = f.dir == "" && ctx.Err() == nil
 		return fmt.Errorf("demo: %w (worker logs: %s; the servers' logs are beside it)", err, logPath)
 	}
 	running = true

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -96,4 +97,48 @@ func TestDemoFailureKeepsItsLogs(t *testing.T) {
 	m := regexp.MustCompile(`worker logs: ([^;)]+)`).FindStringSubmatch(r.err)
 	require.NotNil(t, m, "no log path in %q", r.err)
 	require.FileExists(t, m[1], "the error names the worker log")
+}
+
+// TestDemoInterruptedAtStartRemovesItsFolder: Ctrl-C while the demo's
+// servers start stops it (exit 130, "interrupted") and removes its
+// temporary work folder, as at any exit that is not a failure. Bug: the
+// folder was kept as after a failed start, though nothing failed and the
+// error ("interrupted") named no log in it: every Ctrl-C at start-up left
+// a tflo-demo-* folder in $TMPDIR.
+func TestDemoInterruptedAtStartRemovesItsFolder(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	// Servers that start and never answer: the demo waits for them until
+	// it is interrupted.
+	bin := t.TempDir()
+	for _, s := range []struct{ name, env string }{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
+		p := filepath.Join(bin, s.name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nexec sleep 300\n"), 0o755))
+		t.Setenv(s.env, p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := execute(ctx, []string{"demo", "--duration", "5s"}, &out, &errOut)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	// Both servers are starting (their logs are in the work folder).
+	require.Eventually(t, func() bool {
+		t1, _ := filepath.Glob(filepath.Join(tmp, "tflo-demo-*", "temporal", "temporal.log"))
+		t2, _ := filepath.Glob(filepath.Join(tmp, "tflo-demo-*", "influxdb", "influxd.log"))
+		return len(t1) == 1 && len(t2) == 1
+	}, time.Minute, 20*time.Millisecond, "the demo never started its servers")
+	cancel() // as SIGINT does to main's context
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the demo did not stop within a minute of its interrupt")
+	}
+	require.Equal(t, exitInterrupted, r.code, "stderr: %s", r.err)
+	ents, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, ents, "the interrupted demo left its temporary folder; stderr: %s", r.err)
 }
