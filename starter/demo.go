@@ -163,10 +163,15 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		if f.dir != "" && (f.logFile == "" || isUnder(f.logFile, dir)) {
 			return fmt.Errorf("demo: %w (%s is emptied again, worker log included; --log FILE outside it keeps the log)", err, f.dir)
 		}
+		if f.dir != "" {
+			return fmt.Errorf("demo: %w (worker logs: %s; %s is emptied again, the servers' logs included)", err, logPath, f.dir)
+		}
 		// Kept for its logs, which the error names; not after Ctrl-C:
 		// nothing failed, and execute reports only "interrupted".
-		keep = f.dir == "" && ctx.Err() == nil
-		return fmt.Errorf("demo: %w (worker logs: %s; the servers' logs are beside it)", err, logPath)
+		keep = ctx.Err() == nil
+		// The servers' logs are in the work folder, wherever --log put
+		// the workers'.
+		return fmt.Errorf("demo: %w (worker logs: %s; the servers' logs are under %s)", err, logPath, dir)
 	}
 	running = true
 	printWhere(a.out, st, logPath)

@@ -142,3 +142,35 @@ func TestDemoInterruptedAtStartRemovesItsFolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ents, "the interrupted demo left its temporary folder; stderr: %s", r.err)
 }
+
+// TestDemoFailureNamesWhereTheServersLogsAre: a demo whose server fails
+// at start names where the servers' logs are, also when --log puts the
+// worker log elsewhere. Bug: it said "the servers' logs are beside it"
+// (the --log file), where they never were: they are in the work folder,
+// which the error did not name, and which --dir empties again.
+func TestDemoFailureNamesWhereTheServersLogsAre(t *testing.T) {
+	if _, err := os.Stat("/bin/false"); err != nil {
+		t.Skip("no /bin/false to stand in for a server that fails")
+	}
+	t.Setenv("TMPDIR", t.TempDir()) // the kept folder goes with the test
+	t.Setenv("TFLO_TEMPORAL", "/bin/false")
+	t.Setenv("TFLO_INFLUXD", "/bin/false")
+	logFile := filepath.Join(t.TempDir(), "workers.log")
+
+	t.Run("temporary work folder", func(t *testing.T) {
+		r := runLong(t, "demo", "--duration", "5s", "--log", logFile)
+		require.Equal(t, exitFailure, r.code, r.err)
+		m := regexp.MustCompile(`the servers' logs are under ([^;)]+)`).FindStringSubmatch(r.err)
+		require.NotNil(t, m, "no servers' log folder in %q", r.err)
+		require.FileExists(t, filepath.Join(m[1], "temporal", "temporal.log"), r.err)
+		require.Contains(t, r.err, "worker logs: "+logFile)
+	})
+	t.Run("--dir", func(t *testing.T) {
+		work := filepath.Join(t.TempDir(), "demo-data")
+		r := runLong(t, "demo", "--duration", "5s", "--log", logFile, "--dir", work)
+		require.Equal(t, exitFailure, r.code, r.err)
+		require.NoDirExists(t, work)
+		require.Contains(t, r.err, "worker logs: "+logFile)
+		require.Contains(t, r.err, work+" is emptied again, the servers' logs included", "the error says the servers' logs are gone")
+	})
+}
