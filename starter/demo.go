@@ -139,7 +139,10 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	}
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		if f.logFile != "" {
+			return usagef("demo: --log: %v", err)
+		}
+		return fmt.Errorf("demo: worker log: %w", err)
 	}
 	defer logf.Close()
 	level := slog.LevelInfo

@@ -174,3 +174,24 @@ func TestDemoFailureNamesWhereTheServersLogsAre(t *testing.T) {
 		require.Contains(t, r.err, work+" is emptied again, the servers' logs included", "the error says the servers' logs are gone")
 	})
 }
+
+// TestDemoLogInAMissingFolder: a --log file the demo cannot create is a
+// bad --log value: the error names the flag, exits 2 and leaves no work
+// folder. Bug: "Error: open /…/workers.log: no such file or directory",
+// exit 1, which named no flag.
+func TestDemoLogInAMissingFolder(t *testing.T) {
+	if _, err := os.Stat("/bin/false"); err != nil {
+		t.Skip("no /bin/false to stand in for the servers")
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("TFLO_TEMPORAL", "/bin/false")
+	t.Setenv("TFLO_INFLUXD", "/bin/false")
+	logFile := filepath.Join(t.TempDir(), "missing", "workers.log")
+	r := runLong(t, "demo", "--duration", "1s", "--log", logFile)
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "Error: demo: --log: open "+logFile+": ")
+	ents, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, ents)
+}
