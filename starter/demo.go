@@ -223,14 +223,26 @@ loop:
 }
 
 // makeWorkDir makes dir (new or empty) and returns how to undo that:
-// remove dir if this made it, else empty it again.
+// remove dir and the parents this made if it made dir, else empty it
+// again.
 func makeWorkDir(dir string) (undo func(), err error) {
-	_, statErr := os.Stat(dir)
+	// The topmost folder MkdirAll makes: undo removes it, parents of dir
+	// included.
+	top := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			break
+		}
+		top = d
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("demo: work folder: %w", err)
 	}
-	if os.IsNotExist(statErr) {
-		return func() { os.RemoveAll(dir) }, nil
+	if top != "" {
+		return func() { os.RemoveAll(top) }, nil
 	}
 	return func() {
 		ents, _ := os.ReadDir(dir)

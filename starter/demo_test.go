@@ -195,3 +195,21 @@ func TestDemoLogInAMissingFolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ents)
 }
+
+// TestDemoFailedStartRemovesTheFoldersItMade: a demo that cannot start
+// removes every folder it made for --dir, its parents included, so the
+// tree is as it was. Bug: it removed the last folder only and left the
+// parents MkdirAll had made (a/b of --dir a/b/demo-data).
+func TestDemoFailedStartRemovesTheFoldersItMade(t *testing.T) {
+	if _, err := os.Stat("/bin/false"); err != nil {
+		t.Skip("no /bin/false to stand in for a server that fails")
+	}
+	t.Setenv("TFLO_TEMPORAL", "/bin/false")
+	t.Setenv("TFLO_INFLUXD", "/bin/false")
+	root := t.TempDir()
+	r := runLong(t, "demo", "--duration", "1s", "--dir", filepath.Join(root, "a", "b", "demo-data"))
+	require.Equal(t, exitFailure, r.code, r.err)
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	require.Empty(t, ents, "the failed start left folders it made")
+}
