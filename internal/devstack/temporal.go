@@ -27,8 +27,8 @@ const TemporalStartTimeout = 90 * time.Second
 // TemporalOptions configure StartTemporal.
 type TemporalOptions struct {
 	// Dir holds the SQLite database (temporal.db) and the server log
-	// (required; a database already there is reused, so workflows survive
-	// a restart of the demo with --dir).
+	// (required; a database already there is reused, with its workflows.
+	// starter demo never reuses one: its --dir must be new or empty).
 	Dir string
 	// Bin is the temporal CLI (default: Binary("temporal", "TFLO_TEMPORAL")).
 	Bin string

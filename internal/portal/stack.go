@@ -155,11 +155,12 @@ type Stack struct {
 	closeErr                             error
 }
 
-// StartStack starts the services (Kafka, MQTT, Temporal with its UI and
-// InfluxDB in parallel), the central workers (the first also runs the
-// workflows), the backfill worker, the checkpoint workflows of every
-// partition (what `starter pipeline start` does), the edge gateway and
-// the simulator. On error everything started is stopped.
+// StartStack starts the services (Kafka and MQTT, then Temporal with its
+// UI and InfluxDB in parallel, then the S3 server unless LocalArchive),
+// the central workers (the first also runs the workflows; their first
+// announcement starts the pipeline's checkpoint coordinator), the
+// backfill worker, the edge gateway and the simulator. On error
+// everything started is stopped.
 func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	o = o.withDefaults()
 	if o.Dir == "" {
