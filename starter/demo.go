@@ -34,6 +34,8 @@ type demoFlags struct {
 	// localArchive keeps the archive in the work folder instead of the
 	// in-process S3 server.
 	localArchive bool
+	// fileAge finishes the archive's files this long after they open.
+	fileAge time.Duration
 }
 
 func (a *app) demoCommand() *cobra.Command {
@@ -71,6 +73,7 @@ json and yaml do not apply.`,
 	fl.DurationVar(&f.checkpoint, "checkpoint-interval", 5*time.Second, "checkpoint interval of every shard")
 	fl.StringVar(&f.logFile, "log", "", "write the workers' logs to this file (default <work folder>/workers.log)")
 	fl.BoolVar(&f.localArchive, "local-archive", false, "archive to <work folder>/archive instead of the in-process S3 server")
+	fl.DurationVar(&f.fileAge, "archive-file-age", time.Minute, "finish each archive file this long after it opens, so a backfill finds it (the spec's max_file_age is 15m)")
 	return cmd
 }
 
@@ -97,8 +100,8 @@ func checkDemoServers() error {
 
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	running := false // the stack started: --dir holds a run's data now
-	if f.duration < 0 || f.sensors < 1 || f.interval <= 0 || f.partitions < 1 || f.every <= 0 || f.checkpoint <= 0 {
-		return usagef("demo: --duration must not be negative; --sensors, --interval, --partitions, --progress and --checkpoint-interval must be positive")
+	if f.duration < 0 || f.sensors < 1 || f.interval <= 0 || f.partitions < 1 || f.every <= 0 || f.checkpoint <= 0 || f.fileAge <= 0 {
+		return usagef("demo: --duration must not be negative; --sensors, --interval, --partitions, --progress, --checkpoint-interval and --archive-file-age must be positive")
 	}
 	if err := checkDemoServers(); err != nil {
 		return err
@@ -160,6 +163,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 		CheckpointInterval: f.checkpoint,
 		Metrics:            true,
 		LocalArchive:       f.localArchive,
+		ArchiveMaxFileAge:  f.fileAge,
 		Log:                log,
 	})
 	if err != nil {

@@ -213,3 +213,35 @@ func TestDemoFailedStartRemovesTheFoldersItMade(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ents, "the failed start left folders it made")
 }
+
+// TestDemoFinishesArchiveFilesAtTheirAge: --archive-file-age finishes the
+// archive's files while the demo runs (the spec's 15 minutes would leave
+// a backfill started during a demo nothing to replay): over a 16 s run
+// with 2 s files a busy shard finishes several, where only the final
+// checkpoint and a handoff would finish one otherwise.
+func TestDemoFinishesArchiveFilesAtTheirAge(t *testing.T) {
+	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
+		if _, err := devstack.Binary(b[0], b[1]); err != nil {
+			if getenv("TFLO_REQUIRE_SERVICES") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+	dir := t.TempDir()
+	r := runLong(t, "demo", "--duration", "16s", "--dir", dir, "--local-archive", "--archive-file-age", "2s",
+		"--interval", "50ms", "--checkpoint-interval", "1s", "--progress", "4s")
+	require.Equal(t, exitOK, r.code, "stderr: %s\nstdout: %s", r.err, r.out)
+	perShard := map[string]int{}
+	require.NoError(t, filepath.WalkDir(filepath.Join(dir, "archive"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".parquet") {
+			perShard[filepath.Base(filepath.Dir(path))]++
+		}
+		return err
+	}))
+	most := 0
+	for _, n := range perShard {
+		most = max(most, n)
+	}
+	require.GreaterOrEqual(t, most, 3, "archive files per shard: %v", perShard)
+}
