@@ -185,13 +185,23 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 	return streaming.Sig(pos, v)
 }
 
-// exact recomputes mean and m2 from the (full) window by two passes.
+// exact recomputes mean and m2 from the (full) window by two passes. The
+// plain sum's rounding makes s/N miss the mean (20 × 0.1 sums to
+// 2.0000000000000004), which for a flat window is a σ above 0 and a %B of
+// 0.25; the deviations from that first mean, summed, correct it (the
+// corrected two-pass algorithm), exactly so for a window of one value.
 func (b *Bollinger) exact() {
 	var s float64
 	for _, v := range b.buf {
 		s += v
 	}
-	mean := s / float64(len(b.buf))
+	n := float64(len(b.buf))
+	mean := s / n
+	var c float64
+	for _, v := range b.buf {
+		c += v - mean
+	}
+	mean += c / n
 	var m2 float64
 	for _, v := range b.buf {
 		m2 += (v - mean) * (v - mean)

@@ -33,3 +33,37 @@ func TestBollingerBandsAfterAnOutlierLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestBollingerConstantPricesHaveZeroWidth: over a window of one repeated
+// price the population standard deviation is 0, so the three bands are
+// that price and %B is 0.5 (bands coinciding), on the record that fills
+// the window and every later one, and also once earlier, different prices
+// have left the window. Bug: the periodic recomputation divided a plain
+// sum by N (20 × 0.1 summed to 2.0000000000000004), so the middle band
+// came out 0.10000000000000002, σ a small positive number and %B 0.25 or
+// 0.75 for a flat price of 0.1, 0.3 or 7.77.
+func TestBollingerConstantPricesHaveZeroWidth(t *testing.T) {
+	const n = 20
+	for _, c := range []float64{0.1, 0.3, 7.77, 1e-3, 123.45} {
+		for _, prefix := range [][]float64{nil, {1, 5, 2}} {
+			for _, band := range []Band{Middle, Upper, Lower, PercentB} {
+				var ticks []tick
+				for _, p := range prefix {
+					ticks = append(ticks, tick{p: p})
+				}
+				for range 3 * n {
+					ticks = append(ticks, tick{p: c})
+				}
+				want := c
+				if band == PercentB {
+					want = 0.5
+				}
+				out := feed(NewBollinger(n, 2, band), ticks)
+				for i := len(prefix) + n - 1; i < len(ticks); i++ {
+					require.Equal(t, InsideBands, out[i].Mode(), "price %v, prefix %v, %v at record %d", c, prefix, band, i)
+					require.Equal(t, want, out[i].Float64(), "price %v, prefix %v, %v at record %d", c, prefix, band, i)
+				}
+			}
+		}
+	}
+}
