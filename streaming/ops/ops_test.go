@@ -85,6 +85,18 @@ func TestRateOfChangeTime(t *testing.T) {
 		{"event times more than 2^63 apart", NewRateOfChange(Per(1e19)),
 			[]int64{math.MinInt64 / 2, math.MaxInt64/2 + 2}, []float64{0, 1},
 			[]streaming.Computed{none, f(1e19 / (float64(math.MaxInt64) + 2))}},
+		// Bug: x − prev overflowed to ±Inf for a change beyond MaxFloat64,
+		// and a finite rate (2e308 over 10 units, or per 0.5) was dropped
+		// as an overflow.
+		{"change beyond MaxFloat64 over several units", NewRateOfChange(),
+			[]int64{0, 10, 20}, []float64{-1e308, 1e308, -1e308},
+			[]streaming.Computed{none, f(2e307), f(-2e307)}},
+		{"change beyond MaxFloat64 per half a unit", NewRateOfChange(Per(0.5)),
+			[]int64{0, 1, 2}, []float64{1e308, -1e308, 1e308},
+			[]streaming.Computed{none, f(-1e308), f(1e308)}},
+		{"rate beyond MaxFloat64 is still not emitted", NewRateOfChange(),
+			[]int64{0, 1, 3}, []float64{-1e308, 1e308, -1e308},
+			[]streaming.Computed{none, none, f(-1e308)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,9 +18,10 @@ import (
 // ts_prev: a duplicate or out-of-order record) are ignored: no output,
 // state unchanged, so a replayed record never produces a division by zero
 // or a rate backwards in time. NaN and ±Inf inputs are refused the same
-// way and Eval returns streaming.Rejected(). A rate that overflows (a
-// jump of ±1e308 in one time unit) is not emitted; the value is still
-// remembered.
+// way and Eval returns streaming.Rejected(). A rate that overflows (from
+// -1e308 to 1e308 in one time unit) is not emitted; the value is still
+// remembered. A change beyond MaxFloat64 whose rate is finite (the same
+// over ten time units) is emitted.
 //
 // State (TypeVersion 1): per | whether a value is held | value | its time.
 type RateOfChange struct {
@@ -95,6 +96,12 @@ func (r *RateOfChange) Eval(in []streaming.Computed, ts int64) streaming.NodeOut
 	}
 	dt := uint64(ts) - uint64(r.prevTS) // ts > prevTS: exact where ts-prevTS overflows int64
 	rate := (x - r.prev) / float64(dt) * r.per
+	if !finiteIn(x - r.prev) {
+		// The change itself is beyond MaxFloat64 (1e308 after -1e308),
+		// but over several time units or per a fraction of one the rate
+		// may be finite: take the change in halves, which cannot overflow.
+		rate = (x/2 - r.prev/2) / float64(dt) * r.per * 2
+	}
 	r.prev, r.prevTS = x, ts
 	if !finiteIn(rate) { // overflow of a huge jump: report nothing rather than ±Inf
 		return streaming.NoOutput()
