@@ -8,6 +8,11 @@ import (
 	"github.com/tflo-io/tflo/streaming/internal/opstate"
 )
 
+// meanTolerance is the relative difference up to which two moving
+// averages count as equal: a few units of rounding (2^-50, about 9e-16)
+// of the compensated sums and their divisions.
+const meanTolerance = 0x1p-50
+
 // MACrossover detects crossings of a fast and a slow simple moving average
 // of the price (the "golden cross" / "death cross" of chartists, 50/200
 // days classically).
@@ -16,7 +21,8 @@ import (
 // average moves from below the slow one to above it,
 // streaming.Sig([DeathCross], fastMA) for the opposite, nothing on every
 // other record. Equal averages keep the previous side, so touching is not
-// crossing.
+// crossing; averages that differ only by rounding (relatively by at most
+// 2^-50, as over a flat stretch of prices) count as equal.
 //
 // Warm-up: by default ([streaming.WarmupFull]) slow prices fill both
 // averages; the first record where they differ only establishes the side
@@ -96,7 +102,10 @@ func (c *MACrossover) Eval(in []streaming.Computed, _ int64) streaming.NodeOutpu
 		return streaming.NoOutput()
 	}
 	f, s := c.fast.mean(), c.slow.mean()
-	if f == s {
+	if math.Abs(f-s) <= meanTolerance*max(math.Abs(f), math.Abs(s)) {
+		// Equal up to the rounding of their sums and divisions: over a
+		// flat stretch 0.1 three times averages to 0.10000000000000002
+		// and four times to 0.1, which is touching, not a side.
 		return streaming.NoOutput()
 	}
 	above := f > s
