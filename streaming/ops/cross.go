@@ -127,7 +127,10 @@ func (t *ThresholdCross) Eval(in []streaming.Computed, ts int64) streaming.NodeO
 	if !t.pending {
 		t.pending, t.since = true, ts
 	}
-	if ts-t.since < t.cfg.dwell {
+	// The time held as a uint64: exact where ts − since overflows int64
+	// (event times more than 2^63 apart), as in RateOfChange. A record
+	// earlier than the first on the new side confirms nothing.
+	if ts < t.since || uint64(ts)-uint64(t.since) < uint64(t.cfg.dwell) {
 		return streaming.NoOutput()
 	}
 	t.above, t.pending = above, false

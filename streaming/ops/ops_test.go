@@ -130,6 +130,14 @@ func TestThresholdCrossDwell(t *testing.T) {
 		{"exactly the dwell confirms", NewThresholdCross(0, WithDwell(5)),
 			[]rec{{0, -1}, {10, 1}, {14, 1}, {15, 2}},
 			[]streaming.Computed{none, none, none, sig(Up, 2)}},
+		// Bug: ts − since overflowed int64 and a side held for more than
+		// 2^63 units never confirmed.
+		{"a side held for more than 2^63 event-time units", NewThresholdCross(0, WithDwell(5)),
+			[]rec{{math.MinInt64 / 2, -1}, {math.MinInt64/2 + 1, 1}, {math.MaxInt64/2 + 2, 1}},
+			[]streaming.Computed{none, none, sig(Up, 1)}},
+		{"a record earlier than the first on the new side does not confirm", NewThresholdCross(0, WithDwell(5)),
+			[]rec{{100, -1}, {110, 1}, {0, 1}, {115, 1}},
+			[]streaming.Computed{none, none, none, sig(Up, 1)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
