@@ -26,7 +26,7 @@ func (w *window) full() bool { return w.count == len(w.buf) }
 // times the sum that stays, the running sum's rounding (relative to the
 // values it held) may be all that is left of it, and try sums the ring
 // afresh.
-const cancelBound = 1 << 20
+const cancelBound = opstate.CancelBound
 
 // try returns the window's sum after pushing x, and whether it is finite
 // (the window is not changed: a caller pushing into two windows checks

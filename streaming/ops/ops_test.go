@@ -319,6 +319,31 @@ func TestSMADoesNotDrift(t *testing.T) {
 	}
 }
 
+// TestSMAAfterAHugeValueLeaves: once a value that outweighed the rest of
+// the window by many orders of magnitude has left it, the mean is that of
+// the values that stay, exactly 0 for a window of zeros, for as long as
+// they stay. Bug: the compensated sum kept a rounding residue of the large
+// value, and a window of zeros after 1, 0.1, 8e20 averaged 2.8e-17 for
+// ever (a threshold_cross at 0 behind it saw the zeros above 0).
+func TestSMAAfterAHugeValueLeaves(t *testing.T) {
+	for _, lead := range [][]float64{{1, 0.1, 8e20}, {8e20, 1, 0.1}, {1, 8e20, 0.1}, {0.1, 0.2, 1e17}} {
+		for _, w := range []streaming.Warmup{streaming.WarmupFull, streaming.WarmupPartial} {
+			xs := append(slices.Clone(lead), 0, 0, 0, 0, 0, 0, 0, 0)
+			out := feed(NewSMA(3).WithWarmup(w), xs)
+			for i := len(lead) + 2; i < len(xs); i++ {
+				if out[i] != f(0) {
+					t.Fatalf("%v then zeros, warm-up %v: record %d gave %v, want 0", lead, w, i, out[i])
+				}
+			}
+			xs = append(slices.Clone(lead), 0.3, 0.1, 0.7)
+			out = feed(NewSMA(3).WithWarmup(w), xs)
+			if got, want := out[len(xs)-1].Float64(), (0.3+0.1+0.7)/3; math.Abs(got-want) > 1e-15 {
+				t.Fatalf("%v then 0.3 0.1 0.7, warm-up %v: mean %v, want %v", lead, w, got, want)
+			}
+		}
+	}
+}
+
 func TestConstructorsPanicOnImpossibleParameters(t *testing.T) {
 	tests := []struct {
 		name string

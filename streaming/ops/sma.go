@@ -13,7 +13,9 @@ import (
 //
 // Cost: O(1) per event. The window is a ring buffer and the average comes
 // from a running sum with Neumaier compensation, so the sum does not drift
-// however long the stream runs.
+// however long the stream runs; when a value leaving the window outweighs
+// what stays by 2^20, the window is summed afresh, so no rounding residue
+// of it stays behind (O(N) then, at most once per such value).
 //
 // Warm-up: by default ([streaming.WarmupFull]) no output until N values
 // have been seen; from the N-th value on, every valid input emits
@@ -107,10 +109,26 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 		return streaming.NoOutput() // unreachable: head < len(buf) always
 	}
 	full := s.count == len(buf)
+	var out float64
 	if full {
-		sum.Add(-buf[h])
+		out = buf[h]
+		sum.Add(-out)
 	}
 	sum.Add(x)
+	if out != 0 && math.Abs(out) > opstate.CancelBound*math.Abs(sum.Value()) {
+		// The value leaving outweighed what stays: the running sum's
+		// rounding (relative to the value) may be all that is left of
+		// it, and a window of zeros after 8e20 averaged 2.8e-17 for ever.
+		// Sum what stays afresh; at most once per large value, so still
+		// O(1) an event on average.
+		sum = ksum{}
+		for i, v := range buf[:s.count] {
+			if i != h {
+				sum.Add(v)
+			}
+		}
+		sum.Add(x)
+	}
 	if !sum.Finite() {
 		// Only a state loaded from a blob saved before the input bound
 		// existed can get here.

@@ -191,6 +191,12 @@ func (s *KSum) Add(x float64) {
 	s.Sum = t
 }
 
+// CancelBound: when the value leaving a sliding window's KSum is more than
+// this many times the sum that stays, the sum's rounding (relative to the
+// value that left) may be all that is left of it, and the window sums its
+// values afresh instead.
+const CancelBound = 1 << 20
+
 // Value is the compensated sum.
 func (s *KSum) Value() float64 { return s.Sum + s.Comp }
 
