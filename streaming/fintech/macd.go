@@ -32,6 +32,12 @@ func (c MACDComponent) String() string {
 	return fmt.Sprintf("macd_component(%d)", uint8(c))
 }
 
+// trendTolerance is the histogram, relative to the price EMAs, up to which
+// the MACD trend is Neutral: 2^-46 (about 1.4e-14, 64 units of rounding),
+// well above the rounding of the EMAs over a flat market (a few units)
+// and far below any real divergence.
+const trendTolerance = 0x1p-46
+
 // MACD is Gerald Appel's Moving Average Convergence/Divergence (Appel,
 // "Technical Analysis: Power Tools for Active Investors", 2005): the MACD
 // line is EMA(fast) − EMA(slow) of the price, the signal line is an EMA of
@@ -41,7 +47,8 @@ func (c MACDComponent) String() string {
 //
 // Output: streaming.Sig(trend, value) where value is the selected
 // [MACDComponent] and trend is [Bullish] (line above signal), [Bearish]
-// (below) or [Neutral] (equal).
+// (below) or [Neutral] (equal, up to the rounding of the EMAs: a
+// histogram within 2^-46 of the larger price EMA, as over a flat market).
 //
 // Warm-up: by default ([streaming.WarmupFull]) slow + signal − 1 prices —
 // the slow EMA needs slow prices and the signal EMA then needs signal
@@ -140,9 +147,15 @@ func (m *MACD) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	}
 	hist := line - sig
 	trend := Neutral
-	if hist > 0 {
+	// A histogram within a few units of the EMAs' rounding of 0 is
+	// Neutral: over a flat market line and signal are 0, but as computed
+	// they differ from 0 in the last bits (with warmup: partial the line
+	// subtracts means of different counts of one price, and 0.1 three
+	// times averages to 0.10000000000000002), and the trend would follow
+	// the sign of that rounding.
+	if tol := trendTolerance * max(math.Abs(fast.current()), math.Abs(slow.current())); hist > tol {
 		trend = Bullish
-	} else if hist < 0 {
+	} else if hist < -tol {
 		trend = Bearish
 	}
 	switch m.comp {

@@ -11,7 +11,7 @@ const (
 
 // Modes emitted by MACD: the sign of the histogram (line − signal).
 const (
-	Neutral streaming.Mode = 0  // line == signal
+	Neutral streaming.Mode = 0  // line == signal, up to rounding (see MACD)
 	Bullish streaming.Mode = 1  // line above its signal line
 	Bearish streaming.Mode = -1 // line below its signal line
 )
