@@ -67,7 +67,13 @@ func (e *Episode) Eval(in []streaming.Computed, ts int64) streaming.NodeOutput {
 	case !high && e.open:
 		e.open = false
 		e.closed++
-		return streaming.Sig(EpisodeClosed, float64(ts-e.openedAt))
+		// The duration through uint64: exact where ts − openedAt
+		// overflows int64 (event times more than 2^63 apart), as in
+		// RateOfChange. A close earlier than the open stays negative.
+		if ts >= e.openedAt {
+			return streaming.Sig(EpisodeClosed, float64(uint64(ts)-uint64(e.openedAt)))
+		}
+		return streaming.Sig(EpisodeClosed, -float64(uint64(e.openedAt)-uint64(ts)))
 	}
 	return streaming.NoOutput()
 }

@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -32,6 +33,18 @@ func TestEpisode(t *testing.T) {
 	}
 	if e.Closed() != 2 {
 		t.Fatalf("Closed() = %d, want 2", e.Closed())
+	}
+}
+
+// An episode longer than 2^63 event-time units closes with its (positive)
+// duration. Bug: ts − openedAt overflowed int64 and the duration came out
+// negative.
+func TestEpisodeLongerThan2To63Units(t *testing.T) {
+	e := NewEpisode()
+	e.Eval([]streaming.Computed{streaming.Sig(High, 0)}, math.MinInt64/2)
+	got := e.Eval([]streaming.Computed{streaming.Sig(Low, 0)}, math.MaxInt64/2+2)
+	if want := streaming.Sig(EpisodeClosed, float64(uint64(1)<<63)); got != want {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }
 
