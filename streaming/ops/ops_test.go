@@ -344,6 +344,36 @@ func TestSMAAfterAHugeValueLeaves(t *testing.T) {
 	}
 }
 
+// A restored SMA sums its window afresh, when a huge value leaves, in the
+// same order as the one that never stopped (Load rotates the ring), so it
+// continues bit for bit. Before, it added the ring in slot order and the
+// mean came out -2.2451467419173367e+28, not ...62e+28.
+func TestSMARestoredSumsAfreshInTheSameOrder(t *testing.T) {
+	xs := []float64{-5.8350495128580996e+29, 6.473395469863862e+39, 5.736448846615616e-06, 0.0006795292575482908,
+		7.372473809351193e+39, 9.205154787486903e+39, -0.7787851870474343, -0.0007166043380360809, 4.535655362273117e+28,
+		-3.290225299565517e+29, 1.040542369804336e+29, -0.0007032255332891502, 0.0006130442830844065,
+		0.0005689128288149463, 0.00014435120212785547, 3.572937414811097e+13, 5.0740639009241995e+39,
+		-2.5006895179678777e+13, 4.558211129973433e+12, 5.616267853016265e+07, 1.4834745230838565e+40}
+	want := feed(NewSMA(8), xs)
+	for cut := 8; cut < len(xs); cut++ {
+		a := NewSMA(8)
+		feed(a, xs[:cut])
+		blob, err := a.Save()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := NewSMA(8)
+		if err := b.Load(blob); err != nil {
+			t.Fatal(err)
+		}
+		for i := cut; i < len(xs); i++ {
+			if got := b.Eval([]streaming.Computed{f(xs[i])}, int64(i)); got != want[i] {
+				t.Fatalf("restored at %d: record %d gave %v, uninterrupted run %v", cut, i, got, want[i])
+			}
+		}
+	}
+}
+
 func TestConstructorsPanicOnImpossibleParameters(t *testing.T) {
 	tests := []struct {
 		name string

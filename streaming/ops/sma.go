@@ -120,12 +120,16 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 		// rounding (relative to the value) may be all that is left of
 		// it, and a window of zeros after 8e20 averaged 2.8e-17 for ever.
 		// Sum what stays afresh; at most once per large value, so still
-		// O(1) an event on average.
+		// O(1) an event on average. Oldest first, not in ring order: a
+		// restored SMA holds the ring rotated (Load puts the oldest at
+		// 0), and must add in the same order to continue bit for bit.
 		sum = ksum{}
-		for i, v := range buf[:s.count] {
-			if i != h {
-				sum.Add(v)
+		for i := h + 1; i < h+len(buf); i++ {
+			j := i
+			if j >= len(buf) {
+				j -= len(buf)
 			}
+			sum.Add(buf[j])
 		}
 		sum.Add(x)
 	}
