@@ -177,6 +177,11 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 		v = 0.5
 		if upper > lower {
 			v = (x - lower) / (upper - lower)
+			if !finiteIn(upper - lower) {
+				// Bands so wide (a huge K) that their width overflows
+				// while both are finite: halve first, which cannot.
+				v = (x/2 - lower/2) / (upper/2 - lower/2)
+			}
 		}
 	}
 	if !finiteIn(v) {

@@ -67,3 +67,18 @@ func TestBollingerConstantPricesHaveZeroWidth(t *testing.T) {
 		}
 	}
 }
+
+// TestBollingerPercentBOfHugeBands: with bands so wide (a huge K) that
+// upper − lower is beyond MaxFloat64 while both bands are finite, %B is
+// still where the price stands between them. Bug: the width overflowed to
+// +Inf and %B came out 0 for a price in the middle.
+func TestBollingerPercentBOfHugeBands(t *testing.T) {
+	// [0 2]: mean 1, σ 1; bands 1 ± 1e308.
+	out := feed(NewBollinger(2, 1e308, PercentB), prices(0, 2))
+	require.Equal(t, InsideBands, out[1].Mode())
+	require.InDelta(t, 0.5, out[1].Float64(), 1e-15)
+	// [4 2]: mean 3, σ 1, the price below the middle.
+	out = feed(NewBollinger(2, 1e308, PercentB), prices(4, 2))
+	require.Equal(t, InsideBands, out[1].Mode())
+	require.InDelta(t, 0.5, out[1].Float64(), 1e-15)
+}
