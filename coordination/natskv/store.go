@@ -251,7 +251,13 @@ func (s *Store) Update(ctx context.Context, ks coordination.Keyspace, key string
 
 // Get reads key.
 func (s *Store) Get(ctx context.Context, ks coordination.Keyspace, key string) (coordination.Entry, error) {
-	kv, err := s.kv("get", ks, key, false)
+	return s.get(ctx, "get", ks, key)
+}
+
+// get is Get on behalf of op: a failure names the operation the caller
+// asked for (Delete reads the key after losing its guard).
+func (s *Store) get(ctx context.Context, op string, ks coordination.Keyspace, key string) (coordination.Entry, error) {
+	kv, err := s.kv(op, ks, key, false)
 	if err != nil {
 		return coordination.Entry{}, err
 	}
@@ -260,7 +266,7 @@ func (s *Store) Get(ctx context.Context, ks coordination.Keyspace, key string) (
 		return coordination.Entry{}, coordination.NotFound(ks, key)
 	}
 	if err != nil {
-		return coordination.Entry{}, classify("get", ks, key, err)
+		return coordination.Entry{}, classify(op, ks, key, err)
 	}
 	s.values.add(ks, coordination.Revision(e.Revision()))
 	return coordination.Entry{Key: key, Value: e.Value(), Revision: coordination.Revision(e.Revision())}, nil
@@ -285,7 +291,7 @@ func (s *Store) Delete(ctx context.Context, ks coordination.Keyspace, key string
 	if !wrongLastSeq(err) {
 		return coordination.Lost, classify("delete", ks, key, err)
 	}
-	if _, gerr := s.Get(ctx, ks, key); errors.Is(gerr, coordination.ErrNotFound) {
+	if _, gerr := s.get(ctx, "delete", ks, key); errors.Is(gerr, coordination.ErrNotFound) {
 		return coordination.WonAt(0), nil
 	} else if gerr != nil {
 		return coordination.Lost, gerr

@@ -141,3 +141,60 @@ func TestServerDownIsRetryable(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, coordination.IsRetryable(err), "got %v", err)
 }
+
+// failingGets is a JetStream whose KeyValue handles (of buckets that
+// exist) fail Get while fail is set, as a read cut off by a lost
+// connection does.
+type failingGets struct {
+	jetstream.JetStream
+	fail *atomic.Bool
+}
+
+func (f failingGets) KeyValue(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	kv, err := f.JetStream.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return failingGetKV{kv, f.fail}, nil
+}
+
+type failingGetKV struct {
+	jetstream.KeyValue
+	fail *atomic.Bool
+}
+
+func (f failingGetKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if f.fail.Load() {
+		return nil, nats.ErrTimeout
+	}
+	return f.KeyValue.Get(ctx, key)
+}
+
+// TestDeleteErrorNamesDelete: a guarded delete that loses reads the key to
+// tell a vacuous win from a loss; when that read fails, the error is
+// Delete's (it used to name op "get", which the caller never called).
+func TestDeleteErrorNamesDelete(t *testing.T) {
+	srv := startServer(t)
+	_, js := connect(t, srv)
+	ctx := context.Background()
+	_, err := natskv.Open(ctx, js, "deleteop", natskv.WithLeaseTTL(time.Second)) // creates the buckets
+	require.NoError(t, err)
+	var fail atomic.Bool
+	s, err := natskv.Open(ctx, failingGets{js, &fail}, "deleteop", natskv.WithLeaseTTL(time.Second))
+	require.NoError(t, err)
+	first, err := s.Create(ctx, coordination.Durable, "k", []byte("v1"))
+	require.True(t, first.Won())
+	require.NoError(t, err)
+	second, err := s.Update(ctx, coordination.Durable, "k", []byte("v2"), first.Revision())
+	require.NoError(t, err)
+	require.True(t, second.Won())
+
+	fail.Store(true)
+	out, err := s.Delete(ctx, coordination.Durable, "k", first.Revision()) // stale guard: loses
+	require.Error(t, err, "delete: %v", out)
+	require.True(t, coordination.IsRetryable(err), "got %v", err)
+	var se *coordination.StoreError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "delete", se.Op, "got %v", err)
+	require.Equal(t, "k", se.Key)
+}
