@@ -12,7 +12,9 @@
 //   - a server whose JetStream API level is below 1 (nats-server older than
 //     2.11.0), which cannot keep limit markers or per-message TTLs;
 //   - an existing ephemeral bucket whose TTL differs from the configured
-//     lease, or that has no limit markers (expiry would be invisible).
+//     lease, whose limit marker TTL differs from one set with
+//     WithLimitMarkerTTL, or that has no limit markers (expiry would be
+//     invisible).
 //
 // Keys map one-to-one to KV keys (coordination.ValidKey keys are valid NATS
 // subject tokens); a prefix "a.b." watches the subject filter "a.b.>".

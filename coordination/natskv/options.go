@@ -50,7 +50,9 @@ type Option func(*config)
 func WithLeaseTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithLimitMarkerTTL sets how long expiry and delete markers stay in the
-// ephemeral bucket. Default: the lease TTL.
+// ephemeral bucket. Default: the lease TTL for a new bucket; an existing
+// bucket keeps its own. Set, it must match an existing bucket's: Open
+// fails with a Fatal error naming both durations otherwise.
 func WithLimitMarkerTTL(d time.Duration) Option { return func(c *config) { c.markerTTL = d } }
 
 // WithStorage chooses file or memory storage for newly created buckets.

@@ -41,7 +41,10 @@ func Open(ctx context.Context, js jetstream.JetStream, job string, opts ...Optio
 	if err := cfg.validate(job); err != nil {
 		return nil, coordination.Fatal("open", 0, job, err)
 	}
-	if cfg.markerTTL == 0 {
+	// An explicit marker TTL is checked against an existing bucket below;
+	// the default (the lease) only shapes a new one.
+	markerTTLSet := cfg.markerTTL != 0
+	if !markerTTLSet {
 		cfg.markerTTL = cfg.ttl
 	}
 	info, err := js.AccountInfo(ctx)
@@ -86,6 +89,10 @@ func Open(ctx context.Context, js jetstream.JetStream, job string, opts ...Optio
 	if st.LimitMarkerTTL() <= 0 {
 		return nil, coordination.Fatal("open", coordination.Ephemeral, st.Bucket(), errors.New(
 			"bucket has no limit marker TTL, so expiry would never reach watchers; recreate it with LimitMarkerTTL"))
+	}
+	if markerTTLSet && st.LimitMarkerTTL() != cfg.markerTTL {
+		return nil, coordination.Fatal("open", coordination.Ephemeral, st.Bucket(), fmt.Errorf(
+			"bucket limit marker TTL is %v but the configured one is %v; delete the bucket or configure the same marker TTL", st.LimitMarkerTTL(), cfg.markerTTL))
 	}
 	return s, nil
 }

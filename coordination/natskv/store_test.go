@@ -76,6 +76,27 @@ func TestOpenRefusesBucketWithOtherTTL(t *testing.T) {
 	require.ErrorContains(t, err, "jobttl_ephemeral")
 }
 
+// TestOpenRefusesBucketWithOtherMarkerTTL: a limit marker TTL set with
+// WithLimitMarkerTTL is checked against an existing bucket, as the lease
+// is (it used to be ignored silently); left unset, the bucket's own holds.
+func TestOpenRefusesBucketWithOtherMarkerTTL(t *testing.T) {
+	srv := startServer(t)
+	_, js := connect(t, srv)
+	ctx := context.Background()
+	_, err := natskv.Open(ctx, js, "jobmarker", natskv.WithLeaseTTL(2*time.Second), natskv.WithLimitMarkerTTL(5*time.Second))
+	require.NoError(t, err)
+	_, err = natskv.Open(ctx, js, "jobmarker", natskv.WithLeaseTTL(2*time.Second), natskv.WithLimitMarkerTTL(5*time.Second))
+	require.NoError(t, err)
+	_, err = natskv.Open(ctx, js, "jobmarker", natskv.WithLeaseTTL(2*time.Second))
+	require.NoError(t, err, "unset, the bucket's marker TTL holds")
+	_, err = natskv.Open(ctx, js, "jobmarker", natskv.WithLeaseTTL(2*time.Second), natskv.WithLimitMarkerTTL(7*time.Second))
+	require.Error(t, err)
+	require.True(t, coordination.IsFatal(err), "got %v", err)
+	require.ErrorContains(t, err, "5s")
+	require.ErrorContains(t, err, "7s")
+	require.ErrorContains(t, err, "jobmarker_ephemeral")
+}
+
 func TestOpenRefusesBucketWithoutMarkers(t *testing.T) {
 	srv := startServer(t)
 	_, js := connect(t, srv)
