@@ -142,15 +142,17 @@ func TestExecutionStatusOneCasing(t *testing.T) {
 }
 
 // TestEveryCommandDeclaresItsArguments walks the whole command tree —
-// including commands added after this test was written — and runs each
-// with an argument it does not take: a leaf must refuse it, a group must
-// call it an unknown command, both as a usage error (exit 2), before
-// anything runs.
+// including commands added after this test was written, and cobra's
+// completion group, which cobra used to add only at execution, after
+// finishTree ("starter completion bogus" printed its help and exited 0)
+// — and runs each with an argument it does not take: a leaf must refuse
+// it, a group must call it an unknown command, both as a usage error
+// (exit 2), before anything runs.
 func TestEveryCommandDeclaresItsArguments(t *testing.T) {
 	var walk func(c *cobra.Command)
 	n := 0
 	walk = func(c *cobra.Command) {
-		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+		if c.Hidden || c.Name() == "help" {
 			return
 		}
 		path := strings.Fields(c.CommandPath())[1:]
@@ -168,6 +170,13 @@ func TestEveryCommandDeclaresItsArguments(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(newRootCommand(&bytes.Buffer{}, &bytes.Buffer{}))
-	assert.GreaterOrEqual(t, n, 15, "every command was visited")
+	root := newRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	walk(root)
+	assert.GreaterOrEqual(t, n, 20, "every command was visited")
+	c, _, err := root.Find([]string{"completion", "bash"})
+	require.NoError(t, err)
+	assert.Equal(t, "starter completion bash", c.CommandPath(), "the completion group is in the tree finishTree walks")
+	r := run(t, "completion", "bogus")
+	assert.Equal(t, exitUsage, r.code, "stdout: %s\nstderr: %s", r.out, r.err)
+	assert.Contains(t, r.err, `Error: unknown command "bogus" for "starter completion"`)
 }

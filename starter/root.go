@@ -119,6 +119,10 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
 	root.AddCommand(a.pipelineCommand(), a.checkpointCommand(), a.backfillCommand(), a.archiveCommand(), a.workersCommand(), a.operatorsCommand(), a.demoCommand(), a.versionCommand())
+	// Cobra adds its completion group only when the root executes, after
+	// finishTree: add it now so that it follows the rules too ("completion
+	// bogus" printed its help and exited 0).
+	root.InitDefaultCompletionCmd()
 	finishTree(root)
 	return root
 }
