@@ -33,6 +33,10 @@ implied; --timeout bounds how long it waits).
 Exit code 3: the pipeline runs no checkpoint coordinator.`,
 		Example: "  starter checkpoint now --pipeline iot-portal --timeout 30s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("wait") && !wf.wait {
+				// Not ignored: the Update has no way not to wait.
+				return usagef("--wait=false: checkpoint now always waits for its round (--timeout bounds the wait)")
+			}
 			wf.wait = true // an Update waits for its round
 			if err := wf.check(cmd); err != nil {
 				return err

@@ -65,6 +65,8 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"workers", "--address", "127.0.0.1:notaport"}, `Error: --address "127.0.0.1:notaport": want host:port, and "notaport" is no port`},
 		{[]string{"checkpoint", "list", "--config-file", "/nonexistent/temporal.toml"}, `Error: --config-file "/nonexistent/temporal.toml": no such file or directory`},
 		{[]string{"pipeline", "status", "--no-such-flag"}, "Error: unknown flag: --no-such-flag"},
+		// --wait is implied: turning it off used to be accepted and ignored.
+		{[]string{"checkpoint", "now", "--wait=false"}, "Error: --wait=false: checkpoint now always waits for its round (--timeout bounds the wait)"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
