@@ -52,6 +52,10 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"pipeline", "start", "--interval", "-1s"}, "Error: --interval -1s must not be negative"},
 		{[]string{"pipeline", "start", "--breaker-threshold", "-2"}, "Error: --breaker-threshold -2 must not be negative"},
 		{[]string{"pipeline", "start", "--max-checkpoint-age", "-3s"}, "Error: --max-checkpoint-age -3s must not be negative"},
+		// A zero used to become the coordinator's default silently.
+		{[]string{"pipeline", "start", "--interval", "0"}, "Error: --interval 0s must be positive (its default is 10s)"},
+		{[]string{"pipeline", "start", "--breaker-threshold", "0"}, "Error: --breaker-threshold 0 must be positive (its default is 3)"},
+		{[]string{"pipeline", "start", "--breaker-cool-down", "0s"}, "Error: --breaker-cool-down 0s must be positive (its default is 1m0s)"},
 		{[]string{"pipeline", "start", "--pipeline", ""}, "Error: checkpoint coordinator: pipeline is empty"},
 		{[]string{"backfill", "start", "--name", "x"}, "Error: --archive is required: file:///var/tflo/archive or s3://bucket/prefix"},
 		{[]string{"backfill", "start", "--name", "x", "--archive", "file:///a", "--window", "-1"}, "Error: --window -1 must not be negative"},

@@ -41,11 +41,16 @@ these settings. The coordinator learns the shards from the workers.`,
 		Example: "  starter pipeline start --pipeline iot-portal --interval 10s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, f := range []struct {
-				flag     string
-				negative bool
-			}{{"--interval", interval < 0}, {"--breaker-threshold", threshold < 0}, {"--breaker-cool-down", coolDown < 0}, {"--max-checkpoint-age", maxAge < 0}} {
+				flag           string
+				negative, zero bool
+			}{{"--interval", interval < 0, interval == 0}, {"--breaker-threshold", threshold < 0, threshold == 0}, {"--breaker-cool-down", coolDown < 0, coolDown == 0}, {"--max-checkpoint-age", maxAge < 0, false}} {
 				if f.negative {
 					return usagef("%s %s must not be negative", f.flag, cmd.Flags().Lookup(f.flag[2:]).Value)
+				}
+				// The coordinator takes a zero for its default: a 0 given
+				// here would silently become 10s, 3 or 1m.
+				if f.zero {
+					return usagef("%s %s must be positive (its default is %s)", f.flag, cmd.Flags().Lookup(f.flag[2:]).Value, cmd.Flags().Lookup(f.flag[2:]).DefValue)
 				}
 			}
 			in := workflows.CoordinatorInput{Pipeline: pipeline, Interval: activities.Duration(interval), Manual: manual,
