@@ -478,3 +478,21 @@ func TestCommandsWithoutWorkersOrNamespace(t *testing.T) {
 	assert.Equal(t, exitFailure, r.code, r.err)
 	assert.Contains(t, r.err, `Error: backfill "dup": no answer within --timeout 2s`)
 }
+
+// TestHelpOfAnUnknownCommandIsAUsageError: "starter help X" for a command
+// that does not exist is bad usage (exit 2, on stderr), as "starter X" is;
+// cobra's help command printed "Unknown help topic" to stdout and exited 0.
+func TestHelpOfAnUnknownCommandIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"help", "bogus"}, {"help", "pipeline", "bogus"}} {
+		r := run(t, args...)
+		assert.Equal(t, exitUsage, r.code, "%v: stdout %q", args, r.out)
+		assert.Contains(t, r.err, fmt.Sprintf("Error: unknown help topic %q", strings.Join(args[1:], " ")))
+		assert.Empty(t, r.out)
+	}
+	r := run(t, "help", "pipeline", "start")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "starter pipeline start [flags]")
+	r = run(t, "help")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "Exit codes:")
+}

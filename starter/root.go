@@ -123,6 +123,23 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 	// finishTree: add it now so that it follows the rules too ("completion
 	// bogus" printed its help and exited 0).
 	root.InitDefaultCompletionCmd()
+	// Cobra's help command printed "Unknown help topic" to stdout and
+	// exited 0 for a command that does not exist: keep it (its shell
+	// completion) but make that the usage error an unknown command is.
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			c.Args = cobra.ArbitraryArgs
+			c.Run = nil
+			c.RunE = func(c *cobra.Command, args []string) error {
+				cmd, rest, err := c.Root().Find(args)
+				if err != nil || cmd == nil || len(rest) > 0 {
+					return usagef("unknown help topic %q (starter --help lists the commands)", strings.Join(args, " "))
+				}
+				return cmd.Help()
+			}
+		}
+	}
 	finishTree(root)
 	return root
 }
