@@ -89,6 +89,11 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			if err := applyEdits(spec, &p, edits); err != nil {
 				return err
 			}
+			// Refused as the run and --check refuse it, not printed as if
+			// it would run.
+			if err := p.Validate(); err != nil {
+				return fmt.Errorf("%s as edited: %w", spec, err)
+			}
 			fmt.Fprintf(w, "\n# after the program's edits (EditPipeline)\n")
 			fmt.Fprintf(w, "decoder = %s\n", goValue(p.Decoder))
 			if p.Graph.Built != nil {

@@ -155,7 +155,9 @@ func TestEditPipelineRunsAGoDecoderAndSink(t *testing.T) {
 
 // TestEditPipelineErrorsAreUsageErrors: an edit's error, and a pipeline
 // an edit left invalid, stop the worker before it runs with exit code 2
-// and a line naming the spec; --check checks the edited pipeline.
+// and a line naming the spec; --check checks the edited pipeline, and so
+// does --print-config (it printed a pipeline an edit left invalid and
+// exited 0).
 func TestEditPipelineErrorsAreUsageErrors(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "csv-sma.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(spec), 0o600))
@@ -164,6 +166,13 @@ func TestEditPipelineErrorsAreUsageErrors(t *testing.T) {
 		code := iworker.RunMain(iworker.PipelineMain(edit), []string{"--pipeline", file, "--check"}, &stderr)
 		return code, stderr.String()
 	}
+	var stderr bytes.Buffer
+	code := iworker.RunMain(iworker.PipelineMain(func(p *pipeline.Pipeline) error { p.Graph.Nodes = nil; return nil }),
+		[]string{"--pipeline", file, "--print-config"}, &stderr)
+	require.Equal(t, worker.ExitUsage, code, "--print-config: %s", &stderr)
+	require.Contains(t, stderr.String(), file+" as edited: ")
+	require.Contains(t, stderr.String(), "graph has no nodes")
+
 	code, out := run(func(*pipeline.Pipeline) error { return errors.New("no CSV schema for this topic") })
 	require.Equal(t, worker.ExitUsage, code)
 	require.Contains(t, out, file+": no CSV schema for this topic")
