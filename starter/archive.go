@@ -81,6 +81,9 @@ func (a *app) archiveLs(af *archiveFlags) *cobra.Command {
 		Short:   "List partitions with their files, rows, bytes, offsets, time range and codecs",
 		Example: "  starter archive ls --archive file:///var/tflo/archive\n  starter archive ls --archive s3://tflo-archive/prod --s3-endpoint http://minio:9000 --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkConcurrency(concurrency); err != nil {
+				return err
+			}
 			arc, loc, err := af.open(cmd.Context())
 			if err != nil {
 				return err
@@ -117,6 +120,15 @@ func (a *app) archiveLs(af *archiveFlags) *cobra.Command {
 	return cmd
 }
 
+// checkConcurrency refuses a --concurrency below 1, which the archive
+// reads would otherwise run as 1 without a word.
+func checkConcurrency(n int) error {
+	if n < 1 {
+		return usagef("--concurrency %d must be at least 1", n)
+	}
+	return nil
+}
+
 func (a *app) archiveVerify(af *archiveFlags) *cobra.Command {
 	var concurrency int
 	var fingerprint string
@@ -130,6 +142,9 @@ the range the name claims, and across each shard's files the rows of one
 twice). It exits 1 when it finds anything.`,
 		Example: "  starter archive verify --archive file:///var/tflo/archive --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkConcurrency(concurrency); err != nil {
+				return err
+			}
 			arc, loc, err := af.open(cmd.Context())
 			if err != nil {
 				return err

@@ -69,6 +69,9 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{[]string{"workers", "--address", "127.0.0.1:notaport"}, `Error: --address "127.0.0.1:notaport": want host:port, and "notaport" is no port`},
 		{[]string{"checkpoint", "list", "--config-file", "/nonexistent/temporal.toml"}, `Error: --config-file "/nonexistent/temporal.toml": no such file or directory`},
 		{[]string{"pipeline", "status", "--no-such-flag"}, "Error: unknown flag: --no-such-flag"},
+		// A concurrency below 1 used to run as 1 without a word.
+		{[]string{"archive", "ls", "--archive", "file:///nonexistent", "--concurrency", "0"}, "Error: --concurrency 0 must be at least 1"},
+		{[]string{"archive", "verify", "--archive", "file:///nonexistent", "--concurrency", "-2"}, "Error: --concurrency -2 must be at least 1"},
 		// --wait is implied: turning it off used to be accepted and ignored.
 		{[]string{"checkpoint", "now", "--wait=false"}, "Error: --wait=false: checkpoint now always waits for its round (--timeout bounds the wait)"},
 	}
