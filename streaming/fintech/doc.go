@@ -29,7 +29,8 @@
 // a 20-price average). A refused input leaves the state unchanged and
 // Eval returns streaming.Rejected(), which the runtime counts; never a
 // panic, never a NaN or ±Inf in the state or the output. Constructors panic on
-// impossible parameters (fast ≥ slow, a window of 0); Builder.Build calls
+// impossible parameters (fast ≥ slow, a window of 0 but VWAP's, which
+// means cumulative); Builder.Build calls
 // each factory once, so the mistake surfaces when the graph is built.
 //
 // # State

@@ -54,7 +54,7 @@ func Types() []streaming.OperatorType {
 				streaming.WarmupParam(streaming.WarmupPartial),
 			},
 			MinInputs: 2, MaxInputs: 2, Inputs: "price, volume",
-			Output:      "float: the VWAP, on every valid trade once the volume in the window is positive (with warmup: full, a rolling window waits for N trades; trades with a negative volume are ignored)",
+			Output:      "float: the VWAP, on every valid trade once the volume in the window is positive (with warmup: full, a rolling window waits for N trades; a trade with a negative volume is refused, as NaN and ±Inf are)",
 			TypeVersion: (*VWAP)(nil).TypeVersion(),
 			New: func(p streaming.Params) (func() streaming.Operator, error) {
 				n, w := p.Int("window"), p.Warmup()
