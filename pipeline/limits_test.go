@@ -16,6 +16,7 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -221,6 +222,54 @@ func TestDeadLetterTooLargeIsTruncated(t *testing.T) {
 	require.Less(t, len(r.Value), len(value))
 	require.Equal(t, []string{"0"}, headerValues(r, kafka.HeaderDLQOffset))
 	require.Len(t, headerValues(r, kafka.HeaderDLQError), 1)
+}
+
+// TestSourceDeadLettersKeepBatchesUnderTheDLQTopicLimit: a Kafka
+// source's default dead-letter sink connects lazily, and did not learn
+// the dead-letter topic's max.message.bytes, so it batched dead letters up
+// to kgo's default 1,000,012 bytes. A topic with a lower limit refused
+// whole batches; each dead letter in them was truncated, batched again,
+// refused again and dropped ("too large even truncated"): counted as
+// errors, but lost. Each dead letter that fits the limit reaches the
+// topic whole now.
+func TestSourceDeadLettersKeepBatchesUnderTheDLQTopicLimit(t *testing.T) {
+	const n = 40
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	limit := strconv.Itoa(64 << 10)
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, topic+".dlq")
+	require.NoError(t, err)
+	// Random bytes (they do not compress, and do not decode): 40 dead
+	// letters of 4 KiB, 160 KiB in all.
+	rng := rand.New(rand.NewPCG(9, 10))
+	recs := make([]*kgo.Record, 0, n+1)
+	for range n {
+		value := make([]byte, 4<<10)
+		for i := range value {
+			value[i] = byte(rng.Uint32())
+		}
+		value[0] = '~'
+		recs = append(recs, &kgo.Record{Key: []byte("s-1"), Value: value})
+	}
+	produceRaw(t, addrs, append(recs, &kgo.Record{Key: []byte("s-1"), Value: seqReading("s-1", 1)})...)
+
+	j := newJournal()
+	w := start(t, seqPipeline(addrs, memory.New(), j.as("w")), pipeline.WithOperators(seqRegistry(t)))
+	require.Eventually(t, func() bool { return j.allReached([]string{"s-1"}, 1) }, 20*time.Second, 5*time.Millisecond)
+	require.NoError(t, w.w.Checkpoint(ctx))
+	require.Equal(t, uint64(n), w.w.Stats().DeadLettered)
+	require.Equal(t, uint64(0), w.w.Stats().DeadLetterErrors, "dead letters lost")
+	got := dlqRecords(t, addrs, n)
+	require.Len(t, got, n)
+	for _, r := range got {
+		require.Empty(t, headerValues(r, kafka.HeaderDLQTruncated), "dead letter of offset %v truncated", headerValues(r, kafka.HeaderDLQOffset))
+		require.Len(t, r.Value, 4<<10)
+	}
 }
 
 // mqttDeadLetters collects the broker's dead letters on dlq/sensors: each

@@ -157,3 +157,65 @@ func TestDeadLetterDroppedForItsSizeIsNotCountedDelivered(t *testing.T) {
 	require.Zero(t, s.Produced(), "the dropped dead letter was not delivered")
 	require.Equal(t, uint64(1), s.Failed(), "the dropped dead letter is lost")
 }
+
+// TestLazyDeadLettersKeepBatchesUnderTheTopicLimit: a lazy publisher (a
+// Kafka source's default dead-letter sink) connects nothing up front, so
+// it did not learn the dead-letter topic's max.message.bytes and batched
+// up to kgo's default 1,000,012 bytes. A topic with a lower limit refused
+// whole batches (MESSAGE_TOO_LARGE); each dead letter in them was taken
+// as too large, truncated, batched again, refused again and dropped: of
+// 40 dead letters of 4 KiB under a 64 KiB limit, 7 reached the topic. The
+// lazy publisher learns the limit when it first produces to the topic, so
+// each one reaches it whole, and only one too large on its own goes
+// truncated.
+func TestLazyDeadLettersKeepBatchesUnderTheTopicLimit(t *testing.T) {
+	const n = 40
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	limit := strconv.Itoa(64 << 10)
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, "readings.dlq")
+	require.NoError(t, err)
+	pub, err := NewPublisher(ctx, PublishTo("readings.dlq", addrs...), PublisherLazy())
+	require.NoError(t, err)
+	s := NewDeadLetterSink(pub)
+	defer s.Close(ctx)
+
+	rng := rand.New(rand.NewPCG(7, 8)) // incompressible: batches stay as large as their records
+	outs := make([]streaming.Output, n)
+	for i := range outs {
+		key := "s-" + strconv.Itoa(i)
+		value := make([]byte, 4<<10)
+		for j := range value {
+			value[j] = byte(rng.Uint32())
+		}
+		outs[i] = streaming.Output{Shard: streaming.KafkaShard("readings", 0), Offset: int64(i), Topic: "readings", Key: key,
+			Dead: &streaming.DeadLetter{Key: []byte(key), Value: value, Group: "central", Err: errors.New("bad")}}
+	}
+	// One too large on its own: only it is truncated.
+	big := make([]byte, 100<<10)
+	for j := range big {
+		big[j] = byte(rng.Uint32())
+	}
+	outs = append(outs, streaming.Output{Shard: streaming.KafkaShard("readings", 0), Offset: n, Topic: "readings", Key: "big",
+		Dead: &streaming.DeadLetter{Key: []byte("big"), Value: big, Group: "central", Err: errors.New("bad")}})
+	require.NoError(t, s.Write(ctx, outs))
+	require.NoError(t, s.Flush(ctx, "", 0))
+	require.Zero(t, s.Failed(), "dead letters lost")
+	require.Equal(t, uint64(n+1), s.Produced())
+	got := dlqRecords(t, addrs, n+1)
+	require.Len(t, got, n+1)
+	for _, r := range got {
+		if string(r.Key) == "big" {
+			require.Equal(t, []string{"value"}, headerValues(r, HeaderDLQTruncated))
+			require.True(t, bytes.HasPrefix(big, r.Value))
+			continue
+		}
+		require.Empty(t, headerValues(r, HeaderDLQTruncated), "dead letter of %s truncated", r.Key)
+		require.Len(t, r.Value, 4<<10)
+	}
+}

@@ -84,12 +84,14 @@ func PublisherLogger(l *slog.Logger) PublisherOption {
 
 // PublisherLazy makes NewPublisher connect nothing: the client dials when
 // it first produces, so unreachable brokers or refused credentials show
-// in delivery failures, not in NewPublisher's error, and a record larger
-// than the topic's max.message.bytes is sent and refused by the broker
-// (then dead-lettered, truncated) instead of being kept under it up
-// front. For a producer beside a consumer of the same cluster (a Kafka
-// source's dead letters), whose start checks the brokers and the
-// credentials once already.
+// in delivery failures, not in NewPublisher's error, and the topic's
+// max.message.bytes is read when it first produces to the topic, not up
+// front: its batches are kept under it from then on, and a record larger
+// than it fails its produce (MESSAGE_TOO_LARGE; then it is dead-lettered,
+// truncated) instead of being truncated before it is buffered. For a
+// producer beside a consumer of the same cluster (a Kafka source's dead
+// letters), whose start checks the brokers and the credentials once
+// already.
 func PublisherLazy() PublisherOption { return func(c *publisherConfig) { c.lazy = true } }
 
 // PublisherClientOptions adds raw franz-go client options.
@@ -128,6 +130,9 @@ type Publisher struct {
 	// producer of oversized records would flood the log; the counters see
 	// every record).
 	dlqLog, dlqLostLog *lograte.Limiter
+	// stopLearning ends a lazy client's reading of a topic's limit
+	// (learnBatchMax), so Close does not wait for it.
+	stopLearning context.CancelFunc
 }
 
 // NewPublisher validates the options, checks that the cluster accepts the
@@ -165,13 +170,50 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 			all = append(all, kgo.ProducerBatchMaxBytes(limit))
 		}
 	}
+	learnCtx, stopLearning := context.WithCancel(context.Background())
+	if cfg.lazy {
+		// Nothing is dialled here, so the topic's limit is learned when
+		// kgo first meets one of its partitions (at the first produce):
+		// with kgo's default cap, batches over a lower limit were refused
+		// whole and every dead letter in them was lost.
+		all = append(all, kgo.ProducerBatchMaxBytesFn(learnBatchMax(learnCtx, base)))
+	}
 	all = append(all, cfg.kgoOpts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
+		stopLearning()
 		return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 	}
 	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier(), room: make(chan struct{}, cfg.maxBuffered), closing: make(chan struct{}),
-		dlqLog: lograte.New(), dlqLostLog: lograte.New()}, nil
+		dlqLog: lograte.New(), dlqLostLog: lograte.New(), stopLearning: stopLearning}, nil
+}
+
+// learnBatchMax is a lazy publisher's batch cap per topic: the topic's
+// max.message.bytes when below kgo's default, read (topicMaxMessageBytes)
+// the first time it is asked for the topic. kgo asks when it discovers a
+// partition and keeps the answer, so the hot path never pays for it; ""
+// (kgo's validation, batchLimit) is the default, without dialling. A
+// limit that cannot be read keeps the default, as a publisher that is not
+// lazy does.
+func learnBatchMax(ctx context.Context, base []kgo.Opt) func(string) int32 {
+	var mu sync.Mutex
+	limits := map[string]int32{}
+	return func(topic string) int32 {
+		if topic == "" {
+			return defaultBatchMaxBytes
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if limit, ok := limits[topic]; ok {
+			return limit
+		}
+		limit := int32(defaultBatchMaxBytes)
+		if n, ok := topicMaxMessageBytes(ctx, base, topic); ok && n < limit {
+			limit = max(n, 512) // kgo fails every produce to a topic capped below 512
+		}
+		limits[topic] = limit
+		return limit
+	}
 }
 
 // defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
@@ -449,6 +491,7 @@ func (p *Publisher) Buffered() int64 { return p.cl.BufferedProduceRecords() }
 // is a Stop) and releases the client. Idempotent.
 func (p *Publisher) Close() {
 	if p.closed.CompareAndSwap(false, true) {
+		p.stopLearning()
 		p.cl.Close()
 	}
 }
