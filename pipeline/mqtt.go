@@ -7,6 +7,7 @@ import (
 	"iter"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,6 +255,23 @@ func (r *mqttRunner) stats() sourceStats {
 
 // subscribed reports whether the source has subscribed at least once.
 func (r *mqttRunner) subscribed() bool { return r.src.Stats().Subscribes > 0 }
+
+// linkErr says why the source is not connected to its broker and
+// subscribed on that connection now (nil when it is), naming the source
+// and the brokers: a worker whose broker is down receives nothing, ready
+// as it was once.
+func (r *mqttRunner) linkErr() error {
+	st := r.src.Stats()
+	switch {
+	case !st.Connected && st.Connects == 0:
+		return fmt.Errorf("mqtt source %q: not connected to broker %s yet", r.cfg.ClientID, strings.Join(r.cfg.Servers, ", "))
+	case !st.Connected:
+		return fmt.Errorf("mqtt source %q: connection to broker %s down, reconnecting", r.cfg.ClientID, strings.Join(r.cfg.Servers, ", "))
+	case !st.Subscribed:
+		return fmt.Errorf("mqtt source %q: not subscribed on broker %s yet", r.cfg.ClientID, strings.Join(r.cfg.Servers, ", "))
+	}
+	return nil
+}
 
 // mqttSource is the MQTT shard as the Checkpointer sees it: the keyed
 // state and the source's dedup cursor, cut together between two messages.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,9 +42,12 @@ const (
 // gateways come and go over.
 type edgeEnv struct {
 	broker *mochi.Server
-	addr   string
-	kafka  *kfake.Cluster
-	store  *memory.Store
+	// stopBroker closes broker, once (mochi's Close panics the second
+	// time).
+	stopBroker func()
+	addr       string
+	kafka      *kfake.Cluster
+	store      *memory.Store
 }
 
 func newEdgeEnv(t testing.TB) *edgeEnv {
@@ -53,11 +57,12 @@ func newEdgeEnv(t testing.TB) *edgeEnv {
 	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
 	require.NoError(t, srv.AddListener(tcp))
 	require.NoError(t, srv.Serve())
-	t.Cleanup(func() { _ = srv.Close() })
+	stop := sync.OnceFunc(func() { _ = srv.Close() })
+	t.Cleanup(stop)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, signalsTopic))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
-	return &edgeEnv{broker: srv, addr: tcp.Address(), kafka: kc, store: memory.New()}
+	return &edgeEnv{broker: srv, stopBroker: stop, addr: tcp.Address(), kafka: kc, store: memory.New()}
 }
 
 // edgeGateway is the iot-portal edge as a pipeline value: readings from

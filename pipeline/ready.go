@@ -18,7 +18,9 @@ type pinger interface {
 // and has not failed, its source has given it its shards and each is
 // restored (Kafka: the group gave the worker its assignment, none when
 // it has more members than the topic has partitions, and every owned
-// partition is open; MQTT: the one shard is open and subscribed),
+// partition is open; MQTT: the one shard is open, and the source is
+// connected to its broker and subscribed on that connection: a worker
+// whose broker is down is not ready until it reconnects and subscribes),
 // Temporal answers a health check (when configured) and every sink that
 // can be asked answers (the Kafka and InfluxDB sinks, the dead-letter
 // sink included). Otherwise the error says what is missing. It is what a
@@ -49,8 +51,8 @@ func (w *Worker) Ready(ctx context.Context) error {
 		if w.mqtt.cur.Load() == nil {
 			return errors.New("mqtt source: shard not restored yet")
 		}
-		if !w.mqtt.subscribed() {
-			return errors.New("mqtt source: not subscribed yet")
+		if err := w.mqtt.linkErr(); err != nil {
+			return err
 		}
 	}
 	if tc := w.o.tc; tc != nil {

@@ -2,13 +2,18 @@ package pipeline_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestIdleGroupMemberIsReady: a worker whose group has more members than
@@ -60,4 +65,35 @@ func TestNotReadyWhileTheDeadLetterSinkIsDown(t *testing.T) {
 		err := ready()
 		return err != nil && strings.Contains(err.Error(), "dead-letter sink: kafka publisher")
 	}, 30*time.Second, "the worker is not ready, naming the dead-letter sink")
+}
+
+// TestMQTTNotReadyWhileTheBrokerIsDown: Ready asked only whether the MQTT
+// source had subscribed once, so a worker whose broker was down (it
+// receives nothing) stayed ready for ever. It is not ready while the
+// connection is down, naming the source and the broker, and ready again
+// once it has reconnected and subscribed.
+func TestMQTTNotReadyWhileTheBrokerIsDown(t *testing.T) {
+	e := newEdgeEnv(t)
+	r := e.start(t, e.pipeline(false, time.Hour))
+	ready := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return r.w.Ready(ctx)
+	}
+	r.waitFor(t, func() bool { return ready() == nil }, waitFor, "the worker is ready")
+
+	e.stopBroker()
+	want := `mqtt source "edge-gw-1": connection to broker mqtt://` + e.addr + ` down`
+	r.waitFor(t, func() bool {
+		err := ready()
+		return err != nil && strings.Contains(err.Error(), want)
+	}, waitFor, "the worker is not ready, naming the source and the broker")
+
+	// The broker again, on the same address.
+	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
+	require.NoError(t, srv.AddListener(mqttbroker.NewListener("tcp", e.addr, nil)))
+	require.NoError(t, srv.Serve())
+	t.Cleanup(func() { _ = srv.Close() })
+	r.waitFor(t, func() bool { return ready() == nil }, waitFor, "the worker is ready again after the reconnect")
 }

@@ -69,3 +69,33 @@ func TestBrokerRestartMidStreamKeepsThePersistentSession(t *testing.T) {
 		assert.Equal(t, 1, count[ts], "reading %d processed %d times", ts, count[ts])
 	}
 }
+
+// TestStatsSayWhileTheConnectionIsDown: Stats counted connects and
+// subscribes, which only grow, so nothing told that the connection was
+// down now (a pipeline worker stayed ready with its broker stopped).
+// Connected and Subscribed say it: both true once subscribed, false while
+// the broker is down, true again after the reconnect and resubscribe, and
+// false once Run returned.
+func TestStatsSayWhileTheConnectionIsDown(t *testing.T) {
+	b1 := startBroker(t, brokerOpts{})
+	addr := b1.addr
+	s := newTestSource(t, b1, "edge-link")
+	st := s.Stats()
+	require.False(t, st.Connected || st.Subscribed, "before Run")
+	r := runSource(t, s, func(context.Context, Message) error { return nil })
+	linked := func() bool { st := s.Stats(); return st.Connected && st.Subscribed }
+	require.Eventually(t, linked, waitFor, 5*time.Millisecond, "connected and subscribed")
+
+	b1.close()
+	require.Eventually(t, func() bool { st := s.Stats(); return !st.Connected && !st.Subscribed }, waitFor, 5*time.Millisecond,
+		"the connection is down")
+	subscribes := s.Stats().Subscribes
+
+	startBroker(t, brokerOpts{addr: addr})
+	require.Eventually(t, linked, waitFor, 5*time.Millisecond, "connected and subscribed again")
+	require.Greater(t, s.Stats().Subscribes, subscribes, "subscribed on the new connection")
+
+	require.NoError(t, r.stop(t))
+	st = s.Stats()
+	require.False(t, st.Connected || st.Subscribed, "after Run")
+}

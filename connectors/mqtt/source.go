@@ -65,9 +65,53 @@ type Source struct {
 	// goroutine stores it.
 	conn    atomic.Pointer[autopaho.ConnectionManager]
 	connSet chan struct{}
+	// link is the state of Run's connection that Stats reports: whether
+	// it is up, and whether the source has subscribed on it.
+	link link
 	// dlqLog samples the per-message dead-letter line (a stream of bad
 	// payloads would write one each); the counters count them all.
 	dlqLog *lograte.Limiter
+}
+
+// link is the state of the source's connection. gen counts the
+// connections made: a subscribe that succeeds on one already gone (its
+// SUBACK just before the drop) does not mark the next one subscribed.
+type link struct {
+	mu             sync.Mutex
+	gen            uint64
+	up, subscribed bool
+}
+
+// connUp records a new connection and returns its generation.
+func (l *link) connUp() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	l.up, l.subscribed = true, false
+	return l.gen
+}
+
+// connDown records that the connection is gone.
+func (l *link) connDown() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	l.up, l.subscribed = false, false
+}
+
+// subscribedOn records a subscribe acknowledged on connection gen.
+func (l *link) subscribedOn(gen uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen == gen && l.up {
+		l.subscribed = true
+	}
+}
+
+func (l *link) state() (up, subscribed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up, l.subscribed
 }
 
 // Test hooks, nil outside tests: testHookConnMade runs in Run between
@@ -126,7 +170,10 @@ func (s *Source) mirrorLocked() {
 // shows: a dead letter is counted just after its publish returns.
 func (s *Source) Stats() Stats {
 	z := &s.sizes
+	up, subscribed := s.link.state()
 	return Stats{
+		Connected:        up,
+		Subscribed:       subscribed,
 		Received:         s.ctr.get(CounterReceived),
 		Processed:        s.ctr.get(CounterProcessed),
 		Duplicates:       s.ctr.get(CounterDuplicates),
@@ -272,6 +319,7 @@ func (s *Source) Run(ctx context.Context, h Handler) error {
 	<-runCtx.Done()
 	<-cm.Done()
 	subs.Wait()
+	s.link.connDown() // autopaho calls no OnConnectionDown when it stops
 	cause := context.Cause(runCtx)
 	if ctx.Err() != nil && errors.Is(cause, ctx.Err()) {
 		log.Info("mqtt source stopped")
@@ -313,13 +361,18 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 			return cp, nil
 		},
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, ca *paho.Connack) {
+			gen := s.link.connUp()
 			s.ctr.inc(CounterConnects)
 			log.Info("mqtt connected", "session_present", ca.SessionPresent)
 			subs.Add(1)
 			go func() {
 				defer subs.Done()
-				s.subscribe(ctx, fail, cm)
+				s.subscribe(ctx, fail, cm, gen)
 			}()
+		},
+		OnConnectionDown: func() bool {
+			s.link.connDown()
+			return true // reconnect
 		},
 		OnConnectError: func(err error) {
 			s.ctr.inc(CounterConnectErrors)
@@ -376,7 +429,7 @@ var fatalSubackCodes = map[byte]string{
 // stops Run; other refusals (0x91 packet identifier in use, 0x97 quota
 // exceeded, ...) and a SUBACK that does not come within the packet
 // timeout are retried with backoff while the connection lasts.
-func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm *autopaho.ConnectionManager) {
+func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm *autopaho.ConnectionManager, gen uint64) {
 	sub := &paho.Subscribe{}
 	for _, f := range s.cfg.filters {
 		if s.cfg.shareGroup != "" {
@@ -388,6 +441,7 @@ func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm
 	for attempt := 1; ; attempt++ {
 		sa, err := cm.Subscribe(ctx, sub)
 		if err == nil {
+			s.link.subscribedOn(gen)
 			s.ctr.inc(CounterSubscribes)
 			s.cfg.logger.Info("mqtt subscribed", "client_id", s.cfg.clientID, "topics", s.cfg.filters)
 			return

@@ -50,6 +50,11 @@ type Stats struct {
 	// acknowledgement (WithAckOnCheckpoint; 0 otherwise). The broker
 	// stops sending when they fill its in-flight window for this client.
 	PendingAcks int
+	// Connected reports that the connection to the broker is up (false
+	// before the first one, while it is down and reconnecting, and once
+	// Run returned); Subscribed that the source has subscribed on this
+	// connection (false from a reconnect until its SUBACK).
+	Connected, Subscribed bool
 }
 
 type counters struct {
