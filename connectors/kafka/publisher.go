@@ -158,26 +158,24 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	// twice the room covers a record whose promise, before kgo uncounts
 	// it, buffers its dead letter in its place.
 	all := append(base, kgo.DefaultProduceTopic(cfg.topic), kgo.MaxBufferedRecords(2*cfg.maxBuffered))
+	// Batches the broker would refuse whole would fail (and dead-letter)
+	// every record in them, and drop every dead letter in them: keep each
+	// under its topic's limit (the topic's and the dead-letter topic's
+	// may differ), so only a record too large on its own is refused.
+	limits := map[string]int32{}
 	if !cfg.lazy {
 		if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
 			return nil, err
 		}
-		if limit, ok := topicMaxMessageBytes(ctx, base, cfg.topic); ok && limit < defaultBatchMaxBytes {
-			// Batches the broker would refuse whole would fail (and
-			// dead-letter) every record in them: keep each under the
-			// topic's limit, so only a record too large on its own is
-			// refused.
-			all = append(all, kgo.ProducerBatchMaxBytes(limit))
+		// The topic's limit is known up front (it is batchLimit, which
+		// truncates a dead letter before it is buffered); a lazy client
+		// dials nothing here and learns it with the others.
+		if limit, ok := topicMaxMessageBytes(ctx, base, cfg.topic); ok {
+			limits[cfg.topic] = min(max(limit, minBatchMaxBytes), defaultBatchMaxBytes)
 		}
 	}
 	learnCtx, stopLearning := context.WithCancel(context.Background())
-	if cfg.lazy {
-		// Nothing is dialled here, so the topic's limit is learned when
-		// kgo first meets one of its partitions (at the first produce):
-		// with kgo's default cap, batches over a lower limit were refused
-		// whole and every dead letter in them was lost.
-		all = append(all, kgo.ProducerBatchMaxBytesFn(learnBatchMax(learnCtx, base)))
-	}
+	all = append(all, kgo.ProducerBatchMaxBytesFn(learnBatchMax(learnCtx, base, limits, limits[cfg.topic])))
 	all = append(all, cfg.kgoOpts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
@@ -188,19 +186,21 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 		dlqLog: lograte.New(), dlqLostLog: lograte.New(), stopLearning: stopLearning}, nil
 }
 
-// learnBatchMax is a lazy publisher's batch cap per topic: the topic's
-// max.message.bytes when below kgo's default, read (topicMaxMessageBytes)
-// the first time it is asked for the topic. kgo asks when it discovers a
-// partition and keeps the answer, so the hot path never pays for it; ""
-// (kgo's validation, batchLimit) is the default, without dialling. A
-// limit that cannot be read keeps the default, as a publisher that is not
-// lazy does.
-func learnBatchMax(ctx context.Context, base []kgo.Opt) func(string) int32 {
+// learnBatchMax is a publisher's batch cap per topic: the topic's
+// max.message.bytes when below kgo's default, from limits or else read
+// (topicMaxMessageBytes) the first time it is asked for the topic. kgo
+// asks when it discovers a partition and keeps the answer, so the hot
+// path never pays for it. "" (kgo's validation, batchLimit) is def, or
+// kgo's default when 0, without dialling. A limit that cannot be read
+// keeps kgo's default.
+func learnBatchMax(ctx context.Context, base []kgo.Opt, limits map[string]int32, def int32) func(string) int32 {
+	if def == 0 {
+		def = defaultBatchMaxBytes
+	}
 	var mu sync.Mutex
-	limits := map[string]int32{}
 	return func(topic string) int32 {
 		if topic == "" {
-			return defaultBatchMaxBytes
+			return def
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -208,13 +208,17 @@ func learnBatchMax(ctx context.Context, base []kgo.Opt) func(string) int32 {
 			return limit
 		}
 		limit := int32(defaultBatchMaxBytes)
-		if n, ok := topicMaxMessageBytes(ctx, base, topic); ok && n < limit {
-			limit = max(n, 512) // kgo fails every produce to a topic capped below 512
+		if n, ok := topicMaxMessageBytes(ctx, base, topic); ok {
+			limit = min(max(n, minBatchMaxBytes), limit)
 		}
 		limits[topic] = limit
 		return limit
 	}
 }
+
+// minBatchMaxBytes is the lowest batch cap kgo takes: below it, it fails
+// every produce to the topic.
+const minBatchMaxBytes = 512
 
 // defaultBatchMaxBytes is kgo's default ProducerBatchMaxBytes.
 const defaultBatchMaxBytes = 1_000_012

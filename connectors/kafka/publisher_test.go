@@ -324,3 +324,51 @@ func TestPublisherCallerGivingUpFailsNothingBuffered(t *testing.T) {
 	require.Equal(t, uint64(4), pub.Produced(), "every record buffered before the context ended is delivered")
 	require.Zero(t, pub.Failed())
 }
+
+// TestPublisherDeadLettersKeepBatchesUnderTheDLQTopicLimit: a publisher
+// read its own topic's max.message.bytes and capped every batch at it,
+// those of its dead-letter topic too. A dead-letter topic with a lower
+// limit than the topic's refused whole batches of truncated dead letters
+// (about 17 KiB each), and each, already truncated, was dropped ("too
+// large even truncated"). Its batches keep under the dead-letter topic's
+// own limit now, so every dead letter reaches it.
+func TestPublisherDeadLettersKeepBatchesUnderTheDLQTopicLimit(t *testing.T) {
+	const n = 10
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	v := strconv.Itoa(64 << 10)
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings.dlq")
+	require.NoError(t, err)
+	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...))
+	require.NoError(t, err)
+	defer pub.Close()
+
+	// Over the topic's 1,000,012 bytes: dead-lettered, truncated. Each
+	// its own random bytes: a batch of them does not compress.
+	rng := rand.New(rand.NewPCG(11, 12))
+	values := make([][]byte, n)
+	for i := range values {
+		values[i] = make([]byte, 1_100_000)
+		for j := range values[i] {
+			values[i][j] = byte(rng.Uint32())
+		}
+	}
+	// A slow broker: the dead letters buffered meanwhile go in one batch.
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		time.Sleep(100 * time.Millisecond)
+		return nil, nil, false
+	})
+	for i, v := range values {
+		require.NoError(t, pub.Publish(ctx, "s-"+strconv.Itoa(i), v))
+	}
+	require.NoError(t, pub.Flush(ctx))
+	require.Equal(t, uint64(n), pub.DeadLettered())
+	require.Zero(t, pub.Failed(), "dead letters lost")
+	require.Len(t, dlqRecords(t, addrs, n), n)
+}
