@@ -438,11 +438,12 @@ func (p *Publisher) deadLetterOf(rec *kgo.Record, cause error) *kgo.Record {
 // deadLetterDone is the promise of a dead letter produced from a promise:
 // a dead letter that is lost is a lost record, so it becomes the sticky
 // error — unless even its truncated copy is too large, which can never
-// succeed and must not stop the publisher.
+// succeed and must not stop the publisher (it is counted in Failed).
 func (p *Publisher) deadLetterDone(r *kgo.Record, err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, kerr.MessageTooLarge):
+		p.failed.Add(1) // lost, though it fails no Flush (as PublishDeadLetter counts it)
 		if ok, skipped := p.dlqLostLog.Allow(); ok {
 			p.cfg.log.Error("dead letter dropped: too large for the broker even truncated", lograte.With(skipped, "dlq", r.Topic, "key", streaming.QuoteKey(r.Key), "err", err)...)
 		}
@@ -479,7 +480,8 @@ func (p *Publisher) Flush(ctx context.Context) error {
 // Produced returns how many records were acknowledged.
 func (p *Publisher) Produced() uint64 { return p.produced.Load() }
 
-// Failed returns how many records failed.
+// Failed returns how many records failed, a dead letter dropped because
+// even truncated it was too large for the broker included.
 func (p *Publisher) Failed() uint64 { return p.failed.Load() }
 
 // DeadLettered returns how many records went to the dead-letter topic for

@@ -274,7 +274,9 @@ func TestPublisherTooLargeLogIsSampled(t *testing.T) {
 	require.NoError(t, pub.Flush(ctx))
 	elapsed := time.Since(start)
 	require.Equal(t, uint64(n), pub.DeadLettered())
-	require.Zero(t, pub.Failed())
+	// Each dead letter (its 8 KiB value whole) is over the client's 4 KiB
+	// limit too: dropped, and counted lost.
+	require.Equal(t, uint64(n), pub.Failed())
 
 	logged.RequireSampled(t, n, elapsed)
 }
@@ -371,4 +373,37 @@ func TestPublisherDeadLettersKeepBatchesUnderTheDLQTopicLimit(t *testing.T) {
 	require.Equal(t, uint64(n), pub.DeadLettered())
 	require.Zero(t, pub.Failed(), "dead letters lost")
 	require.Len(t, dlqRecords(t, addrs, n), n)
+}
+
+// TestPublisherCountsAnOversizedRecordWhoseDeadLetterIsDropped: a record
+// too large for the broker whose dead letter, even truncated, is too large
+// for the dead-letter topic is lost (logged; it fails no Flush). Publish
+// counted it in DeadLettered only, and not in Failed, so the loss showed
+// in no counter (PublishDeadLetter counts its dropped dead letters in
+// Failed). It is counted in Failed now.
+func TestPublisherCountsAnOversizedRecordWhoseDeadLetterIsDropped(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	v := strconv.Itoa(4 << 10) // below a truncated dead letter's 16 KiB of value
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings.dlq")
+	require.NoError(t, err)
+	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...))
+	require.NoError(t, err)
+	defer pub.Close()
+
+	big := make([]byte, 1_100_000) // over the topic's limit: dead-lettered
+	rng := rand.New(rand.NewPCG(13, 14))
+	for i := range big {
+		big[i] = byte(rng.Uint32())
+	}
+	require.NoError(t, pub.Publish(ctx, "s-1", big))
+	require.NoError(t, pub.Flush(ctx), "a dead letter's size fails no Flush")
+	require.Equal(t, uint64(1), pub.DeadLettered())
+	require.Equal(t, uint64(1), pub.Failed(), "the record is lost")
+	require.Zero(t, pub.Produced())
 }
