@@ -317,7 +317,6 @@ type groupShard struct {
 	meta    SnapshotMeta
 	err     error
 	fenced  bool     // its fence was checked for the batch being flushed
-	landed  bool     // its manifest may have landed: keep its pieces
 	written []string // piece keys queued or written
 	bytes   int64
 	runs    []ManifestRun
@@ -393,7 +392,7 @@ func commitManifests(ctx context.Context, store StateStore, group []*groupShard)
 			// the write): keep the pieces, forget the cached manifest so
 			// the next stage re-reads it.
 			s.c.manifestLoaded = false
-			s.landed = true
+			s.p.landed = true
 			s.err = fmt.Errorf("save manifest %q: %w", recs[i].Key, err)
 			continue
 		}

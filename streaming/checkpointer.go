@@ -300,8 +300,13 @@ type pendingCheckpoint struct {
 	cursor     []byte
 	startedAt  time.Time
 	stateSaved bool
-	bytes      int64
-	pieces     int
+	// landed is set once a manifest save of this checkpoint failed: it
+	// may have landed (a timeout after the write), naming pieces under
+	// this checkpoint's keys, so a retried save that fails must not
+	// delete them as unreferenced.
+	landed bool
+	bytes  int64
+	pieces int
 }
 
 // CheckpointInfo describes a checkpoint after its Snapshot stage.
@@ -646,7 +651,7 @@ func saveOneStore(ctx context.Context, shards []*groupShard) {
 	for _, s := range shards {
 		c, p := s.c, s.p
 		if s.err != nil {
-			if !s.landed {
+			if !p.landed {
 				c.records().drop(s.written, c.cfg.cursorTimeout, c.cfg.log)
 			}
 			continue

@@ -573,3 +573,64 @@ func TestPreCommitAndCommitHooks(t *testing.T) {
 	require.NoError(t, cp.CommitCursor(ctx, info.ID))
 	require.Equal(t, []string{"pre-commit 1 (0 keys stored)", "pre-commit 1 (0 keys stored)", "commit 1 (cursor of checkpoint 1 saved)"}, events)
 }
+
+// landsButFails is a store whose next manifest Save lands and then
+// reports an error (a timeout after the write), and whose next SaveBatch
+// fails writing nothing.
+type landsButFails struct {
+	*tinyStore
+	manifestLands atomic.Bool
+	batchFails    atomic.Bool
+}
+
+func (s *landsButFails) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
+	if strings.HasSuffix(string(key), "/manifest") && s.manifestLands.CompareAndSwap(true, false) {
+		if err := s.tinyStore.Save(ctx, key, snap); err != nil {
+			return err
+		}
+		return fmt.Errorf("manifest %q: %w", key, context.DeadlineExceeded)
+	}
+	return s.tinyStore.Save(ctx, key, snap)
+}
+
+func (s *landsButFails) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
+	if s.batchFails.CompareAndSwap(true, false) {
+		return fmt.Errorf("save batch: %w", faults.ErrInjected)
+	}
+	return streaming.SaveBatchSequential(ctx, s, items)
+}
+
+// A retried SaveState whose first attempt's manifest landed (its Save
+// reported a timeout after the write) and whose retry then failed
+// writing pieces deleted the pieces of its checkpoint as unreferenced:
+// they were the landed manifest's, so a restart could not restore. The
+// pieces of a checkpoint whose manifest may have landed are kept.
+func TestRetriedSaveStateKeepsThePiecesOfAManifestThatMayHaveLanded(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	fs := &landsButFails{tinyStore: st}
+	src := newCounterSource()
+	cp := newCP(t, src, fs, fs)
+	for i := range 10 {
+		src.Apply(fmt.Sprintf("k%d", i), int64(i+1))
+	}
+	want, _ := src.snapshot()
+	info, err := cp.Snapshot(ctx, 0)
+	require.NoError(t, err)
+
+	fs.manifestLands.Store(true)
+	_, err = cp.SaveState(ctx, info.ID)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, want, restored(t, st), "the first attempt's manifest landed")
+
+	fs.batchFails.Store(true)
+	_, err = cp.SaveState(ctx, info.ID)
+	require.ErrorIs(t, err, faults.ErrInjected)
+	// The process dies here: the stored manifest must still restore.
+	require.Equal(t, want, restored(t, st), "the retry deleted pieces the landed manifest names")
+
+	_, err = cp.SaveState(ctx, info.ID)
+	require.NoError(t, err)
+	require.NoError(t, cp.CommitCursor(ctx, info.ID))
+	require.Equal(t, want, restored(t, st))
+}
