@@ -45,9 +45,9 @@ var (
 	_ streaming.CursorStore = (*Store)(nil)
 )
 
-// Open opens (creating it if needed) the store folder dir, takes its lock,
-// removes temporary files a crash left behind and starts the I/O
-// goroutines.
+// Open opens (creating it and its missing parents if needed, each made
+// durable in its parent) the store folder dir, takes its lock, removes
+// temporary files a crash left behind and starts the I/O goroutines.
 func Open(dir string, opts ...Option) (*Store, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -56,8 +56,19 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	created := missingFolders(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("files state store: create folder %q: %w", dir, err)
+	}
+	// A new folder's entry is durable only once its parent is fsynced:
+	// without it a crash can lose a new shard folder, and with it every
+	// file a call reported durable in it.
+	if cfg.sync {
+		for _, d := range created {
+			if err := fsyncFolder(filepath.Dir(d)); err != nil {
+				return nil, fmt.Errorf("files state store: create folder %q: %w", dir, err)
+			}
+		}
 	}
 	lock, err := lockFolder(filepath.Join(dir, "LOCK"))
 	if err != nil {
@@ -234,15 +245,43 @@ func (s *Store) syncDir() error {
 	if !s.cfg.sync {
 		return nil
 	}
-	d, err := os.Open(s.dir)
+	return fsyncFolder(s.dir)
+}
+
+// testHookFsyncFolder, when set, runs before a folder is fsynced.
+var testHookFsyncFolder func(path string)
+
+// fsyncFolder fsyncs the folder path, making the entries in it durable.
+func fsyncFolder(path string) error {
+	if testHookFsyncFolder != nil {
+		testHookFsyncFolder(path)
+	}
+	d, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync folder %q: %w", s.dir, err)
+		return fmt.Errorf("fsync folder %q: %w", path, err)
 	}
 	return nil
+}
+
+// missingFolders returns dir and those of its parents that do not exist,
+// the folders MkdirAll(dir) will create.
+func missingFolders(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); ; {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		out = append(out, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			return out
+		}
+		d = parent
+	}
 }
 
 // readFile reads the file for key and returns the bytes after its key
