@@ -43,9 +43,10 @@
 // path can give up at its ctx deadline even while a disk stalls. A call
 // that returns ctx.Err() after its work was handed over may still take
 // effect later — atomically, as above — but never over the file of a
-// later call for the same key: each key's files are put in place in call
-// order, and a write a later one has overtaken is dropped (a checkpoint
-// manifest never goes back to an older one). A context already done when
+// later call for the same key: each key's files are put in place (or
+// deleted) in call order, and a write a later one has overtaken is
+// dropped (a checkpoint manifest never goes back to an older one, and a
+// deleted piece does not come back). A context already done when
 // a call starts changes nothing. SaveCursor's read-compare-write runs under one
 // lock, so concurrent writers are fenced correctly.
 package files

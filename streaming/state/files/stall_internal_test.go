@@ -170,3 +170,53 @@ func TestBatchGivenUpDuringSyncfsLeavesNoTemporaryFiles(t *testing.T) {
 		require.ErrorIs(t, err, streaming.ErrNotFound, "the abandoned batch renamed %s", it.Key)
 	}
 }
+
+// TestLateWriteNeverBringsBackADeletedKey: a write whose caller gave up
+// (its rename waits, as behind a stalled fsync) lands after a later
+// Delete of the key. The key must stay deleted. Bug: the late rename
+// put the file back, so every piece of a checkpoint that timed out on a
+// stalled disk, deleted as unreferenced, came back and stayed for ever.
+func TestLateWriteNeverBringsBackADeletedKey(t *testing.T) {
+	key := []byte("shard/piece/1/7/0")
+	for name, del := range map[string]func(*Store, context.Context) error{
+		"Delete":     func(s *Store, ctx context.Context) error { return s.Delete(ctx, key) },
+		"DeleteKeys": func(s *Store, ctx context.Context) error { return s.DeleteKeys(ctx, [][]byte{[]byte("other"), key}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := Open(t.TempDir(), WithIOWorkers(4))
+			require.NoError(t, err)
+			defer s.Close()
+			target := fileName(kindSnapshot, key)
+			var first atomic.Bool
+			stalled, release := make(chan struct{}), make(chan struct{})
+			testHookPlace = func(name string) {
+				if name == target && first.CompareAndSwap(false, true) {
+					close(stalled)
+					<-release
+				}
+			}
+			t.Cleanup(func() { testHookPlace = nil })
+
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- s.Save(ctx, key, streaming.Snapshot{Data: []byte("late")}) }()
+			<-stalled // the write waits to rename its file
+			cancel()
+			require.ErrorIs(t, <-errc, context.Canceled, "the caller gives up")
+			require.NoError(t, del(s, context.Background()))
+			close(release)
+			require.Eventually(t, func() bool {
+				s.order.mu.Lock()
+				defer s.order.mu.Unlock()
+				return len(s.order.files) == 0
+			}, 10*time.Second, time.Millisecond, "the late write never ended")
+			_, err = s.Load(context.Background(), key)
+			require.ErrorIs(t, err, streaming.ErrNotFound, "the late write brought the deleted key back")
+			entries, err := os.ReadDir(s.Dir())
+			require.NoError(t, err)
+			for _, e := range entries {
+				require.False(t, strings.HasPrefix(e.Name(), ".tmp-"), "the dropped write left its temporary file")
+			}
+		})
+	}
+}

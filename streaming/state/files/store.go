@@ -624,12 +624,9 @@ func (s *Store) keyOfFile(name string) ([]byte, error) {
 // Delete removes key's snapshot file; an absent key is not an error.
 func (s *Store) Delete(ctx context.Context, key []byte) error {
 	name := fileName(kindSnapshot, key)
-	err := s.do(ctx, func() error {
-		err := os.Remove(filepath.Join(s.dir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
+	err := s.doWrite(ctx, name, func(ticket uint64) error {
+		removed, err := s.remove(name, ticket)
+		if err != nil || !removed {
 			return err
 		}
 		return s.syncDir()
@@ -698,6 +695,23 @@ func (s *Store) loadCursor(key []byte) (streaming.CursorRecord, error) {
 	return rec, nil
 }
 
+// remove deletes file name as the write of ticket (writeOrder.begin), so
+// that a write called before it whose caller gave up, and which has not
+// put its file in place yet, is dropped rather than bringing the file
+// back. It reports whether there was a file to remove.
+func (s *Store) remove(name string, ticket uint64) (bool, error) {
+	removed := false
+	_, err := s.order.place(name, ticket, func() error {
+		err := os.Remove(filepath.Join(s.dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		removed = err == nil
+		return err
+	})
+	return removed, err
+}
+
 // DeleteKeys removes the files of every key in parallel on the I/O
 // goroutines and fsyncs the folder once; absent keys are not an error.
 // (The optional batch-delete capability.)
@@ -709,19 +723,28 @@ func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
 		return nil
 	}
 	names := make([]string, len(keys))
+	writes := make([]*fileWrite, len(keys))
 	keys = slices.Clone(keys) // jobs abandoned by ctx must not read the caller's slice
 	for i, k := range keys {
 		names[i] = fileName(kindSnapshot, k)
 		keys[i] = bytes.Clone(k)
+		writes[i] = s.order.begin(names[i])
 	}
 	err := s.parallel(ctx, len(names), func(i int) error {
-		err := os.Remove(filepath.Join(s.dir, names[i]))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w := writes[i]
+		if !w.claim() {
+			return nil
+		}
+		defer w.end()
+		if _, err := s.remove(names[i], w.ticket); err != nil {
 			return fmt.Errorf("delete batch: snapshot key %q: %w", keys[i], err)
 		}
 		return nil
 	}, nil)
 	if err != nil {
+		for _, w := range writes {
+			w.abandon() // unless its job runs
+		}
 		return err
 	}
 	if err := s.do(ctx, s.syncDir); err != nil {
