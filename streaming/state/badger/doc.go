@@ -20,7 +20,13 @@
 // others the old one, each intact. (The Checkpointer's manifest is what
 // makes a checkpoint all-or-nothing.) With WithSync(true), the default,
 // every write is followed by db.Sync, so a save that returned nil survives
-// a crash whatever the database's SyncWrites option.
+// a crash of the process whatever the database's SyncWrites option. Not
+// always a crash of the machine: Badger (v4.9.6) syncs only the active
+// memtable's log, so a save whose memtable filled and was swapped out
+// before the Sync (frequent when the keyed state shares the database)
+// sits in an unsynced log until Badger writes that memtable to level 0.
+// Open the database with SyncWrites for power-loss durability, at the
+// cost of a sync per write of the keyed state too.
 //
 // # Concurrency
 //
