@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"sync"
 	"time"
 
@@ -310,16 +312,42 @@ func classify(err error) error {
 	return err
 }
 
-// FormatCursor renders a cursor for workflow state and the web UI.
+// FormatCursor renders a cursor for workflow state and the web UI. An
+// MQTT cursor is its dedup window and retained map (8 bytes per window
+// entry, kilobytes at the default capacities): it is summarised, as the
+// hex of it would fill the status table, the coordinator's shard rows
+// (its queries and continue-as-new input) and every checkpoint's
+// activity result in the history. Cursors of other types are hex,
+// shortened past maxCursorHex bytes.
 func FormatCursor(cursorType string, b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
 	switch cursorType {
-	case "kafka":
+	case streaming.CursorTypeKafka:
 		if k, err := streaming.ParseKafkaOffset(b); err == nil {
 			return k.String()
 		}
+	case streaming.CursorTypeMQTT:
+		if c, err := streaming.ParseMQTTCursor(b); err == nil {
+			s := c.String()
+			if seq, ok := c.NewestRetainedSeq(); ok {
+				s += " newest-ts=" + strconv.FormatUint(seq, 10)
+			}
+			return s
+		}
+	}
+	if len(b) > maxCursorHex {
+		return fmt.Sprintf("%s:%s…(%d bytes, fnv %016x)", cursorType, hex.EncodeToString(b[:maxCursorHex]), len(b), fnv64(b))
 	}
 	return cursorType + ":" + hex.EncodeToString(b)
+}
+
+// maxCursorHex is how many bytes of a cursor FormatCursor shows in hex.
+const maxCursorHex = 32
+
+func fnv64(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
+	"strings"
 	"sync"
 	"testing"
 
@@ -81,4 +83,37 @@ func TestFormatCursor(t *testing.T) {
 	assert.Equal(t, k.String(), activities.FormatCursor("kafka", k.Bytes()))
 	assert.Equal(t, "x:0102", activities.FormatCursor("x", []byte{1, 2}))
 	assert.Equal(t, "", activities.FormatCursor("kafka", nil))
+}
+
+// An MQTT shard's cursor is its dedup window and retained map: the
+// status table, the coordinator's shard rows and each checkpoint's
+// activity result showed kilobytes of hex of it.
+func TestFormatCursorSummarisesAnMQTTCursor(t *testing.T) {
+	c, err := streaming.NewMQTTCursor(0, 0)
+	require.NoError(t, err)
+	for i := range streaming.DefaultMQTTWindow + 10 {
+		c.Observe(streaming.MQTTMessageID("site/a/s1", uint16(i%65535+1), []byte{byte(i), byte(i >> 8)}), uint16(i%65535+1))
+	}
+	c.ObserveRetained("site/a/s1", 1765050000000)
+	c.ObserveRetained("site/a/s2", 1765050000123)
+	c.ObserveRetained("site/a/s3", 1765049999000)
+	b := c.Bytes()
+	require.Greater(t, len(b), 8*streaming.DefaultMQTTWindow)
+
+	got := activities.FormatCursor(streaming.CursorTypeMQTT, b)
+	assert.Equal(t, "mqtt last-packet=1034 window=1024/1024 retained=3/4096 newest-ts=1765050000123", got)
+	back, err := streaming.ParseMQTTCursor(b)
+	require.NoError(t, err)
+	assert.Equal(t, b, back.Bytes(), "formatting does not change the cursor")
+
+	empty, err := streaming.NewMQTTCursor(0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "mqtt last-packet=0 window=0/1024 retained=0/4096", activities.FormatCursor(streaming.CursorTypeMQTT, empty.Bytes()))
+
+	// A cursor FormatCursor cannot parse is hex, but not all of it.
+	bad := append([]byte{'M', 9}, b[2:]...)
+	got = activities.FormatCursor(streaming.CursorTypeMQTT, bad)
+	assert.Less(t, len(got), 200, got)
+	assert.True(t, strings.HasPrefix(got, "mqtt:4d09"), got)
+	assert.Contains(t, got, fmt.Sprintf("(%d bytes, fnv ", len(bad)))
 }

@@ -279,6 +279,17 @@ func (c *MQTTCursor) Bytes() []byte {
 	return b
 }
 
+// NewestRetainedSeq returns the highest sequence the retained map holds
+// (the mqtt source records each processed message's timestamp there, so
+// this is the newest one applied, unless its topic was evicted since);
+// ok is false when the map is empty.
+func (c *MQTTCursor) NewestRetainedSeq() (seq uint64, ok bool) {
+	for e := c.order.Front(); e != nil; e = e.Next() {
+		seq, ok = max(seq, e.Value.(*retainedEntry).seq), true
+	}
+	return seq, ok
+}
+
 // String summarises c for logs, e.g.
 // "mqtt last-packet=17 window=40/1024 retained=3/4096".
 func (c *MQTTCursor) String() string {
