@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"strings"
 
 	"github.com/tflo-io/tflo/internal/wire"
 )
@@ -68,7 +69,9 @@ const mqttCursorVersion = 1
 // the one recorded for its topic (a retained message re-sent on
 // resubscribe). The map is bounded too: past its capacity the topic
 // advanced least recently is evicted, and a retained message for an evicted
-// topic is applied again.
+// topic is applied again. ObserveRetainedDeadLetter keeps the digest of a
+// topic's dead-lettered retained payload in the same map, under a key no
+// topic can have.
 //
 // # Concurrency
 //
@@ -151,7 +154,9 @@ func (c *MQTTCursor) WindowLen() int { return c.n }
 // RetainedCap returns the retained map's fixed capacity.
 func (c *MQTTCursor) RetainedCap() int { return c.retainedCap }
 
-// RetainedLen returns how many topics the retained map holds.
+// RetainedLen returns how many entries the retained map holds: topics
+// and the dead-lettered retained payloads ObserveRetainedDeadLetter
+// records.
 func (c *MQTTCursor) RetainedLen() int { return len(c.retained) }
 
 // Seen reports whether id is in the dedup window, without changing it.
@@ -208,13 +213,48 @@ func (c *MQTTCursor) ObserveRetained(topic string, seq uint64) (stale bool) {
 		c.order.MoveToBack(e)
 		return false
 	}
+	c.pushRetained(topic, seq)
+	return false
+}
+
+// deadRetainedPrefix prefixes the retained-map key under which
+// ObserveRetainedDeadLetter records a topic's dead-lettered retained
+// payload. MQTT forbids U+0000 in topic names, so the key is no topic's;
+// the encoding is unchanged (a build without these methods parses it as
+// a topic never delivered).
+const deadRetainedPrefix = "\x00"
+
+// RetainedDeadLetter returns the digest ObserveRetainedDeadLetter last
+// recorded for topic.
+func (c *MQTTCursor) RetainedDeadLetter(topic string) (digest uint64, ok bool) {
+	return c.RetainedSeq(deadRetainedPrefix + topic)
+}
+
+// ObserveRetainedDeadLetter records that the retained message on topic
+// whose payload has this digest was dead-lettered, so the copy a broker
+// re-sends on every subscribe (under a new packet id, which the dedup
+// window cannot match) is recognised. It replaces the topic's previous
+// digest and takes a slot of the retained map like a topic, evicted the
+// same way: the map stays bounded by its capacity.
+func (c *MQTTCursor) ObserveRetainedDeadLetter(topic string, digest uint64) {
+	key := deadRetainedPrefix + topic
+	if e, ok := c.retained[key]; ok {
+		e.Value.(*retainedEntry).seq = digest
+		c.order.MoveToBack(e)
+		return
+	}
+	c.pushRetained(key, digest)
+}
+
+// pushRetained adds a retained-map entry for a key it does not hold,
+// evicting the least recently advanced one if the map is full.
+func (c *MQTTCursor) pushRetained(key string, seq uint64) {
 	if len(c.retained) == c.retainedCap {
 		front := c.order.Front()
 		delete(c.retained, front.Value.(*retainedEntry).topic)
 		c.order.Remove(front)
 	}
-	c.retained[topic] = c.order.PushBack(&retainedEntry{topic: topic, seq: seq})
-	return false
+	c.retained[key] = c.order.PushBack(&retainedEntry{topic: key, seq: seq})
 }
 
 // Clone returns an independent copy of c.
@@ -285,7 +325,9 @@ func (c *MQTTCursor) Bytes() []byte {
 // ok is false when the map is empty.
 func (c *MQTTCursor) NewestRetainedSeq() (seq uint64, ok bool) {
 	for e := c.order.Front(); e != nil; e = e.Next() {
-		seq, ok = max(seq, e.Value.(*retainedEntry).seq), true
+		if ent := e.Value.(*retainedEntry); !strings.HasPrefix(ent.topic, deadRetainedPrefix) {
+			seq, ok = max(seq, ent.seq), true
+		}
 	}
 	return seq, ok
 }

@@ -108,6 +108,42 @@ func TestMQTTCursorRetained(t *testing.T) {
 	require.False(t, ok)
 }
 
+// TestMQTTCursorRetainedDeadLetter: a topic's dead-lettered retained
+// payload digest is kept in the retained map, replaced by the next one,
+// evicted like a topic (the map stays bounded), kept by the encoding,
+// and neither a topic's sequence nor the newest one.
+func TestMQTTCursorRetainedDeadLetter(t *testing.T) {
+	c, err := streaming.NewMQTTCursor(0, 3)
+	require.NoError(t, err)
+	_, ok := c.RetainedDeadLetter("a")
+	require.False(t, ok)
+	require.False(t, c.ObserveRetained("a", 5))
+	c.ObserveRetainedDeadLetter("a", 0xfeed)
+	c.ObserveRetainedDeadLetter("a", 0xbeef)
+	require.Equal(t, 2, c.RetainedLen())
+	seq, ok := c.RetainedSeq("a")
+	require.True(t, ok)
+	require.Equal(t, uint64(5), seq, "the topic's sequence is its own")
+	newest, ok := c.NewestRetainedSeq()
+	require.True(t, ok)
+	require.Equal(t, uint64(5), newest, "a digest is not a sequence")
+
+	back, err := streaming.ParseMQTTCursor(c.Bytes())
+	require.NoError(t, err)
+	d, ok := back.RetainedDeadLetter("a")
+	require.True(t, ok)
+	require.Equal(t, uint64(0xbeef), d)
+
+	// Bounded: two more topics evict the least recently advanced entry.
+	require.False(t, back.ObserveRetained("b", 1))
+	require.False(t, back.ObserveRetained("c", 1))
+	require.Equal(t, 3, back.RetainedLen())
+	_, ok = back.RetainedSeq("a")
+	require.False(t, ok)
+	_, ok = back.RetainedDeadLetter("a")
+	require.True(t, ok)
+}
+
 func TestMQTTMessageID(t *testing.T) {
 	a := streaming.MQTTMessageID("s/1", 7, []byte("21.5"))
 	require.Equal(t, a, streaming.MQTTMessageID("s/1", 7, []byte("21.5")), "redelivery maps to the same id")

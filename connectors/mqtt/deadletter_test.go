@@ -248,3 +248,65 @@ func TestDeadLetterPubackTimeoutOnALiveConnection(t *testing.T) {
 	require.GreaterOrEqual(t, dl.len(), 1)
 	require.Equal(t, uint64(1), s.Stats().DeadLettered)
 }
+
+// TestRetainedDeadLetterNotRepeatedOnResubscribe: the broker re-sends a
+// retained message on every subscribe under a new packet id, which the
+// dedup window cannot match, so a retained message with a bad payload
+// was dead-lettered again after every reconnect. Its topic and payload
+// digest are kept in the retained map (and the cursor): it is
+// dead-lettered once, and a new bad retained payload on the topic is
+// dead-lettered (TestMQTTCursorRetainedDeadLetter: the digest is kept
+// in the cursor's encoding).
+func TestRetainedDeadLetterNotRepeatedOnResubscribe(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	dl := collectDeadLetters(t, b, "dlq/edge")
+	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), true, 1))
+	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 100, 1), true, 1))
+	var rec recorder
+	// mark publishes a live reading after the retained copies a subscribe
+	// sends and waits for the handler to get it: they were handled.
+	marks := 0
+	mark := func() {
+		t.Helper()
+		marks++
+		n := rec.len()
+		require.NoError(t, b.srv.Publish("sensors/mark", reading("mark", int64(1000+marks), 1), false, 1))
+		require.Eventually(t, func() bool { return rec.len() > n && rec.snapshot()[rec.len()-1].Reading.TS == int64(1000+marks) },
+			waitFor, time.Millisecond)
+	}
+	s := newTestSource(t, b, "edge-retained-dlq", WithDeadLetterTopic("dlq/edge"))
+	r := runSource(t, s, rec.handle)
+	waitSubscribed(t, s, 1)
+	mark()
+	require.Equal(t, uint64(1), s.Stats().DeadLettered)
+
+	for i := range 2 {
+		cl := b.waitClient(t, "edge-retained-dlq")
+		_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		waitSubscribed(t, s, uint64(i+2))
+		mark()
+	}
+	st := s.Stats()
+	assert.Equal(t, uint64(1), st.DeadLettered, "the retained bad payload is dead-lettered once: %+v", st)
+	assert.Equal(t, uint64(1), st.Processed-uint64(marks), "the retained good reading is processed once")
+
+	// Another bad payload retained on the topic is another dead letter.
+	require.NoError(t, b.srv.Publish("sensors/bad", []byte("still not json"), true, 1))
+	mark()
+	require.Equal(t, uint64(2), s.Stats().DeadLettered)
+	require.NoError(t, r.stop(t))
+
+	// The live copy was not flagged retained: a new session's subscribe
+	// copy is dead-lettered once more, and not after its reconnect.
+	s2 := newTestSource(t, b, "edge-retained-dlq-2", WithDeadLetterTopic("dlq/edge"))
+	runSource(t, s2, rec.handle)
+	waitSubscribed(t, s2, 1)
+	mark()
+	require.Equal(t, uint64(1), s2.Stats().DeadLettered)
+	_ = b.srv.DisconnectClient(b.waitClient(t, "edge-retained-dlq-2"), packets.ErrServerShuttingDown)
+	waitSubscribed(t, s2, 2)
+	mark()
+	st = s2.Stats()
+	assert.Equal(t, uint64(1), st.DeadLettered, "%+v", st)
+	require.Eventually(t, func() bool { return dl.len() == 3 }, waitFor, time.Millisecond)
+}

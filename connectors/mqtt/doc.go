@@ -46,7 +46,11 @@
 //     The DeadLettered counter rises (the
 //     log gets a sample: the first 10 lines of every 10 s, the next one
 //     carrying suppressed=N), and the stream continues. Only checked readings reach the handler, the
-//     retained-topic sequences and Stats.NewestTS.
+//     retained-topic sequences and Stats.NewestTS. A retained message
+//     dead-lettered (here or by the handler's ErrRefused) is remembered
+//     in the topic map by its topic and payload digest: the copy the
+//     broker re-sends on every subscribe, under a new packet id, is
+//     skipped (RetainedSkipped), not dead-lettered again.
 //  3. Retained: a message delivered because it was retained (a new
 //     subscription, typically after a reconnect) whose ts is not newer
 //     than the last one processed on its topic is skipped.

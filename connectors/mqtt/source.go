@@ -489,6 +489,17 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 			return nil
 		}
 	}
+	// A retained message the source dead-lettered comes again, under a
+	// new packet id, on every subscribe: its topic and payload digest
+	// recognise it.
+	var digest uint64
+	if p.Retain {
+		digest = streaming.MQTTMessageID(p.Topic, 0, p.Payload)
+		if d, ok := s.cur.RetainedDeadLetter(p.Topic); ok && d == digest {
+			s.ctr.inc(CounterRetainedSkipped)
+			return nil
+		}
+	}
 	r, err := s.cfg.decoder(p.Payload)
 	if err == nil {
 		err = s.checkReading(p.Topic, r)
@@ -499,6 +510,9 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 		}
 		if p.QoS > 0 {
 			s.cur.Observe(id, p.PacketID)
+		}
+		if p.Retain {
+			s.cur.ObserveRetainedDeadLetter(p.Topic, digest)
 		}
 		return nil
 	}
@@ -516,6 +530,9 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 		}
 		if p.QoS > 0 {
 			s.cur.Observe(id, p.PacketID)
+		}
+		if p.Retain {
+			s.cur.ObserveRetainedDeadLetter(p.Topic, digest)
 		}
 		return nil
 	} else if err != nil {
