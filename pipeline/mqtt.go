@@ -179,7 +179,7 @@ const ackStallTick = 50 * time.Millisecond
 func (r *mqttRunner) checkpointOnStall(ctx context.Context, s *shard) {
 	t := time.NewTicker(ackStallTick)
 	defer t.Stop()
-	var received uint64
+	d := newStallDetector(int(r.cfg.ReceiveMaximum))
 	for {
 		select {
 		case <-ctx.Done():
@@ -187,15 +187,70 @@ func (r *mqttRunner) checkpointOnStall(ctx context.Context, s *shard) {
 		case <-t.C:
 		}
 		st := r.src.Stats()
-		stalled := st.PendingAcks > 0 && st.Received == received
-		received = st.Received
-		if !stalled && st.PendingAcks < int(r.cfg.ReceiveMaximum)/2 {
+		if !d.due(st.Received, st.PendingAcks) {
 			continue
 		}
 		if _, err := s.cp.Checkpoint(ctx); err != nil && ctx.Err() == nil {
 			r.w.log.Warn("checkpoint failed", "shard", s.id, "err", err)
 		}
 	}
+}
+
+// Stall detection. A lull (no message since the last tick) with messages
+// pending is a stall only when the pending count is a plausible in-flight
+// window: a sparse stream has lulls with a few messages pending all the
+// time, and checkpointing on each of them took ~10 checkpoints a second.
+// stallWindow is the smallest window assumed at first (Mosquitto's
+// default is 20); a lull of longLullTicks with fewer pending is a stall
+// too (a broker with a smaller window, max_inflight_messages 1 for
+// in-order delivery), and its pending count becomes the window assumed,
+// so the next stalls at it are caught at the first tick. A pending count
+// above the assumed window shows the window is larger: back to
+// stallWindow.
+const (
+	stallWindow   = 10
+	longLullTicks = 10 // 500 ms
+)
+
+type stallDetector struct {
+	half     int    // half the Receive Maximum: checkpoint at this many pending
+	window   int    // the in-flight window assumed
+	received uint64 // Stats.Received at the last tick
+	lull     int    // ticks since the last message, while messages are pending
+}
+
+func newStallDetector(receiveMaximum int) *stallDetector {
+	return &stallDetector{half: receiveMaximum / 2, window: min(stallWindow, max(receiveMaximum, 1))}
+}
+
+// due reports whether to checkpoint, given the source's received and
+// pending counts at a tick.
+func (d *stallDetector) due(received uint64, pending int) bool {
+	idle := received == d.received
+	d.received = received
+	if pending > 0 && idle {
+		d.lull++
+	} else {
+		d.lull = 0
+	}
+	if pending > d.window && d.window < stallWindow {
+		d.window = stallWindow
+	}
+	if pending >= d.half && d.half > 0 {
+		return true
+	}
+	if d.lull == 0 {
+		return false
+	}
+	if pending >= d.window {
+		d.lull = 0
+		return true
+	}
+	if d.lull >= longLullTicks {
+		d.window, d.lull = pending, 0
+		return true
+	}
+	return false
 }
 
 // handle applies one reading; the source calls it under its cut lock, so
