@@ -379,7 +379,11 @@ func (c *coordinator) announce(ctx workflow.Context, a Announcement) (AnnounceRe
 // that outlives this run) and returns its id.
 func (c *coordinator) startHandoff(ctx workflow.Context, shard streaming.ShardID, from Owner, fromDead bool, to Owner) string {
 	id := HandoffWorkflowIDAt(c.in.Pipeline, shard, to.Epoch)
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+	// Disconnected: a child's context cancelled (the coordinator was) asks
+	// the server to cancel the child, and the abandon policy does not
+	// stop that; a handoff cut short never restores or resumes the shard.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	cctx := workflow.WithChildOptions(dctx, workflow.ChildWorkflowOptions{
 		WorkflowID:        id,
 		TaskQueue:         ControlTaskQueue,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
