@@ -79,6 +79,10 @@ type roundRun struct {
 	pending int
 }
 
+// skippedStopped is why a share's results are discarded when the
+// coordinator stops.
+const skippedStopped = "stopped"
+
 // share is one worker's part of a round.
 type share struct {
 	worker  string
@@ -465,7 +469,7 @@ func (c *coordinator) stop(req StopRequest) {
 		r.summary.Cut = true
 		for _, sh := range r.shares {
 			if !sh.done {
-				sh.skipped = "stopped"
+				sh.skipped = skippedStopped
 				sh.cancel()
 			}
 		}
@@ -584,7 +588,11 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 	s := &r.summary
 	wr := c.findWorker(sh.worker)
 	if sh.skipped != "" {
-		s.Moved += len(sh.in.Shards)
+		// A stop cuts the share short (the summary says Cut): its shards
+		// did not change owner.
+		if sh.skipped != skippedStopped {
+			s.Moved += len(sh.in.Shards)
+		}
 		return
 	}
 	if err != nil {

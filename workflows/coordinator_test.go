@@ -634,3 +634,24 @@ func TestCoordinatorMovesToANewVersionAtTheNextRound(t *testing.T) {
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	assert.Equal(t, uint64(3), next.State.Round, "the round after the change (at 30s) was the last of the run")
 }
+
+// TestCoordinatorStopDoesNotCountShardsAsMoved: a stop cuts the round in
+// flight short; its unfinished shards did not change owner. Before, they
+// were counted as Moved, and the last round read "1 moved (cut short by
+// stop)" for a shard that never moved.
+func TestCoordinatorStopDoesNotCountShardsAsMoved(t *testing.T) {
+	env := quietSuite().NewTestWorkflowEnvironment()
+	a := &activities.Rounds{}
+	env.RegisterActivity(a)
+	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
+	f := newFakeWorkers()
+	roundTakes(env, f, 10*time.Minute)
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	stopCoordinatorAfter(env, 15*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	st := coordinatorResult(t, env)
+	require.NotNil(t, st.Last)
+	assert.True(t, st.Last.Cut)
+	assert.Zero(t, st.Last.Moved, "no shard moved: the stop cut the round short")
+	assert.Equal(t, "round 1: 1 workers, 1 shards, 0 B, 5s, 0 failed (cut short by stop)", st.Last.String())
+}
