@@ -323,7 +323,7 @@ func (c *coordinator) validateAnnouncement(a Announcement) error {
 	}
 	for _, s := range a.Shards {
 		if s.Shard == "" {
-			return temporal.NewApplicationError(fmt.Sprintf("announcement of worker %q names a shard without a name", a.WorkerID), activities.ErrTypeBadInput)
+			return temporal.NewApplicationError(fmt.Sprintf("announcement of worker %q to the coordinator of %s names a shard without a name", a.WorkerID, c.in.Pipeline), activities.ErrTypeBadInput)
 		}
 		row := c.row(s.Shard)
 		if row == nil || row.Owner.WorkerID == "" {

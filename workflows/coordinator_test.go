@@ -655,3 +655,20 @@ func TestCoordinatorStopDoesNotCountShardsAsMoved(t *testing.T) {
 	assert.Zero(t, st.Last.Moved, "no shard moved: the stop cut the round short")
 	assert.Equal(t, "round 1: 1 workers, 1 shards, 0 B, 5s, 0 failed (cut short by stop)", st.Last.String())
 }
+
+// TestCoordinatorRefusesAShardWithoutAName: the refusal of an
+// announcement naming a shard without a name says which pipeline's
+// coordinator refused it (a worker may serve several). Before, it named
+// the worker only.
+func TestCoordinatorRefusesAShardWithoutAName(t *testing.T) {
+	env, _ := newCoordinatorEnv(t)
+	bad := announceAt(env, 0, announcement("w1", 1, "readings/0", ""))
+	stopCoordinatorAfter(env, time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	coordinatorResult(t, env)
+	require.True(t, bad.rejected)
+	var ae *temporal.ApplicationError
+	require.ErrorAs(t, bad.err, &ae)
+	assert.Equal(t, activities.ErrTypeBadInput, ae.Type())
+	assert.Contains(t, bad.err.Error(), `announcement of worker "w1" to the coordinator of iot names a shard without a name`)
+}
