@@ -107,6 +107,10 @@ func HandoffWorkflow(ctx workflow.Context, in HandoffInput) (HandoffState, error
 	if st.To == nil {
 		var o Owner
 		ok, _ := ownerCh.ReceiveWithTimeout(ctx, in.OwnerWait, &o)
+		if err := ctx.Err(); !ok && err != nil {
+			// Cancelled: the wait returned at once, not after OwnerWait.
+			return st, err
+		}
 		if !ok {
 			return st, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("handoff of %s/%s: no new owner announced itself within %s", in.Pipeline, in.Shard, in.OwnerWait),

@@ -230,3 +230,19 @@ func TestHandoffFinalRoundNotOwner(t *testing.T) {
 	assert.Nil(t, st.FinalCheckpoint)
 	assert.Contains(t, st.FinalCheckpointSkipped, "not-owner")
 }
+
+// TestHandoffCancelledWhileWaitingForItsOwner: a handoff cancelled while
+// it waits for the shard's new owner ends as cancelled. Before, it failed
+// with "no new owner announced itself within 10m0s" seconds after it
+// started, as if the owner wait had run out.
+func TestHandoffCancelledWhileWaitingForItsOwner(t *testing.T) {
+	env, _, _ := newHandoffEnv(t)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 5*time.Second)
+	env.ExecuteWorkflow(workflows.HandoffWorkflow, workflows.HandoffInput{Pipeline: "p", Shard: "s", From: &oldOwner, FromDead: true})
+	require.True(t, env.IsWorkflowCompleted())
+	err := env.GetWorkflowError()
+	require.Error(t, err)
+	var ce *temporal.CanceledError
+	assert.ErrorAs(t, err, &ce, "a cancelled handoff ends as cancelled: %v", err)
+	assert.NotContains(t, err.Error(), "no new owner announced itself")
+}
