@@ -154,7 +154,10 @@ func recordCoordinator(t *testing.T, ctx context.Context, c client.Client) map[s
 	require.NoError(t, move.Get(ctx, &hs))
 	require.NotNil(t, hs.FinalCheckpoint, "final round: %s", hs.FinalCheckpointSkipped)
 	assert.Equal(t, streaming.Epoch(1), hs.FinalCheckpoint.Epoch)
-	assert.Equal(t, hs.FinalCheckpoint.CheckpointID, hs.Restored.CheckpointID)
+	// The restore finds the final checkpoint, or a newer one: a round of
+	// the coordinator may checkpoint the shard on its new owner, which
+	// announced it, before the handoff's restore step runs.
+	assert.GreaterOrEqual(t, hs.Restored.CheckpointID, hs.FinalCheckpoint.CheckpointID)
 
 	// A worker that announced readings-1 dies (nothing polls its queue any
 	// more): its rounds are unreachable, then its coordinated lease tells
