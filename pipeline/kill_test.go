@@ -47,6 +47,9 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	vp := withKafkaOptions(temporalPipeline(addrs, vstore, rec.shared()),
 		kgo.Dialer(kcut.Dial), kgo.RetryTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second))
 	victim := start(t, vp, pipeline.WithWorkerID("victim"), pipeline.WithTemporal(dialThrough(t, srv, tcut)))
+	// A failure before the heal below: the victim's stop (a cleanup
+	// registered before this one, so run after it) needs its connections.
+	t.Cleanup(func() { kcut.Heal(); tcut.Heal() })
 
 	sp := temporalPipeline(addrs, durable, rec.shared())
 	// When each shard was first checkpointed on the survivor after the
