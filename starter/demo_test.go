@@ -23,14 +23,7 @@ import (
 // shows progress in which readings reach the edge and its signals the
 // central workers, stops by itself and exits 0, leaving no server behind.
 func TestDemoBoundedRun(t *testing.T) {
-	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
-		if _, err := devstack.Binary(b[0], b[1]); err != nil {
-			if getenv("TFLO_REQUIRE_SERVICES") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
+	requireDemoServers(t)
 	dir := t.TempDir()
 	r := runLong(t, "demo", "--duration", "20s", "--dir", dir, "--progress", "2s", "--interval", "50ms", "--checkpoint-interval", "2s")
 	require.Equal(t, exitOK, r.code, "stderr: %s\nstdout: %s", r.err, r.out)
@@ -71,6 +64,20 @@ func TestDemoBoundedRun(t *testing.T) {
 }
 
 func getenv(k string) string { return os.Getenv(k) }
+
+// requireDemoServers skips the test when the demo's server binaries are
+// not built (fails it under TFLO_REQUIRE_SERVICES=1).
+func requireDemoServers(t *testing.T) {
+	t.Helper()
+	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
+		if _, err := devstack.Binary(b[0], b[1]); err != nil {
+			if getenv("TFLO_REQUIRE_SERVICES") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+}
 
 // runLong is run with room for the demo's start-up and drain.
 func runLong(t *testing.T, args ...string) result {
@@ -220,14 +227,7 @@ func TestDemoFailedStartRemovesTheFoldersItMade(t *testing.T) {
 // with 2 s files a busy shard finishes several, where only the final
 // checkpoint and a handoff would finish one otherwise.
 func TestDemoFinishesArchiveFilesAtTheirAge(t *testing.T) {
-	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
-		if _, err := devstack.Binary(b[0], b[1]); err != nil {
-			if getenv("TFLO_REQUIRE_SERVICES") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
+	requireDemoServers(t)
 	dir := t.TempDir()
 	r := runLong(t, "demo", "--duration", "16s", "--dir", dir, "--local-archive", "--archive-file-age", "2s",
 		"--interval", "50ms", "--checkpoint-interval", "1s", "--progress", "4s")
