@@ -125,21 +125,8 @@ func TestBackfillIntoASlowSinkKeepsHeartbeating(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	dir := t.TempDir()
-	arc, err := parquet.NewLocalArchive(dir)
-	require.NoError(t, err)
-	w, err := parquet.NewWriter(arc, "iot", 0, 1)
-	require.NoError(t, err)
 	const files, perFile = 12, 10_000
-	for f := range files {
-		rows := make([]parquet.Row, perFile)
-		for i := range rows {
-			off := int64(f*perFile + i)
-			rows[i] = parquet.Row{Sensor: "s", Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Millisecond), Value: float64(off), Offset: off}
-		}
-		_, err := w.WriteFile(ctx, rows)
-		require.NoError(t, err)
-	}
+	dir, _ := writeCountingArchive(t, ctx, files, perFile)
 	// 10 writes of 10,000 rows (ReplayPartition's batch) before the first
 	// flush: 4s, twice the heartbeat timeout.
 	sink := &slowSink{delay: 400 * time.Millisecond, counts: map[string]int{}}
@@ -189,21 +176,8 @@ func TestBackfillOfSkippedRowsOnASlowStoreKeepsHeartbeating(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	dir := t.TempDir()
-	arc, err := parquet.NewLocalArchive(dir)
-	require.NoError(t, err)
-	w, err := parquet.NewWriter(arc, "iot", 0, 1)
-	require.NoError(t, err)
 	const files, perFile = 120, 1000
-	for f := range files {
-		rows := make([]parquet.Row, perFile)
-		for i := range rows {
-			off := int64(f*perFile + i)
-			rows[i] = parquet.Row{Sensor: "s", Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Millisecond), Value: float64(off), Offset: off}
-		}
-		_, err := w.WriteFile(ctx, rows)
-		require.NoError(t, err)
-	}
+	dir, arc := writeCountingArchive(t, ctx, files, perFile)
 	// 100 files opened before the first flush: 4s, twice the heartbeat
 	// timeout.
 	slow := slowArchive{Archive: arc, delay: 40 * time.Millisecond}
@@ -233,4 +207,26 @@ func TestBackfillOfSkippedRowsOnASlowStoreKeepsHeartbeating(t *testing.T) {
 	require.Equal(t, int64(files*perFile), p.Skipped)
 	require.Equal(t, files, p.FilesDone)
 	require.Zero(t, sink.distinct())
+}
+
+// writeCountingArchive writes files Parquet files of perFile rows each to
+// partition 0 of pipeline "iot" in a new local archive, row n at offset n
+// with value n, a millisecond apart, and returns the archive and its folder.
+func writeCountingArchive(t *testing.T, ctx context.Context, files, perFile int) (string, parquet.Archive) {
+	t.Helper()
+	dir := t.TempDir()
+	arc, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	w, err := parquet.NewWriter(arc, "iot", 0, 1)
+	require.NoError(t, err)
+	for f := range files {
+		rows := make([]parquet.Row, perFile)
+		for i := range rows {
+			off := int64(f*perFile + i)
+			rows[i] = parquet.Row{Sensor: "s", Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Millisecond), Value: float64(off), Offset: off}
+		}
+		_, err := w.WriteFile(ctx, rows)
+		require.NoError(t, err)
+	}
+	return dir, arc
 }
