@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -263,6 +264,7 @@ func TestRetainedDeadLetterNotRepeatedOnResubscribe(t *testing.T) {
 	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), true, 1))
 	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 100, 1), true, 1))
 	var rec recorder
+	var s *Source
 	// mark publishes a live reading after the retained copies a subscribe
 	// sends and waits for the handler to get it: they were handled.
 	marks := 0
@@ -272,9 +274,9 @@ func TestRetainedDeadLetterNotRepeatedOnResubscribe(t *testing.T) {
 		n := rec.len()
 		require.NoError(t, b.srv.Publish("sensors/mark", reading("mark", int64(1000+marks), 1), false, 1))
 		require.Eventually(t, func() bool { return rec.len() > n && rec.snapshot()[rec.len()-1].Reading.TS == int64(1000+marks) },
-			waitFor, time.Millisecond)
+			waitFor, time.Millisecond, "mark %d: records %v; stats %+v", marks, tsOf(rec.snapshot()), s.Stats())
 	}
-	s := newTestSource(t, b, "edge-retained-dlq", WithDeadLetterTopic("dlq/edge"))
+	s = newTestSource(t, b, "edge-retained-dlq", WithDeadLetterTopic("dlq/edge"))
 	r := runSource(t, s, rec.handle)
 	waitSubscribed(t, s, 1)
 	mark()
@@ -299,6 +301,7 @@ func TestRetainedDeadLetterNotRepeatedOnResubscribe(t *testing.T) {
 	// The live copy was not flagged retained: a new session's subscribe
 	// copy is dead-lettered once more, and not after its reconnect.
 	s2 := newTestSource(t, b, "edge-retained-dlq-2", WithDeadLetterTopic("dlq/edge"))
+	s = s2
 	runSource(t, s2, rec.handle)
 	waitSubscribed(t, s2, 1)
 	mark()
@@ -309,4 +312,13 @@ func TestRetainedDeadLetterNotRepeatedOnResubscribe(t *testing.T) {
 	st = s2.Stats()
 	assert.Equal(t, uint64(1), st.DeadLettered, "%+v", st)
 	require.Eventually(t, func() bool { return dl.len() == 3 }, waitFor, time.Millisecond)
+}
+
+// tsOf lists the topics and timestamps of ms, for a failure message.
+func tsOf(ms []Message) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, fmt.Sprintf("%s@%d", m.Topic, m.Reading.TS))
+	}
+	return out
 }
