@@ -135,12 +135,7 @@ func TestDeadLetterDroppedForItsSizeIsNotCountedDelivered(t *testing.T) {
 	addrs := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	require.NoError(t, err)
-	defer admin.Close()
-	limit := strconv.Itoa(4 << 10) // below a truncated dead letter's 16 KiB of value
-	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, "readings.dlq")
-	require.NoError(t, err)
+	setMaxMessageBytes(t, ctx, addrs, "readings.dlq", 4<<10) // below a truncated dead letter's 16 KiB of value
 	pub, err := NewPublisher(ctx, PublishTo("readings.dlq", addrs...))
 	require.NoError(t, err)
 	s := NewDeadLetterSink(pub)
@@ -174,12 +169,7 @@ func TestLazyDeadLettersKeepBatchesUnderTheTopicLimit(t *testing.T) {
 	addrs := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	require.NoError(t, err)
-	defer admin.Close()
-	limit := strconv.Itoa(64 << 10)
-	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &limit}}, "readings.dlq")
-	require.NoError(t, err)
+	setMaxMessageBytes(t, ctx, addrs, "readings.dlq", 64<<10)
 	pub, err := NewPublisher(ctx, PublishTo("readings.dlq", addrs...), PublisherLazy())
 	require.NoError(t, err)
 	s := NewDeadLetterSink(pub)
@@ -218,4 +208,16 @@ func TestLazyDeadLettersKeepBatchesUnderTheTopicLimit(t *testing.T) {
 		require.Empty(t, headerValues(r, HeaderDLQTruncated), "dead letter of %s truncated", r.Key)
 		require.Len(t, r.Value, 4<<10)
 	}
+}
+
+// setMaxMessageBytes sets topic's max.message.bytes to limit on the
+// cluster at addrs.
+func setMaxMessageBytes(t *testing.T, ctx context.Context, addrs []string, topic string, limit int) {
+	t.Helper()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	v := strconv.Itoa(limit)
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, topic)
+	require.NoError(t, err)
 }

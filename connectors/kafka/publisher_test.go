@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/logtest"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -117,12 +116,7 @@ func TestPublisherDeadLettersTooLargeRecords(t *testing.T) {
 	addrs := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	require.NoError(t, err)
-	defer admin.Close()
-	v := strconv.Itoa(limit)
-	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings")
-	require.NoError(t, err)
+	setMaxMessageBytes(t, ctx, addrs, "readings", limit)
 	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...))
 	require.NoError(t, err)
 	defer pub.Close()
@@ -340,12 +334,7 @@ func TestPublisherDeadLettersKeepBatchesUnderTheDLQTopicLimit(t *testing.T) {
 	addrs := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	require.NoError(t, err)
-	defer admin.Close()
-	v := strconv.Itoa(64 << 10)
-	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings.dlq")
-	require.NoError(t, err)
+	setMaxMessageBytes(t, ctx, addrs, "readings.dlq", 64<<10)
 	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...))
 	require.NoError(t, err)
 	defer pub.Close()
@@ -386,12 +375,7 @@ func TestPublisherCountsAnOversizedRecordWhoseDeadLetterIsDropped(t *testing.T) 
 	addrs := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	require.NoError(t, err)
-	defer admin.Close()
-	v := strconv.Itoa(4 << 10) // below a truncated dead letter's 16 KiB of value
-	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings.dlq")
-	require.NoError(t, err)
+	setMaxMessageBytes(t, ctx, addrs, "readings.dlq", 4<<10) // below a truncated dead letter's 16 KiB of value
 	pub, err := NewPublisher(ctx, PublishTo("readings", addrs...))
 	require.NoError(t, err)
 	defer pub.Close()
