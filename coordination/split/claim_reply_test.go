@@ -41,9 +41,7 @@ func (r *replyLostStore) Update(ctx context.Context, ks coordination.Keyspace, k
 // own write and goes on with it.
 func TestClaimWhoseProgressReplyWasLostIsNoFailedTenancy(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk := vclock.New(time.Unix(1_800_000_000, 0))
-	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
-	require.NoError(t, err)
+	clk, mem := newVirtualMem(t, ttl)
 	ctx := context.Background()
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	store := &replyLostStore{Store: mem, key: "prog.s1"}
@@ -71,18 +69,36 @@ func TestClaimWhoseProgressReplyWasLostIsNoFailedTenancy(t *testing.T) {
 		require.NoError(t, json.Unmarshal(e.Value, &p))
 		return p.Status == split.StatusQuarantined
 	}
+	advanceUntil(t, clk, w, ttl, func() bool { return len(w.Held()) == 1 || quarantined() }, "w1 claims s1 or quarantines it")
+	require.True(t, store.lost.Load(), "the fault was injected")
+	require.False(t, quarantined(), "a claim whose reply was lost quarantined the split")
+	ten, ok := w.Tenancy("s1")
+	require.True(t, ok)
+	require.EqualValues(t, 1, ten.Epoch(), "the claim went on with the write that landed")
+}
+
+// newVirtualMem returns a virtual clock and an in-memory store on it whose
+// leases last ttl.
+func newVirtualMem(t *testing.T, ttl time.Duration) (*vclock.Clock, *memstore.Store) {
+	t.Helper()
+	clk := vclock.New(time.Unix(1_800_000_000, 0))
+	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
+	require.NoError(t, err)
+	return clk, mem
+}
+
+// advanceUntil moves virtual time on in steps of 100 ms, but only while w
+// has caught up with its renewals (it must never outrun them), until done
+// holds.
+func advanceUntil(t *testing.T, clk *vclock.Clock, w *split.Worker, ttl time.Duration, done func() bool, msg string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		if len(w.Held()) == 1 || quarantined() {
+		if done() {
 			return true
 		}
 		if clk.Now().Sub(w.LastRenewal()) <= ttl/3 {
 			clk.Advance(100 * time.Millisecond)
 		}
 		return false
-	}, 30*time.Second, time.Millisecond, "w1 claims s1 or quarantines it")
-	require.True(t, store.lost.Load(), "the fault was injected")
-	require.False(t, quarantined(), "a claim whose reply was lost quarantined the split")
-	ten, ok := w.Tenancy("s1")
-	require.True(t, ok)
-	require.EqualValues(t, 1, ten.Epoch(), "the claim went on with the write that landed")
+	}, 30*time.Second, time.Millisecond, msg)
 }

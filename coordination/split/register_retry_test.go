@@ -12,7 +12,6 @@ import (
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/coordination/split"
-	"github.com/tflo-io/tflo/coordination/vclock"
 )
 
 // failFirstCreate fails the first Create with a Retryable error.
@@ -33,9 +32,7 @@ func (f *failFirstCreate) Create(ctx context.Context, ks coordination.Keyspace, 
 // presence write was retried only after a third of the lease TTL.
 func TestRegistrationRetriesAtTheRetryInterval(t *testing.T) {
 	const ttl, retry = 3 * time.Second, 100 * time.Millisecond
-	clk := vclock.New(time.Unix(1_800_000_000, 0))
-	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
-	require.NoError(t, err)
+	clk, mem := newVirtualMem(t, ttl)
 	store := &failFirstCreate{Store: mem}
 	w, err := split.NewWorker(store, "w1", split.WithClock(clk), split.WithRetryInterval(retry),
 		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error { <-ctx.Done(); return nil }))

@@ -9,9 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination"
-	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/coordination/split"
-	"github.com/tflo-io/tflo/coordination/vclock"
 )
 
 // gateStore holds back the reply of one armed Update of key (it lands in
@@ -71,9 +69,7 @@ func (g *gateStore) Delete(ctx context.Context, ks coordination.Keyspace, key st
 // split's next owner waits a whole TTL for it to expire.
 func TestReleaseRacingARenewalFreesTheLease(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk := vclock.New(time.Unix(1_800_000_000, 0))
-	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
-	require.NoError(t, err)
+	clk, mem := newVirtualMem(t, ttl)
 	ctx := context.Background()
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	gate := newGateStore(mem, "lease.s1")
@@ -104,15 +100,7 @@ func TestReleaseRacingARenewalFreesTheLease(t *testing.T) {
 
 	// Virtual time passes only while the worker has caught up with its
 	// renewals: it must never outrun them.
-	require.Eventually(t, func() bool {
-		if len(w.Held()) == 1 {
-			return true
-		}
-		if clk.Now().Sub(w.LastRenewal()) <= ttl/3 {
-			clk.Advance(100 * time.Millisecond)
-		}
-		return false
-	}, 30*time.Second, time.Millisecond, "w1 claims s1")
+	advanceUntil(t, clk, w, ttl, func() bool { return len(w.Held()) == 1 }, "w1 claims s1")
 
 	gate.arm()
 	require.Eventually(t, func() bool {

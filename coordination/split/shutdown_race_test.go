@@ -9,9 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination"
-	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/coordination/split"
-	"github.com/tflo-io/tflo/coordination/vclock"
 )
 
 // holdStore holds one armed Update of key before it reaches the store,
@@ -67,9 +65,7 @@ func (h *holdStore) Delete(ctx context.Context, ks coordination.Keyspace, key st
 // and the leader keeps assigning it splits nobody runs.
 func TestShutdownWithdrawsPresenceDespiteARenewal(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk := vclock.New(time.Unix(1_800_000_000, 0))
-	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
-	require.NoError(t, err)
+	clk, mem := newVirtualMem(t, ttl)
 	ctx := context.Background()
 	hold := &holdStore{Store: mem, key: "worker.w1", held: make(chan struct{}), open: make(chan struct{}), finished: make(chan struct{})}
 	w, err := split.NewWorker(hold, "w1", split.WithClock(clk), split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
