@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
 // TestWorkersShareDurableFolder: two workers on one machine share one
@@ -116,4 +118,37 @@ func TestDurableS3KeyVariablesMustHoldKeys(t *testing.T) {
 	s3.AccessKeyEnv = "TFLO_TEST_S3_KEY_UNSET"
 	_, err = pipeline.NewWorker(ctx, p, pipeline.WithWorkerID("plant-1"))
 	require.ErrorContains(t, err, "durable bucket ckpt: state.durable.s3.access_key_env names TFLO_TEST_S3_KEY_UNSET, which is unset or empty")
+}
+
+// TestKafkaShardEpochClaimedPastTheGroups: a Kafka shard's epoch comes
+// from the group's generation, which does not fence a static member's
+// old process: restarted while the old one hangs, the member rejoins in
+// the generation the old one holds, and both runs committed checkpoints
+// at the same epoch. Here two groups stand for the two runs (each
+// member's first generation gives the same epoch). Now a run claims its
+// epoch past every earlier claim where epochs are claimed (here the
+// coordination store): the second run's epoch is one past the first's,
+// and the first run's checkpoints are refused.
+func TestKafkaShardEpochClaimedPastTheGroups(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	store, durable := newCoordStore(t, 5*time.Second), memory.New()
+	run := func(group string) *running {
+		p := alarmPipeline(addrs, "")
+		p.State.Durable = pipeline.Durable{Store: durable}
+		src := p.Source.(pipeline.KafkaSource)
+		src.Group = group
+		p.Source = src
+		r := start(t, p, pipeline.WithWorkerID(group), pipeline.WithCoordination(store))
+		require.Eventually(t, func() bool { return len(r.w.Shards()) == 1 }, waitFor, time.Millisecond)
+		return r
+	}
+	old := run("old")
+	first := old.w.Shards()[0].Epoch
+	require.NoError(t, old.w.Checkpoint(context.Background()))
+
+	restarted := run("restarted")
+	require.Equal(t, first+1, restarted.w.Shards()[0].Epoch, "the same generation's epoch, claimed past the old run's")
+	require.NoError(t, restarted.w.Checkpoint(context.Background()))
+	require.ErrorIs(t, old.w.Checkpoint(context.Background()), streaming.ErrFenced, "the old run's checkpoint is fenced")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -60,14 +61,20 @@ func (r *kafkaRunner) Open(ctx context.Context, a kafka.Assignment) (kafka.Parti
 	w := r.w
 	id := streaming.KafkaShard(a.Partition.Topic, a.Partition.Partition)
 	router := r.src.Router()
+	// The shard's epoch is the assignment's, or one claimed past it
+	// (claimGroupEpoch), known once openShard returns; ownership is the
+	// assignment's.
+	var epoch atomic.Uint64
+	epoch.Store(uint64(a.Epoch))
 	owner := streaming.OwnershipFunc(func() (streaming.Epoch, bool) {
 		since, ok := router.GainedAt(a.Partition)
-		return a.Epoch, ok && since == a.Epoch
+		return streaming.Epoch(epoch.Load()), ok && since == a.Epoch
 	})
 	s, err := w.openShard(ctx, id, a.Epoch, a.TopicPartitions, nil, a.Cursors, owner)
 	if err != nil {
 		return nil, 0, err
 	}
+	epoch.Store(uint64(s.epoch))
 	last := int64(-1)
 	if typ, cur := s.rt.Cursor(); len(cur) > 0 {
 		off, err := streaming.ParseKafkaOffset(cur)

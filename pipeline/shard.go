@@ -113,9 +113,11 @@ func (c shardSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, err
 // of it), then tells the sinks. src is the checkpoint source (nil: the
 // keyed runtime, cut under the shard lock); cursors the cursor store (nil:
 // the shard's durable store when it keeps cursors, else the manifest);
-// owner decides whether the shard is still owned at epoch; epoch
-// nextEpoch (an MQTT source's, which no group assigns) is one past the
-// restored checkpoint's, set in s.epoch before the sinks hear of it.
+// owner decides whether the shard is still owned at s.epoch; epoch
+// nextEpoch (an MQTT source's, which no group assigns) becomes one past
+// the restored checkpoint's (claimEpoch), and a group's epoch may be
+// raised by a claim (claimGroupEpoch), set in s.epoch before the sinks
+// hear of it.
 func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch streaming.Epoch, maxShards int,
 	src func(*shard) streaming.CheckpointSource, cursors streaming.CursorStore, owner streaming.Ownership) (_ *shard, err error) {
 	s := &shard{w: w, id: id, epoch: epoch, since: time.Now()}
@@ -176,9 +178,15 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	}
 	start := time.Now()
 	info, err := s.cp.Restore(ctx)
-	if epoch == nextEpoch && (err == nil || errors.Is(err, streaming.ErrNotFound)) {
+	if err == nil || errors.Is(err, streaming.ErrNotFound) {
 		// info is zero when nothing was stored.
-		claimed, cerr := w.claimEpoch(ctx, id, info.Epoch, durable)
+		var claimed streaming.Epoch
+		var cerr error
+		if epoch == nextEpoch {
+			claimed, cerr = w.claimEpoch(ctx, id, info.Epoch, durable)
+		} else {
+			claimed, cerr = w.claimGroupEpoch(ctx, id, epoch, info.Epoch, durable)
+		}
 		if cerr != nil {
 			_ = rt.Close()
 			return nil, cerr
@@ -237,6 +245,35 @@ const nextEpoch streaming.Epoch = 0
 // store that claims no epochs gets a warning, unclaimedEpoch). Either
 // claim gets 30 s.
 func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored streaming.Epoch, durable streaming.StateStore) (streaming.Epoch, error) {
+	ep, claimed, err := w.claimEpochAtLeast(ctx, id, restored+1, durable)
+	if err == nil && !claimed {
+		ep = w.unclaimedEpoch(id, restored, durable)
+	}
+	return ep, err
+}
+
+// claimGroupEpoch is the epoch of a new run of Kafka shard id, which the
+// group assigned at epoch given: given itself, or, where claimEpoch
+// claims epochs, the lowest epoch at least given (and past the restored
+// checkpoint's) claimed there. The group's epoch alone does not fence a
+// static member's old process (WithInstanceID): restarted while the old
+// one hangs, the member rejoins in the generation the old one holds, so
+// both runs would commit at the same epoch. The claim gives the new run
+// the next one, and the old run's commits are refused (ErrFenced). It is
+// almost always given, as a later generation's epochs lie 2^32 higher.
+func (w *Worker) claimGroupEpoch(ctx context.Context, id streaming.ShardID, given, restored streaming.Epoch, durable streaming.StateStore) (streaming.Epoch, error) {
+	ep, claimed, err := w.claimEpochAtLeast(ctx, id, max(given, restored+1), durable)
+	if err == nil && !claimed {
+		ep = given
+	}
+	return ep, err
+}
+
+// claimEpochAtLeast claims for shard id the lowest epoch, at least
+// atLeast, past every epoch claimed for it before, in the coordination
+// store or the durable store (see claimEpoch); claimed is false when
+// neither claims epochs.
+func (w *Worker) claimEpochAtLeast(ctx context.Context, id streaming.ShardID, atLeast streaming.Epoch, durable streaming.StateStore) (_ streaming.Epoch, claimed bool, _ error) {
 	var (
 		c     streaming.EpochClaimer
 		where string
@@ -247,18 +284,18 @@ func (w *Worker) claimEpoch(ctx context.Context, id streaming.ShardID, restored 
 	case ok:
 		c, where = dc, "the durable store"
 	default:
-		return w.unclaimedEpoch(id, restored, durable), nil
+		return 0, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ep, err := c.ClaimEpoch(ctx, epochKey(w.c.p.Name, id), restored+1)
+	ep, err := c.ClaimEpoch(ctx, epochKey(w.c.p.Name, id), atLeast)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported): // a store that cannot refuse a second claim
-		return w.unclaimedEpoch(id, restored, durable), nil
+		return 0, false, nil
 	case err != nil:
-		return 0, fmt.Errorf("shard %s: claim epoch in %s: %w", id, where, err)
+		return 0, false, fmt.Errorf("shard %s: claim epoch in %s: %w", id, where, err)
 	}
-	return ep, nil
+	return ep, true, nil
 }
 
 // unclaimedEpoch is the epoch of a run of shard id that could not claim
