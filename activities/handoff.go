@@ -112,9 +112,10 @@ type Leases struct {
 }
 
 // KeepLeases heartbeats the shards this worker holds until ctx ends (the
-// worker shuts down: it returns nil) or the keeper fails (retryable
-// error). Each heartbeat carries the held shards, so when the worker dies
-// and the heartbeat times out the workflow knows what to hand off.
+// worker shuts down: it returns nil) or the keeper fails (a retryable
+// ErrTypeLeasesLost error whose details are the held shards). Each
+// heartbeat carries the held shards, so when the worker dies and the
+// heartbeat times out the workflow knows what to hand off.
 func (a *Leases) KeepLeases(ctx context.Context, in LeaseInput) error {
 	if a.Host == nil || in.Interval <= 0 {
 		return temporal.NewNonRetryableApplicationError(
@@ -125,7 +126,7 @@ func (a *Leases) KeepLeases(ctx context.Context, in LeaseInput) error {
 	for {
 		if a.Keeper != nil {
 			if err := a.Keeper.Err(); err != nil {
-				return fmt.Errorf("worker %q: leases lost: %w", in.WorkerID, err)
+				return temporal.NewApplicationError(fmt.Sprintf("worker %q: leases lost: %v", in.WorkerID, err), ErrTypeLeasesLost, a.Host.Held())
 			}
 		}
 		activity.RecordHeartbeat(ctx, a.Host.Held())

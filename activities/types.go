@@ -35,6 +35,11 @@ const (
 	// credentials, its bucket does not exist). Non-retryable: every
 	// attempt would fail the same way until its configuration changes.
 	ErrTypeSinkFailed = "SinkFailed"
+	// ErrTypeLeasesLost: the worker lost its presence leases (the lease
+	// activity ends; the worker is alive). Its details are the shards the
+	// worker held ([]HeldShard), which the lease workflow keeps for a
+	// worker that dies before the restarted activity starts.
+	ErrTypeLeasesLost = "LeasesLost"
 )
 
 // Default stage deadlines used by workflows unless their input overrides.

@@ -23,6 +23,12 @@ type LeaseInput struct {
 	MaxRestarts int `json:"max_restarts,omitempty"`
 	// Restarts carried across continue-as-new.
 	Restarts int `json:"restarts,omitempty"`
+	// Held: the shards the worker held when its lease activity last
+	// ended with its leases lost (ErrTypeLeasesLost), carried across
+	// continue-as-new: a worker that dies before the restarted activity
+	// heartbeats (a schedule-to-start timeout has no heartbeat) is known
+	// to hold them.
+	Held []activities.HeldShard `json:"held,omitempty"`
 	// Coordinated: the worker's pipelines run checkpoint coordinators,
 	// which start handoffs when the shards' next owners announce
 	// themselves. A dead worker's lease then tells each coordinator
@@ -122,6 +128,10 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 				if derr := te.LastHeartbeatDetails(&held); derr != nil {
 					workflow.GetLogger(ctx).Warn("unreadable heartbeat details", "error", derr)
 				}
+			} else if len(in.Held) > 0 && workflow.GetVersion(ctx, "lease-held-across-restarts", workflow.DefaultVersion, 1) >= 1 {
+				// Dead before the restarted activity heartbeat: the
+				// shards it held when its leases were lost.
+				held = in.Held
 			}
 			st.Status = LeaseDead
 			st.Orphaned = held
@@ -132,6 +142,15 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 		}
 		// The worker is alive but its keeper failed: restart the activity
 		// after a pause, and keep history bounded.
+		var lost *temporal.ApplicationError
+		if errors.As(err, &lost) && lost.Type() == activities.ErrTypeLeasesLost && lost.HasDetails() {
+			var held []activities.HeldShard
+			if derr := lost.Details(&held); derr != nil {
+				workflow.GetLogger(ctx).Warn("unreadable held shards of a lost lease", "error", derr)
+			} else {
+				in.Held = held
+			}
+		}
 		st.Restarts++
 		pause := workflow.NewTimer(ctx, in.HeartbeatTimeout/3)
 		sel = workflow.NewSelector(ctx)

@@ -142,6 +142,41 @@ func TestLeaseKeeperFailureRestartsActivity(t *testing.T) {
 	assert.Equal(t, workflows.LeaseStopped, st.Status)
 }
 
+// TestLeaseDeadBeforeTheRestartedActivityHandsOffWhatItHeld: a worker
+// whose leases were lost, and which died before its restarted lease
+// activity started, ends the activity in a schedule-to-start timeout,
+// which carries no heartbeat. Bug: the workflow then knew of no shard
+// and handed off none. Now the lost-leases error carries the held
+// shards, and the workflow hands those off.
+func TestLeaseDeadBeforeTheRestartedActivityHandsOffWhatItHeld(t *testing.T) {
+	env, a := newLeaseEnv(t)
+	held := []activities.HeldShard{{Pipeline: "iot", Shard: "readings-1", Epoch: 7, TaskQueue: leaseIn.TaskQueue, WorkerID: "w1"}}
+	calls := 0
+	env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(func(context.Context, activities.LeaseInput) error {
+		calls++
+		if calls == 1 {
+			return temporal.NewApplicationError("worker \"w1\": leases lost: leases expired", activities.ErrTypeLeasesLost, held)
+		}
+		return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+	})
+	var started []workflows.HandoffInput
+	env.SetOnChildWorkflowStartedListener(func(_ *workflow.Info, _ workflow.Context, args converter.EncodedValues) {
+		var in workflows.HandoffInput
+		require.NoError(t, args.Get(&in))
+		started = append(started, in)
+	})
+	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
+	env.ExecuteWorkflow(workflows.LeaseWorkflow, leaseIn)
+	st := leaseResult(t, env)
+	assert.Equal(t, 2, calls)
+	assert.Equal(t, workflows.LeaseDead, st.Status)
+	assert.Equal(t, held, st.Orphaned)
+	assert.Equal(t, []string{workflows.HandoffWorkflowID("iot", "readings-1")}, st.Handoffs)
+	require.Len(t, started, 1)
+	require.NotNil(t, started[0].From)
+	assert.Equal(t, streaming.Epoch(7), started[0].From.Epoch)
+}
+
 // TestLeaseDeadWorkerTellsItsCoordinators: with coordinators, a dead
 // worker's lease tells each pipeline's coordinator, which starts the
 // handoffs when the next owners announce themselves; it starts none.
