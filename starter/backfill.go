@@ -41,8 +41,9 @@ partitions (--window at once), each partition's files in order, many files
 per activity, into the sink. The workers serving backfills (a pipeline
 worker whose configuration sets backfill.influx_url or
 backfill.kafka_brokers, or the demo) must reach the archive and the sink:
-file:// folders they share, s3:// buckets through their TFLO_S3_*
-settings. Sinks: ` + worker.SinkExamples + `.`,
+file:// folders they share, s3:// buckets as the pipeline's archive sink
+reaches them (sinks[].archive.s3) when the location is within its own,
+else through the workers' TFLO_S3_* settings. Sinks: ` + worker.SinkExamples + `.`,
 		Example: `  starter backfill start --name replay-1 --archive file:///var/tflo/archive --sink influx:iot_portal_replay/autogen --wait
   starter backfill start --name june --archive s3://tflo-archive/prod --sink influx:iot_portal/autogen --from 2026-06-01T00:00:00Z --to 2026-07-01T00:00:00Z
   starter backfill start --name reprocess --archive s3://tflo-archive/prod --sink kafka:signals.replay`,

@@ -20,6 +20,7 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
+	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -138,4 +139,45 @@ func TestBackfillInfluxPrivateCA(t *testing.T) {
 
 	_, err = (&BackfillWorker{URL: srv.URL}).sink(InfluxSinkName("replay_plain/autogen"))
 	require.ErrorContains(t, err, "certificate", "without the CA the server is not trusted")
+}
+
+// TestBackfillReadsThePipelinesArchiveAsItsSinkWrites: a pipeline's
+// archive sink on an S3-compatible server gives its endpoint and keys in
+// the spec (sinks[].archive.s3). Bug: a backfill of that archive read it
+// only as the TFLO_S3_* variables say, so without them it went to AWS,
+// and with other ones it was refused. Now a location within the sink's
+// root is read with the sink's settings; others still as TFLO_S3_* say.
+func TestBackfillReadsThePipelinesArchiveAsItsSinkWrites(t *testing.T) {
+	srv := s3test.Start(t, "archive")
+	settings := srv.Settings(t)
+	ctx := t.Context()
+	loc, err := archiveloc.Parse("s3://archive/prod")
+	require.NoError(t, err)
+	arc, err := archiveloc.Open(ctx, loc, settings)
+	require.NoError(t, err)
+	require.NoError(t, arc.PutAtomic(ctx, "x/file.parquet", []byte("rows")))
+
+	p := pipeline.Pipeline{Sinks: []pipeline.SinkSpec{
+		pipeline.ArchiveSink{Location: "s3://archive/prod", S3: settings},
+		&pipeline.ArchiveSink{Dir: "/var/lib/tflo/archive"},
+	}}
+	require.Equal(t, map[string]archiveloc.S3{"s3://archive/prod": settings}, archiveSinkS3(p))
+
+	// TFLO_S3_* name the same server with a wrong secret.
+	t.Setenv("TFLO_TEST_WRONG_SECRET", "wrong")
+	env := settings
+	env.SecretKeyEnv = "TFLO_TEST_WRONG_SECRET"
+	b := &BackfillWorker{S3: env, SinkS3: archiveSinkS3(p)}
+	archives, err := b.archives()
+	require.NoError(t, err)
+	own, _, err := archives("s3://archive/prod")
+	require.NoError(t, err)
+	objs, err := own.List(ctx, "")
+	require.NoError(t, err, "the pipeline's archive read with its sink's settings")
+	require.Len(t, objs, 1)
+
+	other, _, err := archives("s3://archive/other")
+	require.NoError(t, err)
+	_, err = other.List(ctx, "")
+	require.Error(t, err, "another location is read as TFLO_S3_* say (here: a wrong secret)")
 }

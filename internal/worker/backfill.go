@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type BackfillWorker struct {
 	KafkaSecurity kafka.Security
 	// S3 reaches s3:// archives (default: the AWS standard chain).
 	S3 archiveloc.S3
+	// SinkS3 reaches the pipeline's own s3:// archives as its archive
+	// sinks do: a location within one of these roots (the sink's
+	// location) is read with that sink's settings, others as S3 says.
+	SinkS3 map[string]archiveloc.S3
 	// Modes names the modes of the pipeline's outputs
 	// (pipeline.SinkEnv's).
 	Modes streaming.ModeNames
@@ -167,7 +172,10 @@ const (
 // archives returns the resolver of archive locations, refusing those
 // outside ArchiveRoots before anything is opened or created.
 func (b *BackfillWorker) archives() (func(string) (parquet.Archive, string, error), error) {
-	resolve := archiveloc.Resolver(b.S3)
+	resolve, err := b.resolver()
+	if err != nil {
+		return nil, err
+	}
 	if b.ArchiveRoots == nil {
 		return resolve, nil
 	}
@@ -182,6 +190,41 @@ func (b *BackfillWorker) archives() (func(string) (parquet.Archive, string, erro
 		}
 		if err := archiveloc.Allowed(loc, roots, keyArchiveRoots); err != nil {
 			return nil, "", err
+		}
+		return resolve(location)
+	}, nil
+}
+
+// resolver opens an archive location for reading: with the settings of
+// the pipeline's archive sink whose root holds it (SinkS3; the deepest
+// root first), else with S3.
+func (b *BackfillWorker) resolver() (func(string) (parquet.Archive, string, error), error) {
+	resolve := archiveloc.Resolver(b.S3)
+	type sinkRoot struct {
+		root    archiveloc.Location
+		resolve func(string) (parquet.Archive, string, error)
+	}
+	var own []sinkRoot
+	for root, c := range b.SinkS3 {
+		loc, err := archiveloc.Parse(root)
+		if err != nil {
+			return nil, fmt.Errorf("backfill worker: archive sink: %w", err)
+		}
+		own = append(own, sinkRoot{loc, archiveloc.Resolver(c)})
+	}
+	slices.SortFunc(own, func(a, b sinkRoot) int { return len(b.root.String()) - len(a.root.String()) })
+	if len(own) == 0 {
+		return resolve, nil
+	}
+	return func(location string) (parquet.Archive, string, error) {
+		loc, err := archiveloc.Parse(location)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, o := range own {
+			if loc.Within(o.root) {
+				return o.resolve(location)
+			}
 		}
 		return resolve(location)
 	}, nil

@@ -76,7 +76,8 @@ type CoordinationConfig struct {
 // KafkaBrokers is set: `starter backfill start --sink influx:<db>/<rp>`
 // replays the pipeline's archive into that bucket of this InfluxDB, and
 // `--sink kafka:<topic>` into that topic of this Kafka cluster. s3://
-// archives are reached as the TFLO_S3_* variables say
+// archives within a location of the pipeline's archive sinks are reached
+// as that sink's s3 settings say, others as the TFLO_S3_* variables say
 // (internal/archiveloc).
 type BackfillConfig struct {
 	// InfluxURL is the InfluxDB that influx:<db>/<rp> sinks write to.
@@ -102,6 +103,23 @@ type BackfillConfig struct {
 	// it and the allowlist.
 	ArchiveRoots     []string `json:"archive_roots" yaml:"archive_roots"`
 	DatabasePrefixes []string `json:"database_prefixes" yaml:"database_prefixes"`
+}
+
+// archiveSinkS3 returns the S3 settings of pipeline p's archive sinks
+// that give some, by the sink's root location: a backfill reads the
+// pipeline's own archive as its sink writes it (BackfillWorker.SinkS3).
+func archiveSinkS3(p pipeline.Pipeline) map[string]archiveloc.S3 {
+	out := map[string]archiveloc.S3{}
+	for _, s := range p.Sinks {
+		a, ok := s.(pipeline.ArchiveSink)
+		if pa, isPtr := s.(*pipeline.ArchiveSink); isPtr && pa != nil {
+			a, ok = *pa, true
+		}
+		if root, err := a.Root(); ok && err == nil && a.S3 != (archiveloc.S3{}) && strings.HasPrefix(root, "s3://") {
+			out[root] = a.S3
+		}
+	}
+	return out
 }
 
 // allowlists returns the backfill allowlists: the configured ones, or the

@@ -324,7 +324,7 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 		}
 		b := &BackfillWorker{
 			URL: cfg.Backfill.InfluxURL, Token: os.Getenv(cfg.Backfill.TokenEnv), Brokers: brokers,
-			S3: archiveloc.S3FromEnv(os.LookupEnv), Modes: env.Modes, Log: log.With("component", "backfill"),
+			S3: archiveloc.S3FromEnv(os.LookupEnv), SinkS3: archiveSinkS3(p), Modes: env.Modes, Log: log.With("component", "backfill"),
 			ArchiveRoots: roots, DatabasePrefixes: prefixes, KafkaSecurity: sec, InfluxTLS: influxTLS,
 		}
 		log.Info("backfills allowed", "archive_roots", roots, "database_prefixes", prefixes)
