@@ -499,3 +499,21 @@ func TestHelpOfAnUnknownCommandIsAUsageError(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Contains(t, r.out, "Exit codes:")
 }
+
+// TestOperatorsNamedTwiceListsOnce: "starter operators sma sma" printed
+// sma twice (and two entries under --json).
+func TestOperatorsNamedTwiceListsOnce(t *testing.T) {
+	r := run(t, "operators", "sma", "sma")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Equal(t, 1, strings.Count(r.out, "sma — "), r.out)
+
+	r = run(t, "operators", "--json", "sma", "bollinger", "sma")
+	require.Equal(t, exitOK, r.code, r.err)
+	var types []struct {
+		Name string `json:"name"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &types), r.out)
+	require.Len(t, types, 2)
+	assert.Equal(t, "sma", types[0].Name)
+	assert.Equal(t, "bollinger", types[1].Name)
+}

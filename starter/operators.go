@@ -17,7 +17,7 @@ func (a *app) operatorsCommand() *cobra.Command {
 		Long: `List the operator types of tflo's catalogs (pipeline.DefaultRegistry: streaming/ops
 and streaming/fintech): what a graph node's "type" names in a pipeline spec, its
 inputs, what it emits, its modes and its "params" with kinds, defaults, bounds and
-allowed values. With TYPE, only those. -o json|yaml (or --json) prints the same
+allowed values. With TYPE, only those (each once). -o json|yaml (or --json) prints the same
 as data.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, names []string) error {
@@ -25,7 +25,12 @@ as data.`,
 			types := reg.Types()
 			if len(names) > 0 {
 				types = types[:0]
+				seen := map[string]bool{}
 				for _, n := range names {
+					if seen[n] {
+						continue // "sma sma" lists sma once
+					}
+					seen[n] = true
 					t, ok := reg.Lookup(n)
 					if !ok {
 						return usageError{fmt.Errorf("unknown operator type %q (starter operators lists them)", n)}
