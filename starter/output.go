@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -180,7 +181,9 @@ var (
 //   - a time.Duration prints as a string ("1.2s"), not nanoseconds;
 //   - a zero time.Time is left out of its object (null elsewhere); other
 //     times print in RFC 3339, UTC;
-//   - a nil slice prints as [] (an empty listing), not null.
+//   - a nil slice prints as [] (an empty listing), not null;
+//   - a float prints as encoding/json prints it, under yaml too
+//     (16777216, not 1.6777216e+07).
 //
 // Struct fields keep their order.
 func plain(v reflect.Value) any {
@@ -263,7 +266,7 @@ func plain(v reflect.Value) any {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Sprint(f) // JSON has no NaN
 		}
-		return f
+		return number(f)
 	case reflect.String:
 		return v.String()
 	}
@@ -342,6 +345,24 @@ func mapKey(k reflect.Value) string {
 		return k.String()
 	}
 	return fmt.Sprint(k.Interface())
+}
+
+// number is a float as plain returns it: encoding/json prints it as a
+// float64, and MarshalYAML prints it the same way, where yaml.v3 would
+// use %g (1.6777216e+07 for 16777216).
+type number float64
+
+func (n number) MarshalYAML() (any, error) {
+	f := float64(n)
+	// encoding/json's choice: plain digits, exponent only for very large
+	// or very small magnitudes.
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	// No tag: a whole number reads back as an int, as 1.0 always did
+	// under yaml.v3 ("1") and does under json.
+	return &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatFloat(f, format, -1, 64)}, nil
 }
 
 // object is a JSON/YAML object whose keys keep their order.

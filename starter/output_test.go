@@ -180,3 +180,19 @@ func TestEveryCommandDeclaresItsArguments(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code, "stdout: %s\nstderr: %s", r.out, r.err)
 	assert.Contains(t, r.err, `Error: unknown command "bogus" for "starter completion"`)
 }
+
+// TestYAMLFloatsPrintPlainly: -o yaml printed whole floats in exponent
+// form ("max: 1.6777216e+07" in starter operators -o yaml); they print as
+// -o json prints them.
+func TestYAMLFloatsPrintPlainly(t *testing.T) {
+	r := run(t, "operators", "sma", "-o", "yaml")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Contains(t, r.out, "max: 16777216\n")
+	assert.NotContains(t, r.out, "e+")
+
+	v := map[string]any{"big": 1e6, "half": 2.5, "tiny": 1e-7, "huge": 1e21, "neg": -3e6, "zero": 0.0, "f32": float32(1e6)}
+	var out bytes.Buffer
+	a := &app{out: &out, format: formatYAML}
+	require.NoError(t, a.emit(v, nil))
+	assert.Equal(t, "big: 1000000\nf32: 1000000\nhalf: 2.5\nhuge: 1e+21\nneg: -3000000\ntiny: 1e-07\nzero: 0\n", out.String())
+}
