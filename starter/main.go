@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -57,7 +59,14 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // place errors are printed: "Error: <message>" on errOut, and for usage
 // errors a pointer to the command's help.
 func execute(ctx context.Context, args []string, out, errOut io.Writer) int {
-	root := newRootCommand(out, errOut)
+	root, a := newRoot(out, errOut)
+	return executeRoot(ctx, root, a, args)
+}
+
+// executeRoot is execute with the tree built, and closes a's client when
+// the command has run, whatever it returned.
+func executeRoot(ctx context.Context, root *cobra.Command, a *app, args []string) int {
+	defer a.close()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -65,13 +74,13 @@ func execute(ctx context.Context, args []string, out, errOut io.Writer) int {
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		// SIGINT or SIGTERM: whatever failed, failed because of it.
-		fmt.Fprintln(errOut, "Error: interrupted")
+		fmt.Fprintln(a.errOut, "Error: interrupted")
 		return exitInterrupted
 	}
-	fmt.Fprintf(errOut, "Error: %v\n", err)
+	fmt.Fprintf(a.errOut, "Error: %v\n", err)
 	code := exitCode(err)
 	if code == exitUsage && cmd != nil {
-		fmt.Fprintf(errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		fmt.Fprintf(a.errOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }

@@ -517,3 +517,28 @@ func TestOperatorsNamedTwiceListsOnce(t *testing.T) {
 	assert.Equal(t, "sma", types[0].Name)
 	assert.Equal(t, "bollinger", types[1].Name)
 }
+
+// TestClientClosedAfterAFailedCommand: the Temporal client was closed by
+// a PersistentPostRun, which cobra skips when the command fails, so every
+// failed command left its connection open.
+func TestClientClosedAfterAFailedCommand(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"checkpoint", "now", "--pipeline", "nosuch"}, exitNotFound},
+		{[]string{"checkpoint", "list", "--pipeline", "nosuch"}, exitOK},
+	} {
+		var out, errOut bytes.Buffer
+		root, a := newRoot(&out, &errOut)
+		code := executeRoot(ctx, root, a, append(tc.args, "--address="+srv.HostPort))
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, &errOut)
+		require.NotNil(t, a.client, "%v dialed", tc.args)
+		_, err := a.client.CheckHealth(ctx, &client.CheckHealthRequest{})
+		assert.Error(t, err, "%v: the client is closed once the command has run", tc.args)
+	}
+}

@@ -62,6 +62,13 @@ Exit codes:
   130  interrupted (Ctrl-C)`
 
 func newRootCommand(out, errOut io.Writer) *cobra.Command {
+	root, _ := newRoot(out, errOut)
+	return root
+}
+
+// newRoot returns the command tree and the app its commands share, whose
+// client the caller closes (app.close) once the command has run.
+func newRoot(out, errOut io.Writer) (*cobra.Command, *app) {
 	a := &app{out: out, errOut: errOut, format: formatTable}
 	var jsonAlias, tlsFlag bool
 	var apiKey string
@@ -90,11 +97,6 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 				a.temporal.TLS, a.temporal.TLSDisabled = tlsFlag, !tlsFlag
 			}
 			return nil
-		},
-		PersistentPostRun: func(*cobra.Command, []string) {
-			if a.client != nil {
-				a.client.Close()
-			}
 		},
 	}
 	root.SetVersionTemplate(version.Get().Line("starter") + "\n")
@@ -141,7 +143,7 @@ func newRootCommand(out, errOut io.Writer) *cobra.Command {
 		}
 	}
 	finishTree(root)
-	return root
+	return root, a
 }
 
 // finishTree gives every command of the tree, including ones added
@@ -241,6 +243,15 @@ func (a *app) dial() (client.Client, error) {
 	}
 	a.client = c
 	return c, nil
+}
+
+// close closes the client if a command dialed it. execute calls it
+// whatever the command returned: a PersistentPostRun runs only after a
+// command that succeeded, so a failed one left the connection open.
+func (a *app) close() {
+	if a.client != nil {
+		a.client.Close()
+	}
 }
 
 func (a *app) versionCommand() *cobra.Command {
