@@ -27,6 +27,17 @@ type LogConfig struct {
 	Format string `json:"format" yaml:"format"`
 }
 
+// ApplyDefaults fills what the file and environment left empty, so
+// --print-config shows the level and format the logger uses.
+func (c *LogConfig) ApplyDefaults() {
+	if c.Level == "" {
+		c.Level = "info"
+	}
+	if c.Format == "" {
+		c.Format = "text"
+	}
+}
+
 // Validate reports an unknown level or format.
 func (c LogConfig) Validate() error {
 	var l slog.Level

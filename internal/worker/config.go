@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -181,6 +182,22 @@ func (c *PipelineConfig) ApplyDefaults() {
 		c.Coordination.LeaseTTL = 10 * time.Second
 	}
 	c.Temporal.KeyPath = "temporal"
+	c.Log.ApplyDefaults()
+}
+
+// DefaultNotes implements defaultNoter: worker_id left empty stays empty
+// (a worker named by its host name joins Kafka as a dynamic member, see
+// pipeline.KafkaSource.StaticMembership), but it names the worker by the
+// host name.
+func (c *PipelineConfig) DefaultNotes() map[string]string {
+	if c.WorkerID != "" {
+		return nil
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return map[string]string{"worker_id": "the host name (unknown: the worker will not start without worker_id)"}
+	}
+	return map[string]string{"worker_id": fmt.Sprintf("the host name, %q", host)}
 }
 
 // temporal resolves the Temporal connection; ok is false when no key,

@@ -39,6 +39,14 @@ type resolvedPrinter interface {
 	PrintResolved(w io.Writer, origins envconfig.Origins) error
 }
 
+// defaultNoter is a Config with keys whose default is left empty in the
+// config and settles when the worker starts (worker_id: the host name).
+// --print-config prints the note beside such a key's "default" origin,
+// rather than a bare "" that the worker does not use.
+type defaultNoter interface {
+	DefaultNotes() map[string]string // key path -> what the default is
+}
+
 // Main is a main's description.
 type Main struct {
 	// Name of the command ("worker"), and Summary: what it does.
@@ -201,6 +209,13 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if *printConfig {
+		if dn, ok := m.Config.(defaultNoter); ok {
+			for path, note := range dn.DefaultNotes() {
+				if origins.Of(path) == "default" {
+					origins[path] = "default: " + note
+				}
+			}
+		}
 		fmt.Fprintf(os.Stdout, "# %s configuration\n", m.Name)
 		if err := envconfig.Print(os.Stdout, m.Config, origins); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", m.Name, err)

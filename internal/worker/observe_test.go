@@ -245,7 +245,7 @@ sinks:
 		`(?m)^worker_id = "w1" +# ` + regexp.QuoteMeta(cfg) + `:1$`,
 		`(?m)^coordination\.nats_url = "nats://u:xxxxx@nats:4222" +# ` + regexp.QuoteMeta(cfg) + `:3$`,
 		`(?m)^coordination\.lease_ttl = 10s +# default$`,
-		`(?m)^log\.level = "" +# env TFLO_LOG_LEVEL$`,
+		`(?m)^log\.level = "info" +# env TFLO_LOG_LEVEL$`, // "" clears the key: the default applies
 		`(?m)^source\.kafka\.topic = "trades" +# env TFLO_SOURCE_KAFKA_TOPIC$`,
 		`(?m)^source\.kafka\.dead_letter_topic = "trades\.dlq" +# default$`,
 		`(?m)^source\.kafka\.brokers = \[k:9092\] +# ` + regexp.QuoteMeta(specPath) + `:4$`,
@@ -281,6 +281,42 @@ sinks:
 		`(?m)^dead_letter\.kafka\.topic = "bad" +# ` + regexp.QuoteMeta(specPath) + `:16$`,
 		`(?m)^dead_letter\.kafka\.brokers = \[k:9092\] +# default$`,
 		`(?m)^dead_letter\.kafka\.max_buffered = 10000 +# default$`,
+	} {
+		require.Regexp(t, re, out)
+	}
+}
+
+// TestPrintConfigShowsTheDefaultsThatRun: keys left unset printed
+// worker_id = "" and log.level = "" (# default), while the worker names
+// itself by the host name and logs at info as text.
+func TestPrintConfigShowsTheDefaultsThatRun(t *testing.T) {
+	specPath := writeFile(t, "p.yaml", `name: trades
+source:
+  kafka: {brokers: [k:9092], topic: readings}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+state: {dir: /tmp/x, memory: 128MiB}
+sinks:
+  - kafka: {topic: out}
+`)
+	for _, k := range []string{"TFLO_WORKER_ID", "TFLO_LOG_LEVEL", "TFLO_LOG_FORMAT"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	var errOut bytes.Buffer
+	var code int
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	for _, re := range []string{
+		`(?m)^worker_id = "" +# default: the host name, ` + regexp.QuoteMeta(fmt.Sprintf("%q", host)) + `$`,
+		`(?m)^log\.level = "info" +# default$`,
+		`(?m)^log\.format = "text" +# default$`,
 	} {
 		require.Regexp(t, re, out)
 	}

@@ -43,6 +43,7 @@ func (c *MainConfig) ApplyDefaults() {
 	if c.MQTT.ClientID == "" {
 		c.MQTT.ClientID = defaultClientID
 	}
+	c.Log.ApplyDefaults()
 }
 
 // Logging implements worker.Config.
