@@ -314,6 +314,20 @@ func noWorkerHint(err error) string {
 	return ""
 }
 
+// noControlWorker returns an error saying what is missing when no worker
+// polls the control task queue: tflo's workflows then take no step and
+// answer no query or update, which would otherwise only time out. It
+// returns nil when one polls, or when the check itself fails (the call
+// that follows reports the problem).
+func noControlWorker(ctx context.Context, c client.Client, what string) error {
+	resp, err := c.DescribeTaskQueue(ctx, workflows.ControlTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil || len(resp.GetPollers()) > 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: no control worker polls task queue %s, so nothing runs tflo's workflows: start a worker with control_worker: true (TFLO_CONTROL_WORKER=true), or starter demo",
+		what, workflows.ControlTaskQueue)
+}
+
 // timedOutOnServer tells a call the server ended for running out of time.
 func timedOutOnServer(err error) bool {
 	var de *serviceerror.DeadlineExceeded

@@ -30,7 +30,9 @@ Update): the round starts after the request, even if one is running, and
 the command prints its summary when it ends — no polling (--wait is
 implied; --timeout bounds how long it waits).
 
-Exit code 3: the pipeline runs no checkpoint coordinator.`,
+Exit code 3: the pipeline runs no checkpoint coordinator. Exit code 1,
+at once, when no control worker polls task queue tflo-control: nothing
+would run the round.`,
 		Example: "  starter checkpoint now --pipeline iot-portal --timeout 30s",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("wait") && !wf.wait {
@@ -52,6 +54,11 @@ Exit code 3: the pipeline runs no checkpoint coordinator.`,
 			}
 			if !running {
 				return notFoundError{fmt.Errorf("pipeline %q runs no checkpoint coordinator (its workers start it when they announce their shards; or: starter pipeline start)", pipeline)}
+			}
+			// Without a control worker the Update would wait out --timeout
+			// for a round that never starts.
+			if err := noControlWorker(ctx, c, fmt.Sprintf("pipeline %q: no round started", pipeline)); err != nil {
+				return err
 			}
 			wctx, cancel := wf.context(ctx)
 			defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -541,4 +542,42 @@ func TestClientClosedAfterAFailedCommand(t *testing.T) {
 		_, err := a.client.CheckHealth(ctx, &client.CheckHealthRequest{})
 		assert.Error(t, err, "%v: the client is closed once the command has run", tc.args)
 	}
+}
+
+// TestCommandsWithoutAControlWorker: with tflo's workflows running but
+// no control worker polling their task queue, checkpoint now waited out
+// --timeout and said the round "goes on" (none had started), and workers
+// failed after ~10s with the server's bare deadline error. Both now say
+// at once that no control worker polls tflo-control and how to start one.
+func TestCommandsWithoutAControlWorker(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+	ctx := context.Background()
+	// Started by type name: no worker runs them.
+	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.CoordinatorWorkflowID("cli"), TaskQueue: workflows.ControlTaskQueue},
+		"CoordinatorWorkflow", workflows.CoordinatorInput{Pipeline: "cli", Manual: true})
+	require.NoError(t, err)
+	_, err = srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeaseWorkflowIDPrefix + "w1", TaskQueue: workflows.ControlTaskQueue},
+		"LeaseWorkflow", workflows.LeaseInput{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		resp, err := srv.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'LeaseWorkflow'"})
+		return err == nil && len(resp.Executions) == 1
+	}, 10*time.Second, 50*time.Millisecond, "the lease is visible")
+
+	start := time.Now()
+	r := run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--timeout", "20s")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Contains(t, r.err, `Error: pipeline "cli": no round started: no control worker polls task queue tflo-control`)
+	assert.Contains(t, r.err, "control_worker: true")
+	assert.NotContains(t, r.err, "goes on")
+	assert.Less(t, time.Since(start), 10*time.Second, "it does not wait out --timeout")
+
+	start = time.Now()
+	r = run(t, "workers", addr)
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Contains(t, r.err, "Error: lease workflow "+workflows.LeaseWorkflowIDPrefix+"w1 runs, but no worker answers its status query: no control worker polls task queue tflo-control")
+	assert.Contains(t, r.err, "control_worker: true")
+	assert.Less(t, time.Since(start), 5*time.Second, "it does not wait for the query to time out")
 }

@@ -45,7 +45,9 @@ the shards the worker holds (SHARDS, as of LAST HEARTBEAT). RESTARTS counts the
 times the worker's coordination leases were lost and the activity restarted
 (LAST ERROR says why). With --all, ended leases are listed too: "stopped" (a clean
 shutdown) or "dead" (the heartbeat timed out; HANDOFFS are the handoffs it started).
-No worker connected prints an empty table ([] under -o json) and exits 0.`,
+No worker connected prints an empty table ([] under -o json) and exits 0. A running
+lease with no control worker polling task queue tflo-control (nothing would answer
+its status query) exits 1 at once, saying so.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
@@ -75,6 +77,7 @@ func listLeases(ctx context.Context, c client.Client, all bool) ([]workerLease, 
 	}
 	out := []workerLease{}
 	var token []byte
+	checked := false // for a control worker, once: a running lease needs one to answer its query
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
 		if err != nil {
@@ -87,6 +90,14 @@ func listLeases(ctx context.Context, c client.Client, all bool) ([]workerLease, 
 				id = u
 			}
 			l := workerLease{WorkerID: id, WorkflowID: x.ID, RunID: x.RunID}
+			if !checked && e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				checked = true
+				// Without one the status query waits ~10s, then fails
+				// with the server's bare deadline error.
+				if err := noControlWorker(ctx, c, fmt.Sprintf("lease workflow %s runs, but no worker answers its status query", x.ID)); err != nil {
+					return nil, err
+				}
+			}
 			if err := describeLease(ctx, c, &l); err != nil {
 				return nil, err
 			}
