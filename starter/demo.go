@@ -54,7 +54,7 @@ exit; --local-archive keeps it in the work folder instead).
 
 It prints what runs where (the Temporal web UI first), then progress every
 few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
---duration. The work folder is a temporary one removed at exit (kept, with
+--duration; a second Ctrl-C while it stops exits at once (130). The work folder is a temporary one removed at exit (kept, with
 its logs, when the demo fails) unless --dir names one to keep (it must be
 new or empty: the embedded Kafka starts empty on every run). If the demo cannot start, it removes what it created
 there, so the same command can run again. Its output is for people: -o
@@ -198,7 +198,7 @@ loop:
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(a.errOut, "interrupted: draining the workers (final checkpoints)...")
+			fmt.Fprintln(a.errOut, "interrupted: draining the workers (final checkpoints; Ctrl-C again stops at once)...")
 			break loop
 		case <-stop:
 			fmt.Fprintf(a.errOut, "%s passed: draining the workers (final checkpoints)...\n", f.duration)

@@ -7,16 +7,47 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext(context.Background(), sigs, os.Stderr, os.Exit)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
+}
+
+// interruptContext returns a context the first signal on sigs cancels:
+// the command stops cleanly (the demo drains its workers and takes their
+// final checkpoints). A second signal while it stops gives that up, as
+// most CLIs do: it says so on errOut and calls exit(exitInterrupted)
+// (signal.NotifyContext kept catching the signal, so a second Ctrl-C was
+// ignored). stop releases sigs.
+func interruptContext(parent context.Context, sigs <-chan os.Signal, errOut io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-quit:
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintln(errOut, "Error: interrupted again: stopping at once, without a clean stop")
+			exit(exitInterrupted)
+		case <-quit:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { cancel(); close(quit) }) }
 }
 
 // Exit codes scripts can rely on (the root help and README list them).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -580,4 +581,55 @@ func TestCommandsWithoutAControlWorker(t *testing.T) {
 	assert.Contains(t, r.err, "Error: lease workflow "+workflows.LeaseWorkflowIDPrefix+"w1 runs, but no worker answers its status query: no control worker polls task queue tflo-control")
 	assert.Contains(t, r.err, "control_worker: true")
 	assert.Less(t, time.Since(start), 5*time.Second, "it does not wait for the query to time out")
+}
+
+// TestSecondInterruptStopsAtOnce: the first Ctrl-C cancels the command's
+// context (the demo drains); a second one, while it stops, exits 130 at
+// once with a message. signal.NotifyContext kept catching the signal, so
+// the second Ctrl-C was ignored.
+func TestSecondInterruptStopsAtOnce(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	var errOut syncWriter
+	exited := make(chan int, 1)
+	ctx, stop := interruptContext(context.Background(), sigs, &errOut, func(code int) { exited <- code })
+	defer stop()
+
+	sigs <- os.Interrupt
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first interrupt did not cancel the context")
+	}
+	select {
+	case code := <-exited:
+		t.Fatalf("the first interrupt exited %d: it only cancels", code)
+	default:
+	}
+
+	sigs <- os.Interrupt
+	select {
+	case code := <-exited:
+		assert.Equal(t, exitInterrupted, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second interrupt was ignored")
+	}
+	assert.Equal(t, "Error: interrupted again: stopping at once, without a clean stop\n", errOut.String())
+}
+
+// syncWriter is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
