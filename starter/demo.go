@@ -221,7 +221,9 @@ loop:
 		return fmt.Errorf("demo: simulator: %w (worker logs: %s)", simErr, logPath)
 	}
 	if err != nil {
-		return fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)
+		// Also after Ctrl-C: the drain failed, which the interrupt did
+		// not cause (execute would report only "interrupted", exit 130).
+		return stopError{fmt.Errorf("demo: %w (worker logs: %s)", err, logPath)}
 	}
 	return nil
 }

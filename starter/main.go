@@ -69,6 +69,13 @@ type usageError struct{ error }
 // not errors.
 type notFoundError struct{ error }
 
+// stopError marks a failure of a command's clean stop (the demo's drain
+// and final checkpoints), which an interrupt starts rather than causes:
+// execute reports it as itself, not as "interrupted".
+type stopError struct{ error }
+
+func (e stopError) Unwrap() error { return e.error }
+
 func exitCode(err error) int {
 	if err == nil {
 		return exitOK
@@ -103,7 +110,8 @@ func executeRoot(ctx context.Context, root *cobra.Command, a *app, args []string
 	if err == nil {
 		return exitOK
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	var stopErr stopError
+	if errors.Is(ctx.Err(), context.Canceled) && !errors.As(err, &stopErr) {
 		// SIGINT or SIGTERM: whatever failed, failed because of it.
 		fmt.Fprintln(a.errOut, "Error: interrupted")
 		return exitInterrupted

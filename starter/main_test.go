@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
@@ -632,4 +634,32 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// TestFailedStopAfterInterruptIsReported: a command whose clean stop
+// fails after Ctrl-C (the demo's drain: a final checkpoint that failed)
+// reports that failure, exit 1; execute took any error after an
+// interrupt for the interrupt ("Error: interrupted", exit 130). Any
+// other error after an interrupt still is.
+func TestFailedStopAfterInterruptIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+		msg  string
+	}{
+		{stopError{errors.New("demo: final checkpoint of shard signals/0: disk full")}, exitFailure, "Error: demo: final checkpoint of shard signals/0: disk full\n"},
+		{errors.New("query: context canceled"), exitInterrupted, "Error: interrupted\n"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errOut bytes.Buffer
+		root, a := newRoot(&out, &errOut)
+		root.AddCommand(&cobra.Command{Use: "drain", RunE: func(*cobra.Command, []string) error {
+			cancel() // Ctrl-C while it runs
+			return tc.err
+		}})
+		finishTree(root)
+		code := executeRoot(ctx, root, a, []string{"drain"})
+		assert.Equal(t, tc.code, code, errOut.String())
+		assert.Equal(t, tc.msg, errOut.String())
+	}
 }
