@@ -100,8 +100,19 @@ func checkDemoServers() error {
 
 func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	running := false // the stack started: --dir holds a run's data now
-	if f.duration < 0 || f.sensors < 1 || f.interval <= 0 || f.partitions < 1 || f.every <= 0 || f.checkpoint <= 0 || f.fileAge <= 0 {
-		return usagef("demo: --duration must not be negative; --sensors, --interval, --partitions, --progress, --checkpoint-interval and --archive-file-age must be positive")
+	if f.duration < 0 {
+		return usagef("demo: --duration %s must not be negative", f.duration)
+	}
+	// Named with the value given, as pipeline start names its flags.
+	for _, c := range []struct {
+		flag  string
+		value any
+		ok    bool
+	}{{"--sensors", f.sensors, f.sensors >= 1}, {"--interval", f.interval, f.interval > 0}, {"--partitions", f.partitions, f.partitions >= 1},
+		{"--progress", f.every, f.every > 0}, {"--checkpoint-interval", f.checkpoint, f.checkpoint > 0}, {"--archive-file-age", f.fileAge, f.fileAge > 0}} {
+		if !c.ok {
+			return usagef("demo: %s %v must be positive", c.flag, c.value)
+		}
 	}
 	if err := checkDemoServers(); err != nil {
 		return err

@@ -245,3 +245,22 @@ func TestDemoFinishesArchiveFilesAtTheirAge(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, most, 3, "archive files per shard: %v", perShard)
 }
+
+// TestDemoBadFlagIsNamed: a bad demo flag is a usage error naming that
+// flag and its value; the error listed all seven flags' rules, whichever
+// was wrong.
+func TestDemoBadFlagIsNamed(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sensors", "0"}, "Error: demo: --sensors 0 must be positive\n"},
+		{[]string{"--partitions", "-2"}, "Error: demo: --partitions -2 must be positive\n"},
+		{[]string{"--checkpoint-interval", "0s"}, "Error: demo: --checkpoint-interval 0s must be positive\n"},
+		{[]string{"--duration", "-1s"}, "Error: demo: --duration -1s must not be negative\n"},
+	} {
+		r := run(t, append([]string{"demo"}, tc.args...)...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.err)
+		require.True(t, strings.HasPrefix(r.err, tc.want), "%v: %q", tc.args, r.err)
+	}
+}
