@@ -103,9 +103,9 @@ func (c *MACrossover) Eval(in []streaming.Computed, _ int64) streaming.NodeOutpu
 	}
 	f, s := c.fast.mean(), c.slow.mean()
 	if math.Abs(f-s) <= meanTolerance*max(math.Abs(f), math.Abs(s)) {
-		// Equal up to the rounding of their sums and divisions: over a
-		// flat stretch 0.1 three times averages to 0.10000000000000002
-		// and four times to 0.1, which is touching, not a side.
+		// Equal up to the rounding of their sums and divisions: two
+		// windows of different values with one exact mean can average
+		// a few units apart, which is touching, not a side.
 		return streaming.NoOutput()
 	}
 	above := f > s

@@ -39,8 +39,9 @@
 // with its configuration; Load refuses a blob saved by a differently
 // configured node with a *streaming.OperatorLoadError, and an undecodable
 // blob with one wrapping streaming.ErrCorrupt. All are TypeVersion 1 but
-// MACD, version 2 since it saves its warm-up policy (version 1 blobs are
-// migrated).
+// MACD, version 3 since it saves its warm-up policy (version 2) and the
+// compensation of its EMAs' seed sums (version 3); blobs of versions 1
+// and 2 are migrated.
 //
 // # Concurrency
 //

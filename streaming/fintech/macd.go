@@ -63,9 +63,14 @@ const trendTolerance = 0x1p-46
 // signal)) (which could overflow the EMAs' seed sums), are refused: the
 // state is unchanged and Eval returns streaming.Rejected().
 //
-// State (TypeVersion 2): fast | slow | signal periods | component |
-// warm-up policy | each EMA's values seen, seed sum and average.
-// TypeVersion 1 blobs (no policy: full) are migrated.
+// Every EMA's seed sum is compensated and the seed is its corrected mean,
+// so over a flat market every EMA is exactly the price and the line,
+// signal and histogram are exactly 0.
+//
+// State (TypeVersion 3): fast | slow | signal periods | component |
+// warm-up policy | each EMA's values seen, seed sum, seed compensation
+// and average. TypeVersion 1 (no policy: full) and 2 (no compensation)
+// blobs are migrated.
 type MACD struct {
 	streaming.Base
 	comp               MACDComponent
@@ -104,8 +109,8 @@ func (m *MACD) WithWarmup(w streaming.Warmup) *MACD {
 // Name returns "macd".
 func (*MACD) Name() string { return "macd" }
 
-// TypeVersion returns 2.
-func (*MACD) TypeVersion() uint32 { return 2 }
+// TypeVersion returns 3.
+func (*MACD) TypeVersion() uint32 { return 3 }
 
 // Arity is exactly one input: the price.
 func (*MACD) Arity() (int, int) { return 1, 1 }
@@ -148,11 +153,10 @@ func (m *MACD) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	hist := line - sig
 	trend := Neutral
 	// A histogram within a few units of the EMAs' rounding of 0 is
-	// Neutral: over a flat market line and signal are 0, but as computed
-	// they differ from 0 in the last bits (with warmup: partial the line
-	// subtracts means of different counts of one price, and 0.1 three
-	// times averages to 0.10000000000000002), and the trend would follow
-	// the sign of that rounding.
+	// Neutral: where line and signal are 0 in exact arithmetic (a market
+	// that went flat after moving, the EMAs converging on the price) they
+	// differ from 0 in the last bits as computed, and the trend would
+	// follow the sign of that rounding.
 	if tol := trendTolerance * max(math.Abs(fast.current()), math.Abs(slow.current())); hist > tol {
 		trend = Bullish
 	} else if hist < -tol {
@@ -221,13 +225,15 @@ func warmupOf(partial bool) streaming.Warmup {
 	return streaming.WarmupFull
 }
 
-// MigratesFrom returns [1].
-func (*MACD) MigratesFrom() []uint32 { return []uint32{1} }
+// MigratesFrom returns [1 2].
+func (*MACD) MigratesFrom() []uint32 { return []uint32{1, 2} }
 
 // Migrate converts a TypeVersion 1 blob (no warm-up policy, so full) to
-// TypeVersion 2 by inserting the policy after the component.
+// TypeVersion 2 by inserting the policy after the component, and a
+// TypeVersion 2 blob (plain seed sums) to TypeVersion 3 by inserting a
+// zero compensation after each EMA's seed sum.
 func (m *MACD) Migrate(from uint32, data []byte) ([]byte, error) {
-	if from != 1 {
+	if from != 1 && from != 2 {
 		return nil, fmt.Errorf("macd: no migration from type version %d", from)
 	}
 	d := opstate.NewDecoder(data)
@@ -237,8 +243,30 @@ func (m *MACD) Migrate(from uint32, data []byte) ([]byte, error) {
 	if d.Err != nil {
 		return nil, d.Done(m.Name())
 	}
-	out := make([]byte, 0, len(data)+1)
+	out := make([]byte, 0, len(data)+1+3*8)
 	out = append(out, data[:d.Off]...)
-	out = putB(out, false)
-	return append(out, data[d.Off:]...), nil
+	if from == 1 {
+		out = putB(out, false)
+	} else {
+		start := d.Off
+		d.Bool()
+		out = append(out, data[start:d.Off]...)
+	}
+	for _, what := range []string{"fast EMA", "slow EMA", "signal EMA"} {
+		start := d.Off
+		d.Count(what+" values seen", maxWindow)
+		d.Finite(what + " seed sum")
+		if d.Err != nil {
+			break
+		}
+		out = append(out, data[start:d.Off]...)
+		out = putF(out, 0) // compensation
+		start = d.Off
+		d.Finite(what + " average")
+		out = append(out, data[start:d.Off]...)
+	}
+	if err := d.Done(m.Name()); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

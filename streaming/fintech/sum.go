@@ -69,7 +69,7 @@ func (w *window) put(x float64, sum ksum) {
 	}
 }
 
-func (w *window) mean() float64 { return w.sum.Value() / float64(w.count) }
+func (w *window) mean() float64 { return w.sum.Mean(w.count) }
 
 func (w *window) reset() {
 	clear(w.buf)
@@ -115,27 +115,29 @@ func (w *window) load(d *decoder, what string) (window, int) {
 const maxWindow = 1 << 24
 
 // ema is an exponential moving average with period n seeded by the simple
-// mean of its first n values.
+// mean of its first n values. The seed sum is compensated and the seed is
+// its corrected mean ([opstate.KSum.Mean]), so a flat market seeds exactly
+// its price (a plain sum made 0.1 three times average 0.10000000000000002).
 type ema struct {
 	n     int
 	alpha float64
 	seen  int
-	seed  float64
+	seed  ksum
 	value float64
 }
 
 func newEMA(n int) ema { return ema{n: n, alpha: 2 / float64(n+1)} }
 
 // finite reports whether the EMA's state is finite.
-func (e *ema) finite() bool { return finiteIn(e.seed) && finiteIn(e.value) }
+func (e *ema) finite() bool { return e.seed.Finite() && finiteIn(e.value) }
 
 // push folds x in and reports whether the average is seeded.
 func (e *ema) push(x float64) bool {
 	if e.seen < e.n {
 		e.seen++
-		e.seed += x
+		e.seed.Add(x)
 		if e.seen == e.n {
-			e.value = e.seed / float64(e.n)
+			e.value = e.seed.Mean(e.n)
 			return true
 		}
 		return false
@@ -150,23 +152,24 @@ func (e *ema) ready() bool { return e.seen == e.n }
 // far before (NaN before the first input).
 func (e *ema) current() float64 {
 	if e.seen < e.n {
-		return e.seed / float64(e.seen)
+		return e.seed.Mean(e.seen)
 	}
 	return e.value
 }
 
-func (e *ema) reset() { e.seen, e.seed, e.value = 0, 0, 0 }
+func (e *ema) reset() { e.seen, e.seed, e.value = 0, ksum{}, 0 }
 
 func (e *ema) save(dst []byte) []byte {
 	dst = putU(dst, uint64(e.seen))
-	dst = putF(dst, e.seed)
+	dst = putF(dst, e.seed.Sum)
+	dst = putF(dst, e.seed.Comp)
 	return putF(dst, e.value)
 }
 
 func (e *ema) load(d *decoder, what string) ema {
 	out := *e
 	out.seen = d.Count(what+" values seen", uint64(e.n))
-	out.seed = d.Finite(what + " seed sum")
+	out.seed = ksum{Sum: d.Finite(what + " seed sum"), Comp: d.Finite(what + " seed compensation")}
 	out.value = d.Finite(what + " average")
 	return out
 }

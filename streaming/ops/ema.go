@@ -24,15 +24,21 @@ import (
 // overflow the warm-up sum), are refused: the state is unchanged and Eval
 // returns streaming.Rejected() for that record.
 //
-// State (TypeVersion 1): period | values seen during warm-up | their sum |
-// current average.
+// The warm-up sum is compensated and the seed is its corrected mean
+// ([opstate.KSum.Mean]), so a constant input seeds (and keeps) exactly
+// that constant: a plain sum made 0.1 three times average
+// 0.10000000000000002.
+//
+// State (TypeVersion 2): period | values seen during warm-up | their
+// compensated sum (sum, compensation) | current average. TypeVersion 1
+// blobs (a plain sum) are migrated; see [EMA.Migrate].
 type EMA struct {
 	streaming.Base
 	n     int
 	alpha float64
 	lim   float64 // input bound: opstate.InputBound(N)
 	seen  int     // values seen, capped at n
-	seed  float64
+	seed  ksum
 	value float64
 	// partial: emit the seed in progress during warm-up.
 	partial bool
@@ -41,6 +47,7 @@ type EMA struct {
 var (
 	_ streaming.Operator = (*EMA)(nil)
 	_ streaming.Arity    = (*EMA)(nil)
+	_ streaming.Migrator = (*EMA)(nil)
 )
 
 const emaMaxPeriod = 1 << 24
@@ -63,8 +70,8 @@ func (e *EMA) WithWarmup(w streaming.Warmup) *EMA {
 // Name returns "ema".
 func (*EMA) Name() string { return "ema" }
 
-// TypeVersion returns 1.
-func (*EMA) TypeVersion() uint32 { return 1 }
+// TypeVersion returns 2.
+func (*EMA) TypeVersion() uint32 { return 2 }
 
 // Arity is exactly one input.
 func (*EMA) Arity() (int, int) { return 1, 1 }
@@ -73,7 +80,7 @@ func (*EMA) Arity() (int, int) { return 1, 1 }
 func (e *EMA) Period() int { return e.n }
 
 // Reset forgets every value.
-func (e *EMA) Reset() { e.seen, e.seed, e.value = 0, 0, 0 }
+func (e *EMA) Reset() { e.seen, e.seed, e.value = 0, ksum{}, 0 }
 
 // Eval folds in[0] into the average and emits it once seeded.
 func (e *EMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
@@ -82,19 +89,20 @@ func (e *EMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 		return streaming.Rejected()
 	}
 	if e.seen < e.n {
-		seed := e.seed + x
-		if !finiteIn(seed) { // only after loading a blob saved before the bound existed
+		seed := e.seed
+		seed.Add(x)
+		if !seed.Finite() { // only after loading a blob saved before the bound existed
 			return streaming.Rejected()
 		}
 		e.seen++
 		e.seed = seed
 		if e.seen < e.n {
 			if e.partial {
-				return streaming.Float(e.seed / float64(e.seen))
+				return streaming.Float(e.seed.Mean(e.seen))
 			}
 			return streaming.NoOutput()
 		}
-		e.value = e.seed / float64(e.n)
+		e.value = e.seed.Mean(e.n)
 		return streaming.Float(e.value)
 	}
 	v := e.value + e.alpha*(x-e.value)
@@ -105,12 +113,13 @@ func (e *EMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	return streaming.Float(e.value)
 }
 
-// Save writes: period | seen | seed sum | value.
+// Save writes: period | seen | seed sum | seed compensation | value.
 func (e *EMA) Save() ([]byte, error) {
-	dst := make([]byte, 0, 24)
+	dst := make([]byte, 0, 32)
 	dst = putU(dst, uint64(e.n))
 	dst = putU(dst, uint64(e.seen))
-	dst = putF(dst, e.seed)
+	dst = putF(dst, e.seed.Sum)
+	dst = putF(dst, e.seed.Comp)
 	dst = putF(dst, e.value)
 	return dst, nil
 }
@@ -123,11 +132,33 @@ func (e *EMA) Load(data []byte) error {
 		return mismatch(e.Name(), "period", n, e.n)
 	}
 	seen := d.Count("values seen", uint64(e.n))
-	seed := d.Finite("seed sum")
+	seed := ksum{Sum: d.Finite("seed sum"), Comp: d.Finite("seed compensation")}
 	value := d.Finite("average")
 	if err := d.Done(e.Name()); err != nil {
 		return err
 	}
 	e.seen, e.seed, e.value = seen, seed, value
 	return nil
+}
+
+// MigratesFrom returns [1].
+func (*EMA) MigratesFrom() []uint32 { return []uint32{1} }
+
+// Migrate converts a TypeVersion 1 blob (period | seen | plain seed sum |
+// value) to TypeVersion 2 by inserting a zero compensation after the sum.
+func (e *EMA) Migrate(from uint32, data []byte) ([]byte, error) {
+	if from != 1 {
+		return nil, fmt.Errorf("ema: no migration from type version %d", from)
+	}
+	d := opstate.NewDecoder(data)
+	d.Count("period", emaMaxPeriod)
+	d.Count("values seen", emaMaxPeriod)
+	d.Finite("seed sum")
+	if d.Err != nil {
+		return nil, d.Done(e.Name())
+	}
+	out := make([]byte, 0, len(data)+8)
+	out = append(out, data[:d.Off]...)
+	out = putF(out, 0)
+	return append(out, data[d.Off:]...), nil
 }

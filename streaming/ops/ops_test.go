@@ -415,3 +415,31 @@ func TestArityCheckedAtBuild(t *testing.T) {
 		t.Fatalf("Build: got %v, want a GraphError naming node smooth", err)
 	}
 }
+
+// TestConstantInputAveragesToItself: SMA and EMA over one repeated value
+// emit exactly that value, in either warm-up policy, for windows whose
+// sums round. Bug: the mean was the (compensated) sum divided by N, and
+// 0.1 three times sums to 0.30000000000000004, so SMA(3) and EMA(3) over
+// a constant 0.1 emitted 0.10000000000000002.
+func TestConstantInputAveragesToItself(t *testing.T) {
+	for _, c := range []float64{0.1, 0.3, 7.77, 1e-3, 123.45, -0.7} {
+		for _, n := range []int{3, 5, 7, 20, 100} {
+			for _, w := range []streaming.Warmup{streaming.WarmupFull, streaming.WarmupPartial} {
+				xs := make([]float64, 3*n)
+				for i := range xs {
+					xs[i] = c
+				}
+				for _, op := range []streaming.Operator{NewSMA(n).WithWarmup(w), NewEMA(n).WithWarmup(w)} {
+					for i, got := range feed(op, xs) {
+						if got.IsNone() {
+							continue
+						}
+						if got.Float64() != c {
+							t.Fatalf("%s(%d) %v over constant %v: record %d emitted %v", op.Name(), n, w, c, i, got.Float64())
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -149,11 +149,11 @@ func (s *SMA) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	s.head, s.sum = h, sum
 	if !full {
 		if s.partial {
-			return streaming.Float(sum.Value() / float64(s.count))
+			return streaming.Float(sum.Mean(s.count))
 		}
 		return streaming.NoOutput()
 	}
-	return streaming.Float(sum.Value() / float64(len(buf)))
+	return streaming.Float(sum.Mean(len(buf)))
 }
 
 // Save writes: window | count | sum | comp | count values, oldest first.

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"testing"
@@ -120,8 +121,8 @@ func TestInstanceLoadRefusesOtherTypeVersion(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Fatalf("Load: got %v, want *VersionError", err)
 	}
-	if ve.Node != "n" || ve.Operator != "ema" || ve.Saved != 7 || fmt.Sprint(ve.Accepted) != "[1]" {
-		t.Fatalf("VersionError %+v: want node n, operator ema, saved 7, accepted [1]", ve)
+	if ve.Node != "n" || ve.Operator != "ema" || ve.Saved != 7 || fmt.Sprint(ve.Accepted) != "[2 1]" {
+		t.Fatalf("VersionError %+v: want node n, operator ema, saved 7, accepted [2 1]", ve)
 	}
 
 	// SMA accepts 2 and migrates 1, but not 9.
@@ -233,3 +234,52 @@ func (s *smaV1) Save() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// EMA TypeVersion 1 state (a plain warm-up sum), saved by the earlier
+// release as NewEMA(4) after 10 11 12.5, migrates to version 2 through
+// Instance.Load and continues like an uninterrupted run.
+func TestEMAMigratesFromVersion1(t *testing.T) {
+	v1, _ := hex.DecodeString("04030000000000c040400000000000000000")
+	xs := []float64{10, 11, 12.5, 13, 12, 14.5, 15}
+	g := buildOne(t, func() streaming.Operator { return NewEMA(4) })
+	ref := g.NewInstance()
+	migrated := g.NewInstance()
+	old := buildOne(t, func() streaming.Operator { return &savedAs{name: "ema", version: 1, blob: v1} }).NewInstance()
+	blob, err := old.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrated.Load(blob); err != nil {
+		t.Fatalf("Load of a version 1 blob: %v", err)
+	}
+	for i, x := range xs {
+		ref.Eval(int64(i), f(x))
+		if i < 3 {
+			continue
+		}
+		migrated.Eval(int64(i), f(x))
+		if w, got := ref.Output(0), migrated.Output(0); got.IsNone() || w != got {
+			t.Fatalf("record %d: migrated EMA %v, uninterrupted %v", i, got, w)
+		}
+	}
+	_, err = NewEMA(4).Migrate(1, v1[:5])
+	if !errors.Is(err, streaming.ErrCorrupt) {
+		t.Fatalf("Migrate of a truncated blob: %v, want ErrCorrupt", err)
+	}
+}
+
+// savedAs stands in for an operator of an earlier release whose state was
+// blob.
+type savedAs struct {
+	streaming.Base
+	name    string
+	version uint32
+	blob    []byte
+}
+
+func (o *savedAs) Name() string        { return o.name }
+func (o *savedAs) TypeVersion() uint32 { return o.version }
+func (o *savedAs) Eval([]streaming.Computed, int64) streaming.NodeOutput {
+	return streaming.NoOutput()
+}
+func (o *savedAs) Save() ([]byte, error) { return o.blob, nil }

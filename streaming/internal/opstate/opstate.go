@@ -200,6 +200,21 @@ const CancelBound = 1 << 20
 // Value is the compensated sum.
 func (s *KSum) Value() float64 { return s.Sum + s.Comp }
 
+// Mean is the compensated sum divided by n, corrected by the residual of
+// that division: Value()/n rounds twice (0.1 three times sums to
+// 0.30000000000000004, and that over 3 is 0.10000000000000002), while the
+// residual Sum − mean·n (exact, by FMA) plus Comp is what the first
+// quotient missed, so n equal values average to that value exactly.
+func (s *KSum) Mean(n int) float64 {
+	fn := float64(n)
+	m := (s.Sum + s.Comp) / fn
+	r := math.FMA(-m, fn, s.Sum) + s.Comp
+	if c := m + r/fn; FiniteIn(c) {
+		return c
+	}
+	return m
+}
+
 // Finite reports whether the sum, its compensation and its value are all
 // finite: a running sum that may take any number of inputs (a cumulative
 // VWAP) adds into a copy and keeps it only if this holds.
