@@ -17,6 +17,10 @@ import (
 //
 // There is no warm-up: the first record with mode 1 opens an episode.
 //
+// A record that leaves mode 1 with an event time before the episode's
+// open (out of order) closes the episode with duration 0, never a
+// negative one.
+//
 // It was the iot-portal's "alarm episode" operator and keeps its state
 // name and format, so state saved by the central worker's copy loads
 // here: Name is "alarm_episode" (the registered type name is "episode").
@@ -69,11 +73,15 @@ func (e *Episode) Eval(in []streaming.Computed, ts int64) streaming.NodeOutput {
 		e.closed++
 		// The duration through uint64: exact where ts − openedAt
 		// overflows int64 (event times more than 2^63 apart), as in
-		// RateOfChange. A close earlier than the open stays negative.
-		if ts >= e.openedAt {
-			return streaming.Sig(EpisodeClosed, float64(uint64(ts)-uint64(e.openedAt)))
+		// RateOfChange. A close stamped before the open (an
+		// out-of-order record) still closes, as a ThresholdCross emits
+		// its Down once and ignoring it would leave the episode open,
+		// but with duration 0: a negative duration would subtract from
+		// any sum of alarm time downstream.
+		if ts < e.openedAt {
+			return streaming.Sig(EpisodeClosed, 0)
 		}
-		return streaming.Sig(EpisodeClosed, -float64(uint64(e.openedAt)-uint64(ts)))
+		return streaming.Sig(EpisodeClosed, float64(uint64(ts)-uint64(e.openedAt)))
 	}
 	return streaming.NoOutput()
 }

@@ -94,3 +94,30 @@ func FuzzEpisodeLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestEpisodeCloseBeforeOpenLastsZero: a close whose event time is before
+// the episode's open (an out-of-order record) closes the episode with
+// duration 0, and the next episode is timed normally. Bug: the duration
+// came out negative (-4 here), subtracting from any sum of alarm time.
+func TestEpisodeCloseBeforeOpenLastsZero(t *testing.T) {
+	e := NewEpisode()
+	high, low := []streaming.Computed{streaming.Sig(High, 0)}, []streaming.Computed{streaming.Sig(Low, 0)}
+	if got := e.Eval(high, 10); got != streaming.Sig(EpisodeOpened, 0) {
+		t.Fatalf("open: got %v", got)
+	}
+	if got := e.Eval(low, 6); got != streaming.Sig(EpisodeClosed, 0) {
+		t.Fatalf("close at 6 of the episode opened at 10: got %v, want a close lasting 0", got)
+	}
+	if e.Closed() != 1 {
+		t.Fatalf("Closed() = %d, want 1", e.Closed())
+	}
+	e.Eval(high, 12)
+	if got := e.Eval(low, 15); got != streaming.Sig(EpisodeClosed, 3) {
+		t.Fatalf("next episode 12..15: got %v, want a close lasting 3", got)
+	}
+	// The most negative difference event times allow.
+	e.Eval(high, math.MaxInt64)
+	if got := e.Eval(low, math.MinInt64); got != streaming.Sig(EpisodeClosed, 0) {
+		t.Fatalf("close at MinInt64 of an episode opened at MaxInt64: got %v", got)
+	}
+}
