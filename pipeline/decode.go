@@ -103,10 +103,24 @@ type jsonBound struct {
 
 // BindInputs implements InputBinder.
 func (d JSONDecoder) BindInputs(fields []string) (Decoder, error) {
-	if d.Key == "" || d.Time == "" {
-		return nil, errors.New("the json decoder needs the key and time fields")
+	if missing := jsonMissing(d.Key, d.Time); missing != "" {
+		return nil, fmt.Errorf("the json decoder needs its %s (JSONDecoder.Key and .Time name the key and time fields)", missing)
 	}
 	return jsonBound{key: d.Key, time: d.Time, fields: fields, names: append([]string{d.Key, d.Time}, fields...)}, nil
+}
+
+// jsonMissing names the settings of a json decoder left empty: "key
+// field", "time field", "key and time fields", or "" for none.
+func jsonMissing(key, time string) string {
+	switch {
+	case key == "" && time == "":
+		return "key and time fields"
+	case key == "":
+		return "key field"
+	case time == "":
+		return "time field"
+	}
+	return ""
 }
 
 // Decode refuses to run unbound: the runtime always binds a JSONDecoder.

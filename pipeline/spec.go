@@ -182,6 +182,11 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 			if err := envconfig.DecodeNode(n.Content[1], &j); err != nil {
 				return prefixed(err, "json")
 			}
+			// Refused here, at the spec's line, naming the setting left
+			// out: BindInputs, later, knows neither.
+			if missing := jsonMissing(j.Key, j.Time); missing != "" {
+				return bad("json needs its %s: {json: {key: <field>, time: <field>}}", missing)
+			}
 			d.JSON = JSONDecoder{Key: j.Key, Time: j.Time}
 		} else if v := n.Content[1]; !(v.Kind == yaml.MappingNode && len(v.Content) == 0) && v.Tag != "!!null" {
 			return bad("%s takes no settings", d.Name)

@@ -129,6 +129,18 @@ func TestSpecStrictKeys(t *testing.T) {
 	require.ErrorContains(t, err, `line 18: decoder: unknown decoder "protobuf"`)
 	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "decoder: json\n"))
 	require.ErrorContains(t, err, "line 18: decoder: json needs its key and time fields")
+	// A json decoder with only one of its settings is refused at its
+	// line, naming the one left out. Bug: the spec was accepted and the
+	// pipeline then failed with "the json decoder needs the key and time
+	// fields", naming neither the line nor the missing setting.
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "decoder: {json: {key: k}}\n"))
+	require.ErrorContains(t, err, "line 18: decoder: json needs its time field")
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "decoder: {json: {time: t}}\n"))
+	require.ErrorContains(t, err, "line 18: decoder: json needs its key field")
+	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "decoder: {json: {}}\n"))
+	require.ErrorContains(t, err, "line 18: decoder: json needs its key and time fields")
+	_, err = pipeline.JSONDecoder{Key: "k"}.BindInputs([]string{"value"})
+	require.ErrorContains(t, err, "the json decoder needs its time field")
 	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "sinks:\n  - {}\n"))
 	require.ErrorContains(t, err, "repeated key")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - {influx: {url: x, bucket: y}, archive: {dir: z}}\n", 1)))
