@@ -125,7 +125,8 @@ func TestCorruptKeyStateIsQuarantined(t *testing.T) {
 // TestNewKeysOverTheCapAreDeadLettered is issue 17.4: random sensor ids
 // grew a shard's keys without bound. Over state.max_keys a new key's
 // record goes to the dead-letter topic with the reason, and the keys
-// held carry on.
+// held carry on. The reason names state.max_keys and is not a decode
+// failure (it read "decode record <topic>/0@3: new key ...").
 func TestNewKeysOverTheCapAreDeadLettered(t *testing.T) {
 	c := newCluster(t, 1)
 	addrs := c.ListenAddrs()
@@ -148,6 +149,8 @@ func TestNewKeysOverTheCapAreDeadLettered(t *testing.T) {
 		errs := headerValues(r, kafka.HeaderDLQError)
 		require.Len(t, errs, 1)
 		require.Contains(t, errs[0], "the shard holds 3 keys, its cap")
+		require.Contains(t, errs[0], "over state.max_keys")
+		require.NotContains(t, errs[0], "decode record")
 		require.True(t, strings.Contains(errs[0], `"r1"`) || strings.Contains(errs[0], `"r2"`), errs[0])
 	}
 }

@@ -131,16 +131,17 @@ func (k *kafkaShard) apply(ctx context.Context, recs []*kgo.Record) error {
 			clear(s.rec.Inputs)
 			s.rec.Key, s.rec.TS = nil, 0
 			if err := w.c.dec.Decode(Message{Topic: r.Topic, Key: r.Key, Value: r.Value}, &s.rec); err != nil {
-				s.dead = k.appendDead(s.dead, r, err)
+				s.dead = k.appendDead(s.dead, r, &kafka.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err})
 				k.last = r.Offset
 				continue
 			}
 			key := string(s.rec.Key)
 			inst, err := tx.Eval(key, s.rec.TS, s.rec.Inputs...)
 			if errors.Is(err, keyedstate.ErrTooManyKeys) {
-				// A new key over state.max_keys: its record is dead-lettered.
+				// A new key over state.max_keys: its record is dead-lettered,
+				// saying so (it decoded: not a DecodeError).
 				w.m.keysRefused.Add(1)
-				s.dead = k.appendDead(s.dead, r, err)
+				s.dead = k.appendDead(s.dead, r, fmt.Errorf("record %s/%d@%d over state.max_keys: %w", r.Topic, r.Partition, r.Offset, err))
 				k.last = r.Offset
 				continue
 			}
@@ -172,10 +173,10 @@ func (k *kafkaShard) apply(ctx context.Context, recs []*kgo.Record) error {
 	return nil
 }
 
-// appendDead appends the dead letter of r, which failed with err.
+// appendDead appends the dead letter of r, which failed with err (which
+// names the record).
 func (k *kafkaShard) appendDead(dst []streaming.Output, r *kgo.Record, err error) []streaming.Output {
-	d := &streaming.DeadLetter{Key: r.Key, Value: r.Value, Partition: r.Partition, Group: k.w.kafka.cfg.Group,
-		Err: &kafka.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}}
+	d := &streaming.DeadLetter{Key: r.Key, Value: r.Value, Partition: r.Partition, Group: k.w.kafka.cfg.Group, Err: err}
 	if len(r.Headers) > 0 {
 		d.Headers = make([]streaming.Header, len(r.Headers))
 		for i, h := range r.Headers {
