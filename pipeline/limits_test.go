@@ -382,6 +382,15 @@ graph:
 	require.True(t, *src.RequireTopicMatch, "the topic rule is on by default")
 	require.Equal(t, pipeline.ByteSize(mqtt.DefaultMaxPacketSize), src.MaxPacketSize)
 
+	// The largest Maximum Packet Size MQTT can announce is 4GiB - 1, and
+	// the refusal of 4GiB says so. Bug: it said "between 1 byte and 4GiB"
+	// while refusing 4GiB itself.
+	p, err = pipeline.Parse([]byte(strings.Replace(spec, "max_packet_size: 1KiB", "max_packet_size: 4294967295", 1)))
+	require.NoError(t, err)
+	require.Equal(t, pipeline.ByteSize(4294967295), p.Source.(*pipeline.MQTTSource).MaxPacketSize)
+	_, err = pipeline.Parse([]byte(strings.Replace(spec, "max_packet_size: 1KiB", "max_packet_size: 4GiB", 1)))
+	require.ErrorContains(t, err, "source.mqtt.max_packet_size 4294967296 must be between 1 byte and 4294967295 bytes (4GiB - 1")
+
 	_, err = pipeline.Parse([]byte(strings.Replace(spec, `key_pattern: "[a-z]+"`, `key_pattern: "[a-z"`, 1)))
 	require.ErrorContains(t, err, `limits: key pattern "[a-z"`)
 }

@@ -615,7 +615,9 @@ func (p Pipeline) validate(line func(key string) int) error {
 			}
 		}
 		if s.MaxPacketSize < 0 || s.MaxPacketSize > math.MaxUint32 {
-			addAt("source.mqtt.max_packet_size", "source.mqtt.max_packet_size %d must be between 1 byte and 4GiB", int64(s.MaxPacketSize))
+			// MQTT's Maximum Packet Size is a four-byte integer: 4GiB
+			// itself does not fit, and the message must not invite it.
+			addAt("source.mqtt.max_packet_size", "source.mqtt.max_packet_size %d must be between 1 byte and %d bytes (4GiB - 1, MQTT's largest)", int64(s.MaxPacketSize), uint32(math.MaxUint32))
 		}
 		if err := validTLS(s.TLS); err != nil {
 			addAt("source.mqtt.tls", "source.mqtt.tls: %v", err)
