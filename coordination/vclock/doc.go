@@ -4,5 +4,6 @@
 //
 // Concurrency: every method is safe for concurrent use. AfterFunc callbacks
 // run on their own goroutine, as with time.AfterFunc; channel timers send
-// without blocking on a one-slot channel, as with time.NewTimer.
+// without blocking on a one-slot channel, and Stop and Reset drop a fire
+// time not yet received, as with time.NewTimer since Go 1.23.
 package vclock

@@ -63,10 +63,10 @@ func (c *Clock) Advance(d time.Duration) {
 		if t.at.After(c.now) {
 			c.now = t.at
 		}
-		now := c.now
-		c.mu.Unlock()
-		t.fire(now)
-		c.mu.Lock()
+		// Under the lock (fire never blocks): a Stop or Reset that
+		// returns before the send would otherwise leave its value in
+		// the channel after it, which a time.Timer never does.
+		t.fire(c.now)
 	}
 	if end.After(c.now) {
 		c.now = end
@@ -109,12 +109,26 @@ func (t *timer) fire(now time.Time) {
 
 func (t *timer) C() <-chan time.Time { return t.ch }
 
+// Stop disarms t and, as time.Timer's Stop does since Go 1.23, drops a
+// fire time not yet received: no receive from C after Stop returns gets a
+// stale value. A dropped value counts as stopped in time (true), as there.
 func (t *timer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	_, armed := t.c.timers[t]
 	delete(t.c.timers, t)
-	return armed
+	return t.drain() || armed
+}
+
+// drain drops an unreceived fire time, reporting whether there was one;
+// called with t.c.mu held.
+func (t *timer) drain() bool {
+	select {
+	case <-t.ch: // a nil channel (AfterFunc) is never ready
+		return true
+	default:
+		return false
+	}
 }
 
 func (t *timer) Reset(d time.Duration) bool {
@@ -129,20 +143,21 @@ func (t *timer) ResetAt(deadline time.Time) bool {
 	return t.arm(deadline)
 }
 
-// arm is called with t.c.mu held and releases it.
+// arm is called with t.c.mu held and releases it. Like time.Timer's
+// Reset since Go 1.23 it drops a fire time not yet received, so C then
+// delivers only the new deadline.
 func (t *timer) arm(at time.Time) bool {
+	defer t.c.mu.Unlock()
 	_, armed := t.c.timers[t]
+	armed = t.drain() || armed
 	t.at = at
 	t.c.seq++
 	t.seq = t.c.seq
 	if !at.After(t.c.now) {
 		delete(t.c.timers, t)
-		now := t.c.now
-		t.c.mu.Unlock()
-		t.fire(now)
+		t.fire(t.c.now)
 		return armed
 	}
 	t.c.timers[t] = struct{}{}
-	t.c.mu.Unlock()
 	return armed
 }

@@ -107,3 +107,47 @@ func TestRearmingLoop(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestStopAndResetDropAnUnreceivedFire: as with time.Timer (Go 1.23 on),
+// no receive after Stop or Reset returns gets the fire time of before
+// it, and Stop of a timer whose fire was not received reports true. Bug:
+// the fire time stayed in the channel, so a Reset timer was received at
+// once with its old time, unlike on the wall clock the code runs on.
+func TestStopAndResetDropAnUnreceivedFire(t *testing.T) {
+	start := time.Unix(0, 0)
+	c := vclock.New(start)
+	tm := c.NewTimer(time.Second)
+	c.Advance(time.Second)
+	require.True(t, tm.Reset(2*time.Second), "Reset drops the unreceived fire: the timer was still pending")
+	select {
+	case v := <-tm.C():
+		t.Fatalf("received %v right after Reset, before the new deadline", v)
+	default:
+	}
+	c.Advance(2 * time.Second)
+	require.Equal(t, start.Add(3*time.Second), <-tm.C())
+
+	c.Advance(0)
+	tm.Reset(time.Second)
+	c.Advance(time.Second)
+	require.True(t, tm.Stop(), "Stop drops the unreceived fire")
+	select {
+	case v := <-tm.C():
+		t.Fatalf("received %v after Stop", v)
+	default:
+	}
+	require.False(t, tm.Stop(), "stopped already")
+
+	// ResetAt a passed deadline fires at once, with the current time
+	// only: the fire at 6s, not received, is dropped.
+	c.Advance(time.Second)
+	tm.Reset(time.Second)
+	c.Advance(2 * time.Second)
+	tm.ResetAt(start)
+	require.Equal(t, start.Add(7*time.Second), <-tm.C())
+	select {
+	case v := <-tm.C():
+		t.Fatalf("a second value %v", v)
+	default:
+	}
+}
