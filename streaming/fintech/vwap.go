@@ -33,6 +33,12 @@ import (
 // are full; Reset starts a new one). Zero volume is a valid trade that
 // counts toward the window but not the average.
 //
+// Numerics: the VWAP is the ratio of the compensated sums corrected by
+// the division's residual ([opstate.Ratio]), and a cumulative VWAP adds
+// each product's rounding to Σp·v's compensation, so a flat price gives
+// exactly that price (in a rolling window, when the products p·v are
+// exact: the window keeps the rounded products only).
+//
 // State (TypeVersion 1): window | Σp·v and Σv (compensated) | for a
 // rolling window, its count, head and (p·v, v) pairs.
 type VWAP struct {
@@ -96,16 +102,21 @@ func (w *VWAP) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 	if !finiteIn(pv) || !(vol >= 0) {
 		return streaming.Rejected() // NaN, ±Inf, negative volume or an overflowing product
 	}
-	var num, den float64
+	var num, den ksum
 	if w.n == 0 {
 		cpv, cv := w.cpv, w.cv
 		cpv.Add(pv)
+		// The product's rounding, exact by FMA, goes into the
+		// compensation: Σp·v is then the sum of the exact products, and
+		// a flat price p gives exactly p (0.1·3 rounds to
+		// 0.30000000000000004, and the VWAP was 0.10000000000000002).
+		cpv.Comp += math.FMA(p, vol, -pv)
 		cv.Add(vol)
 		if !cpv.Finite() || !cv.Finite() {
 			return streaming.Rejected()
 		}
 		w.cpv, w.cv = cpv, cv
-		num, den = cpv.Value(), cv.Value()
+		num, den = cpv, cv
 	} else {
 		if !(math.Abs(pv) <= w.lim && vol <= w.lim) {
 			return streaming.Rejected()
@@ -120,12 +131,12 @@ func (w *VWAP) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
 		if w.full && !w.v.full() {
 			return streaming.NoOutput()
 		}
-		num, den = spv.Value(), sv.Value()
+		num, den = spv, sv
 	}
-	if den <= 0 {
+	if den.Value() <= 0 {
 		return streaming.NoOutput()
 	}
-	r := num / den
+	r := opstate.Ratio(num, den)
 	if !finiteIn(r) {
 		return streaming.NoOutput()
 	}

@@ -41,3 +41,31 @@ func TestWindowSumAfterAHugeValueLeaves(t *testing.T) {
 	require.Equal(t, 10.0, c.fast.mean())
 	require.Equal(t, 10.0, c.slow.mean())
 }
+
+// TestVWAPOfAFlatPriceIsThatPrice: trades all at one price average to
+// exactly that price: cumulative at any volumes, rolling at volumes whose
+// products are exact. Bug: the VWAP divided the rounded values of the two
+// sums (and, cumulative, summed rounded products), so a flat 0.1 came out
+// 0.10000000000000002 or 0.09999999999999999 and a flat 7.77
+// 7.769999999999999.
+func TestVWAPOfAFlatPriceIsThatPrice(t *testing.T) {
+	for _, n := range []int{0, 3, 5, 20} {
+		for _, c := range []float64{0.1, 0.3, 7.77, 123.45} {
+			vols := []float64{1, 2, 4, 0.5}
+			if n == 0 {
+				vols = append(vols, 3, 0.7, 1234, 1e-3)
+			}
+			for _, v := range vols {
+				ts := make([]tick, 60)
+				for i := range ts {
+					ts[i] = tick{p: c, v: v}
+				}
+				for i, o := range feed(NewVWAP(n), ts) {
+					if o.IsNone() || o.Float64() != c {
+						t.Fatalf("VWAP(%d) of price %v at volume %v: record %d emitted %v", n, c, v, i, o)
+					}
+				}
+			}
+		}
+	}
+}

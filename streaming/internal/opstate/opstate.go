@@ -215,6 +215,20 @@ func (s *KSum) Mean(n int) float64 {
 	return m
 }
 
+// Ratio is num's value over den's, corrected by the residual of the
+// division as Mean is: two sums of one ratio to each other (Σp·v over Σv
+// of a flat price) give that ratio, not it off by the rounding of their
+// values. den's value must not be 0.
+func Ratio(num, den KSum) float64 {
+	d := den.Sum + den.Comp
+	r := (num.Sum + num.Comp) / d
+	res := math.FMA(-r, den.Sum, num.Sum) + num.Comp - r*den.Comp
+	if c := r + res/d; FiniteIn(c) {
+		return c
+	}
+	return r
+}
+
 // Finite reports whether the sum, its compensation and its value are all
 // finite: a running sum that may take any number of inputs (a cumulative
 // VWAP) adds into a copy and keeps it only if this holds.
