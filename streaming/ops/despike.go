@@ -29,8 +29,8 @@ import (
 //
 // NaN and ±Inf inputs are refused: state unchanged, Eval returns
 // streaming.Rejected(). Any finite value is taken (the state holds raw
-// values, no sums; the even-window median halves before adding, so it
-// cannot overflow).
+// values, no sums; the even-window median halves values beyond ±1 before
+// adding them, so it cannot overflow).
 //
 // State (TypeVersion 1): window | maxDev | count | values oldest first
 // (the sorted copy is rebuilt on Load).
@@ -124,9 +124,15 @@ func (m *MedianDespike) median() float64 {
 	if k%2 == 1 {
 		return m.sorted[k/2]
 	}
+	a, b := m.sorted[k/2-1], m.sorted[k/2]
+	if math.Abs(a) < 1 && math.Abs(b) < 1 {
+		// Cannot overflow, and halving each first would round a
+		// subnormal's odd last bit away: the median of two 5e-324 was 0.
+		return (a + b) / 2
+	}
 	// Halve first: (a+b)/2 overflows for two values near ±MaxFloat64, and
 	// halving is exact for every normal float.
-	return m.sorted[k/2-1]/2 + m.sorted[k/2]/2
+	return a/2 + b/2
 }
 
 // Save writes: window | maxDev | count | values oldest first.

@@ -443,3 +443,23 @@ func TestConstantInputAveragesToItself(t *testing.T) {
 		}
 	}
 }
+
+// TestMedianDespikeOfSubnormalsIsNotZero: the even-window median of
+// equal subnormal values is that value, so none of them is a spike. Bug:
+// the median halved each middle value before adding, and half of 5e-324
+// rounds to 0, so a window of 5e-324 had median 0 and every value, 0 away
+// from it by more than maxDev 0, was replaced by 0.
+func TestMedianDespikeOfSubnormalsIsNotZero(t *testing.T) {
+	tiny := math.SmallestNonzeroFloat64
+	for _, xs := range [][]float64{{tiny, tiny, tiny}, {-tiny, -tiny, -tiny}, {3 * tiny, 3 * tiny, 3 * tiny, 3 * tiny}} {
+		for i, got := range feed(NewMedianDespike(2, 0), xs) {
+			if i > 0 && got != f(xs[i]) {
+				t.Fatalf("window 2 over %v: record %d emitted %v", xs, i, got)
+			}
+		}
+	}
+	// Far from 0 it is still the halved sum: no overflow near MaxFloat64.
+	if got := feed(NewMedianDespike(2, 1e308), []float64{math.MaxFloat64, math.MaxFloat64}); got[1] != f(math.MaxFloat64) {
+		t.Fatalf("median of two MaxFloat64: %v", got[1])
+	}
+}
