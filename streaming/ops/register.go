@@ -174,7 +174,7 @@ func Types() []streaming.OperatorType {
 		{
 			Name: "episode", Doc: "Turns a mode into episodes: opened when the input's mode becomes 1 (hysteresis high, threshold_cross up), closed with its duration when it leaves 1. Its state name is alarm_episode.",
 			MinInputs: 1, MaxInputs: 1, Inputs: "a signal (a hysteresis or threshold_cross output)",
-			Output:      "signal: opened (value 0) on the record the mode becomes 1, closed (value: the duration in event-time units) on the record it leaves 1; nothing otherwise",
+			Output:      "signal: opened (value 0) on the record the mode becomes 1, closed (value: the duration in event-time units, 0 when that record is stamped before the opening one) on the record it leaves 1; nothing otherwise",
 			Modes:       map[streaming.Mode]string{EpisodeOpened: "opened", EpisodeClosed: "closed"},
 			TypeVersion: (*Episode)(nil).TypeVersion(),
 			New: func(streaming.Params) (func() streaming.Operator, error) {
