@@ -197,6 +197,7 @@ func TestMQTTNewKeysOverTheCapAreDeadLettered(t *testing.T) {
 	require.Eventually(t, func() bool { return len(dl.get()) == 1 && g.w.Stats().RecordsIn == 2 }, waitFor, time.Millisecond,
 		"dead letters %v, stats %+v", dl.get(), g.w.Stats())
 	require.Contains(t, dl.get()[string(second)], `new key "attic" refused: the shard holds 1 keys, its cap`)
+	require.Contains(t, dl.get()[string(second)], "over state.max_keys", "the reason names the setting, as at a Kafka source")
 	require.Equal(t, uint64(1), g.w.Stats().KeysRefused)
 	g.stop(t)
 }

@@ -276,7 +276,7 @@ func (r *mqttRunner) handle(ctx context.Context, m mqtt.Message) error {
 		if errors.Is(err, keyedstate.ErrTooManyKeys) {
 			// A new key over state.max_keys: the source dead-letters it.
 			w.m.keysRefused.Add(1)
-			return fmt.Errorf("%w: %w", mqtt.ErrRefused, err)
+			return fmt.Errorf("%w: over state.max_keys: %w", mqtt.ErrRefused, err)
 		}
 		if err != nil {
 			return fmt.Errorf("shard %s, reading of %q at %d: %w", s.id, rd.Sensor, rd.TS, err)
