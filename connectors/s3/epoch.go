@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -39,6 +40,11 @@ func (s *Store) ClaimEpoch(ctx context.Context, name string, atLeast streaming.E
 			last, perr := strconv.ParseUint(string(body), 10, 64)
 			if perr != nil {
 				return 0, fmt.Errorf("s3 state store %s: claim an epoch of %q: the last claim %q is not an epoch: %w", s.obj.uri(obj), name, body, streaming.ErrCorrupt)
+			}
+			if last == math.MaxUint64 {
+				// last+1 would wrap to 0 and claim an epoch older than the
+				// last one, which its owner's commits would then fence.
+				return 0, fmt.Errorf("s3 state store %s: claim an epoch of %q: the last claim is the largest epoch, %d; no epoch is past it", s.obj.uri(obj), name, last)
 			}
 			next, ifMatch, ifNoneMatch = max(next, streaming.Epoch(last)+1), etag, ""
 		}

@@ -38,6 +38,15 @@ func TestClaimEpoch(t *testing.T) {
 		require.ErrorContains(t, err, "s3://"+testBucket+"/epochs/k-78")
 		require.ErrorContains(t, err, `the last claim "7x" is not an epoch`)
 	})
+	t.Run("LargestEpoch", func(t *testing.T) {
+		st, _ := f.store(t)
+		obj := "epochs/k-" + hex.EncodeToString([]byte("z"))
+		f.putObject(t, obj, []byte("18446744073709551615"))
+		got, err := st.ClaimEpoch(context.Background(), "z", 1)
+		require.ErrorContains(t, err, "s3://"+testBucket+"/"+obj, "claimed epoch %d", uint64(got))
+		require.ErrorContains(t, err, "no epoch is past it")
+		require.Equal(t, "18446744073709551615", string(f.getObject(t, obj)), "the last claim is kept")
+	})
 	t.Run("WithoutConditionalWrites", func(t *testing.T) {
 		st, _ := f.store(t, s3store.WithConditionalWrites(false))
 		_, err := st.ClaimEpoch(context.Background(), "y", 1)
