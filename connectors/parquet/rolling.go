@@ -616,10 +616,24 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 			return RestoreStats{}, fmt.Errorf("rolling writer %s: restore to cut %d: %w", w.where(), at.Cut, err)
 		}
 		for _, s := range rec.Sealed {
-			if err := w.publish(ctx, s.uploadInfo, s.Name); err != nil {
-				return RestoreStats{}, err
-			}
 			k, _ := ParseFileName(s.Name)
+			if err := w.publish(ctx, s.uploadInfo, s.Name); err != nil {
+				// Neither staged nor published: the record's own Commit
+				// published it (the record stays while a file is open,
+				// to finish that one) and compaction merged it into a
+				// file covering its offsets, then deleted it.
+				if !errors.Is(err, ErrNotFound) {
+					return RestoreStats{}, err
+				}
+				ok, cerr := w.covered(ctx, k)
+				if cerr != nil {
+					return RestoreStats{}, errors.Join(err, cerr)
+				}
+				if !ok {
+					return RestoreStats{}, fmt.Errorf("%w; no published file covers its offsets %d-%d", err, k.First, k.Last)
+				}
+				continue
+			}
 			st.Files = append(st.Files, k)
 			st.Rows += s.Rows
 			st.Bytes += s.Size
@@ -679,6 +693,20 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 	w.restored = true
 	w.lastCut, w.lastOff = at.Cut, at.Cut
 	return st, nil
+}
+
+// covered reports whether a published file of the shard holds k's whole
+// offset range (k's own file, or a compaction's output).
+func (w *RollingWriter) covered(ctx context.Context, k FileKey) (bool, error) {
+	for f, err := range archiveFiles(ctx, w.arc, ShardPrefix(w.pipeline, w.shard), "") {
+		if err != nil {
+			return false, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+		}
+		if f.Key.First <= k.First && f.Key.Last >= k.Last {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (w *RollingWriter) readRecord(ctx context.Context, name string) (*record, error) {

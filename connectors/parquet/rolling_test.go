@@ -784,6 +784,59 @@ func TestRollingWriterRestoresAfterCompactionOfItsLastFiles(t *testing.T) {
 	}
 }
 
+// A restore at a checkpoint whose record lists files the checkpoint's
+// commit published, beside the file still open (the record stays: it
+// finishes that file), used to fail for good once compaction had merged
+// and deleted those files: the record's files were neither staged nor
+// published any more ("neither exists").
+func TestRollingWriterRestoresAfterCompactionOfCommittedFilesBesideAnOpenOne(t *testing.T) {
+	ctx := context.Background()
+	a := parquet.NewMemArchive()
+	clk := &fakeClock{}
+	w, err := parquet.NewRollingWriter(a, "p", 0, 1, parquet.WithMaxFileAge(time.Minute), parquet.WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
+		t.Fatal(err)
+	}
+	for off := range int64(3) { // files [0] and [1] finished by age, [2] open
+		if off > 0 {
+			clk.Advance(time.Hour)
+		}
+		if err := w.Append(ctx, rowsAt(off)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.PreCommit(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if st := mustCommit(t, w, 2); len(st.Files) != 2 {
+		t.Fatalf("commit published %v, want the two finished files", st.Files)
+	}
+	res, err := parquet.Compact(ctx, a, "", "", parquet.CompactPolicy{TargetSize: 1 << 30, SmallFile: 1 << 20}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 || len(res.Runs[0].Inputs) != 2 {
+		t.Fatalf("compaction merged %+v, want the two files in one run", res.Runs)
+	}
+	// The owner crashed after the commit; the next one restores its checkpoint.
+	w2, err := parquet.NewRollingWriter(a, "p", 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := w2.Restore(ctx, parquet.RestorePoint{Cut: 2, Epoch: 1})
+	if err != nil {
+		t.Fatalf("the next owner's restore at the committed checkpoint: %v", err)
+	}
+	if len(st.Files) != 1 || st.Files[0].First != 2 || st.Rows != int64(len(rowsAt(2))) {
+		t.Errorf("restore published %v (%d rows), want the open file [2] alone", st.Files, st.Rows)
+	}
+	got, _ := readEveryFile(t, a)
+	exactlyOnce(t, got, map[int32][]parquet.Row{0: rowsThrough(3)})
+}
+
 // A file is finished once it reaches the target size, not before: its
 // encoded bytes not yet uploaded as a part used to be counted twice (in
 // the file's size and again as pending), so with parts larger than the
