@@ -127,6 +127,25 @@ func (b *fileBuilder) appendRows(rows []Row) ([]byte, error) {
 // refuses pages larger than maxPageBytes.
 const maxDictBytes = maxPageBytes / 2
 
+// MaxStringBytes is the longest sensor id or signal name the writers
+// take: a page holding one such string (with its 4-byte length) stays
+// within the reader's page bound (maxPageBytes).
+const MaxStringBytes = maxPageBytes - 4
+
+// checkRowSize reports a row whose strings would make a page the reader
+// refuses (ErrRowTooLarge); i is the row's index in its batch.
+func checkRowSize(i int, r Row) error {
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"sensor id", len(r.Sensor)}, {"signal name", len(r.Signal)}} {
+		if f.n > MaxStringBytes {
+			return fmt.Errorf("row %d (offset %d) has a %s of %d bytes, over the %d a page the reader accepts holds: %w", i, r.Offset, f.name, f.n, MaxStringBytes, ErrRowTooLarge)
+		}
+	}
+	return nil
+}
+
 // rowGroupLen returns how many of rows (at least one) the next row group
 // takes: at most limit, and no more than keep its strings within
 // maxDictBytes.

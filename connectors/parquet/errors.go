@@ -21,6 +21,12 @@ var ErrSchemaMismatch = errors.New("archive schema fingerprint mismatch")
 // taken.
 var ErrRowOrder = errors.New("archive rows out of order")
 
+// ErrRowTooLarge is wrapped by the writers for a row whose sensor id or
+// signal name is longer than a page the reader accepts holds
+// (MaxStringBytes): written, it would make the whole file unreadable. The
+// rows were not taken.
+var ErrRowTooLarge = errors.New("archive row too large")
+
 // ErrBadName is wrapped by ParseFileName and by archives refusing a name
 // that is not a clean relative path.
 var ErrBadName = errors.New("bad archive file name")

@@ -826,3 +826,47 @@ func TestManyLongSensorIDsKeepDictionaryPagesReadable(t *testing.T) {
 	require.NoError(t, err)
 	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
 }
+
+// A sensor id longer than a page the reader accepts (MaxStringBytes) used
+// to be written: the file was published and then refused as corrupt when
+// read, with every other row in it. The writers now refuse such a row
+// (ErrRowTooLarge) and write nothing; the longest id taken reads back.
+func TestSensorIDOverAPageIsRefused(t *testing.T) {
+	ctx := context.Background()
+	long := strings.Repeat("x", parquet.MaxStringBytes)
+	a := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(a, "iot", 0, 1)
+	require.NoError(t, err)
+	rows := []parquet.Row{{Sensor: "a", Signal: "temp", Offset: 0}, {Sensor: long, Signal: "temp", Offset: 1}}
+	_, err = w.WriteFile(ctx, rows)
+	require.NoError(t, err, "the longest sensor id taken")
+	r, err := parquet.NewReader(a, "iot/")
+	require.NoError(t, err)
+	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
+
+	rows[1].Sensor += "x"
+	rows[1].Offset = 2
+	_, err = w.WriteFile(ctx, rows)
+	require.ErrorIs(t, err, parquet.ErrRowTooLarge)
+	require.ErrorContains(t, err, "iot/shard-000000/")
+	require.ErrorContains(t, err, fmt.Sprintf("row 1 (offset 2) has a sensor id of %d bytes", parquet.MaxStringBytes+1))
+	objs, err := a.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, objs, 1, "the refused file is not written")
+
+	// The archive sink: the row is refused, and the shard's checkpoint
+	// fails instead of publishing a file nobody can read.
+	s, err := parquet.NewSink(a, "plant")
+	require.NoError(t, err)
+	sh := streaming.KafkaShard("readings", 0)
+	require.NoError(t, s.Restore(ctx, sh, 1, streaming.RestoredCut{Offset: -1}))
+	o := parquet.Row{Sensor: rows[1].Sensor, Signal: "temp", Offset: 0}.Output()
+	o.Shard, o.Epoch = sh, 1
+	require.ErrorIs(t, s.Write(ctx, []streaming.Output{o}), parquet.ErrRowTooLarge)
+	s.Roll(sh)
+	require.ErrorIs(t, s.Flush(ctx, sh, 1), parquet.ErrRowTooLarge)
+	require.NoError(t, s.Close(ctx))
+	objs, err = a.List(ctx, "plant/")
+	require.NoError(t, err)
+	require.Empty(t, objs)
+}

@@ -178,8 +178,9 @@ func (w *RollingWriter) where() string { return ShardPrefix(w.pipeline, w.shard)
 // Append takes rows (in source order, every offset after the last cut)
 // into the open file, opening one if needed, and first finishes the open
 // file when it is due (size or age) and rows[0] starts a new offset. Rows
-// are always taken once they pass the order checks; an error then reports
-// a failed upload, which the next Append or PreCommit retries.
+// are always taken once they pass the order and size checks (ErrRowOrder,
+// ErrRowTooLarge); an error then reports a failed upload, which the next
+// Append or PreCommit retries.
 func (w *RollingWriter) Append(ctx context.Context, rows ...Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -191,6 +192,9 @@ func (w *RollingWriter) Append(ctx context.Context, rows ...Row) error {
 		}
 		if r.Offset <= w.lastCut {
 			return fmt.Errorf("rolling writer %s: row %d has offset %d, at or before the last cut %d: %w", w.where(), i, r.Offset, w.lastCut, ErrRowOrder)
+		}
+		if err := checkRowSize(i, r); err != nil {
+			return fmt.Errorf("rolling writer %s: %w", w.where(), err)
 		}
 		prev = r.Offset
 	}

@@ -103,7 +103,7 @@ type shardSink struct {
 	marked   bool  // a cut is marked and not yet pre-committed
 	mark     int64 // the marked cut
 	last     int64 // offset of the last row written (-1: none since restore)
-	err      error // rows the writer refused (ErrRowOrder): fails every Flush
+	err      error // rows the writer refused (see refused): fails every Flush
 	roll     bool  // the next pre-commit finishes the open file
 
 	cuts []checkpointCut // pre-committed, not yet committed
@@ -197,8 +197,8 @@ func (s *Sink) RestoreShard(ctx context.Context, shard streaming.ShardID, epoch 
 
 // Write implements streaming.Sink. All outs come from one shard, at the
 // epoch it was restored at. An upload that fails is retried by the next
-// append or pre-commit; rows the writer refuses (out of order) fail the
-// shard's next Flush.
+// append or pre-commit; rows the writer refuses (out of order, too
+// large) fail the shard's next Flush.
 func (s *Sink) Write(ctx context.Context, outs []streaming.Output) error {
 	if len(outs) == 0 {
 		return nil
@@ -277,13 +277,19 @@ func (sh *shardSink) release() {
 // append appends rows to the writer (its user holds it: mu, or busy).
 // Only a refusal is an error; a failed upload is retried later.
 func (sh *shardSink) append(ctx context.Context, rows []Row) error {
-	if err := sh.w.Append(ctx, rows...); errors.Is(err, ErrRowOrder) {
+	if err := sh.w.Append(ctx, rows...); refused(err) {
 		if sh.err == nil {
 			sh.err = err
 		}
 		return err
 	}
 	return nil
+}
+
+// refused reports whether an Append error is the writer refusing the
+// rows (out of order, or too large to be read back), not a failed upload.
+func refused(err error) bool {
+	return errors.Is(err, ErrRowOrder) || errors.Is(err, ErrRowTooLarge)
 }
 
 // MarkCut implements streaming.SinkCutMarker: the next Flush of shard
@@ -373,7 +379,7 @@ func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (
 	sh.mu.Unlock()
 
 	if len(before) > 0 {
-		if err := sh.w.Append(ctx, before...); errors.Is(err, ErrRowOrder) {
+		if err := sh.w.Append(ctx, before...); refused(err) {
 			sh.mu.Lock()
 			sh.err = err
 			sh.mu.Unlock()
@@ -434,7 +440,7 @@ func (sh *shardSink) drain(ctx context.Context) {
 		rows := sh.take(n)
 		sh.idle.Broadcast()
 		sh.mu.Unlock()
-		if err := sh.w.Append(ctx, rows...); errors.Is(err, ErrRowOrder) {
+		if err := sh.w.Append(ctx, rows...); refused(err) {
 			sh.mu.Lock()
 			if sh.err == nil {
 				sh.err = err

@@ -89,8 +89,11 @@ func (w *Writer) WriteFile(ctx context.Context, rows []Row) (FileKey, error) {
 	if len(rows) == 0 {
 		return FileKey{}, fmt.Errorf("parquet writer %s: no rows to write", ShardPrefix(w.pipeline, w.shard))
 	}
-	for i := 1; i < len(rows); i++ {
-		if rows[i].Offset < rows[i-1].Offset {
+	for i := range rows {
+		if err := checkRowSize(i, rows[i]); err != nil {
+			return FileKey{}, fmt.Errorf("parquet writer %s: %w", ShardPrefix(w.pipeline, w.shard), err)
+		}
+		if i > 0 && rows[i].Offset < rows[i-1].Offset {
 			return FileKey{}, fmt.Errorf("parquet writer %s: row %d has offset %d after offset %d: rows must be in source order",
 				ShardPrefix(w.pipeline, w.shard), i, rows[i].Offset, rows[i-1].Offset)
 		}
