@@ -28,13 +28,24 @@ const maxCursorBytes = 64 << 20
 // per key is cached, so a steady owner's save is one PUT with no GET.
 // Without conditional writes (WithConditionalWrites) every save reads the
 // stored record first (a GET and a PUT): that still refuses a zombie,
-// though not one racing the owner's save. Safe for concurrent use.
+// though not one racing the owner's save. Safe for concurrent use: saves
+// of one key run one at a time, saves of different keys side by side (a
+// stalled request for one shard's cursor holds no other shard's).
 type CursorStore struct {
 	obj         *objects
 	conditional bool
 
-	mu    sync.Mutex // serialises saves within the process
+	mu    sync.Mutex // guards turns and cache
+	turns map[string]*keyTurn
 	cache map[string]cachedCursor
+}
+
+// keyTurn serialises the saves of one cursor object: its read-compare-
+// write (the fence) must not interleave with another save of the key.
+// waiting counts the saves holding or waiting for it.
+type keyTurn struct {
+	ch      chan struct{} // holds a token while a save has the turn
+	waiting int
 }
 
 type cachedCursor struct {
@@ -58,7 +69,7 @@ func NewCursorStore(ctx context.Context, bucket string, opts ...Option) (*Cursor
 	if err != nil {
 		return nil, err
 	}
-	return &CursorStore{obj: obj, conditional: cfg.conditional, cache: map[string]cachedCursor{}}, nil
+	return &CursorStore{obj: obj, conditional: cfg.conditional, turns: map[string]*keyTurn{}, cache: map[string]cachedCursor{}}, nil
 }
 
 // cursorName maps a key to its object name (keyName in cursor/).
@@ -81,12 +92,17 @@ func (c *CursorStore) SaveCursor(ctx context.Context, key []byte, rec streaming.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	name := cursorName(key)
+	done, err := c.turn(ctx, name)
+	if err != nil {
+		return fmt.Errorf("s3 cursor store %s: cursor key %q: waiting for an earlier save of the key: %w", c.obj.uri(name), key, err)
+	}
+	defer done()
 	body := streaming.MarshalCursorRecord(rec)
 	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
 		cur, ok := c.cache[name]
+		c.mu.Unlock()
 		if !ok || !c.conditional { // an unconditional PUT relies on a fresh read
 			stored, etag, err := c.read(ctx, key)
 			switch {
@@ -112,19 +128,46 @@ func (c *CursorStore) SaveCursor(ctx context.Context, key []byte, rec streaming.
 			}
 		}
 		etag, err := c.obj.put(ctx, name, body, ifMatch, ifNoneMatch)
-		if err != nil {
+		c.mu.Lock()
+		if err != nil || etag == "" {
 			delete(c.cache, name)
+		} else {
+			c.cache[name] = cachedCursor{rec: rec, etag: etag}
+		}
+		c.mu.Unlock()
+		if err != nil {
 			if isPreconditionFailed(err) && attempt < 10 {
 				continue // another process wrote first: reread and re-check
 			}
 			return fmt.Errorf("s3 cursor store: cursor key %q: %w", key, err)
 		}
-		if etag == "" {
-			delete(c.cache, name)
-		} else {
-			c.cache[name] = cachedCursor{rec: rec, etag: etag}
-		}
 		return nil
+	}
+}
+
+// turn waits for name's turn (until ctx ends) and returns its release.
+func (c *CursorStore) turn(ctx context.Context, name string) (func(), error) {
+	c.mu.Lock()
+	t := c.turns[name]
+	if t == nil {
+		t = &keyTurn{ch: make(chan struct{}, 1)}
+		c.turns[name] = t
+	}
+	t.waiting++
+	c.mu.Unlock()
+	leave := func() {
+		c.mu.Lock()
+		if t.waiting--; t.waiting == 0 {
+			delete(c.turns, name)
+		}
+		c.mu.Unlock()
+	}
+	select {
+	case t.ch <- struct{}{}:
+		return func() { <-t.ch; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
 	}
 }
 
