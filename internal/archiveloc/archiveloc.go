@@ -175,6 +175,17 @@ func Open(ctx context.Context, loc Location, c S3, extra ...s3.Option) (parquet.
 		if err := c.Validate(); err != nil {
 			return nil, err
 		}
+		if c.AccessKeyEnv != "" {
+			// Both variables must hold a key: two empty keys would fall
+			// back to the AWS standard chain, other credentials than the
+			// settings name, and one alone was refused without saying
+			// which variable is missing.
+			for _, v := range [...]struct{ key, name string }{{"access_key_env", c.AccessKeyEnv}, {"secret_key_env", c.SecretKeyEnv}} {
+				if os.Getenv(v.name) == "" {
+					return nil, fmt.Errorf("archive %s: s3 %s names %s, which is unset or empty", loc, v.key, v.name)
+				}
+			}
+		}
 		opts := append(c.Options(os.Getenv), s3.WithPrefix(loc.Prefix))
 		if c.CAFile != "" {
 			pem, err := os.ReadFile(c.CAFile)

@@ -90,3 +90,25 @@ func TestOpenExistingRefusesAMissingFolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, files)
 }
+
+// An s3:// archive whose settings name key variables that are unset used
+// to be opened with two empty keys, which fall back to the AWS standard
+// chain: other credentials than the settings name (one unset variable
+// was refused without saying which). Open now names the variable.
+func TestOpenS3RefusesAnUnsetKeyVariable(t *testing.T) {
+	ctx := context.Background()
+	loc, err := Parse("s3://bucket/iot")
+	require.NoError(t, err)
+	t.Setenv("TFLO_TEST_ARCHIVE_AK", "")
+	t.Setenv("TFLO_TEST_ARCHIVE_SK", "")
+	c := S3{Endpoint: "http://127.0.0.1:9", Region: "us-east-1", AccessKeyEnv: "TFLO_TEST_ARCHIVE_AK", SecretKeyEnv: "TFLO_TEST_ARCHIVE_SK"}
+	_, err = Open(ctx, loc, c)
+	require.ErrorContains(t, err, "archive s3://bucket/iot: s3 access_key_env names TFLO_TEST_ARCHIVE_AK, which is unset or empty")
+	t.Setenv("TFLO_TEST_ARCHIVE_AK", "key")
+	t.Setenv("TFLO_TEST_ARCHIVE_SK", "")
+	_, err = OpenExisting(ctx, loc, c)
+	require.ErrorContains(t, err, "secret_key_env names TFLO_TEST_ARCHIVE_SK, which is unset or empty")
+	t.Setenv("TFLO_TEST_ARCHIVE_SK", "secret")
+	_, err = Open(ctx, loc, c)
+	require.NoError(t, err)
+}
