@@ -203,6 +203,11 @@ func (c *config) validate(bucket string) error {
 	if (c.accessKey == "") != (c.secretKey == "") {
 		errs = append(errs, errors.New("static credentials need both an access key and a secret"))
 	}
+	if c.sessionToken != "" && c.accessKey == "" {
+		// Without keys no static credentials are built: the token would
+		// be dropped and the standard chain's credentials used instead.
+		errs = append(errs, errors.New("static credentials with a session token need an access key and a secret"))
+	}
 	if c.compactRatio < 0 || c.compactRatio >= 1 {
 		errs = append(errs, fmt.Errorf("compaction ratio %v is outside [0, 1)", c.compactRatio))
 	}

@@ -447,6 +447,9 @@ func TestOptionValidation(t *testing.T) {
 		{"empty bucket", "", nil, "bucket name is empty"},
 		{"bad endpoint", "b", []s3store.Option{s3store.WithEndpoint("127.0.0.1:9000")}, "not an http:// or https:// URL"},
 		{"half credentials", "b", []s3store.Option{s3store.WithStaticCredentials("AK", "", "")}, "both an access key and a secret"},
+		// A session token alone used to be dropped, the standard chain's
+		// credentials used instead.
+		{"token without keys", "b", []s3store.Option{s3store.WithStaticCredentials("", "", "token")}, "session token need an access key and a secret"},
 		{"ratio", "b", []s3store.Option{s3store.WithCompaction(1.5, 0)}, "compaction ratio 1.5"},
 		{"max segments", "b", []s3store.Option{s3store.WithMaxSegments(1)}, "max segments 1"},
 		{"client and endpoint", "b", []s3store.Option{s3store.WithClient(awss3.New(awss3.Options{})), s3store.WithEndpoint("http://x")}, "WithClient cannot be combined"},
