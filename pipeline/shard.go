@@ -352,6 +352,9 @@ func (c coordEpochs) try(ctx context.Context, key string, atLeast streaming.Epoc
 		if perr != nil {
 			return 0, false, fmt.Errorf("the claimed epoch is %q, not a number", e.Value)
 		}
+		if claimed == math.MaxUint64 { // one past it would wrap to an older epoch
+			return 0, false, fmt.Errorf("the last claim is the largest epoch, %d; no epoch is past it", claimed)
+		}
 		next, rev = max(next, streaming.Epoch(claimed)+1), e.Revision
 	}
 	val := []byte(strconv.FormatUint(uint64(next), 10))

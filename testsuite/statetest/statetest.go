@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -668,6 +669,17 @@ func RunEpochClaimer(t *testing.T, newClaimer func(t *testing.T) streaming.Epoch
 			require.NoError(t, err)
 			require.Equal(t, streaming.Epoch(1), got, "a name of its own, %q, its own count", name)
 		}
+	})
+	t.Run("LargestEpoch", func(t *testing.T) {
+		// Past the largest epoch there is none: a claim must not wrap
+		// around to an epoch older than the last one claimed.
+		c := newClaimer(t)
+		got, err := c.ClaimEpoch(ctx, "largest", math.MaxUint64)
+		require.NoError(t, err)
+		require.Equal(t, streaming.Epoch(math.MaxUint64), got)
+		got, err = c.ClaimEpoch(ctx, "largest", 1)
+		require.ErrorContains(t, err, "no epoch is past it", "claimed epoch %d", uint64(got))
+		require.ErrorContains(t, err, "largest")
 	})
 	t.Run("Cancelled", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -396,6 +397,9 @@ func (s *Store) ClaimEpoch(ctx context.Context, name string, atLeast streaming.E
 			last, err := strconv.ParseUint(string(old), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("the last claim %q is not an epoch: %w", old, streaming.ErrCorrupt)
+			}
+			if last == math.MaxUint64 { // one past it would wrap to an older epoch
+				return nil, fmt.Errorf("the last claim is the largest epoch, %d; no epoch is past it", last)
 			}
 			next = max(atLeast, streaming.Epoch(last)+1)
 		}

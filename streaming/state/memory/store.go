@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -171,6 +172,9 @@ func (m *Store) ClaimEpoch(ctx context.Context, name string, atLeast streaming.E
 	defer m.mu.Unlock()
 	next := atLeast
 	if last, ok := m.epochs[name]; ok {
+		if last == math.MaxUint64 { // one past it would wrap to an older epoch
+			return 0, fmt.Errorf("memory state store: claim an epoch of %q: the last claim is the largest epoch, %d; no epoch is past it", name, uint64(last))
+		}
 		next = max(next, last+1)
 	}
 	m.epochs[name] = next
