@@ -463,16 +463,14 @@ var refPattern = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\
 
 // Expand replaces ${NAME} in data with the variable's value from lookup,
 // and ${NAME:-default} with the value or, when the variable is unset or
-// empty, the default. A bare $NAME is left as it is, and so are comment
-// lines. A ${NAME} whose variable is unset is a Problem naming its line.
+// empty, the default. A bare $NAME is left as it is, and so are comments:
+// comment lines and a line's trailing comment (a # after a space, outside
+// quotes), but not a # inside a block scalar (| or >), which is text. A
+// ${NAME} whose variable is unset is a Problem naming its line.
 func Expand(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
 	var problems []Problem
-	lines := bytes.Split(data, []byte("\n"))
-	for i, l := range lines {
-		if bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
-			continue
-		}
-		lines[i] = refPattern.ReplaceAllFunc(l, func(ref []byte) []byte {
+	expand := func(i int, l []byte) []byte {
+		return refPattern.ReplaceAllFunc(l, func(ref []byte) []byte {
 			m := refPattern.FindSubmatch(ref)
 			v, ok := lookup(string(m[1]))
 			switch {
@@ -488,10 +486,67 @@ func Expand(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
 			return ref
 		})
 	}
+	lines := bytes.Split(data, []byte("\n"))
+	block := -1 // indentation of the node whose block scalar the lines are in; -1: none
+	for i, l := range lines {
+		indent := nodeIndent(l)
+		if block >= 0 {
+			if len(bytes.TrimSpace(l)) == 0 || indent > block {
+				lines[i] = expand(i, l) // block scalar text: a # is no comment
+				continue
+			}
+			block = -1
+		}
+		if bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			continue
+		}
+		code, comment := splitComment(l)
+		lines[i] = append(expand(i, code), comment...)
+		if blockHeader.Match(code) {
+			block = indent
+		}
+	}
 	if len(problems) > 0 {
 		return nil, &Errors{Problems: problems}
 	}
 	return bytes.Join(lines, []byte("\n")), nil
+}
+
+// blockHeader matches a line whose value starts a block scalar (| or >,
+// with chomping and indentation indicators).
+var blockHeader = regexp.MustCompile(`(?:^|[:-])\s*[|>][-+0-9]*\s*$`)
+
+// nodeIndent is the indentation of the node a line starts: its leading
+// spaces, and two more for each "- " of a list item it opens.
+func nodeIndent(l []byte) int {
+	n := len(l) - len(bytes.TrimLeft(l, " "))
+	for rest := l[n:]; bytes.HasPrefix(rest, []byte("- ")); {
+		sp := len(rest) - 1 - len(bytes.TrimLeft(rest[1:], " "))
+		n, rest = n+1+sp, rest[1+sp:]
+	}
+	return n
+}
+
+// splitComment splits l before its trailing comment: a # at the start
+// or after a space or tab, outside quotes. A quote inside a plain value
+// (it's) hides a comment after it, which is then expanded as before.
+func splitComment(l []byte) (code, comment []byte) {
+	var quote byte
+	for i := 0; i < len(l); i++ {
+		switch c := l[i]; {
+		case quote == '"' && c == '\\':
+			i++ // an escaped character
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#' && (i == 0 || l[i-1] == ' ' || l[i-1] == '\t'):
+			return l[:i:i], l[i:]
+		}
+	}
+	return l, nil
 }
 
 // Defaulter is implemented by configs whose defaults depend on other

@@ -137,6 +137,49 @@ func TestExpand(t *testing.T) {
 	require.True(t, strings.Contains(err.Error(), "${UNSET}"))
 }
 
+// TestExpandLeavesTrailingComments: a ${NAME} in a line's trailing
+// comment was expanded, so an unset variable named in a comment ("# or
+// ${INFLUX_URL}") refused the file. A trailing comment is left as it is
+// now, and a # inside quotes or a block scalar is still text.
+func TestExpandLeavesTrailingComments(t *testing.T) {
+	env := map[string]string{"B": "k:9092", "T": "t"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	in := strings.Join([]string{
+		`brokers: ${B}  # or ${UNSET}`,
+		`tag: "a #${T}" # ${UNSET}`,
+		`single: 'it''s #${T}'`,
+		`hash: a#${T}`,
+		`text: |`,
+		`  line # ${T}`,
+		``,
+		`  # ${T} is text here`,
+		`after: 1 # ${UNSET}`,
+		`list:`,
+		`  - note: >-`,
+		`      folded # ${T}`,
+		`    next: ${T} # ${UNSET}`,
+		`  - ${T} # ${UNSET}`,
+	}, "\n")
+	out, err := Expand([]byte(in), lookup)
+	require.NoError(t, err)
+	require.Equal(t, strings.Join([]string{
+		`brokers: k:9092  # or ${UNSET}`,
+		`tag: "a #t" # ${UNSET}`,
+		`single: 'it''s #t'`,
+		`hash: a#t`,
+		`text: |`,
+		`  line # t`,
+		``,
+		`  # t is text here`,
+		`after: 1 # ${UNSET}`,
+		`list:`,
+		`  - note: >-`,
+		`      folded # t`,
+		`    next: t # ${UNSET}`,
+		`  - t # ${UNSET}`,
+	}, "\n"), string(out))
+}
+
 // sinkEntry takes, beside its kafka key, keys of the types in plugins.
 type sinkEntry struct {
 	Kafka *struct {
