@@ -28,7 +28,9 @@ func (s ShardID) KafkaPartition() (topic string, partition int32, err error) {
 		return "", 0, fmt.Errorf("shard %q is not a Kafka partition (<topic>/<partition>)", string(s))
 	}
 	n, err := strconv.ParseInt(string(s[i+1:]), 10, 32)
-	if err != nil || n < 0 {
+	// Only KafkaShard's form: "readings/07" or "readings/+7" would name
+	// partition 7 under a shard id its owner never uses.
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != string(s[i+1:]) {
 		return "", 0, fmt.Errorf("shard %q is not a Kafka partition: %q is not a partition number", string(s), string(s[i+1:]))
 	}
 	return string(s[:i]), int32(n), nil

@@ -19,7 +19,7 @@ func TestKafkaShardRoundTrip(t *testing.T) {
 		require.Equal(t, tc.topic, topic)
 		require.Equal(t, tc.part, part)
 	}
-	for _, bad := range []streaming.ShardID{"", "readings", "/3", "readings/", "readings/-1", "readings/x", "a/b/3", "readings/99999999999"} {
+	for _, bad := range []streaming.ShardID{"", "readings", "/3", "readings/", "readings/-1", "readings/x", "a/b/3", "readings/99999999999", "readings/07", "readings/+7", "readings/-0"} {
 		_, _, err := bad.KafkaPartition()
 		require.Error(t, err, "%q", bad)
 		require.Contains(t, err.Error(), string(bad))
