@@ -191,3 +191,45 @@ func TestFailedRestoreBlocksTheState(t *testing.T) {
 		require.True(t, found, "k%02d", i)
 	}
 }
+
+// TestRecordAfterFailedFlushInTheSameProcessFails: a write-behind flush
+// fails (a key Badger refuses) while one Process call goes on applying
+// records; the failed batch, which held the states of keys evicted
+// before it, is dropped. Bug: the rest of the call looked those keys up
+// in Badger, found nothing, and applied their records to fresh states
+// with no error (the sticky error only stopped the next call): a key's
+// sum restarted from zero and its output went to the sinks. Now a lookup
+// after the failed flush fails, naming the key.
+func TestRecordAfterFailedFlushInTheSameProcessFails(t *testing.T) {
+	g := smaGraph(t)
+	// Large entries: the cache holds about 5 keys.
+	opts := []keyedstate.Option{
+		keyedstate.WithGCHeadroom(0),
+		keyedstate.WithEntryBytes(100_000),
+		keyedstate.WithWriteBatchBytes(4 << 10),
+		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
+	}
+	rt := newRuntime(t, g, openDB(t), opts...)
+	_, err := rt.Apply("a", 1, "seq", seqCursor(1), streaming.Float(100))
+	require.NoError(t, err)
+	var aErr error
+	err = rt.Process(func(tx *keyedstate.Tx[string]) error {
+		// A write Badger refuses heads the write-behind buffer; a is
+		// evicted into it, and the new keys after it fill batches until
+		// the hot path has waited for the failed flush.
+		if err := tx.Delete(strings.Repeat("x", 70_000)); err != nil {
+			return err
+		}
+		for i := range 300 {
+			if _, err := tx.Eval(fmt.Sprintf("other%03d", i), int64(10+i), streaming.Float(1)); err != nil {
+				break // the failed flush noticed (with the fix)
+			}
+		}
+		_, aErr = tx.Eval("a", 2, streaming.Float(100))
+		return nil
+	})
+	require.NoError(t, err, "fn returned nil")
+	require.Error(t, aErr, "a's record was applied after the flush holding a's state failed")
+	require.ErrorContains(t, aErr, `"a"`, "the error names the key")
+	require.ErrorContains(t, aErr, "write-behind flush")
+}

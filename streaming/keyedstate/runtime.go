@@ -836,6 +836,12 @@ type storedVal struct {
 // in flight, then Badger, and the generation it was written in. The
 // returned slice is valid until the next lookup.
 func (r *Runtime[K]) lookupStored(key K, kb []byte) (sv storedVal, found bool, err error) {
+	if r.err != nil {
+		// A failed flush dropped the states it held: Badger lacks them,
+		// and the key would read as older or absent. The sticky error
+		// also stops the rest of the Process call that noticed it.
+		return storedVal{}, false, fmt.Errorf("keyedstate: read key %s: %w", streaming.QuoteKey(kb), r.err)
+	}
 	val, deleted, ok := r.pending.get(key)
 	if !ok && r.flushing != nil {
 		val, deleted, ok = r.flushing.get(key)
