@@ -276,3 +276,41 @@ func TestKeyDeletedThenSeenAgainReachesTheCut(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefixHoldsNoSpilledRuns: a runtime's Badger prefix must not hold
+// the lists of changed keys it spills (under "\xffkeyedstate-changed/").
+// Bug: an empty prefix (or one starting with 0xff) was accepted, and
+// ExpireIdle, which scans the prefix, took the spilled run's chunks for
+// idle keys and deleted them: the next cut could not be saved ("has lost
+// chunk"), nor could any after it. Now New refuses such a prefix.
+func TestPrefixHoldsNoSpilledRuns(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	for _, prefix := range []string{"", "\xff", "\xffkeyedstate-changed/x/"} {
+		t.Run(fmt.Sprintf("%q", prefix), func(t *testing.T) {
+			clock := vclock.New(time.Unix(1_700_000_000, 0))
+			opts := append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now), keyedstate.WithPrefix([]byte(prefix)))
+			rt, err := keyedstate.New[string](g, keyedstate.StringKeys{}, openDB(t), opts...)
+			if err != nil {
+				require.ErrorContains(t, err, fmt.Sprintf("prefix %q", prefix))
+				return
+			}
+			t.Cleanup(func() { _ = rt.Close() })
+			require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
+			for i := range 2000 {
+				_, err := rt.Apply(fmt.Sprintf("k%04d", i), int64(i), "seq", seqCursor(i), streaming.Float(1))
+				require.NoError(t, err)
+			}
+			require.Positive(t, rt.Stats().Spills)
+			clock.Advance(2 * time.Hour)
+			_, err = rt.ExpireIdle(ctx)
+			require.NoError(t, err)
+			require.NoError(t, rt.Flush())
+			c, err := rt.Cut(ctx)
+			require.NoError(t, err)
+			_, err = collectPieces(t, c)
+			require.NoError(t, err, "the cut after ExpireIdle")
+			c.Release(true)
+		})
+	}
+}

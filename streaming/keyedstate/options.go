@@ -69,6 +69,12 @@ func (c *config) validate() error {
 	if c.now == nil {
 		return fmt.Errorf("keyedstate: nil clock")
 	}
+	if len(c.prefix) == 0 || c.prefix[0] == 0xff {
+		// The spilled lists of changed keys (runsPrefix) and the read
+		// view's pin key start with 0xff: under such a prefix, Restore
+		// would count them and ExpireIdle take them for idle keys.
+		return fmt.Errorf("keyedstate: prefix %q must not be empty or start with 0xff (the spilled lists of changed keys are under %q)", c.prefix, runsPrefix)
+	}
 	if c.chunkKeys < 1 {
 		return fmt.Errorf("keyedstate: save chunk %d keys must be at least 1", c.chunkKeys)
 	}
@@ -116,8 +122,10 @@ const DefaultPieceBytes = 1 << 20
 func WithPieceBytes(n int) Option { return func(c *config) { c.pieceBytes = n } }
 
 // WithPrefix sets the Badger key prefix of the runtime's keys (default
-// "keyedstate/"). Give each runtime sharing a DB its own prefix; Restore
-// drops everything under it.
+// "keyedstate/"): not empty, and not starting with 0xff (New refuses
+// it: the runtime's spilled lists of changed keys are under
+// "\xffkeyedstate-changed/"). Give each runtime sharing a DB its own
+// prefix; Restore drops everything under it.
 func WithPrefix(p []byte) Option {
 	return func(c *config) { c.prefix = append([]byte(nil), p...) }
 }

@@ -20,7 +20,8 @@ import (
 const runChunkBytes = 64 << 10
 
 // runsPrefix starts the Badger keys of spilled runs. It is outside every
-// runtime's state prefix unless a prefix starts with 0xff.
+// runtime's state prefix: New refuses an empty one or one starting with
+// 0xff.
 var runsPrefix = []byte("\xffkeyedstate-changed/")
 
 // spilledRun is a sorted run of distinct changed keys in Badger.
