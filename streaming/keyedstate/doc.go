@@ -128,6 +128,10 @@
 // state, the refusal counted (Stats.Quarantined) and reported
 // (WithQuarantine); the next checkpoint overwrites the bad state.
 //
+// A key longer than Badger stores (MaxKeyBytes with the prefix) is
+// refused with ErrKeyTooLong: its write-behind flush would fail and
+// stop the runtime.
+//
 // WithMaxKeys caps the keys a runtime holds (in memory and in Badger,
 // counted from the last Restore): a record of a new key over the cap is
 // refused with ErrTooManyKeys (Stats.KeysRefused) and the keys held carry

@@ -18,3 +18,8 @@ var ErrTooManyKeys = errors.New("keyedstate: key cap reached")
 // memory budget, after the GC headroom, Badger's memtables and caches,
 // the write batches and the admission sketch, holds no key.
 var ErrBudgetTooSmall = errors.New("keyedstate: memory budget too small")
+
+// ErrKeyTooLong is wrapped by Tx.Eval's and Tx.Delete's error for a key
+// that, with the runtime's prefix, is longer than Badger stores
+// (MaxKeyBytes): the record is refused, the runtime carries on.
+var ErrKeyTooLong = errors.New("keyedstate: key too long")

@@ -2,18 +2,39 @@ package keyedstate_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination/vclock"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
+
+// openFaultDB opens a test DB on which refuse makes Badger refuse every
+// write (and read) of the keys whose first 8 bytes after the runtime's
+// default prefix are ns (Badger's banned namespaces): a write error in
+// the write-behind flush or a spill, for the failure paths.
+func openFaultDB(t *testing.T) (db *badger.DB, refuse func(ns string)) {
+	t.Helper()
+	db, err := badger.Open(testDBOptions().WithNamespaceOffset(len("keyedstate/")))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db, func(ns string) {
+		require.Len(t, ns, 8)
+		require.NoError(t, db.BanNamespace(binary.BigEndian.Uint64([]byte(ns))))
+	}
+}
+
+// refusedKey is a key openFaultDB's refuse("refused/") refuses: longer
+// than the namespace, as Badger checks only such keys.
+const refusedKey = "refused/key"
 
 func collectPieces(t *testing.T, c streaming.Cut) ([][]byte, error) {
 	t.Helper()
@@ -40,7 +61,8 @@ func TestPiecesAfterFailedFlushFails(t *testing.T) {
 		keyedstate.WithWriteBatchBytes(4 << 10),
 		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
 	}
-	rt := newRuntime(t, g, openDB(t), opts...)
+	db, refuse := openFaultDB(t)
+	rt := newRuntime(t, g, db, opts...)
 	apply := func(k string, i int) {
 		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(float64(i)))
 		require.NoError(t, err)
@@ -53,8 +75,8 @@ func TestPiecesAfterFailedFlushFails(t *testing.T) {
 	c1, err := rt.Cut(ctx)
 	require.NoError(t, err)
 	// A write Badger refuses sits in the write-behind buffer.
-	huge := strings.Repeat("x", 70_000)
-	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(huge) }))
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(refusedKey) }))
+	refuse("refused/")
 	// a and b (untouched since the cut) are evicted into the same buffer.
 	for i := range 8 {
 		apply(fmt.Sprintf("other%d", i), 10+i)
@@ -115,7 +137,8 @@ func TestCutKeepsLastSeenOfTheCut(t *testing.T) {
 func TestFailedDeleteKeepsTheKey(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	rt := newRuntime(t, g, openDB(t), small(4)...)
+	db, refuse := openFaultDB(t)
+	rt := newRuntime(t, g, db, small(4)...)
 	apply := func(k string, i int, v float64) {
 		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(v))
 		require.NoError(t, err)
@@ -133,9 +156,13 @@ func TestFailedDeleteKeepsTheKey(t *testing.T) {
 	require.NoError(t, err)
 	c.Release(true)
 
-	// A changed key the spill cannot write (in production: any write error).
-	huge := strings.Repeat("x", 70_000)
-	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(huge) }))
+	// The spill of the changed keys fails (any write error; here Badger
+	// refuses the keys of spilled runs, "\xffkeyedstate-changed/...",
+	// whose bytes 11 to 18 are "-changed"): a long key takes the list
+	// of changed keys past the spill threshold.
+	refuse("-changed")
+	long := strings.Repeat("x", 8<<10)
+	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(long) }))
 	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("k") }))
 
 	got, found, err := rt.Get("k")
@@ -209,7 +236,8 @@ func TestRecordAfterFailedFlushInTheSameProcessFails(t *testing.T) {
 		keyedstate.WithWriteBatchBytes(4 << 10),
 		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
 	}
-	rt := newRuntime(t, g, openDB(t), opts...)
+	db, refuse := openFaultDB(t)
+	rt := newRuntime(t, g, db, opts...)
 	_, err := rt.Apply("a", 1, "seq", seqCursor(1), streaming.Float(100))
 	require.NoError(t, err)
 	var aErr error
@@ -217,9 +245,10 @@ func TestRecordAfterFailedFlushInTheSameProcessFails(t *testing.T) {
 		// A write Badger refuses heads the write-behind buffer; a is
 		// evicted into it, and the new keys after it fill batches until
 		// the hot path has waited for the failed flush.
-		if err := tx.Delete(strings.Repeat("x", 70_000)); err != nil {
+		if err := tx.Delete(refusedKey); err != nil {
 			return err
 		}
+		refuse("refused/")
 		for i := range 300 {
 			if _, err := tx.Eval(fmt.Sprintf("other%03d", i), int64(10+i), streaming.Float(1)); err != nil {
 				break // the failed flush noticed (with the fix)

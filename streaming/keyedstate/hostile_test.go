@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -313,4 +314,40 @@ func TestPrefixHoldsNoSpilledRuns(t *testing.T) {
 			c.Release(true)
 		})
 	}
+}
+
+// TestKeyTooLongIsRefused: a key longer than Badger stores (with the
+// prefix) is refused with ErrKeyTooLong, and the runtime carries on.
+// Bug: its record was applied, and the write-behind flush holding it
+// later failed: the runtime refused everything from then on (sticky
+// error), and a checkpoint could no longer be cut.
+func TestKeyTooLongIsRefused(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	opts := []keyedstate.Option{
+		keyedstate.WithGCHeadroom(0),
+		keyedstate.WithEntryBytes(100_000),
+		keyedstate.WithWriteBatchBytes(4 << 10),
+		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
+	}
+	rt := newRuntime(t, g, openDB(t), opts...)
+	huge := strings.Repeat("x", keyedstate.MaxKeyBytes)
+	_, err := rt.Apply(huge, 1, "seq", seqCursor(1), streaming.Float(1))
+	require.ErrorIs(t, err, keyedstate.ErrKeyTooLong)
+	require.ErrorContains(t, err, "65011 bytes with the prefix")
+	err = rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(huge) })
+	require.ErrorIs(t, err, keyedstate.ErrKeyTooLong)
+
+	// The runtime carries on: records, evictions and flushes, a cut.
+	for i := range 50 {
+		_, err := rt.Apply(fmt.Sprintf("k%02d", i), int64(i), "seq", seqCursor(i), streaming.Float(1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, rt.Flush())
+	c, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	_, err = collectPieces(t, c)
+	require.NoError(t, err)
+	c.Release(true)
+	require.Equal(t, 50, rt.Stats().Keys)
 }

@@ -363,7 +363,8 @@ func (r *Runtime[K]) Apply(key K, ts int64, cursorType string, cursor []byte, in
 // record some operator refused (Instance.Rejected() > 0) is counted in
 // Stats.Rejected. A record of a new key while the runtime holds its cap
 // of keys (WithMaxKeys) is refused with an error wrapping
-// ErrTooManyKeys; the runtime carries on.
+// ErrTooManyKeys, and a key longer than Badger stores with one wrapping
+// ErrKeyTooLong; the runtime carries on.
 func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming.Instance, error) {
 	r := tx.r
 	var h uint64
@@ -440,6 +441,9 @@ func (r *Runtime[K]) inCut(gen uint64) bool {
 func (tx *Tx[K]) Delete(key K) error {
 	r := tx.r
 	kb := r.keyBytes(key)
+	if err := r.checkKeyLen(kb); err != nil {
+		return err
+	}
 	var gen uint64
 	e, cached := r.cache[key]
 	found := cached
@@ -506,6 +510,21 @@ func (r *Runtime[K]) markChanged(e *entry[K]) error {
 	return r.maybeSpill()
 }
 
+// MaxKeyBytes is the longest key Badger stores (its limit on a key,
+// which includes the runtime's prefix).
+const MaxKeyBytes = 65000
+
+// checkKeyLen refuses a key Badger would not store: its write-behind
+// flush (or a spill of the changed keys) would fail, and with it the
+// whole runtime.
+func (r *Runtime[K]) checkKeyLen(kb []byte) error {
+	if n := len(r.cfg.prefix) + len(kb); n > MaxKeyBytes {
+		return fmt.Errorf("key %s refused: %d bytes with the prefix, over Badger's %d: %w",
+			streaming.QuoteKey(kb), n, MaxKeyBytes, ErrKeyTooLong)
+	}
+	return nil
+}
+
 func (r *Runtime[K]) keyBytes(key K) []byte {
 	r.keyBuf = r.codec.AppendKey(r.keyBuf[:0], key)
 	return r.keyBuf
@@ -515,6 +534,9 @@ func (r *Runtime[K]) keyBytes(key K) []byte {
 // the spare entry when the full cache does not admit it.
 func (r *Runtime[K]) load(key K, h uint64) (*entry[K], error) {
 	r.stats.Misses++
+	if err := r.checkKeyLen(r.keyBytes(key)); err != nil {
+		return nil, err
+	}
 	r.pollFlush()
 	e, err := r.slot(h)
 	if err != nil {
