@@ -262,3 +262,29 @@ func TestRecordAfterFailedFlushInTheSameProcessFails(t *testing.T) {
 	require.ErrorContains(t, aErr, `"a"`, "the error names the key")
 	require.ErrorContains(t, aErr, "write-behind flush")
 }
+
+// TestNewKeyFailingToChangeIsNotHeld: the record of a new key fails
+// because the list of changed keys cannot be spilled (a write error).
+// Bug: the key stayed cached with an empty state and counted in
+// Stats.Keys (and the key cap), though no record made it: Get found it,
+// a cut would save it, and the count stayed one too high after it left
+// the cache. Now the failed key is neither held nor counted.
+func TestNewKeyFailingToChangeIsNotHeld(t *testing.T) {
+	g := smaGraph(t)
+	db, refuse := openFaultDB(t)
+	rt := newRuntime(t, g, db, small(4)...)
+	_, err := rt.Apply("k", 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err)
+	// Spills fail (Badger refuses the keys of spilled runs), and a long
+	// key takes the list of changed keys past the spill threshold.
+	refuse("-changed")
+	long := strings.Repeat("x", 8<<10)
+	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(long) }))
+
+	_, err = rt.Apply("new", 2, "seq", seqCursor(2), streaming.Float(2))
+	require.ErrorContains(t, err, "spill changed keys")
+	_, found, err := rt.Get("new")
+	require.NoError(t, err)
+	require.False(t, found, "a key no record made is held")
+	require.Equal(t, 1, rt.Stats().Keys, "keys held")
+}

@@ -373,6 +373,7 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 		r.sketch.add(h)
 	}
 	e, ok := r.cache[key]
+	isNew := false
 	if ok {
 		e.ref = true
 		r.stats.Hits++
@@ -393,10 +394,19 @@ func (tx *Tx[K]) Eval(key K, ts int64, inputs ...streaming.Computed) (*streaming
 					streaming.QuoteKey(r.keyBytes(key)), r.keys, ErrTooManyKeys)
 			}
 			r.keys++
+			isNew = true
 		}
 	}
 	if e.gen != r.gen {
 		if err := r.markChanged(e); err != nil {
+			if isNew {
+				// No record made the key: it must not stay cached
+				// (read back, and saved by a cut, with an empty state)
+				// nor counted.
+				delete(r.cache, key)
+				e.live = false
+				r.keys--
+			}
 			return nil, err
 		}
 	} else if e.absent {
