@@ -120,20 +120,21 @@ func (r *Runtime[K]) scanIdle(after []byte, cutoff int64) ([]K, []byte, error) {
 				return nil
 			}
 			scanned++
+			kb := item.Key()[len(prefix):]
 			var sv storedVal
 			if err := item.Value(func(v []byte) error {
 				var err error
 				sv, err = splitStored(v)
 				return err
 			}); err != nil {
-				return fmt.Errorf("keyedstate: expiry scan: %w", err)
+				return fmt.Errorf("keyedstate: expiry scan: stored state of key %s: %w", streaming.QuoteKey(kb), err)
 			}
 			if sv.seen >= cutoff {
 				continue
 			}
-			k, err := r.codec.DecodeKey(item.Key()[len(prefix):])
+			k, err := r.codec.DecodeKey(kb)
 			if err != nil {
-				return fmt.Errorf("keyedstate: expiry scan: %w", err)
+				return fmt.Errorf("keyedstate: expiry scan: key %s: %w", streaming.QuoteKey(kb), err)
 			}
 			cands = append(cands, k)
 		}

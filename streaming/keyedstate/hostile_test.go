@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination/vclock"
@@ -350,4 +351,21 @@ func TestKeyTooLongIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	c.Release(true)
 	require.Equal(t, 50, rt.Stats().Keys)
+}
+
+// TestExpiryScanErrorNamesTheKey: a stored value ExpireIdle cannot read
+// (no header: a corrupt database) fails the sweep with an error naming
+// its key. Bug: the error said only "expiry scan: stored value of 0
+// bytes has no generation header", among millions of keys.
+func TestExpiryScanErrorNamesTheKey(t *testing.T) {
+	ctx := context.Background()
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	db := openDB(t)
+	rt := newRuntime(t, smaGraph(t), db, append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
+	require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
+	require.NoError(t, db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("keyedstate/broken"), []byte{}) }))
+	clock.Advance(2 * time.Hour)
+	_, err := rt.ExpireIdle(ctx)
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+	require.ErrorContains(t, err, `key "broken"`)
 }
