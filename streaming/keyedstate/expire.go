@@ -68,9 +68,10 @@ func (r *Runtime[K]) ExpireIdle(ctx context.Context) (int, error) {
 			r.mu.Unlock()
 			return expired, fmt.Errorf("keyedstate: expire key %s: %w", streaming.QuoteKey(r.keyBytes(k)), err)
 		}
+		// Counted one by one: the keys deleted before a failure are gone.
 		expired++
+		r.stats.Expired++
 	}
-	r.stats.Expired += uint64(len(idle))
 	r.mu.Unlock()
 
 	// The stored keys, a batch at a time: found in a read view outside
@@ -171,7 +172,7 @@ func (r *Runtime[K]) expireStored(cands []K, cutoff int64) (int, error) {
 			return n, fmt.Errorf("keyedstate: expire key %s: %w", streaming.QuoteKey(r.keyBytes(k)), err)
 		}
 		n++
+		r.stats.Expired++
 	}
-	r.stats.Expired += uint64(n)
 	return n, nil
 }

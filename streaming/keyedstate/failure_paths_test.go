@@ -288,3 +288,35 @@ func TestNewKeyFailingToChangeIsNotHeld(t *testing.T) {
 	require.False(t, found, "a key no record made is held")
 	require.Equal(t, 1, rt.Stats().Keys, "keys held")
 }
+
+// TestExpiredCountedWhenTheSweepFails: ExpireIdle deletes some idle keys
+// and then fails (here a spill of the changed keys cannot be written).
+// Bug: it returned how many it had deleted but did not count them in
+// Stats.Expired, which counted a sweep's keys only when all went.
+func TestExpiredCountedWhenTheSweepFails(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	db, refuse := openFaultDB(t)
+	rt := newRuntime(t, g, db, append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
+	// Four keys of 1000 bytes: deleting the fourth takes the list
+	// of changed keys past the spill threshold.
+	for i := range 4 {
+		k := fmt.Sprintf("k%d", i) + strings.Repeat("x", 1000)
+		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(1))
+		require.NoError(t, err)
+	}
+	c, err := rt.Cut(ctx) // the list of changed keys starts empty
+	require.NoError(t, err)
+	_, err = collectPieces(t, c)
+	require.NoError(t, err)
+	c.Release(true)
+
+	refuse("-changed") // spills fail
+	clock.Advance(2 * time.Hour)
+	n, err := rt.ExpireIdle(ctx)
+	require.ErrorContains(t, err, "spill changed keys")
+	require.Positive(t, n, "keys deleted before the failure")
+	require.Equal(t, uint64(n), rt.Stats().Expired)
+	require.Equal(t, 4-n, rt.Stats().Keys)
+}
