@@ -17,6 +17,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
 
 // strictSum sums its input; its Load refuses a sum above 1e12, as SMA's
@@ -282,4 +283,30 @@ func TestNonFiniteOutputDoesNotFailCheckpoints(t *testing.T) {
 	for i, want := range []string{`"value":-12}`, `"value":14}`, `"value":7.5}`} {
 		require.True(t, strings.HasSuffix(values[i], want), "%s does not end in %s", values[i], want)
 	}
+}
+
+// TestKeyTooLongForTheStateIsDeadLettered: a pipeline whose limits let
+// through a key longer than the keyed state stores (Badger's 65,000
+// bytes with the shard's prefix) dead-letters its record with the
+// reason, and the shard carries on. Before, the record failed the
+// shard, and would again at every replay after a restore.
+func TestKeyTooLongForTheStateIsDeadLettered(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	rec := newRecorder()
+	p := sumPipeline(addrs, t.TempDir(), pipeline.State{}, rec.shared())
+	p.Limits = streaming.Limits{KeyPattern: `(?s).+`, MaxKeyBytes: 100_000}
+	reg := pipeline.WithOperators(sumRegistry(t))
+
+	long := strings.Repeat("x", keyedstate.MaxKeyBytes)
+	produceRaw(t, addrs, sumReading("k1", 1, 1), sumReading(long, 2, 1), sumReading("k1", 3, 1))
+	w := start(t, p, reg)
+	require.Eventually(t, func() bool { return w.w.Stats().RecordsIn == 2 && w.w.Stats().DeadLettered == 1 }, 20*time.Second, 5*time.Millisecond,
+		"stats %+v", w.w.Stats())
+	require.NoError(t, w.w.Checkpoint(context.Background()))
+	require.Equal(t, map[string]float64{"k1": 2}, lastSums(rec))
+	r := dlqRecords(t, addrs, 1)[0]
+	errs := headerValues(r, kafka.HeaderDLQError)
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0], "over Badger's 65000")
 }

@@ -145,6 +145,14 @@ func (k *kafkaShard) apply(ctx context.Context, recs []*kgo.Record) error {
 				k.last = r.Offset
 				continue
 			}
+			if errors.Is(err, keyedstate.ErrKeyTooLong) {
+				// A key longer than the keyed state stores (limits.max_key_bytes
+				// let it through): failing the shard would fail it again at
+				// every replay of the record.
+				s.dead = k.appendDead(s.dead, r, err)
+				k.last = r.Offset
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("shard %s, record at offset %d, key %q: %w", s.id, r.Offset, key, err)
 			}

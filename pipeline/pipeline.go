@@ -58,8 +58,9 @@ type Pipeline struct {
 	// state is still checkpointed).
 	Sinks []SinkSpec
 	// DeadLetter receives the dead letters: records that cannot be
-	// decoded, are outside Limits or are of a new key over
-	// state.max_keys, as Outputs carrying a streaming.DeadLetter, through
+	// decoded, are outside Limits, are of a new key over
+	// state.max_keys or (Kafka) of a key longer than the keyed state
+	// stores (keyedstate.MaxKeyBytes with the shard's prefix), as Outputs carrying a streaming.DeadLetter, through
 	// the same streaming.Sink contract as the other sinks (Flush is part
 	// of every checkpoint's pre-commit). A KafkaSink (its records are the
 	// original ones plus tflo-dlq-* headers) or Use(your own sink).
