@@ -203,6 +203,30 @@ func TestMQTTNewKeysOverTheCapAreDeadLettered(t *testing.T) {
 	g.stop(t)
 }
 
+// TestMQTTKeyTooLongForTheStateIsDeadLettered: as at a Kafka source, a
+// reading whose sensor id the limits let through but the keyed state
+// cannot store is dead-lettered with the reason. Before, it failed the
+// source, and would again at every delivery of the message.
+func TestMQTTKeyTooLongForTheStateIsDeadLettered(t *testing.T) {
+	e := newEdgeEnv(t)
+	dl := collectMQTTDeadLetters(t, e.broker)
+	p := e.pipeline(false, 0)
+	p.Limits = streaming.Limits{KeyPattern: `(?s).+`, MaxKeyBytes: 100_000}
+	src := p.Source.(pipeline.MQTTSource)
+	src.MaxPacketSize = 1 << 20 // the topic and the reading each hold the id
+	p.Source = src
+	g := e.start(t, p)
+	sensor := strings.Repeat("x", keyedstate.MaxKeyBytes)
+	long := mqtt.EncodeReading(nil, mqtt.Reading{Sensor: sensor, TS: 1, Value: 20})
+	require.NoError(t, e.broker.Publish("sensors/"+sensor, long, false, 2))
+	require.NoError(t, e.broker.Publish("sensors/boiler", mqtt.EncodeReading(nil, mqtt.Reading{Sensor: "boiler", TS: 2, Value: 20}), false, 2))
+	require.Eventually(t, func() bool { return len(dl.get()) == 1 && g.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond,
+		"dead letters %d, stats %+v", len(dl.get()), g.w.Stats())
+	require.Contains(t, dl.get()[string(long)], "over Badger's 65000")
+	require.NoError(t, g.w.Err())
+	g.stop(t)
+}
+
 // TestSpecKeyBounds: state.max_keys and state.key_ttl reach the pipeline,
 // with the default cap when absent, and bad values are refused.
 func TestSpecKeyBounds(t *testing.T) {

@@ -278,6 +278,12 @@ func (r *mqttRunner) handle(ctx context.Context, m mqtt.Message) error {
 			w.m.keysRefused.Add(1)
 			return fmt.Errorf("%w: over state.max_keys: %w", mqtt.ErrRefused, err)
 		}
+		if errors.Is(err, keyedstate.ErrKeyTooLong) {
+			// A key longer than the keyed state stores (limits.max_key_bytes
+			// let it through): failing the source would fail it again at
+			// every delivery of the message. The source dead-letters it.
+			return fmt.Errorf("%w: %w", mqtt.ErrRefused, err)
+		}
 		if err != nil {
 			return fmt.Errorf("shard %s, reading of %q at %d: %w", s.id, rd.Sensor, rd.TS, err)
 		}
