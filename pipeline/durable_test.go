@@ -13,6 +13,7 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // TestWorkersShareDurableFolder: two workers on one machine share one
@@ -151,4 +152,49 @@ func TestKafkaShardEpochClaimedPastTheGroups(t *testing.T) {
 	require.Equal(t, first+1, restarted.w.Shards()[0].Epoch, "the same generation's epoch, claimed past the old run's")
 	require.NoError(t, restarted.w.Checkpoint(context.Background()))
 	require.ErrorIs(t, old.w.Checkpoint(context.Background()), streaming.ErrFenced, "the old run's checkpoint is fenced")
+}
+
+// TestReleasedShardStateLeavesTheDatabase: a worker that gives up a
+// shard while it runs (a rebalance) deletes the state the shard left in
+// its state database (keyedstate.DeleteState; TestDeleteState there
+// shows it deletes the states written behind). Bug: they stayed until the
+// worker held the shard again, outside the memory budget in an in-memory
+// database (no state folder). The shard, back here later, restores and
+// every output equals one uninterrupted run's.
+func TestReleasedShardStateLeavesTheDatabase(t *testing.T) {
+	const parts = 2
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	rec := newRecorder()
+	p := alarmPipeline(addrs, "", rec.shared())
+	p.State.Durable = pipeline.Durable{Store: memory.New()} // shared by both workers
+	src := p.Source.(pipeline.KafkaSource)
+	src.SessionTimeout = 2 * time.Second
+	p.Source = src
+
+	dropped := logtest.NewCounter("state of a released shard deleted")
+	a := start(t, p, pipeline.WithWorkerID("a"), pipeline.WithLogger(dropped.Logger()))
+	require.Eventually(t, func() bool { return a.w.Stats().Owned == parts }, 30*time.Second, 10*time.Millisecond)
+	phase1 := makeReadings(16, 1, 40)
+	produce(t, addrs, phase1)
+	require.Eventually(t, func() bool { return rec.has(reference(t, p, phase1)) }, 30*time.Second, 10*time.Millisecond)
+
+	b := start(t, p, pipeline.WithWorkerID("b"))
+	require.Eventually(t, func() bool { return len(heldShards(a.w)) == 1 && len(heldShards(b.w)) == 1 }, 30*time.Second, 10*time.Millisecond)
+	moved := heldShards(b.w)[0]
+	require.Eventually(t, func() bool { return dropped.Lines() == 1 }, 30*time.Second, 10*time.Millisecond, "shard %s's state was not deleted from a's database", moved)
+	n, err := pipeline.StateKeys(a.w, moved)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// b stops: a restores the moved shard from b's final checkpoint.
+	b.stop(t)
+	require.Eventually(t, func() bool { return a.w.Stats().Owned == parts }, 30*time.Second, 10*time.Millisecond)
+	phase2 := makeReadings(16, 41, 80)
+	produce(t, addrs, phase2)
+	want := reference(t, p, append(phase1, phase2...))
+	require.Eventually(t, func() bool { return rec.has(want) }, 30*time.Second, 10*time.Millisecond)
+	a.stop(t)
+	rec.requireExact(t, want)
+	require.Equal(t, int64(1), dropped.Lines(), "a shard released because its worker stops keeps its state")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -57,3 +59,20 @@ func CoordEpochs(s coordination.Store) streaming.EpochClaimer { return coordEpoc
 
 // DeadLetterKafkaSink is DeadLetterKafka.sink, for the round-trip test.
 func DeadLetterKafkaSink(d DeadLetterKafka) KafkaSink { return d.sink() }
+
+// StateKeys counts the keys shard id keeps in w's state database.
+func StateKeys(w *Worker, id streaming.ShardID) (int, error) {
+	n := 0
+	err := w.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = w.statePrefix(id)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

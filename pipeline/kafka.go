@@ -212,6 +212,7 @@ func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 	}
 	k.w.host.lost(k.shard)
 	k.close()
+	k.w.dropState(k.id)
 	return err
 }
 

@@ -138,6 +138,9 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 		}
 	}
 	s.rec.Inputs = make([]streaming.Computed, len(w.c.g.Inputs()))
+	if err := w.awaitDrop(ctx, id); err != nil {
+		return nil, err
+	}
 	rt, err := w.newRuntime(id, maxShards)
 	if err != nil {
 		return nil, err
@@ -465,7 +468,7 @@ func (w *Worker) newRuntime(id streaming.ShardID, maxShards int) (*keyedstate.Ru
 	rt, err := keyedstate.New(w.c.g, keyedstate.StringKeys{}, w.db, append([]keyedstate.Option{
 		keyedstate.WithMemoryBudget(budget), keyedstate.WithDBShare(n), keyedstate.WithEntryBytes(w.entrySz),
 		keyedstate.WithWriteBatchBytes(int(min(4<<20, max(total/int64(maxShards)/16, 64<<10)))),
-		keyedstate.WithPrefix([]byte(statePrefix + w.c.p.Name + "/" + string(id) + "/")),
+		keyedstate.WithPrefix(w.statePrefix(id)),
 		keyedstate.WithPieceBytes(w.pieceSz)},
 		w.keyOptions(id)...)...)
 	if err != nil {
@@ -481,6 +484,85 @@ func (w *Worker) newRuntime(id streaming.ShardID, maxShards int) (*keyedstate.Ru
 	}
 	w.runtimes[rt] = maxShards
 	return rt, nil
+}
+
+// statePrefix is the prefix of shard id's keys in the state database.
+func (w *Worker) statePrefix(id streaming.ShardID) []byte {
+	return []byte(statePrefix + w.c.p.Name + "/" + string(id) + "/")
+}
+
+// dropState deletes, in the background, the state a shard this worker
+// gave up while running left in its database (closing its runtime drains
+// the write-behind there): kept, it would stay until the worker held the
+// shard again (a restore deletes it then), outside the memory budget when
+// the database is in memory (no state folder), and on disk otherwise. A
+// shard released because the worker stops keeps it: the database is
+// closed next (in memory, freed), and a folder's is deleted at the next
+// restore. openShard of the same shard waits for the deletion.
+func (w *Worker) dropState(id streaming.ShardID) {
+	if p := w.stopping.Load(); p == nil || chanClosed(*p) {
+		return
+	}
+	prefix := w.statePrefix(id)
+	done := make(chan struct{})
+	w.dropMu.Lock()
+	if w.drops == nil {
+		w.drops = map[string]chan struct{}{}
+	}
+	prev := w.drops[string(prefix)]
+	w.drops[string(prefix)] = done
+	w.dropMu.Unlock()
+	w.dropWG.Go(func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		start := time.Now()
+		if err := keyedstate.DeleteState(w.dropCtx, w.db, prefix); err != nil {
+			w.log.Warn("state of a released shard not deleted (its next restore here deletes it)", "shard", id, "err", err)
+			return
+		}
+		w.log.Info("state of a released shard deleted", "shard", id, "took", time.Since(start).Round(time.Millisecond))
+		w.dropMu.Lock()
+		if w.drops[string(prefix)] == done {
+			delete(w.drops, string(prefix))
+		}
+		w.dropMu.Unlock()
+	})
+}
+
+// awaitDrop waits until the deletion of shard id's state (dropState), if
+// any, has ended.
+func (w *Worker) awaitDrop(ctx context.Context, id streaming.ShardID) error {
+	w.dropMu.Lock()
+	done := w.drops[string(w.statePrefix(id))]
+	w.dropMu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("shard %s: waiting for the deletion of its earlier state here: %w", id, ctx.Err())
+	}
+}
+
+// stopDrops ends the deletions under way (the next restore of their
+// shards deletes what is left) before the database closes.
+func (w *Worker) stopDrops() error {
+	w.dropCancel()
+	w.dropWG.Wait()
+	return nil
+}
+
+func chanClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // releaseRuntime gives a closed shard's part of the budget back to the

@@ -125,6 +125,15 @@ type Worker struct {
 	entrySz  int                                 // what a cached key costs, measured once by NewWorker
 	pieceSz  int                                 // checkpoint piece size of the runtimes (pieceBytes)
 
+	// The state of shards given up while running, being deleted from
+	// the state database (dropState).
+	dropMu     sync.Mutex
+	drops      map[string]chan struct{} // state prefix → closed once deleted
+	dropWG     sync.WaitGroup
+	dropCtx    context.Context
+	dropCancel context.CancelFunc
+	stopping   atomic.Pointer[<-chan struct{}] // Run's ctx.Done(): a shard released after it is not dropped
+
 	running     atomic.Bool
 	closed      atomic.Bool
 	crashOnStop atomic.Bool // tests: stop an MQTT source like a crash
@@ -183,6 +192,8 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		return nil, fmt.Errorf("pipeline %q: %w", c.p.Name, err)
 	}
 	w.closers = append(w.closers, w.db.Close)
+	w.dropCtx, w.dropCancel = context.WithCancel(context.Background())
+	w.closers = append(w.closers, w.stopDrops) // before the database closes
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	durable, closeDurable, err := openDurable(octx, c.p.State, w.db, w.log, w.partsReg())
@@ -448,6 +459,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer w.startTemporalLazily(ctx, tc)()
 	}
 
+	done := ctx.Done()
+	w.stopping.Store(&done)
 	srcDone := make(chan error, 1)
 	go func() {
 		if w.kafka != nil {

@@ -554,6 +554,24 @@ func eachKey(txn *badger.Txn, prefix []byte, fn func(key []byte) bool) {
 	}
 }
 
+// DeleteState deletes the state a runtime opened WithPrefix(prefix) kept
+// in db (every key under prefix), with write batches, so the runtimes of
+// other shards sharing db write on meanwhile. The runtime must be closed,
+// and no other opened on prefix until DeleteState returns: a worker calls
+// it for a shard it gave up, whose keys would otherwise stay in its
+// database (in memory, without a state folder) until it held the shard
+// again. A prefix that is empty or starts with 0xff is refused, as New
+// refuses it.
+func DeleteState(ctx context.Context, db *badger.DB, prefix []byte) error {
+	if len(prefix) == 0 || prefix[0] == 0xff {
+		return fmt.Errorf("keyed state: delete the state under prefix %q: not a runtime's prefix (empty, or under the spilled lists of changed keys)", prefix)
+	}
+	if err := deletePrefix(ctx, db, prefix); err != nil {
+		return fmt.Errorf("keyed state: delete the state under prefix %q: %w", prefix, err)
+	}
+	return nil
+}
+
 // deletePrefix deletes every key under prefix with write batches of
 // deletions. Not Badger's DropPrefix: that blocks every write to the DB
 // while it runs, and the runtimes of other shards sharing the DB would

@@ -369,3 +369,54 @@ func TestExpiryScanErrorNamesTheKey(t *testing.T) {
 	require.ErrorIs(t, err, streaming.ErrCorrupt)
 	require.ErrorContains(t, err, `key "broken"`)
 }
+
+// TestDeleteState: DeleteState deletes every key a closed runtime left
+// under its prefix (the states it wrote behind), and nothing of another
+// runtime sharing the database; a prefix no runtime can have is refused.
+func TestDeleteState(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	db := openDB(t)
+	count := func(prefix string) int {
+		n := 0
+		require.NoError(t, db.View(func(txn *badger.Txn) error {
+			opts := badger.DefaultIteratorOptions
+			opts.PrefetchValues, opts.Prefix = false, []byte(prefix)
+			it := txn.NewIterator(opts)
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				n++
+			}
+			return nil
+		}))
+		return n
+	}
+	run := func(prefix string) *keyedstate.Runtime[string] {
+		rt, err := keyedstate.New[string](g, keyedstate.StringKeys{}, db, append(small(4), keyedstate.WithPrefix([]byte(prefix)))...)
+		require.NoError(t, err)
+		require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
+		for i := range 500 {
+			_, err := rt.Apply(fmt.Sprintf("k%04d", i), int64(i), "seq", seqCursor(i), streaming.Float(1))
+			require.NoError(t, err)
+		}
+		require.NoError(t, rt.Flush())
+		return rt
+	}
+	gone, kept := run("s/a/"), run("s/ab/")
+	require.NoError(t, gone.Close())
+	require.Positive(t, count("s/a/"), "states written behind stay after Close")
+	before := count("s/ab/")
+	require.Positive(t, before)
+
+	require.NoError(t, keyedstate.DeleteState(ctx, db, []byte("s/a/")))
+	require.Zero(t, count("s/a/"))
+	require.Equal(t, before, count("s/ab/"), "another runtime's keys stay")
+	_, found, err := kept.Get("k0001")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NoError(t, kept.Close())
+
+	for _, bad := range []string{"", "\xffkeyedstate-changed/"} {
+		require.ErrorContains(t, keyedstate.DeleteState(ctx, db, []byte(bad)), "not a runtime's prefix")
+	}
+}
