@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/coordination/metered"
@@ -107,14 +108,34 @@ func (l *leaseSupervisor) current() client.WorkflowRun {
 // declared the worker dead and told the pipeline's coordinator, which left
 // its shards out of the rounds; the worker announces them all again, and
 // as their owner at the same epoch nothing moves. Without a new lease
-// workflow, a later real death would go unnoticed.
+// workflow, a later real death would go unnoticed. A wait that fails
+// because Temporal is unreachable says nothing of the workflow: it is
+// watched again, and replaced only once Temporal says it ended.
 func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseSupervisor) {
+	watch := time.Second
 	for {
 		var st workflows.LeaseState
 		err := l.current().Get(ctx, &st)
 		if ctx.Err() != nil {
 			return
 		}
+		var ended *temporal.WorkflowExecutionError
+		var gone *serviceerror.NotFound
+		if err != nil && !errors.As(err, &ended) && !errors.As(err, &gone) {
+			// Get gives up after a minute of failed calls: the workflow
+			// may well be running (its heartbeat timeout is longer than
+			// the outage), and a new one would terminate it.
+			w.log.Warn("could not watch the lease workflow (Temporal unreachable?); will watch it again",
+				"workflow_id", l.current().GetID(), "err", err, "in", watch)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(watch):
+			}
+			watch = min(2*watch, 30*time.Second)
+			continue
+		}
+		watch = time.Second
 		w.log.Warn("the lease workflow ended while this worker runs (Temporal was unreachable for longer than the heartbeat timeout?); starting a new one",
 			"status", st.Status, "told", st.Told, "err", err)
 		w.m.leaseRestarts.Inc()
