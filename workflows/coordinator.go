@@ -137,7 +137,15 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			// Cancelled: every Await and timer now returns at once, so
-			// the loop would spin without yielding. End as cancelled.
+			// the loop would spin without yielding. End as cancelled,
+			// once the handlers are done and the handoffs they answered
+			// with have started: the server never starts the child of a
+			// parent that closed first, abandoned or not (histories
+			// before the version ended at once).
+			if workflow.GetVersion(ctx, "start-handoffs-before-cancel", workflow.DefaultVersion, 1) >= 1 {
+				dctx, _ := workflow.NewDisconnectedContext(ctx)
+				_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) && c.pendingStarts == 0 })
+			}
 			return c.st, err
 		}
 		if c.stopping {
