@@ -79,9 +79,12 @@ type roundRun struct {
 	pending int
 }
 
-// skippedStopped is why a share's results are discarded when the
-// coordinator stops.
-const skippedStopped = "stopped"
+// Why a share's results are discarded: the coordinator stops, or the
+// share's worker was declared gone.
+const (
+	skippedStopped = "stopped"
+	skippedGone    = "worker gone"
+)
 
 // share is one worker's part of a round.
 type share struct {
@@ -458,7 +461,7 @@ func (c *coordinator) workerGone(ctx workflow.Context, g WorkerGone) {
 	if r := c.inFlight; r != nil {
 		for _, sh := range r.shares {
 			if sh.worker == g.WorkerID && !sh.done {
-				sh.skipped = "worker gone"
+				sh.skipped = skippedGone
 				sh.cancel()
 			}
 		}
@@ -597,8 +600,13 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 	wr := c.findWorker(sh.worker)
 	if sh.skipped != "" {
 		// A stop cuts the share short (the summary says Cut): its shards
-		// did not change owner.
-		if sh.skipped != skippedStopped {
+		// did not change owner. Nor did a gone worker's: they wait for
+		// their next owner, a liveness matter as an unreachable worker's.
+		switch sh.skipped {
+		case skippedStopped:
+		case skippedGone:
+			s.Unreachable += len(sh.in.Shards)
+		default:
 			s.Moved += len(sh.in.Shards)
 		}
 		return

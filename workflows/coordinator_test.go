@@ -672,3 +672,28 @@ func TestCoordinatorRefusesAShardWithoutAName(t *testing.T) {
 	assert.Equal(t, activities.ErrTypeBadInput, ae.Type())
 	assert.Contains(t, bad.err.Error(), `announcement of worker "w1" to the coordinator of iot names a shard without a name`)
 }
+
+// TestCoordinatorWorkerGoneMidRoundIsNotCountedAsMoved: a worker its
+// lease declares gone while its share of a round runs leaves the round;
+// its shards did not change owner (they wait for their next one), so the
+// round counts them unreachable. Before, they were counted as Moved and
+// the round read "1 moved" for a shard nobody had taken.
+func TestCoordinatorWorkerGoneMidRoundIsNotCountedAsMoved(t *testing.T) {
+	env := quietSuite().NewTestWorkflowEnvironment()
+	a := &activities.Rounds{}
+	env.RegisterActivity(a)
+	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
+	f := newFakeWorkers()
+	roundTakes(env, f, 10*time.Minute)
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalWorkerGone, workflows.WorkerGone{WorkerID: "w1", Reason: "heartbeat timed out"})
+	}, 15*time.Second)
+	stopCoordinatorAfter(env, 18*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	st := coordinatorResult(t, env)
+	require.NotNil(t, st.Last)
+	assert.Zero(t, st.Last.Moved, "no shard moved: its owner was declared gone")
+	assert.Equal(t, 1, st.Last.Unreachable)
+	assert.Equal(t, "round 1: 1 workers, 1 shards, 0 B, 5s, 0 failed, 1 unreachable", st.Last.String())
+}

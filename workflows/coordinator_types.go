@@ -232,8 +232,9 @@ type RoundSummary struct {
 	Shards    int                 `json:"shards"`
 	OK        int                 `json:"ok"`
 	// Failed shards failed on storage; Unreachable ones were on workers
-	// that did not pick the round up; NotOwner ones had moved on; Moved
-	// ones changed owner while the round ran (their results discarded).
+	// that did not pick the round up or were declared gone while it ran;
+	// NotOwner ones had moved on; Moved ones changed owner while the round
+	// ran (their results discarded).
 	Failed      int `json:"failed"`
 	Unreachable int `json:"unreachable,omitempty"`
 	// WorkerErrors are shards whose worker failed the round as a whole.
