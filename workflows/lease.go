@@ -61,10 +61,12 @@ const (
 // LeaseWorkflow watches one worker through a long-running activity on the
 // worker's own queue that heartbeats the shards it holds (renewal itself
 // runs in the worker, so it goes on while Temporal is unreachable). When
-// the worker dies, the heartbeat times out and the workflow starts a
-// HandoffWorkflow for each shard of the last heartbeat, marked FromDead so
-// the final checkpoint is skipped; the handoffs wait for the shards' new
-// owners to announce themselves.
+// the worker dies, the heartbeat times out and, with Coordinated, the
+// workflow tells the coordinator of each pipeline of the last heartbeat's
+// shards (SignalWorkerGone), which starts the handoffs when the shards'
+// next owners announce themselves; without, it starts a HandoffWorkflow
+// for each shard, marked FromDead so the final checkpoint is skipped,
+// that waits for the shard's new owner (SignalOwner).
 func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 	if in.WorkerID == "" || in.TaskQueue == "" {
 		return LeaseState{}, temporal.NewNonRetryableApplicationError("lease workflow: worker id and task queue are required", activities.ErrTypeBadInput, nil)

@@ -70,10 +70,11 @@ func CoordinatorWorkflowID(pipeline string) string {
 	return CoordinatorWorkflowIDPrefix + url.PathEscape(pipeline)
 }
 
-// HandoffWorkflowID is the id of a shard's handoff. One handoff per shard
-// runs at a time: a worker that gains the shard signals-with-start it, and
-// the lease workflow of a dead owner starts it; whichever comes second
-// joins the running one.
+// HandoffWorkflowID is the id of a shard's handoff started by the lease
+// workflow of a dead owner without a coordinator (LeaseInput.Coordinated
+// unset): the handoff waits for its new owner's SignalOwner, and a start
+// while one runs joins the running one. A coordinator's handoffs use
+// HandoffWorkflowIDAt.
 func HandoffWorkflowID(pipeline string, shard streaming.ShardID) string {
 	return fmt.Sprintf("%s%s/%s", HandoffWorkflowIDPrefix, url.PathEscape(pipeline), url.PathEscape(string(shard)))
 }
