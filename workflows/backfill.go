@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -71,9 +70,9 @@ type BackfillLane struct {
 func (in BackfillInput) Validate() error {
 	switch {
 	case in.Location == "":
-		return errors.New("backfill: archive location is required")
+		return fmt.Errorf("backfill %q: archive location is required", in.Name)
 	case in.Sink == "":
-		return errors.New("backfill: sink is required")
+		return fmt.Errorf("backfill %q: sink is required", in.Name)
 	case in.Window < 0, in.FilesPerActivity < 0, in.ActivitiesPerRun < 0:
 		return fmt.Errorf("backfill %q: window %d, files per activity %d and activities per run %d must not be negative", in.Name, in.Window, in.FilesPerActivity, in.ActivitiesPerRun)
 	case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):

@@ -274,3 +274,17 @@ func TestBackfillProgressETAFromBytes(t *testing.T) {
 	assert.InDelta(t, 500, q.RowsPerSecond, 0.001)
 	assert.Equal(t, 30*time.Second, q.ETA, "25 bytes/s, 750 bytes left")
 }
+
+// TestBackfillRefusalNamesTheBackfill: a backfill refused for a missing
+// archive location or sink says which backfill, as its other refusals do.
+// Before, both read "backfill: ... is required", naming none.
+func TestBackfillRefusalNamesTheBackfill(t *testing.T) {
+	for _, in := range []workflows.BackfillInput{
+		{Name: "replay-march", Sink: "s"},
+		{Name: "replay-march", Location: "file:///a"},
+	} {
+		err := in.Validate()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `backfill "replay-march"`)
+	}
+}
