@@ -152,6 +152,7 @@ func TestKafkaShardEpochClaimedPastTheGroups(t *testing.T) {
 	require.Equal(t, first+1, restarted.w.Shards()[0].Epoch, "the same generation's epoch, claimed past the old run's")
 	require.NoError(t, restarted.w.Checkpoint(context.Background()))
 	require.ErrorIs(t, old.w.Checkpoint(context.Background()), streaming.ErrFenced, "the old run's checkpoint is fenced")
+	require.ErrorIs(t, old.stopErr(t), streaming.ErrFenced, "so is its final one, which its stop reports")
 }
 
 // TestReleasedShardStateLeavesTheDatabase: a worker that gives up a

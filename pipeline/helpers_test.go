@@ -257,14 +257,22 @@ func (r *running) waitFor(t testing.TB, cond func() bool, timeout time.Duration,
 
 func (r *running) stop(t testing.TB) {
 	t.Helper()
+	require.NoError(t, r.stopErr(t))
+}
+
+// stopErr stops the worker and returns Run's error (nil when stop or
+// stopErr already received it).
+func (r *running) stopErr(t testing.TB) error {
+	t.Helper()
 	r.cancel()
 	select {
 	case err, ok := <-r.done:
 		if ok {
-			require.NoError(t, err)
 			close(r.done)
 		}
+		return err
 	case <-time.After(60 * time.Second):
 		t.Fatal("worker did not stop")
 	}
+	return nil
 }

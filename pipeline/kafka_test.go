@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
 // TestKafkaPipelineRestartsFromItsCheckpoint: a pipeline over a Kafka
@@ -39,4 +41,34 @@ func TestKafkaPipelineRestartsFromItsCheckpoint(t *testing.T) {
 	}
 	b.stop(t)
 	rec.requireExact(t, reference(t, p, append(first, second...)))
+}
+
+// TestKafkaWorkerStopReportsAFailedFinalCheckpoint: a worker whose
+// durable store fails by the time it stops cannot take its shards' final
+// checkpoints; Run says so, naming each shard, instead of returning nil.
+// Bug: the Kafka source only counted and logged the failed final
+// releases, so Run (and the worker binary on SIGTERM, and the demo)
+// reported a clean stop although the last applied records were never
+// checkpointed.
+func TestKafkaWorkerStopReportsAFailedFinalCheckpoint(t *testing.T) {
+	const parts = 2
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	store := &cutStore{StateStore: memory.New()}
+	p := alarmPipeline(addrs, "", newRecorder().shared())
+	p.State.Durable = pipeline.Durable{Store: store}
+	rs := makeReadings(8, 1, 10)
+	produce(t, addrs, rs)
+	w := start(t, p, pipeline.WithWorkerID("a"))
+	w.waitFor(t, func() bool { return w.w.Stats().RecordsIn == uint64(len(rs)) }, 30*time.Second, "records applied")
+	require.Equal(t, parts, w.w.Stats().Owned)
+
+	store.Cut()
+	err := w.stopErr(t)
+	require.Error(t, err, "the stop took no final checkpoint, yet Run returned nil")
+	for p := range int32(parts) {
+		require.ErrorContains(t, err, "final checkpoint of shard "+string(streaming.KafkaShard(topic, p)))
+	}
+	require.ErrorIs(t, err, errStoreCut)
+	require.ErrorContains(t, err, `pipeline "plant", worker "a"`)
 }

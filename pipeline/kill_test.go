@@ -113,6 +113,15 @@ func TestKilledWorkerHandsOff(t *testing.T) {
 	tcut.Cut()
 	vstore.Cut()
 	victim.cancel()
+	// Its final checkpoints, if it took any, failed on the cut store:
+	// Run says so.
+	t.Cleanup(func() {
+		kcut.Heal() // as the cleanup above: its stop needs its connections
+		tcut.Heal()
+		if err := victim.stopErr(t); err != nil {
+			require.ErrorIs(t, err, errStoreCut)
+		}
+	})
 	mu.Lock()
 	killedAt = time.Now()
 	mu.Unlock()

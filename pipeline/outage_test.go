@@ -103,6 +103,13 @@ func TestTemporalOutage(t *testing.T) {
 	kcut.Cut()
 	vstore.Cut()
 	first.cancel()
+	// Its final checkpoints, if it took any, failed on the cut store:
+	// Run says so.
+	t.Cleanup(func() {
+		if err := first.stopErr(t); err != nil {
+			require.ErrorIs(t, err, errStoreCut)
+		}
+	})
 
 	// A second worker starts while Temporal is still down and takes over
 	// from the local checkpoints.

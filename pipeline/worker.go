@@ -428,7 +428,8 @@ func RegisterWorkflows(r worker.WorkflowRegistry) { workflows.Register(r) }
 // takes its final checkpoint), the sinks are flushed and closed, the
 // Temporal workers stop (the lease workflow ends as stopped, not dead),
 // the presence lease is withdrawn and the state database closed. It
-// returns nil after a requested stop. Run may be called once.
+// returns nil after a requested stop whose final checkpoints succeeded
+// (else their errors, each naming its shard). Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrClosed

@@ -56,7 +56,9 @@ type PartitionHandler interface {
 	// (final true) it takes the final checkpoint within ctx (bounded by
 	// WithRevokeTimeout); on a lost assignment (final false) the group has
 	// already moved on and it only drops the state. An error is logged and
-	// counted (Stats.RevokeFailures); the partition is released anyway.
+	// counted (Stats.RevokeFailures); the partition is released anyway. A
+	// final Release that fails as the member leaves the group (Run
+	// stopping) also fails Run.
 	Release(ctx context.Context, final bool) error
 }
 

@@ -21,15 +21,20 @@ type Source struct {
 	cfg    sourceConfig
 	router *ShardRouter
 
-	mu      sync.Mutex // guards parts, cl, cancel, fatal, nparts
-	parts   map[Partition]*partition
-	nparts  map[string]int // partition count per topic, once known
-	cl      *kgo.Client
-	cancel  context.CancelFunc
-	fatal   error
-	running atomic.Bool
-	closed  atomic.Bool
-	runDone chan struct{}
+	mu     sync.Mutex // guards parts, cl, cancel, fatal, nparts, leaveErrs
+	parts  map[Partition]*partition
+	nparts map[string]int // partition count per topic, once known
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	fatal  error
+	// leaving: Run is leaving the group (its revokes are the member's
+	// last releases); leaveErrs are those whose final checkpoint failed,
+	// which Run returns.
+	leaving   atomic.Bool
+	leaveErrs []error
+	running   atomic.Bool
+	closed    atomic.Bool
+	runDone   chan struct{}
 
 	stats struct {
 		handed, revokeFailed atomic.Uint64
@@ -109,7 +114,9 @@ func (s *Source) baseOpts() ([]kgo.Opt, error) {
 // called, or a fatal error (wrong credentials, a partition that cannot be
 // opened, a handler's error). On the way out it leaves the group, which
 // revokes every owned partition and releases it (its final checkpoint).
-// It returns nil on a requested stop. Run may be called once.
+// It returns nil on a requested stop whose final checkpoints all
+// succeeded, else the failed ones' errors (a *PartitionError each, naming
+// the partition). Run may be called once.
 func (s *Source) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("kafka source: Run called twice")
@@ -191,6 +198,7 @@ func (s *Source) Run(ctx context.Context) error {
 	// Leaving the group revokes every owned partition: their Releases
 	// (final checkpoints) run inside Close.
 	cancel()
+	s.leaving.Store(true)
 	cl.Close()
 	s.mu.Lock()
 	left := make([]*partition, 0, len(s.parts))
@@ -198,7 +206,7 @@ func (s *Source) Run(ctx context.Context) error {
 		left = append(left, w)
 	}
 	clear(s.parts)
-	fatal := s.fatal
+	fatal := errors.Join(append([]error{s.fatal}, s.leaveErrs...)...)
 	s.mu.Unlock()
 	for _, w := range left {
 		w.halt()
@@ -426,6 +434,13 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, ps []Partition, fi
 			if err := w.h.Release(cctx, final); err != nil {
 				if final {
 					s.stats.revokeFailed.Add(1)
+					if s.leaving.Load() {
+						// The member's last checkpoint of p failed: the stop
+						// must not look clean (Run returns it).
+						s.mu.Lock()
+						s.leaveErrs = append(s.leaveErrs, &PartitionError{Partition: p, Op: "final release of", Err: err})
+						s.mu.Unlock()
+					}
 				}
 				s.cfg.log.Warn("releasing partition failed", "partition", p.String(), "final", final, "err", err)
 			}
