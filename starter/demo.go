@@ -54,7 +54,9 @@ exit; --local-archive keeps it in the work folder instead).
 
 It prints what runs where (the Temporal web UI first), then progress every
 few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
---duration; a second Ctrl-C while it stops exits at once (130). The work folder is a temporary one removed at exit (kept, with
+--duration; a second Ctrl-C while it stops exits at once (130). A worker that
+stops on its own (fails) stops the demo: it names the worker and its error,
+drains the others and exits 1. The work folder is a temporary one removed at exit (kept, with
 its logs, when the demo fails) unless --dir names one to keep (it must be
 new or empty: the embedded Kafka starts empty on every run). If the demo cannot start, it removes what it created
 there, so the same command can run again. Its output is for people: -o
@@ -168,6 +170,7 @@ func (a *app) runDemo(ctx context.Context, f demoFlags) error {
 	fmt.Fprintf(a.errOut, "starting the iot-portal in %s (Temporal dev server and influxd take a few seconds)...\n", dir)
 	started := time.Now()
 	st, err := portal.StartStack(ctx, portal.StackOptions{
+		BeforeSimulator:    demoBeforeSimulator,
 		Dir:                dir,
 		Simulator:          simulator.Config{Sensors: f.sensors, Interval: f.interval, Pace: true},
 		Partitions:         f.partitions,
@@ -217,6 +220,10 @@ loop:
 		case <-st.SimulatorDone():
 			simErr = st.SimulatorErr()
 			break loop
+		case <-st.WorkerFailed():
+			// Stopped on its own: the portal no longer runs whole.
+			fmt.Fprintf(a.errOut, "a worker failed: %v\ndraining the others (final checkpoints)...\n", st.WorkerErr())
+			break loop
 		case <-tick.C:
 			fmt.Fprintln(a.out, progress(time.Since(begin), st.Stats()))
 		}
@@ -238,6 +245,10 @@ loop:
 	}
 	return nil
 }
+
+// demoBeforeSimulator is the demo's StackOptions.BeforeSimulator (tests
+// reach the running stack with it).
+var demoBeforeSimulator func(*portal.Stack) error
 
 // makeWorkDir makes dir (new or empty) and returns how to undo that:
 // remove dir and the parents this made if it made dir, else empty it

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/portal"
 )
 
 // TestDemoBoundedRun runs `starter demo --duration 20s` as a user would
@@ -263,4 +267,37 @@ func TestDemoBadFlagIsNamed(t *testing.T) {
 		require.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.err)
 		require.True(t, strings.HasPrefix(r.err, tc.want), "%v: %q", tc.args, r.err)
 	}
+}
+
+// TestDemoStopsWhenAWorkerFails: a worker that stops on its own while the
+// demo runs stops the demo at once: it names the worker and its error,
+// drains the others and exits 1, long before --duration. Here a twin
+// takes central-2's id in the coordination store once every worker is up,
+// so central-2 stops with an error at its next presence renewal. Bug: the
+// stack read each worker's result only when the demo stopped, so the demo
+// went on printing progress for the rest of --duration (or until Ctrl-C)
+// with one central worker gone.
+func TestDemoStopsWhenAWorkerFails(t *testing.T) {
+	requireDemoServers(t)
+	demoBeforeSimulator = func(st *portal.Stack) error {
+		ctx := context.Background()
+		const key = "worker.central-2" // split's presence key of the worker id
+		e, err := st.Coordination.Get(ctx, coordination.Ephemeral, key)
+		if err != nil {
+			return err
+		}
+		twin, err := json.Marshal(split.Presence{Worker: "central-2", Instance: "twin"})
+		if err != nil {
+			return err
+		}
+		_, err = st.Coordination.Update(ctx, coordination.Ephemeral, key, twin, e.Revision)
+		return err
+	}
+	t.Cleanup(func() { demoBeforeSimulator = nil })
+	r := runLong(t, "demo", "--duration", "90s", "--dir", t.TempDir(), "--progress", "1s")
+	require.Equal(t, exitFailure, r.code, "stderr: %s\nstdout: %s", r.err, r.out)
+	require.NotContains(t, r.err, "passed: draining", "the demo ran its whole --duration with a failed worker")
+	require.Contains(t, r.err, `a worker failed: pipeline "iot-portal", worker "central-2": coordination:`)
+	require.Contains(t, r.err, `Error: demo: `)
+	require.Contains(t, r.out, "stopped;")
 }

@@ -153,6 +153,12 @@ type Stack struct {
 	closeOnce, stopOnce                  sync.Once
 	stopErr                              error
 	closeErr                             error
+
+	// failed is closed when the first worker stops without being asked
+	// (failErr says which and why).
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
 }
 
 // StartStack starts the services (Kafka and MQTT, then Temporal with its
@@ -167,7 +173,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		return nil, errors.New("portal stack: no work folder (StackOptions.Dir)")
 	}
 	s := &Stack{Opts: o, ArchiveDir: filepath.Join(o.Dir, "archive"), CheckpointDir: filepath.Join(o.Dir, "checkpoints"),
-		Metrics: map[string]string{}, regs: map[string]*prometheus.Registry{}}
+		Metrics: map[string]string{}, regs: map[string]*prometheus.Registry{}, failed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.stopAll()
@@ -267,7 +273,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		s.Centrals = append(s.Centrals, w)
 		done := make(chan error, 1)
 		s.centralDone = append(s.centralDone, done)
-		go func() { done <- w.Run(ccx) }()
+		go func() { done <- s.runWorker(ccx, id, w) }()
 	}
 	cp, err := s.CentralPipeline(0)
 	if err != nil {
@@ -303,7 +309,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	}
 	ecx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.edgeCancel, s.edgeDone = ecancel, make(chan error, 1)
-	go func() { s.edgeDone <- s.Edge.Run(ecx) }()
+	go func() { s.edgeDone <- s.runWorker(ecx, "edge-1", s.Edge) }()
 	if err := waitFor(ctx, 30*time.Second, "edge gateway subscribed", func() bool { return s.Edge.Stats().Subscribed }); err != nil {
 		return nil, err
 	}
@@ -433,6 +439,39 @@ func (s *Stack) Shards() []streaming.ShardID {
 	return out
 }
 
+// runWorker runs w until ctx (only StopWorkers cancels it) ends. A
+// worker that returns before that stopped without being asked: it is
+// recorded (WorkerFailed), also when it returned no error.
+func (s *Stack) runWorker(ctx context.Context, id string, w *pipeline.Worker) error {
+	err := w.Run(ctx)
+	if ctx.Err() == nil {
+		if err == nil {
+			err = fmt.Errorf("portal stack: worker %s stopped without being asked and without an error", id)
+		}
+		s.failOnce.Do(func() {
+			s.failErr = err
+			close(s.failed)
+		})
+	}
+	return err
+}
+
+// WorkerFailed is closed when a worker stopped without being asked
+// (WorkerErr says which and why); the others keep running until
+// StopWorkers.
+func (s *Stack) WorkerFailed() <-chan struct{} { return s.failed }
+
+// WorkerErr is the error of the first worker that stopped without being
+// asked (it names the worker), or nil.
+func (s *Stack) WorkerErr() error {
+	select {
+	case <-s.failed:
+		return s.failErr
+	default:
+		return nil
+	}
+}
+
 // SimulatorDone is closed when the simulator has published its configured
 // rounds (or failed: see SimulatorErr).
 func (s *Stack) SimulatorDone() <-chan struct{} { return s.simDone }
@@ -445,8 +484,8 @@ func (s *Stack) SimulatorErr() error {
 
 // Close stops the simulator, then the edge gateway (final checkpoint),
 // then the central workers (final checkpoints, sinks closed), then the
-// backfill worker and the services. It returns the first worker error.
-// Idempotent.
+// backfill worker and the services. It returns the workers' errors
+// (StopWorkers). Idempotent.
 func (s *Stack) Close() error {
 	s.closeOnce.Do(func() { s.closeErr = s.stopAll() })
 	return s.closeErr
