@@ -138,7 +138,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 
 // WithOnReject sets the dead-letter hook called with a batch the server
 // rejected as bad data (ErrRejected) and its line protocol; lines is only
-// valid during the call. Default: none (the batch is logged and counted).
+// valid during the call. Of a partial write (err.Dropped > 0) the server
+// wrote all lines but err.Dropped of them, and does not say which: lines
+// is the whole batch. Default: none (the batch is logged and counted).
 func WithOnReject(f func(err *WriteError, lines []byte)) Option {
 	return func(c *config) { c.onReject = f }
 }

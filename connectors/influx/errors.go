@@ -34,7 +34,9 @@ func (e *failedForGood) Unwrap() error { return streaming.ErrSinkFailed }
 // ErrRejected is wrapped by a *WriteError for a batch the server refused
 // as bad data (HTTP 400, 422: a malformed point, a field type conflict,
 // a partial write; 413 for a single line too large). The batch is not retried; the sink reports
-// it to the OnReject hook, counts it, and carries on.
+// it to the OnReject hook, counts it, and carries on. Of a partial write
+// (WriteError.Dropped > 0) only the dropped points count as rejected: the
+// server wrote the others.
 var ErrRejected = errors.New("influx: batch rejected")
 
 // ErrPointRefused is wrapped by a *PointError: the point cannot be
@@ -72,7 +74,12 @@ type WriteError struct {
 	Message    string // the server's message, or the transport error
 	Points     int    // points in the batch
 	Attempts   int    // requests made for this batch so far
-	Err        error  // ErrUnauthorized, ErrNoBucket, ErrTLS, ErrRejected, or nil for retryable errors
+	// Dropped is, for a partial write (the server's "partial write: ...
+	// dropped=N"), how many of the batch's Points the server refused: it
+	// wrote the others. The server does not say which it refused. 0 when
+	// the whole batch failed.
+	Dropped int
+	Err     error // ErrUnauthorized, ErrNoBucket, ErrTLS, ErrRejected, or nil for retryable errors
 }
 
 func (e *WriteError) Error() string {
@@ -81,6 +88,9 @@ func (e *WriteError) Error() string {
 		status = fmt.Sprintf("HTTP %d", e.StatusCode)
 	}
 	s := fmt.Sprintf("influx write to %s bucket %q (%d points, attempt %d): %s: %s", e.Endpoint, e.Bucket, e.Points, e.Attempts, status, e.Message)
+	if e.Dropped > 0 {
+		s += fmt.Sprintf(" (%d of the %d points dropped, the others written)", e.Dropped, e.Points)
+	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}

@@ -314,3 +314,44 @@ func TestSinkRequestTimeoutIsNotRoundedDown(t *testing.T) {
 	cancel()
 	<-flushed
 }
+
+// TestSinkPartialWriteCountsOnlyTheRefusedPoints: InfluxDB writes the
+// good points of a batch and refuses the others (a field type conflict)
+// with a 400 "partial write: ... dropped=N". The sink counted the whole
+// batch as rejected (Stats.Rejected 4, Stats.Points 0 though 3 points were
+// written) and its error did not say that any were written. It counts
+// the server's dropped points as rejected and the others as written, and
+// the WriteError says how many of the batch the server dropped.
+func TestSinkPartialWriteCountsOnlyTheRefusedPoints(t *testing.T) {
+	srv := sharedServer(t)
+	srv.CreateDatabase(t, "tflo")
+	var mu sync.Mutex
+	var rejErr *influx.WriteError
+	var rejected []string
+	s := newSink(t, srv.URL, "tflo/autogen", influx.WithBatchSize(100), influx.WithOnReject(func(err *influx.WriteError, lines []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		rejErr = err
+		rejected = append(rejected, string(lines))
+	}))
+	ctx := context.Background()
+	m := measurement("partial")
+	require.NoError(t, s.Write(ctx, genPoints(m, 0, 1)...)) // value is a float from now on
+	require.NoError(t, s.Flush(ctx))
+	bad := influx.Point{Measurement: m, Sensor: "s00", Mode: "0", TS: baseTS + 1, Fields: []influx.Field{{Key: "value", Value: streaming.Int(5)}}}
+	require.NoError(t, s.Write(ctx, genPoints(m, 2, 3)...))
+	require.NoError(t, s.Write(ctx, bad))
+	require.NoError(t, s.Flush(ctx))
+	require.Equal(t, 4, srv.Count(t, "tflo", m))
+	st := s.Stats()
+	require.Equal(t, int64(1), st.Rejected, "only the refused point is rejected")
+	require.Equal(t, int64(4), st.Points, "the points the server wrote are counted written")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, rejected, 1)
+	require.ErrorIs(t, rejErr, influx.ErrRejected)
+	require.Equal(t, 4, rejErr.Points)
+	require.Equal(t, 1, rejErr.Dropped)
+	require.Contains(t, rejErr.Error(), "partial write")
+	require.Contains(t, rejErr.Error(), "1 of the 4 points dropped, the others written")
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,7 +94,7 @@ type Stats struct {
 	Batches       int64  // batches acknowledged
 	Requests      int64  // write requests made
 	Retries       int64  // requests that failed with a retryable error
-	Rejected      int64  // points in batches rejected as bad data
+	Rejected      int64  // points in batches rejected as bad data (of a partial write, only those the server dropped)
 	Refused       int64  // points Write refused before sending (ErrPointRefused)
 	Buffered      int    // points waiting (being filled or queued)
 	Breaker       string // breaker state: closed, open, half-open
@@ -504,7 +505,14 @@ func (s *Sink) sendLines(ctx context.Context, body string, points int) error {
 		case errors.Is(we, ErrRejected):
 			s.breaker.Success()
 			s.mu.Lock()
-			s.stats.Rejected += int64(points)
+			if we.Dropped > 0 {
+				// A partial write: the server wrote the batch but for the
+				// dropped points.
+				s.stats.Rejected += int64(we.Dropped)
+				s.stats.Points += int64(points - we.Dropped)
+			} else {
+				s.stats.Rejected += int64(points)
+			}
 			s.mu.Unlock()
 			s.cfg.logger.Warn("influx batch rejected", "err", we)
 			if s.cfg.onReject != nil {
@@ -573,6 +581,7 @@ func (s *Sink) classify(err error, points, attempt int) (*WriteError, time.Durat
 			we.Err = ErrNoBucket
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 			we.Err = ErrRejected
+			we.Dropped = partialDropped(we.Message, points)
 		}
 	}
 	var cve *tls.CertificateVerificationError
@@ -586,4 +595,28 @@ func (s *Sink) classify(err error, points, attempt int) (*WriteError, time.Durat
 		we.Message = strings.ReplaceAll(we.Message, s.cfg.token, "[redacted]")
 	}
 	return we, retryAfter
+}
+
+// partialDropped is how many of a batch of points the server dropped in a
+// partial write, from its message ("partial write: ... dropped=N"; the
+// last dropped= counts them all), or 0 when the message is not a partial
+// write's or its count is not below points (then the whole batch failed,
+// as far as is known).
+func partialDropped(msg string, points int) int {
+	if !strings.Contains(msg, "partial write") {
+		return 0
+	}
+	i := strings.LastIndex(msg, "dropped=")
+	if i < 0 {
+		return 0
+	}
+	digits := msg[i+len("dropped="):]
+	if j := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); j >= 0 {
+		digits = digits[:j]
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n <= 0 || n >= points {
+		return 0
+	}
+	return n
 }
