@@ -12,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -220,4 +222,63 @@ func setMaxMessageBytes(t *testing.T, ctx context.Context, addrs []string, topic
 	v := strconv.Itoa(limit)
 	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, topic)
 	require.NoError(t, err)
+}
+
+// TestDeadLetterTopicLimitReadWithTheClientOptions: the dead-letter
+// topic's max.message.bytes was read with a client of the seed brokers and
+// PublisherSecurity only, not the PublisherClientOptions: credentials
+// given as a raw kgo.SASL option were refused there, the limit stayed
+// kgo's default 1,000,012 bytes, and batches of dead letters over the
+// topic's 64 KiB were refused whole, each dead letter in them sent
+// truncated or dropped. The limit is read with the same options as the
+// publisher's client.
+func TestDeadLetterTopicLimitReadWithTheClientOptions(t *testing.T) {
+	const n = 40
+	sasl := kgo.SASL(plain.Auth{User: "svc", Pass: "s3cret-pw"}.AsMechanism())
+	c := newCluster(t, 1, kfake.EnableSASL(), kfake.Superuser(MechanismPlain, "svc", "s3cret-pw"))
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...), sasl)
+	require.NoError(t, err)
+	v := strconv.Itoa(64 << 10)
+	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings.dlq")
+	admin.Close()
+	require.NoError(t, err)
+	for _, lazy := range []bool{false, true} {
+		opts := []PublisherOption{PublishTo("readings.dlq", addrs...), PublisherClientOptions(sasl)}
+		if lazy {
+			opts = append(opts, PublisherLazy())
+		}
+		pub, err := NewPublisher(ctx, opts...)
+		require.NoError(t, err)
+		s := NewDeadLetterSink(pub)
+		rng := rand.New(rand.NewPCG(9, 10)) // incompressible: batches stay as large as their records
+		outs := make([]streaming.Output, n)
+		for i := range outs {
+			key := "s-" + strconv.Itoa(i)
+			value := make([]byte, 4<<10)
+			for j := range value {
+				value[j] = byte(rng.Uint32())
+			}
+			outs[i] = streaming.Output{Shard: streaming.KafkaShard("readings", 0), Offset: int64(i), Topic: "readings", Key: key,
+				Dead: &streaming.DeadLetter{Key: []byte(key), Value: value, Group: "central", Err: errors.New("bad")}}
+		}
+		require.NoError(t, s.Write(ctx, outs))
+		require.NoError(t, s.Flush(ctx, "", 0))
+		require.NoError(t, s.Close(ctx))
+		require.Zero(t, s.Failed(), "dead letters lost (lazy %v)", lazy)
+		require.Equal(t, uint64(n), s.Produced())
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), sasl, kgo.ConsumeTopics("readings.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	var got []*kgo.Record
+	for len(got) < 2*n && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, r) })
+	}
+	require.Len(t, got, 2*n)
+	for _, r := range got {
+		require.Empty(t, headerValues(r, HeaderDLQTruncated), "dead letter of %s truncated", r.Key)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -163,6 +164,11 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	// under its topic's limit (the topic's and the dead-letter topic's
 	// may differ), so only a record too large on its own is refused.
 	limits := map[string]int32{}
+	// The limits are read with the client's own options: credentials or
+	// a dialer given as raw kgo options (PublisherClientOptions) would
+	// otherwise be missing there, the read refused and the limit left at
+	// kgo's default.
+	desc := append(slices.Clip(base), cfg.kgoOpts...)
 	if !cfg.lazy {
 		if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
 			return nil, err
@@ -170,12 +176,12 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 		// The topic's limit is known up front (it is batchLimit, which
 		// truncates a dead letter before it is buffered); a lazy client
 		// dials nothing here and learns it with the others.
-		if limit, ok := topicMaxMessageBytes(ctx, base, cfg.topic); ok {
+		if limit, ok := topicMaxMessageBytes(ctx, desc, cfg.topic); ok {
 			limits[cfg.topic] = min(max(limit, minBatchMaxBytes), defaultBatchMaxBytes)
 		}
 	}
 	learnCtx, stopLearning := context.WithCancel(context.Background())
-	all = append(all, kgo.ProducerBatchMaxBytesFn(learnBatchMax(learnCtx, base, limits, limits[cfg.topic])))
+	all = append(all, kgo.ProducerBatchMaxBytesFn(learnBatchMax(learnCtx, desc, limits, limits[cfg.topic])))
 	all = append(all, cfg.kgoOpts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
