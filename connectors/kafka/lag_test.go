@@ -52,3 +52,37 @@ func TestLagFollowsTheBacklog(t *testing.T) {
 		"caught up: lag %v", m.src.Lag())
 	m.stop(t)
 }
+
+// TestBatchOverTheDecompressLimitFailsTheSource: a compressed batch that
+// decompresses past kgo's MaxDecompressBatchBytes stops its partition for
+// good (kgo fetches it no more). The source only logged a warning, and
+// the partition stalled silently behind it while the worker looked
+// healthy. The source fails now, naming the topic, partition, offsets and
+// the limit.
+func TestBatchOverTheDecompressLimitFailsTheSource(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	g := &gated{gate: make(chan struct{})}
+	close(g.gate)
+	m := startMember(t, "a", WithBrokers(addrs...), WithGroup("bomb"), WithTopics("readings"), WithPartitions(g),
+		WithClientOptions(kgo.MaxDecompressBatchBytes(64<<10), kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(100*time.Millisecond)))
+	require.Eventually(t, func() bool { return m.src.Stats().Owned == 1 }, 20*time.Second, 5*time.Millisecond)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic("readings"), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("s1"), Value: make([]byte, 256<<10)}).FirstErr())
+
+	select {
+	case err := <-m.done:
+		require.Error(t, err)
+		require.ErrorIs(t, err, kgo.ErrMaxDecompress)
+		require.ErrorContains(t, err, `partition readings/0`)
+		require.ErrorContains(t, err, "offsets 0 to 0")
+		require.ErrorContains(t, err, "65536 bytes")
+	case <-ctx.Done():
+		t.Fatalf("the source did not fail: the partition stalls behind the batch (handled %d)", g.handled.Load())
+	}
+}

@@ -112,11 +112,12 @@ func (s *Source) baseOpts() ([]kgo.Opt, error) {
 
 // Run joins the group and consumes until ctx is cancelled, Close is
 // called, or a fatal error (wrong credentials, a partition that cannot be
-// opened, a handler's error). On the way out it leaves the group, which
-// revokes every owned partition and releases it (its final checkpoint).
-// It returns nil on a requested stop whose final checkpoints all
-// succeeded, else the failed ones' errors (a *PartitionError each, naming
-// the partition). Run may be called once.
+// opened, a handler's error, a batch that decompresses past kgo's
+// MaxDecompressBatchBytes, which kgo will not fetch again). On the way out
+// it leaves the group, which revokes every owned partition and releases it
+// (its final checkpoint). It returns nil on a requested stop whose final
+// checkpoints all succeeded, else the failed ones' errors (a
+// *PartitionError each, naming the partition). Run may be called once.
 func (s *Source) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("kafka source: Run called twice")
@@ -189,6 +190,15 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			if errors.Is(err, kerr.InvalidSessionTimeout) { // every join would be refused alike
 				s.fail(fmt.Errorf("%s: the brokers refuse session timeout %v (outside their group.min/max.session.timeout.ms): %w", who, cl.OptValue(kgo.SessionTimeout), err))
+				return
+			}
+			if tl, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
+				// kgo fetches the partition no more: it would stall
+				// silently behind the batch (only this warning said so).
+				limit, _ := cl.OptValue(kgo.MaxDecompressBatchBytes).(int)
+				s.fail(&PartitionError{Partition: Partition{tl.Topic, tl.Partition}, Op: "fetch", Err: fmt.Errorf(
+					"the batch at offsets %d to %d decompresses to more than %d bytes (kgo.MaxDecompressBatchBytes; raise it with WithClientOptions) and cannot be consumed: %w",
+					tl.Offset, tl.NextOffset-1, limit, err)})
 				return
 			}
 			s.cfg.log.Warn("kafka fetch error", "topic", t, "partition", p, "err", err)
