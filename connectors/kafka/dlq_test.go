@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tflo-io/tflo/streaming"
@@ -280,5 +282,50 @@ func TestDeadLetterTopicLimitReadWithTheClientOptions(t *testing.T) {
 	require.Len(t, got, 2*n)
 	for _, r := range got {
 		require.Empty(t, headerValues(r, HeaderDLQTruncated), "dead letter of %s truncated", r.Key)
+	}
+}
+
+// TestSlowTopicConfigsHoldNoProduce: a publisher read the dead-letter
+// topic's max.message.bytes when kgo first discovered the topic, inside
+// kgo's metadata loop: with DescribeConfigs unanswered, the loop (every
+// produce waiting for metadata) stood still for up to 10 s, and the
+// first dead letter's Flush with it. The callback kgo calls reads no
+// more: the limits are read before producing (up front, or for a lazy
+// publisher on its first publish), so a later slow DescribeConfigs holds
+// nothing.
+func TestSlowTopicConfigsHoldNoProduce(t *testing.T) {
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var hang atomic.Bool
+	release := make(chan struct{})
+	defer close(release)
+	c.ControlKey(kmsg.DescribeConfigs.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if hang.Load() {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	for _, lazy := range []bool{false, true} {
+		opts := []PublisherOption{PublishTo("readings", addrs...)}
+		if lazy {
+			opts = append(opts, PublisherLazy())
+		}
+		pub, err := NewPublisher(ctx, opts...)
+		require.NoError(t, err)
+		require.NoError(t, pub.Publish(ctx, "s-1", []byte("first")))
+		require.NoError(t, pub.Flush(ctx))
+		hang.Store(true)
+		// Too large for the batch limit: dead-lettered to readings.dlq.
+		require.NoError(t, pub.Publish(ctx, "s-2", bytes.Repeat([]byte("x"), 1100<<10)))
+		require.NoError(t, pub.Publish(ctx, "s-3", []byte("next")))
+		fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+		require.NoError(t, pub.Flush(fctx), "lazy %v", lazy)
+		fcancel()
+		require.Equal(t, uint64(1), pub.DeadLettered())
+		pub.Close()
+		hang.Store(false)
 	}
 }

@@ -83,16 +83,17 @@ func PublisherLogger(l *slog.Logger) PublisherOption {
 	return func(c *publisherConfig) { c.log = l }
 }
 
-// PublisherLazy makes NewPublisher connect nothing: the client dials when
-// it first produces, so unreachable brokers or refused credentials show
-// in delivery failures, not in NewPublisher's error, and the topic's
-// max.message.bytes is read when it first produces to the topic, not up
-// front: its batches are kept under it from then on, and a record larger
-// than it fails its produce (MESSAGE_TOO_LARGE; then it is dead-lettered,
-// truncated) instead of being truncated before it is buffered. For a
-// producer beside a consumer of the same cluster (a Kafka source's dead
-// letters), whose start checks the brokers and the credentials once
-// already.
+// PublisherLazy makes NewPublisher wait for no connection: the client
+// dials when it first produces, so unreachable brokers or refused
+// credentials show in delivery failures, not in NewPublisher's error, and
+// the topics' max.message.bytes are read in the background, best effort
+// (a Publish or PublishDeadLetter waits for that read, until its ctx
+// ends), not before NewPublisher returns: batches are kept under them
+// from then on, and a record larger than the topic's fails its produce
+// (MESSAGE_TOO_LARGE; then it is dead-lettered, truncated) instead of
+// being truncated before it is buffered. For a producer beside a consumer
+// of the same cluster (a Kafka source's dead letters), whose start checks
+// the brokers and the credentials once already.
 func PublisherLazy() PublisherOption { return func(c *publisherConfig) { c.lazy = true } }
 
 // PublisherClientOptions adds raw franz-go client options.
@@ -131,8 +132,10 @@ type Publisher struct {
 	// producer of oversized records would flood the log; the counters see
 	// every record).
 	dlqLog, dlqLostLog *lograte.Limiter
-	// stopLearning ends a lazy client's reading of a topic's limit
-	// (learnBatchMax), so Close does not wait for it.
+	// limits are the batch caps per topic; stopLearning ends a lazy
+	// client's reading of them (batchLimits.learn), so Close does not
+	// wait for it.
+	limits       *batchLimits
 	stopLearning context.CancelFunc
 }
 
@@ -163,63 +166,120 @@ func NewPublisher(ctx context.Context, opts ...PublisherOption) (*Publisher, err
 	// every record in them, and drop every dead letter in them: keep each
 	// under its topic's limit (the topic's and the dead-letter topic's
 	// may differ), so only a record too large on its own is refused.
-	limits := map[string]int32{}
 	// The limits are read with the client's own options: credentials or
 	// a dialer given as raw kgo options (PublisherClientOptions) would
 	// otherwise be missing there, the read refused and the limit left at
 	// kgo's default.
 	desc := append(slices.Clip(base), cfg.kgoOpts...)
+	learnCtx, stopLearning := context.WithCancel(context.Background())
+	limits := &batchLimits{m: map[string]int32{}, def: defaultBatchMaxBytes, desc: desc, stop: learnCtx, learns: make(chan struct{}, 1),
+		topics: []string{cfg.topic, cfg.dlqTopic}}
 	if !cfg.lazy {
 		if err := checkConnect(ctx, cfg.brokers, cfg.kgoOpts, fmt.Sprintf("kafka publisher (topic %q)", cfg.topic), cfg.security); err != nil {
+			stopLearning()
 			return nil, err
 		}
-		// The topic's limit is known up front (it is batchLimit, which
-		// truncates a dead letter before it is buffered); a lazy client
-		// dials nothing here and learns it with the others.
-		if limit, ok := topicMaxMessageBytes(ctx, desc, cfg.topic); ok {
-			limits[cfg.topic] = min(max(limit, minBatchMaxBytes), defaultBatchMaxBytes)
+		// Both limits are known up front (the topic's is batchLimit,
+		// which truncates a dead letter before it is buffered); a lazy
+		// client reads them in the background.
+		if err := limits.learn(ctx); err != nil {
+			stopLearning()
+			return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 		}
+		limits.def = limits.m[cfg.topic]
+	} else {
+		// In the background: the first publish (often a shard's first
+		// dead letter, on its hot path) rarely waits for it.
+		go limits.learnOnce()
 	}
-	learnCtx, stopLearning := context.WithCancel(context.Background())
-	all = append(all, kgo.ProducerBatchMaxBytesFn(learnBatchMax(learnCtx, desc, limits, limits[cfg.topic])))
+	all = append(all, kgo.ProducerBatchMaxBytesFn(limits.get))
 	all = append(all, cfg.kgoOpts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		stopLearning()
 		return nil, fmt.Errorf("kafka publisher (topic %q): %w", cfg.topic, err)
 	}
-	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), inflight: newBarrier(), room: make(chan struct{}, cfg.maxBuffered), closing: make(chan struct{}),
+	return &Publisher{cfg: cfg, cl: cl, batchMax: batchLimit(cl), limits: limits, inflight: newBarrier(), room: make(chan struct{}, cfg.maxBuffered), closing: make(chan struct{}),
 		dlqLog: lograte.New(), dlqLostLog: lograte.New(), stopLearning: stopLearning}, nil
 }
 
-// learnBatchMax is a publisher's batch cap per topic: the topic's
-// max.message.bytes when below kgo's default, from limits or else read
-// (topicMaxMessageBytes) the first time it is asked for the topic. kgo
-// asks when it discovers a partition and keeps the answer, so the hot
-// path never pays for it. "" (kgo's validation, batchLimit) is def, or
-// kgo's default when 0, without dialling. A limit that cannot be read
-// keeps kgo's default.
-func learnBatchMax(ctx context.Context, base []kgo.Opt, limits map[string]int32, def int32) func(string) int32 {
-	if def == 0 {
-		def = defaultBatchMaxBytes
+// batchLimits are a publisher's batch caps per topic: each topic's
+// max.message.bytes when below kgo's default. get is kgo's
+// ProducerBatchMaxBytesFn; kgo calls it in its metadata loop when it
+// discovers a partition (and keeps the answer, so the hot path never
+// pays for it), so it never dials: a slow DescribeConfigs there held the
+// loop, and every produce waiting for metadata, for up to 10 s. The
+// limits are read before the publisher produces instead (learn): up
+// front, or for a lazy publisher in the background, which its first
+// publish waits for. A topic whose limit is not known, or cannot be
+// read, keeps kgo's default.
+type batchLimits struct {
+	mu     sync.Mutex
+	m      map[string]int32
+	def    int32 // what "" gets (kgo's validation, batchLimit)
+	known  atomic.Bool
+	learns chan struct{} // a token: one learn at a time, waited for until ctx ends
+	desc   []kgo.Opt
+	stop   context.Context // ended by Close
+	topics []string
+}
+
+func (l *batchLimits) get(topic string) int32 {
+	if topic == "" {
+		return l.def
 	}
-	var mu sync.Mutex
-	return func(topic string) int32 {
-		if topic == "" {
-			return def
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if limit, ok := limits[topic]; ok {
-			return limit
-		}
-		limit := int32(defaultBatchMaxBytes)
-		if n, ok := topicMaxMessageBytes(ctx, base, topic); ok {
-			limit = min(max(n, minBatchMaxBytes), limit)
-		}
-		limits[topic] = limit
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if limit, ok := l.m[topic]; ok {
 		return limit
 	}
+	return defaultBatchMaxBytes
+}
+
+// learnOnce is a lazy publisher's learn, until Close.
+func (l *batchLimits) learnOnce() { _ = l.learn(l.stop) }
+
+// learn reads the limits of the publisher's topics, once; it fails only
+// when ctx ends (or Close is called) first.
+func (l *batchLimits) learn(ctx context.Context) error {
+	if l.known.Load() {
+		return nil
+	}
+	select {
+	case l.learns <- struct{}{}:
+		defer func() { <-l.learns }()
+	case <-ctx.Done():
+		return fmt.Errorf("reading max.message.bytes of %q: %w", l.topics[0], ctx.Err())
+	case <-l.stop.Done():
+		return ErrClosed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.stop, cancel)()
+	if l.known.Load() { // learnt while this call waited for its turn
+		return nil
+	}
+	for _, topic := range l.topics {
+		l.mu.Lock()
+		_, ok := l.m[topic]
+		l.mu.Unlock()
+		if ok {
+			continue
+		}
+		limit := int32(defaultBatchMaxBytes)
+		n, ok := topicMaxMessageBytes(ctx, l.desc, topic)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading max.message.bytes of %q: %w", topic, err)
+		}
+		if ok {
+			limit = min(max(n, minBatchMaxBytes), limit)
+		}
+		l.mu.Lock()
+		l.m[topic] = limit
+		l.mu.Unlock()
+	}
+	l.known.Store(true)
+	return nil
 }
 
 // minBatchMaxBytes is the lowest batch cap kgo takes: below it, it fails
@@ -281,6 +341,9 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 	// partition (kgo.Client.Produce), other callers' too. So a caller
 	// that gives up (a shard being released) could fail the publisher;
 	// kgo gets a context that never ends instead.
+	if err := p.limits.learn(ctx); err != nil {
+		return fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), p.cfg.topic, err)
+	}
 	if err := p.waitRoom(ctx); err != nil {
 		return fmt.Errorf("publish key %s to %q: buffer full: %w", streaming.QuoteKey(key), p.cfg.topic, err)
 	}
@@ -383,6 +446,9 @@ func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error
 	}
 	if e := p.err.Load(); e != nil {
 		return *e
+	}
+	if err := p.limits.learn(ctx); err != nil {
+		return fmt.Errorf("dead letter of %s to %q: %w", dlqSource(dl), p.cfg.topic, err)
 	}
 	if err := p.waitRoom(ctx); err != nil {
 		return fmt.Errorf("dead letter of %s to %q: buffer full: %w", dlqSource(dl), p.cfg.topic, err)
