@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 )
 
@@ -71,6 +72,29 @@ func TestInfluxSinksOfOneBucketKeepTheMetricsScrapable(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]string{"0": "plant", "1": "plant"}, sinks)
+}
+
+// TestInfluxSinkWarnsOfAnUnsetToken: an influx sink whose token_env
+// names a variable that is unset or empty wrote without credentials and
+// said nothing (the server's refusals came later, per batch); it warns
+// at start, naming the variable, and still opens (a server without
+// authentication needs no token).
+func TestInfluxSinkWarnsOfAnUnsetToken(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		token string
+		warns int64
+	}{{"unset", "", 1}, {"set", "user:secret", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TFLO_TEST_INFLUX_TOKEN", tc.token)
+			warned := logtest.NewCounter("influx sink writes without credentials")
+			s, err := pipeline.InfluxSink{URL: "http://127.0.0.1:1", Bucket: "plant", TokenEnv: "TFLO_TEST_INFLUX_TOKEN"}.
+				OpenSink(context.Background(), pipeline.SinkEnv{Log: warned.Logger()})
+			require.NoError(t, err)
+			require.NoError(t, s.Close(context.Background()))
+			require.Equal(t, tc.warns, warned.Lines())
+		})
+	}
 }
 
 // TestClosedWorkerLeavesTheRegistry: a closed worker's collectors (its
