@@ -53,14 +53,7 @@ func collectPieces(t *testing.T, c streaming.Cut) ([][]byte, error) {
 func TestPiecesAfterFailedFlushFails(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	// Large entries: the changed-key list (holding the 70 kB key) stays
-	// under the spill threshold, and the cache holds about 5 keys.
-	opts := []keyedstate.Option{
-		keyedstate.WithGCHeadroom(0),
-		keyedstate.WithEntryBytes(100_000),
-		keyedstate.WithWriteBatchBytes(4 << 10),
-		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
-	}
+	opts := bigEntries()
 	db, refuse := openFaultDB(t)
 	rt := newRuntime(t, g, db, opts...)
 	apply := func(k string, i int) {
@@ -229,13 +222,7 @@ func TestFailedRestoreBlocksTheState(t *testing.T) {
 // after the failed flush fails, naming the key.
 func TestRecordAfterFailedFlushInTheSameProcessFails(t *testing.T) {
 	g := smaGraph(t)
-	// Large entries: the cache holds about 5 keys.
-	opts := []keyedstate.Option{
-		keyedstate.WithGCHeadroom(0),
-		keyedstate.WithEntryBytes(100_000),
-		keyedstate.WithWriteBatchBytes(4 << 10),
-		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
-	}
+	opts := bigEntries()
 	db, refuse := openFaultDB(t)
 	rt := newRuntime(t, g, db, opts...)
 	_, err := rt.Apply("a", 1, "seq", seqCursor(1), streaming.Float(100))

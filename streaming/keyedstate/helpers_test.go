@@ -141,6 +141,18 @@ func small(keys int) []keyedstate.Option {
 	}
 }
 
+// bigEntries are the options of a runtime whose cache holds about five
+// keys of 100 kB entries (a changed-key list holding a 70 kB key stays
+// under the spill threshold).
+func bigEntries() []keyedstate.Option {
+	return []keyedstate.Option{
+		keyedstate.WithGCHeadroom(0),
+		keyedstate.WithEntryBytes(100_000),
+		keyedstate.WithWriteBatchBytes(4 << 10),
+		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
+	}
+}
+
 // piecesSeq yields pieces as a checkpoint's piece sequence.
 func piecesSeq(pieces [][]byte) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {

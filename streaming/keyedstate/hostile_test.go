@@ -325,12 +325,7 @@ func TestPrefixHoldsNoSpilledRuns(t *testing.T) {
 func TestKeyTooLongIsRefused(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	opts := []keyedstate.Option{
-		keyedstate.WithGCHeadroom(0),
-		keyedstate.WithEntryBytes(100_000),
-		keyedstate.WithWriteBatchBytes(4 << 10),
-		keyedstate.WithMemoryBudget(6*100_000 + 8<<10 + testDBBytes),
-	}
+	opts := bigEntries()
 	rt := newRuntime(t, g, openDB(t), opts...)
 	huge := strings.Repeat("x", keyedstate.MaxKeyBytes)
 	_, err := rt.Apply(huge, 1, "seq", seqCursor(1), streaming.Float(1))
