@@ -3,7 +3,10 @@ package streaming_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -147,5 +150,35 @@ func TestCheckpointGroupMergesRuns(t *testing.T) {
 		require.Positive(t, s.src.merges)
 		want, _ := s.src.snapshot()
 		require.Equal(t, want, restoredShard(t, st, s.cp.Shard()))
+	}
+}
+
+// TestCheckpointGroupsOfOneShardNameDoNotDeadlock: Checkpointers of one
+// shard name (each on its own store) in two groups listed in opposite
+// orders must not take their locks in opposite orders.
+func TestCheckpointGroupsOfOneShardNameDoNotDeadlock(t *testing.T) {
+	ctx := context.Background()
+	var fwd []streaming.GroupMember
+	for range 16 {
+		st := newTinyStore()
+		fwd = append(fwd, members(newGroup(t, st, st, 1))...)
+	}
+	rev := slices.Clone(fwd)
+	slices.Reverse(rev)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			var wg sync.WaitGroup
+			for _, m := range [][]streaming.GroupMember{fwd, rev} {
+				wg.Go(func() { streaming.CheckpointGroup(ctx, m) })
+			}
+			wg.Wait()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("two checkpoint groups deadlocked on Checkpointers of one shard name")
 	}
 }

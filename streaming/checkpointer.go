@@ -1,6 +1,7 @@
 package streaming
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -275,6 +277,7 @@ const (
 // A Checkpointer is safe for concurrent use; stages are serialized.
 type Checkpointer struct {
 	shard   string
+	seq     uint64 // creation order: orders the locks of a CheckpointGroup after shard
 	src     CheckpointSource
 	store   StateStore
 	cursors CursorStore
@@ -394,10 +397,13 @@ func NewCheckpointer(shard string, src CheckpointSource, store StateStore, curso
 		return nil, fmt.Errorf("checkpointer for shard %q: source, state store and cursor store must not be nil", shard)
 	}
 	return &Checkpointer{
-		shard: shard, src: src, store: store, cursors: cursors, cfg: cfg,
+		shard: shard, seq: checkpointerSeq.Add(1), src: src, store: store, cursors: cursors, cfg: cfg,
 		nextID: 1, status: CheckpointStatus{Shard: shard},
 	}, nil
 }
+
+// checkpointerSeq numbers Checkpointers in creation order.
+var checkpointerSeq atomic.Uint64
 
 // Shard returns the shard's name.
 func (c *Checkpointer) Shard() string { return c.shard }
@@ -785,7 +791,7 @@ type GroupOutcome struct {
 // members; the same Checkpointer twice is refused for the second.
 //
 // It holds every member's stage lock for the whole call (taken in shard
-// order), so a stage-by-stage checkpoint of a member waits for it.
+// order, then creation order), so a stage-by-stage checkpoint of a member waits for it.
 func CheckpointGroup(ctx context.Context, members []GroupMember) []GroupOutcome {
 	out := make([]GroupOutcome, len(members))
 	type slot struct {
@@ -805,7 +811,12 @@ func CheckpointGroup(ctx context.Context, members []GroupMember) []GroupOutcome 
 			order = append(order, slot{i, m.Checkpointer})
 		}
 	}
-	slices.SortFunc(order, func(a, b slot) int { return strings.Compare(a.c.shard, b.c.shard) })
+	// Shard names need only be unique per store: two Checkpointers of one
+	// name (on two stores) must still be locked in one order by every
+	// group, or two groups listing them in opposite orders deadlock.
+	slices.SortFunc(order, func(a, b slot) int {
+		return cmp.Or(strings.Compare(a.c.shard, b.c.shard), cmp.Compare(a.c.seq, b.c.seq))
+	})
 	for _, s := range order {
 		s.c.runMu.Lock()
 		defer s.c.runMu.Unlock()
