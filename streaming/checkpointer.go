@@ -632,15 +632,16 @@ func saveOneStore(ctx context.Context, shards []*groupShard) {
 			}
 			old := runs
 			rec := c.records()
+			var lastKey string
 			merged, err := s.writeRun(sctx, w, len(run.Pieces), func(ctx context.Context, emit func([]byte) error) error {
 				seqs := make([]iter.Seq2[[]byte, error], len(old))
 				for i, r := range old {
-					seqs[i] = rec.loadRun(ctx, r, nil)
+					seqs[i] = rec.loadRun(ctx, r, &lastKey)
 				}
 				return merger.MergeRuns(ctx, seqs, emit)
 			})
 			if err != nil {
-				s.err = fmt.Errorf("merge %d runs: %w", len(old), err)
+				s.err = fmt.Errorf("merge %d runs: %w", len(old), nameCorruptPiece(err, lastKey))
 				continue
 			}
 			runs = []ManifestRun{merged}
@@ -890,12 +891,7 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	pieces := 0
 	var lastKey string
 	if err := c.src.Restore(rctx, meta.CursorType, meta.Cursor, rec.loadAll(rctx, m, &lastKey, &pieces)); err != nil {
-		if errors.Is(err, ErrCorrupt) && lastKey != "" && !strings.Contains(err.Error(), lastKey) {
-			// Name the object: the source decodes pieces as they come, so
-			// the last one handed over is the one it refused.
-			err = fmt.Errorf("piece %q: %w", lastKey, err)
-		}
-		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore, Err: err}
+		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore, Err: nameCorruptPiece(err, lastKey)}
 	}
 	c.setManifest(m)
 	c.lastCommitted = 0
@@ -905,6 +901,16 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	c.status.LastCursor = c.cfg.formatCursor(meta.CursorType, meta.Cursor)
 	c.statusMu.Unlock()
 	return RestoreInfo{ID: m.ID, Epoch: m.Epoch, CursorType: meta.CursorType, Cursor: meta.Cursor, Bytes: m.Bytes(), Pieces: pieces}, nil
+}
+
+// nameCorruptPiece names the piece a source refused as corrupt while
+// decoding pieces as they come (Restore, MergeRuns): the last one handed
+// over, lastKey, is the one it refused.
+func nameCorruptPiece(err error, lastKey string) error {
+	if errors.Is(err, ErrCorrupt) && lastKey != "" && !strings.Contains(err.Error(), lastKey) {
+		return fmt.Errorf("piece %q: %w", lastKey, err)
+	}
+	return err
 }
 
 // Status returns the checkpointer's status.

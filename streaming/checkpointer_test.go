@@ -488,6 +488,35 @@ func TestRestoreNamesACorruptPiece(t *testing.T) {
 	require.ErrorContains(t, err, piece)
 }
 
+// TestMergeNamesACorruptPiece: a piece the source refuses as corrupt while
+// merging runs is named in the save's error, as at a restore.
+func TestMergeNamesACorruptPiece(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st, streaming.WithMaxRuns(1))
+	src.Apply("a", 1)
+	_, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	var piece string
+	for _, k := range st.keys() {
+		if strings.Contains(k, "/piece/") {
+			piece = k
+		}
+	}
+	require.NotEmpty(t, piece)
+	snap, err := st.Load(ctx, []byte(piece))
+	require.NoError(t, err)
+	snap.Data = bytes.Repeat([]byte{0xff}, len(snap.Data)) // the size the manifest records, undecodable
+	require.NoError(t, st.Save(ctx, []byte(piece), snap))
+
+	src.Apply("b", 1) // a second run: the save merges both
+	_, err = cp.Checkpoint(ctx)
+	require.Equal(t, 1, src.merges)
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+	require.ErrorContains(t, err, piece)
+}
+
 // Regression (issue 14): the schema fingerprint stamped into snapshot
 // metadata was never read back, so a snapshot taken by a graph archiving
 // another schema was restored. Restore refuses it, naming the snapshot
