@@ -541,6 +541,7 @@ submitting:
 // streaming.ErrCorrupt that names the key and the file.
 func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
 	var snap streaming.Snapshot
+	key = bytes.Clone(key) // a job its caller gave up on must not read the caller's slice
 	err := s.do(ctx, func() error {
 		rest, path, err := s.readFile(kindSnapshot, key)
 		if err != nil {
@@ -673,6 +674,7 @@ func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.Cursor
 // streaming.ErrNotFound.
 func (s *Store) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
 	var rec streaming.CursorRecord
+	key = bytes.Clone(key) // a job its caller gave up on must not read the caller's slice
 	err := s.do(ctx, func() (err error) {
 		rec, err = s.loadCursor(key)
 		return err
