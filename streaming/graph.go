@@ -48,7 +48,10 @@ func (b *Builder) Node(name string, factory func() Operator, inputs ...string) *
 
 // Output declares which nodes (or inputs) are the graph's outputs, in the
 // order Instance.Output indexes them. Without Output, every node that feeds
-// no other node is an output, in declaration order.
+// no other node is an output, in evaluation order (Graph.Operators': a
+// node after every node it reads, declaration order otherwise), which
+// differs from declaration order when a node is declared before one it
+// reads.
 func (b *Builder) Output(names ...string) *Builder {
 	b.outputs = append(b.outputs, names...)
 	return b

@@ -3,6 +3,7 @@ package streaming_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -115,6 +116,27 @@ func TestDefaultOutputsAreSinks(t *testing.T) {
 		Build()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"s", "c"}, g.Outputs())
+}
+
+// TestDefaultOutputsInEvaluationOrder: the default outputs come in
+// evaluation order, as Builder.Output documents, not in declaration order:
+// "late" is declared first but reads "mid", declared last. (The doc said
+// declaration order, which Instance.Output indexes would have got wrong.)
+func TestDefaultOutputsInEvaluationOrder(t *testing.T) {
+	g, err := streaming.NewBuilder().Input("x").
+		Node("late", newSum, "mid").
+		Node("early", newCounter, "x").
+		Node("mid", newPos, "x").
+		Build()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"early", "late"}, g.Outputs())
+	var evalOrder []string
+	for _, op := range g.Operators() {
+		if slices.Contains(g.Outputs(), op.Node) {
+			evalOrder = append(evalOrder, op.Node)
+		}
+	}
+	assert.Equal(t, evalOrder, g.Outputs())
 }
 
 func TestNoOutputSkipsDownstream(t *testing.T) {
