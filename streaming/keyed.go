@@ -4,7 +4,8 @@ import "iter"
 
 // Keyed holds one Instance of a Graph per key, created on first sight of
 // the key. It keeps every instance in memory; for working sets larger than
-// memory, streaming/state/badger offers a bounded cache backed by Badger.
+// memory, streaming/keyedstate offers a bounded cache backed by Badger
+// (streaming/state/badger is a StateStore, not a keyed runtime).
 // Owned by one goroutine.
 type Keyed[K comparable] struct {
 	g *Graph
