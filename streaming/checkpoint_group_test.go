@@ -131,6 +131,22 @@ func TestCheckpointGroupRefusesTheSameShardTwice(t *testing.T) {
 	require.ErrorContains(t, out[1].Err, `shard "signals/0" appears twice`)
 }
 
+// TestCheckpointGroupRefusesOneShardTwiceOnOneStore: two Checkpointers of
+// one shard on one store would write one manifest key in one batch, the
+// second replacing the first while both reported a commit; the second is
+// refused and the first's state is what restores.
+func TestCheckpointGroupRefusesOneShardTwiceOnOneStore(t *testing.T) {
+	st := newTinyStore()
+	a, b := newGroup(t, st, st, 1), newGroup(t, st, st, 1)
+	a[0].src.Apply("a", 1)
+	b[0].src.Apply("b", 2)
+	out := streaming.CheckpointGroup(context.Background(), append(members(a), members(b)...))
+	require.NoError(t, out[0].Err)
+	require.ErrorContains(t, out[1].Err, `shard "signals/0" appears twice`)
+	want, _ := a[0].src.snapshot()
+	require.Equal(t, want, restoredShard(t, st, "signals/0"))
+}
+
 // TestCheckpointGroupMergesRuns: a shard that needs its runs merged in a
 // group reads back its new run, which must already be written.
 func TestCheckpointGroupMergesRuns(t *testing.T) {

@@ -684,13 +684,11 @@ func groupByStore(shards []*groupShard) [][]*groupShard {
 	var groups [][]*groupShard
 	for _, s := range shards {
 		joined := false
-		if reflect.TypeOf(s.c.store).Comparable() {
-			for i, g := range groups {
-				if reflect.TypeOf(g[0].c.store) == reflect.TypeOf(s.c.store) && g[0].c.store == s.c.store {
-					groups[i] = append(g, s)
-					joined = true
-					break
-				}
+		for i, g := range groups {
+			if sameStore(g[0].c.store, s.c.store) {
+				groups[i] = append(g, s)
+				joined = true
+				break
 			}
 		}
 		if !joined {
@@ -698,6 +696,13 @@ func groupByStore(shards []*groupShard) [][]*groupShard {
 		}
 	}
 	return groups
+}
+
+// sameStore reports whether a and b are one StateStore; stores of a type
+// that cannot be compared are never the same.
+func sameStore(a, b StateStore) bool {
+	ta := reflect.TypeOf(a)
+	return ta.Comparable() && ta == reflect.TypeOf(b) && a == b
 }
 
 func (c *Checkpointer) unknown(id CheckpointID) error {
@@ -789,7 +794,8 @@ type GroupOutcome struct {
 // its own — its own manifest key, fenced by its own epoch — so one shard's
 // failure or lost ownership fails that shard only, unless a shared write
 // fails, which fails the shards in it. Outcomes are in the order of
-// members; the same Checkpointer twice is refused for the second.
+// members; the same Checkpointer twice, or two Checkpointers of one shard
+// on one StateStore, is refused for the second.
 //
 // It holds every member's stage lock for the whole call (taken in shard
 // order, then creation order), so a stage-by-stage checkpoint of a member waits for it.
@@ -801,14 +807,20 @@ func CheckpointGroup(ctx context.Context, members []GroupMember) []GroupOutcome 
 	}
 	order := make([]slot, 0, len(members))
 	seen := make(map[*Checkpointer]bool, len(members))
+	byName := make(map[string][]*Checkpointer, len(members))
 	for i, m := range members {
 		switch {
 		case m.Checkpointer == nil:
 			out[i].Err = errors.New("checkpoint group: member has no checkpointer")
 		case seen[m.Checkpointer]:
 			out[i].Err = fmt.Errorf("checkpoint group: shard %q appears twice", m.Checkpointer.shard)
+		case slices.ContainsFunc(byName[m.Checkpointer.shard], func(o *Checkpointer) bool { return sameStore(o.store, m.Checkpointer.store) }):
+			// Both would write the same keys, their manifests in one
+			// batch: the first would report a commit the second replaced.
+			out[i].Err = fmt.Errorf("checkpoint group: shard %q appears twice: two Checkpointers of one shard on one state store", m.Checkpointer.shard)
 		default:
 			seen[m.Checkpointer] = true
+			byName[m.Checkpointer.shard] = append(byName[m.Checkpointer.shard], m.Checkpointer)
 			order = append(order, slot{i, m.Checkpointer})
 		}
 	}
