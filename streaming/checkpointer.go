@@ -779,9 +779,11 @@ type GroupMember struct {
 	Epoch        Epoch
 }
 
-// GroupOutcome is one member's result: Err is nil, a *NotOwnerError, or a
-// *StageError naming the stage that failed. Result holds what is known
-// (the cut's id and cursor once the snapshot succeeded).
+// GroupOutcome is one member's result: Err is nil, a *NotOwnerError, a
+// *StageError naming the stage that failed, or, for a member the group
+// refuses before any stage (no Checkpointer, its shard listed twice), an
+// error saying so. Result holds what is known (the cut's id and cursor
+// once the snapshot succeeded).
 type GroupOutcome struct {
 	Result CheckpointResult
 	Err    error
