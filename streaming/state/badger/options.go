@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -30,6 +31,8 @@ func (c *config) validate() error {
 		return errors.New("badger state store: WithDB and WithPath both given; a store uses one database")
 	case c.db != nil && c.badger != nil:
 		return errors.New("badger state store: WithBadgerOptions only applies to a database opened WithPath")
+	case c.limit < 0:
+		return fmt.Errorf("badger state store: value limit %d bytes must be positive (0 for the default)", c.limit)
 	}
 	return nil
 }
@@ -64,6 +67,6 @@ func WithSync(sync bool) Option { return func(c *config) { c.sync = sync } }
 // ValueThreshold the database was opened with: Badger refuses a larger
 // value with an error that carries the whole value, and no longer
 // reports the threshold after Open, so the store refuses it first, with
-// a short error. Default: 1 MiB, the most an in-memory database takes (a
-// WithPath store knows its own).
+// a short error. Default (0): 1 MiB, the most an in-memory database
+// takes (a WithPath store knows its own). Open refuses a negative n.
 func WithValueLimit(n int64) Option { return func(c *config) { c.limit = n } }

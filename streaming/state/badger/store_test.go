@@ -202,6 +202,7 @@ func TestOpenValidates(t *testing.T) {
 		{"nothing", nil, "give either WithDB"},
 		{"both", []badgerstore.Option{badgerstore.WithDB(db), badgerstore.WithPath(t.TempDir())}, "both given"},
 		{"badger options on shared db", []badgerstore.Option{badgerstore.WithDB(db), badgerstore.WithBadgerOptions(func(o badger.Options) badger.Options { return o })}, "only applies"},
+		{"negative value limit", []badgerstore.Option{badgerstore.WithDB(db), badgerstore.WithValueLimit(-1)}, "value limit -1 bytes must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
