@@ -65,7 +65,7 @@ type Breaker struct {
 // NewBreaker returns a closed breaker that opens after threshold
 // consecutive failures and stays open for coolDown. now is the clock (nil
 // means time.Now); probeTimeout bounds how long a half-open probe may stay
-// unreported (0 means 2×coolDown).
+// unreported (0 means 2×coolDown; negative is refused).
 func NewBreaker(threshold int, coolDown, probeTimeout time.Duration, now func() time.Time) (*Breaker, error) {
 	if threshold < 1 {
 		return nil, fmt.Errorf("breaker: threshold %d must be at least 1", threshold)
@@ -73,7 +73,10 @@ func NewBreaker(threshold int, coolDown, probeTimeout time.Duration, now func() 
 	if coolDown <= 0 {
 		return nil, fmt.Errorf("breaker: cool-down %v must be positive", coolDown)
 	}
-	if probeTimeout <= 0 {
+	if probeTimeout < 0 {
+		return nil, fmt.Errorf("breaker: probe timeout %v must not be negative (0 for twice the cool-down)", probeTimeout)
+	}
+	if probeTimeout == 0 {
 		probeTimeout = 2 * coolDown
 	}
 	if now == nil {

@@ -103,6 +103,8 @@ func TestBreakerValidation(t *testing.T) {
 	require.ErrorContains(t, err, "threshold 0")
 	_, err = streaming.NewBreaker(1, 0, 0, nil)
 	require.ErrorContains(t, err, "cool-down")
+	_, err = streaming.NewBreaker(1, time.Second, -time.Second, nil)
+	require.ErrorContains(t, err, "probe timeout -1s must not be negative")
 }
 
 func TestBreakerErrorSaysWhen(t *testing.T) {
