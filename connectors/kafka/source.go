@@ -116,8 +116,9 @@ func (s *Source) baseOpts() ([]kgo.Opt, error) {
 // MaxDecompressBatchBytes, which kgo will not fetch again). On the way out
 // it leaves the group, which revokes every owned partition and releases it
 // (its final checkpoint). It returns nil on a requested stop whose final
-// checkpoints all succeeded, else the failed ones' errors (a
-// *PartitionError each, naming the partition). Run may be called once.
+// checkpoints all succeeded, else the failed or skipped ones' errors (a
+// *PartitionError each, naming the partition; skipped: a partition the
+// client closed without revoking). Run may be called once.
 func (s *Source) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("kafka source: Run called twice")
@@ -216,17 +217,28 @@ func (s *Source) Run(ctx context.Context) error {
 		left = append(left, w)
 	}
 	clear(s.parts)
-	fatal := errors.Join(append([]error{s.fatal}, s.leaveErrs...)...)
+	errs := append([]error{s.fatal}, s.leaveErrs...)
 	s.mu.Unlock()
+	var skipped []Partition
 	for _, w := range left {
 		w.halt()
-		// Not revoked by the group (the client closed without leaving):
-		// nothing may be committed any more.
+		// Not revoked by the group: franz-go's Close revokes every
+		// partition the client holds as it leaves (or reported it lost
+		// before), so the client no longer held this one. It is closed:
+		// nothing may be committed any more, the final checkpoint is
+		// skipped and the next owner replays from the last durable one.
+		// The stop is not clean: Run says so, naming the partition.
+		skipped = append(skipped, w.p)
+		errs = append(errs, &PartitionError{Partition: w.p, Op: "final release of",
+			Err: errors.New("the client closed without revoking it: final checkpoint skipped (the next owner replays from the last durable checkpoint)")})
 		if err := w.h.Release(context.Background(), false); err != nil {
 			s.cfg.log.Warn("releasing partition failed", "partition", w.p.String(), "err", err)
 		}
 	}
-	return fatal
+	if len(skipped) > 0 {
+		s.cfg.log.Warn("partitions closed without a revoke: final checkpoint skipped", "group", s.cfg.group, "partitions", fmt.Sprint(skipped))
+	}
+	return errors.Join(errs...)
 }
 
 // hand hands one poll's records to their partitions' goroutines. Each
