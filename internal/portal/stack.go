@@ -176,7 +176,16 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 		Metrics: map[string]string{}, regs: map[string]*prometheus.Registry{}, failed: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			s.stopAll()
+			// What stopping reports (a worker's error, the others' failed
+			// final checkpoints) is part of the failed start; an error
+			// already returned (a failed worker's) is not repeated.
+			if j, ok := s.stopAll().(interface{ Unwrap() []error }); ok {
+				for _, e := range j.Unwrap() {
+					if !errors.Is(err, e) {
+						err = errors.Join(err, e)
+					}
+				}
+			}
 		}
 	}()
 	dirs := []string{s.CheckpointDir, filepath.Join(o.Dir, "temporal"), filepath.Join(o.Dir, "influxdb")}
@@ -296,6 +305,11 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	// with their first announcement (workflows.Announce).
 
 	// Edge gateway.
+	if beforeEdge != nil {
+		if err := beforeEdge(s); err != nil {
+			return nil, err
+		}
+	}
 	ep, err := s.EdgePipeline()
 	if err != nil {
 		return nil, err
@@ -310,7 +324,7 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	ecx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.edgeCancel, s.edgeDone = ecancel, make(chan error, 1)
 	go func() { s.edgeDone <- s.runWorker(ecx, "edge-1", s.Edge) }()
-	if err := waitFor(ctx, 30*time.Second, "edge gateway subscribed", func() bool { return s.Edge.Stats().Subscribed }); err != nil {
+	if err := waitFor(ctx, 30*time.Second, "edge gateway subscribed", func() bool { return s.Edge.Stats().Subscribed }, s); err != nil {
 		return nil, err
 	}
 
@@ -345,6 +359,9 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	}
 	return s, nil
 }
+
+// beforeEdge, when set (tests), runs before the edge gateway starts.
+var beforeEdge func(*Stack) error
 
 func (s *Stack) registry(name string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
@@ -527,7 +544,7 @@ func (s *Stack) stopWorkers() error {
 		// Drain: let the central workers apply what the edge published
 		// (bounded, so a stuck worker cannot hold the shutdown).
 		if s.Edge != nil {
-			_ = waitFor(context.Background(), 15*time.Second, "central workers caught up", func() bool { return s.Stats().Lag <= 0 })
+			_ = waitFor(context.Background(), 15*time.Second, "central workers caught up", func() bool { return s.Stats().Lag <= 0 }, nil)
 		}
 		s.centralCancel()
 		for _, d := range s.centralDone {
@@ -539,8 +556,15 @@ func (s *Stack) stopWorkers() error {
 	return errors.Join(errs...)
 }
 
-// waitFor polls cond every 20ms until it holds, ctx ends or d passes.
-func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool) error {
+// waitFor polls cond every 20ms until it holds, ctx ends or d passes, or,
+// with a stack, one of its workers stops without being asked: then it
+// returns that worker's error (it names the worker) at once, rather than
+// waiting out d to report only what did not happen.
+func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool, s *Stack) error {
+	var failed <-chan struct{} // nil without a stack: never ready
+	if s != nil {
+		failed = s.failed
+	}
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -549,6 +573,8 @@ func waitFor(ctx context.Context, d time.Duration, what string, cond func() bool
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-failed:
+			return fmt.Errorf("portal stack: %s: a worker stopped: %w", what, s.failErr)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
