@@ -131,6 +131,16 @@ func (s *Source) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Close cancels ctx from here on: also the connect check, which may
+	// wait for brokers that do not answer.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.cancel = cancel
+	s.mu.Unlock()
+	if s.closed.Load() {
+		cancel()
+	}
 	who := fmt.Sprintf("kafka source (group %q)", s.cfg.group)
 	if err := checkConnect(ctx, s.cfg.brokers, s.cfg.kgoOpts, who, s.cfg.security); err != nil {
 		if ctx.Err() != nil {
@@ -155,14 +165,9 @@ func (s *Source) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", who, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	s.mu.Lock()
-	s.cl, s.cancel = cl, cancel
+	s.cl = cl
 	s.mu.Unlock()
-	if s.closed.Load() {
-		cancel()
-	}
 
 	for ctx.Err() == nil {
 		fetches := cl.PollRecords(ctx, s.cfg.maxPoll)
