@@ -19,6 +19,8 @@ import (
 type MQTTPublisher struct {
 	cm     *autopaho.ConnectionManager
 	cancel context.CancelFunc
+	host   string
+	up     atomic.Bool // a connection to the broker is up now
 }
 
 // defaultClientID is the MQTT client id of a simulator that names none.
@@ -54,6 +56,7 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 	wctx, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
 	var connected atomic.Bool
+	p := &MQTTPublisher{host: u.Host}
 	runCtx, cancel := context.WithCancel(context.Background())
 	cm, err := autopaho.NewConnection(runCtx, autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{u},
@@ -62,6 +65,8 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		ConnectUsername:               o.Username,
 		ConnectPassword:               []byte(o.Password),
 		ConnectTimeout:                5 * time.Second,
+		OnConnectionUp:                func(*autopaho.ConnectionManager, *paho.Connack) { p.up.Store(true) },
+		OnConnectionDown:              func() bool { p.up.Store(false); return true },
 		OnConnectError: func(err error) {
 			var ce *autopaho.ConnackError
 			if !connected.Load() && errors.As(err, &ce) && (ce.ReasonCode == packets.ConnackBadUsernameOrPassword || ce.ReasonCode == packets.ConnackNotAuthorized) {
@@ -84,7 +89,17 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		return nil, fmt.Errorf("simulator: connect to %s: %w", u.Host, err)
 	}
 	connected.Store(true)
-	return &MQTTPublisher{cm: cm, cancel: cancel}, nil
+	p.cm, p.cancel = cm, cancel
+	return p, nil
+}
+
+// Connected reports nil while a connection to the broker is up, else an
+// error naming the broker (it is reconnecting).
+func (p *MQTTPublisher) Connected() error {
+	if !p.up.Load() {
+		return fmt.Errorf("simulator: not connected to broker %s", p.host)
+	}
+	return nil
 }
 
 // publishGrace is how long a publish under way when its context ends
@@ -112,6 +127,7 @@ func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byt
 
 // Close disconnects.
 func (p *MQTTPublisher) Close(ctx context.Context) error {
+	p.up.Store(false) // autopaho calls no OnConnectionDown for a Disconnect
 	err := p.cm.Disconnect(ctx)
 	p.cancel()
 	return err

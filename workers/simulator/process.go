@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,7 @@ type Process struct {
 	cfg MainConfig
 	sim *Simulator
 	log *slog.Logger
+	pub atomic.Pointer[MQTTPublisher] // set once connected
 }
 
 // NewProcess validates cfg and registers the fleet's metrics with reg
@@ -107,6 +109,16 @@ func NewProcess(cfg MainConfig, log *slog.Logger, reg prometheus.Registerer) (*P
 	return s, nil
 }
 
+// Ready reports nil while the process is connected to its broker, else
+// what is missing: the /readyz check of the simulator's main.
+func (s *Process) Ready(context.Context) error {
+	pub := s.pub.Load()
+	if pub == nil {
+		return fmt.Errorf("simulator: not connected to broker %s yet", s.cfg.MQTT.URL)
+	}
+	return pub.Connected()
+}
+
 // Stats returns what the fleet published so far.
 func (s *Process) Stats() Stats { return s.sim.Stats() }
 
@@ -122,6 +134,7 @@ func (s *Process) Run(ctx context.Context, tee Publisher) error {
 		}
 		return err
 	}
+	s.pub.Store(pub)
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

@@ -29,7 +29,10 @@ func Main() worker.Main {
 			if err != nil {
 				return err
 			}
-			rt.Ready.Set(func(context.Context) error { return nil })
+			// Ready once connected to the broker (and while it stays
+			// connected), not while it is still dialling: /readyz is the
+			// container's health check.
+			rt.Ready.Set(s.Ready)
 			return s.Run(ctx, nil)
 		},
 	}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestSimulatorMainRunsItsRounds: the simulator main publishes its rounds
@@ -103,4 +109,70 @@ func TestPasswordVariableUnderThePrefix(t *testing.T) {
 	defer func() { os.Stdout = stdout }()
 	var stderr bytes.Buffer
 	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), []string{"--print-config"}, &stderr), "%s", &stderr)
+}
+
+// lockedBuffer is the main's stderr, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSimulatorReadyOnlyWhenConnected: the simulator's /readyz (its
+// container's health check, simulator --probe) answers 503 naming the
+// broker while the simulator cannot reach it, and 200 once connected.
+// Bug: it answered 200 as soon as the main started, with no broker.
+func TestSimulatorReadyOnlyWhenConnected(t *testing.T) {
+	brokerAddr, err := loopport.Pick() // nothing listens there yet
+	require.NoError(t, err)
+	metricsAddr, err := loopport.Pick()
+	require.NoError(t, err)
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", "mqtt://"+brokerAddr)
+	t.Setenv("TFLO_SIMULATOR_METRICS_ADDR", metricsAddr)
+	t.Setenv("TFLO_SIMULATOR_SENSORS", "1")
+	t.Setenv("TFLO_SIMULATOR_PACE", "true")
+	var errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- worker.RunMain(Main(), nil, &errOut) }()
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + metricsAddr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The simulator is running (its readiness check set) and failing to
+	// reach the broker.
+	require.Eventually(t, func() bool {
+		return strings.Contains(errOut.String(), "mqtt connect failed; retrying with backoff")
+	}, 20*time.Second, 10*time.Millisecond, "%s", &errOut)
+	code, body := readyz()
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, "not connected to broker mqtt://"+brokerAddr)
+
+	b, err := mqttbroker.Start(mqttbroker.Options{Addr: brokerAddr})
+	require.NoError(t, err)
+	defer b.Close()
+	require.Eventually(t, func() bool { code, _ := readyz(); return code == http.StatusOK }, 30*time.Second, 20*time.Millisecond, "%s", &errOut)
+
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-done:
+		require.Equal(t, worker.ExitOK, code, errOut.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the simulator did not stop within 20s of SIGTERM: %s", &errOut)
+	}
 }
