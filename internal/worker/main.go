@@ -73,6 +73,10 @@ type Main struct {
 	NamedVariables func() []string
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
 	Run func(ctx context.Context, rt Runtime) error
+	// Stopping is the help's sentence on what SIGINT/SIGTERM do (default
+	// a pipeline worker's: drain and take a final checkpoint; the
+	// simulator has no checkpoints).
+	Stopping string
 	// OneShot, asked once the flags are parsed, reports whether Run only
 	// checks or lists and exits (--check): RunMain then serves no metrics,
 	// so a check beside the running worker (docker compose exec) does not
@@ -284,6 +288,10 @@ func Usage(w io.Writer, m Main, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "%s — %s\n\nUsage:\n  %s [flags]\n\nFlags:\n", m.Name, m.Summary, m.Name)
 	fs.PrintDefaults()
 	p := m.prefix()
+	stopping := m.Stopping
+	if stopping == "" {
+		stopping = "SIGINT/SIGTERM drain the worker and take a final checkpoint."
+	}
 	fmt.Fprintf(w, `
 Configuration: the YAML file (unknown keys are errors, named with their
 line), then environment variables: %[1]s_ + the key path upper-cased and
@@ -295,8 +303,8 @@ Then the defaults, which may derive from other keys. ${NAME} and
 ${NAME:-default} in a file are replaced by environment variables. Secrets
 are never keys: the *_env keys name the variable that holds them.
 --print-config shows the result and where each value came from.
-SIGINT/SIGTERM drain the worker and take a final checkpoint.
-`, p)
+%[2]s
+`, p, stopping)
 	var defaults func() []any
 	if d, ok := m.Config.(envconfig.Defaulter); ok {
 		defaults = func() []any {

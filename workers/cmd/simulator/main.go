@@ -20,10 +20,11 @@ func main() { os.Exit(worker.RunMain(Main(), os.Args[1:], os.Stderr)) }
 func Main() worker.Main {
 	cfg := &simulator.MainConfig{}
 	return worker.Main{
-		Name:    "simulator",
-		Prefix:  worker.SimulatorPrefix,
-		Summary: "a seeded fleet of synthetic sensors publishing readings to MQTT",
-		Config:  cfg,
+		Name:     "simulator",
+		Prefix:   worker.SimulatorPrefix,
+		Summary:  "a seeded fleet of synthetic sensors publishing readings to MQTT",
+		Stopping: "SIGINT/SIGTERM stop the simulator once the publish under way completes (it has no state to save).",
+		Config:   cfg,
 		Run: func(ctx context.Context, rt worker.Runtime) error {
 			s, err := simulator.NewProcess(*cfg, rt.Log, rt.Registry)
 			if err != nil {

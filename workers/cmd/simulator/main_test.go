@@ -70,6 +70,10 @@ func TestSimulatorMainHelp(t *testing.T) {
 	// Bug: the zero start time showed as its default ("default
 	// 0001-01-01T00:00:00Z"); the zero start follows the clock.
 	require.NotContains(t, errOut.String(), "0001-01-01")
+	// Bug: the help said SIGINT/SIGTERM "drain the worker and take a final
+	// checkpoint": the simulator has no checkpoints.
+	require.NotContains(t, errOut.String(), "checkpoint")
+	require.Contains(t, errOut.String(), "SIGINT/SIGTERM stop the simulator")
 }
 
 // TestPrintConfigShowsWhatRuns: --print-config prints the fleet's
