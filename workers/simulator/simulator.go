@@ -95,6 +95,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulator: malformed share %g must be at most 1 (below 0: none)", c.Malformed)
 	case c.Noise < 0:
 		return fmt.Errorf("simulator: noise %g must not be negative", c.Noise)
+	case c.AnomalyLength < 0:
+		// Run would make every anomaly one reading long, whatever was asked.
+		return fmt.Errorf("simulator: anomaly_length %d must not be negative (0: the default, 20)", c.AnomalyLength)
 	}
 	return nil
 }

@@ -84,6 +84,14 @@ func TestSimulatorValidate(t *testing.T) {
 	assert.Contains(t, err.Error(), "malformed share 2 must be at most 1 (below 0: none)")
 }
 
+// TestSimulatorRefusesANegativeAnomalyLength: a negative anomaly_length
+// is refused, naming the key. Bug: it was accepted and every anomaly was
+// one reading long.
+func TestSimulatorRefusesANegativeAnomalyLength(t *testing.T) {
+	_, err := simulator.New(simulator.Config{AnomalyLength: -5})
+	require.ErrorContains(t, err, "simulator: anomaly_length -5 must not be negative")
+}
+
 // TestSimulatorMalformedBelowZeroSendsNone: a share below 0 sends no
 // broken payload (0 is the default, 1%). Bug: 0 was the default and a
 // negative share refused, so there was no way to turn them off.
