@@ -66,7 +66,7 @@ lint: tools ## gofmt, go vet, staticcheck and workflowcheck
 
 GOVULNDB ?= https://vuln.go.dev
 .PHONY: vulncheck
-vulncheck: $(BIN)/govulncheck ## govulncheck against the Go vulnerability database (skipped, saying so, when $(GOVULNDB) is unreachable)
+vulncheck: $(BIN)/govulncheck ## govulncheck against the Go vulnerability database, GOVULNDB (default https://vuln.go.dev; skipped, saying so, when it is unreachable)
 	@case "$(GOVULNDB)" in file://*) reachable=1;; *) curl -fsS -m 10 -o /dev/null "$(GOVULNDB)/index/db.json" 2>/dev/null && reachable=1;; esac; \
 	if [ -n "$$reachable" ]; then \
 	  GOVULNDB=$(GOVULNDB) $(BIN)/govulncheck ./...; \
