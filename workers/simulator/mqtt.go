@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,9 +42,9 @@ type MQTTOptions struct {
 // logging each failed attempt; a broker refusing the user fails it at
 // once.
 func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
-	u, err := url.Parse(o.URL)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("simulator: broker URL %q: want mqtt://host:port", o.URL)
+	u, err := parseBrokerURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("simulator: %w", err)
 	}
 	if o.ClientID == "" {
 		o.ClientID = defaultClientID
@@ -100,6 +101,22 @@ func (p *MQTTPublisher) Connected() error {
 		return fmt.Errorf("simulator: not connected to broker %s", p.host)
 	}
 	return nil
+}
+
+// parseBrokerURL parses a broker URL, refusing one autopaho cannot dial:
+// it would retry such a URL for ever (an unknown scheme), or take its
+// host for a scheme ("mosquitto:1883").
+func parseBrokerURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("broker URL %q: want mqtt://host:port", s)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "mqtt", "tcp", "ssl", "tls", "mqtts", "mqtt+ssl", "tcps", "ws", "wss": // what autopaho dials
+	default:
+		return nil, fmt.Errorf("broker URL %q: scheme %q is not mqtt, tcp, ssl, tls, mqtts, mqtt+ssl, tcps, ws or wss; want mqtt://host:port", s, u.Scheme)
+	}
+	return u, nil
 }
 
 // publishGrace is how long a publish under way when its context ends

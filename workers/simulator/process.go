@@ -58,6 +58,11 @@ func (c MainConfig) Validate() error {
 	var errs []error
 	if c.MQTT.URL == "" {
 		errs = append(errs, errors.New("simulator config: mqtt.url is empty"))
+	} else if _, err := parseBrokerURL(c.MQTT.URL); err != nil {
+		// Here, not only when dialling: a URL autopaho cannot dial is a
+		// usage error (exit code 2, --print-config), not a run that fails
+		// or retries it for ever.
+		errs = append(errs, fmt.Errorf("simulator config: mqtt.url: %w", err))
 	}
 	if err := c.Config.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)

@@ -180,3 +180,21 @@ func TestSimulatorReadyOnlyWhenConnected(t *testing.T) {
 		t.Fatalf("the simulator did not stop within 20s of SIGTERM: %s", &errOut)
 	}
 }
+
+// TestSimulatorRefusesABrokerURLItCannotDial: an mqtt.url with no host or
+// a scheme the MQTT client cannot dial is a usage error (exit code 2)
+// naming the key and the URL, --print-config included. Bug: it was
+// accepted; the run then failed (exit 1) or, for http://, retried for
+// ever.
+func TestSimulatorRefusesABrokerURLItCannotDial(t *testing.T) {
+	for _, u := range []string{"http://127.0.0.1:1883", "mosquitto:1883"} {
+		t.Run(u, func(t *testing.T) {
+			t.Setenv("TFLO_SIMULATOR_MQTT_URL", u)
+			for _, args := range [][]string{{"--print-config"}, nil} {
+				var errOut bytes.Buffer
+				require.Equal(t, worker.ExitUsage, worker.RunMain(Main(), args, &errOut), "%v: %s", args, &errOut)
+				require.Contains(t, errOut.String(), `simulator config: mqtt.url: broker URL "`+u+`"`)
+			}
+		})
+	}
+}
