@@ -72,6 +72,18 @@ type MetricsConfig struct {
 	Addr string `json:"addr" yaml:"addr"`
 }
 
+// Validate refuses an address the listener cannot take, so a main's
+// config check refuses it as bad usage, rather than the run failing on
+// the listener once it started.
+func (m MetricsConfig) Validate() error {
+	if a := m.Addr; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("metrics.addr %q: want host:port (\":0\" picks a free port): %v", a, err)
+		}
+	}
+	return nil
+}
+
 // NewRegistry returns a registry with the Go runtime and process
 // collectors and tflo_build_info.
 func NewRegistry() *prometheus.Registry {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -292,12 +291,10 @@ func (c *PipelineConfig) Validate() error {
 			}
 		}
 	}
-	if a := c.Metrics.Addr; a != "" {
-		// Checked here, so --check refuses it as bad usage, rather than the
-		// run failing on the listener after the pipeline started.
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			add("metrics.addr %q: want host:port (\":0\" picks a free port): %v", a, err)
-		}
+	// Checked here, so --check refuses it as bad usage, rather than the
+	// run failing on the listener after the pipeline started.
+	if err := c.Metrics.Validate(); err != nil {
+		add("%v", err)
 	}
 	if err := c.Log.Validate(); err != nil {
 		add("%v", err)

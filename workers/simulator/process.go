@@ -67,6 +67,9 @@ func (c MainConfig) Validate() error {
 	if err := c.Config.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Metrics.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("simulator config: %w", err))
+	}
 	if err := c.Log.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("simulator config: %w", err))
 	}

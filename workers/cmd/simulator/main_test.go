@@ -198,3 +198,15 @@ func TestSimulatorRefusesABrokerURLItCannotDial(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulatorRefusesAMetricsAddressWithoutAPort: metrics.addr without a
+// port is a usage error (exit code 2) naming the key, as the worker's is.
+// Bug: --print-config accepted it and the run failed on the listener
+// (exit code 1).
+func TestSimulatorRefusesAMetricsAddressWithoutAPort(t *testing.T) {
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", "mqtt://127.0.0.1:1")
+	t.Setenv("TFLO_SIMULATOR_METRICS_ADDR", "nohost")
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitUsage, worker.RunMain(Main(), []string{"--print-config"}, &errOut), "%s", &errOut)
+	require.Contains(t, errOut.String(), `simulator config: metrics.addr "nohost": want host:port`)
+}
