@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/fakeactivities"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -591,7 +591,7 @@ func TestCommandsWithoutAControlWorker(t *testing.T) {
 // the second Ctrl-C was ignored.
 func TestSecondInterruptStopsAtOnce(t *testing.T) {
 	sigs := make(chan os.Signal, 2)
-	var errOut syncWriter
+	var errOut logtest.Buffer
 	exited := make(chan int, 1)
 	ctx, stop := interruptContext(context.Background(), sigs, &errOut, func(code int) { exited <- code })
 	defer stop()
@@ -616,24 +616,6 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 		t.Fatal("the second interrupt was ignored")
 	}
 	assert.Equal(t, "Error: interrupted again: stopping at once, without a clean stop\n", errOut.String())
-}
-
-// syncWriter is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
 
 // TestFailedStopAfterInterruptIsReported: a command whose clean stop

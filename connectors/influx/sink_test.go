@@ -1,7 +1,6 @@
 package influx_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 const baseTS = int64(1_767_225_600_000_000_000) // 2026-01-01T00:00:00Z
@@ -216,7 +216,7 @@ func TestSinkWrongCredentials(t *testing.T) {
 
 	t.Run("wrong password fails once, clearly", func(t *testing.T) {
 		const wrong = "not-the-Pa55word"
-		var logs syncBuffer
+		var logs logtest.Buffer
 		s := newSink(t, srv.URL, "tflo/autogen", influx.WithUserPassword("admin", wrong), influx.WithBatchSize(5),
 			influx.WithRetryBackoff(time.Millisecond, time.Millisecond),
 			influx.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
@@ -242,24 +242,6 @@ func TestSinkWrongCredentials(t *testing.T) {
 		require.Contains(t, logs.String(), "401")
 		require.NotContains(t, logs.String(), wrong)
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the sink's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestSinkMissingDatabase(t *testing.T) {

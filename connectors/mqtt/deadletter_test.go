@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // TestDeadLetterSink: the sink a pipeline writes an MQTT source's dead
@@ -87,7 +88,7 @@ func TestDeadLetterLostWithTheConnection(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
 	var s *Source
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	s = newTestSource(t, b, "edge-dlq-lost", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithDeadLetters(func(ctx context.Context, d DeadLetter) error {
 		mu.Lock()
 		calls++
@@ -139,7 +140,7 @@ func TestDeadLetterOnAConnectionNotYetStored(t *testing.T) {
 		return publish()
 	}
 	t.Cleanup(func() { testHookFirstPublish = nil })
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	s := newTestSource(t, b, "edge-dlq-early", WithDeadLetterTopic("dlq/early"), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	var rec recorder
 	r := runSource(t, s, rec.handle)

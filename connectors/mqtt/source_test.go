@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 const waitFor = 15 * time.Second
@@ -219,7 +220,7 @@ func TestWrongPasswordIsAClearErrorNotAReconnectStorm(t *testing.T) {
 		waitSubscribed(t, s, 1)
 	})
 	t.Run("wrong password stops Run", func(t *testing.T) {
-		var logs lockedBuffer
+		var logs logtest.Buffer
 		s := newTestSource(t, b, "edge-auth-bad", WithCredentials("gateway", []byte(secret)),
 			WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		r := runSource(t, s, func(context.Context, Message) error { return nil })
@@ -374,24 +375,6 @@ func TestHandlerErrorStopsRunWithoutAck(t *testing.T) {
 		}
 		return false
 	}, waitFor, time.Millisecond)
-}
-
-// lockedBuffer is an io.Writer safe for the source's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestAckOnCheckpointHoldsAcksUntilTheCutIsSaved checks at the broker that

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,28 +33,10 @@ import (
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
-
-// syncBuffer is a bytes.Buffer a running main writes its logs to while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func writeFile(t *testing.T, name, body string) string {
 	t.Helper()
@@ -126,7 +107,7 @@ func TestRunMainUsage(t *testing.T) {
 
 // stopWithSIGTERM sends this process SIGTERM and waits until the main
 // running in it (its exit code on done) exits 0.
-func stopWithSIGTERM(t *testing.T, done <-chan int, errOut *syncBuffer, within time.Duration) {
+func stopWithSIGTERM(t *testing.T, done <-chan int, errOut *logtest.Buffer, within time.Duration) {
 	t.Helper()
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	select {
@@ -181,7 +162,7 @@ func TestEdgeSpecDrainsOnSIGTERM(t *testing.T) {
 	t.Setenv("TFLO_METRICS_ADDR", maddr)
 
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	go func() {
 		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("iot-portal-edge.yaml")}, &errOut)
 	}()
@@ -244,7 +225,7 @@ func TestCentralSpecDrainsOnSIGTERM(t *testing.T) {
 	path := writeFile(t, "central.yaml", string(noInflux))
 
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	go func() { done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", path}, &errOut) }()
 	url := "http://" + maddr + "/metrics"
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_owned_shards") == 2 }, 30*time.Second, 20*time.Millisecond, errOut.String())
@@ -362,7 +343,7 @@ func TestWorkerWaitsForTheCoordinationStore(t *testing.T) {
 	cfg := worker.PipelineConfig{WorkerID: "late-1", Coordination: worker.CoordinationConfig{NATSURL: "nats://" + addr, Job: "wait-test", LeaseTTL: 2 * time.Second}}
 	p, err := pipeline.Load(spec("sma-readings.yaml"))
 	require.NoError(t, err)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -30,6 +30,7 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/ops"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workers/simulator"
@@ -104,7 +105,7 @@ checkpoint:
 	t.Setenv("TFLO_COORDINATION_JOB", "obs")
 
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	go func() {
 		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec, "--pprof"}, &errOut)
 	}()
@@ -183,7 +184,7 @@ graph:
 sinks: []
 state: {dir: %q, memory: 128MiB}
 `, dead, t.TempDir()))
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	code := worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec}, &errOut)
 	require.Equal(t, worker.ExitFailure, code, errOut.String())
 	logs := errOut.String()
@@ -444,7 +445,7 @@ state: {dir: %q, memory: 128MiB}
 	maddr := freePort(t)
 	t.Setenv("TFLO_METRICS_ADDR", maddr)
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	go func() { done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec}, &errOut) }()
 	base := "http://" + maddr
 	require.Eventually(t, func() bool { return metric(t, base+"/metrics", "tflo_pipeline_owned_shards") == 1 }, 30*time.Second, 20*time.Millisecond, errOut.String())
@@ -473,7 +474,7 @@ func TestReadyFollowsTemporal(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	go func() {
 		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml")}, &errOut)
 	}()
@@ -509,7 +510,7 @@ func TestCheckpointFailuresCounted(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	done := make(chan int, 1)
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	go func() {
 		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml")}, &errOut)
 	}()

@@ -4,8 +4,10 @@
 package logtest
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,27 @@ import (
 
 	"github.com/tflo-io/tflo/internal/lograte"
 )
+
+// Buffer is a bytes.Buffer a running component writes to (its log, a
+// main's stderr) while the test reads it. Safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
 
 // Counter is a slog.Handler counting the lines whose message is its
 // message, and the "suppressed" counts they carry. Safe for concurrent

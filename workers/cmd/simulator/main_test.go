@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/internal/worker"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
@@ -115,24 +115,6 @@ func TestPasswordVariableUnderThePrefix(t *testing.T) {
 	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), []string{"--print-config"}, &stderr), "%s", &stderr)
 }
 
-// lockedBuffer is the main's stderr, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestSimulatorReadyOnlyWhenConnected: the simulator's /readyz (its
 // container's health check, simulator --probe) answers 503 naming the
 // broker while the simulator cannot reach it, and 200 once connected.
@@ -146,7 +128,7 @@ func TestSimulatorReadyOnlyWhenConnected(t *testing.T) {
 	t.Setenv("TFLO_SIMULATOR_METRICS_ADDR", metricsAddr)
 	t.Setenv("TFLO_SIMULATOR_SENSORS", "1")
 	t.Setenv("TFLO_SIMULATOR_PACE", "true")
-	var errOut lockedBuffer
+	var errOut logtest.Buffer
 	done := make(chan int, 1)
 	go func() { done <- worker.RunMain(Main(), nil, &errOut) }()
 	readyz := func() (int, string) {
