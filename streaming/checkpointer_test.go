@@ -471,6 +471,18 @@ func TestRestoreNamesACorruptPiece(t *testing.T) {
 	src.Apply("a", 1)
 	_, err := cp.Checkpoint(ctx)
 	require.NoError(t, err)
+	piece := corruptAPiece(t, st)
+
+	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+	require.ErrorContains(t, err, piece)
+}
+
+// corruptAPiece overwrites the last stored piece of st with bytes of the
+// size its manifest records that do not decode, and returns its key.
+func corruptAPiece(t *testing.T, st *tinyStore) string {
+	t.Helper()
+	ctx := context.Background()
 	var piece string
 	for _, k := range st.keys() {
 		if strings.Contains(k, "/piece/") {
@@ -480,12 +492,9 @@ func TestRestoreNamesACorruptPiece(t *testing.T) {
 	require.NotEmpty(t, piece)
 	snap, err := st.Load(ctx, []byte(piece))
 	require.NoError(t, err)
-	snap.Data = bytes.Repeat([]byte{0xff}, len(snap.Data)) // the size the manifest records, undecodable
+	snap.Data = bytes.Repeat([]byte{0xff}, len(snap.Data))
 	require.NoError(t, st.Save(ctx, []byte(piece), snap))
-
-	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
-	require.ErrorIs(t, err, streaming.ErrCorrupt)
-	require.ErrorContains(t, err, piece)
+	return piece
 }
 
 // TestMergeNamesACorruptPiece: a piece the source refuses as corrupt while
@@ -498,17 +507,7 @@ func TestMergeNamesACorruptPiece(t *testing.T) {
 	src.Apply("a", 1)
 	_, err := cp.Checkpoint(ctx)
 	require.NoError(t, err)
-	var piece string
-	for _, k := range st.keys() {
-		if strings.Contains(k, "/piece/") {
-			piece = k
-		}
-	}
-	require.NotEmpty(t, piece)
-	snap, err := st.Load(ctx, []byte(piece))
-	require.NoError(t, err)
-	snap.Data = bytes.Repeat([]byte{0xff}, len(snap.Data)) // the size the manifest records, undecodable
-	require.NoError(t, st.Save(ctx, []byte(piece), snap))
+	piece := corruptAPiece(t, st)
 
 	src.Apply("b", 1) // a second run: the save merges both
 	_, err = cp.Checkpoint(ctx)
