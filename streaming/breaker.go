@@ -44,6 +44,8 @@ func (s BreakerState) MarshalText() ([]byte, error) { return []byte(s.String()),
 // breaker is half-open. Half-open: the first Allow is the probe and
 // succeeds; further Allows fail until the probe reports. Success closes the
 // breaker and clears the count; Failure reopens it for another cool-down.
+// A late Success while open (from a call admitted before the breaker
+// opened) is ignored.
 // A probe that never reports (its caller vanished) is forgotten after
 // ProbeTimeout, and the next Allow becomes the probe.
 //
@@ -110,10 +112,16 @@ func (b *Breaker) Allow() error {
 }
 
 // Success records a successful call: the breaker closes and the count of
-// consecutive failures is cleared.
+// consecutive failures is cleared. An open breaker ignores it: the success
+// is a late answer from a call admitted before the breaker opened, which
+// says nothing of the calls that failed since; the cool-down runs out and
+// a probe decides.
 func (b *Breaker) Success() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.state == BreakerOpen {
+		return
+	}
 	b.state = BreakerClosed
 	b.failures = 0
 	b.probing = false

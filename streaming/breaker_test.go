@@ -59,6 +59,14 @@ func TestBreaker(t *testing.T) {
 			{do: "allow"},
 			{do: "ok", wantState: "closed"},
 		}},
+		{"a late success from a call admitted before it opened does not close it", []step{
+			{do: "fail"}, {do: "fail"}, {do: "fail", wantState: "open"},
+			{do: "ok", wantState: "open"},
+			{do: "allow", wantErr: true, wantState: "open"},
+			{do: "wait", d: coolDown, wantState: "half-open"},
+			{do: "allow"},
+			{do: "ok", wantState: "closed"},
+		}},
 		{"a probe that never reports is forgotten after the probe timeout", []step{
 			{do: "fail"}, {do: "fail"}, {do: "fail"},
 			{do: "wait", d: coolDown},
