@@ -54,7 +54,8 @@ func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.Workf
 	// Coordinated: a dead worker's lease tells the pipeline's coordinator,
 	// which starts the handoffs when the shards' next owners announce
 	// themselves.
-	in := workflows.LeaseInput{WorkerID: w.o.workerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.c.p.Checkpoint.HeartbeatTimeout, Coordinated: true}
+	in := workflows.LeaseInput{WorkerID: w.o.workerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.c.p.Checkpoint.HeartbeatTimeout,
+		Coordinated: true, Pipelines: []string{w.c.p.Name}}
 	// A stop while the start is in flight leaves it a few seconds to
 	// finish: a workflow the server created but this worker never heard
 	// of could not be told of the stop (stopLease), and would declare the

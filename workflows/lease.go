@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -34,6 +35,12 @@ type LeaseInput struct {
 	// themselves. A dead worker's lease then tells each coordinator
 	// (SignalWorkerGone) instead of starting handoffs itself.
 	Coordinated bool `json:"coordinated,omitempty"`
+	// Pipelines the worker serves (Coordinated): a dead worker's lease
+	// tells each one's coordinator, also when the worker died holding no
+	// shard it had reported (it died before its first heartbeat, or
+	// gained its shards after the last one); the coordinator would
+	// otherwise wait on it in every round until the round times out.
+	Pipelines []string `json:"pipelines,omitempty"`
 }
 
 // LeaseState is the lease workflow's status and result.
@@ -138,7 +145,7 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 			st.Status = LeaseDead
 			st.Orphaned = held
 			if in.Coordinated {
-				return st, tellCoordinators(ctx, &st, held)
+				return st, tellCoordinators(ctx, &st, held, in.Pipelines)
 			}
 			return st, startHandoffs(ctx, &st, held)
 		}
@@ -185,8 +192,10 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 }
 
 // tellCoordinators tells the coordinator of each pipeline the dead worker
-// served that it is gone, with the shards of its last heartbeat.
-func tellCoordinators(ctx workflow.Context, st *LeaseState, held []activities.HeldShard) error {
+// served that it is gone, with the shards of its last heartbeat: the
+// pipelines of those shards, then the worker's other pipelines (served),
+// told with no shards.
+func tellCoordinators(ctx workflow.Context, st *LeaseState, held []activities.HeldShard, served []string) error {
 	byPipeline := map[string][]activities.ShardEpoch{}
 	var pipelines []string
 	for _, h := range held {
@@ -194,6 +203,16 @@ func tellCoordinators(ctx workflow.Context, st *LeaseState, held []activities.He
 			pipelines = append(pipelines, h.Pipeline)
 		}
 		byPipeline[h.Pipeline] = append(byPipeline[h.Pipeline], activities.ShardEpoch{Shard: h.Shard, Epoch: h.Epoch})
+	}
+	var idle []string
+	for _, p := range served {
+		if _, ok := byPipeline[p]; !ok && p != "" && !slices.Contains(idle, p) {
+			idle = append(idle, p)
+		}
+	}
+	// Histories before the version told only the heartbeat's pipelines.
+	if len(idle) > 0 && workflow.GetVersion(ctx, "lease-tell-idle-pipelines", workflow.DefaultVersion, 1) >= 1 {
+		pipelines = append(pipelines, idle...)
 	}
 	var errs []error
 	for _, p := range pipelines {

@@ -209,3 +209,45 @@ func TestLeaseDeadWorkerTellsItsCoordinators(t *testing.T) {
 	assert.Equal(t, []activities.ShardEpoch{{Shard: "readings-0", Epoch: 3}, {Shard: "readings-2", Epoch: 5}}, iot.Shards)
 	assert.Contains(t, iot.Reason, "heartbeat timed out")
 }
+
+// TestLeaseDeadWorkerWithoutShardsTellsItsPipelines: a worker that died
+// before its lease activity heartbeat (a schedule-to-start timeout: no
+// details) held no shard the lease knows of; its pipelines' coordinators
+// are still told, with no shards, or their rounds would wait on it until
+// they time out. A pipeline of the heartbeat is told once.
+func TestLeaseDeadWorkerWithoutShardsTellsItsPipelines(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		wantTold []string
+	}{
+		{"no heartbeat", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil),
+			[]string{workflows.CoordinatorWorkflowID("iot"), workflows.CoordinatorWorkflowID("fx")}},
+		{"heartbeat of one pipeline", temporal.NewHeartbeatTimeoutError([]activities.HeldShard{
+			{Pipeline: "fx", Shard: "eurusd", Epoch: 2, TaskQueue: leaseIn.TaskQueue, WorkerID: "w1"},
+		}), []string{workflows.CoordinatorWorkflowID("fx"), workflows.CoordinatorWorkflowID("iot")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, a := newLeaseEnv(t)
+			env.OnActivity(a.KeepLeases, mock.Anything, mock.Anything).Return(tc.err)
+			var told []string
+			gone := map[string]workflows.WorkerGone{}
+			env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", workflows.SignalWorkerGone, mock.Anything).Return(
+				func(_, id, _, _ string, arg any) error {
+					told = append(told, id)
+					gone[id] = arg.(workflows.WorkerGone)
+					return nil
+				})
+			in := leaseIn
+			in.Coordinated = true
+			in.Pipelines = []string{"iot", "fx", "iot"}
+			env.ExecuteWorkflow(workflows.LeaseWorkflow, in)
+			st := leaseResult(t, env)
+			assert.Equal(t, workflows.LeaseDead, st.Status)
+			assert.Equal(t, tc.wantTold, told)
+			assert.Equal(t, tc.wantTold, st.Told)
+			assert.Equal(t, "w1", gone[workflows.CoordinatorWorkflowID("iot")].WorkerID)
+			assert.Empty(t, gone[workflows.CoordinatorWorkflowID("iot")].Shards)
+		})
+	}
+}
