@@ -132,6 +132,11 @@ func (a *Archive) ListUploads(ctx context.Context, prefix string) ([]parquet.Upl
 		if !aws.ToBool(page.IsTruncated) {
 			return out, nil
 		}
+		// A truncated page without markers would be asked for again,
+		// forever.
+		if page.NextKeyMarker == nil && page.NextUploadIdMarker == nil {
+			return nil, fmt.Errorf("s3 archive: s3 list uploads %s (endpoint %s): the server says the listing is truncated but gives no next marker (not S3-compatible?)", a.obj.uri(prefix+"*"), a.obj.endpoint)
+		}
 		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
 	}
 }
@@ -216,8 +221,14 @@ func (a *Archive) list(ctx context.Context, in *awss3.ListObjectsV2Input, prefix
 			}
 			out = append(out, parquet.ObjectInfo{Name: name, Size: aws.ToInt64(c.Size), ModTime: aws.ToTime(c.LastModified)})
 		}
-		if !aws.ToBool(page.IsTruncated) || (limit > 0 && len(out) >= limit) || page.NextContinuationToken == nil {
+		if !aws.ToBool(page.IsTruncated) || (limit > 0 && len(out) >= limit) {
 			return out, nil
+		}
+		// Without a token the rest cannot be asked for: a listing cut
+		// short read as whole would hide objects (files a backfill or a
+		// compaction would miss).
+		if page.NextContinuationToken == nil {
+			return nil, fmt.Errorf("s3 archive: s3 list %s (endpoint %s): the server says the listing is truncated but gives no continuation token (not S3-compatible?)", a.obj.uri(prefix+"*"), a.obj.endpoint)
 		}
 		in.ContinuationToken = page.NextContinuationToken
 		in.StartAfter = nil

@@ -2,8 +2,11 @@ package s3_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -81,4 +84,44 @@ func TestHostileManifestSegmentNames(t *testing.T) {
 			require.Equal(t, []byte("someone else's object"), f.getObject(t, "p/"+victim), "the object the manifest named is still there")
 		})
 	}
+}
+
+// TestArchiveListingTruncatedWithoutMarkers: a server that says a listing
+// is truncated but gives nothing to continue from made ListUploads ask
+// for the same page forever and ListPage return the first page as the
+// whole listing. Both now fail, naming the listing.
+func TestArchiveListingTruncatedWithoutMarkers(t *testing.T) {
+	var uploadsAsked atomic.Int64
+	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			switch {
+			case r.Method == http.MethodGet && q.Has("uploads"):
+				if uploadsAsked.Add(1) > 100 {
+					http.Error(w, "asked too often", http.StatusForbidden)
+					return
+				}
+				w.Header().Set("Content-Type", "application/xml")
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListMultipartUploadsResult><Bucket>%s</Bucket><IsTruncated>true</IsTruncated>`+
+					`<Upload><Key>p/a.parquet</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>`, testBucket)
+			case r.Method == http.MethodGet && q.Get("list-type") == "2":
+				w.Header().Set("Content-Type", "application/xml")
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>%s</Name><IsTruncated>true</IsTruncated><KeyCount>1</KeyCount>`+
+					`<Contents><Key>p/a.parquet</Key><Size>3</Size></Contents></ListBucketResult>`, testBucket)
+			default:
+				fake.ServeHTTP(w, r)
+			}
+		})
+	})
+	ctx := context.Background()
+	a, err := s3store.NewArchive(ctx, testBucket, f.opts(s3store.WithPrefix("p"))...)
+	require.NoError(t, err)
+
+	_, err = a.ListUploads(ctx, "")
+	require.ErrorContains(t, err, "truncated but gives no next marker")
+	require.ErrorContains(t, err, "s3://"+testBucket+"/p/*")
+	require.Equal(t, int64(1), uploadsAsked.Load(), "the page was asked for again")
+
+	_, err = a.ListPage(ctx, "", "", 0)
+	require.ErrorContains(t, err, "truncated but gives no continuation token")
 }
