@@ -224,11 +224,10 @@ func (a *Archive) list(ctx context.Context, in *awss3.ListObjectsV2Input, prefix
 		if !aws.ToBool(page.IsTruncated) || (limit > 0 && len(out) >= limit) {
 			return out, nil
 		}
-		// Without a token the rest cannot be asked for: a listing cut
-		// short read as whole would hide objects (files a backfill or a
-		// compaction would miss).
-		if page.NextContinuationToken == nil {
-			return nil, fmt.Errorf("s3 archive: s3 list %s (endpoint %s): the server says the listing is truncated but gives no continuation token (not S3-compatible?)", a.obj.uri(prefix+"*"), a.obj.endpoint)
+		// Without a token the rest cannot be asked for (files a backfill
+		// or a compaction would miss).
+		if err := a.obj.truncatedWithoutToken("list", prefix+"*", page); err != nil {
+			return nil, fmt.Errorf("s3 archive: %w", err)
 		}
 		in.ContinuationToken = page.NextContinuationToken
 		in.StartAfter = nil

@@ -88,8 +88,9 @@ func TestHostileManifestSegmentNames(t *testing.T) {
 
 // TestArchiveListingTruncatedWithoutMarkers: a server that says a listing
 // is truncated but gives nothing to continue from made ListUploads ask
-// for the same page forever and ListPage return the first page as the
-// whole listing. Both now fail, naming the listing.
+// for the same page forever, and ListPage and the state store's listings
+// return the first page as the whole listing. They now fail, naming the
+// listing.
 func TestArchiveListingTruncatedWithoutMarkers(t *testing.T) {
 	var uploadsAsked atomic.Int64
 	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
@@ -124,4 +125,11 @@ func TestArchiveListingTruncatedWithoutMarkers(t *testing.T) {
 
 	_, err = a.ListPage(ctx, "", "", 0)
 	require.ErrorContains(t, err, "truncated but gives no continuation token")
+
+	// The state store's listing of its shards' folders (the SDK's
+	// paginator stopped there): a shard and its epoch would be missed.
+	st, _ := f.store(t, s3store.WithPrefix("p"), s3store.WithShardOf(func([]byte) (string, bool) { return "s", true }))
+	_, err = st.ListKeys(ctx)
+	require.ErrorContains(t, err, "truncated but gives no continuation token")
+	require.ErrorContains(t, err, "s3://"+testBucket+"/p/")
 }

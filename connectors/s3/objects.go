@@ -187,6 +187,9 @@ func (o *objects) list(ctx context.Context, sub string) ([]listed, error) {
 		if err != nil {
 			return nil, o.wrap("list", sub+"*", err)
 		}
+		if err := o.truncatedWithoutToken("list", sub+"*", page); err != nil {
+			return nil, err
+		}
 		for _, c := range page.Contents {
 			name, ok := strings.CutPrefix(aws.ToString(c.Key), o.prefix)
 			if !ok {
@@ -209,6 +212,9 @@ func (o *objects) folders(ctx context.Context, sub string) ([]string, error) {
 		if err != nil {
 			return nil, o.wrap("list", sub+"*/", err)
 		}
+		if err := o.truncatedWithoutToken("list", sub+"*/", page); err != nil {
+			return nil, err
+		}
 		for _, c := range page.CommonPrefixes {
 			if name, ok := strings.CutPrefix(aws.ToString(c.Prefix), o.prefix); ok {
 				res = append(res, name)
@@ -216,6 +222,17 @@ func (o *objects) folders(ctx context.Context, sub string) ([]string, error) {
 		}
 	}
 	return res, nil
+}
+
+// truncatedWithoutToken refuses a page the server says is truncated but
+// gives no token to continue from: the SDK's paginator stops there, and a
+// listing cut short read as whole would hide objects (orphans left
+// behind, a shard's manifest and its epoch missed).
+func (o *objects) truncatedWithoutToken(op, name string, page *awss3.ListObjectsV2Output) error {
+	if aws.ToBool(page.IsTruncated) && page.NextContinuationToken == nil {
+		return fmt.Errorf("s3 %s %s (endpoint %s): the server says the listing is truncated but gives no continuation token (not S3-compatible?)", op, o.uri(name), o.endpoint)
+	}
+	return nil
 }
 
 type listed struct {
