@@ -63,13 +63,21 @@ type coordinator struct {
 	nextRoundAt   time.Time
 	stopping      bool
 	stopReason    string
-	finished      uint64         // the last round that finished
-	waited        []RoundSummary // rounds checkpoint-now callers wait for (Round set, the rest once done)
-	pendingStarts int            // handoffs whose start is not confirmed yet
+	finished      uint64           // the last round that finished
+	waited        []RoundSummary   // rounds checkpoint-now callers wait for (Round set, the rest once done)
+	pendingStarts int              // handoffs whose start is not confirmed yet
+	running       []runningHandoff // handoffs started in this run whose result is awaited
 	roundsThisRun int
 	wantRound     uint64   // the highest round a checkpoint-now request waits for
 	reasons       []string // why the next round runs (checkpoint-now reasons)
 	announced     bool     // an announcement came while waiting
+}
+
+// runningHandoff is a handoff child started in this run, not ended yet.
+type runningHandoff struct {
+	shard streaming.ShardID
+	to    Owner
+	id    string
 }
 
 // roundRun is the round in flight.
@@ -409,7 +417,11 @@ func (c *coordinator) startHandoff(ctx workflow.Context, shard streaming.ShardID
 		StepTimeout: c.in.HandoffStepTimeout.D(), FinalRound: true,
 	})
 	c.pendingStarts++
+	c.running = append(c.running, runningHandoff{shard: shard, to: to, id: id})
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() {
+			c.running = slices.DeleteFunc(c.running, func(r runningHandoff) bool { return r.id == id && r.shard == shard })
+		}()
 		err := f.GetChildWorkflowExecution().Get(ctx, nil)
 		c.pendingStarts--
 		if err != nil {
@@ -808,6 +820,11 @@ func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflo
 	}
 	if c.wantRound > c.st.Round && serve {
 		return c.st, false, nil
+	}
+	// The next run does not follow the handoffs still running: their
+	// rows would read "started" until the shard moves again.
+	for _, r := range c.running {
+		c.noteHandoff(r.shard, r.to, "still running at the coordinator's continue-as-new; its result is in workflow "+r.id)
 	}
 	next := c.in
 	st = c.st

@@ -60,3 +60,27 @@ func TestCheckpointNowWhileContinuingAsNew(t *testing.T) {
 	require.NotNil(t, next.State)
 	assert.Equal(t, uint64(2), next.State.Round, "round 1, then the requested round 2, then continue-as-new")
 }
+
+// TestHandoffRunningAtContinueAsNewSaysSo: a handoff still running when
+// the coordinator continues as new is not followed by the next run; its
+// row said "started" until the shard moved again. It says the handoff
+// was still running, and which workflow holds its result.
+func TestHandoffRunningAtContinueAsNewSaysSo(t *testing.T) {
+	env, _ := newCoordinatorEnv(t)
+	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).After(time.Hour).
+		Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	announceAt(env, 5*time.Second, announcement("w2", 2, "readings/0"))
+	in := coordIn
+	in.ContinueAsNewAfter = 2
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, in)
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	var next workflows.CoordinatorInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.NotNil(t, next.State)
+	row := rowOf(t, *next.State, "readings/0")
+	id := workflows.HandoffWorkflowIDAt("iot", "readings/0", 2)
+	assert.Equal(t, "w1@1 → w2@2: still running at the coordinator's continue-as-new; its result is in workflow "+id, row.Handoff)
+}
