@@ -323,6 +323,23 @@ sinks:
 	}
 }
 
+// TestPrintConfigWithoutASpec: --print-config without --pipeline printed
+// the configuration and then failed (exit 2, "--pipeline FILE is
+// required"); it prints the configuration, says no spec was given and
+// exits 0.
+func TestPrintConfigWithoutASpec(t *testing.T) {
+	t.Setenv("TFLO_WORKER_ID", "w9")
+	var errOut bytes.Buffer
+	var code int
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--print-config"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.Empty(t, errOut.String())
+	require.Regexp(t, `(?m)^worker_id = "w9" +# env TFLO_WORKER_ID$`, out)
+	require.Contains(t, out, "# pipeline spec: none (add --pipeline FILE to print it too)")
+}
+
 // dashboard is deploy/grafana/tflo.json.
 var dashboard = filepath.Join("..", "..", "deploy", "grafana", "tflo.json")
 

@@ -57,7 +57,11 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 		},
 		PrintConfig: func(w io.Writer) error {
 			if spec == "" {
-				return errors.New("--pipeline FILE is required")
+				// The worker's configuration alone (the deployment's
+				// environment, before a spec is chosen): printed, not
+				// printed and then refused.
+				fmt.Fprintf(w, "\n# pipeline spec: none (add --pipeline FILE to print it too)\n")
+				return nil
 			}
 			p, err := pipeline.Load(spec)
 			if err != nil {
