@@ -103,6 +103,11 @@ func errResult(err error) string {
 	return "retryable"
 }
 
+// testHookBeforeSelect, when set, runs in call between starting the
+// operation and waiting for it, with the deadline's channel and whether
+// the operation has answered.
+var testHookBeforeSelect func(done <-chan struct{}, answered func() bool)
+
 // call runs fn under the deadline; a late call becomes Retryable.
 func call[T any](s *Store, ctx context.Context, op string, ks coordination.Keyspace, key string,
 	fn func(context.Context) (T, error), label func(T, error) string) (T, error) {
@@ -122,18 +127,33 @@ func call[T any](s *Store, ctx context.Context, op string, ks coordination.Keysp
 		v, err := fn(ctx)
 		ch <- res{v, err}
 	}()
+	if testHookBeforeSelect != nil {
+		testHookBeforeSelect(ctx.Done(), func() bool { return len(ch) > 0 })
+	}
 	var r res
+	answered := true
 	select {
 	case r = <-ch:
+	case <-ctx.Done():
+		// A select picks at random among ready cases: a call that finished
+		// as the deadline passed has an answer (a won CAS, say) that must
+		// not be reported as a timeout, or the caller retries a write that
+		// landed.
+		select {
+		case r = <-ch:
+		default:
+			answered = false
+		}
+	}
+	switch {
+	case answered:
 		if r.err != nil && ownDeadline() && !coordination.IsFatal(r.err) {
 			r.err = coordination.Retryable(op, ks, key, fmt.Errorf("%w after %v: %w", ErrTimeout, s.cfg.timeout, r.err))
 		}
-	case <-ctx.Done():
-		if ownDeadline() {
-			r.err = coordination.Retryable(op, ks, key, fmt.Errorf("%w after %v", ErrTimeout, s.cfg.timeout))
-		} else {
-			r.err = coordination.Retryable(op, ks, key, parent.Err())
-		}
+	case ownDeadline():
+		r.err = coordination.Retryable(op, ks, key, fmt.Errorf("%w after %v", ErrTimeout, s.cfg.timeout))
+	default:
+		r.err = coordination.Retryable(op, ks, key, parent.Err())
 	}
 	s.cfg.metrics.duration.WithLabelValues(op, ks.String(), label(r.v, r.err)).Observe(time.Since(start).Seconds())
 	return r.v, r.err
