@@ -194,11 +194,31 @@ func (s *Store) List(ctx context.Context, ks coordination.Keyspace, prefix strin
 	}, func(_ []coordination.Entry, err error) string { return errResult(err) })
 }
 
-// Watch meters establishing inner.Watch; the watch lives on ctx, not on the
-// per-operation deadline.
+// Watch meters establishing inner.Watch under the per-operation deadline;
+// the watch itself lives on ctx, not on the deadline.
 func (s *Store) Watch(ctx context.Context, ks coordination.Keyspace, prefix string) (coordination.Watcher, error) {
-	start := time.Now()
-	w, err := s.inner.Watch(ctx, ks, prefix)
-	s.cfg.metrics.duration.WithLabelValues("watch", ks.String(), errResult(err)).Observe(time.Since(start).Seconds())
-	return w, err
+	// The watch's own context outlives the call's deadline; cancelling it
+	// ends a watch the inner store established too late to be returned.
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := call(s, ctx, "watch", ks, prefix, func(context.Context) (coordination.Watcher, error) {
+		return s.inner.Watch(wctx, ks, prefix)
+	}, func(_ coordination.Watcher, err error) string { return errResult(err) })
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &watcher{Watcher: w, cancel: cancel}, nil
+}
+
+// watcher releases the watch's context on Close.
+type watcher struct {
+	coordination.Watcher
+	cancel context.CancelFunc
+}
+
+// Close closes the inner watch and releases its context.
+func (w *watcher) Close() error {
+	err := w.Watcher.Close()
+	w.cancel()
+	return err
 }

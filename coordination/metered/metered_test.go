@@ -93,3 +93,65 @@ func TestCallerDeadlineIsNotReportedAsTimeout(t *testing.T) {
 	require.NotErrorIs(t, err, metered.ErrTimeout)
 	require.NotContains(t, err.Error(), "1h0m0s")
 }
+
+// stuckWatch never establishes a watch until released, ignoring its
+// context, like a backend whose server does not answer.
+type stuckWatch struct {
+	coordination.Store
+	release chan struct{}
+}
+
+func (s stuckWatch) Watch(ctx context.Context, ks coordination.Keyspace, prefix string) (coordination.Watcher, error) {
+	<-s.release
+	return s.Store.Watch(ctx, ks, prefix)
+}
+
+// ctxWatch records the context each Watch is started with.
+type ctxWatch struct {
+	coordination.Store
+	ctx chan context.Context
+}
+
+func (s ctxWatch) Watch(ctx context.Context, ks coordination.Keyspace, prefix string) (coordination.Watcher, error) {
+	s.ctx <- ctx
+	return s.Store.Watch(ctx, ks, prefix)
+}
+
+// TestWatchEstablishingHasTheDeadline: the package documents that the
+// per-operation deadline bounds establishing a watch, but Watch ran
+// without one and waited for a stuck store for ever. The watch itself
+// must still live on the caller's context, not on the deadline.
+func TestWatchEstablishingHasTheDeadline(t *testing.T) {
+	inner, err := memstore.New()
+	require.NoError(t, err)
+	stuck := stuckWatch{Store: inner, release: make(chan struct{})}
+	defer close(stuck.release)
+	s, err := metered.New(stuck, metered.WithTimeout(20*time.Millisecond))
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		w, err := s.Watch(context.Background(), coordination.Durable, "")
+		if w != nil {
+			_ = w.Close()
+		}
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, metered.ErrTimeout)
+		require.True(t, coordination.IsRetryable(err), "%v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch of a stuck store outlived its 20ms deadline by 5s")
+	}
+
+	rec := ctxWatch{Store: inner, ctx: make(chan context.Context, 1)}
+	s, err = metered.New(rec, metered.WithTimeout(time.Hour))
+	require.NoError(t, err)
+	w, err := s.Watch(context.Background(), coordination.Durable, "")
+	require.NoError(t, err)
+	wctx := <-rec.ctx
+	_, has := wctx.Deadline()
+	require.False(t, has, "the watch lives on the caller's context, not on the per-operation deadline")
+	require.NoError(t, w.Close())
+	require.Error(t, wctx.Err(), "Close releases the watch's context")
+}
