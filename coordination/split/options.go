@@ -51,8 +51,8 @@ func defaultConfig(ttl time.Duration) config {
 
 func (c config) validate(id WorkerID) error {
 	switch {
-	case !coordination.ValidKey(string(id)):
-		return fmt.Errorf("split: worker id %s must be dot-separated tokens of [A-Za-z0-9_=-], at most %d bytes", coordination.QuoteKey(string(id)), coordination.MaxKeyLen)
+	case !coordination.ValidKey(string(id)) || len(id) > maxWorkerIDLen:
+		return fmt.Errorf("split: worker id %s must be dot-separated tokens of [A-Za-z0-9_=-], at most %d bytes", coordination.QuoteKey(string(id)), maxWorkerIDLen)
 	case c.clock == nil:
 		return fmt.Errorf("split: worker %q: the clock must not be nil", id)
 	case c.handler == nil:

@@ -10,10 +10,12 @@ import (
 )
 
 // SplitID names a split; it must be a valid coordination key token
-// sequence (letters, digits, '_', '-', '=', dots between tokens).
+// sequence (letters, digits, '_', '-', '=', dots between tokens) of at
+// most 1018 bytes (its lease key, "lease.<id>", is a coordination key).
 type SplitID string
 
-// WorkerID names a worker (same alphabet as SplitID).
+// WorkerID names a worker (same alphabet as SplitID), at most 1017 bytes
+// (its presence key, "worker.<id>", is a coordination key).
 type WorkerID string
 
 // Spec is the immutable description of a split.
@@ -28,8 +30,8 @@ type Spec struct {
 
 // Validate reports a spec that cannot be stored.
 func (s Spec) Validate() error {
-	if !coordination.ValidKey(string(s.ID)) {
-		return fmt.Errorf("split id %s must be dot-separated tokens of [A-Za-z0-9_=-], at most %d bytes", coordination.QuoteKey(string(s.ID)), coordination.MaxKeyLen)
+	if !coordination.ValidKey(string(s.ID)) || len(s.ID) > maxSplitIDLen {
+		return fmt.Errorf("split id %s must be dot-separated tokens of [A-Za-z0-9_=-], at most %d bytes", coordination.QuoteKey(string(s.ID)), maxSplitIDLen)
 	}
 	if s.Weight == 0 {
 		return fmt.Errorf("split %q: weight must be at least 1", s.ID)
@@ -107,6 +109,15 @@ const (
 	leasePrefix    = "lease."
 	presencePrefix = "worker."
 	leaderKey      = "leader"
+)
+
+// The longest ids whose keys fit coordination.MaxKeyLen: a split's
+// longest key is its lease, a worker's its presence. A longer id that is
+// a valid key has keys the store refuses, as Fatal errors a claim or a
+// registration cannot get past.
+const (
+	maxSplitIDLen  = coordination.MaxKeyLen - len(leasePrefix)
+	maxWorkerIDLen = coordination.MaxKeyLen - len(presencePrefix)
 )
 
 func specKey(id SplitID) string        { return specPrefix + string(id) }
