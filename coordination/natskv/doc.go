@@ -11,6 +11,7 @@
 // Open refuses, with errors wrapping coordination.ErrFatal:
 //   - a server whose JetStream API level is below 1 (nats-server older than
 //     2.11.0), which cannot keep limit markers or per-message TTLs;
+//   - an existing durable bucket with a TTL (its records would expire);
 //   - an existing ephemeral bucket whose TTL differs from the configured
 //     lease, whose limit marker TTL differs from one set with
 //     WithLimitMarkerTTL, or that has no limit markers (expiry would be

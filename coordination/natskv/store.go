@@ -78,6 +78,16 @@ func Open(ctx context.Context, js jetstream.JetStream, job string, opts ...Optio
 			return nil, classify("open", ks, s.names[ks], err)
 		}
 	}
+	// A bucket made by hand may carry an age limit: durable records (split
+	// progress, the plan) would then vanish a TTL after their last write.
+	dst, err := s.durable.Status(ctx)
+	if err != nil {
+		return nil, classify("open", coordination.Durable, s.names[coordination.Durable], err)
+	}
+	if dst.TTL() != 0 {
+		return nil, coordination.Fatal("open", coordination.Durable, dst.Bucket(), fmt.Errorf(
+			"bucket TTL is %v, but durable records must never expire; delete the bucket or recreate it without a TTL", dst.TTL()))
+	}
 	st, err := s.ephemeral.Status(ctx)
 	if err != nil {
 		return nil, classify("open", coordination.Ephemeral, s.names[coordination.Ephemeral], err)

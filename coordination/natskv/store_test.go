@@ -219,3 +219,20 @@ func TestDeleteErrorNamesDelete(t *testing.T) {
 	require.Equal(t, "delete", se.Op, "got %v", err)
 	require.Equal(t, "k", se.Key)
 }
+
+// TestOpenRefusesDurableBucketWithATTL: a durable bucket created with an
+// age limit (by hand, say, copying the ephemeral one's settings) was
+// accepted, and split progress records, the plan and specs, which must
+// never expire, vanished a TTL after their last write.
+func TestOpenRefusesDurableBucketWithATTL(t *testing.T) {
+	srv := startServer(t)
+	_, js := connect(t, srv)
+	ctx := context.Background()
+	_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "aged_durable", TTL: time.Hour})
+	require.NoError(t, err)
+	_, err = natskv.Open(ctx, js, "aged", natskv.WithLeaseTTL(2*time.Second))
+	require.Error(t, err)
+	require.True(t, coordination.IsFatal(err), "got %v", err)
+	require.ErrorContains(t, err, "aged_durable")
+	require.ErrorContains(t, err, "1h0m0s")
+}
