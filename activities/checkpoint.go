@@ -32,6 +32,9 @@ type Shards struct {
 	released  map[shardKey]streaming.CheckpointStatus // the last status of each unregistered shard
 	local     map[shardKey]int                        // local checkpoints not yet reported to a round
 	pipelines map[string]*CoordinatorView
+	// ageChanged is closed (and replaced) when a round changes a
+	// pipeline's MaxCheckpointAge, so RunLocal checks at its new cadence.
+	ageChanged chan struct{}
 }
 
 type shardKey struct {
@@ -70,6 +73,7 @@ func NewShards(opts ...ShardsOption) *Shards {
 		now:    time.Now,
 		shards: make(map[shardKey]*streaming.Checkpointer), released: map[shardKey]streaming.CheckpointStatus{},
 		local: map[shardKey]int{}, pipelines: map[string]*CoordinatorView{},
+		ageChanged: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(r)
@@ -158,8 +162,10 @@ func (r *Shards) CheckpointRound(ctx context.Context, in RoundInput) (RoundResul
 	var at []int
 	r.mu.Lock()
 	r.setBreaker(in.Pipeline, in.Breaker)
-	if in.MaxCheckpointAge > 0 {
-		r.view(in.Pipeline).MaxCheckpointAge = in.MaxCheckpointAge.D()
+	if v := r.view(in.Pipeline); in.MaxCheckpointAge > 0 && v.MaxCheckpointAge != in.MaxCheckpointAge.D() {
+		v.MaxCheckpointAge = in.MaxCheckpointAge.D()
+		close(r.ageChanged)
+		r.ageChanged = make(chan struct{})
 	}
 	for i, se := range in.Shards {
 		k := shardKey{in.Pipeline, se.Shard}
@@ -235,7 +241,8 @@ func (r *Shards) Notice(_ context.Context, n CoordinatorNotice) error {
 // checkpoints, not their safety. An open breaker's cool-down (a Notice) is
 // not an outage and takes no local checkpoint. The next round reports the
 // local checkpoints per shard (ShardResult.Local). It checks every
-// maxAge/4 and blocks until ctx ends, returning ctx's error.
+// quarter of the max age in force and blocks until ctx ends, returning
+// ctx's error.
 func (r *Shards) RunLocal(ctx context.Context, pipeline string, maxAge time.Duration) error {
 	if maxAge <= 0 {
 		return fmt.Errorf("local checkpoints of %s: max checkpoint age %v must be positive", pipeline, maxAge)
@@ -245,12 +252,28 @@ func (r *Shards) RunLocal(ctx context.Context, pipeline string, maxAge time.Dura
 		v.LastRoundAt = r.now()
 	}
 	r.mu.Unlock()
-	t := time.NewTicker(max(maxAge/4, time.Millisecond))
+	// The cadence follows the coordinator's max age once a round told it:
+	// a quarter of a longer default would leave the worker that long
+	// without a checkpoint.
+	cadence := func() (time.Duration, <-chan struct{}) {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		age := maxAge
+		if v := r.pipelines[pipeline]; v.MaxCheckpointAge > 0 {
+			age = v.MaxCheckpointAge
+		}
+		return max(age/4, time.Millisecond), r.ageChanged
+	}
+	every, changed := cadence()
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-changed:
+			every, changed = cadence()
+			t.Reset(every)
 		case <-t.C:
 			r.localOnce(ctx, pipeline, maxAge)
 		}

@@ -171,3 +171,21 @@ func TestRunLocalCheckpointsWithoutRounds(t *testing.T) {
 		Shards: []activities.ShardEpoch{{Shard: "a", Epoch: 5}}})
 	assert.Zero(t, res.Shards[0].Local, "reported once")
 }
+
+// TestRunLocalFollowsTheCoordinatorsShorterMaxAge: once a round tells a
+// shorter max age than the worker's own, a local checkpoint is due after
+// it, but RunLocal kept checking at a quarter of the worker's (an hour
+// here: every 15 minutes), so the worker went that long without one.
+func TestRunLocalFollowsTheCoordinatorsShorterMaxAge(t *testing.T) {
+	store := memory.New()
+	shards, _ := roundSetup(t, store, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- shards.RunLocal(ctx, "iot", time.Hour) }()
+	runRound(t, shards, activities.RoundInput{Pipeline: "iot", Round: 1, WorkerID: "w1", MaxCheckpointAge: activities.Duration(40 * time.Millisecond),
+		Shards: []activities.ShardEpoch{{Shard: "a", Epoch: 5}}})
+	require.Eventually(t, func() bool { return shards.Coordinator("iot").LocalCheckpoints >= 2 }, 10*time.Second, 5*time.Millisecond,
+		"local checkpoints every 40ms (the coordinator's max age) without rounds")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
