@@ -42,3 +42,30 @@ func TestAnswerAtTheDeadlineIsNotATimeout(t *testing.T) {
 		require.True(t, o.Won(), "create %d", i)
 	}
 }
+
+// absentStore answers Get with not-found whatever its context.
+type absentStore struct{ coordination.Store }
+
+func (s absentStore) Get(_ context.Context, ks coordination.Keyspace, key string) (coordination.Entry, error) {
+	return coordination.Entry{}, coordination.NotFound(ks, key)
+}
+
+// TestNotFoundAtTheDeadlineStaysNotFound: a Get answered "not found" as
+// its deadline passed came back Retryable (a timeout wrapping the
+// answer), where the contract says not-found is neither retryable nor
+// fatal.
+func TestNotFoundAtTheDeadlineStaysNotFound(t *testing.T) {
+	inner, err := memstore.New()
+	require.NoError(t, err)
+	s, err := New(absentStore{inner}, WithTimeout(time.Millisecond))
+	require.NoError(t, err)
+	testHookBeforeSelect = func(done <-chan struct{}, answered func() bool) {
+		<-done
+		require.Eventually(t, answered, 5*time.Second, 100*time.Microsecond)
+	}
+	t.Cleanup(func() { testHookBeforeSelect = nil })
+
+	_, err = s.Get(context.Background(), coordination.Durable, "k")
+	require.ErrorIs(t, err, coordination.ErrNotFound)
+	require.False(t, coordination.IsRetryable(err) || coordination.IsFatal(err), "%v", err)
+}

@@ -147,7 +147,9 @@ func call[T any](s *Store, ctx context.Context, op string, ks coordination.Keysp
 	}
 	switch {
 	case answered:
-		if r.err != nil && ownDeadline() && !coordination.IsFatal(r.err) {
+		// An error the deadline may have caused is a timeout; a fatal
+		// error or a not-found is the store's answer and stays one.
+		if r.err != nil && ownDeadline() && !coordination.IsFatal(r.err) && !errors.Is(r.err, coordination.ErrNotFound) {
 			r.err = coordination.Retryable(op, ks, key, fmt.Errorf("%w after %v: %w", ErrTimeout, s.cfg.timeout, r.err))
 		}
 	case ownDeadline():
