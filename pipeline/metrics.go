@@ -206,7 +206,7 @@ var (
 		return prometheus.NewDesc("tflo_pipeline_state_cached_keys", "Keys of the shard held in memory by the keyed state.", []string{"shard"}, l)
 	}
 	descMemory = func(l prometheus.Labels) *prometheus.Desc {
-		return prometheus.NewDesc("tflo_pipeline_state_memory_bytes", "Memory the shard's keyed state counts against its budget (cache, changed keys, Badger's share).", []string{"shard"}, l)
+		return prometheus.NewDesc("tflo_pipeline_state_memory_bytes", "Memory the shard's keyed state counts against its budget (Badger's share, cache, admission sketch, write batches, changed keys).", []string{"shard"}, l)
 	}
 	descBudget = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("tflo_pipeline_state_budget_bytes", "The shard's share of state.memory.", []string{"shard"}, l)
@@ -263,7 +263,7 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAge(c.labels), prometheus.GaugeValue, time.Since(since).Seconds(), id)
 		ks := s.rt.Stats()
 		ch <- prometheus.MustNewConstMetric(descCached(c.labels), prometheus.GaugeValue, float64(ks.Cached), id)
-		ch <- prometheus.MustNewConstMetric(descMemory(c.labels), prometheus.GaugeValue, float64(ks.BadgerBytes+ks.CacheBytes+ks.ChangedBytes), id)
+		ch <- prometheus.MustNewConstMetric(descMemory(c.labels), prometheus.GaugeValue, float64(ks.MemoryBytes()), id)
 		ch <- prometheus.MustNewConstMetric(descBudget(c.labels), prometheus.GaugeValue, float64(ks.Budget), id)
 		ch <- prometheus.MustNewConstMetric(descCapacity(c.labels), prometheus.GaugeValue, float64(ks.Capacity), id)
 		ch <- prometheus.MustNewConstMetric(descKeys(c.labels), prometheus.GaugeValue, float64(ks.Keys), id)

@@ -121,7 +121,15 @@ type Stats struct {
 	BadgerBytes  int64 // Badger's memtables and caches (this runtime's share)
 	CacheBytes   int64 // cache entries, live or free
 	SketchBytes  int64 // the admission's frequency sketch
+	BatchBytes   int64 // the two write batches (the one filling, the one being written)
 	ChangedBytes int64 // changed-key lists, deleted keys, a pending cut's sorted keys and copied states
+}
+
+// MemoryBytes is what the runtime counts against its budget now:
+// Badger's share, the cache, the admission sketch, the write batches and
+// the change bookkeeping (the budget less the GC headroom bounds it).
+func (s Stats) MemoryBytes() int64 {
+	return s.BadgerBytes + s.CacheBytes + s.SketchBytes + s.BatchBytes + s.ChangedBytes
 }
 
 // New returns a Runtime over g whose overflow lives in db under the
@@ -982,6 +990,7 @@ func (r *Runtime[K]) Stats() Stats {
 	s.BadgerBytes = r.dbBytes
 	s.CacheBytes = int64(len(r.ring)) * int64(r.entrySz)
 	s.SketchBytes = r.sketchBytes()
+	s.BatchBytes = int64(2 * r.cfg.writeBatchBytes)
 	if r.sketch != nil {
 		s.SamplePeriod = r.sketch.period
 	}
