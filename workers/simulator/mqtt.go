@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
 )
 
 // MQTTPublisher publishes readings with QoS 2 over an autopaho connection
@@ -21,7 +23,14 @@ type MQTTPublisher struct {
 	cm     *autopaho.ConnectionManager
 	cancel context.CancelFunc
 	host   string
+	log    *slog.Logger
 	up     atomic.Bool // a connection to the broker is up now
+	// lost closes when the connection up (or the next one to come up)
+	// goes down, and is replaced by a new one then: a publish waiting for
+	// its PUBCOMP on a connection gone waits for nothing (paho drops a
+	// session without expiry with the connection, answering no one).
+	mu   sync.Mutex
+	lost chan struct{}
 }
 
 // defaultClientID is the MQTT client id of a simulator that names none.
@@ -57,7 +66,7 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 	wctx, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
 	var connected atomic.Bool
-	p := &MQTTPublisher{host: u.Host}
+	p := &MQTTPublisher{host: u.Host, log: o.Log, lost: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	cm, err := autopaho.NewConnection(runCtx, autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{u},
@@ -67,7 +76,14 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		ConnectPassword:               []byte(o.Password),
 		ConnectTimeout:                5 * time.Second,
 		OnConnectionUp:                func(*autopaho.ConnectionManager, *paho.Connack) { p.up.Store(true) },
-		OnConnectionDown:              func() bool { p.up.Store(false); return true },
+		OnConnectionDown: func() bool {
+			p.up.Store(false)
+			p.mu.Lock()
+			close(p.lost)
+			p.lost = make(chan struct{})
+			p.mu.Unlock()
+			return true
+		},
 		OnConnectError: func(err error) {
 			var ce *autopaho.ConnackError
 			if !connected.Load() && errors.As(err, &ce) && (ce.ReasonCode == packets.ConnackBadUsernameOrPassword || ce.ReasonCode == packets.ConnackNotAuthorized) {
@@ -129,15 +145,65 @@ const publishGrace = 2 * time.Second
 // counted is delivered, and Close does not disconnect in the middle of
 // the QoS 2 exchange (paho.golang v0.23 races with itself then: its
 // session state sends PUBREL on the connection being torn down, eclipse-
-// paho/paho.golang#343).
+// paho/paho.golang#343). A publish the connection's loss interrupts (or
+// that finds it down) waits for the reconnect and is sent again, so a
+// broker restart pauses the fleet instead of ending its run; the broker
+// may have received the first copy, so that payload may arrive twice.
 func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		lost := p.lost
+		p.mu.Unlock()
+		err := p.publishOnce(ctx, lost, topic, payload)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		down := errors.Is(err, autopaho.ConnectionDownError) // none up: connUp is reset already
+		if !down && !errors.Is(err, paho.ErrConnectionLost) && !errors.Is(err, session.ErrNoConnection) {
+			select {
+			case <-lost:
+			default:
+				return err // the connection is up: not its loss
+			}
+		}
+		if !down {
+			// Wait for autopaho to see the loss, so AwaitConnection
+			// waits for the next connection, not the one gone.
+			select {
+			case <-lost:
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-p.cm.Done():
+				return err
+			}
+		}
+		p.log.Warn("mqtt connection lost; publishing again once reconnected", "broker", p.host, "topic", topic, "err", err)
+		if werr := p.cm.AwaitConnection(ctx); werr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err // closed
+		}
 	}
+}
+
+// publishOnce is one attempt of Publish, on the connection whose loss
+// closes lost.
+func (p *MQTTPublisher) publishOnce(ctx context.Context, lost <-chan struct{}, topic string, payload []byte) error {
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(publishGrace, cancel) })
 	defer stop()
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
 	_, err := p.cm.Publish(pctx, &paho.Publish{Topic: topic, QoS: 2, Payload: payload})
 	return err
 }

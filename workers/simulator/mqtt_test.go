@@ -207,3 +207,33 @@ func TestProcessRefusesAnUnsetPasswordVariable(t *testing.T) {
 	_, err := simulator.NewProcess(cfg, slog.New(slog.DiscardHandler), nil)
 	require.ErrorContains(t, err, "mqtt.password_env names TFLO_TEST_SIMULATOR_PASSWORD, which is unset or empty")
 }
+
+// TestProcessRidesOutABrokerRestart: when its broker goes away the
+// process waits for it and goes on publishing once it is back (the
+// worker's MQTT source does the same), instead of ending the run with
+// the publish's error.
+func TestProcessRidesOutABrokerRestart(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	var cfg simulator.MainConfig
+	cfg.Sensors, cfg.Interval, cfg.Pace = 2, time.Millisecond, true
+	cfg.MQTT.URL = b.URL()
+	p, logs, stop := runLogged(t, cfg)
+	published := func() int64 { st := p.Stats(); return st.Readings + st.Malformed }
+	require.Eventually(t, func() bool { return published() >= 20 }, 10*time.Second, 5*time.Millisecond)
+
+	require.NoError(t, b.Close())
+	require.Eventually(t, func() bool { return p.Ready(context.Background()) != nil }, 10*time.Second, 5*time.Millisecond)
+	b2, err := mqttbroker.Start(mqttbroker.Options{Addr: b.Addr()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b2.Close() })
+	n := published()
+	if !assert.Eventually(t, func() bool { return published() >= n+20 }, 20*time.Second, 5*time.Millisecond) {
+		t.Fatalf("the process published nothing after its broker came back; log:\n%s", logs())
+	}
+	require.NoError(t, p.Ready(context.Background()))
+	stop()
+	require.Contains(t, logs(), `msg="mqtt connection lost; publishing again once reconnected" broker=`+b.Addr())
+	require.NotRegexp(t, `msg="simulator stopped".*err=`, logs())
+}
