@@ -137,7 +137,8 @@ func (c *config) validate() error {
 
 // WithServers sets the broker URLs, tried in order on each (re)connect:
 // mqtt://host:port or tls://host:port. User info in a URL is refused;
-// use WithCredentials. Required.
+// use WithCredentials, and so is a URL without a host or with a scheme
+// the client does not dial. Required.
 func WithServers(urls ...string) Option {
 	return func(c *config) {
 		for _, s := range urls {
@@ -148,6 +149,19 @@ func WithServers(urls ...string) Option {
 			}
 			if u.User != nil {
 				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL %s carries user info: use WithCredentials", u.Redacted()))
+				continue
+			}
+			// A URL autopaho cannot dial would be retried for ever, each
+			// attempt logging "unsupported scheme" or a failed dial: "host:port"
+			// parses as scheme "host".
+			if u.Host == "" {
+				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL %q: want mqtt://host:port", u.Redacted()))
+				continue
+			}
+			switch strings.ToLower(u.Scheme) {
+			case "mqtt", "tcp", "", "ssl", "tls", "mqtts", "mqtt+ssl", "tcps", "ws", "wss": // what autopaho dials
+			default:
+				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL %q: scheme %q is not mqtt, tcp, ssl, tls, mqtts, mqtt+ssl, tcps, ws or wss; want mqtt://host:port", u.Redacted(), u.Scheme))
 				continue
 			}
 			c.servers = append(c.servers, u)

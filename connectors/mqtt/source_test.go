@@ -278,6 +278,11 @@ func TestNewSourceValidates(t *testing.T) {
 		{"keep-alive too long", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(20 * time.Hour)}, "keep-alive 20h0m0s"},
 		{"negative keep-alive", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(-time.Second)}, "keep-alive -1s"},
 		{"zero connect timeout", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithConnectTimeout(0)}, "connect timeout 0s"},
+		// autopaho dials neither: it would log "unsupported scheme" (or
+		// fail to dial an empty host) at every attempt, for ever.
+		{"no scheme", []Option{WithServers("mosquitto:1883"), WithClientID("c"), WithTopics("t")}, `server URL "mosquitto:1883": want mqtt://host:port`},
+		{"no host", []Option{WithServers("mqtt:///x"), WithClientID("c"), WithTopics("t")}, `server URL "mqtt:///x": want mqtt://host:port`},
+		{"unknown scheme", []Option{WithServers("http://h:1"), WithClientID("c"), WithTopics("t")}, `server URL "http://h:1": scheme "http" is not`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
