@@ -333,6 +333,10 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 	c := &s.cfg
 	log := c.logger.With("client_id", c.clientID)
 	initialMax := min(c.backoffMin*2, c.backoffMax)
+	// The server of the connection attempt under way: autopaho builds its
+	// CONNECT, then reports its failure, on one goroutine, and its
+	// ConnackError does not say which of the servers refused.
+	var attempting atomic.Pointer[url.URL]
 	cc := autopaho.ClientConfig{
 		ServerUrls:                    c.servers,
 		TlsCfg:                        c.tls,
@@ -343,7 +347,8 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 		ReconnectBackoff:              autopaho.NewExponentialBackoff(c.backoffMin, c.backoffMax, initialMax, 2),
 		ConnectUsername:               c.username,
 		ConnectPassword:               c.password,
-		ConnectPacketBuilder: func(cp *paho.Connect, _ *url.URL) (*paho.Connect, error) {
+		ConnectPacketBuilder: func(cp *paho.Connect, u *url.URL) (*paho.Connect, error) {
+			attempting.Store(u)
 			if cp.Properties == nil {
 				cp.Properties = &paho.ConnectProperties{}
 			}
@@ -379,8 +384,8 @@ func (s *Source) clientConfig(ctx context.Context, fail context.CancelCauseFunc,
 			var ce *autopaho.ConnackError
 			if errors.As(err, &ce) && (ce.ReasonCode == packets.ConnackBadUsernameOrPassword || ce.ReasonCode == packets.ConnackNotAuthorized) {
 				server := ""
-				if len(c.servers) > 0 {
-					server = c.servers[0].Redacted()
+				if u := attempting.Load(); u != nil {
+					server = u.Redacted()
 				}
 				fail(&ConnectError{Server: server, Username: c.username, ReasonCode: ce.ReasonCode, Reason: ce.Reason, Err: ErrBadCredentials})
 				return

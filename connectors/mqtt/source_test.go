@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -411,4 +412,30 @@ func TestAckOnCheckpointHoldsAcksUntilTheCutIsSaved(t *testing.T) {
 	release(true)
 	require.Eventually(t, func() bool { return cl.State.Inflight.Len() == 0 }, waitFor, time.Millisecond,
 		"the saved cut acknowledges its messages")
+}
+
+// TestRefusedCredentialsNameTheBrokerThatRefused: with several servers
+// the ConnectError named the first one whatever broker refused the user
+// (here the first cannot be reached and the second refuses).
+func TestRefusedCredentialsNameTheBrokerThatRefused(t *testing.T) {
+	b := startBroker(t, brokerOpts{users: map[string]string{"gateway": "right-pw"}})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := "mqtt://" + l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there
+	s, err := NewSource(WithServers(dead, b.url()), WithClientID("edge-auth-second"), WithTopics("sensors/#"),
+		WithBackoff(20*time.Millisecond, 200*time.Millisecond), WithConnectTimeout(2*time.Second), WithReceiveMaximum(0),
+		WithCredentials("gateway", []byte("wrong-pw")))
+	require.NoError(t, err)
+	r := runSource(t, s, func(context.Context, Message) error { return nil })
+	select {
+	case err = <-r.done:
+		close(r.done)
+	case <-time.After(waitFor):
+		t.Fatal("Run kept retrying a refused password")
+	}
+	var ce *ConnectError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, b.url(), ce.Server, "the broker that refused")
+	assert.Contains(t, err.Error(), "mqtt connect to "+b.url()+` as user "gateway"`)
 }
