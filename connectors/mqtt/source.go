@@ -430,8 +430,9 @@ var fatalSubackCodes = map[byte]string{
 	0xA2: "wildcard subscriptions not supported",
 }
 
-// subscribe subscribes on a fresh connection. A refusal with a fatal code
-// stops Run; other refusals (0x91 packet identifier in use, 0x97 quota
+// subscribe subscribes on a fresh connection. A refusal with a fatal code,
+// or paho's refusal to send a subscription the broker announced it does
+// not support, stops Run; other refusals (0x91 packet identifier in use, 0x97 quota
 // exceeded, ...) and a SUBACK that does not come within the packet
 // timeout are retried with backoff while the connection lasts.
 func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm *autopaho.ConnectionManager, gen uint64) {
@@ -452,6 +453,17 @@ func (s *Source) subscribe(ctx context.Context, fail context.CancelCauseFunc, cm
 			return
 		}
 		if sa == nil {
+			if errors.Is(err, paho.ErrInvalidArguments) {
+				// paho refused to send it: the broker's CONNACK said it
+				// supports no wildcard (or shared) subscriptions. Every
+				// attempt would fail alike, as a refusing SUBACK does.
+				var topics []string
+				for _, o := range sub.Subscriptions {
+					topics = append(topics, strconv.Quote(o.Topic))
+				}
+				fail(fmt.Errorf("mqtt source %q: subscribe %s: %w", s.cfg.clientID, strings.Join(topics, ", "), err))
+				return
+			}
 			if ctx.Err() != nil || lostConnection(err) {
 				// Connection lost mid-subscribe: the next OnConnectionUp retries.
 				s.cfg.logger.Warn("mqtt subscribe failed", "client_id", s.cfg.clientID, "err", err)

@@ -83,3 +83,39 @@ func TestSubscribeRetriedAfterSubackTimeout(t *testing.T) {
 	require.NoError(t, b.srv.Publish("sensors/a", reading("a", 1, 1), false, 2))
 	require.Eventually(t, func() bool { return rec.len() == 1 }, waitFor, time.Millisecond)
 }
+
+// noSharedSubs announces in its CONNACKs that the broker supports no
+// shared subscriptions (Shared Subscription Available = 0).
+type noSharedSubs struct{ mochi.HookBase }
+
+func (h *noSharedSubs) ID() string           { return "no-shared-subs" }
+func (h *noSharedSubs) Provides(b byte) bool { return b == mochi.OnPacketEncode }
+func (h *noSharedSubs) OnPacketEncode(_ *mochi.Client, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type == packets.Connack {
+		pk.Properties.SharedSubAvailable, pk.Properties.SharedSubAvailableFlag = 0, true
+	}
+	return pk
+}
+
+// TestSubscribeTheBrokerCannotTakeStopsRun: a broker announcing in its
+// CONNACK that it supports no shared subscriptions gets none: paho
+// refuses the SUBSCRIBE before sending it (ErrInvalidArguments), which
+// the source took for a SUBACK that did not come and retried for ever,
+// subscribed to nothing. It is the configuration error a refusing SUBACK
+// is: Run stops with an error naming the filter.
+func TestSubscribeTheBrokerCannotTakeStopsRun(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	require.NoError(t, b.srv.AddHook(new(noSharedSubs), nil))
+	s := newTestSource(t, b, "edge-no-share", WithSharedGroup("g"))
+	r := runSource(t, s, func(context.Context, Message) error { return nil })
+	var err error
+	select {
+	case err = <-r.done:
+		close(r.done)
+	case <-time.After(waitFor):
+		t.Fatalf("Run kept retrying a subscription the broker does not support; stats %+v", s.Stats())
+	}
+	require.ErrorContains(t, err, `mqtt source "edge-no-share": subscribe "$share/g/sensors/#":`)
+	require.ErrorContains(t, err, "server does not support shared subscriptions")
+	require.Zero(t, s.Stats().Subscribes)
+}
