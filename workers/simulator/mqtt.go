@@ -148,7 +148,10 @@ const publishGrace = 2 * time.Second
 // paho/paho.golang#343). A publish the connection's loss interrupts (or
 // that finds it down) waits for the reconnect and is sent again, so a
 // broker restart pauses the fleet instead of ending its run; the broker
-// may have received the first copy, so that payload may arrive twice.
+// may have received the first copy, so that payload may arrive twice. A
+// broker refusing the publish (a reason code of 0x80 or more: its ACL
+// denies the topic, a quota) is an error naming it, the topic and the
+// reason code.
 func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byte) error {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -204,7 +207,15 @@ func (p *MQTTPublisher) publishOnce(ctx context.Context, lost <-chan struct{}, t
 		case <-pctx.Done():
 		}
 	}()
-	_, err := p.cm.Publish(pctx, &paho.Publish{Topic: topic, QoS: 2, Payload: payload})
+	pr, err := p.cm.Publish(pctx, &paho.Publish{Topic: topic, QoS: 2, Payload: payload})
+	if err == nil && pr != nil && pr.ReasonCode >= 0x80 {
+		// A refusing PUBREC (or PUBCOMP) comes back with no error from
+		// paho: the payload went nowhere and must not be counted.
+		err = fmt.Errorf("broker %s refused the publish to %q: reason code 0x%02x", p.host, topic, pr.ReasonCode)
+		if pr.Properties != nil && pr.Properties.ReasonString != "" {
+			err = fmt.Errorf("%w (%s)", err, pr.Properties.ReasonString)
+		}
+	}
 	return err
 }
 

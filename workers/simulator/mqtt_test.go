@@ -15,6 +15,8 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -236,4 +238,34 @@ func TestProcessRidesOutABrokerRestart(t *testing.T) {
 	stop()
 	require.Contains(t, logs(), `msg="mqtt connection lost; publishing again once reconnected" broker=`+b.Addr())
 	require.NotRegexp(t, `msg="simulator stopped".*err=`, logs())
+}
+
+// TestPublishRefusedByTheBrokerIsAnError: a broker refusing a QoS 2
+// publish answers PUBREC with a reason code of 0x80 or more (here its
+// ACL denies the topic); paho returns that response with no error, and
+// the simulator counted the reading as published, though it went
+// nowhere. It is an error naming the broker, the topic and the reason.
+func TestPublishRefusedByTheBrokerIsAnError(t *testing.T) {
+	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, srv.AddHook(new(auth.Hook), &auth.Options{Ledger: &auth.Ledger{
+		Auth: auth.AuthRules{{Allow: true}},
+		ACL:  auth.ACLRules{{Filters: auth.Filters{"sensors/#": auth.Deny}}},
+	}}))
+	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
+	require.NoError(t, srv.AddListener(tcp))
+	require.NoError(t, srv.Serve())
+	t.Cleanup(func() { _ = srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + tcp.Address()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pub.Close(context.Background()) })
+
+	err = pub.Publish(ctx, "sensors/sensor-000", []byte(`{"sensor":"sensor-000","ts":1,"value":1}`))
+	require.ErrorContains(t, err, `broker `+tcp.Address()+` refused the publish to "sensors/sensor-000": reason code 0x87`)
+
+	s, err := simulator.New(simulator.Config{Sensors: 1, Rounds: 1, Malformed: -1})
+	require.NoError(t, err)
+	require.Error(t, s.Run(ctx, pub), "a run whose readings the broker refuses fails")
+	assert.Zero(t, s.Stats().Readings, "no refused reading is counted")
 }
