@@ -98,8 +98,10 @@ func (c *config) validate() error {
 	if c.qos > 2 {
 		errs = append(errs, fmt.Errorf("qos %d: want 0, 1 or 2", c.qos))
 	}
-	if c.sessionExpiry < 0 || c.sessionExpiry > time.Duration(1<<32-1)*time.Second {
-		errs = append(errs, fmt.Errorf("session expiry %s is out of range (0 to 2^32-1 seconds)", c.sessionExpiry))
+	if c.sessionExpiry < 0 || c.sessionExpiry > time.Duration(1<<32-1)*time.Second || (c.sessionExpiry > 0 && c.sessionExpiry < time.Second) {
+		// CONNECT carries it in whole seconds: under 1s would be 0, a
+		// session that ends with the connection.
+		errs = append(errs, fmt.Errorf("session expiry %s is out of range: want 1s to 2^32-1 seconds (0 ends the session with the connection)", c.sessionExpiry))
 	}
 	if c.keepAlive != 0 && (c.keepAlive < time.Second || c.keepAlive > (1<<16-1)*time.Second) {
 		// CONNECT carries it in whole seconds, 16 bits: 0 turns it off.
@@ -195,7 +197,8 @@ func WithQoS(q byte) Option { return func(c *config) { c.qos = q } }
 func WithCleanStart(v bool) Option { return func(c *config) { c.cleanStart = v } }
 
 // WithSessionExpiry sets how long the broker keeps the session after a
-// disconnect. Default one hour. Zero ends the session with the connection.
+// disconnect, in whole seconds from 1s to 2^32-1 seconds (MQTT's range).
+// Default one hour. Zero ends the session with the connection.
 func WithSessionExpiry(d time.Duration) Option { return func(c *config) { c.sessionExpiry = d } }
 
 // WithKeepAlive sets the keep-alive interval, in whole seconds from 1s

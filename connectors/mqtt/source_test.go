@@ -278,6 +278,9 @@ func TestNewSourceValidates(t *testing.T) {
 		{"sub-second keep-alive", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(500 * time.Millisecond)}, "keep-alive 500ms"},
 		{"keep-alive too long", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(20 * time.Hour)}, "keep-alive 20h0m0s"},
 		{"negative keep-alive", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithKeepAlive(-time.Second)}, "keep-alive -1s"},
+		// CONNECT carries whole seconds: 500ms would be 0, a session
+		// that ends with the connection, not one that outlives it.
+		{"sub-second session expiry", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithSessionExpiry(500 * time.Millisecond)}, "session expiry 500ms is out of range"},
 		{"zero connect timeout", []Option{WithServers("mqtt://h:1"), WithClientID("c"), WithTopics("t"), WithConnectTimeout(0)}, "connect timeout 0s"},
 		// autopaho dials neither: it would log "unsupported scheme" (or
 		// fail to dial an empty host) at every attempt, for ever.
