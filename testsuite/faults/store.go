@@ -46,6 +46,7 @@ type Store struct {
 
 	mu         sync.Mutex
 	writes     int // successful writes so far
+	inflight   int // writes let through to the inner stores, not yet returned
 	crashAt    int // -1: no crash point; else writes allowed before the crash
 	crashed    bool
 	partialCut func(n int) int
@@ -135,7 +136,10 @@ func (s *Store) decide(op Op, key []byte, items int) decision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[op]++
-	if op.isWrite() && s.crashAt >= 0 && s.writes >= s.crashAt {
+	// Writes on their way to the inner stores count towards the crash
+	// point: concurrent writes must not all pass the check before any of
+	// them is counted, landing more than the n writes CrashAfter allows.
+	if op.isWrite() && s.crashAt >= 0 && s.writes+s.inflight >= s.crashAt {
 		d := decision{err: fmt.Errorf("%s %q: %w", op, key, ErrCrashed), partial: -1}
 		if !s.crashed && op == OpSaveBatch && s.partialCut != nil {
 			d.partial = min(max(s.partialCut(items), 0), items)
@@ -150,14 +154,19 @@ func (s *Store) decide(op Op, key []byte, items int) decision {
 		s.fail[op] = n - 1
 		return decision{err: fmt.Errorf("%s %q: %w", op, key, ErrInjected)}
 	}
+	if op.isWrite() {
+		s.inflight++ // released by wrote
+	}
 	return decision{}
 }
 
+// wrote ends a write decide let through, counting it when it succeeded.
 func (s *Store) wrote(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
 	if err == nil {
-		s.mu.Lock()
 		s.writes++
-		s.mu.Unlock()
 	}
 	return err
 }

@@ -74,3 +74,49 @@ func TestCrashAfter(t *testing.T) {
 		})
 	}
 }
+
+// heldStore holds every Save until release is closed, counting the Saves
+// that reached it in entered.
+type heldStore struct {
+	*memory.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *heldStore) Save(ctx context.Context, key []byte, s streaming.Snapshot) error {
+	h.entered <- struct{}{}
+	<-h.release
+	return h.Store.Save(ctx, key, s)
+}
+
+// TestCrashAfterConcurrentWrites: writes racing to the crash point all
+// passed the check before any of them was counted, so CrashAfter(1) let
+// every one of them through. Exactly one lands; the others are refused.
+func TestCrashAfterConcurrentWrites(t *testing.T) {
+	ctx := context.Background()
+	const n = 4
+	mem := memory.New()
+	held := &heldStore{Store: mem, entered: make(chan struct{}, n), release: make(chan struct{})}
+	s := faults.Wrap(held, mem)
+	s.CrashAfter(1, nil)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- s.Save(ctx, []byte{'k', byte('0' + i)}, snap("v")) }()
+	}
+	// Every Save is either held in the inner store or already refused.
+	require.Eventually(t, func() bool { return len(held.entered)+len(errs) == n }, 10*time.Second, time.Millisecond)
+	close(held.release)
+	var refused int
+	for range n {
+		if err := <-errs; err != nil {
+			require.ErrorIs(t, err, faults.ErrCrashed)
+			refused++
+		}
+	}
+	keys, err := mem.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, keys, 1, "CrashAfter(1): one write lands, whatever runs at once")
+	require.Equal(t, n-1, refused)
+	require.Equal(t, 1, s.Writes())
+	require.True(t, s.Crashed())
+}
