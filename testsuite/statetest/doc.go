@@ -22,7 +22,8 @@
 // snapshot with a nil error), and that byte slices are neither retained nor
 // shared with the caller.
 //
-// A CursorStore is held to round trips, per-key fencing (an older epoch is
+// A CursorStore is held to round trips (the cursor bytes neither retained
+// nor shared with the caller), per-key fencing (an older epoch is
 // refused with streaming.ErrFenced and changes nothing; the same or a newer
 // epoch replaces), not-found, cancellation and concurrent writers.
 //

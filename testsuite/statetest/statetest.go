@@ -382,10 +382,19 @@ func testNoAliasing(t *testing.T, s streaming.StateStore) {
 	snap.Meta.Operators[0].Node = "changed"
 	requireLoad(t, s, []byte("alias"), want)
 
+	// Scribble over everything a Load handed out: the next Load must not
+	// see it (a store that copies Data but hands out the stored Cursor or
+	// Operators would).
 	got, err := s.Load(ctx, []byte("alias"))
 	require.NoError(t, err)
 	for i := range got.Data {
 		got.Data[i] = 0
+	}
+	for i := range got.Meta.Cursor {
+		got.Meta.Cursor[i] = 0
+	}
+	for i := range got.Meta.Operators {
+		got.Meta.Operators[i].Node = "changed"
 	}
 	requireLoad(t, s, []byte("alias"), want)
 
@@ -393,6 +402,8 @@ func testNoAliasing(t *testing.T, s streaming.StateStore) {
 	require.NoError(t, s.SaveBatch(ctx, batch))
 	batch[0].Key[0] = 'Q'
 	batch[0].Snapshot.Data[0] = 'Q'
+	batch[0].Snapshot.Meta.Cursor[0] = 'Q'
+	batch[0].Snapshot.Meta.Operators[0].Node = "changed"
 	requireLoad(t, s, []byte("b1"), fullSnapshot(9))
 }
 
@@ -552,6 +563,13 @@ func testCursorRoundTrip(t *testing.T, s streaming.CursorStore) {
 	rec := streaming.CursorRecord{Type: "kafka", Cursor: []byte("abc"), Epoch: 100, CheckpointID: 1}
 	require.NoError(t, s.SaveCursor(ctx, []byte("alias"), rec))
 	rec.Cursor[0] = 'Z'
+	requireCursor(t, s, []byte("alias"), streaming.CursorRecord{Type: "kafka", Cursor: []byte("abc"), Epoch: 100, CheckpointID: 1})
+	// Nor does it share its own with the caller of LoadCursor.
+	got, err := s.LoadCursor(ctx, []byte("alias"))
+	require.NoError(t, err)
+	for i := range got.Cursor {
+		got.Cursor[i] = 'Y'
+	}
 	requireCursor(t, s, []byte("alias"), streaming.CursorRecord{Type: "kafka", Cursor: []byte("abc"), Epoch: 100, CheckpointID: 1})
 }
 
