@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -160,7 +161,11 @@ func (s *Store) publishLocked(ks coordination.Keyspace, ev coordination.WatchEve
 		if w.ks != ks || !strings.HasPrefix(ev.Key, w.prefix) {
 			continue
 		}
-		if !w.push(ev, s.cfg.maxBacklog) {
+		// Each watcher owns its event's value (the contract: values
+		// returned are the caller's): the stored value stays the store's.
+		own := ev
+		own.Value = bytes.Clone(ev.Value)
+		if !w.push(own, s.cfg.maxBacklog) {
 			delete(s.watchers, w)
 		}
 	}

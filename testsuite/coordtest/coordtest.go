@@ -530,4 +530,52 @@ func testValuesCopied(t *testing.T, h Harness) {
 	copy(e.Value, "YYYYYYYY")
 	requireValue(t, s, dur, "copy", "original", r)
 	require.True(t, bytes.Equal(e.Value, []byte("YYYYYYYY")))
+
+	// The same for every other way a value goes in or comes out: Update's
+	// argument, a listing's entries, and watch events (snapshot and live),
+	// which no other watcher may see edited either.
+	w1, err := s.Watch(c, dur, "")
+	require.NoError(t, err)
+	defer w1.Close()
+	w2, err := s.Watch(c, dur, "")
+	require.NoError(t, err)
+	defer w2.Close()
+	next := func(w coordination.Watcher, kind coordination.EventKind) coordination.WatchEvent {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-w.Events():
+				require.True(t, ok, "watch ended: %v", w.Err())
+				if ev.Kind == kind {
+					return ev
+				}
+			case <-time.After(h.EventWait):
+				t.Fatalf("no %v event within %v", kind, h.EventWait)
+			}
+		}
+	}
+	ev := next(w1, coordination.EventPut)
+	require.Equal(t, "original", string(ev.Value))
+	copy(ev.Value, "SSSSSSSS")
+	require.Equal(t, "original", string(next(w2, coordination.EventPut).Value), "a watch snapshot event shares its value")
+	requireValue(t, s, dur, "copy", "original", r)
+	next(w1, coordination.EventSnapshotDone)
+	next(w2, coordination.EventSnapshotDone)
+
+	v2 := []byte("updated!")
+	r2 := k.win(s.Update(c, dur, "copy", v2, r))
+	copy(v2, "XXXXXXXX")
+	requireValue(t, s, dur, "copy", "updated!", r2)
+
+	ev = next(w1, coordination.EventPut)
+	require.Equal(t, "updated!", string(ev.Value))
+	copy(ev.Value, "LLLLLLLL")
+	requireValue(t, s, dur, "copy", "updated!", r2)
+	require.Equal(t, "updated!", string(next(w2, coordination.EventPut).Value), "a live watch event shares its value with another watcher")
+
+	l, err := s.List(c, dur, "")
+	require.NoError(t, err)
+	require.Len(t, l, 1)
+	copy(l[0].Value, "ZZZZZZZZ")
+	requireValue(t, s, dur, "copy", "updated!", r2)
 }
