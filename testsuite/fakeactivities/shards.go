@@ -131,7 +131,10 @@ func (s *keySource) touch() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	binary.LittleEndian.PutUint64(s.value[:min(8, len(s.value))], s.seq)
+	// As much of seq as the value holds: a value under 8 bytes is allowed.
+	var seq [8]byte
+	binary.LittleEndian.PutUint64(seq[:], s.seq)
+	copy(s.value, seq[:])
 	s.dirty = true
 }
 
