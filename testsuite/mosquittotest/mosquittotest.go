@@ -2,11 +2,13 @@ package mosquittotest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -43,8 +45,8 @@ func Binary() (string, bool) {
 	return p, err == nil
 }
 
-// Start starts mosquitto on a free loopback port and waits until it
-// accepts connections.
+// Start starts mosquitto on a free loopback port and waits until it logs
+// that it is running and accepts connections.
 func Start(t testing.TB, opts ...Options) *Broker {
 	t.Helper()
 	bin, ok := Binary()
@@ -67,9 +69,9 @@ func Start(t testing.TB, opts ...Options) *Broker {
 	return b
 }
 
-// start runs mosquitto on a newly picked port and waits until it accepts
-// connections; on failure the process is gone and the error carries its
-// log.
+// start runs mosquitto on a newly picked port and waits until it is
+// running and accepts connections; on failure the process is gone and the
+// error carries its log.
 func start(t testing.TB, bin string, o Options) (*Broker, error) {
 	addr, err := loopport.Pick()
 	if err != nil {
@@ -78,7 +80,8 @@ func start(t testing.TB, bin string, o Options) (*Broker, error) {
 	_, port, _ := net.SplitHostPort(addr)
 	// max_queued_messages as deploy/mosquitto.conf sets it: the default
 	// (1000) drops what a session collects while its client restarts.
-	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n", port)
+	// log_dest: its "running" line on stderr is what Start waits for.
+	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\nlog_dest stderr\n", port)
 	if o.MaxInflight > 0 {
 		conf += fmt.Sprintf("max_inflight_messages %d\n", o.MaxInflight)
 	}
@@ -100,9 +103,18 @@ func start(t testing.TB, bin string, o Options) (*Broker, error) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		// A connection accepted on the port is not enough: another server
+		// that took the port first accepts it while mosquitto exits with
+		// "Address already in use". Mosquitto says "running" once it has
+		// bound its listener.
+		err := errNotRunning
+		if running.MatchString(b.Log()) {
+			var c net.Conn
+			if c, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+			}
+		}
 		if err == nil {
-			c.Close()
 			t.Cleanup(func() {
 				stop()
 				if t.Failed() {
@@ -123,6 +135,11 @@ func start(t testing.TB, bin string, o Options) (*Broker, error) {
 		time.Sleep(10 * time.Millisecond) // polling the port against its deadline
 	}
 }
+
+// running is the line mosquitto logs once its listeners are bound.
+var running = regexp.MustCompile(`(?m)mosquitto version \S+ running$`)
+
+var errNotRunning = errors.New(`no "mosquitto version ... running" line in its log yet`)
 
 // Addr is the host:port clients connect to.
 func (b *Broker) Addr() string { return b.addr }
