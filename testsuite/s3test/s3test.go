@@ -15,7 +15,7 @@ package s3test
 import (
 	"fmt"
 	"io"
-	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +36,9 @@ type Server struct {
 	SecretKey string
 
 	bin, root, addr, logPath string
+	// health is the path versitygw answers 200 on (--health), unique to
+	// this server: what tells it from another server on its port.
+	health string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -60,7 +63,8 @@ func Start(t testing.TB, buckets ...string) *Server {
 	n.Lock()
 	n.i++
 	s := &Server{AccessKey: fmt.Sprintf("AKIDS3TEST%04d", n.i), SecretKey: fmt.Sprintf("s3test-secret-%04d", n.i),
-		bin: bin, root: root, logPath: filepath.Join(t.TempDir(), "versitygw.log")}
+		bin: bin, root: root, logPath: filepath.Join(t.TempDir(), "versitygw.log"),
+		health: fmt.Sprintf("/s3test-health-%d-%04d", os.Getpid(), n.i)}
 	n.Unlock()
 	t.Cleanup(s.Stop)
 	// A port taken before versitygw bound it: again on a new one.
@@ -79,7 +83,7 @@ func Start(t testing.TB, buckets ...string) *Server {
 }
 
 // start runs versitygw on the server's port and folder and waits until it
-// accepts connections.
+// answers on its health path.
 func (s *Server) start() error {
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -91,7 +95,7 @@ func (s *Server) start() error {
 		b, _ := os.ReadFile(s.logPath)
 		return string(b[min(int(logStart), len(b)):])
 	}
-	cmd := exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", s.addr, "posix", s.root)
+	cmd := exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", s.addr, "--health", s.health, "posix", s.root)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return err
@@ -111,16 +115,33 @@ func (s *Server) start() error {
 			return fmt.Errorf("s3test: versitygw exited at start on %s: %s", s.addr, logTail())
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond); err == nil {
-			c.Close()
+		// Not a connection accepted on the port: another server that took
+		// the port first accepts it while versitygw exits with "address
+		// already in use". Only this versitygw answers its health path.
+		err := s.healthy()
+		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			s.Stop() // a start that failed leaves no process behind, as one that exited
-			return fmt.Errorf("s3test: versitygw did not listen on %s within 15s: %s", s.addr, logTail())
+			return fmt.Errorf("s3test: versitygw not answering on %s within 15s (%v): %s", s.addr, err, logTail())
 		}
 		time.Sleep(20 * time.Millisecond) // polling the port, with the deadline above
 	}
+}
+
+// healthy is nil when this server's versitygw answers its health path.
+func (s *Server) healthy() error {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + s.addr + s.health)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s, not this server's health check (another server on the port?)", s.health, resp.Status)
+	}
+	return nil
 }
 
 // Stop kills the server (SIGKILL: an outage, not a clean shutdown) and
@@ -138,7 +159,7 @@ func (s *Server) Stop() {
 }
 
 // Restart starts a stopped server again on the same port, keys and
-// objects, and waits until it accepts connections (failing t after 15s).
+// objects, and waits until it answers (failing t after 15s).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
