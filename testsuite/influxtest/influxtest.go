@@ -7,10 +7,12 @@
 //	client := influxdb2.NewClient(srv.URL, "")    // bucket "signals/autogen", org ""
 //
 // The server itself is internal/devstack's (shared with `starter demo`);
-// this package adapts it to tests. Binary lookup: $TFLO_INFLUXD, else
-// <repo>/bin/influxd. When it is
-// missing the test is skipped with a message saying `make tools` builds
-// it, unless TFLO_REQUIRE_SERVICES=1, which turns the skip into a failure.
+// this package adapts it to tests. Binary lookup (devstack.Binary's, as
+// `starter demo` does it): $TFLO_INFLUXD, else <repo>/bin/influxd, else
+// influxd on $PATH (which must be 1.8: Flux and /api/v2 of 1.8 are what
+// the tests use). When it is missing the test is skipped with a message
+// saying `make tools` builds it, unless TFLO_REQUIRE_SERVICES=1, which
+// turns the skip into a failure.
 //
 // A Server is stopped at test end (t.Cleanup). Stop and Restart let a test
 // take the server down mid-stream and bring it back on the same ports and
