@@ -353,7 +353,11 @@ func testWatchClose(t *testing.T, h Harness) {
 	col.waitLen(t, 1, h.EventWait)
 	require.NoError(t, w.Close())
 	require.NoError(t, w.Close(), "Close is idempotent")
-	<-col.done
+	select {
+	case <-col.done:
+	case <-time.After(h.EventWait):
+		t.Fatal("Close did not close Events")
+	}
 	require.NoError(t, w.Err(), "a watch ended by Close reports no error")
 
 	c2, cancel := context.WithCancel(context.Background())
