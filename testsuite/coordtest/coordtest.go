@@ -371,6 +371,7 @@ func testWatchClose(t *testing.T, h Harness) {
 	case <-time.After(h.EventWait):
 		t.Fatal("cancelling the watch context did not close Events")
 	}
+	require.NoError(t, w2.Err(), "a watch ended by its context reports no error")
 	require.NoError(t, w2.Close())
 }
 
