@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ErrBadCredentials is returned by Source.Run and Publisher.Run when the
+// ErrBadCredentials is returned by Source.Run when the
 // broker refuses the CONNECT with "bad user name or password" (0x86) or
 // "not authorized" (0x87). The connection manager stops at the first such
 // CONNACK instead of retrying: a wrong password is a configuration error,

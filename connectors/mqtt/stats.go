@@ -42,8 +42,9 @@ type Stats struct {
 	DeadLettered, DeadLetterFailed                   uint64
 	Connects, ConnectErrors, Subscribes              uint64
 	WindowLen, WindowCap, RetainedLen, RetainedCap   int
-	// NewestTS is the event time (Unix ms) of the newest reading the
-	// handler accepted, 0 before the first: readings outside the source's
+	// NewestTS is the event time of the newest reading the handler
+	// accepted, in the decoder's time unit (Unix ms for DecodeReading; a
+	// pipeline's time_unit with DecodeReadingIn), 0 before the first: readings outside the source's
 	// Limits never reach it, so it is safe for a lag gauge.
 	NewestTS int64
 	// PendingAcks are the handled messages awaiting a saved checkpoint's
