@@ -75,7 +75,10 @@ func DialMQTT(ctx context.Context, o MQTTOptions) (*MQTTPublisher, error) {
 		ConnectUsername:               o.Username,
 		ConnectPassword:               []byte(o.Password),
 		ConnectTimeout:                5 * time.Second,
-		OnConnectionUp:                func(*autopaho.ConnectionManager, *paho.Connack) { p.up.Store(true) },
+		// As the worker's MQTT source: autopaho's default grows to ten
+		// minutes, so a fleet would stay away that long after an outage.
+		ReconnectBackoff: autopaho.NewExponentialBackoff(100*time.Millisecond, 10*time.Second, 200*time.Millisecond, 2),
+		OnConnectionUp:   func(*autopaho.ConnectionManager, *paho.Connack) { p.up.Store(true) },
 		OnConnectionDown: func() bool {
 			p.up.Store(false)
 			p.mu.Lock()
