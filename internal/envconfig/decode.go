@@ -256,8 +256,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want %s, got a %s", kindWord(t), kindName(n))
 			return
 		}
-		if isInteger(t) && !wholeNumber(n) {
-			// yaml.v3 truncates a float into an integer (2.9 → 2).
+		if isInteger(t) && !wholeNumber(n, t) {
+			// yaml.v3 truncates a float into an integer (2.9 → 2), and
+			// wraps one out of the type's range (-1.0 → 2⁶⁴-1 in a
+			// uint64, -1e30 → -2⁶³ in an int64).
 			d.fail(n, path, "%q is not %s", n.Value, kindWord(t))
 			return
 		}
@@ -421,13 +423,21 @@ func isInteger(t reflect.Type) bool {
 }
 
 // wholeNumber reports whether the scalar n is not a float, or a float
-// without a fraction (1e3).
-func wholeNumber(n *yaml.Node) bool {
+// without a fraction (1e3) in the range of the integer type t.
+func wholeNumber(n *yaml.Node, t reflect.Type) bool {
 	if n.ShortTag() != "!!float" {
 		return true
 	}
 	var f float64
-	return n.Decode(&f) == nil && !math.IsInf(f, 0) && f == math.Trunc(f)
+	if n.Decode(&f) != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
+		return false
+	}
+	// Powers of two are exact as floats: the bounds are 2^(bits-1) for
+	// a signed type, 2^bits for an unsigned one, both excluded.
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		return f >= 0 && f < math.Ldexp(1, t.Bits())
+	}
+	return f >= -math.Ldexp(1, t.Bits()-1) && f < math.Ldexp(1, t.Bits()-1)
 }
 
 func kindName(n *yaml.Node) string {

@@ -3,6 +3,7 @@ package envconfig
 import (
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -264,6 +265,49 @@ func TestDecodeRefusesFractionForInteger(t *testing.T) {
 		`line 4: i: "-.inf" is not an integer`,
 	}, got)
 	require.Equal(t, 1000, c.M)
+}
+
+// TestDecodeRefusesAFloatOutOfTheIntegersRange: a whole number written
+// as a float outside the key's type is an error naming the key, not
+// wrapped by the conversion (-1.0 was 2⁶⁴-1 in a uint64, -1e30 was -2⁶³
+// in an int64); one just inside the range is the integer.
+func TestDecodeRefusesAFloatOutOfTheIntegersRange(t *testing.T) {
+	var c struct {
+		U   uint64 `yaml:"u"`
+		Big uint64 `yaml:"big"`
+		I   int64  `yaml:"i"`
+		Neg int    `yaml:"neg"`
+		Top int64  `yaml:"top"`
+		In  int64  `yaml:"in"`
+		U8  uint8  `yaml:"u8"`
+	}
+	err := Decode([]byte(`u: -1.0
+big: 18446744073709551616
+i: 9.223372036854775807e18
+neg: -1e30
+top: 9.2e18
+in: -9.223372036854775808e18
+u8: 255.0
+`), &c)
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	got := make([]string, len(es.Problems))
+	for i, p := range es.Problems {
+		got[i] = p.String()
+	}
+	require.Equal(t, []string{
+		`line 1: u: "-1.0" is not a non-negative integer of 64 bits`,
+		`line 2: big: "18446744073709551616" is not a non-negative integer of 64 bits`,
+		`line 3: i: "9.223372036854775807e18" is not an integer`,
+		`line 4: neg: "-1e30" is not an integer`,
+	}, got)
+	require.Zero(t, c.U)
+	require.Zero(t, c.Big)
+	require.Zero(t, c.I)
+	require.Zero(t, c.Neg)
+	require.Equal(t, int64(9.2e18), c.Top)
+	require.Equal(t, int64(math.MinInt64), c.In)
+	require.Equal(t, uint8(255), c.U8)
 }
 
 // TestDecodeRefusesASecondDocument: a second YAML document in a file
