@@ -217,6 +217,30 @@ func (c Config) resolve(env envconfig.EnvLookup) (Resolved, error) {
 	if err := prof.ApplyEnvVars(env); err != nil {
 		return r, fmt.Errorf("temporal environment: %w", err)
 	}
+	if t := prof.TLS; t != nil {
+		// A PEM path and its _DATA variant are one setting: the variable
+		// that sets one clears the other the profile gave, else the
+		// profile's data (which tlsconfig prefers to a file) would win
+		// over the variable's path.
+		for _, p := range []struct {
+			pathVar, dataVar string
+			path             *string
+			data             *[]byte
+		}{
+			{EnvTLSCA, "TEMPORAL_TLS_SERVER_CA_CERT_DATA", &t.ServerCACertPath, &t.ServerCACertData},
+			{EnvTLSCert, "TEMPORAL_TLS_CLIENT_CERT_DATA", &t.ClientCertPath, &t.ClientCertData},
+			{EnvTLSKey, "TEMPORAL_TLS_CLIENT_KEY_DATA", &t.ClientKeyPath, &t.ClientKeyData},
+		} {
+			_, pathSet := env.LookupEnv(p.pathVar)
+			_, dataSet := env.LookupEnv(p.dataVar)
+			switch {
+			case pathSet && !dataSet:
+				*p.data = nil
+			case dataSet && !pathSet:
+				*p.path = ""
+			}
+		}
+	}
 	for _, s := range allSettings {
 		for _, v := range s.env {
 			if _, ok := env.LookupEnv(v); ok {

@@ -1,6 +1,7 @@
 package temporalclient
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,6 +133,42 @@ func TestResolveTLSMaterial(t *testing.T) {
 	opts, err = r.Options(nil)
 	require.NoError(t, err)
 	assert.True(t, opts.ConnectionOptions.TLS.InsecureSkipVerify)
+}
+
+// TestEnvironmentPathWinsOverProfileData: a TEMPORAL_TLS_*_PATH variable
+// wins over the profile's *_data of the same setting, as the environment
+// wins over the profile; the profile's PEM data was used instead (while
+// Source named the variable).
+func TestEnvironmentPathWinsOverProfileData(t *testing.T) {
+	noUserConfig(t)
+	fromProfile, fromEnv := tlstest.New(t), tlstest.New(t)
+	profile := write(t, "temporal.toml", "[profile.default.tls]\n"+
+		"server_ca_cert_data = \"\"\"\n"+string(fromProfile.CAPEM)+"\"\"\"\n"+
+		"client_cert_data = \"\"\"\n"+string(fromProfile.ClientCertPEM)+"\"\"\"\n"+
+		"client_key_data = \"\"\"\n"+string(fromProfile.ClientKeyPEM)+"\"\"\"\n")
+	r, err := Config{ConfigFile: profile}.resolve(env{
+		EnvTLSCA: fromEnv.CAFile, EnvTLSCert: fromEnv.ClientCertFile, EnvTLSKey: fromEnv.ClientKeyFile,
+	})
+	require.NoError(t, err)
+	opts, err := r.Options(nil)
+	require.NoError(t, err)
+	tc := opts.ConnectionOptions.TLS
+	require.NotNil(t, tc)
+	assert.True(t, tc.RootCAs.Equal(fromEnv.Pool), "the CA of TEMPORAL_TLS_SERVER_CA_CERT_PATH")
+	want, err := tls.X509KeyPair(fromEnv.ClientCertPEM, fromEnv.ClientKeyPEM)
+	require.NoError(t, err)
+	require.Len(t, tc.Certificates, 1)
+	assert.Equal(t, want.Certificate, tc.Certificates[0].Certificate, "the client pair of TEMPORAL_TLS_CLIENT_*_PATH")
+	assert.Equal(t, EnvTLSCA, r.Source("tls_ca_path"))
+
+	// And the other way round: the variable's data wins over the
+	// profile's path.
+	profile = write(t, "paths.toml", "[profile.default.tls]\nserver_ca_cert_path = \""+fromProfile.CAFile+"\"\n")
+	r, err = Config{ConfigFile: profile}.resolve(env{"TEMPORAL_TLS_SERVER_CA_CERT_DATA": string(fromEnv.CAPEM)})
+	require.NoError(t, err)
+	opts, err = r.Options(nil)
+	require.NoError(t, err)
+	assert.True(t, opts.ConnectionOptions.TLS.RootCAs.Equal(fromEnv.Pool), "the CA of TEMPORAL_TLS_SERVER_CA_CERT_DATA")
 }
 
 func TestResolveErrorsNameWhatTheUserTyped(t *testing.T) {
