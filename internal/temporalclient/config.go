@@ -231,9 +231,13 @@ func (c Config) resolve(env envconfig.EnvLookup) (Resolved, error) {
 			{EnvTLSCert, "TEMPORAL_TLS_CLIENT_CERT_DATA", &t.ClientCertPath, &t.ClientCertData},
 			{EnvTLSKey, "TEMPORAL_TLS_CLIENT_KEY_DATA", &t.ClientKeyPath, &t.ClientKeyData},
 		} {
-			_, pathSet := env.LookupEnv(p.pathVar)
-			_, dataSet := env.LookupEnv(p.dataVar)
+			path, pathSet := env.LookupEnv(p.pathVar)
+			data, dataSet := env.LookupEnv(p.dataVar)
 			switch {
+			case path != "" && data != "":
+				// The Temporal CLI refuses both; tlsconfig would take
+				// the data and ignore the path.
+				return r, fmt.Errorf("both %s and %s are set: give one", p.pathVar, p.dataVar)
 			case pathSet && !dataSet:
 				*p.data = nil
 			case dataSet && !pathSet:
@@ -431,6 +435,21 @@ func (c Config) loadProfile(env envconfig.EnvLookup, sources map[string]string) 
 	} {
 		if f.set {
 			sources[f.key] = in(f.pkey)
+		}
+	}
+	// A path and the data of one PEM, both given: the Temporal CLI
+	// refuses the profile; tlsconfig would take the data and ignore the
+	// path.
+	for _, f := range []struct {
+		pem  string
+		both bool
+	}{
+		{"server_ca_cert", t.ServerCACertPath != "" && len(t.ServerCACertData) > 0},
+		{"client_cert", t.ClientCertPath != "" && len(t.ClientCertData) > 0},
+		{"client_key", t.ClientKeyPath != "" && len(t.ClientKeyData) > 0},
+	} {
+		if f.both {
+			return prof, fmt.Errorf("profile.%s.tls in %s sets both %s_path and %s_data: give one", name, file, f.pem, f.pem)
 		}
 	}
 	return prof, nil

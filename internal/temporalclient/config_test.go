@@ -178,6 +178,7 @@ func TestResolveErrorsNameWhatTheUserTyped(t *testing.T) {
 	notPEM := write(t, "ca.pem", "not pem")
 	empty := write(t, "empty.toml", "")
 	profile := write(t, "temporal.toml", "[profile.prod.tls]\nclient_cert_path = \""+missing+"\"\nclient_key_path = \""+missing+"\"\n[profile.dev]\n")
+	both := write(t, "both.toml", "[profile.default.tls]\nserver_ca_cert_path = \""+missing+"\"\nserver_ca_cert_data = \"not pem\"\n")
 	cases := []struct {
 		name string
 		c    Config
@@ -209,6 +210,10 @@ func TestResolveErrorsNameWhatTheUserTyped(t *testing.T) {
 		{"bad TEMPORAL_TLS", Config{}, env{EnvTLS: "yes"}, `TEMPORAL_TLS "yes": want true, false, 1 or 0`},
 		{"missing API key file", Config{APIKeyFile: missing}, nil, `--api-key-file "` + missing + `": no such file`},
 		{"empty API key file", Config{APIKeyFile: empty}, nil, `--api-key-file "` + empty + `" is empty`},
+		{"a CA path and data in the profile", Config{ConfigFile: both}, nil,
+			`profile.default.tls in ` + both + ` sets both server_ca_cert_path and server_ca_cert_data: give one`},
+		{"a key path and data in the environment", Config{}, env{EnvTLSKey: notPEM, "TEMPORAL_TLS_CLIENT_KEY_DATA": "not pem"},
+			`both TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_CLIENT_KEY_DATA are set: give one`},
 		{"--tls and --tls=false", Config{TLS: true, TLSDisabled: true, KeyPath: "temporal"}, nil, "temporal.tls and temporal.tls_disabled contradict each other"},
 	}
 	for _, tc := range cases {
