@@ -268,6 +268,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "%q is not %s", n.Value, kindWord(t))
 			return
 		}
+		if t.Kind() == reflect.Float32 && math.IsInf(p.Elem().Float(), 0) && !isInfinity(n) {
+			// yaml.v3 turns a number past float32's range into an
+			// infinity (1e40 → +Inf).
+			d.fail(n, path, "%q is out of the range of %s", n.Value, t)
+			return
+		}
 		v.Set(p.Elem())
 	}
 }
@@ -438,6 +444,12 @@ func wholeNumber(n *yaml.Node, t reflect.Type) bool {
 		return f >= 0 && f < math.Ldexp(1, t.Bits())
 	}
 	return f >= -math.Ldexp(1, t.Bits()-1) && f < math.Ldexp(1, t.Bits()-1)
+}
+
+// isInfinity reports whether the scalar n is an infinity (.inf, -.inf).
+func isInfinity(n *yaml.Node) bool {
+	var f float64
+	return n.Decode(&f) == nil && math.IsInf(f, 0)
 }
 
 func kindName(n *yaml.Node) string {

@@ -310,6 +310,25 @@ u8: 255.0
 	require.Equal(t, uint8(255), c.U8)
 }
 
+// TestDecodeRefusesANumberPastAFloat32: a number past a float32 key's
+// range is an error naming the key, as its variable's is, not +Inf;
+// .inf is still infinity.
+func TestDecodeRefusesANumberPastAFloat32(t *testing.T) {
+	var c struct {
+		F   float32 `yaml:"f"`
+		Inf float32 `yaml:"inf"`
+		D   float64 `yaml:"d"`
+	}
+	err := Decode([]byte("f: 1e40\ninf: -.inf\nd: 1e40\n"), &c)
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	require.Len(t, es.Problems, 1)
+	require.Equal(t, `line 1: f: "1e40" is out of the range of float32`, es.Problems[0].String())
+	require.Zero(t, c.F)
+	require.True(t, math.IsInf(float64(c.Inf), -1))
+	require.Equal(t, 1e40, c.D)
+}
+
 // TestDecodeRefusesASecondDocument: a second YAML document in a file
 // (after ---) is a problem naming its line, not ignored with everything
 // it sets; a leading --- and a trailing empty one are fine.
