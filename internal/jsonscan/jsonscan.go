@@ -212,6 +212,9 @@ func Int(b []byte) (int64, bool) {
 	if n, ok := smallInt(b); ok {
 		return n, true
 	}
+	if Number(b, 0) != len(b) {
+		return 0, false // strconv takes +1 and 01, JSON does not
+	}
 	n, err := strconv.ParseInt(string(b), 10, 64)
 	return n, err == nil
 }
@@ -223,7 +226,7 @@ func smallInt(b []byte) (int64, bool) {
 	if neg {
 		b = b[1:]
 	}
-	if len(b) == 0 || len(b) > 18 {
+	if len(b) == 0 || len(b) > 18 || len(b) > 1 && b[0] == '0' { // 01 is no JSON number
 		return 0, false
 	}
 	var n int64

@@ -102,3 +102,37 @@ func TestFields(t *testing.T) {
 		require.Equal(t, -1, end, in)
 	}
 }
+
+// TestInt: Int takes what encoding/json reads into an int64 and nothing
+// else; it took +1 and leading zeros (01, 0000000000000000001).
+func TestInt(t *testing.T) {
+	for _, in := range []string{
+		"0", "-0", "7", "-12", "9223372036854775807", "-9223372036854775808", "123456789012345678",
+		"+1", "01", "-01", "00", "0000000000000000001", "+9223372036854775807", "1.0", "1e2",
+		"9223372036854775808", "", "-", " 1", "1 ", "null", "0x10", "1_000",
+	} {
+		n, ok := Int([]byte(in))
+		var want int64
+		err := json.Unmarshal([]byte(in), &want)
+		wantOK := err == nil && in == strings.TrimSpace(in) && in != "null"
+		require.Equal(t, wantOK, ok, "%q (encoding/json: %v)", in, err)
+		if ok {
+			require.Equal(t, want, n, "%q", in)
+		}
+	}
+}
+
+// FuzzInt: Int agrees with encoding/json reading an int64.
+func FuzzInt(f *testing.F) {
+	for _, s := range []string{"0", "-12", "+1", "01", "9223372036854775808", "1e2"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, ok := Int(b)
+		var want int64
+		err := json.Unmarshal(b, &want)
+		if wantOK := err == nil && string(b) == strings.TrimSpace(string(b)) && string(b) != "null"; ok != wantOK || ok && n != want {
+			t.Fatalf("Int(%q) = %d, %v; encoding/json %d, %v", b, n, ok, want, err)
+		}
+	})
+}
