@@ -526,6 +526,11 @@ func Expand(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
 		lines[i] = append(expand(i, code), comment...)
 		if blockHeader.Match(code) {
 			block = indent
+			if rest := bytes.TrimLeft(code, " -"); len(rest) > 0 && (rest[0] == '|' || rest[0] == '>') {
+				// "- |": the list item is the block scalar, whose text
+				// need only be indented past the item's dash.
+				block = bytes.LastIndexByte(code[:len(code)-len(rest)], '-')
+			}
 		}
 	}
 	if len(problems) > 0 {

@@ -181,6 +181,34 @@ func TestExpandLeavesTrailingComments(t *testing.T) {
 	}, "\n"), string(out))
 }
 
+// TestExpandInAListItemsBlockScalar: a list item that is itself a block
+// scalar ("- |") has its text indented past the dash only; that text
+// was taken for code, so a ${NAME} after a # in it, or on a line
+// starting with #, was left unexpanded as if in a comment.
+func TestExpandInAListItemsBlockScalar(t *testing.T) {
+	lookup := func(k string) (string, bool) { v, ok := map[string]string{"T": "t"}[k]; return v, ok }
+	in := strings.Join([]string{
+		`scripts:`,
+		`- |`,
+		`  line # ${T}`,
+		`  # ${T} is text here`,
+		`- - >-`,
+		`    # ${T}`,
+		`after: 1 # ${UNSET}`,
+	}, "\n")
+	out, err := Expand([]byte(in), lookup)
+	require.NoError(t, err)
+	require.Equal(t, strings.Join([]string{
+		`scripts:`,
+		`- |`,
+		`  line # t`,
+		`  # t is text here`,
+		`- - >-`,
+		`    # t`,
+		`after: 1 # ${UNSET}`,
+	}, "\n"), string(out))
+}
+
 // sinkEntry takes, beside its kafka key, keys of the types in plugins.
 type sinkEntry struct {
 	Kafka *struct {
