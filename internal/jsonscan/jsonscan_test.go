@@ -136,3 +136,38 @@ func FuzzInt(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFields: wherever Fields does not give up, it finds the members
+// encoding/json puts in the fields of a struct.
+func FuzzFields(f *testing.F) {
+	for _, s := range []string{
+		`{"sensor":"a","ts":1}`, `{"x":{"ts":1},"sensor":"a","ts":2}`, `{"Sensor":"a"}`, `{"ts":1,"ts":2}`,
+		`{"sensor":null}`, `{}`, `{"ts":01}`, `{"sensor":"a"}x`, `null`, `{"sensor":"\u0041"}`, `[1]`,
+	} {
+		f.Add([]byte(s))
+	}
+	names := []string{"sensor", "ts"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got [2][]byte
+		end := Fields(b, WS(b, 0), names, func(k, at int) int {
+			j := SkipValue(b, at)
+			if j >= 0 {
+				got[k] = b[at:j]
+			}
+			return j
+		})
+		if end < 0 || WS(b, end) != len(b) {
+			return
+		}
+		var want struct {
+			Sensor json.RawMessage `json:"sensor"`
+			TS     json.RawMessage `json:"ts"`
+		}
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("Fields took what encoding/json refuses (%v): %q", err, b)
+		}
+		if string(got[0]) != string(want.Sensor) || string(got[1]) != string(want.TS) {
+			t.Fatalf("Fields found %q, %q; encoding/json %q, %q in %q", got[0], got[1], want.Sensor, want.TS, b)
+		}
+	})
+}
