@@ -127,10 +127,22 @@ func Redact(path, value string) string {
 		// A list of servers, in a list or one string ("nats://u:p@a,nats://u:p@b"):
 		// every password.
 		parts := strings.Split(s, ",")
-		for i, p := range parts {
-			parts[i] = redactURL(p)
+		var urls []string
+		for i := 0; i < len(parts); i++ {
+			u := parts[i]
+			if strings.Contains(u, "://") && !strings.Contains(u, "@") {
+				// A comma in the password split the URL
+				// (nats://u:p,w@h): join it up to its @.
+				for j := i + 1; j < len(parts) && !strings.Contains(parts[j], "://"); j++ {
+					if strings.Contains(parts[j], "@") {
+						u, i = strings.Join(parts[i:j+1], ","), j
+						break
+					}
+				}
+			}
+			urls = append(urls, redactURL(u))
 		}
-		return strings.Replace(value, s, strings.Join(parts, ","), 1)
+		return strings.Replace(value, s, strings.Join(urls, ","), 1)
 	}
 	return value
 }
