@@ -308,6 +308,19 @@ func (c Config) resolve(env envconfig.EnvLookup) (Resolved, error) {
 
 	r.Address, r.Namespace, r.APIKey = prof.Address, prof.Namespace, prof.APIKey != ""
 	r.TLS = prof.TLS != nil && !prof.TLS.Disabled || prof.TLS == nil && prof.APIKey != ""
+	if r.TLS && r.sources["tls"] == "" {
+		// TLS is on by itself: its source is the setting that turned it
+		// on (else --print-config says "tls = true  # default").
+		for _, k := range []string{"tls_ca_path", "tls_cert_path", "tls_key_path", "tls_server_name", "api_key"} {
+			if s := r.sources[k]; s != "" {
+				r.sources["tls"] = s
+				break
+			}
+		}
+		if _, ok := env.LookupEnv("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION"); ok && r.sources["tls"] == "" {
+			r.sources["tls"] = "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION"
+		}
+	}
 	if r.TLS {
 		t := prof.TLS
 		if t == nil {
