@@ -173,6 +173,17 @@ func (c Config) Validate() error {
 	if c.TLS && c.TLSDisabled {
 		errs = append(errs, fmt.Errorf("%s and %s contradict each other", c.name("tls"), c.name("tls_disabled")))
 	}
+	if c.TLSDisabled {
+		// TLS off would ignore them: a TLS setting of c's own is not one
+		// the environment or the profile happens to hold.
+		for _, s := range []struct{ key, v string }{
+			{"tls_ca_path", c.TLSCA}, {"tls_cert_path", c.TLSCert}, {"tls_key_path", c.TLSKey}, {"tls_server_name", c.TLSServerName},
+		} {
+			if s.v != "" {
+				errs = append(errs, fmt.Errorf("%s and %s contradict each other: TLS off ignores it", c.name("tls_disabled"), c.name(s.key)))
+			}
+		}
+	}
 	if c.APIKey != "" && c.APIKeyFile != "" {
 		errs = append(errs, fmt.Errorf("both %s and %s are set: give one", c.name("api_key"), c.name("api_key_file")))
 	}

@@ -220,6 +220,9 @@ func TestResolveErrorsNameWhatTheUserTyped(t *testing.T) {
 			`profile.default.tls in ` + both + ` sets both server_ca_cert_path and server_ca_cert_data: give one`},
 		{"a key path and data in the environment", Config{}, env{EnvTLSKey: notPEM, "TEMPORAL_TLS_CLIENT_KEY_DATA": "not pem"},
 			`both TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_CLIENT_KEY_DATA are set: give one`},
+		{"--tls=false and a TLS setting", Config{TLSDisabled: true, TLSCA: notPEM}, nil, "--tls=false and --tls-ca-path contradict each other: TLS off ignores it"},
+		{"tls_disabled and a TLS setting (YAML)", Config{TLSDisabled: true, TLSServerName: "frontend", KeyPath: "temporal"}, nil,
+			"temporal.tls_disabled and temporal.tls_server_name contradict each other"},
 		{"--tls and --tls=false", Config{TLS: true, TLSDisabled: true, KeyPath: "temporal"}, nil, "temporal.tls and temporal.tls_disabled contradict each other"},
 	}
 	for _, tc := range cases {
