@@ -49,33 +49,41 @@ func compile(p Pipeline, reg *streaming.Registry) (*compiled, error) {
 }
 
 // compileSpec is compile locating the problems of a spec's keys with
-// line (see Pipeline.validate). A pipeline that does not validate has
-// its graph's problems reported with the rest, every one at once.
+// line (see Pipeline.validate). Every problem is reported at once: what
+// validate finds, the graph's, the Kafka sinks' encoders' (once the
+// graph builds) and the decoder's binding to the graph's inputs.
 func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int) (*compiled, error) {
 	p = p.withDefaults()
 	if reg == nil {
 		reg = DefaultRegistry()
 	}
+	var errs []error
 	if err := p.validate(line); err != nil {
-		if p.Graph.Built == nil && len(p.Graph.Nodes) > 0 {
-			if _, _, gerr := buildGraph(p.Graph, reg); gerr != nil {
-				err = errors.Join(err, fmt.Errorf("pipeline %q: %w", p.Name, gerr))
-			}
-		}
-		return nil, err
+		errs = append(errs, err)
 	}
 	c := &compiled{p: p, scale: p.TimeUnit.Nanos()}
-	var err error
-	if c.g, c.modes, err = buildGraph(p.Graph, reg); err != nil {
-		return nil, fmt.Errorf("pipeline %q: %w", p.Name, err)
+	// A graph of no nodes is validate's problem (graph has no nodes).
+	if p.Graph.Built != nil || len(p.Graph.Nodes) > 0 {
+		var err error
+		if c.g, c.modes, err = buildGraph(p.Graph, reg); err != nil {
+			errs = append(errs, fmt.Errorf("pipeline %q: %w", p.Name, err))
+		} else {
+			c.outs = c.g.Outputs()
+			if err := c.checkEncoders(line); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
-	c.outs = c.g.Outputs()
-	if err := c.checkEncoders(line); err != nil {
-		return nil, err
+	// No inputs is validate's problem (graph.inputs is empty).
+	dec := p.Decoder
+	if len(p.Graph.Inputs) > 0 {
+		var err error
+		if dec, err = bindDecoder(p.Decoder, inputFields(p.Graph.Inputs)); err != nil {
+			errs = append(errs, fmt.Errorf("pipeline %q: decoder: %w", p.Name, err))
+		}
 	}
-	dec, err := bindDecoder(p.Decoder, inputFields(p.Graph.Inputs))
-	if err != nil {
-		return nil, fmt.Errorf("pipeline %q: decoder: %w", p.Name, err)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	check, err := p.Limits.Compile()
 	if err != nil {

@@ -566,7 +566,11 @@ func (p Pipeline) validate(line func(key string) int) error {
 	}
 	switch s := p.Source.(type) {
 	case nil:
-		add("no source: set a KafkaSource or an MQTTSource")
+		// A spec's (line) is converted first, and its conversion
+		// (Spec.Pipeline) reported the source section's problem.
+		if line == nil {
+			add("no source: set a KafkaSource or an MQTTSource")
+		}
 	case *KafkaSource:
 		if len(s.Brokers) == 0 {
 			addAt("source.kafka.brokers", "source.kafka.brokers is empty")

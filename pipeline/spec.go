@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -261,10 +262,13 @@ func (s Spec) Pipeline() (Pipeline, error) {
 			d, err := newPlugin("decoder."+t.Name, s.Decoder.Settings, t.New)
 			if err != nil {
 				errs = append(errs, err)
+				d = unconverted{err}
 			}
 			p.Decoder = d
 		} else {
-			errs = append(errs, fmt.Errorf("line %d: decoder: unknown decoder %q (known: %s)", s.Decoder.line, s.Decoder.Name, strings.Join(decoderNames(), ", ")))
+			err := fmt.Errorf("line %d: decoder: unknown decoder %q (known: %s)", s.Decoder.line, s.Decoder.Name, strings.Join(decoderNames(), ", "))
+			errs = append(errs, err)
+			p.Decoder = unconverted{err}
 		}
 	}
 	for i, e := range s.Sinks {
@@ -292,6 +296,7 @@ func (s Spec) Pipeline() (Pipeline, error) {
 				sink, err := newPlugin(at, v, t.New)
 				if err != nil {
 					errs = append(errs, err)
+					sink = unconverted{err}
 				}
 				set = append(set, sink)
 			default:
@@ -299,8 +304,11 @@ func (s Spec) Pipeline() (Pipeline, error) {
 			}
 		}
 		if len(set) != 1 {
-			errs = append(errs, fmt.Errorf("line %d: sinks[%d]: give exactly one of %s", e.line, i, strings.Join(sinkNames(), ", ")))
-			continue
+			err := fmt.Errorf("line %d: sinks[%d]: give exactly one of %s", e.line, i, strings.Join(sinkNames(), ", "))
+			errs = append(errs, err)
+			// Kept in its place, so the later sinks' problems name their
+			// own index (and line).
+			set = []SinkSpec{unconverted{err}}
 		}
 		p.Sinks = append(p.Sinks, set[0])
 	}
@@ -317,6 +325,19 @@ func (s Spec) Pipeline() (Pipeline, error) {
 	}
 	return p, errors.Join(errs...)
 }
+
+// unconverted stands in the Pipeline of a Spec for a decoder or a sink
+// the spec declares but Spec.Pipeline could not make (err, reported
+// with the conversion's problems), so that the spec's check goes on to
+// report the rest of its problems at once: the later sinks at their own
+// indices, and no problem of a default (the reading decoder's inputs)
+// the spec did not ask for. Its decoder refuses every message, its sink
+// every open, with err.
+type unconverted struct{ err error }
+
+func (u unconverted) Decode(Message, *Record) error { return u.err }
+
+func (u unconverted) OpenSink(context.Context, SinkEnv) (streaming.Sink, error) { return nil, u.err }
 
 // LoadOption configures Load and Parse.
 type LoadOption func(*loadConfig)
@@ -342,7 +363,8 @@ func WithEnv(lookup func(string) (string, bool)) LoadOption {
 // file at once; an unknown operator, an unknown or mistyped parameter, an
 // unknown input or a cycle names the node and its line; a value out of
 // range (a negative duration, an empty topic) names its key path, and its
-// line when the file set it, reported with the graph's problems. ${NAME} and
+// line when the file set it. The problems that pass the decoding (values,
+// graph, sinks, decoder) are reported together, every one at once. ${NAME} and
 // ${NAME:-default} are replaced by environment variables, and TFLO_*
 // variables override keys (internal/envconfig's rule: state.dir is
 // TFLO_STATE_DIR). Defaults are applied last, so a default derived from
@@ -419,12 +441,14 @@ func (s Spec) check(path string, cfg loadConfig, line func(key string) int) (Pip
 	if name == "" {
 		name = "pipeline spec"
 	}
-	p, err := s.Pipeline()
-	if err != nil {
-		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
-	}
+	// The conversion's problems (a sink entry naming no type or two, a
+	// registered decoder or sink refusing its settings, no source) are
+	// reported with the rest of the spec's, every one at once: a spec
+	// fixed one problem at a time met the next only on its next run.
+	p, cerr := s.Pipeline()
 	p = p.withDefaults()
-	if _, err := compileSpec(p, cfg.reg, line); err != nil {
+	_, err := compileSpec(p, cfg.reg, line)
+	if err := errors.Join(cerr, err); err != nil {
 		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return p, nil

@@ -486,3 +486,52 @@ func TestRepeatedGraphOutputIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, `graph output "sma" is repeated`)
 	require.Empty(t, out.Outputs())
 }
+
+// TestSpecReportsEveryProblemAtOnce: a spec's problems were reported one
+// stage at a time (a sink entry naming two types hid everything else;
+// once fixed, the values out of range and the graph; then the Kafka
+// sinks' formats; then the decoder's inputs), so a spec was fixed over
+// as many runs. Every problem is now reported at once, each naming its
+// key or node and its line, and a sink entry that could not be made
+// keeps its place: the next sink's problem names its own index.
+func TestSpecReportsEveryProblemAtOnce(t *testing.T) {
+	src := `name: sma-readings
+source:
+  kafka:
+    brokers: [localhost:9092]
+    topic: trades
+graph:
+  inputs: [price]
+  nodes:
+    - {name: sma, type: sma, inputs: [price], params: {window: 10}}
+  outputs: [sma]
+sinks:
+  - {kafka: {topic: a}, influx: {url: http://localhost:8086, bucket: b}}
+  - kafka: {topic: readings.sma, format: xml}
+checkpoint:
+  interval: -1s
+`
+	want := []string{
+		"line 12: sinks[0]: give exactly one of kafka, influx, archive",
+		`line 13: sinks[1]: kafka sink "readings.sma": format "xml" is neither json nor signal_envelope`,
+		"line 15: checkpoint.interval -1s must not be negative",
+		`decoder: the reading decoder fills one input from the field "value", the graph reads ["price"]`,
+	}
+	_, err := pipeline.Parse([]byte(src))
+	require.Error(t, err)
+	for _, w := range want {
+		require.ErrorContains(t, err, w)
+	}
+	require.Len(t, strings.Split(err.Error(), "\n"), len(want), "one line a problem, nothing twice: %v", err)
+
+	// A graph's problems come with the rest as well, and no source is
+	// reported once, as the section's problem.
+	src = strings.Replace(src, "{window: 10}", "{windo: 10}", 1)
+	src = strings.Replace(src, "source:\n  kafka:\n    brokers: [localhost:9092]\n    topic: trades\n", "source: {}\n", 1)
+	_, err = pipeline.Parse([]byte(src))
+	require.ErrorContains(t, err, "sinks[0]: give exactly one of")
+	require.ErrorContains(t, err, `graph node "sma" (line 6): operator "sma": parameter "windo": unknown parameter`)
+	require.ErrorContains(t, err, "checkpoint.interval -1s must not be negative")
+	require.ErrorContains(t, err, "source: give kafka or mqtt")
+	require.NotContains(t, err.Error(), "no source")
+}
