@@ -70,11 +70,15 @@ func (h *host) gained(s *shard) {
 func (h *host) lost(s *shard) {
 	sum := s.summary()
 	h.mu.Lock()
-	if h.held[s.id] == s {
+	held := h.held[s.id] == s
+	if held {
 		delete(h.held, s.id)
 	}
 	h.released[s.id] = releasedShard{epoch: s.epoch, summary: sum}
 	h.mu.Unlock()
+	if held { // not when a new run of the shard replaced it: its series
+		h.w.m.released(s.id)
+	}
 	h.shards.Unregister(h.pipeline, s.id)
 	h.w.log.Info("shard released", "shard", s.id, "epoch", uint64(s.epoch), "last_checkpoint", sum.CheckpointID)
 	h.control.lost(s)

@@ -178,6 +178,16 @@ func (m *metrics) checkpointed(shard streaming.ShardID, st streaming.CheckpointS
 	m.checkpointDur.WithLabelValues(string(shard)).Observe(st.LastDuration.Seconds())
 }
 
+// released deletes the series of a shard the worker no longer holds:
+// left, every shard that ever passed through the worker kept its
+// checkpoints_total and checkpoint_duration_seconds series, frozen,
+// beside the held shards' (the collector's series are the held shards'
+// alone).
+func (m *metrics) released(shard streaming.ShardID) {
+	m.checkpoints.DeleteLabelValues(string(shard))
+	m.checkpointDur.DeleteLabelValues(string(shard))
+}
+
 // shardCollector reports per held shard: the checkpoint breaker's state
 // (one series per state, 1 for the current one), the checkpoint failures
 // and the age of the last completed checkpoint, and the keyed state's

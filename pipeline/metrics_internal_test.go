@@ -1,12 +1,15 @@
 package pipeline
 
 import (
+	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -35,4 +38,50 @@ func TestBreakerSeries(t *testing.T) {
 		require.Equal(t, want, got, "breaker %s", cur)
 	}
 	require.Equal(t, []streaming.BreakerState{streaming.BreakerClosed, streaming.BreakerHalfOpen, streaming.BreakerOpen}, breakerStates)
+}
+
+// TestReleasedShardLeavesTheCheckpointSeries: a shard's
+// tflo_pipeline_checkpoints_total and checkpoint_duration_seconds series
+// stayed after the worker released it (frozen, for every shard that ever
+// passed through the worker), where the other per-shard series are the
+// held shards' alone; releasing the shard deletes them.
+func TestReleasedShardLeavesTheCheckpointSeries(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	w, err := NewWorker(ctx, smaPipeline(t, 1), WithWorkerID("w1"), WithMetrics(reg))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	id := streaming.KafkaShard("readings", 0)
+	s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
+	require.NoError(t, err)
+	k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: 0}, Epoch: 1}, last: -1}
+	w.host.gained(k.shard)
+	require.NoError(t, k.apply(ctx, []*kgo.Record{{Topic: "readings", Offset: 0, Value: []byte(`{"sensor":"a","ts":1,"value":1}`)}}))
+	_, err = k.cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	series := func() map[string][]string { // by metric, the shards of its series
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		out := map[string][]string{}
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "tflo_pipeline_checkpoints_total", "tflo_pipeline_checkpoint_duration_seconds", "tflo_pipeline_checkpoint_age_seconds":
+			default:
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "shard" {
+						out[mf.GetName()] = append(out[mf.GetName()], l.GetValue())
+					}
+				}
+			}
+		}
+		return out
+	}
+	held := []string{string(id)}
+	require.Equal(t, map[string][]string{"tflo_pipeline_checkpoints_total": held, "tflo_pipeline_checkpoint_duration_seconds": held,
+		"tflo_pipeline_checkpoint_age_seconds": held}, series())
+	require.NoError(t, k.Release(ctx, true))
+	require.Empty(t, series(), "series of the released shard")
 }
