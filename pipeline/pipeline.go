@@ -627,6 +627,11 @@ func (p Pipeline) validate(line func(key string) int) error {
 		if err := validTLS(s.TLS); err != nil {
 			addAt("source.mqtt.tls", "source.mqtt.tls: %v", err)
 		}
+		// Refused here, not only when the worker opens the source, so
+		// that a spec's check (worker --check) refuses it too.
+		if n := len(p.Graph.Inputs); n > 1 {
+			addAt("graph.inputs", "graph.inputs: an MQTT source gives one value per reading; the graph reads %d inputs %v", n, inputNames(p.Graph.Inputs))
+		}
 	default:
 		add("unknown source type %T", p.Source)
 	}

@@ -535,3 +535,28 @@ checkpoint:
 	require.ErrorContains(t, err, "source: give kafka or mqtt")
 	require.NotContains(t, err.Error(), "no source")
 }
+
+// TestSpecRefusesAnMQTTGraphOfSeveralInputs: an MQTT source gives one
+// value per reading, so a graph of several inputs behind one could
+// never run; the spec's check (worker --check) passed it and the worker
+// failed only when it opened the source, with no key or line. It is
+// refused when the spec is loaded, naming graph.inputs and its line.
+func TestSpecRefusesAnMQTTGraphOfSeveralInputs(t *testing.T) {
+	spec := `name: plant
+source:
+  mqtt:
+    servers: [tcp://localhost:1883]
+    topics: ["sensors/#"]
+    dead_letter_topic: dlq/sensors
+decoder: {json: {key: sensor, time: ts}}
+graph:
+  inputs: [temp, hum]
+  nodes:
+    - {name: t, type: sma, inputs: [temp], params: {window: 3}}
+    - {name: h, type: sma, inputs: [hum], params: {window: 3}}
+`
+	_, err := pipeline.Parse([]byte(spec))
+	require.ErrorContains(t, err, `line 9: graph.inputs: an MQTT source gives one value per reading; the graph reads 2 inputs [temp hum]`)
+	_, err = pipeline.Parse([]byte(strings.Replace(strings.Replace(spec, "[temp, hum]", "[temp]", 1), "    - {name: h, type: sma, inputs: [hum], params: {window: 3}}\n", "", 1)))
+	require.NoError(t, err)
+}
