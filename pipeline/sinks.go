@@ -500,12 +500,17 @@ func (s ArchiveSink) Root() (string, error) {
 
 // check reports what is wrong with s for a pipeline reading src, without
 // opening the archive: its location, a source whose offsets do not
-// replay, a file size or age the writer refuses.
+// replay, half an S3 key pair, a file size or age the writer refuses.
 func (s ArchiveSink) check(src Source) error {
-	if _, err := s.checked(src); err != nil {
+	loc, err := s.checked(src)
+	if err != nil {
 		return err
 	}
 	switch {
+	case loc.Scheme == "s3" && s.S3.Validate() != nil:
+		// Refused when the archive opens too, but only as the worker
+		// starts: a spec's check (worker --check) passed it.
+		return fmt.Errorf("archive sink %s: %w", loc, s.S3.Validate())
 	case s.TargetFileSize < 0 || s.TargetFileSize > parquet.MaxTargetFileSize:
 		return fmt.Errorf("archive sink: target_file_size %v must be between 1 byte and %v", s.TargetFileSize, ByteSize(parquet.MaxTargetFileSize))
 	case s.MaxFileAge < 0:

@@ -560,3 +560,20 @@ graph:
 	_, err = pipeline.Parse([]byte(strings.Replace(strings.Replace(spec, "[temp, hum]", "[temp]", 1), "    - {name: h, type: sma, inputs: [hum], params: {window: 3}}\n", "", 1)))
 	require.NoError(t, err)
 }
+
+// TestSpecRefusesHalfAnArchiveS3KeyPair: an s3:// archive naming one of
+// access_key_env and secret_key_env passed the spec's check (worker
+// --check); the worker refused it only when it opened the archive, with
+// an error naming neither the sink nor the archive. It is refused when
+// the spec is loaded, naming the sink, its line and the location.
+func TestSpecRefusesHalfAnArchiveS3KeyPair(t *testing.T) {
+	archive := func(s3 string) []byte {
+		return []byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {location: s3://arc/p, s3: "+s3+"}\n", 1))
+	}
+	_, err := pipeline.Parse(archive("{access_key_env: AK}"))
+	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink s3://arc/p: s3 settings: name both the access key and the secret key variables, or neither")
+	_, err = pipeline.Parse(archive("{access_key_env: AK, secret_key_env: SK}"))
+	require.NoError(t, err)
+	_, err = pipeline.Parse(archive("{endpoint: http://s3:7070}"))
+	require.NoError(t, err)
+}
