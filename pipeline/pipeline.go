@@ -615,7 +615,9 @@ func (p Pipeline) validate(line func(key string) int) error {
 			addAt("dead_letter", "dead_letter: %v", err)
 		}
 		for _, t := range s.Topics {
-			if topicMatches(t, s.DeadLetterTopic) {
+			// No topic (dead letters go to dead_letter) is no read-back,
+			// though "#" and "+" match the empty topic name.
+			if s.DeadLetterTopic != "" && topicMatches(t, s.DeadLetterTopic) {
 				addAt("source.mqtt.dead_letter_topic", "source.mqtt.dead_letter_topic %q matches the subscription %q: dead letters would be read back", s.DeadLetterTopic, t)
 			}
 		}

@@ -577,3 +577,31 @@ func TestSpecRefusesHalfAnArchiveS3KeyPair(t *testing.T) {
 	_, err = pipeline.Parse(archive("{endpoint: http://s3:7070}"))
 	require.NoError(t, err)
 }
+
+// TestSpecMQTTWildcardWithADeadLetterSink: an MQTT source subscribed to
+// "#" (or "+") whose dead letters go to a dead_letter sink, with no
+// dead_letter_topic, was refused: the empty topic was taken for a
+// dead-letter topic the subscription matches ("dead letters would be
+// read back"). It is accepted; a topic the subscription matches is still
+// refused.
+func TestSpecMQTTWildcardWithADeadLetterSink(t *testing.T) {
+	for _, filter := range []string{"#", "+"} {
+		spec := `name: plant
+source:
+  mqtt:
+    servers: [tcp://localhost:1883]
+    topics: ["` + filter + `"]
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`
+		_, err := pipeline.Parse([]byte(spec + "dead_letter:\n  kafka: {topic: plant.bad, brokers: [localhost:9092]}\n"))
+		require.NoError(t, err, filter)
+		_, err = pipeline.Parse([]byte(spec))
+		require.ErrorContains(t, err, "source.mqtt.dead_letter_topic is empty: malformed payloads need a destination", filter)
+		require.NotContains(t, err.Error(), "read back", filter)
+		_, err = pipeline.Parse([]byte(strings.Replace(spec, "    topics:", "    dead_letter_topic: dlq\n    topics:", 1)))
+		require.ErrorContains(t, err, `source.mqtt.dead_letter_topic "dlq" matches the subscription "`+filter+`": dead letters would be read back`, filter)
+	}
+}
