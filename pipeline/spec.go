@@ -160,6 +160,11 @@ func (d *DecoderSpec) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		d.Name = n.Value
+		if d.Name == "" {
+			// Empty means reading, as a null does: decoder: "${DECODER:-}"
+			// with the variable unset was refused as an unknown decoder "".
+			return nil
+		}
 		if d.Name == DecoderJSON {
 			return bad("json needs its key and time fields: {json: {key: <field>, time: <field>}}")
 		}

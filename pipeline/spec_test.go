@@ -605,3 +605,16 @@ graph:
 		require.ErrorContains(t, err, `source.mqtt.dead_letter_topic "dlq" matches the subscription "`+filter+`": dead letters would be read back`, filter)
 	}
 }
+
+// TestSpecEmptyDecoderIsReading: an empty decoder means reading (its
+// doc), and a null one was taken as that, but an empty string (decoder:
+// "${DECODER:-}" with the variable unset, quoted as the examples quote
+// their references) was refused as an unknown decoder "".
+func TestSpecEmptyDecoderIsReading(t *testing.T) {
+	unset := pipeline.WithEnv(func(string) (string, bool) { return "", false })
+	for _, d := range []string{`decoder: ""`, `decoder: "${DECODER:-}"`, `decoder: ${DECODER:-}`, `decoder:`} {
+		p, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "graph:\n", d+"\ngraph:\n", 1)), unset)
+		require.NoError(t, err, d)
+		require.Equal(t, pipeline.ReadingDecoder{}, p.Decoder, d)
+	}
+}
