@@ -205,6 +205,11 @@ func sinkNames() []string {
 // under at.
 func newPlugin[T any](at string, s Settings, newFn func(Settings) (T, error)) (T, error) {
 	v, err := newFn(s)
+	if err == nil && any(v) == nil {
+		// Taken as none, a nil decoder became the default (reading)
+		// decoder without a word, and a nil sink "sink 0 is nil".
+		err = errors.New("its New returned nil and no error")
+	}
 	if err == nil {
 		return v, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,4 +233,28 @@ func TestRegisteredDecoderAndSinkRun(t *testing.T) {
 		}
 	}
 	require.Contains(t, reason, "ts: ")
+}
+
+// registerNilPlugins registers, once per test binary, a decoder and a
+// sink whose New returns nil and no error.
+var registerNilPlugins = sync.OnceValue(func() error {
+	return errors.Join(
+		pipeline.RegisterDecoder(pipeline.DecoderType{Name: "nil_decoder",
+			New: func(pipeline.Settings) (pipeline.Decoder, error) { return nil, nil }}),
+		pipeline.RegisterSink(pipeline.SinkType{Name: "nil_sink",
+			New: func(pipeline.Settings) (pipeline.SinkSpec, error) { return nil, nil }}))
+})
+
+// TestRegisteredTypeReturningNilIsRefused: a registered decoder whose New
+// returned nil and no error was replaced by the default, reading,
+// decoder without a word (and a sink's nil was "sink 0 is nil", naming
+// neither its type nor its line); both are refused naming the key and
+// the line.
+func TestRegisteredTypeReturningNilIsRefused(t *testing.T) {
+	require.NoError(t, registerNilPlugins())
+	spec := strings.Replace(smaSpec(goodNode), "graph:\n", "decoder: nil_decoder\ngraph:\n", 1)
+	spec = strings.Replace(spec, "  - kafka: {topic: readings.sma}\n", "  - kafka: {topic: readings.sma}\n  - nil_sink: {}\n", 1)
+	_, err := pipeline.Parse([]byte(spec))
+	require.ErrorContains(t, err, "line 6: decoder.nil_decoder: its New returned nil and no error")
+	require.ErrorContains(t, err, "line 17: sinks[1].nil_sink: its New returned nil and no error")
 }
