@@ -108,7 +108,7 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dead-letter sink: %w", err)
 		}
-		w.dead = &sinkSet{sinks: []streaming.Sink{d}}
+		w.dead = &sinkSet{sinks: []streaming.Sink{d}, dead: true}
 	}
 	return r, nil
 }

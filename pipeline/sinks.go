@@ -561,30 +561,64 @@ var _ archiveSink = (*parquet.Sink)(nil)
 // sinkSet fans a shard's outputs out to the pipeline's sinks.
 type sinkSet struct {
 	sinks  []streaming.Sink
+	dead   bool // the dead-letter sink: how errors name it
 	mu     sync.Mutex
-	err    error // first failed Write: fails every later Flush
+	err    error         // first failed Write: fails every later Flush
+	failed chan struct{} // closed at the first failed Write (Failed)
 	closed bool
 }
 
+// name is how errors name sink i of the set, as the spec does.
+func (m *sinkSet) name(i int) string {
+	if m.dead {
+		return "dead_letter"
+	}
+	return fmt.Sprintf("sinks[%d]", i)
+}
+
+// Failed is closed once a Write failed (Err says how): the worker stops
+// on it (Run), as no later checkpoint of any of its shards can commit
+// until the records are replayed from the last one.
+func (m *sinkSet) Failed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failed == nil {
+		m.failed = make(chan struct{})
+	}
+	return m.failed
+}
+
+// Err is the first failed Write's error, naming its sink; nil before.
+func (m *sinkSet) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
 // write writes a shard's outs to every sink. A write that fails is kept:
-// every later flush fails, as the sinks' outputs have a hole. But one
-// that fails once ctx ended (the shard is being released, or the source
-// stops, and a sink waiting for room in its buffer gave up) is returned
-// instead, and the sinks are not written further: the caller refuses the
-// shard's cuts from then on (shard.failed), and the records are replayed
-// with their outputs from the last checkpoint.
+// every later flush fails, as the sinks' outputs have a hole, and the
+// worker stops (Failed). But one that fails once ctx ended (the shard is
+// being released, or the source stops, and a sink waiting for room in its
+// buffer gave up) is returned instead, and the sinks are not written
+// further: the caller refuses the shard's cuts from then on
+// (shard.failed), and the records are replayed with their outputs from
+// the last checkpoint.
 func (m *sinkSet) write(ctx context.Context, outs []streaming.Output) error {
 	if len(outs) == 0 {
 		return nil
 	}
-	for _, s := range m.sinks {
+	for i, s := range m.sinks {
 		if err := s.Write(ctx, outs); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("writing outputs: %w", err)
 			}
 			m.mu.Lock()
 			if m.err == nil {
-				m.err = err
+				m.err = fmt.Errorf("%s: write: %w", m.name(i), err)
+				if m.failed == nil {
+					m.failed = make(chan struct{})
+				}
+				close(m.failed)
 			}
 			m.mu.Unlock()
 		}
@@ -594,10 +628,7 @@ func (m *sinkSet) write(ctx context.Context, outs []streaming.Output) error {
 
 // flush is the pre-commit of checkpoint id of shard.
 func (m *sinkSet) flush(ctx context.Context, shard streaming.ShardID, id streaming.CheckpointID) error {
-	m.mu.Lock()
-	err := m.err
-	m.mu.Unlock()
-	if err != nil {
+	if err := m.Err(); err != nil {
 		return fmt.Errorf("an earlier sink write failed: %w", err)
 	}
 	var errs []error

@@ -222,7 +222,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %q: dead-letter sink: %w", c.p.Name, err)
 		}
-		w.dead = &sinkSet{sinks: []streaming.Sink{s}}
+		w.dead = &sinkSet{sinks: []streaming.Sink{s}, dead: true}
 	}
 	w.host = &host{w: w, pipeline: c.p.Name, workerID: o.workerID, taskQueue: w.TaskQueue(), shards: activities.NewShards(),
 		held: map[streaming.ShardID]*shard{}, released: map[streaming.ShardID]releasedShard{}}
@@ -482,17 +482,32 @@ func (w *Worker) Run(ctx context.Context) error {
 	if m != nil {
 		twin = m.sw.Stopped()
 	}
+	// A failed sink write: the sink's outputs have a hole, so no later
+	// checkpoint of any shard can commit. Stop (the final checkpoints
+	// fail too) rather than run on without checkpoints: a restart
+	// replays from the last checkpoint and fills the hole.
+	var deadFailed <-chan struct{}
+	if w.dead != nil {
+		deadFailed = w.dead.Failed()
+	}
+	stopOn := func(why error, msg string) {
+		err = why
+		w.log.Error(msg, "err", err)
+		cancel()
+		if serr := <-srcDone; serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
 	select {
 	case <-ctx.Done():
 		err = <-srcDone
 	case err = <-srcDone:
 	case <-twin:
-		err = fmt.Errorf("coordination: %w", m.sw.Err())
-		w.log.Error("another process took this worker id in the coordination store; stopping", "err", err)
-		cancel()
-		if serr := <-srcDone; serr != nil {
-			err = errors.Join(err, serr)
-		}
+		stopOn(fmt.Errorf("coordination: %w", m.sw.Err()), "another process took this worker id in the coordination store; stopping")
+	case <-w.sinks.Failed():
+		stopOn(w.sinks.Err(), "a sink write failed; stopping: a restart replays from the last checkpoint")
+	case <-deadFailed:
+		stopOn(w.dead.Err(), "a dead-letter sink write failed; stopping: a restart replays from the last checkpoint")
 	}
 	if err != nil {
 		w.fatal.Store(&err)
