@@ -602,6 +602,13 @@ func (p Pipeline) validate(line func(key string) int) error {
 		if len(s.Servers) == 0 {
 			addAt("source.mqtt.servers", "source.mqtt.servers is empty")
 		}
+		for i, srv := range s.Servers {
+			// Refused here too, not only when the worker opens the source
+			// (which then fails at start): worker --check refuses it.
+			if err := mqtt.CheckServerURL(srv); err != nil {
+				addAt("source.mqtt.servers", "source.mqtt.servers[%d]: %v", i, err)
+			}
+		}
 		if len(s.Topics) == 0 {
 			addAt("source.mqtt.topics", "source.mqtt.topics is empty")
 		}

@@ -561,6 +561,36 @@ graph:
 	require.NoError(t, err)
 }
 
+// TestSpecRefusesAnMQTTServerTheSourceCannotDial: "host:port" (read as
+// scheme "host"), a URL without a host or another scheme passed the
+// spec's check (worker --check) and failed only when the worker opened
+// the source. The check refuses it, naming the server and its line.
+func TestSpecRefusesAnMQTTServerTheSourceCannotDial(t *testing.T) {
+	spec := func(server string) []byte {
+		return []byte(`name: plant
+source:
+  mqtt:
+    servers: [tcp://localhost:1883, ` + server + `]
+    topics: ["sensors/#"]
+    dead_letter_topic: dlq/sensors
+graph:
+  inputs: [value]
+  nodes:
+    - {name: t, type: sma, inputs: [value], params: {window: 3}}
+`)
+	}
+	for server, want := range map[string]string{
+		"mosquitto:1883":     `line 4: source.mqtt.servers[1]: server URL "mosquitto:1883": want mqtt://host:port`,
+		"http://broker:1883": `line 4: source.mqtt.servers[1]: server URL "http://broker:1883": scheme "http" is not mqtt`,
+		"mqtt://":            `line 4: source.mqtt.servers[1]: server URL "mqtt:": want mqtt://host:port`,
+	} {
+		_, err := pipeline.Parse(spec(server))
+		require.ErrorContains(t, err, want, server)
+	}
+	_, err := pipeline.Parse(spec("tls://broker:8883"))
+	require.NoError(t, err)
+}
+
 // TestSpecRefusesHalfAnArchiveS3KeyPair: an s3:// archive naming one of
 // access_key_env and secret_key_env passed the spec's check (worker
 // --check); the worker refused it only when it opened the archive, with

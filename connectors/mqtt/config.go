@@ -137,6 +137,37 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
+// CheckServerURL returns the error WithServers (and so NewSource) gives
+// for a broker URL the source cannot use; nil for a good one. A pipeline
+// spec's check refuses such a URL before the worker starts.
+func CheckServerURL(s string) error {
+	_, err := parseServer(s)
+	return err
+}
+
+// parseServer parses a broker URL the way autopaho dials it.
+func parseServer(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("server URL: %v", redactURLError(err))
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("server URL %s carries user info: use WithCredentials", u.Redacted())
+	}
+	// A URL autopaho cannot dial would be retried for ever, each attempt
+	// logging "unsupported scheme" or a failed dial: "host:port" parses
+	// as scheme "host".
+	if u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: want mqtt://host:port", u.Redacted())
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "mqtt", "tcp", "", "ssl", "tls", "mqtts", "mqtt+ssl", "tcps", "ws", "wss": // what autopaho dials
+	default:
+		return nil, fmt.Errorf("server URL %q: scheme %q is not mqtt, tcp, ssl, tls, mqtts, mqtt+ssl, tcps, ws or wss; want mqtt://host:port", u.Redacted(), u.Scheme)
+	}
+	return u, nil
+}
+
 // WithServers sets the broker URLs, tried in order on each (re)connect:
 // mqtt://host:port or tls://host:port. User info in a URL is refused;
 // use WithCredentials, and so is a URL without a host or with a scheme
@@ -144,26 +175,9 @@ func (c *config) validate() error {
 func WithServers(urls ...string) Option {
 	return func(c *config) {
 		for _, s := range urls {
-			u, err := url.Parse(s)
+			u, err := parseServer(s)
 			if err != nil {
-				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL: %v", redactURLError(err)))
-				continue
-			}
-			if u.User != nil {
-				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL %s carries user info: use WithCredentials", u.Redacted()))
-				continue
-			}
-			// A URL autopaho cannot dial would be retried for ever, each
-			// attempt logging "unsupported scheme" or a failed dial: "host:port"
-			// parses as scheme "host".
-			if u.Host == "" {
-				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL %q: want mqtt://host:port", u.Redacted()))
-				continue
-			}
-			switch strings.ToLower(u.Scheme) {
-			case "mqtt", "tcp", "", "ssl", "tls", "mqtts", "mqtt+ssl", "tcps", "ws", "wss": // what autopaho dials
-			default:
-				c.credErr = errors.Join(c.credErr, fmt.Errorf("server URL %q: scheme %q is not mqtt, tcp, ssl, tls, mqtts, mqtt+ssl, tcps, ws or wss; want mqtt://host:port", u.Redacted(), u.Scheme))
+				c.credErr = errors.Join(c.credErr, err)
 				continue
 			}
 			c.servers = append(c.servers, u)
