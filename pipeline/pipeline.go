@@ -712,7 +712,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 	}
 	for i, s := range p.Sinks {
 		if s == nil {
-			add("sink %d is nil", i)
+			add("sinks[%d] is nil", i)
 		}
 		if err := sinkProblem(s, p.Source); err != nil {
 			addAt(fmt.Sprintf("sinks[%d]", i), "sinks[%d]: %v", i, err)

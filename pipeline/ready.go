@@ -64,7 +64,7 @@ func (w *Worker) Ready(ctx context.Context) error {
 	for i, s := range w.sinks.sinks {
 		if p, ok := s.(pinger); ok {
 			if err := p.Ping(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("sink %d: %w", i, err))
+				errs = append(errs, fmt.Errorf("sinks[%d]: %w", i, err))
 			}
 		}
 	}

@@ -213,7 +213,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 	for i, spec := range c.p.Sinks {
 		s, err := spec.OpenSink(octx, env)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline %q: sink %d: %w", c.p.Name, i, err)
+			return nil, fmt.Errorf("pipeline %q: sinks[%d]: %w", c.p.Name, i, err)
 		}
 		w.sinks.sinks = append(w.sinks.sinks, s)
 	}

@@ -470,7 +470,7 @@ state: {dir: %q, memory: 128MiB}
 	require.Eventually(t, func() bool {
 		var code int
 		code, body = get(base + "/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "sink 0: influx sink "+down)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "sinks[0]: influx sink "+down)
 	}, 30*time.Second, 50*time.Millisecond, "readyz: %s", body)
 	code, _ := get(base + "/healthz")
 	require.Equal(t, http.StatusOK, code)
