@@ -2,6 +2,8 @@ package activities
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -43,9 +45,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	var n int64
-	if _, err := fmt.Sscan(string(b), &n); err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"5s\" or a number of nanoseconds", b)
+	// The whole token: fmt.Sscan stopped at the first byte an integer
+	// cannot hold, so 1e9 read as 1ns. A number written in exponent form
+	// (as JavaScript and other encoders do) is taken when it is a whole
+	// number of nanoseconds a Duration holds.
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(b), 64)
+		if ferr != nil {
+			return fmt.Errorf("duration %s: want a string such as \"5s\" or a number of nanoseconds", b)
+		}
+		if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+			return fmt.Errorf("duration %s: not a whole number of nanoseconds a duration holds (up to about 292 years); write it as a string such as \"5s\"", b)
+		}
+		n = int64(f)
 	}
 	*d = Duration(n)
 	return nil
