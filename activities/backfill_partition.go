@@ -182,7 +182,8 @@ type ReplayPartitionResult struct {
 	// is left.
 	Next parquet.Position `json:"next"`
 	Done bool             `json:"done"`
-	// Files read (counted when their first row is read), their Bytes,
+	// Files read (counted when the reader starts them, also those whose
+	// rows earlier files all cover), their Bytes,
 	// Rows read, Written to the sink, Skipped by the time range (over
 	// every attempt of the activity).
 	Files   int   `json:"files"`
@@ -233,7 +234,29 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 			res, res.Resumed = hb, true
 		}
 	}
-	r, err := parquet.NewReader(arc, prefix+in.Partition, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)))
+	// A file counts (Files, Bytes) when the reader starts it, also one
+	// whose rows earlier files all cover (it yields no row, and
+	// CountArchive counts it): reached counts the files started since
+	// the last row read, added to pending with the next file's first row
+	// or at the partition's end. file is the last file a row was read
+	// from (the resume position's, counted by the attempt or activity
+	// that read into it), which the reader starts again on a resume.
+	file := res.Next.File
+	var reached replayCounts
+	onFile := func(fi parquet.FileInfo) {
+		if fi.Name == file {
+			return
+		}
+		reached.Files++
+		reached.Bytes += fi.Size
+		// A new file, as a batch written: heartbeat what is durable, for
+		// files whose rows the time range skips, or earlier files cover,
+		// write nothing and may take longer than the heartbeat timeout
+		// to read.
+		activity.RecordHeartbeat(ctx, res)
+	}
+	r, err := parquet.NewReader(arc, prefix+in.Partition, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)),
+		parquet.WithOnFile(onFile))
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
 	}
@@ -275,10 +298,6 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		activity.RecordHeartbeat(ctx, res)
 		return nil
 	}
-	// A file counts (Files, Bytes) when its first row is read, so the
-	// file of a resume position was counted by the attempt or activity
-	// that read into it.
-	file := res.Next.File
 	sinceBeat := 0
 	stopped := false
 	for e, err := range r.All(ctx, res.Next) {
@@ -286,17 +305,17 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 			return res, classifyArchive(in.Location, err)
 		}
 		if e.Pos.File != file {
+			// Covered files reached since are left to the next activity,
+			// which resumes before them (and does not count them in its
+			// bound, so it cannot stop before any row for ever).
 			if file != "" && res.Files+pending.Files >= maxFiles {
 				stopped = true
 				break
 			}
 			file = e.Pos.File
-			pending.Files++
-			pending.Bytes += e.FileSize
-			// A new file, as a batch written: heartbeat what is durable,
-			// for files whose rows the time range skips write nothing
-			// and may take longer than the heartbeat timeout to read.
-			activity.RecordHeartbeat(ctx, res)
+			pending.Files += reached.Files
+			pending.Bytes += reached.Bytes
+			reached = replayCounts{}
 		}
 		pending.Rows++
 		next = e.Pos.Next()
@@ -320,6 +339,11 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 				return res, sinkErr(fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err))
 			}
 		}
+	}
+	if !stopped {
+		// Covered files at the partition's end.
+		pending.Files += reached.Files
+		pending.Bytes += reached.Bytes
 	}
 	if err := flush(); err != nil {
 		return res, sinkErr(fmt.Errorf("replay %s: %w", in.Partition, err))

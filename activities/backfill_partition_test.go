@@ -16,6 +16,7 @@ import (
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 func partitionEnv(sink *memSink) (*activityEnv, *activities.Backfills) {
@@ -257,4 +258,52 @@ func TestListPartitionsSkipsHiddenFoldersOfAnyNames(t *testing.T) {
 	}
 	assert.Equal(t, []string{"a/shard-000000/", "iot/shard-000001/"}, res.Partitions)
 	assert.False(t, res.More)
+}
+
+// A file whose rows earlier files all cover (an epoch that re-archived a
+// range already archived) yields no row, yet CountArchive counts it: the
+// replay counts it too, so FilesDone and BytesDone reach the totals. Bug:
+// a file counted only when its first row was read, and progress stopped
+// short of 100% (files 3/6).
+func TestReplayPartitionCountsCoveredFiles(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	part := func(epoch streaming.Epoch, from, to int64) {
+		w, err := parquet.NewWriter(arc, "iot", 0, epoch)
+		require.NoError(t, err)
+		var rows []parquet.Row
+		for off := from; off <= to; off++ {
+			rows = append(rows, parquet.Row{Sensor: "s", Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Second), Value: float64(off), Offset: off})
+		}
+		_, err = w.WriteFile(context.Background(), rows)
+		require.NoError(t, err)
+	}
+	part(1, 0, 99)
+	part(2, 50, 99) // covered by the first file
+	part(1, 100, 149)
+	part(2, 120, 149) // covered by the third
+	part(1, 150, 199)
+	part(2, 180, 199) // covered by the fifth, and last of the partition
+	env, b := partitionEnv(newMemSink())
+	var tot activities.ArchiveTotals
+	require.NoError(t, env.run(b.CountArchive, activities.CountArchiveInput{Location: loc}, &tot))
+	require.Equal(t, 6, tot.Files)
+	for _, maxFiles := range []int{1, 2, 100} {
+		in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000000/", Sink: "mem", MaxFiles: maxFiles}
+		var total activities.ReplayPartitionResult
+		for i := 0; ; i++ {
+			require.Less(t, i, 10)
+			var res activities.ReplayPartitionResult
+			require.NoError(t, env.run(b.ReplayPartition, in, &res))
+			total.Files += res.Files
+			total.Bytes += res.Bytes
+			total.Rows += res.Rows
+			if res.Done {
+				break
+			}
+			in.Start = res.Next
+		}
+		assert.Equal(t, tot.Files, total.Files, "MaxFiles %d: files", maxFiles)
+		assert.Equal(t, tot.Bytes, total.Bytes, "MaxFiles %d: bytes", maxFiles)
+		assert.Equal(t, int64(200), total.Rows, "MaxFiles %d: rows", maxFiles)
+	}
 }

@@ -187,6 +187,7 @@ type readerConfig struct {
 	expected  string
 	batchRows int
 	verify    bool
+	onFile    func(FileInfo)
 }
 
 func defaultReaderConfig() readerConfig {
@@ -219,3 +220,10 @@ func WithBatchRows(n int) ReaderOption { return func(c *readerConfig) { c.batchR
 // (streamed, in 1 MiB chunks); turn it off only for storage that
 // checksums end to end. Default true.
 func WithVerifyChecksum(on bool) ReaderOption { return func(c *readerConfig) { c.verify = on } }
+
+// WithOnFile sets a function File and All call as they start reading a
+// file, before its first row: also for a file none of whose rows they
+// yield (all at or below its SkipThrough, covered by earlier files), so
+// a consumer counting files by their rows would miss it. All calls it
+// again for a file it reads again after listing anew (see All).
+func WithOnFile(fn func(FileInfo)) ReaderOption { return func(c *readerConfig) { c.onFile = fn } }

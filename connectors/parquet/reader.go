@@ -452,6 +452,9 @@ type cursor struct {
 
 func (r *Reader) file(ctx context.Context, fi FileInfo, fromRow int64, c cursor) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
+		if r.cfg.onFile != nil {
+			r.cfg.onFile(fi)
+		}
 		of, err := r.open(ctx, fi.Name, r.cfg.verify)
 		if err != nil {
 			yield(Entry{}, err)
