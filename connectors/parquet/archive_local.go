@@ -26,7 +26,10 @@ type LocalArchive struct {
 	root string
 }
 
-var _ Archive = (*LocalArchive)(nil)
+var (
+	_ Archive    = (*LocalArchive)(nil)
+	_ PageLister = (*LocalArchive)(nil)
+)
 
 // NewLocalArchive returns an archive rooted at dir, creating the folder.
 func NewLocalArchive(dir string) (*LocalArchive, error) {
@@ -95,6 +98,82 @@ func (a *LocalArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, e
 		return nil, fmt.Errorf("local archive %s: list %q: %w", a.root, prefix, err)
 	}
 	slices.SortFunc(out, func(x, y ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}
+
+// ListPage implements PageLister. It reads only the folders that can
+// hold a name under prefix after startAfter, in name order, and stops at
+// limit names: without it every page (ListAfter, one per partition for
+// ListPartitions) walked and stat'ed the whole tree (List).
+func (a *LocalArchive) ListPage(ctx context.Context, prefix, startAfter string, limit int) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	if limit <= 0 {
+		return out, nil
+	}
+	root := a.root // a symlinked root, as in List
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	type entry struct {
+		key string // the name, with a trailing "/" for a folder
+		d   fs.DirEntry
+	}
+	var walk func(dir, rel string) error
+	walk = func(dir, rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		des, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // no archive yet, or a folder removed since it was read
+		}
+		if err != nil {
+			return err
+		}
+		// Sorted by key, not by element ("iot-eu/x" sorts before
+		// "iot/x", as '-' before '/'), so names come in byte order.
+		ents := make([]entry, 0, len(des))
+		for _, d := range des {
+			k := rel + d.Name()
+			if d.IsDir() {
+				k += "/"
+			}
+			ents = append(ents, entry{k, d})
+		}
+		slices.SortFunc(ents, func(x, y entry) int { return strings.Compare(x.key, y.key) })
+		for _, e := range ents {
+			if len(out) >= limit {
+				return nil
+			}
+			if e.d.IsDir() {
+				// Prune folders that cannot hold a match: off prefix, or
+				// every name in them sorts at or before startAfter.
+				if (!strings.HasPrefix(e.key, prefix) && !strings.HasPrefix(prefix, e.key)) ||
+					(e.key <= startAfter && !strings.HasPrefix(startAfter, e.key)) {
+					continue
+				}
+				if err := walk(filepath.Join(dir, e.d.Name()), e.key); err != nil {
+					return err
+				}
+				continue
+			}
+			if !e.d.Type().IsRegular() || strings.HasPrefix(e.d.Name(), tempPrefix) || !strings.HasPrefix(e.key, prefix) || e.key <= startAfter {
+				continue
+			}
+			info, err := e.d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since the folder was read
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, ObjectInfo{Name: e.key, Size: info.Size(), ModTime: info.ModTime()})
+		}
+		return nil
+	}
+	if err := walk(root, ""); err != nil {
+		return nil, fmt.Errorf("local archive %s: list %q after %q: %w", a.root, prefix, startAfter, err)
+	}
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -111,5 +112,75 @@ func TestLocalArchiveListsThroughASymlinkedFolder(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Name != name {
 		t.Fatalf("list of %s under p/shard-000000/ = %+v, want %s", link, got, name)
+	}
+}
+
+// A local archive lists in pages (PageLister), reading only the folders
+// that can hold the page, and its pages are those of its full listing,
+// in byte order across folders whose names sort around '/'. Bug: it had
+// no ListPage, so every page (ListAfter, one per partition for the
+// backfill's ListPartitions) walked and stat'ed the whole tree.
+func TestLocalArchiveListsInPages(t *testing.T) {
+	dir := t.TempDir()
+	a, err := parquet.NewLocalArchive(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(a).(parquet.PageLister); !ok {
+		t.Fatal("LocalArchive is no PageLister: every ListAfter page lists the whole tree")
+	}
+	ctx := context.Background()
+	names := []string{"a", "iot/shard-000000/x", "iot/shard-000000/x~", "iot/shard-000001/y", "iot-eu/shard-000000/z",
+		"iot.b/c", "iot0", "_tflo/staging/r", "z~/q", "é/f"}
+	for _, n := range names {
+		if err := a.PutAtomic(ctx, n, []byte(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not listed: a temp file of an unfinished PutAtomic.
+	if err := os.WriteFile(filepath.Join(dir, "iot", "shard-000000", ".tmp-w-1"), []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	afters := append([]string{"", "iot", "iot/", "iot-", "iot/shard-000000/~", "iot/shard-000000/", "iot/shard-000001", "zz"}, names...)
+	for _, prefix := range []string{"", "iot", "iot/", "iot/shard-000000/", "q"} {
+		all, err := a.List(ctx, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, after := range afters {
+			var want []string
+			for _, o := range all {
+				if o.Name > after {
+					want = append(want, o.Name)
+				}
+			}
+			for _, limit := range []int{1, 2, 1000} {
+				page, err := parquet.ListAfter(ctx, a, prefix, after, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, o := range page {
+					got = append(got, o.Name)
+					if o.Size != int64(len(o.Name)) {
+						t.Fatalf("%s: size %d, want %d", o.Name, o.Size, len(o.Name))
+					}
+				}
+				w := want[:min(len(want), limit)]
+				if strings.Join(got, ",") != strings.Join(w, ",") {
+					t.Fatalf("ListAfter(prefix %q, after %q, limit %d) = %q, want %q", prefix, after, limit, got, w)
+				}
+			}
+		}
+	}
+	missing, err := parquet.NewLocalArchive(filepath.Join(t.TempDir(), "gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(missing.Root()); err != nil {
+		t.Fatal(err)
+	}
+	if page, err := parquet.ListAfter(ctx, missing, "", "", 10); err != nil || len(page) != 0 {
+		t.Fatalf("ListAfter of a missing folder = %v, %v; want nothing, as List", page, err)
 	}
 }
