@@ -72,10 +72,12 @@ else through the workers' TFLO_S3_* settings. Sinks: ` + worker.SinkExamples + `
 			}
 			// The flags by name first; in.Validate names the workflow's fields.
 			switch {
-			case in.Window < 0:
-				return usagef("--window %d must not be negative", in.Window)
-			case in.FilesPerActivity < 0:
-				return usagef("--files-per-activity %d must not be negative", in.FilesPerActivity)
+			// 0 would reach the workflow as "unset" and run as its
+			// default (4 partitions, 256 files), not as given.
+			case in.Window < 1:
+				return usagef("--window %d must be at least 1", in.Window)
+			case in.FilesPerActivity < 1:
+				return usagef("--files-per-activity %d must be at least 1", in.FilesPerActivity)
 			case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):
 				return usagef("--from %s is not before --to %s", from, to)
 			}

@@ -28,6 +28,10 @@ func TestBackfillStartChecksSinkAndArchive(t *testing.T) {
 		{[]string{"--archive", "/var/tflo/archive"}, "no scheme"},
 		{[]string{"--archive", "gs://b/p"}, `unsupported scheme "gs"`},
 		{[]string{}, "--archive is required"},
+		// Bug: 0 was accepted and the workflow ran its default instead.
+		{[]string{"--archive", "file:///a", "--window", "0"}, "--window 0 must be at least 1"},
+		{[]string{"--archive", "file:///a", "--files-per-activity", "0"}, "--files-per-activity 0 must be at least 1"},
+		{[]string{"--archive", "file:///a", "--window", "-1"}, "--window -1 must be at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
