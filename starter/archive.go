@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -256,6 +257,10 @@ func parseSize(flag, v string) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil || n < 0 {
 		return 0, usagef("%s %q: want a size like 128MiB", flag, v)
+	}
+	if n > math.MaxInt64/mult {
+		// n*mult would wrap around, to a size that may pass the checks.
+		return 0, usagef("%s %q: too large", flag, v)
 	}
 	return n * mult, nil
 }

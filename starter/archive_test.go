@@ -217,3 +217,17 @@ func TestArchiveCommandsTrustTheS3CAFile(t *testing.T) {
 	r = run(t, "archive", "ls", "--archive", "s3://archive/prod", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
 }
+
+// A size whose product with its unit overflows is refused. Bug: it
+// wrapped around, so --target-size 17179869185GiB (2^34+1 GiB) compacted
+// into 1 GiB files without a word.
+func TestParseSizeRefusesOverflow(t *testing.T) {
+	for _, v := range []string{"17179869185GiB", "8589934592G", "9007199254740993K"} {
+		n, err := parseSize("--target-size", v)
+		require.Error(t, err, "%s parsed as %d", v, n)
+		require.Contains(t, err.Error(), `--target-size "`+v+`": too large`)
+	}
+	n, err := parseSize("--target-size", "8589934591GiB")
+	require.NoError(t, err)
+	require.Equal(t, int64(8589934591)<<30, n)
+}
