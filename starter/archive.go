@@ -214,9 +214,9 @@ one compaction at a time per archive.`,
 				return err
 			}
 			return a.emit(res, func(w io.Writer) {
-				verb := "rewrote"
+				verb, deleted := "rewrote", "deleted"
 				if res.DryRun {
-					verb = "would rewrite"
+					verb, deleted = "would rewrite", "would delete" // nothing was deleted
 				}
 				var in, out int64
 				files := 0
@@ -225,11 +225,15 @@ one compaction at a time per archive.`,
 					in, out, files = in+r.BytesIn, out+r.BytesOut, files+len(r.Inputs)
 				}
 				for _, f := range res.Redundant {
-					printf(w, "covered by another file, deleted: %s\n", f)
+					printf(w, "covered by another file, %s: %s\n", deleted, f)
 				}
-				printf(w, "%s: %s, %s listed; %s %s into %d (%s in, %s out); %s deleted\n",
+				covered := counted(len(res.Redundant), "covered file") + " deleted"
+				if res.DryRun {
+					covered = "would delete " + counted(len(res.Redundant), "covered file")
+				}
+				printf(w, "%s: %s, %s listed; %s %s into %d (%s in, %s out); %s\n",
 					loc, counted(res.Shards, "shard"), counted(res.Files, "file"), verb, counted(files, "file"), len(res.Runs),
-					bytesString(in), bytesString(out), counted(len(res.Redundant), "covered file"))
+					bytesString(in), bytesString(out), covered)
 			})
 		},
 	}

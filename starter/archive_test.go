@@ -231,3 +231,23 @@ func TestParseSizeRefusesOverflow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(8589934591)<<30, n)
 }
+
+// compact --dry-run deletes nothing, and its text says so. Bug: it
+// printed "covered by another file, deleted: <file>" and "3 covered files
+// deleted" for files it left in place.
+func TestArchiveCompactDryRunSaysWouldDelete(t *testing.T) {
+	dir := t.TempDir()
+	a, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	fillArchive(t, a)
+	before, err := a.List(context.Background(), "")
+	require.NoError(t, err)
+	r := run(t, "archive", "compact", "--archive", "file://"+dir, "--min-age", "0", "--dry-run")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "covered by another file, would delete: iot/shard-000001/")
+	require.Contains(t, r.out, "; would delete 3 covered files\n")
+	require.NotContains(t, r.out, "deleted")
+	after, err := a.List(context.Background(), "")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a dry run changes nothing")
+}

@@ -61,7 +61,8 @@ type CompactResult struct {
 	Runs   []CompactRun `json:"runs,omitempty"`
 	// Redundant lists the files deleted because another file covers their
 	// whole offset range (a compaction interrupted before it deleted its
-	// inputs, or replays of an older archive writer).
+	// inputs, or replays of an older archive writer); in a dry run, those
+	// that would be.
 	Redundant []string `json:"redundant,omitempty"`
 	DryRun    bool     `json:"dry_run,omitempty"`
 }
