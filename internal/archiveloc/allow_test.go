@@ -29,7 +29,6 @@ func TestAllowed(t *testing.T) {
 		{"s3://tflo/production", false},
 		{"s3://tflo", false},
 		{"s3://other/prod", false},
-		{"s3://tflo/prod/../secret", false},
 	} {
 		loc, err := Parse(tc.loc)
 		if err != nil {

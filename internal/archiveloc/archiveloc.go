@@ -28,7 +28,8 @@ type Location struct {
 const Examples = "file:///var/tflo/archive or s3://bucket/prefix"
 
 // Parse checks and parses an archive location: file:///absolute/dir or
-// s3://bucket[/prefix]. The error names the location and what is wrong.
+// s3://bucket[/prefix] (no "." or ".." element in the prefix). The error
+// names the location and what is wrong.
 func Parse(s string) (Location, error) {
 	bad := func(why string) (Location, error) {
 		return Location{}, fmt.Errorf("archive location %q: %s (want %s)", s, why, Examples)
@@ -59,10 +60,19 @@ func Parse(s string) (Location, error) {
 		if u.Host == "" {
 			return bad("no bucket")
 		}
-		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
 			return bad("an s3:// location is only a bucket and a prefix")
 		}
-		return Location{Scheme: "s3", Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}, nil
+		prefix := strings.Trim(u.Path, "/")
+		// S3 keys are literal: s3://b/x/../prod reads keys under
+		// "x/../prod/", not under "prod/" as Within (which cleans the
+		// path) would take it, letting a location escape an allowlist.
+		for _, e := range strings.Split(prefix, "/") {
+			if e == "." || e == ".." {
+				return bad("an s3:// prefix has no '.' or '..' elements (S3 keys are literal)")
+			}
+		}
+		return Location{Scheme: "s3", Bucket: u.Host, Prefix: prefix}, nil
 	case "":
 		return bad("no scheme")
 	}

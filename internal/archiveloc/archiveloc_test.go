@@ -32,6 +32,13 @@ func TestParse(t *testing.T) {
 		{in: "file:///data/a?b", err: "only a folder"},
 		{in: "s3:///prefix", err: "no bucket"},
 		{in: "s3://b/p?x=1", err: "only a bucket and a prefix"},
+		{in: "s3://b/p?", err: "only a bucket and a prefix"},
+		// S3 keys are literal: this location read keys under "x/../prod/",
+		// which an allowlist of s3://b/prod let through (it cleaned the
+		// path to "prod").
+		{in: "s3://b/x/../prod", err: "no '.' or '..' elements"},
+		{in: "s3://b/prod/./x", err: "no '.' or '..' elements"},
+		{in: "s3://b/prod/..", err: "no '.' or '..' elements"},
 		{in: "gs://bucket/p", err: `unsupported scheme "gs"`},
 	}
 	for _, tc := range cases {
