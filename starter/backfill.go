@@ -113,7 +113,7 @@ else through the workers' TFLO_S3_* settings. Sinks: ` + worker.SinkExamples + `
 	f.StringVar(&in.Name, "name", "", "backfill name (required)")
 	f.StringVar(&in.Location, "archive", "", "archive location: "+archiveloc.Examples+" (required)")
 	f.StringVar(&in.Sink, "sink", worker.InfluxSinkName(portal.Bucket(portal.Database+"_replay")), "where to write: "+worker.SinkExamples)
-	f.StringVar(&in.Graph, "graph", "", "replay graph the workers registered (default: write archived signals as they are)")
+	f.StringVar(&in.Graph, "graph", "", "replay graph a worker of your own registered (activities.Backfills.Graphs; tflo's workers register none, and fail the replay with \"no graphs registered\"), with --task-queue (default: write archived signals as they are)")
 	f.StringVar(&in.ExpectedFingerprint, "fingerprint", "", "expected archive schema fingerprint (default: this build's)")
 	f.StringVar(&from, "from", "", "only rows at or after this time (RFC 3339)")
 	f.StringVar(&to, "to", "", "only rows before this time (RFC 3339)")
