@@ -3,6 +3,7 @@ package archiveloc
 import (
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -44,10 +45,14 @@ func ParseRoots(key string, roots []string) ([]Location, error) {
 
 // Allowed returns nil when loc is within one of roots, else an error
 // naming the location, the allowlist and key, the setting that holds it.
+// A file:// location and root are compared by their real paths (symlinks
+// resolved where they exist): a link inside an allowed folder that points
+// out of it is not in it.
 func Allowed(loc Location, roots []Location, key string) error {
 	names := make([]string, len(roots))
+	real := resolved(loc)
 	for i, r := range roots {
-		if loc.Within(r) {
+		if loc.Within(r) && real.Within(resolved(r)) {
 			return nil
 		}
 		names[i] = r.String()
@@ -56,4 +61,26 @@ func Allowed(loc Location, roots []Location, key string) error {
 		return fmt.Errorf("archive location %s is not allowed: %s is empty, so no archive is", loc, key)
 	}
 	return fmt.Errorf("archive location %s is not allowed: it is under none of %s [%s]", loc, key, strings.Join(names, ", "))
+}
+
+// resolved is l with a file:// folder's symlinks resolved: those of its
+// nearest existing ancestor when the folder does not exist yet (it would
+// be created through them).
+func resolved(l Location) Location {
+	if l.Scheme != "file" {
+		return l
+	}
+	dir, rest := filepath.Clean(l.Dir), ""
+	for {
+		if p, err := filepath.EvalSymlinks(dir); err == nil {
+			l.Dir = filepath.ToSlash(filepath.Join(p, rest))
+			return l
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return l
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
 }

@@ -1,6 +1,8 @@
 package archiveloc
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -54,4 +56,48 @@ func TestAllowed(t *testing.T) {
 	if _, err := ParseRoots("backfill.archive_roots", []string{"/var/tflo"}); err == nil {
 		t.Error("a root without a scheme is refused")
 	}
+}
+
+// TestAllowedResolvesSymlinks: a file:// location was judged by its path
+// as written, so a symlink inside an allowed folder pointing out of it
+// let a backfill read any folder. Real paths are compared; a root that is
+// itself a link still allows what is inside it.
+func TestAllowedResolvesSymlinks(t *testing.T) {
+	base := t.TempDir()
+	allowed, outside := filepath.Join(base, "archive"), filepath.Join(base, "secret")
+	for _, d := range []string{filepath.Join(allowed, "iot"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(allowed, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(allowed, filepath.Join(base, "archive-link")); err != nil {
+		t.Fatal(err)
+	}
+	check := func(root, loc string, ok bool) {
+		t.Helper()
+		roots, err := ParseRoots("backfill.archive_roots", []string{"file://" + root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Parse("file://" + loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Allowed(l, roots, "backfill.archive_roots")
+		if ok && err != nil {
+			t.Errorf("%s under %s refused: %v", loc, root, err)
+		}
+		if !ok && err == nil {
+			t.Errorf("%s under %s allowed", loc, root)
+		}
+	}
+	check(allowed, filepath.Join(allowed, "iot"), true)
+	check(allowed, filepath.Join(allowed, "escape"), false)
+	check(allowed, filepath.Join(allowed, "escape", "x"), false) // would be created through the link
+	check(allowed, filepath.Join(allowed, "new", "x"), true)
+	check(filepath.Join(base, "archive-link"), filepath.Join(base, "archive-link", "iot"), true)
+	check(filepath.Join(base, "archive-link"), filepath.Join(base, "archive-link", "escape"), false)
 }
