@@ -489,7 +489,7 @@ func set(f reflect.Value, s string) error {
 	case reflect.String:
 		f.SetString(s)
 	case reflect.Bool:
-		b, err := strconv.ParseBool(s)
+		b, err := parseBool(s)
 		if err != nil {
 			return err
 		}
@@ -528,4 +528,21 @@ func set(f reflect.Value, s string) error {
 		return fmt.Errorf("%w: %s", ErrUnsupported, f.Type())
 	}
 	return nil
+}
+
+// parseBool reads a variable's bool as a file's is read (YAML: true,
+// false and the YAML 1.1 yes/no/on/off/y/n a file may hold), and as
+// strconv.ParseBool does (1, 0, t, f, TRUE...).
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "yes", "y", "on":
+		return true, nil
+	case "no", "n", "off":
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, errors.New("not a bool (true/false, yes/no, on/off, 1/0)")
+	}
+	return b, nil
 }

@@ -83,6 +83,11 @@ func TestApply(t *testing.T) {
 		{"bad int names the variable", map[string]string{"TFLO_WINDOW": "seven"}, nil, "TFLO_WINDOW"},
 		{"bad duration names the path", map[string]string{"TFLO_EVERY": "soon"}, nil, "(every)"},
 		{"overflow", map[string]string{"TFLO_COUNT": "70000"}, nil, "TFLO_COUNT"},
+		// As a file's YAML reads them; refused before.
+		{"yes is true", map[string]string{"TFLO_ON": "yes"}, func(t *testing.T, s sample) { require.True(t, s.On) }, ""},
+		{"On is true", map[string]string{"TFLO_ON": "On"}, func(t *testing.T, s sample) { require.True(t, s.On) }, ""},
+		{"off is false", map[string]string{"TFLO_ON": "off"}, func(t *testing.T, s sample) { require.False(t, s.On) }, ""},
+		{"a bad bool names the variable and the words", map[string]string{"TFLO_ON": "maybe"}, nil, `TFLO_ON (on): "maybe": not a bool (true/false, yes/no, on/off, 1/0)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := sample{WorkerID: "from-file"}
