@@ -41,13 +41,17 @@ type Influx struct {
 
 	opts InfluxOptions
 	conf string
-	proc process
+	// addrs are the HTTP and RPC addresses: influxd is ready once it
+	// listens on both itself (see process.listening).
+	addrs []string
+	proc  process
 }
 
 // StartInflux writes a config for loopback ports under o.Dir, starts
 // influxd and waits until it answers /ping (and creates the admin user
 // when o.User is set). Ports it picks (see loopport) and finds taken when
-// influxd starts are picked again.
+// influxd starts are picked again; influxd is ready once it listens on
+// its ports itself and answers /ping.
 func StartInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {
 	if o.Dir == "" {
 		return nil, fmt.Errorf("devstack: influxd needs a data folder (InfluxOptions.Dir is empty)")
@@ -71,7 +75,7 @@ func startInflux(ctx context.Context, o InfluxOptions) (*Influx, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Influx{URL: "http://" + httpAddr, opts: o, proc: process{name: "influxd", logPath: filepath.Join(o.Dir, "influxd.log")}}
+	s := &Influx{URL: "http://" + httpAddr, opts: o, addrs: []string{httpAddr, rpcAddr}, proc: process{name: "influxd", logPath: filepath.Join(o.Dir, "influxd.log")}}
 	conf := fmt.Sprintf(`reporting-disabled = true
 bind-address = %q
 
@@ -128,7 +132,7 @@ bind-address = %q
 }
 
 // Restart starts a stopped server again on the same ports and data and
-// waits for /ping.
+// waits until it listens on them and answers /ping.
 func (s *Influx) Restart(ctx context.Context) error {
 	if err := s.proc.start(s.opts.Bin, []string{"-config", s.conf}, []string{"INFLUXDB_DATA_QUERY_LOG_ENABLED=false"}); err != nil {
 		return err
@@ -137,7 +141,13 @@ func (s *Influx) Restart(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return s.ping()
+		if err := s.ping(); err != nil {
+			return err
+		}
+		// Not just any /ping answer: another server that took a port
+		// first answers while influxd exits with "address already in
+		// use" (then started again on new ports).
+		return s.proc.listening(s.addrs...)
 	})
 	if err != nil {
 		s.Stop()

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,6 +83,69 @@ func (p *process) stop(sig syscall.Signal, grace time.Duration) {
 	}
 	p.log.Close()
 	p.cmd = nil
+}
+
+// listening is nil when the running child itself has a listening socket
+// on the port of every one of addrs (host:port), as /proc shows it: the
+// sockets the child holds against the kernel's listening TCP sockets. A
+// server answering on the port is not enough: another server that took
+// the port first answers while the child exits with "address already in
+// use".
+func (p *process) listening(addrs ...string) error {
+	p.mu.Lock()
+	pid := 0
+	if p.cmd != nil && p.cmd.Process != nil {
+		pid = p.cmd.Process.Pid
+	}
+	p.mu.Unlock()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return fmt.Errorf("%s (pid %d): its sockets: %w", p.name, pid, err)
+	}
+	own := map[string]bool{} // socket inodes the child holds
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && strings.HasPrefix(l, "socket:[") {
+			own[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	ports := map[int]bool{} // ports the child listens on
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue // no IPv6
+		}
+		// sl local_address rem_address st ... inode: local_address is
+		// HEXADDR:HEXPORT, st 0A is LISTEN.
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !own[f[9]] {
+				continue
+			}
+			if i := strings.LastIndexByte(f[1], ':'); i >= 0 {
+				if port, err := strconv.ParseInt(f[1][i+1:], 16, 32); err == nil {
+					ports[int(port)] = true
+				}
+			}
+		}
+	}
+	for _, a := range addrs {
+		_, ps, err := net.SplitHostPort(a)
+		if err != nil {
+			return fmt.Errorf("%s: address %q: %w", p.name, a, err)
+		}
+		port, err := strconv.Atoi(ps)
+		if err != nil {
+			return fmt.Errorf("%s: address %q: %w", p.name, a, err)
+		}
+		if !ports[port] {
+			return fmt.Errorf("%s (pid %d) does not listen on %s (yet, or another server holds the port)", p.name, pid, a)
+		}
+	}
+	return nil
 }
 
 // logTail returns about the last n bytes of the log.

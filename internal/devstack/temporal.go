@@ -58,14 +58,18 @@ type Temporal struct {
 	proc process
 	bin  string
 	args []string
-	once sync.Once
+	// addrs are the ports the server was given: it is ready once it
+	// listens on all of them itself (see process.listening).
+	addrs []string
+	once  sync.Once
 }
 
 // StartTemporal runs `temporal server start-dev` on loopback with a
 // SQLite database under o.Dir, tflo's search attributes
 // (workflows.SearchAttributeFlags) and the web UI, and waits until the
-// frontend answers a health check and the UI answers HTTP. Ports it picks
-// (see loopport) and finds taken when the server starts are picked again.
+// frontend answers a health check, the UI answers HTTP and the server
+// listens on its ports itself. Ports it picks (see loopport) and finds
+// taken when the server starts are picked again.
 func StartTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	return loopport.Retry(func() (*Temporal, error) { return startTemporal(ctx, o) }, portTaken)
 }
@@ -98,6 +102,7 @@ func startTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		"--db-filename", filepath.Join(o.Dir, "temporal.db"), "--log-level", "error"}
 	t := &Temporal{HostPort: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port)),
 		proc: process{name: "temporal dev server", logPath: filepath.Join(o.Dir, "temporal.log")}}
+	t.addrs = []string{t.HostPort}
 	if o.Headless {
 		args = append(args, "--headless")
 	} else {
@@ -106,6 +111,7 @@ func startTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		}
 		args = append(args, "--ui-port", strconv.Itoa(o.UIPort))
 		t.UIURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(o.UIPort))
+		t.addrs = append(t.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(o.UIPort)))
 	}
 	for _, p := range []string{"--http-port", "--metrics-port"} {
 		n, err := port(0)
@@ -113,6 +119,7 @@ func startTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 			return nil, err
 		}
 		args = append(args, p, strconv.Itoa(n))
+		t.addrs = append(t.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(n)))
 		if p == "--metrics-port" {
 			t.MetricsURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n)) + "/metrics"
 		}
@@ -162,7 +169,8 @@ func (t *Temporal) Restart(ctx context.Context) error {
 }
 
 // waitReady waits until the frontend answers a health check (dialing the
-// client on first use) and the web UI answers HTTP.
+// client on first use), the web UI answers HTTP and the server listens on
+// all its ports itself.
 func (t *Temporal) waitReady(ctx context.Context, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -186,20 +194,22 @@ func (t *Temporal) waitReady(ctx context.Context, log *slog.Logger) error {
 		if _, err := t.Client.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
 			return err
 		}
-		if t.UIURL == "" {
-			return nil
+		if t.UIURL != "" {
+			req, _ := http.NewRequestWithContext(hctx, http.MethodGet, t.UIURL, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("web UI %s: %w", t.UIURL, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode >= 500 {
+				return fmt.Errorf("web UI %s: %s", t.UIURL, resp.Status)
+			}
 		}
-		req, _ := http.NewRequestWithContext(hctx, http.MethodGet, t.UIURL, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return fmt.Errorf("web UI %s: %w", t.UIURL, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode >= 500 {
-			return fmt.Errorf("web UI %s: %s", t.UIURL, resp.Status)
-		}
-		return nil
+		// Not just any answer: another server that took a port first
+		// answers while this one exits with "address already in use"
+		// (then started again on new ports).
+		return t.proc.listening(t.addrs...)
 	})
 }
 
