@@ -252,8 +252,19 @@ func TestMarketData(t *testing.T) {
 		go func() {
 			done <- worker.RunPipeline(rctx, p, worker.PipelineConfig{WorkerID: "m1"}, slog.New(slog.NewTextHandler(t.Output(), nil)), prometheus.NewRegistry())
 		}()
+		// A failed Eventually ends the test here: stop the pipeline and
+		// wait for it, so that it does not run (and log to t.Output) after
+		// the test.
+		stopped := false
+		defer func() {
+			if !stopped {
+				stop()
+				<-done
+			}
+		}()
 		require.Eventually(t, until, 2*time.Minute, 10*time.Millisecond)
 		stop()
+		stopped = true
 		require.NoError(t, <-done)
 	}
 	// wantBefore counts the reference outputs of the first trades.
