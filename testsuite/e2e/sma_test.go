@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -60,8 +61,34 @@ func TestSMAJobFromSpec(t *testing.T) {
 	}
 
 	done := make(chan int, 1)
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath("sma-readings.yaml")}, t.Output())
+	}()
+	// A failure before the SIGTERM below leaves the worker running after
+	// the test (logging to t.Output): stop it the same way and wait. The
+	// test's own handler keeps a SIGTERM the worker does not yet listen
+	// for from killing the test binary; it is sent again until the
+	// worker exits. (Deferred: before Kafka's Close.)
+	defer func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		defer signal.Stop(sig)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case <-exited:
+				return
+			case <-deadline:
+				t.Errorf("the worker did not stop on SIGTERM within a minute")
+				return
+			case <-tick.C:
+				_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			}
+		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
