@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -135,21 +136,36 @@ func (e *edgeRun) start() {
 	e.cmd, e.exited, e.sub = cmd, make(chan struct{}), make(chan struct{})
 	sub, exited := e.sub, e.exited
 	go func() {
-		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
-		for sc.Scan() {
-			line := sc.Text()
+		readLines(stderr, func(line string) {
 			if strings.Contains(line, "mqtt subscribed") {
 				once.Do(func() { close(sub) })
 			}
 			if strings.Contains(line, "level=ERROR") || os.Getenv("TFLO_TEST_LOG") != "" {
 				t.Logf("edge: %s", line)
 			}
-		}
+		})
 		_ = cmd.Wait()
 		close(exited)
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+}
+
+// readLines calls line with each line r yields (without its newline),
+// however long, until r ends or fails. It reads r to its end: a reader
+// that stopped early (bufio.Scanner at a line over 64 KiB) would leave the
+// worker blocked writing its stderr once the pipe is full.
+func readLines(r io.Reader, line func(string)) {
+	br := bufio.NewReader(r)
+	for {
+		l, err := br.ReadString('\n')
+		if l != "" {
+			line(strings.TrimSuffix(l, "\n"))
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (e *edgeRun) waitSubscribed() {
