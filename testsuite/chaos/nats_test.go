@@ -23,8 +23,8 @@ func startNATS(t testing.TB) *natsStore {
 	port, err := loopport.PickPort()
 	require.NoError(t, err)
 	n := &natsStore{opts: natsserver.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
+	t.Cleanup(n.stop) // before restart: a server that does not come up is shut down too
 	n.restart(t)
-	t.Cleanup(n.stop)
 	return n
 }
 
@@ -48,6 +48,8 @@ func (n *natsStore) restart(t testing.TB) {
 	srv, err := natsserver.NewServer(&opts)
 	require.NoError(t, err)
 	go srv.Start()
-	require.True(t, srv.ReadyForConnections(15*time.Second), "nats-server did not come up on %s:%d", opts.Host, opts.Port)
+	// Kept before the wait: a server that does not come up is still
+	// running, and stop (the test's cleanup) shuts it down.
 	n.srv = srv
+	require.True(t, srv.ReadyForConnections(15*time.Second), "nats-server did not come up on %s:%d", opts.Host, opts.Port)
 }
