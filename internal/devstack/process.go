@@ -37,7 +37,15 @@ func (p *process) start(bin string, args, env []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil {
-		return fmt.Errorf("devstack: %s already running", p.name)
+		select {
+		case <-p.done:
+			// It exited on its own (a crash) and was never stopped: start
+			// it again, as after stop.
+			p.log.Close()
+			p.cmd = nil
+		default:
+			return fmt.Errorf("devstack: %s already running (pid %d)", p.name, p.cmd.Process.Pid)
+		}
 	}
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {

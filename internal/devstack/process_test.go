@@ -68,3 +68,20 @@ func TestStartInfluxHonoursCancel(t *testing.T) {
 		t.Fatalf("StartInflux with a cancelled context still waits after %v", InfluxStartTimeout/2)
 	}
 }
+
+// TestRestartAfterTheChildExitedOnItsOwn: a child that exited by itself
+// (a crash, not a stop) is started again. Bug: start still held the
+// exited child and refused with "already running".
+func TestRestartAfterTheChildExitedOnItsOwn(t *testing.T) {
+	p := process{name: "child", logPath: filepath.Join(t.TempDir(), "child.log")}
+	require.NoError(t, p.start("/bin/sh", []string{"-c", "exit 3"}, nil))
+	select {
+	case <-p.exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the child did not exit within 30s")
+	}
+	require.NoError(t, p.start("/bin/sh", []string{"-c", "exec sleep 30"}, nil), "the crashed child is started again")
+	defer p.stop(syscall.SIGKILL, time.Second)
+	err := p.start("/bin/sh", []string{"-c", "exec sleep 30"}, nil)
+	require.ErrorContains(t, err, "child already running (pid", "a running child is not started twice")
+}
