@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -140,19 +139,19 @@ func (c *central) start() {
 	c.tail = nil
 	c.mu.Unlock()
 	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
+		// readLines, not a bufio.Scanner: one stops at a line over its
+		// limit, and the worker then blocks writing to a full pipe.
+		readLines(stderr, func(line string) {
 			c.mu.Lock()
-			c.tail = append(c.tail, sc.Text())
+			c.tail = append(c.tail, line)
 			if len(c.tail) > 40 {
 				c.tail = c.tail[len(c.tail)-40:]
 			}
 			c.mu.Unlock()
 			if os.Getenv("TFLO_TEST_LOG") != "" {
-				t.Logf("%s: %s", c.id, sc.Text())
+				t.Logf("%s: %s", c.id, line)
 			}
-		}
+		})
 		_ = cmd.Wait()
 		close(exited)
 	}()

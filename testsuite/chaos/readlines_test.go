@@ -9,14 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReadLinesPastTheScannerLimit: the edge worker's stderr reader read
-// with bufio.Scanner, which stops at a line over 64 KiB: the lines after
-// it (the "mqtt subscribed" the test waits for) were never seen, and
-// nothing read the pipe any more, so the worker blocked writing its log.
+// TestReadLinesPastTheScannerLimit: the workers' stderr readers read with
+// bufio.Scanner, which stops at a line over its limit (64 KiB for the
+// edge, 1 MiB for the central workers): the lines after it (the "mqtt
+// subscribed" the edge test waits for) were never seen, and nothing read
+// the pipe any more, so the worker blocked writing its log.
 // readLines passes every line on, however long, and reads to the end.
 func TestReadLinesPastTheScannerLimit(t *testing.T) {
 	r, w := io.Pipe()
-	long := strings.Repeat("x", 200<<10)
+	long := strings.Repeat("x", 2<<20) // over the edge's old limit (64 KiB) and the central workers' (1 MiB)
 	wrote := make(chan error, 1)
 	go func() {
 		_, err := io.WriteString(w, "level=INFO msg=start\n"+long+"\nlevel=INFO msg=\"mqtt subscribed\"\nlast")
