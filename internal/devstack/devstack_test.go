@@ -115,6 +115,12 @@ func TestInflux(t *testing.T) {
 	_, err = s.Query(ctx, "d", "SELECT nonsense FROM")
 	require.Error(t, err)
 	require.False(t, errors.Is(err, context.Canceled))
+	// The error names the server, the database and the statement.
+	require.ErrorContains(t, err, s.URL)
+	require.ErrorContains(t, err, `"SELECT nonsense FROM" in database "d"`)
+	_, err = s.Count(ctx, "nodb", "m")
+	require.ErrorContains(t, err, `in database "nodb"`)
+	require.ErrorContains(t, err, "database not found")
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

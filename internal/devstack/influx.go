@@ -208,13 +208,25 @@ type InfluxResult struct {
 // Query runs an InfluxQL statement against db (with the admin
 // credentials when auth is on). Numbers decode as json.Number.
 func (s *Influx) Query(ctx context.Context, db, q string) (InfluxResult, error) {
-	return s.query(ctx, db, q, true)
+	r, err := s.query(ctx, db, q, true)
+	return r, s.queryErr(err, db, q)
 }
 
 // QueryNS is Query with times returned as integer nanoseconds since the
 // epoch instead of RFC 3339 text.
 func (s *Influx) QueryNS(ctx context.Context, db, q string) (InfluxResult, error) {
-	return s.query(ctx, db, q, true, "epoch", "ns")
+	r, err := s.query(ctx, db, q, true, "epoch", "ns")
+	return r, s.queryErr(err, db, q)
+}
+
+// queryErr names the server, the database and the statement in a failed
+// query's error (query's own errors are the server's bare answer). Not
+// for the admin user's creation: its statement holds the password.
+func (s *Influx) queryErr(err error, db, q string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("devstack: influxd %s: %q in database %q: %w", s.URL, q, db, err)
 }
 
 // SignalPoint identifies a point the way tflo writes signals: the

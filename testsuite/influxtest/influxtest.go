@@ -112,7 +112,7 @@ func (s *Server) Query(t testing.TB, db, q string) Result {
 	t.Helper()
 	r, err := s.s.Query(context.Background(), db, q)
 	if err != nil {
-		t.Fatalf("influxtest: query %q: %v", q, err)
+		t.Fatalf("influxtest: %v", err) // the error names the statement
 	}
 	return r
 }
