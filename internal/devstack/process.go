@@ -31,6 +31,9 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
+	// logStart is the log's size when the running child started: what it
+	// wrote begins there (the log is appended to across runs).
+	logStart int64
 }
 
 func (p *process) start(bin string, args, env []string) error {
@@ -55,13 +58,17 @@ func (p *process) start(bin string, args, env []string) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var logStart int64
+	if st, err := logf.Stat(); err == nil {
+		logStart = st.Size()
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("devstack: start %s (%s): %w", p.name, bin, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	p.cmd, p.done, p.log = cmd, done, logf
+	p.cmd, p.done, p.log, p.logStart = cmd, done, logf, logStart
 	return nil
 }
 
@@ -157,14 +164,29 @@ func (p *process) listening(addrs ...string) error {
 }
 
 // logTail returns about the last n bytes of the log.
-func (p *process) logTail(n int64) string {
+func (p *process) logTail(n int64) string { return p.logTailFrom(n, 0) }
+
+// runLogTail is logTail of what the running (or last) child wrote, not
+// earlier runs.
+func (p *process) runLogTail(n int64) string {
+	p.mu.Lock()
+	from := p.logStart
+	p.mu.Unlock()
+	return p.logTailFrom(n, from)
+}
+
+// logTailFrom returns about the last n bytes of the log from offset from
+// on.
+func (p *process) logTailFrom(n, from int64) string {
 	f, err := os.Open(p.logPath)
 	if err != nil {
 		return err.Error()
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	if st, err := f.Stat(); err == nil {
+		if off := max(st.Size()-n, from); off > 0 {
+			_, _ = f.Seek(off, io.SeekStart)
+		}
 	}
 	var b strings.Builder
 	sc := bufio.NewScanner(f)
@@ -207,7 +229,9 @@ func (p *process) waitReady(ctx context.Context, timeout, interval time.Duration
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("devstack: %s %w: %w", p.name, errExitedAtStart, errors.Join(err, errors.New(p.logTail(2048))))
+			// Its own lines only: an earlier run's "address already in
+			// use" must not make this exit look like a taken port.
+			return fmt.Errorf("devstack: %s %w: %w", p.name, errExitedAtStart, errors.Join(err, errors.New(p.runLogTail(2048))))
 		case <-ctx.Done():
 		case <-time.After(interval):
 		}

@@ -34,6 +34,16 @@ func TestPortTakenOnlyWhenTheChildExited(t *testing.T) {
 	require.False(t, portTaken(err), "%v", err)
 	other.stop(syscall.SIGKILL, time.Second)
 
+	// An exit for another reason after a run that found its port taken,
+	// on the same log (a start retried on new ports): not a taken port.
+	// Bug: the exit's log tail was the file's, with the earlier run's line.
+	again := process{name: "child", logPath: log}
+	require.NoError(t, again.start("/bin/sh", []string{"-c", "echo 'no such database'; exit 1"}, nil))
+	err = again.waitReady(context.Background(), time.Minute, 10*time.Millisecond, notReady)
+	require.ErrorContains(t, err, "no such database")
+	require.False(t, portTaken(err), "an earlier run's line made this exit a taken port: %v", err)
+	again.stop(syscall.SIGKILL, time.Second)
+
 	slow := process{name: "child", logPath: log} // the first child's log
 	require.NoError(t, slow.start("/bin/sh", []string{"-c", "exec sleep 30"}, nil))
 	defer slow.stop(syscall.SIGKILL, time.Second)
