@@ -610,6 +610,11 @@ func (c *coordinator) runRound(ctx workflow.Context) {
 func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res activities.RoundResult, err error) {
 	s := &r.summary
 	wr := c.findWorker(sh.worker)
+	// A share that ended without results speaks only for the shards its
+	// worker still owns: the others changed owner while the round ran
+	// (announcements drop a share only once all its shards moved).
+	owned := 0
+	c.eachOwnedRow(sh, func(*ShardRow) { owned++ })
 	if sh.skipped != "" {
 		// A stop cuts the share short (the summary says Cut): its shards
 		// did not change owner. Nor did a gone worker's: they wait for
@@ -617,7 +622,8 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 		switch sh.skipped {
 		case skippedStopped:
 		case skippedGone:
-			s.Unreachable += len(sh.in.Shards)
+			s.Unreachable += owned
+			s.Moved += len(sh.in.Shards) - owned
 		default:
 			s.Moved += len(sh.in.Shards)
 		}
@@ -626,12 +632,15 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 	if err != nil {
 		var te *temporal.TimeoutError
 		var ce *temporal.CanceledError
-		switch {
-		case errors.As(err, &ce):
+		if errors.As(err, &ce) {
 			s.Moved += len(sh.in.Shards)
+			return
+		}
+		s.Moved += len(sh.in.Shards) - owned
+		switch {
 		case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
 			// A liveness matter (lease, handoff), not a storage failure.
-			s.Unreachable += len(sh.in.Shards)
+			s.Unreachable += owned
 			if wr != nil && wr.Status != WorkerGoneStatus {
 				wr.Status = WorkerUnreachable
 				wr.Unreachable++
@@ -643,14 +652,14 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 		case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
 			// The worker took its share and did not finish it in time:
 			// counted, as an expired checkpoint is in Flink.
-			s.Failed += len(sh.in.Shards)
+			s.Failed += owned
 			c.st.LastError = fmt.Sprintf("round %d on %s: %v", r.summary.Round, sh.worker, err)
 			c.eachOwnedRow(sh, func(row *ShardRow) { row.Status, row.Error = ShardFailed, err.Error() })
 		default:
 			// The round could not run on the worker at all (it is
 			// closing, or does not serve rounds): a worker matter, not
 			// a storage failure.
-			s.WorkerErrors += len(sh.in.Shards)
+			s.WorkerErrors += owned
 			c.st.LastError = fmt.Sprintf("round %d on %s: %v", r.summary.Round, sh.worker, err)
 			c.eachOwnedRow(sh, func(row *ShardRow) { row.Status, row.Error = ShardWorkerError, err.Error() })
 		}

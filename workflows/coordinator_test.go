@@ -697,3 +697,39 @@ func TestCoordinatorWorkerGoneMidRoundIsNotCountedAsMoved(t *testing.T) {
 	assert.Equal(t, 1, st.Last.Unreachable)
 	assert.Equal(t, "round 1: 1 workers, 1 shards, 0 B, 5s, 0 failed, 1 unreachable", st.Last.String())
 }
+
+// TestCoordinatorTimedOutShareCountsItsMovedShardsAsMoved: a worker's
+// share of a round times out after one of its two shards moved to another
+// worker mid-round. The shard still its own failed; the one that moved is
+// counted Moved, as the summary's fields say. Before, both were counted
+// failed: the round read "2 failed" for one storage failure.
+func TestCoordinatorTimedOutShareCountsItsMovedShardsAsMoved(t *testing.T) {
+	env := quietSuite().NewTestWorkflowEnvironment()
+	a := &activities.Rounds{}
+	env.RegisterActivity(a)
+	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
+	env.RegisterWorkflow(workflows.HandoffWorkflow)
+	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
+	f := newFakeWorkers()
+	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
+		return activities.RoundResult{}, timeout(enumspb.TIMEOUT_TYPE_START_TO_CLOSE), true
+	}
+	roundTakes(env, f, time.Minute)
+	announceAt(env, 0, announcement("w1", 1, "readings/0", "readings/1"))
+	// Round 1 starts at 10s; at 15s w2 takes readings/0 over, w1's share
+	// still runs for readings/1 and times out at 70s.
+	moved := announceAt(env, 15*time.Second, announcement("w2", 2, "readings/0"))
+	var after workflows.CoordinatorStatus
+	env.RegisterDelayedCallback(func() { queryInto(t, env, workflows.QueryStatus, &after) }, 71*time.Second)
+	stopCoordinatorAfter(env, 75*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	st := coordinatorResult(t, env)
+	require.True(t, moved.completed && moved.err == nil, "announcement: %+v", moved)
+	require.NotNil(t, after.Last)
+	assert.Equal(t, uint64(1), after.Last.Round)
+	assert.Equal(t, 1, after.Last.Failed, "only readings/1 failed on its owner")
+	assert.Equal(t, 1, after.Last.Moved, "readings/0 moved while the round ran")
+	assert.Equal(t, "round 1: 1 workers, 2 shards, 0 B, 1m0s, 1 failed, 1 moved", after.Last.String())
+	assert.Equal(t, workflows.ShardFailed, rowOf(t, st, "readings/1").Status)
+	assert.Equal(t, workflows.ShardNew, rowOf(t, st, "readings/0").Status, "the new owner's row is not the timed-out share's")
+}
