@@ -66,6 +66,7 @@ type coordinator struct {
 	finished      uint64           // the last round that finished
 	waited        []RoundSummary   // rounds checkpoint-now callers wait for (Round set, the rest once done)
 	pendingStarts int              // handoffs whose start is not confirmed yet
+	notices       int              // breaker notices not answered yet
 	running       []runningHandoff // handoffs started in this run whose result is awaited
 	roundsThisRun int
 	wantRound     uint64   // the highest round a checkpoint-now request waits for
@@ -764,7 +765,8 @@ func (c *coordinator) waitedFor(round uint64) *RoundSummary {
 
 // notice tells every live worker that the breaker opened (no rounds until
 // the cool-down ends), so its metrics show it and it takes no local
-// checkpoints meanwhile. Best effort: not waited for.
+// checkpoints meanwhile. Best effort: rounds do not wait for it, only a
+// continue-as-new does (see continueAsNew).
 func (c *coordinator) notice(ctx workflow.Context) {
 	var a *activities.Rounds
 	n := activities.CoordinatorNotice{Pipeline: c.in.Pipeline, Breaker: c.st.Breaker, Round: c.st.Round,
@@ -780,7 +782,12 @@ func (c *coordinator) notice(ctx workflow.Context) {
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 			Summary:                fmt.Sprintf("breaker %s until %s", c.st.Breaker, n.Until.Format(time.RFC3339)),
 		})
-		workflow.ExecuteActivity(actx, a.Notice, n)
+		f := workflow.ExecuteActivity(actx, a.Notice, n)
+		c.notices++
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			_ = f.Get(ctx, nil)
+			c.notices--
+		})
 	}
 }
 
@@ -792,8 +799,8 @@ func (c *coordinator) shouldContinueAsNew(ctx workflow.Context) bool {
 		info.GetCurrentHistoryLength() >= continueAsNewEvents || info.GetTargetWorkerDeploymentVersionChanged()
 }
 
-// continueAsNew drains what could be lost — started handoffs, buffered
-// signals, running handlers — and continues with the state, upgrading to
+// continueAsNew drains what could be lost — started handoffs, breaker
+// notices, buffered signals, running handlers — and continues with the state, upgrading to
 // the current worker version (Worker Versioning: the coordinator is pinned
 // within a run). ended is false when a checkpoint-now request came while
 // it drained: that request's handler waits for the next round, so the
@@ -802,7 +809,12 @@ func (c *coordinator) shouldContinueAsNew(ctx workflow.Context) bool {
 // handlers regardless, and stalled there until stopped).
 func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflow.ReceiveChannel) (st CoordinatorState, ended bool, err error) {
 	serve := workflow.GetVersion(ctx, "serve-round-before-continue-as-new", workflow.DefaultVersion, 1) >= 1
-	if err := workflow.Await(ctx, func() bool { return c.pendingStarts == 0 }); err != nil {
+	// The notices of a breaker that opened in the run's last round go
+	// with the run if it closes first: the server never starts an
+	// activity of a closed run, and the workers would not know rounds
+	// pause (histories before the version continued at once).
+	notices := workflow.GetVersion(ctx, "deliver-notices-before-continue-as-new", workflow.DefaultVersion, 1) >= 1
+	if err := workflow.Await(ctx, func() bool { return c.pendingStarts == 0 && (!notices || c.notices == 0) }); err != nil {
 		return c.st, true, err
 	}
 	for {
