@@ -99,9 +99,24 @@ const (
 type share struct {
 	worker  string
 	in      activities.RoundInput
+	f       workflow.Future
 	cancel  workflow.CancelFunc
 	done    bool
 	skipped string // why its results are discarded (the worker left)
+}
+
+// unanswered reports whether a share has not answered yet. One whose answer
+// came in the workflow task that brings a stop or a gone notice is done,
+// though its goroutine has not recorded it yet: its shards committed
+// (histories before the version discarded the answer).
+func (c *coordinator) unanswered(ctx workflow.Context, sh *share) bool {
+	if sh.done {
+		return false
+	}
+	if !sh.f.IsReady() {
+		return true
+	}
+	return workflow.GetVersion(ctx, "record-share-answered-with-stop-or-gone", workflow.DefaultVersion, 1) < 1
 }
 
 func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
@@ -127,7 +142,7 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 		for {
 			var req StopRequest
 			stopCh.Receive(ctx, &req)
-			c.stop(req)
+			c.stop(ctx, req)
 		}
 	})
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -473,7 +488,7 @@ func (c *coordinator) workerGone(ctx workflow.Context, g WorkerGone) {
 	}
 	if r := c.inFlight; r != nil {
 		for _, sh := range r.shares {
-			if sh.worker == g.WorkerID && !sh.done {
+			if sh.worker == g.WorkerID && c.unanswered(ctx, sh) {
 				sh.skipped = skippedGone
 				sh.cancel()
 			}
@@ -483,16 +498,16 @@ func (c *coordinator) workerGone(ctx workflow.Context, g WorkerGone) {
 	c.showDetails(ctx)
 }
 
-func (c *coordinator) stop(req StopRequest) {
+func (c *coordinator) stop(ctx workflow.Context, req StopRequest) {
 	c.stopping = true
 	c.stopReason = req.Reason
 	if c.stopReason == "" {
 		c.stopReason = "stop requested"
 	}
 	if r := c.inFlight; r != nil {
-		r.summary.Cut = true
 		for _, sh := range r.shares {
-			if !sh.done {
+			if c.unanswered(ctx, sh) {
+				r.summary.Cut = true
 				sh.skipped = skippedStopped
 				sh.cancel()
 			}
@@ -590,10 +605,10 @@ func (c *coordinator) runRound(ctx workflow.Context) {
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 			Summary:                fmt.Sprintf("round %d of %s: %d shards on %s", n, c.in.Pipeline, len(in.Shards), in.WorkerID),
 		})
-		sh := &share{worker: in.WorkerID, in: in, cancel: cancel}
+		f := workflow.ExecuteActivity(actx, a.CheckpointRound, in)
+		sh := &share{worker: in.WorkerID, in: in, f: f, cancel: cancel}
 		r.shares = append(r.shares, sh)
 		r.pending++
-		f := workflow.ExecuteActivity(actx, a.CheckpointRound, in)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			var res activities.RoundResult
 			err := f.Get(ctx, &res)
@@ -666,7 +681,8 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 		}
 		return
 	}
-	if wr != nil && wr.Status != WorkerGoneStatus {
+	gone := wr != nil && wr.Status == WorkerGoneStatus
+	if wr != nil && !gone {
 		wr.Status, wr.Unreachable, wr.LastRound = WorkerLive, 0, res.Round
 	}
 	now := workflow.Now(ctx)
@@ -683,6 +699,9 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 		row.Local += int64(sr.Local)
 		s.Local += sr.Local
 		c.st.LocalCheckpoints += int64(sr.Local)
+		// A gone worker's shards wait for their next owner (who takes
+		// them over from a dead one), whatever its last share did.
+		status, why := row.Status, row.Error
 		switch sr.Status {
 		case activities.ShardOK:
 			s.OK++
@@ -701,6 +720,9 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 			if sr.CheckpointID > row.CheckpointID {
 				row.CheckpointID = sr.CheckpointID
 			}
+		}
+		if gone {
+			row.Status, row.Error = status, why
 		}
 	}
 }
@@ -825,7 +847,7 @@ func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflo
 			c.workerGone(ctx, g)
 			continue
 		case stopCh.ReceiveAsync(&req):
-			c.stop(req)
+			c.stop(ctx, req)
 			continue
 		}
 		break

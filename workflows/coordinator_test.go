@@ -733,3 +733,56 @@ func TestCoordinatorTimedOutShareCountsItsMovedShardsAsMoved(t *testing.T) {
 	assert.Equal(t, workflows.ShardFailed, rowOf(t, st, "readings/1").Status)
 	assert.Equal(t, workflows.ShardNew, rowOf(t, st, "readings/0").Status, "the new owner's row is not the timed-out share's")
 }
+
+// TestCoordinatorShareDoneBeforeItsWorkerIsGoneIsRecorded: a worker's
+// share of a round completes and, in the same workflow task, its lease
+// says it is gone. The shards committed: the round counts them and their
+// rows keep the checkpoint (still waiting for their next owner). Before,
+// the notice was handled first and the finished share was discarded as
+// if cut short: the round read "1 unreachable" and the table lost the
+// checkpoint.
+func TestCoordinatorShareDoneBeforeItsWorkerIsGoneIsRecorded(t *testing.T) {
+	env, f := newCoordinatorEnv(t)
+	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
+		if in.Round == 1 {
+			// Queued without a workflow task: the share's result (returned
+			// next) wakes the workflow with both.
+			env.SignalWorkflowSkippingWorkflowTask(workflows.SignalWorkerGone, workflows.WorkerGone{WorkerID: "w1", Reason: "heartbeat timed out"})
+		}
+		return activities.RoundResult{}, nil, false
+	}
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	stopCoordinatorAfter(env, 15*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	st := coordinatorResult(t, env)
+	require.NotNil(t, st.Last)
+	assert.Equal(t, uint64(1), st.Last.Round)
+	assert.Equal(t, 1, st.Last.OK, "the share finished before its worker was declared gone")
+	assert.Zero(t, st.Last.Unreachable)
+	row := rowOf(t, st, "readings/0")
+	assert.Equal(t, workflows.ShardOwnerGone, row.Status, "the shard waits for its next owner")
+	assert.Equal(t, uint64(1), row.CheckpointID)
+	assert.Equal(t, uint64(1), row.Round)
+}
+
+// TestCoordinatorShareDoneBeforeTheStopIsRecorded: the last share of a
+// round completes in the workflow task that brings a stop. Its shards
+// committed: the final state records them and the round was not cut
+// short. Before, the finished share was discarded and the round read
+// "cut short by stop".
+func TestCoordinatorShareDoneBeforeTheStopIsRecorded(t *testing.T) {
+	env, f := newCoordinatorEnv(t)
+	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
+		env.SignalWorkflowSkippingWorkflowTask(workflows.SignalStop, workflows.StopRequest{Reason: "test"})
+		return activities.RoundResult{}, nil, false
+	}
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	st := coordinatorResult(t, env)
+	require.NotNil(t, st.Last)
+	assert.Equal(t, "round 1: 1 workers, 1 shards, 1.0 kB, 0s, 0 failed", st.Last.String())
+	assert.Equal(t, uint64(1), st.Complete)
+	row := rowOf(t, st, "readings/0")
+	assert.Equal(t, workflows.ShardOK, row.Status)
+	assert.Equal(t, uint64(1), row.CheckpointID)
+}
