@@ -227,6 +227,9 @@ func (c *coordinator) paused(ctx workflow.Context) time.Time {
 	if !workflow.Now(ctx).Before(until) {
 		c.st.Breaker = BreakerHalfOpen
 		c.upsertSearch(ctx, false)
+		// The details said when rounds resume: without work to probe
+		// with, no round comes to refresh them.
+		c.showDetails(ctx)
 		return time.Time{}
 	}
 	return until

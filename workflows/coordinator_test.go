@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -785,4 +786,41 @@ func TestCoordinatorShareDoneBeforeTheStopIsRecorded(t *testing.T) {
 	row := rowOf(t, st, "readings/0")
 	assert.Equal(t, workflows.ShardOK, row.Status)
 	assert.Equal(t, uint64(1), row.CheckpointID)
+}
+
+// TestCoordinatorDetailsFollowTheBreakerAfterItsCoolDown: the breaker's
+// cool-down ends while no live worker has a shard (its only worker is
+// gone), so no probe round runs. The breaker is half-open, and the
+// current details (the web UI) say so. Before, they still read "breaker
+// open ..., rounds resume at" a time long past.
+func TestCoordinatorDetailsFollowTheBreakerAfterItsCoolDown(t *testing.T) {
+	env, f := newCoordinatorEnv(t)
+	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
+		res := f.ok(in)
+		res.Shards[0].Status, res.Shards[0].Error = activities.ShardFailed, "put readings/0: 503 slow down"
+		return res, nil, true
+	}
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalWorkerGone, workflows.WorkerGone{WorkerID: "w1", Reason: "heartbeat timed out"})
+	}, 15*time.Second)
+	var status workflows.CoordinatorStatus
+	var details string
+	env.RegisterDelayedCallback(func() {
+		queryInto(t, env, workflows.QueryStatus, &status)
+		v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		details = md.GetCurrentDetails()
+	}, 2*time.Minute)
+	stopCoordinatorAfter(env, 3*time.Minute)
+	in := coordIn
+	in.BreakerThreshold = 1
+	in.BreakerCoolDown = activities.Duration(time.Minute)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, in)
+	coordinatorResult(t, env)
+	require.Equal(t, workflows.BreakerHalfOpen, status.Breaker)
+	assert.Contains(t, details, "breaker half-open")
+	assert.NotContains(t, details, "breaker open")
 }
