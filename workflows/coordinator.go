@@ -579,8 +579,13 @@ func (c *coordinator) runRound(ctx workflow.Context) {
 	}
 	c.reasons = nil
 	if c.st.Breaker == BreakerOpen {
-		// Asked for during the cool-down: this round is the probe.
+		// Asked for during the cool-down: this round is the probe, and
+		// the search attribute says so while it runs (histories before
+		// the version upserted only the probe's outcome).
 		c.st.Breaker = BreakerHalfOpen
+		if workflow.GetVersion(ctx, "upsert-probe-asked-for", workflow.DefaultVersion, 1) >= 1 {
+			c.upsertSearch(ctx, false)
+		}
 	}
 	plan := c.plan()
 	c.st.Round++

@@ -824,3 +824,49 @@ func TestCoordinatorDetailsFollowTheBreakerAfterItsCoolDown(t *testing.T) {
 	assert.Contains(t, details, "breaker half-open")
 	assert.NotContains(t, details, "breaker open")
 }
+
+// TestCoordinatorProbeAskedForDuringTheCoolDownIsSearchable: checkpoint
+// now during an open breaker's cool-down runs the half-open probe round;
+// the breaker search attribute says half-open while it runs. Before, it
+// still read "open" (the probe was never upserted), so `starter
+// checkpoint list` showed an open breaker while a round ran.
+func TestCoordinatorProbeAskedForDuringTheCoolDownIsSearchable(t *testing.T) {
+	env, f := newCoordinatorEnv(t)
+	fail := true
+	var mu sync.Mutex
+	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !fail {
+			return activities.RoundResult{}, nil, false
+		}
+		res := f.ok(in)
+		res.Shards[0].Status, res.Shards[0].Error = activities.ShardFailed, "put readings/0: 503 slow down"
+		return res, nil, true
+	}
+	var upserts []string
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.SearchBreakerState); ok {
+			upserts = append(upserts, v)
+		}
+	}).Return(nil)
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	var now *update
+	env.RegisterDelayedCallback(func() {
+		mu.Lock()
+		fail = false
+		mu.Unlock()
+		now = sendUpdate(env, workflows.UpdateCheckpointNow, "now", workflows.CheckpointNowRequest{Reason: "probe"})
+	}, 20*time.Second)
+	stopCoordinatorAfter(env, 30*time.Second)
+	in := coordIn
+	in.BreakerThreshold = 1
+	in.BreakerCoolDown = activities.Duration(time.Hour)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, in)
+	st := coordinatorResult(t, env)
+	require.NotNil(t, now)
+	require.True(t, now.completed)
+	require.NoError(t, now.err)
+	assert.Equal(t, workflows.BreakerClosed, st.Breaker)
+	assert.Equal(t, []string{"closed", "open", "half-open", "closed"}, upserts)
+}
