@@ -661,6 +661,14 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 			return
 		}
 		s.Moved += len(sh.in.Shards) - owned
+		if wr != nil && wr.Status == WorkerUnreachable && !(errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START) &&
+			workflow.GetVersion(ctx, "reached-worker-failing-its-share", workflow.DefaultVersion, 1) >= 1 {
+			// The worker took its share (it failed or overran it): it
+			// was reached, whatever it missed before (a live worker is
+			// told of the breaker; histories before the version kept it
+			// unreachable).
+			wr.Status, wr.Unreachable = WorkerLive, 0
+		}
 		switch {
 		case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
 			// A liveness matter (lease, handoff), not a storage failure.

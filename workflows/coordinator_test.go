@@ -870,3 +870,32 @@ func TestCoordinatorProbeAskedForDuringTheCoolDownIsSearchable(t *testing.T) {
 	assert.Equal(t, workflows.BreakerClosed, st.Breaker)
 	assert.Equal(t, []string{"closed", "open", "half-open", "closed"}, upserts)
 }
+
+// TestCoordinatorWorkerThatTookItsShareIsReachable: a worker misses round
+// 1 (schedule-to-start), then takes its share of round 2 and fails it (it
+// is closing). It was reached: its row says live, with no unreachable
+// streak. Before, it stayed "unreachable" (streak 1) and the details
+// counted it among the unreachable workers.
+func TestCoordinatorWorkerThatTookItsShareIsReachable(t *testing.T) {
+	env, f := newCoordinatorEnv(t)
+	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
+		if in.Round == 1 {
+			return activities.RoundResult{}, timeout(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START), true
+		}
+		return activities.RoundResult{}, errors.New("worker is closing"), true
+	}
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	var after1, after2 workflows.CoordinatorStatus
+	env.RegisterDelayedCallback(func() { queryInto(t, env, workflows.QueryStatus, &after1) }, 15*time.Second)
+	env.RegisterDelayedCallback(func() { queryInto(t, env, workflows.QueryStatus, &after2) }, 25*time.Second)
+	stopCoordinatorAfter(env, 28*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	coordinatorResult(t, env)
+	require.Len(t, after1.Workers, 1)
+	assert.Equal(t, workflows.WorkerUnreachable, after1.Workers[0].Status)
+	require.Len(t, after2.Workers, 1)
+	assert.Equal(t, uint64(2), after2.Last.Round)
+	assert.Equal(t, 1, after2.Last.WorkerErrors)
+	assert.Equal(t, workflows.WorkerLive, after2.Workers[0].Status, "the worker took its share of round 2")
+	assert.Zero(t, after2.Workers[0].Unreachable)
+}
