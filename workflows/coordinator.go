@@ -660,6 +660,14 @@ func (c *coordinator) record(ctx workflow.Context, r *roundRun, sh *share, res a
 			s.Moved += len(sh.in.Shards)
 			return
 		}
+		if wr != nil && wr.Status == WorkerGoneStatus {
+			// Failed in the task that said its worker is gone: as a
+			// share cut by the notice, its shards wait for their next
+			// owner (their rows keep saying so).
+			s.Unreachable += owned
+			s.Moved += len(sh.in.Shards) - owned
+			return
+		}
 		s.Moved += len(sh.in.Shards) - owned
 		if wr != nil && wr.Status == WorkerUnreachable && !(errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START) &&
 			workflow.GetVersion(ctx, "reached-worker-failing-its-share", workflow.DefaultVersion, 1) >= 1 {

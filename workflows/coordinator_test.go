@@ -899,3 +899,23 @@ func TestCoordinatorWorkerThatTookItsShareIsReachable(t *testing.T) {
 	assert.Equal(t, workflows.WorkerLive, after2.Workers[0].Status, "the worker took its share of round 2")
 	assert.Zero(t, after2.Workers[0].Unreachable)
 }
+
+// TestCoordinatorShareFailedAsItsWorkerIsGoneKeepsTheShardsWaiting: a
+// worker's share fails in the workflow task that says the worker is gone.
+// Its shards still wait for their next owner (a handoff from a dead owner
+// skips the final checkpoint) and the round counts them unreachable.
+func TestCoordinatorShareFailedAsItsWorkerIsGoneKeepsTheShardsWaiting(t *testing.T) {
+	env, f := newCoordinatorEnv(t)
+	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
+		env.SignalWorkflowSkippingWorkflowTask(workflows.SignalWorkerGone, workflows.WorkerGone{WorkerID: "w1", Reason: "heartbeat timed out"})
+		return activities.RoundResult{}, errors.New("worker is closing"), true
+	}
+	announceAt(env, 0, announcement("w1", 1, "readings/0"))
+	stopCoordinatorAfter(env, 15*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	st := coordinatorResult(t, env)
+	require.NotNil(t, st.Last)
+	assert.Equal(t, 1, st.Last.Unreachable)
+	assert.Zero(t, st.Last.WorkerErrors)
+	assert.Equal(t, workflows.ShardOwnerGone, rowOf(t, st, "readings/0").Status)
+}
