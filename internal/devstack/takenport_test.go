@@ -4,10 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,65 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/tflo-io/tflo/internal/portsquat"
 )
-
-// squatter wraps a server binary: on its first run only, it writes the
-// port $PORT_CMD finds in its arguments to the port file and waits for
-// the test (go file) before starting the real binary, which then cannot
-// bind the port: another server took it between the pick and the bind.
-const squatter = `#!/bin/sh
-dir=$(dirname "$0")
-if [ ! -e "$dir/squatted" ]; then
-	: > "$dir/squatted"
-	eval "$PORT_CMD" > "$dir/port.tmp" && mv "$dir/port.tmp" "$dir/port"
-	while [ ! -e "$dir/go" ]; do sleep 0.01; done
-fi
-exec "$REAL_BIN" "$@"
-`
-
-// squat installs the wrapper around real and, in the background, takes
-// the port its first run is given and serves there (serve is handed the
-// listener and a func to call once a client has reached it). The real
-// binary starts only once the other server has been asked whether it is
-// up: the moment the server under test can take the other's answer for
-// its own. squat returns the wrapper's path and a channel with the taken
-// address ("" when it could not take it).
-func squat(t *testing.T, real, portCmd string, serve func(ln net.Listener, reached func())) (string, <-chan string) {
-	dir := t.TempDir()
-	wrapper := filepath.Join(dir, filepath.Base(real))
-	require.NoError(t, os.WriteFile(wrapper, []byte(squatter), 0o755))
-	t.Setenv("REAL_BIN", real)
-	t.Setenv("PORT_CMD", portCmd)
-	var once sync.Once
-	release := func() { once.Do(func() { _ = os.WriteFile(filepath.Join(dir, "go"), nil, 0o600) }) }
-	taken := make(chan string, 1)
-	go func() {
-		var port []byte
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			if b, err := os.ReadFile(filepath.Join(dir, "port")); err == nil {
-				port = b
-				break
-			}
-			time.Sleep(5 * time.Millisecond) // polling for the wrapper's file, against the deadline
-		}
-		p := strings.TrimSpace(string(port))
-		if p == "" { // no port file (or an empty one): nothing to take
-			release()
-			taken <- ""
-			return
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:"+p)
-		if err != nil {
-			release()
-			taken <- ""
-			return
-		}
-		taken <- ln.Addr().String()
-		serve(ln, release)
-	}()
-	return wrapper, taken
-}
 
 // TestStartInfluxOnATakenPort: StartInflux took any /ping answer on its
 // HTTP port as influxd being up, so when another server had taken the
@@ -91,7 +31,7 @@ func TestStartInfluxOnATakenPort(t *testing.T) {
 	// Another server answering /ping (204 to everything).
 	other := &http.Server{ReadHeaderTimeout: 10 * time.Second}
 	t.Cleanup(func() { _ = other.Close() })
-	wrapper, taken := squat(t, real, `sed -n 's/^  bind-address = "127.0.0.1:\([0-9]*\)"/\1/p' "$2"`, func(ln net.Listener, reached func()) {
+	wrapper, taken := portsquat.Squat(t, real, `sed -n 's/^  bind-address = "127.0.0.1:\([0-9]*\)"/\1/p' "$2"`, func(ln net.Listener, reached func()) {
 		other.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			reached()
 			w.WriteHeader(http.StatusNoContent)
@@ -137,7 +77,7 @@ func TestStartTemporalOnATakenPort(t *testing.T) {
 	healthgrpc.RegisterHealthServer(g, hs)
 	workflowservice.RegisterWorkflowServiceServer(g, systemInfoOnly{})
 	t.Cleanup(g.Stop)
-	wrapper, taken := squat(t, real, portCmd, func(ln net.Listener, reached func()) {
+	wrapper, taken := portsquat.Squat(t, real, portCmd, func(ln net.Listener, reached func()) {
 		reachedOnce.Store(&reached)
 		_ = g.Serve(ln)
 	})
