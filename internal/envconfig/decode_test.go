@@ -61,12 +61,7 @@ secret: x
 `
 	var s spec
 	err := Decode([]byte(src), &s)
-	var es *Errors
-	require.ErrorAs(t, err, &es)
-	got := make([]string, len(es.Problems))
-	for i, p := range es.Problems {
-		got[i] = p.String()
-	}
+	got := problems(t, err)
 	require.Equal(t, []string{
 		`line 2: kafka.topik: unknown key (known here: topic, dlq)`,
 		`line 3: window: "seven" is not an integer`,
@@ -281,12 +276,7 @@ func TestDecodeRefusesFractionForInteger(t *testing.T) {
 		I int64  `yaml:"i"`
 	}
 	err := Decode([]byte("n: 2.9\nu: 1.5\nm: 1e3\ni: -.inf\n"), &c)
-	var es *Errors
-	require.ErrorAs(t, err, &es)
-	got := make([]string, len(es.Problems))
-	for i, p := range es.Problems {
-		got[i] = p.String()
-	}
+	got := problems(t, err)
 	require.Equal(t, []string{
 		`line 1: n: "2.9" is not an integer`,
 		`line 2: u: "1.5" is not a non-negative integer of 16 bits`,
@@ -317,12 +307,7 @@ top: 9.2e18
 in: -9.223372036854775808e18
 u8: 255.0
 `), &c)
-	var es *Errors
-	require.ErrorAs(t, err, &es)
-	got := make([]string, len(es.Problems))
-	for i, p := range es.Problems {
-		got[i] = p.String()
-	}
+	got := problems(t, err)
 	require.Equal(t, []string{
 		`line 1: u: "-1.0" is not a non-negative integer of 64 bits`,
 		`line 2: big: "18446744073709551616" is not a non-negative integer of 64 bits`,
@@ -373,4 +358,16 @@ func TestDecodeRefusesASecondDocument(t *testing.T) {
 		require.NoError(t, Decode([]byte(src), &s), "%q", src)
 	}
 	require.Equal(t, 0, s.Window)
+}
+
+// problems is the text of each problem err (an *Errors) holds.
+func problems(t *testing.T, err error) []string {
+	t.Helper()
+	var es *Errors
+	require.ErrorAs(t, err, &es)
+	got := make([]string, len(es.Problems))
+	for i, p := range es.Problems {
+		got[i] = p.String()
+	}
+	return got
 }
