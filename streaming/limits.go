@@ -105,11 +105,15 @@ func (l Limits) Compile() (*LimitCheck, error) {
 	}
 	var errs []error
 	if c.pattern != DefaultKeyPattern {
-		re, err := regexp.Compile(`^(?:` + c.pattern + `)$`)
-		if err != nil {
+		// The pattern as written first: the error then quotes what the
+		// user wrote, not the anchored form compiled below.
+		if _, err := regexp.Compile(c.pattern); err != nil {
 			errs = append(errs, fmt.Errorf("limits: key pattern %q: %v", c.pattern, err))
+		} else if re, err := regexp.Compile(`^(?:` + c.pattern + `)$`); err != nil {
+			errs = append(errs, fmt.Errorf("limits: key pattern %q: %v", c.pattern, err))
+		} else {
+			c.re = re
 		}
-		c.re = re
 	}
 	if c.maxKey < 0 {
 		errs = append(errs, fmt.Errorf("limits: max key bytes %d must be positive", c.maxKey))

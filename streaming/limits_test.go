@@ -80,6 +80,8 @@ func TestLimitsValidate(t *testing.T) {
 	require.NoError(t, streaming.Limits{}.Validate())
 	err := streaming.Limits{KeyPattern: "(", MaxAbsValue: -1, MaxTSAge: -time.Second, TSUnit: -1}.Validate()
 	require.ErrorContains(t, err, "key pattern")
+	// The error quotes the pattern as written, not its anchored form.
+	require.ErrorContains(t, err, "limits: key pattern \"(\": error parsing regexp: missing closing ): `(`")
 	require.ErrorContains(t, err, "max absolute value")
 	require.ErrorContains(t, err, "max ts age")
 	require.ErrorContains(t, err, "ts unit")
