@@ -613,7 +613,8 @@ func TestCoordinatorInputValidation(t *testing.T) {
 }
 
 func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 3_200_000: "3.2 MB", 1_500: "1.5 kB", 7_000_000_000: "7.0 GB"} {
+	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 3_200_000: "3.2 MB", 1_500: "1.5 kB", 7_000_000_000: "7.0 GB",
+		999_999: "1.0 MB", 999_949: "999.9 kB", 999_950_000: "1.0 GB"} { // 999,999 read "1000.0 kB"
 		assert.Equal(t, want, workflows.HumanBytes(n))
 	}
 }

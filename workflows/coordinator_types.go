@@ -289,7 +289,14 @@ func HumanBytes(n int64) string {
 		div *= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+	v := float64(n) / float64(div)
+	// 999,999 bytes is 999.999 kB, which one decimal rounds to "1000.0
+	// kB": the next unit says it.
+	if v >= unit-0.05 && exp < len("kMGTPE")-1 {
+		v /= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", v, "kMGTPE"[exp])
 }
 
 // CoordinatorState is the coordinator's memory, carried across
