@@ -87,6 +87,11 @@ func TestTemporalWithUI(t *testing.T) {
 	require.NoError(t, tp.Close())
 	_, err = http.Get(tp.UIURL)
 	require.Error(t, err, "the UI is gone after Close")
+	// A Restart after Close started a server nothing stopped (Close runs
+	// once).
+	require.ErrorContains(t, tp.Restart(ctx), "Restart after Close")
+	_, err = http.Get(tp.UIURL)
+	require.Error(t, err, "no server came back")
 }
 
 // TestInflux: /ping, CREATE DATABASE, a point written over /write is

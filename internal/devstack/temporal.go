@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,8 +61,9 @@ type Temporal struct {
 	args []string
 	// addrs are the ports the server was given: it is ready once it
 	// listens on all of them itself (see process.listening).
-	addrs []string
-	once  sync.Once
+	addrs  []string
+	once   sync.Once
+	closed atomic.Bool // Close ran: Restart is refused
 }
 
 // StartTemporal runs `temporal server start-dev` on loopback with a
@@ -156,8 +158,12 @@ func startTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 func (t *Temporal) Stop() { t.proc.stop(syscall.SIGKILL, 10*time.Second) }
 
 // Restart starts a stopped server again on the same ports and database
-// and waits until it answers.
+// and waits until it answers. After Close it is refused: Close runs once,
+// so nothing would stop the server it started.
 func (t *Temporal) Restart(ctx context.Context) error {
+	if t.closed.Load() {
+		return fmt.Errorf("temporal dev server %s: Restart after Close", t.HostPort)
+	}
 	if err := t.proc.start(t.bin, t.args, nil); err != nil {
 		return err
 	}
@@ -231,6 +237,7 @@ func (t *Temporal) LogTail(n int64) string { return t.proc.logTail(n) }
 // after 10 s). Idempotent.
 func (t *Temporal) Close() error {
 	t.once.Do(func() {
+		t.closed.Store(true)
 		if t.Client != nil {
 			t.Client.Close()
 		}
