@@ -43,6 +43,35 @@ func shardFiles(t *testing.T, a parquet.Archive, pipeline string, shard int32, f
 	return n
 }
 
+// replayChain runs ReplayPartition from in, each activity starting where
+// the last stopped, as the workflow chains them, until one is done (at
+// most calls activities); it returns their results.
+func replayChain(t *testing.T, env *activityEnv, b *activities.Backfills, in activities.ReplayPartitionInput, calls int) []activities.ReplayPartitionResult {
+	t.Helper()
+	var out []activities.ReplayPartitionResult
+	for {
+		require.Less(t, len(out), calls, "no activity of the chain was done")
+		var res activities.ReplayPartitionResult
+		require.NoError(t, env.run(b.ReplayPartition, in, &res))
+		out = append(out, res)
+		if res.Done {
+			return out
+		}
+		in.Start = res.Next
+	}
+}
+
+// sumResults adds up a chain's files, bytes, rows and rows written.
+func sumResults(results []activities.ReplayPartitionResult) (total activities.ReplayPartitionResult) {
+	for _, r := range results {
+		total.Files += r.Files
+		total.Bytes += r.Bytes
+		total.Rows += r.Rows
+		total.Written += r.Written
+	}
+	return total
+}
+
 func TestReplayPartitionChainsActivities(t *testing.T) {
 	loc, arc := writeArchive(t, 0, 0)
 	rows := shardFiles(t, arc, "iot", 2, 30, 50)
@@ -50,20 +79,11 @@ func TestReplayPartitionChainsActivities(t *testing.T) {
 	sink := newMemSink()
 	env, b := partitionEnv(sink)
 	in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000002/", Sink: "mem", MaxFiles: 10, BatchRows: 64}
-	var total activities.ReplayPartitionResult
-	for i := 0; ; i++ {
-		require.Less(t, i, 5)
-		var res activities.ReplayPartitionResult
-		require.NoError(t, env.run(b.ReplayPartition, in, &res))
-		total.Files += res.Files
-		total.Rows += res.Rows
-		total.Written += res.Written
-		if res.Done {
-			break
-		}
+	results := replayChain(t, env, b, in, 5)
+	for _, res := range results[:len(results)-1] {
 		assert.Equal(t, 10, res.Files, "a chained activity stops after MaxFiles files")
-		in.Start = res.Next
 	}
+	total := sumResults(results)
 	assert.Equal(t, 30, total.Files)
 	assert.Equal(t, int64(rows), total.Rows)
 	assert.Equal(t, int64(rows), total.Written)
@@ -289,19 +309,7 @@ func TestReplayPartitionCountsCoveredFiles(t *testing.T) {
 	require.Equal(t, 6, tot.Files)
 	for _, maxFiles := range []int{1, 2, 100} {
 		in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000000/", Sink: "mem", MaxFiles: maxFiles}
-		var total activities.ReplayPartitionResult
-		for i := 0; ; i++ {
-			require.Less(t, i, 10)
-			var res activities.ReplayPartitionResult
-			require.NoError(t, env.run(b.ReplayPartition, in, &res))
-			total.Files += res.Files
-			total.Bytes += res.Bytes
-			total.Rows += res.Rows
-			if res.Done {
-				break
-			}
-			in.Start = res.Next
-		}
+		total := sumResults(replayChain(t, env, b, in, 10))
 		assert.Equal(t, tot.Files, total.Files, "MaxFiles %d: files", maxFiles)
 		assert.Equal(t, tot.Bytes, total.Bytes, "MaxFiles %d: bytes", maxFiles)
 		assert.Equal(t, int64(200), total.Rows, "MaxFiles %d: rows", maxFiles)
