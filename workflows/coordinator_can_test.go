@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -24,11 +23,7 @@ import (
 // finish, so neither happened: no round ran (nor did the coordinator
 // continue as new) until it was stopped, which failed the request.
 func TestCheckpointNowWhileContinuingAsNew(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
-	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	env.RegisterWorkflow(workflows.HandoffWorkflow)
+	env := newRoundsEnv()
 	startHandoff := make(chan struct{})
 	// The handoff's start is confirmed once startHandoff is closed.
 	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Run(func(mock.Arguments) { <-startHandoff }).

@@ -71,13 +71,20 @@ func (f *fakeWorkers) roundCalls() []roundCall {
 	return append([]roundCall(nil), f.calls...)
 }
 
-func newCoordinatorEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeWorkers) {
-	t.Helper()
+// newRoundsEnv is a test environment with the round activities and the
+// coordinator and handoff workflows registered, and nothing mocked.
+func newRoundsEnv() *testsuite.TestWorkflowEnvironment {
 	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
+	env.RegisterActivity(&activities.Rounds{})
 	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
 	env.RegisterWorkflow(workflows.HandoffWorkflow)
+	return env
+}
+
+func newCoordinatorEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeWorkers) {
+	t.Helper()
+	env := newRoundsEnv()
+	a := &activities.Rounds{}
 	f := newFakeWorkers()
 	env.OnActivity(a.CheckpointRound, mock.Anything, mock.Anything).Return(f.round)
 	env.OnActivity(a.Notice, mock.Anything, mock.Anything).Return(func(_ context.Context, n activities.CoordinatorNotice) error {
@@ -331,11 +338,7 @@ func TestCoordinatorCheckpointNowWhileRoundInFlight(t *testing.T) {
 // includes the new shard; a share whose shards all moved away is not
 // waited for.
 func TestCoordinatorAnnouncementWhileRoundInFlight(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
-	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	env.RegisterWorkflow(workflows.HandoffWorkflow)
+	env := newRoundsEnv()
 	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
 	f := newFakeWorkers()
 	roundTakes(env, f, 2*time.Minute)
@@ -706,11 +709,7 @@ func TestCoordinatorWorkerGoneMidRoundIsNotCountedAsMoved(t *testing.T) {
 // counted Moved, as the summary's fields say. Before, both were counted
 // failed: the round read "2 failed" for one storage failure.
 func TestCoordinatorTimedOutShareCountsItsMovedShardsAsMoved(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
-	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	env.RegisterWorkflow(workflows.HandoffWorkflow)
+	env := newRoundsEnv()
 	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
 	f := newFakeWorkers()
 	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
