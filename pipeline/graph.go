@@ -74,9 +74,11 @@ func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int)
 			}
 		}
 	}
-	// No inputs is validate's problem (graph.inputs is empty).
+	// No inputs, or a repeated one, is validate's problem (graph.inputs
+	// is empty, graph input is repeated): the decoder would only be told
+	// the same mistake.
 	dec := p.Decoder
-	if len(p.Graph.Inputs) > 0 {
+	if names := inputNames(p.Graph.Inputs); len(names) > 0 && len(names) == len(slices.Compact(slices.Sorted(slices.Values(names)))) {
 		var err error
 		if dec, err = bindDecoder(p.Decoder, inputFields(p.Graph.Inputs)); err != nil {
 			errs = append(errs, fmt.Errorf("pipeline %q: decoder: %w", p.Name, err))
@@ -184,15 +186,15 @@ func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]
 			}
 		}
 	}
-	outs := map[string]bool{}
+	outs := map[string]int{}
 	for _, o := range g.Outputs {
-		if !known[o] {
+		// Once a name, however often it is repeated.
+		switch outs[o]++; {
+		case outs[o] == 1 && !known[o]:
 			errs = append(errs, fmt.Errorf("graph output %q is neither a node nor an input", o))
-		}
-		if outs[o] {
+		case outs[o] == 2:
 			errs = append(errs, fmt.Errorf("graph output %q is repeated: its values would be written twice", o))
 		}
-		outs[o] = true
 	}
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)

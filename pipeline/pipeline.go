@@ -656,12 +656,12 @@ func (p Pipeline) validate(line func(key string) int) error {
 	if len(g.Inputs) == 0 {
 		addAt("graph", "graph.inputs is empty: name the record fields the graph reads")
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for _, in := range g.Inputs {
-		if in.Name == "" || seen[in.Name] {
+		// Once a name, however often it is repeated.
+		if seen[in.Name]++; seen[in.Name] == 1 && in.Name == "" || seen[in.Name] == 2 && in.Name != "" {
 			addAt("graph.inputs", "graph input %q is empty or repeated", in.Name)
 		}
-		seen[in.Name] = true
 	}
 	switch {
 	case g.Built != nil && (len(g.Nodes) > 0 || len(g.Outputs) > 0):

@@ -487,6 +487,22 @@ func TestRepeatedGraphOutputIsRefused(t *testing.T) {
 	require.Empty(t, out.Outputs())
 }
 
+// TestRepeatedGraphNameIsReportedOnce: a graph input or output listed
+// three times was reported twice, and the repeated inputs once more by
+// the decoder ("the graph reads [value value value]"); each repeated name
+// is reported once, and the decoder says nothing of it.
+func TestRepeatedGraphNameIsReportedOnce(t *testing.T) {
+	src := strings.Replace(smaSpec(goodNode), "outputs: [sma]", "outputs: [sma, sma, sma]", 1)
+	src = strings.Replace(src, "inputs: [value]\n  nodes", "inputs: [value, value, value]\n  nodes", 1)
+	require.Contains(t, src, "[value, value, value]")
+	_, err := pipeline.Parse([]byte(src))
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 2, "one line a repeated name: %v", err)
+	require.ErrorContains(t, err, `graph input "value" is empty or repeated`)
+	require.ErrorContains(t, err, `graph output "sma" is repeated`)
+}
+
 // TestSpecReportsEveryProblemAtOnce: a spec's problems were reported one
 // stage at a time (a sink entry naming two types hid everything else;
 // once fixed, the values out of range and the graph; then the Kafka
