@@ -624,7 +624,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 		for _, t := range s.Topics {
 			// No topic (dead letters go to dead_letter) is no read-back,
 			// though "#" and "+" match the empty topic name.
-			if s.DeadLetterTopic != "" && topicMatches(t, s.DeadLetterTopic) {
+			if s.DeadLetterTopic != "" && mqtt.TopicMatches(t, s.DeadLetterTopic) {
 				addAt("source.mqtt.dead_letter_topic", "source.mqtt.dead_letter_topic %q matches the subscription %q: dead letters would be read back", s.DeadLetterTopic, t)
 			}
 		}
@@ -757,24 +757,6 @@ func validName(s string) bool {
 		}
 	}
 	return true
-}
-
-// topicMatches reports whether an MQTT topic filter matches topic.
-func topicMatches(filter, topic string) bool {
-	for {
-		if filter == "#" {
-			return true
-		}
-		fi, fr, fmore := strings.Cut(filter, "/")
-		ti, tr, tmore := strings.Cut(topic, "/")
-		if fi != "+" && fi != ti {
-			return false
-		}
-		if !fmore || !tmore {
-			return !fmore && !tmore || (fmore && fr == "#")
-		}
-		filter, topic = fr, tr
-	}
 }
 
 // deadLetter is the sink the dead letters go to (after defaults): DeadLetter,

@@ -283,7 +283,7 @@ func (c *config) validDeadLetterTopic(topic string) []error {
 		errs = append(errs, fmt.Errorf("dead-letter topic %q must be a non-empty topic name without wildcards", topic))
 	}
 	for _, f := range c.filters {
-		if topicMatches(f, topic) {
+		if TopicMatches(f, topic) {
 			errs = append(errs, fmt.Errorf("dead-letter topic %q matches topic filter %q: the source would read its own dead letters", topic, f))
 		}
 	}
@@ -380,10 +380,11 @@ func redactURLError(err error) error {
 	return err
 }
 
-// topicMatches reports whether topic name matches filter (MQTT wildcards
+// TopicMatches reports whether topic name matches filter (MQTT wildcards
 // '+' for one level, '#' for the rest; '$' topics match no leading
-// wildcard).
-func topicMatches(filter, topic string) bool {
+// wildcard), as a broker routes a message published on topic to a
+// subscription of filter.
+func TopicMatches(filter, topic string) bool {
 	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
 		return false
 	}

@@ -308,7 +308,7 @@ func TestTopicMatches(t *testing.T) {
 		{"a", "a/b", false}, {"#", "$SYS/x", false}, {"+/x", "$SYS/x", false}, {"tflo/deadletter", "tflo/deadletter", true},
 	}
 	for _, c := range cases {
-		assert.Equal(t, c.want, topicMatches(c.filter, c.topic), "%q vs %q", c.filter, c.topic)
+		assert.Equal(t, c.want, TopicMatches(c.filter, c.topic), "%q vs %q", c.filter, c.topic)
 	}
 }
 
