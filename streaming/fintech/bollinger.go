@@ -59,12 +59,15 @@ func (b Band) String() string {
 // Numerics: the mean and the sum of squared deviations are updated in O(1)
 // per price (Welford's update for a sliding window) and recomputed exactly
 // from the window every N prices, so rounding never accumulates, and
-// whenever a price leaving the window takes all but a 2^-20 part of the
-// sum of squared deviations with it (an outlier leaving), so its rounding
-// residue never stands for the deviation of what stays.
+// whenever the sum of squared deviations falls below a 2^-20 part of its
+// largest value since it was last recomputed (an outlier leaving, or
+// several, one after the other), so the rounding residue of what left
+// never stands for the deviation of what stays.
 //
-// State (TypeVersion 1): window | K | band | count | head | mean | sum of
-// squared deviations | the ring's values.
+// State (TypeVersion 2): window | K | band | count | head | mean | sum of
+// squared deviations | its largest value since recomputed | the ring's
+// values. TypeVersion 1 blobs (without the largest value) are migrated;
+// see [Bollinger.Migrate].
 type Bollinger struct {
 	streaming.Base
 	k     float64
@@ -74,7 +77,10 @@ type Bollinger struct {
 	count int
 	mean  float64
 	m2    float64 // Σ(x − mean)² over the window
-	lim   float64 // input bound: √opstate.InputBound(8N)
+	// peak is the largest m2 since exact last recomputed it: the
+	// updates since rounded relative to it, not to the m2 before each.
+	peak float64
+	lim  float64 // input bound: √opstate.InputBound(8N)
 	// partial: emit the bands of the prices seen while the window fills.
 	partial bool
 }
@@ -82,6 +88,7 @@ type Bollinger struct {
 var (
 	_ streaming.Operator = (*Bollinger)(nil)
 	_ streaming.Arity    = (*Bollinger)(nil)
+	_ streaming.Migrator = (*Bollinger)(nil)
 )
 
 // NewBollinger returns Bollinger bands over n prices at k standard
@@ -110,14 +117,14 @@ func (b *Bollinger) WithWarmup(w streaming.Warmup) *Bollinger {
 // Name returns "bollinger".
 func (*Bollinger) Name() string { return "bollinger" }
 
-// TypeVersion returns 1.
-func (*Bollinger) TypeVersion() uint32 { return 1 }
+// TypeVersion returns 2.
+func (*Bollinger) TypeVersion() uint32 { return 2 }
 
 // Arity is exactly one input: the price.
 func (*Bollinger) Arity() (int, int) { return 1, 1 }
 
 // Reset empties the window.
-func (b *Bollinger) Reset() { b.head, b.count, b.mean, b.m2 = 0, 0, 0, 0 }
+func (b *Bollinger) Reset() { b.head, b.count, b.mean, b.m2, b.peak = 0, 0, 0, 0, 0 }
 
 // Eval adds the price and emits the selected band once the window is full.
 func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
@@ -138,14 +145,18 @@ func (b *Bollinger) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput 
 		next := mean + (x-old)/float64(n)
 		m2 += (x - old) * (x - next + old - mean)
 		mean = next
-		// The price leaving outweighed what stays: the update's rounding
-		// (relative to the old m2) may be all that is left of m2.
-		cancelled = b.m2 > cancelBound*max(m2, 0)
+		// The prices that left since the last recomputation outweighed
+		// what stays: the updates' rounding (relative to the largest m2
+		// since, not only the one before this price: outliers of 1e9,
+		// 7e5 and 1e3 leaving one after the other each took less than
+		// 2^20 of it but together all of it, and a window of zeros had
+		// a σ of 1.5) may be all that is left of m2.
+		cancelled = max(b.peak, b.m2) > cancelBound*max(m2, 0)
 	}
 	if !finiteIn(mean) || !finiteIn(m2) { // only after loading a blob saved before the bound existed
 		return streaming.Rejected()
 	}
-	b.count, b.mean, b.m2 = count, mean, m2
+	b.count, b.mean, b.m2, b.peak = count, mean, m2, max(b.peak, m2)
 	b.buf[b.head] = x
 	b.head++
 	if b.head == n {
@@ -211,12 +222,13 @@ func (b *Bollinger) exact() {
 	for _, v := range b.buf {
 		m2 += (v - mean) * (v - mean)
 	}
-	b.mean, b.m2 = mean, m2
+	b.mean, b.m2, b.peak = mean, m2, m2
 }
 
-// Save writes: window | K | band | count | head | mean | m2 | count values.
+// Save writes: window | K | band | count | head | mean | m2 | peak | count
+// values.
 func (b *Bollinger) Save() ([]byte, error) {
-	dst := make([]byte, 0, 48+8*b.count)
+	dst := make([]byte, 0, 56+8*b.count)
 	dst = putU(dst, uint64(len(b.buf)))
 	dst = putF(dst, b.k)
 	dst = putU(dst, uint64(b.band))
@@ -224,6 +236,7 @@ func (b *Bollinger) Save() ([]byte, error) {
 	dst = putU(dst, uint64(b.head))
 	dst = putF(dst, b.mean)
 	dst = putF(dst, b.m2)
+	dst = putF(dst, b.peak)
 	for _, v := range b.buf[:b.count] {
 		dst = putF(dst, v)
 	}
@@ -245,7 +258,7 @@ func (b *Bollinger) Load(data []byte) error {
 	if d.Err == nil && count < n && head != count%n {
 		d.Fail("head %d does not fit count %d", head, count)
 	}
-	mean, m2 := d.Finite("mean"), d.Finite("m2")
+	mean, m2, peak := d.Finite("mean"), d.Finite("m2"), d.Finite("largest m2")
 	vals := make([]float64, count)
 	for i := range vals {
 		vals[i] = d.Finite("window value")
@@ -254,6 +267,33 @@ func (b *Bollinger) Load(data []byte) error {
 		return err
 	}
 	copy(b.buf, vals)
-	b.count, b.head, b.mean, b.m2 = count, head, mean, m2
+	b.count, b.head, b.mean, b.m2, b.peak = count, head, mean, m2, peak
 	return nil
+}
+
+// MigratesFrom returns [1].
+func (*Bollinger) MigratesFrom() []uint32 { return []uint32{1} }
+
+// Migrate converts a TypeVersion 1 blob (no largest m2) to TypeVersion 2
+// by inserting the saved m2 as the largest since the last recomputation:
+// what a version 1 Bollinger compared with.
+func (b *Bollinger) Migrate(from uint32, data []byte) ([]byte, error) {
+	if from != 1 {
+		return nil, fmt.Errorf("bollinger: no migration from type version %d", from)
+	}
+	d := opstate.NewDecoder(data)
+	d.Count("window", maxWindow)
+	d.F()
+	d.Count("band", 255)
+	d.Count("count", maxWindow)
+	d.Count("head", maxWindow)
+	d.Finite("mean")
+	m2 := d.Finite("m2")
+	if d.Err != nil {
+		return nil, d.Done(b.Name())
+	}
+	out := make([]byte, 0, len(data)+8)
+	out = append(out, data[:d.Off]...)
+	out = putF(out, m2)
+	return append(out, data[d.Off:]...), nil
 }

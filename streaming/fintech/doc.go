@@ -40,8 +40,9 @@
 // configured node with a *streaming.OperatorLoadError, and an undecodable
 // blob with one wrapping streaming.ErrCorrupt. All are TypeVersion 1 but
 // MACD, version 3 since it saves its warm-up policy (version 2) and the
-// compensation of its EMAs' seed sums (version 3); blobs of versions 1
-// and 2 are migrated.
+// compensation of its EMAs' seed sums (version 3), and Bollinger, version
+// 2 since it saves the largest sum of squared deviations since it was
+// last recomputed; older blobs are migrated.
 //
 // # Concurrency
 //
