@@ -390,8 +390,14 @@ func coerce(op string, p Param, v any) (any, error) {
 			}
 			out, num = int64(x), float64(x)
 		case float64:
-			if x != math.Trunc(x) || math.IsInf(x, 0) || math.Abs(x) > 1<<53 {
+			// A whole number written with an exponent or a point ("1e16",
+			// "3.0") decodes as a float; it is an int when it fits one, as
+			// a config key's is, not "not an integer" past 2^53.
+			if x != math.Trunc(x) || math.IsInf(x, 0) {
 				return nil, bad("%v is not an integer", x)
+			}
+			if x < math.MinInt64 || x >= math.MaxInt64 {
+				return nil, bad("%v does not fit an int", x)
 			}
 			out, num = int64(x), x
 		default:

@@ -85,6 +85,33 @@ func TestRegistryResolve(t *testing.T) {
 	}
 }
 
+// A whole number the YAML decoder read as a float (written with an
+// exponent or a point) is an int parameter when it fits an int64, as a
+// config key's is; out of range it says so. Bug: past 2^53 it was "not an
+// integer", so a dwell of 1e16 ns (116 days) was refused and a window of
+// 1e17 reported as no integer rather than above its maximum.
+func TestRegistryResolveTakesWholeFloatsForInts(t *testing.T) {
+	r := streaming.NewRegistry()
+	require.NoError(t, r.Register(scaleType()))
+	_, p, err := r.Resolve("scale", map[string]any{"n": 1e16})
+	require.NoError(t, err)
+	require.Equal(t, 10_000_000_000_000_000, p.Int("n"))
+	_, p, err = r.Resolve("scale", map[string]any{"n": -9.2e18})
+	require.NoError(t, err)
+	require.Equal(t, -9_200_000_000_000_000_000, p.Int("n"))
+
+	bounded := scaleType()
+	bounded.Name = "bounded"
+	bounded.Params[3].Max = streaming.Bound(1 << 24)
+	require.NoError(t, r.Register(bounded))
+	_, _, err = r.Resolve("bounded", map[string]any{"n": 1e17})
+	require.EqualError(t, err, `operator "bounded": parameter "n": 1e+17 is above the maximum 1.6777216e+07`)
+	_, _, err = r.Resolve("scale", map[string]any{"n": 1e19})
+	require.EqualError(t, err, `operator "scale": parameter "n": 1e+19 does not fit an int`)
+	_, _, err = r.Resolve("scale", map[string]any{"n": 0x1p63})
+	require.EqualError(t, err, `operator "scale": parameter "n": 9.223372036854776e+18 does not fit an int`)
+}
+
 // TestRegistryResolveReportsEveryProblem: Resolve names every parameter
 // problem at once, each a *ParamError.
 func TestRegistryResolveReportsEveryProblem(t *testing.T) {
