@@ -243,6 +243,17 @@ func (r *Registry) Register(t OperatorType) error {
 		if p.Kind < ParamInt || p.Kind > ParamDuration {
 			return &ParamError{Operator: t.Name, Param: p.Name, Reason: "no kind"}
 		}
+		// coerce checks Enum for strings only and Min/Max for numbers
+		// only: elsewhere they would be accepted and silently ignored.
+		if len(p.Enum) > 0 && p.Kind != ParamString {
+			return &ParamError{Operator: t.Name, Param: p.Name, Reason: fmt.Sprintf("kind %v takes no enum (only strings do)", p.Kind)}
+		}
+		if (p.Min != nil || p.Max != nil) && (p.Kind == ParamBool || p.Kind == ParamString) {
+			return &ParamError{Operator: t.Name, Param: p.Name, Reason: fmt.Sprintf("kind %v takes no bounds (only numbers and durations do)", p.Kind)}
+		}
+		if (p.Min != nil && math.IsNaN(*p.Min)) || (p.Max != nil && math.IsNaN(*p.Max)) || (p.Min != nil && p.Max != nil && *p.Min > *p.Max) {
+			return &ParamError{Operator: t.Name, Param: p.Name, Reason: fmt.Sprintf("bounds [%v, %v] admit no value", fmtBound(p.Min), fmtBound(p.Max))}
+		}
 		if p.Default != nil {
 			if _, err := coerce(t.Name, p, p.Default); err != nil {
 				return fmt.Errorf("default: %w", err)
@@ -257,6 +268,14 @@ func (r *Registry) Register(t OperatorType) error {
 	t.Params = slices.Clone(t.Params)
 	r.types[t.Name] = t
 	return nil
+}
+
+// fmtBound formats a Param bound, "none" when nil.
+func fmtBound(b *float64) string {
+	if b == nil {
+		return "none"
+	}
+	return strconv.FormatFloat(*b, 'g', -1, 64)
 }
 
 // MustRegister is Register that panics, for catalogs registering their

@@ -141,6 +141,18 @@ func TestRegistryRefusesBadDeclarations(t *testing.T) {
 	bad = scaleType()
 	bad.New = nil
 	require.ErrorContains(t, r.Register(bad), "nil New")
+	// An enum or bounds the parameter's kind does not check, and bounds
+	// no value fits, are refused rather than ignored. Bug: all were
+	// registered, and an int parameter with an enum took any int.
+	bad = scaleType()
+	bad.Params[3].Enum = []string{"1", "2"}
+	require.EqualError(t, r.Register(bad), `operator "scale": parameter "n": kind int takes no enum (only strings do)`)
+	bad = scaleType()
+	bad.Params[2].Max = streaming.Bound(3)
+	require.EqualError(t, r.Register(bad), `operator "scale": parameter "mode": kind string takes no bounds (only numbers and durations do)`)
+	bad = scaleType()
+	bad.Params[3].Min, bad.Params[3].Max = streaming.Bound(5), streaming.Bound(1)
+	require.EqualError(t, r.Register(bad), `operator "scale": parameter "n": bounds [5, 1] admit no value`)
 	require.Empty(t, r.Types())
 }
 
