@@ -224,14 +224,33 @@ func (r shardRecords) loadAll(ctx context.Context, m Manifest, cur *string, coun
 	}
 }
 
+// keyDeleter is the optional batch-delete capability of a StateStore
+// (the files, Badger, memory and S3 stores have it).
+type keyDeleter interface {
+	DeleteKeys(ctx context.Context, keys [][]byte) error
+}
+
 // drop deletes pieces no manifest names, best effort (a crash leaves them
-// behind; they are never read).
+// behind; they are never read). A store with DeleteKeys gets them in one
+// call: one Delete each is a rewrite of the whole shard manifest on S3
+// and a folder fsync or a sync for the files and Badger stores, and a
+// merge's pieces would run past the timeout, the rest left for good.
 func (r shardRecords) drop(keys []string, timeout time.Duration, log *slog.Logger) {
 	if len(keys) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if d, ok := r.store.(keyDeleter); ok {
+		bs := make([][]byte, len(keys))
+		for i, k := range keys {
+			bs[i] = []byte(k)
+		}
+		if err := d.DeleteKeys(ctx, bs); err != nil {
+			log.Debug("drop unreferenced pieces", "shard", r.shard, "pieces", len(keys), "err", err)
+		}
+		return
+	}
 	for _, k := range keys {
 		if err := r.store.Delete(ctx, []byte(k)); err != nil {
 			log.Debug("drop unreferenced piece", "shard", r.shard, "key", k, "err", err)

@@ -224,3 +224,106 @@ func TestSharedPrefixReadsRootLayout(t *testing.T) {
 		require.Equal(t, 1, seen[string(k)], "key %q listed twice", k)
 	}
 }
+
+// spreadSource is counterSource cut into several pieces a checkpoint: a
+// merge of its runs replaces many pieces at once.
+type spreadSource struct {
+	counterSource
+	pieces int
+}
+
+func (s *spreadSource) Cut(context.Context) (streaming.Cut, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return spreadCut{counterCut(s.n), s.pieces}, nil
+}
+
+// MergeRuns keeps the newest run: each run is the whole count.
+func (s *spreadSource) MergeRuns(_ context.Context, runs []iter.Seq2[[]byte, error], emit func([]byte) error) error {
+	var last [][]byte
+	for _, run := range runs {
+		var pieces [][]byte
+		for p, err := range run {
+			if err != nil {
+				return err
+			}
+			pieces = append(pieces, append([]byte(nil), p...))
+		}
+		if len(pieces) > 0 {
+			last = pieces
+		}
+	}
+	for _, p := range last {
+		if err := emit(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type spreadCut struct {
+	counterCut
+	pieces int
+}
+
+func (c spreadCut) Pieces(_ context.Context, emit func([]byte) error) error {
+	for i := range c.pieces {
+		if err := emit(fmt.Appendf(nil, "count=%d part=%d", uint64(c.counterCut), i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The pieces a checkpoint's merge replaces are deleted in one commit
+// (KeyDeleter): the checkpointer deleted them one Delete each, every one
+// a rewrite of the shard's whole manifest (one PUT per piece, against
+// "never one PUT per key"), within the few seconds it gives the deletes
+// and stopping at the first failure, after which the rest stayed named
+// by the manifest for good.
+func TestCheckpointMergeDropsPiecesInOneCommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeS3(t)
+	st, rc := f.store(t)
+	const pieces = 20
+	src := &spreadSource{pieces: pieces}
+	cp, err := streaming.NewCheckpointer("kafka/p/readings/0", src, st, memory.New(), streaming.WithMaxRuns(2))
+	require.NoError(t, err)
+	for range 2 {
+		src.add()
+		_, err := cp.Checkpoint(ctx)
+		require.NoError(t, err)
+	}
+	before, err := st.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, before, 1+2*pieces, "the manifest and two runs")
+
+	rc.Reset()
+	src.add()
+	res, err := cp.Checkpoint(ctx) // three runs: merged into one
+	require.NoError(t, err)
+	require.Equal(t, 1, cp.Status().Runs)
+	require.Equal(t, 2*pieces, res.Pieces, "its run and the merged one")
+	// Its run (segment, manifest), the merged run (segment, manifest),
+	// the checkpoint manifest (segment, manifest), and one commit
+	// deleting the 3×20 replaced pieces.
+	require.Equal(t, int64(7), rc.Count("PutObject"), "requests: %v", rc.Counts())
+
+	after, err := st.ListKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, after, 1+pieces, "the manifest and the merged run: %q", after)
+	for _, k := range before {
+		if string(k) != string(streaming.CheckpointManifestKey("kafka/p/readings/0")) {
+			_, err := st.Load(ctx, k)
+			require.ErrorIs(t, err, streaming.ErrNotFound, "replaced piece %q", k)
+		}
+	}
+
+	src2 := &spreadSource{pieces: pieces}
+	cp2, err := streaming.NewCheckpointer("kafka/p/readings/0", src2, st, memory.New())
+	require.NoError(t, err)
+	info, err := cp2.Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, res.ID, info.ID)
+	require.Equal(t, uint64(3), src2.n)
+}
