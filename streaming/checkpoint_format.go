@@ -192,6 +192,13 @@ func (r shardRecords) loadRun(ctx context.Context, run ManifestRun, cur *string)
 				*cur = pc.Key
 			}
 			s, err := r.store.Load(ctx, []byte(pc.Key))
+			if errors.Is(err, ErrNotFound) {
+				// The manifest names it: the checkpoint is damaged. Not
+				// ErrNotFound, which says nothing is stored (a caller
+				// starts the shard empty on it).
+				yield(nil, fmt.Errorf("piece %q of checkpoint %d, named by the manifest, is missing (%v): %w", pc.Key, run.ID, err, ErrCorrupt))
+				return
+			}
 			if err != nil {
 				yield(nil, fmt.Errorf("load piece %q of checkpoint %d: %w", pc.Key, run.ID, err))
 				return

@@ -879,10 +879,12 @@ func CheckpointGroup(ctx context.Context, members []GroupMember) []GroupOutcome 
 // Restore loads the newest committed manifest and its pieces into the
 // source, positioned after the cursor the manifest records. Call it with
 // the hot path stopped. With nothing stored it returns an error wrapping
-// ErrNotFound and leaves the source untouched; a snapshot taken with
-// another archive schema (WithSchemaFingerprint) is refused with an
-// error wrapping ErrSchemaMismatch, the source untouched too. A pending
-// checkpoint is dropped.
+// ErrNotFound and leaves the source untouched; a piece the manifest names
+// that the store lacks is refused with an error naming it and wrapping
+// ErrCorrupt, never ErrNotFound. A snapshot taken with another archive
+// schema (WithSchemaFingerprint) is refused with an error wrapping
+// ErrSchemaMismatch, the source untouched too. A pending checkpoint is
+// dropped.
 func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()

@@ -478,6 +478,35 @@ func TestRestoreNamesACorruptPiece(t *testing.T) {
 	require.ErrorContains(t, err, piece)
 }
 
+// TestRestoreRefusesAMissingPiece: a piece the manifest names but the
+// store lacks is a damaged checkpoint, refused as corrupt and named. Its
+// load error wrapped ErrNotFound, which Restore's callers take for
+// "nothing stored": a worker started the shard empty and its next
+// checkpoint replaced the state.
+func TestRestoreRefusesAMissingPiece(t *testing.T) {
+	ctx := context.Background()
+	st := newTinyStore()
+	src := newCounterSource()
+	cp := newCP(t, src, st, st)
+	src.Apply("a", 1)
+	_, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	var piece string
+	for _, k := range st.keys() {
+		if strings.Contains(k, "/piece/") {
+			piece = k
+		}
+	}
+	require.NotEmpty(t, piece)
+	require.NoError(t, st.Delete(ctx, []byte(piece)))
+
+	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+	require.NotErrorIs(t, err, streaming.ErrNotFound, "a missing piece is not a shard with nothing stored")
+	require.ErrorContains(t, err, piece)
+	require.ErrorContains(t, err, "missing")
+}
+
 // corruptAPiece overwrites the last stored piece of st with bytes of the
 // size its manifest records that do not decode, and returns its key.
 func corruptAPiece(t *testing.T, st *tinyStore) string {
