@@ -164,6 +164,20 @@ func (r shardRecords) pieceKey(epoch Epoch, id CheckpointID, n int) string {
 	return CheckpointPieceKey(r.shard, epoch, id, n)
 }
 
+// refresh has a store that caches what it read reread the shard's
+// manifest: another process may have checkpointed the shard since this
+// one last read it (a worker regaining a shard it held before).
+func (r shardRecords) refresh(ctx context.Context) error {
+	rf, ok := r.store.(keyRefresher)
+	if !ok {
+		return nil
+	}
+	if err := rf.RefreshKey(ctx, r.manifestKey()); err != nil {
+		return fmt.Errorf("refresh manifest %q: %w", r.manifestKey(), err)
+	}
+	return nil
+}
+
 // readManifest loads and decodes the committed manifest; an error wraps
 // ErrNotFound when the shard has none.
 func (r shardRecords) readManifest(ctx context.Context) (Manifest, SnapshotMeta, error) {
@@ -229,6 +243,13 @@ func (r shardRecords) loadAll(ctx context.Context, m Manifest, cur *string, coun
 			}
 		}
 	}
+}
+
+// keyRefresher is the optional capability of a StateStore that caches
+// what it read (the S3 store caches each shard's manifest): RefreshKey
+// makes the next read of key see what another process wrote since.
+type keyRefresher interface {
+	RefreshKey(ctx context.Context, key []byte) error
 }
 
 // keyDeleter is the optional batch-delete capability of a StateStore

@@ -877,8 +877,10 @@ func CheckpointGroup(ctx context.Context, members []GroupMember) []GroupOutcome 
 }
 
 // Restore loads the newest committed manifest and its pieces into the
-// source, positioned after the cursor the manifest records. Call it with
-// the hot path stopped. With nothing stored it returns an error wrapping
+// source, positioned after the cursor the manifest records; a store that
+// caches what it read (RefreshKey: the S3 store) rereads the manifest
+// first, as another process may have checkpointed the shard since. Call
+// it with the hot path stopped. With nothing stored it returns an error wrapping
 // ErrNotFound and leaves the source untouched; a piece the manifest names
 // that the store lacks is refused with an error naming it and wrapping
 // ErrCorrupt, never ErrNotFound. A snapshot taken with another archive
@@ -892,6 +894,9 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	defer cancel()
 	c.dropPending()
 	rec := c.records()
+	if err := rec.refresh(rctx); err != nil {
+		return RestoreInfo{}, &StageError{Shard: c.shard, Stage: StageRestore, Err: err}
+	}
 	m, meta, err := rec.readManifest(rctx)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {

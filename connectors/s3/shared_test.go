@@ -327,3 +327,52 @@ func TestCheckpointMergeDropsPiecesInOneCommit(t *testing.T) {
 	require.Equal(t, res.ID, info.ID)
 	require.Equal(t, uint64(3), src2.n)
 }
+
+// A worker regaining a shard it held before restores the shard's newest
+// checkpoint, which another worker wrote meanwhile: the Store's cached
+// manifest of the shard still named its own older checkpoint manifest,
+// in a segment that compaction had shared with live pieces (so it was
+// never deleted and the ranged GET found it), and Restore silently went
+// back to that checkpoint.
+func TestRestoreAfterAnotherWorkerReadsTheNewestCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	v := startVersitygw(t, "state")
+	open := func(extra ...s3store.Option) *s3store.Store {
+		st, err := s3store.New(ctx, "state", v.opts(extra...)...)
+		require.NoError(t, err)
+		return st
+	}
+	const shard = "kafka/p/readings/0"
+	// Compaction after every commit, so the checkpoint manifest shares
+	// its segment with pieces that stay live.
+	w1 := open(s3store.WithMaxSegments(2), s3store.WithCompaction(0.3, 1))
+	src := &counterSource{}
+	cp, err := streaming.NewCheckpointer(shard, src, w1, memory.New(), streaming.WithMaxRuns(100))
+	require.NoError(t, err)
+	for range 3 {
+		src.add()
+		_, err := cp.Checkpoint(ctx)
+		require.NoError(t, err)
+	}
+
+	// The shard moves to another worker, which checkpoints it.
+	w2 := open()
+	src2 := &counterSource{}
+	cp2, err := streaming.NewCheckpointer(shard, src2, w2, memory.New(), streaming.WithMaxRuns(100))
+	require.NoError(t, err)
+	info, err := cp2.Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, streaming.CheckpointID(3), info.ID)
+	src2.add()
+	res, err := cp2.Checkpoint(ctx)
+	require.NoError(t, err)
+
+	// And back to the first worker's Store.
+	src3 := &counterSource{}
+	cp3, err := streaming.NewCheckpointer(shard, src3, w1, memory.New())
+	require.NoError(t, err)
+	info, err = cp3.Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, res.ID, info.ID, "the shard's newest checkpoint, not this Store's cached one")
+	require.Equal(t, uint64(4), src3.n)
+}

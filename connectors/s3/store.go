@@ -31,7 +31,7 @@ const (
 // and segments, so the workers checkpointing different shards on one
 // prefix never write the same object; keys of no shard share the root
 // manifest. A Store caches each manifest from its first use; Refresh
-// rereads them. It is safe for concurrent use: commits of one manifest
+// rereads them, RefreshKey the one of a key. It is safe for concurrent use: commits of one manifest
 // are serialised, everything else runs in parallel.
 type Store struct {
 	obj  *objects
@@ -148,6 +148,24 @@ func (s *Store) allGroups(ctx context.Context) ([]*group, error) {
 		out = append(out, s.groups[folder])
 	}
 	return out, nil
+}
+
+// RefreshKey forgets the cached manifest key belongs to (its shard's, and
+// the root one a shard's key is also looked up in), so that the next call
+// rereads it and sees what another process committed since. A
+// streaming.Checkpointer's Restore calls it for its shard's checkpoint
+// manifest: a worker regaining a shard it held before would otherwise
+// restore its own older checkpoint from the cache.
+func (s *Store) RefreshKey(ctx context.Context, key []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g := s.groupFor(key)
+	g.forget()
+	if g != s.root {
+		s.root.forget()
+	}
+	return nil
 }
 
 // Refresh rereads the manifests, picking up commits of another process.
