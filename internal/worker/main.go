@@ -123,7 +123,7 @@ var binaryPrefixes = []string{envconfig.Prefix, SimulatorPrefix}
 // worker runs. A name ending in "_" covers every name it begins.
 var sharedVariables = []string{
 	archiveloc.EnvEndpoint, archiveloc.EnvRegion, archiveloc.EnvAccessKeyEnv, archiveloc.EnvSecretKeyEnv, archiveloc.EnvCAFile,
-	"TFLO_DEVSTACK_", "TFLO_CHAOS_", "TFLO_TEMPORAL", "TFLO_INFLUXD", "TFLO_VERSITYGW", "TFLO_REQUIRE_SERVICES",
+	"TFLO_DEVSTACK_", "TFLO_CHAOS_", "TFLO_TEMPORAL", "TFLO_INFLUXD", "TFLO_VERSITYGW", "TFLO_MOSQUITTO", "TFLO_REQUIRE_SERVICES",
 	"TFLO_WRITE_GOLDEN", "TFLO_RECORD_HISTORIES", "TFLO_HISTORY_RELEASE", "TFLO_LOAD_MINUTES",
 	"TFLO_KEYEDSTATE_", "TFLO_TEST_", "TFLO_PIPELINE_TEST_", "TFLO_FILES_CRASH_DIR",
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,6 +102,29 @@ func TestRunMainUsage(t *testing.T) {
 			for _, s := range c.contains {
 				require.Contains(t, errOut.String(), s)
 			}
+		})
+	}
+}
+
+// Every TFLO_ variable CONTRIBUTING.md tells a developer to set (the test
+// servers' paths, TFLO_REQUIRE_SERVICES, TFLO_WRITE_GOLDEN) may sit in the
+// shell a worker runs from, as README.md says the worker accepts the
+// development tools' switches. Bug: TFLO_MOSQUITTO was refused ("matches
+// no configuration key"), so a developer who pointed the tests at a
+// Mosquitto build could not run bin/worker from that shell.
+func TestWorkerAcceptsContributingSwitches(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "CONTRIBUTING.md"))
+	require.NoError(t, err)
+	names := regexp.MustCompile(`\bTFLO_[A-Z0-9_]*[A-Z0-9]\b`).FindAllString(string(doc), -1)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	require.Contains(t, names, "TFLO_MOSQUITTO", "CONTRIBUTING.md no longer names TFLO_MOSQUITTO: update this test")
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, "/nonexistent/"+strings.ToLower(name))
+			var errOut bytes.Buffer
+			code := worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
+			require.Equal(t, worker.ExitOK, code, errOut.String())
 		})
 	}
 }
