@@ -10,7 +10,7 @@
 //     capabilities, found by type assertion: [Uploader] (objects built
 //     from parts, invisible until completed), [Mover], [Deleter],
 //     [PageLister], [UploadLister]; connectors/s3 and [MemArchive] have all
-//     five, [LocalArchive] the first three.
+//     five, [LocalArchive] all but [UploadLister].
 //   - [Row]: one derived signal, the archive's fixed schema (documented on
 //     the type). [SchemaFingerprint] is a stable hash of that schema; every
 //     file stores it in its key-value metadata under [FingerprintKey], and
