@@ -10,7 +10,10 @@
 //
 //	go build -o bin/ ./workers/examples/anomaly
 //	bin/anomaly --pipeline workers/examples/anomaly/anomaly.yaml --check
-//	KAFKA_BROKERS=localhost:9092 STATE_DIR=/tmp/anomaly bin/anomaly --pipeline workers/examples/anomaly/anomaly.yaml
+//	KAFKA_BROKERS=localhost:9092 STATE_DIR=/tmp/anomaly ALERTS_FILE=/tmp/anomaly/alerts.jsonl bin/anomaly --pipeline workers/examples/anomaly/anomaly.yaml
+//
+// (ALERTS_FILE: the spec's default, /var/lib/tflo/anomaly/alerts.jsonl,
+// is in a folder the sink does not create.)
 //
 // The stock worker refuses the spec: `sinks[1].alerts: unknown key (known
 // here: kafka, influx, archive)`, and, without that sink, `unknown
