@@ -92,16 +92,19 @@ type BackfillConfig struct {
 	// influx_url is set: the brokers of the pipeline's Kafka source).
 	KafkaBrokers []string `json:"kafka_brokers" yaml:"kafka_brokers"`
 
-	// Allowlists (issue 17.10): a backfill's input is trusted no further
-	// than these. ArchiveRoots are the archives a backfill may read:
-	// file:///folder (folders inside it too) and s3://bucket[/prefix]
-	// (prefixes under it); default: the folders of the pipeline's archive
-	// sinks. DatabasePrefixes: a backfill writes to, and creates, only an
-	// InfluxDB database whose name starts with one; default: the databases
-	// of the pipeline's influx sinks (iot_portal allows iot_portal_replay).
-	// A location or database outside them is refused with an error naming
-	// it and the allowlist.
-	ArchiveRoots     []string `json:"archive_roots" yaml:"archive_roots"`
+	// The allowlists: a backfill's input is trusted no further than these,
+	// and a location or database outside them is refused with an error
+	// naming it and the allowlist. Each field has its own doc comment, as
+	// `worker --help` shows each key its field's first sentence.
+
+	// ArchiveRoots are the archives a backfill may read: file:///folder
+	// (folders inside it too) and s3://bucket[/prefix] (prefixes under
+	// it) (default: the folders of the pipeline's archive sinks).
+	ArchiveRoots []string `json:"archive_roots" yaml:"archive_roots"`
+	// DatabasePrefixes: a backfill writes to, and creates, only an
+	// InfluxDB database whose name starts with one (default: the
+	// databases of the pipeline's influx sinks; iot_portal allows
+	// iot_portal_replay).
 	DatabasePrefixes []string `json:"database_prefixes" yaml:"database_prefixes"`
 }
 

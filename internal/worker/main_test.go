@@ -84,6 +84,13 @@ func TestRunMainUsage(t *testing.T) {
 			[]string{"2 problems", `line 2: coordination.lease_ttl: "soon" is not a duration`, `environment TFLO_CONTROL_WORKER (control_worker): "maybe"`}},
 		{"help shows defaults and descriptions", []string{"--help"}, nil, worker.ExitOK,
 			[]string{"default 10s", "LeaseTTL: a worker whose presence was not renewed", "default 1m0s", "DeadLetterTopic receives records that cannot be decoded", "--print-config", "-pprof"}},
+		// Bug: backfill.archive_roots and backfill.database_prefixes shared
+		// one doc comment, whose first sentence ("Allowlists (issue 17.10):
+		// a backfill's input is trusted no further than these.") was all
+		// --help said of either: not what each allows, nor its default.
+		{"help says what each backfill allowlist allows and its default", []string{"--help"}, nil, worker.ExitOK,
+			[]string{"ArchiveRoots are the archives a backfill may read", "default: the folders of the pipeline's archive sinks",
+				"DatabasePrefixes: a backfill writes to, and creates, only an InfluxDB database whose name starts with one", "default: the databases of the pipeline's influx sinks"}},
 		// Bug: a metrics.addr without a port passed --check and failed the
 		// run (exit 1) once the pipeline had started.
 		{"a metrics address without a port is refused by --check", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_METRICS_ADDR": "nohost"}, worker.ExitUsage, []string{`metrics.addr "nohost": want host:port`}},
