@@ -13,8 +13,9 @@ import (
 // streaming.ErrSinkFailed, as ErrNoBucket and ErrTLS do.
 var ErrUnauthorized error = &failedForGood{"influx: credentials refused"}
 
-// ErrNoBucket is wrapped by a *WriteError for HTTP 404: the bucket (on
-// 1.8+, the database or retention policy) does not exist. Like
+// ErrNoBucket is wrapped by a *WriteError for HTTP 404 (and InfluxDB
+// 1.8's HTTP 500 "retention policy not found"): the bucket (on 1.8+, the
+// database or retention policy) does not exist. Like
 // ErrUnauthorized it fails the sink without retries.
 var ErrNoBucket error = &failedForGood{"influx: bucket not found"}
 

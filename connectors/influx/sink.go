@@ -32,7 +32,8 @@ import (
 // Bad data (400, 422) goes to the OnReject hook; a request too large
 // (413) is split in halves and resent, so only a line too large by itself
 // goes there. Wrong credentials
-// (401, 403), a missing bucket (404) or a server certificate that does
+// (401, 403), a missing bucket (404; 1.8: 500 "retention policy not
+// found") or a server certificate that does
 // not verify fail the sink at once, without retries.
 //
 // Memory is bounded: at most MaxPendingBatches sealed batches plus the
@@ -579,6 +580,13 @@ func (s *Sink) classify(err error, points, attempt int) (*WriteError, time.Durat
 			we.Err = ErrUnauthorized
 		case http.StatusNotFound:
 			we.Err = ErrNoBucket
+		case http.StatusInternalServerError:
+			// InfluxDB 1.8 answers a write to a retention policy its
+			// database lacks with a 500, not a 404: retried, it failed
+			// every request until Flush's ctx ended, naming nothing.
+			if strings.Contains(we.Message, "retention policy not found") {
+				we.Err = ErrNoBucket
+			}
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 			we.Err = ErrRejected
 			we.Dropped = partialDropped(we.Message, points)

@@ -253,6 +253,25 @@ func TestSinkMissingDatabase(t *testing.T) {
 	require.Contains(t, err.Error(), `"nope/autogen"`)
 }
 
+// TestSinkMissingRetentionPolicy: InfluxDB 1.8 answers a write to a
+// retention policy the database lacks ("db/typo") with HTTP 500, which the
+// sink retried until Flush's ctx ended ("context deadline exceeded",
+// naming neither the bucket nor the problem). It now fails the sink at
+// once with ErrNoBucket, as a missing database does.
+func TestSinkMissingRetentionPolicy(t *testing.T) {
+	srv := sharedServer(t)
+	srv.CreateDatabase(t, "tflo")
+	s := newSink(t, srv.URL, "tflo/nope", influx.WithRetryBackoff(time.Millisecond, 5*time.Millisecond))
+	require.NoError(t, s.Write(context.Background(), genPoints(measurement("x"), 0, 3)...))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.Flush(ctx)
+	require.ErrorIs(t, err, influx.ErrNoBucket)
+	require.Contains(t, err.Error(), `"tflo/nope"`)
+	require.Contains(t, err.Error(), "retention policy not found")
+	require.Equal(t, int64(1), s.Stats().Requests, "not retried")
+}
+
 func TestNewSinkValidates(t *testing.T) {
 	cases := []struct {
 		name, url, bucket string
