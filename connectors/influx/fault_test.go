@@ -85,6 +85,42 @@ func TestSinkRetriesOverloadAndHonoursRetryAfter(t *testing.T) {
 	require.GreaterOrEqual(t, gap, time.Second, "retry after a 429 with Retry-After: 1 came after %v", gap)
 }
 
+// TestSinkGivingUpSaysWhy: a Flush (or a Write waiting for room) whose
+// ctx ended while the server kept failing said only "flush (breaker
+// open): context deadline exceeded": not the bucket, not what the server
+// answered. It now names the bucket and the last failed attempt.
+func TestSinkGivingUpSaysWhy(t *testing.T) {
+	srv := sharedServer(t)
+	srv.CreateDatabase(t, "tflo")
+	faults := make([]int, 100000)
+	for i := range faults {
+		faults[i] = http.StatusServiceUnavailable
+	}
+	fp := &faultProxy{faults: faults}
+	proxy := httptest.NewServer(fp.handler(srv.URL))
+	t.Cleanup(proxy.Close) // after the sink's Close
+	s := newSink(t, proxy.URL, "tflo/autogen", influx.WithBatchSize(1), influx.WithMaxPendingBatches(1),
+		influx.WithRetryBackoff(time.Millisecond, 2*time.Millisecond), influx.WithBreaker(3, 10*time.Millisecond))
+	m := measurement("why")
+	require.NoError(t, s.Write(context.Background(), genPoints(m, 0, 2)...))
+	require.Eventually(t, func() bool { return s.Stats().Retries > 0 }, 10*time.Second, time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := s.Write(ctx, genPoints(m, 2, 1)...)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), `"tflo/autogen"`)
+	require.Contains(t, err.Error(), "HTTP 503: injected")
+
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = s.Flush(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), `"tflo/autogen"`)
+	require.Contains(t, err.Error(), "HTTP 503: injected")
+	require.ErrorIs(t, s.Close(ctx), context.DeadlineExceeded) // the points are dropped: the test is done with them
+}
+
 // The breaker opens after the threshold and, while open, holds requests
 // back for the cool-down instead of hammering the server.
 func TestSinkBreakerHoldsBackDuringCoolDown(t *testing.T) {
