@@ -327,9 +327,9 @@ func (s *Sink) MarkCut(shard streaming.ShardID, offset int64) {
 	sh.drainInBackground()
 }
 
-// drainInBackground takes the writer (mu held, the writer free) for a
-// goroutine that appends the held rows (drain), so the caller does not
-// wait for an encode or an upload.
+// drainInBackground takes the writer (mu held; the writer free, or held
+// by the caller, who hands it over) for a goroutine that appends the held
+// rows (drain), so the caller does not wait for an encode or an upload.
 func (sh *shardSink) drainInBackground() {
 	sh.busy, sh.bg = true, true
 	sh.bgDone.Add(1)
@@ -383,7 +383,7 @@ func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (
 			sh.mu.Lock()
 			sh.err = err
 			sh.mu.Unlock()
-			sh.drain(ctx)
+			sh.handOff()
 			return CutStats{}, err
 		}
 	}
@@ -403,7 +403,7 @@ func (sh *shardSink) preCommit(ctx context.Context, id streaming.CheckpointID) (
 		}
 		sh.mu.Unlock()
 	}
-	sh.drain(ctx)
+	sh.handOff()
 	return st, err
 }
 
@@ -419,19 +419,41 @@ func (sh *shardSink) take(n int) []Row {
 	return out
 }
 
+// drainable is how many held rows the writer may take now: all of them,
+// or those up to a pending mark (mu held).
+func (sh *shardSink) drainable() int {
+	if !sh.marked {
+		return len(sh.held)
+	}
+	n := 0
+	for n < len(sh.held) && sh.held[n].Offset <= sh.mark {
+		n++
+	}
+	return n
+}
+
+// handOff gives the writer back after a pre-commit or a commit (their
+// user holds it): the rows held meanwhile, written after the cut, go to
+// the background append. Appended here, they made the checkpoint wait
+// for their encoding and uploads, rows it does not cover, and for as
+// long as the shard kept writing.
+func (sh *shardSink) handOff() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.drainable() == 0 {
+		sh.release()
+		return
+	}
+	sh.drainInBackground()
+}
+
 // drain appends the held rows the writer may take now (up to a pending
 // mark), then gives the writer back to Write. Called by the writer's
 // busy user.
 func (sh *shardSink) drain(ctx context.Context) {
 	for {
 		sh.mu.Lock()
-		n := len(sh.held)
-		if sh.marked {
-			n = 0
-			for n < len(sh.held) && sh.held[n].Offset <= sh.mark {
-				n++
-			}
-		}
+		n := sh.drainable()
 		if n == 0 || (sh.bg && sh.want > 0) {
 			sh.release()
 			sh.mu.Unlock()
@@ -480,7 +502,7 @@ func (s *Sink) CommitCheckpoint(ctx context.Context, shard streaming.ShardID, id
 	}
 	sh.mu.Unlock()
 	st, err := sh.w.Commit(ctx, cut)
-	sh.drain(ctx)
+	sh.handOff()
 	if err != nil {
 		return st, fmt.Errorf("archive sink %s shard %s epoch %d, checkpoint %d: %w", s.pipeline, shard, uint64(sh.epoch), uint64(id), err)
 	}

@@ -278,3 +278,69 @@ func TestSinkMarkCutDoesNotWaitForTheArchive(t *testing.T) {
 	require.NoError(t, s.Close(ctx))
 	exactlyOnce(t, arrowReadArchive(t, a.MemArchive), map[int32][]parquet.Row{0: rowsThrough(n)})
 }
+
+// armedGate is a MemArchive whose part uploads, once armed, pass skip
+// more and then wait for open.
+type armedGate struct {
+	*parquet.MemArchive
+	skip    atomic.Int64 // uploads still let through once armed; <0: not armed
+	open    chan struct{}
+	waiting chan struct{} // closed when an upload first waits
+	once    sync.Once
+}
+
+func (g *armedGate) UploadPart(ctx context.Context, name, id string, n int, off int64, data []byte) (parquet.Part, error) {
+	if g.skip.Load() >= 0 && g.skip.Add(-1) < 0 {
+		g.once.Do(func() { close(g.waiting) })
+		<-g.open
+	}
+	return g.MemArchive.UploadPart(ctx, name, id, n, off, data)
+}
+
+// TestSinkFlushDoesNotWaitForRowsAfterItsCut: a checkpoint's Flush
+// appended the rows written after its cut (held while it pre-committed)
+// before it returned, uploads included: the checkpoint waited for the
+// archive to take rows it does not cover, and under a shard that kept
+// writing, for as long as the writes went on. Those rows now go to the
+// background append; Flush returns once its cut is durable.
+func TestSinkFlushDoesNotWaitForRowsAfterItsCut(t *testing.T) {
+	ctx := context.Background()
+	a := &armedGate{MemArchive: parquet.NewMemArchive(), open: make(chan struct{}), waiting: make(chan struct{})}
+	a.skip.Store(-1)
+	const groupRows = 32
+	s, err := parquet.NewSink(a, "plant", parquet.WithRowGroupRows(groupRows), parquet.WithPartSize(1))
+	require.NoError(t, err)
+	sh := streaming.KafkaShard("readings", 0)
+	require.NoError(t, s.Restore(ctx, sh, 1, streaming.RestoredCut{Offset: -1}))
+
+	writeRange(t, s, 0, 1, 0, 9)
+	s.MarkCut(sh, 9)
+	const n = 4 * groupRows
+	writeRange(t, s, 0, 1, 10, n-1) // after the cut: held, more than a row group
+	require.GreaterOrEqual(t, s.HeldRows(sh), groupRows)
+	a.skip.Store(1) // the pre-commit's upload passes; the next one, of rows after the cut, waits
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush(ctx, sh, 1) }()
+	select {
+	case err := <-flushed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flush waits for the upload of rows written after its cut")
+	}
+	select {
+	case <-a.waiting: // the rows after the cut are being appended
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rows after the cut are not appended")
+	}
+	close(a.open)
+	st, err := s.CommitCheckpoint(ctx, sh, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(rowsThrough(10))), st.Rows, "checkpoint 1 covers its cut only")
+
+	s.MarkCut(sh, n-1)
+	s.Roll(sh)
+	require.NoError(t, s.Flush(ctx, sh, 2))
+	require.NoError(t, s.Commit(ctx, sh, 2))
+	require.NoError(t, s.Close(ctx))
+	exactlyOnce(t, arrowReadArchive(t, a.MemArchive), map[int32][]parquet.Row{0: rowsThrough(n)})
+}
