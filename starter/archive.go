@@ -202,6 +202,20 @@ one compaction at a time per archive.`,
 			if p.SmallFile, err = parseSize("--small-file", small); err != nil {
 				return err
 			}
+			// The flags by name first, as typed: p.Validate names the
+			// policy's fields ("compaction small-file size 2097152").
+			switch {
+			case p.TargetSize < 1:
+				return usagef("--target-size %q must be at least 1 byte", target)
+			case p.TargetSize > parquet.MaxTargetFileSize:
+				return usagef("--target-size %q is larger than %s, the largest file size", target, bytesString(parquet.MaxTargetFileSize))
+			case p.SmallFile < 1:
+				return usagef("--small-file %q must be at least 1 byte", small)
+			case p.SmallFile > p.TargetSize:
+				return usagef("--small-file %q is larger than --target-size %q", small, target)
+			case p.MinAge < 0:
+				return usagef("--min-age %s must not be negative", p.MinAge)
+			}
 			if err := p.Validate(); err != nil {
 				return usageError{err}
 			}

@@ -76,6 +76,13 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		// A concurrency below 1 used to run as 1 without a word.
 		{[]string{"archive", "ls", "--archive", "file:///nonexistent", "--concurrency", "0"}, "Error: --concurrency 0 must be at least 1"},
 		{[]string{"archive", "verify", "--archive", "file:///nonexistent", "--concurrency", "-2"}, "Error: --concurrency -2 must be at least 1"},
+		// The compaction policy's errors named its fields, not the flags.
+		{[]string{"archive", "compact", "--archive", "file:///nonexistent", "--target-size", "0"}, `Error: --target-size "0" must be at least 1 byte`},
+		{[]string{"archive", "compact", "--archive", "file:///nonexistent", "--small-file", "0B"}, `Error: --small-file "0B" must be at least 1 byte`},
+		{[]string{"archive", "compact", "--archive", "file:///nonexistent", "--target-size", "1MiB", "--small-file", "2MiB"},
+			`Error: --small-file "2MiB" is larger than --target-size "1MiB"`},
+		{[]string{"archive", "compact", "--archive", "file:///nonexistent", "--min-age", "-1s"}, "Error: --min-age -1s must not be negative"},
+		{[]string{"archive", "compact", "--archive", "file:///nonexistent", "--target-size", "6GiB", "--small-file", "1MiB"}, `Error: --target-size "6GiB" is larger than 5.0 GiB, the largest file size`},
 		// --wait is implied: turning it off used to be accepted and ignored.
 		{[]string{"checkpoint", "now", "--wait=false"}, "Error: --wait=false: checkpoint now always waits for its round (--timeout bounds the wait)"},
 	}
