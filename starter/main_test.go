@@ -557,8 +557,9 @@ func TestClientClosedAfterAFailedCommand(t *testing.T) {
 // TestCommandsWithoutAControlWorker: with tflo's workflows running but
 // no control worker polling their task queue, checkpoint now waited out
 // --timeout and said the round "goes on" (none had started), and workers
-// failed after ~10s with the server's bare deadline error. Both now say
-// at once that no control worker polls tflo-control and how to start one.
+// failed after ~10s with the server's bare deadline error (pipeline
+// status after ~10s too). All say at once that no control worker polls
+// tflo-control and how to start one.
 func TestCommandsWithoutAControlWorker(t *testing.T) {
 	isolateTemporalConfig(t)
 	srv := temporaltest.Start(t)
@@ -583,6 +584,14 @@ func TestCommandsWithoutAControlWorker(t *testing.T) {
 	assert.Contains(t, r.err, "control_worker: true")
 	assert.NotContains(t, r.err, "goes on")
 	assert.Less(t, time.Since(start), 10*time.Second, "it does not wait out --timeout")
+
+	// pipeline status waited ~10s for the shards query, then failed.
+	start = time.Now()
+	r = run(t, "pipeline", "status", addr, "--pipeline", "cli")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Contains(t, r.err, "Error: checkpoint coordinator "+workflows.CoordinatorWorkflowID("cli")+" runs, but no worker answers its shards query: no control worker polls task queue tflo-control")
+	assert.Empty(t, r.out)
+	assert.Less(t, time.Since(start), 5*time.Second, "it does not wait for the query to time out")
 
 	start = time.Now()
 	r = run(t, "workers", addr)

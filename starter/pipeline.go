@@ -151,7 +151,9 @@ shard, its owner and epoch, its status in the last round, the round and
 checkpoint (id, cursor, age, duration, bytes) that last committed it, the
 checkpoints its owners took on their own (LOCAL) and the last error. A
 pipeline without a running coordinator prints an empty table ([] under
--o json) and exits 0.`,
+-o json) and exits 0. A running coordinator with no control worker polling
+task queue tflo-control (nothing would answer its shards query) exits 1 at
+once, saying so.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
@@ -178,6 +180,11 @@ func coordinatorShards(ctx context.Context, c client.Client, pipeline string) ([
 	running, err := workflows.CoordinatorRunning(ctx, c, pipeline)
 	if err != nil || !running {
 		return rows, err
+	}
+	// Without one the query waits ~10s, then fails with the server's
+	// deadline error.
+	if err := noControlWorker(ctx, c, fmt.Sprintf("checkpoint coordinator %s runs, but no worker answers its shards query", id)); err != nil {
+		return nil, err
 	}
 	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryShards)
 	if err != nil {
