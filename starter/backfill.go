@@ -144,7 +144,9 @@ func (a *app) backfillStatus() *cobra.Command {
 		Long: `Show a backfill's progress: files and rows done, rate, ETA and how it
 stands (running, completed, failed, canceled, ...). With --wait, redraw it
 until the backfill ends; a backfill that ended other than completed exits 1
-with its error.
+with its error. With no control worker polling task queue tflo-control
+(nothing would answer its status query), a running backfill exits 1 at
+once, saying so, and an ended one shows how it ended, without progress.
 
 Exit code 3: no backfill has that --name.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -224,9 +226,17 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 	tty := isTerminal(a.out)
 	var lastLine string
 	var lastPrint time.Time
+	// Without a control worker the status query waits ~10s and fails, and
+	// an ended backfill then read as one no worker ever ran: ask only the
+	// server how it stands.
+	noWorker := noControlWorker(wctx, c, fmt.Sprintf("backfill %q (workflow %s) runs, but no worker answers its status query", name, id))
 	for {
 		// wctx: --timeout bounds the calls too, not only the waits between.
-		p, qerr := queryBackfill(wctx, c, id)
+		var p workflows.BackfillProgress
+		qerr := noWorker
+		if noWorker == nil {
+			p, qerr = queryBackfill(wctx, c, id)
+		}
 		if qerr != nil {
 			var nf *serviceerror.NotFound
 			switch {
@@ -240,6 +250,10 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		}
 		desc, err := c.DescribeWorkflow(wctx, id, "")
 		if err != nil {
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return notFoundError{fmt.Errorf("no backfill named %q", name)}
+			}
 			if wf.expired(ctx, wctx, err) {
 				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
 			}
@@ -251,6 +265,9 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 		status := executionStatus(st)
 		closed := st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if noWorker != nil && !closed {
+			return noWorker
+		}
 		if qerr != nil && !closed {
 			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(qerr))
 		}
@@ -260,13 +277,20 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		neverRan := qerr != nil
 		if a.structured() {
 			if !wf.wait || closed {
-				if err := a.emit(map[string]any{"name": name, "status": status, "progress": p}, nil); err != nil {
+				var progress any = p
+				if qerr != nil {
+					progress = nil // no answer: null, not a progress of zeros
+				}
+				if err := a.emit(map[string]any{"name": name, "status": status, "progress": progress}, nil); err != nil {
 					return err
 				}
 			}
 		} else {
 			line := progressLine(p) + "  " + status
-			if neverRan {
+			switch {
+			case noWorker != nil:
+				line = status + " (no control worker polls task queue " + workflows.ControlTaskQueue + " to answer its status query: no progress to show)"
+			case neverRan:
 				line = status + " (no worker ran it: no progress was recorded)"
 			}
 			switch {

@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
@@ -75,12 +78,12 @@ func TestBackfillCancelOfAnEndedBackfill(t *testing.T) {
 	}
 	require.NoError(t, srv.Client.TerminateWorkflow(context.Background(), workflows.BackfillWorkflowID("ended"), "", "test"))
 
-	// Its status is how it ended, with no progress: no worker ever ran it
-	// (the query alone fails: the workflow closed before its first task).
+	// Its status is how it ended, with no progress: no control worker
+	// polls to answer the query (and none ever ran it).
 	r := run(t, "backfill", "status", addr, "--name", "ended")
 	assert.Equal(t, exitFailure, r.code, "%s %s", r.out, r.err)
 	assert.Contains(t, r.out, "terminated")
-	assert.Contains(t, r.out, "no worker ran it")
+	assert.Contains(t, r.out, "no progress to show")
 	assert.Contains(t, r.err, `backfill "ended" terminated`)
 	r = run(t, "backfill", "status", addr, "--name", "ended", "-o", "json")
 	assert.Equal(t, exitFailure, r.code, "%s %s", r.out, r.err)
@@ -95,6 +98,60 @@ func TestBackfillCancelOfAnEndedBackfill(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Equal(t, "backfill running cancelled\n", r.out)
 	r = run(t, "backfill", "cancel", addr, "--name", "missing")
+	assert.Equal(t, exitNotFound, r.code, r.err)
+	assert.Equal(t, "Error: no backfill named \"missing\"\n", r.err)
+}
+
+// TestBackfillStatusWithoutAControlWorker: with no control worker polling
+// tflo-control, backfill status waited ~10s for its status query; then a
+// running backfill failed with the server's timeout, and one that had
+// completed printed "completed (no worker ran it: no progress was
+// recorded)", though a worker had run it. It says at once that no control
+// worker polls, and shows how an ended backfill stands.
+func TestBackfillStatusWithoutAControlWorker(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+	ctx := context.Background()
+
+	// A backfill that ran to its end on a worker gone since (a queue of
+	// its own: nothing polls tflo-control).
+	w := worker.New(srv.Client, "gone", worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ workflows.BackfillInput) error {
+		p := workflows.BackfillProgress{Name: "done", FilesTotal: 3, FilesDone: 3, Done: true}
+		return workflow.SetQueryHandler(ctx, workflows.QueryStatus, func() (workflows.BackfillProgress, error) { return p, nil })
+	}, workflow.RegisterOptions{Name: "BackfillWorkflow"})
+	require.NoError(t, w.Start())
+	run1, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("done"), TaskQueue: "gone"},
+		"BackfillWorkflow", workflows.BackfillInput{Name: "done"})
+	require.NoError(t, err)
+	require.NoError(t, run1.Get(ctx, nil))
+	w.Stop()
+	// One that runs, started by type name: no worker runs it.
+	_, err = srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("running"), TaskQueue: workflows.ControlTaskQueue},
+		"BackfillWorkflow", workflows.BackfillInput{Name: "running"})
+	require.NoError(t, err)
+
+	for _, args := range [][]string{{"--name", "running"}, {"--name", "running", "--wait"}} {
+		start := time.Now()
+		r := run(t, append([]string{"backfill", "status", addr}, args...)...)
+		assert.Equal(t, exitFailure, r.code, "%v: %s", args, r.err)
+		assert.Equal(t, `Error: backfill "running" (workflow `+workflows.BackfillWorkflowID("running")+`) runs, but no worker answers its status query: `+
+			"no control worker polls task queue tflo-control, so nothing runs tflo's workflows: start a worker with control_worker: true (TFLO_CONTROL_WORKER=true), or starter demo\n", r.err, args)
+		assert.Empty(t, r.out, args)
+		assert.Less(t, time.Since(start), 5*time.Second, "%v: it does not wait for the query to time out", args)
+	}
+
+	start := time.Now()
+	r := run(t, "backfill", "status", addr, "--name", "done")
+	assert.Equal(t, exitOK, r.code, r.err)
+	assert.Equal(t, "completed (no control worker polls task queue tflo-control to answer its status query: no progress to show)\n", r.out)
+	assert.Less(t, time.Since(start), 5*time.Second, "it does not wait for the query to time out")
+	r = run(t, "backfill", "status", addr, "--name", "done", "--json")
+	assert.Equal(t, exitOK, r.code, r.err)
+	assert.JSONEq(t, `{"name": "done", "status": "completed", "progress": null}`, r.out)
+
+	r = run(t, "backfill", "status", addr, "--name", "missing")
 	assert.Equal(t, exitNotFound, r.code, r.err)
 	assert.Equal(t, "Error: no backfill named \"missing\"\n", r.err)
 }
