@@ -84,7 +84,7 @@ else through the workers' TFLO_S3_* settings. Sinks: ` + worker.SinkExamples + `
 			if err := in.Validate(); err != nil {
 				return usageError{err}
 			}
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -156,7 +156,7 @@ Exit code 3: no backfill has that --name.`,
 			if name == "" {
 				return usagef("--name is required")
 			}
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -184,7 +184,7 @@ Exit code 3: no backfill has that --name, or it ended already.`,
 			if name == "" {
 				return usagef("--name is required")
 			}
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}

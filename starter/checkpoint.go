@@ -43,7 +43,7 @@ would run the round.`,
 			if err := wf.check(cmd); err != nil {
 				return err
 			}
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ func (a *app) checkpointList() *cobra.Command {
 		Use:   "list",
 		Short: "List the pipeline's checkpoint coordinator runs with their search attributes (as the web UI shows them)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,6 +130,58 @@ func TestConnectionFlags(t *testing.T) {
 			assert.Contains(t, r.err, "Error: connect to temporal at "+tc.target+": ")
 			assert.NotContains(t, r.err, "sekret")
 		})
+	}
+}
+
+// TestInterruptWhileConnecting: Ctrl-C while starter connects to an
+// address that accepts connections but never answers (a firewall, a
+// proxy, a server that hangs) waited out the client's 5 s connection
+// timeout; the interrupt now stops the connecting at once.
+func TestInterruptWhileConnecting(t *testing.T) {
+	isolateTemporalConfig(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	t.Cleanup(func() {
+		for {
+			select {
+			case c := <-accepted:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- execute(ctx, []string{"--address", ln.Addr().String(), "workers"}, &out, &errOut) }()
+	select {
+	case c := <-accepted:
+		accepted <- c // for the cleanup to close
+	case <-time.After(5 * time.Second):
+		t.Fatal("starter did not connect")
+	}
+	cancel() // as SIGINT does to main's context
+	interrupted := time.Now()
+	select {
+	case code := <-done:
+		assert.Equal(t, exitInterrupted, code, errOut.String())
+		assert.Less(t, time.Since(interrupted), 2*time.Second, "it stops at the interrupt")
+		assert.Equal(t, "Error: interrupted\n", errOut.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("starter did not stop within 10s of the interrupt")
 	}
 }
 

@@ -58,7 +58,7 @@ these settings. The coordinator learns the shards from the workers.`,
 			if err := in.Validate(); err != nil {
 				return usageError{err}
 			}
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -117,7 +117,7 @@ coordinator when they announce their shards again.
 
 Exit code 3: the pipeline runs no checkpoint coordinator.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -155,7 +155,7 @@ pipeline without a running coordinator prints an empty table ([] under
 task queue tflo-control (nothing would answer its shards query) exits 1 at
 once, saying so.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}

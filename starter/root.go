@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -220,10 +221,11 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// dial returns the shared client, connecting on first use. A connection
-// setting that is wrong (a file that does not exist, an address without a
-// port) is a usage error; an unreachable Temporal a failure.
-func (a *app) dial() (client.Client, error) {
+// dial returns the shared client, connecting on first use (ctx bounds the
+// connecting: Ctrl-C stops it). A connection setting that is wrong (a file
+// that does not exist, an address without a port) is a usage error; an
+// unreachable Temporal a failure.
+func (a *app) dial(ctx context.Context) (client.Client, error) {
 	if a.client != nil {
 		return a.client, nil
 	}
@@ -237,7 +239,7 @@ func (a *app) dial() (client.Client, error) {
 		return nil, usageError{err}
 	}
 	log.Info("connecting to temporal", "target", r.String(), "address_from", r.Source("address"), "namespace_from", r.Source("namespace"))
-	c, err := r.Dial(log)
+	c, err := r.DialContext(ctx, log)
 	if err != nil {
 		return nil, err
 	}

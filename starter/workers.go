@@ -49,7 +49,7 @@ No worker connected prints an empty table ([] under -o json) and exits 0. A runn
 lease with no control worker polling task queue tflo-control (nothing would answer
 its status query) exits 1 at once, saying so.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.dial()
+			c, err := a.dial(cmd.Context())
 			if err != nil {
 				return err
 			}

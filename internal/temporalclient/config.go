@@ -1,6 +1,7 @@
 package temporalclient
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -541,11 +542,18 @@ func (c Config) Options(l *slog.Logger) (client.Options, error) {
 // Dial connects a client to the resolved connection; the error names the
 // address, never the key.
 func (r Resolved) Dial(l *slog.Logger) (client.Client, error) {
+	return r.DialContext(context.Background(), l)
+}
+
+// DialContext is Dial that gives up when ctx is done: a CLI interrupted
+// while it connects to an unresponsive address stops at once, not after
+// the client's 5 s connection timeout.
+func (r Resolved) DialContext(ctx context.Context, l *slog.Logger) (client.Client, error) {
 	opts, err := r.Options(l)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.Dial(opts)
+	cl, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to temporal at %s: %w", r, err)
 	}
