@@ -714,3 +714,32 @@ func TestFailedStopAfterInterruptIsReported(t *testing.T) {
 		assert.Equal(t, tc.msg, errOut.String())
 	}
 }
+
+// TestPipelineStartNamesSettingsNotApplied: starting the coordinator of a
+// pipeline that runs one keeps it, with its own settings; the settings
+// given were accepted and dropped without a word. They are named on
+// stderr, and the run kept is the one printed.
+func TestPipelineStartNamesSettingsNotApplied(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+	r := run(t, "pipeline", "start", addr, "--pipeline", "kept", "--interval", "1h", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Empty(t, r.err)
+	var first map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.out), &first), r.out)
+
+	r = run(t, "pipeline", "start", addr, "--pipeline", "kept", "--interval", "5s", "--manual", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Equal(t, "not applied: --interval 5s, --manual true: the checkpoint coordinator "+workflows.CoordinatorWorkflowID("kept")+
+		" already runs and keeps its own settings (starter pipeline stop ends it)\n", r.err)
+	var again map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.out), &again), r.out)
+	assert.Equal(t, first, again, "the running coordinator is kept")
+
+	// Nothing given: nothing to report.
+	r = run(t, "pipeline", "start", addr, "--pipeline", "kept")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Empty(t, r.err)
+	assert.Equal(t, "checkpoint coordinator "+workflows.CoordinatorWorkflowID("kept")+" running (pipeline kept)\n", r.out)
+}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -34,7 +36,8 @@ func (a *app) pipelineStart() *cobra.Command {
 		Use:   "start",
 		Short: "Start (or keep) the checkpoint coordinator of a pipeline",
 		Long: `Start the pipeline's checkpoint coordinator. Starting is idempotent: a
-coordinator that already runs keeps running with its own settings. Workers
+coordinator that already runs keeps running with its own settings (the
+settings given here that it does not take are named on stderr). Workers
 start it themselves with their pipeline's checkpoint settings when they
 announce their first shards; this command starts it ahead of them, with
 these settings. The coordinator learns the shards from the workers.`,
@@ -62,13 +65,34 @@ these settings. The coordinator learns the shards from the workers.`,
 			if err != nil {
 				return err
 			}
-			run, err := c.ExecuteWorkflow(cmd.Context(), workflows.CoordinatorStartOptions(in), workflows.CoordinatorWorkflow, in)
-			if err != nil {
+			// Refused rather than kept silently, so that settings given
+			// here and not applied are reported.
+			opts := workflows.CoordinatorStartOptions(in)
+			opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+			opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+			id, runID := opts.ID, ""
+			run, err := c.ExecuteWorkflow(cmd.Context(), opts, workflows.CoordinatorWorkflow, in)
+			var running *serviceerror.WorkflowExecutionAlreadyStarted
+			switch {
+			case errors.As(err, &running):
+				runID = running.RunId
+				var kept []string
+				for _, name := range []string{"interval", "manual", "breaker-threshold", "breaker-cool-down", "max-checkpoint-age"} {
+					if fl := cmd.Flags().Lookup(name); fl.Changed {
+						kept = append(kept, "--"+name+" "+fl.Value.String())
+					}
+				}
+				if len(kept) > 0 {
+					fmt.Fprintf(a.errOut, "not applied: %s: the checkpoint coordinator %s already runs and keeps its own settings (starter pipeline stop ends it)\n", strings.Join(kept, ", "), id)
+				}
+			case err != nil:
 				return fmt.Errorf("start the checkpoint coordinator of %q: %w", pipeline, err)
+			default:
+				runID = run.GetRunID()
 			}
-			out := map[string]string{"pipeline": pipeline, "workflow_id": run.GetID(), "run_id": run.GetRunID()}
+			out := map[string]string{"pipeline": pipeline, "workflow_id": id, "run_id": runID}
 			return a.emit(out, func(w io.Writer) {
-				printf(w, "checkpoint coordinator %s running (pipeline %s)\n", run.GetID(), pipeline)
+				printf(w, "checkpoint coordinator %s running (pipeline %s)\n", id, pipeline)
 			})
 		},
 	}
