@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/streaming/state/memory"
@@ -742,4 +743,40 @@ func TestPipelineStartNamesSettingsNotApplied(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 	assert.Empty(t, r.err)
 	assert.Equal(t, "checkpoint coordinator "+workflows.CoordinatorWorkflowID("kept")+" running (pipeline kept)\n", r.out)
+}
+
+// TestMissingSearchAttributesAreExplained: in a namespace without tflo's
+// search attributes, checkpoint list and pipeline start failed with the
+// server's "column name 'TfloPipeline' is not a valid search attribute"
+// or "no mapping defined", not saying what to do; they say how to
+// register them in that namespace.
+func TestMissingSearchAttributesAreExplained(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+	ctx := context.Background()
+	nc, err := client.NewNamespaceClient(client.Options{HostPort: srv.HostPort})
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: "bare", WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)}))
+
+	hint := `(tflo's search attributes are not registered in namespace "bare": temporal operator search-attribute create --namespace bare --name TfloPipeline --type Keyword --name TfloBreakerState --type Keyword; see the README's Search attributes)`
+	var r result
+	require.Eventually(t, func() bool {
+		r = run(t, "checkpoint", "list", addr, "-n", "bare")
+		return !strings.Contains(r.err, "not found") // the namespace is there
+	}, 30*time.Second, 200*time.Millisecond, "namespace bare is ready")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Contains(t, r.err, `Error: list the checkpoint coordinators of pipeline "iot-portal": `)
+	assert.True(t, strings.HasSuffix(r.err, hint+"\n"), r.err)
+
+	r = run(t, "pipeline", "start", addr, "-n", "bare")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Contains(t, r.err, `Error: start the checkpoint coordinator of "iot-portal": `)
+	assert.True(t, strings.HasSuffix(r.err, hint+"\n"), r.err)
+
+	// Where they are registered, no hint.
+	r = run(t, "checkpoint", "list", addr)
+	assert.Equal(t, exitOK, r.code, r.err)
+	assert.NotContains(t, r.err, "search attributes")
 }

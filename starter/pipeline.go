@@ -86,7 +86,7 @@ these settings. The coordinator learns the shards from the workers.`,
 					fmt.Fprintf(a.errOut, "not applied: %s: the checkpoint coordinator %s already runs and keeps its own settings (starter pipeline stop ends it)\n", strings.Join(kept, ", "), id)
 				}
 			case err != nil:
-				return fmt.Errorf("start the checkpoint coordinator of %q: %w", pipeline, err)
+				return fmt.Errorf("start the checkpoint coordinator of %q: %w%s", pipeline, err, a.searchAttributeHint(err))
 			default:
 				runID = run.GetRunID()
 			}
@@ -117,7 +117,7 @@ func (a *app) coordinatorRuns(ctx context.Context, c client.Client, pipeline str
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
 		if err != nil {
-			return nil, fmt.Errorf("list the checkpoint coordinators of pipeline %q: %w", pipeline, err)
+			return nil, fmt.Errorf("list the checkpoint coordinators of pipeline %q: %w%s", pipeline, err, a.searchAttributeHint(err))
 		}
 		for _, e := range resp.Executions {
 			out = append(out, newExecution(e))

@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/internal/version"
+	"github.com/tflo-io/tflo/workflows"
 )
 
 func init() {
@@ -28,6 +31,8 @@ type app struct {
 	format      outputFormat
 	verbose     bool
 	client      client.Client
+	// namespace is the one the client was dialed to, for error messages.
+	namespace string
 }
 
 // Annotation keys a command can set.
@@ -243,8 +248,24 @@ func (a *app) dial(ctx context.Context) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.client = c
+	a.client, a.namespace = c, r.Namespace
 	return c, nil
+}
+
+// searchAttributeHint says how to register tflo's search attributes when
+// the server refused a call for lacking them; its own message ("column
+// name 'TfloPipeline' is not a valid search attribute") does not.
+func (a *app) searchAttributeHint(err error) string {
+	var ia *serviceerror.InvalidArgument
+	if !errors.As(err, &ia) {
+		return ""
+	}
+	names := []string{workflows.SearchPipeline.GetName(), workflows.SearchBreakerState.GetName()}
+	if !strings.Contains(ia.Error(), names[0]) && !strings.Contains(ia.Error(), names[1]) {
+		return ""
+	}
+	return fmt.Sprintf(" (tflo's search attributes are not registered in namespace %q: temporal operator search-attribute create --namespace %s --name %s --type Keyword --name %s --type Keyword; see the README's Search attributes)",
+		a.namespace, a.namespace, names[0], names[1])
 }
 
 // close closes the client if a command dialed it. execute calls it
