@@ -18,19 +18,24 @@ const (
 	OpLoad       Op = "Load"
 	OpListKeys   Op = "ListKeys"
 	OpDelete     Op = "Delete"
+	OpDeleteKeys Op = "DeleteKeys"
+	OpRefreshKey Op = "RefreshKey"
 	OpSaveCursor Op = "SaveCursor"
 	OpLoadCursor Op = "LoadCursor"
 )
 
 func (o Op) isWrite() bool {
 	switch o {
-	case OpSave, OpSaveBatch, OpDelete, OpSaveCursor:
+	case OpSave, OpSaveBatch, OpDelete, OpDeleteKeys, OpSaveCursor:
 		return true
 	}
 	return false
 }
 
 // Store forwards to a StateStore and a CursorStore and injects faults.
+// It has the optional capabilities the checkpointer uses, DeleteKeys and
+// RefreshKey, forwarded to the inner store (see their docs), so a store
+// under test keeps its own behaviour through the wrapper.
 //
 // Rules, checked in this order on every call:
 //   - crash: once the crash point is reached, every write fails with
@@ -83,7 +88,7 @@ func (s *Store) Hang(ops ...Op) {
 }
 
 // CrashAfter sets the crash point: after n more successful writes
-// (Save, SaveBatch, Delete, SaveCursor each count one), every write fails
+// (Save, SaveBatch, Delete, DeleteKeys, SaveCursor each count one), every write fails
 // with ErrCrashed. When partial is non-nil, the SaveBatch that hits the
 // crash point first applies the first partial(len(items)) items (a batch
 // that is not atomic); otherwise it applies nothing.
@@ -226,6 +231,48 @@ func (s *Store) Delete(ctx context.Context, key []byte) error {
 		return err
 	}
 	return s.wrote(s.state.Delete(ctx, key))
+}
+
+// DeleteKeys deletes keys in one call, the checkpointer's batch delete:
+// through the inner store's DeleteKeys where it has one (the files,
+// Badger, memory and S3 stores do), else one Delete each. It is one write
+// towards CrashAfter.
+func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
+	var first []byte
+	if len(keys) > 0 {
+		first = keys[0]
+	}
+	if err := s.gate(ctx, s.decide(OpDeleteKeys, first, len(keys))); err != nil {
+		return err
+	}
+	if d, ok := s.state.(interface {
+		DeleteKeys(context.Context, [][]byte) error
+	}); ok {
+		return s.wrote(d.DeleteKeys(ctx, keys))
+	}
+	for _, k := range keys {
+		if err := s.state.Delete(ctx, k); err != nil {
+			return s.wrote(err)
+		}
+	}
+	return s.wrote(nil)
+}
+
+// RefreshKey has the inner store reread key on its next Load, where it
+// caches what it read (the S3 store caches each shard's manifest, and a
+// restore refreshes it: without this a worker regaining a shard through
+// the wrapper read its own older checkpoint); other stores read afresh
+// anyway.
+func (s *Store) RefreshKey(ctx context.Context, key []byte) error {
+	if err := s.gate(ctx, s.decide(OpRefreshKey, key, 0)); err != nil {
+		return err
+	}
+	if r, ok := s.state.(interface {
+		RefreshKey(context.Context, []byte) error
+	}); ok {
+		return r.RefreshKey(ctx, key)
+	}
+	return nil
 }
 
 // SaveCursor implements streaming.CursorStore.

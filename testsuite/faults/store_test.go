@@ -120,3 +120,73 @@ func TestCrashAfterConcurrentWrites(t *testing.T) {
 	require.Equal(t, 1, s.Writes())
 	require.True(t, s.Crashed())
 }
+
+// refreshCounter is a state store that caches what it read, as the S3
+// store does: it counts the RefreshKey calls that reach it.
+type refreshCounter struct {
+	*memory.Store
+	refreshed [][]byte
+}
+
+func (r *refreshCounter) RefreshKey(_ context.Context, key []byte) error {
+	r.refreshed = append(r.refreshed, key)
+	return nil
+}
+
+// TestOptionalCapabilitiesReachTheInnerStore: the checkpointer deletes
+// unreferenced pieces with one DeleteKeys and has a caching store
+// (S3's) reread a shard's manifest at a restore with RefreshKey, where
+// the store has them. Store had neither, so a store under test behaved
+// otherwise through the wrapper: one Delete a piece, and a worker
+// regaining a shard on S3 restored its own older, cached checkpoint.
+func TestOptionalCapabilitiesReachTheInnerStore(t *testing.T) {
+	ctx := context.Background()
+	inner := &refreshCounter{Store: memory.New()}
+	s := faults.Wrap(inner, inner)
+	var st streaming.StateStore = s
+	d, ok := st.(interface {
+		DeleteKeys(context.Context, [][]byte) error
+	})
+	require.True(t, ok, "Store forwards DeleteKeys")
+	r, ok := st.(interface {
+		RefreshKey(context.Context, []byte) error
+	})
+	require.True(t, ok, "Store forwards RefreshKey")
+
+	for _, k := range []string{"a", "b", "c"} {
+		require.NoError(t, s.Save(ctx, []byte(k), snap(k)))
+	}
+	s.FailNext(faults.OpDeleteKeys, 1)
+	require.ErrorIs(t, d.DeleteKeys(ctx, [][]byte{[]byte("a"), []byte("b")}), faults.ErrInjected)
+	require.NoError(t, d.DeleteKeys(ctx, [][]byte{[]byte("a"), []byte("b")}))
+	for _, k := range []string{"a", "b"} {
+		_, err := inner.Load(ctx, []byte(k))
+		require.ErrorIs(t, err, streaming.ErrNotFound, k)
+	}
+	_, err := inner.Load(ctx, []byte("c"))
+	require.NoError(t, err)
+	require.Equal(t, 2, s.Calls(faults.OpDeleteKeys))
+	require.Zero(t, s.Calls(faults.OpDelete), "one batch, not a Delete a key")
+	require.Equal(t, 4, s.Writes(), "three saves and the batch")
+
+	s.CrashAfter(0, nil)
+	require.ErrorIs(t, d.DeleteKeys(ctx, [][]byte{[]byte("c")}), faults.ErrCrashed)
+	s.Heal()
+
+	require.NoError(t, r.RefreshKey(ctx, []byte("manifest")))
+	require.Equal(t, [][]byte{[]byte("manifest")}, inner.refreshed)
+	s.FailNext(faults.OpRefreshKey, 1)
+	require.ErrorIs(t, r.RefreshKey(ctx, []byte("manifest")), faults.ErrInjected)
+	require.Len(t, inner.refreshed, 1)
+
+	// A store without the capabilities: one Delete a key, no refresh.
+	plain := faults.Wrap(plainStore{memory.New()}, nil)
+	require.NoError(t, plain.Save(ctx, []byte("x"), snap("x")))
+	require.NoError(t, plain.DeleteKeys(ctx, [][]byte{[]byte("x")}))
+	require.NoError(t, plain.RefreshKey(ctx, []byte("x")))
+	_, err = plain.Load(ctx, []byte("x"))
+	require.ErrorIs(t, err, streaming.ErrNotFound)
+}
+
+// plainStore has only the StateStore methods.
+type plainStore struct{ streaming.StateStore }
