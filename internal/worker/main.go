@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -165,14 +166,18 @@ const (
 	ExitOK      = 0
 	ExitFailure = 1
 	ExitUsage   = 2
+	// ExitInterrupted: a second SIGINT/SIGTERM while the worker drained
+	// stopped it at once, without its clean stop.
+	ExitInterrupted = 130
 )
 
 // RunMain parses args (--config FILE, the main's own flags, --version,
 // --help), loads the config (the file, then TFLO_* variables, then
 // defaults), validates it, starts the /metrics server (with
 // tflo_build_info) when metrics.addr is set, and runs m until SIGINT or
-// SIGTERM, after which the worker drains and takes its final checkpoint.
-// It returns the process exit code.
+// SIGTERM, after which the worker drains and takes its final checkpoint;
+// a second signal while it drains exits at once (ExitInterrupted). It
+// returns the process exit code.
 func RunMain(m Main, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet(m.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -260,7 +265,10 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		defer ms.Close()
 		log.Info("metrics served", "url", ms.URL)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stop := interruptContext(sigs, m.Name, stderr, os.Exit)
 	defer stop()
 	if err := m.Run(ctx, Runtime{Log: log, Registry: reg, Ready: ready, OwnsProcess: m.OwnsProcess}); err != nil {
 		var usage usageError
@@ -272,6 +280,33 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		return ExitFailure
 	}
 	return ExitOK
+}
+
+// interruptContext returns a context the first signal on sigs cancels:
+// the worker drains. A second signal while it drains gives that up: it
+// says so on stderr and calls exit(ExitInterrupted), so a drain stuck on
+// an unreachable sink can be ended from the terminal
+// (signal.NotifyContext kept catching the signal, so a second Ctrl-C was
+// ignored). stop releases the goroutine.
+func interruptContext(sigs <-chan os.Signal, name string, stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-quit:
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintf(stderr, "%s: interrupted again while draining: stopping at once, without the final checkpoint\n", name)
+			exit(ExitInterrupted)
+		case <-quit:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { cancel(); close(quit) }) }
 }
 
 // usageError is a Run error caused by what the user gave (a spec that
@@ -290,7 +325,7 @@ func Usage(w io.Writer, m Main, fs *flag.FlagSet) {
 	p := m.prefix()
 	stopping := m.Stopping
 	if stopping == "" {
-		stopping = "SIGINT/SIGTERM drain the worker and take a final checkpoint."
+		stopping = "SIGINT/SIGTERM drain the worker and take a final checkpoint; a second\none while it drains stops it at once (exit 130), without it."
 	}
 	fmt.Fprintf(w, `
 Configuration: the YAML file (unknown keys are errors, named with their

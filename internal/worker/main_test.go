@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -494,4 +495,65 @@ func TestBackfillRefusesAnUnsetTokenVariable(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, worker.ExitUsage, worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", spec("sma-readings.yaml")}, &errOut), errOut.String())
 	require.Contains(t, errOut.String(), "backfill.token_env names TFLO_TEST_BACKFILL_TOKEN, which is unset or empty")
+}
+
+// envDrainChild selects TestChildDrainsForever in the child process of
+// TestSecondSignalStopsAtOnce.
+const envDrainChild = "TFLO_TEST_DRAIN_CHILD"
+
+// TestChildDrainsForever is not a test on its own: it is the process
+// TestSecondSignalStopsAtOnce signals, a main whose drain never ends (a
+// final checkpoint stuck on a sink that does not answer).
+func TestChildDrainsForever(t *testing.T) {
+	if os.Getenv(envDrainChild) == "" {
+		t.Skip("child process of TestSecondSignalStopsAtOnce")
+	}
+	m := worker.Main{Name: "worker", Config: &worker.PipelineConfig{}, Run: func(ctx context.Context, _ worker.Runtime) error {
+		fmt.Fprintln(os.Stderr, "running")
+		<-ctx.Done()
+		fmt.Fprintln(os.Stderr, "draining")
+		time.Sleep(time.Hour)
+		return nil
+	}}
+	os.Exit(worker.RunMain(m, nil, os.Stderr))
+}
+
+// TestSecondSignalStopsAtOnce: the first SIGINT starts the drain; a
+// second one while it drains exits 130 at once, saying so. Bug:
+// signal.NotifyContext kept catching the signal, so a second Ctrl-C was
+// ignored and a stuck drain could only be killed.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	if os.Getenv(envDrainChild) != "" {
+		t.Skip("in the child")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildDrainsForever$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envDrainChild+"=1")
+	var errOut logtest.Buffer
+	cmd.Stderr = &errOut
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "running\n") }, 30*time.Second, 10*time.Millisecond, errOut.String())
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "draining\n") }, 30*time.Second, 10*time.Millisecond, errOut.String())
+	select {
+	case <-exited:
+		t.Fatalf("the first SIGINT stopped the worker before its drain ended: %v\n%s", waitErr, errOut.String())
+	default:
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	select {
+	case <-exited:
+		var ee *exec.ExitError
+		require.ErrorAs(t, waitErr, &ee, errOut.String())
+		require.Equal(t, worker.ExitInterrupted, ee.ExitCode(), errOut.String())
+		require.Contains(t, errOut.String(), "worker: interrupted again while draining: stopping at once, without the final checkpoint")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the second SIGINT was ignored: the worker still drains\n%s", errOut.String())
+	}
 }

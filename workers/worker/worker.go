@@ -32,7 +32,8 @@ import (
 // name: --pipeline FILE.yaml, --config FILE, ...; --help lists them) until
 // SIGINT or SIGTERM, writing its log and errors to stderr, and returns
 // the process's exit code: 0, 1 when the worker failed, 2 for a usage
-// error (a bad flag, config or spec). Its help, errors, --version and
+// error (a bad flag, config or spec); a second signal while it drains
+// exits the process at once with 130. Its help, errors, --version and
 // log lines (cmd=) carry the program's name. Main owns the process: unless
 // GOMEMLIMIT is set, it sets the Go memory limit from the spec's
 // state.memory, and logs the container's memory limit beside it.
