@@ -77,8 +77,14 @@ type MetricsConfig struct {
 // the listener once it started.
 func (m MetricsConfig) Validate() error {
 	if a := m.Addr; a != "" {
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil {
 			return fmt.Errorf("metrics.addr %q: want host:port (\":0\" picks a free port): %v", a, err)
+		}
+		// A port out of range (":99999") or no service name splits
+		// fine, and only the listener refused it.
+		if _, err := net.LookupPort("tcp", port); err != nil {
+			return fmt.Errorf("metrics.addr %q: port %q is not 0-65535 nor a service name (\":0\" picks a free port)", a, port)
 		}
 	}
 	return nil

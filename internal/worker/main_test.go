@@ -95,6 +95,9 @@ func TestRunMainUsage(t *testing.T) {
 		// Bug: a metrics.addr without a port passed --check and failed the
 		// run (exit 1) once the pipeline had started.
 		{"a metrics address without a port is refused by --check", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_METRICS_ADDR": "nohost"}, worker.ExitUsage, []string{`metrics.addr "nohost": want host:port`}},
+		// Bug: a port out of range split fine, passed --check and failed
+		// the run (exit 1) on the listener.
+		{"a metrics port out of range is refused by --check", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_METRICS_ADDR": "127.0.0.1:99999"}, worker.ExitUsage, []string{`metrics.addr "127.0.0.1:99999": port "99999" is not 0-65535 nor a service name`}},
 		// Bug: --pprof without a metrics address served nothing, silently.
 		{"--pprof needs a metrics address", []string{"--pipeline", spec("sma-readings.yaml"), "--pprof"}, map[string]string{"TFLO_METRICS_ADDR": ""}, worker.ExitUsage, []string{"--pprof serves the profiles on the metrics address: set metrics.addr (TFLO_METRICS_ADDR)"}},
 		{"control_worker needs Temporal", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "true", "TEMPORAL_ADDRESS": "", "TEMPORAL_CONFIG_FILE": ""}, worker.ExitUsage, []string{"control_worker needs temporal.address"}},
