@@ -91,7 +91,11 @@ func memoryCgroups(root fs.FS) []memoryCgroup {
 		}
 		dir := m.point
 		if m.root == "/" {
-			dir = path.Join(m.point, parts[2])
+			// A cgroup namespace names a cgroup above its root "/..":
+			// outside the mount's view too, not a folder beside it.
+			if p := parts[2]; p != "/.." && !strings.HasPrefix(p, "/../") {
+				dir = path.Join(m.point, p)
+			}
 		} else if rel, ok := strings.CutPrefix(path.Clean(parts[2]), m.root); ok && (rel == "" || rel[0] == '/') {
 			dir = path.Join(m.point, rel)
 		}

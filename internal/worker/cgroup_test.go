@@ -123,6 +123,19 @@ func TestContainerMemoryLimit(t *testing.T) {
 			bytes: 256 << 20, file: "/sys/fs/cgroup/memory/memory.limit_in_bytes",
 		},
 		{
+			// A cgroup namespace shows a cgroup above its root as "/..":
+			// joined to the mount point, it named folders outside the
+			// mount, and no limit was found.
+			name: "v2 container, a cgroup above the namespace's root",
+			files: map[string]string{
+				"proc/self/mountinfo":      mountV2,
+				"proc/self/cgroup":         "0::/../init\n",
+				"sys/fs/cgroup/memory.max": "268435456\n",
+				"sys/fs/memory.max":        "1048576\n",
+			},
+			bytes: 256 << 20, file: "/sys/fs/cgroup/memory.max",
+		},
+		{
 			name: "hybrid: v2 mounted without the memory controller, v1 has it",
 			files: map[string]string{
 				"proc/self/mountinfo":                                   mountV2Unified + mountV1Memory,
