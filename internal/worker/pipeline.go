@@ -258,7 +258,7 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 }
 
 // runPipeline is RunPipeline that also sets ready's check (when not nil)
-// to the worker's Ready.
+// to the worker's Ready until ctx ends, and to "draining" from then on.
 func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, log *slog.Logger, reg prometheus.Registerer, ready *Readiness, opts ...pipeline.Option) error {
 	o := []pipeline.Option{pipeline.WithLogger(log), pipeline.WithMetrics(reg)}
 	if cfg.WorkerID != "" {
@@ -364,7 +364,16 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 		return err
 	}
 	if ready != nil {
-		ready.Set(w.Ready)
+		ready.Set(func(c context.Context) error {
+			// Once stopping, the worker is not ready whatever its shards
+			// say: while it drains, w.Ready said "ready" between a
+			// partition's revoke and the next, and "1 of 2 owned
+			// partitions restored" or "client closed" otherwise.
+			if ctx.Err() != nil {
+				return errors.New("draining: the worker stops after its final checkpoints")
+			}
+			return w.Ready(c)
+		})
 	}
 	return w.Run(ctx)
 }
