@@ -560,3 +560,45 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		t.Fatalf("the second SIGINT was ignored: the worker still drains\n%s", errOut.String())
 	}
 }
+
+// TestSIGTERMWhileStartingExitsZero: SIGTERM while the worker starts (its
+// Kafka sink connecting to a broker that does not answer yet) stops it
+// with exit 0, as it does while it waits for the coordination store or
+// serves. Bug: the cancelled connect came back as the worker's error,
+// "stopped with an error ... connect: context canceled", exit 1, and a
+// supervisor took the requested stop for a failure.
+func TestSIGTERMWhileStartingExitsZero(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	require.NoError(t, err)
+	defer ln.Close()
+	dialled := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			select {
+			case dialled <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Setenv("KAFKA_BROKERS", ln.Addr().String())
+	t.Setenv("STATE_DIR", t.TempDir())
+	done := make(chan int, 1)
+	var errOut logtest.Buffer
+	go func() {
+		done <- worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("sma-readings.yaml")}, &errOut)
+	}()
+	select {
+	case <-dialled:
+	case code := <-done:
+		t.Fatalf("the worker exited %d before it dialled the broker\n%s", code, errOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the worker did not dial the broker\n%s", errOut.String())
+	}
+	stopWithSIGTERM(t, done, &errOut, 30*time.Second)
+	require.NotContains(t, errOut.String(), "stopped with an error")
+}

@@ -361,6 +361,12 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 	}
 	w, err := pipeline.NewWorker(ctx, p, append(o, opts...)...)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while opening the sinks (a broker that does not
+			// answer yet): nothing was served, and the cancelled connect
+			// is no failure of a requested stop.
+			return nil
+		}
 		return err
 	}
 	if ready != nil {
