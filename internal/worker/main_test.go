@@ -80,7 +80,7 @@ func TestRunMainUsage(t *testing.T) {
 		{"a TFLO_ variable that names no key is refused, with the key it likely meant", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_SOURCE_KAFKA_TOPC": "trades"}, worker.ExitUsage,
 			[]string{"environment TFLO_SOURCE_KAFKA_TOPC: matches no configuration key (did you mean TFLO_SOURCE_KAFKA_TOPIC?)"}},
 		{"the simulator's variables, archive S3 settings and tool switches are not the worker's problem", []string{"--pipeline", spec("sma-readings.yaml"), "--check"},
-			map[string]string{"TFLO_SIMULATOR_SENSORS": "3", "TFLO_S3_ENDPOINT": "http://s3", "TFLO_REQUIRE_SERVICES": "1"}, worker.ExitOK, nil},
+			map[string]string{"TFLO_SIMULATOR_SENSORS": "3", "TFLO_S3_ENDPOINT": "http://s3", "TFLO_REQUIRE_SERVICES": "1", "TFLO_MOSQUITTO": "/usr/sbin/mosquitto"}, worker.ExitOK, nil},
 		{"a bad duration in the file and a bad value in the environment, reported together", []string{"--config", badTTL, "--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "maybe"}, worker.ExitUsage,
 			[]string{"2 problems", `line 2: coordination.lease_ttl: "soon" is not a duration`, `environment TFLO_CONTROL_WORKER (control_worker): "maybe"`}},
 		{"help shows defaults and descriptions", []string{"--help"}, nil, worker.ExitOK,
