@@ -29,6 +29,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/natskv"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/internal/temporalclient"
@@ -601,4 +602,29 @@ func TestSIGTERMWhileStartingExitsZero(t *testing.T) {
 	}
 	stopWithSIGTERM(t, done, &errOut, 30*time.Second)
 	require.NotContains(t, errOut.String(), "stopped with an error")
+}
+
+// TestCentralArchiveReadsEveryS3Variable: the central spec's archive sink
+// is reached as tflo's S3 settings for archives say, every TFLO_S3_*
+// variable archiveloc.S3FromEnv reads (the backfills read the pipeline's
+// own archive with the sink's settings too). Bug: the spec mapped all but
+// TFLO_S3_CA_FILE, so an S3 server signed by a private CA was not
+// trusted by the archive sink nor by backfills of its archive, though the
+// README names the variable for that.
+func TestCentralArchiveReadsEveryS3Variable(t *testing.T) {
+	want := archiveloc.S3{Endpoint: "https://s3.internal:7070", Region: "eu-1", AccessKeyEnv: "ARCHIVE_AK", SecretKeyEnv: "ARCHIVE_SK", CAFile: writeFile(t, "ca.pem", "")}
+	for k, v := range map[string]string{archiveloc.EnvEndpoint: want.Endpoint, archiveloc.EnvRegion: want.Region, archiveloc.EnvAccessKeyEnv: want.AccessKeyEnv,
+		archiveloc.EnvSecretKeyEnv: want.SecretKeyEnv, archiveloc.EnvCAFile: want.CAFile, "ARCHIVE_LOCATION": "s3://archive/central"} {
+		t.Setenv(k, v)
+	}
+	require.Equal(t, want, archiveloc.S3FromEnv(os.LookupEnv), "every variable S3FromEnv reads is set")
+	p, err := pipeline.Load(spec("iot-portal-central.yaml"))
+	require.NoError(t, err)
+	var got []archiveloc.S3
+	for _, s := range p.Sinks {
+		if a, ok := s.(pipeline.ArchiveSink); ok {
+			got = append(got, a.S3)
+		}
+	}
+	require.Equal(t, []archiveloc.S3{want}, got)
 }
