@@ -212,6 +212,14 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if m.NamedVariables != nil {
 		named = append(named, m.NamedVariables()...)
 	}
+	// The archives' S3 keys (backfills, internal/archiveloc): those
+	// variables are shared, not keys, but name the ones holding secrets.
+	s3 := archiveloc.S3FromEnv(os.LookupEnv)
+	for _, v := range []string{s3.AccessKeyEnv, s3.SecretKeyEnv} {
+		if v != "" {
+			named = append(named, v)
+		}
+	}
 	envErr := m.checkEnvironment(os.Environ(), named)
 	if err := errors.Join(err, envErr); err != nil {
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", m.Name, err)

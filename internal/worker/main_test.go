@@ -628,3 +628,23 @@ func TestCentralArchiveReadsEveryS3Variable(t *testing.T) {
 	}
 	require.Equal(t, []archiveloc.S3{want}, got)
 }
+
+// TestS3KeyVariablesUnderThePrefix: the variables TFLO_S3_ACCESS_KEY_ENV
+// and TFLO_S3_SECRET_KEY_ENV name (the keys backfills read s3://
+// archives with) may be TFLO_ ones, as a *_env key's may. Bug: the
+// worker refused to start, "environment TFLO_ARCHIVE_KEY: matches no
+// configuration key", though its S3 settings named it.
+func TestS3KeyVariablesUnderThePrefix(t *testing.T) {
+	t.Setenv(archiveloc.EnvAccessKeyEnv, "TFLO_ARCHIVE_KEY")
+	t.Setenv(archiveloc.EnvSecretKeyEnv, "TFLO_ARCHIVE_SECRET")
+	t.Setenv("TFLO_ARCHIVE_KEY", "ak")
+	t.Setenv("TFLO_ARCHIVE_SECRET", "sk")
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("market-data.yaml"), "--check"}, &errOut), errOut.String())
+	// A variable nothing names is still refused.
+	t.Setenv("TFLO_ARCHIVE_KY", "ak")
+	errOut.Reset()
+	require.Equal(t, worker.ExitUsage, worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("market-data.yaml"), "--check"}, &errOut))
+	require.Contains(t, errOut.String(), "environment TFLO_ARCHIVE_KY: matches no configuration key")
+	require.NotContains(t, errOut.String(), "TFLO_ARCHIVE_KEY:")
+}
