@@ -114,6 +114,11 @@ func WithReadiness(r *Readiness) ServeOption { return func(c *serveConfig) { c.r
 // unless a main's --pprof asks: profiles show the process's internals).
 func WithPprof() ServeOption { return func(c *serveConfig) { c.pprof = true } }
 
+// readyTimeout bounds /readyz's check: below --probe's client timeout
+// (probeTimeout), so a probe of a check that does not answer reports the
+// 503 naming what it waited for, not its own timeout.
+const readyTimeout = 4 * time.Second
+
 // MetricsServer serves /metrics of a registry, /healthz (200 while the
 // process serves HTTP at all) and /readyz (WithReadiness).
 type MetricsServer struct {
@@ -138,7 +143,7 @@ func ServeMetrics(addr string, reg prometheus.Gatherer, opts ...ServeOption) (*M
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
-		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(req.Context(), readyTimeout)
 		defer cancel()
 		if err := cfg.ready.Check(ctx); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)

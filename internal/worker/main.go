@@ -403,10 +403,14 @@ func printKeys(w io.Writer, prefix string, of KeysOf) {
 	tw.Flush()
 }
 
+// probeTimeout is --probe's client timeout: above /readyz's own deadline
+// (readyTimeout), within the compose file's health check timeout (6s).
+const probeTimeout = 5 * time.Second
+
 // runProbe GETs url and returns ExitOK on 200, ExitFailure otherwise
 // (saying why on stderr).
 func runProbe(url string, stderr io.Writer) int {
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := &http.Client{Timeout: probeTimeout}
 	resp, err := c.Get(url)
 	if err != nil {
 		fmt.Fprintf(stderr, "probe %s: %v\n", url, err)

@@ -431,6 +431,14 @@ func TestProbe(t *testing.T) {
 	ready.Set(func(context.Context) error { return nil })
 	code, msg = probe(readyz)
 	require.Equal(t, worker.ExitOK, code, msg)
+	// A check that does not answer (Temporal's health check hanging):
+	// the probe reports the 503 saying what /readyz gave up on. Bug: the
+	// probe's client gave up at /readyz's own 5s deadline, first, and
+	// reported only "Client.Timeout exceeded".
+	ready.Set(func(ctx context.Context) error { <-ctx.Done(); return fmt.Errorf("temporal: %w", ctx.Err()) })
+	code, msg = probe(readyz)
+	require.Equal(t, worker.ExitFailure, code)
+	require.Contains(t, msg, "503 Service Unavailable: not ready: temporal: context deadline exceeded")
 	require.NoError(t, ms.Close())
 	code, msg = probe(readyz)
 	require.Equal(t, worker.ExitFailure, code)
