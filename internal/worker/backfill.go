@@ -121,14 +121,16 @@ func createDatabase(base, token, db string, tc *tls.Config) error {
 	if tc != nil {
 		c.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
 	}
+	// base may carry user:password (the transport sends it as basic
+	// auth): errors name it redacted.
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: influx %s: create database %q: %w", activities.ErrSinkUnavailable, base, db, err)
+		return fmt.Errorf("%w: influx %s: create database %q: %w", activities.ErrSinkUnavailable, redactURLs(base), db, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		err := fmt.Errorf("influx %s: create database %q: %s: %s", base, db, resp.Status, body)
+		err := fmt.Errorf("influx %s: create database %q: %s: %s", redactURLs(base), db, resp.Status, body)
 		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 			err = fmt.Errorf("%w: %w", activities.ErrSinkUnavailable, err)
 		}

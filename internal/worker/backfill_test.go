@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/client"
 
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/archiveloc"
@@ -263,4 +268,31 @@ func TestBackfillReproducesPoints(t *testing.T) {
 	for _, r := range all {
 		require.Equal(t, 1, got[sig{r.Sensor, r.Signal, r.TS}], "row %+v", r)
 	}
+}
+
+// TestCreateDatabaseErrorsRedactThePassword: backfill.influx_url may
+// carry user:password (sent as basic auth); the errors of the CREATE
+// DATABASE a backfill's sink runs first named the URL as given, password
+// and all, into the activity's failure and the worker's log.
+func TestCreateDatabaseErrorsRedactThePassword(t *testing.T) {
+	// Refused: nothing listens on the port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	err = createDatabase("http://tflo:s3cret@"+addr, "", "iot", nil)
+	require.ErrorIs(t, err, activities.ErrSinkUnavailable)
+	require.ErrorContains(t, err, "http://tflo:xxxxx@"+addr)
+	require.NotContains(t, err.Error(), "s3cret")
+
+	// Answered with an error status.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"authorization failed"}`, http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "http://tflo:s3cret@", 1)
+	err = createDatabase(u, "", "iot", nil)
+	require.ErrorContains(t, err, "401")
+	require.ErrorContains(t, err, "tflo:xxxxx@")
+	require.NotContains(t, err.Error(), "s3cret")
 }
