@@ -179,6 +179,10 @@ func (a *app) backfillCancel() *cobra.Command {
 next heartbeat, within the replay's heartbeat timeout (30 s by default),
 and stop.
 
+The command returns once the server has the request; it prints
+"cancellation requested" (-o json: {"cancel_requested": workflow id}).
+"starter backfill status --name NAME --wait" shows when the backfill ended.
+
 Exit code 3: no backfill has that --name, or it ended already.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {
@@ -210,7 +214,11 @@ Exit code 3: no backfill has that --name, or it ended already.`,
 				}
 				return fmt.Errorf("cancel backfill %q: %w", name, err)
 			}
-			return a.emit(map[string]string{"cancelled": id}, func(w io.Writer) { printf(w, "backfill %s cancelled\n", name) })
+			// Requested, not done: the workflow stops its replays and ends
+			// when a control worker runs it (status --wait shows the end).
+			return a.emit(map[string]string{"cancel_requested": id}, func(w io.Writer) {
+				printf(w, "backfill %s: cancellation requested; replays in flight stop at their next heartbeat (starter backfill status --name %s --wait shows the end)\n", name, name)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "backfill name")
