@@ -305,6 +305,35 @@ func (c *PipelineConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ignored returns the settings that are set but turned off by an empty
+// key that enables their feature, as sentences: the worker warns of each
+// at start and at --check (not refused: deployments set such variables
+// for every worker, and a feature off is a choice).
+func (c PipelineConfig) ignored() []string {
+	var out []string
+	note := func(set bool, key, why string) {
+		if set {
+			out = append(out, key+" is set but ignored: "+why)
+		}
+	}
+	if !c.Backfill.enabled() {
+		const off = "backfills are off (backfill.influx_url and backfill.kafka_brokers are empty)"
+		b := c.Backfill
+		note(b.TokenEnv != "", "backfill.token_env", off)
+		note(b.InfluxTLS != nil, "backfill.influx_tls", off)
+		note(b.ArchiveRoots != nil, "backfill.archive_roots", off)
+		note(b.DatabasePrefixes != nil, "backfill.database_prefixes", off)
+	}
+	if cc := c.Coordination; cc.NATSURL == "" {
+		const off = "coordination.nats_url is empty (no coordination store, no presence lease)"
+		note(cc.NATSCredsFile != "", "coordination.nats_creds_file", off)
+		note(cc.NATSTLS != nil, "coordination.nats_tls", off)
+		note(cc.Job != "" && cc.Job != "tflo", "coordination.job", off)
+		note(cc.LeaseTTL != 0 && cc.LeaseTTL != 10*time.Second, "coordination.lease_ttl", off)
+	}
+	return out
+}
+
 func validJob(s string) bool {
 	if s == "" {
 		return false

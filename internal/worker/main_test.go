@@ -118,6 +118,36 @@ func TestRunMainUsage(t *testing.T) {
 	}
 }
 
+// TestIgnoredSettingsAreNamed: a setting whose feature an empty key
+// turns off (backfill.token_env without backfill.influx_url or
+// kafka_brokers, coordination.nats_tls without coordination.nats_url)
+// was accepted and ignored without a word; the worker warns of each, at
+// --check as at start, naming the key and the key that is empty.
+func TestIgnoredSettingsAreNamed(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "coordination:\n  nats_tls: {server_name: nats.internal}\n  job: plant\nbackfill:\n  token_env: INFLUX_TOKEN\n  archive_roots: [file:///archive]\n")
+	var errOut bytes.Buffer
+	code := worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	for _, want := range []string{
+		"backfill.token_env is set but ignored: backfills are off (backfill.influx_url and backfill.kafka_brokers are empty)",
+		"backfill.archive_roots is set but ignored",
+		"coordination.nats_tls is set but ignored: coordination.nats_url is empty",
+		"coordination.job is set but ignored",
+	} {
+		require.Contains(t, errOut.String(), want)
+	}
+	require.NotContains(t, errOut.String(), "lease_ttl", "left at its default")
+
+	// Turned on, nothing is ignored.
+	errOut.Reset()
+	t.Setenv("TFLO_BACKFILL_KAFKA_BROKERS", "localhost:9092")
+	t.Setenv("TFLO_TEMPORAL_ADDRESS", "localhost:7233")
+	code = worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", spec("sma-readings.yaml"), "--check"}, &errOut)
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.NotContains(t, errOut.String(), "backfill.")
+	require.Contains(t, errOut.String(), "coordination.nats_tls is set but ignored")
+}
+
 // Every TFLO_ variable CONTRIBUTING.md tells a developer to set (the test
 // servers' paths, TFLO_REQUIRE_SERVICES, TFLO_WRITE_GOLDEN) may sit in the
 // shell a worker runs from, as README.md says the worker accepts the

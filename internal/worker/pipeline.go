@@ -133,6 +133,9 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 					return usageError{fmt.Errorf("%s as edited: %w", spec, err)}
 				}
 			}
+			for _, w := range cfg.ignored() {
+				rt.Log.Warn(w)
+			}
 			if check {
 				env, err := p.SinkEnv(nil) // the graph as it would run
 				if err != nil {
