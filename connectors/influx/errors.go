@@ -25,6 +25,14 @@ var ErrNoBucket error = &failedForGood{"influx: bucket not found"}
 // WithTLS.
 var ErrTLS error = &failedForGood{"influx: server certificate not trusted"}
 
+// ErrRefused is wrapped by a *WriteError for an HTTP 4xx status that
+// names no bad data, credentials or bucket (405, 411, 415, 426, 431, ...:
+// the URL reaches something that is not InfluxDB's write endpoint, or a
+// proxy in front refuses the request): resending the same request gets
+// the same answer, so, like ErrUnauthorized, it fails the sink without
+// retries. 408 and 429 are retried.
+var ErrRefused error = &failedForGood{"influx: request refused"}
+
 // failedForGood is an error of the sink's configuration, which fails the
 // sink for good (streaming.ErrSinkFailed).
 type failedForGood struct{ msg string }

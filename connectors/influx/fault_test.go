@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -390,4 +391,40 @@ func TestSinkPartialWriteCountsOnlyTheRefusedPoints(t *testing.T) {
 	require.Equal(t, 1, rejErr.Dropped)
 	require.Contains(t, rejErr.Error(), "partial write")
 	require.Contains(t, rejErr.Error(), "1 of the 4 points dropped, the others written")
+}
+
+// TestSinkOtherClientErrorsFailAtOnce: a 4xx naming no bad data,
+// credentials or bucket (a proxy in front answering 405, a 415) was
+// retried for ever like a 5xx, though the docs retry only 5xx, 408, 429
+// and transport errors: every retry gets the same answer. The sink fails
+// at once with ErrRefused, naming the status; 408 is still retried.
+func TestSinkOtherClientErrorsFailAtOnce(t *testing.T) {
+	srv := sharedServer(t)
+	srv.CreateDatabase(t, "tflo")
+	for _, code := range []int{http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType} {
+		fp := &faultProxy{faults: []int{code, code, code, code, code}}
+		proxy := httptest.NewServer(fp.handler(srv.URL))
+		s := newSink(t, proxy.URL, "tflo/autogen", influx.WithRetryBackoff(time.Millisecond, 2*time.Millisecond))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, s.Write(ctx, genPoints(measurement("refused"), 0, 3)...))
+		err := s.Flush(ctx)
+		require.ErrorIs(t, err, influx.ErrRefused, "HTTP %d", code)
+		require.ErrorIs(t, err, streaming.ErrSinkFailed)
+		require.Contains(t, err.Error(), fmt.Sprint(code))
+		require.Equal(t, int64(1), fp.writes.Load(), "HTTP %d is not retried", code)
+		require.Zero(t, s.Stats().Retries)
+		cancel()
+		proxy.Close()
+	}
+
+	// 408 is retried, and the batch lands.
+	fp := &faultProxy{faults: []int{http.StatusRequestTimeout}}
+	proxy := httptest.NewServer(fp.handler(srv.URL))
+	t.Cleanup(proxy.Close)
+	s := newSink(t, proxy.URL, "tflo/autogen", influx.WithRetryBackoff(time.Millisecond, 2*time.Millisecond))
+	m := measurement("timeout")
+	require.NoError(t, s.Write(context.Background(), genPoints(m, 0, 3)...))
+	require.NoError(t, s.Flush(context.Background()))
+	require.Equal(t, int64(1), s.Stats().Retries)
+	require.Equal(t, int64(2), fp.writes.Load())
 }

@@ -27,14 +27,14 @@ import (
 // and one sender goroutine (owned by the Sink, started by NewSink, ended
 // by Close) sends sealed batches in order with the client's blocking write
 // API — one request per batch, so every error is observed here. Retryable
-// failures (5xx, 429, transport errors) are retried with backoff, behind a
+// failures (5xx, 408, 429, transport errors) are retried with backoff, behind a
 // circuit breaker; the batch stays queued meanwhile, so nothing is lost.
 // Bad data (400, 422) goes to the OnReject hook; a request too large
 // (413) is split in halves and resent, so only a line too large by itself
 // goes there. Wrong credentials
 // (401, 403), a missing bucket (404; 1.8: 500 "retention policy not
-// found") or a server certificate that does
-// not verify fail the sink at once, without retries.
+// found"), another 4xx but 408 (ErrRefused) or a server certificate that
+// does not verify fail the sink at once, without retries.
 //
 // Memory is bounded: at most MaxPendingBatches sealed batches plus the
 // one being filled. When they are all full, Write blocks until the sender
@@ -504,7 +504,7 @@ func (s *Sink) sendLines(ctx context.Context, body string, points int) error {
 		}
 		we, retryAfter := s.classify(err, points, attempt)
 		switch {
-		case errors.Is(we, ErrUnauthorized), errors.Is(we, ErrNoBucket), errors.Is(we, ErrTLS):
+		case errors.Is(we, ErrUnauthorized), errors.Is(we, ErrNoBucket), errors.Is(we, ErrTLS), errors.Is(we, ErrRefused):
 			// The server is up but refuses the configuration: no breaker
 			// failure, no retry.
 			return we
@@ -608,6 +608,14 @@ func (s *Sink) classify(err error, points, attempt int) (*WriteError, time.Durat
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 			we.Err = ErrRejected
 			we.Dropped = partialDropped(we.Message, points)
+		case http.StatusRequestTimeout, http.StatusTooManyRequests:
+			// Retried.
+		default:
+			// Any other 4xx (405 from a proxy, 415, ...) answers every
+			// retry alike: they were retried for ever.
+			if he.StatusCode >= 400 && he.StatusCode < 500 {
+				we.Err = ErrRefused
+			}
 		}
 	}
 	var cve *tls.CertificateVerificationError
