@@ -198,3 +198,30 @@ func TestCheckpointGroupsOfOneShardNameDoNotDeadlock(t *testing.T) {
 		t.Fatal("two checkpoint groups deadlocked on Checkpointers of one shard name")
 	}
 }
+
+// valueStore is a StateStore of a comparable struct type whose interface
+// field holds a value that is not comparable (a map): comparing two of
+// them panics at run time although their type is comparable.
+type valueStore struct {
+	streaming.StateStore
+	tags any
+}
+
+// TestCheckpointGroupOfAValueTypeStore: the group compared stores with ==
+// when their type was comparable, which panics for a struct store whose
+// interface field holds a map; such stores each get a group of their
+// own, and the checkpoint completes.
+func TestCheckpointGroupOfAValueTypeStore(t *testing.T) {
+	st := newTinyStore()
+	vs := valueStore{StateStore: st, tags: map[string]string{"team": "plant"}}
+	g := newGroup(t, vs, st, 2)
+	for i, s := range g {
+		s.src.Apply("k", int64(i))
+	}
+	var out []streaming.GroupOutcome
+	require.NotPanics(t, func() { out = streaming.CheckpointGroup(context.Background(), members(g)) })
+	for i, o := range out {
+		require.NoError(t, o.Err, "shard %d", i)
+	}
+	require.Equal(t, map[string]int64{"k": 1}, restoredShard(t, st, "signals/1"))
+}

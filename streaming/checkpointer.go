@@ -698,11 +698,12 @@ func groupByStore(shards []*groupShard) [][]*groupShard {
 	return groups
 }
 
-// sameStore reports whether a and b are one StateStore; stores of a type
-// that cannot be compared are never the same.
+// sameStore reports whether a and b are one StateStore; stores that
+// cannot be compared are never the same. The value is asked, not its
+// type: a struct store's interface field holding a map makes == panic
+// though the struct type is comparable.
 func sameStore(a, b StateStore) bool {
-	ta := reflect.TypeOf(a)
-	return ta.Comparable() && ta == reflect.TypeOf(b) && a == b
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.ValueOf(a).Comparable() && reflect.ValueOf(b).Comparable() && a == b
 }
 
 func (c *Checkpointer) unknown(id CheckpointID) error {
