@@ -39,8 +39,10 @@ import (
 // exactly that price (in a rolling window, when the products p·v are
 // exact: the window keeps the rounded products only).
 //
-// State (TypeVersion 1): window | Σp·v and Σv (compensated) | for a
-// rolling window, its count, head and (p·v, v) pairs.
+// State (TypeVersion 1): window | for a cumulative VWAP (window 0), Σp·v
+// and Σv, each a compensated sum; for a rolling window, the window of the
+// products p·v, then the window of the volumes v, each as its size,
+// count, head, compensated sum and values.
 type VWAP struct {
 	streaming.Base
 	pv, v window // rolling: the last N products and volumes
