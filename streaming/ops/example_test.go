@@ -93,19 +93,27 @@ func (*Integral) TypeVersion() uint32 { return 1 }
 func (*Integral) Arity() (int, int)   { return 1, 1 }
 func (i *Integral) Reset()            { *i = Integral{} }
 
-// Eval ignores NaN/±Inf and out-of-order records (no output, state
-// unchanged) and emits the running integral from the second record on.
+// Eval refuses NaN/±Inf, and a record whose area would make the total
+// non-finite, with streaming.Rejected() (counted by the runtime, state
+// unchanged); it ignores out-of-order records (no output) and emits the
+// running integral from the second record on.
 func (i *Integral) Eval(in []streaming.Computed, ts int64) streaming.NodeOutput {
 	x := in[0].Float64()
-	if math.IsNaN(x) || math.IsInf(x, 0) || (i.has && ts <= i.prevTS) {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return streaming.Rejected()
+	}
+	if i.has && ts <= i.prevTS {
 		return streaming.NoOutput()
 	}
 	if !i.has {
 		i.has, i.prev, i.prevTS = true, x, ts
 		return streaming.NoOutput()
 	}
-	i.total += (x + i.prev) / 2 * float64(ts-i.prevTS)
-	i.prev, i.prevTS = x, ts
+	total := i.total + (x/2+i.prev/2)*float64(ts-i.prevTS) // computed aside, kept only if finite
+	if math.IsInf(total, 0) || math.IsNaN(total) {
+		return streaming.Rejected()
+	}
+	i.total, i.prev, i.prevTS = total, x, ts
 	return streaming.Float(i.total)
 }
 
@@ -125,10 +133,16 @@ func (i *Integral) Load(b []byte) error {
 		return &streaming.OperatorLoadError{Operator: i.Name(),
 			Reason: fmt.Sprintf("blob of %d bytes, want 25", len(b)), Err: streaming.ErrCorrupt}
 	}
-	i.has = b[0] == 1
-	i.prev = math.Float64frombits(binary.LittleEndian.Uint64(b[1:]))
+	prev := math.Float64frombits(binary.LittleEndian.Uint64(b[1:]))
+	total := math.Float64frombits(binary.LittleEndian.Uint64(b[17:]))
+	for _, f := range []float64{prev, total} {
+		if math.IsNaN(f) || math.IsInf(f, 0) { // a state Eval never makes
+			return &streaming.OperatorLoadError{Operator: i.Name(),
+				Reason: fmt.Sprintf("non-finite value %v", f), Err: streaming.ErrCorrupt}
+		}
+	}
+	i.has, i.prev, i.total = b[0] == 1, prev, total
 	i.prevTS = int64(binary.LittleEndian.Uint64(b[9:]))
-	i.total = math.Float64frombits(binary.LittleEndian.Uint64(b[17:]))
 	return nil
 }
 
@@ -154,9 +168,12 @@ func Example_customOperator() {
 	}
 	b.Eval(20, streaming.Float(4)) // + 40
 	fmt.Println("after 20 s on the restored instance:", b.Output(0))
+	b.Eval(30, streaming.Float(math.NaN())) // refused, counted
+	fmt.Println("rejected:", b.Rejected(), "output:", b.Output(0))
 	fmt.Println(g.Operators())
 	// Output:
 	// after 10 s: 30
 	// after 20 s on the restored instance: 70
+	// rejected: 1 output: none
 	// [{energy_kws integral 1}]
 }
