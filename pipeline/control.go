@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -201,8 +202,10 @@ func (c *workflowControl) reannounce() {
 }
 
 // announce sends what is pending in one announcement. A stale epoch
-// refuses the whole announcement, so then each shard is announced on its
-// own and the stale ones (lost meanwhile) are dropped.
+// refuses the whole announcement: the stale shards it names (lost
+// meanwhile) are dropped and the rest announced again in one
+// announcement; when that is refused too, or the coordinator named none,
+// each shard is announced on its own and the stale ones are dropped.
 func (c *workflowControl) announce(ctx context.Context) error {
 	c.mu.Lock()
 	var shards []*shard
@@ -223,6 +226,26 @@ func (c *workflowControl) announce(ctx context.Context) error {
 		return nil
 	}
 	err := c.send(ctx, shards, released)
+	var se *workflows.StaleAnnouncementError
+	if errors.As(err, &se) && len(se.Shards) > 0 {
+		// Announcing each shard on its own would write an update per
+		// shard into the coordinator's history (a rebalance's hundreds).
+		var rest []*shard
+		for _, s := range shards {
+			if slices.Contains(se.Shards, activities.ShardEpoch{Shard: s.id, Epoch: s.epoch}) {
+				c.dropStale(s, err)
+				continue
+			}
+			rest = append(rest, s)
+		}
+		if len(rest) < len(shards) {
+			shards = rest
+			if len(shards)+len(released) == 0 {
+				return nil
+			}
+			err = c.send(ctx, shards, released)
+		}
+	}
 	if !errors.Is(err, workflows.ErrStaleAnnouncement) {
 		return err
 	}

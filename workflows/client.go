@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/tflo-io/tflo/activities"
 )
 
 // This file holds the client side of the coordinator: the calls a worker
@@ -18,6 +20,26 @@ import (
 // ErrStaleAnnouncement is wrapped by Announce's error when the coordinator
 // knows a newer owner of an announced shard: the worker has lost it since.
 var ErrStaleAnnouncement = errors.New("announcement is stale")
+
+// StaleAnnouncementError is Announce's error when the coordinator refused
+// an announcement as stale (it wraps ErrStaleAnnouncement). Shards are the
+// announced shards whose newer owner it knows; the others were not
+// recorded either (the whole announcement is refused), and may be
+// announced again without them. Shards is empty when the coordinator did
+// not name them (a run of a release before it did).
+type StaleAnnouncementError struct {
+	WorkerID string
+	Shards   []activities.ShardEpoch
+	// Reason is the coordinator's refusal, naming the first stale shard
+	// and its owner.
+	Reason string
+}
+
+func (e *StaleAnnouncementError) Error() string {
+	return fmt.Sprintf("worker %q: %v: %s", e.WorkerID, ErrStaleAnnouncement, e.Reason)
+}
+
+func (e *StaleAnnouncementError) Unwrap() error { return ErrStaleAnnouncement }
 
 // CoordinatorStartOptions returns the options that start a pipeline's
 // coordinator, or join the one running: its id, the control queue, the
@@ -50,7 +72,8 @@ func CoordinatorStartOptions(in CoordinatorInput) client.StartWorkflowOptions {
 // Announce tells the pipeline's coordinator which shards a worker owns,
 // starting the coordinator with in when none runs (update-with-start), and
 // waits for the answer: the previous owner of each shard that moved. A
-// stale epoch is refused with an error wrapping ErrStaleAnnouncement.
+// stale epoch is refused with a *StaleAnnouncementError (wrapping
+// ErrStaleAnnouncement) that names the stale shards.
 func Announce(ctx context.Context, c client.Client, in CoordinatorInput, a Announcement) (AnnounceResult, error) {
 	op := c.NewWithStartWorkflowOperation(CoordinatorStartOptions(in), CoordinatorWorkflow, in)
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
@@ -68,7 +91,13 @@ func Announce(ctx context.Context, c client.Client, in CoordinatorInput, a Annou
 	if err != nil {
 		var ae *temporal.ApplicationError
 		if errors.As(err, &ae) && ae.Type() == ErrTypeStaleEpoch {
-			return res, fmt.Errorf("worker %q: %w: %v", a.WorkerID, ErrStaleAnnouncement, ae.Error())
+			se := &StaleAnnouncementError{WorkerID: a.WorkerID, Reason: ae.Error()}
+			if ae.HasDetails() {
+				if derr := ae.Details(&se.Shards); derr != nil {
+					se.Shards = nil
+				}
+			}
+			return res, se
 		}
 		return res, fmt.Errorf("announce %d shards of worker %q to %s: %w", len(a.Shards), a.WorkerID, CoordinatorWorkflowID(in.Pipeline), err)
 	}

@@ -359,6 +359,12 @@ func (c *coordinator) validateAnnouncement(a Announcement) error {
 	if c.stopping {
 		return temporal.NewApplicationError(fmt.Sprintf("checkpoint coordinator of %s is stopping", c.in.Pipeline), ErrTypeStopping)
 	}
+	// Every stale shard is named (the error's details), so the worker
+	// drops them and announces the rest again in one announcement: told
+	// only of the first, it announced each shard on its own, an update in
+	// this history per shard.
+	var stale []activities.ShardEpoch
+	var first string
 	for _, s := range a.Shards {
 		if s.Shard == "" {
 			return temporal.NewApplicationError(fmt.Sprintf("announcement of worker %q to the coordinator of %s names a shard without a name", a.WorkerID, c.in.Pipeline), activities.ErrTypeBadInput)
@@ -368,9 +374,18 @@ func (c *coordinator) validateAnnouncement(a Announcement) error {
 			continue
 		}
 		if s.Epoch < row.Owner.Epoch || (s.Epoch == row.Owner.Epoch && row.Owner.WorkerID != a.WorkerID) {
-			return temporal.NewApplicationError(fmt.Sprintf("announcement of shard %s/%s by worker %q at epoch %d is stale: worker %q owns it at epoch %d",
-				c.in.Pipeline, s.Shard, a.WorkerID, s.Epoch, row.Owner.WorkerID, row.Owner.Epoch), ErrTypeStaleEpoch)
+			if first == "" {
+				first = fmt.Sprintf("announcement of shard %s/%s by worker %q at epoch %d is stale: worker %q owns it at epoch %d",
+					c.in.Pipeline, s.Shard, a.WorkerID, s.Epoch, row.Owner.WorkerID, row.Owner.Epoch)
+			}
+			stale = append(stale, s)
 		}
+	}
+	if len(stale) > 1 {
+		first += fmt.Sprintf(" (and %d more of its shards are stale)", len(stale)-1)
+	}
+	if len(stale) > 0 {
+		return temporal.NewApplicationError(first, ErrTypeStaleEpoch, stale)
 	}
 	return nil
 }

@@ -243,11 +243,17 @@ func TestCoordinatorAnnouncementRefusesStaleEpochs(t *testing.T) {
 	require.True(t, first.completed && again.completed)
 	assert.Empty(t, again.result.(workflows.AnnounceResult).Previous, "re-announcing is idempotent")
 	for name, u := range map[string]*update{"stale": stale, "conflict": conflict} {
+		epoch := map[string]streaming.Epoch{"stale": 2, "conflict": 3}[name]
 		require.True(t, u.rejected, "%s announcement must be refused by the validator", name)
 		var ae *temporal.ApplicationError
 		require.ErrorAs(t, u.err, &ae)
 		assert.Equal(t, workflows.ErrTypeStaleEpoch, ae.Type(), name)
 		assert.Contains(t, u.err.Error(), `worker "w1" owns it at epoch 3`)
+		// The stale shards are named, so the worker announces the rest
+		// again in one announcement.
+		var stale []activities.ShardEpoch
+		require.NoError(t, ae.Details(&stale), name)
+		assert.Equal(t, []activities.ShardEpoch{{Shard: "readings/0", Epoch: epoch}}, stale, name)
 	}
 	require.True(t, moved.completed)
 	require.NoError(t, moved.err)
