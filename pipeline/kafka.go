@@ -177,7 +177,7 @@ func (k *kafkaShard) apply(ctx context.Context, recs []*kgo.Record) error {
 		s.failed = fmt.Errorf("shard %s: %w", s.id, err)
 		return s.failed
 	}
-	w.m.applied(applied, uint64(len(s.outs)), maxTS)
+	w.m.applied(s, applied, uint64(len(s.outs)), maxTS)
 	return nil
 }
 

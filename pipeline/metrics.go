@@ -72,8 +72,14 @@ func newMetrics(w *Worker, reg prometheus.Registerer) (*metrics, error) {
 		counter("keys_expired_total", "Keys unseen for state.key_ttl, dropped with their state.", func() float64 { return float64(m.expired.Load()) }),
 		counter("sink_dropped_total", "Outputs the sinks dropped instead of failing their batch (a non-finite value, a sensor id the sink's store refuses).", func() float64 { return float64(w.sinks.dropped()) }),
 		gauge("owned_shards", "Shards this worker owns.", func() float64 { return float64(w.sourceStats().Owned) }),
-		gauge("event_lag_seconds", "Wall clock minus the newest event time applied (0 before the first record).", func() float64 {
-			ts := m.maxTS.Load()
+		gauge("event_lag_seconds", "Wall clock minus the newest event time the shards held now applied (0 while none is held or none applied a record).", func() float64 {
+			// The held shards' own newest event times, not the worker's:
+			// a released shard's kept the gauge growing on a worker left
+			// with no shard, and hid the backlog of a shard gained later.
+			var ts int64
+			for _, s := range w.shards() {
+				ts = max(ts, s.maxTS.Load())
+			}
 			if ts == 0 {
 				return 0
 			}
@@ -159,13 +165,19 @@ func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	return nil
 }
 
-// applied counts a chunk of applied records and their outputs.
-func (m *metrics) applied(records, outputs uint64, maxTS int64) {
+// applied counts a chunk of applied records of shard s and their outputs.
+func (m *metrics) applied(s *shard, records, outputs uint64, maxTS int64) {
 	m.recordsIn.Add(records)
 	m.recordsOut.Add(outputs)
+	storeMax(&m.maxTS, maxTS)
+	storeMax(&s.maxTS, maxTS)
+}
+
+// storeMax raises a to v if v is greater.
+func storeMax(a *atomic.Int64, v int64) {
 	for {
-		old := m.maxTS.Load()
-		if maxTS <= old || m.maxTS.CompareAndSwap(old, maxTS) {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
 			return
 		}
 	}

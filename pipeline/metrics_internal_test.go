@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -84,4 +86,52 @@ func TestReleasedShardLeavesTheCheckpointSeries(t *testing.T) {
 		"tflo_pipeline_checkpoint_age_seconds": held}, series())
 	require.NoError(t, k.Release(ctx, true))
 	require.Empty(t, series(), "series of the released shard")
+}
+
+// TestEventLagFollowsTheHeldShards: tflo_pipeline_event_lag_seconds was
+// the wall clock minus the newest event time the worker ever applied, so
+// a worker whose shards were all released kept reporting a lag that grew
+// forever, and a shard gained later with a backlog showed the released
+// shard's fresh events instead of its own; the gauge follows the shards
+// held now, and is 0 while none is.
+func TestEventLagFollowsTheHeldShards(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	w, err := NewWorker(ctx, smaPipeline(t, 2), WithWorkerID("w1"), WithMetrics(reg))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	lag := func() float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "tflo_pipeline_event_lag_seconds" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no tflo_pipeline_event_lag_seconds")
+		return 0
+	}
+	gain := func(p int32) *kafkaShard {
+		id := streaming.KafkaShard("readings", p)
+		s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
+		require.NoError(t, err)
+		k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: p}, Epoch: 1}, last: -1}
+		w.host.gained(k.shard)
+		return k
+	}
+	reading := func(ts time.Time) *kgo.Record {
+		return &kgo.Record{Topic: "readings", Offset: 0, Value: fmt.Appendf(nil, `{"sensor":"a","ts":%d,"value":1}`, ts.UnixMilli())}
+	}
+	require.Zero(t, lag(), "before the first record")
+
+	k0 := gain(0)
+	require.NoError(t, k0.apply(ctx, []*kgo.Record{reading(time.Now())}))
+	require.Less(t, lag(), 60.0, "a fresh record")
+	require.NoError(t, k0.Release(ctx, true))
+	require.Zero(t, lag(), "no shard held")
+
+	k1 := gain(1)
+	require.NoError(t, k1.apply(ctx, []*kgo.Record{reading(time.Now().Add(-time.Hour))}))
+	require.Greater(t, lag(), 3500.0, "the backlog of the shard held now")
+	require.NoError(t, k1.Release(ctx, true))
 }

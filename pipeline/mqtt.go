@@ -301,7 +301,7 @@ func (r *mqttRunner) handle(ctx context.Context, m mqtt.Message) error {
 		}
 		return err
 	}
-	w.m.applied(1, uint64(len(s.outs)), rd.TS*w.c.scale)
+	w.m.applied(s, 1, uint64(len(s.outs)), rd.TS*w.c.scale)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tflo-io/tflo/activities"
@@ -27,6 +28,9 @@ type shard struct {
 	rt    *keyedstate.Runtime[string]
 	cp    *streaming.Checkpointer
 	since time.Time // when the shard was gained
+	// maxTS is the newest event time the shard applied (ns; 0: none),
+	// for tflo_pipeline_event_lag_seconds.
+	maxTS atomic.Int64
 
 	// mu is held while a chunk of records is applied and its outputs
 	// written, and by a checkpoint's cut: a cut never falls between a
