@@ -20,10 +20,13 @@ import (
 var TimerBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 
 // PrometheusMetrics sends the Temporal SDK's metrics (client.Options
-// MetricsHandler) into a Prometheus registry, under the SDK's names:
-// counters as counters, gauges as gauges, timers as histograms in seconds
-// with "_seconds" appended (temporal_activity_schedule_to_start_latency
-// becomes temporal_activity_schedule_to_start_latency_seconds). The SDK
+// MetricsHandler) into a Prometheus registry, under the SDK's names as its
+// own Prometheus naming (contrib/tally's NewPrometheusNamingScope) and
+// Temporal's dashboards have them: counters as counters with "_total"
+// appended (temporal_request becomes temporal_request_total), gauges as
+// gauges, timers as histograms in seconds with "_seconds" appended
+// (temporal_activity_schedule_to_start_latency becomes
+// temporal_activity_schedule_to_start_latency_seconds). The SDK
 // tags each metric (namespace, task_queue, activity_type, ...); a metric's
 // labels are the union of the tags it was recorded with, empty where a
 // series lacks one.
@@ -90,6 +93,11 @@ func (t tagged) WithTags(tags map[string]string) client.MetricsHandler {
 }
 
 func (t tagged) Counter(name string) client.MetricsCounter {
+	// A counter's name ends in _total (Prometheus's convention): the bare
+	// SDK names (temporal_request) matched none of Temporal's dashboards.
+	if !strings.HasSuffix(name, "_total") {
+		name += "_total"
+	}
 	return t.reg.series(name, kindCounter, t.tags)
 }
 

@@ -74,7 +74,7 @@ func TestMetricsAndTracesOnDevServer(t *testing.T) {
 		for _, f := range fams {
 			byName[f.GetName()] = f
 		}
-		return byName["temporal_workflow_completed"] != nil && byName["temporal_activity_schedule_to_start_latency_seconds"] != nil
+		return byName["temporal_workflow_completed_total"] != nil && byName["temporal_activity_schedule_to_start_latency_seconds"] != nil
 	}, 10*time.Second, 20*time.Millisecond, "the SDK's metrics reach the registry")
 	s2s := byName["temporal_activity_schedule_to_start_latency_seconds"]
 	require.NotNil(t, s2s, "schedule-to-start latency is exported; got %d families", len(fams))
@@ -90,8 +90,8 @@ func TestMetricsAndTracesOnDevServer(t *testing.T) {
 		assert.Equal(t, "echoActivity", labels["activity_type"])
 	}
 	assert.Equal(t, uint64(1), count)
-	require.NotNil(t, byName["temporal_workflow_completed"])
-	assert.Equal(t, dto.MetricType_COUNTER, byName["temporal_workflow_completed"].GetType())
+	require.NotNil(t, byName["temporal_workflow_completed_total"])
+	assert.Equal(t, dto.MetricType_COUNTER, byName["temporal_workflow_completed_total"].GetType())
 
 	var names []string
 	for _, s := range spans.Ended() {
@@ -106,4 +106,31 @@ func TestMetricsAndTracesOnDevServer(t *testing.T) {
 		traceIDs[s.SpanContext().TraceID().String()] = true
 	}
 	assert.Len(t, traceIDs, 1, "the workflow and its activity are one trace: %s", joined)
+}
+
+// TestSDKCounterNamesEndInTotal: the SDK's counters were exported under
+// their bare names (temporal_request), against Prometheus's convention
+// and the SDK's own Prometheus naming, so Temporal's dashboards and
+// alerts (temporal_request_total, ...) found nothing; a counter's name
+// ends in _total, once, and a timer's in _seconds.
+func TestSDKCounterNamesEndInTotal(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := temporalclient.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
+	h.WithTags(map[string]string{"namespace": "default"}).Counter("temporal_request").Inc(2)
+	h.Counter("temporal_already_total").Inc(1)
+	h.Timer("temporal_request_latency").Record(time.Millisecond)
+	h.Gauge("temporal_num_pollers").Update(3)
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	types := map[string]dto.MetricType{}
+	for _, f := range fams {
+		types[f.GetName()] = f.GetType()
+	}
+	require.Equal(t, map[string]dto.MetricType{
+		"temporal_request_total":           dto.MetricType_COUNTER,
+		"temporal_already_total":           dto.MetricType_COUNTER,
+		"temporal_request_latency_seconds": dto.MetricType_HISTOGRAM,
+		"temporal_num_pollers":             dto.MetricType_GAUGE,
+	}, types)
 }
