@@ -168,10 +168,18 @@ func (s *series) Record(d time.Duration) {
 	}
 }
 
+// seriesKey identifies a series by its tags. A tag with an empty value is
+// left out: Prometheus has no empty label (Collect fills a label a series
+// lacks with ""), so tags {a: x} and {a: x, b: ""} are one series; kept
+// apart, they were collected twice with the same labels and the whole
+// /metrics scrape failed.
 func seriesKey(tags map[string]string) string {
 	keys := slices.Sorted(maps.Keys(tags))
 	var b strings.Builder
 	for _, k := range keys {
+		if tags[k] == "" {
+			continue
+		}
 		b.WriteString(k)
 		b.WriteByte(0)
 		b.WriteString(tags[k])

@@ -134,3 +134,28 @@ func TestSDKCounterNamesEndInTotal(t *testing.T) {
 		"temporal_num_pollers":             dto.MetricType_GAUGE,
 	}, types)
 }
+
+// TestSDKTagWithAnEmptyValue: a series recorded with a tag whose value is
+// empty and one without that tag have the same Prometheus labels (an
+// empty label is no label); kept as two series, they were collected twice
+// and every /metrics scrape failed. They are one series.
+func TestSDKTagWithAnEmptyValue(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := temporalclient.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
+	h.WithTags(map[string]string{"namespace": "default"}).Counter("temporal_request").Inc(1)
+	h.WithTags(map[string]string{"namespace": "default", "task_queue": ""}).Counter("temporal_request").Inc(2)
+	h.WithTags(map[string]string{"namespace": "other", "task_queue": "q"}).Counter("temporal_request").Inc(4)
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, fams, 1)
+	got := map[string]float64{}
+	for _, m := range fams[0].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		got[labels["namespace"]+"/"+labels["task_queue"]] = m.GetCounter().GetValue()
+	}
+	require.Equal(t, map[string]float64{"default/": 3, "other/q": 4}, got)
+}
