@@ -73,7 +73,8 @@ func TestJSONDecoder(t *testing.T) {
 }
 
 // TestSignalEnvelopeDecoder: the payload fields an envelope carries are
-// the graph's inputs; what EncodeSignal writes decodes allocation-free.
+// the graph's inputs; what EncodeSignal writes decodes allocation-free;
+// an envelope without a ts is refused (it was read at ts 0).
 func TestSignalEnvelopeDecoder(t *testing.T) {
 	d, err := SignalEnvelopeDecoder{}.BindInputs([]string{"smoothed", "raw"})
 	require.NoError(t, err)
@@ -91,6 +92,9 @@ func TestSignalEnvelopeDecoder(t *testing.T) {
 		`{"v":2,"key":"","ts":1}`:                        "signal envelope without a key",
 		`{"v":2,"key":"k","ts":1,"payload":{"raw":"x"}}`: `signal envelope: payload field "raw": "x" is not a finite number or a boolean`,
 		`{"v":2,"key":"k","ts":1,"payload":[]}`:          "decode signal envelope",
+		// No ts (or a null one) was read as ts 0, a signal of 1970.
+		`{"v":2,"key":"k","payload":{"raw":1}}`:           `decode signal envelope of key "k": missing ts`,
+		`{"v":2,"key":"k","ts":null,"payload":{"raw":1}}`: `decode signal envelope of key "k": missing ts`,
 	} {
 		err := d.Decode(Message{Value: []byte(in)}, &Record{Inputs: make([]streaming.Computed, 2)})
 		require.ErrorContains(t, err, want, in)

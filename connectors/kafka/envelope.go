@@ -65,7 +65,8 @@ func EncodeSignal[M comparable, P any](sig streaming.Signal[M, P], src *Envelope
 }
 
 // DecodeSignal decodes an envelope of any version this build can read
-// (see EnvelopeVersion) into the signal and the full envelope.
+// (see EnvelopeVersion) into the signal and the full envelope. An
+// envelope without a ts (or a null one) is refused, not read at ts 0.
 func DecodeSignal[M comparable, P any](b []byte) (streaming.Signal[M, P], Envelope[M, P], error) {
 	var env Envelope[M, P]
 	if err := json.Unmarshal(b, &env); err != nil {
@@ -81,6 +82,14 @@ func DecodeSignal[M comparable, P any](b []byte) (streaming.Signal[M, P], Envelo
 	if compat > EnvelopeVersion {
 		return streaming.Signal[M, P]{}, env, fmt.Errorf("signal envelope version %d needs a reader of version %d, this build reads up to %d: %w",
 			env.V, compat, EnvelopeVersion, ErrUnsupportedEnvelope)
+	}
+	// Every version writes ts: one without it (or null, which json leaves
+	// at 0) is not a signal of 1970, and must not be read as one.
+	var ts struct {
+		TS *int64 `json:"ts"`
+	}
+	if err := json.Unmarshal(b, &ts); err != nil || ts.TS == nil {
+		return streaming.Signal[M, P]{}, env, fmt.Errorf("decode signal envelope of key %s: missing ts", streaming.QuoteKey(env.Key))
 	}
 	return streaming.Signal[M, P]{Key: env.Key, TS: env.TS, Mode: env.Mode, Payload: env.Payload}, env, nil
 }
@@ -135,6 +144,7 @@ const (
 func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, ok bool) {
 	clear(vals)
 	var v, compat int64
+	hasTS := false
 	end := jsonscan.Fields(b, jsonscan.WS(b, 0), envelopeFields, func(k, i int) int {
 		switch k {
 		case fieldV:
@@ -146,8 +156,8 @@ func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, 
 			compat = n
 			return j
 		case fieldTS:
-			n, _, j := jsonscan.IntAt(b, i)
-			ts = n
+			n, null, j := jsonscan.IntAt(b, i)
+			ts, hasTS = n, !null
 			return j
 		case fieldKey:
 			s, j := jsonscan.StringAt(b, i)
@@ -174,7 +184,7 @@ func scanSignal(b []byte, names []string, vals [][]byte) (key []byte, ts int64, 
 	if compat == 0 {
 		compat = v
 	}
-	if v < 1 || compat > EnvelopeVersion || len(key) == 0 {
+	if v < 1 || compat > EnvelopeVersion || len(key) == 0 || !hasTS {
 		return nil, 0, false // DecodeSignal words the error (or, for an empty key, its caller)
 	}
 	return key, ts, true
