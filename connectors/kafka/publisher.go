@@ -330,7 +330,7 @@ func topicMaxMessageBytes(ctx context.Context, base []kgo.Opt, topic string) (in
 // publishes carry on — one oversized signal never stops the publisher.
 func (p *Publisher) Publish(ctx context.Context, key string, value []byte, headers ...kgo.RecordHeader) error {
 	if p.closed.Load() {
-		return ErrClosed
+		return fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), p.cfg.topic, ErrClosed)
 	}
 	if e := p.err.Load(); e != nil {
 		return *e
@@ -351,7 +351,7 @@ func (p *Publisher) Publish(ctx context.Context, key string, value []byte, heade
 	defer p.accept.RUnlock()
 	if p.isClosing() {
 		<-p.room
-		return ErrClosed
+		return fmt.Errorf("publish key %s to %q: %w", streaming.QuoteKey(key), p.cfg.topic, ErrClosed)
 	}
 	rec := &kgo.Record{Topic: p.cfg.topic, Key: []byte(key), Value: value, Headers: headers}
 	dead := overLimit(rec, p.batchMax)
@@ -442,7 +442,7 @@ func (p *Publisher) fail(err error) {
 // until ctx is done (then dl is not buffered and the error says so).
 func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error {
 	if p.closed.Load() {
-		return ErrClosed
+		return fmt.Errorf("dead letter of %s to %q: %w", dlqSource(dl), p.cfg.topic, ErrClosed)
 	}
 	if e := p.err.Load(); e != nil {
 		return *e
@@ -457,7 +457,7 @@ func (p *Publisher) PublishDeadLetter(ctx context.Context, dl *kgo.Record) error
 	defer p.accept.RUnlock()
 	if p.isClosing() {
 		<-p.room
-		return ErrClosed
+		return fmt.Errorf("dead letter of %s to %q: %w", dlqSource(dl), p.cfg.topic, ErrClosed)
 	}
 	dl.Topic = p.cfg.topic
 	gen := p.inflight.add()

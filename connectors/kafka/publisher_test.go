@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -390,4 +391,41 @@ func TestPublisherCountsAnOversizedRecordWhoseDeadLetterIsDropped(t *testing.T) 
 	require.Equal(t, uint64(1), pub.DeadLettered())
 	require.Equal(t, uint64(1), pub.Failed(), "the record is lost")
 	require.Zero(t, pub.Produced())
+}
+
+// TestClosedPublisherErrorsNameTheTopic: a Write to a closed (or closing)
+// Kafka output or dead-letter sink failed with the bare "kafka connector
+// closed", naming neither the topic nor the record; it names both now,
+// and still wraps ErrClosed.
+func TestClosedPublisherErrorsNameTheTopic(t *testing.T) {
+	c := newCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := []streaming.Output{{Key: "s-1", Name: "sma", TS: 1, Value: 1}}
+	dead := []streaming.Output{{Shard: streaming.KafkaShard("readings", 2), Offset: 7, Topic: "readings", Key: "s-1",
+		Dead: &streaming.DeadLetter{Key: []byte("s-1"), Value: []byte("{"), Partition: 2, Err: errors.New("unexpected end")}}}
+
+	for _, closing := range []bool{false, true} { // closed, or refusing writes while Close drains
+		pub, err := NewPublisher(ctx, PublishTo("readings", c.ListenAddrs()...))
+		require.NoError(t, err)
+		sink := NewOutputSink(pub, JSONOutputs{})
+		dpub, err := NewPublisher(ctx, PublishTo("readings.dlq", c.ListenAddrs()...))
+		require.NoError(t, err)
+		dsink := NewDeadLetterSink(dpub)
+		if closing {
+			pub.stopAccepting()
+			dpub.stopAccepting()
+		} else {
+			require.NoError(t, sink.Close(ctx))
+			require.NoError(t, dsink.Close(ctx))
+		}
+		err = sink.Write(ctx, out)
+		require.ErrorIs(t, err, ErrClosed)
+		require.EqualError(t, err, `publish key "s-1" to "readings": kafka connector closed`, "closing %v", closing)
+		err = dsink.Write(ctx, dead)
+		require.ErrorIs(t, err, ErrClosed)
+		require.EqualError(t, err, `dead letter of readings/2@7 to "readings.dlq": kafka connector closed`, "closing %v", closing)
+		pub.Close()
+		dpub.Close()
+	}
 }
