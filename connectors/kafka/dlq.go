@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,7 +64,13 @@ const (
 func DeadLetter(dlqTopic, group string, rec *kgo.Record, cause error) *kgo.Record {
 	msg := cause.Error()
 	if len(msg) > maxErrorHeader {
-		msg = msg[:maxErrorHeader]
+		// Cut at a rune's start: an error quoting a non-ASCII key or field
+		// must stay valid UTF-8 for readers that take the header as text.
+		n := maxErrorHeader
+		for n > maxErrorHeader-utf8.UTFMax && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		msg = msg[:n]
 	}
 	hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+5)
 	for _, h := range rec.Headers {

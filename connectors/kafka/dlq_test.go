@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -327,5 +328,21 @@ func TestSlowTopicConfigsHoldNoProduce(t *testing.T) {
 		require.Equal(t, uint64(1), pub.DeadLettered())
 		pub.Close()
 		hang.Store(false)
+	}
+}
+
+// TestDeadLetterErrorHeaderIsCutAtARune: the error header is bounded to
+// 1 KiB; the cut fell inside a multi-byte rune of an error quoting a
+// non-ASCII key (invalid UTF-8 for readers taking the header as text).
+func TestDeadLetterErrorHeaderIsCutAtARune(t *testing.T) {
+	rec := &kgo.Record{Topic: "readings", Partition: 2, Offset: 9, Key: []byte("k"), Value: []byte("{")}
+	for pad := maxErrorHeader - 4; pad < maxErrorHeader; pad++ {
+		cause := errors.New(strings.Repeat("x", pad) + "ключ-€-😀")
+		got := headerValues(DeadLetter("readings.dlq", "central", rec, cause), HeaderDLQError)
+		require.Len(t, got, 1)
+		require.True(t, utf8.ValidString(got[0]), "pad %d: %q", pad, got[0][pad-2:])
+		require.LessOrEqual(t, len(got[0]), maxErrorHeader)
+		require.Greater(t, len(got[0]), maxErrorHeader-utf8.UTFMax)
+		require.True(t, strings.HasPrefix(cause.Error(), got[0]))
 	}
 }
