@@ -349,9 +349,15 @@ func (k KafkaSink) encoder(env SinkEnv) (kafka.OutputEncoder, error) {
 			}
 		}
 		enc := kafka.SignalEnvelopes{Trigger: e.Trigger, Modes: modes, Scale: scale}
-		for _, f := range e.Payload {
+		for i, f := range e.Payload {
 			if f.Name == "" || f.From == "" {
 				return nil, fmt.Errorf("kafka sink %q: envelope payload field %+v needs a name and a from", k.Topic, f)
+			}
+			// A name given twice would be written twice in one JSON
+			// object, and a reader keeps only the last: the other field
+			// would be lost.
+			if slices.ContainsFunc(e.Payload[:i], func(g PayloadField) bool { return g.Name == f.Name }) {
+				return nil, fmt.Errorf("kafka sink %q: envelope payload field %q is named twice", k.Topic, f.Name)
 			}
 			if f.From != "$topic" && !slices.Contains(env.Outputs, f.From) {
 				return nil, fmt.Errorf("kafka sink %q: envelope payload field %q is from %q, not an output of the graph %v (or $topic)", k.Topic, f.Name, f.From, env.Outputs)

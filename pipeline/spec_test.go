@@ -449,6 +449,17 @@ func TestEnvelopeNamesOutputsOfTheGraph(t *testing.T) {
 		`kafka sink "signals": envelope payload field "raw" is from "value", not an output of the graph [sma] (or $topic)`)
 }
 
+// TestEnvelopePayloadFieldNamedTwiceIsRefused: two payload fields of one
+// name were taken, and every envelope carried the name twice in its
+// payload object, of which readers (the signal_envelope decoder,
+// encoding/json) keep only the last: the first field's value never
+// reached them. It is refused, naming the field.
+func TestEnvelopePayloadFieldNamedTwiceIsRefused(t *testing.T) {
+	_, err := pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}",
+		"{topic: x, format: signal_envelope, envelope: {trigger: sma, payload: [{name: v, from: sma}, {name: t, from: $topic}, {name: v, from: $topic}]}}", 1)))
+	require.ErrorContains(t, err, `line 15: sinks[0]: kafka sink "x": envelope payload field "v" is named twice`)
+}
+
 // TestSpecCheckRefusesWhatAKafkaSinkEncoderWould: a Kafka sink's format
 // or envelope that its encoder refuses (an unknown format, an envelope
 // beside format json, a trigger naming no output) passed the spec check
