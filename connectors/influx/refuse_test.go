@@ -6,11 +6,13 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // refusals collects what the WithOnRefuse hook reports.
@@ -117,4 +119,27 @@ func TestSinkTagRoundTrip(t *testing.T) {
 	require.Len(t, got.all(), 1)
 	require.True(t, errors.Is(got.all()[0], influx.ErrPointRefused))
 	require.Equal(t, wantPoints(pts), readBack(t, srv.URL, "", "tflo/autogen", m))
+}
+
+// TestSinkRefusalLinesAreSampled: every refused point wrote a Warn line,
+// so an operator emitting NaN for every record wrote a line a record;
+// the lines are sampled (the first of every interval, the rest counted
+// as "suppressed"), and Stats and the hook still count every one.
+func TestSinkRefusalLinesAreSampled(t *testing.T) {
+	srv := sharedServer(t)
+	srv.CreateDatabase(t, "tflo")
+	lines := logtest.NewCounter("influx point refused")
+	var r refusals
+	s := newSink(t, srv.URL, "tflo/autogen", influx.WithLogger(lines.Logger()), influx.WithOnRefuse(r.hook))
+	m := measurement("sampled")
+	const n = 200
+	start := time.Now()
+	pts := make([]influx.Point, n)
+	for i := range pts {
+		pts[i] = influx.Point{Measurement: m, Sensor: "dev", TS: int64(i + 1), Fields: []influx.Field{{Key: "value", Value: streaming.Float(math.NaN())}}}
+	}
+	require.NoError(t, s.Write(context.Background(), pts...))
+	lines.RequireSampled(t, n, time.Since(start))
+	require.Equal(t, int64(n), s.Stats().Refused)
+	require.Len(t, r.all(), n)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/influxdata/influxdb-client-go/v2/api"
 	ihttp "github.com/influxdata/influxdb-client-go/v2/api/http"
 
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -49,6 +50,8 @@ type Sink struct {
 	client   influxdb2.Client
 	api      api.WriteAPIBlocking
 	breaker  *streaming.Breaker
+	// refuseLog samples the refused points' lines.
+	refuseLog *lograte.Limiter
 
 	mu      sync.Mutex
 	cur     *batch
@@ -147,17 +150,18 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 	}
 	client := influxdb2.NewClientWithOptions(endpoint, cfg.token, copts)
 	s := &Sink{
-		cfg:      cfg,
-		endpoint: red,
-		bucket:   bucket,
-		client:   client,
-		api:      client.WriteAPIBlocking(cfg.org, bucket),
-		breaker:  br,
-		ackCh:    make(chan struct{}),
-		roomCh:   make(chan struct{}),
-		readyCh:  make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		stopped:  make(chan struct{}),
+		cfg:       cfg,
+		endpoint:  red,
+		bucket:    bucket,
+		client:    client,
+		api:       client.WriteAPIBlocking(cfg.org, bucket),
+		breaker:   br,
+		refuseLog: lograte.New(),
+		ackCh:     make(chan struct{}),
+		roomCh:    make(chan struct{}),
+		readyCh:   make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -171,7 +175,7 @@ func NewSink(endpoint, bucket string, opts ...Option) (*Sink, error) {
 //
 // A point that cannot be encoded (a *PointError: a non-finite value, a
 // sensor id InfluxDB would refuse or read back differently, ...) is
-// refused on its own: it is counted in Stats.Refused, logged and passed
+// refused on its own: it is counted in Stats.Refused, logged (sampled) and passed
 // to the WithOnRefuse hook, and the other points of the call are
 // buffered — one bad point never fails the call, the batch or a later
 // Flush. When ctx ends while Write waits for room, the points before the
@@ -227,7 +231,9 @@ func (s *Sink) refuse(err error) {
 	s.mu.Lock()
 	s.stats.Refused++
 	s.mu.Unlock()
-	s.cfg.logger.Warn("influx point refused", "endpoint", s.endpoint, "bucket", s.bucket, "err", err)
+	if ok, skipped := s.refuseLog.Allow(); ok { // an operator emitting NaN for every record would log a line each
+		s.cfg.logger.Warn("influx point refused", lograte.With(skipped, "endpoint", s.endpoint, "bucket", s.bucket, "err", err)...)
+	}
 	if s.cfg.onRefuse != nil {
 		s.cfg.onRefuse(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -28,13 +29,15 @@ type OutputEncoder interface {
 // order in one partition), encoded by an OutputEncoder. Flush (a
 // checkpoint's pre-commit) waits for the records published before it.
 // An output whose value is NaN or infinite (JSON has no such number) is
-// dropped, counted (Dropped) and logged, and the other outputs are
+// dropped, counted (Dropped) and logged (sampled: the first lines of
+// every interval, internal/lograte), and the other outputs are
 // published: one bad value never fails the batch or a checkpoint. Safe
 // for concurrent use.
 type OutputSink struct {
 	publisherSink
 	enc     OutputEncoder
 	dropped atomic.Uint64
+	dropLog *lograte.Limiter // an operator emitting NaN for every record would log a line each
 }
 
 var _ streaming.Sink = (*OutputSink)(nil)
@@ -42,7 +45,7 @@ var _ streaming.Sink = (*OutputSink)(nil)
 // NewOutputSink publishes with pub (which the sink closes) in enc's
 // format.
 func NewOutputSink(pub *Publisher, enc OutputEncoder) *OutputSink {
-	return &OutputSink{publisherSink: publisherSink{pub}, enc: enc}
+	return &OutputSink{publisherSink: publisherSink{pub}, enc: enc, dropLog: lograte.New()}
 }
 
 // Write implements streaming.Sink; it blocks while the publisher's
@@ -97,8 +100,10 @@ func (s *OutputSink) dropNonFinite(outs []streaming.Output) []streaming.Output {
 			continue
 		}
 		s.dropped.Add(1)
-		s.pub.cfg.log.Warn("kafka sink: output dropped: its value is not finite",
-			"topic", s.pub.cfg.topic, "output", o.Name, "key", streaming.QuoteKey(o.Key), "value", o.Value, "shard", o.Shard, "offset", o.Offset)
+		if ok, skipped := s.dropLog.Allow(); ok {
+			s.pub.cfg.log.Warn("kafka sink: output dropped: its value is not finite", lograte.With(skipped,
+				"topic", s.pub.cfg.topic, "output", o.Name, "key", streaming.QuoteKey(o.Key), "value", o.Value, "shard", o.Shard, "offset", o.Offset)...)
+		}
 	}
 	return kept
 }

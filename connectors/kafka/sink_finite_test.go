@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // TestOutputSinkDropsNonFinite is issue 17.1 at the Kafka output sink: a
@@ -62,4 +63,26 @@ func TestOutputSinkDropsNonFinite(t *testing.T) {
 	}, got[:4])
 	require.Contains(t, got[4], `"payload":{"mean":21}`)
 	require.Contains(t, got[5], `"payload":{}`, "the NaN mean is left out of bb's envelope")
+}
+
+// TestOutputSinkDropLinesAreSampled: every dropped output wrote a Warn
+// line, so an operator emitting NaN for every record wrote a line a
+// record; the lines are sampled (the first of every interval, the rest
+// counted as "suppressed"), and Dropped still counts every one.
+func TestOutputSinkDropLinesAreSampled(t *testing.T) {
+	c := newCluster(t, 1, kfake.SeedTopics(1, "outs"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lines := logtest.NewCounter("kafka sink: output dropped: its value is not finite")
+	pub, err := NewPublisher(ctx, PublishTo("outs", c.ListenAddrs()...), PublisherLogger(lines.Logger()))
+	require.NoError(t, err)
+	s := NewOutputSink(pub, JSONOutputs{Scale: 1e6})
+	defer s.Close(ctx)
+	const n = 200
+	start := time.Now()
+	for i := range n {
+		require.NoError(t, s.Write(ctx, []streaming.Output{{Key: "k", Name: "mean", Value: math.NaN(), TS: int64(i)}}))
+	}
+	lines.RequireSampled(t, n, time.Since(start))
+	require.Equal(t, uint64(n), s.Dropped())
 }
