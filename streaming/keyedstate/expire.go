@@ -76,12 +76,12 @@ func (r *Runtime[K]) ExpireIdle(ctx context.Context) (int, error) {
 
 	// The stored keys, a batch at a time: found in a read view outside
 	// the lock, checked again (cache, write-behind, Badger) under it.
-	var after []byte
+	var from []byte
 	for {
 		if err := ctx.Err(); err != nil {
 			return expired, err
 		}
-		cands, next, err := r.scanIdle(after, cutoff)
+		cands, next, err := r.scanIdle(from, cutoff)
 		if err != nil {
 			return expired, err
 		}
@@ -90,14 +90,16 @@ func (r *Runtime[K]) ExpireIdle(ctx context.Context) (int, error) {
 		if err != nil || next == nil {
 			return expired, err
 		}
-		after = next
+		from = next
 	}
 }
 
-// scanIdle returns up to expireBatch keys after the full key after (nil:
-// from the first) whose stored state was last seen before
-// cutoff, and the key to continue after (nil at the end).
-func (r *Runtime[K]) scanIdle(after []byte, cutoff int64) ([]K, []byte, error) {
+// scanIdle checks up to expireBatch stored keys from the full key from
+// (nil: from the first) and returns those whose stored state was last
+// seen before cutoff, and the first key it did not check, to continue
+// from (nil at the end): that key is checked by the next call, not
+// skipped.
+func (r *Runtime[K]) scanIdle(from []byte, cutoff int64) ([]K, []byte, error) {
 	prefix := r.cfg.prefix
 	var cands []K
 	var next []byte
@@ -108,14 +110,11 @@ func (r *Runtime[K]) scanIdle(after []byte, cutoff int64) ([]K, []byte, error) {
 		defer it.Close()
 		scanned := 0
 		start := prefix
-		if after != nil {
-			start = after
+		if from != nil {
+			start = from
 		}
 		for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
 			item := it.Item()
-			if after != nil && string(item.Key()) == string(after) {
-				continue
-			}
 			if scanned == expireBatch {
 				next = item.KeyCopy(nil)
 				return nil

@@ -415,3 +415,34 @@ func TestDeleteState(t *testing.T) {
 		require.ErrorContains(t, keyedstate.DeleteState(ctx, db, []byte(bad)), "not a runtime's prefix")
 	}
 }
+
+// TestExpiryScanChecksEveryStoredKey: ExpireIdle scans the stored keys a
+// batch (1024) at a time. Bug: the key the scan stopped at, unchecked,
+// was the one the next batch started after, so the key at every batch
+// boundary was never checked and an idle key stayed (and was counted)
+// forever.
+func TestExpiryScanChecksEveryStoredKey(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	rt := newRuntime(t, g, openDB(t), append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
+	in := g.NewInstance()
+	in.Eval(1, streaming.Float(5))
+	state, err := in.Save()
+	require.NoError(t, err)
+	const n = 3000 // past two batch boundaries
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
+	require.NoError(t, rt.Restore(ctx, "seq", seqCursor(1), keyedstate.PiecesSeq(4<<10, n, key, state)))
+	require.Equal(t, n, rt.Stats().Keys)
+
+	clock.Advance(2 * time.Hour)
+	expired, err := rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, n, expired)
+	require.Zero(t, rt.Stats().Keys)
+	for i := range n {
+		_, found, err := rt.Get(string(key(i)))
+		require.NoError(t, err)
+		require.False(t, found, "key %s", key(i))
+	}
+}
