@@ -555,7 +555,9 @@ func eachKey(txn *badger.Txn, prefix []byte, fn func(key []byte) bool) {
 }
 
 // DeleteState deletes the state a runtime opened WithPrefix(prefix) kept
-// in db (every key under prefix), with write batches, so the runtimes of
+// in db (every key under prefix, and the lists of changed keys it
+// spilled, under the spilled runs' prefix then prefix), with write
+// batches, so the runtimes of
 // other shards sharing db write on meanwhile. The runtime must be closed,
 // and no other opened on prefix until DeleteState returns: a worker calls
 // it for a shard it gave up, whose keys would otherwise stay in its
@@ -566,8 +568,12 @@ func DeleteState(ctx context.Context, db *badger.DB, prefix []byte) error {
 	if len(prefix) == 0 || prefix[0] == 0xff {
 		return fmt.Errorf("keyed state: delete the state under prefix %q: not a runtime's prefix (empty, or under the spilled lists of changed keys)", prefix)
 	}
-	if err := deletePrefix(ctx, db, prefix); err != nil {
-		return fmt.Errorf("keyed state: delete the state under prefix %q: %w", prefix, err)
+	// The spilled runs too: a runtime closed while its checkpoints
+	// failed leaves them, and only a Restore on prefix would drop them.
+	for _, p := range [][]byte{prefix, runsKeyPrefix(prefix)} {
+		if err := deletePrefix(ctx, db, p); err != nil {
+			return fmt.Errorf("keyed state: delete the state under prefix %q: %w", p, err)
+		}
 	}
 	return nil
 }

@@ -446,3 +446,40 @@ func TestExpiryScanChecksEveryStoredKey(t *testing.T) {
 		require.False(t, found, "key %s", key(i))
 	}
 }
+
+// TestDeleteStateDeletesSpilledRuns: a runtime whose changed keys
+// outgrew their part of the budget (checkpoints failing) spilled them to
+// Badger under the spilled runs' prefix and its own. Bug: DeleteState
+// deleted only the keys under the runtime's prefix, and the spilled runs
+// of a shard given up stayed in the database.
+func TestDeleteStateDeletesSpilledRuns(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	count := func(prefix string) int {
+		n := 0
+		require.NoError(t, db.View(func(txn *badger.Txn) error {
+			opts := badger.DefaultIteratorOptions
+			opts.PrefetchValues, opts.Prefix = false, []byte(prefix)
+			it := txn.NewIterator(opts)
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				n++
+			}
+			return nil
+		}))
+		return n
+	}
+	rt, err := keyedstate.New[string](smaGraph(t), keyedstate.StringKeys{}, db, append(small(4), keyedstate.WithPrefix([]byte("s/a/")))...)
+	require.NoError(t, err)
+	require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
+	for i := 0; rt.Stats().Spills == 0; i++ {
+		_, err := rt.Apply(fmt.Sprintf("k%04d", i)+strings.Repeat("x", 100), int64(i), "seq", seqCursor(i), streaming.Float(1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, rt.Close())
+	require.Positive(t, count("\xffkeyedstate-changed/s/a/"), "spilled runs stay after Close")
+
+	require.NoError(t, keyedstate.DeleteState(ctx, db, []byte("s/a/")))
+	require.Zero(t, count("s/a/"))
+	require.Zero(t, count("\xffkeyedstate-changed/s/a/"), "spilled runs")
+}

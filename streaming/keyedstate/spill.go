@@ -45,8 +45,12 @@ func (r *Runtime[K]) maybeSpill() error {
 	return r.spill()
 }
 
-func (r *Runtime[K]) runsKeyPrefix() []byte {
-	return append(append([]byte(nil), runsPrefix...), r.cfg.prefix...)
+func (r *Runtime[K]) runsKeyPrefix() []byte { return runsKeyPrefix(r.cfg.prefix) }
+
+// runsKeyPrefix starts the keys of the spilled runs of the runtime of
+// state prefix prefix.
+func runsKeyPrefix(prefix []byte) []byte {
+	return append(append([]byte(nil), runsPrefix...), prefix...)
 }
 
 func (r *Runtime[K]) runKey(id uint64, chunk int) []byte {
