@@ -205,7 +205,7 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 			return fmt.Errorf("keyedstate: save cut: %w", err)
 		}
 		var err error
-		for _, k := range keys {
+		for j, k := range keys {
 			if b, ok := c.captured[k]; ok {
 				vals = append(vals, refOrTomb(b))
 				continue
@@ -217,6 +217,8 @@ func (c *cut[K]) Pieces(ctx context.Context, emit func([]byte) error) error {
 				}
 				off := len(arena)
 				if arena, err = e.inst.AppendSave(arena); err != nil {
+					// Name the key: it is the one to find (or delete).
+					err = fmt.Errorf("key %s: %w", streaming.QuoteKey(kbOf(j)), err)
 					break
 				}
 				vals = append(vals, chunkVal{src: srcArena, off: off, end: len(arena), seen: e.seen})

@@ -3,6 +3,7 @@ package keyedstate_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -306,4 +307,46 @@ func TestExpiredCountedWhenTheSweepFails(t *testing.T) {
 	require.Positive(t, n, "keys deleted before the failure")
 	require.Equal(t, uint64(n), rt.Stats().Expired)
 	require.Equal(t, 4-n, rt.Stats().Keys)
+}
+
+// unsavable keeps the last value; its Save fails once that value is 13.
+type unsavable struct{ last float64 }
+
+func (o *unsavable) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	o.last = in[0].Float64()
+	return streaming.Float(o.last)
+}
+func (o *unsavable) Reset()              { o.last = 0 }
+func (o *unsavable) Name() string        { return "unsavable" }
+func (o *unsavable) TypeVersion() uint32 { return 1 }
+func (o *unsavable) Load([]byte) error   { return nil }
+func (o *unsavable) Save() ([]byte, error) {
+	if o.last == 13 {
+		return nil, errors.New("13 does not save")
+	}
+	return []byte{byte(o.last)}, nil
+}
+
+// TestSaveErrorNamesTheKey: a cached key's state that fails to save at
+// a checkpoint (or in Get) failed with the operator's error alone. Bug:
+// it did not say which key, so the key could not be found (or deleted).
+// Now the error names it, as the copy-on-write's and eviction's do.
+func TestSaveErrorNamesTheKey(t *testing.T) {
+	g, err := streaming.NewBuilder().Input("value").
+		Node("last", func() streaming.Operator { return &unsavable{} }, "value").Build()
+	require.NoError(t, err)
+	rt := newRuntime(t, g, openDB(t), small(16)...)
+	for i, v := range []float64{1, 13, 2} {
+		_, err := rt.Apply(fmt.Sprintf("key-%d", i), int64(i), "seq", seqCursor(i), streaming.Float(v))
+		require.NoError(t, err)
+	}
+	c, err := rt.Cut(context.Background())
+	require.NoError(t, err)
+	_, err = collectPieces(t, c)
+	require.ErrorContains(t, err, "13 does not save")
+	require.ErrorContains(t, err, `key "key-1"`)
+	c.Release(false)
+	_, _, err = rt.Get("key-1")
+	require.ErrorContains(t, err, "13 does not save")
+	require.ErrorContains(t, err, `key "key-1"`)
 }

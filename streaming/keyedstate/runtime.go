@@ -1009,7 +1009,10 @@ func (r *Runtime[K]) Get(key K) ([]byte, bool, error) {
 	}
 	if e, ok := r.cache[key]; ok {
 		b, err := e.inst.AppendSave(make([]byte, 0, 64))
-		return b, true, err
+		if err != nil {
+			return nil, false, fmt.Errorf("keyedstate: save key %s: %w", streaming.QuoteKey(r.keyBytes(key)), err)
+		}
+		return b, true, nil
 	}
 	sv, found, err := r.lookupStored(key, r.keyBytes(key))
 	if err != nil || !found {
