@@ -3,6 +3,7 @@ package keyedstate
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -24,7 +25,10 @@ const expireBatch = 1024
 // the hot path waits at most one chunk. Call it every fraction of the
 // TTL, from any goroutine.
 func (r *Runtime[K]) ExpireIdle(ctx context.Context) (int, error) {
-	ttl := int64(r.cfg.keyTTL.Seconds())
+	// Whole seconds, rounded up: when keys were last seen is kept in
+	// whole seconds, and a TTL rounded down (1.5s to 1s) expired keys
+	// unseen for less than it.
+	ttl := int64((r.cfg.keyTTL + time.Second - 1) / time.Second)
 	if ttl <= 0 {
 		return 0, nil
 	}

@@ -483,3 +483,28 @@ func TestDeleteStateDeletesSpilledRuns(t *testing.T) {
 	require.Zero(t, count("s/a/"))
 	require.Zero(t, count("\xffkeyedstate-changed/s/a/"), "spilled runs")
 }
+
+// TestKeyTTLOfAFractionOfASecondIsNotShortened: a TTL that is not a
+// whole number of seconds (1.5s, which WithKeyTTL accepts) was truncated
+// to whole seconds. Bug: a key unseen for 1.1s expired; now it is
+// kept until it is certainly unseen for the TTL (when keys were last
+// seen is kept in whole seconds).
+func TestKeyTTLOfAFractionOfASecondIsNotShortened(t *testing.T) {
+	ctx := context.Background()
+	clock := vclock.New(time.Unix(1_700_000_000, 900_000_000)) // x.9s
+	rt := newRuntime(t, smaGraph(t), openDB(t), append(small(4), keyedstate.WithKeyTTL(1500*time.Millisecond), keyedstate.WithClock(clock.Now))...)
+	_, err := rt.Apply("k", 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err)
+
+	clock.Advance(1100 * time.Millisecond) // unseen for 1.1s
+	n, err := rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "unseen for 1.1s of a 1.5s TTL")
+	require.Equal(t, 1, rt.Stats().Keys)
+
+	clock.Advance(time.Second) // 2.1s
+	n, err = rt.ExpireIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Zero(t, rt.Stats().Keys)
+}

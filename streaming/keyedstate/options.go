@@ -146,7 +146,8 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 // process applying its records) expire: ExpireIdle deletes it with its
 // state, in the cache and in Badger, like Tx.Delete, and the next
 // checkpoint records the deletion (default 0: keys never expire; at
-// least 1s). Checkpoints carry when each key was last seen, so a key's
+// least 1s; a fraction of a second counts as a whole one: when keys were
+// last seen is kept in whole seconds). Checkpoints carry when each key was last seen, so a key's
 // age survives a restore.
 func WithKeyTTL(d time.Duration) Option { return func(c *config) { c.keyTTL = d } }
 
