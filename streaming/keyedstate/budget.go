@@ -17,8 +17,9 @@ const pooledBuilders = 8
 // (dir "" and WithInMemory(true) for tests, which keeps every state in
 // the LSM tree as an in-memory DB has no value log) sized from a memory budget
 // of budget bytes: Badger's memtables and the buffers it pools for
-// compactions (BadgerBytes) take about a quarter of a large budget, and
-// at least 35 MiB, and New, given the same budget with WithMemoryBudget,
+// compactions (BadgerBytes) take 3/32 of the budget plus 32 MiB (about a
+// fifth of 256 MiB, an eighth of 1 GiB), and at least 35 MiB, and New,
+// given the same budget with WithMemoryBudget,
 // reads them back from the DB and keeps the rest for the runtime.
 //
 // Badger is tuned for the runtime's point reads and batch writes of
