@@ -219,8 +219,8 @@ func clip(b []byte) string {
 // SignalEnvelopeDecoder decodes connectors/kafka's signal envelopes (what
 // a pipeline's KafkaSink with format signal_envelope publishes, the
 // iot-portal edge's alarms): key = the envelope's key, ts = its ts, and
-// each graph input is read from the payload field of its name (a number;
-// absent or null: None).
+// each graph input is read from the payload field of its name (a number
+// or a boolean; absent or null: None).
 type SignalEnvelopeDecoder struct{}
 
 type envelopeBound struct{ fields []string }

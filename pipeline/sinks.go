@@ -108,8 +108,10 @@ type Envelope struct {
 }
 
 // PayloadField is one field of an envelope's payload: Name in the JSON
-// object, From the output (or graph input) whose value it carries, or
-// "$topic" for the topic the input record came from.
+// object, From the graph output whose value it carries (a graph input
+// is carried by listing it among the graph's outputs, as the iot-portal
+// edge does with value), or "$topic" for the topic the input record came
+// from.
 type PayloadField struct {
 	Name string `yaml:"name"`
 	From string `yaml:"from"`

@@ -46,7 +46,9 @@ type Output struct {
 // and why: the Output that carries it (Output.Dead) gives its shard,
 // epoch, offset, topic and timestamp. Dead letters are at least once: a
 // shard replayed from its last checkpoint sends its bad records again,
-// so a reader dedupes on (topic, shard, offset).
+// so a reader dedupes on (topic, shard, offset) where the source gives
+// offsets (Kafka); an MQTT source's dead letters have offset -1 and no
+// such identity.
 type DeadLetter struct {
 	// Key and Value are the record's, as they came.
 	Key, Value []byte

@@ -59,8 +59,10 @@ const (
 //
 // Dead letters are at least once: a partition replayed from its last
 // checkpoint (after a crash or a lost session) sends its bad records
-// again. The source headers identify a record, so a DLQ reader dedupes on
-// (topic, partition, offset).
+// again. The source headers identify a record of a Kafka source, so a DLQ
+// reader dedupes those on (topic, partition, offset); dead letters with
+// offset -1 (an MQTT source's, and outputs the Publisher dead-letters for
+// their size) carry no such identity and cannot be deduplicated by them.
 func DeadLetter(dlqTopic, group string, rec *kgo.Record, cause error) *kgo.Record {
 	msg := cause.Error()
 	if len(msg) > maxErrorHeader {
