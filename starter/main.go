@@ -7,10 +7,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tflo-io/tflo/internal/interrupt"
 )
 
 func main() {
@@ -30,24 +31,10 @@ func main() {
 // (signal.NotifyContext kept catching the signal, so a second Ctrl-C was
 // ignored). stop releases sigs.
 func interruptContext(parent context.Context, sigs <-chan os.Signal, errOut io.Writer, exit func(int)) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(parent)
-	quit := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-quit:
-			return
-		}
-		select {
-		case <-sigs:
-			fmt.Fprintln(errOut, "Error: interrupted again: stopping at once, without a clean stop")
-			exit(exitInterrupted)
-		case <-quit:
-		}
-	}()
-	var once sync.Once
-	return ctx, func() { once.Do(func() { cancel(); close(quit) }) }
+	return interrupt.Context(parent, sigs, func() {
+		fmt.Fprintln(errOut, "Error: interrupted again: stopping at once, without a clean stop")
+		exit(exitInterrupted)
+	})
 }
 
 // Exit codes scripts can rely on (the root help and README list them).

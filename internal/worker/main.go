@@ -13,7 +13,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/envconfig"
+	"github.com/tflo-io/tflo/internal/interrupt"
 	"github.com/tflo-io/tflo/internal/version"
 )
 
@@ -297,24 +297,10 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 // (signal.NotifyContext kept catching the signal, so a second Ctrl-C was
 // ignored). stop releases the goroutine.
 func interruptContext(sigs <-chan os.Signal, name string, stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	quit := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-quit:
-			return
-		}
-		select {
-		case <-sigs:
-			fmt.Fprintf(stderr, "%s: interrupted again while draining: stopping at once, without the final checkpoint\n", name)
-			exit(ExitInterrupted)
-		case <-quit:
-		}
-	}()
-	var once sync.Once
-	return ctx, func() { once.Do(func() { cancel(); close(quit) }) }
+	return interrupt.Context(context.Background(), sigs, func() {
+		fmt.Fprintf(stderr, "%s: interrupted again while draining: stopping at once, without the final checkpoint\n", name)
+		exit(ExitInterrupted)
+	})
 }
 
 // usageError is a Run error caused by what the user gave (a spec that
