@@ -14,7 +14,8 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Ready reports whether the worker serves its pipeline: nil when it runs
+// Ready reports whether the worker serves its pipeline: nil when it runs,
+// is not stopping (Run's context ended or Close was called: it drains)
 // and has not failed, its source has given it its shards and each is
 // restored (Kafka: the group gave the worker its assignment, none when
 // it has more members than the topic has partitions, and every owned
@@ -37,6 +38,12 @@ func (w *Worker) Ready(ctx context.Context) error {
 	}
 	if err := w.Err(); err != nil {
 		return err
+	}
+	// Run's context ended: the worker drains. A Kafka source leaves the
+	// group and releases every partition, after which the checks below
+	// find every owned partition (none) restored: it serves nothing.
+	if p := w.stopping.Load(); p != nil && chanClosed(*p) {
+		return errors.New("stopping: the source is releasing its shards and the worker drains")
 	}
 	switch {
 	case w.kafka != nil:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,4 +97,58 @@ func TestMQTTNotReadyWhileTheBrokerIsDown(t *testing.T) {
 	require.NoError(t, srv.Serve())
 	t.Cleanup(func() { _ = srv.Close() })
 	r.waitFor(t, func() bool { return ready() == nil }, waitFor, "the worker is ready again after the reconnect")
+}
+
+// closeGate is a sink whose Close waits until the test lets it go: a
+// worker held in its drain, after its source stopped.
+type closeGate struct {
+	*recorder
+	closing chan struct{} // closed when Close is called
+	release chan struct{} // closed by the test: Close returns
+	once    sync.Once
+}
+
+func (g *closeGate) Close(context.Context) error {
+	g.once.Do(func() { close(g.closing) })
+	<-g.release
+	return nil
+}
+
+// TestNotReadyWhileStopping: once its stop began, a Kafka worker leaves
+// the group and releases every partition, and Ready then found the
+// member assigned with every owned partition (none) restored and said it
+// was ready for the rest of the drain (the sinks' close, the Temporal
+// workers' stop), though it served nothing any more. It says it is
+// stopping.
+func TestNotReadyWhileStopping(t *testing.T) {
+	c := newCluster(t, 2)
+	g := &closeGate{recorder: newRecorder(), closing: make(chan struct{}), release: make(chan struct{})}
+	defer func() {
+		select {
+		case <-g.release:
+		default:
+			close(g.release)
+		}
+	}()
+	p := alarmPipeline(c.ListenAddrs(), "", pipeline.Use(g))
+	r := start(t, p, pipeline.WithWorkerID("plant-1"))
+	ready := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return r.w.Ready(ctx)
+	}
+	r.waitFor(t, func() bool { return ready() == nil }, 30*time.Second, "the worker is ready")
+
+	r.cancel()
+	select {
+	case <-g.closing: // the source stopped: the drain closes the sinks
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker's drain did not reach its sinks")
+	}
+	require.Zero(t, r.w.Stats().Owned, "the stopping worker released its partitions")
+	err := ready()
+	require.Error(t, err, "a stopping worker is not ready")
+	require.Contains(t, err.Error(), "stopping")
+	close(g.release)
+	r.stop(t)
 }
