@@ -146,6 +146,7 @@ func (c *workflowControl) run(ctx context.Context) {
 	pol := c.w.c.p.Checkpoint
 	var bg sync.WaitGroup
 	defer bg.Wait()
+	defer c.announceReleased()
 	if !pol.Disabled {
 		bg.Go(func() { _ = c.w.host.shards.RunLocal(ctx, c.w.c.p.Name, pol.MaxCheckpointAge) })
 	}
@@ -188,6 +189,25 @@ func (c *workflowControl) run(ctx context.Context) {
 			retryAt = now.Add(backoff)
 			backoff = min(2*backoff, 10*time.Second)
 		}
+	}
+}
+
+// releasedAnnounceTimeout bounds the announcement of the shards a
+// stopping worker released (announceReleased), so an unreachable Temporal
+// delays the stop by that much at most.
+const releasedAnnounceTimeout = 5 * time.Second
+
+// announceReleased announces, once run's context ended (the source has
+// stopped: every shard's final checkpoint ran), the shards released since
+// the last announcement: a stopping worker's final revokes. Cut off with
+// run, they stayed this worker's in the coordinator's table (its rounds
+// kept checkpointing them on a queue no one polls any more) until another
+// worker announced them.
+func (c *workflowControl) announceReleased() {
+	ctx, cancel := context.WithTimeout(context.Background(), releasedAnnounceTimeout)
+	defer cancel()
+	if err := c.announce(ctx); err != nil {
+		c.w.log.Warn("announcing the released shards failed; the coordinator learns of them from their next owners", "err", err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
 	"google.golang.org/grpc"
 
 	"github.com/tflo-io/tflo/activities"
@@ -581,4 +582,39 @@ func TestMQTTCheckpointsThroughCoordinator(t *testing.T) {
 	require.NotNil(t, st.Last)
 	require.Equal(t, 1, st.Last.Shards)
 	require.GreaterOrEqual(t, g.w.Shards()[0].Checkpoint.LastID, streaming.CheckpointID(row.CheckpointID))
+}
+
+// TestStoppedWorkerAnnouncesItsReleases: a worker's control plane stopped
+// as soon as its source had stopped, so the partitions its stop revoked
+// (each after its final checkpoint) were announced as released only when
+// the announcement happened to go out during the drain: the others stayed
+// the stopped worker's in the coordinator's table, as checkpointed fine,
+// and its rounds kept addressing them to a queue no one polled. Every
+// release is announced before Run returns.
+func TestStoppedWorkerAnnouncesItsReleases(t *testing.T) {
+	srv := temporaltest.Start(t)
+	const parts = 4
+	kc := newCluster(t, parts)
+	// The workflows run on a control worker that outlives the pipeline
+	// worker.
+	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
+	pipeline.RegisterWorkflows(ctl)
+	require.NoError(t, ctl.Start())
+	defer ctl.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := temporalPipeline(kc.ListenAddrs(), memory.New())
+	w := start(t, p, pipeline.WithWorkerID("solo"), pipeline.WithTemporal(srv.Client))
+	for _, shard := range allShards(parts) {
+		require.Eventually(t, func() bool {
+			row, err := queryShard(ctx, srv.Client, p.Name, shard)
+			return err == nil && row.Owner.WorkerID == "solo" && row.Status == workflows.ShardOK
+		}, time.Minute, 50*time.Millisecond, "shard %s announced and checkpointed by a round", shard)
+	}
+	w.stop(t)
+	for _, shard := range allShards(parts) {
+		row, err := queryShard(ctx, srv.Client, p.Name, shard)
+		require.NoError(t, err)
+		require.Equal(t, workflows.ShardReleased, row.Status, "shard %s of the stopped worker: %+v", shard, row)
+	}
 }
