@@ -39,6 +39,7 @@ type host struct {
 type releasedShard struct {
 	epoch   streaming.Epoch
 	summary activities.CheckpointSummary
+	final   bool // the release took a final checkpoint (summary is it)
 }
 
 var _ activities.ShardHost = (*host)(nil)
@@ -74,7 +75,7 @@ func (h *host) lost(s *shard) {
 	if held {
 		delete(h.held, s.id)
 	}
-	h.released[s.id] = releasedShard{epoch: s.epoch, summary: sum}
+	h.released[s.id] = releasedShard{epoch: s.epoch, summary: sum, final: s.finalDone}
 	h.mu.Unlock()
 	if held { // not when a new run of the shard replaced it: its series
 		h.w.m.released(s.id)
@@ -125,7 +126,9 @@ func (h *host) checkPipeline(pipeline string, shard streaming.ShardID, epoch str
 // stop serving a partition on its own (the group assigns it), so when the
 // shard is still held at epoch this takes a checkpoint now; when it was
 // released (the revoke took the final checkpoint) it returns that
-// checkpoint.
+// checkpoint. A release that took none (a lost partition, a final
+// checkpoint that failed) is refused (ErrNotHeld), saying so and naming
+// the last checkpoint, which the next owner replays from.
 func (h *host) FinalCheckpoint(ctx context.Context, pipeline string, id streaming.ShardID, epoch streaming.Epoch) (activities.CheckpointSummary, error) {
 	if err := h.checkPipeline(pipeline, id, epoch); err != nil {
 		return activities.CheckpointSummary{}, err
@@ -142,6 +145,10 @@ func (h *host) FinalCheckpoint(ctx context.Context, pipeline string, id streamin
 	h.mu.Unlock()
 	if !ok || r.epoch != epoch {
 		return activities.CheckpointSummary{}, h.notOwner(id, epoch, "never held it at this epoch")
+	}
+	if !r.final {
+		return activities.CheckpointSummary{}, h.notOwner(id, epoch, fmt.Sprintf(
+			"released it without a final checkpoint (the partition was lost, or its final checkpoint failed): its next owner replays from checkpoint %d", r.summary.CheckpointID))
 	}
 	return r.summary, nil
 }

@@ -209,6 +209,7 @@ func (k *kafkaShard) Release(ctx context.Context, final bool) error {
 		if _, err = k.cp.Checkpoint(ctx); err != nil {
 			err = fmt.Errorf("final checkpoint of shard %s: %w", k.id, err)
 		}
+		k.finalDone = err == nil
 	}
 	k.w.host.lost(k.shard)
 	k.close()

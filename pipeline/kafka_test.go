@@ -1,6 +1,8 @@
 package pipeline_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,4 +73,49 @@ func TestKafkaWorkerStopReportsAFailedFinalCheckpoint(t *testing.T) {
 	}
 	require.ErrorIs(t, err, errStoreCut)
 	require.ErrorContains(t, err, `pipeline "plant", worker "a"`)
+}
+
+// TestFinalCheckpointSaysWhenTheReleaseTookNone: the host's
+// FinalCheckpoint (the handoff's step on the old owner) of a shard whose
+// release took no final checkpoint (here it failed) returned the shard's
+// last checkpoint as if it were the final one, and the handoff recorded a
+// final checkpoint that never was. It is refused, saying so and naming
+// the checkpoint the next owner replays from; after a release that took
+// one it returns that one.
+func TestFinalCheckpointSaysWhenTheReleaseTookNone(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("final checkpoint fails %v", cut), func(t *testing.T) {
+			c := newCluster(t, 1)
+			addrs := c.ListenAddrs()
+			store := &cutStore{StateStore: memory.New()}
+			p := alarmPipeline(addrs, "", newRecorder().shared())
+			p.State.Durable = pipeline.Durable{Store: store}
+			rs := makeReadings(8, 1, 10)
+			produce(t, addrs, rs)
+			w := start(t, p, pipeline.WithWorkerID("a"))
+			w.waitFor(t, func() bool { return w.w.Stats().RecordsIn == uint64(len(rs)) }, 30*time.Second, "records applied")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, w.w.Checkpoint(ctx))
+			shards := w.w.Shards()
+			require.Len(t, shards, 1)
+			sh := shards[0]
+
+			if cut {
+				store.Cut()
+				require.Error(t, w.stopErr(t))
+			} else {
+				w.stop(t)
+			}
+			sum, err := w.w.Host().FinalCheckpoint(ctx, p.Name, sh.Shard, sh.Epoch)
+			if !cut {
+				require.NoError(t, err)
+				require.Equal(t, uint64(sh.Checkpoint.LastID)+1, sum.CheckpointID, "the final checkpoint")
+				return
+			}
+			require.ErrorIs(t, err, pipeline.ErrNotHeld)
+			require.ErrorContains(t, err, "without a final checkpoint")
+			require.ErrorContains(t, err, fmt.Sprintf("replays from checkpoint %d", sh.Checkpoint.LastID))
+		})
+	}
 }

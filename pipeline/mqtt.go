@@ -160,6 +160,7 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	if _, err := s.cp.Checkpoint(fctx); err != nil {
 		return fmt.Errorf("final checkpoint of shard %s: %w", id, err)
 	}
+	s.finalDone = true // before the deferred release reads it
 	return nil
 }
 

@@ -51,6 +51,12 @@ type shard struct {
 	// from then on holds its last record here, so it rolls the archive's
 	// open file (shardSource.Cut) and that checkpoint publishes every row.
 	final bool
+	// finalDone: the shard's release took its final checkpoint (set by
+	// the source before host.lost, on the releasing goroutine). Without
+	// one (a lost partition, a crash-like stop, a final checkpoint that
+	// failed) the host's FinalCheckpoint says so instead of passing the
+	// last checkpoint off as the final one.
+	finalDone bool
 
 	restored activities.RestoreSummary
 	// closeDurable closes the shard's own durable store (a durable
