@@ -30,6 +30,7 @@ type Shards struct {
 	mu        sync.RWMutex
 	shards    map[shardKey]*streaming.Checkpointer
 	released  map[shardKey]streaming.CheckpointStatus // the last status of each unregistered shard
+	noFinal   map[shardKey]bool                       // unregistered without a final checkpoint (UnregisterWithoutFinal)
 	local     map[shardKey]int                        // local checkpoints not yet reported to a round
 	pipelines map[string]*CoordinatorView
 	// ageChanged is closed (and replaced) when a round changes a
@@ -72,7 +73,7 @@ func NewShards(opts ...ShardsOption) *Shards {
 	r := &Shards{
 		now:    time.Now,
 		shards: make(map[shardKey]*streaming.Checkpointer), released: map[shardKey]streaming.CheckpointStatus{},
-		local: map[shardKey]int{}, pipelines: map[string]*CoordinatorView{},
+		noFinal: map[shardKey]bool{}, local: map[shardKey]int{}, pipelines: map[string]*CoordinatorView{},
 		ageChanged: make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -90,6 +91,7 @@ func (r *Shards) Register(pipeline string, shard streaming.ShardID, cp *streamin
 	k := shardKey{pipeline, shard}
 	r.shards[k] = cp
 	delete(r.released, k)
+	delete(r.noFinal, k)
 	if v := r.pipelines[pipeline]; v != nil {
 		cp.ReportBreaker(breakerState(v.Breaker))
 	}
@@ -106,6 +108,18 @@ func (r *Shards) Unregister(pipeline string, shard streaming.ShardID) {
 	}
 	delete(r.shards, k)
 	delete(r.local, k)
+	delete(r.noFinal, k)
+}
+
+// UnregisterWithoutFinal is Unregister for a shard the worker released
+// without a final checkpoint (a lost partition, a final checkpoint that
+// failed): a handoff's final round of it is then answered ShardNotOwner,
+// saying so, instead of passing its last checkpoint off as the final one.
+func (r *Shards) UnregisterWithoutFinal(pipeline string, shard streaming.ShardID) {
+	r.Unregister(pipeline, shard)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noFinal[shardKey{pipeline, shard}] = true
 }
 
 // Coordinator returns what this worker knows of pipeline's coordinator.
@@ -176,6 +190,12 @@ func (r *Shards) CheckpointRound(ctx context.Context, in RoundInput) (RoundResul
 			continue
 		}
 		if st, ok := r.released[k]; ok && in.Final && st.LastEpoch == se.Epoch && st.LastID > 0 {
+			if r.noFinal[k] {
+				res.Shards[i].Status = ShardNotOwner
+				res.Shards[i].Error = fmt.Sprintf("worker %q released shard %s/%s without a final checkpoint (the partition was lost, or its final checkpoint failed): its next owner replays from checkpoint %d",
+					in.WorkerID, in.Pipeline, se.Shard, uint64(st.LastID))
+				continue
+			}
 			res.Shards[i] = shardOK(se.Shard, st)
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -39,6 +40,17 @@ func KeyState(w *Worker, key string) (*streaming.Instance, error) {
 // shard's status after it (LastDuration is its duration).
 func WithCheckpointObserver(f func(streaming.ShardID, streaming.CheckpointStatus)) Option {
 	return func(o *options) { o.checkpointed = f }
+}
+
+// FinalRound runs a handoff's final round of shard at epoch on w (what
+// the coordinator's handoff asks the old owner).
+func FinalRound(ctx context.Context, w *Worker, shard streaming.ShardID, epoch streaming.Epoch) (activities.ShardResult, error) {
+	res, err := w.host.shards.CheckpointRound(ctx, activities.RoundInput{Pipeline: w.c.p.Name, WorkerID: w.o.workerID, Final: true,
+		Shards: []activities.ShardEpoch{{Shard: shard, Epoch: epoch}}})
+	if err != nil || len(res.Shards) != 1 {
+		return activities.ShardResult{}, err
+	}
+	return res.Shards[0], nil
 }
 
 // ShardFolderName is the folder of a shard inside a durable folder.

@@ -80,7 +80,11 @@ func (h *host) lost(s *shard) {
 	if held { // not when a new run of the shard replaced it: its series
 		h.w.m.released(s.id)
 	}
-	h.shards.Unregister(h.pipeline, s.id)
+	if s.finalDone {
+		h.shards.Unregister(h.pipeline, s.id)
+	} else { // a handoff's final round must not take the last checkpoint for a final one
+		h.shards.UnregisterWithoutFinal(h.pipeline, s.id)
+	}
 	h.w.log.Info("shard released", "shard", s.id, "epoch", uint64(s.epoch), "last_checkpoint", sum.CheckpointID)
 	h.control.lost(s)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
@@ -108,14 +109,22 @@ func TestFinalCheckpointSaysWhenTheReleaseTookNone(t *testing.T) {
 				w.stop(t)
 			}
 			sum, err := w.w.Host().FinalCheckpoint(ctx, p.Name, sh.Shard, sh.Epoch)
+			// The coordinator's handoffs ask in a final round instead.
+			round, rerr := pipeline.FinalRound(ctx, w.w, sh.Shard, sh.Epoch)
+			require.NoError(t, rerr)
 			if !cut {
 				require.NoError(t, err)
 				require.Equal(t, uint64(sh.Checkpoint.LastID)+1, sum.CheckpointID, "the final checkpoint")
+				require.Equal(t, activities.ShardOK, round.Status, "final round: %+v", round)
+				require.Equal(t, sum.CheckpointID, round.CheckpointID, "final round")
 				return
 			}
 			require.ErrorIs(t, err, pipeline.ErrNotHeld)
 			require.ErrorContains(t, err, "without a final checkpoint")
 			require.ErrorContains(t, err, fmt.Sprintf("replays from checkpoint %d", sh.Checkpoint.LastID))
+			require.Equal(t, activities.ShardNotOwner, round.Status, "final round: %+v", round)
+			require.Contains(t, round.Error, "without a final checkpoint")
+			require.Contains(t, round.Error, fmt.Sprintf("replays from checkpoint %d", sh.Checkpoint.LastID))
 		})
 	}
 }
