@@ -83,6 +83,11 @@ func openDurable(ctx context.Context, state State, db *badger.DB, log *slog.Logg
 		if err != nil {
 			return nil, nil, err
 		}
+		// Said at start: a second worker of the pipeline would restore the
+		// shards it gains from its own database (nothing, or its own older
+		// checkpoints), not from these.
+		log.Info("checkpoints go to this worker's own state database: run one worker of this pipeline, " +
+			"or share them with state.durable.dir (one machine) or state.durable.s3, so a shard another worker gains restores from them")
 		return st, st.Close, nil
 	}
 	nop := func() error { return nil }
