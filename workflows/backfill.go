@@ -330,7 +330,18 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		for b.firstErr == nil && ctx.Err() == nil && !stopping && b.inFlight < b.in.Window {
 			lane, ok, err := b.nextLane(ctx, short)
 			if err != nil {
-				return b.st.Progress, b.failure(ctx, err)
+				// Before, a failed listing (or a cancellation while it
+				// ran) returned at once, abandoning the replays in
+				// flight: their counts were lost and the status showed
+				// them running. Now it is handled as a failed replay:
+				// nothing more starts, and those in flight are waited for.
+				if workflow.GetVersion(ctx, "backfill-list-failure-waits-for-replays", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+					return b.st.Progress, b.failure(ctx, err)
+				}
+				if ctx.Err() == nil {
+					b.firstErr = fmt.Errorf("list partitions of %s after %q: %w", b.in.Location, b.st.ListedAfter, err)
+				}
+				break
 			}
 			if !ok {
 				break

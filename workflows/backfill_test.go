@@ -288,3 +288,43 @@ func TestBackfillRefusalNamesTheBackfill(t *testing.T) {
 		assert.Contains(t, err.Error(), `backfill "replay-march"`)
 	}
 }
+
+// TestBackfillListFailureWaitsForReplaysInFlight: a ListPartitions that
+// fails while partitions replay ends the backfill after those replays
+// finished, counting them. Before, the workflow returned at once: the
+// replays in flight were abandoned, and the final status showed them
+// still running, their files missing from the totals.
+func TestBackfillListFailureWaitsForReplaysInFlight(t *testing.T) {
+	f := newFakeArchive(3, 2, 1) // one partition per page
+	listed := make(chan struct{})
+	env := quietSuite().NewTestWorkflowEnvironment()
+	a := &activities.Backfills{}
+	env.RegisterActivity(a)
+	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
+	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
+			if in.After == "" {
+				return f.listPartitions(ctx, in)
+			}
+			close(listed) // the first partition is replaying
+			return activities.ListPartitionsResult{}, temporal.NewNonRetryableApplicationError("bucket gone", activities.ErrTypeBadInput, nil)
+		})
+	env.OnActivity(a.ReplayPartition, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+			<-listed
+			return f.replay(ctx, in)
+		})
+	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
+	require.True(t, env.IsWorkflowCompleted())
+	err := env.GetWorkflowError()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "bucket gone")
+	assert.Contains(t, err.Error(), "file:///archive", "the error names the archive")
+	v, err := env.QueryWorkflow(workflows.QueryStatus)
+	require.NoError(t, err)
+	var p workflows.BackfillProgress
+	require.NoError(t, v.Get(&p))
+	assert.Empty(t, p.Running, "the replay in flight was waited for")
+	assert.Equal(t, f.files[f.names[0]], p.FilesDone, "the replay in flight is counted")
+	assert.Equal(t, 1, p.PartitionsDone)
+}
