@@ -36,7 +36,8 @@ type ArchiveTotals struct {
 // schema fingerprint of the first and last file of every partition, so an
 // archive of another schema is refused (non-retryable SchemaMismatch,
 // naming the file and both fingerprints) before anything is written;
-// every file is checked again when it is read.
+// every file is checked again when it is read. It heartbeats how far it
+// counted, and a retry resumes from there.
 func (a *Backfills) CountArchive(ctx context.Context, in CountArchiveInput) (ArchiveTotals, error) {
 	arc, prefix, err := a.archive(in.Location)
 	if err != nil {
@@ -46,43 +47,62 @@ func (a *Backfills) CountArchive(ctx context.Context, in CountArchiveInput) (Arc
 	if err != nil {
 		return ArchiveTotals{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
 	}
-	var t ArchiveTotals
-	var part string
-	var first, last parquet.FileInfo
+	// A retry resumes after the last file its heartbeat counted: the
+	// count of a large archive on a slow store may take longer than an
+	// attempt may run, and every attempt starting over would fail alike.
+	var c countProgress
+	if activity.HasHeartbeatDetails(ctx) {
+		var hb countProgress
+		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil {
+			c = hb
+		}
+	}
 	check := func() error {
-		if part == "" {
+		if c.Part == "" {
 			return nil
 		}
-		for _, fi := range []parquet.FileInfo{first, last} {
-			if err := r.CheckFile(ctx, fi.Name); err != nil {
+		for _, name := range []string{c.First, c.Last} {
+			if err := r.CheckFile(ctx, name); err != nil {
 				return classifyArchive(in.Location, err)
 			}
 		}
 		return nil
 	}
-	for fi, err := range r.Files(ctx, "", -1) {
+	t := &c.Totals
+	for fi, err := range r.Files(ctx, c.Last, -1) {
 		if err != nil {
-			return t, classifyArchive(in.Location, err)
+			return *t, classifyArchive(in.Location, err)
+		}
+		p := parquet.ShardPrefix(fi.Key.Pipeline, fi.Key.Shard)
+		newPart := p != c.Part
+		if newPart {
+			if err := check(); err != nil {
+				return *t, err
+			}
+			c.Part, c.First = p, fi.Name
+			t.Partitions++
 		}
 		t.Files++
 		t.Bytes += fi.Size
-		if p := parquet.ShardPrefix(fi.Key.Pipeline, fi.Key.Shard); p != part {
-			if err := check(); err != nil {
-				return t, err
-			}
-			part, first = p, fi
-			t.Partitions++
-			// Each check reads two footers (round trips on an object
-			// store): heartbeat per partition, not per 10,000 files (the
-			// SDK throttles the calls).
-			activity.RecordHeartbeat(ctx, t.Files)
-		}
-		last = fi
-		if t.Files%10000 == 0 {
-			activity.RecordHeartbeat(ctx, t.Files)
+		c.Last = fi.Name
+		// Each check reads two footers (round trips on an object store):
+		// heartbeat per partition, not per 10,000 files (the SDK
+		// throttles the calls).
+		if newPart || t.Files%10000 == 0 {
+			activity.RecordHeartbeat(ctx, c)
 		}
 	}
-	return t, check()
+	return *t, check()
+}
+
+// countProgress is how far CountArchive counted, as it heartbeats it:
+// the totals through file Last, and the first file of the partition Last
+// is in (whose first and last file are checked when it ends).
+type countProgress struct {
+	Totals ArchiveTotals `json:"totals"`
+	Part   string        `json:"part,omitempty"`
+	First  string        `json:"first,omitempty"`
+	Last   string        `json:"last,omitempty"`
 }
 
 // ListPartitionsInput asks for a page of an archive's partitions.

@@ -2,17 +2,21 @@ package activities_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/testsuite/temporaltest"
 )
 
 // slowArchive adds a round trip to every read, as an object store does
@@ -140,4 +144,64 @@ func TestListPartitionsHeartbeatsPerPartition(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&res))
 	assert.Len(t, res.Partitions, 80)
 	assert.False(t, res.More)
+}
+
+// countWorkflowLimited runs CountArchive as the backfill does, each
+// attempt limited to run (the backfill's 10 minutes, scaled).
+func countWorkflowLimited(ctx workflow.Context, in activities.CountArchiveInput, run, hb time.Duration) (activities.ArchiveTotals, error) {
+	var b *activities.Backfills
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           "count-resume",
+		StartToCloseTimeout: run, HeartbeatTimeout: hb,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: 500 * time.Millisecond, MaximumAttempts: 12},
+	})
+	var t activities.ArchiveTotals
+	err := workflow.ExecuteActivity(ctx, b.CountArchive, in).Get(ctx, &t)
+	return t, err
+}
+
+// TestCountArchiveResumesFromHeartbeat: a count that takes longer than
+// an attempt may run (the backfill gives CountArchive 10 minutes) goes on
+// where the last attempt's heartbeat left it, and counts every file
+// once. Before, its heartbeat held only a file count, never read back:
+// every attempt started over, timed out at the same point, and the
+// backfill failed before it wrote anything. Scaled here, on a dev server
+// (the test suite does not retry an attempt that timed out): 5 ms per
+// read, 2 s per attempt, a count of several seconds.
+func TestCountArchiveResumesFromHeartbeat(t *testing.T) {
+	dir := t.TempDir()
+	arc, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	for s := range int32(80) {
+		shardFiles(t, arc, "iot", s, 2, 5)
+	}
+	srv := temporaltest.Start(t)
+	var attempts atomic.Int32
+	b := &activities.Backfills{Archives: func(string) (parquet.Archive, string, error) {
+		attempts.Add(1)
+		return slowArchive{arc, 5 * time.Millisecond}, "", nil
+	}}
+	w := worker.New(srv.Client, "count-resume", worker.Options{})
+	w.RegisterActivity(b)
+	w.RegisterWorkflow(countWorkflowLimited)
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "count-resume"},
+		countWorkflowLimited, activities.CountArchiveInput{Location: "file://" + dir}, 2*time.Second, 500*time.Millisecond)
+	require.NoError(t, err)
+	var tot activities.ArchiveTotals
+	require.NoError(t, run.Get(ctx, &tot), "a count longer than an attempt never finishes")
+	assert.Greater(t, attempts.Load(), int32(1), "the count outlasted an attempt")
+	t.Logf("%d attempts", attempts.Load())
+	objs, err := arc.List(context.Background(), "")
+	require.NoError(t, err)
+	var size int64
+	for _, o := range objs {
+		if _, hidden := parquet.SkipHidden(o.Name); !hidden {
+			size += o.Size
+		}
+	}
+	assert.Equal(t, activities.ArchiveTotals{Files: 160, Partitions: 80, Bytes: size}, tot, "every file counted once")
 }
