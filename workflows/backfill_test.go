@@ -328,3 +328,50 @@ func TestBackfillListFailureWaitsForReplaysInFlight(t *testing.T) {
 	assert.Equal(t, f.files[f.names[0]], p.FilesDone, "the replay in flight is counted")
 	assert.Equal(t, 1, p.PartitionsDone)
 }
+
+// TestBackfillCancelDuringListingWaitsForReplays: a cancellation that
+// comes while a page of partitions is listed waits for the replays in
+// flight to stop, as one at any other time does. Before, the workflow
+// returned at once, its progress showing them still running.
+func TestBackfillCancelDuringListingWaitsForReplays(t *testing.T) {
+	f := newFakeArchive(3, 2, 1) // one partition per page
+	var listing, replaying atomic.Bool
+	env := quietSuite().NewTestWorkflowEnvironment()
+	a := &activities.Backfills{}
+	env.RegisterActivity(a)
+	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
+	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
+			if in.After == "" {
+				return f.listPartitions(ctx, in)
+			}
+			listing.Store(true)
+			<-ctx.Done()
+			return activities.ListPartitionsResult{}, ctx.Err()
+		})
+	env.OnActivity(a.ReplayPartition, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+			replaying.Store(true)
+			<-ctx.Done()
+			return activities.ReplayPartitionResult{}, ctx.Err()
+		})
+	var cancelWhileListing func()
+	cancelWhileListing = func() {
+		if listing.Load() && replaying.Load() {
+			env.CancelWorkflow()
+			return
+		}
+		env.RegisterDelayedCallback(cancelWhileListing, time.Millisecond)
+	}
+	env.RegisterDelayedCallback(cancelWhileListing, time.Millisecond)
+	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
+	require.True(t, env.IsWorkflowCompleted())
+	err := env.GetWorkflowError()
+	require.Error(t, err)
+	assert.True(t, temporal.IsCanceledError(err), "got %v", err)
+	var ce *temporal.CanceledError
+	require.ErrorAs(t, err, &ce)
+	var p workflows.BackfillProgress
+	require.NoError(t, ce.Details(&p))
+	assert.Empty(t, p.Running, "the replay in flight was waited for")
+}
