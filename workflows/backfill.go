@@ -75,6 +75,9 @@ func (in BackfillInput) Validate() error {
 		return fmt.Errorf("backfill %q: sink is required", in.Name)
 	case in.Window < 0, in.FilesPerActivity < 0, in.ActivitiesPerRun < 0:
 		return fmt.Errorf("backfill %q: window %d, files per activity %d and activities per run %d must not be negative", in.Name, in.Window, in.FilesPerActivity, in.ActivitiesPerRun)
+	case in.HeartbeatTimeout < 0:
+		// Each replay would fail on the SDK's "negative timeout" instead.
+		return fmt.Errorf("backfill %q: heartbeat timeout %v must not be negative (0: 30s)", in.Name, in.HeartbeatTimeout)
 	case !in.From.IsZero() && !in.To.IsZero() && !in.From.Before(in.To):
 		return fmt.Errorf("backfill %q: time range [%s, %s) is empty", in.Name, in.From.Format(time.RFC3339), in.To.Format(time.RFC3339))
 	}

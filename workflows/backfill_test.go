@@ -289,6 +289,18 @@ func TestBackfillRefusalNamesTheBackfill(t *testing.T) {
 	}
 }
 
+// TestBackfillNegativeHeartbeatTimeoutIsRefused: a negative heartbeat
+// timeout (the API takes one) was accepted, and every replay then failed
+// on the SDK's "negative timeout"; the input is refused, naming it.
+func TestBackfillNegativeHeartbeatTimeoutIsRefused(t *testing.T) {
+	in := workflows.BackfillInput{Name: "replay-march", Location: "file:///a", Sink: "s", HeartbeatTimeout: -time.Second}
+	err := in.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `backfill "replay-march": heartbeat timeout -1s must not be negative`)
+	in.HeartbeatTimeout = 0
+	require.NoError(t, in.Validate(), "0 is the default")
+}
+
 // TestBackfillListFailureWaitsForReplaysInFlight: a ListPartitions that
 // fails while partitions replay ends the backfill after those replays
 // finished, counting them. Before, the workflow returned at once: the
