@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -95,6 +96,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulator: malformed share %g must be at most 1 (below 0: none)", c.Malformed)
 	case c.Noise < 0:
 		return fmt.Errorf("simulator: noise %g must not be negative", c.Noise)
+	case strings.ContainsAny(c.Topic, "+#\x00"):
+		// MQTT topic names hold no wildcard (nor U+0000): the broker drops
+		// the connection at such a publish, and the simulator, taking
+		// that for an outage, would reconnect and publish it again for ever.
+		return fmt.Errorf("simulator: topic %q must be a topic name without wildcards (+, #)", c.Topic)
 	case c.AnomalyLength < 0:
 		// Run would make every anomaly one reading long, whatever was asked.
 		return fmt.Errorf("simulator: anomaly_length %d must not be negative (0: the default, 20)", c.AnomalyLength)

@@ -192,3 +192,33 @@ func TestSimulatorRefusesAMetricsAddressWithoutAPort(t *testing.T) {
 	require.Equal(t, worker.ExitUsage, worker.RunMain(Main(), []string{"--print-config"}, &errOut), "%s", &errOut)
 	require.Contains(t, errOut.String(), `simulator config: metrics.addr "nohost": want host:port`)
 }
+
+// TestSimulatorRefusesAWildcardTopic: a topic with an MQTT wildcard is a
+// usage error (exit code 2) naming the key, --print-config included. Bug:
+// it was accepted; the broker dropped the connection at the first
+// publish (a topic name holds no wildcard) and the simulator, taking
+// that for an outage, reconnected and published it again for ever.
+func TestSimulatorRefusesAWildcardTopic(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", b.URL())
+	t.Setenv("TFLO_SIMULATOR_ROUNDS", "1")
+	for _, topic := range []string{"plant/+", "plant/#"} {
+		t.Run(topic, func(t *testing.T) {
+			t.Setenv("TFLO_SIMULATOR_TOPIC", topic)
+			for _, args := range [][]string{{"--print-config"}, nil} {
+				var errOut logtest.Buffer
+				done := make(chan int, 1)
+				go func() { done <- worker.RunMain(Main(), args, &errOut) }()
+				select {
+				case code := <-done:
+					require.Equal(t, worker.ExitUsage, code, "%v: %s", args, &errOut)
+				case <-time.After(15 * time.Second):
+					t.Fatalf("%v: still running after 15s (one round); log:\n%s", args, &errOut)
+				}
+				require.Contains(t, errOut.String(), `simulator: topic "`+topic+`" must be a topic name without wildcards`)
+			}
+		})
+	}
+}
