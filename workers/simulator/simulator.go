@@ -85,6 +85,18 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports the first problem, as a sentence.
 func (c Config) Validate() error {
+	// NaN or an infinity (a float key parses "NaN" and "Inf") makes
+	// readings JSON cannot carry: the run would fail at its first
+	// reading with an error naming no key. A NaN malformed share would
+	// send none, as no comparison holds.
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"base", c.Base}, {"noise", c.Noise}, {"drift", c.Drift}, {"anomaly_height", c.AnomalyHeight}, {"malformed", c.Malformed}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("simulator: %s %g must be a finite number", f.key, f.v)
+		}
+	}
 	switch {
 	case c.Sensors < 0:
 		return fmt.Errorf("simulator: sensors %d must not be negative", c.Sensors)

@@ -3,6 +3,7 @@ package simulator_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -167,4 +168,28 @@ func TestPacedRunEndsWithItsLastRound(t *testing.T) {
 		t.Fatal("Run did not return after its last round")
 	}
 	require.Equal(t, int64(2), s.Stats().Readings+s.Stats().Malformed)
+}
+
+// TestSimulatorRefusesANonFiniteNumber: NaN or an infinity in a float
+// key is refused, naming the key. Bug: it was accepted (a float key
+// parses "NaN" and "Inf"); the run then failed at its first reading with
+// "json: unsupported value: NaN", naming no key (a NaN malformed share
+// sent no broken payload at all).
+func TestSimulatorRefusesANonFiniteNumber(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		cfg simulator.Config
+	}{
+		{"base", simulator.Config{Base: math.Inf(1)}},
+		{"noise", simulator.Config{Noise: math.NaN()}},
+		{"drift", simulator.Config{Drift: math.Inf(-1)}},
+		{"anomaly_height", simulator.Config{AnomalyHeight: math.NaN()}},
+		{"malformed", simulator.Config{Malformed: math.NaN()}},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			_, err := simulator.New(tc.cfg)
+			require.ErrorContains(t, err, "simulator: "+tc.key+" ")
+			require.ErrorContains(t, err, "must be a finite number")
+		})
+	}
 }
