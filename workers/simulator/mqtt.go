@@ -25,6 +25,7 @@ type MQTTPublisher struct {
 	host   string
 	log    *slog.Logger
 	up     atomic.Bool // a connection to the broker is up now
+	closed atomic.Bool // Close was called: publishes fail with ErrStopped
 	// lost closes when the connection up (or the next one to come up)
 	// goes down, and is replaced by a new one then: a publish waiting for
 	// its PUBCOMP on a connection gone waits for nothing (paho drops a
@@ -154,11 +155,14 @@ const publishGrace = 2 * time.Second
 // may have received the first copy, so that payload may arrive twice. A
 // broker refusing the publish (a reason code of 0x80 or more: its ACL
 // denies the topic, a quota) is an error naming it, the topic and the
-// reason code.
+// reason code. After Close it fails with an error wrapping ErrStopped.
 func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byte) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if p.closed.Load() {
+			return p.stopped(topic)
 		}
 		p.mu.Lock()
 		lost := p.lost
@@ -191,9 +195,17 @@ func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byt
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return err // closed
+			if p.closed.Load() {
+				return p.stopped(topic)
+			}
+			return err
 		}
 	}
+}
+
+// stopped is Publish's error after Close.
+func (p *MQTTPublisher) stopped(topic string) error {
+	return fmt.Errorf("publish to %q on broker %s: %w", topic, p.host, ErrStopped)
 }
 
 // publishOnce is one attempt of Publish, on the connection whose loss
@@ -222,8 +234,9 @@ func (p *MQTTPublisher) publishOnce(ctx context.Context, lost <-chan struct{}, t
 	return err
 }
 
-// Close disconnects.
+// Close disconnects; later publishes fail with ErrStopped.
 func (p *MQTTPublisher) Close(ctx context.Context) error {
+	p.closed.Store(true)
 	p.up.Store(false) // autopaho calls no OnConnectionDown for a Disconnect
 	err := p.cm.Disconnect(ctx)
 	p.cancel()

@@ -269,3 +269,21 @@ func TestPublishRefusedByTheBrokerIsAnError(t *testing.T) {
 	require.Error(t, s.Run(ctx, pub), "a run whose readings the broker refuses fails")
 	assert.Zero(t, s.Stats().Readings, "no refused reading is counted")
 }
+
+// TestPublishAfterCloseIsErrStopped: a publish after Close fails with an
+// error wrapping ErrStopped, naming the topic and the broker, as
+// ErrStopped's doc says. Bug: nothing returned ErrStopped; such a publish
+// failed with autopaho's bare "no connection available".
+func TestPublishAfterCloseIsErrStopped(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL()})
+	require.NoError(t, err)
+	require.NoError(t, pub.Close(ctx))
+	err = pub.Publish(ctx, "sensors/sensor-000", []byte(`{"sensor":"sensor-000","ts":1,"value":1}`))
+	require.ErrorIs(t, err, simulator.ErrStopped)
+	require.ErrorContains(t, err, `publish to "sensors/sensor-000" on broker `+b.Addr())
+}
