@@ -197,13 +197,14 @@ func (s *Simulator) Run(ctx context.Context, pub Publisher) error {
 		for i := range c.Sensors {
 			name := SensorName(i)
 			v := c.Base + c.Drift*float64(round) + c.Noise*rng.NormFloat64() + float64(i%5)*0.1
+			started := false // an anomaly episode starts with this payload
 			if remaining[i] > 0 {
 				v += c.AnomalyHeight
 				remaining[i]--
 			} else if c.AnomalyEvery > 0 && rng.IntN(c.AnomalyEvery) == 0 {
 				remaining[i] = c.AnomalyLength - 1
 				v += c.AnomalyHeight
-				s.anomalies.Add(1)
+				started = true
 			}
 			var payload []byte
 			broken := c.Malformed > 0 && rng.Float64() < c.Malformed
@@ -225,6 +226,9 @@ func (s *Simulator) Run(ctx context.Context, pub Publisher) error {
 				s.malformed.Add(1)
 			} else {
 				s.readings.Add(1)
+			}
+			if started { // as the payload: an episode never sent did not start
+				s.anomalies.Add(1)
 			}
 		}
 		if c.Rounds > 0 && round+1 == c.Rounds {

@@ -3,6 +3,7 @@ package simulator_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -192,4 +193,23 @@ func TestSimulatorRefusesANonFiniteNumber(t *testing.T) {
 			require.ErrorContains(t, err, "must be a finite number")
 		})
 	}
+}
+
+// TestSimulatorCountsOnlyAnomaliesPublished: an anomaly episode whose
+// first payload was not published (the run stopped, the publish failed)
+// is not counted, as its payload is not. Bug: it was counted when drawn,
+// before the publish, so a run that published nothing reported an
+// anomaly.
+func TestSimulatorCountsOnlyAnomaliesPublished(t *testing.T) {
+	s, err := simulator.New(simulator.Config{Sensors: 1, Rounds: 1, AnomalyEvery: 1})
+	require.NoError(t, err)
+	refused := errors.New("refused")
+	err = s.Run(context.Background(), simulator.PublisherFunc(func(context.Context, string, []byte) error { return refused }))
+	require.ErrorIs(t, err, refused)
+	assert.Equal(t, simulator.Stats{}, s.Stats(), "nothing was published")
+
+	s, err = simulator.New(simulator.Config{Sensors: 1, Rounds: 1, AnomalyEvery: 1})
+	require.NoError(t, err)
+	require.NoError(t, s.Run(context.Background(), simulator.PublisherFunc(func(context.Context, string, []byte) error { return nil })))
+	assert.Equal(t, int64(1), s.Stats().Anomalies, "the episode the one payload started")
 }
