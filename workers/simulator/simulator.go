@@ -113,6 +113,11 @@ func (c Config) Validate() error {
 		// the connection at such a publish, and the simulator, taking
 		// that for an outage, would reconnect and publish it again for ever.
 		return fmt.Errorf("simulator: topic %q must be a topic name without wildcards (+, #)", c.Topic)
+	case strings.HasPrefix(c.Topic, "$"):
+		// Reserved for the broker's own topics: mochi drops the connection
+		// at a publish to $SYS (the same endless retry), and no # or +
+		// subscription (the edge's sensors/#) reads a $ topic.
+		return fmt.Errorf("simulator: topic %q must not start with $ (reserved for the broker's topics, such as $SYS)", c.Topic)
 	case c.AnomalyLength < 0:
 		// Run would make every anomaly one reading long, whatever was asked.
 		return fmt.Errorf("simulator: anomaly_length %d must not be negative (0: the default, 20)", c.AnomalyLength)

@@ -222,3 +222,29 @@ func TestSimulatorRefusesAWildcardTopic(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulatorRefusesADollarTopic: a topic starting with $ (the broker's
+// own, $SYS) is a usage error (exit code 2) naming the key. Bug: it was
+// accepted; the embedded broker dropped the connection at each publish to
+// $SYS and the simulator published it again for ever, and no subscription
+// to # or + (the edge's sensors/#) would read such a topic anyway.
+func TestSimulatorRefusesADollarTopic(t *testing.T) {
+	b, err := mqttbroker.Start(mqttbroker.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", b.URL())
+	t.Setenv("TFLO_SIMULATOR_ROUNDS", "1")
+	t.Setenv("TFLO_SIMULATOR_TOPIC", "$SYS/sensors")
+	for _, args := range [][]string{{"--print-config"}, nil} {
+		var errOut logtest.Buffer
+		done := make(chan int, 1)
+		go func() { done <- worker.RunMain(Main(), args, &errOut) }()
+		select {
+		case code := <-done:
+			require.Equal(t, worker.ExitUsage, code, "%v: %s", args, &errOut)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%v: still running after 15s (one round); log:\n%s", args, &errOut)
+		}
+		require.Contains(t, errOut.String(), `simulator: topic "$SYS/sensors" must not start with $`)
+	}
+}
