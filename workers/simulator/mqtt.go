@@ -125,9 +125,16 @@ func (p *MQTTPublisher) Connected() error {
 
 // parseBrokerURL parses a broker URL, refusing one autopaho cannot dial:
 // it would retry such a URL for ever (an unknown scheme), or take its
-// host for a scheme ("mosquitto:1883").
+// host for a scheme ("mosquitto:1883"); and one with user info.
 func parseBrokerURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
+	if err == nil && u.User != nil {
+		// autopaho takes no login from the URL: it would be ignored (a
+		// broker requiring one refuses user ""), and the password logged
+		// ("simulator running") and shown by /readyz with the URL. As the
+		// worker's MQTT source refuses it.
+		return nil, fmt.Errorf("broker URL %s carries user info, which is not used: set mqtt.username and mqtt.password_env", u.Redacted())
+	}
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("broker URL %q: want mqtt://host:port", s)
 	}

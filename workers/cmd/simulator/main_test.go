@@ -248,3 +248,22 @@ func TestSimulatorRefusesADollarTopic(t *testing.T) {
 		require.Contains(t, errOut.String(), `simulator: topic "$SYS/sensors" must not start with $`)
 	}
 }
+
+// TestSimulatorRefusesABrokerURLWithUserInfo: an mqtt.url carrying a
+// login (mqtt://user:password@host) is a usage error (exit code 2) naming
+// the key, without the password. Bug: it was accepted and the login
+// ignored (the MQTT client takes none from the URL), and the run logged
+// the password with the URL ("simulator running"), as /readyz showed it.
+func TestSimulatorRefusesABrokerURLWithUserInfo(t *testing.T) {
+	t.Setenv("TFLO_SIMULATOR_MQTT_URL", "mqtt://sim:s3cret@127.0.0.1:1")
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer devnull.Close()
+	stdout := os.Stdout
+	os.Stdout = devnull
+	defer func() { os.Stdout = stdout }()
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitUsage, worker.RunMain(Main(), []string{"--print-config"}, &errOut), "%s", &errOut)
+	require.Contains(t, errOut.String(), "simulator config: mqtt.url: broker URL mqtt://sim:xxxxx@127.0.0.1:1 carries user info, which is not used: set mqtt.username and mqtt.password_env")
+	require.NotContains(t, errOut.String(), "s3cret")
+}
