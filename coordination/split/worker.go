@@ -595,7 +595,9 @@ func (w *Worker) drop(t *Tenancy, reason string) coordination.Revision {
 		t.drain.Stop()
 	}
 	forced := t.forced
-	n := len(w.held)
+	// Set under w.mu: two tenancies ending at once would otherwise set
+	// their counts in either order and leave the gauge stale.
+	w.cfg.metrics.Owned.WithLabelValues(string(w.id)).Set(float64(len(w.held)))
 	w.mu.Unlock()
 
 	t.cancel()
@@ -614,7 +616,6 @@ func (w *Worker) drop(t *Tenancy, reason string) coordination.Revision {
 		m.Draining.WithLabelValues(string(w.id)).Dec()
 	}
 	m.Losses.WithLabelValues(string(w.id), reason).Inc()
-	m.Owned.WithLabelValues(string(w.id)).Set(float64(n))
 	w.cfg.log.Info("split dropped", "worker", w.id, "split", t.spec.ID, "epoch", t.epoch, "reason", reason, "at", w.cfg.clock.Now())
 	w.poke()
 	return rev
@@ -781,10 +782,11 @@ func (w *Worker) claim(ctx context.Context, spec Spec) {
 	t.fence = w.cfg.clock.AfterFunc(w.ttl, func() { w.drop(t, LossSelfFence) })
 	t.armFence(sent.Add(w.ttl)) // a full lease after the send, never later
 	w.held[spec.ID] = t
-	n := len(w.held)
+	// Set under w.mu, as drop does, so a concurrent drop cannot be
+	// overwritten by this count or overwrite it with an older one.
+	w.cfg.metrics.Owned.WithLabelValues(string(w.id)).Set(float64(len(w.held)))
 	w.mu.Unlock()
 	w.cfg.metrics.Acquisitions.WithLabelValues(string(w.id)).Inc()
-	w.cfg.metrics.Owned.WithLabelValues(string(w.id)).Set(float64(n))
 	w.cfg.log.Info("split acquired", "worker", w.id, "split", spec.ID, "epoch", epoch, "watermark", prev.Watermark, "sent", sent, "at", w.cfg.clock.Now())
 
 	w.handlers.Go(func() {
