@@ -21,12 +21,15 @@ type Metrics struct {
 }
 
 // NewMetrics creates the collectors and registers them with reg (nil: not
-// registered).
+// registered). The buckets run from 50µs to about 419 s: the default
+// per-operation timeout is a third of the lease TTL, and an operation cut
+// off at it still lands in a finite bucket for lease TTLs up to 20
+// minutes, rather than only in +Inf where no quantile can see it.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "tflo", Subsystem: "coordination", Name: "store_op_duration_seconds",
 		Help:    "Duration of coordination store operations by operation, keyspace and result.",
-		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 24),
 	}, []string{"op", "keyspace", "result"})}
 	if reg != nil {
 		reg.MustRegister(m.duration)

@@ -155,3 +155,30 @@ func TestWatchEstablishingHasTheDeadline(t *testing.T) {
 	require.NoError(t, w.Close())
 	require.Error(t, wctx.Err(), "Close releases the watch's context")
 }
+
+// TestTimedOutOperationLandsInAFiniteBucket: the histogram's buckets
+// stopped at about 6.55 s while the default per-operation timeout is a
+// third of the lease TTL, which has no maximum: with a 30 s TTL every
+// operation cut off at its 10 s deadline (and every slow one) was counted
+// only in +Inf, so no quantile could tell how slow the store was.
+func TestTimedOutOperationLandsInAFiniteBucket(t *testing.T) {
+	for _, ttl := range []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 20 * time.Minute} {
+		inner, err := memstore.New(memstore.WithLeaseTTL(ttl))
+		require.NoError(t, err)
+		reg := prometheus.NewRegistry()
+		m := metered.NewMetrics(reg)
+		_, err = metered.New(inner, metered.WithMetrics(m))
+		require.NoError(t, err)
+		// A call cut off at its deadline is measured a moment after it.
+		timeout := ttl / 3
+		m.Duration().WithLabelValues("get", "durable", "retryable").Observe((timeout + timeout/100).Seconds())
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		require.Len(t, families, 1)
+		h := families[0].GetMetric()[0].GetHistogram()
+		buckets := h.GetBucket()
+		top := buckets[len(buckets)-1]
+		require.EqualValues(t, 1, top.GetCumulativeCount(),
+			"lease TTL %v: an operation cut off at its %v deadline is counted below the top bucket (%gs), not only in +Inf", ttl, timeout, top.GetUpperBound())
+	}
+}
