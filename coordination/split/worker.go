@@ -726,7 +726,12 @@ func (w *Worker) step(ctx context.Context) {
 
 // claim writes the lease at epoch+1, then CASes the progress record.
 func (w *Worker) claim(ctx context.Context, spec Spec) {
-	c, cancel := w.opCtx(ctx)
+	// Not cut off when ctx ends (a graceful stop): a write that landed
+	// with its reply cut off, and a clean-up that could not run, would
+	// leave the lease for a TTL and the record Owned with no tenancy
+	// behind it (a failed tenancy to the next claim). Run finishes the
+	// claim, bounded by the call deadline, and its shutdown releases it.
+	c, cancel := w.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	pe, err := w.store.Get(c, coordination.Durable, progKey(spec.ID))
 	if err != nil {

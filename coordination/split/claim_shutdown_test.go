@@ -1,0 +1,96 @@
+package split_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/split"
+)
+
+// stopDuringStore lands the first Update of key, then stops the worker
+// (stop cancels Run's context) and answers as a store call does whose
+// context ended while it was in flight: with the context's error when the
+// call's own context ended, else with what the store said.
+type stopDuringStore struct {
+	coordination.Store
+	key  string
+	stop context.CancelFunc
+	once sync.Once
+	hit  chan struct{}
+}
+
+func (s *stopDuringStore) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
+	out, err := s.Store.Update(ctx, ks, key, v, rev)
+	if key != s.key || err != nil || !out.Won() {
+		return out, err
+	}
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return out, err
+	}
+	s.stop()
+	close(s.hit)
+	if ctx.Err() != nil {
+		return coordination.Lost, coordination.Retryable("update", ks, key, ctx.Err())
+	}
+	return out, err
+}
+
+// TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord: a claim ran on Run's
+// context, so a graceful stop arriving while its progress CAS was in
+// flight cut the CAS off after it landed, and then the claim's own
+// clean-up (the read that finds its write, the delete of the lease) failed
+// on the ended context too. The stopped worker left its lease for a whole
+// TTL (nobody could claim the split) and the record Owned with no tenancy
+// behind it, which the next claim counts as a failed tenancy (with one
+// attempt allowed, a quarantine). A claim now runs to its end under its
+// own deadline, and the shutdown releases what it claimed.
+func TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk, mem := newVirtualMem(t, ttl)
+	ctx := context.Background()
+	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	store := &stopDuringStore{Store: mem, key: "prog.s1", stop: cancel, hit: make(chan struct{})}
+	w, err := split.NewWorker(store, "w1", split.WithClock(clk), split.WithMaxAttempts(1),
+		split.WithHandler(func(ctx context.Context, ten *split.Tenancy) error {
+			select {
+			case <-ten.Revoking():
+			case <-ctx.Done():
+			}
+			return nil
+		}))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	advanceUntil(t, clk, w, ttl, func() bool {
+		select {
+		case <-store.hit:
+			return true
+		default:
+			return false
+		}
+	}, "w1 claims s1 and is stopped while it does")
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+
+	_, err = mem.Get(ctx, coordination.Ephemeral, "lease.s1")
+	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its lease of s1 behind")
+	e, err := mem.Get(ctx, coordination.Durable, "prog.s1")
+	require.NoError(t, err)
+	var p split.Progress
+	require.NoError(t, json.Unmarshal(e.Value, &p))
+	require.NotEqual(t, split.StatusOwned, p.Status, "the stopped worker left s1 Owned with no tenancy: %+v", p)
+}
