@@ -94,3 +94,70 @@ func TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord(t *testing.T) {
 	require.NoError(t, json.Unmarshal(e.Value, &p))
 	require.NotEqual(t, split.StatusOwned, p.Status, "the stopped worker left s1 Owned with no tenancy: %+v", p)
 }
+
+// stopDuringPlanStore lands the first Create of the plan record, then
+// stops the worker and answers as stopDuringStore does.
+type stopDuringPlanStore struct {
+	coordination.Store
+	stop context.CancelFunc
+	once sync.Once
+	hit  chan struct{}
+}
+
+func (s *stopDuringPlanStore) Create(ctx context.Context, ks coordination.Keyspace, key string, v []byte) (coordination.CasOutcome, error) {
+	out, err := s.Store.Create(ctx, ks, key, v)
+	if key != "plan" || err != nil || !out.Won() {
+		return out, err
+	}
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return out, err
+	}
+	s.stop()
+	close(s.hit)
+	if ctx.Err() != nil {
+		return coordination.Lost, coordination.Retryable("create", ks, key, ctx.Err())
+	}
+	return out, err
+}
+
+// TestShutdownDuringAnElectionLeavesNoLeaderKey: an election ran on Run's
+// context, so a graceful stop arriving while the new leader's plan write
+// was in flight cut it off, and the delete of the leader key that backs
+// out of a failed election failed on the ended context too: the stopped
+// worker's leader key stayed a whole TTL, and no other worker could lead
+// meanwhile. An election now runs to its end under its own deadline, and
+// the shutdown withdraws the leadership it won.
+func TestShutdownDuringAnElectionLeavesNoLeaderKey(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk, mem := newVirtualMem(t, ttl)
+	ctx := context.Background()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	store := &stopDuringPlanStore{Store: mem, stop: cancel, hit: make(chan struct{})}
+	w, err := split.NewWorker(store, "w1", split.WithClock(clk),
+		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
+			<-ctx.Done()
+			return nil
+		}))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	advanceUntil(t, clk, w, ttl, func() bool {
+		select {
+		case <-store.hit:
+			return true
+		default:
+			return false
+		}
+	}, "w1 runs for leadership and is stopped while it does")
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	_, err = mem.Get(ctx, coordination.Ephemeral, "leader")
+	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
+}

@@ -120,7 +120,11 @@ func (w *Worker) takeUpPlan(lead *leadership, e coordination.Entry) bool {
 }
 
 func (w *Worker) elect(ctx context.Context) {
-	c, cancel := w.opCtx(ctx)
+	// Not cut off when ctx ends (a graceful stop), as claim: a plan write
+	// cut off after it landed, and the leader key's delete that backs out
+	// of the election, would leave the leader key for a TTL with nobody
+	// leading. Run finishes the election and its shutdown withdraws it.
+	c, cancel := w.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	sent := w.cfg.clock.Now()
 	lo, err := w.store.Create(c, coordination.Ephemeral, leaderKey, encode(Leader{Worker: w.id, Instance: w.cfg.instance}))
