@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tflo-io/tflo/coordination"
@@ -29,27 +30,34 @@ func (s *Store) Watch(ctx context.Context, ks coordination.Keyspace, prefix stri
 	if err != nil {
 		return nil, err
 	}
+	// Registered before the KV watch exists: a drop the client recovers
+	// from between two polls of the connection would otherwise go
+	// unnoticed, and what was published meanwhile may never arrive.
+	drops := s.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	ctx, cancel := context.WithCancel(ctx)
 	kw, err := kv.Watch(ctx, filter(prefix))
 	if err != nil {
+		s.nc.RemoveStatusListener(drops)
 		cancel()
 		return nil, classify("watch", ks, prefix, err)
 	}
 	rp, err := s.replay(ctx, ks, prefix)
 	if err != nil {
 		kw.Stop()
+		s.nc.RemoveStatusListener(drops)
 		cancel()
 		return nil, classify("watch", ks, prefix, err)
 	}
 	w := &watcher{out: make(chan coordination.WatchEvent), cancel: cancel, done: make(chan struct{})}
-	go w.run(ctx, s, kw, rp, ks, prefix)
+	go w.run(ctx, s, kw, rp, drops, ks, prefix)
 	return w, nil
 }
 
-func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, rp *replay, ks coordination.Keyspace, prefix string) {
+func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, rp *replay, drops chan nats.Status, ks coordination.Keyspace, prefix string) {
 	defer close(w.done)
 	defer close(w.out)
 	defer kw.Stop()
+	defer s.nc.RemoveStatusListener(drops)
 	poll := time.NewTicker(s.cfg.connPoll)
 	defer poll.Stop()
 	live := false
@@ -77,6 +85,11 @@ func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, rp
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-drops:
+			if ctx.Err() == nil {
+				w.err = coordination.Retryable("watch", ks, prefix, ErrConnectionLost)
+			}
 			return
 		case <-poll.C:
 			if !s.nc.IsConnected() {
