@@ -7,10 +7,11 @@ import (
 	"github.com/tflo-io/tflo/coordination"
 )
 
-// ErrFenced is returned by Tenancy.Commit and Tenancy.Release when the
-// tenancy is over: its CAS on the progress record lost (a newer owner or a
-// release moved the record), or the worker already dropped it (self-fence,
-// lost lease, forced revocation). Nothing was written.
+// ErrFenced is returned by Tenancy.Commit when the tenancy is over: its
+// CAS on the progress record lost (a newer owner or a release moved the
+// record), or the worker already dropped it (self-fence, lost lease,
+// forced revocation). Nothing was written. (A tenancy is released by its
+// Handler returning, not by a method.)
 var ErrFenced = errors.New("split: tenancy fenced")
 
 // ErrWatermarkRegression is returned by Tenancy.Commit for a watermark below

@@ -12,8 +12,8 @@ import (
 )
 
 // Tenancy is one ownership period of one split by this worker, at one
-// epoch. Its methods are safe for concurrent use; Commit and Release are
-// serialised.
+// epoch. Its methods are safe for concurrent use; Commits are serialised,
+// with each other and with the release that ends the tenancy.
 type Tenancy struct {
 	w       *Worker
 	spec    Spec
