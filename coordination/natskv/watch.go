@@ -56,7 +56,15 @@ func (s *Store) Watch(ctx context.Context, ks coordination.Keyspace, prefix stri
 func (w *watcher) run(ctx context.Context, s *Store, kw jetstream.KeyWatcher, rp *replay, drops chan nats.Status, ks coordination.Keyspace, prefix string) {
 	defer close(w.done)
 	defer close(w.out)
-	defer kw.Stop()
+	defer func() {
+		_ = kw.Stop()
+		// nats.go hands updates over from the subscription's delivery
+		// goroutine into a channel of 256, blocking while it is full:
+		// left unread, that goroutine would stay blocked for good. It
+		// closes the channel once the subscription has ended.
+		for range kw.Updates() {
+		}
+	}()
 	defer s.nc.RemoveStatusListener(drops)
 	poll := time.NewTicker(s.cfg.connPoll)
 	defer poll.Stop()
