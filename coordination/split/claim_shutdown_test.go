@@ -161,3 +161,65 @@ func TestShutdownDuringAnElectionLeavesNoLeaderKey(t *testing.T) {
 	_, err = mem.Get(ctx, coordination.Ephemeral, "leader")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
 }
+
+// losePlanStore answers the first Update of the plan record as a lost CAS
+// (another leader's plan got there first) and stops the worker meanwhile.
+type losePlanStore struct {
+	coordination.Store
+	stop context.CancelFunc
+	once sync.Once
+	hit  chan struct{}
+}
+
+func (s *losePlanStore) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
+	if key != "plan" {
+		return s.Store.Update(ctx, ks, key, v, rev)
+	}
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return s.Store.Update(ctx, ks, key, v, rev)
+	}
+	s.stop()
+	close(s.hit)
+	return coordination.Lost, nil
+}
+
+// TestShutdownDuringAStepDownLeavesNoLeaderKey: a leader that steps down
+// deletes its leader key on Run's context, and is no longer the leader the
+// shutdown's withdrawal deletes the key of; stepping down as a graceful
+// stop arrived left the key a whole TTL, with nobody leading.
+func TestShutdownDuringAStepDownLeavesNoLeaderKey(t *testing.T) {
+	const ttl = 3 * time.Second
+	clk, mem := newVirtualMem(t, ttl)
+	ctx := context.Background()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	store := &losePlanStore{Store: mem, stop: cancel, hit: make(chan struct{})}
+	w, err := split.NewWorker(store, "w1", split.WithClock(clk),
+		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
+			<-ctx.Done()
+			return nil
+		}))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	advanceUntil(t, clk, w, ttl, w.IsLeader, "w1 leads")
+	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
+	advanceUntil(t, clk, w, ttl, func() bool {
+		select {
+		case <-store.hit:
+			return true
+		default:
+			return false
+		}
+	}, "w1 publishes a plan, loses its CAS and is stopped meanwhile")
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	_, err = mem.Get(ctx, coordination.Ephemeral, "leader")
+	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
+}

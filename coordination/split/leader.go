@@ -181,7 +181,10 @@ func (w *Worker) stepDown(ctx context.Context, lead *leadership, why string) {
 	if !w.loseLead(lead, why) {
 		return
 	}
-	c, cancel := w.opCtx(ctx)
+	// Even when ctx has ended (a graceful stop): the shutdown withdraws
+	// only the leadership it still holds, so a key left here would stay a
+	// TTL with nobody leading.
+	c, cancel := w.opCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	_, _ = w.store.Delete(c, coordination.Ephemeral, leaderKey, lead.leaderRev)
 }
