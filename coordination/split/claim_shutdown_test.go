@@ -13,30 +13,66 @@ import (
 	"github.com/tflo-io/tflo/coordination/split"
 )
 
+// stopper stops the worker (stop cancels Run's context) at the first call
+// its store wrapper picks, and closes hit.
+type stopper struct {
+	stop context.CancelFunc
+	once sync.Once
+	hit  chan struct{}
+}
+
+func newStopper(stop context.CancelFunc) *stopper {
+	return &stopper{stop: stop, hit: make(chan struct{})}
+}
+
+// fire stops the worker the first time it is called, and reports whether
+// this call did.
+func (s *stopper) fire() bool {
+	first := false
+	s.once.Do(func() {
+		first = true
+		s.stop()
+		close(s.hit)
+	})
+	return first
+}
+
+// fired reports whether the worker was stopped (advanceUntil's condition).
+func (s *stopper) fired() bool {
+	select {
+	case <-s.hit:
+		return true
+	default:
+		return false
+	}
+}
+
+// requireRunReturns waits for Run's result on done and requires no error.
+func requireRunReturns(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
 // stopDuringStore lands the first Update of key, then stops the worker
 // (stop cancels Run's context) and answers as a store call does whose
 // context ended while it was in flight: with the context's error when the
 // call's own context ended, else with what the store said.
 type stopDuringStore struct {
 	coordination.Store
-	key  string
-	stop context.CancelFunc
-	once sync.Once
-	hit  chan struct{}
+	key string
+	*stopper
 }
 
 func (s *stopDuringStore) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
 	out, err := s.Store.Update(ctx, ks, key, v, rev)
-	if key != s.key || err != nil || !out.Won() {
+	if key != s.key || err != nil || !out.Won() || !s.fire() {
 		return out, err
 	}
-	first := false
-	s.once.Do(func() { first = true })
-	if !first {
-		return out, err
-	}
-	s.stop()
-	close(s.hit)
 	if ctx.Err() != nil {
 		return coordination.Lost, coordination.Retryable("update", ks, key, ctx.Err())
 	}
@@ -59,7 +95,7 @@ func TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord(t *testing.T) {
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	store := &stopDuringStore{Store: mem, key: "prog.s1", stop: cancel, hit: make(chan struct{})}
+	store := &stopDuringStore{Store: mem, key: "prog.s1", stopper: newStopper(cancel)}
 	w, err := split.NewWorker(store, "w1", split.WithClock(clk), split.WithMaxAttempts(1),
 		split.WithHandler(func(ctx context.Context, ten *split.Tenancy) error {
 			select {
@@ -71,20 +107,8 @@ func TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
-	advanceUntil(t, clk, w, ttl, func() bool {
-		select {
-		case <-store.hit:
-			return true
-		default:
-			return false
-		}
-	}, "w1 claims s1 and is stopped while it does")
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
-	}
+	advanceUntil(t, clk, w, ttl, store.fired, "w1 claims s1 and is stopped while it does")
+	requireRunReturns(t, done)
 
 	_, err = mem.Get(ctx, coordination.Ephemeral, "lease.s1")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its lease of s1 behind")
@@ -99,23 +123,14 @@ func TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord(t *testing.T) {
 // stops the worker and answers as stopDuringStore does.
 type stopDuringPlanStore struct {
 	coordination.Store
-	stop context.CancelFunc
-	once sync.Once
-	hit  chan struct{}
+	*stopper
 }
 
 func (s *stopDuringPlanStore) Create(ctx context.Context, ks coordination.Keyspace, key string, v []byte) (coordination.CasOutcome, error) {
 	out, err := s.Store.Create(ctx, ks, key, v)
-	if key != "plan" || err != nil || !out.Won() {
+	if key != "plan" || err != nil || !out.Won() || !s.fire() {
 		return out, err
 	}
-	first := false
-	s.once.Do(func() { first = true })
-	if !first {
-		return out, err
-	}
-	s.stop()
-	close(s.hit)
 	if ctx.Err() != nil {
 		return coordination.Lost, coordination.Retryable("create", ks, key, ctx.Err())
 	}
@@ -135,7 +150,7 @@ func TestShutdownDuringAnElectionLeavesNoLeaderKey(t *testing.T) {
 	ctx := context.Background()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	store := &stopDuringPlanStore{Store: mem, stop: cancel, hit: make(chan struct{})}
+	store := &stopDuringPlanStore{Store: mem, stopper: newStopper(cancel)}
 	w, err := split.NewWorker(store, "w1", split.WithClock(clk),
 		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
 			<-ctx.Done()
@@ -144,20 +159,8 @@ func TestShutdownDuringAnElectionLeavesNoLeaderKey(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
-	advanceUntil(t, clk, w, ttl, func() bool {
-		select {
-		case <-store.hit:
-			return true
-		default:
-			return false
-		}
-	}, "w1 runs for leadership and is stopped while it does")
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
-	}
+	advanceUntil(t, clk, w, ttl, store.fired, "w1 runs for leadership and is stopped while it does")
+	requireRunReturns(t, done)
 	_, err = mem.Get(ctx, coordination.Ephemeral, "leader")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
 }
@@ -166,22 +169,13 @@ func TestShutdownDuringAnElectionLeavesNoLeaderKey(t *testing.T) {
 // (another leader's plan got there first) and stops the worker meanwhile.
 type losePlanStore struct {
 	coordination.Store
-	stop context.CancelFunc
-	once sync.Once
-	hit  chan struct{}
+	*stopper
 }
 
 func (s *losePlanStore) Update(ctx context.Context, ks coordination.Keyspace, key string, v []byte, rev coordination.Revision) (coordination.CasOutcome, error) {
-	if key != "plan" {
+	if key != "plan" || !s.fire() {
 		return s.Store.Update(ctx, ks, key, v, rev)
 	}
-	first := false
-	s.once.Do(func() { first = true })
-	if !first {
-		return s.Store.Update(ctx, ks, key, v, rev)
-	}
-	s.stop()
-	close(s.hit)
 	return coordination.Lost, nil
 }
 
@@ -195,7 +189,7 @@ func TestShutdownDuringAStepDownLeavesNoLeaderKey(t *testing.T) {
 	ctx := context.Background()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	store := &losePlanStore{Store: mem, stop: cancel, hit: make(chan struct{})}
+	store := &losePlanStore{Store: mem, stopper: newStopper(cancel)}
 	w, err := split.NewWorker(store, "w1", split.WithClock(clk),
 		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
 			<-ctx.Done()
@@ -206,20 +200,8 @@ func TestShutdownDuringAStepDownLeavesNoLeaderKey(t *testing.T) {
 	go func() { done <- w.Run(runCtx) }()
 	advanceUntil(t, clk, w, ttl, w.IsLeader, "w1 leads")
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
-	advanceUntil(t, clk, w, ttl, func() bool {
-		select {
-		case <-store.hit:
-			return true
-		default:
-			return false
-		}
-	}, "w1 publishes a plan, loses its CAS and is stopped meanwhile")
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
-	}
+	advanceUntil(t, clk, w, ttl, store.fired, "w1 publishes a plan, loses its CAS and is stopped meanwhile")
+	requireRunReturns(t, done)
 	_, err = mem.Get(ctx, coordination.Ephemeral, "leader")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
 }
