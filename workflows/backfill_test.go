@@ -236,15 +236,7 @@ func TestBackfillCancel(t *testing.T) {
 	})
 	// Cancel once a replay has started (the archive counted): a cancel at
 	// a fixed 1ms came, under load, while the count still ran.
-	var cancelOnceStarted func()
-	cancelOnceStarted = func() {
-		if started.Load() > 0 {
-			env.CancelWorkflow()
-			return
-		}
-		env.RegisterDelayedCallback(cancelOnceStarted, time.Millisecond)
-	}
-	env.RegisterDelayedCallback(cancelOnceStarted, time.Millisecond)
+	cancelWhen(env, func() bool { return started.Load() > 0 })
 	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
 	require.True(t, env.IsWorkflowCompleted())
 	err := env.GetWorkflowError()
@@ -367,15 +359,7 @@ func TestBackfillCancelDuringListingWaitsForReplays(t *testing.T) {
 			<-ctx.Done()
 			return activities.ReplayPartitionResult{}, ctx.Err()
 		})
-	var cancelWhileListing func()
-	cancelWhileListing = func() {
-		if listing.Load() && replaying.Load() {
-			env.CancelWorkflow()
-			return
-		}
-		env.RegisterDelayedCallback(cancelWhileListing, time.Millisecond)
-	}
-	env.RegisterDelayedCallback(cancelWhileListing, time.Millisecond)
+	cancelWhen(env, func() bool { return listing.Load() && replaying.Load() })
 	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
 	require.True(t, env.IsWorkflowCompleted())
 	err := env.GetWorkflowError()
@@ -386,4 +370,19 @@ func TestBackfillCancelDuringListingWaitsForReplays(t *testing.T) {
 	var p workflows.BackfillProgress
 	require.NoError(t, ce.Details(&p))
 	assert.Empty(t, p.Running, "the replay in flight was waited for")
+}
+
+// cancelWhen cancels env's workflow as soon as cond holds, checked every
+// millisecond of the environment's clock (a cancel at a fixed time came,
+// under load, before what the test waits for).
+func cancelWhen(env *testsuite.TestWorkflowEnvironment, cond func() bool) {
+	var check func()
+	check = func() {
+		if cond() {
+			env.CancelWorkflow()
+			return
+		}
+		env.RegisterDelayedCallback(check, time.Millisecond)
+	}
+	env.RegisterDelayedCallback(check, time.Millisecond)
 }
