@@ -491,13 +491,7 @@ func TestRestoreRefusesAMissingPiece(t *testing.T) {
 	src.Apply("a", 1)
 	_, err := cp.Checkpoint(ctx)
 	require.NoError(t, err)
-	var piece string
-	for _, k := range st.keys() {
-		if strings.Contains(k, "/piece/") {
-			piece = k
-		}
-	}
-	require.NotEmpty(t, piece)
+	piece := lastPiece(t, st)
 	require.NoError(t, st.Delete(ctx, []byte(piece)))
 
 	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
@@ -507,18 +501,25 @@ func TestRestoreRefusesAMissingPiece(t *testing.T) {
 	require.ErrorContains(t, err, "missing")
 }
 
-// corruptAPiece overwrites the last stored piece of st with bytes of the
-// size its manifest records that do not decode, and returns its key.
-func corruptAPiece(t *testing.T, st *tinyStore) string {
+// lastPiece returns the key of the last piece st.keys lists.
+func lastPiece(t *testing.T, st *tinyStore) string {
 	t.Helper()
-	ctx := context.Background()
 	var piece string
 	for _, k := range st.keys() {
 		if strings.Contains(k, "/piece/") {
 			piece = k
 		}
 	}
-	require.NotEmpty(t, piece)
+	require.NotEmpty(t, piece, "no piece stored")
+	return piece
+}
+
+// corruptAPiece overwrites the last stored piece of st with bytes of the
+// size its manifest records that do not decode, and returns its key.
+func corruptAPiece(t *testing.T, st *tinyStore) string {
+	t.Helper()
+	ctx := context.Background()
+	piece := lastPiece(t, st)
 	snap, err := st.Load(ctx, []byte(piece))
 	require.NoError(t, err)
 	snap.Data = bytes.Repeat([]byte{0xff}, len(snap.Data))

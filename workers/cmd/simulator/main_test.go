@@ -105,14 +105,7 @@ func TestPasswordVariableUnderThePrefix(t *testing.T) {
 	t.Setenv("TFLO_SIMULATOR_MQTT_URL", "mqtt://127.0.0.1:1")
 	t.Setenv("TFLO_SIMULATOR_MQTT_PASSWORD_ENV", "TFLO_SIMULATOR_MQTT_PASSWORD")
 	t.Setenv("TFLO_SIMULATOR_MQTT_PASSWORD", "secret")
-	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	defer devnull.Close()
-	stdout := os.Stdout
-	os.Stdout = devnull
-	defer func() { os.Stdout = stdout }()
-	var stderr bytes.Buffer
-	require.Equal(t, worker.ExitOK, worker.RunMain(Main(), []string{"--print-config"}, &stderr), "%s", &stderr)
+	printConfig(t, worker.ExitOK)
 }
 
 // TestSimulatorReadyOnlyWhenConnected: the simulator's /readyz (its
@@ -237,6 +230,15 @@ func TestSimulatorRefusesATopicItCannotPublishTo(t *testing.T) {
 // the password with the URL ("simulator running"), as /readyz showed it.
 func TestSimulatorRefusesABrokerURLWithUserInfo(t *testing.T) {
 	t.Setenv("TFLO_SIMULATOR_MQTT_URL", "mqtt://sim:s3cret@127.0.0.1:1")
+	errOut := printConfig(t, worker.ExitUsage)
+	require.Contains(t, errOut, "simulator config: mqtt.url: broker URL mqtt://sim:xxxxx@127.0.0.1:1 carries user info, which is not used: set mqtt.username and mqtt.password_env")
+	require.NotContains(t, errOut, "s3cret")
+}
+
+// printConfig runs the simulator with --print-config, its printout to
+// /dev/null, requires exit code want and returns what it wrote to stderr.
+func printConfig(t *testing.T, want int) string {
+	t.Helper()
 	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	require.NoError(t, err)
 	defer devnull.Close()
@@ -244,7 +246,6 @@ func TestSimulatorRefusesABrokerURLWithUserInfo(t *testing.T) {
 	os.Stdout = devnull
 	defer func() { os.Stdout = stdout }()
 	var errOut bytes.Buffer
-	require.Equal(t, worker.ExitUsage, worker.RunMain(Main(), []string{"--print-config"}, &errOut), "%s", &errOut)
-	require.Contains(t, errOut.String(), "simulator config: mqtt.url: broker URL mqtt://sim:xxxxx@127.0.0.1:1 carries user info, which is not used: set mqtt.username and mqtt.password_env")
-	require.NotContains(t, errOut.String(), "s3cret")
+	require.Equal(t, want, worker.RunMain(Main(), []string{"--print-config"}, &errOut), "%s", &errOut)
+	return errOut.String()
 }
