@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -172,8 +173,9 @@ func (a *Backfills) ListPartitions(ctx context.Context, in ListPartitionsInput) 
 	return res, nil
 }
 
-// ReplayPartitionInput replays part of one partition: from Start, files
-// in order, until MaxFiles files were read or the partition ends.
+// ReplayPartitionInput replays part of one partition, and then of the
+// partitions in Then: from Start, files in order, until MaxFiles files
+// were read or the partitions end.
 type ReplayPartitionInput struct {
 	Location            string `json:"location"`
 	Partition           string `json:"partition"`
@@ -181,6 +183,11 @@ type ReplayPartitionInput struct {
 	// Start is where the previous activity of this partition stopped
 	// (zero: the partition's start).
 	Start parquet.Position `json:"start"`
+	// Then are partitions replayed after Partition, each from its start,
+	// in order, by the same activity while MaxFiles allows: an archive of
+	// many small partitions (shards of a file or two) replays in one
+	// activity per batch of them, not one per partition.
+	Then []string `json:"then,omitempty"`
 	// From and To bound the rows' event time, [From, To); zero is open.
 	From  time.Time `json:"from,omitempty"`
 	To    time.Time `json:"to,omitempty"`
@@ -195,13 +202,17 @@ type ReplayPartitionInput struct {
 	HeartbeatRows int `json:"heartbeat_rows,omitempty"`
 }
 
-// ReplayPartitionResult reports one activity's replay of a partition.
+// ReplayPartitionResult reports one activity's replay of a partition (and
+// of the partitions after it, ReplayPartitionInput.Then).
 type ReplayPartitionResult struct {
+	// Partition is the input's (the first replayed).
 	Partition string `json:"partition"`
-	// Next is where the partition's next activity starts; Done: nothing
-	// is left.
-	Next parquet.Position `json:"next"`
-	Done bool             `json:"done"`
+	// Finished counts the partitions of [Partition, Then...] replayed to
+	// their end; Next is where the next activity starts in the one after
+	// them; Done: nothing is left of any.
+	Finished int              `json:"finished,omitempty"`
+	Next     parquet.Position `json:"next"`
+	Done     bool             `json:"done"`
 	// Files read (counted when the reader starts them, also those whose
 	// rows earlier files all cover), their Bytes,
 	// Rows read, Written to the sink, Skipped by the time range (over
@@ -223,10 +234,12 @@ type ReplayPartitionResult struct {
 // (sinks are idempotent). After every batch and at every file it
 // heartbeats the last flushed position again, so a slow sink or store
 // does not time the activity out. It stops at a file boundary after MaxFiles
-// files. A schema mismatch is non-retryable and names the file and both
-// fingerprints.
+// files. When the partition ends within MaxFiles, it goes on with the
+// partitions of in.Then, each from its start (it does not start one once
+// MaxFiles files were read). A schema mismatch is non-retryable and names
+// the file and both fingerprints.
 func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput) (ReplayPartitionResult, error) {
-	if in.Partition == "" || in.Sink == "" {
+	if in.Partition == "" || in.Sink == "" || slices.Contains(in.Then, "") {
 		return ReplayPartitionResult{}, temporal.NewNonRetryableApplicationError("replay partition: partition and sink are required", ErrTypeBadInput, nil)
 	}
 	sink, graph, err := a.sinkAndGraph(in.Sink, in.Graph)
@@ -237,23 +250,59 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 	if err != nil {
 		return ReplayPartitionResult{}, err
 	}
-	maxFiles, batchRows, beatRows := in.MaxFiles, in.BatchRows, in.HeartbeatRows
-	if maxFiles <= 0 {
-		maxFiles = 256
+	rp := &partitionReplay{in: in, sink: sink, graph: graph, arc: arc, prefix: prefix,
+		maxFiles: in.MaxFiles, batchRows: in.BatchRows, beatRows: in.HeartbeatRows}
+	if rp.maxFiles <= 0 {
+		rp.maxFiles = 256
 	}
-	if batchRows <= 0 {
-		batchRows = 10_000
+	if rp.batchRows <= 0 {
+		rp.batchRows = 10_000
 	}
-	if beatRows <= 0 {
-		beatRows = 100_000
+	if rp.beatRows <= 0 {
+		rp.beatRows = 100_000
 	}
+	parts := append([]string{in.Partition}, in.Then...)
 	res := ReplayPartitionResult{Partition: in.Partition, Next: in.Start}
 	if activity.HasHeartbeatDetails(ctx) {
 		var hb ReplayPartitionResult
-		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.Partition == in.Partition {
+		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.Partition == in.Partition && hb.Finished < len(parts) {
 			res, res.Resumed = hb, true
 		}
 	}
+	for ; res.Finished < len(parts); res.Finished++ {
+		if res.Finished > 0 && res.Next == (parquet.Position{}) && res.Files >= rp.maxFiles {
+			// The next partition is left whole to the next activity.
+			return res, nil
+		}
+		stopped, err := rp.one(ctx, parts[res.Finished], &res)
+		if err != nil || stopped {
+			return res, err
+		}
+		// The partition's rows are flushed: a retry starts at the next.
+		res.Next = parquet.Position{}
+		activity.RecordHeartbeat(ctx, res)
+	}
+	res.Finished = len(parts)
+	res.Done = true
+	return res, nil
+}
+
+// partitionReplay is one ReplayPartition activity: its sink, graph,
+// archive and bounds.
+type partitionReplay struct {
+	in                            ReplayPartitionInput
+	sink                          streaming.Sink
+	graph                         ReplayGraph
+	arc                           parquet.Archive
+	prefix                        string
+	maxFiles, batchRows, beatRows int
+	batch                         []streaming.Output
+}
+
+// one replays partition from res.Next, adding to res and heartbeating it,
+// until the partition ends or (stopped) the activity read maxFiles files.
+func (rp *partitionReplay) one(ctx context.Context, partition string, res *ReplayPartitionResult) (stopped bool, _ error) {
+	in := rp.in
 	// A file counts (Files, Bytes) when the reader starts it, also one
 	// whose rows earlier files all cover (it yields no row, and
 	// CountArchive counts it): reached counts the files started since
@@ -273,31 +322,33 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		// files whose rows the time range skips, or earlier files cover,
 		// write nothing and may take longer than the heartbeat timeout
 		// to read.
-		activity.RecordHeartbeat(ctx, res)
+		activity.RecordHeartbeat(ctx, *res)
 	}
-	r, err := parquet.NewReader(arc, prefix+in.Partition, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)),
+	r, err := parquet.NewReader(rp.arc, rp.prefix+partition, parquet.WithExpectedFingerprint(expected(in.ExpectedFingerprint)),
 		parquet.WithOnFile(onFile))
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, nil)
 	}
-	batch := make([]streaming.Output, 0, batchRows)
-	emit := func(row parquet.Row) { batch = append(batch, row.Output()) }
+	if rp.batch == nil {
+		rp.batch = make([]streaming.Output, 0, rp.batchRows)
+	}
+	emit := func(row parquet.Row) { rp.batch = append(rp.batch, row.Output()) }
 	var pending replayCounts // rows read since the last flush
 	write := func() error {
-		if len(batch) == 0 {
+		if len(rp.batch) == 0 {
 			return nil
 		}
-		if err := sink.Write(ctx, batch); err != nil {
+		if err := rp.sink.Write(ctx, rp.batch); err != nil {
 			return err
 		}
-		pending.Written += int64(len(batch))
-		batch = batch[:0]
+		pending.Written += int64(len(rp.batch))
+		rp.batch = rp.batch[:0]
 		// Between flushes, heartbeat what the last flush made durable:
 		// the activity stays alive however slow the sink is (HeartbeatRows
 		// rows may take longer than the heartbeat timeout, and an attempt
 		// timed out before it flushed would start over from the same
 		// position, forever), and learns of a cancellation sooner.
-		activity.RecordHeartbeat(ctx, res)
+		activity.RecordHeartbeat(ctx, *res)
 		return nil
 	}
 	next := res.Next
@@ -305,7 +356,7 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		if err := write(); err != nil {
 			return err
 		}
-		if err := sink.Flush(ctx, "", 0); err != nil {
+		if err := rp.sink.Flush(ctx, "", 0); err != nil {
 			return err
 		}
 		res.Next = next
@@ -315,20 +366,19 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		res.Written += pending.Written
 		res.Skipped += pending.Skipped
 		pending = replayCounts{}
-		activity.RecordHeartbeat(ctx, res)
+		activity.RecordHeartbeat(ctx, *res)
 		return nil
 	}
 	sinceBeat := 0
-	stopped := false
 	for e, err := range r.All(ctx, res.Next) {
 		if err != nil {
-			return res, classifyArchive(in.Location, err)
+			return false, classifyArchive(in.Location, err)
 		}
 		if e.Pos.File != file {
 			// Covered files reached since are left to the next activity,
 			// which resumes before them (and does not count them in its
 			// bound, so it cannot stop before any row for ever).
-			if file != "" && res.Files+pending.Files >= maxFiles {
+			if file != "" && res.Files+pending.Files >= rp.maxFiles {
 				stopped = true
 				break
 			}
@@ -343,20 +393,20 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		switch {
 		case (!in.From.IsZero() && ts.Before(in.From)) || (!in.To.IsZero() && !ts.Before(in.To)):
 			pending.Skipped++
-		case graph != nil:
-			graph.Apply(e.Row, emit)
+		case rp.graph != nil:
+			rp.graph.Apply(e.Row, emit)
 		default:
 			emit(e.Row)
 		}
-		if len(batch) >= batchRows {
+		if len(rp.batch) >= rp.batchRows {
 			if err := write(); err != nil {
-				return res, sinkErr(fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err))
+				return false, sinkErr(fmt.Errorf("replay %s at %s row %d: %w", partition, e.Pos.File, e.Pos.Row, err))
 			}
 		}
-		if sinceBeat++; sinceBeat >= beatRows {
+		if sinceBeat++; sinceBeat >= rp.beatRows {
 			sinceBeat = 0
 			if err := flush(); err != nil {
-				return res, sinkErr(fmt.Errorf("replay %s at %s row %d: %w", in.Partition, e.Pos.File, e.Pos.Row, err))
+				return false, sinkErr(fmt.Errorf("replay %s at %s row %d: %w", partition, e.Pos.File, e.Pos.Row, err))
 			}
 		}
 	}
@@ -366,10 +416,9 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		pending.Bytes += reached.Bytes
 	}
 	if err := flush(); err != nil {
-		return res, sinkErr(fmt.Errorf("replay %s: %w", in.Partition, err))
+		return false, sinkErr(fmt.Errorf("replay %s: %w", partition, err))
 	}
-	res.Done = !stopped
-	return res, nil
+	return stopped, nil
 }
 
 // sinkAndGraph resolves a replay's sink and graph names.

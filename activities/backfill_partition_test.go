@@ -127,6 +127,59 @@ func TestReplayPartitionResumesFromHeartbeat(t *testing.T) {
 	assert.Less(t, twice, 1000, "only rows after the last heartbeat are written again")
 }
 
+// TestReplayPartitionGoesOnWithThen: an activity given partitions after
+// its own (small shards batched by the workflow) replays them in order
+// within MaxFiles files, reports how many it finished and where it
+// stopped in the next, and a retry after a failure in the second resumes
+// there from its heartbeat. Every row is written, none of another
+// partition, and the chain's counts add up.
+func TestReplayPartitionGoesOnWithThen(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	rows := 0
+	for shard := range int32(5) {
+		rows += shardFiles(t, arc, "iot", shard, 2, 40)
+	}
+	shardFiles(t, arc, "iot", 9, 3, 40) // another partition, not given
+	sink := func() *memSink { m := newMemSink(); m.failAt = 4; return m }()
+	env, b := partitionEnv(sink)
+	var last converter.EncodedValues
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) { last = d })
+	parts := []string{"iot/shard-000000/", "iot/shard-000001/", "iot/shard-000002/", "iot/shard-000003/", "iot/shard-000004/"}
+	in := activities.ReplayPartitionInput{Location: loc, Partition: parts[0], Then: parts[1:], Sink: "mem", MaxFiles: 5, BatchRows: 40, HeartbeatRows: 40}
+
+	// The fourth write (shard 1's second file) fails; the retry resumes
+	// from the heartbeat, in shard 1, with shard 0 finished.
+	var res activities.ReplayPartitionResult
+	require.ErrorContains(t, env.run(b.ReplayPartition, in, &res), "replay iot/shard-000001/")
+	var hb activities.ReplayPartitionResult
+	require.NoError(t, last.Get(&hb))
+	assert.Equal(t, 1, hb.Finished)
+	assert.Equal(t, 3, hb.Files)
+	env.SetHeartbeatDetails(hb)
+	require.NoError(t, env.run(b.ReplayPartition, in, &res))
+	assert.True(t, res.Resumed)
+	assert.False(t, res.Done, "5 files of 10 were the activity's bound")
+	assert.Equal(t, 2, res.Finished, "shards 0 and 1 finished")
+	assert.Equal(t, 5, res.Files)
+	assert.NotEmpty(t, res.Next.File, "it stopped inside shard 2, after its first file")
+
+	// The next activity goes on in shard 2 from there, as the workflow's
+	// lane does, and finishes the rest.
+	in2 := in
+	in2.Partition, in2.Start, in2.Then = parts[2], res.Next, parts[3:]
+	env.SetHeartbeatDetails(nil)
+	var res2 activities.ReplayPartitionResult
+	require.NoError(t, env.run(b.ReplayPartition, in2, &res2))
+	assert.True(t, res2.Done)
+	assert.Equal(t, 3, res2.Finished)
+	assert.Equal(t, 5, res2.Files)
+	assert.Equal(t, int64(rows), res.Rows+res2.Rows)
+	require.Len(t, sink.counts, rows, "every row of the five shards, none of shard 9")
+	for k := range sink.counts {
+		assert.NotContains(t, k, "iot-9/", "shard 9 was not given")
+	}
+}
+
 // Compaction between two activities of a partition: the next activity's
 // start position names a file that is gone; it resumes by offset.
 func TestReplayPartitionAfterCompaction(t *testing.T) {

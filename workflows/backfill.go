@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -27,8 +28,9 @@ type BackfillInput struct {
 	To                  time.Time `json:"to,omitempty"`
 	Graph               string    `json:"graph,omitempty"`
 	Sink                string    `json:"sink"`
-	// Window is how many partitions replay at once (default 4). (Before
-	// the partition-paged workflow, how many files.)
+	// Window is how many partitions (or batches of small ones) replay at
+	// once (default 4). (Before the partition-paged workflow, how many
+	// files.)
 	Window int `json:"window,omitempty"`
 	// FilesPerActivity bounds the files one replay activity finishes
 	// (default 256).
@@ -60,10 +62,13 @@ type BackfillState struct {
 	Lanes []BackfillLane `json:"lanes,omitempty"`
 }
 
-// BackfillLane is one partition in flight and where it stands.
+// BackfillLane is one partition in flight and where it stands, and the
+// partitions its activities replay after it (small partitions go in
+// batches, see BackfillWorkflow).
 type BackfillLane struct {
 	Partition string           `json:"partition"`
 	Next      parquet.Position `json:"next"`
+	Then      []string         `json:"then,omitempty"`
 }
 
 // Validate reports the first problem with the input.
@@ -136,7 +141,12 @@ func (p BackfillProgress) WithRate(now time.Time) BackfillProgress {
 // non-retryable error naming both fingerprints), lists partitions a page
 // at a time (ListPartitions), and replays up to Window partitions at once,
 // each with a chain of ReplayPartition activities that read many files
-// apiece, heartbeat their (file, row) and resume from it on retry. After
+// apiece, heartbeat their (file, row) and resume from it on retry. Small
+// partitions go in batches: one activity replays as many partitions as
+// FilesPerActivity holds at the archive's mean files per partition (but
+// no more than a fair share of the listed queue among the lanes free), so
+// the activities, and the history events, of a backfill of many shards
+// of a file or two grow with its files, not its shards. After
 // ActivitiesPerRun activities (or when Temporal suggests it) it stops
 // starting replays, lets those in flight finish and continues as new
 // with its state (progress, listing cursor, queued partitions, lanes and
@@ -281,6 +291,7 @@ type backfill struct {
 	a  *activities.Backfills
 
 	running  map[string]bool
+	batch    bool // small partitions go in batches (see BackfillWorkflow)
 	inFlight int
 	started  int // replay activities started in this run
 	firstErr error
@@ -303,6 +314,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 	}
 	b.st.Progress.Runs++
 	b.running = map[string]bool{}
+	b.batch = workflow.GetVersion(ctx, "backfill-batch-small-partitions", workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BackfillProgress, error) {
 		return b.st.Progress.WithRate(workflow.Now(ctx)), nil
 	}); err != nil {
@@ -400,9 +412,25 @@ func (b *backfill) nextLane(ctx, short workflow.Context) (int, bool, error) {
 	if len(b.st.Queue) == 0 {
 		return 0, false, nil
 	}
-	b.st.Lanes = append(b.st.Lanes, BackfillLane{Partition: b.st.Queue[0]})
-	b.st.Queue = b.st.Queue[1:]
+	n := min(b.batchSize(), len(b.st.Queue))
+	b.st.Lanes = append(b.st.Lanes, BackfillLane{Partition: b.st.Queue[0], Then: slices.Clone(b.st.Queue[1:n])})
+	b.st.Queue = b.st.Queue[n:]
 	return len(b.st.Lanes) - 1, true, nil
+}
+
+// batchSize is how many queued partitions a new lane takes: as many as
+// one activity's FilesPerActivity holds at the archive's mean files per
+// partition, but no more than an equal share of the queue among the
+// lanes not running, so a page of small partitions still spreads over
+// the window. 1 before batching (histories of backfills started then).
+func (b *backfill) batchSize() int {
+	p := b.st.Progress
+	if !b.batch || p.PartitionsTotal <= 0 {
+		return 1
+	}
+	mean := max(1, (p.FilesTotal+p.PartitionsTotal-1)/p.PartitionsTotal)
+	free := max(1, b.in.Window-b.inFlight)
+	return max(1, min(b.in.FilesPerActivity/mean, (len(b.st.Queue)+free-1)/free))
 }
 
 // start runs one ReplayPartition activity for lane i.
@@ -410,7 +438,7 @@ func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i 
 	lane := b.st.Lanes[i]
 	fut := workflow.ExecuteActivity(replay, b.a.ReplayPartition, activities.ReplayPartitionInput{
 		Location: b.in.Location, Partition: lane.Partition, ExpectedFingerprint: b.in.ExpectedFingerprint,
-		Start: lane.Next, From: b.in.From, To: b.in.To, Graph: b.in.Graph, Sink: b.in.Sink,
+		Start: lane.Next, Then: lane.Then, From: b.in.From, To: b.in.To, Graph: b.in.Graph, Sink: b.in.Sink,
 		MaxFiles: b.in.FilesPerActivity,
 	})
 	b.inFlight++
@@ -438,12 +466,17 @@ func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i 
 			if b.st.Lanes[j].Partition != lane.Partition {
 				continue
 			}
+			parts := append([]string{lane.Partition}, lane.Then...)
 			if res.Done {
 				b.st.Lanes = append(b.st.Lanes[:j], b.st.Lanes[j+1:]...)
-				p.PartitionsDone++
-			} else {
-				b.st.Lanes[j].Next = res.Next
+				p.PartitionsDone += len(parts)
+				break
 			}
+			// The lane goes on in the first partition not finished, from
+			// where the activity stopped in it.
+			fin := min(max(res.Finished, 0), len(parts)-1)
+			p.PartitionsDone += fin
+			b.st.Lanes[j] = BackfillLane{Partition: parts[fin], Next: res.Next, Then: parts[fin+1:]}
 			break
 		}
 	})

@@ -84,6 +84,64 @@ func TestBackfillFiftyThousandFilesOnDevServer(t *testing.T) {
 	require.Less(t, maxPayload, 256<<10, "no event comes near the 2 MB payload limit")
 }
 
+// TestBackfillOfManySmallShardsOnDevServer: a backfill of 1,000 shards of
+// one file each writes history events in proportion to its files over
+// FilesPerActivity, not to its shards: the small partitions replay in
+// batches. Before, every shard took at least one ReplayPartition
+// activity (three events or more each), over 3,000 events in all.
+func TestBackfillOfManySmallShardsOnDevServer(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const parts = 1000
+	f := newFakeArchive(parts, 1, 256)
+	for _, p := range f.names {
+		f.files[p] = 1
+	}
+	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
+	reg := func(fn any, name string) { bw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
+		return f.totals(), nil
+	}, "CountArchive")
+	reg(f.listPartitions, "ListPartitions")
+	reg(f.replay, "ReplayPartition")
+	require.NoError(t, bw.Start())
+	t.Cleanup(bw.Stop)
+
+	in := workflows.BackfillInput{Name: "small-shards", Location: "s3://archive/iot", Sink: "influx:replay/autogen", Window: 8}
+	id := workflows.BackfillWorkflowID(in.Name)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
+	require.NoError(t, err)
+	var p workflows.BackfillProgress
+	require.NoError(t, run.Get(ctx, &p))
+	require.True(t, p.Done)
+	require.Equal(t, parts, p.FilesDone)
+	require.Equal(t, parts, p.PartitionsDone)
+	require.False(t, f.overlap)
+	for _, name := range f.names {
+		require.Equal(t, 1, f.replayed[name], "partition %s replayed once", name)
+	}
+	events := 0
+	for runID := run.GetRunID(); runID != ""; {
+		prev := ""
+		for _, ev := range temporaltest.History(t, ctx, c, id, runID) {
+			events++
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				prev = a.GetContinuedExecutionRunId()
+			}
+		}
+		runID = prev
+	}
+	t.Logf("1,000 shards of one file: %d replay activities, %d history events", f.replays, events)
+	require.Less(t, f.replays, parts/10, "small shards replay in batches")
+	require.Less(t, events, parts/2, "history grows with files per activity, not with shards")
+}
+
 // slowSink is a sink whose every Write takes delay (an InfluxDB under
 // load), counting the rows written by key.
 type slowSink struct {

@@ -34,13 +34,15 @@ type fakeArchive struct {
 	mu         sync.Mutex
 	running    map[string]bool
 	maxRunning int
-	calls      map[string]int
-	overlap    bool // two replays of one partition ran at once
+	calls      map[string]int // activities starting in the partition
+	replayed   map[string]int // activities replaying part of the partition
+	replays    int            // ReplayPartition activities run
+	overlap    bool           // two replays of one partition ran at once
 	starts     []int64
 }
 
 func newFakeArchive(parts, filesEach, page int) *fakeArchive {
-	f := &fakeArchive{files: map[string]int{}, page: page, running: map[string]bool{}, calls: map[string]int{}}
+	f := &fakeArchive{files: map[string]int{}, page: page, running: map[string]bool{}, calls: map[string]int{}, replayed: map[string]int{}}
 	for i := range parts {
 		p := fmt.Sprintf("iot/shard-%06d/", i)
 		f.names = append(f.names, p)
@@ -74,6 +76,7 @@ func (f *fakeArchive) replay(_ context.Context, in activities.ReplayPartitionInp
 	}
 	f.running[in.Partition] = true
 	f.calls[in.Partition]++
+	f.replays++
 	f.starts = append(f.starts, in.Start.Row)
 	n := 0
 	for _, r := range f.running {
@@ -84,14 +87,33 @@ func (f *fakeArchive) replay(_ context.Context, in activities.ReplayPartitionInp
 	f.maxRunning = max(f.maxRunning, n)
 	f.mu.Unlock()
 	defer func() { f.mu.Lock(); f.running[in.Partition] = false; f.mu.Unlock() }()
-	from := int(in.Start.Row)
-	to := min(from+in.MaxFiles, f.files[in.Partition])
-	done := to == f.files[in.Partition]
-	k := to - from
-	return activities.ReplayPartitionResult{
-		Partition: in.Partition, Next: parquet.Position{File: in.Partition + strconv.Itoa(to), Row: int64(to), Seen: 1}, Done: done,
-		Files: k, Bytes: int64(k) * 1000, Rows: int64(k) * 100, Written: int64(k) * 100,
-	}, nil
+	// As ReplayPartition: the partition from Start, then those of Then
+	// from theirs while fewer than MaxFiles files were read.
+	parts := append([]string{in.Partition}, in.Then...)
+	res := activities.ReplayPartitionResult{Partition: in.Partition, Next: in.Start}
+	for ; res.Finished < len(parts); res.Finished++ {
+		p := parts[res.Finished]
+		if res.Finished > 0 && res.Files >= in.MaxFiles {
+			return res, nil
+		}
+		f.mu.Lock()
+		f.replayed[p]++
+		f.mu.Unlock()
+		from := int(res.Next.Row)
+		to := min(from+in.MaxFiles-res.Files, f.files[p])
+		k := to - from
+		res.Files += k
+		res.Bytes += int64(k) * 1000
+		res.Rows += int64(k) * 100
+		res.Written += int64(k) * 100
+		if to < f.files[p] {
+			res.Next = parquet.Position{File: p + strconv.Itoa(to), Row: int64(to), Seen: 1}
+			return res, nil
+		}
+		res.Next = parquet.Position{}
+	}
+	res.Done = true
+	return res, nil
 }
 
 // newPartitionEnv stubs the backfill activities with f; replay, when
@@ -141,6 +163,38 @@ func TestBackfillPartitionsInParallel(t *testing.T) {
 	require.NoError(t, v.Get(&q))
 	assert.Equal(t, tot.Files, q.FilesDone)
 	assert.Empty(t, q.Running)
+}
+
+// TestBackfillBatchesSmallPartitions: an archive of many shards of a file
+// or two replays in batches of partitions per activity, so its
+// activities (and history events) grow with its files, not its shards;
+// every file is still replayed once, in order, and the window is kept.
+// Before, each partition took at least one activity: 120 one-to-three-file
+// shards took 120.
+func TestBackfillBatchesSmallPartitions(t *testing.T) {
+	f := newFakeArchive(120, 1, 50) // 1 to 3 files each, pages of 50
+	in := backfillIn
+	in.Window, in.FilesPerActivity = 4, 16
+	env := newPartitionEnv(t, f)
+	env.ExecuteWorkflow(workflows.BackfillWorkflow, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var p workflows.BackfillProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	tot := f.totals()
+	assert.True(t, p.Done)
+	assert.Equal(t, tot.Files, p.FilesDone, "every file once")
+	assert.Equal(t, tot.Bytes, p.BytesDone)
+	assert.Equal(t, 120, p.PartitionsDone)
+	assert.False(t, f.overlap)
+	assert.LessOrEqual(t, f.maxRunning, 4)
+	for _, name := range f.names {
+		assert.GreaterOrEqual(t, f.replayed[name], 1, "partition %s replayed", name)
+	}
+	// 240 files at 16 per activity is 15 activities at best; the share
+	// of each page among the window's lanes adds some.
+	t.Logf("120 partitions, %d files: %d replay activities", tot.Files, f.replays)
+	assert.Less(t, f.replays, 40, "small partitions replay in batches")
 }
 
 // A long backfill continues as new, carrying the partitions in flight

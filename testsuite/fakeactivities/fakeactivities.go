@@ -58,8 +58,11 @@ func (f *Stages) Register(w worker.Worker) {
 		return activities.ListPartitionsResult{Partitions: []string{"b/shard-000000/"}}, nil
 	}, "ListPartitions")
 	reg(func(_ context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
-		n := files[in.Partition]
+		n := 0 // the partition's files and those of the partitions after it
+		for _, p := range append([]string{in.Partition}, in.Then...) {
+			n += files[p]
+		}
 		f.Replayed.Add(int64(n))
-		return activities.ReplayPartitionResult{Partition: in.Partition, Done: true, Files: n, Bytes: int64(n) * 1000, Rows: int64(n) * 10, Written: int64(n) * 10}, nil
+		return activities.ReplayPartitionResult{Partition: in.Partition, Finished: 1 + len(in.Then), Done: true, Files: n, Bytes: int64(n) * 1000, Rows: int64(n) * 10, Written: int64(n) * 10}, nil
 	}, "ReplayPartition")
 }
