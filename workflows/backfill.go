@@ -320,12 +320,18 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 	}); err != nil {
 		return b.st.Progress, err
 	}
+	// The count and the listing ride out a store outage as the replays
+	// do (with 5 attempts, about 15 s of an S3 outage failed a backfill
+	// whose replays would have waited), but not for ever: a store still
+	// failing after an hour fails the backfill, naming the error.
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           b.in.TaskQueue,
-		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
+		TaskQueue:              b.in.TaskQueue,
+		StartToCloseTimeout:    10 * time.Minute,
+		ScheduleToCloseTimeout: time.Hour,
+		HeartbeatTimeout:       time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
-			MaximumAttempts:        5,
+			InitialInterval:        time.Second,
+			MaximumInterval:        time.Minute,
 			NonRetryableErrorTypes: backfillNonRetryable,
 		},
 	})

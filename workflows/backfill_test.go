@@ -387,6 +387,42 @@ func TestBackfillListFailureWaitsForReplaysInFlight(t *testing.T) {
 	assert.Equal(t, 1, p.PartitionsDone)
 }
 
+// TestBackfillRidesOutAStoreOutageWhileListing: a listing that fails for
+// minutes (an S3 outage) is retried until the store is back, as the
+// replays are, and the backfill completes. Before, the count and the
+// listing had 5 attempts, about 15 s of retries, and the outage failed
+// the backfill.
+func TestBackfillRidesOutAStoreOutageWhileListing(t *testing.T) {
+	f := newFakeArchive(3, 2, 1) // one partition per page
+	env := quietSuite().NewTestWorkflowEnvironment()
+	a := &activities.Backfills{}
+	env.RegisterActivity(a)
+	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
+	var failures atomic.Int32
+	var outageEnd time.Time
+	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
+			if outageEnd.IsZero() {
+				// Eight attempts (the test suite stops at 10).
+				outageEnd = env.Now().Add(150 * time.Second)
+			}
+			if env.Now().Before(outageEnd) {
+				failures.Add(1)
+				return activities.ListPartitionsResult{}, errors.New("s3: 503 SlowDown")
+			}
+			return f.listPartitions(ctx, in)
+		})
+	env.OnActivity(a.ReplayPartition, mock.Anything, mock.Anything).Return(f.replay)
+	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var p workflows.BackfillProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	assert.True(t, p.Done)
+	assert.Equal(t, f.totals().Files, p.FilesDone)
+	assert.Greater(t, failures.Load(), int32(5), "the outage outlasted 5 attempts")
+}
+
 // TestBackfillCancelDuringListingWaitsForReplays: a cancellation that
 // comes while a page of partitions is listed waits for the replays in
 // flight to stop, as one at any other time does. Before, the workflow
