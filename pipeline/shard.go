@@ -229,6 +229,15 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 		w.log.Info("shard restored", "shard", id, "epoch", uint64(epoch), "checkpoint", uint64(info.ID), "cursor", st.LastCursor,
 			"bytes", info.Bytes, "keys", rs.RestoredItems, "took", time.Since(start).Round(100*time.Microsecond), "compaction", rs.RestoreCompaction.Round(100*time.Microsecond))
 	}
+	defer func() {
+		if err != nil {
+			// The sinks restored before the failure hold the shard (an
+			// archive's writer): it is not opened here.
+			for _, m := range w.sinkSets() {
+				m.release(id, epoch)
+			}
+		}
+	}()
 	if w.dead != nil {
 		if err := w.dead.restore(ctx, id, epoch, from); err != nil {
 			_ = rt.Close()
