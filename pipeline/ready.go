@@ -18,8 +18,8 @@ type pinger interface {
 // is not stopping (Run's context ended or Close was called: it drains)
 // and has not failed, its source has given it its shards and each is
 // restored (Kafka: the group gave the worker its assignment, none when
-// it has more members than the topic has partitions, and every owned
-// partition is open; MQTT: the one shard is open, and the source is
+// it has more members than the topic has partitions, and has not taken
+// it back by a lost session, and every owned partition is open; MQTT: the one shard is open, and the source is
 // connected to its broker and subscribed on that connection: a worker
 // whose broker is down is not ready until it reconnects and subscribes),
 // Temporal answers a health check (when configured) and every sink that
@@ -49,7 +49,7 @@ func (w *Worker) Ready(ctx context.Context) error {
 	case w.kafka != nil:
 		st := w.kafka.src.Stats()
 		if !st.Assigned { // not the epoch: a member assigned nothing has none, and serves
-			return errors.New("kafka source: no partitions assigned yet (joining the group)")
+			return errors.New("kafka source: no partitions assigned yet (joining the group, or rejoining after a lost session)")
 		}
 		if held := len(w.host.heldShards()); held < st.Owned {
 			return fmt.Errorf("kafka source: %d of %d owned partitions restored", held, st.Owned)

@@ -6,12 +6,15 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
@@ -42,6 +45,53 @@ func TestIdleGroupMemberIsReady(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "both members ready: plant-1: %v; plant-2: %v", errA, errB)
 		time.Sleep(20 * time.Millisecond) // polling Ready, as a probe does
 	}
+}
+
+// TestNotReadyAfterALostGroupSession: a worker whose group session is lost
+// (the coordinator no longer knows the member) releases its partitions
+// and rejoins; until the group gives it an assignment again it serves
+// nothing. Ready said ready all that time: the source's Assigned stayed
+// true from the first assignment, and 0 of 0 owned partitions were
+// restored. It says it is rejoining now, and is ready again once the
+// group has assigned it.
+func TestNotReadyAfterALostGroupSession(t *testing.T) {
+	c := newCluster(t, 2)
+	r := start(t, alarmPipeline(c.ListenAddrs(), ""), pipeline.WithWorkerID("plant-1"))
+	ready := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return r.w.Ready(ctx)
+	}
+	r.waitFor(t, func() bool { return ready() == nil && r.w.Stats().Owned == 2 }, 30*time.Second, "the worker is ready, owning both partitions")
+
+	// The coordinator forgets the member (its heartbeats are refused as
+	// from an unknown member) and refuses joins until the test lets them.
+	var blocked atomic.Bool
+	blocked.Store(true)
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !blocked.Load() {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !blocked.Load() {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	r.waitFor(t, func() bool { return r.w.Stats().Owned == 0 }, 30*time.Second, "the lost session released the partitions")
+	err := ready()
+	require.Error(t, err, "a member rejoining its group serves nothing")
+	require.Contains(t, err.Error(), "kafka source")
+	blocked.Store(false)
+	r.waitFor(t, func() bool { return ready() == nil && r.w.Stats().Owned == 2 }, 30*time.Second, "ready again after the rejoin")
 }
 
 // TestNotReadyWhileTheDeadLetterSinkIsDown: Ready asked the output sinks

@@ -68,8 +68,10 @@ type Stats struct {
 	RevokeFailures uint64 // revoked partitions whose Release (final checkpoint) failed
 	Owned          int
 	Epoch          streaming.Epoch // 0 until the member gains a partition
-	// Assigned: the member joined the group and received its assignment
-	// at least once, even an empty one (more members than partitions).
+	// Assigned: the member is in the group with its assignment, even an
+	// empty one (more members than partitions): from its first
+	// assignment until a lost session (it rejoins; the next assignment
+	// sets it again).
 	Assigned bool
 }
 
@@ -433,6 +435,9 @@ func (s *Source) onRevoked(ctx context.Context, cl *kgo.Client, m map[string][]i
 }
 
 func (s *Source) onLost(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	// The session is gone: the member rejoins, and is not assigned until
+	// the group says so again (Ready: it serves nothing meanwhile).
+	s.assigned.Store(false)
 	s.release(ctx, cl, toPartitions(m), false)
 }
 
