@@ -162,8 +162,13 @@ const publishGrace = 2 * time.Second
 // may have received the first copy, so that payload may arrive twice. A
 // broker refusing the publish (a reason code of 0x80 or more: its ACL
 // denies the topic, a quota) is an error naming it, the topic and the
-// reason code. After Close it fails with an error wrapping ErrStopped.
+// reason code. A broker may instead drop the connection at a publish it
+// will not take (one larger than its maximum packet size): a publish
+// whose connection was lost maxDrops times in a row is an error naming
+// the broker, the topic and the size. After Close it fails with an error
+// wrapping ErrStopped.
 func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byte) error {
+	drops := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -187,6 +192,12 @@ func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byt
 			}
 		}
 		if !down {
+			// The connection was lost while the publish was under way:
+			// a broker restart, or the broker dropping it for this
+			// publish, again at each attempt.
+			if drops++; drops == maxDrops {
+				return fmt.Errorf("broker %s dropped the connection at each of %d publishes of %d bytes to %q: it does not take them (larger than its maximum packet size? its log says why)", p.host, drops, len(payload), topic)
+			}
 			// Wait for autopaho to see the loss, so AwaitConnection
 			// waits for the next connection, not the one gone.
 			select {
@@ -209,6 +220,10 @@ func (p *MQTTPublisher) Publish(ctx context.Context, topic string, payload []byt
 		}
 	}
 }
+
+// maxDrops is how many times in a row the connection may be lost during
+// one publish before Publish gives up on it.
+const maxDrops = 3
 
 // stopped is Publish's error after Close.
 func (p *MQTTPublisher) stopped(topic string) error {

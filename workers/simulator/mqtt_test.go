@@ -287,3 +287,32 @@ func TestPublishAfterCloseIsErrStopped(t *testing.T) {
 	require.ErrorIs(t, err, simulator.ErrStopped)
 	require.ErrorContains(t, err, `publish to "sensors/sensor-000" on broker `+b.Addr())
 }
+
+// TestPublishTheBrokerDropsIsAnError: a payload larger than the broker's
+// maximum packet size makes it drop the connection (mochi announces no
+// maximum in its CONNACK), and the publish was sent again after each
+// reconnect, for ever: the simulator hung, publishing nothing more,
+// saying only "mqtt connection lost". After three drops in a row of the
+// same publish it is an error naming the broker, the topic and the size;
+// a publish that fits goes through.
+func TestPublishTheBrokerDropsIsAnError(t *testing.T) {
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = 256
+	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler), Capabilities: caps})
+	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
+	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
+	require.NoError(t, srv.AddListener(tcp))
+	require.NoError(t, srv.Serve())
+	t.Cleanup(func() { _ = srv.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + tcp.Address()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = pub.Close(context.Background()) })
+
+	err = pub.Publish(ctx, "sensors/big", bytes.Repeat([]byte("x"), 1000))
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "before the test's deadline: %v", err)
+	require.ErrorContains(t, err, `broker `+tcp.Address()+` dropped the connection at each of 3 publishes of 1000 bytes to "sensors/big"`)
+	require.NoError(t, pub.Publish(ctx, "sensors/small", []byte("1")), "a payload that fits goes through")
+}
