@@ -260,9 +260,20 @@ func RunPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 	return runPipeline(ctx, p, cfg, log, reg, nil, opts...)
 }
 
-// runPipeline is RunPipeline that also sets ready's check (when not nil)
-// to the worker's Ready until ctx ends, and to "draining" from then on.
+// runPipeline is RunPipeline that also sets ready's check (when not nil):
+// "starting" until the pipeline worker runs, then the worker's Ready,
+// and "draining" from the moment ctx ends.
 func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, log *slog.Logger, reg prometheus.Registerer, ready *Readiness, opts ...pipeline.Option) error {
+	if ready != nil {
+		// Until the pipeline worker runs (the coordination store may keep
+		// it waiting): starting, or, once told to stop, draining.
+		ready.Set(func(context.Context) error {
+			if ctx.Err() != nil {
+				return errors.New("draining: the worker stops before it served")
+			}
+			return errors.New("starting")
+		})
+	}
 	o := []pipeline.Option{pipeline.WithLogger(log), pipeline.WithMetrics(reg)}
 	if cfg.WorkerID != "" {
 		o = append(o, pipeline.WithWorkerID(cfg.WorkerID))

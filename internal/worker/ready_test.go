@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // TestNotReadyWhileDraining: once the worker is told to stop, /readyz's
@@ -45,4 +48,33 @@ func TestNotReadyWhileDraining(t *testing.T) {
 	require.Contains(t, err.Error(), "draining")
 	require.NoError(t, <-done)
 	require.ErrorContains(t, check(), "draining", "once stopped, until the process exits")
+}
+
+// TestDrainingWhileWaitingForTheCoordinationStore: a worker told to stop
+// while it waits for its coordination store (NATS down at its start)
+// says it drains, as one told to stop later does. Bug: /readyz said
+// "starting" until the process exited, as if it were still coming up.
+func TestDrainingWhileWaitingForTheCoordinationStore(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there: NATS is down
+	t.Setenv("KAFKA_BROKERS", "127.0.0.1:1")
+	t.Setenv("STATE_DIR", t.TempDir())
+	p, err := pipeline.Load(filepath.Join("..", "..", "workers", "pipelines", "sma-readings.yaml"))
+	require.NoError(t, err)
+	ready := &Readiness{}
+	logs := &logtest.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	cfg := PipelineConfig{WorkerID: "w1", Coordination: CoordinationConfig{NATSURL: "nats://" + addr, Job: "plant"}}
+	go func() { done <- runPipeline(ctx, p, cfg, slog.New(slog.NewTextHandler(logs, nil)), nil, ready) }()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "coordination store unreachable") }, 30*time.Second, 10*time.Millisecond, "the worker waits for NATS")
+	require.ErrorContains(t, ready.Check(context.Background()), "starting")
+
+	cancel() // SIGINT/SIGTERM
+	require.ErrorContains(t, ready.Check(context.Background()), "draining", "told to stop while it waits")
+	require.NoError(t, <-done)
+	require.ErrorContains(t, ready.Check(context.Background()), "draining", "once stopped, until the process exits")
 }
