@@ -142,6 +142,20 @@ type DecoderSpec struct {
 	line     int
 }
 
+// MarshalText is the decoder as `worker --print-config` shows it: its
+// name (reading when the spec names none: the decoder that runs), a
+// registered decoder's name, or {json: {key: K, time: T}}. Its fields
+// are no keys, so without it --print-config left the decoder out.
+func (d DecoderSpec) MarshalText() ([]byte, error) {
+	switch d.Name {
+	case "":
+		return []byte(DecoderReading), nil
+	case DecoderJSON:
+		return fmt.Appendf(nil, "{json: {key: %s, time: %s}}", d.JSON.Key, d.JSON.Time), nil
+	}
+	return []byte(d.Name), nil
+}
+
 // UnmarshalYAML reads either form. A name that is not built in is
 // looked up among the registered decoders when the spec is converted
 // (Spec.Pipeline).

@@ -249,6 +249,7 @@ sinks:
 		`(?m)^log\.level = "info" +# env TFLO_LOG_LEVEL$`, // "" clears the key: the default applies
 		`(?m)^source\.kafka\.topic = "trades" +# env TFLO_SOURCE_KAFKA_TOPIC$`,
 		`(?m)^source\.kafka\.dead_letter_topic = "trades\.dlq" +# default$`,
+		`(?m)^decoder = reading +# default$`, // none named: reading runs
 		`(?m)^source\.kafka\.brokers = \[k:9092\] +# ` + regexp.QuoteMeta(specPath) + `:4$`,
 		`(?m)^source\.kafka\.security\.sasl\.password_env = "KAFKA_PW" +# ` + regexp.QuoteMeta(specPath) + `:6$`,
 		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:10$`,
@@ -285,6 +286,29 @@ sinks:
 	} {
 		require.Regexp(t, re, out)
 	}
+}
+
+// TestPrintConfigShowsTheDecoder: --print-config left the spec's decoder
+// out (its fields are no keys), so a json decoder's key and time fields,
+// which decide what every record is read as, showed nowhere.
+func TestPrintConfigShowsTheDecoder(t *testing.T) {
+	specPath := writeFile(t, "p.yaml", `name: trades
+source:
+  kafka: {brokers: [k:9092], topic: trades}
+decoder:
+  json: {key: symbol, time: ts}
+graph:
+  inputs: [price]
+  nodes:
+    - {name: sma, type: sma, inputs: [price], params: {window: 3}}
+`)
+	var errOut bytes.Buffer
+	var code int
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.Regexp(t, `(?m)^decoder = \{json: \{key: symbol, time: ts\}\} +# `+regexp.QuoteMeta(specPath)+`:5$`, out)
 }
 
 // TestPrintConfigShowsTheDefaultsThatRun: keys left unset printed
