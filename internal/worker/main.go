@@ -185,8 +185,14 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if m.Flags != nil {
 		m.Flags(fs)
 	}
-	printConfig := fs.Bool("print-config", false, "print the effective configuration (and spec) with each value's origin (default, FILE:LINE or env NAME), secrets redacted, and exit")
-	probe := fs.String("probe", "", "GET this URL (a worker's /readyz or /healthz), exit 0 on 200 and 1 otherwise, and nothing else: a container health check for images without curl")
+	// "(and spec)" only for a main that prints one (m.PrintConfig): the
+	// simulator's help promised a spec it has not.
+	what := "configuration"
+	if m.PrintConfig != nil {
+		what = "configuration (and spec)"
+	}
+	printConfig := fs.Bool("print-config", false, "print the effective "+what+" with each value's origin (default, FILE:LINE or env NAME), secrets redacted, and exit")
+	probe := fs.String("probe", "", "GET this URL (the /readyz or /healthz this binary serves on its metrics address), exit 0 on 200 and 1 otherwise, and nothing else: a container health check for images without curl")
 	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles (net/http/pprof) at /debug/pprof/ on the metrics address")
 	showVersion := version.Flag(fs)
 	fs.Usage = func() { Usage(stderr, m, fs) }

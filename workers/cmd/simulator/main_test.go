@@ -74,6 +74,12 @@ func TestSimulatorMainHelp(t *testing.T) {
 	// checkpoint": the simulator has no checkpoints.
 	require.NotContains(t, errOut.String(), "checkpoint")
 	require.Contains(t, errOut.String(), "SIGINT/SIGTERM stop the simulator")
+	// Bug: --print-config promised "(and spec)" and --probe "a worker's
+	// /readyz": the simulator has no spec, and it probes its own /readyz
+	// (docker-compose's health check of the simulator).
+	require.NotContains(t, errOut.String(), "spec")
+	require.NotContains(t, errOut.String(), "worker's")
+	require.Contains(t, errOut.String(), "the /readyz or /healthz this binary serves")
 }
 
 // TestPrintConfigShowsWhatRuns: --print-config prints the fleet's
