@@ -63,9 +63,11 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	} else {
 		dec := w.c.dec // with the pipeline's limits, which skip inputs that are no float
 		r.typed = true
-		opts = append(opts, mqtt.WithDecoder(func(p []byte) (mqtt.Reading, error) {
+		// The topic too: Message.Topic is the MQTT topic, which a
+		// decoder of your own may take the key from.
+		opts = append(opts, mqtt.WithTopicDecoder(func(topic string, p []byte) (mqtt.Reading, error) {
 			rec := Record{Inputs: make([]streaming.Computed, 1)}
-			if err := dec.Decode(Message{Value: p}, &rec); err != nil {
+			if err := dec.Decode(Message{Topic: topic, Value: p}, &rec); err != nil {
 				return mqtt.Reading{}, fmt.Errorf("%w: %v", mqtt.ErrMalformed, err)
 			}
 			r.input = rec.Inputs[0]

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -714,4 +716,48 @@ func TestMQTTRFC3339ReadingInTheTimeUnit(t *testing.T) {
 			require.Equal(t, []int64{at.UnixNano()}, ts)
 		})
 	}
+}
+
+// TestMQTTDecoderOfYourOwnReadsTheTopic: a decoder of your own reads the
+// topic a message came on from Message.Topic, as it does from a Kafka
+// source (a sensor id in the topic's last level and a bare number as the
+// payload, say). Bug: an MQTT source handed it an empty Topic.
+func TestMQTTDecoderOfYourOwnReadsTheTopic(t *testing.T) {
+	e := newEdgeEnv(t)
+	rec := newRecorder()
+	var topics sync.Map
+	p := e.pipeline(true, time.Hour)
+	p.Decoder = pipeline.DecoderFunc(func(m pipeline.Message, r *pipeline.Record) error {
+		topics.Store(m.Topic, true)
+		i := strings.LastIndexByte(m.Topic, '/')
+		if i < 0 {
+			return fmt.Errorf("topic %q has no sensor level", m.Topic)
+		}
+		v, err := strconv.ParseFloat(string(m.Value), 64)
+		if err != nil {
+			return err
+		}
+		r.Key, r.TS, r.Inputs[0] = []byte(m.Topic[i+1:]), 1, streaming.Float(v)
+		return nil
+	})
+	p.Graph = pipeline.Graph{Inputs: []pipeline.Input{{Name: "value"}}, Outputs: []string{"peak"},
+		Nodes: []pipeline.Node{{Name: "peak", Type: "rolling_max", Params: map[string]any{"window": 2, "warmup": "partial"}, Inputs: []string{"value"}}}}
+	p.Sinks = []pipeline.SinkSpec{rec.shared()}
+	g := e.start(t, p)
+
+	require.NoError(t, e.broker.Publish("sensors/s-7", []byte("21.5"), false, 1))
+	require.Eventually(t, func() bool { st := g.w.Stats(); return st.RecordsIn+st.DeadLettered == 1 }, waitFor, time.Millisecond)
+	_, sawTopic := topics.Load("sensors/s-7")
+	require.True(t, sawTopic, "the decoder was handed the message's topic")
+	require.Equal(t, uint64(1), g.w.Stats().RecordsIn, "decoded, not dead-lettered")
+	require.Eventually(t, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for k, v := range rec.outs {
+			if k.key == "s-7" && k.name == "peak" && v.value == 21.5 {
+				return true
+			}
+		}
+		return false
+	}, waitFor, time.Millisecond, "the reading reached the sink under the topic's sensor")
 }

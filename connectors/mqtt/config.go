@@ -39,7 +39,7 @@ type config struct {
 	tls             *tls.Config
 	deadLetterTopic string
 	deadLetters     DeadLetterFunc
-	decoder         Decoder
+	decoder         TopicDecoder
 	windowCap       int
 	retainedCap     int
 	cursor          []byte
@@ -64,7 +64,7 @@ func defaultConfig() config {
 		receiveMaximum:  256,
 		ackInterval:     5 * time.Millisecond,
 		deadLetterTopic: "tflo/deadletter",
-		decoder:         DecodeReading,
+		decoder:         func(_ string, p []byte) (Reading, error) { return DecodeReading(p) },
 		windowCap:       4096,
 		retainedCap:     4096,
 		topicMatch:      true,
@@ -315,7 +315,19 @@ type DeadLetterFunc func(ctx context.Context, d DeadLetter) error
 func WithDeadLetters(f DeadLetterFunc) Option { return func(c *config) { c.deadLetters = f } }
 
 // WithDecoder replaces the payload decoder. Default DecodeReading (JSON).
-func WithDecoder(d Decoder) Option { return func(c *config) { c.decoder = d } }
+func WithDecoder(d Decoder) Option {
+	return func(c *config) {
+		c.decoder = nil // refused by validate, as a nil d
+		if d != nil {
+			c.decoder = func(_ string, p []byte) (Reading, error) { return d(p) }
+		}
+	}
+}
+
+// WithTopicDecoder replaces the payload decoder with one that is also
+// given the message's topic (package pipeline's decoders of your own read
+// it as Message.Topic).
+func WithTopicDecoder(d TopicDecoder) Option { return func(c *config) { c.decoder = d } }
 
 // WithDedupCapacity bounds the QoS 2 dedup window and the retained-topic
 // map of the cursor. Defaults 4096 and 4096.

@@ -75,7 +75,8 @@
 // JSON reading costs 0.8–1 µs and 10 allocations, about 2% of the ~40 µs
 // a QoS 2 message costs to cross the broker into the handler; a compact
 // binary form decodes in ~12 ns but would save about 2% end to end, so it
-// is not offered. WithDecoder takes any other codec.
+// is not offered. WithDecoder takes any other codec (WithTopicDecoder one
+// that also reads the topic).
 //
 // # Security
 //

@@ -35,6 +35,11 @@ type Reading struct {
 // text as the reason. A Decoder must not retain payload.
 type Decoder func(payload []byte) (Reading, error)
 
+// TopicDecoder is a Decoder that is also given the topic the message was
+// published on (a sensor id in its last level, say). It must not retain
+// payload either.
+type TopicDecoder func(topic string, payload []byte) (Reading, error)
+
 type wireReading struct {
 	Sensor *string          `json:"sensor"`
 	TS     json.RawMessage  `json:"ts"`

@@ -517,7 +517,7 @@ func (s *Source) handle(ctx context.Context, cli *paho.Client, p *paho.Publish, 
 			return nil
 		}
 	}
-	r, err := s.cfg.decoder(p.Payload)
+	r, err := s.cfg.decoder(p.Topic, p.Payload)
 	if err == nil {
 		err = s.checkReading(p.Topic, r)
 	}
