@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/fakeactivities"
 	"github.com/tflo-io/tflo/testsuite/logtest"
@@ -472,7 +473,8 @@ func TestCheckpointNowWaitsOnTheCoordinator(t *testing.T) {
 
 // TestOperatorsListsTheRegistry: `starter operators` lists every type of
 // the default registry with its parameters; --json is the same as data;
-// an unknown type exits 3.
+// an unknown type is a usage error (exit 2) naming the types that exist
+// (bug: it named none, only "starter operators lists them").
 func TestOperatorsListsTheRegistry(t *testing.T) {
 	r := run(t, "operators")
 	require.Equal(t, exitOK, r.code, r.err)
@@ -502,7 +504,11 @@ func TestOperatorsListsTheRegistry(t *testing.T) {
 	// A type that does not exist is a mistyped argument: a usage error.
 	r = run(t, "operators", "smaa")
 	require.Equal(t, exitUsage, r.code)
-	require.Contains(t, r.err, `unknown operator type "smaa"`)
+	require.Contains(t, r.err, `unknown operator type "smaa" (known: `)
+	for _, typ := range pipeline.DefaultRegistry().Types() {
+		require.Contains(t, r.err, typ.Name, "the error lists the known types")
+	}
+	require.Empty(t, r.out)
 }
 
 // TestCommandsWithoutWorkersOrNamespace: against a Temporal that runs no

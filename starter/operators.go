@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,7 +34,13 @@ as data.`,
 					seen[n] = true
 					t, ok := reg.Lookup(n)
 					if !ok {
-						return usageError{fmt.Errorf("unknown operator type %q (starter operators lists them)", n)}
+						// Name what exists, as a spec's unknown type does
+						// (Registry.Resolve): a typo is then plain to see.
+						var known []string
+						for _, t := range reg.Types() {
+							known = append(known, t.Name)
+						}
+						return usageError{fmt.Errorf("%w %q (known: %s)", streaming.ErrUnknownOperator, n, strings.Join(known, ", "))}
 					}
 					types = append(types, t)
 				}
