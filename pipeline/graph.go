@@ -155,8 +155,7 @@ func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]
 			fail(errors.New("has no operator type"))
 			continue
 		}
-		t, _, err := reg.Resolve(n.Type, n.Params)
-		if err != nil {
+		failAll := func(err error) {
 			if j, ok := err.(interface{ Unwrap() []error }); ok {
 				for _, e := range j.Unwrap() { // each parameter's problem on its own line
 					fail(e)
@@ -164,11 +163,15 @@ func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]
 			} else {
 				fail(err)
 			}
+		}
+		t, _, err := reg.Resolve(n.Type, n.Params)
+		if err != nil {
+			failAll(err)
 			continue
 		}
 		f, err := reg.Factory(n.Type, n.Params)
 		if err != nil {
-			fail(err)
+			failAll(err) // a New may refuse several parameters at once too
 			continue
 		}
 		if len(n.Inputs) < t.MinInputs || (t.MaxInputs >= 0 && len(n.Inputs) > t.MaxInputs) {

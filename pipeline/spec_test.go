@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,6 +99,37 @@ func TestSpecErrorsNameTheNodeAndLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpecNamesTheNodeOfEachRefusalOfNew: an operator type whose New
+// refuses several parameters at once has each refusal reported on its
+// own line, naming the node and its line. Bug: the registry kept the
+// first refusal and dropped the others.
+func TestSpecNamesTheNodeOfEachRefusalOfNew(t *testing.T) {
+	reg := pipeline.NewRegistry()
+	require.NoError(t, reg.Register(streaming.OperatorType{
+		Name: "band", Doc: "a band", MinInputs: 1, MaxInputs: 1, Output: "float",
+		Params: []streaming.Param{
+			{Name: "low", Kind: streaming.ParamFloat, Doc: "the low edge"},
+			{Name: "high", Kind: streaming.ParamFloat, Doc: "the high edge"},
+		},
+		New: func(p streaming.Params) (func() streaming.Operator, error) {
+			var errs []error
+			if p.Float("low") < 0 {
+				errs = append(errs, &streaming.ParamError{Param: "low", Reason: "must not be negative"})
+			}
+			if p.Float("high") > 100 {
+				errs = append(errs, &streaming.ParamError{Param: "high", Reason: "must not exceed 100"})
+			}
+			return func() streaming.Operator { return nil }, errors.Join(errs...)
+		},
+	}))
+	_, err := pipeline.Parse([]byte(smaSpec(`    - {name: sma, type: band, inputs: [value], params: {low: -1, high: 200}}`)), pipeline.WithRegistry(reg))
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 2, "one line a refusal: %v", err)
+	require.True(t, strings.HasSuffix(lines[0], `graph node "sma" (line 9): operator "band": parameter "low": must not be negative`), lines[0])
+	require.Equal(t, `graph node "sma" (line 9): operator "band": parameter "high": must not exceed 100`, lines[1])
 }
 
 // TestSpecStrictKeys: unknown keys are refused with their path and line,

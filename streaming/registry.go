@@ -365,21 +365,36 @@ func (r *Registry) Factory(name string, raw map[string]any) (func() Operator, er
 	}
 	f, err := t.New(p)
 	if err != nil {
-		var pe *ParamError
-		if errors.As(err, &pe) {
-			if pe.Operator == "" {
-				cp := *pe
-				cp.Operator = name
-				return nil, &cp
-			}
-			return nil, err
-		}
-		return nil, &ParamError{Operator: name, Reason: err.Error()}
+		return nil, newError(name, err)
 	}
 	if f == nil {
 		return nil, &ParamError{Operator: name, Reason: "New returned a nil factory"}
 	}
 	return f, nil
+}
+
+// newError is the refusal err of operator type op's New as a *ParamError
+// naming the operator; each of a joined error's refusals is one (a New
+// refusing several parameters at once, as Resolve does: taking the first
+// *ParamError of the join dropped the others).
+func newError(op string, err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, newError(op, e))
+		}
+		return errors.Join(errs...)
+	}
+	var pe *ParamError
+	if errors.As(err, &pe) {
+		if pe.Operator == "" {
+			cp := *pe
+			cp.Operator = op
+			return &cp
+		}
+		return err
+	}
+	return &ParamError{Operator: op, Reason: err.Error()}
 }
 
 func (r *Registry) names() []string {

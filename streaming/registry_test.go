@@ -169,6 +169,33 @@ func TestRegistryNamesTheOperatorOfNewsRefusal(t *testing.T) {
 	require.EqualError(t, err, `operator "scale": parameter "k": must not be 0`)
 }
 
+// TestRegistryReportsEveryRefusalOfNew: a New refusing several
+// parameters at once (errors.Join, as Resolve reports them) has each
+// refusal reported, each naming the operator. Bug: Factory kept the
+// first *ParamError it found and dropped the others.
+func TestRegistryReportsEveryRefusalOfNew(t *testing.T) {
+	r := streaming.NewRegistry()
+	typ := scaleType()
+	typ.New = func(p streaming.Params) (func() streaming.Operator, error) {
+		return nil, errors.Join(
+			&streaming.ParamError{Param: "k", Reason: "must not be 0"},
+			&streaming.ParamError{Param: "n", Reason: "must be even"},
+			errors.New("k and n disagree"))
+	}
+	require.NoError(t, r.Register(typ))
+	_, err := r.Factory("scale", map[string]any{"n": 1, "k": 0})
+	require.EqualError(t, err, `operator "scale": parameter "k": must not be 0`+"\n"+
+		`operator "scale": parameter "n": must be even`+"\n"+
+		`operator "scale": k and n disagree`)
+	j, ok := err.(interface{ Unwrap() []error })
+	require.True(t, ok, "still joined, one error a refusal: %v", err)
+	for _, e := range j.Unwrap() {
+		var pe *streaming.ParamError
+		require.True(t, errors.As(e, &pe), "%T: %v", e, e)
+		require.Equal(t, "scale", pe.Operator)
+	}
+}
+
 func TestWarmupParam(t *testing.T) {
 	r := streaming.NewRegistry()
 	typ := scaleType()
