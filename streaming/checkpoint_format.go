@@ -263,11 +263,14 @@ type keyDeleter interface {
 // call: one Delete each is a rewrite of the whole shard manifest on S3
 // and a folder fsync or a sync for the files and Badger stores, and a
 // merge's pieces would run past the timeout, the rest left for good.
-func (r shardRecords) drop(keys []string, timeout time.Duration, log *slog.Logger) {
+// The deletes end with ctx, the caller's: a caller that gave up (a worker
+// shutting down) must not wait out timeout, its stage lock held, against
+// a store that stopped answering.
+func (r shardRecords) drop(ctx context.Context, keys []string, timeout time.Duration, log *slog.Logger) {
 	if len(keys) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if d, ok := r.store.(keyDeleter); ok {
 		bs := make([][]byte, len(keys))

@@ -659,7 +659,7 @@ func saveOneStore(ctx context.Context, shards []*groupShard) {
 		c, p := s.c, s.p
 		if s.err != nil {
 			if !p.landed {
-				c.records().drop(s.written, c.cfg.cursorTimeout, c.cfg.log)
+				c.records().drop(ctx, s.written, c.cfg.cursorTimeout, c.cfg.log)
 			}
 			continue
 		}
@@ -673,7 +673,7 @@ func saveOneStore(ctx context.Context, shards []*groupShard) {
 		p.bytes = s.bytes
 		p.pieces = len(s.written)
 		c.setInFlight(p.id, "state-saved")
-		c.records().drop(s.garbage, c.cfg.cursorTimeout, c.cfg.log)
+		c.records().drop(ctx, s.garbage, c.cfg.cursorTimeout, c.cfg.log)
 	}
 }
 

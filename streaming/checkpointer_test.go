@@ -692,3 +692,59 @@ func TestRetriedSaveStateKeepsThePiecesOfAManifestThatMayHaveLanded(t *testing.T
 	require.NoError(t, cp.CommitCursor(ctx, info.ID))
 	require.Equal(t, want, restored(t, st))
 }
+
+// hangingDeletes is a store whose DeleteKeys hangs until its context ends
+// (a store that stopped answering), or the test ends.
+type hangingDeletes struct {
+	*tinyStore
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (s *hangingDeletes) DeleteKeys(ctx context.Context, keys [][]byte) error {
+	s.once.Do(func() { close(s.entered) })
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.release:
+		return errors.New("test over")
+	}
+}
+
+// The pieces a merge replaced were deleted under a context of their own
+// (context.Background with the commit-cursor deadline), so a caller that
+// gave up — a worker shutting down — waited for that deadline against a
+// store that stopped answering, the shard's stage lock held. The deletes
+// now end with the caller's context.
+func TestDroppingPiecesEndsWithTheCallersContext(t *testing.T) {
+	st := &hangingDeletes{tinyStore: newTinyStore(), entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { close(st.release) })
+	src := newCounterSource()
+	cp := newCP(t, src, st, st, streaming.WithMaxRuns(1), streaming.WithStageTimeouts(5*time.Second, time.Minute, time.Hour))
+	src.Apply("a", 1)
+	_, err := cp.Checkpoint(context.Background())
+	require.NoError(t, err)
+
+	// The second run makes two: the merge replaces them, and drops the
+	// first one's piece.
+	src.Apply("b", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := cp.Checkpoint(ctx)
+		done <- err
+	}()
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the merge dropped no pieces")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Checkpoint still deleting pieces 10s after its caller gave up")
+	}
+}
