@@ -410,7 +410,14 @@ func commitManifests(ctx context.Context, store StateStore, group []*groupShard)
 		c, p := s.c, s.p
 		rec := shardRecords{c.shard, c.store}
 		// Fence against a newer owner that already committed: a zombie's
-		// manifest must not replace it.
+		// manifest must not replace it. The fence reads the stored
+		// manifest, not a store's cache of it (the S3 store's): a zombie's
+		// cache predates the newer owner's commit, and without conditional
+		// writes nothing else refuses the zombie.
+		if err := rec.refresh(ctx); err != nil {
+			s.err = err
+			continue
+		}
 		if _, stored, err := rec.readManifest(ctx); err == nil && stored.Epoch > p.epoch {
 			cur, owns := c.cfg.ownership.Owner()
 			s.err = &NotOwnerError{Shard: c.shard, Checkpoint: p.id, Epoch: p.epoch, CurrentEpoch: max(cur, stored.Epoch), Owns: owns, Stage: StageSaveState}

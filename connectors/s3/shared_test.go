@@ -376,3 +376,52 @@ func TestRestoreAfterAnotherWorkerReadsTheNewestCheckpoint(t *testing.T) {
 	require.Equal(t, res.ID, info.ID, "the shard's newest checkpoint, not this Store's cached one")
 	require.Equal(t, uint64(4), src3.n)
 }
+
+// A zombie owner's checkpoint is fenced by the newer owner's manifest
+// even when the zombie's Store cached the shard's manifest before the
+// newer owner committed: the checkpointer's fence read the cache, and
+// without conditional writes (WithConditionalWrites(false)) nothing else
+// refused the zombie — a checkpoint that wrote no piece (nothing changed)
+// replaced the newer owner's checkpoint manifest with an older epoch's.
+func TestZombieCheckpointIsFencedThroughACachedManifest(t *testing.T) {
+	ctx := context.Background()
+	v := startVersitygw(t, "state")
+	const shard = "kafka/p/readings/0"
+	open := func(epoch streaming.Epoch, extra ...s3store.Option) (*streaming.Checkpointer, *spreadSource) {
+		st, err := s3store.New(ctx, "state", v.opts(append(extra, s3store.WithConditionalWrites(false))...)...)
+		require.NoError(t, err)
+		src := &spreadSource{pieces: 1}
+		cp, err := streaming.NewCheckpointer(shard, src, st, memory.New(), streaming.WithMaxRuns(100),
+			streaming.WithOwnership(streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return epoch, true })))
+		require.NoError(t, err)
+		return cp, src
+	}
+	// Compaction after every commit, so the checkpoint manifest the
+	// zombie's Store caches shares its segment with pieces that stay live
+	// (and a read of it finds the segment).
+	zombie, zsrc := open(1, s3store.WithMaxSegments(2), s3store.WithCompaction(0.3, 1))
+	for range 3 {
+		zsrc.add()
+		_, err := zombie.Checkpoint(ctx)
+		require.NoError(t, err)
+	}
+
+	next, nsrc := open(2)
+	_, err := next.Restore(ctx)
+	require.NoError(t, err)
+	nsrc.add()
+	res, err := next.Checkpoint(ctx)
+	require.NoError(t, err)
+
+	zsrc.mu.Lock()
+	zsrc.pieces = 0 // nothing changed: the checkpoint writes its manifest only
+	zsrc.mu.Unlock()
+	_, err = zombie.Checkpoint(ctx)
+	require.ErrorIs(t, err, streaming.ErrFenced)
+
+	check, _ := open(3)
+	info, err := check.Restore(ctx)
+	require.NoError(t, err)
+	require.Equal(t, res.ID, info.ID, "the newer owner's checkpoint")
+	require.Equal(t, streaming.Epoch(2), info.Epoch)
+}

@@ -153,9 +153,10 @@ func (s *Store) allGroups(ctx context.Context) ([]*group, error) {
 // RefreshKey forgets the cached manifest key belongs to (its shard's, and
 // the root one a shard's key is also looked up in), so that the next call
 // rereads it and sees what another process committed since. A
-// streaming.Checkpointer's Restore calls it for its shard's checkpoint
-// manifest: a worker regaining a shard it held before would otherwise
-// restore its own older checkpoint from the cache.
+// streaming.Checkpointer calls it for its shard's checkpoint manifest in
+// Restore (a worker regaining a shard it held before would otherwise
+// restore its own older checkpoint from the cache) and before each commit
+// (its fence against a newer owner reads the stored manifest's epoch).
 func (s *Store) RefreshKey(ctx context.Context, key []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
