@@ -136,6 +136,9 @@ func Compact(ctx context.Context, a Archive, prefix, expected string, p CompactP
 	return res, flush()
 }
 
+// compactAbortTimeout bounds the abort of a failed compaction's upload.
+var compactAbortTimeout = 10 * time.Second
+
 type compactor struct {
 	a        Archive
 	up       Uploader
@@ -291,7 +294,13 @@ func (c *compactor) run(ctx context.Context, files []FileInfo, skip int64, names
 	}
 	abort := func(err error) error {
 		if u.UploadID != "" {
-			_ = c.up.AbortUpload(context.WithoutCancel(ctx), u.Staging, u.UploadID)
+			// Also after the caller gave up, but not for ever: a store
+			// that stopped answering would hold the caller (a shutdown)
+			// with no deadline, and the next compaction discards what
+			// this abort does not (sweepStaging).
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), compactAbortTimeout)
+			_ = c.up.AbortUpload(actx, u.Staging, u.UploadID)
+			cancel()
 		}
 		return fmt.Errorf("compact %s: %w", cr.Output, err)
 	}

@@ -3,6 +3,7 @@ package parquet_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,4 +301,51 @@ func TestCompactConcurrentReaders(t *testing.T) {
 	got, names := readEveryFile(t, a)
 	exactlyOnce(t, got, map[int32][]parquet.Row{0: rowsThrough(400), 1: rowsThrough(400)})
 	t.Logf("reads completed during compaction: %v; %d files left", reads, len(names))
+}
+
+// hangingAbort is an archive whose CompleteUpload fails and whose
+// AbortUpload hangs until its context ends (a store that stopped
+// answering), or the test ends.
+type hangingAbort struct {
+	*parquet.MemArchive
+	release chan struct{}
+}
+
+func (h *hangingAbort) CompleteUpload(context.Context, string, string, []parquet.Part) error {
+	return fmt.Errorf("complete upload: injected failure")
+}
+
+func (h *hangingAbort) AbortUpload(ctx context.Context, name, uploadID string) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.release:
+		return fmt.Errorf("test over")
+	}
+}
+
+// A failed compaction aborted its upload under a context with no
+// deadline (context.WithoutCancel of the caller's): against a store that
+// stopped answering, Compact never returned, and a cancelled caller (a
+// shutdown) waited for ever. The abort now has a deadline of its own.
+func TestCompactAbortOfAFailedRunHasADeadline(t *testing.T) {
+	defer parquet.SetCompactAbortTimeout(100 * time.Millisecond)()
+	a := &hangingAbort{MemArchive: parquet.NewMemArchive(), release: make(chan struct{})}
+	t.Cleanup(func() { close(a.release) })
+	smallFiles(t, a, 100, 10)
+	p := parquet.DefaultCompactPolicy()
+	p.MinAge = 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := parquet.Compact(context.Background(), a, "", "", p, time.Now())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "injected failure") {
+			t.Fatalf("Compact: %v, want the failed upload's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Compact still aborting its upload after 10s")
+	}
 }

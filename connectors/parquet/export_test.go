@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -34,4 +35,12 @@ func (s *Sink) HeldRows(shard streaming.ShardID) int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return len(sh.held)
+}
+
+// SetCompactAbortTimeout sets how long Compact gives the abort of a
+// failed run's upload, until the returned function restores it.
+func SetCompactAbortTimeout(d time.Duration) (restore func()) {
+	old := compactAbortTimeout
+	compactAbortTimeout = d
+	return func() { compactAbortTimeout = old }
 }
