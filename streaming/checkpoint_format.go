@@ -39,7 +39,10 @@ import (
 // manifests of several shards may share one SaveBatch, each stays its own
 // key and its own commit point), then the cursor. A crash before the
 // manifest leaves the previous manifest, cursor and pieces in agreement;
-// pieces no manifest names are never read, and are deleted best effort.
+// pieces no manifest names are never read, and are deleted best effort:
+// those a save replaced or failed to name at once, those a crash left
+// by the first checkpoint committed after the manifest is read again
+// (orphans).
 //
 // Manifest encoding (checkpointManifestVersion 1; integers unsigned
 // varints unless noted):
@@ -288,6 +291,58 @@ func (r shardRecords) drop(ctx context.Context, keys []string, timeout time.Dura
 			return
 		}
 	}
+}
+
+// orphans returns the shard's pieces that runs (just committed, at epoch
+// and id) do not name and that this owner or an older one wrote, at an
+// epoch below epoch or at epoch up to id: pieces of a checkpoint whose
+// manifest never landed (a crash between the pieces and the manifest) or
+// whose deletes failed, which nothing else ever deletes. A newer owner's
+// pieces, which its manifest may be about to name, are left alone. It
+// lists the store's keys (one ListKeys, within timeout), so the
+// Checkpointer asks once per manifest it reads (a restore, a restart);
+// a failed listing finds nothing and is logged.
+func (r shardRecords) orphans(ctx context.Context, epoch Epoch, id CheckpointID, runs []ManifestRun, timeout time.Duration, log *slog.Logger) []string {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	keys, err := r.store.ListKeys(ctx)
+	if err != nil {
+		log.Debug("list pieces to sweep", "shard", r.shard, "err", err)
+		return nil
+	}
+	named := map[string]bool{}
+	for _, run := range runs {
+		for _, pc := range run.Pieces {
+			named[pc.Key] = true
+		}
+	}
+	var out []string
+	for _, k := range keys {
+		e, i, ok := r.parsePieceKey(k)
+		if ok && !named[string(k)] && (e < epoch || e == epoch && i <= id) {
+			out = append(out, string(k))
+		}
+	}
+	return out
+}
+
+// parsePieceKey returns the epoch and checkpoint of one of the shard's
+// piece keys (pieceKey), or false for any other key.
+func (r shardRecords) parsePieceKey(key []byte) (Epoch, CheckpointID, bool) {
+	rest, ok := bytes.CutPrefix(key, []byte(r.shard+"/piece/"))
+	if !ok {
+		return 0, 0, false
+	}
+	f := bytes.Split(rest, []byte("/"))
+	if len(f) != 3 || !decimal(f[0]) || !decimal(f[1]) || !decimal(f[2]) {
+		return 0, 0, false
+	}
+	e, err1 := strconv.ParseUint(string(f[0]), 10, 64)
+	i, err2 := strconv.ParseUint(string(f[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return Epoch(e), CheckpointID(i), true
 }
 
 // recordWriter writes the records of one or more shards to one StateStore

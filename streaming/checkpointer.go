@@ -287,9 +287,14 @@ type Checkpointer struct {
 	// manifest is the last committed manifest; loaded lazily.
 	manifest       Manifest
 	manifestLoaded bool
-	nextID         CheckpointID
-	pending        *pendingCheckpoint
-	lastCommitted  CheckpointID
+	// sweepDue is set when the manifest was read from the store: the
+	// next committed checkpoint sweeps the shard's pieces that no
+	// manifest names (shardRecords.orphans), left by a crash or a failed save
+	// before the read.
+	sweepDue      bool
+	nextID        CheckpointID
+	pending       *pendingCheckpoint
+	lastCommitted CheckpointID
 
 	statusMu sync.Mutex
 	status   CheckpointStatus
@@ -449,6 +454,7 @@ func (c *Checkpointer) loadManifest(ctx context.Context) error {
 		return err
 	}
 	c.setManifest(m)
+	c.sweepDue = true
 	return nil
 }
 
@@ -673,6 +679,12 @@ func saveOneStore(ctx context.Context, shards []*groupShard) {
 		p.bytes = s.bytes
 		p.pieces = len(s.written)
 		c.setInFlight(p.id, "state-saved")
+		if c.sweepDue {
+			c.sweepDue = false
+			s.garbage = append(s.garbage, c.records().orphans(ctx, p.epoch, p.id, s.runs, c.cfg.cursorTimeout, c.cfg.log)...)
+			slices.Sort(s.garbage) // a merge's garbage is among the orphans
+			s.garbage = slices.Compact(s.garbage)
+		}
 		c.records().drop(ctx, s.garbage, c.cfg.cursorTimeout, c.cfg.log)
 	}
 }
@@ -916,6 +928,7 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore, Err: nameCorruptPiece(err, lastKey)}
 	}
 	c.setManifest(m)
+	c.sweepDue = true
 	c.lastCommitted = 0
 	c.statusMu.Lock()
 	c.status.LastID = m.ID
