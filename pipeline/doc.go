@@ -90,7 +90,12 @@
 // the cap is dead-lettered with the reason), State.KeyTTL drops keys
 // unseen that long (processing time, swept by one goroutine of Run), and a
 // key whose restored state does not load is quarantined — reset, logged
-// and counted — instead of failing the shard. Sinks drop and count an
+// and counted — instead of failing the shard. A checkpoint of another
+// graph is not such a key: a restore whose snapshot records a stateful
+// node the graph no longer has, running another operator, or at a type
+// version the operator neither is nor migrates from is refused, naming
+// each node (streaming.Graph.CheckRestore), and the worker stops with
+// that error instead of resetting every key. Sinks drop and count an
 // output they cannot write (a non-finite value) instead of failing the
 // batch.
 //

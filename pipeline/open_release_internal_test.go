@@ -3,13 +3,16 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
 // holdingSink is an archive-like sink that holds a writer per restored
@@ -71,4 +74,39 @@ func TestFailedOpenReleasesTheSinksRestored(t *testing.T) {
 	_, err = w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
 	require.ErrorContains(t, err, "shard readings/0: sinks: archive bucket unreachable")
 	require.Zero(t, good.holds(), "the sink restored before the failure released the shard")
+}
+
+// TestRestoreRefusesStateOfAnotherGraph: a worker whose graph changed
+// node "mean" from sma to ema, restoring a checkpoint of the old graph,
+// refused each key's state as it loaded: every key was quarantined (its
+// state reset, a warning per key) and the next checkpoint overwrote the
+// old state for good. The restore is refused instead, once, naming the
+// node and both operators, before any state is read.
+func TestRestoreRefusesStateOfAnotherGraph(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	p := smaPipeline(t, 3)
+	p.State.Durable.Store = store
+	w, k := openPartitionZero(ctx, t, p)
+	var recs []*kgo.Record
+	for i := range 5 {
+		recs = append(recs, &kgo.Record{Topic: "readings", Offset: int64(i), Value: fmt.Appendf(nil, `{"sensor":"s%d","ts":1,"value":1}`, i)})
+	}
+	require.NoError(t, k.apply(ctx, recs))
+	_, err := k.cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	k.close()
+	require.NoError(t, w.Close())
+
+	changed := smaPipeline(t, 3)
+	changed.State.Durable.Store = store
+	changed.Graph.Nodes[0] = Node{Name: "mean", Type: "ema", Params: map[string]any{"period": 3}, Inputs: []string{"value"}}
+	w2, err := NewWorker(ctx, changed, WithWorkerID("w1"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w2.Close() })
+	_, err = w2.openShard(ctx, streaming.KafkaShard("readings", 0), 2, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 2, true }))
+	require.Error(t, err)
+	require.ErrorContains(t, err, `load state of operator "ema" (node "mean"): state was saved by operator "sma"`)
+	require.ErrorContains(t, err, "start the pipeline on an empty durable store")
+	require.Zero(t, w2.Stats().KeysQuarantined)
 }

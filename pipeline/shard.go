@@ -168,7 +168,7 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	pol := w.c.p.Checkpoint
 	opts := []streaming.CheckpointerOption{
 		streaming.WithOwnership(owner),
-		streaming.WithOperators(w.c.g.Operators()),
+		streaming.WithGraph(w.c.g),
 		streaming.WithCheckpointLogger(w.log),
 		streaming.WithCursorFormatter(activities.FormatCursor),
 		streaming.WithPreCommit(func(ctx context.Context, cid streaming.CheckpointID) error {

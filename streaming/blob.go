@@ -2,6 +2,7 @@ package streaming
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -62,6 +63,63 @@ func (in *Instance) AppendSave(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// loads checks that state saved by operator saved.Operator at
+// saved.TypeVersion for node saved.Node loads into g: the node exists,
+// runs that operator, and is at that version or can migrate from it (ops:
+// the instance's operators, nil to build one to ask). It returns the
+// node's index, or the error Load returns for such an entry.
+func (g *Graph) loads(saved OperatorInfo, ops []Operator) (int, error) {
+	idx := slices.IndexFunc(g.nodes, func(n node) bool { return n.name == saved.Node })
+	if idx < 0 {
+		return -1, &OperatorLoadError{Node: saved.Node, Operator: saved.Operator, Reason: "saved state belongs to a node the graph no longer has"}
+	}
+	n := g.nodes[idx]
+	if n.opName != saved.Operator {
+		return -1, &OperatorLoadError{Node: saved.Node, Operator: n.opName, Reason: fmt.Sprintf("state was saved by operator %q", saved.Operator)}
+	}
+	if saved.TypeVersion == n.version {
+		return idx, nil
+	}
+	var op Operator
+	if ops != nil {
+		op = ops[idx]
+	} else {
+		op = n.factory()
+	}
+	m, ok := op.(Migrator)
+	if !ok || !slices.Contains(m.MigratesFrom(), saved.TypeVersion) {
+		acc := []uint32{n.version}
+		if ok {
+			acc = append(acc, m.MigratesFrom()...)
+		}
+		return -1, &VersionError{Node: saved.Node, Operator: saved.Operator, Saved: saved.TypeVersion, Accepted: acc}
+	}
+	return idx, nil
+}
+
+// CheckRestore reports whether the state of a graph whose nodes were
+// saved (a snapshot's SnapshotMeta.Operators, as WithGraph records them:
+// the nodes that keep state) loads into g: every node saved is in g,
+// runs the same operator, and is at the same type version or can migrate
+// from it. Otherwise it returns every node that cannot, with the error
+// Instance.Load would return for each key's state (an *OperatorLoadError
+// or a *VersionError), joined: a checkpoint of another graph is refused
+// once, at restore, not key by key. Nodes added since start empty, as
+// Load starts them; a node of g that keeps no state is not checked (a
+// snapshot recording every node, as WithOperators may, lists it too).
+func (g *Graph) CheckRestore(saved []OperatorInfo) error {
+	var errs []error
+	for _, s := range saved {
+		if i := slices.IndexFunc(g.nodes, func(n node) bool { return n.name == s.Node }); i >= 0 && g.nodes[i].stateless {
+			continue
+		}
+		if _, err := g.loads(s, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Load restores the instance from a blob made by Save. Nodes absent from
 // the blob start fresh (a node added to the graph since the save). A blob
 // entry for a node the graph no longer has, for a node now running another
@@ -92,29 +150,18 @@ func (in *Instance) Load(blob []byte) error {
 			return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: fmt.Sprintf("type version %d overflows uint32", version64), Err: ErrCorrupt}
 		}
 		version := uint32(version64)
-		idx := slices.IndexFunc(in.g.nodes, func(n node) bool { return n.name == nodeName })
-		if idx < 0 {
-			return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: "saved state belongs to a node the graph no longer has"}
+		idx, err := in.g.loads(OperatorInfo{Node: nodeName, Operator: opName, TypeVersion: version}, in.ops)
+		if err != nil {
+			return err
 		}
 		if seen[idx] {
 			return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: "state appears twice in the blob", Err: ErrCorrupt}
 		}
 		seen[idx] = true
 		n := in.g.nodes[idx]
-		if n.opName != opName {
-			return &OperatorLoadError{Node: nodeName, Operator: n.opName, Reason: fmt.Sprintf("state was saved by operator %q", opName)}
-		}
 		op := in.ops[idx]
 		if version != n.version {
-			m, ok := op.(Migrator)
-			if !ok || !slices.Contains(m.MigratesFrom(), version) {
-				acc := []uint32{n.version}
-				if ok {
-					acc = append(acc, m.MigratesFrom()...)
-				}
-				return &VersionError{Node: nodeName, Operator: opName, Saved: version, Accepted: acc}
-			}
-			migrated, err := m.Migrate(version, data)
+			migrated, err := op.(Migrator).Migrate(version, data)
 			if err != nil {
 				return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: fmt.Sprintf("migrate from type version %d to %d", version, n.version), Err: err}
 			}

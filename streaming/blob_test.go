@@ -3,6 +3,7 @@ package streaming_test
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -225,4 +226,30 @@ func FuzzInstanceLoad(f *testing.F) {
 			t.Fatalf("reload of own save failed: %v", err)
 		}
 	})
+}
+
+// TestCheckRestore: a snapshot's recorded nodes are checked against the
+// graph that restores it, once, with the errors Load would return key by
+// key: a node removed, running another operator, or at a type version
+// neither current nor migrated from is refused, each named; nodes added
+// or stateless, and versions a Migrator accepts, pass.
+func TestCheckRestore(t *testing.T) {
+	saved := []streaming.OperatorInfo{{Node: "total", Operator: "sum", TypeVersion: 1}, {Node: "count", Operator: "counter", TypeVersion: 0}}
+	require.NoError(t, sumGraph(t, newSum).CheckRestore(saved), "the same graph")
+	require.NoError(t, sumGraph(t, newSum).CheckRestore(append(slices.Clone(saved), streaming.OperatorInfo{Node: "pos", Operator: "other", TypeVersion: 9})),
+		"a node that keeps no state is not checked")
+	require.NoError(t, sumGraph(t, newSum).CheckRestore(saved[:1]), "a node added since starts empty")
+	require.NoError(t, sumGraph(t, func() streaming.Operator { return &migratingSum{sum: sum{ver: 2}} }).CheckRestore(saved), "migrated from 1")
+
+	err := sumGraph(t, func() streaming.Operator { return &sum{ver: 3} }).CheckRestore(saved)
+	var ve *streaming.VersionError
+	require.ErrorAs(t, err, &ve)
+	assert.Equal(t, `load state of operator "sum" (node "total"): saved at type version 1, operator accepts 3`, err.Error())
+
+	shrunk, err := streaming.NewBuilder().Input("x").Node("count", newSum, "x").Build()
+	require.NoError(t, err)
+	err = shrunk.CheckRestore(saved)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `load state of operator "sum" (node "total"): saved state belongs to a node the graph no longer has`)
+	assert.Contains(t, err.Error(), `load state of operator "sum" (node "count"): state was saved by operator "counter"`, "every node refused, not only the first")
 }

@@ -98,6 +98,7 @@ type checkpointerConfig struct {
 	now             func() time.Time
 	ownership       Ownership
 	operators       []OperatorInfo
+	restoreCheck    func(saved []OperatorInfo) error
 	fingerprint     string
 	batchBytes      int
 	maxRuns         int
@@ -175,6 +176,19 @@ func WithOwnership(o Ownership) CheckpointerOption {
 // metadata (default none).
 func WithOperators(ops []OperatorInfo) CheckpointerOption {
 	return func(c *checkpointerConfig) { c.operators = ops }
+}
+
+// WithGraph records the nodes of g that keep state in every snapshot's
+// metadata (as WithOperators does) and makes Restore refuse a snapshot
+// whose state g cannot load (Graph.CheckRestore: a node removed, running
+// another operator, or at a type version it neither is nor migrates
+// from), naming each such node, before any state is read: without it,
+// every key's state would be refused as it loads, key by key.
+func WithGraph(g *Graph) CheckpointerOption {
+	return func(c *checkpointerConfig) {
+		c.operators = g.statefulOperators()
+		c.restoreCheck = g.CheckRestore
+	}
 }
 
 // WithSchemaFingerprint records the archive's Parquet schema fingerprint
@@ -921,6 +935,12 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	if want, got := c.cfg.fingerprint, meta.SchemaFingerprint; want != "" && got != "" && got != want {
 		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore,
 			Err: &SchemaMismatchError{Snapshot: string(rec.manifestKey()), Checkpoint: m.ID, Stored: got, Running: want}}
+	}
+	if f := c.cfg.restoreCheck; f != nil {
+		if err := f(meta.Operators); err != nil {
+			return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore,
+				Err: fmt.Errorf("snapshot %s holds state this graph cannot load (undo the change or give the operator a Migrator; to drop the state instead, start the pipeline on an empty durable store): %w", rec.manifestKey(), err)}
+		}
 	}
 	pieces := 0
 	var lastKey string

@@ -256,6 +256,18 @@ func (g *Graph) Operators() []OperatorInfo {
 	return out
 }
 
+// statefulOperators describes the nodes that keep state, in evaluation
+// order: what a snapshot of g records (WithGraph).
+func (g *Graph) statefulOperators() []OperatorInfo {
+	var out []OperatorInfo
+	for _, n := range g.nodes {
+		if !n.stateless {
+			out = append(out, OperatorInfo{Node: n.name, Operator: n.opName, TypeVersion: n.version})
+		}
+	}
+	return out
+}
+
 // NewInstance returns a fresh per-key instance of g.
 func (g *Graph) NewInstance() *Instance {
 	in := &Instance{
