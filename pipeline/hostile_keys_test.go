@@ -18,6 +18,7 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // strictSum sums its input; its Load refuses a sum above 1e12, as SMA's
@@ -120,6 +121,40 @@ func TestCorruptKeyStateIsQuarantined(t *testing.T) {
 	require.Equal(t, map[string]float64{"good-1": 11, "good-2": 22, "poison": 7}, lastSums(rec),
 		"poison starts afresh, the others continue from the checkpoint")
 	require.Equal(t, 1, b.w.Stats().Owned)
+	b.stop(t)
+}
+
+// TestQuarantineLogIsSampled: every quarantined key wrote a warning, so
+// a checkpoint whose keys' state no longer loads (a poisoned value in
+// many keys) flooded the log with one line per key as each was first
+// seen. The line is sampled as a dead letter's is; the count stays exact.
+func TestQuarantineLogIsSampled(t *testing.T) {
+	const n = 300
+	c := newCluster(t, 1)
+	addrs := c.ListenAddrs()
+	dir := t.TempDir()
+	p := sumPipeline(addrs, dir, pipeline.State{})
+	reg := pipeline.WithOperators(sumRegistry(t))
+	poison := func(seq int) []*kgo.Record {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = sumReading(fmt.Sprintf("poison-%d", i), seq+i, 5e12)
+		}
+		return recs
+	}
+	produceRaw(t, addrs, poison(0)...)
+	a := start(t, p, reg, pipeline.WithWorkerID("a"))
+	require.Eventually(t, func() bool { return a.w.Stats().RecordsIn == n }, 20*time.Second, 5*time.Millisecond)
+	a.stop(t) // the final checkpoint saves sums that no longer load
+
+	produceRaw(t, addrs, poison(n)...)
+	logged := logtest.NewCounter("key quarantined: its stored state does not load; it starts afresh")
+	began := time.Now()
+	b := start(t, p, reg, pipeline.WithWorkerID("b"), pipeline.WithLogger(logged.Logger()))
+	require.Eventually(t, func() bool { return b.w.Stats().RecordsIn == n }, 20*time.Second, 5*time.Millisecond)
+	elapsed := time.Since(began)
+	require.Equal(t, uint64(n), b.w.Stats().KeysQuarantined)
+	logged.RequireSampled(t, n, elapsed)
 	b.stop(t)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
@@ -152,12 +153,17 @@ func checkpointName(pipeline string, shard streaming.ShardID) string {
 
 // keyOptions are the keyed-state options for hostile keys (State.MaxKeys,
 // State.KeyTTL) and the quarantine of a key whose state does not load:
-// logged with the key shortened and counted, the shard carries on.
+// logged (sampled) with the key shortened and counted, the shard
+// carries on.
 func (w *Worker) keyOptions(id streaming.ShardID) []keyedstate.Option {
 	st := w.c.p.State
 	opts := []keyedstate.Option{keyedstate.WithQuarantine(func(key []byte, err error) {
 		w.m.quarantined.Add(1)
-		w.log.Warn("key quarantined: its stored state does not load; it starts afresh", "shard", id, "key", streaming.QuoteKey(key), "err", err)
+		// Sampled: a checkpoint whose keys all fail to load would write
+		// a line per key (the counter stays exact).
+		if ok, skipped := w.quarantineLog.Allow(); ok {
+			w.log.Warn("key quarantined: its stored state does not load; it starts afresh", lograte.With(skipped, "shard", id, "key", streaming.QuoteKey(key), "err", err)...)
+		}
 	})}
 	if st.MaxKeys > 0 {
 		opts = append(opts, keyedstate.WithMaxKeys(st.MaxKeys))
