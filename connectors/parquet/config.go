@@ -77,9 +77,10 @@ func (c writerConfig) validate() error {
 	return nil
 }
 
-// MaxTargetFileSize bounds the target file size (WithTargetFileSize): an
-// object store moves a finished file to its name with one server-side
-// copy, which S3 allows up to 5 GiB.
+// MaxTargetFileSize bounds the target file size (WithTargetFileSize). A
+// file closes once it reached the target, so it passes it by a row group
+// and its footer: on S3, a file over 5 GiB (the most one CopyObject
+// copies) is moved to its name with a multipart copy.
 const MaxTargetFileSize = 5 << 30
 
 const maxFileSize = MaxTargetFileSize

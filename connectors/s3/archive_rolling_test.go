@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -453,4 +457,100 @@ func checkpointWritesOnlyNewBytes(t *testing.T, minPart int64, maxTails int) {
 	left, err := f.Raw.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String(testBucket), Prefix: aws.String("tail/" + parquet.StagingDir + "/")})
 	require.NoError(t, err)
 	require.Empty(t, left.Contents, "the restore leaves no segment or record behind")
+}
+
+// versitygwBehind returns the URL of a front to v: requests pass through
+// front, which hands the ones it does not answer itself to v.
+func versitygwBehind(t *testing.T, v *versitygw, front func(v http.Handler) http.Handler) string {
+	t.Helper()
+	target, err := url.Parse(v.URL)
+	require.NoError(t, err)
+	srv := httptest.NewServer(front(httputil.NewSingleHostReverseProxy(target)))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// copyLimit refuses a CopyObject of a source larger than limit as S3
+// does one over 5 GiB (versitygw copies any size); UploadPartCopy passes.
+func copyLimit(raw *awss3.Client, limit int64) func(v http.Handler) http.Handler {
+	return func(v http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if src := r.Header.Get("X-Amz-Copy-Source"); r.Method == http.MethodPut && src != "" && !r.URL.Query().Has("partNumber") {
+				src, err := url.PathUnescape(strings.TrimPrefix(src, "/"))
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				bucket, key, _ := strings.Cut(src, "/")
+				head, err := raw.HeadObject(r.Context(), &awss3.HeadObjectInput{Bucket: &bucket, Key: &key})
+				if err == nil && aws.ToInt64(head.ContentLength) > limit {
+					w.WriteHeader(http.StatusBadRequest)
+					fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidRequest</Code><Message>The specified copy source is larger than the maximum allowable size for a copy source: %d</Message></Error>`, limit)
+					return
+				}
+			}
+			v.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestRollingArchiveFileOverTheCopyLimitVersitygw: a file closes once it
+// reached the target size, so a file of the largest target passes it by
+// a row group and its footer, and is over S3's CopyObject limit (here
+// lowered to the target, on a versitygw that refuses larger copies as S3
+// does). Commit publishes it with a multipart copy instead of failing at
+// every try, and every row reads back.
+func TestRollingArchiveFileOverTheCopyLimitVersitygw(t *testing.T) {
+	const target = 6 << 20
+	s3store.SetCopyLimits(t, target, 5<<20)
+	v := startVersitygw(t, "archive")
+	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(v.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(v.AccessKey, v.SecretKey, "")})
+	front := versitygwBehind(t, v, copyLimit(raw, target))
+	var rc s3store.RequestCounter
+	ctx := context.Background()
+	a, err := s3store.NewArchive(ctx, "archive", s3store.WithEndpoint(front), s3store.WithPathStyle(true), s3store.WithRegion("us-east-1"),
+		s3store.WithStaticCredentials(v.AccessKey, v.SecretKey, ""), s3store.WithPrefix("big"), s3store.WithAPIOptions(rc.Register))
+	require.NoError(t, err)
+	w, err := parquet.NewRollingWriter(a, "iot", 1, 1, parquet.WithTargetFileSize(target), parquet.WithPartSize(5<<20))
+	require.NoError(t, err)
+	_, err = w.Restore(ctx, parquet.RestorePoint{Cut: -1})
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var want []parquet.Row
+	batch := make([]parquet.Row, 0, 1000)
+	var off int64
+	for ; off < 2_000_000; off++ {
+		batch = append(batch, parquet.Row{Sensor: "s", Signal: "mean", TS: off, Value: rng.Float64(), Offset: off})
+		if len(batch) == cap(batch) {
+			require.NoError(t, w.Append(ctx, batch...))
+			want = append(want, batch...)
+			batch = batch[:0]
+		}
+	}
+	w.Roll()
+	_, err = w.PreCommit(ctx, off-1)
+	require.NoError(t, err)
+	st, err := w.Commit(ctx, off-1)
+	require.NoError(t, err)
+	objs, err := a.List(ctx, "iot/")
+	require.NoError(t, err)
+	var largest int64
+	for _, o := range objs {
+		largest = max(largest, o.Size)
+	}
+	require.Greater(t, largest, int64(target), "a file passes its target")
+	require.GreaterOrEqual(t, rc.Count("UploadPartCopy"), int64(2), "%d files, %d bytes", len(st.Files), st.FileBytes)
+	r, err := parquet.NewReader(a, "iot/")
+	require.NoError(t, err)
+	i := 0
+	for e, err := range r.All(ctx, parquet.Position{}) {
+		require.NoError(t, err)
+		require.Equal(t, want[i], e.Row)
+		i++
+	}
+	require.Equal(t, len(want), i)
+	ups, err := raw.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: aws.String("archive")})
+	require.NoError(t, err)
+	require.Empty(t, ups.Uploads, "uploads left in progress")
 }

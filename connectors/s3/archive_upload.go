@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -17,10 +18,11 @@ import (
 // The archive's rolling files are S3 multipart uploads: a file in
 // progress is an upload under the archive's hidden staging prefix, its
 // parts are uploaded as it grows, CompleteMultipartUpload finishes it at
-// the checkpoint commit, and a server-side CopyObject plus a delete gives
-// it its final name (which holds the file's last offset, unknown when the
-// upload began). Every step is idempotent, so a commit or restore
-// repeated after a crash at any request ends in the same objects.
+// the checkpoint commit, and a server-side copy (CopyObject, or a
+// multipart copy above 5 GiB) plus a delete gives it its final name
+// (which holds the file's last offset, unknown when the upload began).
+// Every step is idempotent, so a commit or restore repeated after a crash
+// at any request ends in the same objects.
 
 var (
 	_ parquet.Uploader     = (*Archive)(nil)
@@ -141,9 +143,20 @@ func (a *Archive) ListUploads(ctx context.Context, prefix string) ([]parquet.Upl
 	}
 }
 
-// Move implements parquet.Mover: a server-side CopyObject to the new
-// name, then a delete of the old one. A crash between the two leaves both
-// (the old one hidden); repeating the Move finishes it.
+// maxCopyObjectSize is the largest source S3's CopyObject copies (5 GiB);
+// a larger one is copied in parts (UploadPartCopy) of copyPartSize bytes.
+// A rolling file or a compaction output closes once it reached its
+// target, so it passes a 5 GiB target by a row group and its footer.
+// Variables so a test can copy a small object in several parts.
+var (
+	maxCopyObjectSize int64 = 5 << 30
+	copyPartSize      int64 = 1 << 30
+)
+
+// Move implements parquet.Mover: a server-side copy to the new name (one
+// CopyObject, or UploadPartCopy parts above maxCopyObjectSize), then a
+// delete of the old one. A crash between the two leaves both (the old one
+// hidden); repeating the Move finishes it.
 func (a *Archive) Move(ctx context.Context, from, to string) error {
 	if err := checkArchiveName(from); err != nil {
 		return err
@@ -151,11 +164,20 @@ func (a *Archive) Move(ctx context.Context, from, to string) error {
 	if err := checkArchiveName(to); err != nil {
 		return err
 	}
-	src := url.PathEscape(a.obj.bucket) + "/" + escapeKey(a.obj.key(from))
-	_, err := a.obj.client.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to)), CopySource: &src})
+	head, err := a.obj.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(from))})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("s3 archive: %w", a.obj.wrap("head", from, err))
+	}
+	if err == nil {
+		if size := aws.ToInt64(head.ContentLength); size > maxCopyObjectSize {
+			err = a.copyInParts(ctx, from, to, size, aws.ToString(head.ETag))
+		} else {
+			err = a.copyObject(ctx, from, to)
+		}
+	}
 	if err != nil {
 		if !isNotFound(err) {
-			return fmt.Errorf("s3 archive: %w", a.obj.wrap("copy "+a.obj.uri(from)+" to", to, err))
+			return err
 		}
 		// The source is gone: moved already if the target exists.
 		if _, herr := a.obj.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to))}); herr != nil {
@@ -171,6 +193,79 @@ func (a *Archive) Move(ctx context.Context, from, to string) error {
 	}
 	return nil
 }
+
+// copySource is from in the CopySource header's form.
+func (a *Archive) copySource(from string) string {
+	return url.PathEscape(a.obj.bucket) + "/" + escapeKey(a.obj.key(from))
+}
+
+// copyObject copies from to to with one CopyObject. A missing source
+// returns an error for which isNotFound holds.
+func (a *Archive) copyObject(ctx context.Context, from, to string) error {
+	src := a.copySource(from)
+	_, err := a.obj.client.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to)), CopySource: &src})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("s3 archive: %w", a.obj.wrap("copy "+a.obj.uri(from)+" to", to, err))
+	}
+	return err
+}
+
+// copyInParts copies from (size bytes, ETag etag) to to with a multipart
+// upload of UploadPartCopy byte ranges, each pinned to etag. A failed copy
+// aborts its upload (on a crash, the bucket's lifecycle rule for
+// incomplete uploads removes it). A missing source returns an error for
+// which isNotFound holds.
+func (a *Archive) copyInParts(ctx context.Context, from, to string, size int64, etag string) error {
+	// S3 allows at most 10,000 parts.
+	partSize := max(copyPartSize, (size+9999)/10000)
+	id, err := a.CreateUpload(ctx, to)
+	if err != nil {
+		return err
+	}
+	src := a.copySource(from)
+	var parts []types.CompletedPart
+	for off := int64(0); off < size; off += partSize {
+		n := int32(len(parts) + 1)
+		rng := fmt.Sprintf("bytes=%d-%d", off, min(off+partSize, size)-1)
+		in := &awss3.UploadPartCopyInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to)), UploadId: &id,
+			PartNumber: aws.Int32(n), CopySource: &src, CopySourceRange: &rng}
+		if etag != "" {
+			in.CopySourceIfMatch = aws.String(etag)
+		}
+		out, err := a.obj.client.UploadPartCopy(ctx, in)
+		if err != nil {
+			a.abortCopy(ctx, to, id)
+			if isNotFound(err) {
+				return err
+			}
+			return fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("copy %s of %s to part %d of", rng, a.obj.uri(from), n), to, err))
+		}
+		var tag *string
+		if out.CopyPartResult != nil {
+			tag = out.CopyPartResult.ETag
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: tag})
+	}
+	_, err = a.obj.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
+		Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to)), UploadId: &id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	})
+	if err != nil {
+		a.abortCopy(ctx, to, id)
+		return fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("complete the copy of %s in %d parts to", a.obj.uri(from), len(parts)), to, err))
+	}
+	return nil
+}
+
+// abortCopy aborts a failed multipart copy's upload, also when ctx is
+// done, for at most copyAbortTimeout.
+func (a *Archive) abortCopy(ctx context.Context, to, id string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), copyAbortTimeout)
+	defer cancel()
+	_ = a.AbortUpload(actx, to, id)
+}
+
+const copyAbortTimeout = 10 * time.Second
 
 // escapeKey escapes a key for the CopySource header, keeping slashes.
 func escapeKey(k string) string {

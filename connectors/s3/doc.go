@@ -21,7 +21,8 @@
 //     file in progress is a multipart upload under the archive's hidden
 //     staging prefix, completed at the checkpoint commit
 //     (CompleteMultipartUpload) and moved to its name with a server-side
-//     CopyObject and a delete; every step is idempotent, so a commit or
+//     copy (CopyObject; UploadPartCopy parts for a file over CopyObject's
+//     5 GiB) and a delete; every step is idempotent, so a commit or
 //     restore repeated after a crash at any request ends in the same
 //     objects. Parts are at least 5 MiB (WithMinPartSize lowers it for
 //     test servers); a restore aborts the uploads no record knows

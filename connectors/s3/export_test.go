@@ -24,3 +24,12 @@ func CraftManifest(gen uint64, segs []CraftedSegment, index map[string]CraftedLo
 	}
 	return encodeManifest(m)
 }
+
+// SetCopyLimits lowers, until t ends, the largest source Move copies
+// with one CopyObject and the size of the parts it copies a larger one
+// in, so a test copies a small object in several parts.
+func SetCopyLimits(t interface{ Cleanup(func()) }, maxCopyObject, partSize int64) {
+	oldMax, oldPart := maxCopyObjectSize, copyPartSize
+	maxCopyObjectSize, copyPartSize = maxCopyObject, partSize
+	t.Cleanup(func() { maxCopyObjectSize, copyPartSize = oldMax, oldPart })
+}
