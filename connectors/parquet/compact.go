@@ -336,7 +336,7 @@ func (c *compactor) run(ctx context.Context, files []FileInfo, skip int64, names
 	if _, err := uploadPending(ctx, c.up, &u, &pending, 0); err != nil {
 		return abort(err)
 	}
-	if err := c.up.CompleteUpload(ctx, u.Staging, u.UploadID, u.Parts); err != nil {
+	if err := completeUpload(ctx, c.up, u); err != nil {
 		return abort(err)
 	}
 	if err := c.mv.Move(ctx, u.Staging, cr.Output); err != nil {

@@ -552,11 +552,22 @@ func (w *RollingWriter) Commit(ctx context.Context, cut int64) (CommitStats, err
 // are idempotent: an upload completed before, or a file moved before, is
 // not an error.
 func (w *RollingWriter) publish(ctx context.Context, u uploadInfo, name string) error {
-	if err := w.up.CompleteUpload(ctx, u.Staging, u.UploadID, u.Parts); err != nil && !errors.Is(err, ErrUploadNotFound) {
+	if err := completeUpload(ctx, w.up, u); err != nil {
 		return fmt.Errorf("rolling writer %s: publish %s: %w", w.where(), name, err)
 	}
 	if err := w.mv.Move(ctx, u.Staging, name); err != nil {
 		return fmt.Errorf("rolling writer %s: publish %s: %w", w.where(), name, err)
+	}
+	return nil
+}
+
+// completeUpload completes u. An upload not found is not an error: it
+// was completed already (before a crash, or by the first try of this call
+// when its reply was lost and the SDK retried), or aborted, and the Move
+// that follows finds the finished object or says that neither exists.
+func completeUpload(ctx context.Context, up Uploader, u uploadInfo) error {
+	if err := up.CompleteUpload(ctx, u.Staging, u.UploadID, u.Parts); err != nil && !errors.Is(err, ErrUploadNotFound) {
+		return err
 	}
 	return nil
 }

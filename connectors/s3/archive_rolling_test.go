@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -553,4 +554,74 @@ func TestRollingArchiveFileOverTheCopyLimitVersitygw(t *testing.T) {
 	ups, err := raw.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: aws.String("archive")})
 	require.NoError(t, err)
 	require.Empty(t, ups.Uploads, "uploads left in progress")
+}
+
+// TestCompactRetriedCompleteVersitygw: the reply to compaction's
+// CompleteMultipartUpload is lost (the server completed the upload, the
+// front answers 500), so the SDK sends it again and gets NoSuchUpload, as
+// S3 may answer for an upload completed already (versitygw answers 200
+// again, so the front answers the retry). Compaction publishes the
+// finished output instead of giving up with it left in its hidden
+// staging folder.
+func TestCompactRetriedCompleteVersitygw(t *testing.T) {
+	v := startVersitygw(t, "archive")
+	var completes atomic.Int32
+	var lostReply atomic.Bool
+	front := versitygwBehind(t, v, func(v http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.URL.Query().Has("uploadId") && strings.Contains(r.URL.Path, "/"+parquet.StagingDir+"/compact/") {
+				switch completes.Add(1) {
+				case 1:
+					rec := httptest.NewRecorder()
+					v.ServeHTTP(rec, r)
+					lostReply.Store(rec.Code == http.StatusOK)
+					w.WriteHeader(http.StatusInternalServerError)
+					fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>`)
+					return
+				case 2:
+					w.WriteHeader(http.StatusNotFound)
+					fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.</Message></Error>`)
+					return
+				}
+			}
+			v.ServeHTTP(w, r)
+		})
+	})
+	ctx := context.Background()
+	a, err := s3store.NewArchive(ctx, "archive", s3store.WithEndpoint(front), s3store.WithPathStyle(true), s3store.WithRegion("us-east-1"),
+		s3store.WithStaticCredentials(v.AccessKey, v.SecretKey, ""), s3store.WithPrefix("cmp"))
+	require.NoError(t, err)
+	var want []parquet.Row
+	w, err := parquet.NewWriter(a, "iot", 0, 1)
+	require.NoError(t, err)
+	for off := range int64(100) {
+		rows := rowsAtOffset(off)
+		want = append(want, rows...)
+		require.NoError(t, w.Append(ctx, rows...))
+		if off%10 == 9 {
+			_, _, err := w.Flush(ctx)
+			require.NoError(t, err)
+		}
+	}
+	before, err := a.List(ctx, "iot/")
+	require.NoError(t, err)
+	require.Len(t, before, 10)
+
+	p := parquet.DefaultCompactPolicy()
+	p.TargetSize, p.SmallFile = 1<<20, 1<<20
+	res, err := parquet.Compact(ctx, a, "iot/", "", p, time.Now().Add(2*time.Hour))
+	require.NoError(t, err)
+	require.True(t, lostReply.Load(), "the first CompleteMultipartUpload completed the upload")
+	require.EqualValues(t, 2, completes.Load(), "the SDK sent CompleteMultipartUpload again")
+	require.Len(t, res.Runs, 1)
+	after, err := a.List(ctx, "")
+	require.NoError(t, err)
+	var names []string
+	for _, o := range after {
+		names = append(names, o.Name)
+	}
+	require.Equal(t, []string{res.Runs[0].Output}, names, "the output alone, nothing left in staging")
+	got := archivetest.ReadIndependently(t, a, "")
+	require.Len(t, got, len(want))
+	require.Empty(t, archivetest.Duplicates(got))
 }
