@@ -2,8 +2,11 @@ package s3_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -123,4 +126,44 @@ func TestArchiveObjectReplacedWhileOpen(t *testing.T) {
 	require.NoError(t, o.Close())
 	_, err = o.ReadAt(make([]byte, 4), 0)
 	require.ErrorContains(t, err, "closed")
+}
+
+// TestListUploadsNoSuchUploadOnALaterPage: a listing of uploads in pages
+// (here one upload a page) whose later page the server answers with
+// NoSuchUpload (its marker upload completed or aborted meanwhile, on
+// servers that answer so) is an error naming the prefix, not the end of
+// the listing: a restore would leave the uploads past the marker behind.
+// On the first page it still means no upload (gofakes3's answer for a
+// bucket that never had one).
+func TestListUploadsNoSuchUploadOnALaterPage(t *testing.T) {
+	ctx := context.Background()
+	var laterPages atomic.Int32
+	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			if r.Method == http.MethodGet && q.Has("uploads") {
+				if q.Has("upload-id-marker") || q.Has("key-marker") {
+					laterPages.Add(1)
+					w.WriteHeader(http.StatusNotFound)
+					fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>`)
+					return
+				}
+				q.Set("max-uploads", "1")
+				r.URL.RawQuery = q.Encode()
+			}
+			fake.ServeHTTP(w, r)
+		})
+	})
+	a, _ := newArchive(t, f, s3store.WithPrefix("ups"))
+	none, err := a.ListUploads(ctx, "_tflo/")
+	require.NoError(t, err, "no upload in the bucket yet")
+	require.Empty(t, none)
+	for range 3 {
+		_, err := a.CreateUpload(ctx, "_tflo/staging/iot/shard-000001/x.inprogress")
+		require.NoError(t, err)
+	}
+	ups, err := a.ListUploads(ctx, "_tflo/")
+	require.Error(t, err, "listed %d of 3 uploads as all of them", len(ups))
+	require.ErrorContains(t, err, "s3://"+testBucket+"/ups/_tflo/")
+	require.Positive(t, laterPages.Load())
 }

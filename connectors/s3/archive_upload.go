@@ -120,8 +120,11 @@ func (a *Archive) ListUploads(ctx context.Context, prefix string) ([]parquet.Upl
 	in := &awss3.ListMultipartUploadsInput{Bucket: &a.obj.bucket, Prefix: aws.String(a.obj.key(prefix))}
 	for {
 		page, err := a.obj.client.ListMultipartUploads(ctx, in)
-		if err != nil && isNoSuchUpload(err) {
-			return out, nil // gofakes3 answers so for a bucket that never had an upload
+		if err != nil && isNoSuchUpload(err) && in.KeyMarker == nil && in.UploadIdMarker == nil {
+			// gofakes3 answers so for a bucket that never had an upload.
+			// On a later page (its marker upload gone meanwhile) it is an
+			// error: the uploads past the marker would be left behind.
+			return nil, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("s3 archive: %w", a.obj.wrap("list uploads", prefix+"*", err))
