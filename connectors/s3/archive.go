@@ -229,6 +229,11 @@ func (o *archiveObject) fetch(p []byte, off int64) error {
 		// Servers that ignore If-Match on GET still return the ETag.
 		return fmt.Errorf("s3 archive %s: object replaced since it was opened (ETag %s, now %s)", o.obj.uri(o.name), o.etag, *out.ETag)
 	}
+	if cl := out.ContentLength; cl != nil && *cl != int64(len(p)) {
+		// A server (or a proxy) that ignores Range sends the whole
+		// object: its first bytes are not those at off.
+		return fmt.Errorf("s3 archive %s: get %s: the server sends %d bytes, not %d (does it ignore Range?)", o.obj.uri(o.name), rng, *cl, len(p))
+	}
 	if got, err := io.ReadFull(out.Body, p); err != nil {
 		return fmt.Errorf("s3 archive %s: read %s: got %d of %d bytes: %w", o.obj.uri(o.name), rng, got, len(p), err)
 	}

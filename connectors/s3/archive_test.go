@@ -167,3 +167,35 @@ func TestListUploadsNoSuchUploadOnALaterPage(t *testing.T) {
 	require.ErrorContains(t, err, "s3://"+testBucket+"/ups/_tflo/")
 	require.Positive(t, laterPages.Load())
 }
+
+// TestArchiveReadOfAServerIgnoringRange: a server (or a proxy before it)
+// that ignores the Range header answers a ranged GET with the whole
+// object. A read is an error naming the object and the range, not the
+// object's first bytes passed off as those at the offset.
+func TestArchiveReadOfAServerIgnoringRange(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Del("Range")
+			fake.ServeHTTP(w, r)
+		})
+	})
+	a, _ := newArchive(t, f, s3store.WithReadBlockSize(4096))
+	data := make([]byte, 3*4096)
+	for i := range data {
+		data[i] = byte(i / 7)
+	}
+	require.NoError(t, a.PutAtomic(ctx, "p/f", data))
+	o, err := a.Open(ctx, "p/f")
+	require.NoError(t, err)
+	defer o.Close()
+	for _, n := range []int{100, 4096} { // through the block cache, and straight
+		p := make([]byte, n)
+		got, err := o.ReadAt(p, 5000)
+		if err == nil {
+			require.Equal(t, data[5000:5000+n], p[:got], "read of %d bytes at 5000", n)
+		}
+		require.ErrorContains(t, err, "s3://"+testBucket+"/p/f")
+		require.ErrorContains(t, err, "bytes=")
+	}
+}
