@@ -265,11 +265,11 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 	res := ReplayPartitionResult{Partition: in.Partition, Next: in.Start}
 	if activity.HasHeartbeatDetails(ctx) {
 		var hb ReplayPartitionResult
-		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.Partition == in.Partition && hb.Finished < len(parts) {
+		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.Partition == in.Partition && hb.Finished <= len(parts) {
 			res, res.Resumed = hb, true
 		}
 	}
-	for ; res.Finished < len(parts); res.Finished++ {
+	for res.Finished < len(parts) {
 		if res.Finished > 0 && res.Next == (parquet.Position{}) && res.Files >= rp.maxFiles {
 			// The next partition is left whole to the next activity.
 			return res, nil
@@ -278,11 +278,15 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		if err != nil || stopped {
 			return res, err
 		}
-		// The partition's rows are flushed: a retry starts at the next.
+		// The partition's rows are flushed: the heartbeat counts it
+		// finished, so a retry starts at the next (not counting it, a
+		// retry after a store error listing the next replayed this one
+		// again and counted its files twice); a retry from the last
+		// one's heartbeat is done at once.
+		res.Finished++
 		res.Next = parquet.Position{}
 		activity.RecordHeartbeat(ctx, res)
 	}
-	res.Finished = len(parts)
 	res.Done = true
 	return res, nil
 }

@@ -3,7 +3,10 @@ package activities_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,6 +181,65 @@ func TestReplayPartitionGoesOnWithThen(t *testing.T) {
 	for k := range sink.counts {
 		assert.NotContains(t, k, "iot-9/", "shard 9 was not given")
 	}
+}
+
+// listFailsOnce is an archive whose listing of prefix fails once, as an
+// object store's does in an outage.
+type listFailsOnce struct {
+	parquet.Archive
+	prefix string
+	failed atomic.Bool
+}
+
+func (a *listFailsOnce) List(ctx context.Context, prefix string) ([]parquet.ObjectInfo, error) {
+	if strings.HasPrefix(prefix, a.prefix) && a.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("s3: 503 slow down")
+	}
+	return a.Archive.List(ctx, prefix)
+}
+
+// TestReplayPartitionRetryAfterAPartitionEndsStartsTheNext: a batched
+// activity whose store fails listing its second partition (after the
+// first ended, before a file of the second) is retried from its last
+// heartbeat and goes on with the second. Bug: the heartbeat at the
+// first's end kept its finished count (the first not counted) and reset
+// its position to the start, so the retry replayed the first partition
+// again and counted its files and rows twice.
+func TestReplayPartitionRetryAfterAPartitionEndsStartsTheNext(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	rows := 0
+	for shard := range int32(3) {
+		rows += shardFiles(t, arc, "iot", shard, 2, 40)
+	}
+	sink := newMemSink()
+	env, b := partitionEnv(sink)
+	failing := &listFailsOnce{Archive: arc, prefix: "iot/shard-000001/"}
+	b.Archives = func(string) (parquet.Archive, string, error) { return failing, "", nil }
+	var last converter.EncodedValues
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) { last = d })
+	parts := []string{"iot/shard-000000/", "iot/shard-000001/", "iot/shard-000002/"}
+	in := activities.ReplayPartitionInput{Location: loc, Partition: parts[0], Then: parts[1:], Sink: "mem", BatchRows: 40, HeartbeatRows: 40}
+	var res activities.ReplayPartitionResult
+	require.ErrorContains(t, env.run(b.ReplayPartition, in, &res), "503")
+	var hb activities.ReplayPartitionResult
+	require.NoError(t, last.Get(&hb))
+	assert.Equal(t, 1, hb.Finished, "shard 0 finished")
+	assert.Equal(t, 2, hb.Files)
+	env.SetHeartbeatDetails(hb)
+	require.NoError(t, env.run(b.ReplayPartition, in, &res))
+	assert.True(t, res.Resumed)
+	assert.True(t, res.Done)
+	assert.Equal(t, 3, res.Finished)
+	assert.Equal(t, 6, res.Files, "each file counted once")
+	assert.Equal(t, int64(rows), res.Rows, "each row counted once")
+	require.Len(t, sink.counts, rows)
+	twice := 0
+	for _, n := range sink.counts {
+		if n > 1 {
+			twice++
+		}
+	}
+	assert.Zero(t, twice, "rows written again")
 }
 
 // Compaction between two activities of a partition: the next activity's
