@@ -51,7 +51,7 @@ func Types() []streaming.OperatorType {
 			Params: []streaming.Param{
 				{Name: "window", Kind: streaming.ParamInt, Default: int64(0), Min: streaming.Bound(0), Max: streaming.Bound(maxWindow),
 					Doc: "number of trades averaged over; 0 for cumulative since the start (a session)"},
-				streaming.WarmupParam(streaming.WarmupPartial),
+				vwapWarmup(),
 			},
 			MinInputs: 2, MaxInputs: 2, Inputs: "price, volume",
 			Output:      "float: the VWAP, on every valid trade once the volume in the window is positive (with warmup: full, a rolling window waits for N trades; a trade with a negative volume is refused, as NaN and ±Inf are)",
@@ -146,6 +146,16 @@ func Types() []streaming.OperatorType {
 			},
 		},
 	}
+}
+
+// vwapWarmup is vwap's warm-up parameter: its doc says that a cumulative
+// VWAP ignores it, as VWAP does (a spec's window: 0 with warmup: full is
+// accepted and emits from the first trade, which the generic doc, "before
+// its window first fills", did not say).
+func vwapWarmup() streaming.Param {
+	p := streaming.WarmupParam(streaming.WarmupPartial)
+	p.Doc += "; ignored with window 0 (a cumulative VWAP has no window to fill: it emits from the first trade with a positive volume)"
+	return p
 }
 
 // paramErr is New's refusal of parameter name.

@@ -63,3 +63,26 @@ func TestRegisteredParametersReachTheOperator(t *testing.T) {
 		[]streaming.Computed{none, none, none, streaming.Sig(fintech.Bullish, 2.0/3-7.0/12), streaming.Sig(fintech.Bearish, 11.0/36-43.0/108)},
 		run("macd", map[string]any{"fast": 2, "slow": 3, "signal": 2, "component": "histogram"}, 1, 2, 3, 5, 4))
 }
+
+// TestVWAPWarmupDocSaysACumulativeVWAPIgnoresIt: vwap's warm-up parameter
+// is ignored by a cumulative VWAP (window 0), as the type's doc says, and
+// the registry's parameter doc (starter operators) says so too. Bug: it
+// gave the generic doc ("before its window first fills"), and a spec's
+// window: 0 with warmup: full emitted from the first trade unannounced.
+func TestVWAPWarmupDocSaysACumulativeVWAPIgnoresIt(t *testing.T) {
+	r := streaming.NewRegistry()
+	require.NoError(t, fintech.Register(r))
+	typ, ok := r.Lookup("vwap")
+	require.True(t, ok)
+	var doc string
+	for _, p := range typ.Params {
+		if p.Name == streaming.WarmupParamName {
+			doc = p.Doc
+		}
+	}
+	require.Contains(t, doc, "ignored with window 0")
+	f, err := r.Factory("vwap", map[string]any{"window": 0, "warmup": "full"})
+	require.NoError(t, err)
+	optest.RequireOutputs(t, []streaming.Computed{streaming.Float(10)},
+		[]streaming.Computed{f().Eval([]streaming.Computed{streaming.Float(10), streaming.Float(2)}, 0)})
+}
