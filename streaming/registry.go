@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,7 +90,8 @@ type OperatorType struct {
 	// Modes names the modes of the signals the node emits (nil when it
 	// emits plain values); sinks use the names (an Influx "mode" tag).
 	Modes map[Mode]string `json:"modes,omitempty"`
-	// TypeVersion is the operator's state type version (Operator.TypeVersion).
+	// TypeVersion is the operator's state type version (Operator.TypeVersion):
+	// Factory refuses a type whose operators have another.
 	TypeVersion uint32 `json:"type_version"`
 	// New checks the parameters (already defaulted and of the declared
 	// kinds) and returns the factory a graph calls once per key. Errors
@@ -357,7 +359,8 @@ func (r *Registry) Resolve(name string, raw map[string]any) (OperatorType, Param
 	}
 }
 
-// Factory resolves the parameters and calls the type's New.
+// Factory resolves the parameters and calls the type's New. It refuses a
+// type whose operators' TypeVersion is not the declared one.
 func (r *Registry) Factory(name string, raw map[string]any) (func() Operator, error) {
 	t, p, err := r.Resolve(name, raw)
 	if err != nil {
@@ -370,7 +373,28 @@ func (r *Registry) Factory(name string, raw map[string]any) (func() Operator, er
 	if f == nil {
 		return nil, &ParamError{Operator: name, Reason: "New returned a nil factory"}
 	}
-	return f, nil
+	// The declared TypeVersion is what a registry lists (starter
+	// operators); nothing else compared it with the operator's, so a type
+	// whose two disagree listed the wrong version. The first operator is
+	// built here to check, and handed to the factory's first caller (a
+	// graph builds one at once), so no operator is built for nothing.
+	op := f()
+	if op == nil {
+		return f, nil // the graph names the node whose factory returned nil
+	}
+	if v := op.TypeVersion(); v != t.TypeVersion {
+		return nil, &ParamError{Operator: name, Reason: fmt.Sprintf(
+			"declared TypeVersion %d, but the operator its New builds (%q) has TypeVersion %d", t.TypeVersion, op.Name(), v)}
+	}
+	var taken atomic.Bool
+	return func() Operator {
+		if taken.CompareAndSwap(false, true) {
+			first := op
+			op = nil // only this call reads op: the factory keeps no operator
+			return first
+		}
+		return f()
+	}, nil
 }
 
 // newError is the refusal err of operator type op's New as a *ParamError

@@ -218,3 +218,30 @@ func TestWarmupParam(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "partial", w.String())
 }
+
+// TestRegistryRefusesATypeVersionItsOperatorDoesNotHave: a type declaring
+// a TypeVersion its operators do not have is refused when built, naming
+// the type and both versions; one that agrees builds a fresh operator per
+// call. Bug: nothing compared them, and the registry (starter operators)
+// listed the declared version, not the one the operators save.
+func TestRegistryRefusesATypeVersionItsOperatorDoesNotHave(t *testing.T) {
+	r := streaming.NewRegistry()
+	typ := scaleType()
+	typ.TypeVersion = 3 // scale, stateless, has TypeVersion 0
+	require.NoError(t, r.Register(typ))
+	_, err := r.Factory("scale", map[string]any{"n": 1})
+	var pe *streaming.ParamError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "scale", pe.Operator)
+	require.ErrorContains(t, err, "declared TypeVersion 3")
+	require.ErrorContains(t, err, "has TypeVersion 0")
+
+	r = streaming.NewRegistry()
+	require.NoError(t, r.Register(scaleType()))
+	f, err := r.Factory("scale", map[string]any{"n": 1, "k": 2})
+	require.NoError(t, err)
+	a, b := f(), f()
+	require.NotSame(t, a, b, "each call builds its own operator")
+	require.Equal(t, 4.0, a.Eval([]streaming.Computed{streaming.Float(2)}, 0).Float64())
+	require.Equal(t, 4.0, b.Eval([]streaming.Computed{streaming.Float(2)}, 0).Float64())
+}
