@@ -473,6 +473,15 @@ func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i 
 				continue
 			}
 			parts := append([]string{lane.Partition}, lane.Then...)
+			next := res.Next
+			if res.Done && res.Finished < len(parts) {
+				// An activity of a build before batching (a worker not
+				// yet upgraded, or a user's own) ignores Then and reports
+				// Done, without Finished, for its own partition only:
+				// taken for the batch, the rest were never replayed.
+				res.Finished, next = max(res.Finished, 1), parquet.Position{}
+				res.Done = res.Finished == len(parts)
+			}
 			if res.Done {
 				b.st.Lanes = append(b.st.Lanes[:j], b.st.Lanes[j+1:]...)
 				p.PartitionsDone += len(parts)
@@ -482,7 +491,7 @@ func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i 
 			// where the activity stopped in it.
 			fin := min(max(res.Finished, 0), len(parts)-1)
 			p.PartitionsDone += fin
-			b.st.Lanes[j] = BackfillLane{Partition: parts[fin], Next: res.Next, Then: parts[fin+1:]}
+			b.st.Lanes[j] = BackfillLane{Partition: parts[fin], Next: next, Then: parts[fin+1:]}
 			break
 		}
 	})

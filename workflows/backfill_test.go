@@ -197,6 +197,38 @@ func TestBackfillBatchesSmallPartitions(t *testing.T) {
 	assert.Less(t, f.replays, 40, "small partitions replay in batches")
 }
 
+// TestBackfillBatchesOnAWorkerThatIgnoresThen: a replay activity of a
+// build before batching (a worker not yet upgraded, or one of the user's
+// own) ignores ReplayPartitionInput.Then and reports its own partition
+// done, without Finished; the partitions of the batch after it are
+// replayed by the lane's next activities. Before, its Done counted the
+// whole batch done: those partitions were never replayed, and the
+// backfill completed without them.
+func TestBackfillBatchesOnAWorkerThatIgnoresThen(t *testing.T) {
+	f := newFakeArchive(40, 1, 50) // 1 to 3 files each
+	in := backfillIn
+	in.Window, in.FilesPerActivity = 4, 16
+	env := newPartitionEnv(t, f, func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		in.Then = nil // the old input had no Then, nor the result Finished
+		res, err := f.replay(ctx, in)
+		res.Finished = 0
+		return res, err
+	})
+	env.ExecuteWorkflow(workflows.BackfillWorkflow, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var p workflows.BackfillProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	tot := f.totals()
+	assert.True(t, p.Done)
+	for _, name := range f.names {
+		assert.Equal(t, 1, f.replayed[name], "partition %s replayed once", name)
+	}
+	assert.Equal(t, tot.Files, p.FilesDone, "every file once")
+	assert.Equal(t, 40, p.PartitionsDone)
+	assert.False(t, f.overlap)
+}
+
 // A long backfill continues as new, carrying the partitions in flight
 // with their positions, the queue and the listing cursor; the chain of
 // runs replays every file exactly once.
