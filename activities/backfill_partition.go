@@ -239,8 +239,13 @@ type ReplayPartitionResult struct {
 // MaxFiles files were read). A schema mismatch is non-retryable and names
 // the file and both fingerprints.
 func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput) (ReplayPartitionResult, error) {
-	if in.Partition == "" || in.Sink == "" || slices.Contains(in.Then, "") {
+	if in.Partition == "" || in.Sink == "" {
 		return ReplayPartitionResult{}, temporal.NewNonRetryableApplicationError("replay partition: partition and sink are required", ErrTypeBadInput, nil)
+	}
+	if i := slices.Index(in.Then, ""); i >= 0 {
+		// Not "partition and sink are required": both were given.
+		return ReplayPartitionResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("replay partition %s: partition %d of then (of %d) is empty", in.Partition, i+1, len(in.Then)), ErrTypeBadInput, nil)
 	}
 	sink, graph, err := a.sinkAndGraph(in.Sink, in.Graph)
 	if err != nil {

@@ -183,6 +183,24 @@ func TestReplayPartitionGoesOnWithThen(t *testing.T) {
 	}
 }
 
+// TestReplayPartitionNamesAnEmptyPartitionOfThen: an empty name among the
+// partitions after the activity's own is refused naming it, not as a
+// missing partition or sink. Bug: the error said "partition and sink are
+// required" of an input that had both.
+func TestReplayPartitionNamesAnEmptyPartitionOfThen(t *testing.T) {
+	loc, _ := writeArchive(t, 0, 0)
+	env, b := partitionEnv(newMemSink())
+	in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000000/", Then: []string{"iot/shard-000001/", ""}, Sink: "mem"}
+	var res activities.ReplayPartitionResult
+	err := env.run(b.ReplayPartition, in, &res)
+	require.Error(t, err)
+	typ, nonRetryable := appErrType(t, err)
+	assert.Equal(t, activities.ErrTypeBadInput, typ)
+	assert.True(t, nonRetryable)
+	assert.ErrorContains(t, err, "replay partition iot/shard-000000/: partition 2 of then (of 2) is empty")
+	assert.NotContains(t, err.Error(), "required")
+}
+
 // listFailsOnce is an archive whose listing of prefix fails once, as an
 // object store's does in an outage.
 type listFailsOnce struct {
