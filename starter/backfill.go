@@ -118,7 +118,7 @@ else through the workers' TFLO_S3_* settings. Sinks: ` + worker.SinkExamples + `
 	f.StringVar(&from, "from", "", "only rows at or after this time (RFC 3339)")
 	f.StringVar(&to, "to", "", "only rows before this time (RFC 3339)")
 	f.IntVar(&in.Window, "window", 4, "partitions replayed at once")
-	f.IntVar(&in.FilesPerActivity, "files-per-activity", 256, "files one replay activity reads before the next takes over (shards smaller than that go several to an activity)")
+	f.IntVar(&in.FilesPerActivity, "files-per-activity", 256, "files one replay activity reads before the next takes over (when the archive's shards average at most half of it, several go to an activity: the batch is sized by the average, not by each shard)")
 	f.StringVar(&in.TaskQueue, "task-queue", workflows.BackfillTaskQueue, "task queue of the replay activities (tflo's workers serve only "+workflows.BackfillTaskQueue+"; another needs a worker of your own that registers the backfill activities, or the replays wait for ever)")
 	wf.add(cmd, "until the backfill ends, showing its progress", 0)
 	return cmd

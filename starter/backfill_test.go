@@ -57,6 +57,21 @@ func TestBackfillStartChecksSinkAndArchive(t *testing.T) {
 	}
 }
 
+// TestFilesPerActivityFlagSaysHowShardsAreBatched: the workflow batches
+// shards by the archive's average files per shard (files-per-activity
+// over the average, workflows.BackfillWorkflow), not by each shard's
+// size. Bug: the flag said "shards smaller than that go several to an
+// activity", and in an archive averaging 200 files a shard of 10 went
+// alone with files-per-activity 256.
+func TestFilesPerActivityFlagSaysHowShardsAreBatched(t *testing.T) {
+	cmd := newRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	start, _, err := cmd.Find([]string{"backfill", "start"})
+	require.NoError(t, err)
+	usage := start.Flags().Lookup("files-per-activity").Usage
+	assert.NotContains(t, usage, "shards smaller than that")
+	assert.Contains(t, usage, "shards average at most half of it")
+}
+
 func TestProgressLineBytes(t *testing.T) {
 	line := progressLine(workflows.BackfillProgress{FilesDone: 10, FilesTotal: 40, RowsDone: 5000, BytesDone: 1 << 20, BytesTotal: 4 << 20, RowsPerSecond: 1200, ETA: 3 * time.Second})
 	assert.Equal(t, "[#######-----------------------]  25%  files 10/40  rows 5000  1.0 MiB/4.0 MiB  1200 rows/s  ETA 3s", line)
