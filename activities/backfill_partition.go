@@ -280,6 +280,11 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 			return res, nil
 		}
 		stopped, err := rp.one(ctx, parts[res.Finished], &res)
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+			// Cancelled (the backfill was): what was flushed goes back
+			// with the cancellation, for the backfill's progress.
+			return res, temporal.NewCanceledError(res)
+		}
 		if err != nil || stopped {
 			return res, err
 		}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -458,10 +459,18 @@ func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i 
 		p.Running = remove(p.Running, lane.Partition)
 		var res activities.ReplayPartitionResult
 		if err := fut.Get(ctx, &res); err != nil {
-			if b.firstErr == nil {
-				b.firstErr = fmt.Errorf("replay %s: %w", lane.Partition, err)
+			// A replay cancelled with the backfill reports what it had
+			// flushed (its result as the cancellation's details): counted,
+			// as a result is, so the progress the cancellation carries
+			// is not short of whole partitions of a batch.
+			var ce *temporal.CanceledError
+			if !errors.As(err, &ce) || !ce.HasDetails() || ce.Details(&res) != nil {
+				if b.firstErr == nil {
+					b.firstErr = fmt.Errorf("replay %s: %w", lane.Partition, err)
+				}
+				return
 			}
-			return
+			res.Done = false
 		}
 		p.FilesDone += res.Files
 		p.BytesDone += res.Bytes

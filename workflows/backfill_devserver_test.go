@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 
@@ -140,6 +142,68 @@ func TestBackfillOfManySmallShardsOnDevServer(t *testing.T) {
 	t.Logf("1,000 shards of one file: %d replay activities, %d history events", f.replays, events)
 	require.Less(t, f.replays, parts/10, "small shards replay in batches")
 	require.Less(t, events, parts/2, "history grows with files per activity, not with shards")
+}
+
+// TestBackfillCancelCountsWhatTheReplaysFlushedOnDevServer: a backfill
+// cancelled mid-batch carries, in its cancellation, the progress of what
+// its replays had flushed (ReplayPartition answers a cancellation with
+// its result as details), whole partitions of a batch included. Before, a
+// cancelled replay's error carried nothing, and the progress counted none
+// of it. (The test suite resolves a cancelled activity at once, without
+// its answer: a dev server is needed.)
+func TestBackfillCancelCountsWhatTheReplaysFlushedOnDevServer(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFakeArchive(40, 1, 40) // 1 to 3 files each: batched
+	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
+	reg := func(fn any, name string) { bw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
+		return f.totals(), nil
+	}, "CountArchive")
+	reg(f.listPartitions, "ListPartitions")
+	var started atomic.Int32
+	var flushed atomic.Int64
+	reg(func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		// As ReplayPartition: the batch's first partition flushed whole
+		// and one file of the second, then the cancellation.
+		res := activities.ReplayPartitionResult{Partition: in.Partition, Finished: 1, Next: parquet.Position{File: "f1", Row: 1},
+			Files: f.files[in.Partition] + 1, Bytes: 1000 * int64(f.files[in.Partition]+1), Rows: 100, Written: 100}
+		flushed.Add(int64(res.Files))
+		started.Add(1)
+		for {
+			activity.RecordHeartbeat(ctx, res)
+			select {
+			case <-ctx.Done():
+				return res, temporal.NewCanceledError(res)
+			case <-time.After(100 * time.Millisecond): // the heartbeat's pace
+			}
+		}
+	}, "ReplayPartition")
+	require.NoError(t, bw.Start())
+	t.Cleanup(bw.Stop)
+
+	in := workflows.BackfillInput{Name: "cancel-mid-batch", Location: "s3://archive/iot", Sink: "influx:replay/autogen",
+		Window: 2, FilesPerActivity: 16, HeartbeatTimeout: 2 * time.Second}
+	id := workflows.BackfillWorkflowID(in.Name)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return started.Load() == 2 }, time.Minute, 10*time.Millisecond, "both lanes replay")
+	require.NoError(t, c.CancelWorkflow(ctx, id, ""))
+	err = run.Get(ctx, nil)
+	var ce *temporal.CanceledError
+	require.ErrorAs(t, err, &ce)
+	var p workflows.BackfillProgress
+	require.NoError(t, ce.Details(&p))
+	require.Equal(t, 2, p.PartitionsDone, "the first partition of each lane's batch")
+	require.Equal(t, int(flushed.Load()), p.FilesDone, "what the two replays flushed")
+	require.Equal(t, int64(200), p.Written)
+	require.Empty(t, p.Running)
 }
 
 // slowSink is a sink whose every Write takes delay (an InfluxDB under
