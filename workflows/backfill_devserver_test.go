@@ -39,19 +39,7 @@ func TestBackfillFiftyThousandFilesOnDevServer(t *testing.T) {
 	for _, p := range f.names {
 		f.files[p] = perPart
 	}
-	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
-	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
-	require.NoError(t, ctl.Start())
-	t.Cleanup(ctl.Stop)
-	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
-	reg := func(fn any, name string) { bw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
-		return f.totals(), nil
-	}, "CountArchive")
-	reg(f.listPartitions, "ListPartitions")
-	reg(f.replay, "ReplayPartition")
-	require.NoError(t, bw.Start())
-	t.Cleanup(bw.Stop)
+	startFakeArchiveWorkers(t, c, f, f.replay)
 
 	in := workflows.BackfillInput{Name: "fifty-k", Location: "s3://archive/iot", Sink: "influx:replay/autogen", Window: 8, FilesPerActivity: 50}
 	id := workflows.BackfillWorkflowID(in.Name)
@@ -65,21 +53,8 @@ func TestBackfillFiftyThousandFilesOnDevServer(t *testing.T) {
 	require.False(t, f.overlap)
 	require.Greater(t, p.Runs, 1, "1,000 replay activities continue as new at least once")
 
-	// Walk the chain of runs back from the last: events and payload sizes.
-	maxEvents, maxPayload, runs := 0, 0, 0
-	for runID := run.GetRunID(); runID != ""; {
-		runs++
-		events, prev := 0, ""
-		for _, ev := range temporaltest.History(t, ctx, c, id, runID) {
-			events++
-			maxPayload = max(maxPayload, proto.Size(ev))
-			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
-				prev = a.GetContinuedExecutionRunId()
-			}
-		}
-		maxEvents = max(maxEvents, events)
-		runID = prev
-	}
+	h := walkRuns(t, ctx, c, id, run.GetRunID())
+	runs, maxEvents, maxPayload := h.runs, h.maxEvents, h.maxPayload
 	require.Equal(t, p.Runs, runs)
 	t.Logf("50,000 files, 1,000 partitions: %d runs, at most %d events per run, largest event %d bytes", runs, maxEvents, maxPayload)
 	require.Less(t, maxEvents, 10_000, "a run's history stays under Temporal's 10,240-event warning")
@@ -101,19 +76,7 @@ func TestBackfillOfManySmallShardsOnDevServer(t *testing.T) {
 	for _, p := range f.names {
 		f.files[p] = 1
 	}
-	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
-	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
-	require.NoError(t, ctl.Start())
-	t.Cleanup(ctl.Stop)
-	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
-	reg := func(fn any, name string) { bw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
-		return f.totals(), nil
-	}, "CountArchive")
-	reg(f.listPartitions, "ListPartitions")
-	reg(f.replay, "ReplayPartition")
-	require.NoError(t, bw.Start())
-	t.Cleanup(bw.Stop)
+	startFakeArchiveWorkers(t, c, f, f.replay)
 
 	in := workflows.BackfillInput{Name: "small-shards", Location: "s3://archive/iot", Sink: "influx:replay/autogen", Window: 8}
 	id := workflows.BackfillWorkflowID(in.Name)
@@ -128,17 +91,7 @@ func TestBackfillOfManySmallShardsOnDevServer(t *testing.T) {
 	for _, name := range f.names {
 		require.Equal(t, 1, f.replayed[name], "partition %s replayed once", name)
 	}
-	events := 0
-	for runID := run.GetRunID(); runID != ""; {
-		prev := ""
-		for _, ev := range temporaltest.History(t, ctx, c, id, runID) {
-			events++
-			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
-				prev = a.GetContinuedExecutionRunId()
-			}
-		}
-		runID = prev
-	}
+	events := walkRuns(t, ctx, c, id, run.GetRunID()).events
 	t.Logf("1,000 shards of one file: %d replay activities, %d history events", f.replays, events)
 	require.Less(t, f.replays, parts/10, "small shards replay in batches")
 	require.Less(t, events, parts/2, "history grows with files per activity, not with shards")
@@ -157,19 +110,9 @@ func TestBackfillCancelCountsWhatTheReplaysFlushedOnDevServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := newFakeArchive(40, 1, 40) // 1 to 3 files each: batched
-	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
-	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
-	require.NoError(t, ctl.Start())
-	t.Cleanup(ctl.Stop)
-	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
-	reg := func(fn any, name string) { bw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
-		return f.totals(), nil
-	}, "CountArchive")
-	reg(f.listPartitions, "ListPartitions")
 	var started atomic.Int32
 	var flushed atomic.Int64
-	reg(func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+	startFakeArchiveWorkers(t, c, f, func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
 		// As ReplayPartition: the batch's first partition flushed whole
 		// and one file of the second, then the cancellation.
 		res := activities.ReplayPartitionResult{Partition: in.Partition, Finished: 1, Next: parquet.Position{File: "f1", Row: 1},
@@ -184,9 +127,7 @@ func TestBackfillCancelCountsWhatTheReplaysFlushedOnDevServer(t *testing.T) {
 			case <-time.After(100 * time.Millisecond): // the heartbeat's pace
 			}
 		}
-	}, "ReplayPartition")
-	require.NoError(t, bw.Start())
-	t.Cleanup(bw.Stop)
+	})
 
 	in := workflows.BackfillInput{Name: "cancel-mid-batch", Location: "s3://archive/iot", Sink: "influx:replay/autogen",
 		Window: 2, FilesPerActivity: 16, HeartbeatTimeout: 2 * time.Second}
@@ -204,6 +145,53 @@ func TestBackfillCancelCountsWhatTheReplaysFlushedOnDevServer(t *testing.T) {
 	require.Equal(t, int(flushed.Load()), p.FilesDone, "what the two replays flushed")
 	require.Equal(t, int64(200), p.Written)
 	require.Empty(t, p.Running)
+}
+
+// startFakeArchiveWorkers starts, on the dev server c, a control worker
+// running the backfill workflow and a backfill worker whose activities
+// stand in for f's archive, its replays done by replay.
+func startFakeArchiveWorkers(t *testing.T, c client.Client, f *fakeArchive, replay func(context.Context, activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error)) {
+	t.Helper()
+	ctl := worker.New(c, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	bw := worker.New(c, workflows.BackfillTaskQueue, worker.Options{})
+	reg := func(fn any, name string) { bw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
+		return f.totals(), nil
+	}, "CountArchive")
+	reg(f.listPartitions, "ListPartitions")
+	reg(replay, "ReplayPartition")
+	require.NoError(t, bw.Start())
+	t.Cleanup(bw.Stop)
+}
+
+// runHistory sums the histories of a chain of runs (continue-as-new).
+type runHistory struct {
+	runs, events, maxEvents, maxPayload int
+}
+
+// walkRuns walks workflow id's chain of runs back from runID: how many,
+// their events in all and at most in one, and the largest event's size.
+func walkRuns(t *testing.T, ctx context.Context, c client.Client, id, runID string) runHistory {
+	t.Helper()
+	var h runHistory
+	for runID != "" {
+		h.runs++
+		events, prev := 0, ""
+		for _, ev := range temporaltest.History(t, ctx, c, id, runID) {
+			events++
+			h.maxPayload = max(h.maxPayload, proto.Size(ev))
+			if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				prev = a.GetContinuedExecutionRunId()
+			}
+		}
+		h.events += events
+		h.maxEvents = max(h.maxEvents, events)
+		runID = prev
+	}
+	return h
 }
 
 // slowSink is a sink whose every Write takes delay (an InfluxDB under

@@ -134,25 +134,42 @@ func newPartitionEnv(t *testing.T, f *fakeArchive, replay ...func(context.Contex
 	return env
 }
 
+// runToEnd runs the backfill in on env, which must complete it, and
+// returns its progress.
+func runToEnd(t *testing.T, env *testsuite.TestWorkflowEnvironment, in workflows.BackfillInput) workflows.BackfillProgress {
+	t.Helper()
+	env.ExecuteWorkflow(workflows.BackfillWorkflow, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var p workflows.BackfillProgress
+	require.NoError(t, env.GetWorkflowResult(&p))
+	assert.True(t, p.Done)
+	return p
+}
+
+// requireEveryFileOnce checks that p counts every file, byte and
+// partition of f once, and that no partition replayed in two activities
+// at once.
+func requireEveryFileOnce(t *testing.T, f *fakeArchive, p workflows.BackfillProgress) {
+	t.Helper()
+	tot := f.totals()
+	assert.Equal(t, tot.Files, p.FilesDone, "every file once")
+	assert.Equal(t, tot.Bytes, p.BytesDone)
+	assert.Equal(t, len(f.names), p.PartitionsDone)
+	assert.False(t, f.overlap, "a partition's files replay in order, one activity at a time")
+}
+
 var backfillIn = workflows.BackfillInput{Name: "b1", Location: "file:///archive", Sink: "influx:replay/autogen", Window: 3, FilesPerActivity: 4}
 
 func TestBackfillPartitionsInParallel(t *testing.T) {
 	f := newFakeArchive(10, 9, 4)
 	env := newPartitionEnv(t, f)
-	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var p workflows.BackfillProgress
-	require.NoError(t, env.GetWorkflowResult(&p))
+	p := runToEnd(t, env, backfillIn)
 	tot := f.totals()
-	assert.True(t, p.Done)
-	assert.Equal(t, tot.Files, p.FilesDone)
+	requireEveryFileOnce(t, f, p)
 	assert.Equal(t, tot.Files, p.FilesTotal)
-	assert.Equal(t, tot.Bytes, p.BytesDone)
-	assert.Equal(t, 10, p.PartitionsDone)
 	assert.Equal(t, int64(tot.Files)*100, p.RowsDone)
 	assert.LessOrEqual(t, f.maxRunning, 3, "never more than Window partitions at once")
-	assert.False(t, f.overlap, "a partition's files replay in order, one activity at a time")
 	for _, name := range f.names {
 		want := (f.files[name] + 3) / 4
 		assert.Equal(t, want, f.calls[name], "partition %s: one activity per 4 files", name)
@@ -176,17 +193,9 @@ func TestBackfillBatchesSmallPartitions(t *testing.T) {
 	in := backfillIn
 	in.Window, in.FilesPerActivity = 4, 16
 	env := newPartitionEnv(t, f)
-	env.ExecuteWorkflow(workflows.BackfillWorkflow, in)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var p workflows.BackfillProgress
-	require.NoError(t, env.GetWorkflowResult(&p))
+	p := runToEnd(t, env, in)
 	tot := f.totals()
-	assert.True(t, p.Done)
-	assert.Equal(t, tot.Files, p.FilesDone, "every file once")
-	assert.Equal(t, tot.Bytes, p.BytesDone)
-	assert.Equal(t, 120, p.PartitionsDone)
-	assert.False(t, f.overlap)
+	requireEveryFileOnce(t, f, p)
 	assert.LessOrEqual(t, f.maxRunning, 4)
 	for _, name := range f.names {
 		assert.GreaterOrEqual(t, f.replayed[name], 1, "partition %s replayed", name)
@@ -214,19 +223,11 @@ func TestBackfillBatchesOnAWorkerThatIgnoresThen(t *testing.T) {
 		res.Finished = 0
 		return res, err
 	})
-	env.ExecuteWorkflow(workflows.BackfillWorkflow, in)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var p workflows.BackfillProgress
-	require.NoError(t, env.GetWorkflowResult(&p))
-	tot := f.totals()
-	assert.True(t, p.Done)
+	p := runToEnd(t, env, in)
 	for _, name := range f.names {
 		assert.Equal(t, 1, f.replayed[name], "partition %s replayed once", name)
 	}
-	assert.Equal(t, tot.Files, p.FilesDone, "every file once")
-	assert.Equal(t, 40, p.PartitionsDone)
-	assert.False(t, f.overlap)
+	requireEveryFileOnce(t, f, p)
 }
 
 // A long backfill continues as new, carrying the partitions in flight
