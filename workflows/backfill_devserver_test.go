@@ -42,12 +42,7 @@ func TestBackfillFiftyThousandFilesOnDevServer(t *testing.T) {
 	startFakeArchiveWorkers(t, c, f, f.replay)
 
 	in := workflows.BackfillInput{Name: "fifty-k", Location: "s3://archive/iot", Sink: "influx:replay/autogen", Window: 8, FilesPerActivity: 50}
-	id := workflows.BackfillWorkflowID(in.Name)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
-	require.NoError(t, err)
-	var p workflows.BackfillProgress
-	require.NoError(t, run.Get(ctx, &p))
-	require.True(t, p.Done)
+	id, run, p := runOnDevServer(t, ctx, c, in)
 	require.Equal(t, parts*perPart, p.FilesDone)
 	require.Equal(t, parts, p.PartitionsDone)
 	require.False(t, f.overlap)
@@ -79,12 +74,7 @@ func TestBackfillOfManySmallShardsOnDevServer(t *testing.T) {
 	startFakeArchiveWorkers(t, c, f, f.replay)
 
 	in := workflows.BackfillInput{Name: "small-shards", Location: "s3://archive/iot", Sink: "influx:replay/autogen", Window: 8}
-	id := workflows.BackfillWorkflowID(in.Name)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
-	require.NoError(t, err)
-	var p workflows.BackfillProgress
-	require.NoError(t, run.Get(ctx, &p))
-	require.True(t, p.Done)
+	id, run, p := runOnDevServer(t, ctx, c, in)
 	require.Equal(t, parts, p.FilesDone)
 	require.Equal(t, parts, p.PartitionsDone)
 	require.False(t, f.overlap)
@@ -165,6 +155,19 @@ func startFakeArchiveWorkers(t *testing.T, c client.Client, f *fakeArchive, repl
 	reg(replay, "ReplayPartition")
 	require.NoError(t, bw.Start())
 	t.Cleanup(bw.Stop)
+}
+
+// runOnDevServer runs the backfill in on c to its successful end and
+// returns its workflow id, its last run and its progress.
+func runOnDevServer(t *testing.T, ctx context.Context, c client.Client, in workflows.BackfillInput) (string, client.WorkflowRun, workflows.BackfillProgress) {
+	t.Helper()
+	id := workflows.BackfillWorkflowID(in.Name)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.ControlTaskQueue}, workflows.BackfillWorkflow, in)
+	require.NoError(t, err)
+	var p workflows.BackfillProgress
+	require.NoError(t, run.Get(ctx, &p))
+	require.True(t, p.Done)
+	return id, run, p
 }
 
 // runHistory sums the histories of a chain of runs (continue-as-new).

@@ -232,6 +232,22 @@ func checkArchiveExactlyOnce(t *testing.T, a *s3store.Archive, raw *awss3.Client
 // owner restores from the last committed checkpoint and the source
 // replays from its cut. Every row ends up in exactly one visible file, no
 // upload is left in progress.
+// requireRows reads every row under prefix of a, in order: they must be
+// want.
+func requireRows(t *testing.T, a parquet.Archive, prefix string, want []parquet.Row) {
+	t.Helper()
+	r, err := parquet.NewReader(a, prefix)
+	require.NoError(t, err)
+	i := 0
+	for e, err := range r.All(context.Background(), parquet.Position{}) {
+		require.NoError(t, err)
+		require.Less(t, i, len(want), "more rows than written")
+		require.Equal(t, want[i], e.Row)
+		i++
+	}
+	require.Equal(t, len(want), i)
+}
+
 func TestRollingArchiveCrashAtEveryRequest(t *testing.T) {
 	// Small parts: files of several parts. S3's minimum: every file is
 	// one part uploaded when it is sealed, the open file lives in the
@@ -349,15 +365,7 @@ func TestRollingArchiveVersitygw(t *testing.T) {
 			}
 		}
 		require.GreaterOrEqual(t, parts, 3, "%d bytes in %d parts", st.FileBytes, parts)
-		r, err := parquet.NewReader(open(), "iot/")
-		require.NoError(t, err)
-		i := 0
-		for e, err := range r.All(ctx, parquet.Position{}) {
-			require.NoError(t, err)
-			require.Equal(t, want[i], e.Row)
-			i++
-		}
-		require.Equal(t, len(want), i)
+		requireRows(t, open(), "iot/", want)
 	})
 	sampled := map[string]int{}
 	for i, op := range clean {
@@ -542,15 +550,7 @@ func TestRollingArchiveFileOverTheCopyLimitVersitygw(t *testing.T) {
 	}
 	require.Greater(t, largest, int64(target), "a file passes its target")
 	require.GreaterOrEqual(t, rc.Count("UploadPartCopy"), int64(2), "%d files, %d bytes", len(st.Files), st.FileBytes)
-	r, err := parquet.NewReader(a, "iot/")
-	require.NoError(t, err)
-	i := 0
-	for e, err := range r.All(ctx, parquet.Position{}) {
-		require.NoError(t, err)
-		require.Equal(t, want[i], e.Row)
-		i++
-	}
-	require.Equal(t, len(want), i)
+	requireRows(t, a, "iot/", want)
 	ups, err := raw.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: aws.String("archive")})
 	require.NoError(t, err)
 	require.Empty(t, ups.Uploads, "uploads left in progress")
