@@ -82,24 +82,32 @@ func (l Limits) Validate() error {
 	return err
 }
 
+// WithDefaults returns l with the defaults of its zero fields filled in
+// (MaxTSAge's, 0, is no bound; Now stays nil: time.Now): the limits
+// Compile checks, as `worker --print-config` shows them.
+func (l Limits) WithDefaults() Limits {
+	if l.KeyPattern == "" {
+		l.KeyPattern = DefaultKeyPattern
+	}
+	if l.MaxKeyBytes == 0 {
+		l.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if l.MaxAbsValue == 0 {
+		l.MaxAbsValue = DefaultMaxAbsValue
+	}
+	if l.MaxTSSkew == 0 {
+		l.MaxTSSkew = DefaultMaxTSSkew
+	}
+	if l.TSUnit == 0 {
+		l.TSUnit = time.Millisecond
+	}
+	return l
+}
+
 // Compile checks l, applies the defaults and returns the check.
 func (l Limits) Compile() (*LimitCheck, error) {
+	l = l.WithDefaults()
 	c := &LimitCheck{pattern: l.KeyPattern, maxKey: l.MaxKeyBytes, maxAbs: l.MaxAbsValue, skew: l.MaxTSSkew, age: l.MaxTSAge, unit: int64(l.TSUnit), now: l.Now}
-	if c.pattern == "" {
-		c.pattern = DefaultKeyPattern
-	}
-	if c.maxKey == 0 {
-		c.maxKey = DefaultMaxKeyBytes
-	}
-	if c.maxAbs == 0 {
-		c.maxAbs = DefaultMaxAbsValue
-	}
-	if c.skew == 0 {
-		c.skew = DefaultMaxTSSkew
-	}
-	if c.unit == 0 {
-		c.unit = int64(time.Millisecond)
-	}
 	if c.now == nil {
 		c.now = time.Now
 	}

@@ -347,6 +347,39 @@ sinks:
 	}
 }
 
+// TestPrintConfigShowsTheLimitsThatRun: the limits a spec leaves out
+// printed as limits.key_pattern = "", max_key_bytes = 0, max_abs_value =
+// 0 and max_ts_skew = 0s (# default), while the run checks every record
+// against streaming's defaults (the pattern, 128 bytes, 1e15, an hour);
+// a limit the spec sets prints as set.
+func TestPrintConfigShowsTheLimitsThatRun(t *testing.T) {
+	specPath := writeFile(t, "p.yaml", `name: trades
+source:
+  kafka: {brokers: [k:9092], topic: readings}
+limits: {max_abs_value: 1e9}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`)
+	var errOut bytes.Buffer
+	var code int
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	for _, re := range []string{
+		`(?m)^limits\.key_pattern = "` + regexp.QuoteMeta(streaming.DefaultKeyPattern) + `" +# default$`,
+		`(?m)^limits\.max_key_bytes = 128 +# default$`,
+		`(?m)^limits\.max_abs_value = 1e\+09 +# ` + regexp.QuoteMeta(specPath) + `:4$`,
+		`(?m)^limits\.max_ts_skew = 1h0m0s +# default$`,
+		`(?m)^limits\.max_ts_age = 0s +# default$`, // 0: no bound, the default
+		`(?m)^limits\.ts_unit = 1ms +# default$`,
+	} {
+		require.Regexp(t, re, out)
+	}
+}
+
 // TestPrintConfigWithoutASpec: --print-config without --pipeline printed
 // the configuration and then failed (exit 2, "--pipeline FILE is
 // required"); it prints the configuration, says no spec was given and

@@ -187,7 +187,11 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 	case *pipeline.MQTTSource:
 		s.Source = pipeline.SourceSpec{MQTT: src}
 	}
-	s.TimeUnit, s.Limits, s.Graph, s.State, s.Checkpoint = p.TimeUnit, p.Limits, p.Graph, p.State, p.Checkpoint
+	s.TimeUnit, s.Graph, s.State, s.Checkpoint = p.TimeUnit, p.Graph, p.State, p.Checkpoint
+	// The limits a spec leaves out are streaming's defaults, which every
+	// record is checked against: printed as "" and 0 they read as no
+	// limit at all.
+	s.Limits = p.Limits.WithDefaults()
 	// The spec's sinks became p's in order, with their defaults.
 	s.Sinks = slices.Clone(s.Sinks)
 	for i := range min(len(s.Sinks), len(p.Sinks)) {
