@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,7 +393,40 @@ graph:
 	require.ErrorContains(t, err, "source.mqtt.max_packet_size 4294967296 must be between 1 byte and 4294967295 bytes (4GiB - 1")
 
 	_, err = pipeline.Parse([]byte(strings.Replace(spec, `key_pattern: "[a-z]+"`, `key_pattern: "[a-z"`, 1)))
-	require.ErrorContains(t, err, `limits: key pattern "[a-z"`)
+	require.ErrorContains(t, err, `limits.key_pattern: key pattern "[a-z"`)
+}
+
+// TestSpecLimitProblemsNameTheirKeyAndLine: a spec's limits out of range
+// were reported as streaming's problems joined under the section's line:
+// the first as `pipeline "t": line 4: limits: key pattern ...`, the
+// others as bare "limits: max key bytes -1 ..." lines, naming neither
+// the pipeline, nor the key, nor its line. Each names its key path and
+// line now.
+func TestSpecLimitProblemsNameTheirKeyAndLine(t *testing.T) {
+	_, err := pipeline.Parse([]byte(`name: t
+source:
+  kafka: {brokers: [k:9092], topic: readings}
+limits:
+  key_pattern: "(("
+  max_key_bytes: -1
+  max_abs_value: -5
+  max_ts_age: -1s
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`))
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	for _, want := range []string{
+		`pipeline "t": line 5: limits.key_pattern: key pattern "((": `,
+		`pipeline "t": line 6: limits.max_key_bytes: max key bytes -1 must be positive`,
+		`pipeline "t": line 7: limits.max_abs_value: max absolute value -5 must be a positive finite number`,
+		`pipeline "t": line 8: limits.max_ts_age: max ts age -1s must not be negative`,
+	} {
+		require.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }), "no line %q in:\n%v", want, err)
+	}
+	require.Len(t, lines, 4, "one line a problem:\n%v", err)
 }
 
 // TestDeadLetterLogIsSampled: a stream of bad records writes a sample of

@@ -649,8 +649,31 @@ func (p Pipeline) validate(line func(key string) int) error {
 	} else if p.Limits.TSUnit != time.Duration(p.TimeUnit.Nanos()) {
 		addAt("limits.ts_unit", "limits.ts_unit %v is not the event time's unit, time_unit %q: set time_unit only", p.Limits.TSUnit, p.TimeUnit)
 	}
-	if err := p.Limits.Validate(); err != nil {
-		addAt("limits", "%v", err)
+	// Each limit checked on its own, so its problem names its key and
+	// line: streaming's problems, joined, named the section once, and
+	// only the first of them.
+	l, rest := p.Limits, p.Limits
+	rest.KeyPattern, rest.MaxKeyBytes, rest.MaxAbsValue, rest.MaxTSAge = "", 0, 0, 0
+	for _, lim := range []struct {
+		key string
+		l   streaming.Limits
+	}{
+		{"limits.key_pattern", streaming.Limits{KeyPattern: l.KeyPattern}},
+		{"limits.max_key_bytes", streaming.Limits{MaxKeyBytes: l.MaxKeyBytes}},
+		{"limits.max_abs_value", streaming.Limits{MaxAbsValue: l.MaxAbsValue}},
+		{"limits.max_ts_age", streaming.Limits{MaxTSAge: l.MaxTSAge}},
+		{"limits", rest}, // the others (their defaults for the ones above)
+	} {
+		err := lim.l.Validate()
+		es := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			es = j.Unwrap() // each problem on its own line
+		}
+		for _, e := range es {
+			if e != nil {
+				addAt(lim.key, "%s: %s", lim.key, strings.TrimPrefix(e.Error(), "limits: "))
+			}
+		}
 	}
 	g := p.Graph
 	if len(g.Inputs) == 0 {
