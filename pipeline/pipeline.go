@@ -165,7 +165,9 @@ type MQTTSource struct {
 	// also checkpoints as soon as the stream stalls on them or they fill
 	// half of ReceiveMaximum.
 	AckOnCheckpoint *bool `yaml:"ack_on_checkpoint"`
-	// Username and PasswordEnv (the variable holding the password).
+	// Username and PasswordEnv (the variable holding the password). The
+	// password is sent with the user name only: PasswordEnv without
+	// Username is refused.
 	Username    string `yaml:"username"`
 	PasswordEnv string `yaml:"password_env"`
 	// RequireTopicMatch dead-letters a reading whose sensor id is not the
@@ -632,6 +634,12 @@ func (p Pipeline) validate(line func(key string) int) error {
 			// MQTT's Maximum Packet Size is a four-byte integer: 4GiB
 			// itself does not fit, and the message must not invite it.
 			addAt("source.mqtt.max_packet_size", "source.mqtt.max_packet_size %d must be between 1 byte and %d bytes (4GiB - 1, MQTT's largest)", int64(s.MaxPacketSize), uint32(math.MaxUint32))
+		}
+		if s.PasswordEnv != "" && s.Username == "" {
+			// The source sends the password only with a user name: the
+			// key would be ignored, and the source would connect without
+			// credentials.
+			addAt("source.mqtt.password_env", "source.mqtt.password_env %q is set without source.mqtt.username: the password is sent only with a user name", s.PasswordEnv)
 		}
 		if err := validTLS(s.TLS); err != nil {
 			addAt("source.mqtt.tls", "source.mqtt.tls: %v", err)

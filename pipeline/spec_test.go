@@ -712,3 +712,26 @@ func TestSpecEmptyDecoderIsReading(t *testing.T) {
 		require.Equal(t, pipeline.ReadingDecoder{}, p.Decoder, d)
 	}
 }
+
+// TestSpecRefusesAnMQTTPasswordWithoutAUser: source.mqtt.password_env
+// without a username passed the spec's check, and the source connected
+// without credentials: the password was sent only with a user name, so
+// the key was silently ignored. It is refused, naming the key and line.
+func TestSpecRefusesAnMQTTPasswordWithoutAUser(t *testing.T) {
+	spec := `name: plant
+source:
+  mqtt:
+    servers: [tcp://localhost:1883]
+    topics: ["sensors/#"]
+    dead_letter_topic: dlq/sensors
+    password_env: MQTT_PASSWORD
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`
+	_, err := pipeline.Parse([]byte(spec))
+	require.ErrorContains(t, err, `line 7: source.mqtt.password_env "MQTT_PASSWORD" is set without source.mqtt.username`)
+	_, err = pipeline.Parse([]byte(strings.Replace(spec, "    password_env:", "    username: plant\n    password_env:", 1)))
+	require.NoError(t, err)
+}
