@@ -79,7 +79,15 @@ func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 		}))
 	}
 	if cfg.Username != "" {
-		opts = append(opts, mqtt.WithCredentials(cfg.Username, []byte(os.Getenv(cfg.PasswordEnv))))
+		pw := os.Getenv(cfg.PasswordEnv)
+		if cfg.PasswordEnv != "" && pw == "" {
+			// Refused, as a Kafka source's SASL password_env is: sent
+			// empty, a broker with authentication refused it as bad
+			// credentials (naming the user, not the variable), and one
+			// without let the worker run on none.
+			return nil, fmt.Errorf("mqtt source: source.mqtt.password_env names %s (the password of user %q), which is unset or empty", cfg.PasswordEnv, cfg.Username)
+		}
+		opts = append(opts, mqtt.WithCredentials(cfg.Username, []byte(pw)))
 	}
 	if *cfg.AckOnCheckpoint {
 		opts = append(opts, mqtt.WithAckOnCheckpoint())

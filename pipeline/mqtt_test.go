@@ -759,3 +759,32 @@ func TestMQTTDecoderOfYourOwnReadsTheTopic(t *testing.T) {
 		return false
 	}, waitFor, time.Millisecond, "the reading reached the sink under the topic's sensor")
 }
+
+// TestMQTTPasswordVariableUnsetIsRefused: a source.mqtt.password_env
+// naming a variable that is unset or empty connected with an empty
+// password: a broker with authentication refused it as bad credentials,
+// naming the user but not the variable, and one without let the worker
+// run on no credentials at all. The worker refuses to start, naming the
+// key and the variable.
+func TestMQTTPasswordVariableUnsetIsRefused(t *testing.T) {
+	e := newEdgeEnv(t)
+	p := e.pipeline(false, 0)
+	src := p.Source.(pipeline.MQTTSource)
+	src.Username, src.PasswordEnv = "edge", "TFLO_TEST_MQTT_PASSWORD"
+	p.Source = src
+	p.Sinks = []pipeline.SinkSpec{pipeline.Use(streaming.NewMemorySink())}
+	t.Setenv("TFLO_TEST_MQTT_PASSWORD", "")
+	w, err := pipeline.NewWorker(t.Context(), p, pipeline.WithWorkerID("edge-gw-1"))
+	if err == nil {
+		_ = w.Close()
+	}
+	require.ErrorContains(t, err, `source.mqtt.password_env names TFLO_TEST_MQTT_PASSWORD (the password of user "edge"), which is unset or empty`)
+
+	t.Setenv("TFLO_TEST_MQTT_PASSWORD", "pw")
+	// A new sink: the refused worker closed the first. The broker
+	// allows every client.
+	p.Sinks = []pipeline.SinkSpec{pipeline.Use(streaming.NewMemorySink())}
+	g := e.start(t, p)
+	require.NoError(t, e.broker.Publish("sensors/s", []byte(`{"sensor":"s","ts":1,"value":21.5}`), false, 1))
+	require.Eventually(t, func() bool { return g.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond)
+}

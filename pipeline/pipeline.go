@@ -167,7 +167,8 @@ type MQTTSource struct {
 	AckOnCheckpoint *bool `yaml:"ack_on_checkpoint"`
 	// Username and PasswordEnv (the variable holding the password). The
 	// password is sent with the user name only: PasswordEnv without
-	// Username is refused.
+	// Username is refused, and a worker whose PasswordEnv names a
+	// variable unset or empty does not start.
 	Username    string `yaml:"username"`
 	PasswordEnv string `yaml:"password_env"`
 	// RequireTopicMatch dead-letters a reading whose sensor id is not the
