@@ -380,6 +380,37 @@ graph:
 	}
 }
 
+// TestPrintConfigShowsTheNodesDefaultParameters: a node's parameters
+// the spec left out showed nowhere, though the run builds the node with
+// its type's defaults (the SMA's warmup, full: no output before the
+// window is full; threshold_cross's dwell and level); they print as
+// defaults, beside the parameters the spec set.
+func TestPrintConfigShowsTheNodesDefaultParameters(t *testing.T) {
+	specPath := writeFile(t, "p.yaml", `name: trades
+source:
+  kafka: {brokers: [k:9092], topic: readings}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+    - {name: up, type: threshold_cross, inputs: [sma], params: {threshold: 20, dwell: 2}}
+`)
+	var errOut bytes.Buffer
+	var code int
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	for _, re := range []string{
+		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:7$`,
+		`(?m)^graph\.nodes\[0\]\.params\.warmup = "full" +# default$`,
+		`(?m)^graph\.nodes\[1\]\.params\.dwell = 2 +# ` + regexp.QuoteMeta(specPath) + `:8$`,
+		`(?m)^graph\.nodes\[1\]\.params\.level = "value" +# default$`,
+	} {
+		require.Regexp(t, re, out)
+	}
+}
+
 // TestPrintConfigWithoutASpec: --print-config without --pipeline printed
 // the configuration and then failed (exit 2, "--pipeline FILE is
 // required"); it prints the configuration, says no spec was given and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -192,6 +193,26 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 	// record is checked against: printed as "" and 0 they read as no
 	// limit at all.
 	s.Limits = p.Limits.WithDefaults()
+	// A node's parameters the spec leaves out are its type's defaults,
+	// with which the run builds it (the SMA's warmup): printed beside the
+	// ones the spec set, which keep their text.
+	s.Graph.Nodes = slices.Clone(s.Graph.Nodes)
+	for i, n := range s.Graph.Nodes {
+		_, params, err := pipeline.DefaultRegistry().Resolve(n.Type, n.Params)
+		if err != nil {
+			continue // refused when the spec loaded
+		}
+		full := maps.Clone(n.Params)
+		for name, v := range params.Map() {
+			if given, set := full[name]; !set || given == nil { // null: the default too
+				if full == nil {
+					full = map[string]any{}
+				}
+				full[name] = v
+			}
+		}
+		s.Graph.Nodes[i].Params = full
+	}
 	// The spec's sinks became p's in order, with their defaults.
 	s.Sinks = slices.Clone(s.Sinks)
 	for i := range min(len(s.Sinks), len(p.Sinks)) {
