@@ -411,6 +411,36 @@ graph:
 	}
 }
 
+// TestPrintConfigShowsStaticMembershipOffWithoutAWorkerID: a worker
+// without worker_id (named by its host name) joins its Kafka group as a
+// dynamic member whatever source.kafka.static_membership says, but
+// --print-config printed static_membership = true; it prints false and
+// why, and true once worker_id is set.
+func TestPrintConfigShowsStaticMembershipOffWithoutAWorkerID(t *testing.T) {
+	specPath := writeFile(t, "p.yaml", `name: trades
+source:
+  kafka: {brokers: [k:9092], topic: readings}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`)
+	printed := func() string {
+		var errOut bytes.Buffer
+		var code int
+		out := stdout(t, func() {
+			code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
+		})
+		require.Equal(t, worker.ExitOK, code, errOut.String())
+		return out
+	}
+	t.Setenv("TFLO_WORKER_ID", "")
+	os.Unsetenv("TFLO_WORKER_ID")
+	require.Regexp(t, `(?m)^source\.kafka\.static_membership = false +# default: off, worker_id is empty \(a worker named by its host name joins as a dynamic member\)$`, printed())
+	t.Setenv("TFLO_WORKER_ID", "w1")
+	require.Regexp(t, `(?m)^source\.kafka\.static_membership = true +# default$`, printed())
+}
+
 // TestPrintConfigWithoutASpec: --print-config without --pipeline printed
 // the configuration and then failed (exit 2, "--pipeline FILE is
 // required"); it prints the configuration, says no spec was given and

@@ -74,6 +74,20 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 				return err
 			}
 			es := effectiveSpec(s, p)
+			if k := es.Source.Kafka; k != nil && cfg.WorkerID == "" && k.StaticMembership != nil && *k.StaticMembership {
+				// Without worker_id the worker is named by its host name
+				// and joins as a dynamic member (KafkaSource.StaticMembership):
+				// true printed what the run does not do.
+				kc, off := *k, false
+				kc.StaticMembership = &off
+				es.Source.Kafka = &kc
+				const why = "off, worker_id is empty (a worker named by its host name joins as a dynamic member)"
+				if o := origins.Of("source.kafka.static_membership"); o == "default" {
+					origins["source.kafka.static_membership"] = "default: " + why
+				} else {
+					origins["source.kafka.static_membership"] = o + ", but " + why
+				}
+			}
 			if len(es.Graph.Outputs) == 0 && es.Graph.Built == nil {
 				// The default outputs: the nodes no other node reads.
 				env, err := p.SinkEnv(nil)
