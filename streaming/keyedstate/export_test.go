@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"iter"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // PiecesOf encodes (key, state) entries, sorted by key, as checkpoint
@@ -57,4 +59,12 @@ func PieceV1(key string, state []byte) []byte {
 	b = append(b, state...)
 	b = binary.LittleEndian.AppendUint32(b, 1)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, pieceCRC))
+}
+
+// SetValueLogGC replaces Badger's value-log GC the flusher runs (for a GC
+// that fails) until the test ends.
+func SetValueLogGC(t interface{ Cleanup(func()) }, gc func(db *badger.DB, discardRatio float64) error) {
+	old := runValueLogGC
+	runValueLogGC = gc
+	t.Cleanup(func() { runValueLogGC = old })
 }

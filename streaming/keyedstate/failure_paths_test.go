@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,4 +350,41 @@ func TestSaveErrorNamesTheKey(t *testing.T) {
 	_, _, err = rt.Get("key-1")
 	require.ErrorContains(t, err, "13 does not save")
 	require.ErrorContains(t, err, `key "key-1"`)
+}
+
+// TestValueLogGCErrorIsNotAFlushError: the flusher collects the value
+// log's garbage after every half value-log file it wrote. A GC that fails
+// (here made to) came back as the flush's error, though the batch was
+// written: the runtime took it for a failed flush and refused every call
+// after it. The GC's failure is counted in Stats, and the runtime carries
+// on.
+func TestValueLogGCErrorIsNotAFlushError(t *testing.T) {
+	gcErr := errors.New("disk says no")
+	var gcs atomic.Int64
+	keyedstate.SetValueLogGC(t, func(*badger.DB, float64) error { gcs.Add(1); return gcErr })
+	db, err := badger.Open(keyedstate.BadgerOptions(t.TempDir(), 64<<20).WithLogger(nil).WithValueLogFileSize(1 << 20))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	rt := newRuntime(t, smaGraph(t), db, keyedstate.WithMemoryBudget(64<<20), keyedstate.WithPrefix([]byte("gc/")))
+	// Flush after every record until the flusher has written half a
+	// value-log file and run a GC.
+	for i := 0; gcs.Load() == 0; i++ {
+		require.Less(t, i, 100_000, "no value-log GC ran")
+		_, err := rt.Apply(fmt.Sprintf("key%06d", i), int64(i), "seq", seqCursor(i), streaming.Float(float64(i)))
+		require.NoError(t, err)
+		if i%100 == 99 {
+			require.NoError(t, rt.Flush(), "the flush before the failed GC was written")
+		}
+	}
+	require.NoError(t, rt.Flush())
+	_, err = rt.Apply("after", 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err, "the runtime carries on after a failed value-log GC")
+	st := rt.Stats()
+	require.Positive(t, st.ValueLogGCErrors)
+	require.ErrorIs(t, st.ValueLogGCError, gcErr)
+	require.ErrorContains(t, st.ValueLogGCError, `prefix "gc/"`)
+	require.ErrorContains(t, st.ValueLogGCError, "value log GC")
+	_, found, err := rt.Get("key000000")
+	require.NoError(t, err)
+	require.True(t, found)
 }

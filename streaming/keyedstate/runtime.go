@@ -62,6 +62,12 @@ type Runtime[K comparable] struct {
 	loopDone  chan struct{}
 	rview     *readView // read view of the hot path, renewed after every flush
 
+	// Failed value-log GCs (the flusher's, after a written batch): not
+	// flush errors, the batch is in Badger and the next GC retries.
+	gcMu      sync.Mutex
+	gcErrs    uint64
+	gcLastErr error
+
 	keyBuf []byte
 	fkBuf  []byte
 	valBuf []byte
@@ -114,6 +120,12 @@ type Stats struct {
 	KeysRefused       uint64 // records of new keys refused at the key cap (WithMaxKeys)
 	Expired           uint64 // keys deleted by ExpireIdle (WithKeyTTL)
 	Quarantined       uint64 // keys whose stored state did not load and was reset (WithQuarantine)
+	// ValueLogGCErrors counts the value-log garbage collections that
+	// failed (after a write-behind flush that succeeded: the flush and the
+	// runtime carry on, and the next GC retries); ValueLogGCError is the
+	// last one's error (nil: none failed).
+	ValueLogGCErrors uint64
+	ValueLogGCError  error
 
 	// Memory, in bytes, as counted against the budget.
 	Budget       int64 // WithMemoryBudget
@@ -802,7 +814,9 @@ func (r *Runtime[K]) pollFlush() {
 
 // flushLoop is the flusher goroutine, owned by the Runtime (stopped by
 // Close). After every half value-log file it wrote, it collects the value
-// log's garbage: states overwritten since (see valueLogGC).
+// log's garbage: states overwritten since (see valueLogGC). A failed GC is
+// counted in Stats (ValueLogGCErrors), not reported as the flush's error:
+// the batch was written, and a sticky flush error would stop the runtime.
 func (r *Runtime[K]) flushLoop() {
 	defer close(r.loopDone)
 	var written int64
@@ -813,19 +827,27 @@ func (r *Runtime[K]) flushLoop() {
 		written += int64(len(b.arena))
 		if err == nil && written >= gcEvery && !r.db.Opts().InMemory {
 			written = 0
-			err = valueLogGC(r.db)
+			if gcErr := valueLogGC(r.db); gcErr != nil {
+				r.gcMu.Lock()
+				r.gcErrs++
+				r.gcLastErr = fmt.Errorf("keyedstate: runtime of prefix %q: %w", r.cfg.prefix, gcErr)
+				r.gcMu.Unlock()
+			}
 		}
 		r.gate.RUnlock()
 		r.flushDone <- err
 	}
 }
 
+// runValueLogGC is Badger's value-log GC (a variable: tests make it fail).
+var runValueLogGC = (*badger.DB).RunValueLogGC
+
 // valueLogGC rewrites the value-log files that are at least half garbage
 // (states overwritten since they were written), a few at most per call.
 // Another GC running on the DB (a runtime sharing it) is not an error.
 func valueLogGC(db *badger.DB) error {
 	for range 4 {
-		switch err := db.RunValueLogGC(0.5); {
+		switch err := runValueLogGC(db, 0.5); {
 		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected):
 			return nil
 		case err != nil:
@@ -995,6 +1017,9 @@ func (r *Runtime[K]) Stats() Stats {
 		s.SamplePeriod = r.sketch.period
 	}
 	s.ChangedBytes = r.changedBytes()
+	r.gcMu.Lock()
+	s.ValueLogGCErrors, s.ValueLogGCError = r.gcErrs, r.gcLastErr
+	r.gcMu.Unlock()
 	return s
 }
 
