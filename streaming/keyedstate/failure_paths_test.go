@@ -62,6 +62,7 @@ func TestPiecesAfterFailedFlushFails(t *testing.T) {
 		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(float64(i)))
 		require.NoError(t, err)
 	}
+	apply(refusedKey, 0) // a key with state: its deletion is a write (Badger will refuse it)
 	apply("a", 1)
 	apply("b", 2)
 	want, found, err := rt.Get("a")
@@ -157,7 +158,8 @@ func TestFailedDeleteKeepsTheKey(t *testing.T) {
 	// of changed keys past the spill threshold.
 	refuse("-changed")
 	long := strings.Repeat("x", 8<<10)
-	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(long) }))
+	_, err = rt.Apply(long, 2, "seq", seqCursor(2), streaming.Float(2))
+	require.ErrorContains(t, err, "spill changed keys")
 	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("k") }))
 
 	got, found, err := rt.Get("k")
@@ -229,6 +231,10 @@ func TestRecordAfterFailedFlushInTheSameProcessFails(t *testing.T) {
 	rt := newRuntime(t, g, db, opts...)
 	_, err := rt.Apply("a", 1, "seq", seqCursor(1), streaming.Float(100))
 	require.NoError(t, err)
+	// A key with state: its deletion is a write (a deletion of a key
+	// with none writes nothing).
+	_, err = rt.Apply(refusedKey, 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err)
 	var aErr error
 	err = rt.Process(func(tx *keyedstate.Tx[string]) error {
 		// A write Badger refuses heads the write-behind buffer; a is
@@ -268,7 +274,8 @@ func TestNewKeyFailingToChangeIsNotHeld(t *testing.T) {
 	// key takes the list of changed keys past the spill threshold.
 	refuse("-changed")
 	long := strings.Repeat("x", 8<<10)
-	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(long) }))
+	_, err = rt.Apply(long, 2, "seq", seqCursor(2), streaming.Float(2))
+	require.ErrorContains(t, err, "spill changed keys")
 
 	_, err = rt.Apply("new", 2, "seq", seqCursor(2), streaming.Float(2))
 	require.ErrorContains(t, err, "spill changed keys")

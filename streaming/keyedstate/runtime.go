@@ -476,7 +476,6 @@ func (tx *Tx[K]) Delete(key K) error {
 	}
 	var gen uint64
 	e, cached := r.cache[key]
-	found := cached
 	if cached {
 		gen = e.gen
 		if r.inCut(gen) {
@@ -489,17 +488,16 @@ func (tx *Tx[K]) Delete(key K) error {
 		if err != nil {
 			return err
 		}
-		found, gen = ok, sv.gen
-		if !found {
-			gen = r.deleted[key]
+		if !ok {
+			// No state to delete (never seen, or deleted already, its
+			// deletion recorded): recording it would hold a changed key,
+			// a deleted one and a write behind until the next checkpoint.
+			return nil
 		}
+		gen = sv.gen
 		if r.inCut(gen) {
 			// Save the cut's state aside before the deletion hides it.
-			var b []byte
-			if found {
-				b = append(appendHeader(nil, 0, sv.seen), sv.blob...)
-			}
-			r.cut.keep(key, b)
+			r.cut.keep(key, append(appendHeader(nil, 0, sv.seen), sv.blob...))
 		}
 	}
 	// Record the change before dropping anything: a failed spill leaves
@@ -515,9 +513,7 @@ func (tx *Tx[K]) Delete(key K) error {
 		e.live, e.changed, e.absent, e.gen = false, false, false, 0
 		e.inst.Reset()
 	}
-	if found {
-		r.keys--
-	}
+	r.keys--
 	r.deleted[key] = r.gen
 	r.bufferDelete(key)
 	return nil

@@ -349,3 +349,60 @@ func TestHotPathRunsWhileCheckpointsFail(t *testing.T) {
 	require.NoError(t, err)
 	requireSameState(t, reference(g, recs), rt2, keysOf(recs))
 }
+
+// TestDeleteOfAnAbsentKeyHoldsNothing: Tx.Delete of a key with no state
+// (never seen, or deleted already) recorded a deletion all the same: a
+// changed key, an entry of the deleted keys and a tombstone written
+// behind, held in memory until the next saved checkpoint (a stream of
+// deletions of unknown keys took the cache's room). It changes nothing,
+// and the deletion of a key that had state still reaches the cut.
+func TestDeleteOfAnAbsentKeyHoldsNothing(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	rt := newRuntime(t, g, openDB(t), small(100)...)
+	_, err := rt.Apply("kept", 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err)
+	_, err = rt.Apply("gone", 1, "seq", seqCursor(2), streaming.Float(1))
+	require.NoError(t, err)
+	c, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	_, err = collectPieces(t, c)
+	require.NoError(t, err)
+	c.Release(true)
+	before := rt.Stats()
+	require.Zero(t, before.DirtyKeys)
+
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error {
+		for i := range 1000 {
+			if err := tx.Delete(fmt.Sprintf("never/%04d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	st := rt.Stats()
+	require.Zero(t, st.DirtyKeys, "no key changed")
+	require.Equal(t, before.ChangedBytes, st.ChangedBytes)
+	require.Equal(t, before.Capacity, st.Capacity)
+	require.Zero(t, st.PendingBytes, "nothing to write behind")
+	require.Equal(t, 2, st.Keys)
+
+	// A key deleted twice: the second deletion changes nothing either,
+	// and the first still reaches the cut.
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("gone") }))
+	require.Equal(t, 1, rt.Stats().DirtyKeys)
+	require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("gone") }))
+	st = rt.Stats()
+	require.Equal(t, 1, st.DirtyKeys)
+	require.Equal(t, 1, st.Keys)
+	c, err = rt.Cut(ctx)
+	require.NoError(t, err)
+	pieces, err := collectPieces(t, c)
+	require.NoError(t, err)
+	c.Release(true)
+	rt2 := newRuntime(t, g, openDB(t))
+	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(2), piecesSeq(pieces)))
+	_, found, err := rt2.Get("gone")
+	require.NoError(t, err)
+	require.False(t, found)
+}
