@@ -110,7 +110,21 @@ func (c *cut[K]) Release(saved bool) {
 			r.oldRuns = runs
 		}
 	} else {
-		r.dirty.addAll(&c.keys)
+		// The cut's keys changed since were captured (copy-on-write)
+		// and listed again: they go back once, with the cut's keys.
+		// (One listed again in a run spilled since stays a repeat.)
+		var skip func(kb []byte) bool
+		if len(c.captured) > 0 {
+			again := make(map[string]struct{}, len(c.captured))
+			for k := range c.captured {
+				again[string(r.codec.AppendKey(nil, k))] = struct{}{}
+			}
+			skip = func(kb []byte) bool { _, ok := again[string(kb)]; return ok }
+		}
+		var l keyList
+		l.addAll(&c.keys, nil)
+		l.addAll(&r.dirty, skip)
+		r.dirty = l
 	}
 	c.captured, c.capBytes, c.sorted, c.sortBytes = nil, 0, nil, 0
 }

@@ -17,8 +17,9 @@ const (
 // keyList is an append-only list of encoded keys (the keys changed in a
 // generation), held in byte chunks: uvarint length | key bytes, repeated.
 // A key takes its length plus one or two bytes, instead of the tens of
-// bytes a map entry costs. The list may hold a key more than once (a key
-// of an unsaved cut changed again); sorted drops the repeats.
+// bytes a map entry costs. A key is listed once (see Runtime.listed and
+// cut.Release), but for a key of an unsaved cut changed again while the
+// list spilled; sorted drops the repeats.
 type keyList struct {
 	chunks [][]byte
 	n      int          // keys added to the chunks
@@ -41,14 +42,16 @@ func (l *keyList) add(kb []byte) {
 	l.n++
 }
 
-// addAll appends every key of o, and takes over its spilled runs (o is
-// left as it was).
-func (l *keyList) addAll(o *keyList) {
+// addAll appends every key of o's chunks but those skip reports (nil:
+// none), and takes over its spilled runs (o is left as it was).
+func (l *keyList) addAll(o *keyList, skip func(kb []byte) bool) {
 	l.runs = append(l.runs, o.runs...)
 	for _, c := range o.chunks {
 		for off := 0; off < len(c); {
 			kb, next := keyAt(c, off)
-			l.add(kb)
+			if skip == nil || !skip(kb) {
+				l.add(kb)
+			}
 			off = next
 		}
 	}
@@ -67,7 +70,7 @@ func (l *keyList) memBytes() int {
 // spilled runs.
 func (l *keyList) bytes() int { return l.memBytes() + 32*cap(l.runs) }
 
-// keys is the number of keys recorded, repeats included.
+// keys is the number of keys recorded (a repeat counts again).
 func (l *keyList) keys() int {
 	n := l.n
 	for _, r := range l.runs {

@@ -502,7 +502,7 @@ func (tx *Tx[K]) Delete(key K) error {
 	}
 	// Record the change before dropping anything: a failed spill leaves
 	// the key as it was.
-	if gen != r.gen {
+	if !r.listed(gen) {
 		r.dirty.add(kb)
 		if err := r.maybeSpill(); err != nil {
 			return err
@@ -528,12 +528,27 @@ func (r *Runtime[K]) markChanged(e *entry[K]) error {
 			return err
 		}
 	}
-	r.dirty.add(r.keyBytes(e.key))
+	listed := r.listed(e.gen)
+	if !listed {
+		r.dirty.add(r.keyBytes(e.key))
+	}
 	if e.absent && len(r.deleted) > 0 {
 		delete(r.deleted, e.key) // it exists again: its entry carries the generation
 	}
 	e.gen, e.absent = r.gen, false
+	if listed {
+		return nil
+	}
 	return r.maybeSpill()
+}
+
+// listed reports whether a key last changed in generation gen is on the
+// list of changed keys already (r.mu held): changed since the last saved
+// cut and not held by a pending cut (an unsaved cut's keys went back to
+// the list). Listed again, it would count twice in Stats.DirtyKeys and
+// take the list's memory twice.
+func (r *Runtime[K]) listed(gen uint64) bool {
+	return gen > r.savedGen && !r.inCut(gen)
 }
 
 // MaxKeyBytes is the longest key Badger stores (its limit on a key,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -405,4 +406,56 @@ func TestDeleteOfAnAbsentKeyHoldsNothing(t *testing.T) {
 	_, found, err := rt2.Get("gone")
 	require.NoError(t, err)
 	require.False(t, found)
+}
+
+// TestUnsavedCutCountsAKeyOnce: a key of a cut changed after it was
+// listed as changed again, and when the cut was released unsaved (its
+// checkpoint failed) its keys joined the list, that key a second time;
+// a key of the released cut changed again was listed once more. Every
+// failed checkpoint added a repeat of each hot key: Stats.DirtyKeys
+// counted keys several times and the list grew. A key is listed once,
+// and the next cut still saves every key's state.
+func TestUnsavedCutCountsAKeyOnce(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	rt := newRuntime(t, g, openDB(t), small(100)...)
+	var recs []record
+	apply := func(k string) {
+		r := record{key: k, ts: int64(len(recs)), value: float64(len(recs))}
+		recs = append(recs, r)
+		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(len(recs)), streaming.Float(r.value))
+		require.NoError(t, err)
+	}
+	for _, k := range []string{"a", "b", "c", "d"} {
+		apply(k)
+	}
+	require.Equal(t, 4, rt.Stats().DirtyKeys)
+	for range 20 { // checkpoints that fail, the hot path going on
+		c, err := rt.Cut(ctx)
+		require.NoError(t, err)
+		apply("a") // changed during the save: copied on write
+		require.NoError(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("d") }))
+		c.Release(false)
+		apply("b") // changed after the release
+		apply("d")
+		require.Equal(t, 4, rt.Stats().DirtyKeys, "keys a, b, c and d changed")
+	}
+	c, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	pieces, err := collectPieces(t, c)
+	require.NoError(t, err)
+	c.Release(true)
+	require.Zero(t, rt.Stats().DirtyKeys)
+	rt2 := newRuntime(t, g, openDB(t))
+	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(len(recs)), piecesSeq(pieces)))
+	// d was deleted before each of its records after the first: only
+	// its last one counts.
+	var kept []record
+	for _, r := range recs {
+		if r.key == "d" {
+			kept = slices.DeleteFunc(kept, func(r record) bool { return r.key == "d" })
+		}
+		kept = append(kept, r)
+	}
+	requireSameState(t, reference(g, kept), rt2, []string{"a", "b", "c", "d"})
 }
