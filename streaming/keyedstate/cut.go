@@ -73,8 +73,13 @@ func (c *cut[K]) capture(e *entry[K]) error {
 }
 
 // keep records key's stored value as of the cut (nil: absent) (r.mu
-// held).
+// held). A key kept already keeps its first value, counted once: a change
+// that failed after keeping it (its list of changed keys did not spill)
+// left the key as it was, and the retry keeps it again.
 func (c *cut[K]) keep(key K, blob []byte) {
+	if _, ok := c.captured[key]; ok {
+		return
+	}
 	c.captured[key] = blob
 	c.capBytes += len(blob) + capturedEntryBytes
 }

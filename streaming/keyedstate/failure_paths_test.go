@@ -395,3 +395,53 @@ func TestValueLogGCErrorIsNotAFlushError(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 }
+
+// TestFailedDeleteOfAKeyOfTheCutKeepsItOnce: a Tx.Delete of a key of a
+// pending cut saves the key's state aside, then fails to spill the list
+// of changed keys (a write error) and leaves the key as it was. Each
+// retry saved the state aside again and counted it again: the cut's
+// memory (Stats.ChangedBytes) grew by a state per failed deletion and
+// the cache shrank for it until the cut was released. The state as of
+// the cut is kept, and counted, once; the cut still saves it.
+func TestFailedDeleteOfAKeyOfTheCutKeepsItOnce(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	db, refuse := openFaultDB(t)
+	rt := newRuntime(t, g, db, small(4)...)
+	_, err := rt.Apply("k", 1, "seq", seqCursor(1), streaming.Float(1))
+	require.NoError(t, err)
+	want, found, err := rt.Get("k")
+	require.NoError(t, err)
+	require.True(t, found)
+	c, err := rt.Cut(ctx)
+	require.NoError(t, err)
+
+	// Spills fail, and a long key takes the list of changed keys past
+	// the spill threshold.
+	refuse("-changed")
+	_, err = rt.Apply(strings.Repeat("x", 8<<10), 2, "seq", seqCursor(2), streaming.Float(2))
+	require.ErrorContains(t, err, "spill changed keys")
+	del := func() error {
+		return rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("k") })
+	}
+	require.ErrorContains(t, del(), "spill changed keys")
+	st := rt.Stats()
+	require.Equal(t, 1, st.CapturedKeys)
+	for range 20 {
+		require.ErrorContains(t, del(), "spill changed keys")
+	}
+	// The failed deletions each listed k again (a few bytes of the
+	// list), but kept no state aside again.
+	after := rt.Stats()
+	require.Equal(t, 1, after.CapturedKeys)
+	require.Less(t, after.ChangedBytes-st.ChangedBytes, int64(64), "states kept aside again: %d bytes grew to %d", st.ChangedBytes, after.ChangedBytes)
+
+	pieces, err := collectPieces(t, c)
+	require.NoError(t, err)
+	rt2 := newRuntime(t, g, openDB(t))
+	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(1), piecesSeq(pieces)))
+	got, found, err := rt2.Get("k")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, want, got)
+}
