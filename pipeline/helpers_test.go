@@ -230,6 +230,13 @@ func start(t testing.TB, p pipeline.Pipeline, opts ...pipeline.Option) *running 
 	return r
 }
 
+// ready asks the worker whether it is ready, as a probe does (5 s).
+func (r *running) ready() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return r.w.Ready(ctx)
+}
+
 // waitFor waits until cond holds, for at most timeout. When it does not,
 // it logs the worker's counters and shards and dumps every goroutine
 // before failing, so a run that stalls (in CI, once in many) says where.

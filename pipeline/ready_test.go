@@ -30,16 +30,11 @@ func TestIdleGroupMemberIsReady(t *testing.T) {
 	p := alarmPipeline(c.ListenAddrs(), "")
 	a := start(t, p, pipeline.WithWorkerID("plant-1"))
 	b := start(t, p, pipeline.WithWorkerID("plant-2"))
-	ready := func(r *running) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return r.w.Ready(ctx)
-	}
 	a.waitFor(t, func() bool { return a.w.Stats().Owned+b.w.Stats().Owned == 1 }, 30*time.Second, "one of the two members owns the partition")
 	var errA, errB error
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if errA, errB = ready(a), ready(b); errA == nil && errB == nil {
+		if errA, errB = a.ready(), b.ready(); errA == nil && errB == nil {
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "both members ready: plant-1: %v; plant-2: %v", errA, errB)
@@ -57,11 +52,7 @@ func TestIdleGroupMemberIsReady(t *testing.T) {
 func TestNotReadyAfterALostGroupSession(t *testing.T) {
 	c := newCluster(t, 2)
 	r := start(t, alarmPipeline(c.ListenAddrs(), ""), pipeline.WithWorkerID("plant-1"))
-	ready := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return r.w.Ready(ctx)
-	}
+	ready := r.ready
 	r.waitFor(t, func() bool { return ready() == nil && r.w.Stats().Owned == 2 }, 30*time.Second, "the worker is ready, owning both partitions")
 
 	// The coordinator forgets the member (its heartbeats are refused as
@@ -105,11 +96,7 @@ func TestNotReadyWhileTheDeadLetterSinkIsDown(t *testing.T) {
 	p := alarmPipeline(c.ListenAddrs(), "")
 	p.DeadLetter = pipeline.KafkaSink{Brokers: dlq.ListenAddrs(), Topic: topic + ".dlq"}
 	r := start(t, p, pipeline.WithWorkerID("plant-1"))
-	ready := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return r.w.Ready(ctx)
-	}
+	ready := r.ready
 	r.waitFor(t, func() bool { return ready() == nil }, 30*time.Second, "the worker is ready")
 	dlq.Close()
 	r.waitFor(t, func() bool {
@@ -126,11 +113,7 @@ func TestNotReadyWhileTheDeadLetterSinkIsDown(t *testing.T) {
 func TestMQTTNotReadyWhileTheBrokerIsDown(t *testing.T) {
 	e := newEdgeEnv(t)
 	r := e.start(t, e.pipeline(false, time.Hour))
-	ready := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return r.w.Ready(ctx)
-	}
+	ready := r.ready
 	r.waitFor(t, func() bool { return ready() == nil }, waitFor, "the worker is ready")
 
 	e.stopBroker()
@@ -182,11 +165,7 @@ func TestNotReadyWhileStopping(t *testing.T) {
 	}()
 	p := alarmPipeline(c.ListenAddrs(), "", pipeline.Use(g))
 	r := start(t, p, pipeline.WithWorkerID("plant-1"))
-	ready := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return r.w.Ready(ctx)
-	}
+	ready := r.ready
 	r.waitFor(t, func() bool { return ready() == nil }, 30*time.Second, "the worker is ready")
 
 	r.cancel()

@@ -116,16 +116,24 @@ func (f *fakeArchive) replay(_ context.Context, in activities.ReplayPartitionInp
 	return res, nil
 }
 
-// newPartitionEnv stubs the backfill activities with f; replay, when
-// given, replaces f.replay.
-func newPartitionEnv(t *testing.T, f *fakeArchive, replay ...func(context.Context, activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error)) *testsuite.TestWorkflowEnvironment {
+// newListingEnv stubs the backfill's count with f's totals and its
+// partition listing with list; the caller stubs the replays on a.
+func newListingEnv(t *testing.T, f *fakeArchive, list func(context.Context, activities.ListPartitionsInput) (activities.ListPartitionsResult, error)) (*testsuite.TestWorkflowEnvironment, *activities.Backfills) {
 	t.Helper()
 	env := quietSuite().NewTestWorkflowEnvironment()
 	a := &activities.Backfills{}
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(workflows.BackfillWorkflow)
 	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
-	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(f.listPartitions)
+	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(list)
+	return env, a
+}
+
+// newPartitionEnv stubs the backfill activities with f; replay, when
+// given, replaces f.replay.
+func newPartitionEnv(t *testing.T, f *fakeArchive, replay ...func(context.Context, activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error)) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	env, a := newListingEnv(t, f, f.listPartitions)
 	fn := f.replay
 	if len(replay) > 0 {
 		fn = replay[0]
@@ -388,11 +396,7 @@ func TestBackfillNegativeHeartbeatTimeoutIsRefused(t *testing.T) {
 func TestBackfillListFailureWaitsForReplaysInFlight(t *testing.T) {
 	f := newFakeArchive(3, 2, 1) // one partition per page
 	listed := make(chan struct{})
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Backfills{}
-	env.RegisterActivity(a)
-	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
-	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(
+	env, a := newListingEnv(t, f,
 		func(ctx context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
 			if in.After == "" {
 				return f.listPartitions(ctx, in)
@@ -463,11 +467,7 @@ func TestBackfillRidesOutAStoreOutageWhileListing(t *testing.T) {
 func TestBackfillCancelDuringListingWaitsForReplays(t *testing.T) {
 	f := newFakeArchive(3, 2, 1) // one partition per page
 	var listing, replaying atomic.Bool
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Backfills{}
-	env.RegisterActivity(a)
-	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
-	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(
+	env, a := newListingEnv(t, f,
 		func(ctx context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
 			if in.After == "" {
 				return f.listPartitions(ctx, in)

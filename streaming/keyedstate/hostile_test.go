@@ -372,20 +372,7 @@ func TestDeleteState(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
 	db := openDB(t)
-	count := func(prefix string) int {
-		n := 0
-		require.NoError(t, db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
-			opts.PrefetchValues, opts.Prefix = false, []byte(prefix)
-			it := txn.NewIterator(opts)
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				n++
-			}
-			return nil
-		}))
-		return n
-	}
+	count := func(prefix string) int { return countKeys(t, db, prefix) }
 	run := func(prefix string) *keyedstate.Runtime[string] {
 		rt, err := keyedstate.New[string](g, keyedstate.StringKeys{}, db, append(small(4), keyedstate.WithPrefix([]byte(prefix)))...)
 		require.NoError(t, err)
@@ -455,20 +442,7 @@ func TestExpiryScanChecksEveryStoredKey(t *testing.T) {
 func TestDeleteStateDeletesSpilledRuns(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
-	count := func(prefix string) int {
-		n := 0
-		require.NoError(t, db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
-			opts.PrefetchValues, opts.Prefix = false, []byte(prefix)
-			it := txn.NewIterator(opts)
-			defer it.Close()
-			for it.Rewind(); it.Valid(); it.Next() {
-				n++
-			}
-			return nil
-		}))
-		return n
-	}
+	count := func(prefix string) int { return countKeys(t, db, prefix) }
 	rt, err := keyedstate.New[string](smaGraph(t), keyedstate.StringKeys{}, db, append(small(4), keyedstate.WithPrefix([]byte("s/a/")))...)
 	require.NoError(t, err)
 	require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
@@ -507,4 +481,21 @@ func TestKeyTTLOfAFractionOfASecondIsNotShortened(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Zero(t, rt.Stats().Keys)
+}
+
+// countKeys counts db's keys under prefix.
+func countKeys(t *testing.T, db *badger.DB, prefix string) int {
+	t.Helper()
+	n := 0
+	require.NoError(t, db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues, opts.Prefix = false, []byte(prefix)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	}))
+	return n
 }
