@@ -193,6 +193,19 @@ state: {dir: %q, memory: 128MiB}
 }
 
 // stdout runs f with os.Stdout captured and returns what it printed.
+// printConfig runs the worker's main with args and --print-config, which
+// must exit 0, and returns its stdout and stderr.
+func printConfig(t *testing.T, args ...string) (string, string) {
+	t.Helper()
+	var errOut bytes.Buffer
+	var code int
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), append(args, "--print-config"), &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	return out, errOut.String()
+}
+
 func stdout(t *testing.T, f func()) string {
 	t.Helper()
 	r, w, err := os.Pipe()
@@ -236,12 +249,7 @@ sinks:
 	t.Setenv("TFLO_LOG_LEVEL", "")
 	t.Setenv("KAFKA_PW", "hunter2")
 	t.Setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
-	var errOut bytes.Buffer
-	var code int
-	out := stdout(t, func() {
-		code = worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", specPath, "--print-config"}, &errOut)
-	})
-	require.Equal(t, worker.ExitOK, code, errOut.String())
+	out, _ := printConfig(t, "--config", cfg, "--pipeline", specPath)
 	for _, re := range []string{
 		`(?m)^worker_id = "w1" +# ` + regexp.QuoteMeta(cfg) + `:1$`,
 		`(?m)^coordination\.nats_url = "nats://u:xxxxx@nats:4222" +# ` + regexp.QuoteMeta(cfg) + `:3$`,
@@ -275,10 +283,7 @@ sinks:
 	data, err := os.ReadFile(specPath)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(specPath, append(data, "dead_letter:\n  kafka: {topic: bad}\n"...), 0o600))
-	out = stdout(t, func() {
-		code = worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--pipeline", specPath, "--print-config"}, &errOut)
-	})
-	require.Equal(t, worker.ExitOK, code, errOut.String())
+	out, _ = printConfig(t, "--config", cfg, "--pipeline", specPath)
 	for _, re := range []string{
 		`(?m)^dead_letter\.kafka\.topic = "bad" +# ` + regexp.QuoteMeta(specPath) + `:16$`,
 		`(?m)^dead_letter\.kafka\.brokers = \[k:9092\] +# default$`,
@@ -302,12 +307,7 @@ graph:
   nodes:
     - {name: sma, type: sma, inputs: [price], params: {window: 3}}
 `)
-	var errOut bytes.Buffer
-	var code int
-	out := stdout(t, func() {
-		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
-	})
-	require.Equal(t, worker.ExitOK, code, errOut.String())
+	out, _ := printConfig(t, "--pipeline", specPath)
 	require.Regexp(t, `(?m)^decoder = \{json: \{key: symbol, time: ts\}\} +# `+regexp.QuoteMeta(specPath)+`:5$`, out)
 }
 
@@ -332,12 +332,7 @@ sinks:
 	}
 	host, err := os.Hostname()
 	require.NoError(t, err)
-	var errOut bytes.Buffer
-	var code int
-	out := stdout(t, func() {
-		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
-	})
-	require.Equal(t, worker.ExitOK, code, errOut.String())
+	out, _ := printConfig(t, "--pipeline", specPath)
 	for _, re := range []string{
 		`(?m)^worker_id = "" +# default: the host name, ` + regexp.QuoteMeta(fmt.Sprintf("%q", host)) + `$`,
 		`(?m)^log\.level = "info" +# default$`,
@@ -362,12 +357,7 @@ graph:
   nodes:
     - {name: sma, type: sma, inputs: [value], params: {window: 3}}
 `)
-	var errOut bytes.Buffer
-	var code int
-	out := stdout(t, func() {
-		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
-	})
-	require.Equal(t, worker.ExitOK, code, errOut.String())
+	out, _ := printConfig(t, "--pipeline", specPath)
 	for _, re := range []string{
 		`(?m)^limits\.key_pattern = "` + regexp.QuoteMeta(streaming.DefaultKeyPattern) + `" +# default$`,
 		`(?m)^limits\.max_key_bytes = 128 +# default$`,
@@ -395,12 +385,7 @@ graph:
     - {name: sma, type: sma, inputs: [value], params: {window: 3}}
     - {name: up, type: threshold_cross, inputs: [sma], params: {threshold: 20, dwell: 2}}
 `)
-	var errOut bytes.Buffer
-	var code int
-	out := stdout(t, func() {
-		code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
-	})
-	require.Equal(t, worker.ExitOK, code, errOut.String())
+	out, _ := printConfig(t, "--pipeline", specPath)
 	for _, re := range []string{
 		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:7$`,
 		`(?m)^graph\.nodes\[0\]\.params\.warmup = "full" +# default$`,
@@ -426,12 +411,7 @@ graph:
     - {name: sma, type: sma, inputs: [value], params: {window: 3}}
 `)
 	printed := func() string {
-		var errOut bytes.Buffer
-		var code int
-		out := stdout(t, func() {
-			code = worker.RunMain(worker.PipelineMain(), []string{"--pipeline", specPath, "--print-config"}, &errOut)
-		})
-		require.Equal(t, worker.ExitOK, code, errOut.String())
+		out, _ := printConfig(t, "--pipeline", specPath)
 		return out
 	}
 	t.Setenv("TFLO_WORKER_ID", "")
@@ -447,13 +427,8 @@ graph:
 // exits 0.
 func TestPrintConfigWithoutASpec(t *testing.T) {
 	t.Setenv("TFLO_WORKER_ID", "w9")
-	var errOut bytes.Buffer
-	var code int
-	out := stdout(t, func() {
-		code = worker.RunMain(worker.PipelineMain(), []string{"--print-config"}, &errOut)
-	})
-	require.Equal(t, worker.ExitOK, code, errOut.String())
-	require.Empty(t, errOut.String())
+	out, errOut := printConfig(t)
+	require.Empty(t, errOut)
 	require.Regexp(t, `(?m)^worker_id = "w9" +# env TFLO_WORKER_ID$`, out)
 	require.Contains(t, out, "# pipeline spec: none (add --pipeline FILE to print it too)")
 }
