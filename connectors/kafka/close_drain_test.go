@@ -57,6 +57,10 @@ func TestOutputSinkCloseRefusesWriterWokenByTheDrain(t *testing.T) {
 		defer cancel()
 		cerr <- sink.Close(cctx)
 	}()
+	// Release the first produce only once Close stopped accepting: released
+	// earlier, the writer's record is buffered before Close began, and
+	// Close's Flush rightly waits for it (its produce is held until the end).
+	require.Eventually(t, pub.isClosing, 10*time.Second, time.Millisecond)
 	once1.Do(func() { close(release1) })
 	var wErr, cErr error
 	select {
