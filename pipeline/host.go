@@ -146,9 +146,19 @@ func (h *host) FinalCheckpoint(ctx context.Context, pipeline string, id streamin
 	}
 	h.mu.Lock()
 	r, ok := h.released[id]
+	cur := h.held[id]
 	h.mu.Unlock()
 	if !ok || r.epoch != epoch {
-		return activities.CheckpointSummary{}, h.notOwner(id, epoch, "never held it at this epoch")
+		// Only the last release of a shard is kept: an earlier epoch's
+		// is not known to be never held.
+		why := "never held it at this epoch"
+		switch {
+		case cur != nil:
+			why = fmt.Sprintf("holds it at epoch %d now, and keeps only the last release of a shard", uint64(cur.epoch))
+		case ok:
+			why = fmt.Sprintf("last released it at epoch %d, and keeps only the last release of a shard", uint64(r.epoch))
+		}
+		return activities.CheckpointSummary{}, h.notOwner(id, epoch, why)
 	}
 	if !r.final {
 		return activities.CheckpointSummary{}, h.notOwner(id, epoch, fmt.Sprintf(

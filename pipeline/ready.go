@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/client"
+
+	"github.com/tflo-io/tflo/connectors/kafka"
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // pinger is a sink that can tell whether its server answers (the InfluxDB
@@ -51,8 +56,10 @@ func (w *Worker) Ready(ctx context.Context) error {
 		if !st.Assigned { // not the epoch: a member assigned nothing has none, and serves
 			return errors.New("kafka source: no partitions assigned yet (joining the group, or rejoining after a lost session)")
 		}
-		if held := len(w.host.heldShards()); held < st.Owned {
-			return fmt.Errorf("kafka source: %d of %d owned partitions restored", held, st.Owned)
+		owned := w.kafka.src.Router().Owned()
+		if missing := unrestored(owned, w.host.heldShards()); len(missing) > 0 {
+			return fmt.Errorf("kafka source: %d of %d owned partitions restored; not yet: %s",
+				len(owned)-len(missing), len(owned), strings.Join(missing, ", "))
 		}
 	case w.mqtt != nil:
 		if w.mqtt.cur.Load() == nil {
@@ -85,4 +92,26 @@ func (w *Worker) Ready(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unrestored names, sorted, the owned partitions with no shard held for
+// their current ownership: none held, or one left from an earlier one (an
+// epoch before the partition was gained again; a shard's epoch is the
+// assignment's or one claimed past it). Counting would not do: a revoked
+// partition's shard still held for its final checkpoint would stand in
+// for a gained one not yet open.
+func unrestored(owned map[kafka.Partition]streaming.Epoch, held []*shard) []string {
+	byID := make(map[streaming.ShardID]streaming.Epoch, len(held))
+	for _, s := range held {
+		byID[s.id] = s.epoch
+	}
+	var out []string
+	for p, gained := range owned {
+		id := streaming.KafkaShard(p.Topic, p.Partition)
+		if e, ok := byID[id]; !ok || e < gained {
+			out = append(out, string(id))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
