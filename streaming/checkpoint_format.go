@@ -255,6 +255,17 @@ type keyRefresher interface {
 	RefreshKey(ctx context.Context, key []byte) error
 }
 
+// ShardKeyLister is the optional capability of a StateStore that lists
+// one shard's checkpoint keys (those CheckpointKeyShard gives it) without
+// listing the other shards': the sweep of a restored shard's orphaned
+// pieces asks it instead of ListKeys, which on a store of many shards
+// lists them all for each shard restored (the S3 and Badger stores have
+// it). It may return other keys too; the sweep keeps only the shard's
+// pieces.
+type ShardKeyLister interface {
+	ListShardKeys(ctx context.Context, shard string) ([][]byte, error)
+}
+
 // keyDeleter is the optional batch-delete capability of a StateStore
 // (the files, Badger, memory and S3 stores have it).
 type keyDeleter interface {
@@ -299,13 +310,20 @@ func (r shardRecords) drop(ctx context.Context, keys []string, timeout time.Dura
 // manifest never landed (a crash between the pieces and the manifest) or
 // whose deletes failed, which nothing else ever deletes. A newer owner's
 // pieces, which its manifest may be about to name, are left alone. It
-// lists the store's keys (one ListKeys, within timeout), so the
-// Checkpointer asks once per manifest it reads (a restore, a restart);
-// a failed listing finds nothing and is logged.
+// lists the shard's keys (ListShardKeys, or ListKeys on a store without
+// it; within timeout), so the Checkpointer asks once per manifest it
+// reads (a restore, a restart); a failed listing finds nothing and is
+// logged.
 func (r shardRecords) orphans(ctx context.Context, epoch Epoch, id CheckpointID, runs []ManifestRun, timeout time.Duration, log *slog.Logger) []string {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	keys, err := r.store.ListKeys(ctx)
+	var keys [][]byte
+	var err error
+	if l, ok := r.store.(ShardKeyLister); ok {
+		keys, err = l.ListShardKeys(ctx, r.shard)
+	} else {
+		keys, err = r.store.ListKeys(ctx)
+	}
 	if err != nil {
 		log.Debug("list pieces to sweep", "shard", r.shard, "err", err)
 		return nil

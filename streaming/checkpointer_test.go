@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -756,11 +757,55 @@ func TestDroppingPiecesEndsWithTheCallersContext(t *testing.T) {
 // those of its own epoch up to its checkpoint and of older epochs; a
 // newer owner's pieces, not yet named by its manifest, stay.
 func TestCheckpointAfterARestoreSweepsOrphanedPieces(t *testing.T) {
-	ctx := context.Background()
 	st := newTinyStore()
+	sweepOrphanedPieces(t, st, st)
+}
+
+// shardListingStore is a tinyStore that lists one shard's keys
+// (streaming.ShardKeyLister) and counts both listings.
+type shardListingStore struct {
+	*tinyStore
+	all    atomic.Int64
+	shards []string
+}
+
+func (s *shardListingStore) ListKeys(ctx context.Context) ([][]byte, error) {
+	s.all.Add(1)
+	return s.tinyStore.ListKeys(ctx)
+}
+
+func (s *shardListingStore) ListShardKeys(ctx context.Context, shard string) ([][]byte, error) {
+	s.mu.Lock()
+	s.shards = append(s.shards, shard)
+	s.mu.Unlock()
+	keys, err := s.tinyStore.ListKeys(ctx)
+	return slices.DeleteFunc(keys, func(k []byte) bool {
+		sh, ok := streaming.CheckpointKeyShard(k)
+		return !ok || sh != shard
+	}), err
+}
+
+// TestOrphanSweepListsOnlyItsShard: the sweep after a restore asks a
+// store that can list one shard's keys for those, not for every key: on
+// S3 ListKeys lists every shard's folder, once for each shard restored.
+// Before: the sweep always called ListKeys.
+func TestOrphanSweepListsOnlyItsShard(t *testing.T) {
+	st := &shardListingStore{tinyStore: newTinyStore()}
+	sweepOrphanedPieces(t, st.tinyStore, st)
+	require.Zero(t, st.all.Load(), "the sweep listed every key")
+	require.NotEmpty(t, st.shards)
+	for _, sh := range st.shards {
+		require.Equal(t, "sensors/p0", sh)
+	}
+}
+
+// sweepOrphanedPieces is TestCheckpointAfterARestoreSweepsOrphanedPieces
+// on state, a StateStore over st (also the cursor store).
+func sweepOrphanedPieces(t *testing.T, st *tinyStore, state streaming.StateStore) {
+	ctx := context.Background()
 	own := &owner{epoch: 3, owns: true}
 	src := newCounterSource()
-	cp := newCP(t, src, st, st, streaming.WithOwnership(own))
+	cp := newCP(t, src, state, st, streaming.WithOwnership(own))
 	src.Apply("a", 1)
 	_, err := cp.Checkpoint(ctx)
 	require.NoError(t, err)
@@ -781,7 +826,7 @@ func TestCheckpointAfterARestoreSweepsOrphanedPieces(t *testing.T) {
 
 	own.set(5, true)
 	src2 := newCounterSource()
-	cp2 := newCP(t, src2, st, st, streaming.WithOwnership(own))
+	cp2 := newCP(t, src2, state, st, streaming.WithOwnership(own))
 	_, err = cp2.Restore(ctx)
 	require.NoError(t, err)
 	src2.Apply("b", 1)

@@ -425,3 +425,43 @@ func TestZombieCheckpointIsFencedThroughACachedManifest(t *testing.T) {
 	require.Equal(t, res.ID, info.ID, "the newer owner's checkpoint")
 	require.Equal(t, streaming.Epoch(2), info.Epoch)
 }
+
+// ListShardKeys lists one shard's keys, those still in the root manifest
+// included, with a GET of the manifests it reads and no LIST: the sweep of
+// a restored shard's orphaned pieces asked ListKeys, a LIST of every
+// shard's folder, once for each shard restored.
+func TestListShardKeysListsNoOtherShard(t *testing.T) {
+	f := newFakeS3(t)
+	ctx := context.Background()
+	const legacy, a, b = "kafka/central/readings/0", "kafka/central/readings/1", "kafka/central/readings/10"
+	old, _ := f.store(t, s3store.WithPrefix("central"), s3store.WithShardOf(nil))
+	checkpointN(t, old, legacy, 1) // in the root manifest, as before shards had manifests
+	st, _ := f.store(t, s3store.WithPrefix("central"))
+	checkpointN(t, st, a, 2)
+	checkpointN(t, st, b, 1)
+
+	fresh, rc := f.store(t, s3store.WithPrefix("central"))
+	for shard, n := range map[string]int{legacy: 2, a: 3, b: 2} { // the manifest and the pieces
+		keys, err := fresh.ListShardKeys(ctx, shard)
+		require.NoError(t, err)
+		require.Len(t, keys, n, "shard %s: %q", shard, keys)
+		for _, k := range keys {
+			sh, ok := streaming.CheckpointKeyShard(k)
+			require.True(t, ok && sh == shard, "shard %s listed %q", shard, k)
+		}
+	}
+	require.Zero(t, rc.Count("ListObjectsV2"), "requests: %v", rc.Counts())
+}
+
+// checkpointN takes n checkpoints of a counter shard into st.
+func checkpointN(t *testing.T, st streaming.StateStore, shard string, n int) {
+	t.Helper()
+	src := &counterSource{}
+	cp, err := streaming.NewCheckpointer(shard, src, st, memory.New())
+	require.NoError(t, err)
+	for range n {
+		src.add()
+		_, err := cp.Checkpoint(t.Context())
+		require.NoError(t, err)
+	}
+}

@@ -42,6 +42,11 @@ type Store struct {
 	groups map[string]*group // shard groups by folder
 }
 
+var (
+	_ streaming.StateStore     = (*Store)(nil)
+	_ streaming.ShardKeyLister = (*Store)(nil)
+)
+
 // state is one committed manifest and the ETag it was read or written with.
 type state struct {
 	m    *manifest
@@ -314,6 +319,36 @@ func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
 		}
 		for k := range st.m.index {
 			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, []byte(k))
+			}
+		}
+	}
+	return keys, nil
+}
+
+// ListShardKeys implements streaming.ShardKeyLister: the keys of shard's
+// manifest, and of the root manifest (where keys written before shards
+// had manifests of their own stay): a GET of each not yet loaded, and no
+// LIST of the other shards' folders, which ListKeys makes. Keys a custom
+// WithShardOf puts elsewhere are not found.
+func (s *Store) ListShardKeys(ctx context.Context, shard string) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	gs := []*group{s.root}
+	if s.cfg.shardOf != nil {
+		gs = append(gs, s.group(shardFolder(shard), shard))
+	}
+	seen := map[string]bool{}
+	var keys [][]byte
+	for _, g := range gs {
+		st, err := g.ensure(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for k := range st.m.index {
+			if sh, ok := streaming.CheckpointKeyShard([]byte(k)); ok && sh == shard && !seen[k] {
 				seen[k] = true
 				keys = append(keys, []byte(k))
 			}

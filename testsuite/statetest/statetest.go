@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) streaming.StateStore) {
 		{"Cancelled", testCancelled},
 		{"Concurrent", testConcurrent},
 		{"DeleteKeys", testDeleteKeys},
+		{"ListShardKeys", testListShardKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +80,43 @@ func testDeleteKeys(t *testing.T, s streaming.StateStore) {
 	cancel()
 	require.ErrorIs(t, d.DeleteKeys(cctx, keep), context.Canceled)
 	requireKeys(t, s, keep)
+}
+
+// testListShardKeys: a streaming.ShardKeyLister lists every checkpoint
+// key of the shard asked, next to keys of a shard whose name it prefixes
+// (readings/1 and readings/10), of a shard its name extends, and keys
+// that are not checkpoint keys.
+func testListShardKeys(t *testing.T, s streaming.StateStore) {
+	l, ok := s.(streaming.ShardKeyLister)
+	if !ok {
+		t.Skip("store has no ListShardKeys")
+	}
+	ctx := context.Background()
+	const shard = "kafka/p/readings/1"
+	want := [][]byte{
+		streaming.CheckpointManifestKey(shard),
+		[]byte(streaming.CheckpointPieceKey(shard, 1, 1, 0)),
+		[]byte(streaming.CheckpointPieceKey(shard, 2, 7, 3)),
+	}
+	others := [][]byte{
+		streaming.CheckpointManifestKey(shard + "0"),
+		[]byte(streaming.CheckpointPieceKey(shard+"0", 1, 1, 0)),
+		[]byte(streaming.CheckpointPieceKey("kafka/p/readings", 1, 1, 0)),
+		[]byte(shard + "/user-key"),
+		[]byte(shard),
+	}
+	for i, k := range append(slices.Clone(want), others...) {
+		require.NoError(t, s.Save(ctx, k, fullSnapshot(i)))
+	}
+	got, err := l.ListShardKeys(ctx, shard)
+	require.NoError(t, err)
+	var mine []string
+	for _, k := range got {
+		if sh, ok := streaming.CheckpointKeyShard(k); ok && sh == shard {
+			mine = append(mine, string(k))
+		}
+	}
+	require.ElementsMatch(t, sortedStrings(want), mine, "the shard's keys (others it may list: %q)", got)
 }
 
 // fullSnapshot returns a snapshot with every meta field set, distinct per

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,11 @@ type Store struct {
 	epPfx   []byte
 	closed  atomic.Bool
 }
+
+var (
+	_ streaming.StateStore     = (*Store)(nil)
+	_ streaming.ShardKeyLister = (*Store)(nil)
+)
 
 var (
 	_ streaming.StateStore   = (*Store)(nil)
@@ -223,6 +229,22 @@ func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error
 
 // ListKeys returns every stored snapshot key, in key order.
 func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
+	return s.listKeys(ctx, nil, nil)
+}
+
+// ListShardKeys implements streaming.ShardKeyLister: the keys
+// streaming.CheckpointKeyShard gives shard, in key order, found by a
+// seek to the shard's name instead of a walk over every shard's keys.
+func (s *Store) ListShardKeys(ctx context.Context, shard string) ([][]byte, error) {
+	return s.listKeys(ctx, []byte(shard+"/"), func(k []byte) bool {
+		sh, ok := streaming.CheckpointKeyShard(k)
+		return ok && sh == shard
+	})
+}
+
+// listKeys returns the snapshot keys starting with prefix that keep
+// (nil: all) keeps, in key order.
+func (s *Store) listKeys(ctx context.Context, prefix []byte, keep func(key []byte) bool) ([][]byte, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -230,7 +252,7 @@ func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
 	err := s.db.View(func(txn *badger.Txn) error {
 		opt := badger.DefaultIteratorOptions
 		opt.PrefetchValues = false
-		opt.Prefix = s.snapPfx
+		opt.Prefix = append(slices.Clip(s.snapPfx), prefix...)
 		it := txn.NewIterator(opt)
 		defer it.Close()
 		n := 0
@@ -240,8 +262,10 @@ func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
 					return err
 				}
 			}
-			k := it.Item().Key()
-			keys = append(keys, append([]byte{}, k[len(s.snapPfx):]...))
+			k := it.Item().Key()[len(s.snapPfx):]
+			if keep == nil || keep(k) {
+				keys = append(keys, append([]byte{}, k...))
+			}
 		}
 		return nil
 	})
