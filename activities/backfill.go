@@ -60,7 +60,8 @@ type ReplayFileInput struct {
 // ReplayFileResult reports one replayed file.
 type ReplayFileResult struct {
 	File string `json:"file"`
-	// Rows read, Written to the sink, Skipped by the time range.
+	// Rows read, Written to the sink, Skipped by the time range (over
+	// every attempt of the activity).
 	Rows    int64 `json:"rows"`
 	Written int64 `json:"written"`
 	Skipped int64 `json:"skipped"`
@@ -159,8 +160,9 @@ func (a *Backfills) ListArchive(ctx context.Context, in ListArchiveInput) (ListA
 // ReplayFile replays one file from the row its last heartbeat recorded
 // (kept for backfills started before ReplayPartition).
 // Rows are written in batches; after each batch is flushed the activity
-// heartbeats the next row, so a retry resumes after the last durable
-// batch and rows written twice are overwritten by the idempotent sink.
+// heartbeats the next row and its counts so far, so a retry resumes after
+// the last durable batch (rows written twice are overwritten by the
+// idempotent sink) and its result counts the rows of every attempt.
 func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayFileResult, error) {
 	if in.File == "" || in.Sink == "" {
 		return ReplayFileResult{}, temporal.NewNonRetryableApplicationError("replay file: file and sink are required", ErrTypeBadInput, nil)
@@ -180,9 +182,13 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 
 	res := ReplayFileResult{File: in.File}
 	if activity.HasHeartbeatDetails(ctx) {
-		var pos parquet.Position
-		if err := activity.GetHeartbeatDetails(ctx, &pos); err == nil && pos.File == in.File {
-			res.ResumedAt = pos.Row
+		var hb replayFileProgress
+		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.File == in.File {
+			// The counts of the rows before the position, flushed by the
+			// earlier attempts (0 from a build that heartbeated the
+			// position alone: those rows are not counted).
+			res.ResumedAt = hb.Row
+			res.Rows, res.Written, res.Skipped = hb.Rows, hb.Written, hb.Skipped
 		}
 	}
 
@@ -218,7 +224,8 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 		if err := sink.Flush(ctx, "", 0); err != nil {
 			return err
 		}
-		activity.RecordHeartbeat(ctx, parquet.Position{File: in.File, Row: next})
+		activity.RecordHeartbeat(ctx, replayFileProgress{Position: parquet.Position{File: in.File, Row: next},
+			Rows: res.Rows, Written: res.Written, Skipped: res.Skipped})
 		return nil
 	}
 	emit := func(row parquet.Row) { batch = append(batch, row.Output()) }
@@ -248,6 +255,19 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 		return res, sinkErr(fmt.Errorf("replay %s row %d: %w", in.File, next, err))
 	}
 	return res, nil
+}
+
+// replayFileProgress is what ReplayFile heartbeats after each flush: the
+// next row, and the counts of the rows before it, so a retry resuming
+// there reports every attempt's rows (before, it heartbeated the position
+// alone and its result lacked the rows flushed before the retry). The
+// position's fields are at the top level, as the position alone was
+// heartbeated before: either build reads the other's heartbeat.
+type replayFileProgress struct {
+	parquet.Position
+	Rows    int64 `json:"rows,omitempty"`
+	Written int64 `json:"written,omitempty"`
+	Skipped int64 `json:"skipped,omitempty"`
 }
 
 // sinkErr is a replay's failed sink Write or Flush: non-retryable

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tflo-io/tflo/activities"
@@ -89,6 +91,18 @@ func backfillEnv(sink *memSink) (*testsuite.TestActivityEnvironment, *activities
 	return env, b
 }
 
+// firstFile is the name of the first file of the archive at loc, as
+// ListArchive plans it.
+func firstFile(t *testing.T, env *testsuite.TestActivityEnvironment, b *activities.Backfills, loc string) string {
+	t.Helper()
+	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
+	require.NoError(t, err)
+	var plan activities.ListArchiveResult
+	require.NoError(t, v.Get(&plan))
+	require.NotEmpty(t, plan.Files, "archive %s", loc)
+	return plan.Files[0].Name
+}
+
 func TestListArchivePlansFilesInOrder(t *testing.T) {
 	loc, _ := writeArchive(t, 3, 10)
 	env, b := backfillEnv(newMemSink())
@@ -119,15 +133,12 @@ func TestReplayFileResumesFromHeartbeat(t *testing.T) {
 	loc, _ := writeArchive(t, 1, 2500)
 	sink := newMemSink()
 	env, b := backfillEnv(sink)
-	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
-	require.NoError(t, err)
-	var plan activities.ListArchiveResult
-	require.NoError(t, v.Get(&plan))
-	file := plan.Files[0].Name
+	file := firstFile(t, env, b, loc)
 
-	// A retry after a crash: the last heartbeat said row 2000 was next.
+	// A retry after a crash: the last heartbeat (of a build that
+	// heartbeated the position alone) said row 2000 was next.
 	env.SetHeartbeatDetails(parquet.Position{File: file, Row: 2000})
-	v, err = env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{Location: loc, File: file, Sink: "mem", BatchRows: 100})
+	v, err := env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{Location: loc, File: file, Sink: "mem", BatchRows: 100})
 	require.NoError(t, err)
 	var res activities.ReplayFileResult
 	require.NoError(t, v.Get(&res))
@@ -144,12 +155,8 @@ func TestReplayFileFailsMidwayThenCompletesIdempotently(t *testing.T) {
 	loc, _ := writeArchive(t, 1, 1000)
 	sink := func() *memSink { m := newMemSink(); m.failAt = 4; return m }()
 	env, b := backfillEnv(sink)
-	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
-	require.NoError(t, err)
-	var plan activities.ListArchiveResult
-	require.NoError(t, v.Get(&plan))
-	in := activities.ReplayFileInput{Location: loc, File: plan.Files[0].Name, Sink: "mem", BatchRows: 100}
-	_, err = env.ExecuteActivity(b.ReplayFile, in)
+	in := activities.ReplayFileInput{Location: loc, File: firstFile(t, env, b, loc), Sink: "mem", BatchRows: 100}
+	_, err := env.ExecuteActivity(b.ReplayFile, in)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "503")
 	// Retried from the start (no heartbeat carried here): every row lands
@@ -159,17 +166,45 @@ func TestReplayFileFailsMidwayThenCompletesIdempotently(t *testing.T) {
 	assert.Len(t, sink.rows, 1000)
 }
 
+// TestReplayFileCountsTheRowsOfEveryAttempt: a retry resuming from the
+// failed attempt's heartbeat reports the rows that attempt flushed too.
+// Bug: the heartbeat held the position alone, and the retry's result
+// counted only the rows after it: the backfill's written and skipped
+// rows fell short by every row flushed before a retry.
+func TestReplayFileCountsTheRowsOfEveryAttempt(t *testing.T) {
+	loc, _ := writeArchive(t, 1, 1000)
+	// The 4th write fails, after 3 flushed batches of 100 rows (the 100
+	// rows before From write nothing).
+	sink := func() *memSink { m := newMemSink(); m.failAt = 4; return m }()
+	env, b := backfillEnv(sink)
+	var last converter.EncodedValues
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) { last = d })
+	base := time.Unix(0, 1_700_000_000_000_000_000)
+	in := activities.ReplayFileInput{Location: loc, File: firstFile(t, env, b, loc), Sink: "mem", BatchRows: 100, From: base.Add(100 * time.Second)}
+	_, err := env.ExecuteActivity(b.ReplayFile, in)
+	require.ErrorContains(t, err, "503")
+	require.NotNil(t, last, "the failed attempt heartbeated")
+	var hb map[string]any
+	require.NoError(t, last.Get(&hb))
+	env.SetHeartbeatDetails(hb)
+	v, err := env.ExecuteActivity(b.ReplayFile, in)
+	require.NoError(t, err)
+	var res activities.ReplayFileResult
+	require.NoError(t, v.Get(&res))
+	assert.Equal(t, int64(400), res.ResumedAt)
+	assert.Equal(t, int64(1000), res.Rows, "rows of both attempts")
+	assert.Equal(t, int64(900), res.Written)
+	assert.Equal(t, int64(100), res.Skipped)
+	assert.Len(t, sink.rows, 900)
+}
+
 func TestReplayFileTimeRange(t *testing.T) {
 	loc, _ := writeArchive(t, 1, 100)
 	sink := newMemSink()
 	env, b := backfillEnv(sink)
-	v, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: loc})
-	require.NoError(t, err)
-	var plan activities.ListArchiveResult
-	require.NoError(t, v.Get(&plan))
 	base := time.Unix(0, 1_700_000_000_000_000_000)
-	v, err = env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{
-		Location: loc, File: plan.Files[0].Name, Sink: "mem",
+	v, err := env.ExecuteActivity(b.ReplayFile, activities.ReplayFileInput{
+		Location: loc, File: firstFile(t, env, b, loc), Sink: "mem",
 		From: base.Add(10 * time.Second), To: base.Add(20 * time.Second),
 	})
 	require.NoError(t, err)
