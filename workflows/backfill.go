@@ -91,7 +91,11 @@ func (in BackfillInput) Validate() error {
 }
 
 // BackfillProgress is what the status query returns (the CLI draws its
-// progress bar from it) and what the workflow returns.
+// progress bar from it) and what the workflow returns. Running names the
+// partitions (files, before partition paging) the replays in flight
+// replay: each lane's partition and, when small partitions go in batches,
+// those its activity replays after it, in order (the activity is in one
+// of them).
 type BackfillProgress struct {
 	Name       string `json:"name"`
 	FilesTotal int    `json:"files_total"`
@@ -452,11 +456,16 @@ func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i 
 	b.started++
 	b.running[lane.Partition] = true
 	p := &b.st.Progress
-	p.Running = append(p.Running, lane.Partition)
+	// The status names every partition the activity replays, not only
+	// the batch's first (a query result only: no command changes).
+	batch := append([]string{lane.Partition}, lane.Then...)
+	p.Running = append(p.Running, batch...)
 	sel.AddFuture(fut, func(fut workflow.Future) {
 		b.inFlight--
 		delete(b.running, lane.Partition)
-		p.Running = remove(p.Running, lane.Partition)
+		for _, part := range batch {
+			p.Running = remove(p.Running, part)
+		}
 		var res activities.ReplayPartitionResult
 		if err := fut.Get(ctx, &res); err != nil {
 			// A replay cancelled with the backfill reports what it had

@@ -214,6 +214,44 @@ func TestBackfillBatchesSmallPartitions(t *testing.T) {
 	assert.Less(t, f.replays, 40, "small partitions replay in batches")
 }
 
+// TestBackfillStatusNamesEveryPartitionOfABatch: the status of a
+// backfill replaying small partitions in batches names, as running, every
+// partition of the batches in flight. Before, it named each batch's first
+// partition only: a lane replaying shards 0 to 3 showed shard 0 running
+// while its activity was in shard 3.
+func TestBackfillStatusNamesEveryPartitionOfABatch(t *testing.T) {
+	f := newFakeArchive(8, 1, 50) // 1 to 3 files each: two batches of 4
+	in := backfillIn
+	in.Window, in.FilesPerActivity = 2, 16
+	var started atomic.Int32
+	release := make(chan struct{})
+	env := newPartitionEnv(t, f, func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		started.Add(1)
+		<-release
+		return f.replay(ctx, in)
+	})
+	var running []string
+	var check func()
+	check = func() {
+		if started.Load() < 2 {
+			env.RegisterDelayedCallback(check, time.Millisecond)
+			return
+		}
+		v, err := env.QueryWorkflow(workflows.QueryStatus)
+		require.NoError(t, err)
+		var p workflows.BackfillProgress
+		require.NoError(t, v.Get(&p))
+		running = p.Running
+		close(release)
+	}
+	env.RegisterDelayedCallback(check, time.Millisecond)
+	p := runToEnd(t, env, in)
+	require.Equal(t, 2, f.replays, "the partitions replay in two batches")
+	assert.Equal(t, f.names, running, "the partitions of both batches, in order")
+	assert.Empty(t, p.Running)
+	requireEveryFileOnce(t, f, p)
+}
+
 // TestBackfillBatchesOnAWorkerThatIgnoresThen: a replay activity of a
 // build before batching (a worker not yet upgraded, or one of the user's
 // own) ignores ReplayPartitionInput.Then and reports its own partition
