@@ -242,8 +242,11 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		// wctx: --timeout bounds the calls too, not only the waits between.
 		var p workflows.BackfillProgress
 		qerr := noWorker
+		var waited time.Duration
 		if noWorker == nil {
+			asked := time.Now()
 			p, qerr = queryBackfill(wctx, c, id)
+			waited = time.Since(asked)
 		}
 		if qerr != nil {
 			var nf *serviceerror.NotFound
@@ -280,9 +283,10 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(qerr))
 		}
 		// A backfill that ended before any worker ran it (terminated, or
-		// timed out, waiting) answers no query: it has no progress to
-		// show, only how it ended.
-		neverRan := qerr != nil
+		// timed out, waiting) answers no query (the server says it is not
+		// ready): it has no progress to show, only how it ended.
+		var notReady *serviceerror.WorkflowNotReady
+		neverRan := errors.As(qerr, &notReady)
 		if a.structured() {
 			if !wf.wait || closed {
 				var progress any = p
@@ -300,6 +304,11 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 				line = status + " (no control worker polls task queue " + workflows.ControlTaskQueue + " to answer its status query: no progress to show)"
 			case neverRan:
 				line = status + " (no worker ran it: no progress was recorded)"
+			case qerr != nil:
+				// A control worker polls (or the check failed), but the
+				// query was not answered: say that, not that no worker ran
+				// the backfill.
+				line = status + " (" + unansweredQuery(qerr, waited) + ": no progress to show)"
 			}
 			switch {
 			case wf.wait && !closed && tty:
@@ -346,6 +355,17 @@ func noWorkerHint(err error) string {
 		return fmt.Sprintf(" (no worker answered: is a worker with control_worker: true, or the demo, running tflo's workflows on task queue %s?)", workflows.ControlTaskQueue)
 	}
 	return ""
+}
+
+// unansweredQuery says what is known of a status query of a closed
+// backfill that failed after waited: it timed out (no worker on the
+// control task queue answered it within waited), or it failed with an
+// error of its own.
+func unansweredQuery(err error, waited time.Duration) string {
+	if timedOutOnServer(err) {
+		return fmt.Sprintf("its status query, on task queue %s, was not answered within %s", workflows.ControlTaskQueue, waited.Round(time.Second))
+	}
+	return fmt.Sprintf("its status query on task queue %s failed: %v", workflows.ControlTaskQueue, err)
 }
 
 // noControlWorker returns an error saying what is missing when no worker

@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -139,19 +142,9 @@ func TestBackfillStatusWithoutAControlWorker(t *testing.T) {
 
 	// A backfill that ran to its end on a worker gone since (a queue of
 	// its own: nothing polls tflo-control).
-	w := worker.New(srv.Client, "gone", worker.Options{})
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ workflows.BackfillInput) error {
-		p := workflows.BackfillProgress{Name: "done", FilesTotal: 3, FilesDone: 3, Done: true}
-		return workflow.SetQueryHandler(ctx, workflows.QueryStatus, func() (workflows.BackfillProgress, error) { return p, nil })
-	}, workflow.RegisterOptions{Name: "BackfillWorkflow"})
-	require.NoError(t, w.Start())
-	run1, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("done"), TaskQueue: "gone"},
-		"BackfillWorkflow", workflows.BackfillInput{Name: "done"})
-	require.NoError(t, err)
-	require.NoError(t, run1.Get(ctx, nil))
-	w.Stop()
+	completeBackfill(t, srv, "gone", "done")
 	// One that runs, started by type name: no worker runs it.
-	_, err = srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("running"), TaskQueue: workflows.ControlTaskQueue},
+	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("running"), TaskQueue: workflows.ControlTaskQueue},
 		"BackfillWorkflow", workflows.BackfillInput{Name: "running"})
 	require.NoError(t, err)
 
@@ -177,4 +170,80 @@ func TestBackfillStatusWithoutAControlWorker(t *testing.T) {
 	r = run(t, "backfill", "status", addr, "--name", "missing")
 	assert.Equal(t, exitNotFound, r.code, r.err)
 	assert.Equal(t, "Error: no backfill named \"missing\"\n", r.err)
+}
+
+// completeBackfill runs backfill name to its end on a worker of queue,
+// gone once it returns: a stand-in for BackfillWorkflow that completes at
+// once and answers its status query with 3 files done.
+func completeBackfill(t *testing.T, srv *temporaltest.Server, queue, name string) {
+	t.Helper()
+	ctx := context.Background()
+	w := worker.New(srv.Client, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ workflows.BackfillInput) error {
+		p := workflows.BackfillProgress{Name: name, FilesTotal: 3, FilesDone: 3, Done: true}
+		return workflow.SetQueryHandler(ctx, workflows.QueryStatus, func() (workflows.BackfillProgress, error) { return p, nil })
+	}, workflow.RegisterOptions{Name: "BackfillWorkflow"})
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	run, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID(name), TaskQueue: queue},
+		"BackfillWorkflow", workflows.BackfillInput{Name: name})
+	require.NoError(t, err)
+	require.NoError(t, run.Get(ctx, nil))
+}
+
+// TestBackfillStatusOfAnUnansweredQuery: a control worker polls
+// tflo-control but does not answer the status query of a backfill that
+// completed (stuck, or gone a moment ago): the status says the query was
+// not answered, on which task queue, within how long. Before, it said
+// "completed (no worker ran it: no progress was recorded)", though a
+// worker had run it to its end.
+func TestBackfillStatusOfAnUnansweredQuery(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	completeBackfill(t, srv, workflows.ControlTaskQueue, "done")
+
+	// A poller that takes the workflow tasks (the query's) and answers none.
+	ctx, cancel := context.WithCancel(context.Background())
+	polling := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-polling })
+	go func() {
+		defer close(polling)
+		for ctx.Err() == nil {
+			// A long poll, as a worker's (the server wants a deadline).
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			_, _ = srv.Client.WorkflowService().PollWorkflowTaskQueue(pctx, &workflowservice.PollWorkflowTaskQueueRequest{
+				Namespace: "default", Identity: "silent",
+				TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.ControlTaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+			})
+			cancel()
+		}
+	}()
+	require.Eventually(t, func() bool {
+		resp, err := srv.Client.DescribeTaskQueue(ctx, workflows.ControlTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil {
+			return false
+		}
+		for _, p := range resp.GetPollers() {
+			if p.GetIdentity() == "silent" {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "the silent poller polls")
+
+	addr := "--address=" + srv.HostPort
+	r := run(t, "backfill", "status", addr, "--name", "done")
+	assert.Equal(t, exitOK, r.code, r.err)
+	assert.NotContains(t, r.out, "no worker ran it")
+	assert.Regexp(t, `^completed \(its status query, on task queue tflo-control, was not answered within \d+s: no progress to show\)\n$`, r.out)
+
+	// One that ended before a worker completed a step of it (the silent
+	// poller took its first task) was run by none: that is still said.
+	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("never"), TaskQueue: workflows.ControlTaskQueue},
+		"BackfillWorkflow", workflows.BackfillInput{Name: "never"})
+	require.NoError(t, err)
+	require.NoError(t, srv.Client.TerminateWorkflow(ctx, workflows.BackfillWorkflowID("never"), "", "test"))
+	r = run(t, "backfill", "status", addr, "--name", "never")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Equal(t, "terminated (no worker ran it: no progress was recorded)\n", r.out)
 }
