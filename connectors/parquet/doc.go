@@ -26,7 +26,8 @@
 //     a cut and its pre-commit are held until the pre-commit ran, so a
 //     checkpoint makes exactly the rows of its cut durable.
 //   - [Writer]: writes whole files at once (each Flush writes the
-//     buffered rows as one file named by [FileKey]); no pipeline uses it
+//     buffered rows as one file named by [FileKey], a file that failed
+//     to be written again under its name); no pipeline uses it
 //     any more: tests and tools use it to lay out archives, including
 //     the overlapping files older writers left.
 //   - [Reader]: reads an archive prefix in name order, page by page,

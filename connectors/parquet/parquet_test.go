@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -597,6 +598,71 @@ func TestWriterNeverSplitsAnOffset(t *testing.T) {
 	}
 	r, _ := parquet.NewReader(a, "iot/")
 	equalRows(t, rowsOf(readAll(t, r, parquet.Position{})), rows)
+}
+
+// storedThenFailed is an archive whose first PutAtomic stores the object
+// and then fails, as an S3 PUT answered by a timeout after it landed.
+type storedThenFailed struct {
+	parquet.Archive
+	failed bool
+}
+
+func (a *storedThenFailed) PutAtomic(ctx context.Context, name string, data []byte) error {
+	if err := a.Archive.PutAtomic(ctx, name, data); err != nil || a.failed {
+		return err
+	}
+	a.failed = true
+	return fmt.Errorf("put %s: timeout after the object was stored", name)
+}
+
+// Regression: a file that failed to be written was written again with
+// the rows buffered after it, under another name, so when the failed
+// write had stored it after all the archive held two overlapping files
+// and independent readers read its rows twice. It is written again
+// alone, under its name.
+func TestWriterRetriesAFailedFileUnderItsName(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		first int // rows in the failing file (at least; an offset's rows stay together)
+		write func(w *parquet.Writer, first, rest []parquet.Row) error
+	}{
+		{"Append", 10, func(w *parquet.Writer, first, rest []parquet.Row) error {
+			// The file of first fails when Append reaches rest's first offset.
+			if err := w.Append(ctx, append(slices.Clone(first), rest[:len(rest)-1]...)...); err == nil {
+				return errors.New("append: no error from the failing put")
+			}
+			return w.Append(ctx, rest[len(rest)-1])
+		}},
+		{"Flush", 4, func(w *parquet.Writer, first, rest []parquet.Row) error {
+			if err := w.Append(ctx, first...); err != nil {
+				return err
+			}
+			if _, _, err := w.Flush(ctx); err == nil {
+				return errors.New("flush: no error from the failing put")
+			}
+			return w.Append(ctx, rest...)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			local, err := parquet.NewLocalArchive(t.TempDir())
+			require.NoError(t, err)
+			a := &storedThenFailed{Archive: local}
+			w, err := parquet.NewWriter(a, "iot", 0, 1, parquet.WithMaxRowsPerFile(10))
+			require.NoError(t, err)
+			rows := genRows(7, 0, 30)
+			first := rows[:c.first]
+			for first[len(first)-1].Offset == rows[len(first)].Offset {
+				first = rows[:len(first)+1]
+			}
+			require.NoError(t, c.write(w, first, rows[len(first):]))
+			_, _, err = w.Flush(ctx)
+			require.NoError(t, err)
+			got := archivetest.ReadIndependently(t, a, "")
+			require.Empty(t, archivetest.Duplicates(got))
+			require.Len(t, got, len(rows))
+		})
+	}
 }
 
 // A file whose bytes changed after it was written — in a page, a page

@@ -24,7 +24,13 @@ type Writer struct {
 	cfg      writerConfig
 
 	pending []Row
-	b       *fileBuilder
+	// failed is the number of leading pending rows whose file failed to
+	// be written (0: none). A failed PutAtomic may have stored the file
+	// all the same (an S3 PUT answered by a timeout), so those rows are
+	// written again as that file, under its name, before any row
+	// buffered after them: a file of other bounds would overlap it.
+	failed int
+	b      *fileBuilder
 }
 
 // NewWriter returns a writer of pipeline's shard at epoch into a.
@@ -48,12 +54,19 @@ func NewWriter(a Archive, pipeline string, shard int32, epoch streaming.Epoch, o
 // taking a row of a new offset — never between two rows of one offset, so
 // each offset's rows live in one file (the reader relies on it) and the
 // buffer exceeds the maximum only by the rows of one record. On a write
-// error Append returns it and keeps every row (the failed file is retried
-// by the next Append or Flush under the same name).
+// error Append returns it and keeps every row: the next Append or Flush
+// writes the failed file's rows again, alone and under the same name
+// (the failed write may have stored it), before the rows buffered since.
 func (w *Writer) Append(ctx context.Context, rows ...Row) error {
 	for i, row := range rows {
+		if w.failed > 0 {
+			if _, err := w.flushFirst(ctx, w.failed); err != nil {
+				w.pending = append(w.pending, rows[i:]...)
+				return err
+			}
+		}
 		if n := len(w.pending); n >= w.cfg.maxRowsPerFile && row.Offset != w.pending[n-1].Offset {
-			if _, _, err := w.Flush(ctx); err != nil {
+			if _, err := w.flushFirst(ctx, n); err != nil {
 				w.pending = append(w.pending, rows[i:]...)
 				return err
 			}
@@ -69,18 +82,39 @@ func (w *Writer) Pending() int { return len(w.pending) }
 // Flush writes the buffered rows as one file and reports its key; ok is
 // false when nothing was buffered. Call it at checkpoint time, before the
 // cursor is committed, so every committed offset is archived. On error the
-// rows stay buffered and a later Flush writes them under the same name.
+// rows stay buffered. When a write failed before (here or in Append),
+// Flush first writes that file's rows again under the same name, then the
+// rows buffered after them as a second file, and reports the last key.
 func (w *Writer) Flush(ctx context.Context) (key FileKey, ok bool, err error) {
 	if len(w.pending) == 0 {
 		return FileKey{}, false, nil
 	}
-	key, err = w.WriteFile(ctx, w.pending)
+	if w.failed > 0 && w.failed < len(w.pending) {
+		if _, err := w.flushFirst(ctx, w.failed); err != nil {
+			return FileKey{}, false, err
+		}
+	}
+	key, err = w.flushFirst(ctx, len(w.pending))
 	if err != nil {
 		return FileKey{}, false, err
 	}
-	clear(w.pending)
-	w.pending = w.pending[:0]
 	return key, true, nil
+}
+
+// flushFirst writes the first n buffered rows as one file and drops them
+// from the buffer; on error it keeps them and remembers them as the file
+// to write again.
+func (w *Writer) flushFirst(ctx context.Context, n int) (FileKey, error) {
+	key, err := w.WriteFile(ctx, w.pending[:n])
+	if err != nil {
+		w.failed = n
+		return FileKey{}, err
+	}
+	w.failed = 0
+	rest := copy(w.pending, w.pending[n:])
+	clear(w.pending[rest:])
+	w.pending = w.pending[:rest]
+	return key, nil
 }
 
 // WriteFile writes rows as one file, bypassing the buffer. rows must be in
