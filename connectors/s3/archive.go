@@ -237,6 +237,13 @@ func (o *archiveObject) fetch(p []byte, off int64) error {
 	if got, err := io.ReadFull(out.Body, p); err != nil {
 		return fmt.Errorf("s3 archive %s: read %s: got %d of %d bytes: %w", o.obj.uri(o.name), rng, got, len(p), err)
 	}
+	if out.ContentLength == nil {
+		// No length announced (chunked): the body must end with the
+		// range, or its first bytes may not be those at off.
+		if extra, _ := io.ReadFull(out.Body, make([]byte, 1)); extra > 0 {
+			return fmt.Errorf("s3 archive %s: get %s: the server sends more than %d bytes (does it ignore Range?)", o.obj.uri(o.name), rng, len(p))
+		}
+	}
 	return nil
 }
 

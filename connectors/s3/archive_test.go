@@ -171,31 +171,64 @@ func TestListUploadsNoSuchUploadOnALaterPage(t *testing.T) {
 // TestArchiveReadOfAServerIgnoringRange: a server (or a proxy before it)
 // that ignores the Range header answers a ranged GET with the whole
 // object. A read is an error naming the object and the range, not the
-// object's first bytes passed off as those at the offset.
+// object's first bytes passed off as those at the offset — also when the
+// answer has no Content-Length (chunked), which was read unchecked: the
+// range's length of the object's first bytes passed.
 func TestArchiveReadOfAServerIgnoringRange(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			r.Header.Del("Range")
-			fake.ServeHTTP(w, r)
+	for _, c := range []struct {
+		name          string
+		contentLength bool
+	}{{"with Content-Length", true}, {"without Content-Length", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					r.Header.Del("Range")
+					if !c.contentLength && r.Method == http.MethodGet {
+						w = &chunkedWriter{ResponseWriter: w}
+					}
+					fake.ServeHTTP(w, r)
+				})
+			})
+			a, _ := newArchive(t, f, s3store.WithReadBlockSize(4096))
+			data := make([]byte, 3*4096)
+			for i := range data {
+				data[i] = byte(i / 7)
+			}
+			require.NoError(t, a.PutAtomic(ctx, "p/f", data))
+			o, err := a.Open(ctx, "p/f")
+			require.NoError(t, err)
+			defer o.Close()
+			for _, n := range []int{100, 4096} { // through the block cache, and straight
+				p := make([]byte, n)
+				got, err := o.ReadAt(p, 5000)
+				if err == nil {
+					require.Equal(t, data[5000:5000+n], p[:got], "read of %d bytes at 5000", n)
+				}
+				require.ErrorContains(t, err, "s3://"+testBucket+"/p/f")
+				require.ErrorContains(t, err, "bytes=")
+			}
 		})
-	})
-	a, _ := newArchive(t, f, s3store.WithReadBlockSize(4096))
-	data := make([]byte, 3*4096)
-	for i := range data {
-		data[i] = byte(i / 7)
 	}
-	require.NoError(t, a.PutAtomic(ctx, "p/f", data))
-	o, err := a.Open(ctx, "p/f")
-	require.NoError(t, err)
-	defer o.Close()
-	for _, n := range []int{100, 4096} { // through the block cache, and straight
-		p := make([]byte, n)
-		got, err := o.ReadAt(p, 5000)
-		if err == nil {
-			require.Equal(t, data[5000:5000+n], p[:got], "read of %d bytes at 5000", n)
-		}
-		require.ErrorContains(t, err, "s3://"+testBucket+"/p/f")
-		require.ErrorContains(t, err, "bytes=")
+}
+
+// chunkedWriter drops the Content-Length of a response and sends its
+// body chunked, as some proxies do.
+type chunkedWriter struct {
+	http.ResponseWriter
+	wroteHeader bool
+}
+
+func (w *chunkedWriter) WriteHeader(code int) {
+	w.wroteHeader = true
+	w.Header().Del("Content-Length")
+	w.ResponseWriter.WriteHeader(code)
+	w.ResponseWriter.(http.Flusher).Flush()
+}
+
+func (w *chunkedWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
 	}
+	return w.ResponseWriter.Write(p)
 }
