@@ -16,14 +16,25 @@ import (
 
 // tempPrefix starts the base name of a file PutAtomic is still writing.
 // List skips such files, so a crash mid-write leaves litter but never a
-// half file in the archive's listing.
+// half file in the archive's listing; the first PutAtomic into a folder
+// deletes the stale ones there (see staleTempAge).
 const tempPrefix = ".tmp-"
+
+// staleTempAge is how long ago a temp file must have been last written
+// for PutAtomic to take it for a crashed writer's and delete it. A
+// PutAtomic writes its temp file in one write, fsync and rename, so a
+// live writer's is seconds old, even one of another process sharing the
+// folder; deleting one all the same (a write stalled for longer) only
+// fails that writer's rename, which it retries: it never publishes a
+// half file.
+const staleTempAge = time.Hour
 
 // LocalArchive is an Archive in a local folder: object names are paths
 // under the root. PutAtomic writes a temp file in the destination folder,
 // fsyncs it, renames it over the name and fsyncs the folder.
 type LocalArchive struct {
-	root string
+	root  string
+	swept sync.Map // folder → struct{}: stale temp files deleted (sweepTemps)
 }
 
 var (
@@ -223,6 +234,7 @@ func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return wrap("create folder", err)
 	}
+	a.sweepTemps(dir)
 	tmp, err := os.CreateTemp(dir, tempPrefix+path.Base(name)+"-*")
 	if err != nil {
 		return wrap("create temp file", err)
@@ -247,6 +259,29 @@ func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) 
 	}
 	syncDir(dir)
 	return nil
+}
+
+// sweepTemps deletes, once per folder and process, the temp files of
+// PutAtomic in dir last written over staleTempAge ago: those a crash
+// left. Best effort: a file it cannot delete is left for the next
+// process.
+func (a *LocalArchive) sweepTemps(dir string) {
+	if _, done := a.swept.LoadOrStore(dir, struct{}{}); done {
+		return
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-staleTempAge)
+	for _, d := range des {
+		if !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), tempPrefix) {
+			continue
+		}
+		if info, err := d.Info(); err == nil && info.ModTime().Before(cutoff) {
+			_ = os.Remove(filepath.Join(dir, d.Name()))
+		}
+	}
 }
 
 // MemArchive is an in-memory Archive for tests and examples. Not for

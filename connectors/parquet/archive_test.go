@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
@@ -55,6 +58,29 @@ func TestLocalArchiveHidesTempFiles(t *testing.T) {
 	if len(entries) != 2 {
 		t.Fatalf("folder has %d entries, want the file and the crash litter", len(entries))
 	}
+}
+
+// Regression: the temp files a crash in PutAtomic left stayed in their
+// folder for ever. The first PutAtomic into a folder deletes those last
+// written over an hour ago, and keeps a recent one (a live writer's,
+// maybe of another process sharing the folder).
+func TestLocalArchiveSweepsStaleTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	ctx := context.Background()
+	folder := filepath.Join(dir, parquet.StagingDir, "iot")
+	require.NoError(t, os.MkdirAll(folder, 0o755))
+	stale := filepath.Join(folder, ".tmp-rec.json-111")
+	live := filepath.Join(folder, ".tmp-rec.json-222")
+	for _, p := range []string{stale, live} {
+		require.NoError(t, os.WriteFile(p, []byte("ha"), 0o644))
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(stale, old, old))
+	require.NoError(t, a.PutAtomic(ctx, parquet.StagingDir+"/iot/rec.json", []byte("whole")))
+	require.NoFileExists(t, stale, "a crashed writer's temp file")
+	require.FileExists(t, live, "a live writer's temp file")
 }
 
 func TestSkipHidden(t *testing.T) {
