@@ -6,6 +6,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -231,4 +234,35 @@ func (w *chunkedWriter) Write(p []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// Regression: with no credentials given or in the environment, on a
+// machine whose instance metadata endpoint answers 403, requests failed
+// with "access denied (check the access key and secret)": the metadata
+// endpoint's 403 read as the server refusing a key nobody gave. The error
+// says no credentials were found, and names the bucket and endpoint.
+func TestArchiveWithoutCredentialsSaysSo(t *testing.T) {
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	t.Cleanup(imds.Close)
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_EC2_METADATA_DISABLED", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	none := filepath.Join(t.TempDir(), "none")
+	t.Setenv("AWS_CONFIG_FILE", none)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
+	f := newFakeS3(t)
+	a, err := s3store.NewArchive(context.Background(), testBucket,
+		s3store.WithEndpoint(f.URL), s3store.WithPathStyle(true), s3store.WithRegion("us-east-1"))
+	require.NoError(t, err)
+	_, err = a.List(context.Background(), "")
+	require.ErrorIs(t, err, s3store.ErrNoCredentials)
+	require.NotErrorIs(t, err, s3store.ErrAccessDenied)
+	require.ErrorContains(t, err, "s3://"+testBucket+"/")
+	require.ErrorContains(t, err, f.URL)
 }

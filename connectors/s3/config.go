@@ -92,7 +92,8 @@ func WithPathStyle(on bool) Option { return func(o *config) { o.pathStyle = on }
 
 // WithStaticCredentials signs with a fixed access key and secret (and an
 // optional session token). Default: the standard credential chain
-// (environment, shared files, SSO, instance roles). The secret never
+// (environment, shared files, SSO, instance roles); when it finds none,
+// requests fail with an error wrapping ErrNoCredentials. The secret never
 // appears in errors or logs.
 func WithStaticCredentials(accessKey, secretKey, sessionToken string) Option {
 	return func(o *config) { o.accessKey, o.secretKey, o.sessionToken = accessKey, secretKey, sessionToken }
@@ -279,6 +280,9 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
+	}
+	if c.accessKey == "" && awsCfg.Credentials != nil {
+		awsCfg.Credentials = aws.NewCredentialsCache(chainCredentials{awsCfg.Credentials})
 	}
 	c.region = awsCfg.Region
 	return awss3.NewFromConfig(awsCfg, func(o *awss3.Options) {

@@ -1,10 +1,12 @@
 package s3
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -14,6 +16,12 @@ import (
 // missing permission). The message names the bucket and endpoint, never
 // the secret.
 var ErrAccessDenied = errors.New("access denied")
+
+// ErrNoCredentials is wrapped by errors for requests that could not be
+// signed: no credentials were given (WithStaticCredentials) and the
+// standard credential chain (environment, shared files, SSO, instance
+// roles) found none. The request never reached the server.
+var ErrNoCredentials = errors.New("no credentials found: none given, and the standard credential chain (environment, shared files, SSO, instance roles) found none")
 
 // ErrNoSuchBucket is wrapped by errors for requests to a bucket that does
 // not exist on the endpoint.
@@ -65,6 +73,11 @@ func isPreconditionFailed(err error) bool {
 
 // classify wraps err with the package sentinel its S3 error code maps to.
 func classify(err error) error {
+	if errors.Is(err, ErrNoCredentials) {
+		// Before apiCode: the metadata endpoint's own 403 is not the
+		// server refusing the credentials.
+		return err
+	}
 	code, status := apiCode(err)
 	switch {
 	case code == "NoSuchBucket":
@@ -76,4 +89,18 @@ func classify(err error) error {
 		return fmt.Errorf("%w (check the access key and secret): %w", ErrAccessDenied, err)
 	}
 	return err
+}
+
+// chainCredentials is the default credential chain, whose failure to find
+// credentials wraps ErrNoCredentials (the SDK's own error says "failed to
+// refresh cached credentials" and may carry the metadata endpoint's 403,
+// which read as the server refusing the access key).
+type chainCredentials struct{ aws.CredentialsProvider }
+
+func (c chainCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	creds, err := c.CredentialsProvider.Retrieve(ctx)
+	if err != nil {
+		return creds, fmt.Errorf("%w: %w", ErrNoCredentials, err)
+	}
+	return creds, nil
 }
