@@ -668,13 +668,22 @@ func (w *RollingWriter) Restore(ctx context.Context, at RestorePoint) (RestoreSt
 		}
 	}
 	// Everything else in the staging folder is past the restore point or
-	// of another owner: abort its uploads, delete its objects.
+	// of another owner: abort its uploads, delete its objects. So are
+	// the uploads under the shard's published names: those of a
+	// multipart copy (Move of a file over 5 GiB) a crash interrupted,
+	// the files they copied published again from the record or already
+	// published. (One of a compaction or an older owner copying right
+	// now fails and is retried: the copy's source stays until it is.)
 	if ul, ok := w.arc.(UploadLister); ok {
 		ups, err := ul.ListUploads(ctx, prefix)
 		if err != nil {
 			return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
 		}
-		for _, u := range ups {
+		copies, err := ul.ListUploads(ctx, ShardPrefix(w.pipeline, w.shard))
+		if err != nil {
+			return st, fmt.Errorf("rolling writer %s: restore: %w", w.where(), err)
+		}
+		for _, u := range append(ups, copies...) {
 			if keptIDs[u.ID] {
 				continue
 			}

@@ -625,3 +625,28 @@ func TestCompactRetriedCompleteVersitygw(t *testing.T) {
 	require.Len(t, got, len(want))
 	require.Empty(t, archivetest.Duplicates(got))
 }
+
+// Regression: a crash in the middle of a multipart copy (Move of a file
+// over 5 GiB) left its upload open under the file's published name for
+// ever: Restore aborted only the uploads of the shard's staging folder.
+// It aborts those under the shard's published names too, and leaves
+// another shard's alone.
+func TestRollingRestoreAbortsACrashedCopysUpload(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, newFakeS3(t), s3store.WithPrefix("archive"))
+	crashed := parquet.FileKey{Pipeline: "iot", Shard: 1, Epoch: 1, First: 0, Last: 99}.Name()
+	other := parquet.FileKey{Pipeline: "iot", Shard: 2, Epoch: 1, First: 0, Last: 99}.Name()
+	for _, name := range []string{crashed, other} {
+		_, err := a.CreateUpload(ctx, name) // what copyInParts' first request leaves
+		require.NoError(t, err)
+	}
+	w, err := parquet.NewRollingWriter(a, "iot", 1, 2)
+	require.NoError(t, err)
+	st, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1})
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Discarded)
+	ups, err := a.ListUploads(ctx, "iot/")
+	require.NoError(t, err)
+	require.Len(t, ups, 1)
+	require.Equal(t, other, ups[0].Name)
+}
