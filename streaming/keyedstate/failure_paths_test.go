@@ -139,13 +139,16 @@ func TestFailedDeleteKeepsTheKey(t *testing.T) {
 		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(v))
 		require.NoError(t, err)
 	}
-	apply("k", 1, 1)
+	// A long key: listing it as changed takes the list of changed keys
+	// past the spill threshold.
+	k := strings.Repeat("k", 8<<10)
+	apply(k, 1, 1)
 	for i := range 8 { // k goes to Badger with its first state
 		apply(fmt.Sprintf("other%d", i), 10+i, 1)
 	}
 	require.NoError(t, rt.Flush())
-	apply("k", 2, 100) // k cached, changed
-	want, found, err := rt.Get("k")
+	apply(k, 2, 100) // k cached, changed
+	want, found, err := rt.Get(k)
 	require.NoError(t, err)
 	require.True(t, found)
 	c, err := rt.Cut(ctx)
@@ -154,15 +157,12 @@ func TestFailedDeleteKeepsTheKey(t *testing.T) {
 
 	// The spill of the changed keys fails (any write error; here Badger
 	// refuses the keys of spilled runs, "\xffkeyedstate-changed/...",
-	// whose bytes 11 to 18 are "-changed"): a long key takes the list
-	// of changed keys past the spill threshold.
+	// whose bytes 11 to 18 are "-changed").
 	refuse("-changed")
-	long := strings.Repeat("x", 8<<10)
-	_, err = rt.Apply(long, 2, "seq", seqCursor(2), streaming.Float(2))
+	err = rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(k) })
 	require.ErrorContains(t, err, "spill changed keys")
-	require.Error(t, rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("k") }))
 
-	got, found, err := rt.Get("k")
+	got, found, err := rt.Get(k)
 	require.NoError(t, err)
 	if found {
 		require.Equal(t, want, got, "a failed Delete of k left its older stored state in place of its current one")
@@ -271,15 +271,12 @@ func TestNewKeyFailingToChangeIsNotHeld(t *testing.T) {
 	_, err := rt.Apply("k", 1, "seq", seqCursor(1), streaming.Float(1))
 	require.NoError(t, err)
 	// Spills fail (Badger refuses the keys of spilled runs), and a long
-	// key takes the list of changed keys past the spill threshold.
+	// new key takes the list of changed keys past the spill threshold.
 	refuse("-changed")
 	long := strings.Repeat("x", 8<<10)
 	_, err = rt.Apply(long, 2, "seq", seqCursor(2), streaming.Float(2))
 	require.ErrorContains(t, err, "spill changed keys")
-
-	_, err = rt.Apply("new", 2, "seq", seqCursor(2), streaming.Float(2))
-	require.ErrorContains(t, err, "spill changed keys")
-	_, found, err := rt.Get("new")
+	_, found, err := rt.Get(long)
 	require.NoError(t, err)
 	require.False(t, found, "a key no record made is held")
 	require.Equal(t, 1, rt.Stats().Keys, "keys held")
@@ -401,46 +398,55 @@ func TestValueLogGCErrorIsNotAFlushError(t *testing.T) {
 // of changed keys (a write error) and leaves the key as it was. Each
 // retry saved the state aside again and counted it again: the cut's
 // memory (Stats.ChangedBytes) grew by a state per failed deletion and
-// the cache shrank for it until the cut was released. The state as of
-// the cut is kept, and counted, once; the cut still saves it.
+// the cache shrank for it until the cut was released. And each retry
+// (of the deletion, or of a record of a new key) listed the key again:
+// Stats.DirtyKeys and the list grew by a key per failed change. The
+// state as of the cut is kept, and counted, once; a failed change lists
+// nothing; the cut still saves the state.
 func TestFailedDeleteOfAKeyOfTheCutKeepsItOnce(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
 	db, refuse := openFaultDB(t)
-	rt := newRuntime(t, g, db, small(4)...)
-	_, err := rt.Apply("k", 1, "seq", seqCursor(1), streaming.Float(1))
+	rt := newRuntime(t, g, db, small(100)...)
+	// A long key, under small(100)'s spill threshold (12.5 kB) but over
+	// small(4)'s (4 kB).
+	long := strings.Repeat("x", 8<<10)
+	_, err := rt.Apply(long, 1, "seq", seqCursor(1), streaming.Float(1))
 	require.NoError(t, err)
-	want, found, err := rt.Get("k")
+	want, found, err := rt.Get(long)
 	require.NoError(t, err)
 	require.True(t, found)
 	c, err := rt.Cut(ctx)
 	require.NoError(t, err)
 
-	// Spills fail, and a long key takes the list of changed keys past
-	// the spill threshold.
+	// Listing a long key spills the list now, and spills fail.
+	require.NoError(t, rt.Resize(smallBudget(4), 1))
 	refuse("-changed")
-	_, err = rt.Apply(strings.Repeat("x", 8<<10), 2, "seq", seqCursor(2), streaming.Float(2))
-	require.ErrorContains(t, err, "spill changed keys")
 	del := func() error {
-		return rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete("k") })
+		return rt.Process(func(tx *keyedstate.Tx[string]) error { return tx.Delete(long) })
 	}
 	require.ErrorContains(t, del(), "spill changed keys")
 	st := rt.Stats()
 	require.Equal(t, 1, st.CapturedKeys)
+	require.Zero(t, st.DirtyKeys, "the failed deletion listed its key")
 	for range 20 {
 		require.ErrorContains(t, del(), "spill changed keys")
 	}
-	// The failed deletions each listed k again (a few bytes of the
-	// list), but kept no state aside again.
+	newKey := strings.Repeat("y", 8<<10)
+	for i := range 20 {
+		_, err := rt.Apply(newKey, int64(2+i), "seq", seqCursor(2+i), streaming.Float(2))
+		require.ErrorContains(t, err, "spill changed keys")
+	}
 	after := rt.Stats()
 	require.Equal(t, 1, after.CapturedKeys)
-	require.Less(t, after.ChangedBytes-st.ChangedBytes, int64(64), "states kept aside again: %d bytes grew to %d", st.ChangedBytes, after.ChangedBytes)
+	require.Zero(t, after.DirtyKeys, "failed changes listed their keys")
+	require.Equal(t, st.ChangedBytes, after.ChangedBytes, "failed changes kept states aside or listed keys")
 
 	pieces, err := collectPieces(t, c)
 	require.NoError(t, err)
 	rt2 := newRuntime(t, g, openDB(t))
 	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(1), piecesSeq(pieces)))
-	got, found, err := rt2.Get("k")
+	got, found, err := rt2.Get(long)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, want, got)

@@ -135,11 +135,14 @@ func small(keys int) []keyedstate.Option {
 		keyedstate.WithGCHeadroom(0),
 		keyedstate.WithEntryBytes(1000),
 		keyedstate.WithWriteBatchBytes(4 << 10),
-		keyedstate.WithMemoryBudget(int64(keys)*1000 + 8<<10 + testDBBytes),
+		keyedstate.WithMemoryBudget(smallBudget(keys)),
 		keyedstate.WithPieceBytes(2 << 10),
 		keyedstate.WithSaveChunk(16),
 	}
 }
+
+// smallBudget is the memory budget of small(keys).
+func smallBudget(keys int) int64 { return int64(keys)*1000 + 8<<10 + testDBBytes }
 
 // bigEntries are the options of a runtime whose cache holds about five
 // keys of 100 kB entries (a changed-key list holding a 70 kB key stays

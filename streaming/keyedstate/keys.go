@@ -26,6 +26,29 @@ type keyList struct {
 	runs   []spilledRun // keys spilled to Badger (see spill.go)
 }
 
+// keyMark is a keyList's length, to take back the keys added since.
+type keyMark struct{ chunks, last, n int }
+
+// mark returns the list's length now.
+func (l *keyList) mark() keyMark {
+	m := keyMark{chunks: len(l.chunks), n: l.n}
+	if m.chunks > 0 {
+		m.last = len(l.chunks[m.chunks-1])
+	}
+	return m
+}
+
+// truncate takes back the keys added since m (the list's chunks must not
+// have been handed on since: a keyRef into them would dangle).
+func (l *keyList) truncate(m keyMark) {
+	clear(l.chunks[m.chunks:])
+	l.chunks = l.chunks[:m.chunks]
+	if m.chunks > 0 {
+		l.chunks[m.chunks-1] = l.chunks[m.chunks-1][:m.last]
+	}
+	l.n = m.n
+}
+
 // add appends kb.
 func (l *keyList) add(kb []byte) {
 	need := binary.MaxVarintLen64 + len(kb)

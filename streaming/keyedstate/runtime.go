@@ -503,8 +503,7 @@ func (tx *Tx[K]) Delete(key K) error {
 	// Record the change before dropping anything: a failed spill leaves
 	// the key as it was.
 	if !r.listed(gen) {
-		r.dirty.add(kb)
-		if err := r.maybeSpill(); err != nil {
+		if err := r.list(kb); err != nil {
 			return err
 		}
 	}
@@ -528,18 +527,30 @@ func (r *Runtime[K]) markChanged(e *entry[K]) error {
 			return err
 		}
 	}
-	listed := r.listed(e.gen)
-	if !listed {
-		r.dirty.add(r.keyBytes(e.key))
+	if !r.listed(e.gen) {
+		if err := r.list(r.keyBytes(e.key)); err != nil {
+			return err
+		}
 	}
 	if e.absent && len(r.deleted) > 0 {
 		delete(r.deleted, e.key) // it exists again: its entry carries the generation
 	}
 	e.gen, e.absent = r.gen, false
-	if listed {
-		return nil
+	return nil
+}
+
+// list records kb as changed and spills the list of changed keys when
+// it outgrew its part of the budget (r.mu held). A failed spill takes
+// the key back: the change failed and its retry lists the key again,
+// once.
+func (r *Runtime[K]) list(kb []byte) error {
+	m := r.dirty.mark()
+	r.dirty.add(kb)
+	if err := r.maybeSpill(); err != nil {
+		r.dirty.truncate(m)
+		return err
 	}
-	return r.maybeSpill()
+	return nil
 }
 
 // listed reports whether a key last changed in generation gen is on the
