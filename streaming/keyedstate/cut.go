@@ -23,6 +23,7 @@ type cut[K comparable] struct {
 	ctype    string
 	cur      []byte
 	released bool // guarded by r.mu
+	relisted int  // its keys listed again since (changed during the save); guarded by r.mu
 
 	sorted    []keyRef // distinct keys in byte order, built by the first Pieces call
 	sortBytes int      // memory of sorted; guarded by r.mu
@@ -116,19 +117,27 @@ func (c *cut[K]) Release(saved bool) {
 		}
 	} else {
 		// The cut's keys changed since were captured (copy-on-write)
-		// and listed again: they go back once, with the cut's keys.
-		// (One listed again in a run spilled since stays a repeat.)
+		// and listed again: they go back once, with the cut's keys. One
+		// listed again in a run spilled since stays there, a repeat.
 		var skip func(kb []byte) bool
+		skipped := 0
 		if len(c.captured) > 0 {
 			again := make(map[string]struct{}, len(c.captured))
 			for k := range c.captured {
 				again[string(r.codec.AppendKey(nil, k))] = struct{}{}
 			}
-			skip = func(kb []byte) bool { _, ok := again[string(kb)]; return ok }
+			skip = func(kb []byte) bool {
+				_, ok := again[string(kb)]
+				if ok {
+					skipped++
+				}
+				return ok
+			}
 		}
 		var l keyList
 		l.addAll(&c.keys, nil)
 		l.addAll(&r.dirty, skip)
+		l.repeats += c.relisted - skipped
 		r.dirty = l
 	}
 	c.captured, c.capBytes, c.sorted, c.sortBytes = nil, 0, nil, 0

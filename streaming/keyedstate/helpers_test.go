@@ -74,6 +74,23 @@ func seqOf(t testing.TB, typ string, c []byte) int {
 	return int(binary.BigEndian.Uint64(c))
 }
 
+// recordLog applies records to rt one at a time, each its own key's
+// next record (timestamp and value its index), and keeps them for
+// reference.
+type recordLog struct {
+	t    *testing.T
+	rt   *keyedstate.Runtime[string]
+	recs []record
+}
+
+func (l *recordLog) apply(k string) {
+	l.t.Helper()
+	r := record{key: k, ts: int64(len(l.recs)), value: float64(len(l.recs))}
+	l.recs = append(l.recs, r)
+	_, err := l.rt.Apply(r.key, r.ts, "seq", seqCursor(len(l.recs)), streaming.Float(r.value))
+	require.NoError(l.t, err)
+}
+
 // reference runs records through an all-in-memory Keyed.
 func reference(g *streaming.Graph, recs []record) *streaming.Keyed[string] {
 	k := streaming.NewKeyed[string](g)

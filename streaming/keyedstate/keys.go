@@ -18,12 +18,14 @@ const (
 // generation), held in byte chunks: uvarint length | key bytes, repeated.
 // A key takes its length plus one or two bytes, instead of the tens of
 // bytes a map entry costs. A key is listed once (see Runtime.listed and
-// cut.Release), but for a key of an unsaved cut changed again while the
-// list spilled; sorted drops the repeats.
+// cut.Release), but for a key of an unsaved cut changed again and spilled
+// before the release: it stays in two places (counted in repeats), and
+// sorted and keySource drop the repeat.
 type keyList struct {
-	chunks [][]byte
-	n      int          // keys added to the chunks
-	runs   []spilledRun // keys spilled to Badger (see spill.go)
+	chunks  [][]byte
+	n       int          // keys added to the chunks
+	runs    []spilledRun // keys spilled to Badger (see spill.go)
+	repeats int          // keys listed twice (see cut.Release): keys does not count them
 }
 
 // keyMark is a keyList's length, to take back the keys added since.
@@ -66,9 +68,11 @@ func (l *keyList) add(kb []byte) {
 }
 
 // addAll appends every key of o's chunks but those skip reports (nil:
-// none), and takes over its spilled runs (o is left as it was).
+// none), and takes over its spilled runs and repeats (o is left as it
+// was).
 func (l *keyList) addAll(o *keyList, skip func(kb []byte) bool) {
 	l.runs = append(l.runs, o.runs...)
+	l.repeats += o.repeats
 	for _, c := range o.chunks {
 		for off := 0; off < len(c); {
 			kb, next := keyAt(c, off)
@@ -93,9 +97,9 @@ func (l *keyList) memBytes() int {
 // spilled runs.
 func (l *keyList) bytes() int { return l.memBytes() + 32*cap(l.runs) }
 
-// keys is the number of keys recorded (a repeat counts again).
+// keys is the number of distinct keys recorded.
 func (l *keyList) keys() int {
-	n := l.n
+	n := l.n - l.repeats
 	for _, r := range l.runs {
 		n += r.keys
 	}

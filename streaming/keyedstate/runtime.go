@@ -503,7 +503,7 @@ func (tx *Tx[K]) Delete(key K) error {
 	// Record the change before dropping anything: a failed spill leaves
 	// the key as it was.
 	if !r.listed(gen) {
-		if err := r.list(kb); err != nil {
+		if err := r.list(kb, r.inCut(gen)); err != nil {
 			return err
 		}
 	}
@@ -522,13 +522,14 @@ func (tx *Tx[K]) Delete(key K) error {
 // changed and first saving aside its state as of a pending cut that holds
 // it (copy-on-write).
 func (r *Runtime[K]) markChanged(e *entry[K]) error {
-	if r.inCut(e.gen) {
+	inCut := r.inCut(e.gen)
+	if inCut {
 		if err := r.cut.capture(e); err != nil {
 			return err
 		}
 	}
 	if !r.listed(e.gen) {
-		if err := r.list(r.keyBytes(e.key)); err != nil {
+		if err := r.list(r.keyBytes(e.key), inCut); err != nil {
 			return err
 		}
 	}
@@ -539,16 +540,19 @@ func (r *Runtime[K]) markChanged(e *entry[K]) error {
 	return nil
 }
 
-// list records kb as changed and spills the list of changed keys when
-// it outgrew its part of the budget (r.mu held). A failed spill takes
-// the key back: the change failed and its retry lists the key again,
-// once.
-func (r *Runtime[K]) list(kb []byte) error {
+// list records kb as changed, a key of the pending cut if inCut, and
+// spills the list of changed keys when it outgrew its part of the budget
+// (r.mu held). A failed spill takes the key back: the change failed and
+// its retry lists the key again, once.
+func (r *Runtime[K]) list(kb []byte, inCut bool) error {
 	m := r.dirty.mark()
 	r.dirty.add(kb)
 	if err := r.maybeSpill(); err != nil {
 		r.dirty.truncate(m)
 		return err
+	}
+	if inCut {
+		r.cut.relisted++
 	}
 	return nil
 }

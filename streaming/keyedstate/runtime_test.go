@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -419,13 +420,8 @@ func TestUnsavedCutCountsAKeyOnce(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
 	rt := newRuntime(t, g, openDB(t), small(100)...)
-	var recs []record
-	apply := func(k string) {
-		r := record{key: k, ts: int64(len(recs)), value: float64(len(recs))}
-		recs = append(recs, r)
-		_, err := rt.Apply(r.key, r.ts, "seq", seqCursor(len(recs)), streaming.Float(r.value))
-		require.NoError(t, err)
-	}
+	l := recordLog{t: t, rt: rt}
+	apply := l.apply
 	for _, k := range []string{"a", "b", "c", "d"} {
 		apply(k)
 	}
@@ -447,15 +443,54 @@ func TestUnsavedCutCountsAKeyOnce(t *testing.T) {
 	c.Release(true)
 	require.Zero(t, rt.Stats().DirtyKeys)
 	rt2 := newRuntime(t, g, openDB(t))
-	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(len(recs)), piecesSeq(pieces)))
+	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(len(l.recs)), piecesSeq(pieces)))
 	// d was deleted before each of its records after the first: only
 	// its last one counts.
 	var kept []record
-	for _, r := range recs {
+	for _, r := range l.recs {
 		if r.key == "d" {
 			kept = slices.DeleteFunc(kept, func(r record) bool { return r.key == "d" })
 		}
 		kept = append(kept, r)
 	}
 	requireSameState(t, reference(g, kept), rt2, []string{"a", "b", "c", "d"})
+}
+
+// TestUnsavedCutCountsASpilledKeyOnce: a key of a cut changed during its
+// save is listed again, and the list spilled (a long key took it past
+// its threshold) before the cut was released unsaved: the key was then
+// both among the cut's keys and in the spilled run, and Stats.DirtyKeys
+// counted it twice, once more per failed checkpoint. It is counted once,
+// and the next cut saves every key's state once.
+func TestUnsavedCutCountsASpilledKeyOnce(t *testing.T) {
+	ctx := context.Background()
+	g := smaGraph(t)
+	rt := newRuntime(t, g, openDB(t), small(4)...)
+	l := recordLog{t: t, rt: rt}
+	apply := l.apply
+	keys := []string{"a", "b"}
+	for _, k := range keys {
+		apply(k)
+	}
+	for i := range 5 { // checkpoints that fail, the hot path going on
+		c, err := rt.Cut(ctx)
+		require.NoError(t, err)
+		apply("a") // changed during the save: listed again
+		spills := rt.Stats().Spills
+		long := strings.Repeat(string(rune('p'+i)), 5000) // over small(4)'s spill threshold (4 kB)
+		keys = append(keys, long)
+		apply(long)
+		require.Equal(t, spills+1, rt.Stats().Spills, "the long key spilled the list")
+		c.Release(false)
+		require.Equal(t, len(keys), rt.Stats().DirtyKeys, "keys a, b and %d long ones changed", i+1)
+	}
+	c, err := rt.Cut(ctx)
+	require.NoError(t, err)
+	pieces, err := collectPieces(t, c)
+	require.NoError(t, err)
+	c.Release(true)
+	require.Zero(t, rt.Stats().DirtyKeys)
+	rt2 := newRuntime(t, g, openDB(t))
+	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(len(l.recs)), piecesSeq(pieces)))
+	requireSameState(t, reference(g, l.recs), rt2, keys)
 }

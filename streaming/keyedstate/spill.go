@@ -97,7 +97,7 @@ func (r *Runtime[K]) spill() error {
 		return fmt.Errorf("keyedstate: spill changed keys: %w", err)
 	}
 	runs := append(r.dirty.runs, run)
-	r.dirty = keyList{runs: runs}
+	r.dirty = keyList{runs: runs, repeats: r.dirty.repeats}
 	r.stats.Spills++
 	return nil
 }
