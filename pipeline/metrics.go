@@ -11,6 +11,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
 
 // metrics are a worker's Prometheus metrics, each with the constant label
@@ -203,7 +204,8 @@ func (m *metrics) released(shard streaming.ShardID) {
 // shardCollector reports per held shard: the checkpoint breaker's state
 // (one series per state, 1 for the current one), the checkpoint failures
 // and the age of the last completed checkpoint, and the keyed state's
-// cached keys, memory, budget, cache capacity, keys, hits and misses; per Kafka partition the consumer lag; per
+// cached keys, memory, budget, cache capacity, keys, hits, misses and
+// failed value-log GCs; per Kafka partition the consumer lag; per
 // InfluxDB sink (its bucket and its index among the pipeline's sinks) its
 // points, retries, rejections and breaker.
 type shardCollector struct {
@@ -245,6 +247,9 @@ var (
 	descMisses = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("tflo_pipeline_state_cache_misses_total", "Records whose key's state was read from the write-behind buffer or Badger (or was new), since this worker gained the shard.", []string{"shard"}, l)
 	}
+	descGCErrors = func(l prometheus.Labels) *prometheus.Desc {
+		return prometheus.NewDesc("tflo_pipeline_state_value_log_gc_errors_total", "Failed value-log garbage collections of the state database, run by the shard's keyed state after a write-behind batch (the shard carries on and the next one retries), since this worker gained the shard.", []string{"shard"}, l)
+	}
 	descLag = func(l prometheus.Labels) *prometheus.Desc {
 		return prometheus.NewDesc("tflo_pipeline_kafka_consumer_lag_records", "Records of an owned Kafka partition not yet applied: its high watermark (as the last fetch saw it) minus the next offset to apply.", []string{"shard"}, l)
 	}
@@ -267,7 +272,7 @@ var (
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []func(prometheus.Labels) *prometheus.Desc{descBreaker, descFailures, descAge, descCached, descMemory,
-		descBudget, descCapacity, descKeys, descHits, descMisses, descLag, descInfluxPoints, descInfluxRetries, descInfluxRejected, descInfluxBuffered, descInfluxBreaker} {
+		descBudget, descCapacity, descKeys, descHits, descMisses, descGCErrors, descLag, descInfluxPoints, descInfluxRetries, descInfluxRejected, descInfluxBuffered, descInfluxBreaker} {
 		ch <- d(c.labels)
 	}
 }
@@ -283,14 +288,7 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 			since = s.since
 		}
 		ch <- prometheus.MustNewConstMetric(descAge(c.labels), prometheus.GaugeValue, time.Since(since).Seconds(), id)
-		ks := s.rt.Stats()
-		ch <- prometheus.MustNewConstMetric(descCached(c.labels), prometheus.GaugeValue, float64(ks.Cached), id)
-		ch <- prometheus.MustNewConstMetric(descMemory(c.labels), prometheus.GaugeValue, float64(ks.MemoryBytes()), id)
-		ch <- prometheus.MustNewConstMetric(descBudget(c.labels), prometheus.GaugeValue, float64(ks.Budget), id)
-		ch <- prometheus.MustNewConstMetric(descCapacity(c.labels), prometheus.GaugeValue, float64(ks.Capacity), id)
-		ch <- prometheus.MustNewConstMetric(descKeys(c.labels), prometheus.GaugeValue, float64(ks.Keys), id)
-		ch <- prometheus.MustNewConstMetric(descHits(c.labels), prometheus.CounterValue, float64(ks.Hits), id)
-		ch <- prometheus.MustNewConstMetric(descMisses(c.labels), prometheus.CounterValue, float64(ks.Misses), id)
+		stateSeries(ch, c.labels, id, s.rt.Stats())
 	}
 	if c.w.kafka != nil {
 		for p, lag := range c.w.kafka.src.Lag() {
@@ -320,6 +318,19 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // breakerSeries sends one series per breaker state, 1 for the current.
+// stateSeries reports a shard's keyed-state series from its runtime's
+// Stats.
+func stateSeries(ch chan<- prometheus.Metric, l prometheus.Labels, shard string, ks keyedstate.Stats) {
+	ch <- prometheus.MustNewConstMetric(descCached(l), prometheus.GaugeValue, float64(ks.Cached), shard)
+	ch <- prometheus.MustNewConstMetric(descMemory(l), prometheus.GaugeValue, float64(ks.MemoryBytes()), shard)
+	ch <- prometheus.MustNewConstMetric(descBudget(l), prometheus.GaugeValue, float64(ks.Budget), shard)
+	ch <- prometheus.MustNewConstMetric(descCapacity(l), prometheus.GaugeValue, float64(ks.Capacity), shard)
+	ch <- prometheus.MustNewConstMetric(descKeys(l), prometheus.GaugeValue, float64(ks.Keys), shard)
+	ch <- prometheus.MustNewConstMetric(descHits(l), prometheus.CounterValue, float64(ks.Hits), shard)
+	ch <- prometheus.MustNewConstMetric(descMisses(l), prometheus.CounterValue, float64(ks.Misses), shard)
+	ch <- prometheus.MustNewConstMetric(descGCErrors(l), prometheus.CounterValue, float64(ks.ValueLogGCErrors), shard)
+}
+
 func breakerSeries(ch chan<- prometheus.Metric, d *prometheus.Desc, cur streaming.BreakerState, shard string) {
 	for _, state := range breakerStates {
 		v := 0.0

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
 
 // TestBreakerSeries: a breaker is one series per state, 1 for the current
@@ -53,11 +54,8 @@ func TestReleasedShardLeavesTheCheckpointSeries(t *testing.T) {
 	w, err := NewWorker(ctx, smaPipeline(t, 1), WithWorkerID("w1"), WithMetrics(reg))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.Close() })
-	id := streaming.KafkaShard("readings", 0)
-	s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
-	require.NoError(t, err)
-	k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: 0}, Epoch: 1}, last: -1}
-	w.host.gained(k.shard)
+	k := gainPartition(ctx, t, w, 0)
+	id := k.id
 	require.NoError(t, k.apply(ctx, []*kgo.Record{{Topic: "readings", Offset: 0, Value: []byte(`{"sensor":"a","ts":1,"value":1}`)}}))
 	_, err = k.cp.Checkpoint(ctx)
 	require.NoError(t, err)
@@ -111,27 +109,66 @@ func TestEventLagFollowsTheHeldShards(t *testing.T) {
 		t.Fatal("no tflo_pipeline_event_lag_seconds")
 		return 0
 	}
-	gain := func(p int32) *kafkaShard {
-		id := streaming.KafkaShard("readings", p)
-		s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
-		require.NoError(t, err)
-		k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: p}, Epoch: 1}, last: -1}
-		w.host.gained(k.shard)
-		return k
-	}
 	reading := func(ts time.Time) *kgo.Record {
 		return &kgo.Record{Topic: "readings", Offset: 0, Value: fmt.Appendf(nil, `{"sensor":"a","ts":%d,"value":1}`, ts.UnixMilli())}
 	}
 	require.Zero(t, lag(), "before the first record")
 
-	k0 := gain(0)
+	k0 := gainPartition(ctx, t, w, 0)
 	require.NoError(t, k0.apply(ctx, []*kgo.Record{reading(time.Now())}))
 	require.Less(t, lag(), 60.0, "a fresh record")
 	require.NoError(t, k0.Release(ctx, true))
 	require.Zero(t, lag(), "no shard held")
 
-	k1 := gain(1)
+	k1 := gainPartition(ctx, t, w, 1)
 	require.NoError(t, k1.apply(ctx, []*kgo.Record{reading(time.Now().Add(-time.Hour))}))
 	require.Greater(t, lag(), 3500.0, "the backlog of the shard held now")
 	require.NoError(t, k1.Release(ctx, true))
+}
+
+// TestStateSeriesCountValueLogGCErrors: keyedstate.Stats.ValueLogGCErrors
+// (value-log GCs that failed after a write-behind batch: the shard
+// carries on) was no metric, so nothing showed a state database whose
+// garbage was not collected. It is
+// tflo_pipeline_state_value_log_gc_errors_total, per held shard.
+func TestStateSeriesCountValueLogGCErrors(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	w, err := NewWorker(ctx, smaPipeline(t, 1), WithWorkerID("w1"), WithMetrics(reg))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	k := gainPartition(ctx, t, w, 0)
+	gcErrors := func() map[string]float64 { // by shard
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "tflo_pipeline_state_value_log_gc_errors_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "shard" {
+						out[l.GetValue()] = m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return out
+	}
+	require.Equal(t, map[string]float64{string(k.id): 0}, gcErrors(), "the held shard's series")
+
+	// A runtime's failed GCs, as its Stats count them.
+	ch := make(chan prometheus.Metric, 16)
+	stateSeries(ch, nil, "s0", keyedstate.Stats{ValueLogGCErrors: 3})
+	close(ch)
+	var got []float64
+	for m := range ch {
+		if strings.Contains(m.Desc().String(), `fqName: "tflo_pipeline_state_value_log_gc_errors_total"`) {
+			var pb dto.Metric
+			require.NoError(t, m.Write(&pb))
+			got = append(got, pb.GetCounter().GetValue())
+		}
+	}
+	require.Equal(t, []float64{3}, got)
 }

@@ -38,3 +38,16 @@ func openPartitionZero(ctx context.Context, t *testing.T, p Pipeline) (*Worker, 
 	require.NoError(t, err)
 	return w, &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: 0}, Epoch: 1}, last: -1}
 }
+
+// gainPartition opens partition readings/p of w at epoch 1 and has w
+// hold it, as the Kafka source does on its assignment: its series are
+// among w's metrics.
+func gainPartition(ctx context.Context, t *testing.T, w *Worker, p int32) *kafkaShard {
+	t.Helper()
+	id := streaming.KafkaShard("readings", p)
+	s, err := w.openShard(ctx, id, 1, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 1, true }))
+	require.NoError(t, err)
+	k := &kafkaShard{shard: s, a: kafka.Assignment{Partition: kafka.Partition{Topic: "readings", Partition: p}, Epoch: 1}, last: -1}
+	w.host.gained(k.shard)
+	return k
+}
