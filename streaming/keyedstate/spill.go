@@ -155,21 +155,25 @@ func (c *runCursor) advance() error {
 	return nil
 }
 
-// chunk reads chunk i of run id from Badger (a copy).
+// chunk reads chunk i of run id from Badger (a copy). It reads through
+// a read view: a chunk is longer than BadgerOptions' value threshold, so
+// in the value log, and a value-log GC (a flusher's, or another
+// runtime's on the DB) that moved it between the Get and the copy would
+// otherwise delete its file under the read.
 func (r *Runtime[K]) chunk(id uint64, i int) ([]byte, error) {
-	var out []byte
-	err := r.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(r.runKey(id, i))
-		if err != nil {
-			return err
-		}
-		out, err = item.ValueCopy(nil)
-		return err
-	})
+	v := openReadView(r.db)
+	defer v.close()
+	item, err := v.txn.Get(r.runKey(id, i))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, fmt.Errorf("keyedstate: spilled run %d has lost chunk %d", id, i)
 	}
-	return out, err
+	if err == nil {
+		var out []byte
+		if out, err = item.ValueCopy(nil); err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("keyedstate: read chunk %d of spilled run %d: %w", i, id, err)
 }
 
 // keySource yields a cut's distinct changed keys in byte order: the
