@@ -159,6 +159,24 @@ func redactURL(s string) string {
 	if err != nil {
 		return strings.Replace(s, t, "(unparsable URL)", 1)
 	}
+	// A password holding a '/', '?' or '#' ends the authority early, and
+	// when its part before that is all digits it parses as a port
+	// (nats://u:1234/x@h is host u, port 1234, path /x@h): an '@' past
+	// the authority of a URL with a port is taken for the end of such a
+	// password and redacted up to it (a path or query holding an '@'
+	// after a port is redacted too: better than showing a password).
+	scheme, rest, _ := strings.Cut(t, "://")
+	auth := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		auth = rest[:i]
+	}
+	if at := strings.LastIndexByte(rest, '@'); at > len(auth) && u.Port() != "" {
+		colon := strings.LastIndexByte(auth, ':') // the port's
+		if u.User != nil {
+			colon = strings.IndexByte(rest, ':') // the user's
+		}
+		return strings.Replace(s, t, scheme+"://"+rest[:colon+1]+"xxxxx"+rest[at:], 1)
+	}
 	if _, has := u.User.Password(); has {
 		return strings.Replace(s, t, u.Redacted(), 1)
 	}
