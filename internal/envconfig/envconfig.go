@@ -332,6 +332,49 @@ func Keys(prefix string, zero any) ([]Key, error) {
 	return out, err
 }
 
+// FileKeys returns the keys of zero's type (a struct) that no variable
+// sets, set in the file only: lists of sections (a spec's sinks and
+// graph.nodes) and sections that read themselves from YAML with no key
+// of their own (a spec's decoder). Their Env is empty.
+func FileKeys(zero any) ([]Key, error) {
+	t := reflect.TypeOf(zero)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("envconfig: %T is not a struct", zero)
+	}
+	var out []Key
+	var visit func(t reflect.Type, path []string)
+	visit = func(t reflect.Type, path []string) {
+		for sf, name := range yamlFields(t) {
+			p := append(append([]string(nil), path...), name)
+			if name == "" { // inline
+				p = path
+			}
+			ft := sf.Type
+			if ft.Kind() == reflect.Pointer && !leaf(ft) {
+				ft = ft.Elem()
+			}
+			switch {
+			case leaf(ft):
+			case ft.Kind() == reflect.Struct:
+				if keys, _ := Keys("", reflect.Zero(ft).Interface()); len(keys) > 0 || !reflect.PointerTo(ft).Implements(yamlUnmarshaler) {
+					visit(ft, p)
+					continue
+				}
+				fallthrough
+			default:
+				if name != "" {
+					out = append(out, Key{Path: strings.Join(p, "."), Type: sf.Type.String(), Field: fieldName(t, sf)})
+				}
+			}
+		}
+	}
+	visit(t, nil)
+	return out, nil
+}
+
 var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 	durationType    = reflect.TypeFor[time.Duration]()

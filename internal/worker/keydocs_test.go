@@ -34,7 +34,9 @@ func TestKeyDocsUpToDate(t *testing.T) {
 	}{{envconfig.Prefix, worker.PipelineConfig{}}, {envconfig.Prefix, pipeline.Spec{}}, {worker.SimulatorPrefix, simulator.MainConfig{}}} {
 		keys, err := envconfig.Keys(c.prefix, c.zero)
 		require.NoError(t, err)
-		for _, k := range keys {
+		fileOnly, err := envconfig.FileKeys(c.zero)
+		require.NoError(t, err)
+		for _, k := range append(keys, fileOnly...) {
 			if k.Field == "" {
 				// A field of an anonymous struct: no type to find its doc by.
 				missing = append(missing, k.Env)

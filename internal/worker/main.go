@@ -365,6 +365,20 @@ func printKeys(w io.Writer, prefix string, of KeysOf) {
 		fmt.Fprintf(w, "  (%v)\n", err)
 		return
 	}
+	// The keys no variable sets (a spec's decoder, sinks): listed too, or
+	// the help leaves them out.
+	fileOnly, err := envconfig.FileKeys(of.Zero)
+	if err != nil {
+		fmt.Fprintf(w, "  (%v)\n", err)
+		return
+	}
+	for i, k := range fileOnly {
+		fileOnly[i].Env = "(file only)"
+		if j := strings.LastIndexByte(k.Type, '.'); j >= 0 && strings.HasPrefix(k.Type, "[]") {
+			fileOnly[i].Type = "[]" + k.Type[j+1:] // []SinkEntry
+		}
+	}
+	keys = append(keys, fileOnly...)
 	defaults := map[string]string{}
 	if of.Defaults != nil {
 		for _, d := range of.Defaults() {

@@ -118,6 +118,24 @@ func TestRunMainUsage(t *testing.T) {
 	}
 }
 
+// TestHelpShowsDeadLetterDefaultsAndFileOnlyKeys: --help showed no
+// default for dead_letter.kafka.max_buffered (10000: its defaults were
+// taken from a spec without a dead-letter sink) and did not list the
+// spec keys no variable sets (decoder, sinks, graph.nodes).
+func TestHelpShowsDeadLetterDefaultsAndFileOnlyKeys(t *testing.T) {
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--help"}, &errOut))
+	help := errOut.String()
+	for _, want := range []string{
+		`(?m)^  dead_letter\.kafka\.max_buffered +TFLO_DEAD_LETTER_KAFKA_MAX_BUFFERED +int +default 10000 +MaxBuffered bounds`,
+		`(?m)^  decoder +\(file only\) +DecoderSpec +default reading +Decoder turns a message into a keyed record`,
+		`(?m)^  sinks +\(file only\) +\[\]SinkEntry +Sinks receive the graph's outputs`,
+		`(?m)^  graph\.nodes +\(file only\) +\[\]Node +Nodes are operators`,
+	} {
+		require.Regexp(t, want, help)
+	}
+}
+
 // TestIgnoredSettingsAreNamed: a setting whose feature an empty key
 // turns off (backfill.token_env without backfill.influx_url or
 // kafka_brokers, coordination.nats_tls without coordination.nats_url)

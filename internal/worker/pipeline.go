@@ -252,11 +252,12 @@ func effectiveSpec(s pipeline.Spec, p pipeline.Pipeline) pipeline.Spec {
 }
 
 // specDefaults are a spec's defaults, with a Kafka and with an MQTT
-// source.
+// source, and with a Kafka dead-letter sink (dead_letter.kafka's keys
+// have defaults too: max_buffered).
 func specDefaults() []any {
 	var out []any
 	for _, src := range []pipeline.SourceSpec{{Kafka: &pipeline.KafkaSource{}}, {MQTT: &pipeline.MQTTSource{}}} {
-		s := pipeline.Spec{Source: src}
+		s := pipeline.Spec{Source: src, DeadLetter: &pipeline.DeadLetterEntry{Kafka: &pipeline.DeadLetterKafka{}}}
 		p, _ := s.Pipeline() // nothing but the source is set: no error that matters here
 		out = append(out, effectiveSpec(s, p.WithDefaults()))
 	}
