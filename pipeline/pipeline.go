@@ -114,6 +114,8 @@ type KafkaSource struct {
 	// leave the group, so on a scale-down its partitions wait
 	// SessionTimeout before the others take them. Two live workers with
 	// one id fence each other: the older stops with an error saying so.
+	// Set true without a worker id, the worker warns (at start and at
+	// --check) and joins as a dynamic member.
 	StaticMembership *bool `yaml:"static_membership"`
 	// RevokeTimeout bounds a revoked partition's final checkpoint
 	// (default 10s); on timeout the partition is released without a

@@ -136,6 +136,32 @@ func TestHelpShowsDeadLetterDefaultsAndFileOnlyKeys(t *testing.T) {
 	}
 }
 
+// TestStaticMembershipWithoutAWorkerIDIsWarned: a spec setting
+// source.kafka.static_membership to true, with no worker_id, ran as a
+// dynamic member without a word; the worker warns, at --check as at
+// start, naming both keys (not for the default true).
+func TestStaticMembershipWithoutAWorkerIDIsWarned(t *testing.T) {
+	specPath := writeFile(t, "p.yaml", `name: trades
+source:
+  kafka: {brokers: [k:9092], topic: readings, static_membership: true}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`)
+	check := func(spec string) string {
+		var errOut bytes.Buffer
+		require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec, "--check"}, &errOut), errOut.String())
+		return errOut.String()
+	}
+	t.Setenv("TFLO_WORKER_ID", "")
+	os.Unsetenv("TFLO_WORKER_ID")
+	require.Contains(t, check(specPath), "source.kafka.static_membership is true ("+specPath+":3) but worker_id is empty: the worker, named by its host name, joins the Kafka group as a dynamic member; set worker_id (TFLO_WORKER_ID) for static membership")
+	require.NotContains(t, check(spec("sma-readings.yaml")), "static_membership", "the default true is no request")
+	t.Setenv("TFLO_WORKER_ID", "w1")
+	require.NotContains(t, check(specPath), "static_membership")
+}
+
 // TestIgnoredSettingsAreNamed: a setting whose feature an empty key
 // turns off (backfill.token_env without backfill.influx_url or
 // kafka_brokers, coordination.nats_tls without coordination.nats_url)

@@ -151,6 +151,9 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			for _, w := range cfg.ignored() {
 				rt.Log.Warn(w)
 			}
+			if w := staticMembershipWithoutID(spec, *cfg); w != "" {
+				rt.Log.Warn(w)
+			}
 			if check {
 				env, err := p.SinkEnv(nil) // the graph as it would run
 				if err != nil {
@@ -170,6 +173,24 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			return runPipeline(ctx, p, *cfg, rt.Log, rt.Registry, rt.Ready)
 		},
 	}
+}
+
+// staticMembershipWithoutID is the warning for a spec that sets
+// source.kafka.static_membership to true (in the file or a variable, not
+// by default) while worker_id is empty: the worker, named by its host
+// name, joins as a dynamic member (KafkaSource.StaticMembership), which
+// is not what the key asked for. Empty when there is nothing to say.
+// Warned, not refused: the docs make it the rule, not an error.
+func staticMembershipWithoutID(spec string, cfg PipelineConfig) string {
+	var s pipeline.Spec
+	origins, err := envconfig.LoadOrigins(spec, envconfig.Prefix, &s)
+	const key = "source.kafka.static_membership"
+	if err != nil || cfg.WorkerID != "" || s.Source.Kafka == nil || s.Source.Kafka.StaticMembership == nil ||
+		!*s.Source.Kafka.StaticMembership || origins.Of(key) == "default" {
+		return ""
+	}
+	return fmt.Sprintf("%s is true (%s) but worker_id is empty: the worker, named by its host name, joins the Kafka group as a dynamic member; set worker_id (%s) for static membership",
+		key, origins.Of(key), envconfig.Name(envconfig.Prefix, "worker_id"))
 }
 
 // applyEdits runs the program's edits on p, loaded from spec, in order;
