@@ -32,7 +32,8 @@ type EvalStats struct {
 // and its outputs written to out, one Write per message. Nothing else of
 // a running pipeline takes part: no source, no sinks of p, no state
 // store, no checkpoints. It is how a pipeline is tested: the same value,
-// decoder and graph as in production, over a fixed input. Outputs carry
+// decoder and graph as in production, over a fixed input (an MQTT
+// source's decoding and topic rule included). Outputs carry
 // Shard "evaluate", Epoch 0 and the message's index as Offset.
 func Evaluate(ctx context.Context, p Pipeline, msgs iter.Seq[Message], out streaming.Sink, opts ...EvalOption) (EvalStats, error) {
 	var cfg evalConfig
@@ -42,6 +43,11 @@ func Evaluate(ctx context.Context, p Pipeline, msgs iter.Seq[Message], out strea
 	c, err := compile(p, cfg.reg)
 	if err != nil {
 		return EvalStats{}, err
+	}
+	dec := c.dec
+	if src, ok := c.p.Source.(*MQTTSource); ok {
+		// As the MQTT source decodes: not as the Kafka reading decoder.
+		dec = src.evalDecoder(c)
 	}
 	keyed := streaming.NewKeyed[string](c.g)
 	rec := Record{Inputs: make([]streaming.Computed, len(c.g.Inputs()))}
@@ -55,7 +61,7 @@ func Evaluate(ctx context.Context, p Pipeline, msgs iter.Seq[Message], out strea
 		}
 		clear(rec.Inputs)
 		rec.Key, rec.TS = nil, 0
-		if err := c.dec.Decode(m, &rec); err != nil {
+		if err := dec.Decode(m, &rec); err != nil {
 			st.Rejected++
 			st.LastReason = err
 			continue

@@ -41,6 +41,36 @@ type mqttRunner struct {
 	input streaming.Computed
 }
 
+// evalDecoder is how the MQTT runner of s decodes a message, for
+// Evaluate: with the reading decoder, the MQTT source's (which also
+// takes RFC 3339 times) then the pipeline's limits, else the
+// pipeline's bound decoder; then, with RequireTopicMatch (default true),
+// the source's topic rule.
+func (s *MQTTSource) evalDecoder(c *compiled) Decoder {
+	dec := c.dec
+	if _, reading := c.p.Decoder.(ReadingDecoder); reading {
+		read := mqtt.DecodeReadingIn(time.Duration(c.p.TimeUnit.Nanos()))
+		dec = limitedDecoder{inner: DecoderFunc(func(m Message, r *Record) error {
+			rd, err := read(m.Value)
+			if err != nil {
+				return err
+			}
+			r.Key, r.TS = []byte(rd.Sensor), rd.TS
+			r.Inputs[0] = streaming.Float(rd.Value)
+			return nil
+		}), check: c.dec.(limitedDecoder).check}
+	}
+	if s.RequireTopicMatch != nil && !*s.RequireTopicMatch {
+		return dec
+	}
+	return DecoderFunc(func(m Message, r *Record) error {
+		if err := dec.Decode(m, r); err != nil {
+			return err
+		}
+		return mqtt.CheckTopicMatch(m.Topic, string(r.Key))
+	})
+}
+
 func (w *Worker) newMQTTRunner(cfg *MQTTSource) (*mqttRunner, error) {
 	if n := len(w.c.g.Inputs()); n != 1 {
 		return nil, fmt.Errorf("an MQTT source gives one value per reading; the graph has %d inputs", n)

@@ -788,3 +788,52 @@ func TestMQTTPasswordVariableUnsetIsRefused(t *testing.T) {
 	require.NoError(t, e.broker.Publish("sensors/s", []byte(`{"sensor":"s","ts":1,"value":21.5}`), false, 1))
 	require.Eventually(t, func() bool { return g.w.Stats().RecordsIn == 1 }, waitFor, time.Millisecond)
 }
+
+// TestEvaluateDecodesAsTheMQTTSource: Evaluate of an MQTT pipeline
+// decoded as the Kafka reading decoder does, so it refused an RFC 3339
+// ts the MQTT source accepts and accepted a reading whose sensor is not
+// its topic's last level, which the source dead-letters
+// (require_topic_match).
+func TestEvaluateDecodesAsTheMQTTSource(t *testing.T) {
+	msgs := []pipeline.Message{
+		{Topic: "sensors/s-1", Value: []byte(`{"sensor":"s-1","ts":"2026-01-01T00:00:00Z","value":1}`)},
+		{Topic: "sensors/s-2", Value: []byte(`{"sensor":"s-1","ts":1767225601000,"value":2}`)},
+	}
+	for _, c := range []struct {
+		name              string
+		match             *bool
+		records, rejected int
+	}{
+		{"require_topic_match by default", nil, 1, 1},
+		{"require_topic_match false", new(bool), 2, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := pipeline.Pipeline{
+				Name:   "eval",
+				Source: pipeline.MQTTSource{Servers: []string{"mqtt://localhost:1883"}, Topics: []string{"sensors/+"}, DeadLetterTopic: "sensors.dlq", RequireTopicMatch: c.match},
+				Graph: pipeline.Graph{
+					Inputs: []pipeline.Input{{Name: "value"}},
+					Nodes:  []pipeline.Node{{Name: "sma", Type: "sma", Inputs: []string{"value"}, Params: map[string]any{"window": 1}}},
+				},
+			}
+			out := streaming.NewMemorySink()
+			st, err := pipeline.Evaluate(context.Background(), p, func(yield func(pipeline.Message) bool) {
+				for _, m := range msgs {
+					if !yield(m) {
+						return
+					}
+				}
+			}, out)
+			require.NoError(t, err)
+			require.Equal(t, c.records, st.Records, "last reason: %v", st.LastReason)
+			require.Equal(t, c.rejected, st.Rejected)
+			if c.rejected > 0 {
+				require.ErrorIs(t, st.LastReason, mqtt.ErrTopicMismatch)
+			}
+			outs := out.Outputs()
+			require.NotEmpty(t, outs)
+			require.Equal(t, "s-1", outs[0].Key)
+			require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), outs[0].TS, "the RFC 3339 ts, in the pipeline's unit")
+		})
+	}
+}

@@ -575,11 +575,18 @@ func (s *Source) checkReading(topic string, r Reading) error {
 		return err
 	}
 	if s.cfg.topicMatch {
-		last := topic[strings.LastIndexByte(topic, '/')+1:]
-		if r.Sensor != last {
-			return fmt.Errorf("%w: sensor %s is not %s, the last level of topic %s",
-				ErrTopicMismatch, streaming.QuoteKey(r.Sensor), streaming.QuoteKey(last), streaming.QuoteKey(topic))
-		}
+		return CheckTopicMatch(topic, r.Sensor)
+	}
+	return nil
+}
+
+// CheckTopicMatch is WithRequireTopicMatch's rule: an error wrapping
+// ErrTopicMismatch when sensor is not the last level of topic.
+func CheckTopicMatch(topic, sensor string) error {
+	last := topic[strings.LastIndexByte(topic, '/')+1:]
+	if sensor != last {
+		return fmt.Errorf("%w: sensor %s is not %s, the last level of topic %s",
+			ErrTopicMismatch, streaming.QuoteKey(sensor), streaming.QuoteKey(last), streaming.QuoteKey(topic))
 	}
 	return nil
 }
