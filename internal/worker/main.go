@@ -72,6 +72,11 @@ type Main struct {
 	// one under the prefix holds a secret and is not refused as naming
 	// no key (optional).
 	NamedVariables func() []string
+	// CheckSpec loads what the main loads besides its config (the
+	// pipeline spec) and returns its problems, so that a config problem
+	// is reported together with them, in one error, rather than the
+	// spec's only on the next run (optional).
+	CheckSpec func() error
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
 	Run func(ctx context.Context, rt Runtime) error
 	// Stopping is the help's sentence on what SIGINT/SIGTERM do (default
@@ -228,6 +233,9 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	}
 	envErr := m.checkEnvironment(os.Environ(), named)
 	if err := errors.Join(err, envErr); err != nil {
+		if m.CheckSpec != nil {
+			err = errors.Join(err, m.CheckSpec())
+		}
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n%v\n", m.Name, err)
 		return ExitUsage
 	}

@@ -84,6 +84,10 @@ func TestRunMainUsage(t *testing.T) {
 			map[string]string{"TFLO_SIMULATOR_SENSORS": "3", "TFLO_S3_ENDPOINT": "http://s3", "TFLO_REQUIRE_SERVICES": "1", "TFLO_MOSQUITTO": "/usr/sbin/mosquitto"}, worker.ExitOK, nil},
 		{"a bad duration in the file and a bad value in the environment, reported together", []string{"--config", badTTL, "--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "maybe"}, worker.ExitUsage,
 			[]string{"2 problems", `line 2: coordination.lease_ttl: "soon" is not a duration`, `environment TFLO_CONTROL_WORKER (control_worker): "maybe"`}},
+		// Bug: a bad worker setting stopped the worker before the spec
+		// was read, so the spec's problems came only on the next run.
+		{"a bad worker setting and a bad spec, reported together", []string{"--pipeline", badSpec}, map[string]string{"TFLO_LOG_LEVEL": "bogus", "TFLO_SOURCE_KAFKA_TOPC": "t"}, worker.ExitUsage,
+			[]string{"log.level", "bogus", "TFLO_SOURCE_KAFKA_TOPC: matches no configuration key", `graph node "s" (line 7)`, `unknown operator type "smaa"`}},
 		{"help shows defaults and descriptions", []string{"--help"}, nil, worker.ExitOK,
 			[]string{"default 10s", "LeaseTTL: a worker whose presence was not renewed", "default 1m0s", "DeadLetterTopic receives records that cannot be decoded", "--print-config", "-pprof"}},
 		// Bug: backfill.archive_roots and backfill.database_prefixes shared

@@ -56,6 +56,13 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			_, _ = envconfig.LoadOrigins(spec, envconfig.Prefix, &s) // its problems are reported when it loads
 			return envconfig.Named(s)
 		},
+		CheckSpec: func() error {
+			if spec == "" {
+				return nil
+			}
+			_, err := pipeline.Load(spec)
+			return err
+		},
 		PrintConfig: func(w io.Writer) error {
 			if spec == "" {
 				// The worker's configuration alone (the deployment's
