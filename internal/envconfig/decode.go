@@ -97,24 +97,42 @@ type Extensible interface {
 // cannot be set from the file. Types implementing yaml.Unmarshaler decode
 // themselves (DecodeNode keeps them strict), encoding.TextUnmarshaler
 // types and time.Duration read a scalar's text.
-func Decode(data []byte, dst any) error { return decode(data, dst, nil) }
+func Decode(data []byte, dst any) error { return decode(data, dst, nil, nil) }
 
-func decode(data []byte, dst any, lines map[string]int) error {
+// decode is Decode recording each key path's line in lines (when not
+// nil); origLines, when not nil, gives the file's line of each line of
+// data (Expand's: a ${NAME} whose value holds newlines adds lines), so
+// lines, problems and SetLine name the file's lines.
+func decode(data []byte, dst any, lines map[string]int, origLines []int) error {
+	orig := func(l int) int {
+		if l >= 1 && l <= len(origLines) {
+			return origLines[l-1]
+		}
+		return l
+	}
+	yamlErr := func(err error) error {
+		p := yamlProblem("", err)
+		p.Line = orig(p.Line)
+		return &Errors{Problems: []Problem{p}}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root, next yaml.Node
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) { // no document
 			return nil
 		}
-		return &Errors{Problems: []Problem{yamlProblem("", err)}}
+		return yamlErr(err)
 	}
 	// One document: what a second one (after ---) sets would be ignored.
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return &Errors{Problems: []Problem{yamlProblem("", err)}}
+		return yamlErr(err)
 	case len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null": // a trailing --- is an empty one
-		return &Errors{Problems: []Problem{{Line: next.Content[0].Line, Msg: "a second YAML document (after ---): a file holds one"}}}
+		return &Errors{Problems: []Problem{{Line: orig(next.Content[0].Line), Msg: "a second YAML document (after ---): a file holds one"}}}
+	}
+	if origLines != nil {
+		remapLines(&root, orig)
 	}
 	if root.Kind == 0 || len(root.Content) == 0 { // empty document
 		return nil
@@ -490,6 +508,22 @@ var refPattern = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\
 // quotes), but not a # inside a block scalar (| or >), which is text. A
 // ${NAME} whose variable is unset is a Problem naming its line.
 func Expand(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
+	b, _, err := expand(data, lookup)
+	return b, err
+}
+
+// remapLines sets the line of n and of every node under it to orig of
+// it.
+func remapLines(n *yaml.Node, orig func(int) int) {
+	n.Line = orig(n.Line)
+	for _, c := range n.Content {
+		remapLines(c, orig)
+	}
+}
+
+// expand is Expand that also returns the line of data each line of the
+// result comes from (1-based): a value holding newlines adds lines.
+func expand(data []byte, lookup func(string) (string, bool)) ([]byte, []int, error) {
 	var problems []Problem
 	expand := func(i int, l []byte) []byte {
 		return refPattern.ReplaceAllFunc(l, func(ref []byte) []byte {
@@ -534,9 +568,15 @@ func Expand(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, &Errors{Problems: problems}
+		return nil, nil, &Errors{Problems: problems}
 	}
-	return bytes.Join(lines, []byte("\n")), nil
+	var orig []int
+	for i, l := range lines {
+		for range bytes.Count(l, []byte("\n")) + 1 {
+			orig = append(orig, i+1)
+		}
+	}
+	return bytes.Join(lines, []byte("\n")), orig, nil
 }
 
 // blockHeader matches a line whose value starts a block scalar (| or >,
@@ -590,9 +630,10 @@ type Validator interface {
 	Validate() error
 }
 
-// readFile reads path and expands its ${...} references.
-func readFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+// readFile reads path and expands its ${...} references; lines gives
+// the file's line of each line of b (expand's).
+func readFile(path string) (b []byte, lines []int, err error) {
+	b, err = os.ReadFile(path)
 	if err != nil {
 		// "file x.yaml: no such file or directory", not the PathError's
 		// "open x.yaml: …" after the path again. "file", not "config
@@ -601,13 +642,13 @@ func readFile(path string) ([]byte, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("file %s: %w", path, err)
 	}
-	b, err = Expand(b, os.LookupEnv)
+	b, lines, err = expand(b, os.LookupEnv)
 	if err != nil {
-		return nil, withFile(err, path)
+		return nil, nil, withFile(err, path)
 	}
-	return b, nil
+	return b, lines, nil
 }
 
 func withFile(err error, path string) error {

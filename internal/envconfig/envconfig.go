@@ -136,7 +136,7 @@ func (o Origins) addFile(file string, lines map[string]int) {
 // line of file (what the bytes are called).
 func DecodeOrigins(data []byte, file string, dst any) (Origins, error) {
 	lines := map[string]int{}
-	err := decode(data, dst, lines)
+	err := decode(data, dst, lines, nil)
 	origins := Origins{}
 	origins.addFile(file, lines)
 	return origins, err
@@ -148,12 +148,12 @@ func LoadOrigins(path, prefix string, dst any) (Origins, error) {
 	origins := Origins{}
 	all := &Errors{File: path}
 	if path != "" {
-		b, err := readFile(path)
+		b, fileLines, err := readFile(path)
 		if err != nil {
 			return nil, err
 		}
 		lines := map[string]int{}
-		err = decode(b, dst, lines)
+		err = decode(b, dst, lines, fileLines)
 		origins.addFile(path, lines)
 		if err != nil {
 			var es *Errors

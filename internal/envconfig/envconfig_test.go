@@ -296,3 +296,23 @@ func (l *level) UnmarshalText(b []byte) error {
 		return fmt.Errorf("level %q is neither low nor high", s)
 	}
 }
+
+// TestExpandedNewlinesKeepTheFileLines: a ${NAME} whose value holds
+// newlines added lines before the YAML was read, so the problems and
+// origins of the keys after it named lines of the expanded text, not of
+// the file.
+func TestExpandedNewlinesKeepTheFileLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("worker_id: \"${MULTI}\"\nkafka:\n  topic: t\nevery: soon\n"), 0o600))
+	t.Setenv("MULTI", "a\nb\nc")
+	err := Load(path, Prefix, &sample{})
+	require.ErrorContains(t, err, `line 4: every: "soon" is not a duration`)
+
+	require.NoError(t, os.WriteFile(path, []byte("worker_id: \"${MULTI}\"\nkafka:\n  topic: t\nwindow: 3\n"), 0o600))
+	var s sample
+	origins, err := LoadOrigins(path, Prefix, &s)
+	require.NoError(t, err)
+	require.Equal(t, "a b c", s.WorkerID)
+	require.Equal(t, path+":3", origins.Of("kafka.topic"))
+	require.Equal(t, path+":4", origins.Of("window"))
+}

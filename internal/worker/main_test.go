@@ -58,6 +58,7 @@ func TestRunMainUsage(t *testing.T) {
 	bad := writeFile(t, "c.yaml", "worker_idd: w\n")
 	badTTL := writeFile(t, "ttl.yaml", "coordination:\n  lease_ttl: soon\n")
 	badSpec := writeFile(t, "p.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: t}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
+	multiSpec := writeFile(t, "m.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: \"${TFLO_TEST_MULTI}\"}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
 	cases := []struct {
 		name     string
 		args     []string
@@ -88,6 +89,10 @@ func TestRunMainUsage(t *testing.T) {
 		// was read, so the spec's problems came only on the next run.
 		{"a bad worker setting and a bad spec, reported together", []string{"--pipeline", badSpec}, map[string]string{"TFLO_LOG_LEVEL": "bogus", "TFLO_SOURCE_KAFKA_TOPC": "t"}, worker.ExitUsage,
 			[]string{"log.level", "bogus", "TFLO_SOURCE_KAFKA_TOPC: matches no configuration key", `graph node "s" (line 7)`, `unknown operator type "smaa"`}},
+		// Bug: a ${NAME} holding newlines shifted the lines of the spec's
+		// errors after it (line 9 for the node of line 7).
+		{"a ${NAME} holding newlines keeps the spec's lines", []string{"--pipeline", multiSpec}, map[string]string{"TFLO_TEST_MULTI": "x\ny\nz"}, worker.ExitUsage,
+			[]string{`graph node "s" (line 7)`, `unknown operator type "smaa"`}},
 		{"help shows defaults and descriptions", []string{"--help"}, nil, worker.ExitOK,
 			[]string{"default 10s", "LeaseTTL: a worker whose presence was not renewed", "default 1m0s", "DeadLetterTopic receives records that cannot be decoded", "--print-config", "-pprof"}},
 		// Bug: backfill.archive_roots and backfill.database_prefixes shared
