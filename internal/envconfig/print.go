@@ -147,6 +147,11 @@ func Redact(path, value string) string {
 	return value
 }
 
+// RedactURLs returns list, a URL or a comma-separated list of them (a
+// NATS server list), with every URL's password redacted, as Redact does
+// a setting's value.
+func RedactURLs(list string) string { return Redact("", list) }
+
 // redactURL returns s (with the spaces around it) with a URL's password
 // redacted; a URL with user information that does not parse is replaced
 // whole, since it could hold one.

@@ -23,6 +23,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
@@ -125,12 +126,12 @@ func createDatabase(base, token, db string, tc *tls.Config) error {
 	// auth): errors name it redacted.
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: influx %s: create database %q: %w", activities.ErrSinkUnavailable, redactURLs(base), db, err)
+		return fmt.Errorf("%w: influx %s: create database %q: %w", activities.ErrSinkUnavailable, envconfig.RedactURLs(base), db, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		err := fmt.Errorf("influx %s: create database %q: %s: %s", redactURLs(base), db, resp.Status, body)
+		err := fmt.Errorf("influx %s: create database %q: %s: %s", envconfig.RedactURLs(base), db, resp.Status, body)
 		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 			err = fmt.Errorf("%w: %w", activities.ErrSinkUnavailable, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
@@ -69,7 +70,10 @@ func TestNATSErrorsRedactTheURL(t *testing.T) {
 	require.NotContains(t, err.Error(), "hunter2-secret")
 	require.Contains(t, err.Error(), "nats://svc:xxxxx@"+srv.Addr().String())
 
-	require.Equal(t, "nats://u:xxxxx@a:4222,nats://b:4222,(unparsable URL)", redactURLs("nats://u:p@a:4222, nats://b:4222,nats://x:%zz@c"))
+	require.Equal(t, "nats://u:xxxxx@a:4222, nats://b:4222,(unparsable URL)", envconfig.RedactURLs("nats://u:p@a:4222, nats://b:4222,nats://x:%zz@c"))
+	// A password whose part before a '/' is all digits parses as a port;
+	// the worker's own redaction (url.URL.Redacted) showed it.
+	require.Equal(t, "nats://u:xxxxx@a:4222", envconfig.RedactURLs("nats://u:1234/x@a:4222"))
 }
 
 // TestNATSCredentialsFile is issue 17.10: NATS credentials could only go

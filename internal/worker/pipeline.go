@@ -9,10 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/url"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -475,7 +473,7 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 // credentials, TLS, no JetStream) is returned at once. Its errors print
 // the URL redacted.
 func openNATS(ctx context.Context, cc CoordinationConfig, workerID string, log *slog.Logger) (*natskv.Store, func(), error) {
-	where := fmt.Sprintf("coordination store %s (job %q)", redactURLs(cc.NATSURL), cc.Job)
+	where := fmt.Sprintf("coordination store %s (job %q)", envconfig.RedactURLs(cc.NATSURL), cc.Job)
 	opts := []nats.Option{nats.Name("tflo-worker-" + workerID), nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second), nats.Timeout(5 * time.Second)}
 	if cc.NATSCredsFile != "" {
@@ -493,7 +491,7 @@ func openNATS(ctx context.Context, cc CoordinationConfig, workerID string, log *
 	}
 	nc, err := nats.Connect(cc.NATSURL, opts...)
 	for backoff := time.Second; errors.Is(err, nats.ErrNoServers); backoff = min(2*backoff, 5*time.Second) {
-		log.Warn("coordination store unreachable; the worker waits for it before it serves", "store", redactURLs(cc.NATSURL), "err", err, "retry_in", backoff)
+		log.Warn("coordination store unreachable; the worker waits for it before it serves", "store", envconfig.RedactURLs(cc.NATSURL), "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return nil, nil, fmt.Errorf("connect %s: %w", where, ctx.Err())
@@ -517,22 +515,6 @@ func openNATS(ctx context.Context, cc CoordinationConfig, workerID string, log *
 		return nil, nil, fmt.Errorf("open %s: %w", where, err)
 	}
 	return kv, nc.Close, nil
-}
-
-// redactURLs returns a comma-separated list of server URLs with any
-// password replaced by "xxxxx" (url.URL.Redacted); an entry that does not
-// parse is replaced whole, since it could hold one.
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil {
-			parts[i] = "(unparsable URL)"
-			continue
-		}
-		parts[i] = u.Redacted()
-	}
-	return strings.Join(parts, ",")
 }
 
 // count is n noun, plural unless n is 1: "1 node", "3 nodes".
