@@ -409,18 +409,14 @@ func Parse(data []byte, opts ...LoadOption) (Pipeline, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.lookup != nil {
-		var err error
-		if data, err = envconfig.Expand(data, cfg.lookup); err != nil {
-			var es *envconfig.Errors
-			if errors.As(err, &es) {
-				es.File = "pipeline spec"
-			}
-			return Pipeline{}, err
-		}
-	}
 	var s Spec
-	origins, err := envconfig.DecodeOrigins(data, "pipeline spec", &s)
+	var origins envconfig.Origins
+	var err error
+	if cfg.lookup != nil {
+		origins, err = envconfig.ExpandOrigins(data, "pipeline spec", cfg.lookup, &s)
+	} else {
+		origins, err = envconfig.DecodeOrigins(data, "pipeline spec", &s)
+	}
 	if err != nil {
 		var es *envconfig.Errors
 		if errors.As(err, &es) {

@@ -735,3 +735,28 @@ graph:
 	_, err = pipeline.Parse([]byte(strings.Replace(spec, "    password_env:", "    username: plant\n    password_env:", 1)))
 	require.NoError(t, err)
 }
+
+// TestSpecWithEnvKeepsTheSpecLines: Parse WithEnv expanded ${NAME}
+// before decoding, so a value holding newlines shifted the lines of the
+// problems after it: they named lines of the expanded text, not of the
+// spec.
+func TestSpecWithEnvKeepsTheSpecLines(t *testing.T) {
+	spec := `name: "${MULTI}"
+source:
+  mqtt:
+    servers: [tcp://localhost:1883]
+    topics: ["sensors/#"]
+    dead_letter_topic: dlq/sensors
+    password_env: MQTT_PASSWORD
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`
+	env := pipeline.WithEnv(func(k string) (string, bool) { return "a\nb\nc", k == "MULTI" })
+	_, err := pipeline.Parse([]byte(spec), env)
+	require.ErrorContains(t, err, `line 7: source.mqtt.password_env "MQTT_PASSWORD" is set without source.mqtt.username`)
+	_, err = pipeline.Parse([]byte(strings.Replace(spec, "    password_env:", "    bogus: 1\n    password_env:", 1)), env)
+	require.ErrorContains(t, err, "line 7:")
+	require.ErrorContains(t, err, "bogus")
+}

@@ -142,6 +142,22 @@ func DecodeOrigins(data []byte, file string, dst any) (Origins, error) {
 	return origins, err
 }
 
+// ExpandOrigins is DecodeOrigins of data with its ${NAME} references
+// replaced by lookup's variables (Expand): the problems and origins name
+// the lines of data, not of the expanded text (a value holding newlines
+// adds lines), as Load's do.
+func ExpandOrigins(data []byte, file string, lookup func(string) (string, bool), dst any) (Origins, error) {
+	b, dataLines, err := expand(data, lookup)
+	if err != nil {
+		return nil, err
+	}
+	lines := map[string]int{}
+	err = decode(b, dst, lines, dataLines)
+	origins := Origins{}
+	origins.addFile(file, lines)
+	return origins, err
+}
+
 // LoadOrigins is Load that also returns each value's origin (what
 // `worker --print-config` shows).
 func LoadOrigins(path, prefix string, dst any) (Origins, error) {
