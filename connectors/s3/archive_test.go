@@ -171,6 +171,43 @@ func TestListUploadsNoSuchUploadOnALaterPage(t *testing.T) {
 	require.Positive(t, laterPages.Load())
 }
 
+// TestArchiveMoveReportsAFailedAbortOfItsCopy: a multipart copy (Move of
+// a file over the CopyObject limit) whose part copy failed aborted its
+// upload and dropped the abort's error, so an abort that failed too left
+// the upload open without a word. The error names the upload and its
+// key, and the copy's own failure.
+func TestArchiveMoveReportsAFailedAbortOfItsCopy(t *testing.T) {
+	ctx := context.Background()
+	s3store.SetCopyLimits(t, 4, 5<<20)
+	denied := func(w http.ResponseWriter) {
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
+	}
+	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			switch {
+			case r.Method == http.MethodPut && q.Has("partNumber") && r.Header.Get("X-Amz-Copy-Source") != "": // UploadPartCopy
+				denied(w)
+			case r.Method == http.MethodDelete && q.Has("uploadId"): // AbortMultipartUpload
+				denied(w)
+			default:
+				fake.ServeHTTP(w, r)
+			}
+		})
+	})
+	a, _ := newArchive(t, f, s3store.WithPrefix("mv"))
+	f.putObject(t, "mv/iot/from.parquet", []byte("0123456789"))
+	err := a.Move(ctx, "iot/from.parquet", "iot/to.parquet")
+	require.Error(t, err)
+	ups, lerr := a.ListUploads(ctx, "iot/")
+	require.NoError(t, lerr)
+	require.Len(t, ups, 1, "the refused abort left the copy's upload open")
+	require.ErrorContains(t, err, "copy bytes=0-9 of s3://"+testBucket+"/mv/iot/from.parquet to part 1 of s3://"+testBucket+"/mv/iot/to.parquet")
+	require.ErrorContains(t, err, "the failed copy's multipart upload "+ups[0].ID+" stays open")
+	require.ErrorContains(t, err, "abort upload of s3://"+testBucket+"/mv/iot/to.parquet")
+}
+
 // TestArchiveReadOfAServerIgnoringRange: a server (or a proxy before it)
 // that ignores the Range header answers a ranged GET with the whole
 // object. A read is an error naming the object and the range, not the

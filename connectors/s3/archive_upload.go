@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -237,11 +238,11 @@ func (a *Archive) copyInParts(ctx context.Context, from, to string, size int64, 
 		}
 		out, err := a.obj.client.UploadPartCopy(ctx, in)
 		if err != nil {
-			a.abortCopy(ctx, to, id)
+			aerr := a.abortCopy(ctx, to, id)
 			if isNotFound(err) {
-				return err
+				return errors.Join(err, aerr)
 			}
-			return fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("copy %s of %s to part %d of", rng, a.obj.uri(from), n), to, err))
+			return errors.Join(fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("copy %s of %s to part %d of", rng, a.obj.uri(from), n), to, err)), aerr)
 		}
 		var tag *string
 		if out.CopyPartResult != nil {
@@ -254,18 +255,23 @@ func (a *Archive) copyInParts(ctx context.Context, from, to string, size int64, 
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 	})
 	if err != nil {
-		a.abortCopy(ctx, to, id)
-		return fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("complete the copy of %s in %d parts to", a.obj.uri(from), len(parts)), to, err))
+		aerr := a.abortCopy(ctx, to, id)
+		return errors.Join(fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("complete the copy of %s in %d parts to", a.obj.uri(from), len(parts)), to, err)), aerr)
 	}
 	return nil
 }
 
 // abortCopy aborts a failed multipart copy's upload, also when ctx is
-// done, for at most copyAbortTimeout.
-func (a *Archive) abortCopy(ctx context.Context, to, id string) {
+// done, for at most copyAbortTimeout. Its error names the upload left
+// open (until the bucket's lifecycle rule for incomplete uploads removes
+// it) and the key.
+func (a *Archive) abortCopy(ctx context.Context, to, id string) error {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), copyAbortTimeout)
 	defer cancel()
-	_ = a.AbortUpload(actx, to, id)
+	if err := a.AbortUpload(actx, to, id); err != nil {
+		return fmt.Errorf("the failed copy's multipart upload %s stays open: %w", id, err) // err names the key
+	}
+	return nil
 }
 
 const copyAbortTimeout = 10 * time.Second
