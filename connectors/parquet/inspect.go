@@ -74,7 +74,7 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 	var jobs []job
 	for fi, err := range archiveFiles(ctx, a, prefix, "") {
 		if err != nil {
-			return s, fmt.Errorf("summarize: %w", err)
+			return s, fmt.Errorf("summarize the archive: %w", err)
 		}
 		k := fi.Key
 		p := part(k)
@@ -89,7 +89,7 @@ func Summarize(ctx context.Context, a Archive, prefix string, concurrency int) (
 	// Staged objects per shard.
 	staged, err := a.List(ctx, StagingDir+"/staging/")
 	if err != nil {
-		return s, fmt.Errorf("summarize: %w", err)
+		return s, fmt.Errorf("summarize the archive: %w", err)
 	}
 	for _, o := range staged {
 		// A shard whose first file is still open has staged objects
@@ -261,7 +261,7 @@ func Verify(ctx context.Context, a Archive, prefix, expected string, concurrency
 			continue
 		}
 		if err != nil {
-			return rep, fmt.Errorf("verify: %w", err)
+			return rep, fmt.Errorf("verify the archive: %w", err)
 		}
 		rep.Files++
 		rep.Bytes += fi.Size

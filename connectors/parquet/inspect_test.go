@@ -3,9 +3,13 @@ package parquet_test
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 )
@@ -234,4 +238,24 @@ func TestSummarizeTimeRangeAtAndBeforeTheEpoch(t *testing.T) {
 	if s.MinTS != -30 || s.MaxTS != 5 {
 		t.Errorf("archive time range %d..%d, want -30..5", s.MinTS, s.MaxTS)
 	}
+}
+
+// TestArchiveListingErrorsNameTheArchiveAndPrefix: a failed listing was
+// reported as `summarize: list "" after "": …`, naming neither the
+// archive nor, in words, what was listed. The error says which files
+// were listed, under which prefix, and the archive's folder.
+func TestArchiveListingErrorsNameTheArchiveAndPrefix(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "archive")
+	a, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	// The archive's folder replaced by a file: every listing fails.
+	require.NoError(t, os.Remove(dir))
+	require.NoError(t, os.WriteFile(dir, []byte("x"), 0o600))
+	_, err = parquet.Summarize(ctx, a, "", 1)
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "summarize the archive: list the archive's files: local archive "+dir+": "), err.Error())
+	_, err = parquet.Verify(ctx, a, "iot/", "", 1)
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), `verify the archive: list the archive's files under "iot/": local archive `+dir+": "), err.Error())
 }
