@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tflo-io/tflo/connectors/influx"
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
@@ -172,6 +174,28 @@ func (m *metrics) applied(s *shard, records, outputs uint64, maxTS int64) {
 	m.recordsOut.Add(outputs)
 	storeMax(&m.maxTS, maxTS)
 	storeMax(&s.maxTS, maxTS)
+}
+
+// logValueLogGCErrors logs (sampled by lim) the last failed value-log GC
+// of the shard's keyed state when ks counts more failures than logged
+// had, and raises logged to ks's count: the counter
+// (tflo_pipeline_state_value_log_gc_errors_total) said that GCs failed,
+// nothing said why. The error names the state's prefix.
+func logValueLogGCErrors(log *slog.Logger, lim *lograte.Limiter, shard streaming.ShardID, logged *atomic.Uint64, ks keyedstate.Stats) {
+	n := ks.ValueLogGCErrors
+	for {
+		old := logged.Load()
+		if n <= old {
+			return
+		}
+		if logged.CompareAndSwap(old, n) {
+			if ok, skipped := lim.Allow(); ok {
+				log.Warn("state value-log GC failed; the shard carries on and the next GC retries",
+					lograte.With(skipped, "shard", shard, "failed", n-old, "failed_total", n, "err", ks.ValueLogGCError)...)
+			}
+			return
+		}
+	}
 }
 
 // storeMax raises a to v if v is greater.

@@ -2,8 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tflo-io/tflo/internal/lograte"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // TestBreakerSeries: a breaker is one series per state, 1 for the current
@@ -171,4 +176,38 @@ func TestStateSeriesCountValueLogGCErrors(t *testing.T) {
 		}
 	}
 	require.Equal(t, []float64{3}, got)
+}
+
+// TestValueLogGCErrorsAreLogged: a failed value-log GC was counted
+// (tflo_pipeline_state_value_log_gc_errors_total) but its error was never
+// logged, so nothing said why. A grown count is logged with the shard,
+// how many failed and the last error (naming the state's prefix), once
+// per growth, and sampled.
+func TestValueLogGCErrorsAreLogged(t *testing.T) {
+	var buf logtest.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	lim := lograte.New()
+	var logged atomic.Uint64
+	gcErr := fmt.Errorf(`keyedstate: runtime of prefix %q: %w`, "s/readings/0/", errors.New("disk says no"))
+	logValueLogGCErrors(log, lim, "readings/0", &logged, keyedstate.Stats{})
+	require.Empty(t, buf.String(), "no GC failed")
+	logValueLogGCErrors(log, lim, "readings/0", &logged, keyedstate.Stats{ValueLogGCErrors: 2, ValueLogGCError: gcErr})
+	line := buf.String()
+	require.Contains(t, line, `msg="state value-log GC failed; the shard carries on and the next GC retries"`)
+	require.Contains(t, line, "shard=readings/0 failed=2 failed_total=2")
+	require.Contains(t, line, `err="keyedstate: runtime of prefix \"s/readings/0/\": disk says no"`)
+	logValueLogGCErrors(log, lim, "readings/0", &logged, keyedstate.Stats{ValueLogGCErrors: 2, ValueLogGCError: gcErr})
+	require.Equal(t, line, buf.String(), "a count that did not grow is not logged again")
+	logValueLogGCErrors(log, lim, "readings/0", &logged, keyedstate.Stats{ValueLogGCErrors: 3, ValueLogGCError: gcErr})
+	require.Contains(t, strings.TrimPrefix(buf.String(), line), "failed=1 failed_total=3")
+
+	// Sampled: a GC failing at every checkpoint of many shards.
+	c := logtest.NewCounter("state value-log GC failed; the shard carries on and the next GC retries")
+	lim, start := lograte.New(), time.Now()
+	const n = 100
+	for i := range n {
+		var logged atomic.Uint64
+		logValueLogGCErrors(c.Logger(), lim, streaming.ShardID(fmt.Sprintf("readings/%d", i)), &logged, keyedstate.Stats{ValueLogGCErrors: 1, ValueLogGCError: gcErr})
+	}
+	c.RequireSampled(t, n, time.Since(start))
 }

@@ -31,6 +31,9 @@ type shard struct {
 	// maxTS is the newest event time the shard applied (ns; 0: none),
 	// for tflo_pipeline_event_lag_seconds.
 	maxTS atomic.Int64
+	// gcErrsLogged is the keyed state's count of failed value-log GCs
+	// when the last one was logged (logValueLogGCErrors).
+	gcErrsLogged atomic.Uint64
 
 	// mu is held while a chunk of records is applied and its outputs
 	// written, and by a checkpoint's cut: a cut never falls between a
@@ -423,8 +426,9 @@ func (w *Worker) preCommit(ctx context.Context, s *shard, id streaming.Checkpoin
 	return nil
 }
 
-// committed runs after a checkpoint's cursor is saved: the sinks' commit
-// and the metrics.
+// committed runs after a checkpoint's cursor is saved: the sinks' commit,
+// the metrics, and the warning of the value-log GCs that failed since the
+// last one.
 func (w *Worker) committed(ctx context.Context, s *shard, id streaming.CheckpointID) {
 	rows, bytes, err := w.sinks.commit(ctx, s.id, id)
 	if w.dead != nil {
@@ -437,6 +441,7 @@ func (w *Worker) committed(ctx context.Context, s *shard, id streaming.Checkpoin
 	s.cp.ReportArchived(rows, bytes)
 	st := s.cp.Status()
 	w.m.checkpointed(s.id, st)
+	logValueLogGCErrors(w.log, w.gcLog, s.id, &s.gcErrsLogged, s.rt.Stats())
 	if f := w.o.checkpointed; f != nil {
 		f(s.id, st)
 	}

@@ -117,8 +117,10 @@ type Worker struct {
 	dead         *sinkSet
 	deadLettered atomic.Uint64
 	dlqLog       *lograte.Limiter
-	// quarantineLog samples the quarantined keys' warnings.
+	// quarantineLog samples the quarantined keys' warnings, gcLog the
+	// failed value-log GCs' (logValueLogGCErrors).
 	quarantineLog *lograte.Limiter
+	gcLog         *lograte.Limiter
 
 	// The keyed runtimes of the shards held, which share State.Memory
 	// (see newRuntime).
@@ -172,7 +174,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		return nil, err
 	}
 	w := &Worker{c: c, o: o, log: o.log.With("pipeline", c.p.Name, "worker", o.workerID), done: make(chan struct{}),
-		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}, dlqLog: lograte.New(), quarantineLog: lograte.New(),
+		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}, dlqLog: lograte.New(), quarantineLog: lograte.New(), gcLog: lograte.New(),
 		// What a cached key costs, measured now, before the worker runs
 		// anything: measured while shards run, it counts what their hot
 		// paths allocate meanwhile (see keyedstate.EntryBytes). Every
