@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/internal/archiveloc"
@@ -269,7 +270,7 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 				return fmt.Errorf("backfill %q: no answer within --timeout %s: %w", name, wf.timeout, err)
 			}
 			if qerr != nil {
-				return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(qerr))
+				return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(wctx, c, qerr, waited))
 			}
 			return fmt.Errorf("describe backfill %q: %w", name, err)
 		}
@@ -280,7 +281,7 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 			return noWorker
 		}
 		if qerr != nil && !closed {
-			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(qerr))
+			return fmt.Errorf("query backfill %q (workflow %s): %w%s", name, id, qerr, noWorkerHint(wctx, c, qerr, waited))
 		}
 		// A backfill that ended before any worker ran it (terminated, or
 		// timed out, waiting) answers no query (the server says it is not
@@ -348,13 +349,39 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 	}
 }
 
-// noWorkerHint explains a query that timed out on the server: no worker
-// polls the workflow's task queue to answer it.
-func noWorkerHint(err error) string {
-	if timedOutOnServer(err) {
-		return fmt.Sprintf(" (no worker answered: is a worker with control_worker: true, or the demo, running tflo's workflows on task queue %s?)", workflows.ControlTaskQueue)
+// noWorkerHint explains err, a query that timed out on the server after
+// waited, by what is known of the workers on the control task queue: none
+// polls it (start one), one polls but did not answer in time (it is busy
+// or stuck: its logs say why), or the check failed (so it is not known).
+// It is "" for any other error.
+func noWorkerHint(ctx context.Context, c client.Client, err error, waited time.Duration) string {
+	if !timedOutOnServer(err) {
+		return ""
 	}
-	return ""
+	q := workflows.ControlTaskQueue
+	pollers, perr := controlPollers(ctx, c)
+	switch {
+	case perr != nil:
+		return fmt.Sprintf(" (no worker answered within %s, and whether one polls task queue %s is not known: %v)", waited.Round(time.Second), q, perr)
+	case len(pollers) == 0:
+		return fmt.Sprintf(" (no worker answered: is a worker with control_worker: true, or the demo, running tflo's workflows on task queue %s?)", q)
+	}
+	return fmt.Sprintf(" (a worker polls task queue %s (%s) but did not answer within %s: it may be busy or stuck; see that worker's logs)",
+		q, pollerNames(pollers), waited.Round(time.Second))
+}
+
+// pollerNames lists the identities of pollers, the first few of them.
+func pollerNames(pollers []*taskqueuepb.PollerInfo) string {
+	const most = 3
+	names := make([]string, 0, most)
+	for _, p := range pollers[:min(len(pollers), most)] {
+		names = append(names, p.GetIdentity())
+	}
+	s := strings.Join(names, ", ")
+	if len(pollers) > most {
+		s += fmt.Sprintf(" and %d more", len(pollers)-most)
+	}
+	return s
 }
 
 // unansweredQuery says what is known of a status query of a closed
@@ -374,12 +401,22 @@ func unansweredQuery(err error, waited time.Duration) string {
 // returns nil when one polls, or when the check itself fails (the call
 // that follows reports the problem).
 func noControlWorker(ctx context.Context, c client.Client, what string) error {
-	resp, err := c.DescribeTaskQueue(ctx, workflows.ControlTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-	if err != nil || len(resp.GetPollers()) > 0 {
+	pollers, err := controlPollers(ctx, c)
+	if err != nil || len(pollers) > 0 {
 		return nil
 	}
 	return fmt.Errorf("%s: no control worker polls task queue %s, so nothing runs tflo's workflows: start a worker with control_worker: true (TFLO_CONTROL_WORKER=true), or starter demo",
 		what, workflows.ControlTaskQueue)
+}
+
+// controlPollers returns the workers polling the control task queue for
+// workflow tasks (the steps, queries and updates of tflo's workflows).
+func controlPollers(ctx context.Context, c client.Client) ([]*taskqueuepb.PollerInfo, error) {
+	resp, err := c.DescribeTaskQueue(ctx, workflows.ControlTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return nil, fmt.Errorf("describe task queue %s: %w", workflows.ControlTaskQueue, err)
+	}
+	return resp.GetPollers(), nil
 }
 
 // timedOutOnServer tells a call the server ended for running out of time.

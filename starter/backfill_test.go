@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -202,7 +203,30 @@ func TestBackfillStatusOfAnUnansweredQuery(t *testing.T) {
 	srv := temporaltest.Start(t)
 	completeBackfill(t, srv, workflows.ControlTaskQueue, "done")
 
-	// A poller that takes the workflow tasks (the query's) and answers none.
+	silentControlPoller(t, srv)
+	ctx := context.Background()
+	addr := "--address=" + srv.HostPort
+	r := run(t, "backfill", "status", addr, "--name", "done")
+	assert.Equal(t, exitOK, r.code, r.err)
+	assert.NotContains(t, r.out, "no worker ran it")
+	assert.Regexp(t, `^completed \(its status query, on task queue tflo-control, was not answered within \d+s: no progress to show\)\n$`, r.out)
+
+	// One that ended before a worker completed a step of it (the silent
+	// poller took its first task) was run by none: that is still said.
+	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("never"), TaskQueue: workflows.ControlTaskQueue},
+		"BackfillWorkflow", workflows.BackfillInput{Name: "never"})
+	require.NoError(t, err)
+	require.NoError(t, srv.Client.TerminateWorkflow(ctx, workflows.BackfillWorkflowID("never"), "", "test"))
+	r = run(t, "backfill", "status", addr, "--name", "never")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Equal(t, "terminated (no worker ran it: no progress was recorded)\n", r.out)
+}
+
+// silentControlPoller polls tflo-control for workflow tasks (the queries'
+// too) as a worker would, identity "silent", and answers none, until the
+// test ends. It returns once the server lists it as a poller.
+func silentControlPoller(t *testing.T, srv *temporaltest.Server) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	polling := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-polling })
@@ -230,20 +254,46 @@ func TestBackfillStatusOfAnUnansweredQuery(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 50*time.Millisecond, "the silent poller polls")
+}
 
+// TestStatusQueryOfABusyControlWorker: a control worker polls tflo-control
+// but does not answer the status query of a running backfill, or the
+// shards query of a running coordinator (busy, or stuck). Bug: the error
+// asked whether a control worker runs on tflo-control, which one does.
+// It says that one polls (which) and did not answer within how long, and
+// to see its logs.
+func TestStatusQueryOfABusyControlWorker(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
 	addr := "--address=" + srv.HostPort
-	r := run(t, "backfill", "status", addr, "--name", "done")
-	assert.Equal(t, exitOK, r.code, r.err)
-	assert.NotContains(t, r.out, "no worker ran it")
-	assert.Regexp(t, `^completed \(its status query, on task queue tflo-control, was not answered within \d+s: no progress to show\)\n$`, r.out)
-
-	// One that ended before a worker completed a step of it (the silent
-	// poller took its first task) was run by none: that is still said.
-	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("never"), TaskQueue: workflows.ControlTaskQueue},
-		"BackfillWorkflow", workflows.BackfillInput{Name: "never"})
+	ctx := context.Background()
+	// Started by type name: only the silent poller takes their tasks.
+	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.BackfillWorkflowID("running"), TaskQueue: workflows.ControlTaskQueue},
+		"BackfillWorkflow", workflows.BackfillInput{Name: "running"})
 	require.NoError(t, err)
-	require.NoError(t, srv.Client.TerminateWorkflow(ctx, workflows.BackfillWorkflowID("never"), "", "test"))
-	r = run(t, "backfill", "status", addr, "--name", "never")
+	_, err = srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.CoordinatorWorkflowID("cli"), TaskQueue: workflows.ControlTaskQueue},
+		"CoordinatorWorkflow", workflows.CoordinatorInput{Pipeline: "cli", Manual: true})
+	require.NoError(t, err)
+	silentControlPoller(t, srv)
+
+	const busy = `a worker polls task queue tflo-control \(silent\) but did not answer within \d+s: it may be busy or stuck; see that worker's logs\)\n$`
+	r := run(t, "backfill", "status", addr, "--name", "running")
 	assert.Equal(t, exitFailure, r.code, r.err)
-	assert.Equal(t, "terminated (no worker ran it: no progress was recorded)\n", r.out)
+	assert.Regexp(t, `^Error: query backfill "running" \(workflow `+workflows.BackfillWorkflowID("running")+`\): .* \(`+busy, r.err)
+	assert.NotContains(t, r.err, "control_worker: true")
+	assert.Empty(t, r.out)
+
+	r = run(t, "pipeline", "status", addr, "--pipeline", "cli")
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Regexp(t, `^Error: query `+workflows.CoordinatorWorkflowID("cli")+`: .* \(`+busy, r.err)
+	assert.NotContains(t, r.err, "control_worker: true")
+	assert.Empty(t, r.out)
+
+	// Whether one polls is not known when the check fails (here: a
+	// namespace the server does not have): the hint says so.
+	other, err := client.Dial(client.Options{HostPort: srv.HostPort, Namespace: "nosuch"})
+	require.NoError(t, err)
+	defer other.Close()
+	hint := noWorkerHint(ctx, other, serviceerror.NewDeadlineExceeded("query timed out"), 10*time.Second)
+	assert.Regexp(t, `^ \(no worker answered within 10s, and whether one polls task queue tflo-control is not known: describe task queue tflo-control: .*nosuch.*\)$`, hint)
 }

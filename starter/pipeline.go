@@ -210,13 +210,14 @@ func coordinatorShards(ctx context.Context, c client.Client, pipeline string) ([
 	if err := noControlWorker(ctx, c, fmt.Sprintf("checkpoint coordinator %s runs, but no worker answers its shards query", id)); err != nil {
 		return nil, err
 	}
+	asked := time.Now()
 	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryShards)
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			return rows, nil // ended since
 		}
-		return nil, fmt.Errorf("query %s: %w%s", id, err, noWorkerHint(err))
+		return nil, fmt.Errorf("query %s: %w%s", id, err, noWorkerHint(ctx, c, err, time.Since(asked)))
 	}
 	if err := v.Get(&rows); err != nil {
 		return nil, fmt.Errorf("decode the shards of %s: %w", id, err)
