@@ -169,6 +169,38 @@ func TestFailedDeleteKeepsTheKey(t *testing.T) {
 	}
 }
 
+// TestFailedSpillLeavesNoChunks: a spill of the list of changed keys that
+// failed part way (here Badger refuses a chunk over its value threshold
+// after the write batch committed the chunks before it; in production
+// any write error) left those chunks in Badger under a run id nothing
+// refers to, until a Restore or DeleteState. They are deleted.
+func TestFailedSpillLeavesNoChunks(t *testing.T) {
+	g := smaGraph(t)
+	// An in-memory DB refuses a value over its value threshold: a chunk
+	// of one 40 kB key passes, a full one (64 kB of 8 kB keys) does not.
+	db, err := badger.Open(testDBOptions().WithValueThreshold(48 << 10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	rt := newRuntime(t, g, db, small(10_000)...) // no spill yet
+	apply := func(k string, i int) error {
+		_, err := rt.Apply(k, int64(i), "seq", seqCursor(i), streaming.Float(1))
+		return err
+	}
+	// Sorted, the ten 40 kB keys come first: ten chunks, more than a
+	// Badger write batch holds, so it commits some before the 8 kB keys'.
+	for i := range 10 {
+		require.NoError(t, apply(fmt.Sprintf("a%d", i)+strings.Repeat("a", 40<<10), i))
+		require.NoError(t, apply(fmt.Sprintf("z%d", i)+strings.Repeat("z", 8<<10), 10+i))
+	}
+	require.Zero(t, rt.Stats().Spills)
+
+	// The next change spills the list (it outgrew an eighth of what a
+	// budget a tenth as large leaves for it), and the spill fails.
+	require.NoError(t, rt.Resize(smallBudget(1000), 1))
+	require.ErrorContains(t, apply("new", 20), "spill changed keys")
+	require.Zero(t, countPrefix(t, db, []byte("\xffkeyedstate-changed/")), "chunks of the failed spill stay in Badger")
+}
+
 // TestFailedRestoreBlocksTheState: a restore that fails part way (here the
 // checkpoint's pieces fail to download after the first) has already
 // dropped the old state; the runtime kept the old cursor and served the

@@ -16,7 +16,8 @@ import (
 // see BadgerOptions), under
 // runsPrefix + the runtime's prefix + run id (8 bytes) + chunk (4 bytes).
 // Saving a cut merges its in-memory keys with its runs; releasing it saved
-// deletes the runs; Restore drops them all.
+// deletes the runs; Restore drops them all; a spill that fails deletes
+// the chunks it wrote.
 const runChunkBytes = 64 << 10
 
 // runsPrefix starts the Badger keys of spilled runs. It is outside every
@@ -82,7 +83,7 @@ func (r *Runtime[K]) spill() error {
 		kb := r.dirty.at(ref)
 		if len(chunk) > 0 && len(chunk)+binary.MaxVarintLen64+len(kb) > runChunkBytes {
 			if err := put(); err != nil {
-				return fmt.Errorf("keyedstate: spill changed keys: %w", err)
+				return r.failedSpill(wb, run, err)
 			}
 		}
 		chunk = binary.AppendUvarint(chunk, uint64(len(kb)))
@@ -90,16 +91,27 @@ func (r *Runtime[K]) spill() error {
 	}
 	if len(chunk) > 0 {
 		if err := put(); err != nil {
-			return fmt.Errorf("keyedstate: spill changed keys: %w", err)
+			return r.failedSpill(wb, run, err)
 		}
 	}
 	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("keyedstate: spill changed keys: %w", err)
+		return r.failedSpill(wb, run, err)
 	}
 	runs := append(r.dirty.runs, run)
 	r.dirty = keyList{runs: runs, repeats: r.dirty.repeats}
 	r.stats.Spills++
 	return nil
+}
+
+// failedSpill ends spill's write batch wb, which failed with err, and
+// deletes the chunks of run it may have written (a write batch commits
+// as it grows): nothing refers to the run. Best effort: chunks whose
+// deletion fails too (the write error goes on) stay until a Restore or
+// DeleteState drops all runs.
+func (r *Runtime[K]) failedSpill(wb *badger.WriteBatch, run spilledRun, err error) error {
+	wb.Cancel() // waits for the commits under way
+	_ = r.dropRuns([]spilledRun{run})
+	return fmt.Errorf("keyedstate: spill changed keys: %w", err)
 }
 
 // dropRuns deletes spilled runs from Badger.
