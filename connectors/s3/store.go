@@ -310,21 +310,7 @@ func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	var keys [][]byte
-	for _, g := range gs {
-		st, err := g.ensure(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for k := range st.m.index {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, []byte(k))
-			}
-		}
-	}
-	return keys, nil
+	return keysOf(ctx, gs, nil)
 }
 
 // ListShardKeys implements streaming.ShardKeyLister: the keys of shard's
@@ -340,6 +326,15 @@ func (s *Store) ListShardKeys(ctx context.Context, shard string) ([][]byte, erro
 	if s.cfg.shardOf != nil {
 		gs = append(gs, s.group(shardFolder(shard), shard))
 	}
+	return keysOf(ctx, gs, func(k string) bool {
+		sh, ok := streaming.CheckpointKeyShard([]byte(k))
+		return ok && sh == shard
+	})
+}
+
+// keysOf returns the keys of gs' manifests that keep (nil: all) keeps,
+// each once, loading each manifest not loaded yet.
+func keysOf(ctx context.Context, gs []*group, keep func(key string) bool) ([][]byte, error) {
 	seen := map[string]bool{}
 	var keys [][]byte
 	for _, g := range gs {
@@ -348,7 +343,7 @@ func (s *Store) ListShardKeys(ctx context.Context, shard string) ([][]byte, erro
 			return nil, err
 		}
 		for k := range st.m.index {
-			if sh, ok := streaming.CheckpointKeyShard([]byte(k)); ok && sh == shard && !seen[k] {
+			if !seen[k] && (keep == nil || keep(k)) {
 				seen[k] = true
 				keys = append(keys, []byte(k))
 			}
