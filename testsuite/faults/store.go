@@ -208,6 +208,19 @@ func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
 	return s.state.ListKeys(ctx)
 }
 
+// ListShardKeys implements streaming.ShardKeyLister: through the inner
+// store's ListShardKeys where it has one (the Badger and S3 stores do),
+// else its ListKeys. Faults count and gate it as a ListKeys (OpListKeys).
+func (s *Store) ListShardKeys(ctx context.Context, shard string) ([][]byte, error) {
+	if err := s.gate(ctx, s.decide(OpListKeys, nil, 0)); err != nil {
+		return nil, err
+	}
+	if l, ok := s.state.(streaming.ShardKeyLister); ok {
+		return l.ListShardKeys(ctx, shard)
+	}
+	return s.state.ListKeys(ctx)
+}
+
 // SaveBatch implements streaming.StateStore.
 func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
 	var first []byte

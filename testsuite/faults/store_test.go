@@ -179,6 +179,15 @@ func TestOptionalCapabilitiesReachTheInnerStore(t *testing.T) {
 	require.ErrorIs(t, r.RefreshKey(ctx, []byte("manifest")), faults.ErrInjected)
 	require.Len(t, inner.refreshed, 1)
 
+	l, ok := st.(streaming.ShardKeyLister)
+	require.True(t, ok, "Store forwards ListShardKeys")
+	keys, err := l.ListShardKeys(ctx, "s")
+	require.NoError(t, err)
+	require.Len(t, keys, 1, "an inner store without it lists every key: %q", keys)
+	s.FailNext(faults.OpListKeys, 1)
+	_, err = l.ListShardKeys(ctx, "s")
+	require.ErrorIs(t, err, faults.ErrInjected)
+
 	// A store without the capabilities: one Delete a key, no refresh.
 	plain := faults.Wrap(plainStore{memory.New()}, nil)
 	require.NoError(t, plain.Save(ctx, []byte("x"), snap("x")))
