@@ -55,14 +55,11 @@ func TestBreakerSeries(t *testing.T) {
 // held shards' alone; releasing the shard deletes them.
 func TestReleasedShardLeavesTheCheckpointSeries(t *testing.T) {
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	w, err := NewWorker(ctx, smaPipeline(t, 1), WithWorkerID("w1"), WithMetrics(reg))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
+	w, reg := meteredWorker(ctx, t, 1)
 	k := gainPartition(ctx, t, w, 0)
 	id := k.id
 	require.NoError(t, k.apply(ctx, []*kgo.Record{{Topic: "readings", Offset: 0, Value: []byte(`{"sensor":"a","ts":1,"value":1}`)}}))
-	_, err = k.cp.Checkpoint(ctx)
+	_, err := k.cp.Checkpoint(ctx)
 	require.NoError(t, err)
 	series := func() map[string][]string { // by metric, the shards of its series
 		mfs, err := reg.Gather()
@@ -99,10 +96,7 @@ func TestReleasedShardLeavesTheCheckpointSeries(t *testing.T) {
 // held now, and is 0 while none is.
 func TestEventLagFollowsTheHeldShards(t *testing.T) {
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	w, err := NewWorker(ctx, smaPipeline(t, 2), WithWorkerID("w1"), WithMetrics(reg))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
+	w, reg := meteredWorker(ctx, t, 2)
 	lag := func() float64 {
 		mfs, err := reg.Gather()
 		require.NoError(t, err)
@@ -138,10 +132,7 @@ func TestEventLagFollowsTheHeldShards(t *testing.T) {
 // tflo_pipeline_state_value_log_gc_errors_total, per held shard.
 func TestStateSeriesCountValueLogGCErrors(t *testing.T) {
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	w, err := NewWorker(ctx, smaPipeline(t, 1), WithWorkerID("w1"), WithMetrics(reg))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = w.Close() })
+	w, reg := meteredWorker(ctx, t, 1)
 	k := gainPartition(ctx, t, w, 0)
 	gcErrors := func() map[string]float64 { // by shard
 		mfs, err := reg.Gather()
@@ -210,4 +201,15 @@ func TestValueLogGCErrorsAreLogged(t *testing.T) {
 		logValueLogGCErrors(c.Logger(), lim, streaming.ShardID(fmt.Sprintf("readings/%d", i)), &logged, keyedstate.Stats{ValueLogGCErrors: 1, ValueLogGCError: gcErr})
 	}
 	c.RequireSampled(t, n, time.Since(start))
+}
+
+// meteredWorker is a worker "w1" of smaPipeline(t, window) whose
+// metrics go to the registry returned, closed at the test's end.
+func meteredWorker(ctx context.Context, t *testing.T, window int) (*Worker, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	w, err := NewWorker(ctx, smaPipeline(t, window), WithWorkerID("w1"), WithMetrics(reg))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	return w, reg
 }

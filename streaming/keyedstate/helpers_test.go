@@ -1,6 +1,7 @@
 package keyedstate_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"iter"
@@ -81,6 +82,23 @@ type recordLog struct {
 	t    *testing.T
 	rt   *keyedstate.Runtime[string]
 	recs []record
+}
+
+// saveAndRestore saves the runtime's next cut (after which no key is
+// dirty) and returns a fresh runtime of g restored from it, at the
+// cursor after the log's records.
+func (l *recordLog) saveAndRestore(g *streaming.Graph) *keyedstate.Runtime[string] {
+	l.t.Helper()
+	ctx := context.Background()
+	c, err := l.rt.Cut(ctx)
+	require.NoError(l.t, err)
+	pieces, err := collectPieces(l.t, c)
+	require.NoError(l.t, err)
+	c.Release(true)
+	require.Zero(l.t, l.rt.Stats().DirtyKeys)
+	rt2 := newRuntime(l.t, g, openDB(l.t))
+	require.NoError(l.t, rt2.Restore(ctx, "seq", seqCursor(len(l.recs)), piecesSeq(pieces)))
+	return rt2
 }
 
 func (l *recordLog) apply(k string) {

@@ -436,14 +436,7 @@ func TestUnsavedCutCountsAKeyOnce(t *testing.T) {
 		apply("d")
 		require.Equal(t, 4, rt.Stats().DirtyKeys, "keys a, b, c and d changed")
 	}
-	c, err := rt.Cut(ctx)
-	require.NoError(t, err)
-	pieces, err := collectPieces(t, c)
-	require.NoError(t, err)
-	c.Release(true)
-	require.Zero(t, rt.Stats().DirtyKeys)
-	rt2 := newRuntime(t, g, openDB(t))
-	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(len(l.recs)), piecesSeq(pieces)))
+	rt2 := l.saveAndRestore(g)
 	// d was deleted before each of its records after the first: only
 	// its last one counts.
 	var kept []record
@@ -484,13 +477,6 @@ func TestUnsavedCutCountsASpilledKeyOnce(t *testing.T) {
 		c.Release(false)
 		require.Equal(t, len(keys), rt.Stats().DirtyKeys, "keys a, b and %d long ones changed", i+1)
 	}
-	c, err := rt.Cut(ctx)
-	require.NoError(t, err)
-	pieces, err := collectPieces(t, c)
-	require.NoError(t, err)
-	c.Release(true)
-	require.Zero(t, rt.Stats().DirtyKeys)
-	rt2 := newRuntime(t, g, openDB(t))
-	require.NoError(t, rt2.Restore(ctx, "seq", seqCursor(len(l.recs)), piecesSeq(pieces)))
+	rt2 := l.saveAndRestore(g)
 	requireSameState(t, reference(g, l.recs), rt2, keys)
 }
