@@ -88,9 +88,42 @@ func (r *kafkaRunner) Open(ctx context.Context, a kafka.Assignment) (kafka.Parti
 		}
 		last = off.Offset
 	}
+	if a.Cursors != nil {
+		r.checkGroupOffset(ctx, id, a.Cursors, last)
+	}
 	h := &kafkaShard{shard: s, a: a, last: last}
 	w.host.gained(s)
 	return h, last, nil
+}
+
+// checkGroupOffset compares the offset a gained shard resumes after
+// (last, -1 when nothing was restored) with the group's committed offset,
+// and warns when the group committed past it: the durable store lacks
+// checkpoints that another worker made and committed (its own Badger as
+// state.durable, with more than one worker), or lost them, or the group's
+// offsets were moved forward. The state stays consistent, as the records
+// between are replayed, but their outputs are written again. The group's
+// offset is only compared, never resumed from: the checkpoint is the truth.
+func (r *kafkaRunner) checkGroupOffset(ctx context.Context, id streaming.ShardID, cursors streaming.CursorStore, last int64) {
+	rec, err := cursors.LoadCursor(ctx, []byte(id))
+	if err != nil {
+		if !errors.Is(err, streaming.ErrNotFound) {
+			r.w.log.Info("could not compare the restored checkpoint with the group's committed offset", "shard", id, "err", err)
+		}
+		return
+	}
+	off, err := streaming.ParseKafkaOffset(rec.Cursor)
+	if err != nil || off.Offset <= last {
+		return
+	}
+	r.w.m.behindGroup.Add(1)
+	restored := "none"
+	if last >= 0 {
+		restored = fmt.Sprint(last)
+	}
+	r.w.log.Warn("shard restored behind its group's committed offset: the records between are replayed and their outputs written again",
+		"shard", id, "group", r.cfg.Group, "restored_offset", restored, "committed_offset", off.Offset, "replayed", off.Offset-last,
+		"hint", "the durable store lacks checkpoints the group committed: give every worker of the pipeline one state.durable (a shared dir or S3; a worker's own Badger is read by no other) or run one worker")
 }
 
 // kafkaShard is one owned partition's handler.

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -44,6 +45,57 @@ func TestKafkaPipelineRestartsFromItsCheckpoint(t *testing.T) {
 	}
 	b.stop(t)
 	rec.requireExact(t, reference(t, p, append(first, second...)))
+}
+
+// TestRestoreBehindTheGroupWarns: two workers of one Kafka pipeline
+// with durable stores of their own (the default, each worker's Badger)
+// hand the shards to each other. The one gaining them restores an older
+// checkpoint (or none) than the group committed, and replays the records
+// between, writing their outputs again. That went unsaid. It is now a
+// warning naming the shard and both offsets, and a counter. The state stays
+// right: the outputs equal one uninterrupted run's. A restart on the store
+// that made the group's last commit warns of nothing.
+func TestRestoreBehindTheGroupWarns(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	rec := newRecorder()
+	dirA, dirB := t.TempDir(), t.TempDir()
+	logs := &logLines{}
+	run := func(dir, id string, want int) *running {
+		t.Helper()
+		p := alarmPipeline(addrs, dir, rec.shared())
+		w := start(t, p, pipeline.WithWorkerID(id), pipeline.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+		w.waitFor(t, func() bool { return w.w.Stats().RecordsIn == uint64(want) && w.w.Stats().Owned == parts }, 30*time.Second, "records applied")
+		return w
+	}
+	first, second, third := makeReadings(16, 1, 40), makeReadings(16, 41, 80), makeReadings(16, 81, 120)
+	all := append(append(append([]reading{}, first...), second...), third...)
+
+	produce(t, addrs, first)
+	a := run(dirA, "a", len(first))
+	require.Zero(t, a.w.Stats().RestoresBehindGroup, "nothing committed yet")
+	a.stop(t)
+
+	produce(t, addrs, second)
+	b := run(dirB, "b", len(first)+len(second)) // its store is empty: everything again
+	require.EqualValues(t, parts, b.w.Stats().RestoresBehindGroup)
+	b.stop(t)
+	for p := range int32(parts) {
+		require.Contains(t, logs.String(), fmt.Sprintf("shard=%s group=plant restored_offset=none", streaming.KafkaShard(topic, p)))
+	}
+
+	produce(t, addrs, third)
+	a2 := run(dirA, "a", len(second)+len(third)) // its store ends at first
+	require.EqualValues(t, parts, a2.w.Stats().RestoresBehindGroup)
+	a2.stop(t)
+	require.Contains(t, logs.String(), "shard restored behind its group's committed offset")
+	require.Regexp(t, `restored_offset=\d+ committed_offset=\d+ replayed=\d+`, logs.String())
+	rec.requireExact(t, reference(t, alarmPipeline(addrs, dirA), all))
+
+	a3 := run(dirA, "a", 0) // its store made the group's last commit
+	require.Zero(t, a3.w.Stats().RestoresBehindGroup)
+	a3.stop(t)
 }
 
 // TestKafkaWorkerStopReportsAFailedFinalCheckpoint: a worker whose

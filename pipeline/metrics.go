@@ -32,6 +32,8 @@ type metrics struct {
 	keysRefused atomic.Uint64 // records of new keys over state.max_keys, dead-lettered
 	expired     atomic.Uint64 // keys dropped after state.key_ttl
 
+	behindGroup atomic.Uint64 // Kafka shards restored behind their group's committed offset
+
 	checkpointDur *prometheus.HistogramVec
 	checkpoints   *prometheus.CounterVec
 	leaseRestarts prometheus.Counter
@@ -73,6 +75,7 @@ func newMetrics(w *Worker, reg prometheus.Registerer) (*metrics, error) {
 		counter("keys_quarantined_total", "Keys whose stored state did not load (corrupt or poisoned): reset, the shard carried on.", func() float64 { return float64(m.quarantined.Load()) }),
 		counter("keys_refused_total", "Records of new keys over state.max_keys, sent to the dead-letter destination.", func() float64 { return float64(m.keysRefused.Load()) }),
 		counter("keys_expired_total", "Keys unseen for state.key_ttl, dropped with their state.", func() float64 { return float64(m.expired.Load()) }),
+		counter("restores_behind_group_total", "Kafka shards restored from a checkpoint older than their consumer group's committed offset (the durable store lacks checkpoints the group committed, e.g. state.durable is each worker's own): the records between were replayed and their outputs written again.", func() float64 { return float64(m.behindGroup.Load()) }),
 		counter("sink_dropped_total", "Outputs the sinks dropped instead of failing their batch (a non-finite value, a sensor id the sink's store refuses).", func() float64 { return float64(w.sinks.dropped()) }),
 		gauge("owned_shards", "Shards this worker owns.", func() float64 { return float64(w.sourceStats().Owned) }),
 		gauge("event_lag_seconds", "Wall clock minus the newest event time the shards held now applied (0 while none is held or none applied a record).", func() float64 {

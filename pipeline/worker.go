@@ -339,6 +339,10 @@ type Stats struct {
 	// Hostile keys (State.MaxKeys, State.KeyTTL, quarantine), since the
 	// worker started.
 	KeysQuarantined, KeysRefused, KeysExpired uint64
+	// RestoresBehindGroup counts the Kafka shards restored from a
+	// checkpoint older than the group's committed offset (logged as a
+	// warning: the durable store lacks checkpoints the group committed).
+	RestoresBehindGroup uint64
 }
 
 // Stats returns the worker's counters.
@@ -347,6 +351,7 @@ func (w *Worker) Stats() Stats {
 	st := Stats{RecordsIn: w.m.recordsIn.Load(), RecordsOut: w.m.recordsOut.Load(), DeadLettered: ss.DeadLettered,
 		DeadLetterErrors: ss.DeadLetterErrors, Dropped: ss.Dropped, Duplicates: ss.Duplicates, Owned: ss.Owned, LastEventTS: w.m.maxTS.Load(), Checkpoints: w.m.completed.Load()}
 	st.KeysQuarantined, st.KeysRefused, st.KeysExpired = w.m.quarantined.Load(), w.m.keysRefused.Load(), w.m.expired.Load()
+	st.RestoresBehindGroup = w.m.behindGroup.Load()
 	if w.mqtt != nil {
 		st.Subscribed = w.mqtt.subscribed()
 	}
