@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type Archive struct {
 	obj       *objects
 	blockSize int64
 	minPart   int64
+	log       *slog.Logger
 }
 
 var _ parquet.Archive = (*Archive)(nil)
@@ -53,7 +55,7 @@ func NewArchive(ctx context.Context, bucket string, opts ...Option) (*Archive, e
 	if err != nil {
 		return nil, err
 	}
-	return &Archive{obj: obj, blockSize: cfg.readBlock, minPart: cfg.minPartSize}, nil
+	return &Archive{obj: obj, blockSize: cfg.readBlock, minPart: cfg.minPartSize, log: cfg.logger}, nil
 }
 
 func checkArchiveName(name string) error {

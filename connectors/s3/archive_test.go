@@ -1,9 +1,12 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -175,37 +178,70 @@ func TestListUploadsNoSuchUploadOnALaterPage(t *testing.T) {
 // a file over the CopyObject limit) whose part copy failed aborted its
 // upload and dropped the abort's error, so an abort that failed too left
 // the upload open without a word. The error names the upload and its
-// key, and the copy's own failure.
+// key, and the copy's own failure. When the part copy failed because the
+// source is gone, Move took its "source gone" branch and dropped the
+// abort's error again: it is in the error when neither object exists, and
+// logged when the target does (the move done already, Move's nil stands).
 func TestArchiveMoveReportsAFailedAbortOfItsCopy(t *testing.T) {
-	ctx := context.Background()
-	s3store.SetCopyLimits(t, 4, 5<<20)
-	denied := func(w http.ResponseWriter) {
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`)
-	}
-	f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			q := r.URL.Query()
-			switch {
-			case r.Method == http.MethodPut && q.Has("partNumber") && r.Header.Get("X-Amz-Copy-Source") != "": // UploadPartCopy
-				denied(w)
-			case r.Method == http.MethodDelete && q.Has("uploadId"): // AbortMultipartUpload
-				denied(w)
-			default:
-				fake.ServeHTTP(w, r)
+	const (
+		from = "s3://" + testBucket + "/mv/iot/from.parquet"
+		to   = "s3://" + testBucket + "/mv/iot/to.parquet"
+	)
+	for _, c := range []struct {
+		name       string
+		partCopy   string // the part copy's error code (NoSuchKey: the source went after Move's HEAD)
+		status     int
+		targetThen bool   // the target exists when the part copy fails
+		wantErr    string // besides the upload left open ("": Move returns nil)
+	}{
+		{"part copy refused", "AccessDenied", http.StatusForbidden, false, "copy bytes=0-9 of " + from + " to part 1 of " + to},
+		{"source gone, target absent", "NoSuchKey", http.StatusNotFound, false, "move " + from + " to " + to + ": neither exists"},
+		{"source gone, target there", "NoSuchKey", http.StatusNotFound, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			s3store.SetCopyLimits(t, 4, 5<<20)
+			answer := func(w http.ResponseWriter, status int, code string) {
+				w.WriteHeader(status)
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message></Error>`, code, code)
 			}
+			f := newFakeS3Behind(t, func(fake http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					q := r.URL.Query()
+					switch {
+					case r.Method == http.MethodPut && q.Has("partNumber") && r.Header.Get("X-Amz-Copy-Source") != "": // UploadPartCopy
+						answer(w, c.status, c.partCopy)
+					case r.Method == http.MethodDelete && q.Has("uploadId"): // AbortMultipartUpload
+						answer(w, http.StatusForbidden, "AccessDenied")
+					default:
+						fake.ServeHTTP(w, r)
+					}
+				})
+			})
+			var logs bytes.Buffer
+			a, _ := newArchive(t, f, s3store.WithPrefix("mv"), s3store.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			f.putObject(t, "mv/iot/from.parquet", []byte("0123456789"))
+			if c.targetThen {
+				f.putObject(t, "mv/iot/to.parquet", []byte("0123456789"))
+			}
+			err := a.Move(ctx, "iot/from.parquet", "iot/to.parquet")
+			ups, lerr := a.ListUploads(ctx, "iot/")
+			require.NoError(t, lerr)
+			require.Len(t, ups, 1, "the refused abort left the copy's upload open")
+			report := err
+			if c.wantErr == "" {
+				require.NoError(t, err)
+				report = errors.New(logs.String())
+			} else {
+				require.ErrorContains(t, err, c.wantErr)
+			}
+			if c.partCopy == "NoSuchKey" && !c.targetThen {
+				require.ErrorIs(t, err, parquet.ErrNotFound)
+			}
+			require.ErrorContains(t, report, "the failed copy's multipart upload "+ups[0].ID+" stays open")
+			require.ErrorContains(t, report, "abort upload of "+to)
 		})
-	})
-	a, _ := newArchive(t, f, s3store.WithPrefix("mv"))
-	f.putObject(t, "mv/iot/from.parquet", []byte("0123456789"))
-	err := a.Move(ctx, "iot/from.parquet", "iot/to.parquet")
-	require.Error(t, err)
-	ups, lerr := a.ListUploads(ctx, "iot/")
-	require.NoError(t, lerr)
-	require.Len(t, ups, 1, "the refused abort left the copy's upload open")
-	require.ErrorContains(t, err, "copy bytes=0-9 of s3://"+testBucket+"/mv/iot/from.parquet to part 1 of s3://"+testBucket+"/mv/iot/to.parquet")
-	require.ErrorContains(t, err, "the failed copy's multipart upload "+ups[0].ID+" stays open")
-	require.ErrorContains(t, err, "abort upload of s3://"+testBucket+"/mv/iot/to.parquet")
+	}
 }
 
 // TestArchiveReadOfAServerIgnoringRange: a server (or a proxy before it)

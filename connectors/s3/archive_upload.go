@@ -160,7 +160,9 @@ var (
 // Move implements parquet.Mover: a server-side copy to the new name (one
 // CopyObject, or UploadPartCopy parts above maxCopyObjectSize), then a
 // delete of the old one. A crash between the two leaves both (the old one
-// hidden); repeating the Move finishes it.
+// hidden); repeating the Move finishes it. A multipart copy's upload
+// that its abort left open is in the error, or, when the source is gone
+// but the target exists (the move done already), logged (WithLogger).
 func (a *Archive) Move(ctx context.Context, from, to string) error {
 	if err := checkArchiveName(from); err != nil {
 		return err
@@ -172,9 +174,10 @@ func (a *Archive) Move(ctx context.Context, from, to string) error {
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("s3 archive: %w", a.obj.wrap("head", from, err))
 	}
+	var left error // a multipart copy's upload that its abort left open
 	if err == nil {
 		if size := aws.ToInt64(head.ContentLength); size > maxCopyObjectSize {
-			err = a.copyInParts(ctx, from, to, size, aws.ToString(head.ETag))
+			err, left = a.copyInParts(ctx, from, to, size, aws.ToString(head.ETag))
 		} else {
 			err = a.copyObject(ctx, from, to)
 		}
@@ -186,9 +189,14 @@ func (a *Archive) Move(ctx context.Context, from, to string) error {
 		// The source is gone: moved already if the target exists.
 		if _, herr := a.obj.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(to))}); herr != nil {
 			if isNotFound(herr) {
-				return fmt.Errorf("s3 archive: move %s to %s: neither exists: %w", a.obj.uri(from), a.obj.uri(to), parquet.ErrNotFound)
+				return errors.Join(fmt.Errorf("s3 archive: move %s to %s: neither exists: %w", a.obj.uri(from), a.obj.uri(to), parquet.ErrNotFound), left)
 			}
-			return fmt.Errorf("s3 archive: %w", a.obj.wrap("head", to, herr))
+			return errors.Join(fmt.Errorf("s3 archive: %w", a.obj.wrap("head", to, herr)), left)
+		}
+		if left != nil {
+			// The move is done; the upload only costs storage until the
+			// bucket's lifecycle rule for incomplete uploads removes it.
+			a.log.Warn("s3 archive: move found the source gone and the target there (moved already); its own copy's upload stays open", "from", a.obj.uri(from), "to", a.obj.uri(to), "err", left)
 		}
 		return nil
 	}
@@ -218,13 +226,15 @@ func (a *Archive) copyObject(ctx context.Context, from, to string) error {
 // upload of UploadPartCopy byte ranges, each pinned to etag. A failed copy
 // aborts its upload (on a crash, the bucket's lifecycle rule for
 // incomplete uploads removes it). A missing source returns an error for
-// which isNotFound holds.
-func (a *Archive) copyInParts(ctx context.Context, from, to string, size int64, etag string) error {
+// which isNotFound holds and, apart, the abort's error (nil once the
+// upload is aborted), for Move to report whether or not the move happened
+// already; any other failure's error holds the abort's.
+func (a *Archive) copyInParts(ctx context.Context, from, to string, size int64, etag string) (err, abortErr error) {
 	// S3 allows at most 10,000 parts.
 	partSize := max(copyPartSize, (size+9999)/10000)
 	id, err := a.CreateUpload(ctx, to)
 	if err != nil {
-		return err
+		return err, nil
 	}
 	src := a.copySource(from)
 	var parts []types.CompletedPart
@@ -240,9 +250,9 @@ func (a *Archive) copyInParts(ctx context.Context, from, to string, size int64, 
 		if err != nil {
 			aerr := a.abortCopy(ctx, to, id)
 			if isNotFound(err) {
-				return errors.Join(err, aerr)
+				return err, aerr
 			}
-			return errors.Join(fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("copy %s of %s to part %d of", rng, a.obj.uri(from), n), to, err)), aerr)
+			return errors.Join(fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("copy %s of %s to part %d of", rng, a.obj.uri(from), n), to, err)), aerr), nil
 		}
 		var tag *string
 		if out.CopyPartResult != nil {
@@ -256,9 +266,9 @@ func (a *Archive) copyInParts(ctx context.Context, from, to string, size int64, 
 	})
 	if err != nil {
 		aerr := a.abortCopy(ctx, to, id)
-		return errors.Join(fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("complete the copy of %s in %d parts to", a.obj.uri(from), len(parts)), to, err)), aerr)
+		return errors.Join(fmt.Errorf("s3 archive: %w", a.obj.wrap(fmt.Sprintf("complete the copy of %s in %d parts to", a.obj.uri(from), len(parts)), to, err)), aerr), nil
 	}
-	return nil
+	return nil, nil
 }
 
 // abortCopy aborts a failed multipart copy's upload, also when ctx is

@@ -180,8 +180,9 @@ func WithShardOf(f func(key []byte) (shard string, ok bool)) Option {
 	return func(o *config) { o.shardOf = f }
 }
 
-// WithLogger sets where background problems (a failed garbage delete) are
-// logged. Default: slog.Default().
+// WithLogger sets where background problems (a failed garbage delete; an
+// archive's Move that finds the move done by another but could not abort
+// its own copy's multipart upload) are logged. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
 
 func (c *config) validate(bucket string) error {
