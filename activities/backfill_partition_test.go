@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/tflo-io/tflo/activities"
@@ -447,4 +449,24 @@ func TestReplayPartitionCountsCoveredFiles(t *testing.T) {
 		assert.Equal(t, tot.Bytes, total.Bytes, "MaxFiles %d: bytes", maxFiles)
 		assert.Equal(t, int64(200), total.Rows, "MaxFiles %d: rows", maxFiles)
 	}
+}
+
+// A failed partition listing reaches the backfill as ListPartitions'
+// error, which no one wraps: it says what was listed and the archive's
+// folder, once. Bug: the local archive's own error repeated the listing
+// as `list "" after "…"`.
+func TestListPartitionsErrorSaysWhatWasListedOnce(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	shardFiles(t, arc, "iot", 1, 1, 2)
+	env, b := partitionEnv(newMemSink())
+	var res activities.ListPartitionsResult
+	require.NoError(t, env.run(b.ListPartitions, activities.ListPartitionsInput{Location: loc}, &res), "the archive opens")
+	// The archive's folder replaced by a file: every listing fails.
+	dir := arc.Root()
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.WriteFile(dir, []byte("x"), 0o600))
+	err := env.run(b.ListPartitions, activities.ListPartitionsInput{Location: loc, After: "iot/shard-000001/"}, &res)
+	var ae *temporal.ApplicationError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, `list the archive's files after "iot/shard-000001/~": local archive `+dir+": open "+dir+": not a directory", ae.Message())
 }

@@ -183,7 +183,7 @@ func (a *LocalArchive) ListPage(ctx context.Context, prefix, startAfter string, 
 		return nil
 	}
 	if err := walk(root, ""); err != nil {
-		return nil, fmt.Errorf("local archive %s: list %q after %q: %w", a.root, prefix, startAfter, err)
+		return nil, fmt.Errorf("local archive %s: %w", a.root, err) // ListAfter says what was listed
 	}
 	return out, nil
 }
@@ -323,8 +323,13 @@ func (m *MemArchive) Puts() int {
 // List implements Archive.
 func (m *MemArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("memory archive: list %q: %w", prefix, err)
 	}
+	return m.list(prefix), nil
+}
+
+// list returns the objects under prefix, sorted by name.
+func (m *MemArchive) list(prefix string) []ObjectInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []ObjectInfo
@@ -334,7 +339,7 @@ func (m *MemArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, err
 		}
 	}
 	slices.SortFunc(out, func(x, y ObjectInfo) int { return strings.Compare(x.Name, y.Name) })
-	return out, nil
+	return out
 }
 
 // Open implements Archive.

@@ -243,7 +243,10 @@ func TestSummarizeTimeRangeAtAndBeforeTheEpoch(t *testing.T) {
 // TestArchiveListingErrorsNameTheArchiveAndPrefix: a failed listing was
 // reported as `summarize: list "" after "": …`, naming neither the
 // archive nor, in words, what was listed. The error says which files
-// were listed, under which prefix, and the archive's folder.
+// were listed, under which prefix, and the archive's folder — once: the
+// local archive's own error repeated `list "iot/" after ""` after the
+// words, and the memory archive's did not name the archive. A backfill's
+// partition listing (ListAfter, unwrapped by its activity) says the same.
 func TestArchiveListingErrorsNameTheArchiveAndPrefix(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "archive")
@@ -252,10 +255,16 @@ func TestArchiveListingErrorsNameTheArchiveAndPrefix(t *testing.T) {
 	// The archive's folder replaced by a file: every listing fails.
 	require.NoError(t, os.Remove(dir))
 	require.NoError(t, os.WriteFile(dir, []byte("x"), 0o600))
+	problem := "local archive " + dir + ": open " + dir + ": not a directory"
 	_, err = parquet.Summarize(ctx, a, "", 1)
-	require.Error(t, err)
-	require.True(t, strings.HasPrefix(err.Error(), "summarize the archive: list the archive's files: local archive "+dir+": "), err.Error())
+	require.EqualError(t, err, "summarize the archive: list the archive's files: "+problem)
 	_, err = parquet.Verify(ctx, a, "iot/", "", 1)
-	require.Error(t, err)
-	require.True(t, strings.HasPrefix(err.Error(), `verify the archive: list the archive's files under "iot/": local archive `+dir+": "), err.Error())
+	require.EqualError(t, err, `verify the archive: list the archive's files under "iot/": `+problem)
+	_, err = parquet.ListAfter(ctx, a, "iot/", "iot/shard-000001/~", 1)
+	require.EqualError(t, err, `list the archive's files under "iot/" after "iot/shard-000001/~": `+problem)
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = parquet.Verify(canceled, parquet.NewMemArchive(), "iot/", "", 1)
+	require.EqualError(t, err, `verify the archive: list the archive's files under "iot/": memory archive: context canceled`)
 }

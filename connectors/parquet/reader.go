@@ -166,7 +166,7 @@ func archiveFiles(ctx context.Context, a Archive, prefix, startAfter string) ite
 		for {
 			page, err := ListAfter(ctx, a, prefix, after, listPage)
 			if err != nil {
-				yield(FileInfo{}, fmt.Errorf("%s: %w", listingWhat(prefix, after), err))
+				yield(FileInfo{}, err) // says what was listed (ListAfter)
 				return
 			}
 			for _, o := range page {
@@ -190,20 +190,6 @@ func archiveFiles(ctx context.Context, a Archive, prefix, startAfter string) ite
 			}
 		}
 	}
-}
-
-// listingWhat says in words which listing of the archive's files failed:
-// under which prefix, from which name on. The archive's own error, which
-// it wraps, names the archive (its folder, or its bucket and endpoint).
-func listingWhat(prefix, after string) string {
-	s := "list the archive's files"
-	if prefix != "" {
-		s += fmt.Sprintf(" under %q", prefix)
-	}
-	if after != "" {
-		s += fmt.Sprintf(" after %q", after)
-	}
-	return s
 }
 
 func sameShard(a, b FileKey) bool { return a.Pipeline == b.Pipeline && a.Shard == b.Shard }

@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -75,23 +76,43 @@ type Deleter interface {
 // PageLister is the optional Archive capability of listing in pages:
 // the objects under prefix whose names sort after startAfter, at most
 // limit of them, sorted by name. Archives without it are paged by
-// ListAfter over a full List.
+// ListAfter over a full List. Its error names the archive and the
+// problem; ListAfter, its caller, says what was listed.
 type PageLister interface {
 	ListPage(ctx context.Context, prefix, startAfter string, limit int) ([]ObjectInfo, error)
 }
 
 // ListAfter returns up to limit objects under prefix whose names sort
 // after startAfter ("" for the first page), using the archive's
-// PageLister when it has one.
+// PageLister when it has one. Its error says what was listed (listingWhat)
+// before the archive's own, which names the archive and the problem.
 func ListAfter(ctx context.Context, a Archive, prefix, startAfter string, limit int) ([]ObjectInfo, error) {
 	if pl, ok := a.(PageLister); ok {
-		return pl.ListPage(ctx, prefix, startAfter, limit)
+		page, err := pl.ListPage(ctx, prefix, startAfter, limit)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", listingWhat(prefix, startAfter), err)
+		}
+		return page, nil
 	}
 	all, err := a.List(ctx, prefix)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", listingWhat(prefix, startAfter), err)
 	}
 	return pageAfter(all, startAfter, limit), nil
+}
+
+// listingWhat says in words which listing of the archive's files failed:
+// under which prefix, from which name on. The archive's own error, which
+// it wraps, names the archive (its folder, or its bucket and endpoint).
+func listingWhat(prefix, after string) string {
+	s := "list the archive's files"
+	if prefix != "" {
+		s += fmt.Sprintf(" under %q", prefix)
+	}
+	if after != "" {
+		s += fmt.Sprintf(" after %q", after)
+	}
+	return s
 }
 
 // pageAfter returns up to limit objects of the sorted listing all whose

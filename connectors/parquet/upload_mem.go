@@ -159,9 +159,8 @@ func (m *MemArchive) Delete(ctx context.Context, names ...string) error {
 
 // ListPage implements PageLister.
 func (m *MemArchive) ListPage(ctx context.Context, prefix, startAfter string, limit int) ([]ObjectInfo, error) {
-	all, err := m.List(ctx, prefix)
-	if err != nil {
-		return nil, err
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memory archive: %w", err) // ListAfter says what was listed
 	}
-	return pageAfter(all, startAfter, limit), nil
+	return pageAfter(m.list(prefix), startAfter, limit), nil
 }
