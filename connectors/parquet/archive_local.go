@@ -16,8 +16,8 @@ import (
 
 // tempPrefix starts the base name of a file PutAtomic is still writing.
 // List skips such files, so a crash mid-write leaves litter but never a
-// half file in the archive's listing; the first PutAtomic into a folder
-// deletes the stale ones there (see staleTempAge).
+// half file in the archive's listing; a PutAtomic into a folder deletes
+// the stale ones there, at most once per staleTempAge (see sweepTemps).
 const tempPrefix = ".tmp-"
 
 // staleTempAge is how long ago a temp file must have been last written
@@ -34,7 +34,8 @@ const staleTempAge = time.Hour
 // fsyncs it, renames it over the name and fsyncs the folder.
 type LocalArchive struct {
 	root  string
-	swept sync.Map // folder → struct{}: stale temp files deleted (sweepTemps)
+	swept sync.Map         // folder → time.Time of its last sweep (sweepTemps)
+	now   func() time.Time // the sweep's clock; tests set it
 }
 
 var (
@@ -50,7 +51,7 @@ func NewLocalArchive(dir string) (*LocalArchive, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("local archive %s: %w", dir, err)
 	}
-	return &LocalArchive{root: dir}, nil
+	return &LocalArchive{root: dir, now: time.Now}, nil
 }
 
 // Root returns the archive's folder.
@@ -261,19 +262,23 @@ func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) 
 	return nil
 }
 
-// sweepTemps deletes, once per folder and process, the temp files of
-// PutAtomic in dir last written over staleTempAge ago: those a crash
-// left. Best effort: a file it cannot delete is left for the next
-// process.
+// sweepTemps deletes the temp files of PutAtomic in dir last written over
+// staleTempAge ago: those a crash left. It sweeps a folder again once its
+// last sweep is staleTempAge old, so a temp file too young at the first
+// (a worker restarted within the hour of its crash) goes at a later one
+// instead of staying while the process lives. Best effort: a file it
+// cannot delete is left for the next sweep.
 func (a *LocalArchive) sweepTemps(dir string) {
-	if _, done := a.swept.LoadOrStore(dir, struct{}{}); done {
+	now := a.now()
+	if last, ok := a.swept.Load(dir); ok && now.Sub(last.(time.Time)) < staleTempAge {
 		return
 	}
+	a.swept.Store(dir, now)
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	cutoff := time.Now().Add(-staleTempAge)
+	cutoff := now.Add(-staleTempAge)
 	for _, d := range des {
 		if !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), tempPrefix) {
 			continue

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,11 +64,16 @@ func TestLocalArchiveHidesTempFiles(t *testing.T) {
 // Regression: the temp files a crash in PutAtomic left stayed in their
 // folder for ever. The first PutAtomic into a folder deletes those last
 // written over an hour ago, and keeps a recent one (a live writer's,
-// maybe of another process sharing the folder).
+// maybe of another process sharing the folder). Regression: a folder was
+// swept once per process, so a temp file too young at that sweep (a
+// worker restarted within the hour of its crash) stayed while the
+// process lived; a PutAtomic into the folder an hour later deletes it.
 func TestLocalArchiveSweepsStaleTempFiles(t *testing.T) {
 	dir := t.TempDir()
 	a, err := parquet.NewLocalArchive(dir)
 	require.NoError(t, err)
+	var clock atomic.Int64 // added to the time
+	parquet.SetLocalArchiveClock(a, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
 	ctx := context.Background()
 	folder := filepath.Join(dir, parquet.StagingDir, "iot")
 	require.NoError(t, os.MkdirAll(folder, 0o755))
@@ -81,6 +87,10 @@ func TestLocalArchiveSweepsStaleTempFiles(t *testing.T) {
 	require.NoError(t, a.PutAtomic(ctx, parquet.StagingDir+"/iot/rec.json", []byte("whole")))
 	require.NoFileExists(t, stale, "a crashed writer's temp file")
 	require.FileExists(t, live, "a live writer's temp file")
+
+	clock.Store(int64(time.Hour + time.Minute))
+	require.NoError(t, a.PutAtomic(ctx, parquet.StagingDir+"/iot/rec.json", []byte("whole")))
+	require.NoFileExists(t, live, "a temp file not written for an hour since the first sweep")
 }
 
 func TestSkipHidden(t *testing.T) {

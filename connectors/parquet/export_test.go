@@ -44,3 +44,6 @@ func SetCompactAbortTimeout(d time.Duration) (restore func()) {
 	compactAbortTimeout = d
 	return func() { compactAbortTimeout = old }
 }
+
+// SetLocalArchiveClock sets the clock of a's sweep of stale temp files.
+func SetLocalArchiveClock(a *LocalArchive, now func() time.Time) { a.now = now }
