@@ -17,6 +17,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/streaming"
@@ -481,7 +482,11 @@ func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink,
 	if err != nil {
 		return nil, err
 	}
-	arc, err := archiveloc.Open(ctx, loc, s.S3)
+	var extra []s3.Option
+	if env.Log != nil {
+		extra = append(extra, s3.WithLogger(env.Log))
+	}
+	arc, err := archiveloc.Open(ctx, loc, s.S3, extra...)
 	if err != nil {
 		return nil, fmt.Errorf("archive sink: %w", err)
 	}

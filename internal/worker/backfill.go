@@ -22,6 +22,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/influx"
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/pipeline"
@@ -202,7 +203,7 @@ func (b *BackfillWorker) archives() (func(string) (parquet.Archive, string, erro
 // the pipeline's archive sink whose root holds it (SinkS3; the deepest
 // root first), else with S3.
 func (b *BackfillWorker) resolver() (func(string) (parquet.Archive, string, error), error) {
-	resolve := archiveloc.Resolver(b.S3)
+	resolve := archiveloc.Resolver(b.S3, s3.WithLogger(b.log()))
 	type sinkRoot struct {
 		root    archiveloc.Location
 		resolve func(string) (parquet.Archive, string, error)
@@ -213,7 +214,7 @@ func (b *BackfillWorker) resolver() (func(string) (parquet.Archive, string, erro
 		if err != nil {
 			return nil, fmt.Errorf("backfill worker: archive sink: %w", err)
 		}
-		own = append(own, sinkRoot{loc, archiveloc.Resolver(c)})
+		own = append(own, sinkRoot{loc, archiveloc.Resolver(c, s3.WithLogger(b.log()))})
 	}
 	slices.SortFunc(own, func(a, b sinkRoot) int { return len(b.root.String()) - len(a.root.String()) })
 	if len(own) == 0 {
