@@ -257,8 +257,8 @@ func silentControlPoller(t *testing.T, srv *temporaltest.Server) {
 }
 
 // TestStatusQueryOfABusyControlWorker: a control worker polls tflo-control
-// but does not answer the status query of a running backfill, or the
-// shards query of a running coordinator (busy, or stuck). Bug: the error
+// but does not answer the status query of a running backfill or lease, or
+// the shards query of a running coordinator (busy, or stuck). Bug: the error
 // asked whether a control worker runs on tflo-control, which one does.
 // It says that one polls (which) and did not answer within how long, and
 // to see its logs.
@@ -274,6 +274,7 @@ func TestStatusQueryOfABusyControlWorker(t *testing.T) {
 	_, err = srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.CoordinatorWorkflowID("cli"), TaskQueue: workflows.ControlTaskQueue},
 		"CoordinatorWorkflow", workflows.CoordinatorInput{Pipeline: "cli", Manual: true})
 	require.NoError(t, err)
+	startUnservedLease(t, srv, "w1")
 	silentControlPoller(t, srv)
 
 	const busy = `a worker polls task queue tflo-control \(silent\) but did not answer within \d+s: it may be busy or stuck; see that worker's logs\)\n$`
@@ -286,6 +287,13 @@ func TestStatusQueryOfABusyControlWorker(t *testing.T) {
 	r = run(t, "pipeline", "status", addr, "--pipeline", "cli")
 	assert.Equal(t, exitFailure, r.code, r.err)
 	assert.Regexp(t, `^Error: query `+workflows.CoordinatorWorkflowID("cli")+`: .* \(`+busy, r.err)
+	assert.NotContains(t, r.err, "control_worker: true")
+	assert.Empty(t, r.out)
+
+	// Bug: starter workers gave the server's bare deadline error.
+	r = run(t, "workers", addr)
+	assert.Equal(t, exitFailure, r.code, r.err)
+	assert.Regexp(t, `^Error: query `+workflows.LeaseWorkflowIDPrefix+`w1: .* \(`+busy, r.err)
 	assert.NotContains(t, r.err, "control_worker: true")
 	assert.Empty(t, r.out)
 

@@ -629,13 +629,7 @@ func TestCommandsWithoutAControlWorker(t *testing.T) {
 	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.CoordinatorWorkflowID("cli"), TaskQueue: workflows.ControlTaskQueue},
 		"CoordinatorWorkflow", workflows.CoordinatorInput{Pipeline: "cli", Manual: true})
 	require.NoError(t, err)
-	_, err = srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeaseWorkflowIDPrefix + "w1", TaskQueue: workflows.ControlTaskQueue},
-		"LeaseWorkflow", workflows.LeaseInput{WorkerID: "w1", TaskQueue: workflows.WorkerTaskQueue("w1")})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		resp, err := srv.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'LeaseWorkflow'"})
-		return err == nil && len(resp.Executions) == 1
-	}, 10*time.Second, 50*time.Millisecond, "the lease is visible")
+	startUnservedLease(t, srv, "w1")
 
 	start := time.Now()
 	r := run(t, "checkpoint", "now", addr, "--pipeline", "cli", "--timeout", "20s")
@@ -659,6 +653,25 @@ func TestCommandsWithoutAControlWorker(t *testing.T) {
 	assert.Contains(t, r.err, "Error: lease workflow "+workflows.LeaseWorkflowIDPrefix+"w1 runs, but no worker answers its status query: no control worker polls task queue tflo-control")
 	assert.Contains(t, r.err, "control_worker: true")
 	assert.Less(t, time.Since(start), 5*time.Second, "it does not wait for the query to time out")
+}
+
+// startUnservedLease starts the lease workflow of worker id by type name
+// (no worker of the test runs it: only what polls tflo-control takes its
+// tasks) and returns once the visibility API lists it, where starter
+// workers looks. A workflow task a silent poller took stays started for
+// a minute, not the default 10s, after which a query fails at once
+// ("Workflow Task in failed state") instead of waiting for an answer.
+func startUnservedLease(t *testing.T, srv *temporaltest.Server, id string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.LeaseWorkflowID(id), TaskQueue: workflows.ControlTaskQueue,
+		WorkflowTaskTimeout: time.Minute},
+		"LeaseWorkflow", workflows.LeaseInput{WorkerID: id, TaskQueue: workflows.WorkerTaskQueue(id)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		resp, err := srv.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'LeaseWorkflow' AND WorkflowId = " + quote(workflows.LeaseWorkflowID(id))})
+		return err == nil && len(resp.Executions) == 1
+	}, 10*time.Second, 50*time.Millisecond, "the lease of %s is visible", id)
 }
 
 // TestSecondInterruptStopsAtOnce: the first Ctrl-C cancels the command's

@@ -125,9 +125,10 @@ func describeLease(ctx context.Context, c client.Client, l *workerLease) error {
 	l.Execution = executionStatus(status)
 	var st workflows.LeaseState
 	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		asked := time.Now()
 		v, err := c.QueryWorkflow(ctx, l.WorkflowID, l.RunID, workflows.QueryStatus)
 		if err != nil {
-			return fmt.Errorf("query %s: %w", l.WorkflowID, err)
+			return fmt.Errorf("query %s: %w%s", l.WorkflowID, err, noWorkerHint(ctx, c, err, time.Since(asked)))
 		}
 		if err := v.Get(&st); err != nil {
 			return fmt.Errorf("decode status of %s: %w", l.WorkflowID, err)
