@@ -306,10 +306,10 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 			case neverRan:
 				line = status + " (no worker ran it: no progress was recorded)"
 			case qerr != nil:
-				// A control worker polls (or the check failed), but the
-				// query was not answered: say that, not that no worker ran
-				// the backfill.
-				line = status + " (" + unansweredQuery(qerr, waited) + ": no progress to show)"
+				// A control worker polls (or the check failed: then that
+				// is said, with its error), but the query was not
+				// answered: say that, not that no worker ran the backfill.
+				line = status + " (" + unansweredQuery(wctx, c, qerr, waited) + ")"
 			}
 			switch {
 			case wf.wait && !closed && tty:
@@ -385,14 +385,21 @@ func pollerNames(pollers []*taskqueuepb.PollerInfo) string {
 }
 
 // unansweredQuery says what is known of a status query of a closed
-// backfill that failed after waited: it timed out (no worker on the
-// control task queue answered it within waited), or it failed with an
-// error of its own.
-func unansweredQuery(err error, waited time.Duration) string {
-	if timedOutOnServer(err) {
-		return fmt.Sprintf("its status query, on task queue %s, was not answered within %s", workflows.ControlTaskQueue, waited.Round(time.Second))
+// backfill that failed after waited, and that there is no progress to
+// show: it timed out (no worker on the control task queue answered it
+// within waited; and when the check of that queue's pollers fails, that
+// whether one polls is not known, with the check's error), or it failed
+// with an error of its own.
+func unansweredQuery(ctx context.Context, c client.Client, err error, waited time.Duration) string {
+	q := workflows.ControlTaskQueue
+	if !timedOutOnServer(err) {
+		return fmt.Sprintf("its status query on task queue %s failed: %v: no progress to show", q, err)
 	}
-	return fmt.Sprintf("its status query on task queue %s failed: %v", workflows.ControlTaskQueue, err)
+	s := fmt.Sprintf("its status query, on task queue %s, was not answered within %s: no progress to show", q, waited.Round(time.Second))
+	if _, perr := controlPollers(ctx, c); perr != nil {
+		s += fmt.Sprintf("; whether a worker polls task queue %s is not known: %v", q, perr)
+	}
+	return s
 }
 
 // noControlWorker returns an error saying what is missing when no worker

@@ -195,7 +195,9 @@ func completeBackfill(t *testing.T, srv *temporaltest.Server, queue, name string
 // TestBackfillStatusOfAnUnansweredQuery: a control worker polls
 // tflo-control but does not answer the status query of a backfill that
 // completed (stuck, or gone a moment ago): the status says the query was
-// not answered, on which task queue, within how long. Before, it said
+// not answered, on which task queue, within how long (and, when the
+// check of the queue's pollers failed, that whether one polls is not
+// known, with the check's error). Before, it said
 // "completed (no worker ran it: no progress was recorded)", though a
 // worker had run it to its end.
 func TestBackfillStatusOfAnUnansweredQuery(t *testing.T) {
@@ -210,6 +212,12 @@ func TestBackfillStatusOfAnUnansweredQuery(t *testing.T) {
 	assert.Equal(t, exitOK, r.code, r.err)
 	assert.NotContains(t, r.out, "no worker ran it")
 	assert.Regexp(t, `^completed \(its status query, on task queue tflo-control, was not answered within \d+s: no progress to show\)\n$`, r.out)
+	// Bug: when the check of tflo-control's pollers failed, the status
+	// said no more than that; it says the check failed, and how.
+	r = runWith(t, pollersUnknown{srv.Client}, "backfill", "status", addr, "--name", "done")
+	assert.Equal(t, exitOK, r.code, r.err)
+	assert.Regexp(t, `^completed \(its status query, on task queue tflo-control, was not answered within \d+s: no progress to show; `+
+		`whether a worker polls task queue tflo-control is not known: describe task queue tflo-control: describe refused\)\n$`, r.out)
 
 	// One that ended before a worker completed a step of it (the silent
 	// poller took its first task) was run by none: that is still said.
@@ -221,6 +229,18 @@ func TestBackfillStatusOfAnUnansweredQuery(t *testing.T) {
 	assert.Equal(t, exitFailure, r.code, r.err)
 	assert.Equal(t, "terminated (no worker ran it: no progress was recorded)\n", r.out)
 }
+
+// pollersUnknown is a client whose DescribeTaskQueue is refused (as a
+// server refuses a caller without the permission), so whether a worker
+// polls tflo-control is not known; its other calls go to Client, which
+// its Close leaves open.
+type pollersUnknown struct{ client.Client }
+
+func (pollersUnknown) DescribeTaskQueue(context.Context, string, enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+	return nil, serviceerror.NewPermissionDenied("describe refused", "")
+}
+
+func (pollersUnknown) Close() {}
 
 // silentControlPoller polls tflo-control for workflow tasks (the queries'
 // too) as a worker would, identity "silent", and answers none, until the

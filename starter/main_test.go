@@ -41,10 +41,19 @@ type result struct {
 // what only a process shows).
 func run(t *testing.T, args ...string) result {
 	t.Helper()
+	return runWith(t, nil, args...)
+}
+
+// runWith is run with the client c, when not nil, in place of the one the
+// command would dial (c's Close is called when the command has run).
+func runWith(t *testing.T, c client.Client, args ...string) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	code := execute(ctx, args, &out, &errOut)
+	root, a := newRoot(&out, &errOut)
+	a.client = c
+	code := executeRoot(ctx, root, a, args)
 	return result{code, out.String(), errOut.String()}
 }
 
