@@ -182,7 +182,7 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 
 	res := ReplayFileResult{File: in.File}
 	if activity.HasHeartbeatDetails(ctx) {
-		var hb replayFileProgress
+		var hb ReplayFileProgress
 		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.File == in.File {
 			// The counts of the rows before the position, flushed by the
 			// earlier attempts (0 from a build that heartbeated the
@@ -224,7 +224,7 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 		if err := sink.Flush(ctx, "", 0); err != nil {
 			return err
 		}
-		activity.RecordHeartbeat(ctx, replayFileProgress{Position: parquet.Position{File: in.File, Row: next},
+		activity.RecordHeartbeat(ctx, ReplayFileProgress{Position: parquet.Position{File: in.File, Row: next},
 			Rows: res.Rows, Written: res.Written, Skipped: res.Skipped})
 		return nil
 	}
@@ -257,13 +257,14 @@ func (a *Backfills) ReplayFile(ctx context.Context, in ReplayFileInput) (ReplayF
 	return res, nil
 }
 
-// replayFileProgress is what ReplayFile heartbeats after each flush: the
+// ReplayFileProgress is what ReplayFile heartbeats after each flush: the
 // next row, and the counts of the rows before it, so a retry resuming
 // there reports every attempt's rows (before, it heartbeated the position
 // alone and its result lacked the rows flushed before the retry). The
 // position's fields are at the top level, as the position alone was
-// heartbeated before: either build reads the other's heartbeat.
-type replayFileProgress struct {
+// heartbeated before: either build reads the other's heartbeat. (starter
+// backfill status reads it too, to show where a replay stands.)
+type ReplayFileProgress struct {
 	parquet.Position
 	Rows    int64 `json:"rows,omitempty"`
 	Written int64 `json:"written,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,8 +14,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/portal"
 	"github.com/tflo-io/tflo/internal/worker"
@@ -143,8 +147,11 @@ func (a *app) backfillStatus() *cobra.Command {
 		Use:   "status",
 		Short: "Show a backfill's progress (files and rows done, rate, ETA)",
 		Long: `Show a backfill's progress: files and rows done, rate, ETA and how it
-stands (running, completed, failed, canceled, ...). With --wait, redraw it
-until the backfill ends; a backfill that ended other than completed exits 1
+stands (running, completed, failed, canceled, ...). Without --wait, a
+running backfill's replays follow, one line each, from their last
+heartbeat: the partition each is in, at which file and row, and what it
+flushed (-o json: "replaying"); before any heartbeated, the partitions in
+flight. With --wait, redraw the progress line until the backfill ends; a backfill that ended other than completed exits 1
 with its error. With no control worker polling task queue tflo-control
 (nothing would answer its status query), a running backfill exits 1 at
 once, saying so, and an ended one shows how it ended, without progress.
@@ -288,13 +295,24 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		// ready): it has no progress to show, only how it ended.
 		var notReady *serviceerror.WorkflowNotReady
 		neverRan := errors.As(qerr, &notReady)
+		// Where the replays in flight stand, from their last heartbeats
+		// (the workflow sees none: its Running names whole batches).
+		var reps []replay
+		waiting := 0
+		if qerr == nil && !closed {
+			reps, waiting = replaysInFlight(desc.RawResponse.GetPendingActivities(), p.Running)
+		}
 		if a.structured() {
 			if !wf.wait || closed {
 				var progress any = p
 				if qerr != nil {
 					progress = nil // no answer: null, not a progress of zeros
 				}
-				if err := a.emit(map[string]any{"name": name, "status": status, "progress": progress}, nil); err != nil {
+				out := map[string]any{"name": name, "status": status, "progress": progress}
+				if len(reps) > 0 {
+					out["replaying"] = reps
+				}
+				if err := a.emit(out, nil); err != nil {
 					return err
 				}
 			}
@@ -325,6 +343,9 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 				printf(a.out, "\r%s\n", line)
 			default:
 				printf(a.out, "%s\n", line)
+			}
+			if !wf.wait {
+				printReplays(a.out, reps, waiting, p.Running)
 			}
 		}
 		if !wf.wait || closed {
@@ -474,6 +495,116 @@ func progressLine(p workflows.BackfillProgress) string {
 	}
 	return fmt.Sprintf("[%s] %3.0f%%  files %d/%d  %s  %.0f rows/s  ETA %s",
 		bar, frac*100, p.FilesDone, p.FilesTotal, rows, p.RowsPerSecond, eta)
+}
+
+// replay is where one replay activity in flight stands, as its last
+// heartbeat has it.
+type replay struct {
+	// Partition is the partition it is in now (for a backfill started
+	// before partition paging, the file it replays); "" when the status
+	// query's Running does not say which (Batch and Finished then do).
+	Partition string `json:"partition"`
+	// Batch is the first partition of the batch the activity replays,
+	// Finished how many of the batch it replayed to their end.
+	Batch    string `json:"batch,omitempty"`
+	Finished int    `json:"finished"`
+	// File and Row: where in Partition its flushed rows end ("" and 0:
+	// at the partition's start).
+	File string `json:"file,omitempty"`
+	Row  int64  `json:"row"`
+	// Files, Rows and Written: what the activity flushed so far, over
+	// its attempts.
+	Files         int       `json:"files"`
+	Rows          int64     `json:"rows"`
+	Written       int64     `json:"written"`
+	Attempt       int32     `json:"attempt"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+}
+
+// replaysInFlight reads, from a backfill's pending activities, where each
+// replay activity that heartbeated stands: ReplayPartition heartbeats its
+// result so far (the batch's first partition, how many of the batch it
+// finished, its position in the next), and running, the status query's
+// partitions in flight (each batch's in order), names the one it is in;
+// ReplayFile heartbeats its file's position. waiting counts the replay
+// activities with no heartbeat (or one that does not decode).
+func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string) (reps []replay, waiting int) {
+	dc := converter.GetDefaultDataConverter()
+	for _, pa := range pending {
+		typ := pa.GetActivityType().GetName()
+		if typ != "ReplayPartition" && typ != "ReplayFile" {
+			continue
+		}
+		r := replay{Attempt: pa.GetAttempt()}
+		if t := pa.GetLastHeartbeatTime(); t != nil {
+			r.LastHeartbeat = t.AsTime()
+		}
+		if pa.GetHeartbeatDetails() == nil {
+			waiting++
+			continue
+		}
+		if typ == "ReplayFile" {
+			var hb activities.ReplayFileProgress
+			if dc.FromPayloads(pa.GetHeartbeatDetails(), &hb) != nil || hb.File == "" {
+				waiting++
+				continue
+			}
+			r.Partition, r.Row, r.Rows, r.Written = hb.File, hb.Row, hb.Rows, hb.Written
+			reps = append(reps, r)
+			continue
+		}
+		var hb activities.ReplayPartitionResult
+		if dc.FromPayloads(pa.GetHeartbeatDetails(), &hb) != nil || hb.Partition == "" {
+			waiting++
+			continue
+		}
+		r.Batch, r.Finished = hb.Partition, hb.Finished
+		r.File, r.Row, r.Files, r.Rows, r.Written = hb.Next.File, hb.Next.Row, hb.Files, hb.Rows, hb.Written
+		switch i := slices.Index(running, hb.Partition); {
+		case hb.Finished == 0:
+			r.Partition = hb.Partition
+		case i >= 0 && i+hb.Finished < len(running):
+			r.Partition = running[i+hb.Finished]
+		}
+		reps = append(reps, r)
+	}
+	return reps, waiting
+}
+
+// printReplays writes, under a running backfill's progress line, a line
+// per replay in flight that heartbeated: the partition (or file) it is in
+// and where, and what it flushed. When none did, it names the partitions
+// in flight (running) instead, as the status query has them.
+func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
+	if len(reps) == 0 {
+		if len(running) > 0 {
+			printf(w, "  in flight (no replay has heartbeated yet): %s\n", strings.Join(running, ", "))
+		}
+		return
+	}
+	for _, r := range reps {
+		where := "replaying " + r.Partition
+		if r.Partition == "" {
+			where = fmt.Sprintf("replaying the batch from %s (%d of its partitions finished)", r.Batch, r.Finished)
+		}
+		switch {
+		case r.File != "" && r.File != r.Partition:
+			where += fmt.Sprintf(" at file %s row %d", r.File, r.Row)
+		case r.Row > 0:
+			where += fmt.Sprintf(" at row %d", r.Row)
+		default:
+			where += " from its start"
+		}
+		flushed := fmt.Sprintf("%d rows", r.Rows)
+		if r.Batch != "" {
+			flushed = fmt.Sprintf("%d files, %d rows", r.Files, r.Rows)
+		}
+		printf(w, "  %s (this activity flushed %s; attempt %d, last heartbeat %s)\n",
+			where, flushed, r.Attempt, cell(age(r.LastHeartbeat)))
+	}
+	if waiting > 0 {
+		printf(w, "  and %d replays not heartbeated yet\n", waiting)
+	}
 }
 
 // plainInterval is how often a watched backfill prints a progress line

@@ -3,20 +3,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/testsuite/fakeactivities"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -324,4 +332,126 @@ func TestStatusQueryOfABusyControlWorker(t *testing.T) {
 	defer other.Close()
 	hint := noWorkerHint(ctx, other, serviceerror.NewDeadlineExceeded("query timed out"), 10*time.Second)
 	assert.Regexp(t, `^ \(no worker answered within 10s, and whether one polls task queue tflo-control is not known: describe task queue tflo-control: .*nosuch.*\)$`, hint)
+}
+
+// TestBackfillStatusShowsWhereEachReplayIs: the status of a running
+// backfill shows, for each replay activity in flight, the partition it is
+// in, where, and what it flushed, from its last heartbeat; before a
+// replay heartbeated, the partitions in flight as the status query has
+// them. Bug: the text showed neither, and -o json only the status query's
+// Running, which names every partition of a batch, not the one its
+// activity is in (the workflow sees no heartbeat).
+func TestBackfillStatusShowsWhereEachReplayIs(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+	ctx := context.Background()
+	const first = "a/shard-000000/" // fakeactivities.Stages' first partition
+	file := first + "f-000001.parquet"
+	beat, release := make(chan struct{}), make(chan struct{})
+	stages := &fakeactivities.Stages{ReplayPartition: func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		done := activities.ReplayPartitionResult{Partition: in.Partition, Finished: 1 + len(in.Then), Done: true}
+		if in.Partition != first {
+			return done, nil
+		}
+		for _, ch := range []chan struct{}{beat, release} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return activities.ReplayPartitionResult{}, ctx.Err()
+			}
+			if ch == beat {
+				activity.RecordHeartbeat(ctx, activities.ReplayPartitionResult{Partition: first, Next: parquet.Position{File: file, Row: 1200}, Files: 1, Rows: 1200, Written: 1200})
+			}
+		}
+		return done, nil
+	}}
+	startStageWorkers(t, srv, stages, workflows.BackfillTaskQueue)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	r := run(t, "backfill", "start", addr, "--name", "where", "--archive", "file:///archive", "--window", "1")
+	require.Equal(t, exitOK, r.code, r.err)
+	id := workflows.BackfillWorkflowID("where")
+	replayPending := func(heartbeated bool) func() bool {
+		return func() bool {
+			d, err := srv.Client.DescribeWorkflow(ctx, id, "")
+			if err != nil {
+				return false
+			}
+			for _, pa := range d.RawResponse.GetPendingActivities() {
+				if pa.GetActivityType().GetName() == "ReplayPartition" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
+					(pa.GetHeartbeatDetails() != nil) == heartbeated {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	require.Eventually(t, replayPending(false), 30*time.Second, 50*time.Millisecond, "the replay of %s runs", first)
+
+	r = run(t, "backfill", "status", addr, "--name", "where")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Regexp(t, `^\[-+\] +0%  files 0/3 .*  running\n  in flight \(no replay has heartbeated yet\): a/shard-000000/\n$`, r.out)
+
+	close(beat)
+	require.Eventually(t, replayPending(true), 30*time.Second, 50*time.Millisecond, "the replay's heartbeat reaches the server")
+	r = run(t, "backfill", "status", addr, "--name", "where")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Regexp(t, `\n  replaying a/shard-000000/ at file a/shard-000000/f-000001\.parquet row 1200 \(this activity flushed 1 files, 1200 rows; attempt 1, last heartbeat [0-9.]+m?s ago\)\n$`, r.out)
+	r = run(t, "backfill", "status", addr, "--name", "where", "-o", "json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var st struct {
+		Progress struct {
+			Running []string `json:"running"`
+		} `json:"progress"`
+		Replaying []replay `json:"replaying"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &st), r.out)
+	assert.Equal(t, []string{first}, st.Progress.Running)
+	require.Len(t, st.Replaying, 1, r.out)
+	rep := st.Replaying[0]
+	assert.Equal(t, replay{Partition: first, Batch: first, File: file, Row: 1200, Files: 1, Rows: 1200, Written: 1200, Attempt: 1, LastHeartbeat: rep.LastHeartbeat}, rep)
+	assert.WithinDuration(t, time.Now(), rep.LastHeartbeat, time.Minute)
+
+	close(release)
+	require.NoError(t, srv.Client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+}
+
+// TestReplaysInFlightNamesThePartitionNotTheBatch: a ReplayPartition
+// heartbeat names its batch's first partition and how many of the batch
+// it finished; the status query's Running (each batch's partitions in
+// order) names the one it is in. A ReplayFile heartbeat names its file.
+func TestReplaysInFlightNamesThePartitionNotTheBatch(t *testing.T) {
+	dc := converter.GetDefaultDataConverter()
+	pending := func(typ string, hb any) *workflowpb.PendingActivityInfo {
+		pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: typ}, Attempt: 2}
+		if hb != nil {
+			p, err := dc.ToPayloads(hb)
+			require.NoError(t, err)
+			pa.HeartbeatDetails = p
+		}
+		return pa
+	}
+	running := []string{"p0", "p1", "p2", "p3", "p4"}
+	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
+		pending("ReplayPartition", activities.ReplayPartitionResult{Partition: "p1", Finished: 2, Next: parquet.Position{File: "p3/f2", Row: 5}, Files: 4, Rows: 40}),
+		pending("ReplayPartition", activities.ReplayPartitionResult{Partition: "p0"}),
+		pending("ReplayPartition", activities.ReplayPartitionResult{Partition: "gone", Finished: 1}),
+		pending("ReplayFile", activities.ReplayFileProgress{Position: parquet.Position{File: "x.parquet", Row: 7}, Rows: 7}),
+		pending("ReplayPartition", nil),
+		pending("CountArchive", 3),
+	}, running)
+	assert.Equal(t, []replay{
+		{Partition: "p3", Batch: "p1", Finished: 2, File: "p3/f2", Row: 5, Files: 4, Rows: 40, Attempt: 2},
+		{Partition: "p0", Batch: "p0", Attempt: 2},
+		{Batch: "gone", Finished: 1, Attempt: 2},
+		{Partition: "x.parquet", Row: 7, Rows: 7, Attempt: 2},
+	}, reps)
+	assert.Equal(t, 1, waiting, "the replay with no heartbeat")
 }

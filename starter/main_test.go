@@ -220,19 +220,7 @@ func TestCommandsAgainstDevServer(t *testing.T) {
 	isolateTemporalConfig(t)
 	srv := temporaltest.Start(t)
 	var stages fakeactivities.Stages
-	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
-	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
-	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
-	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
-	require.NoError(t, ctl.Start())
-	t.Cleanup(ctl.Stop)
-	for _, q := range []string{workflows.WorkerTaskQueue("w1"), workflows.WorkerTaskQueue(fakeactivities.DeadWorker), workflows.BackfillTaskQueue} {
-		w := worker.New(srv.Client, q, worker.Options{})
-		stages.Register(w)
-		require.NoError(t, w.Start())
-		t.Cleanup(w.Stop)
-	}
+	startStageWorkers(t, srv, &stages, workflows.WorkerTaskQueue("w1"), workflows.WorkerTaskQueue(fakeactivities.DeadWorker), workflows.BackfillTaskQueue)
 	addr := "--address=" + srv.HostPort
 
 	// Nothing runs yet: listings are empty, not errors.
@@ -662,6 +650,26 @@ func TestCommandsWithoutAControlWorker(t *testing.T) {
 	assert.Contains(t, r.err, "Error: lease workflow "+workflows.LeaseWorkflowIDPrefix+"w1 runs, but no worker answers its status query: no control worker polls task queue tflo-control")
 	assert.Contains(t, r.err, "control_worker: true")
 	assert.Less(t, time.Since(start), 5*time.Second, "it does not wait for the query to time out")
+}
+
+// startStageWorkers starts on srv a control worker running tflo's
+// workflows and, on each of queues, a worker of stages' stand-in
+// activities, all stopped when the test ends.
+func startStageWorkers(t *testing.T, srv *temporaltest.Server, stages *fakeactivities.Stages, queues ...string) {
+	t.Helper()
+	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
+	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
+	ctl.RegisterWorkflow(workflows.BackfillWorkflow)
+	ctl.RegisterWorkflow(workflows.LeaseWorkflow)
+	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
+	require.NoError(t, ctl.Start())
+	t.Cleanup(ctl.Stop)
+	for _, q := range queues {
+		w := worker.New(srv.Client, q, worker.Options{})
+		stages.Register(w)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+	}
 }
 
 // startUnservedLease starts the lease workflow of worker id by type name

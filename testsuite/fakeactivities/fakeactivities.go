@@ -18,6 +18,10 @@ const DeadWorker = "dead"
 // Stages counts what the stand-ins did.
 type Stages struct {
 	Replayed atomic.Int64 // files replayed
+	// ReplayPartition, when set before Register, stands in for the
+	// ReplayPartition activity instead of the stand-in that replays its
+	// partitions at once (and counts them in Replayed).
+	ReplayPartition func(context.Context, activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error)
 }
 
 // Register registers every stand-in on w.
@@ -57,6 +61,10 @@ func (f *Stages) Register(w worker.Worker) {
 		}
 		return activities.ListPartitionsResult{Partitions: []string{"b/shard-000000/"}}, nil
 	}, "ListPartitions")
+	if f.ReplayPartition != nil {
+		reg(f.ReplayPartition, "ReplayPartition")
+		return
+	}
 	reg(func(_ context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
 		n := 0 // the partition's files and those of the partitions after it
 		for _, p := range append([]string{in.Partition}, in.Then...) {
