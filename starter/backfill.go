@@ -585,7 +585,7 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 	for _, r := range reps {
 		where := "replaying " + r.Partition
 		if r.Partition == "" {
-			where = fmt.Sprintf("replaying the batch from %s (%d of its partitions finished)", r.Batch, r.Finished)
+			where = fmt.Sprintf("replaying partition %d of the batch beginning with %s", r.Finished+1, r.Batch)
 		}
 		switch {
 		case r.File != "" && r.File != r.Partition:
@@ -593,7 +593,7 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 		case r.Row > 0:
 			where += fmt.Sprintf(" at row %d", r.Row)
 		default:
-			where += " from its start"
+			where += ", at its start"
 		}
 		flushed := fmt.Sprintf("%d rows", r.Rows)
 		if r.Batch != "" {
@@ -602,8 +602,11 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 		printf(w, "  %s (this activity flushed %s; attempt %d, last heartbeat %s)\n",
 			where, flushed, r.Attempt, cell(age(r.LastHeartbeat)))
 	}
-	if waiting > 0 {
-		printf(w, "  and %d replays not heartbeated yet\n", waiting)
+	switch {
+	case waiting == 1:
+		printf(w, "  and 1 replay with no heartbeat yet\n")
+	case waiting > 1:
+		printf(w, "  and %d replays with no heartbeat yet\n", waiting)
 	}
 }
 

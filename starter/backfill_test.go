@@ -454,4 +454,16 @@ func TestReplaysInFlightNamesThePartitionNotTheBatch(t *testing.T) {
 		{Partition: "x.parquet", Row: 7, Rows: 7, Attempt: 2},
 	}, reps)
 	assert.Equal(t, 1, waiting, "the replay with no heartbeat")
+
+	var out bytes.Buffer
+	printReplays(&out, reps, waiting, running)
+	assert.Equal(t, `  replaying p3 at file p3/f2 row 5 (this activity flushed 4 files, 40 rows; attempt 2, last heartbeat -)
+  replaying p0, at its start (this activity flushed 0 files, 0 rows; attempt 2, last heartbeat -)
+  replaying partition 2 of the batch beginning with gone, at its start (this activity flushed 0 files, 0 rows; attempt 2, last heartbeat -)
+  replaying x.parquet at row 7 (this activity flushed 7 rows; attempt 2, last heartbeat -)
+  and 1 replay with no heartbeat yet
+`, out.String())
+	out.Reset()
+	printReplays(&out, nil, 2, running)
+	assert.Equal(t, "  in flight (no replay has heartbeated yet): p0, p1, p2, p3, p4\n", out.String())
 }
