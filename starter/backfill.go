@@ -151,10 +151,11 @@ stands (running, completed, failed, canceled, ...). Without --wait, a
 running backfill's replays follow, one line each, from their last
 heartbeat: the partition each is in, at which file and row, and what it
 flushed (-o json: "replaying"); before any heartbeated, the partitions in
-flight. With --wait, redraw the progress line until the backfill ends; a backfill that ended other than completed exits 1
-with its error. With no control worker polling task queue tflo-control
-(nothing would answer its status query), a running backfill exits 1 at
-once, saying so, and an ended one shows how it ended, without progress.
+flight. With --wait, redraw the progress line until the backfill ends; a
+backfill that ended other than completed exits 1 with its error. With no
+control worker polling task queue tflo-control (nothing would answer its
+status query), a running backfill exits 1 at once, saying so, and an
+ended one shows how it ended, without progress.
 
 Exit code 3: no backfill has that --name.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
