@@ -45,18 +45,8 @@ func TestClaimWhoseProgressReplyWasLostIsNoFailedTenancy(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	store := &replyLostStore{Store: mem, key: "prog.s1"}
-	w, err := split.NewWorker(store, "w1", split.WithClock(clk), split.WithMaxAttempts(1),
-		split.WithHandler(func(ctx context.Context, ten *split.Tenancy) error {
-			select {
-			case <-ten.Revoking():
-			case <-ctx.Done():
-			}
-			return nil
-		}))
-	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	w, done := runW1(t, runCtx, store, clk, untilRevoked, split.WithMaxAttempts(1))
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)

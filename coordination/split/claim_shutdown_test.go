@@ -47,6 +47,17 @@ func (s *stopper) fired() bool {
 	}
 }
 
+// cutOff answers a store call (op of key) that landed while the worker was
+// stopped as one whose context ended while it was in flight does: with the
+// context's error when the call's own context ended, else with what the
+// store said (out, err).
+func cutOff(ctx context.Context, op string, ks coordination.Keyspace, key string, out coordination.CasOutcome, err error) (coordination.CasOutcome, error) {
+	if ctx.Err() != nil {
+		return coordination.Lost, coordination.Retryable(op, ks, key, ctx.Err())
+	}
+	return out, err
+}
+
 // requireRunReturns waits for Run's result on done and requires no error.
 func requireRunReturns(t *testing.T, done <-chan error) {
 	t.Helper()
@@ -73,10 +84,7 @@ func (s *stopDuringStore) Update(ctx context.Context, ks coordination.Keyspace, 
 	if key != s.key || err != nil || !out.Won() || !s.fire() {
 		return out, err
 	}
-	if ctx.Err() != nil {
-		return coordination.Lost, coordination.Retryable("update", ks, key, ctx.Err())
-	}
-	return out, err
+	return cutOff(ctx, "update", ks, key, out, err)
 }
 
 // TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord: a claim ran on Run's
@@ -96,21 +104,11 @@ func TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	store := &stopDuringStore{Store: mem, key: "prog.s1", stopper: newStopper(cancel)}
-	w, err := split.NewWorker(store, "w1", split.WithClock(clk), split.WithMaxAttempts(1),
-		split.WithHandler(func(ctx context.Context, ten *split.Tenancy) error {
-			select {
-			case <-ten.Revoking():
-			case <-ctx.Done():
-			}
-			return nil
-		}))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	w, done := runW1(t, runCtx, store, clk, untilRevoked, split.WithMaxAttempts(1))
 	advanceUntil(t, clk, w, ttl, store.fired, "w1 claims s1 and is stopped while it does")
 	requireRunReturns(t, done)
 
-	_, err = mem.Get(ctx, coordination.Ephemeral, "lease.s1")
+	_, err := mem.Get(ctx, coordination.Ephemeral, "lease.s1")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its lease of s1 behind")
 	e, err := mem.Get(ctx, coordination.Durable, "prog.s1")
 	require.NoError(t, err)
@@ -131,10 +129,7 @@ func (s *stopDuringPlanStore) Create(ctx context.Context, ks coordination.Keyspa
 	if key != "plan" || err != nil || !out.Won() || !s.fire() {
 		return out, err
 	}
-	if ctx.Err() != nil {
-		return coordination.Lost, coordination.Retryable("create", ks, key, ctx.Err())
-	}
-	return out, err
+	return cutOff(ctx, "create", ks, key, out, err)
 }
 
 // TestShutdownDuringAnElectionLeavesNoLeaderKey: an election ran on Run's
@@ -151,17 +146,10 @@ func TestShutdownDuringAnElectionLeavesNoLeaderKey(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	store := &stopDuringPlanStore{Store: mem, stopper: newStopper(cancel)}
-	w, err := split.NewWorker(store, "w1", split.WithClock(clk),
-		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
-			<-ctx.Done()
-			return nil
-		}))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	w, done := runW1(t, runCtx, store, clk, untilStopped)
 	advanceUntil(t, clk, w, ttl, store.fired, "w1 runs for leadership and is stopped while it does")
 	requireRunReturns(t, done)
-	_, err = mem.Get(ctx, coordination.Ephemeral, "leader")
+	_, err := mem.Get(ctx, coordination.Ephemeral, "leader")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
 }
 
@@ -190,18 +178,11 @@ func TestShutdownDuringAStepDownLeavesNoLeaderKey(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	store := &losePlanStore{Store: mem, stopper: newStopper(cancel)}
-	w, err := split.NewWorker(store, "w1", split.WithClock(clk),
-		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
-			<-ctx.Done()
-			return nil
-		}))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	w, done := runW1(t, runCtx, store, clk, untilStopped)
 	advanceUntil(t, clk, w, ttl, w.IsLeader, "w1 leads")
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	advanceUntil(t, clk, w, ttl, store.fired, "w1 publishes a plan, loses its CAS and is stopped meanwhile")
 	requireRunReturns(t, done)
-	_, err = mem.Get(ctx, coordination.Ephemeral, "leader")
+	_, err := mem.Get(ctx, coordination.Ephemeral, "leader")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/split"
+	"github.com/tflo-io/tflo/coordination/vclock"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -457,4 +458,31 @@ func overlap(ids []split.WorkerID, sets [][]split.SplitID) string {
 		}
 	}
 	return ""
+}
+
+// runW1 starts worker w1 on store, on virtual clock clk, with handler h
+// and opts, running until ctx ends; Run's result arrives on the channel.
+func runW1(t *testing.T, ctx context.Context, store coordination.Store, clk *vclock.Clock, h split.Handler, opts ...split.Option) (*split.Worker, <-chan error) {
+	t.Helper()
+	w, err := split.NewWorker(store, "w1", append([]split.Option{split.WithClock(clk), split.WithHandler(h)}, opts...)...)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return w, done
+}
+
+// untilRevoked is a handler that keeps its split until it is revoked or
+// the worker stops.
+func untilRevoked(ctx context.Context, ten *split.Tenancy) error {
+	select {
+	case <-ten.Revoking():
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// untilStopped is a handler that keeps its split until the worker stops.
+func untilStopped(ctx context.Context, _ *split.Tenancy) error {
+	<-ctx.Done()
+	return nil
 }

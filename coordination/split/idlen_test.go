@@ -34,7 +34,7 @@ func TestIDsWhoseKeysAreTooLongAreRefused(t *testing.T) {
 	fits := split.SplitID(strings.Repeat("s", coordination.MaxKeyLen-len("lease.")))
 	require.NoError(t, split.AddSplits(ctx, s, split.Spec{ID: fits, Weight: 1}))
 
-	handler := split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error { <-ctx.Done(); return nil })
+	handler := split.WithHandler(untilStopped)
 	_, err = split.NewWorker(s, split.WorkerID(strings.Repeat("w", coordination.MaxKeyLen-len("worker.")+1)), handler)
 	require.Error(t, err, "a worker whose presence key is above the key limit")
 	require.Contains(t, err.Error(), "at most 1017 bytes")

@@ -34,12 +34,8 @@ func TestRegistrationRetriesAtTheRetryInterval(t *testing.T) {
 	const ttl, retry = 3 * time.Second, 100 * time.Millisecond
 	clk, mem := newVirtualMem(t, ttl)
 	store := &failFirstCreate{Store: mem}
-	w, err := split.NewWorker(store, "w1", split.WithClock(clk), split.WithRetryInterval(retry),
-		split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error { <-ctx.Done(); return nil }))
-	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	w, done := runW1(t, ctx, store, clk, untilStopped, split.WithRetryInterval(retry))
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)
@@ -58,7 +54,7 @@ func TestRegistrationRetriesAtTheRetryInterval(t *testing.T) {
 func TestErrAfterStopBeforeRegistration(t *testing.T) {
 	mem, err := memstore.New()
 	require.NoError(t, err)
-	w, err := split.NewWorker(mem, "w1", split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error { <-ctx.Done(); return nil }))
+	w, err := split.NewWorker(mem, "w1", split.WithHandler(untilStopped))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

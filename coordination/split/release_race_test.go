@@ -75,24 +75,17 @@ func TestReleaseRacingARenewalFreesTheLease(t *testing.T) {
 	gate := newGateStore(mem, "lease.s1")
 
 	stop := make(chan struct{})
-	w, err := split.NewWorker(gate, "w1", split.WithClock(clk), split.WithHandler(func(ctx context.Context, ten *split.Tenancy) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	w, done := runW1(t, runCtx, gate, clk, func(ctx context.Context, ten *split.Tenancy) error {
 		if ten.Epoch() > 1 {
-			select { // the next tenancy keeps the split
-			case <-ten.Revoking():
-			case <-ctx.Done():
-			}
-			return nil
+			return untilRevoked(ctx, ten) // the next tenancy keeps the split
 		}
 		select {
 		case <-stop:
 		case <-ctx.Done():
 		}
 		return nil
-	}))
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	})
 	defer func() {
 		cancel()
 		require.NoError(t, <-done)

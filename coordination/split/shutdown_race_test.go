@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination"
-	"github.com/tflo-io/tflo/coordination/split"
 )
 
 // holdStore holds one armed Update of key before it reaches the store,
@@ -68,15 +67,9 @@ func TestShutdownWithdrawsPresenceDespiteARenewal(t *testing.T) {
 	clk, mem := newVirtualMem(t, ttl)
 	ctx := context.Background()
 	hold := &holdStore{Store: mem, key: "worker.w1", held: make(chan struct{}), open: make(chan struct{}), finished: make(chan struct{})}
-	w, err := split.NewWorker(hold, "w1", split.WithClock(clk), split.WithHandler(func(ctx context.Context, _ *split.Tenancy) error {
-		<-ctx.Done()
-		return nil
-	}))
-	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+	w, done := runW1(t, runCtx, hold, clk, untilStopped)
 	require.Eventually(t, w.IsLeader, 30*time.Second, time.Millisecond, "w1 leads")
 
 	hold.mu.Lock()
@@ -95,12 +88,7 @@ func TestShutdownWithdrawsPresenceDespiteARenewal(t *testing.T) {
 	}, 30*time.Second, time.Millisecond, "a presence renewal is in flight")
 
 	cancel() // graceful stop while the renewal is in flight
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
-	}
-	_, err = mem.Get(ctx, coordination.Ephemeral, "worker.w1")
+	requireRunReturns(t, done)
+	_, err := mem.Get(ctx, coordination.Ephemeral, "worker.w1")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker's presence is gone")
 }
