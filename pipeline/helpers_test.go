@@ -2,7 +2,9 @@ package pipeline_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -11,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 const topic = "readings"
@@ -29,6 +34,23 @@ func newCluster(t testing.TB, partitions int32, topics ...string) *kfake.Cluster
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
+}
+
+// startMochi starts an in-process MQTT broker (mochi) that allows every
+// client, listening for network ("tcp", or "tls" with tlsConf) on addr
+// (127.0.0.1:0 for a free port); it returns the server, the address it
+// listens on and stop, which closes it once (mochi's Close panics the
+// second time) and runs at the test's end.
+func startMochi(t testing.TB, network, addr string, tlsConf *tls.Config) (srv *mochi.Server, listening string, stop func()) {
+	t.Helper()
+	srv = mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
+	l := mqttbroker.NewListener(network, addr, tlsConf)
+	require.NoError(t, srv.AddListener(l))
+	require.NoError(t, srv.Serve())
+	stop = sync.OnceFunc(func() { _ = srv.Close() })
+	t.Cleanup(stop)
+	return srv, l.Address(), stop
 }
 
 // readingValue is a deterministic value per sensor and sequence number

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +26,6 @@ import (
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/logtest"
-	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/statetest"
 )
@@ -53,17 +49,11 @@ type edgeEnv struct {
 
 func newEdgeEnv(t testing.TB) *edgeEnv {
 	t.Helper()
-	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
-	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
-	require.NoError(t, srv.AddListener(tcp))
-	require.NoError(t, srv.Serve())
-	stop := sync.OnceFunc(func() { _ = srv.Close() })
-	t.Cleanup(stop)
+	srv, addr, stop := startMochi(t, "tcp", "127.0.0.1:0", nil)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, signalsTopic))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
-	return &edgeEnv{broker: srv, stopBroker: stop, addr: tcp.Address(), kafka: kc, store: memory.New()}
+	return &edgeEnv{broker: srv, stopBroker: stop, addr: addr, kafka: kc, store: memory.New()}
 }
 
 // edgeGateway is the iot-portal edge as a pipeline value: readings from

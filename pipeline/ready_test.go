@@ -2,22 +2,17 @@ package pipeline_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tflo-io/tflo/pipeline"
-	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestIdleGroupMemberIsReady: a worker whose group has more members than
@@ -124,11 +119,7 @@ func TestMQTTNotReadyWhileTheBrokerIsDown(t *testing.T) {
 	}, waitFor, "the worker is not ready, naming the source and the broker")
 
 	// The broker again, on the same address.
-	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
-	require.NoError(t, srv.AddListener(mqttbroker.NewListener("tcp", e.addr, nil)))
-	require.NoError(t, srv.Serve())
-	t.Cleanup(func() { _ = srv.Close() })
+	startMochi(t, "tcp", e.addr, nil)
 	r.waitFor(t, func() bool { return ready() == nil }, waitFor, "the worker is ready again after the reconnect")
 }
 

@@ -3,8 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -13,8 +11,6 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,7 +20,6 @@ import (
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
-	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -37,12 +32,7 @@ import (
 func TestPrivateCAFromTheSpec(t *testing.T) {
 	pki := tlstest.New(t)
 
-	broker := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, broker.AddHook(new(auth.AllowHook), nil))
-	tcp := mqttbroker.NewListener("tls", "127.0.0.1:0", pki.ServerConfig())
-	require.NoError(t, broker.AddListener(tcp))
-	require.NoError(t, broker.Serve())
-	t.Cleanup(func() { _ = broker.Close() })
+	broker, brokerAddr, _ := startMochi(t, "tls", "127.0.0.1:0", pki.ServerConfig())
 
 	influx := influxtest.Start(t)
 	influx.CreateDatabase(t, "plant")
@@ -76,7 +66,7 @@ state:
   durable:
     s3: {bucket: checkpoints, endpoint: %[4]q, region: us-east-1, access_key_env: TFLO_TEST_S3_KEY, secret_key_env: TFLO_TEST_S3_SECRET, tls: %[2]s}
 checkpoint: {interval: 1h}
-`, tcp.Address(), tlsSection, influxTLS.URL, s3TLS.URL)
+`, brokerAddr, tlsSection, influxTLS.URL, s3TLS.URL)
 	p, err := pipeline.Parse([]byte(spec))
 	require.NoError(t, err)
 
