@@ -51,6 +51,25 @@ func writeFile(t *testing.T, name, body string) string {
 // spec is a repository spec's path.
 func spec(name string) string { return filepath.Join("..", "..", "workers", "pipelines", name) }
 
+// tradesSpec is a spec of a Kafka source and one SMA node; tests add
+// their keys to it (source on line 3, graph from line 4, the nodes last).
+const tradesSpec = `name: trades
+source:
+  kafka: {brokers: [k:9092], topic: readings}
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`
+
+// requireLines requires text to match each of the regular expressions.
+func requireLines(t *testing.T, text string, res ...string) {
+	t.Helper()
+	for _, re := range res {
+		require.Regexp(t, re, text)
+	}
+}
+
 func TestRunMainUsage(t *testing.T) {
 	held, err := net.Listen("tcp", "127.0.0.1:0") // the running worker's metrics port
 	require.NoError(t, err)
@@ -135,14 +154,12 @@ func TestHelpShowsDeadLetterDefaultsAndFileOnlyKeys(t *testing.T) {
 	var errOut bytes.Buffer
 	require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--help"}, &errOut))
 	help := errOut.String()
-	for _, want := range []string{
+	requireLines(t, help,
 		`(?m)^  dead_letter\.kafka\.max_buffered +TFLO_DEAD_LETTER_KAFKA_MAX_BUFFERED +int +default 10000 +MaxBuffered bounds`,
 		`(?m)^  decoder +\(file only\) +DecoderSpec +default reading +Decoder turns a message into a keyed record`,
 		`(?m)^  sinks +\(file only\) +\[\]SinkEntry +Sinks receive the graph's outputs`,
 		`(?m)^  graph\.nodes +\(file only\) +\[\]Node +Nodes are operators`,
-	} {
-		require.Regexp(t, want, help)
-	}
+	)
 }
 
 // TestStaticMembershipWithoutAWorkerIDIsWarned: a spec setting
@@ -150,14 +167,7 @@ func TestHelpShowsDeadLetterDefaultsAndFileOnlyKeys(t *testing.T) {
 // dynamic member without a word; the worker warns, at --check as at
 // start, naming both keys (not for the default true).
 func TestStaticMembershipWithoutAWorkerIDIsWarned(t *testing.T) {
-	specPath := writeFile(t, "p.yaml", `name: trades
-source:
-  kafka: {brokers: [k:9092], topic: readings, static_membership: true}
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-`)
+	specPath := writeFile(t, "p.yaml", strings.Replace(tradesSpec, "topic: readings}", "topic: readings, static_membership: true}", 1))
 	check := func(spec string) string {
 		var errOut bytes.Buffer
 		require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec, "--check"}, &errOut), errOut.String())

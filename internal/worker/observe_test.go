@@ -131,7 +131,7 @@ checkpoint:
 	require.Eventually(t, func() bool { return metric(t, url, "tflo_pipeline_checkpoints_total") > 0 }, 30*time.Second, 50*time.Millisecond)
 
 	_, text := get(url)
-	for _, re := range []string{
+	requireLines(t, text,
 		`(?m)^tflo_pipeline_checkpoint_failures_total\{pipeline="obs",shard="readings/0"\} 0$`,
 		`(?m)^tflo_pipeline_checkpoint_failures_total\{pipeline="obs",shard="readings/1"\} 0$`,
 		`(?m)^tflo_pipeline_checkpoint_age_seconds\{pipeline="obs",shard="readings/1"\} \S+$`,
@@ -148,9 +148,7 @@ checkpoint:
 		`(?m)^tflo_split_quarantined\{pipeline="obs",worker="obs-1"\} 0$`,
 		`(?m)^tflo_coordination_store_op_duration_seconds_count\{`,
 		`(?m)^# TYPE tflo_pipeline_checkpoint_duration_seconds histogram$`,
-	} {
-		require.Regexp(t, re, text)
-	}
+	)
 
 	// The dashboard reads what this worker serves, and what the edge's
 	// MQTT source and the simulator register (their registries here).
@@ -250,17 +248,17 @@ sinks:
 	t.Setenv("KAFKA_PW", "hunter2")
 	t.Setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
 	out, _ := printConfig(t, "--config", cfg, "--pipeline", specPath)
-	for _, re := range []string{
-		`(?m)^worker_id = "w1" +# ` + regexp.QuoteMeta(cfg) + `:1$`,
-		`(?m)^coordination\.nats_url = "nats://u:xxxxx@nats:4222" +# ` + regexp.QuoteMeta(cfg) + `:3$`,
+	requireLines(t, out,
+		`(?m)^worker_id = "w1" +# `+regexp.QuoteMeta(cfg)+`:1$`,
+		`(?m)^coordination\.nats_url = "nats://u:xxxxx@nats:4222" +# `+regexp.QuoteMeta(cfg)+`:3$`,
 		`(?m)^coordination\.lease_ttl = 10s +# default$`,
 		`(?m)^log\.level = "info" +# env TFLO_LOG_LEVEL$`, // "" clears the key: the default applies
 		`(?m)^source\.kafka\.topic = "trades" +# env TFLO_SOURCE_KAFKA_TOPIC$`,
 		`(?m)^source\.kafka\.dead_letter_topic = "trades\.dlq" +# default$`,
 		`(?m)^decoder = reading +# default$`, // none named: reading runs
-		`(?m)^source\.kafka\.brokers = \[k:9092\] +# ` + regexp.QuoteMeta(specPath) + `:4$`,
-		`(?m)^source\.kafka\.security\.sasl\.password_env = "KAFKA_PW" +# ` + regexp.QuoteMeta(specPath) + `:6$`,
-		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:10$`,
+		`(?m)^source\.kafka\.brokers = \[k:9092\] +# `+regexp.QuoteMeta(specPath)+`:4$`,
+		`(?m)^source\.kafka\.security\.sasl\.password_env = "KAFKA_PW" +# `+regexp.QuoteMeta(specPath)+`:6$`,
+		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# `+regexp.QuoteMeta(specPath)+`:10$`,
 		`(?m)^checkpoint\.interval = 10s +# default$`,
 		`(?m)^checkpoint\.stage_timeout = 15s +# default$`,
 		`(?m)^graph\.outputs = \[sma\] +# default$`,
@@ -268,14 +266,12 @@ sinks:
 		`(?m)^sinks\[0\]\.kafka\.format = "json" +# default$`,
 		`(?m)^sinks\[0\]\.kafka\.max_buffered = 10000 +# default$`,
 		`(?m)^sinks\[1\]\.archive\.target_file_size = 128MiB +# default$`,
-		`(?m)^sinks\[1\]\.archive\.max_file_age = 1m0s +# ` + regexp.QuoteMeta(specPath) + `:14$`,
-		`(?m)^sinks\[1\]\.archive\.compression = snappy +# ` + regexp.QuoteMeta(specPath) + `:14$`,
+		`(?m)^sinks\[1\]\.archive\.max_file_age = 1m0s +# `+regexp.QuoteMeta(specPath)+`:14$`,
+		`(?m)^sinks\[1\]\.archive\.compression = snappy +# `+regexp.QuoteMeta(specPath)+`:14$`,
 		`(?m)^temporal\.address = "" +# default$`,
 		`(?m)^#   address = "temporal\.example:7233" +# env TEMPORAL_ADDRESS$`,
 		`(?m)^#   namespace = "default" +# default$`,
-	} {
-		require.Regexp(t, re, out)
-	}
+	)
 	require.NotContains(t, out, "hunter2")
 	require.NotContains(t, out, "pw-secret")
 
@@ -284,13 +280,11 @@ sinks:
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(specPath, append(data, "dead_letter:\n  kafka: {topic: bad}\n"...), 0o600))
 	out, _ = printConfig(t, "--config", cfg, "--pipeline", specPath)
-	for _, re := range []string{
-		`(?m)^dead_letter\.kafka\.topic = "bad" +# ` + regexp.QuoteMeta(specPath) + `:16$`,
+	requireLines(t, out,
+		`(?m)^dead_letter\.kafka\.topic = "bad" +# `+regexp.QuoteMeta(specPath)+`:16$`,
 		`(?m)^dead_letter\.kafka\.brokers = \[k:9092\] +# default$`,
 		`(?m)^dead_letter\.kafka\.max_buffered = 10000 +# default$`,
-	} {
-		require.Regexp(t, re, out)
-	}
+	)
 }
 
 // TestPrintConfigShowsTheDecoder: --print-config left the spec's decoder
@@ -315,14 +309,7 @@ graph:
 // worker_id = "" and log.level = "" (# default), while the worker names
 // itself by the host name and logs at info as text.
 func TestPrintConfigShowsTheDefaultsThatRun(t *testing.T) {
-	specPath := writeFile(t, "p.yaml", `name: trades
-source:
-  kafka: {brokers: [k:9092], topic: readings}
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-state: {dir: /tmp/x, memory: 128MiB}
+	specPath := writeFile(t, "p.yaml", tradesSpec+`state: {dir: /tmp/x, memory: 128MiB}
 sinks:
   - kafka: {topic: out}
 `)
@@ -333,13 +320,11 @@ sinks:
 	host, err := os.Hostname()
 	require.NoError(t, err)
 	out, _ := printConfig(t, "--pipeline", specPath)
-	for _, re := range []string{
-		`(?m)^worker_id = "" +# default: the host name, ` + regexp.QuoteMeta(fmt.Sprintf("%q", host)) + `$`,
+	requireLines(t, out,
+		`(?m)^worker_id = "" +# default: the host name, `+regexp.QuoteMeta(fmt.Sprintf("%q", host))+`$`,
 		`(?m)^log\.level = "info" +# default$`,
 		`(?m)^log\.format = "text" +# default$`,
-	} {
-		require.Regexp(t, re, out)
-	}
+	)
 }
 
 // TestPrintConfigShowsTheLimitsThatRun: the limits a spec leaves out
@@ -348,26 +333,16 @@ sinks:
 // against streaming's defaults (the pattern, 128 bytes, 1e15, an hour);
 // a limit the spec sets prints as set.
 func TestPrintConfigShowsTheLimitsThatRun(t *testing.T) {
-	specPath := writeFile(t, "p.yaml", `name: trades
-source:
-  kafka: {brokers: [k:9092], topic: readings}
-limits: {max_abs_value: 1e9}
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-`)
+	specPath := writeFile(t, "p.yaml", strings.Replace(tradesSpec, "graph:\n", "limits: {max_abs_value: 1e9}\ngraph:\n", 1)) // limits on line 4
 	out, _ := printConfig(t, "--pipeline", specPath)
-	for _, re := range []string{
-		`(?m)^limits\.key_pattern = "` + regexp.QuoteMeta(streaming.DefaultKeyPattern) + `" +# default$`,
+	requireLines(t, out,
+		`(?m)^limits\.key_pattern = "`+regexp.QuoteMeta(streaming.DefaultKeyPattern)+`" +# default$`,
 		`(?m)^limits\.max_key_bytes = 128 +# default$`,
-		`(?m)^limits\.max_abs_value = 1e\+09 +# ` + regexp.QuoteMeta(specPath) + `:4$`,
+		`(?m)^limits\.max_abs_value = 1e\+09 +# `+regexp.QuoteMeta(specPath)+`:4$`,
 		`(?m)^limits\.max_ts_skew = 1h0m0s +# default$`,
 		`(?m)^limits\.max_ts_age = 0s +# default$`, // 0: no bound, the default
 		`(?m)^limits\.ts_unit = 1ms +# default$`,
-	} {
-		require.Regexp(t, re, out)
-	}
+	)
 }
 
 // TestPrintConfigShowsTheNodesDefaultParameters: a node's parameters
@@ -376,24 +351,14 @@ graph:
 // window is full; threshold_cross's dwell and level); they print as
 // defaults, beside the parameters the spec set.
 func TestPrintConfigShowsTheNodesDefaultParameters(t *testing.T) {
-	specPath := writeFile(t, "p.yaml", `name: trades
-source:
-  kafka: {brokers: [k:9092], topic: readings}
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-    - {name: up, type: threshold_cross, inputs: [sma], params: {threshold: 20, dwell: 2}}
-`)
+	specPath := writeFile(t, "p.yaml", tradesSpec+"    - {name: up, type: threshold_cross, inputs: [sma], params: {threshold: 20, dwell: 2}}\n")
 	out, _ := printConfig(t, "--pipeline", specPath)
-	for _, re := range []string{
-		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# ` + regexp.QuoteMeta(specPath) + `:7$`,
+	requireLines(t, out,
+		`(?m)^graph\.nodes\[0\]\.params\.window = 3 +# `+regexp.QuoteMeta(specPath)+`:7$`,
 		`(?m)^graph\.nodes\[0\]\.params\.warmup = "full" +# default$`,
-		`(?m)^graph\.nodes\[1\]\.params\.dwell = 2 +# ` + regexp.QuoteMeta(specPath) + `:8$`,
+		`(?m)^graph\.nodes\[1\]\.params\.dwell = 2 +# `+regexp.QuoteMeta(specPath)+`:8$`,
 		`(?m)^graph\.nodes\[1\]\.params\.level = "value" +# default$`,
-	} {
-		require.Regexp(t, re, out)
-	}
+	)
 }
 
 // TestPrintConfigShowsStaticMembershipOffWithoutAWorkerID: a worker
@@ -402,14 +367,7 @@ graph:
 // --print-config printed static_membership = true; it prints false and
 // why, and true once worker_id is set.
 func TestPrintConfigShowsStaticMembershipOffWithoutAWorkerID(t *testing.T) {
-	specPath := writeFile(t, "p.yaml", `name: trades
-source:
-  kafka: {brokers: [k:9092], topic: readings}
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-`)
+	specPath := writeFile(t, "p.yaml", tradesSpec)
 	printed := func() string {
 		out, _ := printConfig(t, "--pipeline", specPath)
 		return out
