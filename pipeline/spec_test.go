@@ -44,6 +44,24 @@ const goodNode = `    - name: sma
       inputs: [value]
       params: {window: 10, warmup: partial}`
 
+// mqttSpec is a job of an MQTT source (its keys on lines 4 to 6) and one
+// SMA node (the graph from line 7, its nodes last).
+const mqttSpec = `name: plant
+source:
+  mqtt:
+    servers: [tcp://localhost:1883]
+    topics: ["sensors/#"]
+    dead_letter_topic: dlq/sensors
+graph:
+  inputs: [value]
+  nodes:
+    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
+`
+
+// mqttPasswordSpec is mqttSpec with a password_env (line 7) and no
+// username.
+var mqttPasswordSpec = strings.Replace(mqttSpec, "dlq/sensors\n", "dlq/sensors\n    password_env: MQTT_PASSWORD\n", 1)
+
 func TestParseSpec(t *testing.T) {
 	p, err := pipeline.Parse([]byte(smaSpec(goodNode)))
 	require.NoError(t, err)
@@ -341,20 +359,10 @@ func TestSpecDeadLetterSink(t *testing.T) {
 // Kafka sink with no topic or no brokers to use or a negative
 // max_buffered (it was the default), an Influx sink whose url is not one.
 func TestSpecCheckRefusesWhatOpeningWould(t *testing.T) {
-	mqttSpec := `name: plant
-source:
-  mqtt:
-    servers: [tcp://localhost:1883]
-    topics: ["sensors/#"]
-    dead_letter_topic: dlq/sensors
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-sinks:
+	mqttArchive := mqttSpec + `sinks:
   - archive: {dir: /var/tflo/archive}
 `
-	_, err := pipeline.Parse([]byte(mqttSpec))
+	_, err := pipeline.Parse([]byte(mqttArchive))
 	require.ErrorContains(t, err, "line 12: sinks[0]: archive sink: the archive needs a source whose offsets replay (kafka); the mqtt source has none")
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - archive: {target_file_size: 1MiB}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink: give exactly one of dir")
@@ -364,8 +372,8 @@ sinks:
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "  - kafka: {topic: readings.sma}\n", "  - kafka: {format: json}\n  - influx: {url: influxdb:8086, bucket: b}\n", 1)))
 	require.ErrorContains(t, err, "line 15: sinks[0]: kafka sink: topic is empty")
 	require.ErrorContains(t, err, `line 16: sinks[1]: influx sink: url "influxdb:8086" is not http://host:port or https://host:port`)
-	mqttSpec = strings.Replace(mqttSpec, "  - archive: {dir: /var/tflo/archive}\n", "  - kafka: {topic: plant.sma}\n", 1)
-	_, err = pipeline.Parse([]byte(mqttSpec))
+	mqttKafka := strings.Replace(mqttArchive, "  - archive: {dir: /var/tflo/archive}\n", "  - kafka: {topic: plant.sma}\n", 1)
+	_, err = pipeline.Parse([]byte(mqttKafka))
 	require.ErrorContains(t, err, `line 12: sinks[0]: kafka sink "plant.sma": brokers is empty (only a Kafka source lends its brokers)`)
 	// A negative buffer was the default buffer.
 	_, err = pipeline.Parse([]byte(strings.Replace(smaSpec(goodNode), "{topic: readings.sma}", "{topic: readings.sma, max_buffered: -5}", 1) + "dead_letter:\n  kafka: {topic: trades.bad, max_buffered: -1}\n"))
@@ -393,25 +401,16 @@ func TestSpecRefusesAnOutputSinkToTheConsumedTopic(t *testing.T) {
 // dead_letter and its line; before, the spec passed `worker --check` and
 // the worker failed to start.
 func TestSpecCheckRefusesADeadLetterSinkOpeningWould(t *testing.T) {
-	mqttSpec := `name: plant
-source:
-  mqtt:
-    servers: [tcp://localhost:1883]
-    topics: ["sensors/#"]
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-dead_letter:
+	mqttDeadLetter := strings.Replace(mqttSpec, "    dead_letter_topic: dlq/sensors\n", "", 1) + `dead_letter:
   kafka: {topic: plant.bad}
 `
-	_, err := pipeline.Parse([]byte(mqttSpec))
+	_, err := pipeline.Parse([]byte(mqttDeadLetter))
 	require.ErrorContains(t, err, `line 10: dead_letter: kafka sink "plant.bad": brokers is empty (only a Kafka source lends its brokers)`)
 	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "dead_letter:\n  kafka: {topic: \"\"}\n"))
 	require.ErrorContains(t, err, "line 18: dead_letter: kafka sink: topic is empty")
 	_, err = pipeline.Parse([]byte(smaSpec(goodNode) + "dead_letter:\n  kafka: {topic: trades.bad, security: {sasl: {mechanism: nope}}}\n"))
 	require.ErrorContains(t, err, `line 18: dead_letter: kafka sink "trades.bad": security: kafka security: SASL mechanism "nope" is not one of`)
-	_, err = pipeline.Parse([]byte(strings.Replace(mqttSpec, "{topic: plant.bad}", "{topic: plant.bad, brokers: [k:9092]}", 1)))
+	_, err = pipeline.Parse([]byte(strings.Replace(mqttDeadLetter, "{topic: plant.bad}", "{topic: plant.bad, brokers: [k:9092]}", 1)))
 	require.NoError(t, err)
 }
 
@@ -718,18 +717,7 @@ func TestSpecEmptyDecoderIsReading(t *testing.T) {
 // without credentials: the password was sent only with a user name, so
 // the key was silently ignored. It is refused, naming the key and line.
 func TestSpecRefusesAnMQTTPasswordWithoutAUser(t *testing.T) {
-	spec := `name: plant
-source:
-  mqtt:
-    servers: [tcp://localhost:1883]
-    topics: ["sensors/#"]
-    dead_letter_topic: dlq/sensors
-    password_env: MQTT_PASSWORD
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-`
+	spec := mqttPasswordSpec
 	_, err := pipeline.Parse([]byte(spec))
 	require.ErrorContains(t, err, `line 7: source.mqtt.password_env "MQTT_PASSWORD" is set without source.mqtt.username`)
 	_, err = pipeline.Parse([]byte(strings.Replace(spec, "    password_env:", "    username: plant\n    password_env:", 1)))
@@ -741,18 +729,7 @@ graph:
 // problems after it: they named lines of the expanded text, not of the
 // spec.
 func TestSpecWithEnvKeepsTheSpecLines(t *testing.T) {
-	spec := `name: "${MULTI}"
-source:
-  mqtt:
-    servers: [tcp://localhost:1883]
-    topics: ["sensors/#"]
-    dead_letter_topic: dlq/sensors
-    password_env: MQTT_PASSWORD
-graph:
-  inputs: [value]
-  nodes:
-    - {name: sma, type: sma, inputs: [value], params: {window: 3}}
-`
+	spec := strings.Replace(mqttPasswordSpec, "name: plant", `name: "${MULTI}"`, 1)
 	env := pipeline.WithEnv(func(k string) (string, bool) { return "a\nb\nc", k == "MULTI" })
 	_, err := pipeline.Parse([]byte(spec), env)
 	require.ErrorContains(t, err, `line 7: source.mqtt.password_env "MQTT_PASSWORD" is set without source.mqtt.username`)
