@@ -234,7 +234,7 @@ func TestReplayPartitionRetryAfterAPartitionEndsStartsTheNext(t *testing.T) {
 	sink := newMemSink()
 	env, b := partitionEnv(sink)
 	failing := &listFailsOnce{Archive: arc, prefix: "iot/shard-000001/"}
-	b.Archives = func(string) (parquet.Archive, string, error) { return failing, "", nil }
+	b.Archives = archiveIs(failing)
 	var last converter.EncodedValues
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) { last = d })
 	parts := []string{"iot/shard-000000/", "iot/shard-000001/", "iot/shard-000002/"}

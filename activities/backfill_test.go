@@ -91,6 +91,33 @@ func backfillEnv(sink *memSink) (*testsuite.TestActivityEnvironment, *activities
 	return env, b
 }
 
+// shardedArchive writes shards 0 to shards-1 of pipeline iot, each of
+// files files of perFile offsets, into a new local archive at loc.
+func shardedArchive(t *testing.T, shards int32, files, perFile int) (loc string, arc *parquet.LocalArchive) {
+	t.Helper()
+	loc, arc = writeArchive(t, 0, 0)
+	for s := range shards {
+		shardFiles(t, arc, "iot", s, files, perFile)
+	}
+	return loc, arc
+}
+
+// archiveIs is a Backfills.Archives that opens a for every location.
+func archiveIs(a parquet.Archive) func(string) (parquet.Archive, string, error) {
+	return func(string) (parquet.Archive, string, error) { return a, "", nil }
+}
+
+// slowArchiveEnv is a workflow test environment (test timeout 2 min)
+// for wf, whose backfill activities read a.
+func slowArchiveEnv(a parquet.Archive, wf any) *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Backfills{Archives: archiveIs(a)})
+	env.RegisterWorkflow(wf)
+	env.SetTestTimeout(2 * time.Minute)
+	return env
+}
+
 // firstFile is the name of the first file of the archive at loc, as
 // ListArchive plans it.
 func firstFile(t *testing.T, env *testsuite.TestActivityEnvironment, b *activities.Backfills, loc string) string {

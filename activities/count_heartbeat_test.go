@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -69,21 +68,9 @@ func countWorkflow(ctx workflow.Context, in activities.CountArchiveInput, hb tim
 // before it wrote anything. Scaled here: 3 ms per read, 1 s heartbeat
 // timeout, 80 partitions of 2 files.
 func TestCountArchiveHeartbeatsPerPartition(t *testing.T) {
-	dir := t.TempDir()
-	arc, err := parquet.NewLocalArchive(dir)
-	require.NoError(t, err)
-	for s := range int32(80) {
-		shardFiles(t, arc, "iot", s, 2, 5)
-	}
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	b := &activities.Backfills{Archives: func(string) (parquet.Archive, string, error) {
-		return slowArchive{arc, 3 * time.Millisecond}, "", nil
-	}}
-	env.RegisterActivity(b)
-	env.RegisterWorkflow(countWorkflow)
-	env.SetTestTimeout(2 * time.Minute)
-	env.ExecuteWorkflow(countWorkflow, activities.CountArchiveInput{Location: "file://" + dir}, time.Second)
+	loc, arc := shardedArchive(t, 80, 2, 5)
+	env := slowArchiveEnv(slowArchive{arc, 3 * time.Millisecond}, countWorkflow)
+	env.ExecuteWorkflow(countWorkflow, activities.CountArchiveInput{Location: loc}, time.Second)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "a healthy, slow archive of 160 files fails its count on heartbeat timeouts")
 	var tot activities.ArchiveTotals
@@ -123,21 +110,9 @@ func listWorkflow(ctx workflow.Context, in activities.ListPartitionsInput, hb ti
 // backfill failed. Scaled here: 20 ms per request, 1 s heartbeat
 // timeout, 80 partitions.
 func TestListPartitionsHeartbeatsPerPartition(t *testing.T) {
-	dir := t.TempDir()
-	arc, err := parquet.NewLocalArchive(dir)
-	require.NoError(t, err)
-	for s := range int32(80) {
-		shardFiles(t, arc, "iot", s, 1, 2)
-	}
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	b := &activities.Backfills{Archives: func(string) (parquet.Archive, string, error) {
-		return slowLister{arc, 20 * time.Millisecond}, "", nil
-	}}
-	env.RegisterActivity(b)
-	env.RegisterWorkflow(listWorkflow)
-	env.SetTestTimeout(2 * time.Minute)
-	env.ExecuteWorkflow(listWorkflow, activities.ListPartitionsInput{Location: "file://" + dir}, time.Second)
+	loc, arc := shardedArchive(t, 80, 1, 2)
+	env := slowArchiveEnv(slowLister{arc, 20 * time.Millisecond}, listWorkflow)
+	env.ExecuteWorkflow(listWorkflow, activities.ListPartitionsInput{Location: loc}, time.Second)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError(), "a healthy, slow archive of 80 partitions fails its listing on heartbeat timeouts")
 	var res activities.ListPartitionsResult
@@ -169,12 +144,7 @@ func countWorkflowLimited(ctx workflow.Context, in activities.CountArchiveInput,
 // (the test suite does not retry an attempt that timed out): 5 ms per
 // read, 2 s per attempt, a count of several seconds.
 func TestCountArchiveResumesFromHeartbeat(t *testing.T) {
-	dir := t.TempDir()
-	arc, err := parquet.NewLocalArchive(dir)
-	require.NoError(t, err)
-	for s := range int32(80) {
-		shardFiles(t, arc, "iot", s, 2, 5)
-	}
+	loc, arc := shardedArchive(t, 80, 2, 5)
 	srv := temporaltest.Start(t)
 	var attempts atomic.Int32
 	b := &activities.Backfills{Archives: func(string) (parquet.Archive, string, error) {
@@ -189,7 +159,7 @@ func TestCountArchiveResumesFromHeartbeat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	run, err := srv.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "count-resume"},
-		countWorkflowLimited, activities.CountArchiveInput{Location: "file://" + dir}, 2*time.Second, 500*time.Millisecond)
+		countWorkflowLimited, activities.CountArchiveInput{Location: loc}, 2*time.Second, 500*time.Millisecond)
 	require.NoError(t, err)
 	var tot activities.ArchiveTotals
 	require.NoError(t, run.Get(ctx, &tot), "a count longer than an attempt never finishes")
