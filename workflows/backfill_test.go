@@ -469,13 +469,10 @@ func TestBackfillListFailureWaitsForReplaysInFlight(t *testing.T) {
 // the backfill.
 func TestBackfillRidesOutAStoreOutageWhileListing(t *testing.T) {
 	f := newFakeArchive(3, 2, 1) // one partition per page
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Backfills{}
-	env.RegisterActivity(a)
-	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
 	var failures atomic.Int32
 	var outageEnd time.Time
-	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(
+	var env *testsuite.TestWorkflowEnvironment // the listing reads its clock
+	env, a := newListingEnv(t, f,
 		func(ctx context.Context, in activities.ListPartitionsInput) (activities.ListPartitionsResult, error) {
 			if outageEnd.IsZero() {
 				// Eight attempts (the test suite stops at 10).
@@ -488,12 +485,7 @@ func TestBackfillRidesOutAStoreOutageWhileListing(t *testing.T) {
 			return f.listPartitions(ctx, in)
 		})
 	env.OnActivity(a.ReplayPartition, mock.Anything, mock.Anything).Return(f.replay)
-	env.ExecuteWorkflow(workflows.BackfillWorkflow, backfillIn)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var p workflows.BackfillProgress
-	require.NoError(t, env.GetWorkflowResult(&p))
-	assert.True(t, p.Done)
+	p := runToEnd(t, env, backfillIn)
 	assert.Equal(t, f.totals().Files, p.FilesDone)
 	assert.Greater(t, failures.Load(), int32(5), "the outage outlasted 5 attempts")
 }
