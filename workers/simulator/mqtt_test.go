@@ -24,10 +24,30 @@ import (
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
-func TestSimulatorPublishesToRealBroker(t *testing.T) {
-	b, err := mqttbroker.Start(mqttbroker.Options{})
+// startBroker starts an in-process MQTT broker with o, closed at the
+// test's end.
+func startBroker(t *testing.T, o mqttbroker.Options) *mqttbroker.Broker {
+	t.Helper()
+	b, err := mqttbroker.Start(o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// serve has srv, a mochi server a test built for its own hooks or
+// limits, listen on a free loopback port and serve until the test's end;
+// it returns the address.
+func serve(t *testing.T, srv *mochi.Server) string {
+	t.Helper()
+	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
+	require.NoError(t, srv.AddListener(tcp))
+	require.NoError(t, srv.Serve())
+	t.Cleanup(func() { _ = srv.Close() })
+	return tcp.Address()
+}
+
+func TestSimulatorPublishesToRealBroker(t *testing.T) {
+	b := startBroker(t, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -110,9 +130,7 @@ func TestDialMQTTBadURL(t *testing.T) {
 // A process stopped by its context returns nil and logs its counts, with
 // no error: a requested stop is not a failure.
 func TestProcessStopIsNoError(t *testing.T) {
-	b, err := mqttbroker.Start(mqttbroker.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
+	b := startBroker(t, mqttbroker.Options{})
 	var cfg simulator.MainConfig
 	cfg.Sensors, cfg.Interval = 2, time.Millisecond
 	cfg.MQTT.URL = b.URL()
@@ -138,12 +156,10 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // simulator's user is an error naming the broker and the user, at once,
 // not a wait until the context ends.
 func TestDialMQTTFailsOnRefusedCredentials(t *testing.T) {
-	b, err := mqttbroker.Start(mqttbroker.Options{Users: map[string]string{"sim": "right"}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
+	b := startBroker(t, mqttbroker.Options{Users: map[string]string{"sim": "right"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), Username: "sim", Password: "wrong"})
+	_, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), Username: "sim", Password: "wrong"})
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "DialMQTT waited for its context: %v", err)
 	u, _ := url.Parse(b.URL())
@@ -215,9 +231,7 @@ func TestProcessRefusesAnUnsetPasswordVariable(t *testing.T) {
 // worker's MQTT source does the same), instead of ending the run with
 // the publish's error.
 func TestProcessRidesOutABrokerRestart(t *testing.T) {
-	b, err := mqttbroker.Start(mqttbroker.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
+	b := startBroker(t, mqttbroker.Options{})
 	var cfg simulator.MainConfig
 	cfg.Sensors, cfg.Interval, cfg.Pace = 2, time.Millisecond, true
 	cfg.MQTT.URL = b.URL()
@@ -227,9 +241,7 @@ func TestProcessRidesOutABrokerRestart(t *testing.T) {
 
 	require.NoError(t, b.Close())
 	require.Eventually(t, func() bool { return p.Ready(context.Background()) != nil }, 10*time.Second, 5*time.Millisecond)
-	b2, err := mqttbroker.Start(mqttbroker.Options{Addr: b.Addr()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b2.Close() })
+	startBroker(t, mqttbroker.Options{Addr: b.Addr()})
 	n := published()
 	if !assert.Eventually(t, func() bool { return published() >= n+20 }, 20*time.Second, 5*time.Millisecond) {
 		t.Fatalf("the process published nothing after its broker came back; log:\n%s", logs())
@@ -251,18 +263,15 @@ func TestPublishRefusedByTheBrokerIsAnError(t *testing.T) {
 		Auth: auth.AuthRules{{Allow: true}},
 		ACL:  auth.ACLRules{{Filters: auth.Filters{"sensors/#": auth.Deny}}},
 	}}))
-	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
-	require.NoError(t, srv.AddListener(tcp))
-	require.NoError(t, srv.Serve())
-	t.Cleanup(func() { _ = srv.Close() })
+	addr := serve(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + tcp.Address()})
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + addr})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pub.Close(context.Background()) })
 
 	err = pub.Publish(ctx, "sensors/sensor-000", []byte(`{"sensor":"sensor-000","ts":1,"value":1}`))
-	require.ErrorContains(t, err, `broker `+tcp.Address()+` refused the publish to "sensors/sensor-000": reason code 0x87`)
+	require.ErrorContains(t, err, `broker `+addr+` refused the publish to "sensors/sensor-000": reason code 0x87`)
 
 	s, err := simulator.New(simulator.Config{Sensors: 1, Rounds: 1, Malformed: -1})
 	require.NoError(t, err)
@@ -275,9 +284,7 @@ func TestPublishRefusedByTheBrokerIsAnError(t *testing.T) {
 // ErrStopped's doc says. Bug: nothing returned ErrStopped; such a publish
 // failed with autopaho's bare "no connection available".
 func TestPublishAfterCloseIsErrStopped(t *testing.T) {
-	b, err := mqttbroker.Start(mqttbroker.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
+	b := startBroker(t, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL()})
@@ -300,19 +307,16 @@ func TestPublishTheBrokerDropsIsAnError(t *testing.T) {
 	caps.MaximumPacketSize = 256
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler), Capabilities: caps})
 	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
-	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
-	require.NoError(t, srv.AddListener(tcp))
-	require.NoError(t, srv.Serve())
-	t.Cleanup(func() { _ = srv.Close() })
+	addr := serve(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + tcp.Address()})
+	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + addr})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pub.Close(context.Background()) })
 
 	err = pub.Publish(ctx, "sensors/big", bytes.Repeat([]byte("x"), 1000))
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "before the test's deadline: %v", err)
-	require.ErrorContains(t, err, `broker `+tcp.Address()+` dropped the connection at each of 3 publishes of 1000 bytes to "sensors/big"`)
+	require.ErrorContains(t, err, `broker `+addr+` dropped the connection at each of 3 publishes of 1000 bytes to "sensors/big"`)
 	require.NoError(t, pub.Publish(ctx, "sensors/small", []byte("1")), "a payload that fits goes through")
 }
