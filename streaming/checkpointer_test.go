@@ -45,6 +45,17 @@ func newCP(t *testing.T, src streaming.CheckpointSource, st streaming.StateStore
 	return cp
 }
 
+// checkpointedA is newCP's checkpointer once src applied "a" = 1 and a
+// checkpoint of it was saved.
+func checkpointedA(t *testing.T, src *counterSource, st streaming.StateStore, cs streaming.CursorStore, opts ...streaming.CheckpointerOption) *streaming.Checkpointer {
+	t.Helper()
+	cp := newCP(t, src, st, cs, opts...)
+	src.Apply("a", 1)
+	_, err := cp.Checkpoint(context.Background())
+	require.NoError(t, err)
+	return cp
+}
+
 // restored restores st's newest checkpoint into a fresh source and returns
 // the state it holds.
 func restored(t *testing.T, st *tinyStore) map[string]int64 {
@@ -450,10 +461,7 @@ func TestCheckpointWithNothingChangedMovesTheCursorOnly(t *testing.T) {
 	ctx := context.Background()
 	st := newTinyStore()
 	src := newCounterSource()
-	cp := newCP(t, src, st, st)
-	src.Apply("a", 1)
-	_, err := cp.Checkpoint(ctx)
-	require.NoError(t, err)
+	cp := checkpointedA(t, src, st, st)
 	src.seq += 10 // records that changed no state (filtered, say)
 	res, err := cp.Checkpoint(ctx)
 	require.NoError(t, err)
@@ -468,13 +476,10 @@ func TestRestoreNamesACorruptPiece(t *testing.T) {
 	ctx := context.Background()
 	st := newTinyStore()
 	src := newCounterSource()
-	cp := newCP(t, src, st, st)
-	src.Apply("a", 1)
-	_, err := cp.Checkpoint(ctx)
-	require.NoError(t, err)
+	checkpointedA(t, src, st, st)
 	piece := corruptAPiece(t, st)
 
-	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
+	_, err := newCP(t, newCounterSource(), st, st).Restore(ctx)
 	require.ErrorIs(t, err, streaming.ErrCorrupt)
 	require.ErrorContains(t, err, piece)
 }
@@ -488,14 +493,11 @@ func TestRestoreRefusesAMissingPiece(t *testing.T) {
 	ctx := context.Background()
 	st := newTinyStore()
 	src := newCounterSource()
-	cp := newCP(t, src, st, st)
-	src.Apply("a", 1)
-	_, err := cp.Checkpoint(ctx)
-	require.NoError(t, err)
+	checkpointedA(t, src, st, st)
 	piece := lastPiece(t, st)
 	require.NoError(t, st.Delete(ctx, []byte(piece)))
 
-	_, err = newCP(t, newCounterSource(), st, st).Restore(ctx)
+	_, err := newCP(t, newCounterSource(), st, st).Restore(ctx)
 	require.ErrorIs(t, err, streaming.ErrCorrupt)
 	require.NotErrorIs(t, err, streaming.ErrNotFound, "a missing piece is not a shard with nothing stored")
 	require.ErrorContains(t, err, piece)
@@ -534,14 +536,11 @@ func TestMergeNamesACorruptPiece(t *testing.T) {
 	ctx := context.Background()
 	st := newTinyStore()
 	src := newCounterSource()
-	cp := newCP(t, src, st, st, streaming.WithMaxRuns(1))
-	src.Apply("a", 1)
-	_, err := cp.Checkpoint(ctx)
-	require.NoError(t, err)
+	cp := checkpointedA(t, src, st, st, streaming.WithMaxRuns(1))
 	piece := corruptAPiece(t, st)
 
 	src.Apply("b", 1) // a second run: the save merges both
-	_, err = cp.Checkpoint(ctx)
+	_, err := cp.Checkpoint(ctx)
 	require.Equal(t, 1, src.merges)
 	require.ErrorIs(t, err, streaming.ErrCorrupt)
 	require.ErrorContains(t, err, piece)
@@ -722,10 +721,7 @@ func TestDroppingPiecesEndsWithTheCallersContext(t *testing.T) {
 	st := &hangingDeletes{tinyStore: newTinyStore(), entered: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(func() { close(st.release) })
 	src := newCounterSource()
-	cp := newCP(t, src, st, st, streaming.WithMaxRuns(1), streaming.WithStageTimeouts(5*time.Second, time.Minute, time.Hour))
-	src.Apply("a", 1)
-	_, err := cp.Checkpoint(context.Background())
-	require.NoError(t, err)
+	cp := checkpointedA(t, src, st, st, streaming.WithMaxRuns(1), streaming.WithStageTimeouts(5*time.Second, time.Minute, time.Hour))
 
 	// The second run makes two: the merge replaces them, and drops the
 	// first one's piece.
@@ -805,10 +801,7 @@ func sweepOrphanedPieces(t *testing.T, st *tinyStore, state streaming.StateStore
 	ctx := context.Background()
 	own := &owner{epoch: 3, owns: true}
 	src := newCounterSource()
-	cp := newCP(t, src, state, st, streaming.WithOwnership(own))
-	src.Apply("a", 1)
-	_, err := cp.Checkpoint(ctx)
-	require.NoError(t, err)
+	checkpointedA(t, src, state, st, streaming.WithOwnership(own))
 	named := st.keys()
 
 	// The crash: checkpoint 2's pieces were written, its manifest was not.
@@ -827,7 +820,7 @@ func sweepOrphanedPieces(t *testing.T, st *tinyStore, state streaming.StateStore
 	own.set(5, true)
 	src2 := newCounterSource()
 	cp2 := newCP(t, src2, state, st, streaming.WithOwnership(own))
-	_, err = cp2.Restore(ctx)
+	_, err := cp2.Restore(ctx)
 	require.NoError(t, err)
 	src2.Apply("b", 1)
 	_, err = cp2.Checkpoint(ctx)
