@@ -23,13 +23,11 @@ import (
 // finish, so neither happened: no round ran (nor did the coordinator
 // continue as new) until it was stopped, which failed the request.
 func TestCheckpointNowWhileContinuingAsNew(t *testing.T) {
-	env := newRoundsEnv()
+	env, _ := slowRoundsEnv(10 * time.Minute)
 	startHandoff := make(chan struct{})
 	// The handoff's start is confirmed once startHandoff is closed.
 	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Run(func(mock.Arguments) { <-startHandoff }).
 		Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
-	f := newFakeWorkers()
-	roundTakes(env, f, 10*time.Minute)
 	announceAt(env, 0, announcement("w1", 1, "readings/0"))
 	// Round 1 starts at 10s; at 15s w2 takes readings/0 over: w1's share
 	// is cancelled, round 1 ends, and the coordinator (ContinueAsNewAfter

@@ -274,22 +274,21 @@ func TestCoordinatorAnnouncementRefusesStaleEpochs(t *testing.T) {
 	assert.Contains(t, row.Handoff, "final checkpoint 7")
 }
 
-// roundTakes makes every round activity take d of (virtual) time.
-func roundTakes(env *testsuite.TestWorkflowEnvironment, f *fakeWorkers, d time.Duration) {
+// slowRoundsEnv is newRoundsEnv with every round activity answered by
+// f after d of (virtual) time.
+func slowRoundsEnv(d time.Duration) (*testsuite.TestWorkflowEnvironment, *fakeWorkers) {
+	env := newRoundsEnv()
+	f := newFakeWorkers()
 	a := &activities.Rounds{}
 	env.OnActivity(a.CheckpointRound, mock.Anything, mock.Anything).After(d).Return(f.round)
+	return env, f
 }
 
 // TestCoordinatorStopWhileRoundInFlight: the per-shard workflow read a
 // stop only between checkpoints (a stop sent at +5s was handled at
 // checkpoint 50); the coordinator handles it while a round runs.
 func TestCoordinatorStopWhileRoundInFlight(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
-	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	f := newFakeWorkers()
-	roundTakes(env, f, 10*time.Minute)
+	env, _ := slowRoundsEnv(10 * time.Minute)
 	announceAt(env, 0, announcement("w1", 1, "readings/0"))
 	var inFlight workflows.CoordinatorStatus
 	env.RegisterDelayedCallback(func() {
@@ -309,12 +308,7 @@ func TestCoordinatorStopWhileRoundInFlight(t *testing.T) {
 // request during a round is served by the next round (one that starts
 // after the request), and returns that round's summary.
 func TestCoordinatorCheckpointNowWhileRoundInFlight(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
-	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	f := newFakeWorkers()
-	roundTakes(env, f, 30*time.Second)
+	env, _ := slowRoundsEnv(30 * time.Second)
 	announceAt(env, 0, announcement("w1", 1, "readings/0", "readings/1"))
 	var first, now *update
 	env.RegisterDelayedCallback(func() {
@@ -344,10 +338,8 @@ func TestCoordinatorCheckpointNowWhileRoundInFlight(t *testing.T) {
 // includes the new shard; a share whose shards all moved away is not
 // waited for.
 func TestCoordinatorAnnouncementWhileRoundInFlight(t *testing.T) {
-	env := newRoundsEnv()
+	env, f := slowRoundsEnv(2 * time.Minute)
 	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
-	f := newFakeWorkers()
-	roundTakes(env, f, 2*time.Minute)
 	announceAt(env, 0, announcement("w1", 1, "readings/0"))
 	var during, takeover *update
 	env.RegisterDelayedCallback(func() {
@@ -651,12 +643,7 @@ func TestCoordinatorMovesToANewVersionAtTheNextRound(t *testing.T) {
 // were counted as Moved, and the last round read "1 moved (cut short by
 // stop)" for a shard that never moved.
 func TestCoordinatorStopDoesNotCountShardsAsMoved(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
-	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	f := newFakeWorkers()
-	roundTakes(env, f, 10*time.Minute)
+	env, _ := slowRoundsEnv(10 * time.Minute)
 	announceAt(env, 0, announcement("w1", 1, "readings/0"))
 	stopCoordinatorAfter(env, 15*time.Second)
 	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
@@ -690,12 +677,7 @@ func TestCoordinatorRefusesAShardWithoutAName(t *testing.T) {
 // round counts them unreachable. Before, they were counted as Moved and
 // the round read "1 moved" for a shard nobody had taken.
 func TestCoordinatorWorkerGoneMidRoundIsNotCountedAsMoved(t *testing.T) {
-	env := quietSuite().NewTestWorkflowEnvironment()
-	a := &activities.Rounds{}
-	env.RegisterActivity(a)
-	env.RegisterWorkflow(workflows.CoordinatorWorkflow)
-	f := newFakeWorkers()
-	roundTakes(env, f, 10*time.Minute)
+	env, _ := slowRoundsEnv(10 * time.Minute)
 	announceAt(env, 0, announcement("w1", 1, "readings/0"))
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalWorkerGone, workflows.WorkerGone{WorkerID: "w1", Reason: "heartbeat timed out"})
@@ -715,13 +697,11 @@ func TestCoordinatorWorkerGoneMidRoundIsNotCountedAsMoved(t *testing.T) {
 // counted Moved, as the summary's fields say. Before, both were counted
 // failed: the round read "2 failed" for one storage failure.
 func TestCoordinatorTimedOutShareCountsItsMovedShardsAsMoved(t *testing.T) {
-	env := newRoundsEnv()
+	env, f := slowRoundsEnv(time.Minute)
 	env.OnWorkflow(workflows.HandoffWorkflow, mock.Anything, mock.Anything).Return(workflows.HandoffState{Step: workflows.StepDone}, nil)
-	f := newFakeWorkers()
 	f.outcome = func(in activities.RoundInput) (activities.RoundResult, error, bool) {
 		return activities.RoundResult{}, timeout(enumspb.TIMEOUT_TYPE_START_TO_CLOSE), true
 	}
-	roundTakes(env, f, time.Minute)
 	announceAt(env, 0, announcement("w1", 1, "readings/0", "readings/1"))
 	// Round 1 starts at 10s; at 15s w2 takes readings/0 over, w1's share
 	// still runs for readings/1 and times out at 70s.
