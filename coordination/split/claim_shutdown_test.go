@@ -38,14 +38,7 @@ func (s *stopper) fire() bool {
 }
 
 // fired reports whether the worker was stopped (advanceUntil's condition).
-func (s *stopper) fired() bool {
-	select {
-	case <-s.hit:
-		return true
-	default:
-		return false
-	}
-}
+func (s *stopper) fired() bool { return closed(s.hit) }
 
 // cutOff answers a store call (op of key) that landed while the worker was
 // stopped as one whose context ended while it was in flight does: with the

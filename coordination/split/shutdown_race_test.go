@@ -75,17 +75,7 @@ func TestShutdownWithdrawsPresenceDespiteARenewal(t *testing.T) {
 	hold.mu.Lock()
 	hold.armed = true
 	hold.mu.Unlock()
-	require.Eventually(t, func() bool {
-		select {
-		case <-hold.held:
-			return true
-		default:
-		}
-		if clk.Now().Sub(w.LastRenewal()) < ttl/3 {
-			clk.Advance(100 * time.Millisecond)
-		}
-		return false
-	}, 30*time.Second, time.Millisecond, "a presence renewal is in flight")
+	advanceUntil(t, clk, w, ttl, func() bool { return closed(hold.held) }, "a presence renewal is in flight")
 
 	cancel() // graceful stop while the renewal is in flight
 	requireRunReturns(t, done)
