@@ -16,6 +16,37 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 )
 
+// holdFirstPlace holds the first rename of key's file into place (as
+// behind a stalled fsync) until release is closed; stalled is closed once
+// it is held.
+func holdFirstPlace(t *testing.T, key []byte) (stalled, release chan struct{}) {
+	t.Helper()
+	target := fileName(kindSnapshot, key)
+	var first atomic.Bool
+	stalled, release = make(chan struct{}), make(chan struct{})
+	testHookPlace = func(name string) {
+		if name == target && first.CompareAndSwap(false, true) {
+			close(stalled)
+			<-release
+		}
+	}
+	t.Cleanup(func() { testHookPlace = nil })
+	return stalled, release
+}
+
+// tempFiles counts the temporary files in s's folder.
+func tempFiles(t *testing.T, s *Store) (n int) {
+	t.Helper()
+	entries, err := os.ReadDir(s.Dir())
+	require.NoError(t, err)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			n++
+		}
+	}
+	return n
+}
+
 // The caller's goroutine never does file I/O: while the I/O goroutines are
 // stuck (here: the only one is held by a job standing in for a stalled
 // disk), every call gives up at its ctx deadline instead of hanging, and
@@ -87,16 +118,7 @@ func TestLateWriteNeverReplacesALaterOne(t *testing.T) {
 			s, err := Open(t.TempDir(), WithIOWorkers(4))
 			require.NoError(t, err)
 			defer s.Close()
-			target := fileName(kindSnapshot, key)
-			var first atomic.Bool
-			stalled, release := make(chan struct{}), make(chan struct{})
-			testHookPlace = func(name string) {
-				if name == target && first.CompareAndSwap(false, true) {
-					close(stalled)
-					<-release
-				}
-			}
-			t.Cleanup(func() { testHookPlace = nil })
+			stalled, release := holdFirstPlace(t, key)
 
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
@@ -106,20 +128,10 @@ func TestLateWriteNeverReplacesALaterOne(t *testing.T) {
 			require.ErrorIs(t, <-errc, context.Canceled, "the caller gives up")
 			require.NoError(t, save(s, context.Background(), "new"))
 			close(release)
-			temps := func() (n int) {
-				entries, err := os.ReadDir(s.Dir())
-				require.NoError(t, err)
-				for _, e := range entries {
-					if strings.HasPrefix(e.Name(), ".tmp-") {
-						n++
-					}
-				}
-				return n
-			}
 			require.Eventually(t, func() bool {
 				s.order.mu.Lock()
 				defer s.order.mu.Unlock()
-				return len(s.order.files) == 0 && temps() == 0
+				return len(s.order.files) == 0 && tempFiles(t, s) == 0
 			}, 10*time.Second, time.Millisecond, "the late write never ended, or left temporary files")
 			snap, err := s.Load(context.Background(), key)
 			require.NoError(t, err)
@@ -155,16 +167,7 @@ func TestBatchGivenUpDuringSyncfsLeavesNoTemporaryFiles(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
 	close(release)
-	require.Eventually(t, func() bool {
-		entries, err := os.ReadDir(s.Dir())
-		require.NoError(t, err)
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), ".tmp-") {
-				return false
-			}
-		}
-		return true
-	}, 10*time.Second, time.Millisecond, "the abandoned batch's temporary files stayed")
+	require.Eventually(t, func() bool { return tempFiles(t, s) == 0 }, 10*time.Second, time.Millisecond, "the abandoned batch's temporary files stayed")
 	for _, it := range items {
 		_, err := s.Load(context.Background(), it.Key)
 		require.ErrorIs(t, err, streaming.ErrNotFound, "the abandoned batch renamed %s", it.Key)
@@ -186,16 +189,7 @@ func TestLateWriteNeverBringsBackADeletedKey(t *testing.T) {
 			s, err := Open(t.TempDir(), WithIOWorkers(4))
 			require.NoError(t, err)
 			defer s.Close()
-			target := fileName(kindSnapshot, key)
-			var first atomic.Bool
-			stalled, release := make(chan struct{}), make(chan struct{})
-			testHookPlace = func(name string) {
-				if name == target && first.CompareAndSwap(false, true) {
-					close(stalled)
-					<-release
-				}
-			}
-			t.Cleanup(func() { testHookPlace = nil })
+			stalled, release := holdFirstPlace(t, key)
 
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
