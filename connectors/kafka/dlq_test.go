@@ -146,11 +146,7 @@ func TestDeadLetterDroppedForItsSizeIsNotCountedDelivered(t *testing.T) {
 	s := NewDeadLetterSink(pub)
 	defer s.Close(ctx)
 
-	value := make([]byte, 32<<10)
-	rng := rand.New(rand.NewPCG(5, 6)) // incompressible: the copy stays over the limit
-	for i := range value {
-		value[i] = byte(rng.Uint32())
-	}
+	value := randomBytes(rand.New(rand.NewPCG(5, 6)), 32<<10) // incompressible: the copy stays over the limit
 	require.NoError(t, s.Write(ctx, []streaming.Output{{Shard: streaming.KafkaShard("readings", 0), Offset: 7, Topic: "readings", Key: "s-1",
 		Dead: &streaming.DeadLetter{Key: []byte("s-1"), Value: value, Group: "central", Err: errors.New("bad")}}}))
 	require.NoError(t, s.Flush(ctx, "", 0), "a dead letter's size never fails a checkpoint")
@@ -181,21 +177,9 @@ func TestLazyDeadLettersKeepBatchesUnderTheTopicLimit(t *testing.T) {
 	defer s.Close(ctx)
 
 	rng := rand.New(rand.NewPCG(7, 8)) // incompressible: batches stay as large as their records
-	outs := make([]streaming.Output, n)
-	for i := range outs {
-		key := "s-" + strconv.Itoa(i)
-		value := make([]byte, 4<<10)
-		for j := range value {
-			value[j] = byte(rng.Uint32())
-		}
-		outs[i] = streaming.Output{Shard: streaming.KafkaShard("readings", 0), Offset: int64(i), Topic: "readings", Key: key,
-			Dead: &streaming.DeadLetter{Key: []byte(key), Value: value, Group: "central", Err: errors.New("bad")}}
-	}
+	outs := deadLetterOutputs(rng, n)
 	// One too large on its own: only it is truncated.
-	big := make([]byte, 100<<10)
-	for j := range big {
-		big[j] = byte(rng.Uint32())
-	}
+	big := randomBytes(rng, 100<<10)
 	outs = append(outs, streaming.Output{Shard: streaming.KafkaShard("readings", 0), Offset: n, Topic: "readings", Key: "big",
 		Dead: &streaming.DeadLetter{Key: []byte("big"), Value: big, Group: "central", Err: errors.New("bad")}})
 	require.NoError(t, s.Write(ctx, outs))
@@ -217,9 +201,9 @@ func TestLazyDeadLettersKeepBatchesUnderTheTopicLimit(t *testing.T) {
 
 // setMaxMessageBytes sets topic's max.message.bytes to limit on the
 // cluster at addrs.
-func setMaxMessageBytes(t *testing.T, ctx context.Context, addrs []string, topic string, limit int) {
+func setMaxMessageBytes(t *testing.T, ctx context.Context, addrs []string, topic string, limit int, opts ...kgo.Opt) {
 	t.Helper()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, opts...)...)
 	require.NoError(t, err)
 	defer admin.Close()
 	v := strconv.Itoa(limit)
@@ -242,12 +226,7 @@ func TestDeadLetterTopicLimitReadWithTheClientOptions(t *testing.T) {
 	addrs := c.ListenAddrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...), sasl)
-	require.NoError(t, err)
-	v := strconv.Itoa(64 << 10)
-	_, err = kadm.NewClient(admin).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "readings.dlq")
-	admin.Close()
-	require.NoError(t, err)
+	setMaxMessageBytes(t, ctx, addrs, "readings.dlq", 64<<10, sasl)
 	for _, lazy := range []bool{false, true} {
 		opts := []PublisherOption{PublishTo("readings.dlq", addrs...), PublisherClientOptions(sasl)}
 		if lazy {
@@ -256,17 +235,7 @@ func TestDeadLetterTopicLimitReadWithTheClientOptions(t *testing.T) {
 		pub, err := NewPublisher(ctx, opts...)
 		require.NoError(t, err)
 		s := NewDeadLetterSink(pub)
-		rng := rand.New(rand.NewPCG(9, 10)) // incompressible: batches stay as large as their records
-		outs := make([]streaming.Output, n)
-		for i := range outs {
-			key := "s-" + strconv.Itoa(i)
-			value := make([]byte, 4<<10)
-			for j := range value {
-				value[j] = byte(rng.Uint32())
-			}
-			outs[i] = streaming.Output{Shard: streaming.KafkaShard("readings", 0), Offset: int64(i), Topic: "readings", Key: key,
-				Dead: &streaming.DeadLetter{Key: []byte(key), Value: value, Group: "central", Err: errors.New("bad")}}
-		}
+		outs := deadLetterOutputs(rand.New(rand.NewPCG(9, 10)), n) // incompressible: batches stay as large as their records
 		require.NoError(t, s.Write(ctx, outs))
 		require.NoError(t, s.Flush(ctx, "", 0))
 		require.NoError(t, s.Close(ctx))

@@ -2,13 +2,18 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
@@ -19,6 +24,28 @@ func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluste
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
+}
+
+// randomBytes is n bytes drawn from rng: they do not compress, so a batch
+// of them stays as large as its records.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// deadLetterOutputs is n dead letters of readings/0 (keys s-0 on, offsets
+// 0 on), each of 4 KiB of randomBytes.
+func deadLetterOutputs(rng *rand.Rand, n int) []streaming.Output {
+	outs := make([]streaming.Output, n)
+	for i := range outs {
+		key := "s-" + strconv.Itoa(i)
+		outs[i] = streaming.Output{Shard: streaming.KafkaShard("readings", 0), Offset: int64(i), Topic: "readings", Key: key,
+			Dead: &streaming.DeadLetter{Key: []byte(key), Value: randomBytes(rng, 4<<10), Group: "central", Err: errors.New("bad")}}
+	}
+	return outs
 }
 
 func reading(sensor string, seq int) []byte {

@@ -122,12 +122,8 @@ func TestPublisherDeadLettersTooLargeRecords(t *testing.T) {
 	require.NoError(t, err)
 	defer pub.Close()
 
-	hugeKey := strings.Repeat("k", 1_100_000) // a 1.1 MB sensor id
-	bigValue := make([]byte, 2*limit)         // twice the topic's limit
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range bigValue {
-		bigValue[i] = byte(rng.Uint32())
-	}
+	hugeKey := strings.Repeat("k", 1_100_000)                     // a 1.1 MB sensor id
+	bigValue := randomBytes(rand.New(rand.NewPCG(3, 4)), 2*limit) // twice the topic's limit
 	require.NoError(t, pub.Publish(ctx, "s-1", reading("s-1", 1)))
 	require.NoError(t, pub.Publish(ctx, hugeKey, reading("x", 2)))
 	require.NoError(t, pub.Publish(ctx, "s-1", bigValue))
@@ -345,10 +341,7 @@ func TestPublisherDeadLettersKeepBatchesUnderTheDLQTopicLimit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	values := make([][]byte, n)
 	for i := range values {
-		values[i] = make([]byte, 1_100_000)
-		for j := range values[i] {
-			values[i][j] = byte(rng.Uint32())
-		}
+		values[i] = randomBytes(rng, 1_100_000)
 	}
 	// A slow broker: the dead letters buffered meanwhile go in one batch.
 	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -381,11 +374,7 @@ func TestPublisherCountsAnOversizedRecordWhoseDeadLetterIsDropped(t *testing.T) 
 	require.NoError(t, err)
 	defer pub.Close()
 
-	big := make([]byte, 1_100_000) // over the topic's limit: dead-lettered
-	rng := rand.New(rand.NewPCG(13, 14))
-	for i := range big {
-		big[i] = byte(rng.Uint32())
-	}
+	big := randomBytes(rand.New(rand.NewPCG(13, 14)), 1_100_000) // over the topic's limit: dead-lettered
 	require.NoError(t, pub.Publish(ctx, "s-1", big))
 	require.NoError(t, pub.Flush(ctx), "a dead letter's size fails no Flush")
 	require.Equal(t, uint64(1), pub.DeadLettered())
