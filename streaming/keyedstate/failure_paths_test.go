@@ -14,7 +14,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tflo-io/tflo/coordination/vclock"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 )
@@ -100,8 +99,7 @@ func TestPiecesAfterFailedFlushFails(t *testing.T) {
 func TestCutKeepsLastSeenOfTheCut(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	clock := vclock.New(time.Unix(1_700_000_000, 0))
-	opts := append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))
+	opts, clock := hourTTL()
 	rt := newRuntime(t, g, openDB(t), opts...)
 	_, err := rt.Apply("k", 1, "seq", seqCursor(1), streaming.Float(1))
 	require.NoError(t, err)
@@ -321,9 +319,9 @@ func TestNewKeyFailingToChangeIsNotHeld(t *testing.T) {
 func TestExpiredCountedWhenTheSweepFails(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	opts, clock := hourTTL()
 	db, refuse := openFaultDB(t)
-	rt := newRuntime(t, g, db, append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
+	rt := newRuntime(t, g, db, opts...)
 	// Four keys of 1000 bytes: deleting the fourth takes the list
 	// of changed keys past the spill threshold.
 	for i := range 4 {

@@ -7,9 +7,11 @@ import (
 	"iter"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/require"
+	"github.com/tflo-io/tflo/coordination/vclock"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/keyedstate"
 	"github.com/tflo-io/tflo/streaming/ops"
@@ -174,6 +176,23 @@ func small(keys int) []keyedstate.Option {
 		keyedstate.WithPieceBytes(2 << 10),
 		keyedstate.WithSaveChunk(16),
 	}
+}
+
+// hourTTL is small(4) with keys expiring after an hour unseen on the
+// virtual clock it returns, and extra.
+func hourTTL(extra ...keyedstate.Option) ([]keyedstate.Option, *vclock.Clock) {
+	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	return append(append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now)), extra...), clock
+}
+
+// smaState is the saved state of an instance of g that saw one value.
+func smaState(t testing.TB, g *streaming.Graph) []byte {
+	t.Helper()
+	in := g.NewInstance()
+	in.Eval(1, streaming.Float(5))
+	state, err := in.Save()
+	require.NoError(t, err)
+	return state
 }
 
 // smallBudget is the memory budget of small(keys).

@@ -134,8 +134,7 @@ func TestIdleKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
 	st := backends(t)["memory"]()
-	clock := vclock.New(time.Unix(1_700_000_000, 0))
-	opts := append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now), keyedstate.WithMaxKeys(100))
+	opts, clock := hourTTL(keyedstate.WithMaxKeys(100))
 	rt := newRuntime(t, g, openDB(t), opts...)
 	cp := checkpointer(t, rt, st)
 	require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
@@ -204,12 +203,9 @@ func TestIdleKeysExpire(t *testing.T) {
 func TestRestoreWithoutLastSeen(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	clock := vclock.New(time.Unix(1_700_000_000, 0))
-	rt := newRuntime(t, g, openDB(t), append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
-	in := g.NewInstance()
-	in.Eval(1, streaming.Float(5))
-	state, err := in.Save()
-	require.NoError(t, err)
+	opts, clock := hourTTL()
+	rt := newRuntime(t, g, openDB(t), opts...)
+	state := smaState(t, g)
 	require.NoError(t, rt.Restore(ctx, "seq", seqCursor(1), piecesSeq([][]byte{keyedstate.PieceV1("old", state)})))
 	got, found, err := rt.Get("old")
 	require.NoError(t, err)
@@ -290,8 +286,7 @@ func TestPrefixHoldsNoSpilledRuns(t *testing.T) {
 	g := smaGraph(t)
 	for _, prefix := range []string{"", "\xff", "\xffkeyedstate-changed/x/"} {
 		t.Run(fmt.Sprintf("%q", prefix), func(t *testing.T) {
-			clock := vclock.New(time.Unix(1_700_000_000, 0))
-			opts := append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now), keyedstate.WithPrefix([]byte(prefix)))
+			opts, clock := hourTTL(keyedstate.WithPrefix([]byte(prefix)))
 			rt, err := keyedstate.New[string](g, keyedstate.StringKeys{}, openDB(t), opts...)
 			if err != nil {
 				require.ErrorContains(t, err, fmt.Sprintf("prefix %q", prefix))
@@ -354,9 +349,9 @@ func TestKeyTooLongIsRefused(t *testing.T) {
 // bytes has no generation header", among millions of keys.
 func TestExpiryScanErrorNamesTheKey(t *testing.T) {
 	ctx := context.Background()
-	clock := vclock.New(time.Unix(1_700_000_000, 0))
+	opts, clock := hourTTL()
 	db := openDB(t)
-	rt := newRuntime(t, smaGraph(t), db, append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
+	rt := newRuntime(t, smaGraph(t), db, opts...)
 	require.NoError(t, rt.Restore(ctx, "", nil, piecesSeq(nil)))
 	require.NoError(t, db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("keyedstate/broken"), []byte{}) }))
 	clock.Advance(2 * time.Hour)
@@ -411,12 +406,9 @@ func TestDeleteState(t *testing.T) {
 func TestExpiryScanChecksEveryStoredKey(t *testing.T) {
 	ctx := context.Background()
 	g := smaGraph(t)
-	clock := vclock.New(time.Unix(1_700_000_000, 0))
-	rt := newRuntime(t, g, openDB(t), append(small(4), keyedstate.WithKeyTTL(time.Hour), keyedstate.WithClock(clock.Now))...)
-	in := g.NewInstance()
-	in.Eval(1, streaming.Float(5))
-	state, err := in.Save()
-	require.NoError(t, err)
+	opts, clock := hourTTL()
+	rt := newRuntime(t, g, openDB(t), opts...)
+	state := smaState(t, g)
 	const n = 3000 // past two batch boundaries
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
 	require.NoError(t, rt.Restore(ctx, "seq", seqCursor(1), keyedstate.PiecesSeq(4<<10, n, key, state)))
