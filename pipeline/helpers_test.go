@@ -21,6 +21,7 @@ import (
 
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
@@ -225,6 +226,23 @@ func alarmPipeline(addrs []string, dir string, sinks ...pipeline.SinkSpec) pipel
 		State:      pipeline.State{Memory: 96 << 20, Durable: pipeline.Durable{Dir: dir}},
 		Checkpoint: pipeline.Checkpoint{Interval: time.Hour},
 	}
+}
+
+// appliedOnCutStore starts worker "a" of the alarm pipeline over a
+// cluster of parts partitions, its durable store a cutStore, and waits
+// until it applied eight sensors' readings 1 to 10.
+func appliedOnCutStore(t *testing.T, parts int32) (*running, *cutStore, pipeline.Pipeline) {
+	t.Helper()
+	c := newCluster(t, parts)
+	addrs := c.ListenAddrs()
+	store := &cutStore{StateStore: memory.New()}
+	p := alarmPipeline(addrs, "", newRecorder().shared())
+	p.State.Durable = pipeline.Durable{Store: store}
+	rs := makeReadings(8, 1, 10)
+	produce(t, addrs, rs)
+	w := start(t, p, pipeline.WithWorkerID("a"))
+	w.waitFor(t, func() bool { return w.w.Stats().RecordsIn == uint64(len(rs)) }, 30*time.Second, "records applied")
+	return w, store, p
 }
 
 func testLogger(t testing.TB) *slog.Logger {

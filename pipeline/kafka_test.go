@@ -12,7 +12,6 @@ import (
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
 // TestKafkaPipelineRestartsFromItsCheckpoint: a pipeline over a Kafka
@@ -107,15 +106,7 @@ func TestRestoreBehindTheGroupWarns(t *testing.T) {
 // checkpointed.
 func TestKafkaWorkerStopReportsAFailedFinalCheckpoint(t *testing.T) {
 	const parts = 2
-	c := newCluster(t, parts)
-	addrs := c.ListenAddrs()
-	store := &cutStore{StateStore: memory.New()}
-	p := alarmPipeline(addrs, "", newRecorder().shared())
-	p.State.Durable = pipeline.Durable{Store: store}
-	rs := makeReadings(8, 1, 10)
-	produce(t, addrs, rs)
-	w := start(t, p, pipeline.WithWorkerID("a"))
-	w.waitFor(t, func() bool { return w.w.Stats().RecordsIn == uint64(len(rs)) }, 30*time.Second, "records applied")
+	w, store, _ := appliedOnCutStore(t, parts)
 	require.Equal(t, parts, w.w.Stats().Owned)
 
 	store.Cut()
@@ -138,15 +129,7 @@ func TestKafkaWorkerStopReportsAFailedFinalCheckpoint(t *testing.T) {
 func TestFinalCheckpointSaysWhenTheReleaseTookNone(t *testing.T) {
 	for _, cut := range []bool{false, true} {
 		t.Run(fmt.Sprintf("final checkpoint fails %v", cut), func(t *testing.T) {
-			c := newCluster(t, 1)
-			addrs := c.ListenAddrs()
-			store := &cutStore{StateStore: memory.New()}
-			p := alarmPipeline(addrs, "", newRecorder().shared())
-			p.State.Durable = pipeline.Durable{Store: store}
-			rs := makeReadings(8, 1, 10)
-			produce(t, addrs, rs)
-			w := start(t, p, pipeline.WithWorkerID("a"))
-			w.waitFor(t, func() bool { return w.w.Stats().RecordsIn == uint64(len(rs)) }, 30*time.Second, "records applied")
+			w, store, p := appliedOnCutStore(t, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			require.NoError(t, w.w.Checkpoint(ctx))
