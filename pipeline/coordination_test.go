@@ -148,10 +148,7 @@ func TestLeaseRenewalOutlivesTemporalOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	leaseID := workflows.LeaseWorkflowID("w1")
-	require.Eventually(t, func() bool {
-		a, ok := pendingLease(ctx, srv.Client, leaseID)
-		return ok && !a.GetLastHeartbeatTime().AsTime().IsZero()
-	}, 30*time.Second, 50*time.Millisecond, "the lease activity never heartbeat")
+	requireLeaseHeartbeat(t, ctx, srv.Client, leaseID)
 
 	// Temporal unreachable for more than a lease TTL.
 	before, ok := presence(t, store, "w1")
@@ -266,6 +263,16 @@ func pendingLease(ctx context.Context, c client.Client, id string) (*workflowpb.
 		}
 	}
 	return nil, false
+}
+
+// requireLeaseHeartbeat waits until the lease workflow id's pending
+// KeepLeases activity has heartbeat.
+func requireLeaseHeartbeat(t *testing.T, ctx context.Context, c client.Client, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		a, ok := pendingLease(ctx, c, id)
+		return ok && !a.GetLastHeartbeatTime().AsTime().IsZero()
+	}, 30*time.Second, 50*time.Millisecond, "the lease activity never heartbeat")
 }
 
 func heldEpochs(w *pipeline.Worker) map[streaming.ShardID]streaming.Epoch {

@@ -47,10 +47,7 @@ func TestLeaseWorkflowOutlivesAMinuteLongTemporalOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	leaseID := workflows.LeaseWorkflowID("w1")
-	require.Eventually(t, func() bool {
-		a, ok := pendingLease(ctx, srv.Client, leaseID)
-		return ok && !a.GetLastHeartbeatTime().AsTime().IsZero()
-	}, 30*time.Second, 50*time.Millisecond, "the lease activity never heartbeat")
+	requireLeaseHeartbeat(t, ctx, srv.Client, leaseID)
 	desc, err := srv.Client.DescribeWorkflow(ctx, leaseID, "")
 	require.NoError(t, err)
 	firstRun := desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
