@@ -128,14 +128,8 @@ func TestArrowReadsRolledFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := parquet.NewRollingWriter(a, "iot", 1, 2, parquet.WithTargetFileSize(20<<10), parquet.WithRowGroupRows(300), parquet.WithPartSize(3000),
+	w := freshWriter(t, a, "iot", 1, 2, parquet.WithTargetFileSize(20<<10), parquet.WithRowGroupRows(300), parquet.WithPartSize(3000),
 		parquet.WithCompression(parquet.Snappy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-		t.Fatal(err)
-	}
 	const n = 6000
 	for off := int64(0); off < n; off++ {
 		if err := w.Append(ctx, rowsAt(off)...); err != nil {

@@ -220,14 +220,8 @@ func BenchmarkRollingPreCommit(b *testing.B) {
 		b.Run(fmt.Sprintf("checkpoints=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			life := func(opts ...parquet.WriterOption) (time.Duration, int64) {
-				w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1,
+				w := freshWriter(b, parquet.NewMemArchive(), "bench", 0, 1,
 					append([]parquet.WriterOption{parquet.WithRowGroupRows(64), parquet.WithMaxFileAge(time.Hour)}, opts...)...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-					b.Fatal(err)
-				}
 				var spent time.Duration
 				var bytes int64
 				off := int64(0)
@@ -279,13 +273,7 @@ func BenchmarkRollingCompression(b *testing.B) {
 	ctx := context.Background()
 	rows := benchData()
 	run := func(opts ...parquet.WriterOption) (time.Duration, int64) {
-		w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1, opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-			b.Fatal(err)
-		}
+		w := freshWriter(b, parquet.NewMemArchive(), "bench", 0, 1, opts...)
 		t0 := time.Now()
 		for i := 0; i < len(rows); i += 8 {
 			batch := rows[i:min(i+8, len(rows))]
@@ -367,13 +355,7 @@ func pipelineRows(n int) []parquet.Row {
 func BenchmarkRollingAppend(b *testing.B) {
 	ctx := context.Background()
 	rows := pipelineRows(1 << 20)
-	w, err := parquet.NewRollingWriter(parquet.NewMemArchive(), "bench", 0, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-		b.Fatal(err)
-	}
+	w := freshWriter(b, parquet.NewMemArchive(), "bench", 0, 1)
 	var fileBytes, fileRows int64
 	off := int64(0)
 	c0 := benchratio.CPUTime()

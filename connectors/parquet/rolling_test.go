@@ -55,6 +55,20 @@ type fileRow struct {
 	parquet.Row
 }
 
+// freshWriter is a rolling writer of shard of pipeline at epoch, on a,
+// restored with no checkpoint (Cut -1).
+func freshWriter(t testing.TB, a parquet.Archive, pipeline string, shard int32, epoch streaming.Epoch, opts ...parquet.WriterOption) *parquet.RollingWriter {
+	t.Helper()
+	w, err := parquet.NewRollingWriter(a, pipeline, shard, epoch, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Restore(context.Background(), parquet.RestorePoint{Cut: -1}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // readEveryFile reads every visible archive file from start to end, each
 // on its own (no de-duplication across files, as an independent reader
 // such as Spark or DuckDB over a glob would), and returns the rows in
@@ -151,14 +165,8 @@ func TestRollingWriterRollsAndPublishesAtCommit(t *testing.T) {
 	ctx := context.Background()
 	a := parquet.NewMemArchive()
 	clock := &fakeClock{}
-	w, err := parquet.NewRollingWriter(a, "iot", 3, 7, parquet.WithTargetFileSize(6<<10), parquet.WithMaxFileAge(time.Hour),
+	w := freshWriter(t, a, "iot", 3, 7, parquet.WithTargetFileSize(6<<10), parquet.WithMaxFileAge(time.Hour),
 		parquet.WithRowGroupRows(256), parquet.WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-		t.Fatal(err)
-	}
 	const n = 4000
 	var published []parquet.FileKey
 	var committedRows int64
@@ -226,13 +234,7 @@ func TestRollingWriterRollsOnAgeAtACut(t *testing.T) {
 	ctx := context.Background()
 	a := parquet.NewMemArchive()
 	clock := &fakeClock{}
-	w, err := parquet.NewRollingWriter(a, "iot", 0, 1, parquet.WithMaxFileAge(15*time.Minute), parquet.WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-		t.Fatal(err)
-	}
+	w := freshWriter(t, a, "iot", 0, 1, parquet.WithMaxFileAge(15*time.Minute), parquet.WithClock(clock.Now))
 	if err := w.Append(ctx, rowsAt(0)...); err != nil {
 		t.Fatal(err)
 	}
@@ -641,13 +643,7 @@ func TestRollingWriterRestoresAFileOfManyPreCommits(t *testing.T) {
 			if tc.inline {
 				opts = append(opts, parquet.WithInlineRowGroups())
 			}
-			w, err := parquet.NewRollingWriter(a, "iot", 2, 1, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-				t.Fatal(err)
-			}
+			w := freshWriter(t, a, "iot", 2, 1, opts...)
 			const checkpoints, perCheckpoint = 300, 8
 			off, early, late := checkpointOneFile(t, a, w, checkpoints, perCheckpoint)
 			t.Logf("record at checkpoint 10: %d bytes, at %d: %d bytes", early, checkpoints-1, late)
@@ -688,19 +684,12 @@ func TestRollingWriterRestoresAFileOfManyPreCommits(t *testing.T) {
 // 55 or so, 11 KiB in all), and a new owner restoring the last committed
 // checkpoint finishes the file with exactly the committed rows.
 func TestRollingWriterLocalRecordKeepsOnePart(t *testing.T) {
-	ctx := context.Background()
 	a, err := parquet.NewLocalArchive(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := []parquet.WriterOption{parquet.WithRowGroupRows(8), parquet.WithMaxFileAge(time.Hour)}
-	w, err := parquet.NewRollingWriter(a, "iot", 2, 1, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-		t.Fatal(err)
-	}
+	w := freshWriter(t, a, "iot", 2, 1, opts...)
 	const checkpoints, perCheckpoint = 200, 8
 	off, early, late := checkpointOneFile(t, a, w, checkpoints, perCheckpoint)
 	if growth := (late - early) / (checkpoints - 11); growth > 8 {
@@ -733,13 +722,7 @@ func TestRollingWriterRestoresAfterCompactionOfItsLastFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			a := tc.new(t)
-			w, err := parquet.NewRollingWriter(a, "p", 0, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-				t.Fatal(err)
-			}
+			w := freshWriter(t, a, "p", 0, 1)
 			for _, cut := range []int64{4, 9} { // two files, the second by the final checkpoint's roll
 				for off := cut - 4; off <= cut; off++ {
 					if err := w.Append(ctx, rowsAt(off)...); err != nil {
@@ -793,13 +776,7 @@ func TestRollingWriterRestoresAfterCompactionOfCommittedFilesBesideAnOpenOne(t *
 	ctx := context.Background()
 	a := parquet.NewMemArchive()
 	clk := &fakeClock{}
-	w, err := parquet.NewRollingWriter(a, "p", 0, 1, parquet.WithMaxFileAge(time.Minute), parquet.WithClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-		t.Fatal(err)
-	}
+	w := freshWriter(t, a, "p", 0, 1, parquet.WithMaxFileAge(time.Minute), parquet.WithClock(clk.Now))
 	for off := range int64(3) { // files [0] and [1] finished by age, [2] open
 		if off > 0 {
 			clk.Advance(time.Hour)
@@ -845,14 +822,8 @@ func TestRollingWriterFinishesFilesAtTheTargetSize(t *testing.T) {
 	ctx := context.Background()
 	a := parquet.NewMemArchive()
 	const target = 16 << 10
-	w, err := parquet.NewRollingWriter(a, "iot", 0, 1, parquet.WithTargetFileSize(target), parquet.WithMaxFileAge(time.Hour),
+	w := freshWriter(t, a, "iot", 0, 1, parquet.WithTargetFileSize(target), parquet.WithMaxFileAge(time.Hour),
 		parquet.WithRowGroupRows(64), parquet.WithPartSize(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Restore(ctx, parquet.RestorePoint{Cut: -1}); err != nil {
-		t.Fatal(err)
-	}
 	const n = 3000
 	for off := int64(0); off < n; off++ {
 		if err := w.Append(ctx, rowsAt(off)...); err != nil {
