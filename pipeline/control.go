@@ -71,7 +71,9 @@ func (w *Worker) checkpointEvery(ctx context.Context, every time.Duration, shard
 // (Temporal unreachable, the coordinator stopped, this worker declared
 // gone) the worker checkpoints on its own (activities.Shards.RunLocal) and
 // announces every held shard again, which brings it back into the rounds;
-// the next round reports the local checkpoints to the coordinator.
+// the next round reports the local checkpoints to the coordinator. An
+// open breaker's cool-down (activities.CoordinatorNotice) is not such a
+// pause: the worker announces its held shards again only once it ended.
 type workflowControl struct {
 	w  *Worker
 	tc client.Client
@@ -163,15 +165,21 @@ func (c *workflowControl) run(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
-		if v := c.w.host.shards.Coordinator(c.w.c.p.Name); v.Round != lastRound {
+		v := c.w.host.shards.Coordinator(c.w.c.p.Name)
+		if v.Round != lastRound {
 			lastRound, lastSeen = v.Round, now
 		}
-		if !pol.Disabled && now.Sub(lastSeen) >= c.maxAge() {
+		if !pol.Disabled && now.Sub(lastSeen) >= c.maxAge() && !now.Before(v.PausedUntil) {
 			// No round for max_checkpoint_age: the local checkpoints
 			// keep the shards safe; announcing every held shard again
 			// brings them back into the rounds (idempotent for a
 			// coordinator that knows them; starts one that was stopped;
-			// revives a worker its lease declared gone).
+			// revives a worker its lease declared gone). An open
+			// breaker's cool-down is no outage: the rounds stopped on
+			// purpose, and announcing would only write the coordinator's
+			// history; the shards are announced again when it ends if no
+			// round came by then. Gained and released shards are
+			// announced at once regardless.
 			lastSeen = now
 			c.reannounce()
 		}

@@ -3,13 +3,11 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/streaming"
@@ -23,14 +21,9 @@ import (
 // history (a rebalance's hundreds); the coordinator names the stale shards
 // and the worker announces the rest again in one announcement.
 func TestStaleAnnouncementIsNotSplitPerShard(t *testing.T) {
-	srv := temporaltest.Start(t)
-	tc := srv.Client
+	tc := coordinatorServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ctl := worker.New(tc, workflows.ControlTaskQueue, worker.Options{})
-	workflows.Register(ctl)
-	require.NoError(t, ctl.Start())
-	t.Cleanup(ctl.Stop)
 
 	p := Pipeline{Name: "plant", Checkpoint: Checkpoint{Disabled: true}}
 	// w-0 owns readings/7 at epoch 5, a rebalance after the one that gave
@@ -41,8 +34,7 @@ func TestStaleAnnouncementIsNotSplitPerShard(t *testing.T) {
 	require.NoError(t, err)
 
 	const n = 20
-	w := &Worker{c: &compiled{p: p}, o: options{workerID: "w-1"}, log: slog.New(slog.DiscardHandler)}
-	w.host = &host{w: w, held: map[streaming.ShardID]*shard{}}
+	w := handBuiltWorker(p, "w-1")
 	c := newWorkflowControl(w, tc)
 	for i := range n {
 		s := &shard{w: w, id: streaming.ShardID(fmt.Sprintf("readings/%d", i)), epoch: 3}
