@@ -348,11 +348,12 @@ func Keys(prefix string, zero any) ([]Key, error) {
 	return out, err
 }
 
-// FileKeys returns the keys of zero's type (a struct) that no variable
+// AllKeys returns the keys of Keys and, each in its place in the order
+// of zero's fields (the order a help lists them in), the keys no variable
 // sets, set in the file only: lists of sections (a spec's sinks and
 // graph.nodes) and sections that read themselves from YAML with no key
-// of their own (a spec's decoder). Their Env is empty.
-func FileKeys(zero any) ([]Key, error) {
+// of their own (a spec's decoder). A file-only key's Env is empty.
+func AllKeys(prefix string, zero any) ([]Key, error) {
 	t := reflect.TypeOf(zero)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -373,7 +374,8 @@ func FileKeys(zero any) ([]Key, error) {
 				ft = ft.Elem()
 			}
 			switch {
-			case leaf(ft):
+			case leaf(ft): // as Keys names it (walk)
+				out = append(out, Key{Env: Name(prefix, p...), Path: strings.Join(p, "."), Type: ft.String(), Field: fieldName(t, sf)})
 			case ft.Kind() == reflect.Struct:
 				if keys, _ := Keys("", reflect.Zero(ft).Interface()); len(keys) > 0 || !reflect.PointerTo(ft).Implements(yamlUnmarshaler) {
 					visit(ft, p)

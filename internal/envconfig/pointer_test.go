@@ -1,9 +1,11 @@
 package envconfig
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 )
 
 // TestPointerLeaves: a *bool key (unset means its default, e.g. the MQTT
@@ -31,4 +33,46 @@ func TestPointerLeaves(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, keys, 3)
 	require.Equal(t, Key{Env: "X_OFF", Path: "off", Type: "bool", Field: "github.com/tflo-io/tflo/internal/envconfig.cfg.Off"}, keys[1])
+}
+
+// selfDecoded is a section that reads itself from YAML with no key of its
+// own (a spec's decoder): set in the file only.
+type selfDecoded struct{ name string }
+
+func (s *selfDecoded) UnmarshalYAML(n *yaml.Node) error { s.name = n.Value; return nil }
+
+// TestAllKeysInFieldOrder: AllKeys are the keys of Keys and the
+// file-only ones, each file-only key in its field's place (--help listed
+// them after all the others).
+func TestAllKeysInFieldOrder(t *testing.T) {
+	type cfg struct {
+		Name    string      `yaml:"name"`
+		Decoder selfDecoded `yaml:"decoder"`
+		Unit    *bool       `yaml:"unit"`
+		Graph   struct {
+			Nodes   []struct{ A int } `yaml:"nodes"`
+			Outputs []string          `yaml:"outputs"`
+		} `yaml:"graph"`
+		Sinks []struct{ B int } `yaml:"sinks"`
+		TLS   *tls              `yaml:"tls"`
+	}
+	all, err := AllKeys("X", cfg{})
+	require.NoError(t, err)
+	var paths, fileOnly []string
+	for _, k := range all {
+		paths = append(paths, k.Path)
+		if k.Env == "" {
+			fileOnly = append(fileOnly, k.Path)
+		}
+	}
+	require.Equal(t, []string{"name", "decoder", "unit", "graph.nodes", "graph.outputs", "sinks", "tls.ca_file"}, paths)
+	require.Equal(t, []string{"decoder", "graph.nodes", "sinks"}, fileOnly)
+	for _, zero := range []any{cfg{}, sample{}} {
+		keys, err := Keys("X", zero)
+		require.NoError(t, err)
+		all, err := AllKeys("X", zero)
+		require.NoError(t, err)
+		all = slices.DeleteFunc(all, func(k Key) bool { return k.Env == "" })
+		require.Equal(t, keys, all, "%T: the keys variables set are Keys'", zero)
+	}
 }

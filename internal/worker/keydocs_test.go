@@ -32,11 +32,9 @@ func TestKeyDocsUpToDate(t *testing.T) {
 		prefix string
 		zero   any
 	}{{envconfig.Prefix, worker.PipelineConfig{}}, {envconfig.Prefix, pipeline.Spec{}}, {worker.SimulatorPrefix, simulator.MainConfig{}}} {
-		keys, err := envconfig.Keys(c.prefix, c.zero)
+		keys, err := envconfig.AllKeys(c.prefix, c.zero)
 		require.NoError(t, err)
-		fileOnly, err := envconfig.FileKeys(c.zero)
-		require.NoError(t, err)
-		for _, k := range append(keys, fileOnly...) {
+		for _, k := range keys {
 			if k.Field == "" {
 				// A field of an anonymous struct: no type to find its doc by.
 				missing = append(missing, k.Env)

@@ -368,25 +368,22 @@ var zeroTime = time.Time{}.Format(time.RFC3339Nano)
 
 func printKeys(w io.Writer, prefix string, of KeysOf) {
 	fmt.Fprintf(w, "\n%s:\n", of.Heading)
-	keys, err := envconfig.Keys(prefix, of.Zero)
+	// With the keys no variable sets (a spec's decoder, sinks), each in
+	// its place: left out, the help says nothing of them.
+	keys, err := envconfig.AllKeys(prefix, of.Zero)
 	if err != nil {
 		fmt.Fprintf(w, "  (%v)\n", err)
 		return
 	}
-	// The keys no variable sets (a spec's decoder, sinks): listed too, or
-	// the help leaves them out.
-	fileOnly, err := envconfig.FileKeys(of.Zero)
-	if err != nil {
-		fmt.Fprintf(w, "  (%v)\n", err)
-		return
-	}
-	for i, k := range fileOnly {
-		fileOnly[i].Env = "(file only)"
+	for i, k := range keys {
+		if k.Env != "" {
+			continue
+		}
+		keys[i].Env = "(file only)"
 		if j := strings.LastIndexByte(k.Type, '.'); j >= 0 && strings.HasPrefix(k.Type, "[]") {
-			fileOnly[i].Type = "[]" + k.Type[j+1:] // []SinkEntry
+			keys[i].Type = "[]" + k.Type[j+1:] // []SinkEntry
 		}
 	}
-	keys = append(keys, fileOnly...)
 	defaults := map[string]string{}
 	if of.Defaults != nil {
 		for _, d := range of.Defaults() {

@@ -31,6 +31,7 @@ import (
 	"github.com/tflo-io/tflo/coordination/natskv"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/internal/envconfig"
 	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/internal/temporalclient"
 	"github.com/tflo-io/tflo/internal/worker"
@@ -160,6 +161,42 @@ func TestHelpShowsDeadLetterDefaultsAndFileOnlyKeys(t *testing.T) {
 		`(?m)^  sinks +\(file only\) +\[\]SinkEntry +Sinks receive the graph's outputs`,
 		`(?m)^  graph\.nodes +\(file only\) +\[\]Node +Nodes are operators`,
 	)
+}
+
+// TestHelpListsFileOnlyKeysInPlace: --help listed the spec keys no
+// variable sets (decoder, graph.inputs, graph.nodes, sinks) after all the
+// others, decoder after checkpoint.*; each is in its place, in the order
+// of the spec's sections.
+func TestHelpListsFileOnlyKeysInPlace(t *testing.T) {
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--help"}, &errOut))
+	_, section, ok := strings.Cut(errOut.String(), "\nPipeline spec keys")
+	require.True(t, ok, "no spec keys in the help")
+	var sections, graph []string // top-level sections as listed; graph's keys
+	for _, line := range strings.Split(section, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			break
+		}
+		top, _, _ := strings.Cut(f[0], ".")
+		if len(sections) == 0 || sections[len(sections)-1] != top {
+			sections = append(sections, top)
+		}
+		if top == "graph" {
+			graph = append(graph, f[0])
+		}
+	}
+	require.Equal(t, []string{"name", "source", "decoder", "time_unit", "limits", "graph", "sinks", "dead_letter", "state", "checkpoint"}, sections)
+	require.Equal(t, []string{"graph.inputs", "graph.nodes", "graph.outputs"}, graph)
+	// The help lists envconfig.AllKeys: the variables among them are
+	// the ones the configs read.
+	for _, zero := range []any{worker.PipelineConfig{}, pipeline.Spec{}, simulator.MainConfig{}} {
+		keys, err := envconfig.Keys("X", zero)
+		require.NoError(t, err)
+		all, err := envconfig.AllKeys("X", zero)
+		require.NoError(t, err)
+		require.Equal(t, keys, slices.DeleteFunc(all, func(k envconfig.Key) bool { return k.Env == "" }), "%T", zero)
+	}
 }
 
 // TestStaticMembershipWithoutAWorkerIDIsWarned: a spec setting
