@@ -73,9 +73,10 @@ type Main struct {
 	// no key (optional).
 	NamedVariables func() []string
 	// CheckSpec loads what the main loads besides its config (the
-	// pipeline spec) and returns its problems, so that a config problem
-	// is reported together with them, in one error, rather than the
-	// spec's only on the next run (optional).
+	// pipeline spec, and the program's edits of it) and returns its
+	// problems, so that a config problem is reported together with them,
+	// in one error, rather than the spec's only on the next run
+	// (optional).
 	CheckSpec func() error
 	// Run runs the worker until ctx ends (SIGINT/SIGTERM), then drains.
 	Run func(ctx context.Context, rt Runtime) error

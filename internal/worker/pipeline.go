@@ -58,8 +58,11 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			if spec == "" {
 				return nil
 			}
-			_, err := pipeline.Load(spec)
-			return err
+			p, err := pipeline.Load(spec)
+			if err != nil {
+				return err // the edits run on a spec that loads
+			}
+			return applyEdits(spec, &p, edits)
 		},
 		PrintConfig: func(w io.Writer) error {
 			if spec == "" {
@@ -109,14 +112,10 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 				return nil
 			}
 			// What the program's edits made of it, as --check and the run
-			// see it: a Go value has no keys to print.
+			// see it: a Go value has no keys to print. Refused as the run
+			// and --check refuse it, not printed as if it would run.
 			if err := applyEdits(spec, &p, edits); err != nil {
 				return err
-			}
-			// Refused as the run and --check refuse it, not printed as if
-			// it would run.
-			if err := p.Validate(); err != nil {
-				return fmt.Errorf("%s as edited: %w", spec, err)
 			}
 			fmt.Fprintf(w, "\n# after the program's edits (EditPipeline)\n")
 			fmt.Fprintf(w, "decoder = %s\n", goValue(p.Decoder))
@@ -145,13 +144,8 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			if err != nil {
 				return usageError{err}
 			}
-			if len(edits) > 0 {
-				if err := applyEdits(spec, &p, edits); err != nil {
-					return usageError{err}
-				}
-				if err := p.Validate(); err != nil {
-					return usageError{fmt.Errorf("%s as edited: %w", spec, err)}
-				}
+			if err := applyEdits(spec, &p, edits); err != nil {
+				return usageError{err}
 			}
 			for _, w := range cfg.ignored() {
 				rt.Log.Warn(w)
@@ -198,13 +192,20 @@ func staticMembershipWithoutID(spec string, cfg PipelineConfig) string {
 		key, origins.Of(key), envconfig.Name(envconfig.Prefix, "worker_id"))
 }
 
-// applyEdits runs the program's edits on p, loaded from spec, in order;
-// an edit's error names the spec.
+// applyEdits runs the program's edits on p, loaded from spec, in order,
+// then checks the pipeline they left; an edit's error, and the edited
+// pipeline's problems, name the spec.
 func applyEdits(spec string, p *pipeline.Pipeline, edits []func(*pipeline.Pipeline) error) error {
+	if len(edits) == 0 {
+		return nil
+	}
 	for _, edit := range edits {
 		if err := edit(p); err != nil {
 			return fmt.Errorf("%s: %w", spec, err)
 		}
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%s as edited: %w", spec, err)
 	}
 	return nil
 }

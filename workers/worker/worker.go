@@ -73,6 +73,10 @@ type options struct {
 // stops Main with a usage error (exit code 2); so does a pipeline that
 // edit left invalid. Several edits run in order. --print-config ends
 // with what they made (Go values have no keys: it names their types).
+//
+// The edits run on a spec that loads: their problems come in one error
+// with the worker config's, but a spec's own problems come first, and
+// the edits' once those are fixed.
 func EditPipeline(edit func(p *pipeline.Pipeline) error) Option {
 	return func(o *options) { o.edits = append(o.edits, edit) }
 }

@@ -43,6 +43,13 @@ state:
   memory: 96MiB
 `
 
+// specFile writes body to a spec file of the test's and returns its path.
+func specFile(t *testing.T, body string) string {
+	file := filepath.Join(t.TempDir(), "csv-sma.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(body), 0o600))
+	return file
+}
+
 // csvDecoder reads "sensor,ts,value" lines: what no spec decoder reads.
 var csvDecoder = pipeline.DecoderFunc(func(m pipeline.Message, r *pipeline.Record) error {
 	f := strings.Split(string(m.Value), ",")
@@ -72,9 +79,7 @@ func TestEditPipelineRunsAGoDecoderAndSink(t *testing.T) {
 		devstack.KafkaTopic{Name: "readings.sma", Partitions: 2}, devstack.KafkaTopic{Name: "readings.dlq", Partitions: 1})
 	require.NoError(t, err)
 	defer k.Close()
-	dir := t.TempDir()
-	file := filepath.Join(dir, "csv-sma.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(spec), 0o600))
+	file := specFile(t, spec)
 	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
 	t.Setenv("GOMEMLIMIT", "1GiB") // Main owns the process: leave the test's memory limit alone
 
@@ -159,8 +164,7 @@ func TestEditPipelineRunsAGoDecoderAndSink(t *testing.T) {
 // does --print-config (it printed a pipeline an edit left invalid and
 // exited 0).
 func TestEditPipelineErrorsAreUsageErrors(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "csv-sma.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(spec), 0o600))
+	file := specFile(t, spec)
 	run := func(edit func(*pipeline.Pipeline) error) (int, string) {
 		var stderr bytes.Buffer
 		code := iworker.RunMain(iworker.PipelineMain(edit), []string{"--pipeline", file, "--check"}, &stderr)
@@ -186,12 +190,42 @@ func TestEditPipelineErrorsAreUsageErrors(t *testing.T) {
 	require.Equal(t, worker.ExitOK, code, "%s", out)
 }
 
+// TestEditProblemsComeWithTheConfigs: the problems a program's edits
+// cause (an edit's error, a pipeline an edit left invalid) were reported
+// only once the worker config's problems were fixed, on the next run;
+// they come in one error with them. An edit runs on a spec that loads:
+// the spec's problems come with the config's, and the edits' once those
+// are fixed.
+func TestEditProblemsComeWithTheConfigs(t *testing.T) {
+	t.Setenv("TFLO_METRICS_ADDR", "nohost")
+	const configProblem = `metrics.addr "nohost": want host:port`
+	check := func(file string, edit func(*pipeline.Pipeline) error) string {
+		var stderr bytes.Buffer
+		require.Equal(t, worker.ExitUsage, iworker.RunMain(iworker.PipelineMain(edit), []string{"--pipeline", file, "--check"}, &stderr))
+		return stderr.String()
+	}
+	file := specFile(t, spec)
+	out := check(file, func(*pipeline.Pipeline) error { return errors.New("no CSV schema for this topic") })
+	require.Contains(t, out, configProblem)
+	require.Contains(t, out, file+": no CSV schema for this topic")
+	out = check(file, func(p *pipeline.Pipeline) error { p.Graph.Nodes = nil; return nil })
+	require.Contains(t, out, configProblem)
+	require.Contains(t, out, file+" as edited: ")
+	require.Contains(t, out, "graph has no nodes")
+
+	broken := specFile(t, strings.Replace(spec, "type: sma", "type: smaa", 1))
+	edited := false
+	out = check(broken, func(*pipeline.Pipeline) error { edited = true; return nil })
+	require.Contains(t, out, configProblem)
+	require.Contains(t, out, `unknown operator type "smaa"`)
+	require.False(t, edited, "an edit ran on a spec that did not load")
+}
+
 // TestPrintConfigShowsTheEdits: --print-config prints the spec's keys
 // with their origins, then what the program's edits made of the
 // pipeline, which has no keys: the decoder and the sinks as Go values.
 func TestPrintConfigShowsTheEdits(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "csv-sma.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(spec), 0o600))
+	file := specFile(t, spec)
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	defer r.Close()
