@@ -72,8 +72,9 @@ func (w *Worker) checkpointEvery(ctx context.Context, every time.Duration, shard
 // gone) the worker checkpoints on its own (activities.Shards.RunLocal) and
 // announces every held shard again, which brings it back into the rounds;
 // the next round reports the local checkpoints to the coordinator. An
-// open breaker's cool-down (activities.CoordinatorNotice) is not such a
-// pause: the worker announces its held shards again only once it ended.
+// open breaker's cool-down (activities.CoordinatorNotice, or an
+// announcement's answer) is not such a pause: the worker announces its
+// held shards again only once it ended.
 type workflowControl struct {
 	w  *Worker
 	tc client.Client
@@ -334,6 +335,12 @@ func (c *workflowControl) send(ctx context.Context, shards []*shard, released []
 	restarted := c.coordinator != "" && res.Coordinator != c.coordinator
 	c.coordinator = res.Coordinator
 	c.mu.Unlock()
+	if v := c.w.host.shards.Coordinator(c.w.c.p.Name); res.Breaker == workflows.BreakerOpen &&
+		res.BreakerUntil.After(time.Now()) && res.BreakerUntil.After(v.PausedUntil) {
+		// The breaker's notice went to the workers that held shards when
+		// it opened; the answer tells this one too.
+		_ = c.w.host.shards.Notice(ctx, activities.CoordinatorNotice{Pipeline: c.w.c.p.Name, Breaker: res.Breaker, Until: res.BreakerUntil, Round: res.Round})
+	}
 	if restarted {
 		// A coordinator started afresh knows none of our other shards.
 		c.w.log.Info("the checkpoint coordinator was restarted; announcing every held shard again", "coordinator", res.Coordinator)

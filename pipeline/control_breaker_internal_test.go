@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/workflows"
@@ -17,21 +18,51 @@ import (
 // shard again each max age: an update in the coordinator's history per
 // worker per max age for the whole cool-down. It announces them again
 // once the cool-down ended; a shard it gains meanwhile is still
-// announced at once.
+// announced at once. A worker told of the breaker by its announcement's
+// answer (it held no shard when the breaker opened, so had no notice)
+// waits as well.
 func TestReannounceWaitsForTheBreakersCoolDown(t *testing.T) {
+	const coolDown = 5 * time.Second
+	p := Pipeline{Name: "plant", Checkpoint: Checkpoint{Interval: time.Hour, MaxCheckpointAge: 200 * time.Millisecond, BreakerCoolDown: coolDown}}
+	t.Run("told by the notice", func(t *testing.T) {
+		reannounceAfterCoolDown(t, p, func(ctx context.Context, _ client.Client, w *Worker) time.Time {
+			// The coordinator's notice of its open breaker (Rounds.Notice).
+			until := time.Now().Add(coolDown)
+			require.NoError(t, w.host.shards.Notice(ctx,
+				activities.CoordinatorNotice{Pipeline: p.Name, Breaker: workflows.BreakerOpen, Until: until}))
+			return until
+		})
+	})
+	t.Run("told by the announcement's answer", func(t *testing.T) {
+		reannounceAfterCoolDown(t, p, func(ctx context.Context, tc client.Client, _ *Worker) time.Time {
+			// A coordinator whose breaker opened now, while another
+			// worker held the shards.
+			openedAt := time.Now()
+			in := workflows.CoordinatorInput{Pipeline: p.Name, Interval: activities.Duration(time.Hour), BreakerCoolDown: activities.Duration(coolDown),
+				State: &workflows.CoordinatorState{Pipeline: p.Name, Breaker: workflows.BreakerOpen, BreakerOpenedAt: openedAt}}
+			_, err := workflows.Announce(ctx, tc, in, workflows.Announcement{WorkerID: "w-0", TaskQueue: workflows.WorkerTaskQueue("w-0"),
+				Shards: []activities.ShardEpoch{{Shard: "readings/9", Epoch: 1}}})
+			require.NoError(t, err)
+			return openedAt.Add(coolDown)
+		})
+	})
+}
+
+// reannounceAfterCoolDown runs a worker of p holding readings/0, told by
+// breakerOpened that the coordinator's breaker is open until the time it
+// returns, and gaining readings/1 then; it checks that only the gained
+// shards are announced before then, each at once, and every held shard
+// after.
+func reannounceAfterCoolDown(t *testing.T, p Pipeline, breakerOpened func(ctx context.Context, tc client.Client, w *Worker) time.Time) {
 	tc := &announcer{Client: coordinatorServer(t)}
-	p := Pipeline{Name: "plant", Checkpoint: Checkpoint{Interval: time.Hour, MaxCheckpointAge: 200 * time.Millisecond}}
 	w := handBuiltWorker(p, "w-1")
 	c := newWorkflowControl(w, tc)
+	ctx, cancel := context.WithCancel(context.Background())
+	until := breakerOpened(ctx, tc.Client, w)
 	s0 := &shard{w: w, id: "readings/0", epoch: 3}
 	w.host.held[s0.id] = s0
 	c.gained(s0)
-	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, c.announce(ctx)) // starts the coordinator
-	// The coordinator's notice of its open breaker (Rounds.Notice).
-	until := time.Now().Add(3 * time.Second)
-	require.NoError(t, w.host.shards.Notice(ctx,
-		activities.CoordinatorNotice{Pipeline: p.Name, Breaker: workflows.BreakerOpen, Until: until}))
+	require.NoError(t, c.announce(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); c.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })

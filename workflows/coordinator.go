@@ -217,13 +217,19 @@ func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 // hasWork reports whether some live worker owns a shard to checkpoint.
 func (c *coordinator) hasWork() bool { return len(c.plan()) > 0 }
 
+// coolDownEnd is when the breaker's cool-down ends (meaningful while it
+// is open).
+func (c *coordinator) coolDownEnd() time.Time {
+	return c.st.BreakerOpenedAt.Add(c.in.BreakerCoolDown.D())
+}
+
 // paused returns the end of an open breaker's cool-down, or zero when the
 // breaker lets rounds run (closed, or due for its half-open probe).
 func (c *coordinator) paused(ctx workflow.Context) time.Time {
 	if c.st.Breaker != BreakerOpen {
 		return time.Time{}
 	}
-	until := c.st.BreakerOpenedAt.Add(c.in.BreakerCoolDown.D())
+	until := c.coolDownEnd()
 	if !workflow.Now(ctx).Before(until) {
 		c.st.Breaker = BreakerHalfOpen
 		c.upsertSearch(ctx, false)
@@ -428,6 +434,9 @@ func (c *coordinator) announce(ctx workflow.Context, a Announcement) (AnnounceRe
 	c.showDetails(ctx)
 	res.Coordinator = workflow.GetInfo(ctx).FirstRunID
 	res.Round, res.Breaker = c.st.Round, c.st.Breaker
+	if c.st.Breaker == BreakerOpen {
+		res.BreakerUntil = c.coolDownEnd()
+	}
 	res.Interval, res.MaxCheckpointAge = c.in.Interval, c.in.MaxCheckpointAge
 	return res, nil
 }
@@ -830,8 +839,7 @@ func (c *coordinator) waitedFor(round uint64) *RoundSummary {
 // continue-as-new does (see continueAsNew).
 func (c *coordinator) notice(ctx workflow.Context) {
 	var a *activities.Rounds
-	n := activities.CoordinatorNotice{Pipeline: c.in.Pipeline, Breaker: c.st.Breaker, Round: c.st.Round,
-		Until: c.st.BreakerOpenedAt.Add(c.in.BreakerCoolDown.D())}
+	n := activities.CoordinatorNotice{Pipeline: c.in.Pipeline, Breaker: c.st.Breaker, Round: c.st.Round, Until: c.coolDownEnd()}
 	for _, wr := range c.st.Workers {
 		if wr.Status != WorkerLive || wr.Shards == 0 {
 			continue
@@ -938,7 +946,7 @@ func (c *coordinator) showDetails(ctx workflow.Context) {
 	if c.st.Breaker != BreakerClosed {
 		b.WriteString(fmt.Sprintf("\nbreaker %s after %d failed rounds", c.st.Breaker, c.st.ConsecutiveFailures))
 		if c.st.Breaker == BreakerOpen {
-			b.WriteString(fmt.Sprintf(", rounds resume at %s", c.st.BreakerOpenedAt.Add(c.in.BreakerCoolDown.D()).UTC().Format(time.RFC3339)))
+			b.WriteString(fmt.Sprintf(", rounds resume at %s", c.coolDownEnd().UTC().Format(time.RFC3339)))
 		}
 	}
 	if c.st.LastError != "" {

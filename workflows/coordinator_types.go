@@ -136,6 +136,10 @@ type AnnounceResult struct {
 	Round uint64 `json:"round"`
 	// Breaker is the coordinator's breaker now.
 	Breaker string `json:"breaker"`
+	// BreakerUntil is, while Breaker is open, when its cool-down ends (no
+	// round before): what the breaker's notice told the workers that
+	// held shards when it opened.
+	BreakerUntil time.Time `json:"breaker_until,omitzero"`
 	// Interval and MaxCheckpointAge are the coordinator's settings, for
 	// the worker's local checkpoints when rounds stop coming.
 	Interval         activities.Duration `json:"interval"`
