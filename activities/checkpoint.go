@@ -143,9 +143,16 @@ func (r *Shards) view(pipeline string) *CoordinatorView {
 }
 
 // setBreaker records the coordinator's breaker and reports it to every
-// Checkpointer of pipeline, whose Status is what metrics read (r.mu held).
+// Checkpointer of pipeline, whose Status is what metrics read; a breaker
+// not open ends the cool-down a notice gave (r.mu held).
 func (r *Shards) setBreaker(pipeline, state string) {
 	v := r.view(pipeline)
+	if state != "" && state != streaming.BreakerOpen.String() {
+		// The breaker closed (or is probing) before the cool-down a
+		// notice gave ended, as after an early probe round: the pause is
+		// over, for local checkpoints and the re-announce alike.
+		v.PausedUntil = time.Time{}
+	}
 	if state == "" || state == v.Breaker {
 		return
 	}

@@ -65,3 +65,36 @@ func TestLocalCheckpointIsDueOnlyWithoutRounds(t *testing.T) {
 	r.localOnce(ctx, "iot", 30*time.Second)
 	require.Equal(t, int64(2), local())
 }
+
+// TestRoundWithTheBreakerNotOpenEndsTheCoolDown: a probe round run early
+// (a checkpoint-now request during the cool-down) can close the breaker
+// before the cool-down a notice gave ends. The worker kept that end, so
+// it skipped local checkpoints (and re-announced no shard) until then,
+// with the breaker closed. A round saying the breaker is not open ends
+// the pause.
+func TestRoundWithTheBreakerNotOpenEndsTheCoolDown(t *testing.T) {
+	for _, state := range []string{"closed", "half-open"} {
+		t.Run(state, func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			r := NewShards(WithShardsClock(func() time.Time { return now }))
+			ctx := context.Background()
+			require.NoError(t, r.Notice(ctx, CoordinatorNotice{Pipeline: "iot", Breaker: "open", Until: now.Add(time.Hour)}))
+			_, err := r.CheckpointRound(ctx, RoundInput{Pipeline: "iot", Round: 3, WorkerID: "w", Breaker: "open"})
+			require.NoError(t, err)
+			require.Equal(t, now.Add(time.Hour), r.Coordinator("iot").PausedUntil, "a round of an open breaker keeps the pause")
+
+			now = now.Add(time.Minute)
+			_, err = r.CheckpointRound(ctx, RoundInput{Pipeline: "iot", Round: 4, WorkerID: "w", Breaker: state})
+			require.NoError(t, err)
+			require.Zero(t, r.Coordinator("iot").PausedUntil)
+
+			store := memory.New()
+			cp, err := streaming.NewCheckpointer("iot/a", nopSource{}, store, store)
+			require.NoError(t, err)
+			r.Register("iot", "a", cp)
+			now = now.Add(30 * time.Second)
+			r.localOnce(ctx, "iot", 30*time.Second)
+			require.Equal(t, int64(1), r.Coordinator("iot").LocalCheckpoints, "a local checkpoint is due again before the old cool-down's end")
+		})
+	}
+}
