@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -39,6 +40,9 @@ type config struct {
 	httpClient   *http.Client
 	apiOptions   []func(*middleware.Stack) error
 
+	responseTimeout    time.Duration
+	responseTimeoutSet bool // given with WithResponseTimeout
+
 	compactRatio     float64
 	compactMinBytes  uint64
 	maxSegments      int
@@ -54,6 +58,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
+		responseTimeout:  DefaultResponseTimeout,
 		compactRatio:     0.5,
 		compactMinBytes:  1 << 20,
 		maxSegments:      256,
@@ -68,7 +73,8 @@ func defaultConfig() config {
 // WithClient uses an existing S3 client instead of building one; the
 // client options (WithRegion, WithEndpoint, WithPathStyle,
 // WithStaticCredentials, WithCACert, WithTLSConfig, WithHTTPClient,
-// WithAPIOptions) cannot be combined with it. Default: build a client.
+// WithResponseTimeout, WithAPIOptions) cannot be combined with it.
+// Default: build a client.
 func WithClient(c *awss3.Client) Option { return func(o *config) { o.client = c } }
 
 // WithPrefix places every object under prefix (a trailing slash is
@@ -110,8 +116,34 @@ func WithCACert(pem []byte) Option { return func(o *config) { o.caPEM = pem } }
 func WithTLSConfig(c *tls.Config) Option { return func(o *config) { o.tlsConfig = c } }
 
 // WithHTTPClient sends requests through c; it cannot be combined with
-// WithCACert or WithTLSConfig. Default: the SDK's buildable client.
+// WithCACert, WithTLSConfig or WithResponseTimeout: c's own timeouts
+// (its transport's ResponseHeaderTimeout) decide how long a request
+// waits for an answer. Default: the SDK's buildable client, with the
+// response timeout of WithResponseTimeout.
 func WithHTTPClient(c *http.Client) Option { return func(o *config) { o.httpClient = c } }
+
+// DefaultResponseTimeout is the default of WithResponseTimeout, as
+// minio-go's transport waits for response headers.
+const DefaultResponseTimeout = time.Minute
+
+// WithResponseTimeout bounds how long a request waits for the server's
+// answer once it is fully sent (the HTTP transport's
+// ResponseHeaderTimeout): a server that accepts a request and never
+// answers fails it with an error wrapping ErrResponseTimeout that names
+// the object, instead of holding it until its context ends, which some
+// callers' contexts never do. Sending a request body (a segment, an
+// upload part) and reading a response body are not bounded by it, so
+// long uploads and downloads are not cut. The SDK retries a timed-out
+// request (3 attempts by default, with a back-off of up to 2s and 4s
+// between them), so a server that never answers fails a call after at
+// most attempts × d plus the back-offs: about 3m6s at the default. S3
+// answers a copy or a multipart completion with headers at once (errors
+// follow in the body), so d need not cover them; an S3-compatible server
+// that answers a large copy only when done needs d longer than the
+// copy. 0 disables the bound. Default: DefaultResponseTimeout.
+func WithResponseTimeout(d time.Duration) Option {
+	return func(o *config) { o.responseTimeout, o.responseTimeoutSet = d, true }
+}
 
 // WithAPIOptions adds smithy middleware to every request of the built
 // client, e.g. (*RequestCounter).Register. Default: none.
@@ -191,11 +223,17 @@ func (c *config) validate(bucket string) error {
 		errs = append(errs, errors.New("the bucket name is empty"))
 	}
 	if c.client != nil && (c.region != "" || c.endpoint != "" || c.pathStyle || c.accessKey != "" ||
-		c.caPEM != nil || c.tlsConfig != nil || c.httpClient != nil || len(c.apiOptions) > 0 || c.unsignedPayload) {
-		errs = append(errs, errors.New("WithClient cannot be combined with options that build a client (region, endpoint, path style, credentials, TLS, HTTP client, API options, unsigned payload)"))
+		c.caPEM != nil || c.tlsConfig != nil || c.httpClient != nil || c.responseTimeoutSet || len(c.apiOptions) > 0 || c.unsignedPayload) {
+		errs = append(errs, errors.New("WithClient cannot be combined with options that build a client (region, endpoint, path style, credentials, TLS, HTTP client, response timeout, API options, unsigned payload)"))
 	}
 	if c.httpClient != nil && (c.caPEM != nil || c.tlsConfig != nil) {
 		errs = append(errs, errors.New("WithHTTPClient cannot be combined with WithCACert or WithTLSConfig; configure TLS on the HTTP client"))
+	}
+	if c.httpClient != nil && c.responseTimeoutSet {
+		errs = append(errs, errors.New("WithHTTPClient cannot be combined with WithResponseTimeout; set the ResponseHeaderTimeout of the HTTP client's transport"))
+	}
+	if c.responseTimeout < 0 {
+		errs = append(errs, fmt.Errorf("response timeout %v is negative (0 disables it)", c.responseTimeout))
 	}
 	if c.endpoint != "" {
 		if u, err := url.Parse(c.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -264,15 +302,22 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 		loadOpts = append(loadOpts, awsconfig.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(c.accessKey, c.secretKey, c.sessionToken)))
 	}
-	switch {
-	case c.httpClient != nil:
+	if c.httpClient != nil {
 		loadOpts = append(loadOpts, awsconfig.WithHTTPClient(c.httpClient))
-	case c.caPEM != nil || c.tlsConfig != nil:
-		tc, err := c.tls()
-		if err != nil {
-			return nil, err
+	} else {
+		var tc *tls.Config
+		if c.caPEM != nil || c.tlsConfig != nil {
+			var err error
+			if tc, err = c.tls(); err != nil {
+				return nil, err
+			}
 		}
-		hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.TLSClientConfig = tc })
+		hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			if tc != nil {
+				tr.TLSClientConfig = tc
+			}
+			tr.ResponseHeaderTimeout = c.responseTimeout
+		})
 		loadOpts = append(loadOpts, awsconfig.WithHTTPClient(hc))
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)

@@ -147,7 +147,11 @@
 // WithCACert and WithTLSConfig configure TLS. Every request body is a
 // bytes.Reader, which is seekable, so signing and retries work over plain
 // http too (the SDK refuses non-seekable bodies there); WithUnsignedPayload
-// skips hashing the bodies (for TLS endpoints).
+// skips hashing the bodies (for TLS endpoints). A request the server does
+// not answer within the response timeout (WithResponseTimeout, default a
+// minute from the request fully sent to the response headers; the SDK
+// tries 3 times) fails with an error wrapping ErrResponseTimeout, whatever
+// the caller's context: uploads and downloads of any length are not cut.
 //
 // # Concurrency
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
@@ -35,6 +37,19 @@ var ErrNoSuchBucket = errors.New("no such bucket")
 // retry reads the winner's. It does not wrap streaming.ErrFenced: losing
 // a race does not make a writer the stale one (see the package doc).
 var ErrConflict = errors.New("manifest changed by another writer")
+
+// ErrResponseTimeout is wrapped by errors for requests the server accepted
+// but did not answer within the response timeout (WithResponseTimeout)
+// on any attempt. The message names the object and the timeout.
+var ErrResponseTimeout = errors.New("the server did not answer within the response timeout")
+
+// isResponseTimeout reports an attempt that gave up waiting for the
+// response headers (the transport's ResponseHeaderTimeout; net/http's
+// error has no exported type, its message is the one mark).
+func isResponseTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() && strings.Contains(err.Error(), "timeout awaiting response headers")
+}
 
 // apiCode returns the S3 error code and HTTP status of err, if any.
 func apiCode(err error) (code string, status int) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -25,6 +26,7 @@ type objects struct {
 	bucket   string
 	prefix   string // "" or ending in "/"
 	endpoint string
+	timeout  time.Duration // the response timeout; 0: none, or the user's HTTP client's
 }
 
 func newObjects(ctx context.Context, bucket string, cfg *config) (*objects, error) {
@@ -32,7 +34,11 @@ func newObjects(ctx context.Context, bucket string, cfg *config) (*objects, erro
 	if err != nil {
 		return nil, err
 	}
-	return &objects{client: cl, bucket: bucket, prefix: cfg.objectPrefix(), endpoint: cfg.endpointName()}, nil
+	o := &objects{client: cl, bucket: bucket, prefix: cfg.objectPrefix(), endpoint: cfg.endpointName()}
+	if cfg.client == nil && cfg.httpClient == nil {
+		o.timeout = cfg.responseTimeout
+	}
+	return o, nil
 }
 
 func (o *objects) key(name string) string { return o.prefix + name }
@@ -41,6 +47,13 @@ func (o *objects) key(name string) string { return o.prefix + name }
 func (o *objects) uri(name string) string { return "s3://" + o.bucket + "/" + o.prefix + name }
 
 func (o *objects) wrap(op, name string, err error) error {
+	if isResponseTimeout(err) {
+		within := "the HTTP client's response header timeout"
+		if o.timeout > 0 {
+			within = o.timeout.String() + " (WithResponseTimeout)"
+		}
+		return fmt.Errorf("s3 %s %s (endpoint %s): %w: waited %s on every attempt: %w", op, o.uri(name), o.endpoint, ErrResponseTimeout, within, err)
+	}
 	return fmt.Errorf("s3 %s %s (endpoint %s): %w", op, o.uri(name), o.endpoint, classify(err))
 }
 
