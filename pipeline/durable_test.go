@@ -199,3 +199,10 @@ func TestReleasedShardStateLeavesTheDatabase(t *testing.T) {
 	rec.requireExact(t, want)
 	require.Equal(t, int64(1), dropped.Lines(), "a shard released because its worker stops keeps its state")
 }
+
+// TestDurableS3NegativeResponseTimeoutRefused: Validate names the key.
+func TestDurableS3NegativeResponseTimeoutRefused(t *testing.T) {
+	p := alarmPipeline([]string{"127.0.0.1:1"}, "")
+	p.State.Durable = pipeline.Durable{S3: &pipeline.S3Store{Bucket: "ckpt", ResponseTimeout: -time.Second}}
+	require.ErrorContains(t, p.Validate(), "state.durable.s3.response_timeout -1s is negative (0: the default, 1m0s)")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/kafka"
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/internal/tlsconfig"
 	"github.com/tflo-io/tflo/streaming"
 )
@@ -355,6 +356,8 @@ type S3Store struct {
 	// TLS of an https endpoint: ca_file (a private CA, trusted beside the
 	// system roots), cert_file and key_file, server_name.
 	TLS *tlsconfig.Config `yaml:"tls"`
+	// ResponseTimeout is how long a request waits for the server's answer once sent (0: 1m); the SDK tries 3 times, so a server that never answers fails a call after 3 timeouts and up to 6s of back-off.
+	ResponseTimeout time.Duration `yaml:"response_timeout"`
 }
 
 // Checkpoint is a pipeline's checkpoint policy.
@@ -731,6 +734,9 @@ func (p Pipeline) validate(line func(key string) int) error {
 	}
 	if d.S3 != nil && (d.S3.AccessKeyEnv == "") != (d.S3.SecretKeyEnv == "") {
 		addAt("state.durable.s3", "state.durable.s3: give access_key_env and secret_key_env together (neither: the SDK's default credential chain)")
+	}
+	if d.S3 != nil && d.S3.ResponseTimeout < 0 {
+		addAt("state.durable.s3.response_timeout", fmt.Sprintf("state.durable.s3.response_timeout %v is negative (0: the default, %v)", d.S3.ResponseTimeout, s3.DefaultResponseTimeout))
 	}
 	if d.S3 != nil {
 		if err := validTLS(d.S3.TLS); err != nil {

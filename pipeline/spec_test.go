@@ -664,6 +664,10 @@ func TestSpecRefusesHalfAnArchiveS3KeyPair(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pipeline.Parse(archive("{endpoint: http://s3:7070}"))
 	require.NoError(t, err)
+	_, err = pipeline.Parse(archive("{response_timeout: 30s}"))
+	require.NoError(t, err)
+	_, err = pipeline.Parse(archive("{response_timeout: -1s}"))
+	require.ErrorContains(t, err, "line 15: sinks[0]: archive sink s3://arc/p: s3 settings: response_timeout -1s is negative (0: the default, 1m0s)")
 }
 
 // TestSpecMQTTWildcardWithADeadLetterSink: an MQTT source subscribed to

@@ -130,6 +130,9 @@ func openDurable(ctx context.Context, state State, db *badger.DB, log *slog.Logg
 			}
 			opts = append(opts, s3.WithTLSConfig(tc))
 		}
+		if s.ResponseTimeout > 0 {
+			opts = append(opts, s3.WithResponseTimeout(s.ResponseTimeout))
+		}
 		if reg != nil {
 			m := s3.NewRequestMetrics(nil, s.Bucket)
 			if err := register(reg, m.Requests, m.Seconds, m.Bytes); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/connectors/s3"
@@ -105,6 +106,11 @@ type S3 struct {
 	// CAFile is a PEM file of a private CA the endpoint's certificate is
 	// signed by, trusted beside the system roots (empty: the system roots).
 	CAFile string `json:"ca_file,omitempty" yaml:"ca_file"`
+	// ResponseTimeout is how long a request waits for the server's answer
+	// once sent (a Go duration; 0: 1m, s3.DefaultResponseTimeout); the SDK
+	// tries 3 times, so a server that never answers fails a call after 3
+	// timeouts and up to 6s of back-off.
+	ResponseTimeout time.Duration `json:"response_timeout,omitempty" yaml:"response_timeout"`
 }
 
 // Environment variables S3FromEnv reads.
@@ -122,10 +128,13 @@ func S3FromEnv(lookup func(string) (string, bool)) S3 {
 	return S3{Endpoint: get(EnvEndpoint), Region: get(EnvRegion), AccessKeyEnv: get(EnvAccessKeyEnv), SecretKeyEnv: get(EnvSecretKeyEnv), CAFile: get(EnvCAFile)}
 }
 
-// Validate reports a half-given key pair.
+// Validate reports a half-given key pair and a negative response timeout.
 func (c S3) Validate() error {
 	if (c.AccessKeyEnv == "") != (c.SecretKeyEnv == "") {
 		return errors.New("s3 settings: name both the access key and the secret key variables, or neither (for the AWS standard chain)")
+	}
+	if c.ResponseTimeout < 0 {
+		return fmt.Errorf("s3 settings: response_timeout %v is negative (0: the default, %v)", c.ResponseTimeout, s3.DefaultResponseTimeout)
 	}
 	return nil
 }
@@ -142,6 +151,9 @@ func (c S3) Options(getenv func(string) string) []s3.Option {
 	}
 	if c.AccessKeyEnv != "" {
 		o = append(o, s3.WithStaticCredentials(getenv(c.AccessKeyEnv), getenv(c.SecretKeyEnv), ""))
+	}
+	if c.ResponseTimeout > 0 {
+		o = append(o, s3.WithResponseTimeout(c.ResponseTimeout))
 	}
 	return o
 }

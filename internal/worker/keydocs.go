@@ -80,6 +80,7 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/pipeline.S3Store.Endpoint":                        "Endpoint of an S3-compatible service (path-style); empty: AWS.",
 	"github.com/tflo-io/tflo/pipeline.S3Store.Prefix":                          "Bucket and Prefix locate the checkpoints (Prefix may be empty).",
 	"github.com/tflo-io/tflo/pipeline.S3Store.Region":                          "Region; empty: the AWS SDK's (AWS_REGION, else the shared config's profile), else us-east-1.",
+	"github.com/tflo-io/tflo/pipeline.S3Store.ResponseTimeout":                 "ResponseTimeout is how long a request waits for the server's answer once sent (0: 1m); the SDK tries 3 times, so a server that never answers fails a call after 3 timeouts and up to 6s of back-off.",
 	"github.com/tflo-io/tflo/pipeline.S3Store.SecretKeyEnv":                    "AccessKeyEnv and SecretKeyEnv name the variables holding the keys (empty: the SDK's default credential chain).",
 	"github.com/tflo-io/tflo/pipeline.Spec.Decoder":                            "Decoder turns a message into a keyed record (default ReadingDecoder: {\"sensor\",\"ts\",\"value\"} JSON readings).",
 	"github.com/tflo-io/tflo/pipeline.Spec.Name":                               "Name names the pipeline in workflow ids, checkpoint keys, archive files and metrics, and is the default consumer group.",

@@ -1,0 +1,37 @@
+package archiveloc_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/testsuite/s3test"
+)
+
+// TestS3ResponseTimeoutSetting: the settings' response_timeout reaches
+// the archive's client: a listing of a server that never answers fails,
+// naming the prefix and the timeout, instead of waiting for good (the
+// context here has no deadline, as a sink's background upload's has none).
+func TestS3ResponseTimeoutSetting(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("TFLO_TEST_S3_KEY", "key")
+	t.Setenv("TFLO_TEST_S3_SECRET", "secret")
+	c := archiveloc.S3{Endpoint: s3test.Silent(t), Region: "us-east-1", AccessKeyEnv: "TFLO_TEST_S3_KEY", SecretKeyEnv: "TFLO_TEST_S3_SECRET",
+		ResponseTimeout: 200 * time.Millisecond}
+	loc, err := archiveloc.Parse("s3://arch/events")
+	require.NoError(t, err)
+	a, err := archiveloc.Open(context.Background(), loc, c)
+	require.NoError(t, err)
+
+	err = s3test.AwaitErr(t, "the listing", func(ctx context.Context) error { _, err := a.List(ctx, "day=1/"); return err })
+	require.ErrorIs(t, err, s3.ErrResponseTimeout)
+	require.ErrorContains(t, err, "s3 list s3://arch/events/day=1/*")
+	require.ErrorContains(t, err, "waited 200ms")
+
+	c.ResponseTimeout = -time.Second
+	require.ErrorContains(t, c.Validate(), "s3 settings: response_timeout -1s is negative")
+}

@@ -1,0 +1,31 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/connectors/s3"
+	"github.com/tflo-io/tflo/testsuite/s3test"
+)
+
+// TestDurableS3ResponseTimeout: state.durable.s3.response_timeout reaches
+// the store's client: a load from a server that never answers fails,
+// naming the manifest and the timeout, instead of waiting for good.
+func TestDurableS3ResponseTimeout(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("TFLO_TEST_S3_KEY", "key")
+	t.Setenv("TFLO_TEST_S3_SECRET", "secret")
+	state := State{Durable: Durable{S3: &S3Store{Bucket: "ckpt", Prefix: "edge", Endpoint: s3test.Silent(t), Region: "us-east-1",
+		AccessKeyEnv: "TFLO_TEST_S3_KEY", SecretKeyEnv: "TFLO_TEST_S3_SECRET", ResponseTimeout: 200 * time.Millisecond}}}
+	st, closeStore, err := openDurable(context.Background(), state, nil, slog.Default(), nil)
+	require.NoError(t, err)
+	defer closeStore()
+	err = s3test.AwaitErr(t, "the load", func(ctx context.Context) error { _, err := st.Load(ctx, []byte("k")); return err })
+	require.ErrorIs(t, err, s3.ErrResponseTimeout)
+	require.ErrorContains(t, err, "s3 get s3://ckpt/edge/manifest")
+	require.ErrorContains(t, err, "waited 200ms")
+}
