@@ -213,6 +213,11 @@ type ReplayPartitionResult struct {
 	Finished int              `json:"finished,omitempty"`
 	Next     parquet.Position `json:"next"`
 	Done     bool             `json:"done"`
+	// BatchSize is how many partitions the activity replays
+	// ([Partition, Then...]): a heartbeat with Finished == BatchSize is
+	// of an activity that replayed its whole batch and is finishing (0
+	// from a build before it; starter backfill status reads it).
+	BatchSize int `json:"batch_size,omitempty"`
 	// Files read (counted when the reader starts them, also those whose
 	// rows earlier files all cover), their Bytes,
 	// Rows read, Written to the sink, Skipped by the time range (over
@@ -274,6 +279,7 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 			res, res.Resumed = hb, true
 		}
 	}
+	res.BatchSize = len(parts) // also over a heartbeat of a build before it
 	for res.Finished < len(parts) {
 		if res.Finished > 0 && res.Next == (parquet.Position{}) && res.Files >= rp.maxFiles {
 			// The next partition is left whole to the next activity.

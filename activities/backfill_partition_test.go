@@ -224,7 +224,9 @@ func (a *listFailsOnce) List(ctx context.Context, prefix string) ([]parquet.Obje
 // heartbeat and goes on with the second. Bug: the heartbeat at the
 // first's end kept its finished count (the first not counted) and reset
 // its position to the start, so the retry replayed the first partition
-// again and counted its files and rows twice.
+// again and counted its files and rows twice. The heartbeats give the
+// batch's size, also over a heartbeat of a build before it, and the last
+// tells the batch replayed to its end (starter backfill status reads it).
 func TestReplayPartitionRetryAfterAPartitionEndsStartsTheNext(t *testing.T) {
 	loc, arc := writeArchive(t, 0, 0)
 	rows := 0
@@ -245,11 +247,17 @@ func TestReplayPartitionRetryAfterAPartitionEndsStartsTheNext(t *testing.T) {
 	require.NoError(t, last.Get(&hb))
 	assert.Equal(t, 1, hb.Finished, "shard 0 finished")
 	assert.Equal(t, 2, hb.Files)
+	assert.Equal(t, 3, hb.BatchSize)
+	hb.BatchSize = 0 // as a build before it heartbeated
 	env.SetHeartbeatDetails(hb)
 	require.NoError(t, env.run(b.ReplayPartition, in, &res))
 	assert.True(t, res.Resumed)
 	assert.True(t, res.Done)
 	assert.Equal(t, 3, res.Finished)
+	assert.Equal(t, 3, res.BatchSize, "as its last heartbeat, before Done")
+	require.NoError(t, last.Get(&hb))
+	assert.True(t, hb.Resumed)
+	assert.Equal(t, 3, hb.BatchSize, "the retry's heartbeats too")
 	assert.Equal(t, 6, res.Files, "each file counted once")
 	assert.Equal(t, int64(rows), res.Rows, "each row counted once")
 	require.Len(t, sink.counts, rows)

@@ -149,10 +149,11 @@ func (a *app) backfillStatus() *cobra.Command {
 		Long: `Show a backfill's progress: files and rows done, rate, ETA and how it
 stands (running, completed, failed, canceled, ...). Without --wait, a
 running backfill's replays follow, one line each, from their last
-heartbeat: the partition each is in, at which file and row, and what it
-flushed (-o json: "replaying"); before any heartbeated, the partitions in
-flight. With --wait, redraw the progress line until the backfill ends; a
-backfill that ended other than completed exits 1 with its error. With no
+heartbeat: the partition each is in, at which file and row (or that it is
+finishing, its batch replayed to its end), and what it flushed (-o json:
+"replaying"); before any heartbeated, the partitions in flight. With
+--wait, redraw the progress line until the backfill ends; a backfill
+that ended other than completed exits 1 with its error. With no
 control worker polling task queue tflo-control (nothing would answer its
 status query), a running backfill exits 1 at once, saying so, and an
 ended one shows how it ended, without progress.
@@ -506,9 +507,13 @@ type replay struct {
 	// query's Running does not say which (Batch and Finished then do).
 	Partition string `json:"partition"`
 	// Batch is the first partition of the batch the activity replays,
-	// Finished how many of the batch it replayed to their end.
-	Batch    string `json:"batch,omitempty"`
-	Finished int    `json:"finished"`
+	// BatchSize how many partitions the batch has (0: not known, from
+	// the heartbeat of a build before it), Finished how many of them it
+	// replayed to their end: all of them (Partition "") while the
+	// activity finishes, or waits to retry, after its batch's end.
+	Batch     string `json:"batch,omitempty"`
+	BatchSize int    `json:"batch_size,omitempty"`
+	Finished  int    `json:"finished"`
 	// File and Row: where in Partition its flushed rows end ("" and 0:
 	// at the partition's start).
 	File string `json:"file,omitempty"`
@@ -524,9 +529,11 @@ type replay struct {
 
 // replaysInFlight reads, from a backfill's pending activities, where each
 // replay activity that heartbeated stands: ReplayPartition heartbeats its
-// result so far (the batch's first partition, how many of the batch it
-// finished, its position in the next), and running, the status query's
-// partitions in flight (each batch's in order), names the one it is in;
+// result so far (the batch's first partition and size, how many of the
+// batch it finished, its position in the next), and running, the status
+// query's partitions in flight (each batch's in order), names the one it
+// is in (none once it finished them all: the next in running is another
+// batch's);
 // ReplayFile heartbeats its file's position. waiting counts the replay
 // activities with no heartbeat (or one that does not decode).
 func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string) (reps []replay, waiting int) {
@@ -559,9 +566,10 @@ func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string
 			waiting++
 			continue
 		}
-		r.Batch, r.Finished = hb.Partition, hb.Finished
+		r.Batch, r.BatchSize, r.Finished = hb.Partition, hb.BatchSize, hb.Finished
 		r.File, r.Row, r.Files, r.Rows, r.Written = hb.Next.File, hb.Next.Row, hb.Files, hb.Rows, hb.Written
 		switch i := slices.Index(running, hb.Partition); {
+		case r.finishing():
 		case hb.Finished == 0:
 			r.Partition = hb.Partition
 		case i >= 0 && i+hb.Finished < len(running):
@@ -572,9 +580,16 @@ func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string
 	return reps, waiting
 }
 
+// finishing tells a replay that replayed every partition of its batch
+// (it is completing, or its worker died then and a retry completes it).
+func (r replay) finishing() bool {
+	return r.BatchSize > 0 && r.Finished >= r.BatchSize
+}
+
 // printReplays writes, under a running backfill's progress line, a line
 // per replay in flight that heartbeated: the partition (or file) it is in
-// and where, and what it flushed. When none did, it names the partitions
+// and where (or that it is finishing, its batch replayed to its end), and
+// what it flushed. When none did, it names the partitions
 // in flight (running) instead, as the status query has them.
 func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 	if len(reps) == 0 {
@@ -584,24 +599,30 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 		return
 	}
 	for _, r := range reps {
-		where := "replaying " + r.Partition
-		if r.Partition == "" {
-			where = fmt.Sprintf("replaying partition %d of the batch beginning with %s", r.Finished+1, r.Batch)
+		verb, what := "replaying", r.Partition
+		switch {
+		case r.finishing() && r.BatchSize == 1:
+			verb, what = "finishing", r.Batch+", replayed to its end"
+		case r.finishing():
+			verb, what = "finishing", fmt.Sprintf("the batch of %d partitions beginning with %s, all replayed", r.BatchSize, r.Batch)
+		case r.Partition == "":
+			what = fmt.Sprintf("partition %d of the batch beginning with %s", r.Finished+1, r.Batch)
 		}
 		switch {
+		case r.finishing():
 		case r.File != "" && r.File != r.Partition:
-			where += fmt.Sprintf(" at file %s row %d", r.File, r.Row)
+			what += fmt.Sprintf(" at file %s row %d", r.File, r.Row)
 		case r.Row > 0:
-			where += fmt.Sprintf(" at row %d", r.Row)
+			what += fmt.Sprintf(" at row %d", r.Row)
 		default:
-			where += ", at its start"
+			what += ", at its start"
 		}
 		flushed := fmt.Sprintf("%d rows", r.Rows)
 		if r.Batch != "" {
 			flushed = fmt.Sprintf("%d files, %d rows", r.Files, r.Rows)
 		}
-		printf(w, "  %s (this activity flushed %s; attempt %d, last heartbeat %s)\n",
-			where, flushed, r.Attempt, cell(age(r.LastHeartbeat)))
+		printf(w, "  %s %s (this activity flushed %s; attempt %d, last heartbeat %s)\n",
+			verb, what, flushed, r.Attempt, cell(age(r.LastHeartbeat)))
 	}
 	switch {
 	case waiting == 1:

@@ -428,16 +428,7 @@ func TestBackfillStatusShowsWhereEachReplayIs(t *testing.T) {
 // it finished; the status query's Running (each batch's partitions in
 // order) names the one it is in. A ReplayFile heartbeat names its file.
 func TestReplaysInFlightNamesThePartitionNotTheBatch(t *testing.T) {
-	dc := converter.GetDefaultDataConverter()
-	pending := func(typ string, hb any) *workflowpb.PendingActivityInfo {
-		pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: typ}, Attempt: 2}
-		if hb != nil {
-			p, err := dc.ToPayloads(hb)
-			require.NoError(t, err)
-			pa.HeartbeatDetails = p
-		}
-		return pa
-	}
+	pending := func(typ string, hb any) *workflowpb.PendingActivityInfo { return pendingActivity(t, typ, hb) }
 	running := []string{"p0", "p1", "p2", "p3", "p4"}
 	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
 		pending("ReplayPartition", activities.ReplayPartitionResult{Partition: "p1", Finished: 2, Next: parquet.Position{File: "p3/f2", Row: 5}, Files: 4, Rows: 40}),
@@ -466,4 +457,43 @@ func TestReplaysInFlightNamesThePartitionNotTheBatch(t *testing.T) {
 	out.Reset()
 	printReplays(&out, nil, 2, running)
 	assert.Equal(t, "  in flight (no replay has heartbeated yet): p0, p1, p2, p3, p4\n", out.String())
+}
+
+// pendingActivity is a started activity of type typ, in its second
+// attempt, as DescribeWorkflow lists it, with heartbeat details hb (nil:
+// none).
+func pendingActivity(t *testing.T, typ string, hb any) *workflowpb.PendingActivityInfo {
+	t.Helper()
+	pa := &workflowpb.PendingActivityInfo{ActivityType: &commonpb.ActivityType{Name: typ}, Attempt: 2,
+		State: enumspb.PENDING_ACTIVITY_STATE_STARTED}
+	if hb != nil {
+		p, err := converter.GetDefaultDataConverter().ToPayloads(hb)
+		require.NoError(t, err)
+		pa.HeartbeatDetails = p
+	}
+	return pa
+}
+
+// TestReplaysInFlightOfABatchReplayedToItsEnd: a replay activity that
+// replayed every partition of its batch but has not completed (or whose
+// worker died then) is shown finishing its batch. Bug: its heartbeat
+// did not give the batch's size, and the line named the partition after
+// the batch's last in the status query's Running, the next batch's first.
+// A heartbeat of a build before the size still reads as it did.
+func TestReplaysInFlightOfABatchReplayedToItsEnd(t *testing.T) {
+	running := []string{"p0", "p1", "p2", "p3", "p4"}
+	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
+		pendingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p1", BatchSize: 2, Finished: 2, Files: 3, Rows: 30}),
+		pendingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p3", BatchSize: 1, Finished: 1, Files: 1, Rows: 10}),
+		pendingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p0", BatchSize: 1, Next: parquet.Position{File: "p0/f1", Row: 9}, Files: 1, Rows: 9}),
+		pendingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p1", Finished: 1}), // a build before BatchSize
+	}, running)
+	assert.Zero(t, waiting)
+	var out bytes.Buffer
+	printReplays(&out, reps, waiting, running)
+	assert.Equal(t, `  finishing the batch of 2 partitions beginning with p1, all replayed (this activity flushed 3 files, 30 rows; attempt 2, last heartbeat -)
+  finishing p3, replayed to its end (this activity flushed 1 files, 10 rows; attempt 2, last heartbeat -)
+  replaying p0 at file p0/f1 row 9 (this activity flushed 1 files, 9 rows; attempt 2, last heartbeat -)
+  replaying p2, at its start (this activity flushed 0 files, 0 rows; attempt 2, last heartbeat -)
+`, out.String())
 }
