@@ -150,13 +150,14 @@ func (a *app) backfillStatus() *cobra.Command {
 stands (running, completed, failed, canceled, ...). Without --wait, a
 running backfill's replays follow, one line each, from their last
 heartbeat: the partition each is in, at which file and row (or that it is
-finishing, its batch replayed to its end), and what it flushed (-o json:
-"replaying"); before any heartbeated, the partitions in flight. With
---wait, redraw the progress line until the backfill ends; a backfill
-that ended other than completed exits 1 with its error. With no
-control worker polling task queue tflo-control (nothing would answer its
-status query), a running backfill exits 1 at once, saying so, and an
-ended one shows how it ended, without progress.
+finishing, its batch replayed to its end), and what it flushed; one whose
+attempt failed says it waits to retry, when the next attempt is due and
+the failure (-o json: "replaying"); before any heartbeated, the
+partitions in flight. With --wait, redraw the progress line until the
+backfill ends; a backfill that ended other than completed exits 1 with
+its error. With no control worker polling task queue tflo-control
+(nothing would answer its status query), a running backfill exits 1 at
+once, saying so, and an ended one shows how it ended, without progress.
 
 Exit code 3: no backfill has that --name.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -525,6 +526,12 @@ type replay struct {
 	Written       int64     `json:"written"`
 	Attempt       int32     `json:"attempt"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// Retrying: an attempt failed (or its worker died) and attempt
+	// Attempt waits to start, at NextAttempt when the server says;
+	// LastFailure is the failed attempt's message.
+	Retrying    bool      `json:"retrying,omitempty"`
+	NextAttempt time.Time `json:"next_attempt"`
+	LastFailure string    `json:"last_failure,omitempty"`
 }
 
 // replaysInFlight reads, from a backfill's pending activities, where each
@@ -546,6 +553,12 @@ func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string
 		r := replay{Attempt: pa.GetAttempt()}
 		if t := pa.GetLastHeartbeatTime(); t != nil {
 			r.LastHeartbeat = t.AsTime()
+		}
+		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED && pa.GetAttempt() > 1 {
+			r.Retrying, r.LastFailure = true, pa.GetLastFailure().GetMessage()
+			if t := pa.GetNextAttemptScheduleTime(); t != nil {
+				r.NextAttempt = t.AsTime()
+			}
 		}
 		if pa.GetHeartbeatDetails() == nil {
 			waiting++
@@ -589,7 +602,8 @@ func (r replay) finishing() bool {
 // printReplays writes, under a running backfill's progress line, a line
 // per replay in flight that heartbeated: the partition (or file) it is in
 // and where (or that it is finishing, its batch replayed to its end), and
-// what it flushed. When none did, it names the partitions
+// what it flushed; one whose retry waits says so, with when its next
+// attempt is due and its last failure (shortened to a line). When none did, it names the partitions
 // in flight (running) instead, as the status query has them.
 func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 	if len(reps) == 0 {
@@ -621,8 +635,21 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 		if r.Batch != "" {
 			flushed = fmt.Sprintf("%d files, %d rows", r.Files, r.Rows)
 		}
-		printf(w, "  %s %s (this activity flushed %s; attempt %d, last heartbeat %s)\n",
-			verb, what, flushed, r.Attempt, cell(age(r.LastHeartbeat)))
+		attempt, failure := fmt.Sprintf("attempt %d", r.Attempt), ""
+		if r.Retrying {
+			verb = "waiting to retry"
+			switch until := time.Until(r.NextAttempt); {
+			case r.NextAttempt.IsZero():
+			case until > 0:
+				attempt += " in " + shortDuration(until)
+			default:
+				// Due, and no worker took it: none polls, or all are busy.
+				attempt += " due since " + shortDuration(-until)
+			}
+			failure = "; last failure: " + cell(oneLine(r.LastFailure, 100))
+		}
+		printf(w, "  %s %s (this activity flushed %s; %s, last heartbeat %s%s)\n",
+			verb, what, flushed, attempt, cell(age(r.LastHeartbeat)), failure)
 	}
 	switch {
 	case waiting == 1:

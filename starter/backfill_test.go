@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -21,6 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -379,19 +382,9 @@ func TestBackfillStatusShowsWhereEachReplayIs(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 	id := workflows.BackfillWorkflowID("where")
 	replayPending := func(heartbeated bool) func() bool {
-		return func() bool {
-			d, err := srv.Client.DescribeWorkflow(ctx, id, "")
-			if err != nil {
-				return false
-			}
-			for _, pa := range d.RawResponse.GetPendingActivities() {
-				if pa.GetActivityType().GetName() == "ReplayPartition" && pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED &&
-					(pa.GetHeartbeatDetails() != nil) == heartbeated {
-					return true
-				}
-			}
-			return false
-		}
+		return replayPendingWhere(srv, id, func(pa *workflowpb.PendingActivityInfo) bool {
+			return pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && (pa.GetHeartbeatDetails() != nil) == heartbeated
+		})
 	}
 	require.Eventually(t, replayPending(false), 30*time.Second, 50*time.Millisecond, "the replay of %s runs", first)
 
@@ -421,6 +414,73 @@ func TestBackfillStatusShowsWhereEachReplayIs(t *testing.T) {
 
 	close(release)
 	require.NoError(t, srv.Client.GetWorkflow(ctx, id, "").Get(ctx, nil))
+}
+
+// replayPendingWhere tells, for require.Eventually, whether backfill
+// workflow id has a ReplayPartition activity pending that cond holds of.
+func replayPendingWhere(srv *temporaltest.Server, id string, cond func(*workflowpb.PendingActivityInfo) bool) func() bool {
+	return func() bool {
+		d, err := srv.Client.DescribeWorkflow(context.Background(), id, "")
+		if err != nil {
+			return false
+		}
+		for _, pa := range d.RawResponse.GetPendingActivities() {
+			if pa.GetActivityType().GetName() == "ReplayPartition" && cond(pa) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestBackfillStatusShowsAReplayWaitingToRetry: a replay whose attempt
+// failed, its retry waiting (here for a worker: its worker stopped), is
+// shown waiting to retry, with the failure, shortened to a line, and
+// when the next attempt is due. Bug: it read "replaying", with its
+// attempt and heartbeat age only.
+func TestBackfillStatusShowsAReplayWaitingToRetry(t *testing.T) {
+	isolateTemporalConfig(t)
+	srv := temporaltest.Start(t)
+	addr := "--address=" + srv.HostPort
+	const first = "a/shard-000000/" // fakeactivities.Stages' first partition
+	file := first + "f-000001.parquet"
+	stages := &fakeactivities.Stages{ReplayPartition: func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		if in.Partition == first && activity.GetInfo(ctx).Attempt == 1 {
+			activity.RecordHeartbeat(ctx, activities.ReplayPartitionResult{Partition: first, BatchSize: 1, Next: parquet.Position{File: file, Row: 1200}, Files: 1, Rows: 1200, Written: 1200})
+			<-activity.GetWorkerStopChannel(ctx)
+		}
+		return activities.ReplayPartitionResult{}, errors.New("sink influx: 503 service unavailable,\n  retry later")
+	}}
+	replayWorker := startStageWorkers(t, srv, stages, workflows.BackfillTaskQueue)[0]
+
+	r := run(t, "backfill", "start", addr, "--name", "retry", "--archive", "file:///archive", "--window", "1")
+	require.Equal(t, exitOK, r.code, r.err)
+	id := workflows.BackfillWorkflowID("retry")
+	require.Eventually(t, replayPendingWhere(srv, id, func(pa *workflowpb.PendingActivityInfo) bool { return pa.GetHeartbeatDetails() != nil }),
+		30*time.Second, 50*time.Millisecond, "the replay's heartbeat reaches the server")
+	replayWorker.Stop() // the attempt fails; no worker takes the retry
+	require.Eventually(t, replayPendingWhere(srv, id, func(pa *workflowpb.PendingActivityInfo) bool {
+		return pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED && pa.GetAttempt() == 2 && pa.GetLastFailure() != nil
+	}), 30*time.Second, 50*time.Millisecond, "the retry waits")
+
+	r = run(t, "backfill", "status", addr, "--name", "retry")
+	require.Equal(t, exitOK, r.code, r.err)
+	assert.Regexp(t, `\n  waiting to retry a/shard-000000/ at file a/shard-000000/f-000001\.parquet row 1200 \(this activity flushed 1 files, 1200 rows; attempt 2 (in|due since) [0-9.]+m?s, last heartbeat [0-9.]+m?s ago; last failure: sink influx: 503 service unavailable, retry later\)\n$`, r.out)
+	r = run(t, "backfill", "status", addr, "--name", "retry", "-o", "json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var st struct {
+		Replaying []struct {
+			Retrying    bool      `json:"retrying"`
+			NextAttempt time.Time `json:"next_attempt"`
+			LastFailure string    `json:"last_failure"`
+		} `json:"replaying"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &st), r.out)
+	require.Len(t, st.Replaying, 1, r.out)
+	rep := st.Replaying[0]
+	assert.True(t, rep.Retrying)
+	assert.Equal(t, "sink influx: 503 service unavailable,\n  retry later", rep.LastFailure, "whole, under -o json")
+	assert.WithinDuration(t, time.Now(), rep.NextAttempt, time.Minute)
 }
 
 // TestReplaysInFlightNamesThePartitionNotTheBatch: a ReplayPartition
@@ -496,4 +556,32 @@ func TestReplaysInFlightOfABatchReplayedToItsEnd(t *testing.T) {
   replaying p0 at file p0/f1 row 9 (this activity flushed 1 files, 9 rows; attempt 2, last heartbeat -)
   replaying p2, at its start (this activity flushed 0 files, 0 rows; attempt 2, last heartbeat -)
 `, out.String())
+}
+
+// TestReplaysInFlightWaitingToRetry: a replay whose retry waits reads
+// "waiting to retry", with when its attempt is due (if the server says)
+// and its last failure on one line; one whose retry started reads
+// "replaying". Bug: all read "replaying", with no failure.
+func TestReplaysInFlightWaitingToRetry(t *testing.T) {
+	retrying := func(hb any, next time.Time, failure string) *workflowpb.PendingActivityInfo {
+		pa := pendingActivity(t, "ReplayPartition", hb)
+		pa.State, pa.Attempt, pa.LastFailure = enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, 3, &failurepb.Failure{Message: failure}
+		if !next.IsZero() {
+			pa.NextAttemptScheduleTime = timestamppb.New(next)
+		}
+		return pa
+	}
+	running := []string{"p0", "p1", "p2"}
+	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
+		retrying(activities.ReplayPartitionResult{Partition: "p0", BatchSize: 1, Next: parquet.Position{File: "p0/f1", Row: 9}, Files: 1, Rows: 9}, time.Time{}, "sink down"),
+		retrying(activities.ReplayPartitionResult{Partition: "p1", BatchSize: 2, Finished: 2, Files: 2, Rows: 20}, time.Now().Add(-time.Hour), strings.Repeat("x", 200)),
+		pendingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p2", BatchSize: 1}), // attempt 2 started
+	}, running)
+	assert.Zero(t, waiting)
+	var out bytes.Buffer
+	printReplays(&out, reps, waiting, running)
+	assert.Regexp(t, `^  waiting to retry p0 at file p0/f1 row 9 \(this activity flushed 1 files, 9 rows; attempt 3, last heartbeat -; last failure: sink down\)
+  waiting to retry the batch of 2 partitions beginning with p1, all replayed \(this activity flushed 2 files, 20 rows; attempt 3 due since 1h0m[01]s, last heartbeat -; last failure: x{99}…\)
+  replaying p2, at its start \(this activity flushed 0 files, 0 rows; attempt 2, last heartbeat -\)
+$`, out.String())
 }

@@ -654,8 +654,11 @@ func TestCommandsWithoutAControlWorker(t *testing.T) {
 
 // startStageWorkers starts on srv a control worker running tflo's
 // workflows and, on each of queues, a worker of stages' stand-in
-// activities, all stopped when the test ends.
-func startStageWorkers(t *testing.T, srv *temporaltest.Server, stages *fakeactivities.Stages, queues ...string) {
+// activities, all stopped when the test ends. It returns the latter, in
+// the order of queues: one stopped waits up to 10s for its activities to
+// return and report (a test stops one to leave its activities' retries
+// waiting for a worker).
+func startStageWorkers(t *testing.T, srv *temporaltest.Server, stages *fakeactivities.Stages, queues ...string) []worker.Worker {
 	t.Helper()
 	ctl := worker.New(srv.Client, workflows.ControlTaskQueue, worker.Options{})
 	ctl.RegisterWorkflow(workflows.CoordinatorWorkflow)
@@ -664,12 +667,15 @@ func startStageWorkers(t *testing.T, srv *temporaltest.Server, stages *fakeactiv
 	ctl.RegisterWorkflow(workflows.HandoffWorkflow)
 	require.NoError(t, ctl.Start())
 	t.Cleanup(ctl.Stop)
+	var ws []worker.Worker
 	for _, q := range queues {
-		w := worker.New(srv.Client, q, worker.Options{})
+		w := worker.New(srv.Client, q, worker.Options{WorkerStopTimeout: 10 * time.Second})
 		stages.Register(w)
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
+		ws = append(ws, w)
 	}
+	return ws
 }
 
 // startUnservedLease starts the lease workflow of worker id by type name
