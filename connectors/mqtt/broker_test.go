@@ -2,15 +2,11 @@ package mqtt
 
 import (
 	"crypto/tls"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/badger"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/require"
@@ -29,15 +25,15 @@ import (
 
 // testBroker is an in-process MQTT v5 broker (mochi) on a loopback port.
 type testBroker struct {
-	srv  *mochi.Server
-	addr string // host:port
+	broker *mqttbroker.Broker
+	srv    *mochi.Server
+	addr   string // host:port
 
 	listenLater func() // set when started with deferListen
-	closeOnce   sync.Once
 }
 
 // close stops the broker (idempotent).
-func (b *testBroker) close() { b.closeOnce.Do(func() { _ = b.srv.Close() }) }
+func (b *testBroker) close() { _ = b.broker.Close() }
 
 type brokerOpts struct {
 	users    map[string]string // nil: allow everyone
@@ -51,42 +47,18 @@ type brokerOpts struct {
 
 func startBroker(t testing.TB, o brokerOpts) *testBroker {
 	t.Helper()
-	srv := mochi.New(&mochi.Options{
-		InlineClient: true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if o.users == nil {
-		require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
-	} else {
-		var rules auth.AuthRules
-		for u, p := range o.users {
-			rules = append(rules, auth.AuthRule{Username: auth.RString(u), Password: auth.RString(p), Allow: true})
-		}
-		require.NoError(t, srv.AddHook(new(auth.Hook), &auth.Options{Ledger: &auth.Ledger{
-			Auth: rules,
-			ACL:  auth.ACLRules{{}}, // everyone authenticated may read and write everything
-		}}))
-	}
+	mo := mqttbroker.Options{Addr: o.addr, Users: o.users, TLS: o.tls, DeferListen: o.deferListen}
 	if o.storeDir != "" {
 		bo := badgerdb.DefaultOptions(o.storeDir).WithMemTableSize(16 << 20).WithNumMemtables(2).WithValueLogFileSize(16 << 20).WithValueThreshold(1 << 10).WithLogger(nil)
-		require.NoError(t, srv.AddHook(new(badger.Hook), &badger.Options{Path: o.storeDir, Options: &bo}))
+		mo.Hooks = []mochi.HookLoadConfig{{Hook: new(badger.Hook), Config: &badger.Options{Path: o.storeDir, Options: &bo}}}
 	}
-	addr := o.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	tcp := mqttbroker.NewListener("tcp", addr, o.tls)
-	b := &testBroker{srv: srv}
-	if !o.deferListen {
-		require.NoError(t, srv.AddListener(tcp))
-		b.addr = tcp.Address()
-	}
-	require.NoError(t, srv.Serve())
+	broker, err := mqttbroker.Start(mo)
+	require.NoError(t, err)
+	b := &testBroker{broker: broker, srv: broker.Server(), addr: broker.Addr()}
 	if o.deferListen {
 		b.listenLater = func() {
-			require.NoError(t, srv.AddListener(tcp))
-			b.addr = tcp.Address()
-			srv.Listeners.Serve("tcp", srv.EstablishConnection)
+			require.NoError(t, broker.Listen())
+			b.addr = broker.Addr()
 		}
 	}
 	t.Cleanup(b.close)
