@@ -2,9 +2,7 @@ package pipeline_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -13,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,21 +33,14 @@ func newCluster(t testing.TB, partitions int32, topics ...string) *kfake.Cluster
 	return c
 }
 
-// startMochi starts an in-process MQTT broker (mochi) that allows every
-// client, listening for network ("tcp", or "tls" with tlsConf) on addr
-// (127.0.0.1:0 for a free port); it returns the server, the address it
-// listens on and stop, which closes it once (mochi's Close panics the
-// second time) and runs at the test's end.
-func startMochi(t testing.TB, network, addr string, tlsConf *tls.Config) (srv *mochi.Server, listening string, stop func()) {
+// startBroker starts an in-process MQTT broker with o, closed at the
+// test's end.
+func startBroker(t testing.TB, o mqttbroker.Options) *mqttbroker.Broker {
 	t.Helper()
-	srv = mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
-	l := mqttbroker.NewListener(network, addr, tlsConf)
-	require.NoError(t, srv.AddListener(l))
-	require.NoError(t, srv.Serve())
-	stop = sync.OnceFunc(func() { _ = srv.Close() })
-	t.Cleanup(stop)
-	return srv, l.Address(), stop
+	b, err := mqttbroker.Start(o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
 }
 
 // readingValue is a deterministic value per sensor and sequence number

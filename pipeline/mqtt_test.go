@@ -26,6 +26,7 @@ import (
 	"github.com/tflo-io/tflo/streaming/state/files"
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/logtest"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/statetest"
 )
@@ -39,8 +40,7 @@ const (
 // gateways come and go over.
 type edgeEnv struct {
 	broker *mochi.Server
-	// stopBroker closes broker, once (mochi's Close panics the second
-	// time).
+	// stopBroker closes broker (idempotent).
 	stopBroker func()
 	addr       string
 	kafka      *kfake.Cluster
@@ -49,11 +49,11 @@ type edgeEnv struct {
 
 func newEdgeEnv(t testing.TB) *edgeEnv {
 	t.Helper()
-	srv, addr, stop := startMochi(t, "tcp", "127.0.0.1:0", nil)
+	b := startBroker(t, mqttbroker.Options{})
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, signalsTopic))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)
-	return &edgeEnv{broker: srv, stopBroker: stop, addr: addr, kafka: kc, store: memory.New()}
+	return &edgeEnv{broker: b.Server(), stopBroker: func() { _ = b.Close() }, addr: b.Addr(), kafka: kc, store: memory.New()}
 }
 
 // edgeGateway is the iot-portal edge as a pipeline value: readings from

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tflo-io/tflo/pipeline"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestIdleGroupMemberIsReady: a worker whose group has more members than
@@ -119,7 +120,7 @@ func TestMQTTNotReadyWhileTheBrokerIsDown(t *testing.T) {
 	}, waitFor, "the worker is not ready, naming the source and the broker")
 
 	// The broker again, on the same address.
-	startMochi(t, "tcp", e.addr, nil)
+	startBroker(t, mqttbroker.Options{Addr: e.addr})
 	r.waitFor(t, func() bool { return ready() == nil }, waitFor, "the worker is ready again after the reconnect")
 }
 

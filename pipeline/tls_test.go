@@ -20,6 +20,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -32,7 +33,8 @@ import (
 func TestPrivateCAFromTheSpec(t *testing.T) {
 	pki := tlstest.New(t)
 
-	broker, brokerAddr, _ := startMochi(t, "tls", "127.0.0.1:0", pki.ServerConfig())
+	b := startBroker(t, mqttbroker.Options{TLS: pki.ServerConfig()})
+	broker, brokerAddr := b.Server(), b.Addr()
 
 	influx := influxtest.Start(t)
 	influx.CreateDatabase(t, "plant")
