@@ -34,18 +34,6 @@ func startBroker(t *testing.T, o mqttbroker.Options) *mqttbroker.Broker {
 	return b
 }
 
-// serve has srv, a mochi server a test built for its own hooks or
-// limits, listen on a free loopback port and serve until the test's end;
-// it returns the address.
-func serve(t *testing.T, srv *mochi.Server) string {
-	t.Helper()
-	tcp := mqttbroker.NewListener("tcp", "127.0.0.1:0", nil)
-	require.NoError(t, srv.AddListener(tcp))
-	require.NoError(t, srv.Serve())
-	t.Cleanup(func() { _ = srv.Close() })
-	return tcp.Address()
-}
-
 func TestSimulatorPublishesToRealBroker(t *testing.T) {
 	b := startBroker(t, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -258,12 +246,10 @@ func TestProcessRidesOutABrokerRestart(t *testing.T) {
 // the simulator counted the reading as published, though it went
 // nowhere. It is an error naming the broker, the topic and the reason.
 func TestPublishRefusedByTheBrokerIsAnError(t *testing.T) {
-	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, srv.AddHook(new(auth.Hook), &auth.Options{Ledger: &auth.Ledger{
+	addr := startBroker(t, mqttbroker.Options{Ledger: &auth.Ledger{
 		Auth: auth.AuthRules{{Allow: true}},
 		ACL:  auth.ACLRules{{Filters: auth.Filters{"sensors/#": auth.Deny}}},
-	}}))
-	addr := serve(t, srv)
+	}}).Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + addr})
@@ -305,9 +291,7 @@ func TestPublishAfterCloseIsErrStopped(t *testing.T) {
 func TestPublishTheBrokerDropsIsAnError(t *testing.T) {
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = 256
-	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler), Capabilities: caps})
-	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
-	addr := serve(t, srv)
+	addr := startBroker(t, mqttbroker.Options{Capabilities: caps}).Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + addr})
