@@ -69,6 +69,19 @@ func freshWriter(t testing.TB, a parquet.Archive, pipeline string, shard int32, 
 	return w
 }
 
+// compactTwoFiles compacts a's small files and fails the test unless
+// that merged two files in one run.
+func compactTwoFiles(t testing.TB, a parquet.Archive) {
+	t.Helper()
+	res, err := parquet.Compact(context.Background(), a, "", "", parquet.CompactPolicy{TargetSize: 1 << 30, SmallFile: 1 << 20}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 || len(res.Runs[0].Inputs) != 2 {
+		t.Fatalf("compaction merged %+v, want the two files in one run", res.Runs)
+	}
+}
+
 // readEveryFile reads every visible archive file from start to end, each
 // on its own (no de-duplication across files, as an independent reader
 // such as Spark or DuckDB over a glob would), and returns the rows in
@@ -744,13 +757,7 @@ func TestRollingWriterRestoresAfterCompactionOfItsLastFiles(t *testing.T) {
 			if len(staged) != 0 {
 				t.Errorf("after the final commit, with every file published, the staging folder still holds %v", staged)
 			}
-			res, err := parquet.Compact(ctx, a, "", "", parquet.CompactPolicy{TargetSize: 1 << 30, SmallFile: 1 << 20}, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Runs) != 1 || len(res.Runs[0].Inputs) != 2 {
-				t.Fatalf("compaction merged %+v, want the two files in one run", res.Runs)
-			}
+			compactTwoFiles(t, a)
 			w2, err := parquet.NewRollingWriter(a, "p", 0, 2)
 			if err != nil {
 				t.Fatal(err)
@@ -791,13 +798,7 @@ func TestRollingWriterRestoresAfterCompactionOfCommittedFilesBesideAnOpenOne(t *
 	if st := mustCommit(t, w, 2); len(st.Files) != 2 {
 		t.Fatalf("commit published %v, want the two finished files", st.Files)
 	}
-	res, err := parquet.Compact(ctx, a, "", "", parquet.CompactPolicy{TargetSize: 1 << 30, SmallFile: 1 << 20}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Runs) != 1 || len(res.Runs[0].Inputs) != 2 {
-		t.Fatalf("compaction merged %+v, want the two files in one run", res.Runs)
-	}
+	compactTwoFiles(t, a)
 	// The owner crashed after the commit; the next one restores its checkpoint.
 	w2, err := parquet.NewRollingWriter(a, "p", 0, 2)
 	if err != nil {
