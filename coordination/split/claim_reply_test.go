@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination"
-	"github.com/tflo-io/tflo/coordination/memstore"
 	"github.com/tflo-io/tflo/coordination/split"
-	"github.com/tflo-io/tflo/coordination/vclock"
 )
 
 // replyLostStore lands the first Update of key but answers it with a
@@ -41,7 +39,7 @@ func (r *replyLostStore) Update(ctx context.Context, ks coordination.Keyspace, k
 // own write and goes on with it.
 func TestClaimWhoseProgressReplyWasLostIsNoFailedTenancy(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk, mem := newVirtualMem(t, ttl)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	ctx := context.Background()
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	store := &replyLostStore{Store: mem, key: "prog.s1"}
@@ -59,36 +57,10 @@ func TestClaimWhoseProgressReplyWasLostIsNoFailedTenancy(t *testing.T) {
 		require.NoError(t, json.Unmarshal(e.Value, &p))
 		return p.Status == split.StatusQuarantined
 	}
-	advanceUntil(t, clk, w, ttl, func() bool { return len(w.Held()) == 1 || quarantined() }, "w1 claims s1 or quarantines it")
+	split.AdvanceUntil(t, clk, w, ttl, func() bool { return len(w.Held()) == 1 || quarantined() }, "w1 claims s1 or quarantines it")
 	require.True(t, store.lost.Load(), "the fault was injected")
 	require.False(t, quarantined(), "a claim whose reply was lost quarantined the split")
 	ten, ok := w.Tenancy("s1")
 	require.True(t, ok)
 	require.EqualValues(t, 1, ten.Epoch(), "the claim went on with the write that landed")
-}
-
-// newVirtualMem returns a virtual clock and an in-memory store on it whose
-// leases last ttl.
-func newVirtualMem(t *testing.T, ttl time.Duration) (*vclock.Clock, *memstore.Store) {
-	t.Helper()
-	clk := vclock.New(time.Unix(1_800_000_000, 0))
-	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
-	require.NoError(t, err)
-	return clk, mem
-}
-
-// advanceUntil moves virtual time on in steps of 100 ms, but only while w
-// has caught up with its renewals (it must never outrun them), until done
-// holds.
-func advanceUntil(t *testing.T, clk *vclock.Clock, w *split.Worker, ttl time.Duration, done func() bool, msg string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		if done() {
-			return true
-		}
-		if clk.Now().Sub(w.LastRenewal()) <= ttl/3 {
-			clk.Advance(100 * time.Millisecond)
-		}
-		return false
-	}, 30*time.Second, time.Millisecond, msg)
 }

@@ -91,14 +91,14 @@ func (s *stopDuringStore) Update(ctx context.Context, ks coordination.Keyspace, 
 // own deadline, and the shutdown releases what it claimed.
 func TestShutdownDuringAClaimLeavesNoLeaseOrOwnedRecord(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk, mem := newVirtualMem(t, ttl)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	ctx := context.Background()
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	store := &stopDuringStore{Store: mem, key: "prog.s1", stopper: newStopper(cancel)}
 	w, done := runW1(t, runCtx, store, clk, untilRevoked, split.WithMaxAttempts(1))
-	advanceUntil(t, clk, w, ttl, store.fired, "w1 claims s1 and is stopped while it does")
+	split.AdvanceUntil(t, clk, w, ttl, store.fired, "w1 claims s1 and is stopped while it does")
 	requireRunReturns(t, done)
 
 	_, err := mem.Get(ctx, coordination.Ephemeral, "lease.s1")
@@ -134,13 +134,13 @@ func (s *stopDuringPlanStore) Create(ctx context.Context, ks coordination.Keyspa
 // the shutdown withdraws the leadership it won.
 func TestShutdownDuringAnElectionLeavesNoLeaderKey(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk, mem := newVirtualMem(t, ttl)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	ctx := context.Background()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	store := &stopDuringPlanStore{Store: mem, stopper: newStopper(cancel)}
 	w, done := runW1(t, runCtx, store, clk, untilStopped)
-	advanceUntil(t, clk, w, ttl, store.fired, "w1 runs for leadership and is stopped while it does")
+	split.AdvanceUntil(t, clk, w, ttl, store.fired, "w1 runs for leadership and is stopped while it does")
 	requireRunReturns(t, done)
 	_, err := mem.Get(ctx, coordination.Ephemeral, "leader")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")
@@ -166,15 +166,15 @@ func (s *losePlanStore) Update(ctx context.Context, ks coordination.Keyspace, ke
 // stop arrived left the key a whole TTL, with nobody leading.
 func TestShutdownDuringAStepDownLeavesNoLeaderKey(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk, mem := newVirtualMem(t, ttl)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	ctx := context.Background()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	store := &losePlanStore{Store: mem, stopper: newStopper(cancel)}
 	w, done := runW1(t, runCtx, store, clk, untilStopped)
-	advanceUntil(t, clk, w, ttl, w.IsLeader, "w1 leads")
+	split.AdvanceUntil(t, clk, w, ttl, w.IsLeader, "w1 leads")
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
-	advanceUntil(t, clk, w, ttl, store.fired, "w1 publishes a plan, loses its CAS and is stopped meanwhile")
+	split.AdvanceUntil(t, clk, w, ttl, store.fired, "w1 publishes a plan, loses its CAS and is stopped meanwhile")
 	requireRunReturns(t, done)
 	_, err := mem.Get(ctx, coordination.Ephemeral, "leader")
 	require.ErrorIs(t, err, coordination.ErrNotFound, "the stopped worker left its leader key behind")

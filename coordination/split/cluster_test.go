@@ -55,9 +55,7 @@ type node struct {
 }
 
 func newCluster(t testing.TB, nSplits int) *cluster {
-	clk := vclock.New(time.Unix(1_800_000_000, 0))
-	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
-	require.NoError(t, err)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	c := &cluster{
 		t: t, clk: clk, mem: mem, audit: newAudit(mem, clk), app: newApp(clk, 2*step),
 		metrics: split.NewMetrics(nil), nodes: map[split.WorkerID]*node{},

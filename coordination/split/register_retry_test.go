@@ -32,7 +32,7 @@ func (f *failFirstCreate) Create(ctx context.Context, ks coordination.Keyspace, 
 // presence write was retried only after a third of the lease TTL.
 func TestRegistrationRetriesAtTheRetryInterval(t *testing.T) {
 	const ttl, retry = 3 * time.Second, 100 * time.Millisecond
-	clk, mem := newVirtualMem(t, ttl)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	store := &failFirstCreate{Store: mem}
 	ctx, cancel := context.WithCancel(context.Background())
 	w, done := runW1(t, ctx, store, clk, untilStopped, split.WithRetryInterval(retry))

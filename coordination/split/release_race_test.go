@@ -69,7 +69,7 @@ func (g *gateStore) Delete(ctx context.Context, ks coordination.Keyspace, key st
 // split's next owner waits a whole TTL for it to expire.
 func TestReleaseRacingARenewalFreesTheLease(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk, mem := newVirtualMem(t, ttl)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	ctx := context.Background()
 	require.NoError(t, split.AddSplits(ctx, mem, split.Spec{ID: "s1", Weight: 1}))
 	gate := newGateStore(mem, "lease.s1")
@@ -93,10 +93,10 @@ func TestReleaseRacingARenewalFreesTheLease(t *testing.T) {
 
 	// Virtual time passes only while the worker has caught up with its
 	// renewals: it must never outrun them.
-	advanceUntil(t, clk, w, ttl, func() bool { return len(w.Held()) == 1 }, "w1 claims s1")
+	split.AdvanceUntil(t, clk, w, ttl, func() bool { return len(w.Held()) == 1 }, "w1 claims s1")
 
 	gate.arm()
-	advanceUntil(t, clk, w, ttl, func() bool { return closed(gate.landed) }, "a renewal of the lease lands")
+	split.AdvanceUntil(t, clk, w, ttl, func() bool { return closed(gate.landed) }, "a renewal of the lease lands")
 
 	close(stop) // the handler returns: release
 	select {

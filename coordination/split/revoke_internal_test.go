@@ -7,9 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tflo-io/tflo/coordination/memstore"
-	"github.com/tflo-io/tflo/coordination/vclock"
 )
 
 // TestRevokingAnEndedTenancyLeavesDrainingAlone: the control loop and the
@@ -19,9 +16,7 @@ import (
 // stayed one too high for good.
 func TestRevokingAnEndedTenancyLeavesDrainingAlone(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk := vclock.New(time.Unix(1_800_000_000, 0))
-	mem, err := memstore.New(memstore.WithClock(clk), memstore.WithLeaseTTL(ttl))
-	require.NoError(t, err)
+	clk, mem := NewVirtualMem(t, ttl)
 	ctx := context.Background()
 	require.NoError(t, AddSplits(ctx, mem, Spec{ID: "s1", Weight: 1}))
 	stop := make(chan struct{})
@@ -49,15 +44,7 @@ func TestRevokingAnEndedTenancyLeavesDrainingAlone(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	}()
-	require.Eventually(t, func() bool {
-		if len(w.Held()) == 1 {
-			return true
-		}
-		if clk.Now().Sub(w.LastRenewal()) <= ttl/3 {
-			clk.Advance(100 * time.Millisecond)
-		}
-		return false
-	}, 30*time.Second, time.Millisecond, "w1 claims s1")
+	AdvanceUntil(t, clk, w, ttl, func() bool { return len(w.Held()) == 1 }, "w1 claims s1")
 	first, ok := w.Tenancy("s1")
 	require.True(t, ok)
 

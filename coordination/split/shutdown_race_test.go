@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/coordination"
+	"github.com/tflo-io/tflo/coordination/split"
 )
 
 // holdStore holds one armed Update of key before it reaches the store,
@@ -64,7 +65,7 @@ func (h *holdStore) Delete(ctx context.Context, ks coordination.Keyspace, key st
 // and the leader keeps assigning it splits nobody runs.
 func TestShutdownWithdrawsPresenceDespiteARenewal(t *testing.T) {
 	const ttl = 3 * time.Second
-	clk, mem := newVirtualMem(t, ttl)
+	clk, mem := split.NewVirtualMem(t, ttl)
 	ctx := context.Background()
 	hold := &holdStore{Store: mem, key: "worker.w1", held: make(chan struct{}), open: make(chan struct{}), finished: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -75,7 +76,7 @@ func TestShutdownWithdrawsPresenceDespiteARenewal(t *testing.T) {
 	hold.mu.Lock()
 	hold.armed = true
 	hold.mu.Unlock()
-	advanceUntil(t, clk, w, ttl, func() bool { return closed(hold.held) }, "a presence renewal is in flight")
+	split.AdvanceUntil(t, clk, w, ttl, func() bool { return closed(hold.held) }, "a presence renewal is in flight")
 
 	cancel() // graceful stop while the renewal is in flight
 	requireRunReturns(t, done)
