@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
@@ -152,12 +153,14 @@ running backfill's replays follow, one line each, from their last
 heartbeat: the partition each is in, at which file and row (or that it is
 finishing, its batch replayed to its end), and what it flushed; one whose
 attempt failed says it waits to retry, when the next attempt is due and
-the failure (-o json: "replaying"); before any heartbeated, the
-partitions in flight. With --wait, redraw the progress line until the
-backfill ends; a backfill that ended other than completed exits 1 with
-its error. With no control worker polling task queue tflo-control
-(nothing would answer its status query), a running backfill exits 1 at
-once, saying so, and an ended one shows how it ended, without progress.
+the failure, also one that failed before its first heartbeat (as each
+does while the sink is down), named by its activity id (-o json:
+"replaying"); before any heartbeated, the partitions in flight. With
+--wait, redraw the progress line until the backfill ends; a backfill
+that ended other than completed exits 1 with its error. With no control
+worker polling task queue tflo-control (nothing would answer its status
+query), a running backfill exits 1 at once, saying so, and an ended one
+shows how it ended, without progress.
 
 Exit code 3: no backfill has that --name.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -501,8 +504,11 @@ func progressLine(p workflows.BackfillProgress) string {
 }
 
 // replay is where one replay activity in flight stands, as its last
-// heartbeat has it.
+// heartbeat has it (one whose retry waits with no heartbeat to read: its
+// activity id, attempt and failure only).
 type replay struct {
+	// ActivityID is the activity's id in the backfill's run.
+	ActivityID string `json:"activity_id"`
 	// Partition is the partition it is in now (for a backfill started
 	// before partition paging, the file it replays); "" when the status
 	// query's Running does not say which (Batch and Finished then do).
@@ -541,16 +547,18 @@ type replay struct {
 // query's partitions in flight (each batch's in order), names the one it
 // is in (none once it finished them all: the next in running is another
 // batch's);
-// ReplayFile heartbeats its file's position. waiting counts the replay
-// activities with no heartbeat (or one that does not decode).
+// ReplayFile heartbeats its file's position. A replay whose retry waits
+// is among reps with no heartbeat too (its attempt failed before the
+// first, as each does while the sink is down): its failure is the reason
+// the backfill stands still. waiting counts the other replay activities
+// with no heartbeat (or one that does not decode).
 func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string) (reps []replay, waiting int) {
-	dc := converter.GetDefaultDataConverter()
 	for _, pa := range pending {
 		typ := pa.GetActivityType().GetName()
 		if typ != "ReplayPartition" && typ != "ReplayFile" {
 			continue
 		}
-		r := replay{Attempt: pa.GetAttempt()}
+		r := replay{ActivityID: pa.GetActivityId(), Attempt: pa.GetAttempt()}
 		if t := pa.GetLastHeartbeatTime(); t != nil {
 			r.LastHeartbeat = t.AsTime()
 		}
@@ -560,37 +568,51 @@ func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string
 				r.NextAttempt = t.AsTime()
 			}
 		}
-		if pa.GetHeartbeatDetails() == nil {
+		if !r.readHeartbeat(typ, pa.GetHeartbeatDetails(), running) && !r.Retrying {
 			waiting++
 			continue
-		}
-		if typ == "ReplayFile" {
-			var hb activities.ReplayFileProgress
-			if dc.FromPayloads(pa.GetHeartbeatDetails(), &hb) != nil || hb.File == "" {
-				waiting++
-				continue
-			}
-			r.Partition, r.Row, r.Rows, r.Written = hb.File, hb.Row, hb.Rows, hb.Written
-			reps = append(reps, r)
-			continue
-		}
-		var hb activities.ReplayPartitionResult
-		if dc.FromPayloads(pa.GetHeartbeatDetails(), &hb) != nil || hb.Partition == "" {
-			waiting++
-			continue
-		}
-		r.Batch, r.BatchSize, r.Finished = hb.Partition, hb.BatchSize, hb.Finished
-		r.File, r.Row, r.Files, r.Rows, r.Written = hb.Next.File, hb.Next.Row, hb.Files, hb.Rows, hb.Written
-		switch i := slices.Index(running, hb.Partition); {
-		case r.finishing():
-		case hb.Finished == 0:
-			r.Partition = hb.Partition
-		case i >= 0 && i+hb.Finished < len(running):
-			r.Partition = running[i+hb.Finished]
 		}
 		reps = append(reps, r)
 	}
 	return reps, waiting
+}
+
+// readHeartbeat sets where r stands from the heartbeat details hb of its
+// activity, of type typ (ReplayPartition or ReplayFile), and tells
+// whether they said (false: none, or ones that do not decode).
+func (r *replay) readHeartbeat(typ string, hb *commonpb.Payloads, running []string) bool {
+	if hb == nil {
+		return false
+	}
+	dc := converter.GetDefaultDataConverter()
+	if typ == "ReplayFile" {
+		var fp activities.ReplayFileProgress
+		if dc.FromPayloads(hb, &fp) != nil || fp.File == "" {
+			return false
+		}
+		r.Partition, r.Row, r.Rows, r.Written = fp.File, fp.Row, fp.Rows, fp.Written
+		return true
+	}
+	var pr activities.ReplayPartitionResult
+	if dc.FromPayloads(hb, &pr) != nil || pr.Partition == "" {
+		return false
+	}
+	r.Batch, r.BatchSize, r.Finished = pr.Partition, pr.BatchSize, pr.Finished
+	r.File, r.Row, r.Files, r.Rows, r.Written = pr.Next.File, pr.Next.Row, pr.Files, pr.Rows, pr.Written
+	switch i := slices.Index(running, pr.Partition); {
+	case r.finishing():
+	case pr.Finished == 0:
+		r.Partition = pr.Partition
+	case i >= 0 && i+pr.Finished < len(running):
+		r.Partition = running[i+pr.Finished]
+	}
+	return true
+}
+
+// heartbeated tells a replay whose heartbeat says where it stands (every
+// one read from a heartbeat names its batch or its file).
+func (r replay) heartbeated() bool {
+	return r.Batch != "" || r.Partition != ""
 }
 
 // finishing tells a replay that replayed every partition of its batch
@@ -603,16 +625,21 @@ func (r replay) finishing() bool {
 // per replay in flight that heartbeated: the partition (or file) it is in
 // and where (or that it is finishing, its batch replayed to its end), and
 // what it flushed; one whose retry waits says so, with when its next
-// attempt is due and its last failure (shortened to a line). When none did, it names the partitions
-// in flight (running) instead, as the status query has them.
+// attempt is due and its last failure (shortened to a line). When none
+// heartbeated, it names the partitions in flight (running) instead, as
+// the status query has them. A replay whose retry waits with no
+// heartbeat is named by its activity id, with its attempt and failure.
 func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
-	if len(reps) == 0 {
-		if len(running) > 0 {
-			printf(w, "  in flight (no replay has heartbeated yet): %s\n", strings.Join(running, ", "))
-		}
-		return
+	heartbeated := slices.ContainsFunc(reps, replay.heartbeated)
+	if !heartbeated && len(running) > 0 {
+		printf(w, "  in flight (no replay has heartbeated yet): %s\n", strings.Join(running, ", "))
 	}
 	for _, r := range reps {
+		attempt, failure := r.attempt()
+		if !r.heartbeated() {
+			printf(w, "  waiting to retry replay activity %s (%s, no heartbeat yet%s)\n", cell(r.ActivityID), attempt, failure)
+			continue
+		}
 		verb, what := "replaying", r.Partition
 		switch {
 		case r.finishing() && r.BatchSize == 1:
@@ -635,28 +662,39 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 		if r.Batch != "" {
 			flushed = fmt.Sprintf("%d files, %d rows", r.Files, r.Rows)
 		}
-		attempt, failure := fmt.Sprintf("attempt %d", r.Attempt), ""
 		if r.Retrying {
 			verb = "waiting to retry"
-			switch until := time.Until(r.NextAttempt); {
-			case r.NextAttempt.IsZero():
-			case until > 0:
-				attempt += " in " + shortDuration(until)
-			default:
-				// Due, and no worker took it: none polls, or all are busy.
-				attempt += " due since " + shortDuration(-until)
-			}
-			failure = "; last failure: " + cell(oneLine(r.LastFailure, 100))
 		}
 		printf(w, "  %s %s (this activity flushed %s; %s, last heartbeat %s%s)\n",
 			verb, what, flushed, attempt, cell(age(r.LastHeartbeat)), failure)
 	}
 	switch {
+	case !heartbeated:
 	case waiting == 1:
 		printf(w, "  and 1 replay with no heartbeat yet\n")
 	case waiting > 1:
 		printf(w, "  and %d replays with no heartbeat yet\n", waiting)
 	}
+}
+
+// attempt says which attempt r is in ("attempt 3") and, when its retry
+// waits, when that attempt is due ("attempt 3 in 8s", "attempt 3 due
+// since 2m0s"), with failure its last failure on one line ("; last
+// failure: ...", "" when it does not wait).
+func (r replay) attempt() (attempt, failure string) {
+	attempt = fmt.Sprintf("attempt %d", r.Attempt)
+	if !r.Retrying {
+		return attempt, ""
+	}
+	switch until := time.Until(r.NextAttempt); {
+	case r.NextAttempt.IsZero():
+	case until > 0:
+		attempt += " in " + shortDuration(until)
+	default:
+		// Due, and no worker took it: none polls, or all are busy.
+		attempt += " due since " + shortDuration(-until)
+	}
+	return attempt, "; last failure: " + cell(oneLine(r.LastFailure, 100))
 }
 
 // plainInterval is how often a watched backfill prints a progress line

@@ -409,7 +409,8 @@ func TestBackfillStatusShowsWhereEachReplayIs(t *testing.T) {
 	assert.Equal(t, []string{first}, st.Progress.Running)
 	require.Len(t, st.Replaying, 1, r.out)
 	rep := st.Replaying[0]
-	assert.Equal(t, replay{Partition: first, Batch: first, File: file, Row: 1200, Files: 1, Rows: 1200, Written: 1200, Attempt: 1, LastHeartbeat: rep.LastHeartbeat}, rep)
+	assert.NotEmpty(t, rep.ActivityID)
+	assert.Equal(t, replay{ActivityID: rep.ActivityID, Partition: first, Batch: first, File: file, Row: 1200, Files: 1, Rows: 1200, Written: 1200, Attempt: 1, LastHeartbeat: rep.LastHeartbeat}, rep)
 	assert.WithinDuration(t, time.Now(), rep.LastHeartbeat, time.Minute)
 
 	close(release)
@@ -436,51 +437,64 @@ func replayPendingWhere(srv *temporaltest.Server, id string, cond func(*workflow
 // TestBackfillStatusShowsAReplayWaitingToRetry: a replay whose attempt
 // failed, its retry waiting (here for a worker: its worker stopped), is
 // shown waiting to retry, with the failure, shortened to a line, and
-// when the next attempt is due. Bug: it read "replaying", with its
-// attempt and heartbeat age only.
+// when the next attempt is due: where it stands when it heartbeated,
+// else by its activity id. Bugs: it read "replaying", with its attempt
+// and heartbeat age only; with no heartbeat, it was hidden behind "in
+// flight (no replay has heartbeated yet)".
 func TestBackfillStatusShowsAReplayWaitingToRetry(t *testing.T) {
-	isolateTemporalConfig(t)
-	srv := temporaltest.Start(t)
-	addr := "--address=" + srv.HostPort
 	const first = "a/shard-000000/" // fakeactivities.Stages' first partition
 	file := first + "f-000001.parquet"
-	stages := &fakeactivities.Stages{ReplayPartition: func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
-		if in.Partition == first && activity.GetInfo(ctx).Attempt == 1 {
-			activity.RecordHeartbeat(ctx, activities.ReplayPartitionResult{Partition: first, BatchSize: 1, Next: parquet.Position{File: file, Row: 1200}, Files: 1, Rows: 1200, Written: 1200})
-			<-activity.GetWorkerStopChannel(ctx)
-		}
-		return activities.ReplayPartitionResult{}, errors.New("sink influx: 503 service unavailable,\n  retry later")
-	}}
-	replayWorker := startStageWorkers(t, srv, stages, workflows.BackfillTaskQueue)[0]
+	for _, tc := range []struct {
+		name      string
+		heartbeat bool
+		want      string
+	}{
+		{"heartbeated", true, `\n  waiting to retry a/shard-000000/ at file a/shard-000000/f-000001\.parquet row 1200 \(this activity flushed 1 files, 1200 rows; attempt 2 (in|due since) [0-9.]+m?s, last heartbeat [0-9.]+m?s ago; last failure: sink influx: 503 service unavailable, retry later\)\n$`},
+		{"before a heartbeat", false, `\n  in flight \(no replay has heartbeated yet\): a/shard-000000/\n  waiting to retry replay activity [0-9]+ \(attempt 2 (in|due since) [0-9.]+m?s, no heartbeat yet; last failure: sink influx: 503 service unavailable, retry later\)\n$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			isolateTemporalConfig(t)
+			srv := temporaltest.Start(t)
+			addr := "--address=" + srv.HostPort
+			stages := &fakeactivities.Stages{ReplayPartition: func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+				if in.Partition == first && activity.GetInfo(ctx).Attempt == 1 {
+					if tc.heartbeat {
+						activity.RecordHeartbeat(ctx, activities.ReplayPartitionResult{Partition: first, BatchSize: 1, Next: parquet.Position{File: file, Row: 1200}, Files: 1, Rows: 1200, Written: 1200})
+					}
+					<-activity.GetWorkerStopChannel(ctx)
+				}
+				return activities.ReplayPartitionResult{}, errors.New("sink influx: 503 service unavailable,\n  retry later")
+			}}
+			replayWorker := startStageWorkers(t, srv, stages, workflows.BackfillTaskQueue)[0]
 
-	r := run(t, "backfill", "start", addr, "--name", "retry", "--archive", "file:///archive", "--window", "1")
-	require.Equal(t, exitOK, r.code, r.err)
-	id := workflows.BackfillWorkflowID("retry")
-	require.Eventually(t, replayPendingWhere(srv, id, func(pa *workflowpb.PendingActivityInfo) bool { return pa.GetHeartbeatDetails() != nil }),
-		30*time.Second, 50*time.Millisecond, "the replay's heartbeat reaches the server")
-	replayWorker.Stop() // the attempt fails; no worker takes the retry
-	require.Eventually(t, replayPendingWhere(srv, id, func(pa *workflowpb.PendingActivityInfo) bool {
-		return pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED && pa.GetAttempt() == 2 && pa.GetLastFailure() != nil
-	}), 30*time.Second, 50*time.Millisecond, "the retry waits")
+			r := run(t, "backfill", "start", addr, "--name", "retry", "--archive", "file:///archive", "--window", "1")
+			require.Equal(t, exitOK, r.code, r.err)
+			id := workflows.BackfillWorkflowID("retry")
+			require.Eventually(t, replayPendingWhere(srv, id, func(pa *workflowpb.PendingActivityInfo) bool {
+				return pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED && (pa.GetHeartbeatDetails() != nil) == tc.heartbeat
+			}), 30*time.Second, 50*time.Millisecond, "the replay runs (its heartbeat reaching the server: %v)", tc.heartbeat)
+			replayWorker.Stop() // the attempt fails; no worker takes the retry
+			require.Eventually(t, replayPendingWhere(srv, id, func(pa *workflowpb.PendingActivityInfo) bool {
+				return pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED && pa.GetAttempt() == 2 && pa.GetLastFailure() != nil
+			}), 30*time.Second, 50*time.Millisecond, "the retry waits")
 
-	r = run(t, "backfill", "status", addr, "--name", "retry")
-	require.Equal(t, exitOK, r.code, r.err)
-	assert.Regexp(t, `\n  waiting to retry a/shard-000000/ at file a/shard-000000/f-000001\.parquet row 1200 \(this activity flushed 1 files, 1200 rows; attempt 2 (in|due since) [0-9.]+m?s, last heartbeat [0-9.]+m?s ago; last failure: sink influx: 503 service unavailable, retry later\)\n$`, r.out)
-	r = run(t, "backfill", "status", addr, "--name", "retry", "-o", "json")
-	require.Equal(t, exitOK, r.code, r.err)
-	var st struct {
-		Replaying []struct {
-			Retrying    bool      `json:"retrying"`
-			NextAttempt time.Time `json:"next_attempt"`
-			LastFailure string    `json:"last_failure"`
-		} `json:"replaying"`
+			r = run(t, "backfill", "status", addr, "--name", "retry")
+			require.Equal(t, exitOK, r.code, r.err)
+			assert.Regexp(t, tc.want, r.out)
+			r = run(t, "backfill", "status", addr, "--name", "retry", "-o", "json")
+			require.Equal(t, exitOK, r.code, r.err)
+			var st struct {
+				Replaying []replay `json:"replaying"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(r.out), &st), r.out)
+			require.Len(t, st.Replaying, 1, r.out)
+			rep := st.Replaying[0]
+			assert.NotEmpty(t, rep.ActivityID)
+			assert.True(t, rep.Retrying)
+			assert.Equal(t, "sink influx: 503 service unavailable,\n  retry later", rep.LastFailure, "whole, under -o json")
+			assert.WithinDuration(t, time.Now(), rep.NextAttempt, time.Minute)
+		})
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.out), &st), r.out)
-	require.Len(t, st.Replaying, 1, r.out)
-	rep := st.Replaying[0]
-	assert.True(t, rep.Retrying)
-	assert.Equal(t, "sink influx: 503 service unavailable,\n  retry later", rep.LastFailure, "whole, under -o json")
-	assert.WithinDuration(t, time.Now(), rep.NextAttempt, time.Minute)
 }
 
 // TestReplaysInFlightNamesThePartitionNotTheBatch: a ReplayPartition
@@ -564,12 +578,7 @@ func TestReplaysInFlightOfABatchReplayedToItsEnd(t *testing.T) {
 // "replaying". Bug: all read "replaying", with no failure.
 func TestReplaysInFlightWaitingToRetry(t *testing.T) {
 	retrying := func(hb any, next time.Time, failure string) *workflowpb.PendingActivityInfo {
-		pa := pendingActivity(t, "ReplayPartition", hb)
-		pa.State, pa.Attempt, pa.LastFailure = enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, 3, &failurepb.Failure{Message: failure}
-		if !next.IsZero() {
-			pa.NextAttemptScheduleTime = timestamppb.New(next)
-		}
-		return pa
+		return retryingActivity(t, "ReplayPartition", hb, next, failure)
 	}
 	running := []string{"p0", "p1", "p2"}
 	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
@@ -584,4 +593,74 @@ func TestReplaysInFlightWaitingToRetry(t *testing.T) {
   waiting to retry the batch of 2 partitions beginning with p1, all replayed \(this activity flushed 2 files, 20 rows; attempt 3 due since 1h0m[01]s, last heartbeat -; last failure: x{99}…\)
   replaying p2, at its start \(this activity flushed 0 files, 0 rows; attempt 2, last heartbeat -\)
 $`, out.String())
+}
+
+// retryingActivity is a pending activity of type typ, with heartbeat
+// details hb (nil: none), whose third attempt waits, due at next (zero:
+// the server does not say), its last attempt failed with failure.
+func retryingActivity(t *testing.T, typ string, hb any, next time.Time, failure string) *workflowpb.PendingActivityInfo {
+	t.Helper()
+	pa := pendingActivity(t, typ, hb)
+	pa.State, pa.Attempt, pa.LastFailure = enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, 3, &failurepb.Failure{Message: failure}
+	if !next.IsZero() {
+		pa.NextAttemptScheduleTime = timestamppb.New(next)
+	}
+	return pa
+}
+
+// TestReplaysInFlightWaitingToRetryBeforeAHeartbeat: a replay whose
+// attempt failed before its first heartbeat (as each does while the sink
+// is down) and whose retry waits is shown, by its activity id, with when
+// the attempt is due and its last failure, also when no replay
+// heartbeated (under the partitions in flight); -o json has it with
+// retrying, next_attempt and last_failure. Bug: it was only counted in
+// "N replays with no heartbeat yet", or hidden behind "in flight (no
+// replay has heartbeated yet)": its failure was never shown.
+func TestReplaysInFlightWaitingToRetryBeforeAHeartbeat(t *testing.T) {
+	withID := func(id string, pa *workflowpb.PendingActivityInfo) *workflowpb.PendingActivityInfo {
+		pa.ActivityId = id
+		return pa
+	}
+	running := []string{"p0", "p1", "p2"}
+	next := time.Now().Add(time.Hour)
+	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
+		withID("5", pendingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p0", BatchSize: 1, Next: parquet.Position{File: "p0/f1", Row: 9}, Files: 1, Rows: 9})),
+		withID("6", retryingActivity(t, "ReplayPartition", nil, next, "sink influx: 503 service unavailable,\n  retry later")),
+		withID("7", pendingActivity(t, "ReplayPartition", nil)), // attempt 2 started, no heartbeat yet
+	}, running)
+	assert.Equal(t, 1, waiting, "the started replay with no heartbeat")
+	var out bytes.Buffer
+	printReplays(&out, reps, waiting, running)
+	assert.Regexp(t, `^  replaying p0 at file p0/f1 row 9 \(this activity flushed 1 files, 9 rows; attempt 2, last heartbeat -\)
+  waiting to retry replay activity 6 \(attempt 3 in (59m5[0-9]s|1h0m0s), no heartbeat yet; last failure: sink influx: 503 service unavailable, retry later\)
+  and 1 replay with no heartbeat yet
+$`, out.String())
+
+	// No replay heartbeated: each waits to retry, the sink down.
+	reps, waiting = replaysInFlight([]*workflowpb.PendingActivityInfo{
+		withID("8", retryingActivity(t, "ReplayPartition", nil, time.Now().Add(-time.Hour), strings.Repeat("x", 200))),
+		withID("9", retryingActivity(t, "ReplayFile", nil, time.Time{}, "sink down")),
+	}, running)
+	assert.Zero(t, waiting)
+	out.Reset()
+	printReplays(&out, reps, waiting, running)
+	assert.Regexp(t, `^  in flight \(no replay has heartbeated yet\): p0, p1, p2
+  waiting to retry replay activity 8 \(attempt 3 due since 1h0m[01]s, no heartbeat yet; last failure: x{99}…\)
+  waiting to retry replay activity 9 \(attempt 3, no heartbeat yet; last failure: sink down\)
+$`, out.String())
+
+	require.Len(t, reps, 2)
+	b, err := json.Marshal(reps[1])
+	require.NoError(t, err)
+	var rep struct {
+		ActivityID  string    `json:"activity_id"`
+		Retrying    bool      `json:"retrying"`
+		NextAttempt time.Time `json:"next_attempt"`
+		LastFailure string    `json:"last_failure"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rep), string(b))
+	assert.Equal(t, "9", rep.ActivityID)
+	assert.True(t, rep.Retrying)
+	assert.Equal(t, "sink down", rep.LastFailure)
+	assert.True(t, rep.NextAttempt.IsZero())
 }
