@@ -154,13 +154,13 @@ heartbeat: the partition each is in, at which file and row (or that it is
 finishing, its batch replayed to its end), and what it flushed; one whose
 attempt failed says it waits to retry, when the next attempt is due and
 the failure, also one that failed before its first heartbeat (as each
-does while the sink is down), named by its activity id (-o json:
-"replaying"); before any heartbeated, the partitions in flight. With
---wait, redraw the progress line until the backfill ends; a backfill
-that ended other than completed exits 1 with its error. With no control
-worker polling task queue tflo-control (nothing would answer its status
-query), a running backfill exits 1 at once, saying so, and an ended one
-shows how it ended, without progress.
+does while the sink is down), where it starts (-o json: "replaying");
+before any heartbeated, the partitions in flight. With --wait, redraw
+the progress line until the backfill ends; a backfill that ended other
+than completed exits 1 with its error. With no control worker polling
+task queue tflo-control (nothing would answer its status query), a
+running backfill exits 1 at once, saying so, and an ended one shows how
+it ended, without progress.
 
 Exit code 3: no backfill has that --name.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -307,6 +307,7 @@ func (a *app) watchBackfill(ctx context.Context, c client.Client, name string, w
 		waiting := 0
 		if qerr == nil && !closed {
 			reps, waiting = replaysInFlight(desc.RawResponse.GetPendingActivities(), p.Running)
+			placeFromInputs(wctx, c, id, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), reps)
 		}
 		if a.structured() {
 			if !wf.wait || closed {
@@ -504,8 +505,9 @@ func progressLine(p workflows.BackfillProgress) string {
 }
 
 // replay is where one replay activity in flight stands, as its last
-// heartbeat has it (one whose retry waits with no heartbeat to read: its
-// activity id, attempt and failure only).
+// heartbeat has it (one whose retry waits with no heartbeat: where its
+// input starts it, when placeFromInputs found it, else its activity id,
+// attempt and failure only).
 type replay struct {
 	// ActivityID is the activity's id in the backfill's run.
 	ActivityID string `json:"activity_id"`
@@ -538,6 +540,9 @@ type replay struct {
 	Retrying    bool      `json:"retrying,omitempty"`
 	NextAttempt time.Time `json:"next_attempt"`
 	LastFailure string    `json:"last_failure,omitempty"`
+	// undecoded: its heartbeat details did not decode (a build's of
+	// another shape): where it stands is not known, not its input's start.
+	undecoded bool
 }
 
 // replaysInFlight reads, from a backfill's pending activities, where each
@@ -568,9 +573,12 @@ func replaysInFlight(pending []*workflowpb.PendingActivityInfo, running []string
 				r.NextAttempt = t.AsTime()
 			}
 		}
-		if !r.readHeartbeat(typ, pa.GetHeartbeatDetails(), running) && !r.Retrying {
-			waiting++
-			continue
+		if !r.readHeartbeat(typ, pa.GetHeartbeatDetails(), running) {
+			r.undecoded = pa.GetHeartbeatDetails() != nil
+			if !r.Retrying {
+				waiting++
+				continue
+			}
 		}
 		reps = append(reps, r)
 	}
@@ -609,10 +617,60 @@ func (r *replay) readHeartbeat(typ string, hb *commonpb.Payloads, running []stri
 	return true
 }
 
-// heartbeated tells a replay whose heartbeat says where it stands (every
-// one read from a heartbeat names its batch or its file).
-func (r replay) heartbeated() bool {
+// placed tells a replay whose heartbeat, or input, says where it stands
+// (every one read from either names its batch or its file).
+func (r replay) placed() bool {
 	return r.Batch != "" || r.Partition != ""
+}
+
+// placeFromInputs places each replay of reps that no heartbeat placed
+// (one whose retry waits, its attempts failing before their first
+// heartbeat) where its input starts it, which the history of backfill
+// run (id, runID) has, in the event that scheduled it. It reads the
+// history only when there is such a replay, and no further than the
+// last one's; one it cannot read leaves them named by their activity id.
+func placeFromInputs(ctx context.Context, c client.Client, id, runID string, reps []replay) {
+	unplaced := map[string]int{}
+	for i, r := range reps {
+		if !r.placed() && !r.undecoded && r.ActivityID != "" {
+			unplaced[r.ActivityID] = i
+		}
+	}
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for len(unplaced) > 0 && it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return
+		}
+		a := ev.GetActivityTaskScheduledEventAttributes()
+		i, ok := unplaced[a.GetActivityId()]
+		if !ok {
+			continue
+		}
+		delete(unplaced, a.GetActivityId())
+		reps[i].readInput(a.GetActivityType().GetName(), a.GetInput())
+	}
+}
+
+// readInput places r, a replay with no heartbeat, where its input (of an
+// activity of type typ) starts it: a ReplayPartition at its batch's
+// first partition, from its start position; a ReplayFile at its file's
+// start. Input that does not decode leaves r as it is.
+func (r *replay) readInput(typ string, input *commonpb.Payloads) {
+	dc := converter.GetDefaultDataConverter()
+	if typ == "ReplayFile" {
+		var in activities.ReplayFileInput
+		if dc.FromPayloads(input, &in) == nil {
+			r.Partition = in.File
+		}
+		return
+	}
+	var in activities.ReplayPartitionInput
+	if dc.FromPayloads(input, &in) != nil || in.Partition == "" {
+		return
+	}
+	r.Partition, r.Batch, r.BatchSize = in.Partition, in.Partition, 1+len(in.Then)
+	r.File, r.Row = in.Start.File, in.Start.Row
 }
 
 // finishing tells a replay that replayed every partition of its batch
@@ -627,16 +685,17 @@ func (r replay) finishing() bool {
 // what it flushed; one whose retry waits says so, with when its next
 // attempt is due and its last failure (shortened to a line). When none
 // heartbeated, it names the partitions in flight (running) instead, as
-// the status query has them. A replay whose retry waits with no
-// heartbeat is named by its activity id, with its attempt and failure.
+// the status query has them. A replay whose retry waits, not placed by a
+// heartbeat or its input, is named by its activity id, with its attempt
+// and failure.
 func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
-	heartbeated := slices.ContainsFunc(reps, replay.heartbeated)
-	if !heartbeated && len(running) > 0 {
+	placed := slices.ContainsFunc(reps, replay.placed)
+	if !placed && len(running) > 0 {
 		printf(w, "  in flight (no replay has heartbeated yet): %s\n", strings.Join(running, ", "))
 	}
 	for _, r := range reps {
 		attempt, failure := r.attempt()
-		if !r.heartbeated() {
+		if !r.placed() {
 			printf(w, "  waiting to retry replay activity %s (%s, no heartbeat yet%s)\n", cell(r.ActivityID), attempt, failure)
 			continue
 		}
@@ -669,7 +728,7 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 			verb, what, flushed, attempt, cell(age(r.LastHeartbeat)), failure)
 	}
 	switch {
-	case !heartbeated:
+	case !placed:
 	case waiting == 1:
 		printf(w, "  and 1 replay with no heartbeat yet\n")
 	case waiting > 1:

@@ -438,9 +438,9 @@ func replayPendingWhere(srv *temporaltest.Server, id string, cond func(*workflow
 // failed, its retry waiting (here for a worker: its worker stopped), is
 // shown waiting to retry, with the failure, shortened to a line, and
 // when the next attempt is due: where it stands when it heartbeated,
-// else by its activity id. Bugs: it read "replaying", with its attempt
-// and heartbeat age only; with no heartbeat, it was hidden behind "in
-// flight (no replay has heartbeated yet)".
+// else where its input starts it. Bugs: it read "replaying", with its
+// attempt and heartbeat age only; with no heartbeat, it was hidden behind
+// "in flight (no replay has heartbeated yet)".
 func TestBackfillStatusShowsAReplayWaitingToRetry(t *testing.T) {
 	const first = "a/shard-000000/" // fakeactivities.Stages' first partition
 	file := first + "f-000001.parquet"
@@ -450,7 +450,7 @@ func TestBackfillStatusShowsAReplayWaitingToRetry(t *testing.T) {
 		want      string
 	}{
 		{"heartbeated", true, `\n  waiting to retry a/shard-000000/ at file a/shard-000000/f-000001\.parquet row 1200 \(this activity flushed 1 files, 1200 rows; attempt 2 (in|due since) [0-9.]+m?s, last heartbeat [0-9.]+m?s ago; last failure: sink influx: 503 service unavailable, retry later\)\n$`},
-		{"before a heartbeat", false, `\n  in flight \(no replay has heartbeated yet\): a/shard-000000/\n  waiting to retry replay activity [0-9]+ \(attempt 2 (in|due since) [0-9.]+m?s, no heartbeat yet; last failure: sink influx: 503 service unavailable, retry later\)\n$`},
+		{"before a heartbeat", false, `\n  waiting to retry a/shard-000000/, at its start \(this activity flushed 0 files, 0 rows; attempt 2 (in|due since) [0-9.]+m?s, last heartbeat -; last failure: sink influx: 503 service unavailable, retry later\)\n$`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			isolateTemporalConfig(t)
@@ -490,6 +490,8 @@ func TestBackfillStatusShowsAReplayWaitingToRetry(t *testing.T) {
 			require.Len(t, st.Replaying, 1, r.out)
 			rep := st.Replaying[0]
 			assert.NotEmpty(t, rep.ActivityID)
+			assert.Equal(t, first, rep.Partition)
+			assert.Equal(t, first, rep.Batch)
 			assert.True(t, rep.Retrying)
 			assert.Equal(t, "sink influx: 503 service unavailable,\n  retry later", rep.LastFailure, "whole, under -o json")
 			assert.WithinDuration(t, time.Now(), rep.NextAttempt, time.Minute)
@@ -663,4 +665,38 @@ $`, out.String())
 	assert.True(t, rep.Retrying)
 	assert.Equal(t, "sink down", rep.LastFailure)
 	assert.True(t, rep.NextAttempt.IsZero())
+}
+
+// TestReplayPlacedByItsInput: a replay whose retry waits with no
+// heartbeat is placed where its input starts it (the input the history
+// has): a batch's first partition, at its start position, or a file.
+// One whose heartbeat did not decode is not (where it stands is not
+// known).
+func TestReplayPlacedByItsInput(t *testing.T) {
+	input := func(in any) *commonpb.Payloads {
+		p, err := converter.GetDefaultDataConverter().ToPayloads(in)
+		require.NoError(t, err)
+		return p
+	}
+	running := []string{"p0", "p1", "p2"}
+	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
+		retryingActivity(t, "ReplayPartition", nil, time.Time{}, "sink down"),
+		retryingActivity(t, "ReplayPartition", nil, time.Time{}, "sink down"),
+		retryingActivity(t, "ReplayFile", nil, time.Time{}, "sink down"),
+		retryingActivity(t, "ReplayPartition", map[string]int{"partition": 1}, time.Time{}, "sink down"),
+	}, running)
+	assert.Zero(t, waiting)
+	require.Len(t, reps, 4)
+	assert.Equal(t, []bool{false, false, false, true}, []bool{reps[0].undecoded, reps[1].undecoded, reps[2].undecoded, reps[3].undecoded})
+	reps[0].readInput("ReplayPartition", input(activities.ReplayPartitionInput{Partition: "p0"}))
+	reps[1].readInput("ReplayPartition", input(activities.ReplayPartitionInput{Partition: "p1", Then: []string{"p2"}, Start: parquet.Position{File: "p1/f3", Row: 4}}))
+	reps[2].readInput("ReplayFile", input(activities.ReplayFileInput{File: "x.parquet"}))
+	var out bytes.Buffer
+	printReplays(&out, reps, waiting, running)
+	assert.Equal(t, `  waiting to retry p0, at its start (this activity flushed 0 files, 0 rows; attempt 3, last heartbeat -; last failure: sink down)
+  waiting to retry p1 at file p1/f3 row 4 (this activity flushed 0 files, 0 rows; attempt 3, last heartbeat -; last failure: sink down)
+  waiting to retry x.parquet, at its start (this activity flushed 0 rows; attempt 3, last heartbeat -; last failure: sink down)
+  waiting to retry replay activity - (attempt 3, no heartbeat yet; last failure: sink down)
+`, out.String())
+	assert.Equal(t, 2, reps[1].BatchSize)
 }
