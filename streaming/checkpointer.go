@@ -485,11 +485,13 @@ func (c *Checkpointer) setManifest(m Manifest) {
 }
 
 // countsAsStorageFailure reports whether err says something about the
-// stores: fencing and ordering refusals do not.
+// stores: fencing and ordering refusals do not, nor a checkpoint its
+// caller cancelled.
 func countsAsStorageFailure(err error) bool {
 	var notOwner *NotOwnerError
 	return !errors.As(err, &notOwner) && !errors.Is(err, ErrFenced) &&
-		!errors.Is(err, ErrStateNotSaved) && !errors.Is(err, ErrUnknownCheckpoint)
+		!errors.Is(err, ErrStateNotSaved) && !errors.Is(err, ErrUnknownCheckpoint) &&
+		!errors.Is(err, context.Canceled)
 }
 
 // fail records a failed stage and returns the error to report: a
@@ -500,7 +502,14 @@ func (c *Checkpointer) fail(stage string, id CheckpointID, err error) error {
 	if _, ok := err.(*StageError); !ok && !errors.As(err, &notOwner) {
 		err = &StageError{Shard: c.shard, Checkpoint: id, Stage: stage, Err: err}
 	}
-	c.cfg.log.Warn("checkpoint stage failed", "shard", c.shard, "checkpoint", uint64(id), "stage", stage, "err", err)
+	if errors.Is(err, context.Canceled) {
+		// Its caller gave up on it (a worker stopping, a shard being
+		// released, whose final checkpoint follows): not a failure to
+		// warn of. A stage timeout is context.DeadlineExceeded, and warns.
+		c.cfg.log.Info("checkpoint cancelled", "shard", c.shard, "checkpoint", uint64(id), "stage", stage, "err", err)
+	} else {
+		c.cfg.log.Warn("checkpoint stage failed", "shard", c.shard, "checkpoint", uint64(id), "stage", stage, "err", err)
+	}
 	c.statusMu.Lock()
 	c.status.Failures++
 	if storage {

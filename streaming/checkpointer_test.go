@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -835,3 +836,57 @@ func sweepOrphanedPieces(t *testing.T, st *tinyStore, state streaming.StateStore
 	}
 	require.Equal(t, map[string]int64{"a": 1, "b": 1}, restored(t, st))
 }
+
+// TestCancelledCheckpointIsNotAFailureToWarnOf: a checkpoint in flight
+// when its caller gives up (a worker stopping, whose final checkpoint
+// follows) logged "checkpoint stage failed" as a warning, at nearly
+// every demo stop, and counted as a store failure. It is logged as
+// cancelled, at info, and not counted against the stores; a store that
+// fails still warns.
+func TestCancelledCheckpointIsNotAFailureToWarnOf(t *testing.T) {
+	st := newTinyStore()
+	fs := faults.Wrap(st, st)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	logged := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
+	src := newCounterSource()
+	cp := newCP(t, src, fs, fs, streaming.WithCheckpointLogger(log))
+	src.Apply("a", 1)
+
+	fs.Hang(faults.OpLoad, faults.OpSave, faults.OpSaveBatch)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := cp.Checkpoint(ctx); done <- err }()
+	require.Eventually(t, func() bool {
+		return fs.Calls(faults.OpLoad)+fs.Calls(faults.OpSave)+fs.Calls(faults.OpSaveBatch) > 0
+	}, 10*time.Second, time.Millisecond, "the checkpoint reached the store")
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled checkpoint did not return")
+	}
+	require.ErrorIs(t, err, context.Canceled)
+	require.Contains(t, logged(), `level=INFO msg="checkpoint cancelled"`)
+	require.NotContains(t, logged(), "checkpoint stage failed")
+	require.Zero(t, cp.Status().ConsecutiveFailures, "a cancel says nothing of the stores")
+
+	fs.Heal()
+	fs.FailNext(faults.OpSaveBatch, 1)
+	fs.FailNext(faults.OpSave, 1)
+	src.Apply("b", 2)
+	_, err = cp.Checkpoint(context.Background())
+	require.ErrorIs(t, err, faults.ErrInjected)
+	require.Contains(t, logged(), `level=WARN msg="checkpoint stage failed"`)
+	require.Equal(t, 1, cp.Status().ConsecutiveFailures)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
