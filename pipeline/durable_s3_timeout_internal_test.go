@@ -16,11 +16,9 @@ import (
 // the store's client: a load from a server that never answers fails,
 // naming the manifest and the timeout, instead of waiting for good.
 func TestDurableS3ResponseTimeout(t *testing.T) {
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("TFLO_TEST_S3_KEY", "key")
-	t.Setenv("TFLO_TEST_S3_SECRET", "secret")
-	state := State{Durable: Durable{S3: &S3Store{Bucket: "ckpt", Prefix: "edge", Endpoint: s3test.Silent(t), Region: "us-east-1",
-		AccessKeyEnv: "TFLO_TEST_S3_KEY", SecretKeyEnv: "TFLO_TEST_S3_SECRET", ResponseTimeout: 200 * time.Millisecond}}}
+	c := s3test.SilentSettings(t, 200*time.Millisecond)
+	state := State{Durable: Durable{S3: &S3Store{Bucket: "ckpt", Prefix: "edge", Endpoint: c.Endpoint, Region: c.Region,
+		AccessKeyEnv: c.AccessKeyEnv, SecretKeyEnv: c.SecretKeyEnv, ResponseTimeout: c.ResponseTimeout}}}
 	st, closeStore, err := openDurable(context.Background(), state, nil, slog.Default(), nil)
 	require.NoError(t, err)
 	defer closeStore()

@@ -17,11 +17,7 @@ import (
 // naming the prefix and the timeout, instead of waiting for good (the
 // context here has no deadline, as a sink's background upload's has none).
 func TestS3ResponseTimeoutSetting(t *testing.T) {
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("TFLO_TEST_S3_KEY", "key")
-	t.Setenv("TFLO_TEST_S3_SECRET", "secret")
-	c := archiveloc.S3{Endpoint: s3test.Silent(t), Region: "us-east-1", AccessKeyEnv: "TFLO_TEST_S3_KEY", SecretKeyEnv: "TFLO_TEST_S3_SECRET",
-		ResponseTimeout: 200 * time.Millisecond}
+	c := s3test.SilentSettings(t, 200*time.Millisecond)
 	loc, err := archiveloc.Parse("s3://arch/events")
 	require.NoError(t, err)
 	a, err := archiveloc.Open(context.Background(), loc, c)

@@ -7,7 +7,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tflo-io/tflo/internal/archiveloc"
 )
+
+// SilentSettings returns archive settings reaching a Silent endpoint,
+// with keys in environment variables set for the test and no
+// instance-metadata probe, and the given response timeout.
+func SilentSettings(t testing.TB, timeout time.Duration) archiveloc.S3 {
+	t.Helper()
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("TFLO_TEST_S3_KEY", "key")
+	t.Setenv("TFLO_TEST_S3_SECRET", "secret")
+	return archiveloc.S3{Endpoint: Silent(t), Region: "us-east-1", AccessKeyEnv: "TFLO_TEST_S3_KEY", SecretKeyEnv: "TFLO_TEST_S3_SECRET",
+		ResponseTimeout: timeout}
+}
 
 // Silent starts a TCP listener on a loopback port that accepts
 // connections, reads what the client sends and never answers: an S3
