@@ -18,7 +18,6 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/streaming/state/memory"
-	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 const topic = "readings"
@@ -31,16 +30,6 @@ func newCluster(t testing.TB, partitions int32, topics ...string) *kfake.Cluster
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
-}
-
-// startBroker starts an in-process MQTT broker with o, closed at the
-// test's end.
-func startBroker(t testing.TB, o mqttbroker.Options) *mqttbroker.Broker {
-	t.Helper()
-	b, err := mqttbroker.Start(o)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	return b
 }
 
 // readingValue is a deterministic value per sensor and sequence number

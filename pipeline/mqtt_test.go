@@ -27,6 +27,7 @@ import (
 	"github.com/tflo-io/tflo/streaming/state/memory"
 	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/statetest"
 )
@@ -49,7 +50,7 @@ type edgeEnv struct {
 
 func newEdgeEnv(t testing.TB) *edgeEnv {
 	t.Helper()
-	b := startBroker(t, mqttbroker.Options{})
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, signalsTopic))
 	require.NoError(t, err)
 	t.Cleanup(kc.Close)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 )
 
 // TestIdleGroupMemberIsReady: a worker whose group has more members than
@@ -120,7 +121,7 @@ func TestMQTTNotReadyWhileTheBrokerIsDown(t *testing.T) {
 	}, waitFor, "the worker is not ready, naming the source and the broker")
 
 	// The broker again, on the same address.
-	startBroker(t, mqttbroker.Options{Addr: e.addr})
+	mqttbrokertest.Start(t, mqttbroker.Options{Addr: e.addr})
 	r.waitFor(t, func() bool { return ready() == nil }, waitFor, "the worker is ready again after the reconnect")
 }
 

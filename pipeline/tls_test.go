@@ -21,6 +21,7 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/testsuite/influxtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -33,7 +34,7 @@ import (
 func TestPrivateCAFromTheSpec(t *testing.T) {
 	pki := tlstest.New(t)
 
-	b := startBroker(t, mqttbroker.Options{TLS: pki.ServerConfig()})
+	b := mqttbrokertest.Start(t, mqttbroker.Options{TLS: pki.ServerConfig()})
 	broker, brokerAddr := b.Server(), b.Addr()
 
 	influx := influxtest.Start(t)

@@ -28,6 +28,7 @@ import (
 	"github.com/tflo-io/tflo/connectors/mqtt"
 	"github.com/tflo-io/tflo/testsuite/mosquittotest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 	"github.com/tflo-io/tflo/testsuite/toolbin"
 )
 
@@ -422,9 +423,7 @@ func TestEdgeSIGKILLExactlyOnce(t *testing.T) {
 			killAfter := func(r *rand.Rand) time.Duration { return time.Duration(300+r.IntN(1200)) * time.Millisecond }
 			switch broker {
 			case "mochi":
-				b, err := mqttbroker.Start(mqttbroker.Options{})
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = b.Close() })
+				b := mqttbrokertest.Start(t, mqttbroker.Options{})
 				addr, url = b.Addr(), b.URL()
 				const sensors = 48
 				rs, every, gap = edgeReadings(sensors, 30), sensors, 1010*time.Millisecond

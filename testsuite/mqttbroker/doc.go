@@ -7,7 +7,8 @@
 // subscribing as the broker. Its TCP listener (Listener) closes every
 // connection it accepted when the server closes, and waits for them:
 // mochi's own leaves a connection accepted during Close to race the
-// server's wait for its clients.
+// server's wait for its clients. A test starts one, closed at its end,
+// with mqttbrokertest.Start.
 //
 // Concurrency: a Broker is safe for concurrent use; Close is idempotent.
 package mqttbroker

@@ -21,21 +21,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
-// startBroker starts an in-process MQTT broker with o, closed at the
-// test's end.
-func startBroker(t *testing.T, o mqttbroker.Options) *mqttbroker.Broker {
-	t.Helper()
-	b, err := mqttbroker.Start(o)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
-
 func TestSimulatorPublishesToRealBroker(t *testing.T) {
-	b := startBroker(t, mqttbroker.Options{})
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -118,7 +109,7 @@ func TestDialMQTTBadURL(t *testing.T) {
 // A process stopped by its context returns nil and logs its counts, with
 // no error: a requested stop is not a failure.
 func TestProcessStopIsNoError(t *testing.T) {
-	b := startBroker(t, mqttbroker.Options{})
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	var cfg simulator.MainConfig
 	cfg.Sensors, cfg.Interval = 2, time.Millisecond
 	cfg.MQTT.URL = b.URL()
@@ -144,7 +135,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // simulator's user is an error naming the broker and the user, at once,
 // not a wait until the context ends.
 func TestDialMQTTFailsOnRefusedCredentials(t *testing.T) {
-	b := startBroker(t, mqttbroker.Options{Users: map[string]string{"sim": "right"}})
+	b := mqttbrokertest.Start(t, mqttbroker.Options{Users: map[string]string{"sim": "right"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL(), Username: "sim", Password: "wrong"})
@@ -219,7 +210,7 @@ func TestProcessRefusesAnUnsetPasswordVariable(t *testing.T) {
 // worker's MQTT source does the same), instead of ending the run with
 // the publish's error.
 func TestProcessRidesOutABrokerRestart(t *testing.T) {
-	b := startBroker(t, mqttbroker.Options{})
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	var cfg simulator.MainConfig
 	cfg.Sensors, cfg.Interval, cfg.Pace = 2, time.Millisecond, true
 	cfg.MQTT.URL = b.URL()
@@ -229,7 +220,7 @@ func TestProcessRidesOutABrokerRestart(t *testing.T) {
 
 	require.NoError(t, b.Close())
 	require.Eventually(t, func() bool { return p.Ready(context.Background()) != nil }, 10*time.Second, 5*time.Millisecond)
-	startBroker(t, mqttbroker.Options{Addr: b.Addr()})
+	mqttbrokertest.Start(t, mqttbroker.Options{Addr: b.Addr()})
 	n := published()
 	if !assert.Eventually(t, func() bool { return published() >= n+20 }, 20*time.Second, 5*time.Millisecond) {
 		t.Fatalf("the process published nothing after its broker came back; log:\n%s", logs())
@@ -246,7 +237,7 @@ func TestProcessRidesOutABrokerRestart(t *testing.T) {
 // the simulator counted the reading as published, though it went
 // nowhere. It is an error naming the broker, the topic and the reason.
 func TestPublishRefusedByTheBrokerIsAnError(t *testing.T) {
-	addr := startBroker(t, mqttbroker.Options{Ledger: &auth.Ledger{
+	addr := mqttbrokertest.Start(t, mqttbroker.Options{Ledger: &auth.Ledger{
 		Auth: auth.AuthRules{{Allow: true}},
 		ACL:  auth.ACLRules{{Filters: auth.Filters{"sensors/#": auth.Deny}}},
 	}}).Addr()
@@ -270,7 +261,7 @@ func TestPublishRefusedByTheBrokerIsAnError(t *testing.T) {
 // ErrStopped's doc says. Bug: nothing returned ErrStopped; such a publish
 // failed with autopaho's bare "no connection available".
 func TestPublishAfterCloseIsErrStopped(t *testing.T) {
-	b := startBroker(t, mqttbroker.Options{})
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: b.URL()})
@@ -291,7 +282,7 @@ func TestPublishAfterCloseIsErrStopped(t *testing.T) {
 func TestPublishTheBrokerDropsIsAnError(t *testing.T) {
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = 256
-	addr := startBroker(t, mqttbroker.Options{Capabilities: caps}).Addr()
+	addr := mqttbrokertest.Start(t, mqttbroker.Options{Capabilities: caps}).Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pub, err := simulator.DialMQTT(ctx, simulator.MQTTOptions{URL: "mqtt://" + addr})

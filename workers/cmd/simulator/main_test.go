@@ -21,6 +21,7 @@ import (
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 )
 
 // TestSimulatorMainRunsItsRounds: the simulator main publishes its rounds
@@ -148,9 +149,7 @@ func TestSimulatorReadyOnlyWhenConnected(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, body)
 	require.Contains(t, body, "not connected to broker mqtt://"+brokerAddr)
 
-	b, err := mqttbroker.Start(mqttbroker.Options{Addr: brokerAddr})
-	require.NoError(t, err)
-	defer b.Close()
+	mqttbrokertest.Start(t, mqttbroker.Options{Addr: brokerAddr})
 	require.Eventually(t, func() bool { code, _ := readyz(); return code == http.StatusOK }, 30*time.Second, 20*time.Millisecond, "%s", &errOut)
 
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
@@ -201,9 +200,7 @@ func TestSimulatorRefusesAMetricsAddressWithoutAPort(t *testing.T) {
 // for ever. No subscription to # or + (the edge's sensors/#) would read a
 // $ topic anyway.
 func TestSimulatorRefusesATopicItCannotPublishTo(t *testing.T) {
-	b, err := mqttbroker.Start(mqttbroker.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close() })
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	t.Setenv("TFLO_SIMULATOR_MQTT_URL", b.URL())
 	t.Setenv("TFLO_SIMULATOR_ROUNDS", "1")
 	for topic, want := range map[string]string{
