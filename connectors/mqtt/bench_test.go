@@ -13,6 +13,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/tflo-io/tflo/internal/benchratio"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // benchPayloads are readings of 100 sensors in the JSON wire form.
@@ -52,7 +53,7 @@ func (h *completions) OnQosComplete(*mochi.Client, packets.Packet) { <-h.slots }
 // outstanding at the broker. The source omits Receive Maximum, which keeps
 // mochi out of its flow-control path (see mochiDeadlockNote).
 func benchReceive(b *testing.B, h Handler) {
-	br := startBroker(b, brokerOpts{})
+	br := startBroker(b, mqttbroker.Options{})
 	hook := &completions{slots: make(chan struct{}, 256)}
 	if err := br.srv.AddHook(hook, nil); err != nil {
 		b.Fatal(err)

@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"crypto/tls"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 )
 
 // mochiDeadlockNote: mochi v2.7.9 takes its in-flight read lock twice
@@ -29,39 +29,32 @@ type testBroker struct {
 	srv    *mochi.Server
 	addr   string // host:port
 
-	listenLater func() // set when started with deferListen
+	listenLater func() // set when started with Options.DeferListen
 }
 
 // close stops the broker (idempotent).
 func (b *testBroker) close() { _ = b.broker.Close() }
 
-type brokerOpts struct {
-	users    map[string]string // nil: allow everyone
-	tls      *tls.Config
-	storeDir string // non-empty: persist sessions (badger storage hook)
-	addr     string // empty: 127.0.0.1:0
-	// deferListen starts the broker without accepting connections until
-	// listen is called (to queue messages for an offline session).
-	deferListen bool
+// sessionStore is the hook that keeps the broker's sessions in a badger
+// store in dir (mqttbroker.Options.Hooks): a broker started again on dir
+// has the sessions and queued messages of the one before.
+func sessionStore(dir string) []mochi.HookLoadConfig {
+	bo := badgerdb.DefaultOptions(dir).WithMemTableSize(16 << 20).WithNumMemtables(2).WithValueLogFileSize(16 << 20).WithValueThreshold(1 << 10).WithLogger(nil)
+	return []mochi.HookLoadConfig{{Hook: new(badger.Hook), Config: &badger.Options{Path: dir, Options: &bo}}}
 }
 
-func startBroker(t testing.TB, o brokerOpts) *testBroker {
+// startBroker starts a broker with o, closed at the test's end
+// (mqttbrokertest.Start).
+func startBroker(t testing.TB, o mqttbroker.Options) *testBroker {
 	t.Helper()
-	mo := mqttbroker.Options{Addr: o.addr, Users: o.users, TLS: o.tls, DeferListen: o.deferListen}
-	if o.storeDir != "" {
-		bo := badgerdb.DefaultOptions(o.storeDir).WithMemTableSize(16 << 20).WithNumMemtables(2).WithValueLogFileSize(16 << 20).WithValueThreshold(1 << 10).WithLogger(nil)
-		mo.Hooks = []mochi.HookLoadConfig{{Hook: new(badger.Hook), Config: &badger.Options{Path: o.storeDir, Options: &bo}}}
-	}
-	broker, err := mqttbroker.Start(mo)
-	require.NoError(t, err)
+	broker := mqttbrokertest.Start(t, o)
 	b := &testBroker{broker: broker, srv: broker.Server(), addr: broker.Addr()}
-	if o.deferListen {
+	if o.DeferListen {
 		b.listenLater = func() {
 			require.NoError(t, broker.Listen())
 			b.addr = broker.Addr()
 		}
 	}
-	t.Cleanup(b.close)
 	return b
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/logtest"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestDeadLetterSink: the sink a pipeline writes an MQTT source's dead
@@ -29,7 +30,7 @@ import (
 // dead letter, a topic the source would read back, and writes while the
 // source is not running.
 func TestDeadLetterSink(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/sink")
 	var sink *DeadLetterSink
 	var mu sync.Mutex
@@ -82,7 +83,7 @@ func TestDeadLetterSink(t *testing.T) {
 // waits for the handler before it reconnects) until the packet timeout,
 // the connect timeout (2s here).
 func TestDeadLetterLostWithTheConnection(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/lost")
 	var sink *DeadLetterSink
 	var mu sync.Mutex
@@ -130,7 +131,7 @@ func TestDeadLetterLostWithTheConnection(t *testing.T) {
 // at 36aa470: its redelivered message was lost a second time). The
 // hook makes the first publish meet a down connection.
 func TestDeadLetterOnAConnectionNotYetStored(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/early")
 	var downs atomic.Int32
 	testHookFirstPublish = func(publish func() error) error {
@@ -174,7 +175,7 @@ func TestDeadLetterBeforeRunStoresTheConnection(t *testing.T) {
 	}
 	t.Cleanup(func() { testHookConnMade, testHookWaitConn = nil, nil })
 
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/early")
 	s := newTestSource(t, b, "edge-dlq-early", WithDeadLetterTopic("dlq/early"))
 	var rec recorder
@@ -221,7 +222,7 @@ func (h *latePuback) OnPublish(_ *mochi.Client, pk packets.Packet) (packets.Pack
 // connection is dropped, and the broker redelivers the message on the
 // next one, where it is dead-lettered and acknowledged.
 func TestDeadLetterPubackTimeoutOnALiveConnection(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/slow")
 	hook := &latePuback{topic: "dlq/slow", release: make(chan struct{})}
 	require.NoError(t, b.srv.AddHook(hook, nil))
@@ -260,7 +261,7 @@ func TestDeadLetterPubackTimeoutOnALiveConnection(t *testing.T) {
 // dead-lettered (TestMQTTCursorRetainedDeadLetter: the digest is kept
 // in the cursor's encoding).
 func TestRetainedDeadLetterNotRepeatedOnResubscribe(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/edge")
 	require.NoError(t, b.srv.Publish("sensors/bad", []byte("not json"), true, 1))
 	require.NoError(t, b.srv.Publish("sensors/ok", reading("ok", 100, 1), true, 1))

@@ -10,6 +10,8 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestFloodOfDistinctPacketIDsKeepsMemoryFlat drives one million distinct
@@ -101,7 +103,7 @@ func TestFloodThroughTheBrokerKeepsCursorBounded(t *testing.T) {
 		t.Skip("20k messages through the broker")
 	}
 	const n, windowCap, topicCap = 20_000, 1024, 64
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	hook := &completions{slots: make(chan struct{}, 256)}
 	require.NoError(t, b.srv.AddHook(hook, nil))
 	s := newTestSource(t, b, "edge-flood", WithDedupCapacity(windowCap, topicCap))

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/testsuite/logtest"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // deadLetters records what the broker receives on a dead-letter topic.
@@ -68,7 +69,7 @@ func (d *deadLetters) props(i int, key string) []string {
 // wrapped) were all handed to the graph. They are dead-lettered now, with
 // the reason, and the stream goes on.
 func TestReadingsOutOfLimitsAreDeadLettered(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/edge")
 	s := newTestSource(t, b, "edge-limits", WithDeadLetterTopic("dlq/edge"))
 	var rec recorder
@@ -114,7 +115,7 @@ func TestReadingsOutOfLimitsAreDeadLettered(t *testing.T) {
 // with a far-future ts set its topic's retained sequence for good, so
 // every later retained message on the topic was dropped as stale.
 func TestFarFutureTSDoesNotPoisonRetainedSequences(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s1 := newTestSource(t, b, "edge-poison-1")
 	var rec1 recorder
 	r1 := runSource(t, s1, rec1.handle)
@@ -143,7 +144,7 @@ func TestFarFutureTSDoesNotPoisonRetainedSequences(t *testing.T) {
 // on sensors/dev1 could write any sensor's state. By default the id must
 // be the topic's last level; a mismatch is dead-lettered.
 func TestSensorMustMatchTopic(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/edge")
 	s := newTestSource(t, b, "edge-topic", WithDeadLetterTopic("dlq/edge"))
 	var rec recorder
@@ -159,7 +160,7 @@ func TestSensorMustMatchTopic(t *testing.T) {
 	assert.Contains(t, reason[0], `sensor "dev2" is not "dev1"`)
 
 	// Configurable off, for topic layouts that do not end in the id.
-	b2 := startBroker(t, brokerOpts{})
+	b2 := startBroker(t, mqttbroker.Options{})
 	s2 := newTestSource(t, b2, "edge-topic-off", WithRequireTopicMatch(false))
 	var rec2 recorder
 	runSource(t, s2, rec2.handle)
@@ -173,7 +174,7 @@ func TestSensorMustMatchTopic(t *testing.T) {
 // CONNECT, so the broker never delivers such a packet; the next reading
 // flows as usual.
 func TestOversizedPayloadRefusedByBroker(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s := newTestSource(t, b, "edge-huge")
 	var rec recorder
 	runSource(t, s, rec.handle)
@@ -192,7 +193,7 @@ func TestOversizedPayloadRefusedByBroker(t *testing.T) {
 // source's own; properties the publisher set (a forged reason or origin)
 // are not carried over.
 func TestDeadLetterIgnoresPublisherProperties(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/edge")
 	s := newTestSource(t, b, "edge-forge", WithDeadLetterTopic("dlq/edge"))
 	runSource(t, s, func(context.Context, Message) error { return nil })
@@ -226,7 +227,7 @@ func TestDeadLetterIgnoresPublisherProperties(t *testing.T) {
 // dead-lettered and counted.
 func TestDeadLetterLogIsSampled(t *testing.T) {
 	const n = 40
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/edge")
 	logs := logtest.NewCounter("mqtt payload dead-lettered")
 	start := time.Now()

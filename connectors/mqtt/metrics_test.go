@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 func TestPrometheusCountersFollowStats(t *testing.T) {
@@ -17,7 +19,7 @@ func TestPrometheusCountersFollowStats(t *testing.T) {
 	_, err = PrometheusCounters(reg, "tflo", "edge-prom-2") // a second source shares the vector
 	require.NoError(t, err)
 
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s := newTestSource(t, b, "edge-prom", WithCounterHook(hook))
 	var rec recorder
 	runSource(t, s, rec.handle)

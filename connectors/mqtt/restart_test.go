@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestBrokerRestartMidStreamKeepsThePersistentSession stops the broker
@@ -17,7 +19,7 @@ import (
 // Clean Start false — processes every reading exactly once.
 func TestBrokerRestartMidStreamKeepsThePersistentSession(t *testing.T) {
 	store := t.TempDir()
-	b1 := startBroker(t, brokerOpts{storeDir: store})
+	b1 := startBroker(t, mqttbroker.Options{Hooks: sessionStore(store)})
 	addr := b1.addr
 
 	var mu sync.Mutex
@@ -43,7 +45,7 @@ func TestBrokerRestartMidStreamKeepsThePersistentSession(t *testing.T) {
 	b1.close()
 	connects := s.Stats().Connects
 
-	b2 := startBroker(t, brokerOpts{storeDir: store, addr: addr, deferListen: true})
+	b2 := startBroker(t, mqttbroker.Options{Hooks: sessionStore(store), Addr: addr, DeferListen: true})
 	for i := 100; i < 150; i++ { // queued for the offline session
 		require.NoError(t, b2.srv.Publish("sensors/r", reading("r", int64(i), 1), false, 2))
 	}
@@ -77,7 +79,7 @@ func TestBrokerRestartMidStreamKeepsThePersistentSession(t *testing.T) {
 // the broker is down, true again after the reconnect and resubscribe, and
 // false once Run returned.
 func TestStatsSayWhileTheConnectionIsDown(t *testing.T) {
-	b1 := startBroker(t, brokerOpts{})
+	b1 := startBroker(t, mqttbroker.Options{})
 	addr := b1.addr
 	s := newTestSource(t, b1, "edge-link")
 	st := s.Stats()
@@ -91,7 +93,7 @@ func TestStatsSayWhileTheConnectionIsDown(t *testing.T) {
 		"the connection is down")
 	subscribes := s.Stats().Subscribes
 
-	startBroker(t, brokerOpts{addr: addr})
+	startBroker(t, mqttbroker.Options{Addr: addr})
 	require.Eventually(t, linked, waitFor, 5*time.Millisecond, "connected and subscribed again")
 	require.Greater(t, s.Stats().Subscribes, subscribes, "subscribed on the new connection")
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // TestRestoreKeepsTheConfiguredDedupCapacity: a cursor restored from a
@@ -19,7 +21,7 @@ func TestRestoreKeepsTheConfiguredDedupCapacity(t *testing.T) {
 	var cursor []byte
 	require.NoError(t, old.Cut(func(c []byte) error { cursor = c; return nil }))
 
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s := newTestSource(t, b, "edge-grown", WithDedupCapacity(8, 8))
 	require.NoError(t, s.Restore(cursor))
 	require.Equal(t, 8, s.Stats().WindowCap)

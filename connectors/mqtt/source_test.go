@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/testsuite/logtest"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 const waitFor = 15 * time.Second
@@ -101,7 +102,7 @@ func reading(sensor string, ts int64, v float64) []byte {
 }
 
 func TestSourceDeliversReadingsInOrder(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s := newTestSource(t, b, "edge-order")
 	var rec recorder
 	runSource(t, s, rec.handle)
@@ -129,7 +130,7 @@ func TestSourceDeliversReadingsInOrder(t *testing.T) {
 // the PUBCOMP: the client's protocol state has forgotten the id by then,
 // so only the dedup window stands between the redelivery and the handler.
 func TestDuplicateDeliveryProcessedOnce(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s := newTestSource(t, b, "edge-dup")
 	var rec recorder
 	runSource(t, s, rec.handle)
@@ -156,7 +157,7 @@ func TestDuplicateDeliveryProcessedOnce(t *testing.T) {
 }
 
 func TestRetainedNotReprocessedAfterReconnect(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	require.NoError(t, b.srv.Publish("sensors/r", reading("r", 100, 1), true, 1))
 	s := newTestSource(t, b, "edge-retained")
 	var rec recorder
@@ -179,7 +180,7 @@ func TestRetainedNotReprocessedAfterReconnect(t *testing.T) {
 }
 
 func TestMalformedGoesToDeadLetterTopic(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	dl := collectDeadLetters(t, b, "dlq/edge")
 	s := newTestSource(t, b, "edge-dlq", WithDeadLetterTopic("dlq/edge"))
 	var rec recorder
@@ -213,7 +214,7 @@ func TestMalformedGoesToDeadLetterTopic(t *testing.T) {
 
 func TestWrongPasswordIsAClearErrorNotAReconnectStorm(t *testing.T) {
 	const secret = "s3cr3t-wrong-pw"
-	b := startBroker(t, brokerOpts{users: map[string]string{"gateway": "right-pw"}})
+	b := startBroker(t, mqttbroker.Options{Users: map[string]string{"gateway": "right-pw"}})
 
 	t.Run("right password connects", func(t *testing.T) {
 		s := newTestSource(t, b, "edge-auth-ok", WithCredentials("gateway", []byte("right-pw")))
@@ -313,7 +314,7 @@ func TestTopicMatches(t *testing.T) {
 }
 
 func TestSharedSubscriptionSplitsTheStream(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	var mu sync.Mutex
 	seen := map[int64]int{}
 	per := map[string]int{}
@@ -347,7 +348,7 @@ func TestSharedSubscriptionSplitsTheStream(t *testing.T) {
 }
 
 func TestHandlerErrorStopsRunWithoutAck(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s := newTestSource(t, b, "edge-herr")
 	boom := errors.New("sink down")
 	r := runSource(t, s, func(_ context.Context, m Message) error {
@@ -392,7 +393,7 @@ func TestHandlerErrorStopsRunWithoutAck(t *testing.T) {
 // release(false) keeps it for the next cut, and that the next saved cut
 // completes it.
 func TestAckOnCheckpointHoldsAcksUntilTheCutIsSaved(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	s := newTestSource(t, b, "edge-defer", WithAckOnCheckpoint())
 	var rec recorder
 	runSource(t, s, rec.handle)
@@ -421,7 +422,7 @@ func TestAckOnCheckpointHoldsAcksUntilTheCutIsSaved(t *testing.T) {
 // the ConnectError named the first one whatever broker refused the user
 // (here the first cannot be reached and the second refuses).
 func TestRefusedCredentialsNameTheBrokerThatRefused(t *testing.T) {
-	b := startBroker(t, brokerOpts{users: map[string]string{"gateway": "right-pw"}})
+	b := startBroker(t, mqttbroker.Options{Users: map[string]string{"gateway": "right-pw"}})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	dead := "mqtt://" + l.Addr().String()

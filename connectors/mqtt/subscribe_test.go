@@ -11,6 +11,8 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 )
 
 // notifyHandler is a slog.Handler that closes ch at the first record
@@ -63,7 +65,7 @@ func (h *lateSuback) OnSubscribe(_ *mochi.Client, pk packets.Packet) packets.Pac
 // with backoff: the source subscribes and receives, instead of staying
 // on the connection unsubscribed until it happens to drop.
 func TestSubscribeRetriedAfterSubackTimeout(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	hook := &lateSuback{release: make(chan struct{})}
 	require.NoError(t, b.srv.AddHook(hook, nil))
 	failed := make(chan struct{})
@@ -104,7 +106,7 @@ func (h *noSharedSubs) OnPacketEncode(_ *mochi.Client, pk packets.Packet) packet
 // subscribed to nothing. It is the configuration error a refusing SUBACK
 // is: Run stops with an error naming the filter.
 func TestSubscribeTheBrokerCannotTakeStopsRun(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, mqttbroker.Options{})
 	require.NoError(t, b.srv.AddHook(new(noSharedSubs), nil))
 	s := newTestSource(t, b, "edge-no-share", WithSharedGroup("g"))
 	r := runSource(t, s, func(context.Context, Message) error { return nil })

@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/internal/tlsconfig"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
 func TestTLSWithCustomCAAndClientCertificate(t *testing.T) {
 	pki := tlstest.New(t)
-	b := startBroker(t, brokerOpts{tls: pki.ServerConfig()})
+	b := startBroker(t, mqttbroker.Options{TLS: pki.ServerConfig()})
 	tlsURL := "tls://" + b.addr
 
 	t.Run("mutual TLS delivers", func(t *testing.T) {
