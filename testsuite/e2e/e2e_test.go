@@ -35,6 +35,8 @@ import (
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 	"github.com/tflo-io/tflo/workers/simulator"
 	"github.com/tflo-io/tflo/workflows"
 )
@@ -106,17 +108,22 @@ type dlqCollector struct {
 	reasons map[string]string // payload → reason
 	cm      *autopaho.ConnectionManager
 	cancel  context.CancelFunc
+	once    sync.Once
 }
 
 // close disconnects (before the broker stops: a client reconnecting into
-// a closing mochi broker keeps its listener from closing).
+// a closing mochi broker keeps its listener from closing). Idempotent.
 func (d *dlqCollector) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = d.cm.Disconnect(ctx)
-	d.cancel()
+	d.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = d.cm.Disconnect(ctx)
+		d.cancel()
+	})
 }
 
+// collectDLQ connects a dlqCollector to the broker at url; it is closed
+// at the test's end, whichever way the test ends, unless closed before.
 func collectDLQ(t *testing.T, ctx context.Context, url string) *dlqCollector {
 	t.Helper()
 	u, err := neturl.Parse(url)
@@ -149,8 +156,29 @@ func collectDLQ(t *testing.T, ctx context.Context, url string) *dlqCollector {
 	})
 	require.NoError(t, err)
 	d.cm = cm
+	t.Cleanup(d.close)
 	require.NoError(t, cm.AwaitConnection(ctx))
 	return d
+}
+
+// TestDLQCollectorClosedWhenTheTestEndsEarly: TestPortalEndToEnd closed
+// its collector with a defer registered only once the stack had started,
+// so when the stack failed to start after BeforeSimulator made the
+// collector, nothing closed it (only the test's context, cancelled
+// without waiting, stopped it: its goroutines outlived the test). It is
+// closed when the test that made it ends, whatever the context.
+func TestDLQCollectorClosedWhenTheTestEndsEarly(t *testing.T) {
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
+	var d *dlqCollector
+	t.Run("ends early", func(t *testing.T) {
+		d = collectDLQ(t, context.Background(), b.URL())
+		t.SkipNow() // leaves as a failed require does: before any close
+	})
+	select {
+	case <-d.cm.Done():
+	default:
+		t.Fatal("the dead-letter collector is still running after its test ended")
+	}
 }
 
 // brokerInfo is what the embedded MQTT broker counted that tells a
@@ -238,7 +266,7 @@ func TestPortalEndToEnd(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer st.Close()
-	defer dlq.close()
+	defer dlq.close() // before the stack's broker stops
 	// A failure shows the dev server's own errors (it logs at error level):
 	// its side of an error the test got from it.
 	t.Cleanup(func() {
