@@ -17,5 +17,8 @@
 // ($TFLO_TEMPORAL, $TFLO_INFLUXD), else <repo>/bin/<name>, else $PATH.
 //
 // Concurrency: the Start functions may run concurrently; every exported
-// method of a service is safe for concurrent use.
+// method of a service is safe for concurrent use. Child processes are
+// started by one goroutine locked to its OS thread for the life of the
+// process: a child is killed when the thread that started it exits
+// (Pdeathsig), and that thread does not.
 package devstack

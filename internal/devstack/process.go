@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,8 @@ import (
 // process is a child server process with its log in a file. The child
 // runs in its own process group (a Ctrl-C at the terminal reaches the
 // parent, which stops the child in order) and is killed if the parent
-// dies.
+// dies (Pdeathsig, from the spawner's thread, which lives as long as the
+// parent).
 type process struct {
 	name    string
 	logPath string
@@ -62,7 +64,7 @@ func (p *process) start(bin string, args, env []string) error {
 	if st, err := logf.Stat(); err == nil {
 		logStart = st.Size()
 	}
-	if err := cmd.Start(); err != nil {
+	if err := onSpawnerThread(cmd.Start); err != nil {
 		logf.Close()
 		return fmt.Errorf("devstack: start %s (%s): %w", p.name, bin, err)
 	}
@@ -70,6 +72,33 @@ func (p *process) start(bin string, args, env []string) error {
 	go func() { _ = cmd.Wait(); close(done) }()
 	p.cmd, p.done, p.log, p.logStart = cmd, done, logf, logStart
 	return nil
+}
+
+// spawner is the goroutine that starts every child, locked to its OS
+// thread for as long as the process lives. Pdeathsig is sent when the
+// thread that started the child exits, not the process: started from the
+// caller's goroutine, a child was killed when that goroutine was locked
+// to its thread (runtime.LockOSThread) and ended, which ends the thread.
+var spawner struct {
+	once sync.Once
+	reqs chan func()
+}
+
+// onSpawnerThread runs start on the spawner's thread and returns its
+// error.
+func onSpawnerThread(start func() error) error {
+	spawner.once.Do(func() {
+		spawner.reqs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for f := range spawner.reqs {
+				f()
+			}
+		}()
+	})
+	errc := make(chan error, 1)
+	spawner.reqs <- func() { errc <- start() }
+	return <-errc
 }
 
 // exited returns a channel closed when the running child exits (nil when

@@ -3,8 +3,13 @@ package devstack
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,4 +99,64 @@ func TestRestartAfterTheChildExitedOnItsOwn(t *testing.T) {
 	defer p.stop(syscall.SIGKILL, time.Second)
 	err := p.start("/bin/sh", []string{"-c", "exec sleep 30"}, nil)
 	require.ErrorContains(t, err, "child already running (pid", "a running child is not started twice")
+}
+
+// TestChildOutlivesTheThreadThatStartedIt: a child is killed when its
+// parent dies (Pdeathsig), but Linux sends that signal when the thread
+// that started the child exits. Bug: the child was started on the
+// caller's thread, so a caller locked to its thread (runtime.LockOSThread)
+// that ended took its children with it while the parent lived on.
+func TestChildOutlivesTheThreadThatStartedIt(t *testing.T) {
+	p := process{name: "child", logPath: filepath.Join(t.TempDir(), "child.log")}
+	tid, errc := make(chan int, 1), make(chan error, 1)
+	var startLocked func()
+	startLocked = func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		if syscall.Gettid() == syscall.Getpid() {
+			// The runtime does not end the main thread: hold it, so that
+			// another goroutine runs on another thread.
+			done := make(chan struct{})
+			go func() { startLocked(); close(done) }()
+			<-done
+			runtime.UnlockOSThread()
+			return
+		}
+		tid <- syscall.Gettid()
+		errc <- p.start("/bin/sh", []string{"-c", "exec sleep 300"}, nil)
+	}
+	go startLocked()
+	thread := fmt.Sprintf("/proc/self/task/%d", <-tid)
+	require.NoError(t, <-errc)
+	defer p.stop(syscall.SIGKILL, time.Second)
+	pid := p.cmd.Process.Pid
+
+	// Once the thread is gone from /proc, a death signal it would send
+	// has been sent (the kernel signals the children before it unhashes
+	// the thread).
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(thread)
+		return errors.Is(err, fs.ErrNotExist)
+	}, 10*time.Second, time.Millisecond, "the goroutine's thread did not exit")
+
+	// So the child is now either running with no SIGKILL pending, or
+	// dying: SIGKILL pending, exiting, a zombie or reaped.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err, "the child (pid %d) is gone", pid)
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			require.NotRegexp(t, `^[ZX]`, v, "the child (pid %d) exited", pid)
+		case "SigPnd", "ShdPnd":
+			mask, err := strconv.ParseUint(v, 16, 64)
+			require.NoError(t, err, "%s of pid %d: %q", k, pid, v)
+			require.Zero(t, mask&(1<<(syscall.SIGKILL-1)), "the child (pid %d) was sent SIGKILL (%s %s)", pid, k, v)
+		}
+	}
+	select {
+	case <-p.exited():
+		t.Fatalf("the child (pid %d) exited; log:\n%s", pid, p.logTail(2048))
+	default:
+	}
 }
