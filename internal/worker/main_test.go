@@ -38,6 +38,8 @@ import (
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/logtest"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker"
+	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
 	"github.com/tflo-io/tflo/testsuite/temporaltest"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
@@ -315,9 +317,7 @@ func TestEdgeSpecDrainsOnSIGTERM(t *testing.T) {
 	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "signals", Partitions: 2})
 	require.NoError(t, err)
 	defer k.Close()
-	b, err := devstack.StartMQTT(nil)
-	require.NoError(t, err)
-	defer b.Close()
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	state := filepath.Join(t.TempDir(), "edge")
 	maddr := freePort(t)
 	t.Setenv("MQTT_URL", b.URL())

@@ -16,7 +16,6 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tflo-io/tflo/internal/devstack"
 	"github.com/tflo-io/tflo/internal/loopport"
 	"github.com/tflo-io/tflo/internal/worker"
 	"github.com/tflo-io/tflo/testsuite/logtest"
@@ -27,9 +26,7 @@ import (
 // TestSimulatorMainRunsItsRounds: the simulator main publishes its rounds
 // to a real broker (seen by a subscriber) and exits 0 by itself.
 func TestSimulatorMainRunsItsRounds(t *testing.T) {
-	b, err := devstack.StartMQTT(nil)
-	require.NoError(t, err)
-	defer b.Close()
+	b := mqttbrokertest.Start(t, mqttbroker.Options{})
 	got := make(chan struct{}, 100)
 	u, err := url.Parse(b.URL())
 	require.NoError(t, err)
