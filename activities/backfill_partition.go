@@ -58,6 +58,10 @@ func (a *Backfills) CountArchive(ctx context.Context, in CountArchiveInput) (Arc
 			c = hb
 		}
 	}
+	if err := c.stalled(activity.GetInfo(ctx), time.Now()); err != nil {
+		return c.Totals, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("count archive %s: %v", in.Location, err), ErrTypeStalled, nil)
+	}
 	check := func() error {
 		if c.Part == "" {
 			return nil
@@ -90,6 +94,7 @@ func (a *Backfills) CountArchive(ctx context.Context, in CountArchiveInput) (Arc
 		// heartbeat per partition, not per 10,000 files (the SDK
 		// throttles the calls).
 		if newPart || t.Files%10000 == 0 {
+			c.At = time.Now()
 			activity.RecordHeartbeat(ctx, c)
 		}
 	}
@@ -104,6 +109,35 @@ type countProgress struct {
 	Part   string        `json:"part,omitempty"`
 	First  string        `json:"first,omitempty"`
 	Last   string        `json:"last,omitempty"`
+	// At is when the worker heartbeated it (zero from a build before it).
+	At time.Time `json:"at,omitempty"`
+}
+
+// CountStallLimit is how long a backfill's count of its archive may go
+// without progress, its attempts hanging (the heartbeat timeout ends
+// each) or failing (a store outage), before an attempt gives up for good
+// (ErrTypeStalled): a count that progresses runs on (the backfill bounds
+// it at a day), a stuck one fails within about this.
+const CountStallLimit = time.Hour
+
+// stalled tells why an attempt (info) of a count that last progressed
+// as c says should not go on at now: the last progress, or the first
+// attempt's scheduling when no attempt heartbeated, is more than
+// CountStallLimit ago. A first attempt is never stalled (it may have
+// waited long for a worker).
+func (c countProgress) stalled(info activity.Info, now time.Time) error {
+	since, what := c.At, "its last progress, after file "+c.Last
+	if since.IsZero() {
+		if info.Attempt <= 1 {
+			return nil
+		}
+		since, what = info.ScheduledTime, "it was scheduled, with no progress heartbeated"
+	}
+	if d := now.Sub(since); d > CountStallLimit {
+		return fmt.Errorf("attempt %d gives up: %s since %s (%s), more than the %s a count may go without progress: its attempts since hung or failed",
+			info.Attempt, d.Round(time.Second), what, since.UTC().Format(time.RFC3339), CountStallLimit)
+	}
+	return nil
 }
 
 // ListPartitionsInput asks for a page of an archive's partitions.

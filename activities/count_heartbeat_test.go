@@ -175,3 +175,36 @@ func TestCountArchiveResumesFromHeartbeat(t *testing.T) {
 	}
 	assert.Equal(t, activities.ArchiveTotals{Files: 160, Partitions: 80, Bytes: size}, tot, "every file counted once")
 }
+
+// TestCountArchiveGivesUpWithoutProgressForCountStallLimit: an attempt
+// of a count whose last heartbeated progress is older than
+// activities.CountStallLimit (its attempts since hung on a store that
+// does not answer, each ended by the heartbeat timeout) fails for good,
+// naming the archive and the last file counted; one whose last progress
+// is recent resumes and counts. Before (with the count bounded at an
+// hour all attempts together, which also ended a healthy count) there
+// was no such limit: raised to a day, a stuck count would retry a day.
+func TestCountArchiveGivesUpWithoutProgressForCountStallLimit(t *testing.T) {
+	loc, _ := shardedArchive(t, 2, 2, 5)
+	env, b := backfillEnv(newMemSink())
+	// countProgress as CountArchive heartbeats it: nothing counted yet.
+	type progress struct {
+		Last string    `json:"last,omitempty"`
+		At   time.Time `json:"at"`
+	}
+	env.SetHeartbeatDetails(progress{Last: "iot/shard-000000/x.parquet", At: time.Now().Add(-activities.CountStallLimit - time.Minute)})
+	_, err := env.ExecuteActivity(b.CountArchive, activities.CountArchiveInput{Location: loc})
+	var ae *temporal.ApplicationError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, activities.ErrTypeStalled, ae.Type())
+	assert.True(t, ae.NonRetryable())
+	assert.Contains(t, err.Error(), "count archive "+loc)
+	assert.Contains(t, err.Error(), "after file iot/shard-000000/x.parquet")
+
+	env.SetHeartbeatDetails(progress{At: time.Now().Add(-10 * time.Minute)})
+	v, err := env.ExecuteActivity(b.CountArchive, activities.CountArchiveInput{Location: loc})
+	require.NoError(t, err, "a count that progressed 10 minutes ago goes on")
+	var tot activities.ArchiveTotals
+	require.NoError(t, v.Get(&tot))
+	assert.Equal(t, 4, tot.Files)
+}

@@ -35,6 +35,9 @@ const (
 	// credentials, its bucket does not exist). Non-retryable: every
 	// attempt would fail the same way until its configuration changes.
 	ErrTypeSinkFailed = "SinkFailed"
+	// ErrTypeStalled: a backfill's count of its archive made no progress
+	// for CountStallLimit. Non-retryable: the store is down or hangs.
+	ErrTypeStalled = "Stalled"
 	// ErrTypeLeasesLost: the worker lost its presence leases (the lease
 	// activity ends; the worker is alive). Its details are the shards the
 	// worker held ([]HeldShard), which the lease workflow keeps for a

@@ -289,6 +289,12 @@ func remove(xs []string, x string) []string {
 	return xs
 }
 
+// countTimeout bounds a backfill's count of its archive, all attempts
+// together: a day, generous for an archive of millions of files on a slow
+// store, as long as it heartbeats progress (a stalled one fails after
+// activities.CountStallLimit).
+const countTimeout = 24 * time.Hour
+
 // backfill is one run of the partition-paged BackfillWorkflow.
 type backfill struct {
 	in BackfillInput
@@ -328,7 +334,8 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 	// The count and the listing ride out a store outage as the replays
 	// do (with 5 attempts, about 15 s of an S3 outage failed a backfill
 	// whose replays would have waited), but not for ever: a store still
-	// failing after an hour fails the backfill, naming the error.
+	// failing after an hour fails the backfill, naming the error (the
+	// count has its own bound, below).
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              b.in.TaskQueue,
 		StartToCloseTimeout:    10 * time.Minute,
@@ -341,8 +348,17 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 		},
 	})
 	if b.in.Resume == nil {
+		// The count of a huge archive may take hours, its attempts each
+		// resuming from the last's heartbeat: the hour above ended it
+		// while it still heartbeated progress. It runs up to
+		// countTimeout; the heartbeat timeout catches a stuck attempt,
+		// and a count that made no progress for activities.CountStallLimit
+		// (its attempts hanging or failing) fails, naming the archive.
+		opts := workflow.GetActivityOptions(short)
+		opts.ScheduleToCloseTimeout = countTimeout
+		count := workflow.WithActivityOptions(ctx, opts)
 		var t activities.ArchiveTotals
-		if err := workflow.ExecuteActivity(short, b.a.CountArchive, activities.CountArchiveInput{
+		if err := workflow.ExecuteActivity(count, b.a.CountArchive, activities.CountArchiveInput{
 			Location: b.in.Location, ExpectedFingerprint: b.in.ExpectedFingerprint,
 		}).Get(ctx, &t); err != nil {
 			return b.st.Progress, b.failure(ctx, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -120,11 +121,21 @@ func (f *fakeArchive) replay(_ context.Context, in activities.ReplayPartitionInp
 // partition listing with list; the caller stubs the replays on a.
 func newListingEnv(t *testing.T, f *fakeArchive, list func(context.Context, activities.ListPartitionsInput) (activities.ListPartitionsResult, error)) (*testsuite.TestWorkflowEnvironment, *activities.Backfills) {
 	t.Helper()
+	return newCountingEnv(t, func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error) {
+		return f.totals(), nil
+	}, list)
+}
+
+// newCountingEnv stubs the backfill's count with count and its partition
+// listing with list; the caller stubs the replays on a.
+func newCountingEnv(t *testing.T, count func(context.Context, activities.CountArchiveInput) (activities.ArchiveTotals, error),
+	list func(context.Context, activities.ListPartitionsInput) (activities.ListPartitionsResult, error)) (*testsuite.TestWorkflowEnvironment, *activities.Backfills) {
+	t.Helper()
 	env := quietSuite().NewTestWorkflowEnvironment()
 	a := &activities.Backfills{}
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(workflows.BackfillWorkflow)
-	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(f.totals(), nil)
+	env.OnActivity(a.CountArchive, mock.Anything, mock.Anything).Return(count)
 	env.OnActivity(a.ListPartitions, mock.Anything, mock.Anything).Return(list)
 	return env, a
 }
@@ -488,6 +499,35 @@ func TestBackfillRidesOutAStoreOutageWhileListing(t *testing.T) {
 	p := runToEnd(t, env, backfillIn)
 	assert.Equal(t, f.totals().Files, p.FilesDone)
 	assert.Greater(t, failures.Load(), int32(5), "the outage outlasted 5 attempts")
+}
+
+// TestBackfillCountOfAHugeArchiveRunsPastAnHour: a count whose attempts
+// each heartbeat progress and end (a worker restarting, an attempt's
+// StartToClose), the next resuming from the heartbeat, runs as long as
+// it progresses: here four attempts 30 minutes apart. Before, the count
+// had a schedule-to-close of an hour, all attempts together, and the
+// third retry, past the hour, was not made: the backfill failed while
+// its count progressed.
+func TestBackfillCountOfAHugeArchiveRunsPastAnHour(t *testing.T) {
+	f := newFakeArchive(3, 2, 10)
+	var env *testsuite.TestWorkflowEnvironment // the count reads its clock
+	var start time.Time
+	env, a := newCountingEnv(t, func(ctx context.Context, _ activities.CountArchiveInput) (activities.ArchiveTotals, error) {
+		n := activity.GetInfo(ctx).Attempt
+		if n == 1 {
+			start = env.Now()
+		}
+		activity.RecordHeartbeat(ctx, n)
+		if n < 4 {
+			return activities.ArchiveTotals{}, temporal.NewApplicationErrorWithOptions("worker restarting", "Restart",
+				temporal.ApplicationErrorOptions{NextRetryDelay: 30 * time.Minute})
+		}
+		return f.totals(), nil
+	}, f.listPartitions)
+	env.OnActivity(a.ReplayPartition, mock.Anything, mock.Anything).Return(f.replay)
+	p := runToEnd(t, env, backfillIn)
+	assert.Equal(t, f.totals().Files, p.FilesTotal)
+	assert.Greater(t, env.Now().Sub(start), time.Hour, "the count ran past the hour")
 }
 
 // TestBackfillCancelDuringListingWaitsForReplays: a cancellation that
