@@ -252,6 +252,13 @@ type ReplayPartitionResult struct {
 	// of an activity that replayed its whole batch and is finishing (0
 	// from a build before it; starter backfill status reads it).
 	BatchSize int `json:"batch_size,omitempty"`
+	// Stopping: the activity read MaxFiles files and stops (a heartbeat
+	// of an activity that is completing, or whose retry completes at
+	// once): the next activity goes on where Finished and Next say. Set
+	// with the heartbeat before it stops; starter backfill status reads
+	// it, which before showed the next activity's start as where this
+	// one replayed.
+	Stopping bool `json:"stopping,omitempty"`
 	// Files read (counted when the reader starts them, also those whose
 	// rows earlier files all cover), their Bytes,
 	// Rows read, Written to the sink, Skipped by the time range (over
@@ -311,12 +318,17 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		var hb ReplayPartitionResult
 		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.Partition == in.Partition && hb.Finished <= len(parts) {
 			res, res.Resumed = hb, true
+			// Where the last attempt stopped at MaxFiles, this one stops
+			// again (at once, or at the file's end: Next is there); its
+			// heartbeats say so again.
+			res.Stopping = false
 		}
 	}
 	res.BatchSize = len(parts) // also over a heartbeat of a build before it
 	for res.Finished < len(parts) {
 		if res.Finished > 0 && res.Next == (parquet.Position{}) && res.Files >= rp.maxFiles {
 			// The next partition is left whole to the next activity.
+			res.Stopping = true
 			return res, nil
 		}
 		stopped, err := rp.one(ctx, parts[res.Finished], &res)
@@ -335,6 +347,9 @@ func (a *Backfills) ReplayPartition(ctx context.Context, in ReplayPartitionInput
 		// one's heartbeat is done at once.
 		res.Finished++
 		res.Next = parquet.Position{}
+		// At MaxFiles, the next partition is left to the next activity
+		// (at the loop's top): the heartbeat says the activity stops.
+		res.Stopping = res.Finished < len(parts) && res.Files >= rp.maxFiles
 		activity.RecordHeartbeat(ctx, res)
 	}
 	res.Done = true
@@ -414,6 +429,8 @@ func (rp *partitionReplay) one(ctx context.Context, partition string, res *Repla
 			return err
 		}
 		res.Next = next
+		// Stopped at MaxFiles, the flush heartbeats that it stops.
+		res.Stopping = stopped
 		res.Files += pending.Files
 		res.Bytes += pending.Bytes
 		res.Rows += pending.Rows

@@ -16,8 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -183,6 +185,94 @@ func TestReplayPartitionGoesOnWithThen(t *testing.T) {
 	for k := range sink.counts {
 		assert.NotContains(t, k, "iot-9/", "shard 9 was not given")
 	}
+}
+
+// TestReplayPartitionHeartbeatsThatItStopsAtMaxFiles: an activity that
+// reads MaxFiles files and stops, between partitions of its batch or
+// inside one, says so in its last heartbeat (which starter backfill
+// status shows until the activity completes), with where the next
+// activity goes on; its heartbeats before did not. Before, the last
+// heartbeat of one stopping between partitions read as the next
+// partition at its start, which no activity replayed.
+func TestReplayPartitionHeartbeatsThatItStopsAtMaxFiles(t *testing.T) {
+	loc, arc := writeArchive(t, 0, 0)
+	for shard := range int32(2) {
+		shardFiles(t, arc, "iot", shard, 2, 40)
+	}
+	env, b := partitionEnv(newMemSink())
+	rec := &heartbeatRecorder{}
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec}})
+	parts := []string{"iot/shard-000000/", "iot/shard-000001/"}
+	for _, c := range []struct {
+		name     string
+		maxFiles int
+		finished int
+		file     bool // stopped inside a partition, at a file
+	}{
+		{"between partitions", 2, 1, false},
+		{"inside a partition", 1, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec.beats = nil
+			in := activities.ReplayPartitionInput{Location: loc, Partition: parts[0], Then: parts[1:], Sink: "mem", MaxFiles: c.maxFiles}
+			var res activities.ReplayPartitionResult
+			require.NoError(t, env.run(b.ReplayPartition, in, &res))
+			require.False(t, res.Done)
+			beats := rec.beats
+			require.NotEmpty(t, beats)
+			last := beats[len(beats)-1]
+			assert.True(t, last.Stopping, "the last heartbeat says the activity stops: %+v", last)
+			assert.Equal(t, c.finished, last.Finished)
+			assert.Equal(t, c.file, last.Next.File != "", "where the next activity goes on: %+v", last.Next)
+			assert.Equal(t, c.maxFiles, last.Files)
+			for _, hb := range beats[:len(beats)-1] {
+				assert.False(t, hb.Stopping, "a heartbeat before the stop: %+v", hb)
+			}
+			assert.True(t, res.Stopping)
+		})
+	}
+}
+
+// heartbeatRecorder is a worker interceptor that records every
+// ReplayPartition heartbeat as the activity makes it, before the SDK's
+// throttling (which sends the first of a burst, and on success drops
+// the last it held back).
+type heartbeatRecorder struct {
+	interceptor.WorkerInterceptorBase
+	beats []activities.ReplayPartitionResult
+}
+
+func (r *heartbeatRecorder) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &heartbeatInbound{rec: r}
+	i.Next = next
+	return i
+}
+
+type heartbeatInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	rec *heartbeatRecorder
+}
+
+func (i *heartbeatInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	o := &heartbeatOutbound{rec: i.rec}
+	o.Next = outbound
+	return i.Next.Init(o)
+}
+
+type heartbeatOutbound struct {
+	interceptor.ActivityOutboundInterceptorBase
+	rec *heartbeatRecorder
+}
+
+// RecordHeartbeat runs on the activity's goroutine: the test reads beats
+// after the activity returned.
+func (o *heartbeatOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
+	if len(details) == 1 {
+		if hb, ok := details[0].(activities.ReplayPartitionResult); ok {
+			o.rec.beats = append(o.rec.beats, hb)
+		}
+	}
+	o.Next.RecordHeartbeat(ctx, details...)
 }
 
 // TestReplayPartitionNamesAnEmptyPartitionOfThen: an empty name among the

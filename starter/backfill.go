@@ -151,11 +151,12 @@ func (a *app) backfillStatus() *cobra.Command {
 stands (running, completed, failed, canceled, ...). Without --wait, a
 running backfill's replays follow, one line each, from their last
 heartbeat: the partition each is in, at which file and row (or that it is
-finishing, its batch replayed to its end), and what it flushed; one whose
-attempt failed says it waits to retry, when the next attempt is due and
-the failure, also one that failed before its first heartbeat (as each
-does while the sink is down), where it starts (-o json: "replaying");
-before any heartbeated, the partitions in flight. With --wait, redraw
+finishing, its batch replayed to its end, or stopping at its
+--files-per-activity limit, and where the next activity goes on), and what
+it flushed; one whose attempt failed says it waits to retry, when the next
+attempt is due and the failure, also one that failed before its first
+heartbeat (as each does while the sink is down), where it starts (-o json:
+"replaying"); before any heartbeated, the partitions in flight. With --wait, redraw
 the progress line until the backfill ends; a backfill that ended other
 than completed exits 1 with its error. With no control worker polling
 task queue tflo-control (nothing would answer its status query), a
@@ -523,6 +524,11 @@ type replay struct {
 	Batch     string `json:"batch,omitempty"`
 	BatchSize int    `json:"batch_size,omitempty"`
 	Finished  int    `json:"finished"`
+	// Stopping: the activity read its files-per-activity and is
+	// completing (or its retry completes at once); Partition, File and
+	// Row are where the next activity of its lane goes on, not where it
+	// replays.
+	Stopping bool `json:"stopping,omitempty"`
 	// File and Row: where in Partition its flushed rows end ("" and 0:
 	// at the partition's start).
 	File string `json:"file,omitempty"`
@@ -605,7 +611,7 @@ func (r *replay) readHeartbeat(typ string, hb *commonpb.Payloads, running []stri
 	if dc.FromPayloads(hb, &pr) != nil || pr.Partition == "" {
 		return false
 	}
-	r.Batch, r.BatchSize, r.Finished = pr.Partition, pr.BatchSize, pr.Finished
+	r.Batch, r.BatchSize, r.Finished, r.Stopping = pr.Partition, pr.BatchSize, pr.Finished, pr.Stopping
 	r.File, r.Row, r.Files, r.Rows, r.Written = pr.Next.File, pr.Next.Row, pr.Files, pr.Rows, pr.Written
 	switch i := slices.Index(running, pr.Partition); {
 	case r.finishing():
@@ -681,9 +687,11 @@ func (r replay) finishing() bool {
 
 // printReplays writes, under a running backfill's progress line, a line
 // per replay in flight that heartbeated: the partition (or file) it is in
-// and where (or that it is finishing, its batch replayed to its end), and
-// what it flushed; one whose retry waits says so, with when its next
-// attempt is due and its last failure (shortened to a line). When none
+// and where (or that it is finishing, its batch replayed to its end, or
+// stopping at its files-per-activity limit, and where the next activity
+// goes on), and what it flushed; one whose retry waits says so, with
+// when its next attempt is due and its last failure (shortened to a
+// line). When none
 // heartbeated, it names the partitions in flight (running) instead, as
 // the status query has them. A replay whose retry waits, not placed by a
 // heartbeat or its input, is named by its activity id, with its attempt
@@ -717,11 +725,19 @@ func printReplays(w io.Writer, reps []replay, waiting int, running []string) {
 		default:
 			what += ", at its start"
 		}
+		stopping := r.Stopping && !r.finishing()
+		if stopping {
+			// It replays no more: what follows is the next activity's.
+			verb, what = "stopping", "at its files-per-activity limit; the next activity goes on in "+what
+		}
 		flushed := fmt.Sprintf("%d rows", r.Rows)
 		if r.Batch != "" {
 			flushed = fmt.Sprintf("%d files, %d rows", r.Files, r.Rows)
 		}
-		if r.Retrying {
+		switch {
+		case r.Retrying && stopping:
+			verb = "waiting to retry, stopping"
+		case r.Retrying:
 			verb = "waiting to retry"
 		}
 		printf(w, "  %s %s (this activity flushed %s; %s, last heartbeat %s%s)\n",

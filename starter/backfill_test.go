@@ -574,6 +574,30 @@ func TestReplaysInFlightOfABatchReplayedToItsEnd(t *testing.T) {
 `, out.String())
 }
 
+// TestReplaysInFlightStoppingAtTheFileLimit: a replay activity whose
+// last heartbeat says it stops at its files-per-activity limit (between
+// partitions of its batch, or inside one) is shown stopping, with where
+// the next activity goes on, also while its retry waits (-o json:
+// "stopping"). Before, one that stopped between partitions read
+// "replaying P, at its start" of the next partition P, which no activity
+// replayed until the next was started.
+func TestReplaysInFlightStoppingAtTheFileLimit(t *testing.T) {
+	running := []string{"p0", "p1", "p2", "p3"}
+	reps, waiting := replaysInFlight([]*workflowpb.PendingActivityInfo{
+		pendingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p0", BatchSize: 2, Finished: 1, Stopping: true, Files: 4, Rows: 40}),
+		retryingActivity(t, "ReplayPartition", activities.ReplayPartitionResult{Partition: "p2", BatchSize: 2, Next: parquet.Position{File: "p2/f3", Row: 10}, Stopping: true, Files: 4, Rows: 40}, time.Time{}, "worker gone"),
+	}, running)
+	assert.Zero(t, waiting)
+	require.Len(t, reps, 2)
+	assert.True(t, reps[0].Stopping)
+	assert.Equal(t, "p1", reps[0].Partition, "where the next activity goes on")
+	var out bytes.Buffer
+	printReplays(&out, reps, waiting, running)
+	assert.Equal(t, `  stopping at its files-per-activity limit; the next activity goes on in p1, at its start (this activity flushed 4 files, 40 rows; attempt 2, last heartbeat -)
+  waiting to retry, stopping at its files-per-activity limit; the next activity goes on in p2 at file p2/f3 row 10 (this activity flushed 4 files, 40 rows; attempt 3, last heartbeat -; last failure: worker gone)
+`, out.String())
+}
+
 // TestReplaysInFlightWaitingToRetry: a replay whose retry waits reads
 // "waiting to retry", with when its attempt is due (if the server says)
 // and its last failure on one line; one whose retry started reads
