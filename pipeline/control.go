@@ -311,7 +311,7 @@ func (c *workflowControl) dropStale(s *shard, err error) {
 // send announces shards and released to the coordinator and books what
 // landed.
 func (c *workflowControl) send(ctx context.Context, shards []*shard, released []activities.ShardEpoch) error {
-	a := workflows.Announcement{WorkerID: c.w.o.workerID, TaskQueue: c.w.TaskQueue(), Released: released}
+	a := workflows.Announcement{WorkerID: c.w.o.workerID, TaskQueue: c.w.TaskQueue(), Released: released, Instance: c.w.instance}
 	for _, s := range shards {
 		a.Shards = append(a.Shards, activities.ShardEpoch{Shard: s.id, Epoch: s.epoch})
 	}

@@ -55,7 +55,7 @@ func (w *Worker) startLease(ctx context.Context, tc client.Client) (client.Workf
 	// which starts the handoffs when the shards' next owners announce
 	// themselves.
 	in := workflows.LeaseInput{WorkerID: w.o.workerID, TaskQueue: w.TaskQueue(), HeartbeatTimeout: w.c.p.Checkpoint.HeartbeatTimeout,
-		Coordinated: true, Pipelines: []string{w.c.p.Name}}
+		Coordinated: true, Pipelines: []string{w.c.p.Name}, Instance: w.instance}
 	// A stop while the start is in flight leaves it a few seconds to
 	// finish: a workflow the server created but this worker never heard
 	// of could not be told of the stop (stopLease), and would declare the

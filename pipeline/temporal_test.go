@@ -364,6 +364,14 @@ func TestCheckpointsThroughCoordinator(t *testing.T) {
 	require.Equal(t, parts, st.Workers[0].Shards)
 	require.NotNil(t, st.Last)
 	require.Equal(t, parts, st.Last.Shards)
+	// The announcements and the lease workflow (whose worker-gone notice
+	// the coordinator ignores when it names an earlier run) name the same
+	// run of the worker.
+	require.NotEmpty(t, st.Workers[0].Instance)
+	var lease workflows.LeaseInput
+	started := temporaltest.History(t, ctx, srv.Client, workflows.LeaseWorkflowID("solo"), "")[0].GetWorkflowExecutionStartedEventAttributes()
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &lease))
+	require.Equal(t, st.Workers[0].Instance, lease.Instance)
 
 	query := fmt.Sprintf("TfloPipeline = %q", p.Name)
 	var attrs map[string]string

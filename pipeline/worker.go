@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,6 +108,10 @@ type Worker struct {
 	m           *metrics
 	fingerprint string
 	closers     []func() error
+	// instance names this run of the worker id (this Worker: it runs
+	// once) in its announcements and its lease workflow's worker-gone
+	// notices, so a coordinator ignores a notice about an earlier run.
+	instance string
 
 	kafka *kafkaRunner // one of kafka, mqtt
 	mqtt  *mqttRunner
@@ -174,7 +179,7 @@ func NewWorker(ctx context.Context, p Pipeline, opts ...Option) (_ *Worker, err 
 		return nil, err
 	}
 	w := &Worker{c: c, o: o, log: o.log.With("pipeline", c.p.Name, "worker", o.workerID), done: make(chan struct{}),
-		fingerprint: parquet.SchemaFingerprint(), sinks: &sinkSet{}, dlqLog: lograte.New(), quarantineLog: lograte.New(), gcLog: lograte.New(),
+		fingerprint: parquet.SchemaFingerprint(), instance: rand.Text(), sinks: &sinkSet{}, dlqLog: lograte.New(), quarantineLog: lograte.New(), gcLog: lograte.New(),
 		// What a cached key costs, measured now, before the worker runs
 		// anything: measured while shards run, it counts what their hot
 		// paths allocate meanwhile (see keyedstate.EntryBytes). Every

@@ -400,7 +400,7 @@ func (c *coordinator) validateAnnouncement(a Announcement) error {
 // that moved from another worker.
 func (c *coordinator) announce(ctx workflow.Context, a Announcement) (AnnounceResult, error) {
 	wr := c.worker(a.WorkerID, a.TaskQueue)
-	wr.Status, wr.Unreachable = WorkerLive, 0
+	wr.Status, wr.Unreachable, wr.Instance = WorkerLive, 0, a.Instance
 	me := Owner{WorkerID: a.WorkerID, TaskQueue: a.TaskQueue}
 	var res AnnounceResult
 	for _, s := range a.Shards {
@@ -496,13 +496,22 @@ func (c *coordinator) noteHandoff(shard streaming.ShardID, to Owner, what string
 }
 
 // workerGone takes a dead worker out of the rounds; its shards wait for
-// their next owners.
+// their next owners. A notice about an earlier run of the worker than the
+// one that announced last is stale (the process died and another took
+// its worker id, announcing before the old lease timed out): the live run
+// stays in the rounds (histories before the version applied it).
 func (c *coordinator) workerGone(ctx workflow.Context, g WorkerGone) {
 	if g.WorkerID == "" {
 		return
 	}
 	wr := c.findWorker(g.WorkerID)
 	if wr == nil {
+		return
+	}
+	if g.Instance != "" && wr.Instance != "" && g.Instance != wr.Instance &&
+		workflow.GetVersion(ctx, "ignore-worker-gone-of-an-earlier-run", workflow.DefaultVersion, 1) >= 1 {
+		workflow.GetLogger(ctx).Info("worker-gone notice about an earlier run of the worker ignored",
+			"worker", g.WorkerID, "notice_instance", g.Instance, "announced_instance", wr.Instance, "reason", g.Reason)
 		return
 	}
 	wr.Status = WorkerGoneStatus

@@ -159,6 +159,18 @@ func recordCoordinator(t *testing.T, ctx context.Context, c client.Client) map[s
 	// announced it, before the handoff's restore step runs.
 	assert.GreaterOrEqual(t, hs.Restored.CheckpointID, hs.FinalCheckpoint.CheckpointID)
 
+	// c2 announces as its run c2-run-2; a worker-gone notice about its
+	// earlier run (a process replaced under its id) is ignored (the
+	// history records the ignore-worker-gone-of-an-earlier-run marker).
+	_, err = workflows.Announce(ctx, c, in, workflows.Announcement{WorkerID: "c2", TaskQueue: workflows.WorkerTaskQueue("c2"),
+		Shards: []activities.ShardEpoch{{Shard: "iot/0", Epoch: e}}, Instance: "c2-run-2"})
+	require.NoError(t, err)
+	require.NoError(t, c.SignalWorkflow(ctx, workflows.CoordinatorWorkflowID("iot"), "", workflows.SignalWorkerGone,
+		workflows.WorkerGone{WorkerID: "c2", Instance: "c2-run-1", Reason: "record"}))
+	for _, w := range coordinatorStatus(t, c, "iot").Workers {
+		assert.Equal(t, workflows.WorkerLive, w.Status, w.WorkerID)
+	}
+
 	// A worker that announced readings-1 dies (nothing polls its queue any
 	// more): its rounds are unreachable, then its coordinated lease tells
 	// the coordinator (the stand-in lease of DeadWorker heartbeats once).

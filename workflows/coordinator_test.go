@@ -523,6 +523,56 @@ func TestCoordinatorWorkerGone(t *testing.T) {
 	}
 }
 
+// TestCoordinatorIgnoresAWorkerGoneNoticeOfAnEarlierRun: a worker's process
+// died and another took its worker id, announcing the same shards at the
+// same epoch before the old process's lease workflow timed out; that
+// lease's notice, arriving after, names the old run and is ignored: the
+// new run stays in the rounds with its shards. A notice naming the run
+// that announced is applied. Before, the stale notice took the live
+// worker and its shards out of the rounds (until it announced them again
+// after max_checkpoint_age, or a next owner took them over as from a dead
+// one, skipping their final checkpoint).
+func TestCoordinatorIgnoresAWorkerGoneNoticeOfAnEarlierRun(t *testing.T) {
+	env, f := newCoordinatorEnv(t)
+	a := announcement("w1", 1, "readings/0", "readings/1")
+	a.Instance = "run-2"
+	announceAt(env, 0, a)
+	gone := func(instance string) func() {
+		return func() {
+			env.SignalWorkflow(workflows.SignalWorkerGone, workflows.WorkerGone{WorkerID: "w1", Instance: instance, Reason: "heartbeat timed out",
+				Shards: []activities.ShardEpoch{{Shard: "readings/0", Epoch: 1}, {Shard: "readings/1", Epoch: 1}}})
+		}
+	}
+	env.RegisterDelayedCallback(gone("run-1"), 15*time.Second)
+	var afterStale workflows.CoordinatorStatus
+	var staleTable []workflows.ShardRow
+	env.RegisterDelayedCallback(func() {
+		queryInto(t, env, workflows.QueryStatus, &afterStale)
+		queryInto(t, env, workflows.QueryShards, &staleTable)
+	}, 16*time.Second)
+	env.RegisterDelayedCallback(gone("run-2"), 35*time.Second)
+	stopCoordinatorAfter(env, 45*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, coordIn)
+	st := coordinatorResult(t, env)
+
+	require.Len(t, afterStale.Workers, 1)
+	assert.Equal(t, workflows.WorkerLive, afterStale.Workers[0].Status, "a notice about the worker's earlier run")
+	assert.Equal(t, "run-2", afterStale.Workers[0].Instance)
+	for _, r := range staleTable {
+		assert.Equal(t, workflows.ShardOK, r.Status, r.Shard)
+	}
+	// Rounds 1 (10s), 2 (20s) and 3 (30s) ran on w1 with both shards; none after the notice about its run.
+	var rounds []uint64
+	for _, c := range f.roundCalls() {
+		assert.Len(t, c.in.Shards, 2, "round %d", c.in.Round)
+		rounds = append(rounds, c.in.Round)
+	}
+	assert.Equal(t, []uint64{1, 2, 3}, rounds)
+	require.Len(t, st.Workers, 1)
+	assert.Equal(t, workflows.WorkerGoneStatus, st.Workers[0].Status, "the notice about the run that announced")
+	assert.Equal(t, workflows.ShardOwnerGone, rowOf(t, st, "readings/0").Status)
+}
+
 // TestCoordinatorReconcilesLocalCheckpoints: a round after an outage
 // accounts for the checkpoints workers took on their own.
 func TestCoordinatorReconcilesLocalCheckpoints(t *testing.T) {

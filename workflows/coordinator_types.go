@@ -110,6 +110,11 @@ type Announcement struct {
 	// Released are shards the worker no longer owns (optional: the next
 	// owner's announcement supersedes them anyway).
 	Released []activities.ShardEpoch `json:"released,omitempty"`
+	// Instance names the worker's run (one per process), which its lease
+	// workflow's worker-gone notice names too: a notice of an earlier run
+	// of the same worker id is stale. Optional (earlier releases sent
+	// none; a notice is then applied whatever run it is about).
+	Instance string `json:"instance,omitempty"`
 }
 
 // PreviousOwner is who owned an announced shard before the announcing
@@ -153,6 +158,12 @@ type WorkerGone struct {
 	// Shards the worker held at its last heartbeat.
 	Shards []activities.ShardEpoch `json:"shards,omitempty"`
 	Reason string                  `json:"reason,omitempty"`
+	// Instance is the worker's run the lease watched (LeaseInput.Instance;
+	// empty from lease workflows of earlier releases). A notice about
+	// another run than the one that announced last is stale and ignored:
+	// the worker was replaced under the same id, and its new run owns
+	// what it announced.
+	Instance string `json:"instance,omitempty"`
 }
 
 // CheckpointNowRequest is the argument of UpdateCheckpointNow.
@@ -223,6 +234,9 @@ type WorkerRow struct {
 	LastRound uint64 `json:"last_round,omitempty"`
 	// Unreachable counts consecutive rounds it did not pick up.
 	Unreachable int `json:"unreachable,omitempty"`
+	// Instance is the worker's run that announced last
+	// (Announcement.Instance).
+	Instance string `json:"instance,omitempty"`
 }
 
 // RoundSummary is what one round did; checkpoint now returns it, and the

@@ -41,6 +41,10 @@ type LeaseInput struct {
 	// gained its shards after the last one); the coordinator would
 	// otherwise wait on it in every round until the round times out.
 	Pipelines []string `json:"pipelines,omitempty"`
+	// Instance names the worker's run (Announcement.Instance), told to
+	// the coordinators with the death so that they ignore it once a later
+	// run of the same worker id has announced itself.
+	Instance string `json:"instance,omitempty"`
 }
 
 // LeaseState is the lease workflow's status and result.
@@ -145,7 +149,7 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 			st.Status = LeaseDead
 			st.Orphaned = held
 			if in.Coordinated {
-				return st, tellCoordinators(ctx, &st, held, in.Pipelines)
+				return st, tellCoordinators(ctx, &st, held, in.Pipelines, in.Instance)
 			}
 			return st, startHandoffs(ctx, &st, held)
 		}
@@ -194,8 +198,8 @@ func LeaseWorkflow(ctx workflow.Context, in LeaseInput) (LeaseState, error) {
 // tellCoordinators tells the coordinator of each pipeline the dead worker
 // served that it is gone, with the shards of its last heartbeat: the
 // pipelines of those shards, then the worker's other pipelines (served),
-// told with no shards.
-func tellCoordinators(ctx workflow.Context, st *LeaseState, held []activities.HeldShard, served []string) error {
+// told with no shards. Each notice names the worker's run (instance).
+func tellCoordinators(ctx workflow.Context, st *LeaseState, held []activities.HeldShard, served []string, instance string) error {
 	byPipeline := map[string][]activities.ShardEpoch{}
 	var pipelines []string
 	for _, h := range held {
@@ -217,7 +221,7 @@ func tellCoordinators(ctx workflow.Context, st *LeaseState, held []activities.He
 	var errs []error
 	for _, p := range pipelines {
 		id := CoordinatorWorkflowID(p)
-		g := WorkerGone{WorkerID: st.WorkerID, Shards: byPipeline[p], Reason: "lease heartbeat timed out: " + st.LastErr}
+		g := WorkerGone{WorkerID: st.WorkerID, Shards: byPipeline[p], Reason: "lease heartbeat timed out: " + st.LastErr, Instance: instance}
 		if err := workflow.SignalExternalWorkflow(ctx, id, "", SignalWorkerGone, g).Get(ctx, nil); err != nil {
 			errs = append(errs, fmt.Errorf("tell %s: %w", id, err))
 			continue

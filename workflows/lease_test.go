@@ -199,6 +199,7 @@ func TestLeaseDeadWorkerTellsItsCoordinators(t *testing.T) {
 	})
 	in := leaseIn
 	in.Coordinated = true
+	in.Instance = "run-1"
 	env.ExecuteWorkflow(workflows.LeaseWorkflow, in)
 	st := leaseResult(t, env)
 	assert.Equal(t, workflows.LeaseDead, st.Status)
@@ -208,6 +209,8 @@ func TestLeaseDeadWorkerTellsItsCoordinators(t *testing.T) {
 	assert.Equal(t, "w1", iot.WorkerID)
 	assert.Equal(t, []activities.ShardEpoch{{Shard: "readings-0", Epoch: 3}, {Shard: "readings-2", Epoch: 5}}, iot.Shards)
 	assert.Contains(t, iot.Reason, "heartbeat timed out")
+	assert.Equal(t, "run-1", iot.Instance, "the notice names the worker's run")
+	assert.Equal(t, "run-1", told[workflows.CoordinatorWorkflowID("fx")].Instance)
 }
 
 // TestLeaseDeadWorkerWithoutShardsTellsItsPipelines: a worker that died
