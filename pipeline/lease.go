@@ -111,9 +111,9 @@ func (l *leaseSupervisor) current() client.WorkflowRun {
 // as their owner at the same epoch nothing moves. Without a new lease
 // workflow, a later real death would go unnoticed. A wait that fails
 // because Temporal is unreachable says nothing of the workflow: it is
-// watched again, and replaced only once Temporal says it ended.
+// watched again once Temporal answers (awaitTemporal), and replaced only
+// once Temporal says it ended.
 func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseSupervisor) {
-	watch := time.Second
 	for {
 		var st workflows.LeaseState
 		err := l.current().Get(ctx, &st)
@@ -126,17 +126,13 @@ func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseS
 			// Get gives up after a minute of failed calls: the workflow
 			// may well be running (its heartbeat timeout is longer than
 			// the outage), and a new one would terminate it.
-			w.log.Warn("could not watch the lease workflow (Temporal unreachable?); will watch it again",
-				"workflow_id", l.current().GetID(), "err", err, "in", watch)
-			select {
-			case <-ctx.Done():
+			w.log.Warn("could not watch the lease workflow (Temporal unreachable?); will watch it again once Temporal answers",
+				"workflow_id", l.current().GetID(), "err", err)
+			if !w.awaitTemporal(ctx, tc, l.current()) {
 				return
-			case <-time.After(watch):
 			}
-			watch = min(2*watch, 30*time.Second)
 			continue
 		}
-		watch = time.Second
 		w.log.Warn("the lease workflow ended while this worker runs (Temporal was unreachable for longer than the heartbeat timeout?); starting a new one",
 			"status", st.Status, "told", st.Told, "err", err)
 		w.m.leaseRestarts.Inc()
@@ -157,6 +153,31 @@ func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseS
 			case <-time.After(backoff):
 			}
 		}
+	}
+}
+
+// awaitTemporal returns once Temporal answers a describe of the lease
+// workflow run, false when ctx ends first. Its probes back off from 1s to
+// 30s over one outage; each outage starts afresh (a backoff kept across
+// outages made the next one start with 30s waits).
+func (w *Worker) awaitTemporal(ctx context.Context, tc client.Client, run client.WorkflowRun) bool {
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := tc.DescribeWorkflow(dctx, run.GetID(), run.GetRunID())
+		cancel()
+		var gone *serviceerror.NotFound
+		if err == nil || errors.As(err, &gone) {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		w.log.Debug("Temporal does not answer yet; the lease workflow is watched again once it does", "workflow_id", run.GetID(), "err", err, "in", min(2*wait, 30*time.Second))
 	}
 }
 
