@@ -424,9 +424,10 @@ var errCleared = errors.New("envconfig: cleared")
 
 // walk calls fn for every leaf field of the struct v with its YAML path.
 // With alloc, nil struct pointers are allocated only when a leaf below
-// them is set (fn reports it by a lookup hit), so absent sections stay nil;
-// a pointer to a leaf (*bool: unset means the default) likewise. fn returns
-// errNotSet for a leaf it left alone, errCleared for one it cleared.
+// them is set, to any value, zero too (fn reports it by a lookup hit), so
+// absent sections stay nil; a pointer to a leaf (*bool: unset means the
+// default) likewise. fn returns errNotSet for a leaf it left alone,
+// errCleared for one it cleared.
 func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string, field string) error, alloc bool) error {
 	t := v.Type()
 	for sf, name := range yamlFields(t) {
@@ -475,7 +476,9 @@ func walk(v reflect.Value, path []string, fn func(f reflect.Value, path []string
 			if err != nil {
 				return err
 			}
-			if alloc && f.IsNil() && hit && !tmp.Elem().IsZero() {
+			// Any value, zero too: TFLO_X_Y=0 for a section the file
+			// has not is a setting, not to be dropped.
+			if alloc && f.IsNil() && hit {
 				f.Set(tmp)
 			}
 		default:

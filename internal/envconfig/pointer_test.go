@@ -2,6 +2,7 @@ package envconfig
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -75,4 +76,36 @@ func TestAllKeysInFieldOrder(t *testing.T) {
 		all = slices.DeleteFunc(all, func(k Key) bool { return k.Env == "" })
 		require.Equal(t, keys, all, "%T: the keys variables set are Keys'", zero)
 	}
+}
+
+// TestZeroValueSetsAnAbsentSection: a variable setting a key of a
+// section the file does not have allocates the section, whatever its
+// value. Bug: a zero value (TFLO_X_Y=0 or =false) left the section nil,
+// so the setting was dropped (and --print-config, naming the variable as
+// the key's origin, printed no such key) while any other value was kept.
+// A variable set to "" still clears its key and allocates nothing.
+func TestZeroValueSetsAnAbsentSection(t *testing.T) {
+	type section struct {
+		N  int  `yaml:"n"`
+		On bool `yaml:"on"`
+	}
+	type cfg struct {
+		A *section `yaml:"a"`
+		B *section `yaml:"b"`
+		C *section `yaml:"c"`
+	}
+	env := map[string]string{"X_A_N": "0", "X_B_ON": "false", "X_C_N": ""}
+	var c cfg
+	origins := Origins{}
+	require.NoError(t, apply("X", &c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, origins))
+	require.NotNil(t, c.A, "X_A_N=0 is a setting of section a")
+	require.NotNil(t, c.B, "X_B_ON=false is a setting of section b")
+	require.Nil(t, c.C, `X_C_N="" clears its key: no section`)
+
+	var out strings.Builder
+	require.NoError(t, Print(&out, &c, origins))
+	require.Contains(t, out.String(), "a.n = 0")
+	require.Contains(t, out.String(), "# env X_A_N")
+	require.Contains(t, out.String(), "b.on = false")
+	require.Contains(t, out.String(), "# env X_B_ON")
 }
