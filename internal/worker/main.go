@@ -61,6 +61,10 @@ type Main struct {
 	Config Config
 	// Flags adds the command's own flags (optional).
 	Flags func(fs *flag.FlagSet)
+	// CheckFlags, given the parsed flags, refuses those that do not go
+	// together (optional): its error is a usage error (exit 2), printed
+	// after the command's name.
+	CheckFlags func(fs *flag.FlagSet) error
 	// Keys are more config types whose keys the help lists (a pipeline
 	// spec), each with a heading. Their variables count as known.
 	Keys []KeysOf
@@ -211,6 +215,12 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", m.Name, fs.Args())
 		return ExitUsage
+	}
+	if m.CheckFlags != nil {
+		if err := m.CheckFlags(fs); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", m.Name, err)
+			return ExitUsage
+		}
 	}
 	if *showVersion {
 		fmt.Fprintln(os.Stdout, version.Get().Line(m.Name))

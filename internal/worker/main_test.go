@@ -132,6 +132,12 @@ func TestRunMainUsage(t *testing.T) {
 		{"a metrics port out of range is refused by --check", []string{"--pipeline", spec("sma-readings.yaml"), "--check"}, map[string]string{"TFLO_METRICS_ADDR": "127.0.0.1:99999"}, worker.ExitUsage, []string{`metrics.addr "127.0.0.1:99999": port "99999" is not 0-65535 nor a service name`}},
 		// Bug: --pprof without a metrics address served nothing, silently.
 		{"--pprof needs a metrics address", []string{"--pipeline", spec("sma-readings.yaml"), "--pprof"}, map[string]string{"TFLO_METRICS_ADDR": ""}, worker.ExitUsage, []string{"--pprof serves the profiles on the metrics address: set metrics.addr (TFLO_METRICS_ADDR)"}},
+		// Bug: --operators ran alone and dropped the flags given with it
+		// (--pipeline, --check), or was dropped for them (--print-config).
+		{"--operators goes with no other flag", []string{"--operators", "--pipeline", spec("sma-readings.yaml"), "--check"}, nil, worker.ExitUsage,
+			[]string{"worker: --operators lists the operator types and exits: it does not go with --check, --pipeline"}},
+		{"--operators does not go with --print-config", []string{"--print-config", "--operators"}, nil, worker.ExitUsage,
+			[]string{"it does not go with --print-config"}},
 		{"control_worker needs Temporal", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_CONTROL_WORKER": "true", "TEMPORAL_ADDRESS": "", "TEMPORAL_CONFIG_FILE": ""}, worker.ExitUsage, []string{"control_worker needs temporal.address"}},
 	}
 	for _, c := range cases {
@@ -777,4 +783,18 @@ func TestS3KeyVariablesUnderThePrefix(t *testing.T) {
 	require.Equal(t, worker.ExitUsage, worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("market-data.yaml"), "--check"}, &errOut))
 	require.Contains(t, errOut.String(), "environment TFLO_ARCHIVE_KY: matches no configuration key")
 	require.NotContains(t, errOut.String(), "TFLO_ARCHIVE_KEY:")
+}
+
+// TestOperatorsGoesWithConfig: --operators with --config (a deployment's
+// file) lists the types, as it does alone; other flags are refused
+// (TestRunMainUsage).
+func TestOperatorsGoesWithConfig(t *testing.T) {
+	cfg := writeFile(t, "c.yaml", "worker_id: w\n")
+	var code int
+	var errOut bytes.Buffer
+	out := stdout(t, func() {
+		code = worker.RunMain(worker.PipelineMain(), []string{"--config", cfg, "--operators"}, &errOut)
+	})
+	require.Equal(t, worker.ExitOK, code, errOut.String())
+	require.Contains(t, out, "sma — ")
 }

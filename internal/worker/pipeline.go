@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,7 +43,24 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&spec, "pipeline", "", "the pipeline's spec (YAML); required")
 			fs.BoolVar(&check, "check", false, "load and check the spec (and the config), print the pipeline and exit")
-			fs.BoolVar(&operators, "operators", false, "list the operator types this binary's specs may name (tflo's catalogs and any it registers), with their parameters, then its decoders and sinks, and exit")
+			fs.BoolVar(&operators, "operators", false, "list the operator types this binary's specs may name (tflo's catalogs and any it registers), with their parameters, then its decoders and sinks, and exit; no other flag but --config goes with it")
+		},
+		CheckFlags: func(fs *flag.FlagSet) error {
+			if !operators {
+				return nil
+			}
+			// --print-config, --version and --probe ran instead of it,
+			// --pipeline and --check were ignored: refused, not dropped.
+			var with []string
+			fs.Visit(func(f *flag.Flag) {
+				if f.Name != "operators" && f.Name != "config" {
+					with = append(with, "--"+f.Name)
+				}
+			})
+			if len(with) > 0 {
+				return fmt.Errorf("--operators lists the operator types and exits: it does not go with %s", strings.Join(with, ", "))
+			}
+			return nil
 		},
 		Keys:    []KeysOf{{Heading: "Pipeline spec keys (--pipeline FILE; lists like graph.nodes and sinks are set in the file)", Zero: pipeline.Spec{}, Defaults: specDefaults}},
 		OneShot: func() bool { return check || operators },
