@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -282,6 +283,32 @@ func TestArchiveSinkOnS3(t *testing.T) {
 	}
 	require.Equal(t, want, archived)
 	require.Len(t, got, len(want))
+}
+
+// Regression: the temp files a crash left in a local archive's folder
+// that no write came to again (the staging folder of a shard that moved
+// to another worker for good) stayed for ever. Opening the sink deletes
+// those over an hour old in every folder and logs how many, once; a
+// live writer's stays.
+func TestArchiveSinkSweepsStaleTempFilesAsItOpens(t *testing.T) {
+	dir := t.TempDir()
+	gone := filepath.Join(dir, filepath.FromSlash(parquet.StagingPrefix("plant", 3)))
+	require.NoError(t, os.MkdirAll(gone, 0o755))
+	stale, live := filepath.Join(gone, ".tmp-rec-111"), filepath.Join(gone, ".tmp-rec-222")
+	for _, p := range []string{stale, live} {
+		require.NoError(t, os.WriteFile(p, []byte("ha"), 0o644))
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(stale, old, old))
+	var logged strings.Builder
+	env := pipeline.SinkEnv{Pipeline: "plant", Source: &pipeline.KafkaSource{}, Log: slog.New(slog.NewTextHandler(&logged, nil))}
+	s, err := pipeline.ArchiveSink{Dir: dir}.OpenSink(context.Background(), env)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	require.NoFileExists(t, stale, "a crashed writer's temp file")
+	require.FileExists(t, live, "a live writer's temp file")
+	require.Equal(t, 1, strings.Count(logged.String(), "stale temp files deleted"), logged.String())
+	require.Contains(t, logged.String(), "archive=file://"+dir+" deleted=1")
 }
 
 // An archive sink names exactly one of a folder and a location, and needs

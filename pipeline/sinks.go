@@ -490,6 +490,16 @@ func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink,
 	if err != nil {
 		return nil, fmt.Errorf("archive sink: %w", err)
 	}
+	if la, ok := arc.(*parquet.LocalArchive); ok {
+		// The temp files crashes left in folders no write of this worker
+		// sweeps (a shard that moved away for good): once, as it starts.
+		n, err := la.SweepTemps(ctx)
+		if env.Log != nil && err != nil {
+			env.Log.Warn("archive sink: stale temp files swept in part", "archive", loc.String(), "deleted", n, "err", err)
+		} else if env.Log != nil && n > 0 {
+			env.Log.Info("archive sink: stale temp files deleted", "archive", loc.String(), "deleted", n)
+		}
+	}
 	opts := []parquet.WriterOption{parquet.WithCompression(s.Compression)}
 	if s.TargetFileSize > 0 {
 		opts = append(opts, parquet.WithTargetFileSize(int64(s.TargetFileSize)))

@@ -191,7 +191,8 @@ func (a *app) archiveCompact(af *archiveFlags) *cobra.Command {
 at least --min-age ago into files of about --target-size, publishes each
 with one atomic move, then deletes its inputs; it also deletes files
 another file fully covers (left by crashes of older writers or of an
-earlier compaction). Readers running meanwhile read each row once. Run
+earlier compaction), and in a local archive the temp files crashed writers
+left, over an hour old. Readers running meanwhile read each row once. Run
 one compaction at a time per archive.`,
 		Example: "  starter archive compact --archive file:///var/tflo/archive --dry-run\n  starter archive compact --archive s3://tflo-archive/prod --min-age 24h",
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -248,6 +249,9 @@ one compaction at a time per archive.`,
 				printf(w, "%s: %s, %s listed; %s %s into %d (%s in, %s out); %s\n",
 					loc, counted(res.Shards, "shard"), counted(res.Files, "file"), verb, counted(files, "file"), len(res.Runs),
 					bytesString(in), bytesString(out), covered)
+				if res.StaleTempFiles > 0 {
+					printf(w, "%s: deleted %s crashed writers left\n", loc, counted(res.StaleTempFiles, "stale temp file"))
+				}
 			})
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -230,6 +231,35 @@ func TestParseSizeRefusesOverflow(t *testing.T) {
 	n, err := parseSize("--target-size", "8589934591GiB")
 	require.NoError(t, err)
 	require.Equal(t, int64(8589934591)<<30, n)
+}
+
+// Regression: the temp files crashed writers left in a local archive's
+// folders that no write came to again (the staging folder of a shard
+// that moved away for good) stayed for ever. compact deletes those over
+// an hour old anywhere in the archive, and says how many; a live
+// writer's stays, and --dry-run deletes none.
+func TestArchiveCompactSweepsStaleTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	gone := filepath.Join(dir, filepath.FromSlash(parquet.StagingPrefix("iot", 2)))
+	require.NoError(t, os.MkdirAll(gone, 0o755))
+	stale, live := filepath.Join(gone, ".tmp-rec-111"), filepath.Join(gone, ".tmp-rec-222")
+	for _, p := range []string{stale, live} {
+		require.NoError(t, os.WriteFile(p, []byte("ha"), 0o644))
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(stale, old, old))
+
+	r := run(t, "archive", "compact", "--archive", "file://"+dir, "--dry-run")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.FileExists(t, stale, "a dry run changes nothing")
+	r = run(t, "archive", "compact", "--archive", "file://"+dir)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Contains(t, r.out, "file://"+dir+": deleted 1 stale temp file crashed writers left\n")
+	require.NoFileExists(t, stale, "a crashed writer's temp file")
+	require.FileExists(t, live, "a live writer's temp file")
+	r = run(t, "archive", "compact", "--archive", "file://"+dir, "-o", "json")
+	require.Equal(t, exitOK, r.code, r.err)
+	require.NotContains(t, r.out, "stale_temp_files", "none left to delete")
 }
 
 // compact --dry-run deletes nothing, and its text says so. Bug: it

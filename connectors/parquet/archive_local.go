@@ -17,11 +17,12 @@ import (
 // tempPrefix starts the base name of a file PutAtomic is still writing.
 // List skips such files, so a crash mid-write leaves litter but never a
 // half file in the archive's listing; a PutAtomic into a folder deletes
-// the stale ones there, at most once per staleTempAge (see sweepTemps).
+// the stale ones there, at most once per staleTempAge (see sweepTemps),
+// and SweepTemps those of every folder.
 const tempPrefix = ".tmp-"
 
 // staleTempAge is how long ago a temp file must have been last written
-// for PutAtomic to take it for a crashed writer's and delete it. A
+// for a sweep to take it for a crashed writer's and delete it. A
 // PutAtomic writes its temp file in one write, fsync and rename, so a
 // live writer's is seconds old, even one of another process sharing the
 // folder; deleting one all the same (a write stalled for longer) only
@@ -287,6 +288,55 @@ func (a *LocalArchive) sweepTemps(dir string) {
 			_ = os.Remove(filepath.Join(dir, d.Name()))
 		}
 	}
+}
+
+// tempSweepBudget bounds SweepTemps: on a tree too large to walk in it,
+// the rest waits for the next start (or a PutAtomic into the folder).
+var tempSweepBudget = 10 * time.Second
+
+// SweepTemps deletes the temp files of PutAtomic last written over
+// staleTempAge ago in every folder of the archive, and returns how many
+// it deleted. PutAtomic sweeps only the folder it writes into, so those
+// a crash left in a folder nothing writes into again (the staging folder
+// of a shard that moved to another worker for good) stayed for ever: the
+// archive sink calls SweepTemps as it opens (pipeline.ArchiveSink), and
+// Compact as it starts. It stops after
+// tempSweepBudget with an error saying so, the files deleted until then
+// counted. Best effort otherwise: a folder it cannot read or a file it
+// cannot delete is left for the next sweep.
+func (a *LocalArchive) SweepTemps(ctx context.Context) (int, error) {
+	root := a.root // a symlinked root, as in List
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	start := time.Now()
+	cutoff := a.now().Add(-staleTempAge)
+	n := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d != nil && d.IsDir() && p != root {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Since(start) > tempSweepBudget {
+			return fmt.Errorf("stopped after %s, the rest left for the next sweep", tempSweepBudget)
+		}
+		if !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), tempPrefix) {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.ModTime().Before(cutoff) && os.Remove(p) == nil {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("local archive %s: sweep of stale temp files: %w", a.root, err)
+	}
+	return n, nil
 }
 
 // MemArchive is an in-memory Archive for tests and examples. Not for

@@ -93,6 +93,58 @@ func TestLocalArchiveSweepsStaleTempFiles(t *testing.T) {
 	require.NoFileExists(t, live, "a temp file not written for an hour since the first sweep")
 }
 
+// Regression: PutAtomic sweeps only the folder it writes into, so the
+// temp files a crash left in a folder nothing writes into again (the
+// staging folder of a shard that moved away for good) stayed for ever.
+// SweepTemps, which an archive's writer calls as it starts, deletes the
+// stale ones in every folder and counts them; a live writer's is kept.
+func TestLocalArchiveSweepsStaleTempFilesEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	a, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	var clock atomic.Int64 // added to the time
+	parquet.SetLocalArchiveClock(a, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	gone := filepath.Join(dir, filepath.FromSlash(parquet.StagingPrefix("iot", 7)))
+	published := filepath.Join(dir, "iot", "shard-000007")
+	var stale, live []string
+	for _, folder := range []string{gone, published, dir} {
+		require.NoError(t, os.MkdirAll(folder, 0o755))
+		s, l := filepath.Join(folder, ".tmp-x-111"), filepath.Join(folder, ".tmp-x-222")
+		for _, p := range []string{s, l} {
+			require.NoError(t, os.WriteFile(p, []byte("ha"), 0o644))
+		}
+		stale, live = append(stale, s), append(live, l)
+	}
+	kept := filepath.Join(gone, "not-a-temp-file")
+	require.NoError(t, os.WriteFile(kept, []byte("whole"), 0o644))
+	clock.Store(int64(time.Hour + time.Minute)) // the stale ones' hour is up
+	for _, p := range live {
+		now := time.Now().Add(time.Hour) // a live writer's: written a minute ago
+		require.NoError(t, os.Chtimes(p, now, now))
+	}
+
+	n, err := a.SweepTemps(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, len(stale), n, "deleted files counted")
+	for _, p := range stale {
+		require.NoFileExists(t, p, "a crashed writer's temp file")
+	}
+	for _, p := range append(live, kept) {
+		require.FileExists(t, p)
+	}
+
+	// Bounded: past its budget it stops, says so, and deletes no more.
+	restore := parquet.SetTempSweepBudget(-1)
+	defer restore()
+	clock.Store(int64(3 * time.Hour))
+	n, err = a.SweepTemps(context.Background())
+	require.ErrorContains(t, err, "local archive "+dir+": sweep of stale temp files: stopped after -1ns")
+	require.Zero(t, n)
+	for _, p := range live {
+		require.FileExists(t, p)
+	}
+}
+
 func TestSkipHidden(t *testing.T) {
 	for name, want := range map[string]struct {
 		after  string

@@ -64,7 +64,11 @@ type CompactResult struct {
 	// inputs, or replays of an older archive writer); in a dry run, those
 	// that would be.
 	Redundant []string `json:"redundant,omitempty"`
-	DryRun    bool     `json:"dry_run,omitempty"`
+	// StaleTempFiles counts the temp files crashed writers left in a
+	// local archive's folders, deleted (LocalArchive.SweepTemps; not in
+	// a dry run).
+	StaleTempFiles int  `json:"stale_temp_files,omitempty"`
+	DryRun         bool `json:"dry_run,omitempty"`
 }
 
 // compactStaging is the hidden folder compaction builds its outputs in.
@@ -85,6 +89,9 @@ func compactStaging(pipeline string, shard int32) string {
 // (checksum, fingerprint expected) as they are read; a bad file stops
 // the compaction with an error naming it and nothing of its run is
 // changed.
+//
+// It also deletes the stale temp files crashed writers left anywhere in
+// a local archive (LocalArchive.SweepTemps).
 //
 // Run one compaction at a time per archive: a crash leaves an output
 // beside its inputs (the next compaction deletes the covered inputs) or
@@ -110,6 +117,11 @@ func Compact(ctx context.Context, a Archive, prefix, expected string, p CompactP
 		if err := c.sweepStaging(ctx); err != nil {
 			return res, err
 		}
+		if ts, ok := a.(tempSweeper); ok {
+			// Best effort: a sweep cut short by its time budget goes on
+			// at the next compaction.
+			res.StaleTempFiles, _ = ts.SweepTemps(ctx)
+		}
 	}
 	var shard []FileInfo
 	flush := func() error {
@@ -134,6 +146,12 @@ func Compact(ctx context.Context, a Archive, prefix, expected string, p CompactP
 		shard = append(shard, fi)
 	}
 	return res, flush()
+}
+
+// tempSweeper is an archive whose crashed writers leave temp files
+// (LocalArchive).
+type tempSweeper interface {
+	SweepTemps(ctx context.Context) (int, error)
 }
 
 // compactAbortTimeout bounds the abort of a failed compaction's upload.

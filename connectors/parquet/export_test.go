@@ -47,3 +47,11 @@ func SetCompactAbortTimeout(d time.Duration) (restore func()) {
 
 // SetLocalArchiveClock sets the clock of a's sweep of stale temp files.
 func SetLocalArchiveClock(a *LocalArchive, now func() time.Time) { a.now = now }
+
+// SetTempSweepBudget sets how long LocalArchive.SweepTemps may take,
+// until the returned function restores it.
+func SetTempSweepBudget(d time.Duration) (restore func()) {
+	old := tempSweepBudget
+	tempSweepBudget = d
+	return func() { tempSweepBudget = old }
+}
