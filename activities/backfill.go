@@ -112,7 +112,14 @@ type Backfills struct {
 func (a *Backfills) archive(location string) (parquet.Archive, string, error) {
 	resolve := a.Archives
 	if resolve == nil {
-		a.once.Do(func() { a.defaults = archiveloc.Resolver(archiveloc.S3FromEnv(os.LookupEnv)) })
+		a.once.Do(func() {
+			c, err := archiveloc.S3FromEnv(os.LookupEnv)
+			if err != nil {
+				a.defaults = func(string) (parquet.Archive, string, error) { return nil, "", err }
+				return
+			}
+			a.defaults = archiveloc.Resolver(c)
+		})
 		resolve = a.defaults
 	}
 	arc, prefix, err := resolve(location)

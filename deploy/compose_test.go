@@ -458,7 +458,7 @@ func TestComposeWorkers(t *testing.T) {
 			}
 			// tflo's S3 settings for archives (the archive sink's spec
 			// references and the backfills read them).
-			for _, k := range []string{archiveloc.EnvEndpoint, archiveloc.EnvRegion, archiveloc.EnvAccessKeyEnv, archiveloc.EnvSecretKeyEnv} {
+			for _, k := range archiveloc.EnvVariables {
 				known[k] = true
 			}
 			// Load as the main does: the file, the environment, defaults,

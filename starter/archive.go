@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 )
 
@@ -24,10 +25,14 @@ type archiveFlags struct {
 	location string
 	prefix   string
 	s3       archiveloc.S3
+	// envErr is the TFLO_S3_* variables' error (a bad response timeout),
+	// reported when a command opens the archive.
+	envErr error
 }
 
 func (f *archiveFlags) register(cmd *cobra.Command) {
-	env := archiveloc.S3FromEnv(os.LookupEnv)
+	env, err := archiveloc.S3FromEnv(os.LookupEnv)
+	f.envErr = err
 	fl := cmd.PersistentFlags()
 	fl.StringVar(&f.location, "archive", "", "archive location: "+archiveloc.Examples+" (required)")
 	fl.StringVar(&f.prefix, "prefix", "", `only names under this prefix, e.g. "iot/" or "iot/shard-000003/"`)
@@ -36,6 +41,7 @@ func (f *archiveFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.s3.AccessKeyEnv, "s3-access-key-env", env.AccessKeyEnv, "variable holding the S3 access key (env "+archiveloc.EnvAccessKeyEnv+"; default the AWS standard chain)")
 	fl.StringVar(&f.s3.SecretKeyEnv, "s3-secret-key-env", env.SecretKeyEnv, "variable holding the S3 secret key (env "+archiveloc.EnvSecretKeyEnv+")")
 	fl.StringVar(&f.s3.CAFile, "s3-ca-file", env.CAFile, "PEM file of a private CA the S3 endpoint's certificate is signed by (env "+archiveloc.EnvCAFile+"; default the system roots)")
+	fl.DurationVar(&f.s3.ResponseTimeout, "s3-response-timeout", env.ResponseTimeout, "how long an S3 request waits for the server's answer once sent (env "+archiveloc.EnvResponseTimeout+"; 0: "+s3.DefaultResponseTimeout.String()+")")
 }
 
 // open checks the flags and opens the archive.
@@ -46,6 +52,9 @@ func (f *archiveFlags) open(ctx context.Context) (parquet.Archive, archiveloc.Lo
 	loc, err := archiveloc.Parse(f.location)
 	if err != nil {
 		return nil, loc, usageError{err}
+	}
+	if f.envErr != nil {
+		return nil, loc, usageError{f.envErr}
 	}
 	if err := f.s3.Validate(); err != nil {
 		return nil, loc, usageError{err}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/internal/archiveloc"
+	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
 )
 
@@ -217,6 +218,32 @@ func TestArchiveCommandsTrustTheS3CAFile(t *testing.T) {
 	t.Setenv(archiveloc.EnvCAFile, pki.CAFile)
 	r = run(t, "archive", "ls", "--archive", "s3://archive/prod", "--json")
 	require.Equal(t, exitOK, r.code, r.err)
+}
+
+// TestArchiveCommandsTakeTheS3ResponseTimeout: the archive commands wait
+// for an S3 server's answer as long as TFLO_S3_RESPONSE_TIMEOUT or
+// --s3-response-timeout says, and a bad variable is a usage error naming
+// it. Bug: there was neither, so a listing of a server that stopped
+// answering waited 1m per try.
+func TestArchiveCommandsTakeTheS3ResponseTimeout(t *testing.T) {
+	c := s3test.SilentSettings(t, 0)
+	t.Setenv(archiveloc.EnvEndpoint, c.Endpoint)
+	t.Setenv(archiveloc.EnvRegion, c.Region)
+	t.Setenv(archiveloc.EnvAccessKeyEnv, c.AccessKeyEnv)
+	t.Setenv(archiveloc.EnvSecretKeyEnv, c.SecretKeyEnv)
+	t.Setenv(archiveloc.EnvResponseTimeout, "200ms")
+
+	r := run(t, "archive", "ls", "--archive", "s3://arch/events")
+	require.Equal(t, exitFailure, r.code, r.err)
+	require.Contains(t, r.err, "waited 200ms")
+	r = run(t, "archive", "ls", "--archive", "s3://arch/events", "--s3-response-timeout", "300ms")
+	require.Equal(t, exitFailure, r.code, r.err)
+	require.Contains(t, r.err, "waited 300ms")
+
+	t.Setenv(archiveloc.EnvResponseTimeout, "soon")
+	r = run(t, "archive", "ls", "--archive", "s3://arch/events")
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, `Error: TFLO_S3_RESPONSE_TIMEOUT "soon": not a Go duration (e.g. 30s or 2m)`)
 }
 
 // A size whose product with its unit overflows is refused. Bug: it

@@ -98,6 +98,8 @@ func TestBuiltBinary(t *testing.T) {
 			[]string{`Error: temporal tls: TEMPORAL_TLS_SERVER_CA_CERT_PATH "` + missing + `": no such file or directory`, "Run 'starter workers --help' for usage."}, ""},
 		{"a missing file names the variable", []string{"TEMPORAL_TLS_CLIENT_CERT_PATH=" + missing, "TEMPORAL_TLS_CLIENT_KEY_PATH=" + missing}, []string{"workers"}, exitUsage,
 			[]string{`Error: temporal tls: TEMPORAL_TLS_CLIENT_CERT_PATH "` + missing + `": no such file or directory`, "..."}, ""},
+		{"a bad S3 response timeout names its variable", []string{"TFLO_S3_RESPONSE_TIMEOUT=soon"}, []string{"archive", "ls", "--archive", "file:///nonexistent"}, exitUsage,
+			[]string{`Error: TFLO_S3_RESPONSE_TIMEOUT "soon": not a Go duration (e.g. 30s or 2m)`, "Run 'starter archive ls --help' for usage."}, ""},
 		{"an unknown profile", nil, []string{"workers", "--profile", "prod"}, exitUsage,
 			[]string{`Error: --profile "prod": there is no Temporal config file to take it from ...`, "..."}, ""},
 		{"--version", nil, []string{"--version"}, exitOK, nil, "starter " + testVersion + " (go"},

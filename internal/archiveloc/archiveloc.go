@@ -120,12 +120,30 @@ const (
 	EnvAccessKeyEnv = "TFLO_S3_ACCESS_KEY_ENV"
 	EnvSecretKeyEnv = "TFLO_S3_SECRET_KEY_ENV"
 	EnvCAFile       = "TFLO_S3_CA_FILE"
+	// EnvResponseTimeout is a Go duration (unset or empty: the default).
+	EnvResponseTimeout = "TFLO_S3_RESPONSE_TIMEOUT"
 )
 
-// S3FromEnv returns the settings in the TFLO_S3_* variables.
-func S3FromEnv(lookup func(string) (string, bool)) S3 {
+// EnvVariables are the variables S3FromEnv reads.
+var EnvVariables = []string{EnvEndpoint, EnvRegion, EnvAccessKeyEnv, EnvSecretKeyEnv, EnvCAFile, EnvResponseTimeout}
+
+// S3FromEnv returns the settings in the TFLO_S3_* variables. A response
+// timeout that is not a Go duration, or is negative, is an error naming
+// the variable and its value.
+func S3FromEnv(lookup func(string) (string, bool)) (S3, error) {
 	get := func(k string) string { v, _ := lookup(k); return v }
-	return S3{Endpoint: get(EnvEndpoint), Region: get(EnvRegion), AccessKeyEnv: get(EnvAccessKeyEnv), SecretKeyEnv: get(EnvSecretKeyEnv), CAFile: get(EnvCAFile)}
+	c := S3{Endpoint: get(EnvEndpoint), Region: get(EnvRegion), AccessKeyEnv: get(EnvAccessKeyEnv), SecretKeyEnv: get(EnvSecretKeyEnv), CAFile: get(EnvCAFile)}
+	if v := get(EnvResponseTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return S3{}, fmt.Errorf("%s %q: not a Go duration (e.g. 30s or 2m)", EnvResponseTimeout, v)
+		}
+		if d < 0 {
+			return S3{}, fmt.Errorf("%s %q: negative (unset or 0: the default, %v)", EnvResponseTimeout, v, s3.DefaultResponseTimeout)
+		}
+		c.ResponseTimeout = d
+	}
+	return c, nil
 }
 
 // Validate reports a half-given key pair and a negative response timeout.

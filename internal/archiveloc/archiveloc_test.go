@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -60,14 +61,39 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// lookupIn looks variables up in env, as os.LookupEnv in the environment.
+func lookupIn(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
 func TestS3Settings(t *testing.T) {
 	env := map[string]string{EnvEndpoint: "http://127.0.0.1:9000", EnvAccessKeyEnv: "K"}
-	c := S3FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	c, err := S3FromEnv(lookupIn(env))
+	require.NoError(t, err)
 	if c.Endpoint != "http://127.0.0.1:9000" {
 		t.Fatalf("settings %+v", c)
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Fatalf("half a key pair: %v", err)
+	}
+}
+
+// TestS3FromEnvRefusesABadResponseTimeout: a TFLO_S3_RESPONSE_TIMEOUT
+// that is not a Go duration, or is negative, is an error naming the
+// variable and the value; unset or empty is the default (0).
+func TestS3FromEnvRefusesABadResponseTimeout(t *testing.T) {
+	for v, want := range map[string]string{
+		"soon": `TFLO_S3_RESPONSE_TIMEOUT "soon": not a Go duration (e.g. 30s or 2m)`,
+		"30":   `TFLO_S3_RESPONSE_TIMEOUT "30": not a Go duration (e.g. 30s or 2m)`,
+		"-1s":  `TFLO_S3_RESPONSE_TIMEOUT "-1s": negative (unset or 0: the default, 1m0s)`,
+	} {
+		_, err := S3FromEnv(lookupIn(map[string]string{EnvResponseTimeout: v}))
+		require.EqualError(t, err, want)
+	}
+	for v, want := range map[string]time.Duration{"": 0, "0": 0, "90s": 90 * time.Second} {
+		c, err := S3FromEnv(lookupIn(map[string]string{EnvResponseTimeout: v}))
+		require.NoError(t, err, v)
+		require.Equal(t, want, c.ResponseTimeout, v)
 	}
 }
 

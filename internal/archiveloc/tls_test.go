@@ -34,8 +34,8 @@ func TestS3ArchiveBehindPrivateCA(t *testing.T) {
 	t.Setenv("TFLO_TEST_AK", "AKID")
 	t.Setenv("TFLO_TEST_SK", "secret")
 	env := map[string]string{EnvEndpoint: srv.URL, EnvRegion: "us-east-1", EnvAccessKeyEnv: "TFLO_TEST_AK", EnvSecretKeyEnv: "TFLO_TEST_SK", EnvCAFile: pki.CAFile}
-	c := S3FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if c.CAFile != pki.CAFile {
+	c, err := S3FromEnv(lookupIn(env))
+	if err != nil || c.CAFile != pki.CAFile {
 		t.Fatalf("settings %+v", c)
 	}
 	loc, err := Parse("s3://archive/prod")

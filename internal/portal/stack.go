@@ -398,6 +398,8 @@ func (s *Stack) lookup(extra map[string]string) func(string) (string, bool) {
 			return s.ArchiveS3.AccessKeyEnv, true
 		case archiveloc.EnvSecretKeyEnv:
 			return s.ArchiveS3.SecretKeyEnv, true
+		case archiveloc.EnvResponseTimeout:
+			return s.ArchiveS3.ResponseTimeout.String(), true
 		}
 		return "", false
 	}

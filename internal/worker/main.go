@@ -132,12 +132,11 @@ var binaryPrefixes = []string{envconfig.Prefix, SimulatorPrefix}
 // the development tools' and test suite's switches (internal/devstack,
 // testsuite, CONTRIBUTING.md), which a developer's shell may hold while a
 // worker runs. A name ending in "_" covers every name it begins.
-var sharedVariables = []string{
-	archiveloc.EnvEndpoint, archiveloc.EnvRegion, archiveloc.EnvAccessKeyEnv, archiveloc.EnvSecretKeyEnv, archiveloc.EnvCAFile,
+var sharedVariables = append(slices.Clone(archiveloc.EnvVariables),
 	"TFLO_DEVSTACK_", "TFLO_CHAOS_", "TFLO_TEMPORAL", "TFLO_INFLUXD", "TFLO_VERSITYGW", "TFLO_MOSQUITTO", "TFLO_REQUIRE_SERVICES",
 	"TFLO_WRITE_GOLDEN", "TFLO_RECORD_HISTORIES", "TFLO_HISTORY_RELEASE", "TFLO_LOAD_MINUTES",
 	"TFLO_KEYEDSTATE_", "TFLO_TEST_", "TFLO_PIPELINE_TEST_", "TFLO_FILES_CRASH_DIR",
-}
+)
 
 func (m Main) prefix() string {
 	if m.Prefix == "" {
@@ -236,14 +235,14 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	}
 	// The archives' S3 keys (backfills, internal/archiveloc): those
 	// variables are shared, not keys, but name the ones holding secrets.
-	s3 := archiveloc.S3FromEnv(os.LookupEnv)
+	s3, s3Err := archiveloc.S3FromEnv(os.LookupEnv)
 	for _, v := range []string{s3.AccessKeyEnv, s3.SecretKeyEnv} {
 		if v != "" {
 			named = append(named, v)
 		}
 	}
 	envErr := m.checkEnvironment(os.Environ(), named)
-	if err := errors.Join(err, envErr); err != nil {
+	if err := errors.Join(err, envErr, s3Err); err != nil {
 		if m.CheckSpec != nil {
 			err = errors.Join(err, m.CheckSpec())
 		}

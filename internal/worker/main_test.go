@@ -748,12 +748,15 @@ func TestSIGTERMWhileStartingExitsZero(t *testing.T) {
 // trusted by the archive sink nor by backfills of its archive, though the
 // README names the variable for that.
 func TestCentralArchiveReadsEveryS3Variable(t *testing.T) {
-	want := archiveloc.S3{Endpoint: "https://s3.internal:7070", Region: "eu-1", AccessKeyEnv: "ARCHIVE_AK", SecretKeyEnv: "ARCHIVE_SK", CAFile: writeFile(t, "ca.pem", "")}
+	want := archiveloc.S3{Endpoint: "https://s3.internal:7070", Region: "eu-1", AccessKeyEnv: "ARCHIVE_AK", SecretKeyEnv: "ARCHIVE_SK", CAFile: writeFile(t, "ca.pem", ""),
+		ResponseTimeout: 90 * time.Second}
 	for k, v := range map[string]string{archiveloc.EnvEndpoint: want.Endpoint, archiveloc.EnvRegion: want.Region, archiveloc.EnvAccessKeyEnv: want.AccessKeyEnv,
-		archiveloc.EnvSecretKeyEnv: want.SecretKeyEnv, archiveloc.EnvCAFile: want.CAFile, "ARCHIVE_LOCATION": "s3://archive/central"} {
+		archiveloc.EnvSecretKeyEnv: want.SecretKeyEnv, archiveloc.EnvCAFile: want.CAFile, archiveloc.EnvResponseTimeout: "1m30s", "ARCHIVE_LOCATION": "s3://archive/central"} {
 		t.Setenv(k, v)
 	}
-	require.Equal(t, want, archiveloc.S3FromEnv(os.LookupEnv), "every variable S3FromEnv reads is set")
+	c, err := archiveloc.S3FromEnv(os.LookupEnv)
+	require.NoError(t, err)
+	require.Equal(t, want, c, "every variable S3FromEnv reads is set")
 	p, err := pipeline.Load(spec("iot-portal-central.yaml"))
 	require.NoError(t, err)
 	var got []archiveloc.S3
@@ -763,6 +766,19 @@ func TestCentralArchiveReadsEveryS3Variable(t *testing.T) {
 		}
 	}
 	require.Equal(t, []archiveloc.S3{want}, got)
+}
+
+// TestS3ResponseTimeoutVariable: TFLO_S3_RESPONSE_TIMEOUT (the backfills'
+// archives' response timeout) is a variable the worker knows, and a bad
+// value stops it before it starts, naming the variable and the value.
+func TestS3ResponseTimeoutVariable(t *testing.T) {
+	t.Setenv(archiveloc.EnvResponseTimeout, "90s")
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitOK, worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("market-data.yaml"), "--check"}, &errOut), errOut.String())
+	t.Setenv(archiveloc.EnvResponseTimeout, "-5s")
+	errOut.Reset()
+	require.Equal(t, worker.ExitUsage, worker.RunMain(worker.PipelineMain(), []string{"--pipeline", spec("market-data.yaml"), "--check"}, &errOut))
+	require.Contains(t, errOut.String(), `TFLO_S3_RESPONSE_TIMEOUT "-5s": negative (unset or 0: the default, 1m0s)`)
 }
 
 // TestS3KeyVariablesUnderThePrefix: the variables TFLO_S3_ACCESS_KEY_ENV

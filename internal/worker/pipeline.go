@@ -425,9 +425,13 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 				return fmt.Errorf("backfill.influx_tls: %w", err)
 			}
 		}
+		archiveS3, err := archiveloc.S3FromEnv(os.LookupEnv)
+		if err != nil {
+			return fmt.Errorf("backfill archives: %w", err)
+		}
 		b := &BackfillWorker{
 			URL: cfg.Backfill.InfluxURL, Token: os.Getenv(cfg.Backfill.TokenEnv), Brokers: brokers,
-			S3: archiveloc.S3FromEnv(os.LookupEnv), SinkS3: archiveSinkS3(p), Modes: env.Modes, Log: log.With("component", "backfill"),
+			S3: archiveS3, SinkS3: archiveSinkS3(p), Modes: env.Modes, Log: log.With("component", "backfill"),
 			ArchiveRoots: roots, DatabasePrefixes: prefixes, KafkaSecurity: sec, InfluxTLS: influxTLS,
 		}
 		log.Info("backfills allowed", "archive_roots", roots, "database_prefixes", prefixes)
