@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,15 @@ func (a *LocalArchive) Root() string { return a.root }
 func checkName(name string) error {
 	if name == "" || !fs.ValidPath(name) || strings.HasPrefix(path.Base(name), tempPrefix) {
 		return fmt.Errorf("%w: %q is not a clean relative path", ErrBadName, name)
+	}
+	return nil
+}
+
+// ctxErr is ctx's error, if it ended, naming the archive, the operation
+// and its object(s) (what), and wrapping ctx.Err().
+func (a *LocalArchive) ctxErr(ctx context.Context, op, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("local archive %s: %s %s: %w", a.root, op, what, err)
 	}
 	return nil
 }
@@ -195,7 +205,7 @@ func (a *LocalArchive) Open(ctx context.Context, name string) (Object, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := a.ctxErr(ctx, "open", name); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(filepath.Join(a.root, filepath.FromSlash(name)))
@@ -225,7 +235,7 @@ func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) 
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := a.ctxErr(ctx, "put", name); err != nil {
 		return err
 	}
 	dst := filepath.Join(a.root, filepath.FromSlash(name))
@@ -375,10 +385,19 @@ func (m *MemArchive) Puts() int {
 	return m.puts
 }
 
+// memCtxErr is ctx's error, if it ended, naming the memory archive, the
+// operation and its object(s) (what), and wrapping ctx.Err().
+func memCtxErr(ctx context.Context, op, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory archive: %s %s: %w", op, what, err)
+	}
+	return nil
+}
+
 // List implements Archive.
 func (m *MemArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memory archive: list %q: %w", prefix, err)
+	if err := memCtxErr(ctx, "list", strconv.Quote(prefix)); err != nil {
+		return nil, err
 	}
 	return m.list(prefix), nil
 }
@@ -399,7 +418,7 @@ func (m *MemArchive) list(prefix string) []ObjectInfo {
 
 // Open implements Archive.
 func (m *MemArchive) Open(ctx context.Context, name string) (Object, error) {
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "open", name); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -420,7 +439,7 @@ func (m *MemArchive) PutAtomic(ctx context.Context, name string, data []byte) er
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "put", name); err != nil {
 		return err
 	}
 	m.mu.Lock()

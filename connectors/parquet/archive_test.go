@@ -272,3 +272,53 @@ func TestLocalArchiveListsInPages(t *testing.T) {
 		t.Fatalf("ListAfter of a missing folder = %v, %v; want nothing, as List", page, err)
 	}
 }
+
+// TestArchiveErrorsOfAnEndedContextNameTheObject: every method of the
+// local and memory archives, called with a cancelled context, returns an
+// error naming the archive and the object that still wraps
+// context.Canceled. Bug: all but List returned the bare "context
+// canceled", so a writer's or compaction's log said nothing of what was
+// given up.
+func TestArchiveErrorsOfAnEndedContextNameTheObject(t *testing.T) {
+	dir := t.TempDir()
+	local, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	const name = "p/shard-000001/a.parquet"
+	type archive interface {
+		parquet.Archive
+		parquet.Uploader
+		parquet.Mover
+		parquet.Deleter
+	}
+	calls := map[string]func(a archive) error{
+		"open":          func(a archive) error { _, err := a.Open(ctx, name); return err },
+		"put":           func(a archive) error { return a.PutAtomic(ctx, name, []byte("x")) },
+		"create upload": func(a archive) error { _, err := a.CreateUpload(ctx, name); return err },
+		"upload part 1 of": func(a archive) error {
+			_, err := a.UploadPart(ctx, name, "u1", 1, 0, []byte("x"))
+			return err
+		},
+		"complete":     func(a archive) error { return a.CompleteUpload(ctx, name, "u1", nil) },
+		"abort upload": func(a archive) error { return a.AbortUpload(ctx, name, "u1") },
+		"move":         func(a archive) error { return a.Move(ctx, name, "p/shard-000001/b.parquet") },
+		"delete":       func(a archive) error { return a.Delete(ctx, name) },
+	}
+	for _, arc := range []struct {
+		what string
+		a    archive
+	}{{"local archive " + dir, local}, {"memory archive", parquet.NewMemArchive()}} {
+		for op, call := range calls {
+			t.Run(arc.what+"/"+op, func(t *testing.T) {
+				err := call(arc.a)
+				require.ErrorIs(t, err, context.Canceled)
+				require.ErrorContains(t, err, arc.what+": ")
+				require.ErrorContains(t, err, name)
+			})
+		}
+	}
+	_, err = parquet.NewMemArchive().ListUploads(ctx, "p/")
+	require.ErrorIs(t, err, context.Canceled)
+	require.EqualError(t, err, `memory archive: list uploads "p/": context canceled`)
+}

@@ -32,7 +32,7 @@ func (a *LocalArchive) CreateUpload(ctx context.Context, name string) (string, e
 	if err := checkName(name); err != nil {
 		return "", err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := a.ctxErr(ctx, "create upload", name); err != nil {
 		return "", err
 	}
 	p := a.path(name)
@@ -69,10 +69,11 @@ func (a *LocalArchive) UploadPart(ctx context.Context, name, uploadID string, n 
 	if err := checkName(name); err != nil {
 		return Part{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	op := "upload part " + strconv.Itoa(n) + " of"
+	if err := a.ctxErr(ctx, op, name); err != nil {
 		return Part{}, err
 	}
-	f, err := a.openUpload(name, "upload part "+strconv.Itoa(n)+" of")
+	f, err := a.openUpload(name, op)
 	if err != nil {
 		return Part{}, err
 	}
@@ -92,7 +93,7 @@ func (a *LocalArchive) CompleteUpload(ctx context.Context, name, uploadID string
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := a.ctxErr(ctx, "complete", name); err != nil {
 		return err
 	}
 	end, err := partsEnd(parts)
@@ -153,7 +154,7 @@ func (a *LocalArchive) Move(ctx context.Context, from, to string) error {
 	if err := checkName(to); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := a.ctxErr(ctx, "move", from+" to "+to); err != nil {
 		return err
 	}
 	src, dst := a.path(from), a.path(to)
@@ -182,7 +183,7 @@ func (a *LocalArchive) Delete(ctx context.Context, names ...string) error {
 		if err := checkName(name); err != nil {
 			return err
 		}
-		if err := ctx.Err(); err != nil {
+		if err := a.ctxErr(ctx, "delete", name); err != nil {
 			return err
 		}
 		p := a.path(name)

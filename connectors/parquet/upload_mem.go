@@ -21,7 +21,7 @@ func (m *MemArchive) CreateUpload(ctx context.Context, name string) (string, err
 	if err := checkName(name); err != nil {
 		return "", err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "create upload", name); err != nil {
 		return "", err
 	}
 	m.mu.Lock()
@@ -42,12 +42,13 @@ func (m *MemArchive) upload(name, id, op string) (*memUpload, error) {
 
 // UploadPart implements Uploader.
 func (m *MemArchive) UploadPart(ctx context.Context, name, uploadID string, n int, off int64, data []byte) (Part, error) {
-	if err := ctx.Err(); err != nil {
+	op := "upload part " + strconv.Itoa(n) + " of"
+	if err := memCtxErr(ctx, op, name); err != nil {
 		return Part{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u, err := m.upload(name, uploadID, "upload part "+strconv.Itoa(n)+" of")
+	u, err := m.upload(name, uploadID, op)
 	if err != nil {
 		return Part{}, err
 	}
@@ -57,7 +58,7 @@ func (m *MemArchive) UploadPart(ctx context.Context, name, uploadID string, n in
 
 // CompleteUpload implements Uploader.
 func (m *MemArchive) CompleteUpload(ctx context.Context, name, uploadID string, parts []Part) error {
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "complete", name); err != nil {
 		return err
 	}
 	if _, err := partsEnd(parts); err != nil {
@@ -84,7 +85,7 @@ func (m *MemArchive) CompleteUpload(ctx context.Context, name, uploadID string, 
 
 // AbortUpload implements Uploader.
 func (m *MemArchive) AbortUpload(ctx context.Context, name, uploadID string) error {
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "abort upload", name); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -100,7 +101,7 @@ func (m *MemArchive) MinPartSize() int64 { return 1 }
 
 // ListUploads implements UploadLister.
 func (m *MemArchive) ListUploads(ctx context.Context, prefix string) ([]Upload, error) {
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "list uploads", strconv.Quote(prefix)); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -127,7 +128,7 @@ func (m *MemArchive) Move(ctx context.Context, from, to string) error {
 	if err := checkName(to); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "move", from+" to "+to); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -146,7 +147,7 @@ func (m *MemArchive) Move(ctx context.Context, from, to string) error {
 
 // Delete implements Deleter.
 func (m *MemArchive) Delete(ctx context.Context, names ...string) error {
-	if err := ctx.Err(); err != nil {
+	if err := memCtxErr(ctx, "delete", strings.Join(names, ", ")); err != nil {
 		return err
 	}
 	m.mu.Lock()
