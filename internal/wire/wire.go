@@ -121,8 +121,17 @@ func (r *Reader) Str() string { return string(r.Bytes()) }
 
 // PutPaddedUvarint writes v as a uvarint that always takes len(b) bytes
 // (continuation bits on every byte but the last), so a count can be
-// patched in after the entries are written.
+// patched in after the entries are written. It panics when v needs more
+// than the 7*len(b) bits those bytes hold (5 bytes: v < 2^35), as
+// binary.PutUvarint does for a short buffer: the caller sized the field
+// for its counts, so one that does not fit is a bug in the caller, not
+// bad input, and writing its low bits would make a blob that reads back
+// as another count. (streaming's state blob counts the graph's nodes,
+// which cannot come near 2^35.)
 func PutPaddedUvarint(b []byte, v uint64) {
+	if bits := 7 * len(b); bits < 64 && v>>bits != 0 {
+		panic(fmt.Sprintf("wire.PutPaddedUvarint: %d does not fit in %d bytes (at most %d)", v, len(b), uint64(1)<<bits-1))
+	}
 	for i := range b {
 		c := byte(v & 0x7f)
 		v >>= 7

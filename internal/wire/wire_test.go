@@ -29,6 +29,21 @@ func TestReaderRoundTrip(t *testing.T) {
 	require.Equal(t, len(b), r.Off)
 }
 
+// TestPutPaddedUvarintRefusesWhatDoesNotFit: a value that needs more bits
+// than the padded field holds panics, naming it, instead of being written
+// as its low bits (2^35 in 5 bytes read back as 0); the largest that fits
+// reads back.
+func TestPutPaddedUvarintRefusesWhatDoesNotFit(t *testing.T) {
+	b := make([]byte, 5)
+	require.PanicsWithValue(t, "wire.PutPaddedUvarint: 34359738368 does not fit in 5 bytes (at most 34359738367)", func() { PutPaddedUvarint(b, 1<<35) })
+	PutPaddedUvarint(b, 1<<35-1)
+	r := Reader{B: b}
+	require.Equal(t, uint64(1<<35-1), r.PaddedUvarint())
+	require.NoError(t, r.Err)
+	require.PanicsWithValue(t, "wire.PutPaddedUvarint: 1 does not fit in 0 bytes (at most 0)", func() { PutPaddedUvarint(nil, 1) })
+	PutPaddedUvarint(make([]byte, 10), ^uint64(0)) // 70 bits hold any uint64
+}
+
 func TestReaderErrorsStick(t *testing.T) {
 	cases := map[string]struct {
 		b    []byte
