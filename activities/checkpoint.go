@@ -348,9 +348,11 @@ func (r *Shards) localOnce(ctx context.Context, pipeline string, maxAge time.Dur
 
 // classify maps streaming errors to Temporal application errors: fencing
 // and ordering errors are non-retryable, everything else retries — a
-// state store's lost commit race among them (connectors/s3 ErrConflict
-// does not wrap streaming.ErrFenced): the retry rereads, and the epochs
-// the Checkpointer checks decide whether this worker is the stale one.
+// state store's lost commit race among them (streaming.ErrConflict does
+// not wrap streaming.ErrFenced) unless a newer owner won it, which the
+// Checkpointer reports as a NotOwnerError: the retry rereads, and the
+// epochs the Checkpointer checks decide whether this worker is the stale
+// one.
 func classify(err error) error {
 	var notOwner *streaming.NotOwnerError
 	switch {

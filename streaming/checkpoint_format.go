@@ -181,18 +181,19 @@ func (r shardRecords) refresh(ctx context.Context) error {
 	return nil
 }
 
-// readManifest loads and decodes the committed manifest; an error wraps
-// ErrNotFound when the shard has none.
-func (r shardRecords) readManifest(ctx context.Context) (Manifest, SnapshotMeta, error) {
+// readManifest loads and decodes the committed manifest, and returns the
+// record it was read from; an error wraps ErrNotFound when the shard has
+// none.
+func (r shardRecords) readManifest(ctx context.Context) (Manifest, Snapshot, error) {
 	s, err := r.store.Load(ctx, r.manifestKey())
 	if err != nil {
-		return Manifest{}, SnapshotMeta{}, fmt.Errorf("load manifest %q: %w", r.manifestKey(), err)
+		return Manifest{}, Snapshot{}, fmt.Errorf("load manifest %q: %w", r.manifestKey(), err)
 	}
 	m, err := UnmarshalManifest(s.Data)
 	if err != nil {
-		return Manifest{}, SnapshotMeta{}, fmt.Errorf("manifest %q: %w", r.manifestKey(), err)
+		return Manifest{}, Snapshot{}, fmt.Errorf("manifest %q: %w", r.manifestKey(), err)
 	}
-	return m, s.Meta, nil
+	return m, s, nil
 }
 
 // manifestRecord is the record that commits m.
@@ -469,33 +470,21 @@ func (s *groupShard) writeRun(ctx context.Context, w *recordWriter, first int,
 }
 
 // commitManifests fences and writes the manifests of the shards in group
-// that are still without error, in one SaveBatch (a single Save for one
-// shard). A manifest is each shard's own commit point; when the call
-// fails none is known to have landed and each shard re-reads its manifest
-// before its next checkpoint.
+// that are still without error, in one SaveIfUnchanged on a
+// ConditionalSaver, else in one SaveBatch (a single Save for one shard).
+// A manifest is each shard's own commit point; when the call fails none
+// is known to have landed and each shard re-reads its manifest before its
+// next checkpoint.
 func commitManifests(ctx context.Context, store StateStore, group []*groupShard) {
-	var recs []KeyedSnapshot
+	var items []ConditionalSave
 	var ok []*groupShard
 	for _, s := range group {
 		if s.err != nil {
 			continue
 		}
 		c, p := s.c, s.p
-		rec := shardRecords{c.shard, c.store}
-		// Fence against a newer owner that already committed: a zombie's
-		// manifest must not replace it. The fence reads the stored
-		// manifest, not a store's cache of it (the S3 store's): a zombie's
-		// cache predates the newer owner's commit, and without conditional
-		// writes nothing else refuses the zombie.
-		if err := rec.refresh(ctx); err != nil {
-			s.err = err
-			continue
-		}
-		if _, stored, err := rec.readManifest(ctx); err == nil && stored.Epoch > p.epoch {
-			cur, owns := c.cfg.ownership.Owner()
-			s.err = &NotOwnerError{Shard: c.shard, Checkpoint: p.id, Epoch: p.epoch, CurrentEpoch: max(cur, stored.Epoch), Owns: owns, Stage: StageSaveState}
-			continue
-		} else if err != nil && !errors.Is(err, ErrNotFound) {
+		read, err := s.fenceManifest(ctx)
+		if err != nil {
 			s.err = err
 			continue
 		}
@@ -504,30 +493,75 @@ func commitManifests(ctx context.Context, store StateStore, group []*groupShard)
 			continue
 		}
 		m := Manifest{ID: p.id, Epoch: p.epoch, Runs: s.runs}
-		recs = append(recs, rec.manifestRecord(m, s.meta))
+		items = append(items, ConditionalSave{KeyedSnapshot: c.records().manifestRecord(m, s.meta), Read: read})
 		ok = append(ok, s)
 	}
+	var refused []error
 	var err error
-	switch len(recs) {
-	case 0:
-		return
-	case 1:
-		err = store.Save(ctx, recs[0].Key, recs[0].Snapshot)
-	default:
+	if cs, isCS := store.(ConditionalSaver); isCS && len(items) > 0 {
+		refused, err = cs.SaveIfUnchanged(ctx, items)
+	} else if len(items) == 1 {
+		err = store.Save(ctx, items[0].Key, items[0].Snapshot)
+	} else if len(items) > 1 {
+		recs := make([]KeyedSnapshot, len(items))
+		for i, it := range items {
+			recs[i] = it.KeyedSnapshot
+		}
 		err = store.SaveBatch(ctx, recs)
 	}
 	for i, s := range ok {
-		if err != nil {
+		serr := err
+		if err == nil && refused != nil {
+			serr = refused[i] // a refusal: nothing of it landed
+		} else if err != nil {
 			// The manifest may or may not have landed (a timeout after
-			// the write): keep the pieces, forget the cached manifest so
-			// the next stage re-reads it.
-			s.c.manifestLoaded = false
+			// the write): keep the pieces.
 			s.p.landed = true
-			s.err = fmt.Errorf("save manifest %q: %w", recs[i].Key, err)
+		}
+		if serr == nil {
+			s.bytes += int64(len(items[i].Snapshot.Data))
 			continue
 		}
-		s.bytes += int64(len(recs[i].Snapshot.Data))
+		// Forget the cached manifest so the next stage re-reads it.
+		s.c.manifestLoaded = false
+		s.err = fmt.Errorf("save manifest %q: %w", items[i].Key, serr)
+		if errors.Is(serr, ErrConflict) {
+			// Another writer committed the manifest since the fence read
+			// it: a newer owner's commit fences this one.
+			var notOwner *NotOwnerError
+			if _, ferr := s.fenceManifest(ctx); errors.As(ferr, &notOwner) {
+				s.err = ferr
+			}
+		}
 	}
+}
+
+// fenceManifest fences s's checkpoint against a newer owner that already
+// committed (a NotOwnerError): a zombie's manifest must not replace its.
+// It returns the manifest record it read (nil: none is stored), on which
+// the manifest's save is conditional — a ConditionalSaver's
+// SaveIfUnchanged, the S3 store's If-Match on the ETag it read — so a
+// newer owner that commits between the read and the save refuses the
+// save too. The fence reads the stored manifest, not a store's cache of
+// it (the S3 store's): a zombie's cache predates the newer owner's
+// commit.
+func (s *groupShard) fenceManifest(ctx context.Context) (*Snapshot, error) {
+	c, p := s.c, s.p
+	rec := c.records()
+	if err := rec.refresh(ctx); err != nil {
+		return nil, err
+	}
+	_, stored, err := rec.readManifest(ctx)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case stored.Meta.Epoch > p.epoch:
+		cur, owns := c.cfg.ownership.Owner()
+		return nil, &NotOwnerError{Shard: c.shard, Checkpoint: p.id, Epoch: p.epoch, CurrentEpoch: max(cur, stored.Meta.Epoch), Owns: owns, Stage: StageSaveState}
+	}
+	return &stored, nil
 }
 
 // The keys a Checkpointer writes to its StateStore, for shard S:

@@ -933,7 +933,7 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	if err := rec.refresh(rctx); err != nil {
 		return RestoreInfo{}, &StageError{Shard: c.shard, Stage: StageRestore, Err: err}
 	}
-	m, meta, err := rec.readManifest(rctx)
+	m, stored, err := rec.readManifest(rctx)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			c.setManifest(Manifest{})
@@ -941,6 +941,7 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 		}
 		return RestoreInfo{}, &StageError{Shard: c.shard, Stage: StageRestore, Err: err}
 	}
+	meta := stored.Meta
 	if want, got := c.cfg.fingerprint, meta.SchemaFingerprint; want != "" && got != "" && got != want {
 		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore,
 			Err: &SchemaMismatchError{Snapshot: string(rec.manifestKey()), Checkpoint: m.ID, Stored: got, Running: want}}

@@ -84,6 +84,17 @@ func (e *GraphError) Error() string {
 // longer owns the shard.
 var ErrFenced = errors.New("fenced: writer epoch is older than the owner's")
 
+// ErrConflict is wrapped by a conditional write that lost a race for a
+// manifest (a checkpoint manifest, or the S3 store's own): another writer
+// changed it since this one read it, so the write was refused and changed
+// nothing; a retry reads the winner's. It does not wrap ErrFenced: losing
+// a race does not make a writer the stale one. A Checkpointer that loses
+// the race for its manifest rereads it, and is fenced (a NotOwnerError)
+// when the winner's epoch is newer. ConditionalSaver.SaveIfUnchanged
+// returns it, and the S3 store's commits (connectors/s3 ErrConflict is
+// this error).
+var ErrConflict = errors.New("manifest changed by another writer")
+
 // ErrSchemaMismatch is wrapped by a *SchemaMismatchError: a snapshot was
 // taken by a graph whose archive schema differs from the running one's.
 var ErrSchemaMismatch = errors.New("snapshot schema fingerprint mismatch")

@@ -1,8 +1,10 @@
 package streaming
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 )
 
 // StateStore is durable per-key state (the seeds' AsyncStateStore).
@@ -43,6 +45,44 @@ type EpochClaimer interface {
 type KeyedSnapshot struct {
 	Key      []byte
 	Snapshot Snapshot
+}
+
+// ConditionalSaver is the optional capability of a StateStore whose saves
+// can be compare-and-sets, like the S3 store's conditional manifest
+// writes: a Checkpointer commits its manifests with it, so that a zombie
+// owner that read the manifest just before a newer owner committed cannot
+// replace the newer one.
+type ConditionalSaver interface {
+	// SaveIfUnchanged stores each item whose key still holds the snapshot
+	// the item's Read holds (nil: nothing), compared and written as one
+	// step that no other SaveIfUnchanged of the key comes between.
+	// refused[i] is nil for an item stored, or an error naming its key and
+	// wrapping ErrConflict for one refused, which changed nothing. err is
+	// the failure of the call (then refused is nil, and an item may or may
+	// not have been stored).
+	SaveIfUnchanged(ctx context.Context, items []ConditionalSave) (refused []error, err error)
+}
+
+// ConditionalSave is one item of a SaveIfUnchanged.
+type ConditionalSave struct {
+	KeyedSnapshot
+	// Read is what the writer read under Key (Load's snapshot), nil if it
+	// found nothing stored.
+	Read *Snapshot
+}
+
+// Unchanged reports whether stored (nil: nothing stored under the item's
+// key) is what the item's Read holds; a store implementing
+// SaveIfUnchanged compares with it.
+func (c ConditionalSave) Unchanged(stored *Snapshot) bool {
+	if c.Read == nil || stored == nil {
+		return c.Read == nil && stored == nil
+	}
+	a, b := c.Read, stored
+	return a.Meta.FormatVersion == b.Meta.FormatVersion && a.Meta.CursorType == b.Meta.CursorType &&
+		bytes.Equal(a.Meta.Cursor, b.Meta.Cursor) && a.Meta.Epoch == b.Meta.Epoch &&
+		slices.Equal(a.Meta.Operators, b.Meta.Operators) && a.Meta.SchemaFingerprint == b.Meta.SchemaFingerprint &&
+		a.Meta.CreatedUnixNano == b.Meta.CreatedUnixNano && bytes.Equal(a.Data, b.Data)
 }
 
 // SaveBatchSequential implements SaveBatch with one Save per item, for

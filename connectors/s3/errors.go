@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/tflo-io/tflo/streaming"
 )
 
 // ErrAccessDenied is wrapped by errors for requests the server refused
@@ -34,9 +36,11 @@ var ErrNoSuchBucket = errors.New("no such bucket")
 // being changed (another writer of the same shard, or of the root
 // manifest; 412, or AWS's 409 ConditionalRequestConflict), so the commit was
 // refused and changed nothing. The Store forgets its cached manifest; a
-// retry reads the winner's. It does not wrap streaming.ErrFenced: losing
-// a race does not make a writer the stale one (see the package doc).
-var ErrConflict = errors.New("manifest changed by another writer")
+// retry reads the winner's. It is streaming.ErrConflict, which the other
+// stores' conditional saves (streaming.ConditionalSaver) return too. It
+// does not wrap streaming.ErrFenced: losing a race does not make a writer
+// the stale one (see the package doc).
+var ErrConflict = streaming.ErrConflict
 
 // ErrResponseTimeout is wrapped by errors for requests the server accepted
 // but did not answer within the response timeout (WithResponseTimeout)

@@ -767,3 +767,121 @@ func RequireClaimsAtOnce(t testing.TB, from streaming.Epoch, claims ...func() (s
 		require.True(t, seen[ep], "epochs %d..%d, one each: missing %d (got %v)", from, from+streaming.Epoch(len(claims))-1, ep, got)
 	}
 }
+
+// RunConditionalSaver runs the streaming.ConditionalSaver conformance suite:
+// newWriters returns two writers on one fresh store — two handles where
+// the store allows them (two Stores on one database), the same handle
+// twice where it allows one (a folder's single Store).
+func RunConditionalSaver(t *testing.T, newWriters func(t *testing.T) (a, b streaming.StateStore)) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, a, b streaming.StateStore)
+	}{
+		{"SaveIfUnchangedInterleaved", testSaveIfUnchangedInterleaved},
+		{"SaveIfUnchangedFirstCommit", testSaveIfUnchangedFirstCommit},
+		{"SaveIfUnchangedBatch", testSaveIfUnchangedBatch},
+		{"SaveIfUnchangedConcurrent", testSaveIfUnchangedConcurrent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newWriters(t)
+			tc.fn(t, a, b)
+		})
+	}
+}
+
+// casKey is the key the ConditionalSaver tests race for: a manifest's.
+var casKey = streaming.CheckpointManifestKey("sensors/p0")
+
+// saveIfUnchanged saves snap under key on w if key still holds read,
+// and returns the item's refusal.
+func saveIfUnchanged(t *testing.T, w streaming.StateStore, key []byte, read *streaming.Snapshot, snap streaming.Snapshot) error {
+	t.Helper()
+	cs, ok := w.(streaming.ConditionalSaver)
+	require.True(t, ok, "%T is not a streaming.ConditionalSaver", w)
+	refused, err := cs.SaveIfUnchanged(context.Background(), []streaming.ConditionalSave{
+		{KeyedSnapshot: streaming.KeyedSnapshot{Key: key, Snapshot: snap}, Read: read},
+	})
+	require.NoError(t, err)
+	require.Len(t, refused, 1)
+	return refused[0]
+}
+
+// A loads the manifest, B loads it and saves a newer one, A saves: A is
+// refused and B's manifest stays.
+func testSaveIfUnchangedInterleaved(t *testing.T, a, b streaming.StateStore) {
+	ctx := context.Background()
+	require.NoError(t, a.Save(ctx, casKey, fullSnapshot(1)))
+	readA, err := a.Load(ctx, casKey)
+	require.NoError(t, err)
+	readB, err := b.Load(ctx, casKey)
+	require.NoError(t, err)
+	require.NoError(t, saveIfUnchanged(t, b, casKey, &readB, fullSnapshot(3)))
+	err = saveIfUnchanged(t, a, casKey, &readA, fullSnapshot(2))
+	require.ErrorIs(t, err, streaming.ErrConflict)
+	require.Contains(t, err.Error(), string(casKey))
+	requireLoad(t, a, casKey, fullSnapshot(3))
+	requireLoad(t, b, casKey, fullSnapshot(3))
+}
+
+// Both find no manifest; B commits first: A, expecting none, is refused.
+func testSaveIfUnchangedFirstCommit(t *testing.T, a, b streaming.StateStore) {
+	require.NoError(t, saveIfUnchanged(t, b, casKey, nil, fullSnapshot(3)))
+	require.ErrorIs(t, saveIfUnchanged(t, a, casKey, nil, fullSnapshot(2)), streaming.ErrConflict)
+	requireLoad(t, a, casKey, fullSnapshot(3))
+}
+
+// In a batch only the items whose key changed are refused.
+func testSaveIfUnchangedBatch(t *testing.T, a, b streaming.StateStore) {
+	ctx := context.Background()
+	other := streaming.CheckpointManifestKey("sensors/p1")
+	require.NoError(t, a.SaveBatch(ctx, []streaming.KeyedSnapshot{{Key: casKey, Snapshot: fullSnapshot(1)}, {Key: other, Snapshot: fullSnapshot(1)}}))
+	read := fullSnapshot(1)
+	require.NoError(t, saveIfUnchanged(t, b, casKey, &read, fullSnapshot(3)))
+	refused, err := a.(streaming.ConditionalSaver).SaveIfUnchanged(ctx, []streaming.ConditionalSave{
+		{KeyedSnapshot: streaming.KeyedSnapshot{Key: casKey, Snapshot: fullSnapshot(2)}, Read: &read},
+		{KeyedSnapshot: streaming.KeyedSnapshot{Key: other, Snapshot: fullSnapshot(2)}, Read: &read},
+	})
+	require.NoError(t, err)
+	require.Len(t, refused, 2)
+	require.ErrorIs(t, refused[0], streaming.ErrConflict)
+	require.NoError(t, refused[1])
+	requireLoad(t, a, casKey, fullSnapshot(3))
+	requireLoad(t, a, other, fullSnapshot(2))
+}
+
+// Of writers that all read the same manifest, exactly one replaces it.
+func testSaveIfUnchangedConcurrent(t *testing.T, a, b streaming.StateStore) {
+	ctx := context.Background()
+	require.NoError(t, a.Save(ctx, casKey, fullSnapshot(0)))
+	read, err := a.Load(ctx, casKey)
+	require.NoError(t, err)
+	const writers = 8
+	refused := make([]error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			cs := []streaming.StateStore{a, b}[w%2].(streaming.ConditionalSaver)
+			r, err := cs.SaveIfUnchanged(ctx, []streaming.ConditionalSave{
+				{KeyedSnapshot: streaming.KeyedSnapshot{Key: casKey, Snapshot: fullSnapshot(w + 1)}, Read: &read},
+			})
+			if err == nil {
+				err = r[0]
+			}
+			refused[w] = err
+		})
+	}
+	wg.Wait()
+	winner := -1
+	for w, err := range refused {
+		if err == nil {
+			require.Equal(t, -1, winner, "writers %d and %d both replaced the manifest they read", winner, w)
+			winner = w
+			continue
+		}
+		require.ErrorIs(t, err, streaming.ErrConflict, "writer %d", w)
+	}
+	require.NotEqual(t, -1, winner, "no writer replaced the manifest")
+	requireLoad(t, a, casKey, fullSnapshot(winner+1))
+}

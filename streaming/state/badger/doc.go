@@ -36,7 +36,12 @@
 // written a prefix of its items. SaveCursor is a read-compare-write in one
 // Badger transaction, under a lock of the package (the database may have
 // been opened without conflict detection, as the pipeline's is), so
-// concurrent writers are fenced correctly.
+// concurrent writers are fenced correctly. SaveIfUnchanged (the
+// streaming.ConditionalSaver a Checkpointer commits its manifests with)
+// is a compare-and-set the same way: the stored snapshots are compared
+// with what the writer read and the unchanged ones written in one
+// transaction, so of two Stores on one database (two runtimes of one
+// process) that read a manifest, only the first to write replaces it.
 //
 // A Store is a streaming.EpochClaimer: the epochs claimed under a name are
 // kept in its database, which one process holds at a time.

@@ -33,13 +33,14 @@ var (
 )
 
 var (
-	_ streaming.StateStore   = (*Store)(nil)
-	_ streaming.CursorStore  = (*Store)(nil)
-	_ streaming.EpochClaimer = (*Store)(nil)
+	_ streaming.StateStore       = (*Store)(nil)
+	_ streaming.CursorStore      = (*Store)(nil)
+	_ streaming.EpochClaimer     = (*Store)(nil)
+	_ streaming.ConditionalSaver = (*Store)(nil)
 )
 
 // fenceMu serializes the read-compare-writes of every Store (SaveCursor,
-// ClaimEpoch): a database opened without conflict detection (the
+// ClaimEpoch, SaveIfUnchanged): a database opened without conflict detection (the
 // pipeline's, keyedstate.BadgerOptions) would let two of them read the
 // same record and both write. They are a few a checkpoint, and a Badger
 // database is held by one process, so a lock in it is enough.
@@ -316,34 +317,28 @@ func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.Cursor
 }
 
 // rewrite sets k to what next makes of its stored value (found false:
-// none), read and written in one transaction, retried on a conflict, and
-// under fenceMu.
+// none), read and written in one transaction (fenced).
 func (s *Store) rewrite(ctx context.Context, k []byte, next func(old []byte, found bool) ([]byte, error)) error {
+	return s.fenced(ctx, func(txn *badger.Txn) error {
+		old, found, err := get(txn, k)
+		if err != nil {
+			return err
+		}
+		v, err := next(old, found)
+		if err != nil {
+			return err
+		}
+		return txn.Set(k, v)
+	})
+}
+
+// fenced runs a read-compare-write as one transaction, under fenceMu and
+// retried when a concurrent writer conflicts.
+func (s *Store) fenced(ctx context.Context, update func(txn *badger.Txn) error) error {
 	fenceMu.Lock()
 	defer fenceMu.Unlock()
 	for {
-		err := s.db.Update(func(txn *badger.Txn) error {
-			var (
-				old   []byte
-				found bool
-			)
-			item, err := txn.Get(k)
-			switch {
-			case errors.Is(err, badger.ErrKeyNotFound):
-			case err != nil:
-				return err
-			default:
-				if old, err = item.ValueCopy(nil); err != nil {
-					return err
-				}
-				found = true
-			}
-			v, err := next(old, found)
-			if err != nil {
-				return err
-			}
-			return txn.Set(k, v)
-		})
+		err := s.db.Update(update)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err
 		}
@@ -351,6 +346,78 @@ func (s *Store) rewrite(ctx context.Context, k []byte, next func(old []byte, fou
 			return cerr
 		}
 	}
+}
+
+// get returns k's value in txn, found false when it has none.
+func get(txn *badger.Txn, k []byte) (v []byte, found bool, err error) {
+	item, err := txn.Get(k)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	if v, err = item.ValueCopy(nil); err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// SaveIfUnchanged implements streaming.ConditionalSaver: the items are
+// compared with what is stored and the unchanged ones written in one
+// transaction, under the lock every read-compare-write of a Store in the
+// process takes (SaveCursor, ClaimEpoch; a Badger database is held by one
+// process), and with Badger's conflict detection where the database has
+// it. So two Stores on one database (two runtimes of one process) cannot
+// both replace what they read.
+func (s *Store) SaveIfUnchanged(ctx context.Context, items []streaming.ConditionalSave) ([]error, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	vals := make([][]byte, len(items))
+	for i, it := range items {
+		vals[i] = streaming.MarshalSnapshot(it.Snapshot)
+		if err := s.checkSize(it.Key, vals[i]); err != nil {
+			return nil, fmt.Errorf("save if unchanged: %w", err)
+		}
+	}
+	var refused []error
+	err := s.fenced(ctx, func(txn *badger.Txn) error {
+		refused = make([]error, len(items))
+		for i, it := range items {
+			k := s.snapKey(it.Key)
+			old, found, err := get(txn, k)
+			if err != nil {
+				return fmt.Errorf("snapshot key %q: %w", it.Key, err)
+			}
+			var stored *streaming.Snapshot
+			if found {
+				snap, err := streaming.UnmarshalSnapshot(old)
+				if err != nil {
+					return fmt.Errorf("snapshot key %q: stored snapshot: %w", it.Key, err)
+				}
+				stored = &snap
+			}
+			if !it.Unchanged(stored) {
+				refused[i] = fmt.Errorf("snapshot key %q: save refused, it changed since it was read: %w", it.Key, streaming.ErrConflict)
+				continue
+			}
+			if err := txn.Set(k, vals[i]); err != nil {
+				return fmt.Errorf("snapshot key %q: %w", it.Key, err)
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("save %d snapshots if unchanged: %w", len(items), err)
+	}
+	if err := s.maybeSync(); err != nil {
+		return nil, err
+	}
+	return refused, nil
 }
 
 // LoadCursor returns key's cursor record, or an error wrapping

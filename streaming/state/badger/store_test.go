@@ -33,6 +33,18 @@ func sharedDB(t *testing.T) *badger.DB {
 func TestConformancePath(t *testing.T) {
 	statetest.Run(t, func(t *testing.T) streaming.StateStore { return openPath(t) })
 	statetest.RunCursorStore(t, func(t *testing.T) streaming.CursorStore { return openPath(t) })
+	statetest.RunConditionalSaver(t, func(t *testing.T) (a, b streaming.StateStore) { return twoStores(t, sharedDB(t)) })
+}
+
+// twoStores opens two Stores on db, as two runtimes of a process open
+// theirs on the worker's database.
+func twoStores(t *testing.T, db *badger.DB) (a, b streaming.StateStore) {
+	t.Helper()
+	sa, err := badgerstore.Open(badgerstore.WithDB(db))
+	require.NoError(t, err)
+	sb, err := badgerstore.Open(badgerstore.WithDB(db))
+	require.NoError(t, err)
+	return sa, sb
 }
 
 // The shared-database case: the suite runs against a store whose database
@@ -80,6 +92,7 @@ func TestConformancePipelineDB(t *testing.T) {
 	}
 	statetest.Run(t, func(t *testing.T) streaming.StateStore { return newStore(t) })
 	statetest.RunCursorStore(t, func(t *testing.T) streaming.CursorStore { return newStore(t) })
+	statetest.RunConditionalSaver(t, func(t *testing.T) (a, b streaming.StateStore) { return twoStores(t, newStore(t).DB()) })
 	// Every claimer a store of its own on one database, as the shards'
 	// runs of a worker each open theirs.
 	db := newStore(t).DB()

@@ -48,5 +48,9 @@
 // dropped (a checkpoint manifest never goes back to an older one, and a
 // deleted piece does not come back). A context already done when
 // a call starts changes nothing. SaveCursor's read-compare-write runs under one
-// lock, so concurrent writers are fenced correctly.
+// lock, so concurrent writers are fenced correctly; so does SaveIfUnchanged's
+// (the streaming.ConditionalSaver a Checkpointer commits its manifests
+// with), a compare-and-set in the process, and across processes by the
+// folder's flock on LOCK, which needs a file system where flock(2)
+// excludes other processes (a local one).
 package files

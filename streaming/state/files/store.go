@@ -32,6 +32,7 @@ type Store struct {
 	background sync.WaitGroup // cleanups of abandoned batches; waited by Close
 
 	curMu sync.Mutex // serialises SaveCursor's read-compare-write
+	casMu sync.Mutex // serialises SaveIfUnchanged's read-compare-writes
 
 	order writeOrder // snapshot files replaced in call order
 }
@@ -41,8 +42,9 @@ type Store struct {
 const syncfsMinBatch = 64
 
 var (
-	_ streaming.StateStore  = (*Store)(nil)
-	_ streaming.CursorStore = (*Store)(nil)
+	_ streaming.StateStore       = (*Store)(nil)
+	_ streaming.CursorStore      = (*Store)(nil)
+	_ streaming.ConditionalSaver = (*Store)(nil)
 )
 
 // Open opens (creating it and its missing parents if needed, each made
@@ -325,6 +327,61 @@ func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) e
 		return fmt.Errorf("snapshot key %q: save: %w", key, err)
 	}
 	return nil
+}
+
+// SaveIfUnchanged implements streaming.ConditionalSaver: each item's file
+// is read, compared with what the writer read and replaced (atomically, as
+// Save does) under a lock of the Store, and the folder is fsynced once at
+// the end. In a process the lock makes it a compare-and-set; across
+// processes the folder's lock does (the exclusive flock(2) on LOCK that
+// Open takes and holds, so no other process writes the folder while this
+// Store is open). That needs a file system whose flock excludes other
+// processes — a local one; on NFS only where flock is mapped to
+// working NFS locks — and, on a system without flock(2), where Open locks
+// nothing, a caller running one process per folder.
+func (s *Store) SaveIfUnchanged(ctx context.Context, items []streaming.ConditionalSave) ([]error, error) {
+	refused := make([]error, len(items))
+	for i, it := range items {
+		name := fileName(kindSnapshot, it.Key)
+		content := encodeSnapshotFile(it.Key, it.Snapshot)
+		key := bytes.Clone(it.Key) // a job its caller gave up on must not read the caller's slice
+		var read *streaming.Snapshot
+		if it.Read != nil {
+			r := *it.Read
+			r.Data, r.Meta.Cursor, r.Meta.Operators = bytes.Clone(r.Data), bytes.Clone(r.Meta.Cursor), slices.Clone(r.Meta.Operators)
+			read = &r
+		}
+		want := streaming.ConditionalSave{Read: read}
+		err := s.doWrite(ctx, name, func(ticket uint64) error {
+			s.casMu.Lock()
+			defer s.casMu.Unlock()
+			var stored *streaming.Snapshot
+			rest, path, err := s.readFile(kindSnapshot, key)
+			switch {
+			case errors.Is(err, streaming.ErrNotFound):
+			case err != nil:
+				return err
+			default:
+				snap, err := streaming.UnmarshalSnapshot(rest)
+				if err != nil {
+					return fmt.Errorf("snapshot key %q (file %s): %w", key, path, err)
+				}
+				stored = &snap
+			}
+			if !want.Unchanged(stored) {
+				refused[i] = fmt.Errorf("snapshot key %q: save refused, it changed since it was read: %w", key, streaming.ErrConflict)
+				return nil
+			}
+			return s.writeFile(name, ticket, content)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("snapshot key %q: save if unchanged: %w", it.Key, err)
+		}
+	}
+	if err := s.do(ctx, s.syncDir); err != nil {
+		return nil, fmt.Errorf("save %d snapshots if unchanged: %w", len(items), err)
+	}
+	return refused, nil
 }
 
 // doWrite runs write, the job of one write of file name, on an I/O

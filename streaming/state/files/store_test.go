@@ -28,6 +28,11 @@ func open(t *testing.T, dir string, opts ...files.Option) *files.Store {
 func TestConformance(t *testing.T) {
 	statetest.Run(t, func(t *testing.T) streaming.StateStore { return open(t, t.TempDir()) })
 	statetest.RunCursorStore(t, func(t *testing.T) streaming.CursorStore { return open(t, t.TempDir()) })
+	// One Store per folder (Open locks it): its two writers share it.
+	statetest.RunConditionalSaver(t, func(t *testing.T) (a, b streaming.StateStore) {
+		s := open(t, t.TempDir())
+		return s, s
+	})
 }
 
 // With one I/O goroutine every call queues behind the others: the suite
