@@ -64,8 +64,10 @@ type BackfillState struct {
 }
 
 // BackfillLane is one partition in flight and where it stands, and the
-// partitions its activities replay after it (small partitions go in
-// batches, see BackfillWorkflow).
+// partitions its next activity replays after it (small partitions go in
+// batches, see BackfillWorkflow). Those an activity did not start when it
+// stopped go back to the queue; the lane goes on alone (before, and in
+// lanes carried over from a run then, Then kept them).
 type BackfillLane struct {
 	Partition string           `json:"partition"`
 	Next      parquet.Position `json:"next"`
@@ -151,7 +153,11 @@ func (p BackfillProgress) WithRate(now time.Time) BackfillProgress {
 // FilesPerActivity holds at the archive's mean files per partition (but
 // no more than a fair share of the listed queue among the lanes free), so
 // the activities, and the history events, of a backfill of many shards
-// of a file or two grow with its files, not its shards. After
+// of a file or two grow with its files, not its shards. An activity that
+// stops at FilesPerActivity puts the partitions of its batch it did not
+// start back at the front of the queue, in order, for the next free lane,
+// and its lane goes on alone in the partition it stopped in: a big
+// partition does not hold small ones behind it while other lanes idle. After
 // ActivitiesPerRun activities (or when Temporal suggests it) it stops
 // starting replays, lets those in flight finish and continues as new
 // with its state (progress, listing cursor, queued partitions, lanes and
@@ -303,6 +309,7 @@ type backfill struct {
 
 	running  map[string]bool
 	batch    bool // small partitions go in batches (see BackfillWorkflow)
+	requeue  bool // a lane's partitions not started go back to the queue (see start)
 	inFlight int
 	started  int // replay activities started in this run
 	firstErr error
@@ -326,6 +333,7 @@ func (b *backfill) run(ctx workflow.Context) (BackfillProgress, error) {
 	b.st.Progress.Runs++
 	b.running = map[string]bool{}
 	b.batch = workflow.GetVersion(ctx, "backfill-batch-small-partitions", workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	b.requeue = workflow.GetVersion(ctx, "backfill-requeue-unstarted-partitions", workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BackfillProgress, error) {
 		return b.st.Progress.WithRate(workflow.Now(ctx)), nil
 	}); err != nil {
@@ -525,7 +533,26 @@ func (b *backfill) start(ctx, replay workflow.Context, sel workflow.Selector, i 
 			// where the activity stopped in it.
 			fin := min(max(res.Finished, 0), len(parts)-1)
 			p.PartitionsDone += fin
-			b.st.Lanes[j] = BackfillLane{Partition: parts[fin], Next: next, Then: parts[fin+1:]}
+			if !b.requeue {
+				// Before, the lane kept the rest of its batch behind the
+				// partition it stopped in: a big partition held the small
+				// ones after it for its next activities while the other
+				// lanes, their queue empty, sat idle.
+				b.st.Lanes[j] = BackfillLane{Partition: parts[fin], Next: next, Then: parts[fin+1:]}
+				break
+			}
+			// The partitions it did not start go back to the front of the
+			// queue, in order, for the next free lane; the lane goes on
+			// alone in the partition it stopped in, or ends when it stopped
+			// between partitions.
+			rest := parts[fin+1:]
+			if next == (parquet.Position{}) {
+				rest = parts[fin:]
+				b.st.Lanes = append(b.st.Lanes[:j], b.st.Lanes[j+1:]...)
+			} else {
+				b.st.Lanes[j] = BackfillLane{Partition: parts[fin], Next: next}
+			}
+			b.st.Queue = append(slices.Clone(rest), b.st.Queue...)
 			break
 		}
 	})

@@ -287,6 +287,72 @@ func TestBackfillBatchesOnAWorkerThatIgnoresThen(t *testing.T) {
 	requireEveryFileOnce(t, f, p)
 }
 
+// TestBackfillRequeuesWhatALaneDidNotStart: the probe's archive, 30
+// one-file shards and 10 of 20 files (every fourth), in a window of 4 at
+// 40 files per activity. A batch's activity that stops at 40 files in a
+// big partition leaves the partitions after it to the queue: another
+// lane replays them while the big one's next activity runs (each such
+// activity waits for that here, up to a deadline). Before, the lane kept
+// them queued behind the big partition for its own next activity, and
+// the other lanes, their queue empty, sat idle.
+func TestBackfillRequeuesWhatALaneDidNotStart(t *testing.T) {
+	f := newFakeArchive(40, 1, 50)
+	for i, p := range f.names {
+		f.files[p] = 1
+		if i%4 == 0 {
+			f.files[p] = 20
+		}
+	}
+	in := backfillIn
+	in.Window, in.FilesPerActivity = 4, 40
+	var mu sync.Mutex
+	behind := map[string][]string{} // partition an activity stopped in: the batch's partitions after it
+	var waitedOut atomic.Bool
+	replayedAll := func(parts []string) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, p := range parts {
+			if f.replayed[p] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	env := newPartitionEnv(t, f, func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		mu.Lock()
+		want := behind[in.Partition]
+		mu.Unlock()
+		if in.Start.Row > 0 && !waitedOut.Load() &&
+			!assert.Eventually(t, func() bool { return replayedAll(want) }, 10*time.Second, time.Millisecond,
+				"%v, queued behind %s where an activity stopped, are replayed by another lane while its next activity runs", want, in.Partition) {
+			waitedOut.Store(true)
+		}
+		res, err := f.replay(ctx, in)
+		if parts := append([]string{in.Partition}, in.Then...); !res.Done && res.Next.Row > 0 {
+			mu.Lock()
+			behind[parts[res.Finished]] = parts[res.Finished+1:]
+			mu.Unlock()
+		}
+		return res, err
+	})
+	env.SetTestTimeout(time.Minute) // beyond the waits' deadline
+	p := runToEnd(t, env, in)
+	requireEveryFileOnce(t, f, p)
+	mu.Lock()
+	defer mu.Unlock()
+	stoppedBefore := 0
+	for _, parts := range behind {
+		stoppedBefore += len(parts)
+	}
+	require.Positive(t, stoppedBefore, "an activity stops in a big partition with partitions of its batch after it")
+	for i, name := range f.names {
+		if i%4 != 0 {
+			assert.Equal(t, 1, f.replayed[name], "one-file partition %s replayed once", name)
+		}
+	}
+	t.Logf("230 files in 40 partitions: %d replay activities", f.replays)
+}
+
 // A long backfill continues as new, carrying the partitions in flight
 // with their positions, the queue and the listing cursor; the chain of
 // runs replays every file exactly once.
