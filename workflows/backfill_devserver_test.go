@@ -87,6 +87,35 @@ func TestBackfillOfManySmallShardsOnDevServer(t *testing.T) {
 	require.Less(t, events, parts/2, "history grows with files per activity, not with shards")
 }
 
+// TestBackfillRequeueReplaysOnDevServer: the probe's backfill (see
+// newProbeArchive), whose activities stop in big partitions and put the
+// partitions after them back in the queue, continuing as new every 4
+// activities, runs on a dev server, and every run's history replays (no
+// recorded history has a lane stop short).
+func TestBackfillRequeueReplaysOnDevServer(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, in := newProbeArchive()
+	in.ActivitiesPerRun = 4
+	var resumed atomic.Int32
+	startFakeArchiveWorkers(t, c, f, func(ctx context.Context, in activities.ReplayPartitionInput) (activities.ReplayPartitionResult, error) {
+		if in.Start.Row > 0 {
+			resumed.Add(1)
+		}
+		return f.replay(ctx, in)
+	})
+	id, run, p := runOnDevServer(t, ctx, c, in)
+	requireEveryFileOnce(t, f, p)
+	require.Positive(t, resumed.Load(), "activities stopped in big partitions")
+	h := walkRuns(t, ctx, c, id, run.GetRunID())
+	require.Greater(t, h.runs, 1)
+	for _, rid := range h.runIDs {
+		require.NoError(t, newReplayer().ReplayWorkflowHistory(nil, fetchHistory(t, c, c.GetWorkflow(ctx, id, rid))), "replay run %s", rid)
+	}
+}
+
 // TestBackfillCancelCountsWhatTheReplaysFlushedOnDevServer: a backfill
 // cancelled mid-batch carries, in its cancellation, the progress of what
 // its replays had flushed (ReplayPartition answers a cancellation with
@@ -173,6 +202,7 @@ func runOnDevServer(t *testing.T, ctx context.Context, c client.Client, in workf
 // runHistory sums the histories of a chain of runs (continue-as-new).
 type runHistory struct {
 	runs, events, maxEvents, maxPayload int
+	runIDs                              []string // last first
 }
 
 // walkRuns walks workflow id's chain of runs back from runID: how many,
@@ -182,6 +212,7 @@ func walkRuns(t *testing.T, ctx context.Context, c client.Client, id, runID stri
 	var h runHistory
 	for runID != "" {
 		h.runs++
+		h.runIDs = append(h.runIDs, runID)
 		events, prev := 0, ""
 		for _, ev := range temporaltest.History(t, ctx, c, id, runID) {
 			events++

@@ -287,15 +287,11 @@ func TestBackfillBatchesOnAWorkerThatIgnoresThen(t *testing.T) {
 	requireEveryFileOnce(t, f, p)
 }
 
-// TestBackfillRequeuesWhatALaneDidNotStart: the probe's archive, 30
-// one-file shards and 10 of 20 files (every fourth), in a window of 4 at
-// 40 files per activity. A batch's activity that stops at 40 files in a
-// big partition leaves the partitions after it to the queue: another
-// lane replays them while the big one's next activity runs (each such
-// activity waits for that here, up to a deadline). Before, the lane kept
-// them queued behind the big partition for its own next activity, and
-// the other lanes, their queue empty, sat idle.
-func TestBackfillRequeuesWhatALaneDidNotStart(t *testing.T) {
+// newProbeArchive returns the archive of the probe that found lanes never
+// rebalanced, 30 one-file shards and 10 of 20 files (every fourth), and
+// a backfill of it in a window of 4 at 40 files per activity: batches
+// stop at 40 files in big partitions with partitions after them.
+func newProbeArchive() (*fakeArchive, workflows.BackfillInput) {
 	f := newFakeArchive(40, 1, 50)
 	for i, p := range f.names {
 		f.files[p] = 1
@@ -305,6 +301,18 @@ func TestBackfillRequeuesWhatALaneDidNotStart(t *testing.T) {
 	}
 	in := backfillIn
 	in.Window, in.FilesPerActivity = 4, 40
+	return f, in
+}
+
+// TestBackfillRequeuesWhatALaneDidNotStart: the probe's archive (see
+// newProbeArchive). A batch's activity that stops at 40 files in a
+// big partition leaves the partitions after it to the queue: another
+// lane replays them while the big one's next activity runs (each such
+// activity waits for that here, up to a deadline). Before, the lane kept
+// them queued behind the big partition for its own next activity, and
+// the other lanes, their queue empty, sat idle.
+func TestBackfillRequeuesWhatALaneDidNotStart(t *testing.T) {
+	f, in := newProbeArchive()
 	var mu sync.Mutex
 	behind := map[string][]string{} // partition an activity stopped in: the batch's partitions after it
 	var waitedOut atomic.Bool
