@@ -59,12 +59,20 @@ func NewLocalArchive(dir string) (*LocalArchive, error) {
 // Root returns the archive's folder.
 func (a *LocalArchive) Root() string { return a.root }
 
-func checkName(name string) error {
-	if name == "" || !fs.ValidPath(name) || strings.HasPrefix(path.Base(name), tempPrefix) {
-		return fmt.Errorf("%w: %q is not a clean relative path", ErrBadName, name)
+// checkName refuses, for the local and memory archives alike, an object
+// name that is not a clean relative path, that is the root itself (".",
+// which a local Delete would remove) or that names a temp file; the
+// error names the archive (what), the operation and the name, and wraps
+// ErrBadName.
+func checkName(what, op, name string) error {
+	if name == "" || name == "." || !fs.ValidPath(name) || strings.HasPrefix(path.Base(name), tempPrefix) {
+		return fmt.Errorf("%s: %s: %w: %q is not a clean relative path", what, op, ErrBadName, name)
 	}
 	return nil
 }
+
+// what names the archive in its errors.
+func (a *LocalArchive) what() string { return "local archive " + a.root }
 
 // ctxErr is ctx's error, if it ended, naming the archive, the operation
 // and its object(s) (what), and wrapping ctx.Err().
@@ -202,7 +210,7 @@ func (a *LocalArchive) ListPage(ctx context.Context, prefix, startAfter string, 
 
 // Open implements Archive.
 func (a *LocalArchive) Open(ctx context.Context, name string) (Object, error) {
-	if err := checkName(name); err != nil {
+	if err := checkName(a.what(), "open", name); err != nil {
 		return nil, err
 	}
 	if err := a.ctxErr(ctx, "open", name); err != nil {
@@ -232,7 +240,7 @@ func (o *fileObject) Size() int64 { return o.size }
 
 // PutAtomic implements Archive.
 func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) (err error) {
-	if err := checkName(name); err != nil {
+	if err := checkName(a.what(), "put", name); err != nil {
 		return err
 	}
 	if err := a.ctxErr(ctx, "put", name); err != nil {
@@ -389,10 +397,13 @@ func (m *MemArchive) Puts() int {
 // operation and its object(s) (what), and wrapping ctx.Err().
 func memCtxErr(ctx context.Context, op, what string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memory archive: %s %s: %w", op, what, err)
+		return fmt.Errorf("%s: %s %s: %w", memWhat, op, what, err)
 	}
 	return nil
 }
+
+// memWhat names the memory archive in its errors.
+const memWhat = "memory archive"
 
 // List implements Archive.
 func (m *MemArchive) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
@@ -418,6 +429,9 @@ func (m *MemArchive) list(prefix string) []ObjectInfo {
 
 // Open implements Archive.
 func (m *MemArchive) Open(ctx context.Context, name string) (Object, error) {
+	if err := checkName(memWhat, "open", name); err != nil {
+		return nil, err
+	}
 	if err := memCtxErr(ctx, "open", name); err != nil {
 		return nil, err
 	}
@@ -436,7 +450,7 @@ func (o *memObject) Close() error { return nil }
 
 // PutAtomic implements Archive.
 func (m *MemArchive) PutAtomic(ctx context.Context, name string, data []byte) error {
-	if err := checkName(name); err != nil {
+	if err := checkName(memWhat, "put", name); err != nil {
 		return err
 	}
 	if err := memCtxErr(ctx, "put", name); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -280,36 +281,11 @@ func TestLocalArchiveListsInPages(t *testing.T) {
 // canceled", so a writer's or compaction's log said nothing of what was
 // given up.
 func TestArchiveErrorsOfAnEndedContextNameTheObject(t *testing.T) {
-	dir := t.TempDir()
-	local, err := parquet.NewLocalArchive(dir)
-	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	const name = "p/shard-000001/a.parquet"
-	type archive interface {
-		parquet.Archive
-		parquet.Uploader
-		parquet.Mover
-		parquet.Deleter
-	}
-	calls := map[string]func(a archive) error{
-		"open":          func(a archive) error { _, err := a.Open(ctx, name); return err },
-		"put":           func(a archive) error { return a.PutAtomic(ctx, name, []byte("x")) },
-		"create upload": func(a archive) error { _, err := a.CreateUpload(ctx, name); return err },
-		"upload part 1 of": func(a archive) error {
-			_, err := a.UploadPart(ctx, name, "u1", 1, 0, []byte("x"))
-			return err
-		},
-		"complete":     func(a archive) error { return a.CompleteUpload(ctx, name, "u1", nil) },
-		"abort upload": func(a archive) error { return a.AbortUpload(ctx, name, "u1") },
-		"move":         func(a archive) error { return a.Move(ctx, name, "p/shard-000001/b.parquet") },
-		"delete":       func(a archive) error { return a.Delete(ctx, name) },
-	}
-	for _, arc := range []struct {
-		what string
-		a    archive
-	}{{"local archive " + dir, local}, {"memory archive", parquet.NewMemArchive()}} {
-		for op, call := range calls {
+	for _, arc := range localAndMemArchives(t) {
+		for op, call := range archiveCalls(ctx, name) {
 			t.Run(arc.what+"/"+op, func(t *testing.T) {
 				err := call(arc.a)
 				require.ErrorIs(t, err, context.Canceled)
@@ -318,7 +294,66 @@ func TestArchiveErrorsOfAnEndedContextNameTheObject(t *testing.T) {
 			})
 		}
 	}
-	_, err = parquet.NewMemArchive().ListUploads(ctx, "p/")
+	_, err := parquet.NewMemArchive().ListUploads(ctx, "p/")
 	require.ErrorIs(t, err, context.Canceled)
 	require.EqualError(t, err, `memory archive: list uploads "p/": context canceled`)
+}
+
+// TestArchivesRefuseBadNames: every method of the local and memory
+// archives that takes an object name refuses one that is not a clean
+// relative path, or that names a temp file, with an error naming the
+// archive and the name that wraps ErrBadName. Bug: the local archive's
+// error did not say which archive, and the memory archive's Open (and
+// Move's source, Delete, the upload calls) took any name, so a test on it
+// passed a name the local archive refuses.
+func TestArchivesRefuseBadNames(t *testing.T) {
+	ctx := context.Background()
+	for _, bad := range []string{"", ".", "/abs/a.parquet", "../a.parquet", "p/../a.parquet", "p//a.parquet", "p/", "p/./a.parquet", "p/.tmp-a.parquet"} {
+		for _, arc := range localAndMemArchives(t) {
+			for op, call := range archiveCalls(ctx, bad) {
+				t.Run(arc.what+"/"+op+"/"+bad, func(t *testing.T) {
+					err := call(arc.a)
+					require.ErrorIs(t, err, parquet.ErrBadName)
+					require.ErrorContains(t, err, arc.what+": ")
+					require.ErrorContains(t, err, strconv.Quote(bad))
+				})
+			}
+		}
+	}
+}
+
+// namedArchive is a fullArchive (rolling_test.go) and the name its
+// errors start with.
+type namedArchive struct {
+	what string
+	a    fullArchive
+}
+
+// localAndMemArchives returns a new local archive (in a temp folder) and
+// a new memory archive.
+func localAndMemArchives(t *testing.T) []namedArchive {
+	dir := t.TempDir()
+	local, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+	return []namedArchive{{"local archive " + dir, local}, {"memory archive", parquet.NewMemArchive()}}
+}
+
+// archiveCalls returns, by operation, a call of every archive method
+// that takes an object name, each with name and ctx.
+func archiveCalls(ctx context.Context, name string) map[string]func(a fullArchive) error {
+	const other = "p/shard-000001/b.parquet"
+	return map[string]func(a fullArchive) error{
+		"open":          func(a fullArchive) error { _, err := a.Open(ctx, name); return err },
+		"put":           func(a fullArchive) error { return a.PutAtomic(ctx, name, []byte("x")) },
+		"create upload": func(a fullArchive) error { _, err := a.CreateUpload(ctx, name); return err },
+		"upload part 1 of": func(a fullArchive) error {
+			_, err := a.UploadPart(ctx, name, "u1", 1, 0, []byte("x"))
+			return err
+		},
+		"complete":     func(a fullArchive) error { return a.CompleteUpload(ctx, name, "u1", nil) },
+		"abort upload": func(a fullArchive) error { return a.AbortUpload(ctx, name, "u1") },
+		"move from":    func(a fullArchive) error { return a.Move(ctx, name, other) },
+		"move to":      func(a fullArchive) error { return a.Move(ctx, other, name) },
+		"delete":       func(a fullArchive) error { return a.Delete(ctx, name) },
+	}
 }

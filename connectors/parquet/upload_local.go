@@ -29,7 +29,7 @@ func (a *LocalArchive) path(name string) string {
 
 // CreateUpload implements Uploader: an empty file at name.
 func (a *LocalArchive) CreateUpload(ctx context.Context, name string) (string, error) {
-	if err := checkName(name); err != nil {
+	if err := checkName(a.what(), "create upload", name); err != nil {
 		return "", err
 	}
 	if err := a.ctxErr(ctx, "create upload", name); err != nil {
@@ -66,10 +66,10 @@ func (a *LocalArchive) openUpload(name, op string) (*os.File, error) {
 
 // UploadPart implements Uploader: data written at off and fsynced.
 func (a *LocalArchive) UploadPart(ctx context.Context, name, uploadID string, n int, off int64, data []byte) (Part, error) {
-	if err := checkName(name); err != nil {
+	op := "upload part " + strconv.Itoa(n) + " of"
+	if err := checkName(a.what(), op, name); err != nil {
 		return Part{}, err
 	}
-	op := "upload part " + strconv.Itoa(n) + " of"
 	if err := a.ctxErr(ctx, op, name); err != nil {
 		return Part{}, err
 	}
@@ -90,7 +90,7 @@ func (a *LocalArchive) UploadPart(ctx context.Context, name, uploadID string, n 
 // CompleteUpload implements Uploader: the file is cut at the parts' end
 // and fsynced.
 func (a *LocalArchive) CompleteUpload(ctx context.Context, name, uploadID string, parts []Part) error {
-	if err := checkName(name); err != nil {
+	if err := checkName(a.what(), "complete", name); err != nil {
 		return err
 	}
 	if err := a.ctxErr(ctx, "complete", name); err != nil {
@@ -148,10 +148,10 @@ func (a *LocalArchive) mergesParts() {}
 
 // Move implements Mover with a rename (and fsyncs of both folders).
 func (a *LocalArchive) Move(ctx context.Context, from, to string) error {
-	if err := checkName(from); err != nil {
+	if err := checkName(a.what(), "move", from); err != nil {
 		return err
 	}
-	if err := checkName(to); err != nil {
+	if err := checkName(a.what(), "move", to); err != nil {
 		return err
 	}
 	if err := a.ctxErr(ctx, "move", from+" to "+to); err != nil {
@@ -180,7 +180,7 @@ func (a *LocalArchive) Delete(ctx context.Context, names ...string) error {
 	var errs []error
 	dirs := map[string]bool{}
 	for _, name := range names {
-		if err := checkName(name); err != nil {
+		if err := checkName(a.what(), "delete", name); err != nil {
 			return err
 		}
 		if err := a.ctxErr(ctx, "delete", name); err != nil {
