@@ -27,6 +27,7 @@ import (
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/pipeline"
 	"github.com/tflo-io/tflo/streaming"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 )
 
@@ -288,8 +289,9 @@ func TestArchiveSinkOnS3(t *testing.T) {
 // Regression: the temp files a crash left in a local archive's folder
 // that no write came to again (the staging folder of a shard that moved
 // to another worker for good) stayed for ever. Opening the sink deletes
-// those over an hour old in every folder and logs how many, once; a
-// live writer's stays.
+// those over an hour old in every folder (in the background:
+// TestArchiveSinkOpensWithoutWaitingForItsSweep) and logs how many, once;
+// a live writer's stays.
 func TestArchiveSinkSweepsStaleTempFilesAsItOpens(t *testing.T) {
 	dir := t.TempDir()
 	gone := filepath.Join(dir, filepath.FromSlash(parquet.StagingPrefix("plant", 3)))
@@ -300,11 +302,13 @@ func TestArchiveSinkSweepsStaleTempFilesAsItOpens(t *testing.T) {
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	require.NoError(t, os.Chtimes(stale, old, old))
-	var logged strings.Builder
+	var logged logtest.Buffer
 	env := pipeline.SinkEnv{Pipeline: "plant", Source: &pipeline.KafkaSource{}, Log: slog.New(slog.NewTextHandler(&logged, nil))}
 	s, err := pipeline.ArchiveSink{Dir: dir}.OpenSink(context.Background(), env)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close(context.Background()) })
+	require.Eventually(t, func() bool { return strings.Contains(logged.String(), "stale temp files deleted") },
+		30*time.Second, 10*time.Millisecond, "the sweep's log line")
 	require.NoFileExists(t, stale, "a crashed writer's temp file")
 	require.FileExists(t, live, "a live writer's temp file")
 	require.Equal(t, 1, strings.Count(logged.String(), "stale temp files deleted"), logged.String())

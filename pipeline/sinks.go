@@ -490,16 +490,6 @@ func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink,
 	if err != nil {
 		return nil, fmt.Errorf("archive sink: %w", err)
 	}
-	if la, ok := arc.(*parquet.LocalArchive); ok {
-		// The temp files crashes left in folders no write of this worker
-		// sweeps (a shard that moved away for good): once, as it starts.
-		n, err := la.SweepTemps(ctx)
-		if env.Log != nil && err != nil {
-			env.Log.Warn("archive sink: stale temp files swept in part", "archive", loc.String(), "deleted", n, "err", err)
-		} else if env.Log != nil && n > 0 {
-			env.Log.Info("archive sink: stale temp files deleted", "archive", loc.String(), "deleted", n)
-		}
-	}
 	opts := []parquet.WriterOption{parquet.WithCompression(s.Compression)}
 	if s.TargetFileSize > 0 {
 		opts = append(opts, parquet.WithTargetFileSize(int64(s.TargetFileSize)))
@@ -507,7 +497,53 @@ func (s ArchiveSink) OpenSink(ctx context.Context, env SinkEnv) (streaming.Sink,
 	if s.MaxFileAge > 0 {
 		opts = append(opts, parquet.WithMaxFileAge(s.MaxFileAge))
 	}
-	return parquet.NewSink(arc, env.Pipeline, opts...)
+	sink, err := parquet.NewSink(arc, env.Pipeline, opts...)
+	if err != nil {
+		return nil, err
+	}
+	la, ok := arc.(*parquet.LocalArchive)
+	if !ok {
+		return sink, nil
+	}
+	// The temp files crashes left in folders no write of this worker
+	// sweeps (a shard that moved away for good): once, as it starts, in
+	// the background. The sweep walks the whole archive (every pipeline's
+	// folders) for up to 10s, which came out of the time the worker
+	// allows for opening its state store and sinks.
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, err := sweepArchiveTemps(la, sctx)
+		switch {
+		case env.Log == nil:
+		case err != nil && sctx.Err() != nil:
+			env.Log.Info("archive sink: stale temp file sweep stopped as the sink closed", "archive", loc.String(), "deleted", n)
+		case err != nil:
+			env.Log.Warn("archive sink: stale temp files swept in part", "archive", loc.String(), "deleted", n, "err", err)
+		case n > 0:
+			env.Log.Info("archive sink: stale temp files deleted", "archive", loc.String(), "deleted", n)
+		}
+	}()
+	return &sweepingSink{Sink: sink, stopSweep: func() { stop(); <-done }}, nil
+}
+
+// sweepArchiveTemps is the archive sink's background sweep of stale temp
+// files (LocalArchive.SweepTemps); tests replace it.
+var sweepArchiveTemps = (*parquet.LocalArchive).SweepTemps
+
+// sweepingSink is an archive sink on a local archive whose opening sweep
+// of stale temp files runs in the background: Close stops the sweep and
+// waits for it before closing the sink, so it never outlives the sink.
+type sweepingSink struct {
+	*parquet.Sink
+	stopSweep func() // cancels the sweep and waits for it
+}
+
+// Close implements streaming.Sink.
+func (s *sweepingSink) Close(ctx context.Context) error {
+	s.stopSweep()
+	return s.Sink.Close(ctx)
 }
 
 // Root returns the archive's location as a URL (file:///dir for Dir):
@@ -579,7 +615,10 @@ type archiveSink interface {
 	Release(shard streaming.ShardID, epoch streaming.Epoch)
 }
 
-var _ archiveSink = (*parquet.Sink)(nil)
+var (
+	_ archiveSink = (*parquet.Sink)(nil)
+	_ archiveSink = (*sweepingSink)(nil)
+)
 
 // sinkSet fans a shard's outputs out to the pipeline's sinks.
 type sinkSet struct {

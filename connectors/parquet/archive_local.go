@@ -317,8 +317,8 @@ var tempSweepBudget = 10 * time.Second
 // it deleted. PutAtomic sweeps only the folder it writes into, so those
 // a crash left in a folder nothing writes into again (the staging folder
 // of a shard that moved to another worker for good) stayed for ever: the
-// archive sink calls SweepTemps as it opens (pipeline.ArchiveSink), and
-// Compact as it starts. It stops after
+// archive sink runs SweepTemps in the background as it opens
+// (pipeline.ArchiveSink), and Compact as it starts. It stops after
 // tempSweepBudget with an error saying so, the files deleted until then
 // counted. Best effort otherwise: a folder it cannot read or a file it
 // cannot delete is left for the next sweep.
