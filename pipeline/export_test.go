@@ -42,6 +42,16 @@ func WithCheckpointObserver(f func(streaming.ShardID, streaming.CheckpointStatus
 	return func(o *options) { o.checkpointed = f }
 }
 
+// QuickWatchFailure is how soon a failed watch of the lease workflow is
+// taken for one refused at once (quickWatchFailure).
+const QuickWatchFailure = quickWatchFailure
+
+// WithLeaseWaitObserver tells f of each wait before a probe of Temporal
+// after a failed watch of the lease workflow (awaitTemporal).
+func WithLeaseWaitObserver(f func(time.Duration)) Option {
+	return func(o *options) { o.leaseWaits = f }
+}
+
 // FinalRound runs a handoff's final round of shard at epoch on w (what
 // the coordinator's handoff asks the old owner).
 func FinalRound(ctx context.Context, w *Worker, shard streaming.ShardID, epoch streaming.Epoch) (activities.ShardResult, error) {

@@ -103,6 +103,18 @@ func (l *leaseSupervisor) current() client.WorkflowRun {
 	return l.run
 }
 
+// quickWatchFailure: a watch of the lease workflow (Get) that failed
+// sooner than this after it began was refused rather than cut by an
+// outage (an error the SDK does not retry, such as permission denied on
+// the history alone, while the describe awaitTemporal probes succeeds):
+// the next probe waits twice as long as the last one began with, up to
+// maxLeaseWatchWait, instead of watching again every second.
+const quickWatchFailure = 5 * time.Second
+
+// maxLeaseWatchWait is the longest wait before a probe of Temporal after
+// a failed watch of the lease workflow.
+const maxLeaseWatchWait = 30 * time.Second
+
 // superviseLease starts a new lease workflow whenever the current one
 // ends while the worker runs. That happens when Temporal was unreachable
 // from this worker for longer than the heartbeat timeout: the workflow
@@ -112,10 +124,14 @@ func (l *leaseSupervisor) current() client.WorkflowRun {
 // workflow, a later real death would go unnoticed. A wait that fails
 // because Temporal is unreachable says nothing of the workflow: it is
 // watched again once Temporal answers (awaitTemporal), and replaced only
-// once Temporal says it ended.
+// once Temporal says it ended. Watches that keep failing at once back off
+// (quickWatchFailure); one that lasted (a real watch an outage cut)
+// starts the backoff afresh.
 func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseSupervisor) {
+	var first time.Duration // awaitTemporal's first wait after the last failed watch; 0 after a watch that lasted
 	for {
 		var st workflows.LeaseState
+		began := time.Now()
 		err := l.current().Get(ctx, &st)
 		if ctx.Err() != nil {
 			return
@@ -126,13 +142,19 @@ func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseS
 			// Get gives up after a minute of failed calls: the workflow
 			// may well be running (its heartbeat timeout is longer than
 			// the outage), and a new one would terminate it.
+			if first == 0 || time.Since(began) >= quickWatchFailure {
+				first = time.Second
+			} else {
+				first = min(2*first, maxLeaseWatchWait)
+			}
 			w.log.Warn("could not watch the lease workflow (Temporal unreachable?); will watch it again once Temporal answers",
-				"workflow_id", l.current().GetID(), "err", err)
-			if !w.awaitTemporal(ctx, tc, l.current()) {
+				"workflow_id", l.current().GetID(), "err", err, "in", first)
+			if !w.awaitTemporal(ctx, tc, l.current(), first) {
 				return
 			}
 			continue
 		}
+		first = 0
 		w.log.Warn("the lease workflow ended while this worker runs (Temporal was unreachable for longer than the heartbeat timeout?); starting a new one",
 			"status", st.Status, "told", st.Told, "err", err)
 		w.m.leaseRestarts.Inc()
@@ -157,11 +179,15 @@ func (w *Worker) superviseLease(ctx context.Context, tc client.Client, l *leaseS
 }
 
 // awaitTemporal returns once Temporal answers a describe of the lease
-// workflow run, false when ctx ends first. Its probes back off from 1s to
-// 30s over one outage; each outage starts afresh (a backoff kept across
-// outages made the next one start with 30s waits).
-func (w *Worker) awaitTemporal(ctx context.Context, tc client.Client, run client.WorkflowRun) bool {
-	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+// workflow run, false when ctx ends first. Its probes back off from first
+// to maxLeaseWatchWait over one outage; each outage starts afresh from 1s
+// (a backoff kept across outages made the next one start with 30s
+// waits), unless the watch keeps failing at once (superviseLease).
+func (w *Worker) awaitTemporal(ctx context.Context, tc client.Client, run client.WorkflowRun, first time.Duration) bool {
+	for wait := first; ; wait = min(2*wait, maxLeaseWatchWait) {
+		if f := w.o.leaseWaits; f != nil {
+			f(wait)
+		}
 		select {
 		case <-ctx.Done():
 			return false
@@ -177,7 +203,7 @@ func (w *Worker) awaitTemporal(ctx context.Context, tc client.Client, run client
 		if ctx.Err() != nil {
 			return false
 		}
-		w.log.Debug("Temporal does not answer yet; the lease workflow is watched again once it does", "workflow_id", run.GetID(), "err", err, "in", min(2*wait, 30*time.Second))
+		w.log.Debug("Temporal does not answer yet; the lease workflow is watched again once it does", "workflow_id", run.GetID(), "err", err, "in", min(2*wait, maxLeaseWatchWait))
 	}
 }
 

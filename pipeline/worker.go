@@ -41,6 +41,9 @@ type options struct {
 	// checkpointed is told of each completed checkpoint (tests and
 	// benchmarks: export_test.go).
 	checkpointed func(streaming.ShardID, streaming.CheckpointStatus)
+	// leaseWaits is told of each wait before a probe of Temporal after a
+	// failed watch of the lease workflow (tests: export_test.go).
+	leaseWaits func(time.Duration)
 }
 
 func defaultOptions() options {
