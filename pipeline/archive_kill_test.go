@@ -294,14 +294,7 @@ func TestArchiveSinkOnS3(t *testing.T) {
 // a live writer's stays.
 func TestArchiveSinkSweepsStaleTempFilesAsItOpens(t *testing.T) {
 	dir := t.TempDir()
-	gone := filepath.Join(dir, filepath.FromSlash(parquet.StagingPrefix("plant", 3)))
-	require.NoError(t, os.MkdirAll(gone, 0o755))
-	stale, live := filepath.Join(gone, ".tmp-rec-111"), filepath.Join(gone, ".tmp-rec-222")
-	for _, p := range []string{stale, live} {
-		require.NoError(t, os.WriteFile(p, []byte("ha"), 0o644))
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	require.NoError(t, os.Chtimes(stale, old, old))
+	stale, live := archivetest.StaleTempFiles(t, dir, "plant", 3)
 	var logged logtest.Buffer
 	env := pipeline.SinkEnv{Pipeline: "plant", Source: &pipeline.KafkaSource{}, Log: slog.New(slog.NewTextHandler(&logged, nil))}
 	s, err := pipeline.ArchiveSink{Dir: dir}.OpenSink(context.Background(), env)

@@ -9,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/connectors/parquet/archivetest"
 	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/testsuite/s3test"
 	"github.com/tflo-io/tflo/testsuite/tlstest"
@@ -267,14 +267,7 @@ func TestParseSizeRefusesOverflow(t *testing.T) {
 // writer's stays, and --dry-run deletes none.
 func TestArchiveCompactSweepsStaleTempFiles(t *testing.T) {
 	dir := t.TempDir()
-	gone := filepath.Join(dir, filepath.FromSlash(parquet.StagingPrefix("iot", 2)))
-	require.NoError(t, os.MkdirAll(gone, 0o755))
-	stale, live := filepath.Join(gone, ".tmp-rec-111"), filepath.Join(gone, ".tmp-rec-222")
-	for _, p := range []string{stale, live} {
-		require.NoError(t, os.WriteFile(p, []byte("ha"), 0o644))
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	require.NoError(t, os.Chtimes(stale, old, old))
+	stale, live := archivetest.StaleTempFiles(t, dir, "iot", 2)
 
 	r := run(t, "archive", "compact", "--archive", "file://"+dir, "--dry-run")
 	require.Equal(t, exitOK, r.code, r.err)
