@@ -279,7 +279,12 @@ type ShardStatus struct {
 	Epoch streaming.Epoch
 	// Restored is the checkpoint the shard was restored from when the
 	// worker gained it (0: nothing was stored).
-	Restored   streaming.CheckpointID
+	Restored streaming.CheckpointID
+	// Applied is the offset of the last record a Kafka shard applied or
+	// dead-lettered (its cursor: after a restore, the checkpoint's, so a
+	// replay moves it through the same offsets again); -1 before the
+	// first, and for an MQTT shard.
+	Applied    int64
 	Checkpoint streaming.CheckpointStatus
 	State      KeyedStats
 }
@@ -304,7 +309,8 @@ func (w *Worker) Shards() []ShardStatus {
 	var out []ShardStatus
 	for _, s := range w.shards() {
 		ks := s.rt.Stats()
-		out = append(out, ShardStatus{Shard: s.id, Epoch: s.epoch, Restored: streaming.CheckpointID(s.restored.CheckpointID), Checkpoint: s.cp.Status(),
+		out = append(out, ShardStatus{Shard: s.id, Epoch: s.epoch, Restored: streaming.CheckpointID(s.restored.CheckpointID),
+			Applied: cursorOffset(s.rt.Cursor()), Checkpoint: s.cp.Status(),
 			State: KeyedStats{Cached: ks.Cached, Capacity: ks.Capacity, EntryBytes: ks.EntryBytes, Hits: ks.Hits, Misses: ks.Misses,
 				MemoryBytes: ks.BadgerBytes + ks.CacheBytes + ks.ChangedBytes, BudgetBytes: ks.Budget,
 				RestoredKeys: ks.RestoredItems, RestoreCompaction: ks.RestoreCompaction}})

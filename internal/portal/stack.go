@@ -154,6 +154,11 @@ type Stack struct {
 	stopErr                              error
 	closeErr                             error
 
+	// taken is, per partition of the signals topic, the offset after the
+	// last signal a central worker took (centralTaken).
+	takenMu sync.Mutex
+	taken   map[streaming.ShardID]int64
+
 	// failed is closed when the first worker stops without being asked
 	// (failErr says which and why).
 	failed   chan struct{}

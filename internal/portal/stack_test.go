@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/split"
 	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/workers/simulator"
 )
 
 // TestStartStackReportsAWorkerFailingAtStart: the edge gateway stops with
@@ -22,14 +25,7 @@ import (
 // waited out its 30 s and reported only "edge gateway subscribed: not
 // within 30s", dropping the worker's error.
 func TestStartStackReportsAWorkerFailingAtStart(t *testing.T) {
-	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
-		if _, err := devstack.Binary(b[0], b[1]); err != nil {
-			if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
+	requireStackServers(t)
 	twinCtx, stopTwin := context.WithCancel(context.Background())
 	var twinWG sync.WaitGroup
 	t.Cleanup(func() { stopTwin(); twinWG.Wait() })
@@ -74,4 +70,89 @@ func TestStartStackReportsAWorkerFailingAtStart(t *testing.T) {
 	require.Contains(t, err.Error(), `worker "edge-1"`)
 	require.Contains(t, err.Error(), "twin")
 	t.Logf("failed after %v: %v", time.Since(start), err)
+}
+
+// requireStackServers skips the test (fails it with
+// TFLO_REQUIRE_SERVICES=1) unless the stack's servers are built.
+func requireStackServers(t *testing.T) {
+	t.Helper()
+	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
+		if _, err := devstack.Binary(b[0], b[1]); err != nil {
+			if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+}
+
+// seededFleet is a bounded fleet publishing as fast as the broker takes
+// it, which raises and clears alarms (signals).
+var seededFleet = simulator.Config{Sensors: 8, Rounds: 250, Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	AnomalyEvery: 40, AnomalyLength: 10, Malformed: 0.03, Seed: 42}
+
+// startTestStack starts a headless stack with a local archive and one
+// central worker, changed by opts; it is closed when the test ends.
+func startTestStack(t *testing.T, ctx context.Context, opts func(*StackOptions)) *Stack {
+	t.Helper()
+	requireStackServers(t)
+	o := StackOptions{Dir: t.TempDir(), Headless: true, LocalArchive: true, CentralWorkers: 1}
+	if opts != nil {
+		opts(&o)
+	}
+	st, err := StartStack(ctx, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// centralRecordsIn sums the central workers' applied records, replays
+// included.
+func centralRecordsIn(st *Stack) uint64 {
+	var n uint64
+	for _, w := range st.Centrals {
+		n += w.Stats().RecordsIn
+	}
+	return n
+}
+
+// TestStatsCountAReplayedSignalOnce: the central worker loses its
+// partitions (the broker answers a heartbeat with ILLEGAL_GENERATION, as
+// after a session timeout), rejoins, gains them again and replays every
+// signal from its last checkpoint (none: the interval is an hour). Bug:
+// CentralIn summed the records the workers applied, so each replayed
+// signal counted twice: the demo's summary showed twice the signals the
+// edge published, and a negative lag.
+func TestStatsCountAReplayedSignalOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st := startTestStack(t, ctx, func(o *StackOptions) {
+		o.Simulator = seededFleet
+		o.CheckpointInterval = time.Hour
+	})
+	select {
+	case <-st.SimulatorDone():
+	case <-ctx.Done():
+		t.Fatal("simulator did not finish")
+	}
+	require.NoError(t, st.SimulatorErr())
+	sim := st.Simulator.Stats()
+	require.Eventually(t, func() bool {
+		s := st.Stats()
+		return s.EdgeReadings+s.EdgeDLQ == uint64(sim.Readings+sim.Malformed) && s.Lag == 0
+	}, time.Minute, 20*time.Millisecond, "the edge and the central worker did not take everything: %+v", st.Stats())
+	signals := st.Stats().EdgeSignals
+	require.NotZero(t, signals)
+	require.Equal(t, signals, centralRecordsIn(st))
+
+	st.Kafka.Cluster().ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp, nil, true // once: handling drops the control function
+	})
+	require.Eventually(t, func() bool { return centralRecordsIn(st) == 2*signals }, time.Minute, 20*time.Millisecond,
+		"the central worker did not replay its signals: applied %d, signals %d", centralRecordsIn(st), signals)
+	s := st.Stats()
+	require.Equal(t, signals, s.CentralIn, "a replayed signal counted again")
+	require.Zero(t, s.Lag)
 }

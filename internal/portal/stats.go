@@ -3,6 +3,7 @@ package portal
 import (
 	"time"
 
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
@@ -15,15 +16,20 @@ type StackStats struct {
 	EdgeSignals     uint64 `json:"edge_signals"`
 	EdgeDLQ         uint64 `json:"edge_dlq"`
 	EdgeCheckpoints uint64 `json:"edge_checkpoints"`
-	// Central workers, summed: records applied, derived outputs written,
-	// dead letters, completed shard checkpoints, owned partitions.
+	// Central workers: CentralIn counts the signals they took (applied or
+	// dead-lettered) by their offsets in the signals topic, so a signal a
+	// shard's next owner replays from its last checkpoint (after a lost
+	// partition or a failed worker) counts once. The others are summed
+	// counters: derived outputs written (a replay writes its outputs
+	// again, and counts them again), dead letters, completed shard
+	// checkpoints, owned partitions.
 	CentralIn          uint64 `json:"central_in"`
 	CentralOut         uint64 `json:"central_out"`
 	CentralDLQ         uint64 `json:"central_dlq"`
 	CentralCheckpoints uint64 `json:"central_checkpoints"`
 	Owned              []int  `json:"owned"`
 	// Lag is the number of signals in Kafka the central workers have not
-	// applied yet.
+	// taken yet (EdgeSignals minus CentralIn).
 	Lag int64 `json:"lag"`
 	// EventLag is the wall clock minus the newest event time applied by
 	// the central workers (their largest).
@@ -45,9 +51,9 @@ func (s *Stack) Stats() StackStats {
 			}
 		}
 	}
+	st.CentralIn = s.centralTaken()
 	for _, w := range s.Centrals {
 		ws := w.Stats()
-		st.CentralIn += ws.RecordsIn
 		st.CentralOut += ws.RecordsOut
 		st.CentralDLQ += ws.DeadLettered
 		st.Owned = append(st.Owned, ws.Owned)
@@ -60,4 +66,29 @@ func (s *Stack) Stats() StackStats {
 	}
 	st.Lag = int64(st.EdgeSignals) - int64(st.CentralIn)
 	return st
+}
+
+// centralTaken is the number of signals the central workers took: per
+// partition of the signals topic (which starts empty, so its offsets
+// count from 0) the highest offset a holder applied, plus one. Remembered
+// per partition, so it does not drop while a partition moves or its new
+// owner replays what the old one took after its last checkpoint.
+func (s *Stack) centralTaken() uint64 {
+	s.takenMu.Lock()
+	defer s.takenMu.Unlock()
+	if s.taken == nil {
+		s.taken = map[streaming.ShardID]int64{}
+	}
+	for _, w := range s.Centrals {
+		for _, sh := range w.Shards() {
+			if sh.Applied+1 > s.taken[sh.Shard] {
+				s.taken[sh.Shard] = sh.Applied + 1
+			}
+		}
+	}
+	var n uint64
+	for _, next := range s.taken {
+		n += uint64(next)
+	}
+	return n
 }
