@@ -117,7 +117,7 @@ func centralRecordsIn(st *Stack) uint64 {
 }
 
 // TestStatsCountAReplayedSignalOnce: the central worker loses its
-// partitions (the broker answers a heartbeat with ILLEGAL_GENERATION, as
+// partitions (the broker answers its heartbeats with ILLEGAL_GENERATION, as
 // after a session timeout), rejoins, gains them again and replays every
 // signal from its last checkpoint (none: the interval is an hour). Bug:
 // CentralIn summed the records the workers applied, so each replayed
@@ -143,16 +143,28 @@ func TestStatsCountAReplayedSignalOnce(t *testing.T) {
 	}, time.Minute, 20*time.Millisecond, "the edge and the central worker did not take everything: %+v", st.Stats())
 	signals := st.Stats().EdgeSignals
 	require.NotZero(t, signals)
-	require.Equal(t, signals, centralRecordsIn(st))
 
-	st.Kafka.Cluster().ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+	// Every heartbeat fails until the worker rejoins (control functions
+	// run one at a time).
+	c := st.Kafka.Cluster()
+	lost := true
+	c.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		lost = false
+		return nil, nil, false // handled by the broker as usual
+	})
+	c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !lost {
+			return nil, nil, false
+		}
+		c.KeepControl()
 		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 		resp.ErrorCode = kerr.IllegalGeneration.Code
-		return resp, nil, true // once: handling drops the control function
+		return resp, nil, true
 	})
-	require.Eventually(t, func() bool { return centralRecordsIn(st) == 2*signals }, time.Minute, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return centralRecordsIn(st) >= 2*signals }, time.Minute, 20*time.Millisecond,
 		"the central worker did not replay its signals: applied %d, signals %d", centralRecordsIn(st), signals)
-	s := st.Stats()
-	require.Equal(t, signals, s.CentralIn, "a replayed signal counted again")
-	require.Zero(t, s.Lag)
+	// The edge may yet publish a signal it applied (its sink's
+	// acknowledgement comes later): compare with what it published then.
+	require.Eventually(t, func() bool { s := st.Stats(); return s.CentralIn == s.EdgeSignals && s.Lag == 0 }, 10*time.Second, 20*time.Millisecond,
+		"a replayed signal counted again: %+v", st.Stats())
 }
