@@ -53,8 +53,15 @@ in-process S3 server (s3://tflo-archive/iot-portal, in memory: gone at
 exit; --local-archive keeps it in the work folder instead).
 
 It prints what runs where (the Temporal web UI first), then progress every
-few seconds, and stops cleanly (final checkpoints) on Ctrl-C or after
---duration; a second Ctrl-C while it stops exits at once (130). A worker that
+few seconds, and stops cleanly on Ctrl-C or after --duration: the simulator
+first, then the edge gateway once it took every reading the simulator
+published (up to 15s), then the central workers once they took every
+signal (up to 15s), each with its final checkpoints; a second Ctrl-C while
+it stops exits at once (130). The progress line printed after the stop is
+the run's summary: readings and malformed payloads published, the edge's
+signals and dead letters, the central workers' signals taken ("central
+in": each once, by its Kafka offset, also when a shard's next owner
+replays it) and outputs written (replays included). A worker that
 stops on its own (fails) stops the demo: it names the worker and its error,
 drains the others and exits 1. The work folder is a temporary one removed at exit (kept, with
 its logs, when the demo fails) unless --dir names one to keep (it must be

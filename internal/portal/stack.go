@@ -523,9 +523,10 @@ func (s *Stack) stopAll() error {
 	return err
 }
 
-// StopWorkers stops the simulator, then the edge gateway, waits (up to
-// 15 s) until the central workers applied every signal the edge
-// published, then stops them (each draining and taking its final
+// StopWorkers stops the simulator, waits (up to 15 s) until the edge
+// gateway took every payload the simulator published, stops the edge
+// gateway, waits (up to 15 s) until the central workers took every signal
+// the edge published, then stops them (each draining and taking its final
 // checkpoint). The services and the backfill worker keep running, so
 // their results can be read. It returns the workers' errors. Idempotent.
 func (s *Stack) StopWorkers() error {
@@ -542,6 +543,9 @@ func (s *Stack) stopWorkers() error {
 		}
 	}
 	if s.edgeCancel != nil {
+		if s.Simulator != nil {
+			s.awaitEdge()
+		}
 		s.edgeCancel()
 		if err := <-s.edgeDone; err != nil {
 			errs = append(errs, err)
@@ -561,6 +565,40 @@ func (s *Stack) stopWorkers() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// edgeTakeTimeout bounds how long StopWorkers waits for the edge gateway
+// to take what the simulator published.
+const edgeTakeTimeout = 15 * time.Second
+
+// awaitEdge waits (up to edgeTakeTimeout, or until the edge stopped on
+// its own) until the edge gateway took every payload the stopped
+// simulator published (applied or dead-lettered): the broker acknowledges
+// a payload to the simulator before it delivers it to the edge, and an
+// edge stopped at once would leave the last ones untaken (redelivered to
+// its next run, but missing from this run's summary).
+func (s *Stack) awaitEdge() {
+	log := s.Opts.Log
+	published := func() uint64 { sim := s.Simulator.Stats(); return uint64(sim.Readings + sim.Malformed) }
+	taken := func() uint64 { e := s.Edge.Stats(); return e.RecordsIn + e.DeadLettered }
+	pub := published()
+	if taken() >= pub {
+		return
+	}
+	log.Info("portal stack: stopping: waiting for the edge gateway to take every payload the simulator published",
+		"published", pub, "taken", taken(), "timeout", edgeTakeTimeout)
+	err := waitFor(context.Background(), edgeTakeTimeout, "edge gateway took every published payload", func() bool {
+		select {
+		case <-s.Edge.Done():
+			return true // stopped on its own: it takes nothing more
+		default:
+		}
+		return taken() >= pub
+	}, nil)
+	if n := taken(); err != nil || n < pub {
+		log.Warn("portal stack: stopping the edge gateway before it took every payload the simulator published",
+			"published", pub, "not_taken", pub-min(n, pub), "err", err)
+	}
 }
 
 // waitFor polls cond every 20ms until it holds, ctx ends or d passes, or,

@@ -3,11 +3,16 @@ package portal
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -167,4 +172,81 @@ func TestStatsCountAReplayedSignalOnce(t *testing.T) {
 	// acknowledgement comes later): compare with what it published then.
 	require.Eventually(t, func() bool { s := st.Stats(); return s.CentralIn == s.EdgeSignals && s.Lag == 0 }, 10*time.Second, 20*time.Millisecond,
 		"a replayed signal counted again: %+v", st.Stats())
+}
+
+// TestStopWaitsForTheEdgeToTakeWhatWasPublished: the broker holds its
+// deliveries to the edge gateway (a slow link) while the simulator goes
+// on publishing, and the stack stops. Bug: StopWorkers stopped the edge
+// right after the simulator, so payloads the broker had acknowledged to
+// the simulator but not yet delivered were never taken: the demo's
+// summary showed fewer edge readings and dead letters than the simulator
+// published. The deliveries resume once the stop says it waits for them
+// (or once the edge stopped: the bug).
+func TestStopWaitsForTheEdgeToTakeWhatWasPublished(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fleet := seededFleet
+	fleet.Rounds = 0 // until stopped
+	waiting := &logWatch{want: "waiting for the edge gateway", seen: make(chan struct{})}
+	hold := &holdDeliveries{client: "edge-1", release: make(chan struct{})}
+	st := startTestStack(t, ctx, func(o *StackOptions) {
+		o.Simulator = fleet
+		o.Log = slog.New(slog.NewTextHandler(waiting, nil))
+		o.BeforeSimulator = func(s *Stack) error { return s.MQTT.Server().AddHook(hold, nil) }
+	})
+	t.Cleanup(hold.open) // before the stack closes, should the test fail first
+	published := func(s StackStats) uint64 { return uint64(s.Simulator.Readings + s.Simulator.Malformed) }
+	taken := func(s StackStats) uint64 { return s.EdgeReadings + s.EdgeDLQ }
+	require.Eventually(t, func() bool { return st.Stats().Simulator.Readings >= 100 }, time.Minute, time.Millisecond)
+	hold.held.Store(true)
+	require.Eventually(t, func() bool { s := st.Stats(); return published(s) >= taken(s)+20 }, time.Minute, time.Millisecond,
+		"the simulator did not get ahead of the held edge: %+v", st.Stats())
+	go func() {
+		select {
+		case <-waiting.seen:
+		case <-st.Edge.Done():
+		}
+		hold.open()
+	}()
+	require.NoError(t, st.StopWorkers())
+	s := st.Stats()
+	require.Equal(t, published(s), taken(s), "published (readings + malformed) vs taken by the edge (readings + dead letters): %+v", s)
+}
+
+// holdDeliveries is a broker hook that, once held, holds every publish
+// to the client until open.
+type holdDeliveries struct {
+	mochi.HookBase
+	client  string
+	held    atomic.Bool
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *holdDeliveries) open() { h.once.Do(func() { close(h.release) }) }
+
+func (h *holdDeliveries) ID() string { return "hold-deliveries" }
+
+func (h *holdDeliveries) Provides(b byte) bool { return b == mochi.OnPacketEncode }
+
+func (h *holdDeliveries) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
+	if h.held.Load() && cl.ID == h.client && pk.FixedHeader.Type == packets.Publish {
+		<-h.release
+	}
+	return pk
+}
+
+// logWatch is a log destination that closes seen at the first line
+// holding want.
+type logWatch struct {
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
 }
