@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,7 @@ import (
 
 	"github.com/tflo-io/tflo/coordination"
 	"github.com/tflo-io/tflo/coordination/split"
-	"github.com/tflo-io/tflo/internal/devstack"
+	"github.com/tflo-io/tflo/testsuite/toolbin"
 	"github.com/tflo-io/tflo/workers/simulator"
 )
 
@@ -30,7 +29,7 @@ import (
 // waited out its 30 s and reported only "edge gateway subscribed: not
 // within 30s", dropping the worker's error.
 func TestStartStackReportsAWorkerFailingAtStart(t *testing.T) {
-	requireStackServers(t)
+	toolbin.RequireStack(t)
 	twinCtx, stopTwin := context.WithCancel(context.Background())
 	var twinWG sync.WaitGroup
 	t.Cleanup(func() { stopTwin(); twinWG.Wait() })
@@ -77,20 +76,6 @@ func TestStartStackReportsAWorkerFailingAtStart(t *testing.T) {
 	t.Logf("failed after %v: %v", time.Since(start), err)
 }
 
-// requireStackServers skips the test (fails it with
-// TFLO_REQUIRE_SERVICES=1) unless the stack's servers are built.
-func requireStackServers(t *testing.T) {
-	t.Helper()
-	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
-		if _, err := devstack.Binary(b[0], b[1]); err != nil {
-			if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
-}
-
 // seededFleet is a bounded fleet publishing as fast as the broker takes
 // it, which raises and clears alarms (signals).
 var seededFleet = simulator.Config{Sensors: 8, Rounds: 250, Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -100,7 +85,7 @@ var seededFleet = simulator.Config{Sensors: 8, Rounds: 250, Start: time.Date(202
 // central worker, changed by opts; it is closed when the test ends.
 func startTestStack(t *testing.T, ctx context.Context, opts func(*StackOptions)) *Stack {
 	t.Helper()
-	requireStackServers(t)
+	toolbin.RequireStack(t)
 	o := StackOptions{Dir: t.TempDir(), Headless: true, LocalArchive: true, CentralWorkers: 1}
 	if opts != nil {
 		opts(&o)

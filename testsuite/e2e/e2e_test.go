@@ -37,21 +37,10 @@ import (
 	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker"
 	"github.com/tflo-io/tflo/testsuite/mqttbroker/mqttbrokertest"
+	"github.com/tflo-io/tflo/testsuite/toolbin"
 	"github.com/tflo-io/tflo/workers/simulator"
 	"github.com/tflo-io/tflo/workflows"
 )
-
-func requireServers(t *testing.T) {
-	t.Helper()
-	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
-		if _, err := devstack.Binary(b[0], b[1]); err != nil {
-			if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
-				t.Fatal(err)
-			}
-			t.Skip(err)
-		}
-	}
-}
 
 // tee records every payload the simulator published, in order, and
 // keeps the simulator at most window messages ahead of the edge, as a
@@ -244,7 +233,7 @@ func (d *dlqCollector) snapshot() map[string]string {
 // their search attributes; and a BackfillWorkflow replaying the archive
 // into a fresh database reproduces the same points.
 func TestPortalEndToEnd(t *testing.T) {
-	requireServers(t)
+	toolbin.RequireStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

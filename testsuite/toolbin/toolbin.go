@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/tflo-io/tflo/internal/devstack"
 )
 
 // Path returns where the binary is looked for, and whether it exists.
@@ -64,4 +66,20 @@ func GoBuild(dir, ldflags string, pkgs ...string) error {
 		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out)
 	}
 	return nil
+}
+
+// RequireStack skips the test (fails it under TFLO_REQUIRE_SERVICES=1)
+// unless the dev stack (internal/devstack, which runs iot-portal) finds
+// its Temporal and InfluxDB servers where it looks for them
+// (devstack.Binary: the variable, the repository's bin folder, $PATH).
+func RequireStack(t testing.TB) {
+	t.Helper()
+	for _, b := range [][2]string{{"temporal", "TFLO_TEMPORAL"}, {"influxd", "TFLO_INFLUXD"}} {
+		if _, err := devstack.Binary(b[0], b[1]); err != nil {
+			if os.Getenv("TFLO_REQUIRE_SERVICES") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
 }
