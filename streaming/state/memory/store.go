@@ -19,9 +19,10 @@ type Store struct {
 }
 
 var (
-	_ streaming.StateStore   = (*Store)(nil)
-	_ streaming.CursorStore  = (*Store)(nil)
-	_ streaming.EpochClaimer = (*Store)(nil)
+	_ streaming.StateStore       = (*Store)(nil)
+	_ streaming.CursorStore      = (*Store)(nil)
+	_ streaming.EpochClaimer     = (*Store)(nil)
+	_ streaming.ConditionalSaver = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -62,6 +63,39 @@ func (m *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) 
 	}
 	m.mu.Unlock()
 	return nil
+}
+
+// SaveIfUnchanged implements streaming.ConditionalSaver: every item is
+// compared with what is stored and, unless refused, stored under one lock
+// acquisition, so no other save comes between. A cancelled ctx stores
+// nothing.
+func (m *Store) SaveIfUnchanged(ctx context.Context, items []streaming.ConditionalSave) ([]error, error) {
+	enc := make([][]byte, len(items))
+	for i, it := range items {
+		enc[i] = streaming.MarshalSnapshot(it.Snapshot)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	refused := make([]error, len(items))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, it := range items {
+		var stored *streaming.Snapshot
+		if b, ok := m.snaps[string(it.Key)]; ok {
+			s, err := streaming.UnmarshalSnapshot(b)
+			if err != nil {
+				return nil, fmt.Errorf("snapshot key %q: %w", it.Key, err)
+			}
+			stored = &s
+		}
+		if !it.Unchanged(stored) {
+			refused[i] = fmt.Errorf("snapshot key %q: save refused, it changed since it was read: %w", it.Key, streaming.ErrConflict)
+			continue
+		}
+		m.snaps[string(it.Key)] = enc[i]
+	}
+	return refused, nil
 }
 
 // Load returns key's snapshot, or an error wrapping streaming.ErrNotFound.

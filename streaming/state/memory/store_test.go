@@ -12,6 +12,14 @@ func TestConformance(t *testing.T) {
 	statetest.Run(t, func(*testing.T) streaming.StateStore { return memory.New() })
 }
 
+// Two writers on one store: the compare-and-set of checkpoint manifests.
+func TestConditionalSaverConformance(t *testing.T) {
+	statetest.RunConditionalSaver(t, func(*testing.T) (a, b streaming.StateStore) {
+		s := memory.New()
+		return s, s
+	})
+}
+
 func TestCursorConformance(t *testing.T) {
 	statetest.RunCursorStore(t, func(*testing.T) streaming.CursorStore { return memory.New() })
 }
