@@ -46,7 +46,10 @@
 // is committed and the next owner replays from the last durable
 // checkpoint. A lost partition (session expired) is released without a
 // final checkpoint. Records that reach a partition goroutine after the
-// partition stopped being owned at its epoch are dropped (fencing).
+// partition stopped being owned at its epoch are dropped (fencing), and a
+// partition gained back while a poll was held is fetched again from its
+// restored offset: records polled for an earlier ownership never reach a
+// later one.
 //
 // Liveness: WithSessionTimeout bounds how long a killed member's
 // partitions stay idle, WithRebalanceTimeout how long a member killed

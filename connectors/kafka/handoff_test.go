@@ -225,7 +225,7 @@ func TestPolledRecordsDoNotReachALaterOwnership(t *testing.T) {
 	handing := make(chan struct{})
 	go func() {
 		defer close(handing)
-		src.hand(ctx, polled)
+		src.hand(ctx, nil, polled, src.router.AssignmentEpoch())
 	}()
 	require.Eventually(t, func() bool { return w1.hwm.Load() == 6 }, 5*time.Second, time.Millisecond, "the poll loop waits on p1")
 

@@ -18,6 +18,8 @@ type partition struct {
 
 	h          PartitionHandler
 	lastOffset int64 // offset the restored state ends at (-1: none): where fetching resumes
+	// regained: the member owned p before this ownership (Source.hand).
+	regained bool
 
 	// hwm is the partition's high watermark as the last fetch saw it
 	// (-1: no fetch yet); next is the offset after the last record handed

@@ -21,9 +21,10 @@ type Source struct {
 	cfg    sourceConfig
 	router *ShardRouter
 
-	mu     sync.Mutex // guards parts, cl, cancel, fatal, nparts, leaveErrs
+	mu     sync.Mutex // guards parts, had, cl, cancel, fatal, nparts, leaveErrs
 	parts  map[Partition]*partition
-	nparts map[string]int // partition count per topic, once known
+	had    map[Partition]bool // every partition the member has owned
+	nparts map[string]int     // partition count per topic, once known
 	cl     *kgo.Client
 	cancel context.CancelFunc
 	fatal  error
@@ -42,6 +43,9 @@ type Source struct {
 	// assigned: the member received an assignment, possibly empty (a
 	// member of a group with more members than partitions gets none).
 	assigned atomic.Bool
+	// polled, when set (tests), sees each poll's records before they are
+	// handed over.
+	polled func(kgo.Fetches)
 }
 
 // NewSource validates the options and returns a Source. It does not
@@ -54,7 +58,7 @@ func NewSource(opts ...SourceOption) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, router: NewShardRouter(), parts: map[Partition]*partition{}, nparts: map[string]int{},
+	return &Source{cfg: cfg, router: NewShardRouter(), parts: map[Partition]*partition{}, had: map[Partition]bool{}, nparts: map[string]int{},
 		runDone: make(chan struct{})}, nil
 }
 
@@ -172,9 +176,15 @@ func (s *Source) Run(ctx context.Context) error {
 	s.mu.Unlock()
 
 	for ctx.Err() == nil {
+		// The ownerships gained from here on may get records polled for
+		// an earlier one (hand).
+		since := s.router.AssignmentEpoch()
 		fetches := cl.PollRecords(ctx, s.cfg.maxPoll)
 		if fetches.IsClientClosed() {
 			break
+		}
+		if s.polled != nil {
+			s.polled(fetches)
 		}
 		fetches.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) {
@@ -211,7 +221,7 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			s.cfg.log.Warn("kafka fetch error", "topic", t, "partition", p, "err", err)
 		})
-		s.hand(ctx, fetches)
+		s.hand(ctx, cl, fetches, since)
 	}
 	// Leaving the group revokes every owned partition: their Releases
 	// (final checkpoints) run inside Close.
@@ -254,16 +264,43 @@ func (s *Source) Run(ctx context.Context) error {
 // gained again, and what was polled for the earlier ownership must not
 // reach the later one, which resumes after its restored checkpoint and
 // fetches those records again.
-func (s *Source) hand(ctx context.Context, fetches kgo.Fetches) {
+//
+// The lookup itself may come after such a change: franz-go runs the
+// group's callbacks while the poll loop holds a poll. since is the router
+// epoch before the poll began: a partition the member owned before and
+// gained again after it (w.epoch > since) may have records polled for the
+// earlier ownership (taken before its revoke or lost session, past that
+// ownership's dropped queue) or the new one's first ones, which cannot be
+// told apart. They are not handed over: cl fetches the partition again
+// from where the new ownership resumes (SetOffsets, under s.mu: a later
+// ownership, which onAssigned publishes under it, is never moved).
+func (s *Source) hand(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches, since streaming.Epoch) {
 	type polled struct {
 		ft kgo.FetchTopicPartition
 		w  *partition
 	}
 	var ps []polled
+	var refetch map[string]map[int32]kgo.EpochOffset
 	s.mu.Lock()
 	fetches.EachPartition(func(ft kgo.FetchTopicPartition) {
-		ps = append(ps, polled{ft, s.parts[Partition{ft.Topic, ft.Partition}]})
+		w := s.parts[Partition{ft.Topic, ft.Partition}]
+		if w != nil && w.regained && w.epoch > since && !w.stopping.Load() && len(ft.Records) > 0 {
+			if refetch == nil {
+				refetch = map[string]map[int32]kgo.EpochOffset{}
+			}
+			if refetch[ft.Topic] == nil {
+				refetch[ft.Topic] = map[int32]kgo.EpochOffset{}
+			}
+			refetch[ft.Topic][ft.Partition] = kgo.EpochOffset{Epoch: -1, Offset: w.lastOffset + 1}
+			ft.Records = nil
+		}
+		ps = append(ps, polled{ft, w})
 	})
+	if len(refetch) > 0 && cl != nil {
+		cl.SetOffsets(refetch)
+		s.cfg.log.Debug("records polled before the partitions were gained: fetching them again from the restored offsets",
+			"group", s.cfg.group, "offsets", fmt.Sprint(refetch))
+	}
 	s.mu.Unlock()
 	for _, p := range ps {
 		ft, w := p.ft, p.w
@@ -354,6 +391,8 @@ func (s *Source) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]
 				return
 			}
 			s.mu.Lock()
+			w.regained = s.had[p]
+			s.had[p] = true
 			s.parts[p] = w
 			s.mu.Unlock()
 			go w.run()
