@@ -448,7 +448,10 @@ func TestBackfillRefusesIncompatibleFiles(t *testing.T) {
 			shardFiles(t, arc, "iot", 0, 4, 10)
 			name := parquet.FileKey{Pipeline: "iot", Shard: 0, Epoch: 1, First: 1000, Last: 1000}.Name()
 			if where == "middle" {
-				name = parquet.FileKey{Pipeline: "iot", Shard: 0, Epoch: 1, First: 15, Last: 15}.Name()
+				// Offsets 15-25: past what the files before it hold (up
+				// to 19), so the replay reads it (a file earlier files
+				// wholly cover is skipped by its name, unread).
+				name = parquet.FileKey{Pipeline: "iot", Shard: 0, Epoch: 1, First: 15, Last: 25}.Name()
 			}
 			require.NoError(t, arc.PutAtomic(context.Background(), name, foreign()))
 			env, b := partitionEnv(newMemSink())

@@ -225,6 +225,7 @@ func WithVerifyChecksum(on bool) ReaderOption { return func(c *readerConfig) { c
 // WithOnFile sets a function File and All call as they start reading a
 // file, before its first row: also for a file none of whose rows they
 // yield (all at or below its SkipThrough, covered by earlier files), so
-// a consumer counting files by their rows would miss it. All calls it
+// a consumer counting files by their rows would miss it (such a file,
+// covered by its name's offsets, is then not opened). All calls it
 // again for a file it reads again after listing anew (see All).
 func WithOnFile(fn func(FileInfo)) ReaderOption { return func(c *readerConfig) { c.onFile = fn } }

@@ -6,16 +6,22 @@ import (
 	"testing"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/streaming"
 )
 
-// countingArchive records the byte ranges read through its objects.
+// countingArchive records the byte ranges read through its objects and
+// the names opened.
 type countingArchive struct {
 	parquet.Archive
 	mu     sync.Mutex
 	ranges [][2]int64
+	opened []string
 }
 
 func (c *countingArchive) Open(ctx context.Context, name string) (parquet.Object, error) {
+	c.mu.Lock()
+	c.opened = append(c.opened, name)
+	c.mu.Unlock()
 	o, err := c.Archive.Open(ctx, name)
 	if err != nil {
 		return nil, err
@@ -25,8 +31,21 @@ func (c *countingArchive) Open(ctx context.Context, name string) (parquet.Object
 
 func (c *countingArchive) reset() {
 	c.mu.Lock()
-	c.ranges = nil
+	c.ranges, c.opened = nil, nil
 	c.mu.Unlock()
+}
+
+// opens returns how often name was opened since reset.
+func (c *countingArchive) opens(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, o := range c.opened {
+		if o == name {
+			n++
+		}
+	}
+	return n
 }
 
 // touched returns the number of distinct bytes read since reset.
@@ -152,5 +171,71 @@ func TestReaderChecksumPassIsChunked(t *testing.T) {
 		if n := rg[1] - rg[0]; n > 1<<20 {
 			t.Fatalf("a read of %d bytes at %d; want chunks of at most 1 MiB", n, rg[0])
 		}
+	}
+}
+
+// A file whose offsets earlier files all cover (an epoch that archived a
+// range again, inputs a compaction published its output beside) yields no
+// row: the reader knows it from the file's name and does not open it.
+// Bug: it opened the file, streamed it whole for its checksum and decoded
+// every row group to drop each row.
+func TestReaderDoesNotReadCoveredFiles(t *testing.T) {
+	ctx := context.Background()
+	mem := parquet.NewMemArchive()
+	write := func(epoch streaming.Epoch, rows []parquet.Row) string {
+		t.Helper()
+		w, err := parquet.NewWriter(mem, "iot", 0, epoch, parquet.WithRowGroupRows(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := w.WriteFile(ctx, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.Name()
+	}
+	write(1, genRows(1, 0, 1000))
+	last := genRows(1, 0, 1000)[999].Offset
+	covered := write(2, genRows(2, last-300, 300)) // offsets within the first file's
+	write(1, genRows(3, last+1, 1000))
+	for _, tc := range []struct {
+		name   string
+		verify bool
+	}{{"checksum verified", true}, {"checksum not verified", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca := &countingArchive{Archive: mem}
+			var started []string
+			r, err := parquet.NewReader(ca, "iot/", parquet.WithVerifyChecksum(tc.verify),
+				parquet.WithOnFile(func(fi parquet.FileInfo) { started = append(started, fi.Name) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := readAll(t, r, parquet.Position{})
+			if len(all) != 2000 {
+				t.Fatalf("read %d rows, want 2000 (each offset's rows once)", len(all))
+			}
+			for _, e := range all {
+				if e.Pos.File == covered {
+					t.Fatalf("a row of the covered file %s was yielded: %+v", covered, e.Pos)
+				}
+			}
+			if len(started) != 3 || started[1] != covered {
+				t.Fatalf("files started %v, want the 3 files, the covered one second", started)
+			}
+			if n := ca.opens(covered); n != 0 {
+				t.Fatalf("the covered file %s was opened %d times", covered, n)
+			}
+			plan, err := r.Plan(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca.reset()
+			for _, err := range r.File(ctx, plan[1], 0) {
+				t.Fatalf("File yielded from the covered file %s (err %v)", plan[1].Name, err)
+			}
+			if got := ca.touched(); got != 0 {
+				t.Fatalf("File of the covered file %s read %d bytes", plan[1].Name, got)
+			}
+		})
 	}
 }

@@ -437,7 +437,9 @@ func (r *Reader) scan(ctx context.Context, from Position, byOffset bool, yield f
 // rows at or below fi.SkipThrough. The file is reopened, its whole-file
 // checksum verified (see ChecksumKey; WithVerifyChecksum) and its
 // fingerprint checked again, so a file corrupted or replaced since Plan is
-// refused before any row of it is decoded.
+// refused before any row of it is decoded. A file whose name's last
+// offset is at or below fi.SkipThrough (covered by earlier files) yields
+// nothing and is not opened at all.
 func (r *Reader) File(ctx context.Context, fi FileInfo, fromRow int64) iter.Seq2[Entry, error] {
 	return r.file(ctx, fi, fromRow, cursor{offset: -1})
 }
@@ -454,6 +456,12 @@ func (r *Reader) file(ctx context.Context, fi FileInfo, fromRow int64, c cursor)
 	return func(yield func(Entry, error) bool) {
 		if r.cfg.onFile != nil {
 			r.cfg.onFile(fi)
+		}
+		if fi.Key.Last <= fi.SkipThrough {
+			// Covered: its name says every row is at or below what
+			// earlier files hold, so none would be yielded; it is not
+			// opened (its checksum, fingerprint and rows unread).
+			return
 		}
 		of, err := r.open(ctx, fi.Name, r.cfg.verify)
 		if err != nil {
