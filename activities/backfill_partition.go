@@ -25,7 +25,12 @@ type CountArchiveInput struct {
 	ExpectedFingerprint string `json:"expected_fingerprint,omitempty"`
 }
 
-// ArchiveTotals is the size of an archive, from its listing.
+// ArchiveTotals is the size of an archive, from its listing. Bytes
+// counts each file's parquet.FileInfo.NewBytes, as ReplayPartition does:
+// a file whose offsets earlier files of its partition hold (a
+// compaction's output beside its inputs, a range archived again) counts
+// for the share of its offsets they do not, so a compaction between the
+// count and the replays does not count its output's rows twice.
 type ArchiveTotals struct {
 	Files      int   `json:"files"`
 	Bytes      int64 `json:"bytes"`
@@ -84,11 +89,15 @@ func (a *Backfills) CountArchive(ctx context.Context, in CountArchiveInput) (Arc
 			if err := check(); err != nil {
 				return *t, err
 			}
-			c.Part, c.First = p, fi.Name
+			c.Part, c.First, c.Reach = p, fi.Name, -1
 			t.Partitions++
 		}
+		// The reader's SkipThrough, also for the first file after a
+		// resume (which the listing starts with -1).
+		fi.SkipThrough = c.Reach
+		c.Reach = max(c.Reach, fi.Key.Last)
 		t.Files++
-		t.Bytes += fi.Size
+		t.Bytes += fi.NewBytes()
 		c.Last = fi.Name
 		// Each check reads two footers (round trips on an object store):
 		// heartbeat per partition, not per 10,000 files (the SDK
@@ -109,6 +118,9 @@ type countProgress struct {
 	Part   string        `json:"part,omitempty"`
 	First  string        `json:"first,omitempty"`
 	Last   string        `json:"last,omitempty"`
+	// Reach is the highest offset the files of Part through Last hold
+	// (0 from a build before it: the next file may count a little more).
+	Reach int64 `json:"reach,omitempty"`
 	// At is when the worker heartbeated it (zero from a build before it).
 	At time.Time `json:"at,omitempty"`
 }
@@ -260,7 +272,10 @@ type ReplayPartitionResult struct {
 	// one replayed.
 	Stopping bool `json:"stopping,omitempty"`
 	// Files read (counted when the reader starts them, also those whose
-	// rows earlier files all cover), their Bytes,
+	// rows earlier files all cover), their Bytes (each file's
+	// parquet.FileInfo.NewBytes, as CountArchive counts them: a
+	// compaction's output read after some of its inputs counts for the
+	// offsets they did not hold),
 	// Rows read, Written to the sink, Skipped by the time range (over
 	// every attempt of the activity).
 	Files   int   `json:"files"`
@@ -386,7 +401,7 @@ func (rp *partitionReplay) one(ctx context.Context, partition string, res *Repla
 			return
 		}
 		reached.Files++
-		reached.Bytes += fi.Size
+		reached.Bytes += fi.NewBytes()
 		// A new file, as a batch written: heartbeat what is durable, for
 		// files whose rows the time range skips, or earlier files cover,
 		// write nothing and may take longer than the heartbeat timeout

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -570,4 +571,93 @@ func TestListPartitionsErrorSaysWhatWasListedOnce(t *testing.T) {
 	var ae *temporal.ApplicationError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, `list the archive's files after "iot/shard-000001/~": local archive `+dir+": open "+dir+": not a directory", ae.Message())
+}
+
+// A compaction between a backfill's count and its replay, or between two
+// replays of a partition, puts an output holding its inputs' rows where
+// the replay reads it beside or after them. Bug: the replay counted the
+// output's whole size on top of the inputs it had read or that it read
+// beside it (their rows each read once), so bytes_done, the progress bar's
+// measure, passed bytes_total (to twice it). The count and the replay
+// count each file for the share of its offsets earlier files do not hold.
+func TestReplayPartitionCountsACompactedFileOnce(t *testing.T) {
+	const files, perFile = 20, 2000
+	for _, tc := range []struct {
+		name string
+		// between runs after the count (first) and between the replay's
+		// first activity (of MaxFiles 7) and the rest (second).
+		first, second func(t *testing.T, arc parquet.Archive, rows []parquet.Row)
+	}{
+		{name: "output beside its inputs before the replay", first: func(t *testing.T, arc parquet.Archive, rows []parquet.Row) {
+			// What a compaction leaves between publishing its output and
+			// deleting its inputs (or when it stops there): the output is
+			// named by the first input's first offset, the whole range
+			// and the inputs' highest epoch.
+			w, err := parquet.NewWriter(arc, "iot", 1, 1)
+			require.NoError(t, err)
+			k, err := w.WriteFile(context.Background(), rows)
+			require.NoError(t, err)
+			require.Equal(t, int64(files*perFile-1), k.Last)
+		}},
+		{name: "compaction between two replays", second: func(t *testing.T, arc parquet.Archive, _ []parquet.Row) {
+			p := parquet.DefaultCompactPolicy()
+			p.MinAge = 0
+			cr, err := parquet.Compact(context.Background(), arc, "", "", p, time.Now())
+			require.NoError(t, err)
+			require.Len(t, cr.Runs, 1)
+			require.Len(t, cr.Runs[0].Inputs, files)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loc, arc := writeArchive(t, 0, 0)
+			// Random values: files whose size is their rows', not their
+			// footers' or a compressor's, so the output is about as large
+			// as its inputs.
+			rnd := rand.New(rand.NewPCG(1, 2))
+			var rows []parquet.Row
+			w, err := parquet.NewWriter(arc, "iot", 1, 1)
+			require.NoError(t, err)
+			for f := range int64(files) {
+				var part []parquet.Row
+				for off := f * perFile; off < (f+1)*perFile; off++ {
+					part = append(part, parquet.Row{Sensor: "s", Signal: "mean", TS: 1_700_000_000_000_000_000 + off*int64(time.Second), Value: rnd.NormFloat64(), Offset: off})
+				}
+				_, err := w.WriteFile(context.Background(), part)
+				require.NoError(t, err)
+				rows = append(rows, part...)
+			}
+			n := len(rows)
+			sink := newMemSink()
+			env, b := partitionEnv(sink)
+			var tot activities.ArchiveTotals
+			require.NoError(t, env.run(b.CountArchive, activities.CountArchiveInput{Location: loc}, &tot))
+			require.Equal(t, files, tot.Files)
+			if tc.first != nil {
+				tc.first(t, arc, rows)
+			}
+			in := activities.ReplayPartitionInput{Location: loc, Partition: "iot/shard-000001/", Sink: "mem", MaxFiles: 7}
+			var res activities.ReplayPartitionResult
+			require.NoError(t, env.run(b.ReplayPartition, in, &res))
+			results := []activities.ReplayPartitionResult{res}
+			if !res.Done {
+				if tc.second != nil {
+					tc.second(t, arc, rows)
+				}
+				in.Start, in.MaxFiles = res.Next, 100
+				results = append(results, replayChain(t, env, b, in, 2)...)
+			}
+			total := sumResults(results)
+			assert.Equal(t, int64(n), total.Rows, "rows read")
+			require.Len(t, sink.counts, n)
+			for k, c := range sink.counts {
+				require.Equal(t, 1, c, "%s written %d times", k, c)
+			}
+			// The output's size is not its inputs' (another file's
+			// compression): the bytes done come near the total, and do not
+			// pass it by more than that difference.
+			t.Logf("bytes done %d of %d", total.Bytes, tot.Bytes)
+			assert.LessOrEqual(t, total.Bytes, tot.Bytes*11/10, "bytes done past the total")
+			assert.GreaterOrEqual(t, total.Bytes, tot.Bytes*8/10, "bytes done short of the total")
+		})
+	}
 }

@@ -104,7 +104,12 @@ type BackfillProgress struct {
 	FilesDone  int    `json:"files_done"`
 	// RowsTotal is known when the files were planned with their footers
 	// (the workflow before partition paging); else 0 and BytesTotal
-	// measures the work.
+	// measures the work. Bytes count each file for the share of its
+	// offsets earlier files of its partition do not hold
+	// (parquet.FileInfo.NewBytes), so a compaction during the backfill
+	// does not count its output's rows again; its output is not the size
+	// of its inputs, so BytesDone may end a little off BytesTotal, and
+	// FilesDone (the files read) off FilesTotal (the files counted).
 	RowsTotal       int64     `json:"rows_total"`
 	RowsDone        int64     `json:"rows_done"`
 	BytesTotal      int64     `json:"bytes_total,omitempty"`

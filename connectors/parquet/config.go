@@ -223,9 +223,12 @@ func WithBatchRows(n int) ReaderOption { return func(c *readerConfig) { c.batchR
 func WithVerifyChecksum(on bool) ReaderOption { return func(c *readerConfig) { c.verify = on } }
 
 // WithOnFile sets a function File and All call as they start reading a
-// file, before its first row: also for a file none of whose rows they
-// yield (all at or below its SkipThrough, covered by earlier files), so
-// a consumer counting files by their rows would miss it (such a file,
-// covered by its name's offsets, is then not opened). All calls it
-// again for a file it reads again after listing anew (see All).
+// file, once it is open, before its first row: also for a file none of
+// whose rows they yield (all at or below its SkipThrough, covered by
+// earlier files), so a consumer counting files by their rows would miss
+// it (such a file, covered by its name's offsets, is not opened). It is
+// not called for a file that could not be opened (one gone: All lists
+// again). All calls it again for a file it reads again after listing
+// anew (see All); its FileInfo.SkipThrough then counts the offsets read
+// before.
 func WithOnFile(fn func(FileInfo)) ReaderOption { return func(c *readerConfig) { c.onFile = fn } }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
 	"github.com/tflo-io/tflo/streaming"
@@ -237,5 +238,75 @@ func TestReaderDoesNotReadCoveredFiles(t *testing.T) {
 				t.Fatalf("File of the covered file %s read %d bytes", plan[1].Name, got)
 			}
 		})
+	}
+}
+
+// compactingArchive runs a compaction of its archive (publishing the
+// output, deleting the inputs) when the reader first opens the file
+// named at.
+type compactingArchive struct {
+	*parquet.MemArchive
+	t    *testing.T
+	at   string
+	done bool
+}
+
+func (c *compactingArchive) Open(ctx context.Context, name string) (parquet.Object, error) {
+	if name == c.at && !c.done {
+		c.done = true
+		p := parquet.DefaultCompactPolicy()
+		p.MinAge = 0
+		res, err := parquet.Compact(ctx, c.MemArchive, "", "", p, time.Now())
+		if err != nil || len(res.Runs) != 1 {
+			c.t.Errorf("compaction: %+v, %v", res, err)
+		}
+	}
+	return c.MemArchive.Open(ctx, name)
+}
+
+// A file compacted away between the reader's listing and its open is not
+// reported to WithOnFile: the reader lists again and reads its rows from
+// the compaction's output, reported with SkipThrough saying which of its
+// offsets were read before. Bug: the gone file was reported as started
+// (a backfill counted its bytes) and the output too, whole.
+func TestReaderReportsAFileCompactedAwayOnce(t *testing.T) {
+	ctx := context.Background()
+	mem := parquet.NewMemArchive()
+	w, err := parquet.NewWriter(mem, "iot", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for f := range int64(4) {
+		k, err := w.WriteFile(ctx, genRows(uint64(f), f*100, 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, k.Name())
+	}
+	ca := &compactingArchive{MemArchive: mem, t: t, at: names[1]}
+	var started []parquet.FileInfo
+	r, err := parquet.NewReader(ca, "iot/", parquet.WithOnFile(func(fi parquet.FileInfo) { started = append(started, fi) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := readAll(t, r, parquet.Position{})
+	if len(all) != 400 {
+		t.Fatalf("read %d rows, want 400", len(all))
+	}
+	if !ca.done {
+		t.Fatal("no compaction ran")
+	}
+	if len(started) != 2 || started[0].Name != names[0] || started[1].Key.First != 0 || started[1].Key.Last < 300 {
+		t.Fatalf("files reported %+v, want the first file, then the compaction's output", started)
+	}
+	first := all[0].Pos
+	for _, e := range all {
+		if e.Pos.File == names[0] {
+			first = e.Pos
+		}
+	}
+	if got := started[1].SkipThrough; got < first.Offset-1 {
+		t.Fatalf("the output's SkipThrough is %d; the offsets through %d were read from %s", got, first.Offset, names[0])
 	}
 }

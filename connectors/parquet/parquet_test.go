@@ -936,3 +936,26 @@ func TestSensorIDOverAPageIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, objs)
 }
+
+func TestFileInfoNewBytes(t *testing.T) {
+	fi := func(first, last, skip int64) parquet.FileInfo {
+		return parquet.FileInfo{Key: parquet.FileKey{First: first, Last: last}, Size: 1000, SkipThrough: skip}
+	}
+	for _, tc := range []struct {
+		name string
+		fi   parquet.FileInfo
+		want int64
+	}{
+		{"nothing covered", fi(100, 199, -1), 1000},
+		{"earlier files end before it", fi(100, 199, 99), 1000},
+		{"first quarter covered", fi(100, 199, 124), 750},
+		{"all but the last offset covered", fi(100, 199, 198), 10},
+		{"wholly covered", fi(100, 199, 199), 0},
+		{"covered past its end", fi(100, 199, 500), 0},
+		{"one offset, not covered", fi(7, 7, 6), 1000},
+	} {
+		if got := tc.fi.NewBytes(); got != tc.want {
+			t.Errorf("%s: NewBytes of %+v = %d, want %d", tc.name, tc.fi, got, tc.want)
+		}
+	}
+}

@@ -66,6 +66,25 @@ type FileInfo struct {
 	ModTime time.Time
 }
 
+// NewBytes is the share of Size that holds the file's offsets above
+// SkipThrough, in proportion to its offset range [Key.First, Key.Last]:
+// Size when no earlier file covers any of them, 0 when earlier files
+// cover them all. Summed over a partition's files it counts each offset's
+// bytes about once, however its files overlap: beside its inputs a
+// compaction's output adds nothing to them (or they to it), and read
+// after some of its inputs were, it adds the share of the offsets they
+// did not hold. (Backfill progress measures the work in it.)
+func (fi FileInfo) NewBytes() int64 {
+	switch {
+	case fi.SkipThrough < fi.Key.First:
+		return fi.Size
+	case fi.Key.Last <= fi.SkipThrough:
+		return 0
+	}
+	span := float64(fi.Key.Last-fi.Key.First) + 1
+	return int64(float64(fi.Size) * float64(fi.Key.Last-fi.SkipThrough) / span)
+}
+
 // Reader reads an archive prefix for backfills: it plans the files in
 // order, refuses any whose schema fingerprint is not the expected one, and
 // streams rows one row group at a time with a fixed-size decode batch, so
@@ -412,6 +431,10 @@ func (r *Reader) scan(ctx context.Context, from Position, byOffset bool, yield f
 				continue
 			}
 			c = cursor{offset: -1, dropBelow: from.Offset, dropAt: from.Seen}
+			// The offsets below from.Offset were read (from files since
+			// gone): its rows there are skipped, and its NewBytes and
+			// the positions it yields say so.
+			fi.SkipThrough = max(fi.SkipThrough, from.Offset-1)
 		}
 		for e, err := range r.file(ctx, fi, fromRow, c) {
 			if err != nil {
@@ -454,13 +477,13 @@ type cursor struct {
 
 func (r *Reader) file(ctx context.Context, fi FileInfo, fromRow int64, c cursor) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
-		if r.cfg.onFile != nil {
-			r.cfg.onFile(fi)
-		}
 		if fi.Key.Last <= fi.SkipThrough {
 			// Covered: its name says every row is at or below what
 			// earlier files hold, so none would be yielded; it is not
 			// opened (its checksum, fingerprint and rows unread).
+			if r.cfg.onFile != nil {
+				r.cfg.onFile(fi)
+			}
 			return
 		}
 		of, err := r.open(ctx, fi.Name, r.cfg.verify)
@@ -469,6 +492,12 @@ func (r *Reader) file(ctx context.Context, fi FileInfo, fromRow int64, c cursor)
 			return
 		}
 		defer of.Close()
+		// Once open: a file gone under the reader (compacted; All lists
+		// again) is not started, so it is not counted beside the file
+		// that replaced it.
+		if r.cfg.onFile != nil {
+			r.cfg.onFile(fi)
+		}
 		f := of.f
 		if fromRow < 0 || fromRow > f.NumRows() {
 			yield(Entry{}, fmt.Errorf("parquet reader: archive file %s: resume row %d outside 0..%d", fi.Name, fromRow, f.NumRows()))
