@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/streaming"
 	badgerstore "github.com/tflo-io/tflo/streaming/state/badger"
 	"github.com/tflo-io/tflo/streaming/state/files"
+	"github.com/tflo-io/tflo/streaming/state/memory"
+	"github.com/tflo-io/tflo/testsuite/faults"
 )
 
 // A zombie owner whose fence read the manifest just before the newer
@@ -32,6 +35,10 @@ func TestZombieManifestRefusedBetweenFenceAndSave(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, s.Close()) })
 			return s
+		}},
+		{"memory through faults.Wrap", func(t *testing.T) streaming.StateStore {
+			mem := memory.New()
+			return faults.Wrap(mem, mem)
 		}},
 	}
 	for _, tc := range stores {
@@ -105,4 +112,48 @@ func (s *beforeManifestSave) SaveIfUnchanged(ctx context.Context, items []stream
 		s.fire(it.Key)
 	}
 	return s.StateStore.(streaming.ConditionalSaver).SaveIfUnchanged(ctx, items)
+}
+
+// TestFailedConditionalManifestSaveLosesNothing: faults.Wrap hid its
+// store's SaveIfUnchanged, so through it a checkpoint's manifest took the
+// unconditional Save and no fault reached the conditional one. A failed
+// or hung SaveIfUnchanged of the manifest fails its checkpoint at the
+// save stage, and the next checkpoint commits everything.
+func TestFailedConditionalManifestSaveLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	fs := faults.Wrap(mem, mem)
+	src := newCounterSource()
+	cp := newCP(t, src, fs, fs, streaming.WithStageTimeouts(time.Second, 100*time.Millisecond, time.Second))
+	src.Apply("a", 1)
+	_, err := cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, fs.Calls(faults.OpSaveIfUnchanged), "the manifest is saved conditionally")
+
+	fs.FailNext(faults.OpSaveIfUnchanged, 1)
+	src.Apply("a", 2)
+	_, err = cp.Checkpoint(ctx)
+	require.ErrorIs(t, err, faults.ErrInjected)
+	var se *streaming.StageError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, streaming.StageSaveState, se.Stage)
+
+	fs.Hang(faults.OpSaveIfUnchanged)
+	src.Apply("b", 3)
+	_, err = cp.Checkpoint(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, 2, cp.Status().ConsecutiveFailures)
+
+	fs.Heal()
+	src.Apply("c", 4)
+	_, err = cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	require.Zero(t, fs.Calls(faults.OpSave), "no manifest took the unconditional save")
+
+	fresh := newCounterSource()
+	_, err = newCP(t, fresh, mem, mem).Restore(ctx)
+	require.NoError(t, err)
+	want, _ := src.snapshot()
+	got, _ := fresh.snapshot()
+	require.Equal(t, want, got)
 }

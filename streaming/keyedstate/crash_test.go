@@ -23,7 +23,7 @@ type process struct {
 	cp *streaming.Checkpointer
 }
 
-func startProcess(t *testing.T, g *streaming.Graph, store *faults.Store) (*process, int) {
+func startProcess(t *testing.T, g *streaming.Graph, store faults.Store) (*process, int) {
 	t.Helper()
 	db, err := badger.Open(testDBOptions())
 	require.NoError(t, err)
@@ -103,7 +103,7 @@ func TestCrashRecovery(t *testing.T) {
 					}
 					store.CrashAfter(rng.IntN(5), torn)
 				} else if rng.IntN(8) == 0 {
-					store.FailNext([]faults.Op{faults.OpSaveBatch, faults.OpSave, faults.OpSaveCursor}[rng.IntN(3)], 1)
+					store.FailNext([]faults.Op{faults.OpSaveBatch, faults.OpSaveIfUnchanged, faults.OpSaveCursor}[rng.IntN(3)], 1)
 				}
 				stopAfter := 3
 				if inject && rng.IntN(2) == 0 {

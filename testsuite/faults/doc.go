@@ -8,7 +8,8 @@
 // # Main types
 //
 //   - [Store]: a streaming.StateStore and streaming.CursorStore that
-//     forwards to real stores until a rule says otherwise.
+//     forwards to real stores until a rule says otherwise (and a
+//     streaming.ConditionalSaver when the state store is one).
 //   - [Net]: a dialer (for Kafka and Temporal clients) that cuts a
 //     process off the network as if its machine died, and heals.
 //

@@ -13,29 +13,34 @@ type Op string
 
 // The operations of a Store.
 const (
-	OpSave       Op = "Save"
-	OpSaveBatch  Op = "SaveBatch"
-	OpLoad       Op = "Load"
-	OpListKeys   Op = "ListKeys"
-	OpDelete     Op = "Delete"
-	OpDeleteKeys Op = "DeleteKeys"
-	OpRefreshKey Op = "RefreshKey"
-	OpSaveCursor Op = "SaveCursor"
-	OpLoadCursor Op = "LoadCursor"
+	OpSave            Op = "Save"
+	OpSaveBatch       Op = "SaveBatch"
+	OpSaveIfUnchanged Op = "SaveIfUnchanged"
+	OpLoad            Op = "Load"
+	OpListKeys        Op = "ListKeys"
+	OpDelete          Op = "Delete"
+	OpDeleteKeys      Op = "DeleteKeys"
+	OpRefreshKey      Op = "RefreshKey"
+	OpSaveCursor      Op = "SaveCursor"
+	OpLoadCursor      Op = "LoadCursor"
 )
 
 func (o Op) isWrite() bool {
 	switch o {
-	case OpSave, OpSaveBatch, OpDelete, OpDeleteKeys, OpSaveCursor:
+	case OpSave, OpSaveBatch, OpSaveIfUnchanged, OpDelete, OpDeleteKeys, OpSaveCursor:
 		return true
 	}
 	return false
 }
 
 // Store forwards to a StateStore and a CursorStore and injects faults.
-// It has the optional capabilities the checkpointer uses, DeleteKeys and
-// RefreshKey, forwarded to the inner store (see their docs), so a store
-// under test keeps its own behaviour through the wrapper.
+// It has the optional capabilities the checkpointer uses, DeleteKeys,
+// RefreshKey and ListShardKeys, forwarded to the inner store (see their
+// docs), and it is a streaming.ConditionalSaver when (and only when) the
+// inner state store is one, so a store under test keeps its own behaviour
+// through the wrapper: a Checkpointer commits its manifests through
+// SaveIfUnchanged (OpSaveIfUnchanged) on a conditional store, with Save
+// or SaveBatch on another.
 //
 // Rules, checked in this order on every call:
 //   - crash: once the crash point is reached, every write fails with
@@ -45,7 +50,47 @@ func (o Op) isWrite() bool {
 //     ctx.Err(), never touching the inner store;
 //   - fail: the next n calls of an operation fail with an error wrapping
 //     ErrInjected.
-type Store struct {
+type Store interface {
+	streaming.StateStore
+	streaming.CursorStore
+	streaming.ShardKeyLister
+
+	// DeleteKeys deletes keys in one call, the checkpointer's batch
+	// delete: through the inner store's DeleteKeys where it has one (the
+	// files, Badger, memory and S3 stores do), else one Delete each. It
+	// is one write towards CrashAfter.
+	DeleteKeys(ctx context.Context, keys [][]byte) error
+	// RefreshKey has the inner store reread key on its next Load, where
+	// it caches what it read (the S3 store caches each shard's manifest,
+	// and a restore refreshes it: without this a worker regaining a
+	// shard through the wrapper read its own older checkpoint); other
+	// stores read afresh anyway.
+	RefreshKey(ctx context.Context, key []byte) error
+
+	// FailNext makes the next n calls of op fail with ErrInjected.
+	FailNext(op Op, n int)
+	// Hang makes every call of the ops block until its ctx is done.
+	Hang(ops ...Op)
+	// CrashAfter sets the crash point: after n more successful writes
+	// (Save, SaveBatch, SaveIfUnchanged, Delete, DeleteKeys, SaveCursor
+	// each count one), every write fails with ErrCrashed. When partial is
+	// non-nil, the SaveBatch that hits the crash point first applies the
+	// first partial(len(items)) items (a batch that is not atomic);
+	// otherwise it applies nothing.
+	CrashAfter(n int, partial func(items int) int)
+	// Heal clears every rule, including a crash.
+	Heal()
+	// Crashed reports whether the crash point was reached.
+	Crashed() bool
+	// Writes returns the number of writes that reached the inner stores.
+	Writes() int
+	// Calls returns how many times op was called (faulted or not).
+	Calls(op Op) int
+}
+
+// store is a Store over an inner state store that is not a
+// streaming.ConditionalSaver.
+type store struct {
 	state   streaming.StateStore
 	cursors streaming.CursorStore
 
@@ -60,26 +105,36 @@ type Store struct {
 	calls      map[Op]int
 }
 
+// conditionalStore is a Store over a streaming.ConditionalSaver.
+type conditionalStore struct {
+	*store
+	cs streaming.ConditionalSaver
+}
+
 var (
-	_ streaming.StateStore  = (*Store)(nil)
-	_ streaming.CursorStore = (*Store)(nil)
+	_ Store                      = (*store)(nil)
+	_ Store                      = (*conditionalStore)(nil)
+	_ streaming.ConditionalSaver = (*conditionalStore)(nil)
 )
 
 // Wrap returns a Store with no faults over state and cursors (either may
-// be nil when a test uses only the other; calling a nil one panics).
-func Wrap(state streaming.StateStore, cursors streaming.CursorStore) *Store {
-	return &Store{state: state, cursors: cursors, crashAt: -1, hang: map[Op]bool{}, fail: map[Op]int{}, calls: map[Op]int{}}
+// be nil when a test uses only the other; calling a nil one panics). It
+// is a streaming.ConditionalSaver when state is one.
+func Wrap(state streaming.StateStore, cursors streaming.CursorStore) Store {
+	s := &store{state: state, cursors: cursors, crashAt: -1, hang: map[Op]bool{}, fail: map[Op]int{}, calls: map[Op]int{}}
+	if cs, ok := state.(streaming.ConditionalSaver); ok {
+		return &conditionalStore{store: s, cs: cs}
+	}
+	return s
 }
 
-// FailNext makes the next n calls of op fail with ErrInjected.
-func (s *Store) FailNext(op Op, n int) {
+func (s *store) FailNext(op Op, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail[op] = n
 }
 
-// Hang makes every call of the ops block until its ctx is done.
-func (s *Store) Hang(ops ...Op) {
+func (s *store) Hang(ops ...Op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range ops {
@@ -87,12 +142,7 @@ func (s *Store) Hang(ops ...Op) {
 	}
 }
 
-// CrashAfter sets the crash point: after n more successful writes
-// (Save, SaveBatch, Delete, DeleteKeys, SaveCursor each count one), every write fails
-// with ErrCrashed. When partial is non-nil, the SaveBatch that hits the
-// crash point first applies the first partial(len(items)) items (a batch
-// that is not atomic); otherwise it applies nothing.
-func (s *Store) CrashAfter(n int, partial func(items int) int) {
+func (s *store) CrashAfter(n int, partial func(items int) int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.crashAt = s.writes + n
@@ -100,8 +150,7 @@ func (s *Store) CrashAfter(n int, partial func(items int) int) {
 	s.partialCut = partial
 }
 
-// Heal clears every rule, including a crash.
-func (s *Store) Heal() {
+func (s *store) Heal() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.crashAt, s.crashed, s.partialCut = -1, false, nil
@@ -109,22 +158,19 @@ func (s *Store) Heal() {
 	clear(s.fail)
 }
 
-// Crashed reports whether the crash point was reached.
-func (s *Store) Crashed() bool {
+func (s *store) Crashed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.crashed
 }
 
-// Writes returns the number of writes that reached the inner stores.
-func (s *Store) Writes() int {
+func (s *store) Writes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writes
 }
 
-// Calls returns how many times op was called (faulted or not).
-func (s *Store) Calls(op Op) int {
+func (s *store) Calls(op Op) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls[op]
@@ -137,7 +183,7 @@ type decision struct {
 	partial int // for a crashing SaveBatch: items to apply; -1 for none
 }
 
-func (s *Store) decide(op Op, key []byte, items int) decision {
+func (s *store) decide(op Op, key []byte, items int) decision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[op]++
@@ -166,7 +212,7 @@ func (s *Store) decide(op Op, key []byte, items int) decision {
 }
 
 // wrote ends a write decide let through, counting it when it succeeded.
-func (s *Store) wrote(err error) error {
+func (s *store) wrote(err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight--
@@ -176,7 +222,7 @@ func (s *Store) wrote(err error) error {
 	return err
 }
 
-func (s *Store) gate(ctx context.Context, d decision) error {
+func (s *store) gate(ctx context.Context, d decision) error {
 	if d.hang {
 		<-ctx.Done()
 		return ctx.Err()
@@ -185,7 +231,7 @@ func (s *Store) gate(ctx context.Context, d decision) error {
 }
 
 // Save implements streaming.StateStore.
-func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
+func (s *store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) error {
 	if err := s.gate(ctx, s.decide(OpSave, key, 1)); err != nil {
 		return err
 	}
@@ -193,7 +239,7 @@ func (s *Store) Save(ctx context.Context, key []byte, snap streaming.Snapshot) e
 }
 
 // Load implements streaming.StateStore.
-func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
+func (s *store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error) {
 	if err := s.gate(ctx, s.decide(OpLoad, key, 0)); err != nil {
 		return streaming.Snapshot{}, err
 	}
@@ -201,7 +247,7 @@ func (s *Store) Load(ctx context.Context, key []byte) (streaming.Snapshot, error
 }
 
 // ListKeys implements streaming.StateStore.
-func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
+func (s *store) ListKeys(ctx context.Context) ([][]byte, error) {
 	if err := s.gate(ctx, s.decide(OpListKeys, nil, 0)); err != nil {
 		return nil, err
 	}
@@ -211,7 +257,7 @@ func (s *Store) ListKeys(ctx context.Context) ([][]byte, error) {
 // ListShardKeys implements streaming.ShardKeyLister: through the inner
 // store's ListShardKeys where it has one (the Badger and S3 stores do),
 // else its ListKeys. Faults count and gate it as a ListKeys (OpListKeys).
-func (s *Store) ListShardKeys(ctx context.Context, shard string) ([][]byte, error) {
+func (s *store) ListShardKeys(ctx context.Context, shard string) ([][]byte, error) {
 	if err := s.gate(ctx, s.decide(OpListKeys, nil, 0)); err != nil {
 		return nil, err
 	}
@@ -222,7 +268,7 @@ func (s *Store) ListShardKeys(ctx context.Context, shard string) ([][]byte, erro
 }
 
 // SaveBatch implements streaming.StateStore.
-func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
+func (s *store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) error {
 	var first []byte
 	if len(items) > 0 {
 		first = items[0].Key
@@ -238,19 +284,31 @@ func (s *Store) SaveBatch(ctx context.Context, items []streaming.KeyedSnapshot) 
 	return s.wrote(s.state.SaveBatch(ctx, items))
 }
 
+// SaveIfUnchanged implements streaming.ConditionalSaver through the
+// inner store's. It is one write towards CrashAfter, whatever it refuses;
+// a crash or fault applies none of the items.
+func (s *conditionalStore) SaveIfUnchanged(ctx context.Context, items []streaming.ConditionalSave) ([]error, error) {
+	var first []byte
+	if len(items) > 0 {
+		first = items[0].Key
+	}
+	if err := s.gate(ctx, s.decide(OpSaveIfUnchanged, first, len(items))); err != nil {
+		return nil, err
+	}
+	refused, err := s.cs.SaveIfUnchanged(ctx, items)
+	return refused, s.wrote(err)
+}
+
 // Delete implements streaming.StateStore.
-func (s *Store) Delete(ctx context.Context, key []byte) error {
+func (s *store) Delete(ctx context.Context, key []byte) error {
 	if err := s.gate(ctx, s.decide(OpDelete, key, 1)); err != nil {
 		return err
 	}
 	return s.wrote(s.state.Delete(ctx, key))
 }
 
-// DeleteKeys deletes keys in one call, the checkpointer's batch delete:
-// through the inner store's DeleteKeys where it has one (the files,
-// Badger, memory and S3 stores do), else one Delete each. It is one write
-// towards CrashAfter.
-func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
+// DeleteKeys implements Store.
+func (s *store) DeleteKeys(ctx context.Context, keys [][]byte) error {
 	var first []byte
 	if len(keys) > 0 {
 		first = keys[0]
@@ -271,12 +329,8 @@ func (s *Store) DeleteKeys(ctx context.Context, keys [][]byte) error {
 	return s.wrote(nil)
 }
 
-// RefreshKey has the inner store reread key on its next Load, where it
-// caches what it read (the S3 store caches each shard's manifest, and a
-// restore refreshes it: without this a worker regaining a shard through
-// the wrapper read its own older checkpoint); other stores read afresh
-// anyway.
-func (s *Store) RefreshKey(ctx context.Context, key []byte) error {
+// RefreshKey implements Store.
+func (s *store) RefreshKey(ctx context.Context, key []byte) error {
 	if err := s.gate(ctx, s.decide(OpRefreshKey, key, 0)); err != nil {
 		return err
 	}
@@ -289,7 +343,7 @@ func (s *Store) RefreshKey(ctx context.Context, key []byte) error {
 }
 
 // SaveCursor implements streaming.CursorStore.
-func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.CursorRecord) error {
+func (s *store) SaveCursor(ctx context.Context, key []byte, rec streaming.CursorRecord) error {
 	if err := s.gate(ctx, s.decide(OpSaveCursor, key, 1)); err != nil {
 		return err
 	}
@@ -297,7 +351,7 @@ func (s *Store) SaveCursor(ctx context.Context, key []byte, rec streaming.Cursor
 }
 
 // LoadCursor implements streaming.CursorStore.
-func (s *Store) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
+func (s *store) LoadCursor(ctx context.Context, key []byte) (streaming.CursorRecord, error) {
 	if err := s.gate(ctx, s.decide(OpLoadCursor, key, 0)); err != nil {
 		return streaming.CursorRecord{}, err
 	}

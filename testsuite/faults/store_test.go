@@ -199,3 +199,67 @@ func TestOptionalCapabilitiesReachTheInnerStore(t *testing.T) {
 
 // plainStore has only the StateStore methods.
 type plainStore struct{ streaming.StateStore }
+
+// TestConditionalSaveReachesTheInnerStore: a Checkpointer commits its
+// manifests with SaveIfUnchanged on a streaming.ConditionalSaver, but
+// Store was none whatever it wrapped, so every checkpoint through it took
+// the unconditional Save, and no fault test reached the conditional one.
+// Store is one when (and only when) the inner store is, and the faults
+// target it as OpSaveIfUnchanged.
+func TestConditionalSaveReachesTheInnerStore(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	var st streaming.StateStore = faults.Wrap(mem, mem)
+	s := st.(faults.Store)
+	cs, ok := st.(streaming.ConditionalSaver)
+	require.True(t, ok, "Store over a ConditionalSaver is one")
+	save := func(read *streaming.Snapshot, v string) ([]error, error) {
+		return cs.SaveIfUnchanged(ctx, []streaming.ConditionalSave{{KeyedSnapshot: streaming.KeyedSnapshot{Key: []byte("m"), Snapshot: snap(v)}, Read: read}})
+	}
+
+	s.FailNext(faults.OpSaveIfUnchanged, 1)
+	_, err := save(nil, "1")
+	require.ErrorIs(t, err, faults.ErrInjected)
+	require.ErrorContains(t, err, `SaveIfUnchanged "m"`)
+	_, err = mem.Load(ctx, []byte("m"))
+	require.ErrorIs(t, err, streaming.ErrNotFound, "a failed conditional save changes nothing")
+
+	refused, err := save(nil, "1")
+	require.NoError(t, err)
+	require.Equal(t, []error{nil}, refused)
+	first, err := mem.Load(ctx, []byte("m")) // what a writer read
+	require.NoError(t, err)
+	refused, err = save(nil, "2") // read nothing, but "1" is stored
+	require.NoError(t, err)
+	require.Len(t, refused, 1)
+	require.ErrorIs(t, refused[0], streaming.ErrConflict, "the inner store's refusal comes through")
+	got, err := mem.Load(ctx, []byte("m"))
+	require.NoError(t, err)
+	require.Equal(t, "1", string(got.Data))
+	require.Equal(t, 3, s.Calls(faults.OpSaveIfUnchanged))
+	require.Zero(t, s.Calls(faults.OpSave)+s.Calls(faults.OpSaveBatch))
+	require.Equal(t, 2, s.Writes())
+
+	s.Hang(faults.OpSaveIfUnchanged)
+	hctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	_, err = cs.SaveIfUnchanged(hctx, []streaming.ConditionalSave{{KeyedSnapshot: streaming.KeyedSnapshot{Key: []byte("m"), Snapshot: snap("3")}, Read: &first}})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	s.Heal()
+	s.CrashAfter(0, nil)
+	_, err = save(&first, "3")
+	require.ErrorIs(t, err, faults.ErrCrashed)
+	require.True(t, s.Crashed())
+	got, err = mem.Load(ctx, []byte("m"))
+	require.NoError(t, err)
+	require.Equal(t, "1", string(got.Data), "neither the hung nor the crashed save landed")
+	s.Heal()
+	refused, err = save(&first, "3")
+	require.NoError(t, err)
+	require.Equal(t, []error{nil}, refused)
+
+	// A store without it: neither is the wrapper, so a Checkpointer
+	// saves through it as it would without the wrapper.
+	_, ok = faults.Wrap(plainStore{memory.New()}, nil).(streaming.ConditionalSaver)
+	require.False(t, ok, "Store over a store without SaveIfUnchanged has none")
+}
