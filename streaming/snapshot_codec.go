@@ -8,16 +8,18 @@ import (
 	"github.com/tflo-io/tflo/internal/wire"
 )
 
-// Snapshot encoding (SnapshotFormatVersion 1). Integers are varints unless
-// noted; "bytes" is a uvarint length followed by that many bytes.
+// Snapshot encoding (SnapshotFormatVersion 1, SnapshotFormatVersionDropped
+// 2). Integers are varints unless noted; "bytes" is a uvarint length
+// followed by that many bytes.
 //
 //	magic            4 bytes "TFSN"
-//	format version   uvarint (SnapshotFormatVersion)
+//	format version   uvarint (1, or 2 when there are dropped nodes)
 //	cursor type      bytes
 //	cursor           bytes
 //	epoch            uvarint
 //	operator count   uvarint, then per operator:
 //	                   node bytes | operator bytes | type version uvarint
+//	dropped count    uvarint, then per dropped node: node bytes (version 2 only)
 //	schema fp        bytes
 //	created          varint (zig-zag), unix nanoseconds
 //	data             bytes
@@ -25,6 +27,9 @@ import (
 //
 // The checksum covers the whole encoding, so a flipped bit anywhere or a
 // truncated tail is refused with ErrCorrupt before any field is trusted.
+// Version 1 is written whenever it can say everything (no dropped nodes),
+// so the bytes of such snapshots are those every earlier build wrote and
+// reads; version 2 adds only the dropped nodes.
 
 // snapshotMagic opens every encoded snapshot.
 var snapshotMagic = [4]byte{'T', 'F', 'S', 'N'}
@@ -33,8 +38,9 @@ var snapshotMagic = [4]byte{'T', 'F', 'S', 'N'}
 // version, seven one-byte fields (all empty or zero) and the checksum.
 const minSnapshotLen = 4 + 1 + 7 + 4
 
-// MarshalSnapshot encodes s in the current snapshot format
-// (SnapshotFormatVersion), checksummed with CRC32C. s.Meta.FormatVersion is
+// MarshalSnapshot encodes s in snapshot format SnapshotFormatVersion, or
+// SnapshotFormatVersionDropped when s.Meta.DroppedNodes is not empty,
+// checksummed with CRC32C. s.Meta.FormatVersion is
 // ignored: the encoding records the version that wrote it, and
 // UnmarshalSnapshot reports that version in Meta.FormatVersion.
 func MarshalSnapshot(s Snapshot) []byte {
@@ -44,12 +50,18 @@ func MarshalSnapshot(s Snapshot) []byte {
 // SnapshotEncodedLen returns the exact length of MarshalSnapshot(s), for
 // callers that size buffers up front.
 func SnapshotEncodedLen(s Snapshot) int {
-	n := 4 + uvarintLen(SnapshotFormatVersion)
+	n := 4 + uvarintLen(snapshotVersionOf(s.Meta))
 	n += bytesLen(len(s.Meta.CursorType)) + bytesLen(len(s.Meta.Cursor))
 	n += uvarintLen(uint64(s.Meta.Epoch))
 	n += uvarintLen(uint64(len(s.Meta.Operators)))
 	for _, op := range s.Meta.Operators {
 		n += bytesLen(len(op.Node)) + bytesLen(len(op.Operator)) + uvarintLen(uint64(op.TypeVersion))
+	}
+	if len(s.Meta.DroppedNodes) > 0 {
+		n += uvarintLen(uint64(len(s.Meta.DroppedNodes)))
+		for _, d := range s.Meta.DroppedNodes {
+			n += bytesLen(len(d))
+		}
 	}
 	n += bytesLen(len(s.Meta.SchemaFingerprint))
 	n += varintLen(s.Meta.CreatedUnixNano)
@@ -62,7 +74,7 @@ func SnapshotEncodedLen(s Snapshot) int {
 func AppendSnapshot(dst []byte, s Snapshot) []byte {
 	start := len(dst)
 	dst = append(dst, snapshotMagic[:]...)
-	dst = binary.AppendUvarint(dst, SnapshotFormatVersion)
+	dst = binary.AppendUvarint(dst, snapshotVersionOf(s.Meta))
 	dst = wire.AppendString(dst, s.Meta.CursorType)
 	dst = wire.AppendBytes(dst, s.Meta.Cursor)
 	dst = binary.AppendUvarint(dst, uint64(s.Meta.Epoch))
@@ -71,6 +83,12 @@ func AppendSnapshot(dst []byte, s Snapshot) []byte {
 		dst = wire.AppendString(dst, op.Node)
 		dst = wire.AppendString(dst, op.Operator)
 		dst = binary.AppendUvarint(dst, uint64(op.TypeVersion))
+	}
+	if len(s.Meta.DroppedNodes) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(s.Meta.DroppedNodes)))
+		for _, d := range s.Meta.DroppedNodes {
+			dst = wire.AppendString(dst, d)
+		}
 	}
 	dst = wire.AppendString(dst, s.Meta.SchemaFingerprint)
 	dst = binary.AppendVarint(dst, s.Meta.CreatedUnixNano)
@@ -99,8 +117,8 @@ func UnmarshalSnapshot(b []byte) (Snapshot, error) {
 	}
 	r := wire.Reader{B: body, Off: 4}
 	ver := r.Uvarint()
-	if r.Err == nil && ver != SnapshotFormatVersion {
-		return Snapshot{}, fmt.Errorf("snapshot: format version %d, this build reads %d: %w", ver, SnapshotFormatVersion, ErrCorrupt)
+	if r.Err == nil && ver != SnapshotFormatVersion && ver != SnapshotFormatVersionDropped {
+		return Snapshot{}, fmt.Errorf("snapshot: format version %d, this build reads %d and %d: %w", ver, SnapshotFormatVersion, SnapshotFormatVersionDropped, ErrCorrupt)
 	}
 	var s Snapshot
 	s.Meta.FormatVersion = uint32(ver)
@@ -127,6 +145,18 @@ func UnmarshalSnapshot(b []byte) (Snapshot, error) {
 			s.Meta.Operators = append(s.Meta.Operators, op)
 		}
 	}
+	if ver == SnapshotFormatVersionDropped && r.Err == nil {
+		ndropped := r.Uvarint()
+		// Each name takes at least a byte, and a version 2 snapshot
+		// records at least one.
+		if r.Err == nil && (ndropped == 0 || ndropped > uint64(len(body)-r.Off)) {
+			return Snapshot{}, fmt.Errorf("snapshot: format version %d with dropped node count %d (at least 1, at most what the remaining %d bytes hold): %w", ver, ndropped, len(body)-r.Off, ErrCorrupt)
+		}
+		s.Meta.DroppedNodes = make([]string, 0, ndropped)
+		for i := uint64(0); i < ndropped && r.Err == nil; i++ {
+			s.Meta.DroppedNodes = append(s.Meta.DroppedNodes, r.Str())
+		}
+	}
 	s.Meta.SchemaFingerprint = r.Str()
 	s.Meta.CreatedUnixNano = r.Varint()
 	s.Data = cloneOrNil(r.Bytes())
@@ -137,6 +167,15 @@ func UnmarshalSnapshot(b []byte) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("snapshot: %d trailing bytes before the checksum: %w", len(body)-r.Off, ErrCorrupt)
 	}
 	return s, nil
+}
+
+// snapshotVersionOf is the format version MarshalSnapshot writes for a
+// snapshot of metadata m: the oldest that can say it all.
+func snapshotVersionOf(m SnapshotMeta) uint64 {
+	if len(m.DroppedNodes) > 0 {
+		return SnapshotFormatVersionDropped
+	}
+	return SnapshotFormatVersion
 }
 
 func cloneOrNil(b []byte) []byte {

@@ -37,6 +37,18 @@ func snapshotCases() map[string]streaming.Snapshot {
 			Data: []byte{0},
 		},
 		"large data": {Data: bytes.Repeat([]byte("0123456789"), 300_000)},
+		"dropped nodes": {
+			Meta: streaming.SnapshotMeta{
+				CursorType:        "kafka",
+				Cursor:            []byte{7},
+				Epoch:             3,
+				Operators:         []streaming.OperatorInfo{{Node: "sma", Operator: "sma", TypeVersion: 1}},
+				DroppedNodes:      []string{"alarm", "cross/up"},
+				SchemaFingerprint: "9f1c0a",
+				CreatedUnixNano:   1_700_000_000_123_456_789,
+			},
+			Data: []byte("state"),
+		},
 	}
 }
 
@@ -49,6 +61,9 @@ func TestSnapshotCodecRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			want := s
 			want.Meta.FormatVersion = streaming.SnapshotFormatVersion
+			if len(s.Meta.DroppedNodes) > 0 {
+				want.Meta.FormatVersion = streaming.SnapshotFormatVersionDropped
+			}
 			require.Equal(t, want, got)
 
 			// The result must not alias the input.
@@ -116,7 +131,7 @@ func TestSnapshotCodecErrorsSayWhatIsWrong(t *testing.T) {
 		{"checksum", flipped, "checksum mismatch"},
 		{"short", good[:5], "truncated"},
 		{"magic", resum(badMagic), "magic"},
-		{"version", resum(futureVersion), "format version 9, this build reads 1"},
+		{"version", resum(futureVersion), "format version 9, this build reads 1 and 2"},
 		{"trailing", resum(append(append([]byte(nil), good[:len(good)-4]...), 7, 0, 0, 0, 0)), "trailing bytes"},
 	}
 	for _, tc := range tests {
@@ -140,6 +155,42 @@ func TestSnapshotCodecHugeCounts(t *testing.T) {
 	_, err := streaming.UnmarshalSnapshot(b)
 	require.ErrorIs(t, err, streaming.ErrCorrupt)
 	require.True(t, strings.Contains(err.Error(), "operator count"), err.Error())
+}
+
+// Dropped node names (allow non-restored state) must not change the bytes
+// of a snapshot that records none: those stay version 1, which every
+// earlier build reads, and only a snapshot that records some is version
+// 2, which earlier builds refuse rather than load the dropped nodes'
+// state. A version 2 encoding that records no dropped node is refused.
+func TestSnapshotCodecVersionFollowsDroppedNodes(t *testing.T) {
+	s := snapshotCases()["dropped nodes"]
+	without := s
+	without.Meta.DroppedNodes = nil
+	v1 := streaming.MarshalSnapshot(without)
+	require.Equal(t, byte(streaming.SnapshotFormatVersion), v1[4])
+	v2 := streaming.MarshalSnapshot(s)
+	require.Equal(t, byte(streaming.SnapshotFormatVersionDropped), v2[4])
+
+	// Version 1 as this build wrote it before dropped nodes existed: the
+	// dropped count is absent, not zero.
+	old := []byte("TFSN")
+	old = binary.AppendUvarint(old, 1)
+	old = append(old, 5, 'k', 'a', 'f', 'k', 'a', 1, 7, 3, 1, 3, 's', 'm', 'a', 3, 's', 'm', 'a', 1)
+	old = append(old, 6, '9', 'f', '1', 'c', '0', 'a')
+	old = binary.AppendVarint(old, 1_700_000_000_123_456_789)
+	old = append(old, 5, 's', 't', 'a', 't', 'e')
+	old = resum(append(old, 0, 0, 0, 0))
+	require.Equal(t, old, v1)
+	got, err := streaming.UnmarshalSnapshot(old)
+	require.NoError(t, err)
+	require.Nil(t, got.Meta.DroppedNodes)
+
+	noneDropped := append([]byte(nil), v1...)
+	noneDropped[4] = byte(streaming.SnapshotFormatVersionDropped)
+	noneDropped = resum(append(append(append([]byte(nil), noneDropped[:24]...), 0), noneDropped[24:]...)) // after the one operator
+	_, err = streaming.UnmarshalSnapshot(noneDropped)
+	require.ErrorIs(t, err, streaming.ErrCorrupt)
+	require.Contains(t, err.Error(), "dropped node count 0")
 }
 
 func FuzzUnmarshalSnapshot(f *testing.F) {

@@ -81,7 +81,8 @@ func (c ConditionalSave) Unchanged(stored *Snapshot) bool {
 	a, b := c.Read, stored
 	return a.Meta.FormatVersion == b.Meta.FormatVersion && a.Meta.CursorType == b.Meta.CursorType &&
 		bytes.Equal(a.Meta.Cursor, b.Meta.Cursor) && a.Meta.Epoch == b.Meta.Epoch &&
-		slices.Equal(a.Meta.Operators, b.Meta.Operators) && a.Meta.SchemaFingerprint == b.Meta.SchemaFingerprint &&
+		slices.Equal(a.Meta.Operators, b.Meta.Operators) && slices.Equal(a.Meta.DroppedNodes, b.Meta.DroppedNodes) &&
+		a.Meta.SchemaFingerprint == b.Meta.SchemaFingerprint &&
 		a.Meta.CreatedUnixNano == b.Meta.CreatedUnixNano && bytes.Equal(a.Data, b.Data)
 }
 

@@ -349,6 +349,7 @@ func (s *Store) SaveIfUnchanged(ctx context.Context, items []streaming.Condition
 		if it.Read != nil {
 			r := *it.Read
 			r.Data, r.Meta.Cursor, r.Meta.Operators = bytes.Clone(r.Data), bytes.Clone(r.Meta.Cursor), slices.Clone(r.Meta.Operators)
+			r.Meta.DroppedNodes = slices.Clone(r.Meta.DroppedNodes)
 			read = &r
 		}
 		want := streaming.ConditionalSave{Read: read}
