@@ -71,7 +71,7 @@ func (in *Instance) AppendSave(dst []byte) ([]byte, error) {
 func (g *Graph) loads(saved OperatorInfo, ops []Operator) (int, error) {
 	idx := slices.IndexFunc(g.nodes, func(n node) bool { return n.name == saved.Node })
 	if idx < 0 {
-		return -1, &OperatorLoadError{Node: saved.Node, Operator: saved.Operator, Reason: "saved state belongs to a node the graph no longer has"}
+		return -1, &OperatorLoadError{Node: saved.Node, Operator: saved.Operator, Reason: "saved state belongs to a node the graph no longer has (allow non-restored state to drop it)"}
 	}
 	n := g.nodes[idx]
 	if n.opName != saved.Operator {
@@ -107,17 +107,52 @@ func (g *Graph) loads(saved OperatorInfo, ops []Operator) (int, error) {
 // once, at restore, not key by key. Nodes added since start empty, as
 // Load starts them; a node of g that keeps no state is not checked (a
 // snapshot recording every node, as WithOperators may, lists it too).
+// It is CheckRestoreDropping with no dropped nodes, not allowing any.
 func (g *Graph) CheckRestore(saved []OperatorInfo) error {
+	_, err := g.CheckRestoreDropping(saved, nil, false)
+	return err
+}
+
+// CheckRestoreDropping is CheckRestore for a snapshot that records the
+// nodes earlier restores dropped (SnapshotMeta.DroppedNodes), and with
+// allowNonRestored (allow non-restored state, like Flink's) a saved node g
+// no longer has is dropped instead of refused; a node g still has that
+// runs another operator, or is at a type version it neither is nor
+// migrates from, is refused all the same. A node of g named as a dropped
+// one is refused, whether allowNonRestored or not: keys not written since
+// the drop may still hold the old node's state (see
+// Instance.LoadDropping). It returns the nodes to drop from now on,
+// sorted: those dropped before and those dropped now (nil for none).
+func (g *Graph) CheckRestoreDropping(saved []OperatorInfo, dropped []string, allowNonRestored bool) ([]string, error) {
 	var errs []error
+	out := slices.Clone(dropped)
+	for _, d := range dropped {
+		if i := slices.IndexFunc(g.nodes, func(n node) bool { return n.name == d }); i >= 0 {
+			errs = append(errs, &OperatorLoadError{Node: d, Operator: g.nodes[i].opName,
+				Reason: "an earlier restore dropped the saved state of a node of this name (allow non-restored state), and keys not written since may still hold it: give the node another name (or restore from an empty durable store)"})
+		}
+	}
 	for _, s := range saved {
-		if i := slices.IndexFunc(g.nodes, func(n node) bool { return n.name == s.Node }); i >= 0 && g.nodes[i].stateless {
+		i := slices.IndexFunc(g.nodes, func(n node) bool { return n.name == s.Node })
+		if i >= 0 && g.nodes[i].stateless || slices.Contains(dropped, s.Node) {
+			continue
+		}
+		if i < 0 && allowNonRestored {
+			out = append(out, s.Node)
 			continue
 		}
 		if _, err := g.loads(s, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // Load restores the instance from a blob made by Save. Nodes absent from
@@ -125,8 +160,15 @@ func (g *Graph) CheckRestore(saved []OperatorInfo) error {
 // entry for a node the graph no longer has, for a node now running another
 // operator type, or at a type version the operator can neither read nor
 // migrate is refused with an error naming the node — never a silent reset.
-// An empty blob resets every operator.
-func (in *Instance) Load(blob []byte) error {
+// An empty blob resets every operator. It is LoadDropping with no dropped
+// nodes.
+func (in *Instance) Load(blob []byte) error { return in.LoadDropping(blob, nil) }
+
+// LoadDropping is Load skipping the blob's entries of the nodes named in
+// dropped (a snapshot's SnapshotMeta.DroppedNodes: nodes whose state a
+// restore dropped, see Graph.CheckRestoreDropping), whether the graph has
+// a node of that name or not: such a node starts fresh.
+func (in *Instance) LoadDropping(blob []byte, dropped []string) error {
 	in.Reset()
 	if len(blob) == 0 {
 		return nil
@@ -150,6 +192,9 @@ func (in *Instance) Load(blob []byte) error {
 			return &OperatorLoadError{Node: nodeName, Operator: opName, Reason: fmt.Sprintf("type version %d overflows uint32", version64), Err: ErrCorrupt}
 		}
 		version := uint32(version64)
+		if slices.Contains(dropped, nodeName) {
+			continue
+		}
 		idx, err := in.g.loads(OperatorInfo{Node: nodeName, Operator: opName, TypeVersion: version}, in.ops)
 		if err != nil {
 			return err

@@ -253,3 +253,72 @@ func TestCheckRestore(t *testing.T) {
 	assert.Contains(t, err.Error(), `load state of operator "sum" (node "total"): saved state belongs to a node the graph no longer has`)
 	assert.Contains(t, err.Error(), `load state of operator "sum" (node "count"): state was saved by operator "counter"`, "every node refused, not only the first")
 }
+
+// TestCheckRestoreDropping: with allow non-restored state a saved node the
+// graph no longer has is dropped instead of refused, and the nodes to drop
+// from now on are those dropped before and now, sorted; a node that still
+// exists but runs another operator or is at a version it cannot migrate
+// from stays refused, and a node named as a dropped one is refused, with
+// the option or without.
+func TestCheckRestoreDropping(t *testing.T) {
+	saved := []streaming.OperatorInfo{{Node: "total", Operator: "sum", TypeVersion: 1}, {Node: "count", Operator: "sum", TypeVersion: 1}}
+	shrunk, err := streaming.NewBuilder().Input("x").Node("count", newSum, "x").Build()
+	require.NoError(t, err)
+
+	dropped, err := shrunk.CheckRestoreDropping(saved, nil, true)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"total"}, dropped)
+	dropped, err = shrunk.CheckRestoreDropping(saved[1:], []string{"zeta", "old"}, false)
+	require.NoError(t, err, "nodes dropped before need no option")
+	assert.Equal(t, []string{"old", "zeta"}, dropped)
+	dropped, err = shrunk.CheckRestoreDropping(saved, []string{"zeta"}, true)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"total", "zeta"}, dropped)
+	dropped, err = shrunk.CheckRestoreDropping(saved[1:], nil, true)
+	require.NoError(t, err)
+	assert.Nil(t, dropped, "nothing to drop")
+
+	_, err = shrunk.CheckRestoreDropping(saved, nil, false)
+	assert.ErrorContains(t, err, `(node "total"): saved state belongs to a node the graph no longer has`)
+
+	other, err := streaming.NewBuilder().Input("x").Node("count", func() streaming.Operator { return &sum{ver: 3} }, "x").Build()
+	require.NoError(t, err)
+	_, err = other.CheckRestoreDropping(saved, nil, true)
+	var ve *streaming.VersionError
+	require.ErrorAs(t, err, &ve, "a version mismatch of a node that exists stays refused")
+	assert.Equal(t, "count", ve.Node)
+
+	_, err = shrunk.CheckRestoreDropping(saved[:1], []string{"count"}, true)
+	assert.EqualError(t, err, `load state of operator "sum" (node "count"): an earlier restore dropped the saved state of a node of this name (allow non-restored state), and keys not written since may still hold it: give the node another name (or restore from an empty durable store)`)
+}
+
+// TestLoadDroppingSkipsDroppedNodes: the entries of dropped nodes in a
+// key's state are skipped, whether the graph has such a node or not, and
+// the other nodes load; Load refuses the entry of a node the graph lacks.
+func TestLoadDroppingSkipsDroppedNodes(t *testing.T) {
+	g := sumGraph(t, newSum)
+	in := g.NewInstance()
+	in.Eval(1, streaming.Float(2))
+	in.Eval(2, streaming.Float(3))
+	blob, err := in.Save()
+	require.NoError(t, err)
+	shrunk, err := streaming.NewBuilder().Input("x").Node("count", newCounter, "x").Build()
+	require.NoError(t, err)
+
+	require.ErrorContains(t, shrunk.NewInstance().Load(blob), "no longer has")
+	got := shrunk.NewInstance()
+	require.NoError(t, got.LoadDropping(blob, []string{"total"}))
+	want, err := in.Operator("count").Save()
+	require.NoError(t, err)
+	have, err := got.Operator("count").Save()
+	require.NoError(t, err)
+	assert.Equal(t, want, have)
+
+	again := g.NewInstance()
+	require.NoError(t, again.LoadDropping(blob, []string{"total"}))
+	fresh, err := g.NewInstance().Operator("total").Save()
+	require.NoError(t, err)
+	have, err = again.Operator("total").Save()
+	require.NoError(t, err)
+	assert.Equal(t, fresh, have, "a dropped node of the graph starts fresh")
+}

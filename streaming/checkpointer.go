@@ -62,6 +62,19 @@ type RunMerger interface {
 	MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, error], emit func(piece []byte) error) error
 }
 
+// NodeDropper is an optional capability of a CheckpointSource that holds
+// a graph's per-key state (the keyed runtime in streaming/keyedstate).
+// Restore calls DropNodes before CheckpointSource.Restore, with the hot
+// path stopped, with the nodes whose state the restored keys may still
+// hold but which must never load (the snapshot's dropped nodes, see
+// WithNonRestoredState), sorted, nil for none; the source skips their
+// entries as it loads a key's state (Instance.LoadDropping) until the next
+// DropNodes. A snapshot that records dropped nodes is refused for a
+// source without it.
+type NodeDropper interface {
+	DropNodes(nodes []string)
+}
+
 // Ownership tells the Checkpointer whether this process owns its shard.
 // Implementations are safe for concurrent use.
 type Ownership interface {
@@ -91,21 +104,22 @@ func RouterOwnership[K any](router ShardRouter[K], shard K) Ownership {
 type CheckpointerOption func(*checkpointerConfig)
 
 type checkpointerConfig struct {
-	snapshotTimeout time.Duration
-	saveTimeout     time.Duration
-	cursorTimeout   time.Duration
-	restoreTimeout  time.Duration
-	now             func() time.Time
-	ownership       Ownership
-	operators       []OperatorInfo
-	restoreCheck    func(saved []OperatorInfo) error
-	fingerprint     string
-	batchBytes      int
-	maxRuns         int
-	formatCursor    func(typ string, cursor []byte) string
-	log             *slog.Logger
-	preCommit       func(ctx context.Context, id CheckpointID) error
-	onCommit        func(ctx context.Context, id CheckpointID)
+	snapshotTimeout  time.Duration
+	saveTimeout      time.Duration
+	cursorTimeout    time.Duration
+	restoreTimeout   time.Duration
+	now              func() time.Time
+	ownership        Ownership
+	operators        []OperatorInfo
+	restoreCheck     func(saved []OperatorInfo, dropped []string, allowNonRestored bool) ([]string, error)
+	allowNonRestored bool
+	fingerprint      string
+	batchBytes       int
+	maxRuns          int
+	formatCursor     func(typ string, cursor []byte) string
+	log              *slog.Logger
+	preCommit        func(ctx context.Context, id CheckpointID) error
+	onCommit         func(ctx context.Context, id CheckpointID)
 }
 
 func defaultCheckpointerConfig() checkpointerConfig {
@@ -180,15 +194,29 @@ func WithOperators(ops []OperatorInfo) CheckpointerOption {
 
 // WithGraph records the nodes of g that keep state in every snapshot's
 // metadata (as WithOperators does) and makes Restore refuse a snapshot
-// whose state g cannot load (Graph.CheckRestore: a node removed, running
-// another operator, or at a type version it neither is nor migrates
-// from), naming each such node, before any state is read: without it,
-// every key's state would be refused as it loads, key by key.
+// whose state g cannot load (Graph.CheckRestoreDropping: a node removed
+// unless WithNonRestoredState allows it, a node running another
+// operator, or at a type version it neither is nor migrates from, a node
+// named as one an earlier restore dropped), naming each such node, before
+// any state is read: without it, every key's state would be refused as it
+// loads, key by key.
 func WithGraph(g *Graph) CheckpointerOption {
 	return func(c *checkpointerConfig) {
 		c.operators = g.statefulOperators()
-		c.restoreCheck = g.CheckRestore
+		c.restoreCheck = g.CheckRestoreDropping
 	}
+}
+
+// WithNonRestoredState, with allow, makes Restore drop the saved state of
+// the nodes the graph (WithGraph) no longer has instead of refusing the
+// snapshot, logging a warning that names them; every other node restores
+// (default false: refused). The dropped names go into every later
+// snapshot's metadata (SnapshotMeta.DroppedNodes), as keys not written
+// since may still hold their state: the source skips it (NodeDropper),
+// and a graph that adds a node of such a name again is refused, allowed
+// or not.
+func WithNonRestoredState(allow bool) CheckpointerOption {
+	return func(c *checkpointerConfig) { c.allowNonRestored = allow }
 }
 
 // WithSchemaFingerprint records the archive's Parquet schema fingerprint
@@ -305,7 +333,10 @@ type Checkpointer struct {
 	// next committed checkpoint sweeps the shard's pieces that no
 	// manifest names (shardRecords.orphans), left by a crash or a failed save
 	// before the read.
-	sweepDue      bool
+	sweepDue bool
+	// dropped are the nodes whose state a restore dropped (sorted), as
+	// every snapshot records them (SnapshotMeta.DroppedNodes).
+	dropped       []string
 	nextID        CheckpointID
 	pending       *pendingCheckpoint
 	lastCommitted CheckpointID
@@ -463,11 +494,19 @@ func (c *Checkpointer) loadManifest(ctx context.Context) error {
 	if c.manifestLoaded {
 		return nil
 	}
-	m, _, err := c.records().readManifest(ctx)
+	m, stored, err := c.records().readManifest(ctx)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	c.setManifest(m)
+	// The runs the next manifest keeps may hold the state of the nodes
+	// the stored one records as dropped: keep recording them.
+	for _, d := range stored.Meta.DroppedNodes {
+		if !slices.Contains(c.dropped, d) {
+			c.dropped = append(slices.Clone(c.dropped), d)
+			slices.Sort(c.dropped)
+		}
+	}
 	c.sweepDue = true
 	return nil
 }
@@ -607,6 +646,7 @@ func (c *Checkpointer) meta(p *pendingCheckpoint) SnapshotMeta {
 		Cursor:            p.cursor,
 		Epoch:             p.epoch,
 		Operators:         c.cfg.operators,
+		DroppedNodes:      c.dropped,
 		SchemaFingerprint: c.cfg.fingerprint,
 		CreatedUnixNano:   p.startedAt.UnixNano(),
 	}
@@ -937,6 +977,7 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			c.setManifest(Manifest{})
+			c.dropped = nil
 			return RestoreInfo{}, fmt.Errorf("shard %q: nothing to restore: %w", c.shard, err)
 		}
 		return RestoreInfo{}, &StageError{Shard: c.shard, Stage: StageRestore, Err: err}
@@ -946,11 +987,24 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore,
 			Err: &SchemaMismatchError{Snapshot: string(rec.manifestKey()), Checkpoint: m.ID, Stored: got, Running: want}}
 	}
+	dropped := meta.DroppedNodes
 	if f := c.cfg.restoreCheck; f != nil {
-		if err := f(meta.Operators); err != nil {
+		d, err := f(meta.Operators, meta.DroppedNodes, c.cfg.allowNonRestored)
+		if err != nil {
 			return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore,
-				Err: fmt.Errorf("snapshot %s holds state this graph cannot load (undo the change or give the operator a Migrator; to drop the state instead, start the pipeline on an empty durable store): %w", rec.manifestKey(), err)}
+				Err: fmt.Errorf("snapshot %s holds state this graph cannot load (undo the change or give the operator a Migrator; to drop the state of removed nodes, allow non-restored state; to drop all state instead, start the pipeline on an empty durable store): %w", rec.manifestKey(), err)}
 		}
+		if now := slices.DeleteFunc(slices.Clone(d), func(n string) bool { return slices.Contains(meta.DroppedNodes, n) }); len(now) > 0 {
+			c.cfg.log.Warn("restore drops the saved state of nodes the graph no longer has (allow non-restored state); their names stay taken",
+				"shard", c.shard, "checkpoint", uint64(m.ID), "snapshot", string(rec.manifestKey()), "nodes", now)
+		}
+		dropped = d
+	}
+	if nd, ok := c.src.(NodeDropper); ok {
+		nd.DropNodes(dropped)
+	} else if len(dropped) > 0 {
+		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore,
+			Err: fmt.Errorf("snapshot %s records dropped nodes %q whose state its keys may still hold, and the checkpoint source %T cannot skip it (it is no NodeDropper)", rec.manifestKey(), dropped, c.src)}
 	}
 	pieces := 0
 	var lastKey string
@@ -958,6 +1012,7 @@ func (c *Checkpointer) Restore(ctx context.Context) (RestoreInfo, error) {
 		return RestoreInfo{}, &StageError{Shard: c.shard, Checkpoint: m.ID, Stage: StageRestore, Err: nameCorruptPiece(err, lastKey)}
 	}
 	c.setManifest(m)
+	c.dropped = dropped
 	c.sweepDue = true
 	c.lastCommitted = 0
 	c.statusMu.Lock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -405,6 +406,18 @@ func (r *Runtime[K]) Restore(ctx context.Context, cursorType string, cursor []by
 	r.ctype = cursorType
 	r.cur = append(r.cur[:0], cursor...)
 	return nil
+}
+
+// DropNodes names the nodes whose state the keys may still hold but which
+// must never load (streaming.NodeDropper; a snapshot's
+// SnapshotMeta.DroppedNodes): from now on a key's state loads without
+// them (Instance.LoadDropping), its other nodes restored; the next change
+// of the key saves it without them. nil loads every node's state. The
+// checkpointer calls it before Restore, with the hot path stopped.
+func (r *Runtime[K]) DropNodes(nodes []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropped = slices.Clone(nodes)
 }
 
 // writeRestore clears the runtime's prefixes and writes the pieces, with

@@ -50,6 +50,7 @@ type Runtime[K comparable] struct {
 	cut      *cut[K]      // the pending cut, or nil
 	nextRun  uint64       // id of the last run of changed keys spilled
 	oldRuns  []spilledRun // runs of saved cuts whose deletion failed, retried
+	dropped  []string     // nodes whose stored state is never loaded (DropNodes)
 	ctype    string       // cursor of the last applied record
 	cur      []byte
 	keys     int   // keys held (cache, write-behind, Badger): WithMaxKeys
@@ -77,6 +78,7 @@ type Runtime[K comparable] struct {
 var (
 	_ streaming.CheckpointSource = (*Runtime[string])(nil)
 	_ streaming.RunMerger        = (*Runtime[string])(nil)
+	_ streaming.NodeDropper      = (*Runtime[string])(nil)
 )
 
 type entry[K comparable] struct {
@@ -605,7 +607,7 @@ func (r *Runtime[K]) load(key K, h uint64) (*entry[K], error) {
 	}
 	gen := sv.gen
 	if found {
-		if err := e.inst.Load(sv.blob); err != nil {
+		if err := e.inst.LoadDropping(sv.blob, r.dropped); err != nil {
 			// Quarantine: one key's bad state must not stop the shard.
 			// The key starts afresh; its next change overwrites the
 			// stored state.
