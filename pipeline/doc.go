@@ -95,7 +95,9 @@
 // node the graph no longer has, running another operator, or at a type
 // version the operator neither is nor migrates from is refused, naming
 // each node (streaming.Graph.CheckRestore), and the worker stops with
-// that error instead of resetting every key. Sinks drop and count an
+// that error instead of resetting every key; with
+// State.AllowNonRestoredState a removed node's state is dropped instead
+// (streaming.WithNonRestoredState). Sinks drop and count an
 // output they cannot write (a non-finite value) instead of failing the
 // batch.
 //

@@ -288,6 +288,28 @@ state: {max_keys: 5000, key_ttl: 24h}
 	require.ErrorContains(t, err, "state.key_ttl 10ms must be at least 1s")
 }
 
+// TestSpecAllowNonRestoredState: state.allow_non_restored_state reaches
+// the pipeline (default false), and a misspelt key is refused, naming it.
+func TestSpecAllowNonRestoredState(t *testing.T) {
+	spec := `name: plant
+source: {kafka: {brokers: [k:9092], topic: readings}}
+graph:
+  inputs: [value]
+  nodes: [{name: sma, type: sma, inputs: [value], params: {window: 3}}]
+state: {allow_non_restored_state: true}
+`
+	p, err := pipeline.Parse([]byte(spec))
+	require.NoError(t, err)
+	require.True(t, p.State.AllowNonRestoredState)
+
+	p, err = pipeline.Parse([]byte(strings.Replace(spec, "state: {allow_non_restored_state: true}\n", "", 1)))
+	require.NoError(t, err)
+	require.False(t, p.State.AllowNonRestoredState)
+
+	_, err = pipeline.Parse([]byte(strings.Replace(spec, "allow_non_restored_state", "allow_nonrestored_state", 1)))
+	require.ErrorContains(t, err, "line 6: state.allow_nonrestored_state: unknown key")
+}
+
 // blowup outputs value/(value−13): +Inf for 13, a non-finite output that
 // keeps no state.
 type blowup struct{ streaming.Base }

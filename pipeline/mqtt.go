@@ -385,7 +385,10 @@ type mqttSource struct {
 var (
 	_ streaming.CheckpointSource = mqttSource{}
 	_ streaming.RunMerger        = mqttSource{}
+	_ streaming.NodeDropper      = mqttSource{}
 )
+
+func (c mqttSource) DropNodes(nodes []string) { c.s.rt.DropNodes(nodes) }
 
 func (c mqttSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	var kc streaming.Cut

@@ -110,3 +110,52 @@ func TestRestoreRefusesStateOfAnotherGraph(t *testing.T) {
 	require.ErrorContains(t, err, "start the pipeline on an empty durable store")
 	require.Zero(t, w2.Stats().KeysQuarantined)
 }
+
+// TestRestoreDropsARemovedNodeWithAllowNonRestoredState: removing a
+// stateful node from a spec stopped the worker at restore, and an empty
+// durable store lost every node's state. With
+// state.allow_non_restored_state the shard opens, the removed node's
+// state dropped and the others' restored (each key's, loaded as it is
+// used).
+func TestRestoreDropsARemovedNodeWithAllowNonRestoredState(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	p := smaPipeline(t, 3)
+	p.State.Durable.Store = store
+	p.Graph.Nodes = append(p.Graph.Nodes, Node{Name: "slow", Type: "ema", Params: map[string]any{"period": 3}, Inputs: []string{"value"}})
+	w, k := openPartitionZero(ctx, t, p)
+	var recs []*kgo.Record
+	for i := range 5 {
+		recs = append(recs, &kgo.Record{Topic: "readings", Offset: int64(i), Value: fmt.Appendf(nil, `{"sensor":"s%d","ts":1,"value":1}`, i)})
+	}
+	require.NoError(t, k.apply(ctx, recs))
+	_, err := k.cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	k.close()
+	require.NoError(t, w.Close())
+
+	open := func(allow bool) (*Worker, *shard, error) {
+		shrunk := smaPipeline(t, 3)
+		shrunk.State.Durable.Store = store
+		shrunk.State.AllowNonRestoredState = allow
+		w, err := NewWorker(ctx, shrunk, WithWorkerID("w1"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = w.Close() })
+		s, err := w.openShard(ctx, streaming.KafkaShard("readings", 0), 2, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 2, true }))
+		return w, s, err
+	}
+	_, _, err = open(false)
+	require.ErrorContains(t, err, `(node "slow"): saved state belongs to a node the graph no longer has`)
+
+	w2, s, err := open(true)
+	require.NoError(t, err)
+	for i := range 5 {
+		_, err := s.rt.Apply(fmt.Sprintf("s%d", i), 2, streaming.CursorTypeKafka, nil, streaming.Float(4))
+		require.NoError(t, err)
+		inst, err := s.rt.Apply(fmt.Sprintf("s%d", i), 3, streaming.CursorTypeKafka, nil, streaming.Float(7))
+		require.NoError(t, err)
+		mean, _ := inst.Value("mean")
+		require.InDelta(t, 4, mean.Float64(), 1e-9, "s%d: the mean of the restored 1 and the new 4 and 7 (a window of 3)", i)
+	}
+	require.Zero(t, w2.Stats().KeysQuarantined)
+}

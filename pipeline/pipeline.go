@@ -300,6 +300,18 @@ type State struct {
 	// TTL (at least every 250ms), counted in Stats.KeysExpired and
 	// tflo_pipeline_keys_expired_total.
 	KeyTTL time.Duration `yaml:"key_ttl"`
+
+	// AllowNonRestoredState makes a restore drop the saved state of the
+	// nodes the graph no longer has, logging a warning that names them,
+	// and restore every other node (default false: the checkpoint is
+	// refused and the worker stops, like Flink without
+	// --allowNonRestoredState). The dropped names are recorded in every
+	// later checkpoint and stay taken: keys not written since may still
+	// hold the old node's state, so a graph that adds a node of such a
+	// name again is refused at restore. A node that still exists but runs
+	// another operator, or at a type version it cannot migrate from, is
+	// refused all the same.
+	AllowNonRestoredState bool `yaml:"allow_non_restored_state"`
 }
 
 // MinMemory is the least State.Memory: Badger's memtables and pooled

@@ -74,6 +74,7 @@ type shardSource struct{ s *shard }
 var (
 	_ streaming.CheckpointSource = shardSource{}
 	_ streaming.RunMerger        = shardSource{}
+	_ streaming.NodeDropper      = shardSource{}
 )
 
 func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
@@ -116,6 +117,8 @@ func cursorOffset(typ string, cursor []byte) int64 {
 func (c shardSource) Restore(ctx context.Context, typ string, cursor []byte, pieces iter.Seq2[[]byte, error]) error {
 	return c.s.rt.Restore(ctx, typ, cursor, pieces)
 }
+
+func (c shardSource) DropNodes(nodes []string) { c.s.rt.DropNodes(nodes) }
 
 func (c shardSource) MergeRuns(ctx context.Context, runs []iter.Seq2[[]byte, error], emit func([]byte) error) error {
 	return c.s.rt.MergeRuns(ctx, runs, emit)
@@ -172,6 +175,7 @@ func (w *Worker) openShard(ctx context.Context, id streaming.ShardID, epoch stre
 	opts := []streaming.CheckpointerOption{
 		streaming.WithOwnership(owner),
 		streaming.WithGraph(w.c.g),
+		streaming.WithNonRestoredState(w.c.p.State.AllowNonRestoredState),
 		streaming.WithCheckpointLogger(w.log),
 		streaming.WithCursorFormatter(activities.FormatCursor),
 		streaming.WithPreCommit(func(ctx context.Context, cid streaming.CheckpointID) error {

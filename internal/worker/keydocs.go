@@ -86,6 +86,7 @@ var keyDocs = map[string]string{
 	"github.com/tflo-io/tflo/pipeline.Spec.Name":                               "Name names the pipeline in workflow ids, checkpoint keys, archive files and metrics, and is the default consumer group.",
 	"github.com/tflo-io/tflo/pipeline.Spec.Sinks":                              "Sinks receive the graph's outputs (none: outputs are dropped, the state is still checkpointed).",
 	"github.com/tflo-io/tflo/pipeline.Spec.TimeUnit":                           "TimeUnit is the unit of the records' event time (default Milliseconds).",
+	"github.com/tflo-io/tflo/pipeline.State.AllowNonRestoredState":             "AllowNonRestoredState makes a restore drop the saved state of the nodes the graph no longer has, logging a warning that names them, and restore every other node (default false: the checkpoint is refused and the worker stops, like Flink without --allowNonRestoredState).",
 	"github.com/tflo-io/tflo/pipeline.State.Dir":                               "Dir is the worker's Badger folder of hot state: the keys the memory budget cannot hold, and the write-behind of evicted ones (default \"\": Badger in memory, for tests and small state).",
 	"github.com/tflo-io/tflo/pipeline.State.KeyTTL":                            "KeyTTL drops a key unseen for this long, with its state, in memory and in Badger (default 0: keys never expire; at least 1s).",
 	"github.com/tflo-io/tflo/pipeline.State.MaxKeys":                           "MaxKeys caps the keys one shard holds, in memory and in Badger (default DefaultMaxKeys; -1: no cap).",
