@@ -238,30 +238,28 @@ func (r *mqttRunner) checkpointOnStall(ctx context.Context, s *shard) {
 }
 
 // Stall detection. A lull (no message since the last tick) with messages
-// pending is a stall only when the pending count is a plausible in-flight
-// window: a sparse stream has lulls with a few messages pending all the
-// time, and checkpointing on each of them took ~10 checkpoints a second.
-// stallWindow is the smallest window assumed at first (Mosquitto's
-// default is 20); a lull of longLullTicks with fewer pending is a stall
-// too (a broker with a smaller window, max_inflight_messages 1 for
-// in-order delivery), and its pending count becomes the window assumed,
-// so the next stalls at it are caught at the first tick. A pending count
-// above the assumed window shows the window is larger: back to
-// stallWindow.
-const (
-	stallWindow   = 10
-	longLullTicks = 10 // 500 ms
-)
+// pending is a stall when it lasts longLullTicks, or from its first tick
+// when the pending count is at the in-flight window such a long lull
+// showed before. Counts at one tick cannot tell a full window from the
+// lull of a stream that publishes in bursts: the demo's simulator sends
+// its 20 sensors at once every 100 ms, and taking every lull with 10 or
+// more pending for a full window checkpointed each burst, 10 times a
+// second. So the window is unknown until a long lull shows it (the first
+// stall at it costs 500 ms instead of 50), and forgotten when more than
+// it are pending (it was not the broker's window). A stream never held
+// by the broker is acknowledged by the periodic checkpoints and at half
+// the Receive Maximum.
+const longLullTicks = 10 // 500 ms
 
 type stallDetector struct {
 	half     int    // half the Receive Maximum: checkpoint at this many pending
-	window   int    // the in-flight window assumed
+	window   int    // the in-flight window a long lull showed; 0 while unknown
 	received uint64 // Stats.Received at the last tick
 	lull     int    // ticks since the last message, while messages are pending
 }
 
 func newStallDetector(receiveMaximum int) *stallDetector {
-	return &stallDetector{half: receiveMaximum / 2, window: min(stallWindow, max(receiveMaximum, 1))}
+	return &stallDetector{half: receiveMaximum / 2}
 }
 
 // due reports whether to checkpoint, given the source's received and
@@ -274,8 +272,8 @@ func (d *stallDetector) due(received uint64, pending int) bool {
 	} else {
 		d.lull = 0
 	}
-	if pending > d.window && d.window < stallWindow {
-		d.window = stallWindow
+	if pending > d.window {
+		d.window = 0
 	}
 	if pending >= d.half && d.half > 0 {
 		return true
@@ -283,7 +281,7 @@ func (d *stallDetector) due(received uint64, pending int) bool {
 	if d.lull == 0 {
 		return false
 	}
-	if pending >= d.window {
+	if d.window > 0 && pending >= d.window {
 		d.lull = 0
 		return true
 	}
