@@ -58,9 +58,10 @@ first, then the edge gateway once it took every reading the simulator
 published (up to 15s), then the central workers once they took every
 signal (up to 15s), each with its final checkpoints; a second Ctrl-C while
 it stops exits at once (130). The progress line printed after the stop is
-the run's summary: readings and malformed payloads published, the edge's
-signals and dead letters, the central workers' signals taken ("central
-in": each once, by its Kafka offset, also when a shard's next owner
+the run's summary: readings and malformed payloads published, the
+readings the edge applied and the payloads it dead-lettered (fewer than
+published: payloads lost on the way), its signals, the central workers'
+signals taken ("central in": each once, by its Kafka offset, also when a shard's next owner
 replays it) and outputs written (replays included). A worker that
 stops on its own (fails) stops the demo: it names the worker and its error,
 drains the others and exits 1. The work folder is a temporary one removed at exit (kept, with
@@ -333,9 +334,11 @@ func printWhere(w io.Writer, st *portal.Stack, logPath string) {
 	tw.Flush()
 }
 
-// progress is one line of live progress.
+// progress is one line of live progress: what the simulator published
+// beside what the edge applied and dead-lettered, so the summary shows
+// payloads lost on the way.
 func progress(elapsed time.Duration, s portal.StackStats) string {
-	return fmt.Sprintf("[%6s] readings %d (malformed %d) → edge signals %d, dlq %d → central in %d, out %d, dlq %d | checkpoints edge %d central %d | lag %d signals, event lag %s | partitions %v",
-		elapsed.Round(time.Second), s.Simulator.Readings, s.Simulator.Malformed, s.EdgeSignals, s.EdgeDLQ,
+	return fmt.Sprintf("[%6s] readings %d (malformed %d) → edge applied %d, dlq %d, signals %d → central in %d, out %d, dlq %d | checkpoints edge %d central %d | lag %d signals, event lag %s | partitions %v",
+		elapsed.Round(time.Second), s.Simulator.Readings, s.Simulator.Malformed, s.EdgeReadings, s.EdgeDLQ, s.EdgeSignals,
 		s.CentralIn, s.CentralOut, s.CentralDLQ, s.EdgeCheckpoints, s.CentralCheckpoints, s.Lag, s.EventLag.Round(time.Millisecond), s.Owned)
 }

@@ -56,8 +56,14 @@ func TestDemoBoundedRun(t *testing.T) {
 		return n
 	}
 	require.Positive(t, num("readings"))
-	require.Positive(t, num("edge signals"))
-	require.Equal(t, num("edge signals"), num("central in"), "every signal reached the central workers after the drain: %s", last)
+	edge := regexp.MustCompile(`edge applied (\d+), dlq (\d+), signals (\d+)`).FindStringSubmatch(last)
+	require.NotNil(t, edge, "the edge's part of %q", last)
+	applied, _ := strconv.Atoi(edge[1])
+	dlq, _ := strconv.Atoi(edge[2])
+	signals, _ := strconv.Atoi(edge[3])
+	require.Equal(t, num("readings")+num("malformed"), applied+dlq, "the edge took every payload published after the drain: %s", last)
+	require.Positive(t, signals)
+	require.Equal(t, signals, num("central in"), "every signal reached the central workers after the drain: %s", last)
 	require.Positive(t, num("central in"))
 	require.Positive(t, num("central"), "checkpoints completed: %s", last)
 	require.Contains(t, r.out, "stopped;")
@@ -65,6 +71,28 @@ func TestDemoBoundedRun(t *testing.T) {
 	// Nothing left behind: the web UI is gone.
 	_, err := http.Get(ui)
 	require.Error(t, err)
+}
+
+// TestDemoProgressShowsWhatTheEdgeApplied: the progress line (and the
+// summary, the same line after the stop) printed what the simulator
+// published and the edge's signals, never the readings the edge
+// applied, so payloads lost between the broker and the edge did not
+// show. It prints them beside the published counts.
+func TestDemoProgressShowsWhatTheEdgeApplied(t *testing.T) {
+	var st portal.StackStats
+	st.Simulator.Readings, st.Simulator.Malformed = 600, 6
+	st.EdgeReadings, st.EdgeDLQ, st.EdgeSignals = 590, 5, 3
+	st.CentralIn, st.CentralOut = 3, 9
+	line := progress(3*time.Second, st)
+	m := regexp.MustCompile(`readings (\d+) \(malformed (\d+)\) → edge applied (\d+), dlq (\d+), signals (\d+) → central in (\d+)`).FindStringSubmatch(line)
+	require.NotNil(t, m, "published, then what the edge applied, in %q", line)
+	var got []uint64
+	for _, v := range m[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err)
+		got = append(got, n)
+	}
+	require.Equal(t, []uint64{uint64(st.Simulator.Readings), uint64(st.Simulator.Malformed), st.EdgeReadings, st.EdgeDLQ, st.EdgeSignals, st.CentralIn}, got, line)
 }
 
 func getenv(k string) string { return os.Getenv(k) }
