@@ -118,8 +118,10 @@ func WithTLSConfig(c *tls.Config) Option { return func(o *config) { o.tlsConfig 
 // WithHTTPClient sends requests through c; it cannot be combined with
 // WithCACert, WithTLSConfig or WithResponseTimeout: c's own timeouts
 // (its transport's ResponseHeaderTimeout) decide how long a request
-// waits for an answer. Default: the SDK's buildable client, with the
-// response timeout of WithResponseTimeout.
+// waits for an answer, and its TLS configuration is used as it is (the
+// AWS_CA_BUNDLE variable and a shared config's ca_bundle are not added to
+// it). Default: the SDK's buildable client, with the response timeout of
+// WithResponseTimeout.
 func WithHTTPClient(c *http.Client) Option { return func(o *config) { o.httpClient = c } }
 
 // DefaultResponseTimeout is the default of WithResponseTimeout, as
@@ -302,9 +304,7 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 		loadOpts = append(loadOpts, awsconfig.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(c.accessKey, c.secretKey, c.sessionToken)))
 	}
-	if c.httpClient != nil {
-		loadOpts = append(loadOpts, awsconfig.WithHTTPClient(c.httpClient))
-	} else {
+	if c.httpClient == nil {
 		var tc *tls.Config
 		if c.caPEM != nil || c.tlsConfig != nil {
 			var err error
@@ -323,6 +323,12 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
+	}
+	if c.httpClient != nil {
+		// Set after loading: the SDK adds AWS_CA_BUNDLE to the client it
+		// loads with, and refuses one it cannot add it to (a plain
+		// *http.Client). The given client's TLS is its own.
+		awsCfg.HTTPClient = c.httpClient
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
