@@ -68,7 +68,8 @@ type Mover interface {
 }
 
 // Deleter is the Archive capability of removing objects. Removing an
-// absent object is not an error.
+// absent object is not an error. A name the archive refuses (wrapping
+// ErrBadName) fails the call before any object is removed.
 type Deleter interface {
 	Delete(ctx context.Context, names ...string) error
 }

@@ -176,13 +176,16 @@ func (a *LocalArchive) Move(ctx context.Context, from, to string) error {
 }
 
 // Delete implements Deleter.
+// Every name is checked before any is removed.
 func (a *LocalArchive) Delete(ctx context.Context, names ...string) error {
-	var errs []error
-	dirs := map[string]bool{}
 	for _, name := range names {
 		if err := checkName(a.what(), "delete", name); err != nil {
 			return err
 		}
+	}
+	var errs []error
+	dirs := map[string]bool{}
+	for _, name := range names {
 		if err := a.ctxErr(ctx, "delete", name); err != nil {
 			return err
 		}

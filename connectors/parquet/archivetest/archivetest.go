@@ -178,6 +178,30 @@ func Run(t *testing.T, newArchive func(t *testing.T) parquet.Archive) {
 		}
 	})
 
+	// A Delete of several names, one of them bad, removes none of them.
+	// Bug: the local archive checked the names one at a time, so those
+	// before the bad one were gone when it failed.
+	t.Run("DeleteWithABadNameRemovesNone", func(t *testing.T) {
+		a := newArchive(t)
+		d, ok := a.(parquet.Deleter)
+		if !ok {
+			t.Skipf("%T does not delete", a)
+		}
+		put(t, a, "d/a", []byte("a"))
+		put(t, a, "d/b", []byte("b"))
+		err := d.Delete(ctx, "d/a", "d/../x", "d/b")
+		if !errors.Is(err, parquet.ErrBadName) {
+			t.Fatalf("Delete with the bad name %q: %v, want an error wrapping ErrBadName", "d/../x", err)
+		}
+		objs, err := a.List(ctx, "d/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) != 2 {
+			t.Fatalf("after a refused Delete, List(%q) = %+v, want d/a and d/b still there", "d/", objs)
+		}
+	})
+
 	t.Run("ConcurrentPuts", func(t *testing.T) {
 		a := newArchive(t)
 		var wg sync.WaitGroup
