@@ -59,14 +59,27 @@ func NewLocalArchive(dir string) (*LocalArchive, error) {
 // Root returns the archive's folder.
 func (a *LocalArchive) Root() string { return a.root }
 
-// checkName refuses, for the local and memory archives alike, an object
-// name that is not a clean relative path, that is the root itself (".",
-// which a local Delete would remove) or that names a temp file; the
-// error names the archive (what), the operation and the name, and wraps
-// ErrBadName.
-func checkName(what, op, name string) error {
-	if name == "" || name == "." || !fs.ValidPath(name) || strings.HasPrefix(path.Base(name), tempPrefix) {
+// CheckObjectName refuses an object name that is not a clean relative
+// path or that is the root itself ("", ".", which a local Delete would
+// remove): the rules every archive shares, so that their errors read
+// the same. The error names the archive (what: "local archive /dir",
+// "s3 archive s3://bucket/prefix/"), the operation and the name, and
+// wraps ErrBadName. Backends add their own rules after it.
+func CheckObjectName(what, op, name string) error {
+	if name == "" || name == "." || !fs.ValidPath(name) {
 		return fmt.Errorf("%s: %s: %w: %q is not a clean relative path", what, op, ErrBadName, name)
+	}
+	return nil
+}
+
+// checkName is CheckObjectName for the local and memory archives, which
+// also refuse a name of a temp file (tempPrefix).
+func checkName(what, op, name string) error {
+	if err := CheckObjectName(what, op, name); err != nil {
+		return err
+	}
+	if strings.HasPrefix(path.Base(name), tempPrefix) {
+		return fmt.Errorf("%s: %s: %w: %q names a temp file (%s*), which List hides", what, op, ErrBadName, name, tempPrefix)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
@@ -58,11 +57,12 @@ func NewArchive(ctx context.Context, bucket string, opts ...Option) (*Archive, e
 	return &Archive{obj: obj, blockSize: cfg.readBlock, minPart: cfg.minPartSize, log: cfg.logger}, nil
 }
 
-func checkArchiveName(name string) error {
-	if name == "" || !fs.ValidPath(name) || name == "." {
-		return fmt.Errorf("s3 archive: %w: %q is not a clean relative path", parquet.ErrBadName, name)
-	}
-	return nil
+// checkName refuses a name as the local and memory archives do
+// (parquet.CheckObjectName), naming the archive and the operation. The
+// S3 archive has no rule of its own: a temp file's name, which those
+// two refuse, is an ordinary object name here.
+func (a *Archive) checkName(op, name string) error {
+	return parquet.CheckObjectName("s3 archive "+a.obj.uri(""), op, name)
 }
 
 // List implements parquet.Archive.
@@ -77,7 +77,7 @@ func (a *Archive) List(ctx context.Context, prefix string) ([]parquet.ObjectInfo
 
 // PutAtomic implements parquet.Archive with a single PUT.
 func (a *Archive) PutAtomic(ctx context.Context, name string, data []byte) error {
-	if err := checkArchiveName(name); err != nil {
+	if err := a.checkName("put", name); err != nil {
 		return err
 	}
 	if _, err := a.obj.put(ctx, name, data, "", ""); err != nil {
@@ -90,7 +90,7 @@ func (a *Archive) PutAtomic(ctx context.Context, name string, data []byte) error
 // returned object's reads are bounded by its own lifetime (Close cancels
 // them), not by ctx.
 func (a *Archive) Open(ctx context.Context, name string) (parquet.Object, error) {
-	if err := checkArchiveName(name); err != nil {
+	if err := a.checkName("open", name); err != nil {
 		return nil, err
 	}
 	head, err := a.obj.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(name))})

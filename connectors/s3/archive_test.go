@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -338,4 +339,51 @@ func TestArchiveWithoutCredentialsSaysSo(t *testing.T) {
 	require.NotErrorIs(t, err, s3store.ErrAccessDenied)
 	require.ErrorContains(t, err, "s3://"+testBucket+"/")
 	require.ErrorContains(t, err, f.URL)
+}
+
+// TestArchiveRefusesBadNamesAsTheMemoryArchive: every S3 archive method
+// that takes an object name refuses a name that is not a clean relative
+// path with the error the memory (and local) archive gives, but for the
+// archive it names, wrapping ErrBadName. Bug: the S3 archive had its own
+// check, worded differently ("s3 archive: bad archive file name: ..."),
+// naming neither the bucket and prefix nor the operation.
+func TestArchiveRefusesBadNamesAsTheMemoryArchive(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newArchive(t, newFakeS3(t), s3store.WithPrefix("archive"))
+	mem := parquet.NewMemArchive()
+	what := "s3 archive s3://" + testBucket + "/archive/"
+	type archive interface {
+		parquet.Archive
+		parquet.Uploader
+		parquet.Mover
+		parquet.Deleter
+	}
+	const other = "p/shard-000001/b.parquet"
+	for _, bad := range []string{"", ".", "/abs/a.parquet", "../a.parquet", "p/../a.parquet", "p//a.parquet", "p/", "p/./a.parquet"} {
+		for op, call := range map[string]func(a archive) error{
+			"open":          func(a archive) error { _, err := a.Open(ctx, bad); return err },
+			"put":           func(a archive) error { return a.PutAtomic(ctx, bad, []byte("x")) },
+			"create upload": func(a archive) error { _, err := a.CreateUpload(ctx, bad); return err },
+			"upload part": func(a archive) error {
+				_, err := a.UploadPart(ctx, bad, "u1", 1, 0, []byte("x"))
+				return err
+			},
+			"complete":     func(a archive) error { return a.CompleteUpload(ctx, bad, "u1", nil) },
+			"abort upload": func(a archive) error { return a.AbortUpload(ctx, bad, "u1") },
+			"move from":    func(a archive) error { return a.Move(ctx, bad, other) },
+			"move to":      func(a archive) error { return a.Move(ctx, other, bad) },
+			"delete":       func(a archive) error { return a.Delete(ctx, other, bad) },
+		} {
+			t.Run(op+"/"+bad, func(t *testing.T) {
+				err, memErr := call(a), call(mem)
+				require.ErrorIs(t, err, parquet.ErrBadName)
+				require.ErrorIs(t, memErr, parquet.ErrBadName)
+				require.ErrorContains(t, err, what+": ")
+				require.Equal(t, strings.TrimPrefix(memErr.Error(), "memory archive"), strings.TrimPrefix(err.Error(), what))
+			})
+		}
+	}
+	// A temp file's name, which the local and memory archives refuse (a
+	// local archive's List hides it), is an ordinary name on S3.
+	require.NoError(t, a.PutAtomic(ctx, "p/.tmp-a.parquet", []byte("x")))
 }

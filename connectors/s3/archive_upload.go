@@ -49,7 +49,7 @@ func isNoSuchUpload(err error) bool {
 
 // CreateUpload implements parquet.Uploader with CreateMultipartUpload.
 func (a *Archive) CreateUpload(ctx context.Context, name string) (string, error) {
-	if err := checkArchiveName(name); err != nil {
+	if err := a.checkName("create upload", name); err != nil {
 		return "", err
 	}
 	out, err := a.obj.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(name))})
@@ -62,7 +62,7 @@ func (a *Archive) CreateUpload(ctx context.Context, name string) (string, error)
 // UploadPart implements parquet.Uploader (off is implied by the part
 // number on S3).
 func (a *Archive) UploadPart(ctx context.Context, name, uploadID string, n int, off int64, data []byte) (parquet.Part, error) {
-	if err := checkArchiveName(name); err != nil {
+	if err := a.checkName(fmt.Sprintf("upload part %d of", n), name); err != nil {
 		return parquet.Part{}, err
 	}
 	out, err := a.obj.client.UploadPart(ctx, &awss3.UploadPartInput{
@@ -80,7 +80,7 @@ func (a *Archive) UploadPart(ctx context.Context, name, uploadID string, n int, 
 
 // CompleteUpload implements parquet.Uploader with CompleteMultipartUpload.
 func (a *Archive) CompleteUpload(ctx context.Context, name, uploadID string, parts []parquet.Part) error {
-	if err := checkArchiveName(name); err != nil {
+	if err := a.checkName("complete", name); err != nil {
 		return err
 	}
 	cps := make([]types.CompletedPart, len(parts))
@@ -102,7 +102,7 @@ func (a *Archive) CompleteUpload(ctx context.Context, name, uploadID string, par
 
 // AbortUpload implements parquet.Uploader with AbortMultipartUpload.
 func (a *Archive) AbortUpload(ctx context.Context, name, uploadID string) error {
-	if err := checkArchiveName(name); err != nil {
+	if err := a.checkName("abort upload", name); err != nil {
 		return err
 	}
 	_, err := a.obj.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(name)), UploadId: &uploadID})
@@ -164,10 +164,10 @@ var (
 // that its abort left open is in the error, or, when the source is gone
 // but the target exists (the move done already), logged (WithLogger).
 func (a *Archive) Move(ctx context.Context, from, to string) error {
-	if err := checkArchiveName(from); err != nil {
+	if err := a.checkName("move", from); err != nil {
 		return err
 	}
-	if err := checkArchiveName(to); err != nil {
+	if err := a.checkName("move", to); err != nil {
 		return err
 	}
 	head, err := a.obj.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &a.obj.bucket, Key: aws.String(a.obj.key(from))})
@@ -298,7 +298,7 @@ func escapeKey(k string) string {
 // Delete implements parquet.Deleter with DeleteObjects (1000 per request).
 func (a *Archive) Delete(ctx context.Context, names ...string) error {
 	for _, n := range names {
-		if err := checkArchiveName(n); err != nil {
+		if err := a.checkName("delete", n); err != nil {
 			return err
 		}
 	}
