@@ -201,8 +201,9 @@ at least --min-age ago into files of about --target-size, publishes each
 with one atomic move, then deletes its inputs; it also deletes files
 another file fully covers (left by crashes of older writers or of an
 earlier compaction), and in a local archive the temp files crashed writers
-left, over an hour old. Readers running meanwhile read each row once. Run
-one compaction at a time per archive.`,
+left, over an hour old (for up to ` + parquet.TempSweepBudget.String() + `; it says when it stopped there, the
+rest waits for the next compaction). Readers running meanwhile read each
+row once. Run one compaction at a time per archive.`,
 		Example: "  starter archive compact --archive file:///var/tflo/archive --dry-run\n  starter archive compact --archive s3://tflo-archive/prod --min-age 24h",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -258,9 +259,7 @@ one compaction at a time per archive.`,
 				printf(w, "%s: %s, %s listed; %s %s into %d (%s in, %s out); %s\n",
 					loc, counted(res.Shards, "shard"), counted(res.Files, "file"), verb, counted(files, "file"), len(res.Runs),
 					bytesString(in), bytesString(out), covered)
-				if res.StaleTempFiles > 0 {
-					printf(w, "%s: deleted %s crashed writers left\n", loc, counted(res.StaleTempFiles, "stale temp file"))
-				}
+				printStaleTempFiles(w, loc, res)
 			})
 		},
 	}
@@ -270,6 +269,18 @@ one compaction at a time per archive.`,
 	f.DurationVar(&p.MinAge, "min-age", p.MinAge, "only files written at least this long ago (0: all)")
 	f.BoolVar(&p.DryRun, "dry-run", false, "show what would be rewritten, change nothing")
 	return cmd
+}
+
+// printStaleTempFiles prints what a compaction's sweep of stale temp
+// files deleted, and that it stopped at its time budget if it did.
+func printStaleTempFiles(w io.Writer, loc archiveloc.Location, res parquet.CompactResult) {
+	switch {
+	case res.StaleTempSweepStopped:
+		printf(w, "%s: the sweep of stale temp files stopped at its %s cap, having deleted %s; the rest waits for the next compaction\n",
+			loc, parquet.TempSweepBudget, counted(res.StaleTempFiles, "stale temp file"))
+	case res.StaleTempFiles > 0:
+		printf(w, "%s: deleted %s crashed writers left\n", loc, counted(res.StaleTempFiles, "stale temp file"))
+	}
 }
 
 // parseSize parses "134217728", "128MiB", "128M" (binary units).

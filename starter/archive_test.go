@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -280,6 +281,31 @@ func TestArchiveCompactSweepsStaleTempFiles(t *testing.T) {
 	r = run(t, "archive", "compact", "--archive", "file://"+dir, "-o", "json")
 	require.Equal(t, exitOK, r.code, r.err)
 	require.NotContains(t, r.out, "stale_temp_files", "none left to delete")
+}
+
+// TestArchiveCompactSaysItsTempSweepStopped: compact's text says when
+// its sweep of stale temp files stopped at the sweep's time budget,
+// naming the archive, the budget and how many it deleted, and that the
+// rest waits for the next compaction. Bug: it said nothing (or only how
+// many it deleted), as if none were left.
+func TestArchiveCompactSaysItsTempSweepStopped(t *testing.T) {
+	loc, err := archiveloc.Parse("file:///var/tflo/archive")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		res  parquet.CompactResult
+		want string
+	}{
+		{parquet.CompactResult{StaleTempFiles: 3, StaleTempSweepStopped: true},
+			"file:///var/tflo/archive: the sweep of stale temp files stopped at its 10s cap, having deleted 3 stale temp files; the rest waits for the next compaction\n"},
+		{parquet.CompactResult{StaleTempSweepStopped: true},
+			"file:///var/tflo/archive: the sweep of stale temp files stopped at its 10s cap, having deleted 0 stale temp files; the rest waits for the next compaction\n"},
+		{parquet.CompactResult{StaleTempFiles: 1}, "file:///var/tflo/archive: deleted 1 stale temp file crashed writers left\n"},
+		{parquet.CompactResult{}, ""},
+	} {
+		var b strings.Builder
+		printStaleTempFiles(&b, loc, c.res)
+		require.Equal(t, c.want, b.String(), "%+v", c.res)
+	}
 }
 
 // compact --dry-run deletes nothing, and its text says so. Bug: it

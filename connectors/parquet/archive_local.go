@@ -321,9 +321,13 @@ func (a *LocalArchive) sweepTemps(dir string) {
 	}
 }
 
-// tempSweepBudget bounds SweepTemps: on a tree too large to walk in it,
-// the rest waits for the next start (or a PutAtomic into the folder).
-var tempSweepBudget = 10 * time.Second
+// TempSweepBudget bounds LocalArchive.SweepTemps: on a tree too large
+// to walk in it, the rest waits for the next sweep (or a PutAtomic into
+// the folder).
+const TempSweepBudget = 10 * time.Second
+
+// tempSweepBudget is TempSweepBudget; tests shorten it.
+var tempSweepBudget = TempSweepBudget
 
 // SweepTemps deletes the temp files of PutAtomic last written over
 // staleTempAge ago in every folder of the archive, and returns how many
@@ -332,7 +336,7 @@ var tempSweepBudget = 10 * time.Second
 // of a shard that moved to another worker for good) stayed for ever: the
 // archive sink runs SweepTemps in the background as it opens
 // (pipeline.ArchiveSink), and Compact as it starts. It stops after
-// tempSweepBudget with an error saying so, the files deleted until then
+// TempSweepBudget with an error saying so, the files deleted until then
 // counted. Best effort otherwise: a folder it cannot read or a file it
 // cannot delete is left for the next sweep.
 func (a *LocalArchive) SweepTemps(ctx context.Context) (int, error) {

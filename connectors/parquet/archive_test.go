@@ -357,3 +357,31 @@ func archiveCalls(ctx context.Context, name string) map[string]func(a fullArchiv
 		"delete":       func(a fullArchive) error { return a.Delete(ctx, name) },
 	}
 }
+
+// TestCompactSaysItsTempSweepStoppedAtItsBudget: a compaction whose sweep
+// of stale temp files stops at its time budget says so in its result
+// (StaleTempSweepStopped, beside the count deleted until then); the next
+// compaction, within its budget, deletes the rest. Bug: Compact dropped
+// the sweep's error, so a sweep cut short read as one with nothing left.
+func TestCompactSaysItsTempSweepStoppedAtItsBudget(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	stale, live := archivetest.StaleTempFiles(t, dir, "iot", 2)
+	a, err := parquet.NewLocalArchive(dir)
+	require.NoError(t, err)
+
+	restore := parquet.SetTempSweepBudget(-1) // stops before the first file
+	res, err := parquet.Compact(ctx, a, "", "", parquet.DefaultCompactPolicy(), time.Now())
+	restore()
+	require.NoError(t, err)
+	require.True(t, res.StaleTempSweepStopped, "result %+v", res)
+	require.Zero(t, res.StaleTempFiles)
+	require.FileExists(t, stale, "left for the next compaction")
+
+	res, err = parquet.Compact(ctx, a, "", "", parquet.DefaultCompactPolicy(), time.Now())
+	require.NoError(t, err)
+	require.False(t, res.StaleTempSweepStopped, "result %+v", res)
+	require.Equal(t, 1, res.StaleTempFiles)
+	require.NoFileExists(t, stale)
+	require.FileExists(t, live)
+}

@@ -67,8 +67,12 @@ type CompactResult struct {
 	// StaleTempFiles counts the temp files crashed writers left in a
 	// local archive's folders, deleted (LocalArchive.SweepTemps; not in
 	// a dry run).
-	StaleTempFiles int  `json:"stale_temp_files,omitempty"`
-	DryRun         bool `json:"dry_run,omitempty"`
+	StaleTempFiles int `json:"stale_temp_files,omitempty"`
+	// StaleTempSweepStopped: that sweep stopped at its time budget
+	// (TempSweepBudget), StaleTempFiles deleted until then; the rest waits
+	// for the next compaction.
+	StaleTempSweepStopped bool `json:"stale_temp_sweep_stopped,omitempty"`
+	DryRun                bool `json:"dry_run,omitempty"`
 }
 
 // compactStaging is the hidden folder compaction builds its outputs in.
@@ -119,8 +123,10 @@ func Compact(ctx context.Context, a Archive, prefix, expected string, p CompactP
 		}
 		if ts, ok := a.(tempSweeper); ok {
 			// Best effort: a sweep cut short by its time budget goes on
-			// at the next compaction.
-			res.StaleTempFiles, _ = ts.SweepTemps(ctx)
+			// at the next compaction. Its only other error is ctx's,
+			// which the compaction meets next.
+			n, err := ts.SweepTemps(ctx)
+			res.StaleTempFiles, res.StaleTempSweepStopped = n, err != nil && ctx.Err() == nil
 		}
 	}
 	var shard []FileInfo
