@@ -26,8 +26,10 @@ type archiveFlags struct {
 	prefix   string
 	s3       archiveloc.S3
 	// envErr is the TFLO_S3_* variables' error (a bad response timeout),
-	// reported when a command opens the archive.
-	envErr error
+	// reported when a command opens the archive unless
+	// --s3-response-timeout was given (timeoutGiven), which wins.
+	envErr       error
+	timeoutGiven func() bool
 }
 
 func (f *archiveFlags) register(cmd *cobra.Command) {
@@ -42,6 +44,7 @@ func (f *archiveFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.s3.SecretKeyEnv, "s3-secret-key-env", env.SecretKeyEnv, "variable holding the S3 secret key (env "+archiveloc.EnvSecretKeyEnv+")")
 	fl.StringVar(&f.s3.CAFile, "s3-ca-file", env.CAFile, "PEM file of a private CA the S3 endpoint's certificate is signed by (env "+archiveloc.EnvCAFile+"; default the system roots)")
 	fl.DurationVar(&f.s3.ResponseTimeout, "s3-response-timeout", env.ResponseTimeout, "how long an S3 request waits for the server's answer once sent (env "+archiveloc.EnvResponseTimeout+"; 0: "+s3.DefaultResponseTimeout.String()+")")
+	f.timeoutGiven = func() bool { return fl.Changed("s3-response-timeout") }
 }
 
 // open checks the flags and opens the archive.
@@ -53,7 +56,7 @@ func (f *archiveFlags) open(ctx context.Context) (parquet.Archive, archiveloc.Lo
 	if err != nil {
 		return nil, loc, usageError{err}
 	}
-	if f.envErr != nil {
+	if f.envErr != nil && !f.timeoutGiven() {
 		return nil, loc, usageError{f.envErr}
 	}
 	if err := f.s3.Validate(); err != nil {

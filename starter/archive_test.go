@@ -247,6 +247,25 @@ func TestArchiveCommandsTakeTheS3ResponseTimeout(t *testing.T) {
 	require.Contains(t, r.err, `Error: TFLO_S3_RESPONSE_TIMEOUT "soon": not a Go duration (e.g. 30s or 2m)`)
 }
 
+// TestArchiveS3ResponseTimeoutFlagWinsOverABadVariable: with
+// --s3-response-timeout given, a bad TFLO_S3_RESPONSE_TIMEOUT is not
+// read, and the other TFLO_S3_* variables (here the endpoint of a
+// server that never answers) still apply. Bug: the command refused the
+// variable (exit 2) even with the flag given.
+func TestArchiveS3ResponseTimeoutFlagWinsOverABadVariable(t *testing.T) {
+	c := s3test.SilentSettings(t, 0)
+	t.Setenv(archiveloc.EnvEndpoint, c.Endpoint)
+	t.Setenv(archiveloc.EnvRegion, c.Region)
+	t.Setenv(archiveloc.EnvAccessKeyEnv, c.AccessKeyEnv)
+	t.Setenv(archiveloc.EnvSecretKeyEnv, c.SecretKeyEnv)
+	t.Setenv(archiveloc.EnvResponseTimeout, "soon")
+
+	r := run(t, "archive", "ls", "--archive", "s3://arch/events", "--s3-response-timeout", "300ms")
+	require.Equal(t, exitFailure, r.code, r.err)
+	require.Contains(t, r.err, "waited 300ms")
+	require.NotContains(t, r.err, archiveloc.EnvResponseTimeout)
+}
+
 // A size whose product with its unit overflows is refused. Bug: it
 // wrapped around, so --target-size 17179869185GiB (2^34+1 GiB) compacted
 // into 1 GiB files without a word.

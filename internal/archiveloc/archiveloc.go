@@ -129,17 +129,19 @@ var EnvVariables = []string{EnvEndpoint, EnvRegion, EnvAccessKeyEnv, EnvSecretKe
 
 // S3FromEnv returns the settings in the TFLO_S3_* variables. A response
 // timeout that is not a Go duration, or is negative, is an error naming
-// the variable and its value.
+// the variable and its value, returned with the other settings (the
+// timeout 0), so that a caller given the timeout another way (starter
+// archive --s3-response-timeout) can go on without it.
 func S3FromEnv(lookup func(string) (string, bool)) (S3, error) {
 	get := func(k string) string { v, _ := lookup(k); return v }
 	c := S3{Endpoint: get(EnvEndpoint), Region: get(EnvRegion), AccessKeyEnv: get(EnvAccessKeyEnv), SecretKeyEnv: get(EnvSecretKeyEnv), CAFile: get(EnvCAFile)}
 	if v := get(EnvResponseTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return S3{}, fmt.Errorf("%s %q: not a Go duration (e.g. 30s or 2m)", EnvResponseTimeout, v)
+			return c, fmt.Errorf("%s %q: not a Go duration (e.g. 30s or 2m)", EnvResponseTimeout, v)
 		}
 		if d < 0 {
-			return S3{}, fmt.Errorf("%s %q: negative (unset or 0: the default, %v)", EnvResponseTimeout, v, s3.DefaultResponseTimeout)
+			return c, fmt.Errorf("%s %q: negative (unset or 0: the default, %v)", EnvResponseTimeout, v, s3.DefaultResponseTimeout)
 		}
 		c.ResponseTimeout = d
 	}

@@ -87,8 +87,11 @@ func TestS3FromEnvRefusesABadResponseTimeout(t *testing.T) {
 		"30":   `TFLO_S3_RESPONSE_TIMEOUT "30": not a Go duration (e.g. 30s or 2m)`,
 		"-1s":  `TFLO_S3_RESPONSE_TIMEOUT "-1s": negative (unset or 0: the default, 1m0s)`,
 	} {
-		_, err := S3FromEnv(lookupIn(map[string]string{EnvResponseTimeout: v}))
+		c, err := S3FromEnv(lookupIn(map[string]string{EnvResponseTimeout: v, EnvEndpoint: "http://127.0.0.1:9000"}))
 		require.EqualError(t, err, want)
+		// The other settings come with the error, for a caller given the
+		// timeout another way (starter archive --s3-response-timeout).
+		require.Equal(t, S3{Endpoint: "http://127.0.0.1:9000"}, c, v)
 	}
 	for v, want := range map[string]time.Duration{"": 0, "0": 0, "90s": 90 * time.Second} {
 		c, err := S3FromEnv(lookupIn(map[string]string{EnvResponseTimeout: v}))
