@@ -16,6 +16,7 @@ import (
 
 	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/internal/archiveloc"
 	"github.com/tflo-io/tflo/streaming"
 )
 
@@ -254,4 +255,33 @@ func TestReplayFileBadInput(t *testing.T) {
 	_, err = env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: "ftp://x"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unsupported scheme "ftp"`)
+}
+
+// TestBackfillRefusesABadS3ResponseTimeoutForGood: a backfill activity
+// on the archive settings of the environment (no Archives given) fails
+// for good, not retried, when TFLO_S3_RESPONSE_TIMEOUT is bad: every
+// retry would read the same variable. The error names the variable and
+// its value.
+func TestBackfillRefusesABadS3ResponseTimeoutForGood(t *testing.T) {
+	t.Setenv(archiveloc.EnvResponseTimeout, "soon")
+	for name, call := range map[string]func(env *testsuite.TestActivityEnvironment, b *activities.Backfills) error{
+		"ListArchive": func(env *testsuite.TestActivityEnvironment, b *activities.Backfills) error {
+			_, err := env.ExecuteActivity(b.ListArchive, activities.ListArchiveInput{Location: "s3://arch/events"})
+			return err
+		},
+		"CountArchive": func(env *testsuite.TestActivityEnvironment, b *activities.Backfills) error {
+			_, err := env.ExecuteActivity(b.CountArchive, activities.CountArchiveInput{Location: "s3://arch/events"})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env, b := backfillEnv(newMemSink())
+			err := call(env, b)
+			require.Error(t, err)
+			typ, nonRetryable := appErrType(t, err)
+			assert.Equal(t, activities.ErrTypeBadInput, typ)
+			assert.True(t, nonRetryable, "a bad %s is retried: %v", archiveloc.EnvResponseTimeout, err)
+			assert.ErrorContains(t, err, `TFLO_S3_RESPONSE_TIMEOUT "soon": not a Go duration`)
+		})
+	}
 }
