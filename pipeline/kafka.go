@@ -229,17 +229,19 @@ func (k *kafkaShard) appendDead(dst []streaming.Output, r *kgo.Record, err error
 }
 
 // Release ends the partition: on a revoke its final checkpoint, then the
-// shard is handed back.
+// shard is handed back. From the start no other checkpoint cuts the shard
+// (shard.final): a round's checkpoint waiting for the final one, or
+// coming after it while the shard closes, is refused as not held.
 func (k *kafkaShard) Release(ctx context.Context, final bool) error {
+	k.mu.Lock()
+	k.final = true
+	k.mu.Unlock()
 	var err error
 	if final { // refused by the cut after a chunk that failed part-way (shardSource.Cut)
 		// The last checkpoint here publishes every archived row: its cut
 		// rolls the archive's open file. Rolled now, a checkpoint already
 		// cut (a round's) would take the roll at its older cut.
-		k.mu.Lock()
-		k.final = true
-		k.mu.Unlock()
-		if _, err = k.cp.Checkpoint(ctx); err != nil {
+		if _, err = k.cp.Checkpoint(finalCheckpointContext(ctx)); err != nil {
 			err = fmt.Errorf("final checkpoint of shard %s: %w", k.id, err)
 		}
 		k.finalDone = err == nil

@@ -50,9 +50,13 @@ type shard struct {
 	// and the shard's next owner replays from its last checkpoint).
 	// Guarded by mu (Kafka) or the MQTT source's cut lock.
 	failed error
-	// final is set (under mu) once the shard is being released: every cut
-	// from then on holds its last record here, so it rolls the archive's
-	// open file (shardSource.Cut) and that checkpoint publishes every row.
+	// final is set (under mu) once the shard is being released: from then
+	// on the release's own final checkpoint (finalCheckpointContext) is
+	// the only one that cuts it. Its cut holds the shard's last record
+	// here, so it rolls the archive's open file and that checkpoint
+	// publishes every row; any other cut is refused as not held (a round
+	// that waited behind the final checkpoint would commit another after
+	// it, of a shard being closed, or fail on its closed state).
 	final bool
 	// finalDone: the shard's release took its final checkpoint (set by
 	// the source before host.lost, on the releasing goroutine). Without
@@ -80,6 +84,9 @@ var (
 func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	if c.s.final && !isFinalCheckpoint(ctx) {
+		return nil, c.s.w.host.notOwner(c.s.id, c.s.epoch, "is releasing it, and its final checkpoint is the last one taken here")
+	}
 	if c.s.failed != nil {
 		return nil, errChunkFailed(c.s.id, c.s.failed)
 	}
@@ -93,6 +100,24 @@ func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 		}
 	}
 	return cut, err
+}
+
+// finalCheckpointKey marks the context of a release's final checkpoint
+// (finalCheckpointContext).
+type finalCheckpointKey struct{}
+
+// finalCheckpointContext is ctx for the final checkpoint of a shard being
+// released (shard.final): the one checkpoint whose cut shardSource.Cut
+// takes from then on.
+func finalCheckpointContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, finalCheckpointKey{}, true)
+}
+
+// isFinalCheckpoint reports whether ctx is a release's final checkpoint's
+// (finalCheckpointContext).
+func isFinalCheckpoint(ctx context.Context) bool {
+	v, _ := ctx.Value(finalCheckpointKey{}).(bool)
+	return v
 }
 
 // errChunkFailed says why a shard whose chunk failed part-way takes no
