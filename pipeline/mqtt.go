@@ -207,8 +207,9 @@ func (r *mqttRunner) run(ctx context.Context) error {
 // ackStallTick is how often a source that acknowledges on checkpoint
 // looks for a stalled stream: messages awaiting their acknowledgement and
 // none arriving since the last look (the broker's in-flight window for
-// this client is full: Receive Maximum, or a smaller broker limit such as
-// Mosquitto's max_inflight_messages, 20 by default).
+// this client is full: Receive Maximum, or a smaller broker limit; with
+// omit_receive_maximum the broker's own, such as Mosquitto's
+// max_inflight_messages, 20 by default).
 const ackStallTick = 50 * time.Millisecond
 
 // checkpointOnStall checkpoints s, beside the control plane's

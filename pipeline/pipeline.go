@@ -162,11 +162,13 @@ type MQTTSource struct {
 	// acknowledged and the restored dedup window drops what the state
 	// already has (default true: false acknowledges a message when it is
 	// handled, and a crash loses the readings applied since the last
-	// checkpoint). The broker sends at most its in-flight window (Receive
-	// Maximum, or a smaller broker limit: Mosquitto's
-	// max_inflight_messages) of unacknowledged messages, so the worker
-	// also checkpoints as soon as the stream stalls on them or they fill
-	// half of ReceiveMaximum.
+	// checkpoint). The broker sends at most its in-flight window of
+	// unacknowledged messages (ReceiveMaximum, or a smaller broker limit;
+	// with OmitReceiveMaximum the broker's own, such as Mosquitto's
+	// max_inflight_messages, 20 by default, which Mosquitto applies only
+	// to a client that announces no Receive Maximum), so the worker also
+	// checkpoints as soon as the stream stalls on them or they fill half
+	// of ReceiveMaximum.
 	AckOnCheckpoint *bool `yaml:"ack_on_checkpoint"`
 	// Username and PasswordEnv (the variable holding the password). The
 	// password is sent with the user name only: PasswordEnv without

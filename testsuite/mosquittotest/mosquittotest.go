@@ -19,7 +19,8 @@ import (
 // Options configure Start.
 type Options struct {
 	// MaxInflight is mosquitto's max_inflight_messages (0: its default,
-	// 20).
+	// 20): the in-flight window of a client that announces no Receive
+	// Maximum.
 	MaxInflight int
 }
 
