@@ -42,6 +42,13 @@ func WithCheckpointObserver(f func(streaming.ShardID, streaming.CheckpointStatus
 	return func(o *options) { o.checkpointed = f }
 }
 
+// WithStallObserver tells f of each stall an MQTT source with
+// AckOnCheckpoint checkpoints for (checkpointOnStall), with the source's
+// received and pending counts when it was seen.
+func WithStallObserver(f func(received uint64, pending int)) Option {
+	return func(o *options) { o.stalled = f }
+}
+
 // QuickWatchFailure is how soon a failed watch of the lease workflow is
 // taken for one refused at once (quickWatchFailure).
 const QuickWatchFailure = quickWatchFailure

@@ -232,6 +232,9 @@ func (r *mqttRunner) checkpointOnStall(ctx context.Context, s *shard) {
 		if !d.due(st.Received, st.PendingAcks) {
 			continue
 		}
+		if f := r.w.o.stalled; f != nil {
+			f(st.Received, st.PendingAcks)
+		}
 		if _, err := s.cp.Checkpoint(ctx); err != nil && ctx.Err() == nil {
 			r.w.log.Warn("checkpoint failed", "shard", s.id, "err", err)
 		}

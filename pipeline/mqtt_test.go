@@ -82,9 +82,9 @@ func (e *edgeEnv) pipeline(ackOnCheckpoint bool, interval time.Duration) pipelin
 	}
 }
 
-func (e *edgeEnv) start(t testing.TB, p pipeline.Pipeline) *running {
+func (e *edgeEnv) start(t testing.TB, p pipeline.Pipeline, opts ...pipeline.Option) *running {
 	t.Helper()
-	g := start(t, p, pipeline.WithWorkerID("edge-gw-1"))
+	g := start(t, p, append([]pipeline.Option{pipeline.WithWorkerID("edge-gw-1")}, opts...)...)
 	require.Eventually(t, func() bool { return g.w.Stats().Subscribed }, waitFor, time.Millisecond)
 	return g
 }

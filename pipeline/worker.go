@@ -44,6 +44,10 @@ type options struct {
 	// leaseWaits is told of each wait before a probe of Temporal after a
 	// failed watch of the lease workflow (tests: export_test.go).
 	leaseWaits func(time.Duration)
+	// stalled is told of each stall an MQTT source's checkpointOnStall
+	// checkpoints for, with the source's received and pending counts
+	// (tests: export_test.go).
+	stalled func(received uint64, pending int)
 }
 
 func defaultOptions() options {
