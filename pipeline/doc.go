@@ -132,9 +132,10 @@
 // commit, and a shard's final checkpoint finishes its file. With Temporal
 // the pipeline's checkpoint coordinator drives the checkpoints in rounds;
 // without, the worker checkpoints every interval; a Kafka revoke takes
-// the final checkpoint, and so does a graceful stop. Once a partition's
-// release begins, its final checkpoint is the only one that cuts it: a
-// round's checkpoint of it is answered not-owner.
+// the final checkpoint, and so does a graceful stop. Once a shard's
+// release begins (a partition's revoke or loss, an MQTT source's stop),
+// its final checkpoint is the only one that cuts it: a round's
+// checkpoint of it is answered not-owner.
 //
 // # Control plane
 //

@@ -189,6 +189,11 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	err = r.src.Run(runCtx, r.handle)
 	cancel()
 	wg.Wait()
+	// The release begins: from here on the final checkpoint, if any, is
+	// the only one that cuts the shard (shard.final); a round's
+	// checkpoint queued behind it, or coming while the shard closes, is
+	// refused as not held.
+	_ = r.src.Cut(func([]byte) error { s.final = true; return nil })
 	if err != nil {
 		return err
 	}
@@ -197,7 +202,7 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	}
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
 	defer fcancel()
-	if _, err := s.cp.Checkpoint(fctx); err != nil {
+	if _, err := s.cp.Checkpoint(finalCheckpointContext(fctx)); err != nil {
 		return fmt.Errorf("final checkpoint of shard %s: %w", id, err)
 	}
 	s.finalDone = true // before the deferred release reads it
@@ -396,8 +401,8 @@ func (c mqttSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	var kc streaming.Cut
 	var cursor []byte
 	release, err := c.src.CutWithAck(func(cur []byte) error {
-		if c.s.failed != nil {
-			return errChunkFailed(c.s.id, c.s.failed)
+		if err := c.s.cutRefused(ctx); err != nil {
+			return err
 		}
 		var err error
 		kc, err = c.s.rt.Cut(ctx)

@@ -50,13 +50,15 @@ type shard struct {
 	// and the shard's next owner replays from its last checkpoint).
 	// Guarded by mu (Kafka) or the MQTT source's cut lock.
 	failed error
-	// final is set (under mu) once the shard is being released: from then
-	// on the release's own final checkpoint (finalCheckpointContext) is
-	// the only one that cuts it. Its cut holds the shard's last record
-	// here, so it rolls the archive's open file and that checkpoint
-	// publishes every row; any other cut is refused as not held (a round
-	// that waited behind the final checkpoint would commit another after
-	// it, of a shard being closed, or fail on its closed state).
+	// final is set once the shard is being released (a Kafka revoke or
+	// loss, an MQTT source's stop; under mu, or the MQTT source's cut
+	// lock, as failed): from then on the release's own final checkpoint
+	// (finalCheckpointContext) is the only one that cuts it (cutRefused).
+	// A Kafka shard's final cut holds its last record here, so it rolls
+	// the archive's open file and that checkpoint publishes every row;
+	// any other cut is refused as not held (a round that waited behind
+	// the final checkpoint would commit another after it, of a shard
+	// being closed, or fail on its closed state).
 	final bool
 	// finalDone: the shard's release took its final checkpoint (set by
 	// the source before host.lost, on the releasing goroutine). Without
@@ -84,11 +86,8 @@ var (
 func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.s.final && !isFinalCheckpoint(ctx) {
-		return nil, c.s.w.host.notOwner(c.s.id, c.s.epoch, "is releasing it, and its final checkpoint is the last one taken here")
-	}
-	if c.s.failed != nil {
-		return nil, errChunkFailed(c.s.id, c.s.failed)
+	if err := c.s.cutRefused(ctx); err != nil {
+		return nil, err
 	}
 	cut, err := c.s.rt.Cut(ctx)
 	if err == nil {
@@ -100,6 +99,20 @@ func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 		}
 	}
 	return cut, err
+}
+
+// cutRefused says why a checkpoint with ctx takes no cut of s (nil: it
+// may), under the lock its cuts take (mu; an MQTT shard's, the source's
+// cut lock): once a release began (final) only its final checkpoint
+// cuts, and a shard whose chunk failed part-way takes none.
+func (s *shard) cutRefused(ctx context.Context) error {
+	if s.final && !isFinalCheckpoint(ctx) {
+		return s.w.host.notOwner(s.id, s.epoch, "is releasing it, and its final checkpoint is the last one taken here")
+	}
+	if s.failed != nil {
+		return errChunkFailed(s.id, s.failed)
+	}
+	return nil
 }
 
 // finalCheckpointKey marks the context of a release's final checkpoint
