@@ -276,8 +276,8 @@ func TestLocalArchiveListsInPages(t *testing.T) {
 
 // TestArchiveErrorsOfAnEndedContextNameTheObject: every method of the
 // local and memory archives, called with a cancelled context, returns an
-// error naming the archive and the object that still wraps
-// context.Canceled. Bug: all but List returned the bare "context
+// error naming the archive, the operation and the object that still
+// wraps context.Canceled (the local AbortUpload said "delete"). Bug: all but List returned the bare "context
 // canceled", so a writer's or compaction's log said nothing of what was
 // given up.
 func TestArchiveErrorsOfAnEndedContextNameTheObject(t *testing.T) {
@@ -291,6 +291,8 @@ func TestArchiveErrorsOfAnEndedContextNameTheObject(t *testing.T) {
 				require.ErrorIs(t, err, context.Canceled)
 				require.ErrorContains(t, err, arc.what+": ")
 				require.ErrorContains(t, err, name)
+				// The operation, "move" for both of Move's names.
+				require.ErrorContains(t, err, ": "+strings.TrimSuffix(strings.TrimSuffix(op, " from"), " to")+" ")
 			})
 		}
 	}

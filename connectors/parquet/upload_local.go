@@ -134,9 +134,21 @@ func partsEnd(parts []Part) (int64, error) {
 	return end, nil
 }
 
-// AbortUpload implements Uploader: the file is removed.
+// AbortUpload implements Uploader: the file is removed. Its errors name
+// its own operation ("abort upload"), as the other archives' do.
 func (a *LocalArchive) AbortUpload(ctx context.Context, name, uploadID string) error {
-	return a.Delete(ctx, name)
+	if err := checkName(a.what(), "abort upload", name); err != nil {
+		return err
+	}
+	if err := a.ctxErr(ctx, "abort upload", name); err != nil {
+		return err
+	}
+	p := a.path(name)
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("local archive %s: abort upload %s: %w", a.root, name, err)
+	}
+	syncDir(filepath.Dir(p))
+	return nil
 }
 
 // MinPartSize implements Uploader: a file takes parts of any size.
