@@ -2,12 +2,17 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
+	"github.com/tflo-io/tflo/testsuite/logtest"
 )
 
 // TestArchiveSinkOpensWithoutWaitingForItsSweep: opening an archive sink
@@ -51,4 +56,40 @@ func TestArchiveSinkOpensWithoutWaitingForItsSweep(t *testing.T) {
 	default:
 		t.Fatal("Close returned while the sweep still ran")
 	}
+}
+
+// TestArchiveSinkWarnsWhenItsSweepStopsAtItsCap: when the opening sweep
+// of stale temp files stops at its cap (parquet.TempSweepBudget, on a
+// tree too large to walk in it; LocalArchive.SweepTemps' own test covers
+// that stop), the sink logs one warning naming the archive, how many it
+// deleted until then and the sweep's error, which says it stopped and
+// after how long; not the line of a finished sweep, nor the one of a
+// sweep the sink's Close stopped. No test covered that warning.
+func TestArchiveSinkWarnsWhenItsSweepStopsAtItsCap(t *testing.T) {
+	dir := t.TempDir()
+	old := sweepArchiveTemps
+	t.Cleanup(func() { sweepArchiveTemps = old })
+	var swept atomic.Pointer[parquet.LocalArchive]
+	sweepArchiveTemps = func(a *parquet.LocalArchive, _ context.Context) (int, error) {
+		swept.Store(a)
+		// What SweepTemps returns when its budget runs out after 3 deletions.
+		return 3, fmt.Errorf("local archive %s: sweep of stale temp files: stopped after %s, the rest left for the next sweep", a.Root(), parquet.TempSweepBudget)
+	}
+	var logged logtest.Buffer
+	env := SinkEnv{Pipeline: "plant", Source: &KafkaSource{}, Log: slog.New(slog.NewTextHandler(&logged, nil))}
+	s, err := ArchiveSink{Dir: dir}.OpenSink(context.Background(), env)
+	require.NoError(t, err)
+	// Closed once the sweep logged: a sweep the sink's Close stopped says so instead.
+	require.Eventually(t, func() bool { return strings.Contains(logged.String(), "archive sink: ") },
+		30*time.Second, 5*time.Millisecond, "the sweep's log line")
+	require.NoError(t, s.Close(context.Background()))
+	require.NotNil(t, swept.Load(), "the sink ran no sweep")
+	require.Equal(t, dir, swept.Load().Root(), "the sink swept another archive")
+
+	out := logged.String()
+	require.Equal(t, 1, strings.Count(out, "\n"), "one line: %s", out)
+	require.Contains(t, out, `level=WARN msg="archive sink: stale temp files swept in part" archive=file://`+dir+" deleted=3 ")
+	require.Contains(t, out, ` err="local archive `+dir+`: sweep of stale temp files: stopped after 10s, the rest left for the next sweep"`)
+	require.NotContains(t, out, "stale temp files deleted")
+	require.NotContains(t, out, "stopped as the sink closed")
 }
