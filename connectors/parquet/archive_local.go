@@ -60,29 +60,28 @@ func NewLocalArchive(dir string) (*LocalArchive, error) {
 func (a *LocalArchive) Root() string { return a.root }
 
 // CheckObjectName refuses an object name that is not a clean relative
-// path or that is the root itself ("", ".", which a local Delete would
-// remove): the rules every archive shares, so that their errors read
-// the same. The error names the archive (what: "local archive /dir",
+// path, that is the root itself ("", ".", which a local Delete would
+// remove) or that names a temp file (IsTempName): the rules every
+// archive shares, so that their errors read the same and an archive's
+// objects keep their meaning in any other (an S3 archive synced to a
+// folder). The error names the archive (what: "local archive /dir",
 // "s3 archive s3://bucket/prefix/"), the operation and the name, and
-// wraps ErrBadName. Backends add their own rules after it.
+// wraps ErrBadName.
 func CheckObjectName(what, op, name string) error {
 	if name == "" || name == "." || !fs.ValidPath(name) {
 		return fmt.Errorf("%s: %s: %w: %q is not a clean relative path", what, op, ErrBadName, name)
 	}
-	return nil
-}
-
-// checkName is CheckObjectName for the local and memory archives, which
-// also refuse a name of a temp file (tempPrefix).
-func checkName(what, op, name string) error {
-	if err := CheckObjectName(what, op, name); err != nil {
-		return err
-	}
-	if strings.HasPrefix(path.Base(name), tempPrefix) {
+	if IsTempName(name) {
 		return fmt.Errorf("%s: %s: %w: %q names a temp file (%s*), which List hides", what, op, ErrBadName, name, tempPrefix)
 	}
 	return nil
 }
+
+// IsTempName reports whether name's last element starts with the prefix
+// of a local archive's temp files (tempPrefix): a name no archive takes
+// (CheckObjectName) and every archive's List hides, since in a folder it
+// is a half-written file that a sweep deletes.
+func IsTempName(name string) bool { return strings.HasPrefix(path.Base(name), tempPrefix) }
 
 // what names the archive in its errors.
 func (a *LocalArchive) what() string { return "local archive " + a.root }
@@ -223,7 +222,7 @@ func (a *LocalArchive) ListPage(ctx context.Context, prefix, startAfter string, 
 
 // Open implements Archive.
 func (a *LocalArchive) Open(ctx context.Context, name string) (Object, error) {
-	if err := checkName(a.what(), "open", name); err != nil {
+	if err := CheckObjectName(a.what(), "open", name); err != nil {
 		return nil, err
 	}
 	if err := a.ctxErr(ctx, "open", name); err != nil {
@@ -253,7 +252,7 @@ func (o *fileObject) Size() int64 { return o.size }
 
 // PutAtomic implements Archive.
 func (a *LocalArchive) PutAtomic(ctx context.Context, name string, data []byte) (err error) {
-	if err := checkName(a.what(), "put", name); err != nil {
+	if err := CheckObjectName(a.what(), "put", name); err != nil {
 		return err
 	}
 	if err := a.ctxErr(ctx, "put", name); err != nil {
@@ -446,7 +445,7 @@ func (m *MemArchive) list(prefix string) []ObjectInfo {
 
 // Open implements Archive.
 func (m *MemArchive) Open(ctx context.Context, name string) (Object, error) {
-	if err := checkName(memWhat, "open", name); err != nil {
+	if err := CheckObjectName(memWhat, "open", name); err != nil {
 		return nil, err
 	}
 	if err := memCtxErr(ctx, "open", name); err != nil {
@@ -467,7 +466,7 @@ func (o *memObject) Close() error { return nil }
 
 // PutAtomic implements Archive.
 func (m *MemArchive) PutAtomic(ctx context.Context, name string, data []byte) error {
-	if err := checkName(memWhat, "put", name); err != nil {
+	if err := CheckObjectName(memWhat, "put", name); err != nil {
 		return err
 	}
 	if err := memCtxErr(ctx, "put", name); err != nil {

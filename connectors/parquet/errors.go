@@ -28,7 +28,8 @@ var ErrRowOrder = errors.New("archive rows out of order")
 var ErrRowTooLarge = errors.New("archive row too large")
 
 // ErrBadName is wrapped by ParseFileName and by archives refusing a name
-// that is not a clean relative path.
+// that is not a clean relative path or that names a temp file
+// (CheckObjectName).
 var ErrBadName = errors.New("bad archive file name")
 
 // FingerprintError is returned by the reader for a file whose stored schema

@@ -29,7 +29,7 @@ func (a *LocalArchive) path(name string) string {
 
 // CreateUpload implements Uploader: an empty file at name.
 func (a *LocalArchive) CreateUpload(ctx context.Context, name string) (string, error) {
-	if err := checkName(a.what(), "create upload", name); err != nil {
+	if err := CheckObjectName(a.what(), "create upload", name); err != nil {
 		return "", err
 	}
 	if err := a.ctxErr(ctx, "create upload", name); err != nil {
@@ -67,7 +67,7 @@ func (a *LocalArchive) openUpload(name, op string) (*os.File, error) {
 // UploadPart implements Uploader: data written at off and fsynced.
 func (a *LocalArchive) UploadPart(ctx context.Context, name, uploadID string, n int, off int64, data []byte) (Part, error) {
 	op := "upload part " + strconv.Itoa(n) + " of"
-	if err := checkName(a.what(), op, name); err != nil {
+	if err := CheckObjectName(a.what(), op, name); err != nil {
 		return Part{}, err
 	}
 	if err := a.ctxErr(ctx, op, name); err != nil {
@@ -90,7 +90,7 @@ func (a *LocalArchive) UploadPart(ctx context.Context, name, uploadID string, n 
 // CompleteUpload implements Uploader: the file is cut at the parts' end
 // and fsynced.
 func (a *LocalArchive) CompleteUpload(ctx context.Context, name, uploadID string, parts []Part) error {
-	if err := checkName(a.what(), "complete", name); err != nil {
+	if err := CheckObjectName(a.what(), "complete", name); err != nil {
 		return err
 	}
 	if err := a.ctxErr(ctx, "complete", name); err != nil {
@@ -137,7 +137,7 @@ func partsEnd(parts []Part) (int64, error) {
 // AbortUpload implements Uploader: the file is removed. Its errors name
 // its own operation ("abort upload"), as the other archives' do.
 func (a *LocalArchive) AbortUpload(ctx context.Context, name, uploadID string) error {
-	if err := checkName(a.what(), "abort upload", name); err != nil {
+	if err := CheckObjectName(a.what(), "abort upload", name); err != nil {
 		return err
 	}
 	if err := a.ctxErr(ctx, "abort upload", name); err != nil {
@@ -160,10 +160,10 @@ func (a *LocalArchive) mergesParts() {}
 
 // Move implements Mover with a rename (and fsyncs of both folders).
 func (a *LocalArchive) Move(ctx context.Context, from, to string) error {
-	if err := checkName(a.what(), "move", from); err != nil {
+	if err := CheckObjectName(a.what(), "move", from); err != nil {
 		return err
 	}
-	if err := checkName(a.what(), "move", to); err != nil {
+	if err := CheckObjectName(a.what(), "move", to); err != nil {
 		return err
 	}
 	if err := a.ctxErr(ctx, "move", from+" to "+to); err != nil {
@@ -191,7 +191,7 @@ func (a *LocalArchive) Move(ctx context.Context, from, to string) error {
 // Every name is checked before any is removed.
 func (a *LocalArchive) Delete(ctx context.Context, names ...string) error {
 	for _, name := range names {
-		if err := checkName(a.what(), "delete", name); err != nil {
+		if err := CheckObjectName(a.what(), "delete", name); err != nil {
 			return err
 		}
 	}

@@ -18,7 +18,7 @@ var (
 
 // CreateUpload implements Uploader.
 func (m *MemArchive) CreateUpload(ctx context.Context, name string) (string, error) {
-	if err := checkName(memWhat, "create upload", name); err != nil {
+	if err := CheckObjectName(memWhat, "create upload", name); err != nil {
 		return "", err
 	}
 	if err := memCtxErr(ctx, "create upload", name); err != nil {
@@ -43,7 +43,7 @@ func (m *MemArchive) upload(name, id, op string) (*memUpload, error) {
 // UploadPart implements Uploader.
 func (m *MemArchive) UploadPart(ctx context.Context, name, uploadID string, n int, off int64, data []byte) (Part, error) {
 	op := "upload part " + strconv.Itoa(n) + " of"
-	if err := checkName(memWhat, op, name); err != nil {
+	if err := CheckObjectName(memWhat, op, name); err != nil {
 		return Part{}, err
 	}
 	if err := memCtxErr(ctx, op, name); err != nil {
@@ -61,7 +61,7 @@ func (m *MemArchive) UploadPart(ctx context.Context, name, uploadID string, n in
 
 // CompleteUpload implements Uploader.
 func (m *MemArchive) CompleteUpload(ctx context.Context, name, uploadID string, parts []Part) error {
-	if err := checkName(memWhat, "complete", name); err != nil {
+	if err := CheckObjectName(memWhat, "complete", name); err != nil {
 		return err
 	}
 	if err := memCtxErr(ctx, "complete", name); err != nil {
@@ -91,7 +91,7 @@ func (m *MemArchive) CompleteUpload(ctx context.Context, name, uploadID string, 
 
 // AbortUpload implements Uploader.
 func (m *MemArchive) AbortUpload(ctx context.Context, name, uploadID string) error {
-	if err := checkName(memWhat, "abort upload", name); err != nil {
+	if err := CheckObjectName(memWhat, "abort upload", name); err != nil {
 		return err
 	}
 	if err := memCtxErr(ctx, "abort upload", name); err != nil {
@@ -134,10 +134,10 @@ func (m *MemArchive) Uploads() int {
 
 // Move implements Mover.
 func (m *MemArchive) Move(ctx context.Context, from, to string) error {
-	if err := checkName(memWhat, "move", from); err != nil {
+	if err := CheckObjectName(memWhat, "move", from); err != nil {
 		return err
 	}
-	if err := checkName(memWhat, "move", to); err != nil {
+	if err := CheckObjectName(memWhat, "move", to); err != nil {
 		return err
 	}
 	if err := memCtxErr(ctx, "move", from+" to "+to); err != nil {
@@ -160,7 +160,7 @@ func (m *MemArchive) Move(ctx context.Context, from, to string) error {
 // Delete implements Deleter.
 func (m *MemArchive) Delete(ctx context.Context, names ...string) error {
 	for _, n := range names {
-		if err := checkName(memWhat, "delete", n); err != nil {
+		if err := CheckObjectName(memWhat, "delete", n); err != nil {
 			return err
 		}
 	}

@@ -58,9 +58,11 @@ func NewArchive(ctx context.Context, bucket string, opts ...Option) (*Archive, e
 }
 
 // checkName refuses a name as the local and memory archives do
-// (parquet.CheckObjectName), naming the archive and the operation. The
-// S3 archive has no rule of its own: a temp file's name, which those
-// two refuse, is an ordinary object name here.
+// (parquet.CheckObjectName), naming the archive and the operation. That
+// includes a local temp file's name: the S3 archive writes no temp
+// files, but an object so named would be hidden, and swept as a crashed
+// writer's, in a folder the archive is synced to; List hides any such
+// object another tool put there, as the local archive's does.
 func (a *Archive) checkName(op, name string) error {
 	return parquet.CheckObjectName("s3 archive "+a.obj.uri(""), op, name)
 }

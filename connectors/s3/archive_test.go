@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tflo-io/tflo/connectors/parquet"
@@ -359,7 +361,7 @@ func TestArchiveRefusesBadNamesAsTheMemoryArchive(t *testing.T) {
 		parquet.Deleter
 	}
 	const other = "p/shard-000001/b.parquet"
-	for _, bad := range []string{"", ".", "/abs/a.parquet", "../a.parquet", "p/../a.parquet", "p//a.parquet", "p/", "p/./a.parquet"} {
+	for _, bad := range []string{"", ".", "/abs/a.parquet", "../a.parquet", "p/../a.parquet", "p//a.parquet", "p/", "p/./a.parquet", "p/.tmp-a.parquet"} {
 		for op, call := range map[string]func(a archive) error{
 			"open":          func(a archive) error { _, err := a.Open(ctx, bad); return err },
 			"put":           func(a archive) error { return a.PutAtomic(ctx, bad, []byte("x")) },
@@ -383,7 +385,38 @@ func TestArchiveRefusesBadNamesAsTheMemoryArchive(t *testing.T) {
 			})
 		}
 	}
-	// A temp file's name, which the local and memory archives refuse (a
-	// local archive's List hides it), is an ordinary name on S3.
-	require.NoError(t, a.PutAtomic(ctx, "p/.tmp-a.parquet", []byte("x")))
+}
+
+// TestArchiveListsNoTempNames: an object or multipart upload whose name
+// is a local temp file's (".tmp-*"), put in the archive by another tool
+// (a folder synced up with its temp files), is in none of the S3
+// archive's listings, as in the local archive's, so nothing that acts on
+// what it lists (a writer's Restore, a compaction's cleanup of staging)
+// calls the archive with a name every archive refuses. Bug: the S3
+// archive took and listed such names, and a folder it was synced to hid
+// them and swept them as a crashed writer's.
+func TestArchiveListsNoTempNames(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeS3(t)
+	a, _ := newArchive(t, f, s3store.WithPrefix("archive"))
+	const staging = "_tflo/staging/plant/shard-000001/"
+	f.putObject(t, "archive/"+staging+"rec-1", []byte("r"))
+	f.putObject(t, "archive/"+staging+".tmp-rec-2-111", []byte("half"))
+	_, err := f.Raw.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String(testBucket), Key: aws.String("archive/" + staging + ".tmp-up")})
+	require.NoError(t, err)
+	_, err = a.CreateUpload(ctx, staging+"up")
+	require.NoError(t, err)
+
+	objs, err := a.List(ctx, staging)
+	require.NoError(t, err)
+	require.Len(t, objs, 1, "%+v", objs)
+	require.Equal(t, staging+"rec-1", objs[0].Name)
+	page, err := a.ListPage(ctx, staging, "", 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1, "%+v", page)
+	require.Equal(t, staging+"rec-1", page[0].Name)
+	ups, err := a.ListUploads(ctx, staging)
+	require.NoError(t, err)
+	require.Len(t, ups, 1, "%+v", ups)
+	require.Equal(t, staging+"up", ups[0].Name)
 }

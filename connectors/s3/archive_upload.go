@@ -131,7 +131,7 @@ func (a *Archive) ListUploads(ctx context.Context, prefix string) ([]parquet.Upl
 			return nil, fmt.Errorf("s3 archive: %w", a.obj.wrap("list uploads", prefix+"*", err))
 		}
 		for _, u := range page.Uploads {
-			if name, ok := strings.CutPrefix(aws.ToString(u.Key), a.obj.prefix); ok {
+			if name, ok := strings.CutPrefix(aws.ToString(u.Key), a.obj.prefix); ok && !parquet.IsTempName(name) {
 				out = append(out, parquet.Upload{Name: name, ID: aws.ToString(u.UploadId)})
 			}
 		}
@@ -330,8 +330,8 @@ func (a *Archive) list(ctx context.Context, in *awss3.ListObjectsV2Input, prefix
 		}
 		for _, c := range page.Contents {
 			name, ok := strings.CutPrefix(aws.ToString(c.Key), a.obj.prefix)
-			if !ok {
-				continue
+			if !ok || parquet.IsTempName(name) {
+				continue // a temp file's name, which no archive takes (checkName)
 			}
 			out = append(out, parquet.ObjectInfo{Name: name, Size: aws.ToInt64(c.Size), ModTime: aws.ToTime(c.LastModified)})
 		}
