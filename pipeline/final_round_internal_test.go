@@ -47,22 +47,7 @@ func TestRoundQueuedBehindTheFinalCheckpointTakesNoCheckpoint(t *testing.T) {
 			// look-up in the registry reports the half-open breaker to the
 			// registered checkpointers under the lock the release's
 			// unregistering waits for: seen, the round has the shard.
-			go func() {
-				res, err := w.host.shards.CheckpointRound(ctx, activities.RoundInput{
-					Pipeline: "plant", Round: 7, WorkerID: "w1", Breaker: streaming.BreakerHalfOpen.String(),
-					Shards: []activities.ShardEpoch{{Shard: k.id, Epoch: 1}},
-				})
-				round <- res
-				errs <- err
-			}()
-			deadline := time.Now().Add(10 * time.Second)
-			for k.cp.Status().Breaker != streaming.BreakerHalfOpen {
-				if time.Now().After(deadline) {
-					t.Error("the round did not look the shard up within 10 s")
-					return
-				}
-				time.Sleep(time.Millisecond) // polling a condition, with a deadline
-			}
+			startRoundOn(ctx, t, w, "plant", k.shard, round, errs)
 		})
 	}))
 	require.NoError(t, err)
@@ -147,22 +132,7 @@ func TestMQTTRoundQueuedBehindTheFinalCheckpointTakesNoCheckpoint(t *testing.T) 
 			final = st.LastID
 			// A round arrives while the final checkpoint commits; seen
 			// reporting the half-open breaker, it has the shard.
-			go func() {
-				res, err := w.host.shards.CheckpointRound(context.Background(), activities.RoundInput{
-					Pipeline: "edge", Round: 7, WorkerID: "w1", Breaker: streaming.BreakerHalfOpen.String(),
-					Shards: []activities.ShardEpoch{{Shard: s.id, Epoch: s.epoch}},
-				})
-				round <- res
-				errs <- err
-			}()
-			deadline := time.Now().Add(10 * time.Second)
-			for s.cp.Status().Breaker != streaming.BreakerHalfOpen {
-				if time.Now().After(deadline) {
-					t.Error("the round did not look the shard up within 10 s")
-					return
-				}
-				time.Sleep(time.Millisecond) // polling a condition, with a deadline
-			}
+			startRoundOn(context.Background(), t, w, "edge", s, round, errs)
 		})
 	}))
 	require.NoError(t, err)
@@ -198,4 +168,28 @@ func TestMQTTRoundQueuedBehindTheFinalCheckpointTakesNoCheckpoint(t *testing.T) 
 	require.Contains(t, sr.Error, fmt.Sprintf("shard edge/gw-1 at epoch %d: is releasing it", uint64(s.epoch)))
 	require.NotZero(t, final)
 	require.Equal(t, final, s.cp.Status().LastID, "the shard's last checkpoint is the final one")
+}
+
+// startRoundOn starts a coordinator round of pipeline asking w for s's
+// checkpoint (its result and error go to round and errs) and returns once
+// the round has s: its look-up in the registry reports the half-open
+// breaker to the registered checkpointers, under the lock a release's
+// unregistering waits for.
+func startRoundOn(ctx context.Context, t *testing.T, w *Worker, pipeline string, s *shard, round chan<- activities.RoundResult, errs chan<- error) {
+	go func() {
+		res, err := w.host.shards.CheckpointRound(ctx, activities.RoundInput{
+			Pipeline: pipeline, Round: 7, WorkerID: "w1", Breaker: streaming.BreakerHalfOpen.String(),
+			Shards: []activities.ShardEpoch{{Shard: s.id, Epoch: s.epoch}},
+		})
+		round <- res
+		errs <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.cp.Status().Breaker != streaming.BreakerHalfOpen {
+		if time.Now().After(deadline) {
+			t.Error("the round did not look the shard up within 10 s")
+			return
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+	}
 }

@@ -87,16 +87,7 @@ func TestRestoreRefusesStateOfAnotherGraph(t *testing.T) {
 	store := memory.New()
 	p := smaPipeline(t, 3)
 	p.State.Durable.Store = store
-	w, k := openPartitionZero(ctx, t, p)
-	var recs []*kgo.Record
-	for i := range 5 {
-		recs = append(recs, &kgo.Record{Topic: "readings", Offset: int64(i), Value: fmt.Appendf(nil, `{"sensor":"s%d","ts":1,"value":1}`, i)})
-	}
-	require.NoError(t, k.apply(ctx, recs))
-	_, err := k.cp.Checkpoint(ctx)
-	require.NoError(t, err)
-	k.close()
-	require.NoError(t, w.Close())
+	checkpointFiveSensors(ctx, t, p)
 
 	changed := smaPipeline(t, 3)
 	changed.State.Durable.Store = store
@@ -123,16 +114,7 @@ func TestRestoreDropsARemovedNodeWithAllowNonRestoredState(t *testing.T) {
 	p := smaPipeline(t, 3)
 	p.State.Durable.Store = store
 	p.Graph.Nodes = append(p.Graph.Nodes, Node{Name: "slow", Type: "ema", Params: map[string]any{"period": 3}, Inputs: []string{"value"}})
-	w, k := openPartitionZero(ctx, t, p)
-	var recs []*kgo.Record
-	for i := range 5 {
-		recs = append(recs, &kgo.Record{Topic: "readings", Offset: int64(i), Value: fmt.Appendf(nil, `{"sensor":"s%d","ts":1,"value":1}`, i)})
-	}
-	require.NoError(t, k.apply(ctx, recs))
-	_, err := k.cp.Checkpoint(ctx)
-	require.NoError(t, err)
-	k.close()
-	require.NoError(t, w.Close())
+	checkpointFiveSensors(ctx, t, p)
 
 	open := func(allow bool) (*Worker, *shard, error) {
 		shrunk := smaPipeline(t, 3)
@@ -144,7 +126,7 @@ func TestRestoreDropsARemovedNodeWithAllowNonRestoredState(t *testing.T) {
 		s, err := w.openShard(ctx, streaming.KafkaShard("readings", 0), 2, 1, nil, nil, streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return 2, true }))
 		return w, s, err
 	}
-	_, _, err = open(false)
+	_, _, err := open(false)
 	require.ErrorContains(t, err, `(node "slow"): saved state belongs to a node the graph no longer has`)
 
 	w2, s, err := open(true)
@@ -158,4 +140,20 @@ func TestRestoreDropsARemovedNodeWithAllowNonRestoredState(t *testing.T) {
 		require.InDelta(t, 4, mean.Float64(), 1e-9, "s%d: the mean of the restored 1 and the new 4 and 7 (a window of 3)", i)
 	}
 	require.Zero(t, w2.Stats().KeysQuarantined)
+}
+
+// checkpointFiveSensors runs p's partition 0 over a reading of value 1
+// from each of sensors s0..s4, checkpoints it and closes the worker.
+func checkpointFiveSensors(ctx context.Context, t *testing.T, p Pipeline) {
+	t.Helper()
+	w, k := openPartitionZero(ctx, t, p)
+	var recs []*kgo.Record
+	for i := range 5 {
+		recs = append(recs, &kgo.Record{Topic: "readings", Offset: int64(i), Value: fmt.Appendf(nil, `{"sensor":"s%d","ts":1,"value":1}`, i)})
+	}
+	require.NoError(t, k.apply(ctx, recs))
+	_, err := k.cp.Checkpoint(ctx)
+	require.NoError(t, err)
+	k.close()
+	require.NoError(t, w.Close())
 }
