@@ -63,17 +63,7 @@ func TestRoundQueuedBehindTheFinalCheckpointTakesNoCheckpoint(t *testing.T) {
 	final, err := w.host.FinalCheckpoint(ctx, "plant", k.id, 1)
 	require.NoError(t, err)
 
-	var res activities.RoundResult
-	select {
-	case res = <-round:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the round did not end within 30 s")
-	}
-	require.NoError(t, <-errs)
-	require.Len(t, res.Shards, 1)
-	sr := res.Shards[0]
-	require.Equal(t, activities.ShardNotOwner, sr.Status, "round's answer for the released shard: %+v", sr)
-	require.Contains(t, sr.Error, "shard plant/readings/0 at epoch 1: is releasing it")
+	requireRoundNotOwner(t, round, errs, "shard plant/readings/0 at epoch 1: is releasing it")
 	require.Equal(t, streaming.CheckpointID(final.CheckpointID), k.cp.Status().LastID, "the shard's last checkpoint is the final one")
 }
 
@@ -155,17 +145,7 @@ func TestMQTTRoundQueuedBehindTheFinalCheckpointTakesNoCheckpoint(t *testing.T) 
 	}
 	require.NoError(t, err)
 
-	var res activities.RoundResult
-	select {
-	case res = <-round:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no round ran at the final checkpoint, or it did not end within 30 s")
-	}
-	require.NoError(t, <-errs)
-	require.Len(t, res.Shards, 1)
-	sr := res.Shards[0]
-	require.Equal(t, activities.ShardNotOwner, sr.Status, "round's answer for the stopped shard: %+v", sr)
-	require.Contains(t, sr.Error, fmt.Sprintf("shard edge/gw-1 at epoch %d: is releasing it", uint64(s.epoch)))
+	requireRoundNotOwner(t, round, errs, fmt.Sprintf("shard edge/gw-1 at epoch %d: is releasing it", uint64(s.epoch)))
 	require.NotZero(t, final)
 	require.Equal(t, final, s.cp.Status().LastID, "the shard's last checkpoint is the final one")
 }
@@ -192,4 +172,21 @@ func startRoundOn(ctx context.Context, t *testing.T, w *Worker, pipeline string,
 		}
 		time.Sleep(time.Millisecond) // polling a condition, with a deadline
 	}
+}
+
+// requireRoundNotOwner waits for the round startRoundOn started and
+// requires its one shard answered not owner, with an error holding want.
+func requireRoundNotOwner(t *testing.T, round <-chan activities.RoundResult, errs <-chan error, want string) {
+	t.Helper()
+	var res activities.RoundResult
+	select {
+	case res = <-round:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no round ran at the final checkpoint, or it did not end within 30 s")
+	}
+	require.NoError(t, <-errs)
+	require.Len(t, res.Shards, 1)
+	sr := res.Shards[0]
+	require.Equal(t, activities.ShardNotOwner, sr.Status, "round's answer for the releasing shard: %+v", sr)
+	require.Contains(t, sr.Error, want)
 }

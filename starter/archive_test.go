@@ -227,11 +227,7 @@ func TestArchiveCommandsTrustTheS3CAFile(t *testing.T) {
 // it. Bug: there was neither, so a listing of a server that stopped
 // answering waited 1m per try.
 func TestArchiveCommandsTakeTheS3ResponseTimeout(t *testing.T) {
-	c := s3test.SilentSettings(t, 0)
-	t.Setenv(archiveloc.EnvEndpoint, c.Endpoint)
-	t.Setenv(archiveloc.EnvRegion, c.Region)
-	t.Setenv(archiveloc.EnvAccessKeyEnv, c.AccessKeyEnv)
-	t.Setenv(archiveloc.EnvSecretKeyEnv, c.SecretKeyEnv)
+	setSilentS3Env(t)
 	t.Setenv(archiveloc.EnvResponseTimeout, "200ms")
 
 	r := run(t, "archive", "ls", "--archive", "s3://arch/events")
@@ -253,11 +249,7 @@ func TestArchiveCommandsTakeTheS3ResponseTimeout(t *testing.T) {
 // server that never answers) still apply. Bug: the command refused the
 // variable (exit 2) even with the flag given.
 func TestArchiveS3ResponseTimeoutFlagWinsOverABadVariable(t *testing.T) {
-	c := s3test.SilentSettings(t, 0)
-	t.Setenv(archiveloc.EnvEndpoint, c.Endpoint)
-	t.Setenv(archiveloc.EnvRegion, c.Region)
-	t.Setenv(archiveloc.EnvAccessKeyEnv, c.AccessKeyEnv)
-	t.Setenv(archiveloc.EnvSecretKeyEnv, c.SecretKeyEnv)
+	setSilentS3Env(t)
 	t.Setenv(archiveloc.EnvResponseTimeout, "soon")
 
 	r := run(t, "archive", "ls", "--archive", "s3://arch/events", "--s3-response-timeout", "300ms")
@@ -345,4 +337,15 @@ func TestArchiveCompactDryRunSaysWouldDelete(t *testing.T) {
 	after, err := a.List(context.Background(), "")
 	require.NoError(t, err)
 	require.Equal(t, before, after, "a dry run changes nothing")
+}
+
+// setSilentS3Env points the TFLO_S3_* variables at an S3 server that
+// takes requests and never answers.
+func setSilentS3Env(t *testing.T) {
+	t.Helper()
+	c := s3test.SilentSettings(t, 0)
+	t.Setenv(archiveloc.EnvEndpoint, c.Endpoint)
+	t.Setenv(archiveloc.EnvRegion, c.Region)
+	t.Setenv(archiveloc.EnvAccessKeyEnv, c.AccessKeyEnv)
+	t.Setenv(archiveloc.EnvSecretKeyEnv, c.SecretKeyEnv)
 }
