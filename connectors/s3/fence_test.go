@@ -15,7 +15,6 @@ import (
 
 	s3store "github.com/tflo-io/tflo/connectors/s3"
 	"github.com/tflo-io/tflo/streaming"
-	"github.com/tflo-io/tflo/streaming/state/memory"
 )
 
 // TestZombieLosesTheFenceToARefusedManifestPut: a zombie owner's
@@ -29,13 +28,7 @@ func TestZombieLosesTheFenceToARefusedManifestPut(t *testing.T) {
 	v := startVersitygw(t, "state")
 	const shard = "kafka/p/readings/0"
 	open := func(epoch streaming.Epoch, extra ...s3store.Option) (*streaming.Checkpointer, *spreadSource) {
-		st, err := s3store.New(ctx, "state", v.opts(extra...)...)
-		require.NoError(t, err)
-		src := &spreadSource{pieces: 1}
-		cp, err := streaming.NewCheckpointer(shard, src, st, memory.New(), streaming.WithMaxRuns(100),
-			streaming.WithOwnership(streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return epoch, true })))
-		require.NoError(t, err)
-		return cp, src
+		return openOwnerAt(ctx, t, shard, epoch, v.opts(extra...)...)
 	}
 	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(v.URL), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(v.AccessKey, v.SecretKey, "")})

@@ -388,13 +388,7 @@ func TestZombieCheckpointIsFencedThroughACachedManifest(t *testing.T) {
 	v := startVersitygw(t, "state")
 	const shard = "kafka/p/readings/0"
 	open := func(epoch streaming.Epoch, extra ...s3store.Option) (*streaming.Checkpointer, *spreadSource) {
-		st, err := s3store.New(ctx, "state", v.opts(append(extra, s3store.WithConditionalWrites(false))...)...)
-		require.NoError(t, err)
-		src := &spreadSource{pieces: 1}
-		cp, err := streaming.NewCheckpointer(shard, src, st, memory.New(), streaming.WithMaxRuns(100),
-			streaming.WithOwnership(streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return epoch, true })))
-		require.NoError(t, err)
-		return cp, src
+		return openOwnerAt(ctx, t, shard, epoch, v.opts(append(extra, s3store.WithConditionalWrites(false))...)...)
 	}
 	// Compaction after every commit, so the checkpoint manifest the
 	// zombie's Store caches shares its segment with pieces that stay live
@@ -464,4 +458,17 @@ func checkpointN(t *testing.T, st streaming.StateStore, shard string, n int) {
 		_, err := cp.Checkpoint(t.Context())
 		require.NoError(t, err)
 	}
+}
+
+// openOwnerAt opens a checkpointer of shard, owned at epoch, of one piece
+// a key, on an S3 store of bucket "state" with opts.
+func openOwnerAt(ctx context.Context, t *testing.T, shard string, epoch streaming.Epoch, opts ...s3store.Option) (*streaming.Checkpointer, *spreadSource) {
+	t.Helper()
+	st, err := s3store.New(ctx, "state", opts...)
+	require.NoError(t, err)
+	src := &spreadSource{pieces: 1}
+	cp, err := streaming.NewCheckpointer(shard, src, st, memory.New(), streaming.WithMaxRuns(100),
+		streaming.WithOwnership(streaming.OwnershipFunc(func() (streaming.Epoch, bool) { return epoch, true })))
+	require.NoError(t, err)
+	return cp, src
 }
