@@ -405,9 +405,12 @@ func (c mqttSource) Cut(ctx context.Context) (streaming.Cut, error) {
 			return err
 		}
 		var err error
-		kc, err = c.s.rt.Cut(ctx)
+		if kc, err = c.s.rt.Cut(ctx); err != nil {
+			return err
+		}
 		cursor = cur
-		return err
+		c.s.markCut(-1) // an MQTT message has no offset
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -381,6 +381,43 @@ func TestMQTTDeadLettersGoToTheDeadLetterSink(t *testing.T) {
 	require.Zero(t, onTopic.Load(), "nothing was published to the broker's dead-letter topic")
 }
 
+// cutMarkingSink keeps its outputs in memory and records, at each
+// MarkCut, the offset and how many outputs it had been written by then.
+type cutMarkingSink struct {
+	*streaming.MemorySink
+	mu    sync.Mutex
+	marks [][2]int64 // offset, outputs written before the mark
+}
+
+func (c *cutMarkingSink) MarkCut(_ streaming.ShardID, offset int64) {
+	c.mu.Lock()
+	c.marks = append(c.marks, [2]int64{offset, int64(len(c.Outputs()))})
+	c.mu.Unlock()
+}
+
+// TestMQTTSinkOfYourOwnIsToldTheCut: a sink of the user's own that marks
+// cuts (streaming.SinkCutMarker) is told where an MQTT shard's checkpoint
+// cut falls, as on Kafka, with offset -1 (an MQTT message has none).
+// Bug: an MQTT shard's cut never called MarkCut, so such a sink never
+// learnt which of its outputs a checkpoint holds.
+func TestMQTTSinkOfYourOwnIsToldTheCut(t *testing.T) {
+	e := newEdgeEnv(t)
+	sink := &cutMarkingSink{MemorySink: streaming.NewMemorySink()}
+	p := e.pipeline(true, time.Hour)
+	p.Sinks = []pipeline.SinkSpec{pipeline.Use(sink)}
+	g := e.start(t, p)
+	for i := range 5 {
+		require.NoError(t, e.broker.Publish("sensors/s", mqtt.EncodeReading(nil, mqtt.Reading{Sensor: "s", TS: int64(i), Value: 30}), false, 1))
+	}
+	require.Eventually(t, func() bool { return g.w.Stats().RecordsIn == 5 }, waitFor, time.Millisecond)
+	written := int64(len(sink.Outputs()))
+	require.Positive(t, written)
+	require.NoError(t, g.w.Checkpoint(context.Background()))
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	require.Equal(t, [][2]int64{{-1, written}}, sink.marks, "one mark, after the five readings' outputs")
+}
+
 // TestMQTTShardEpochGrowsPerRun: each run of an MQTT shard owns it at a
 // new epoch, one past the restored checkpoint's, so a run still going
 // under the same client id after another restored the shard is fenced:

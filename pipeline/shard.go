@@ -91,14 +91,22 @@ func (c shardSource) Cut(ctx context.Context) (streaming.Cut, error) {
 	}
 	cut, err := c.s.rt.Cut(ctx)
 	if err == nil {
-		for _, m := range c.s.w.sinkSets() {
-			m.markCut(c.s.id, cursorOffset(cut.Cursor()))
-			if c.s.final {
-				m.roll(c.s.id)
-			}
-		}
+		c.s.markCut(cursorOffset(cut.Cursor()))
 	}
 	return cut, err
+}
+
+// markCut tells s's sinks where its checkpoint's cut falls (offset: of
+// the last record the cut contains, -1 for none or a source without
+// offsets), and the archive sinks to roll at a release's final cut;
+// under the lock the shard's cuts take.
+func (s *shard) markCut(offset int64) {
+	for _, m := range s.w.sinkSets() {
+		m.markCut(s.id, offset)
+		if s.final {
+			m.roll(s.id)
+		}
+	}
 }
 
 // cutRefused says why a checkpoint with ctx takes no cut of s (nil: it
