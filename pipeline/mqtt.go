@@ -192,7 +192,8 @@ func (r *mqttRunner) run(ctx context.Context) error {
 	// The release begins: from here on the final checkpoint, if any, is
 	// the only one that cuts the shard (shard.final); a round's
 	// checkpoint queued behind it, or coming while the shard closes, is
-	// refused as not held.
+	// refused as not held. The source's Cut is used only for its lock,
+	// the one mqttSource.Cut reads s.final under; it cuts nothing.
 	_ = r.src.Cut(func([]byte) error { s.final = true; return nil })
 	if err != nil {
 		return err
