@@ -46,6 +46,14 @@ const continueAsNewEvents = 10_000
 // grows large, after draining signals and waiting for its handlers.
 // SignalStop ends it (an in-flight round is cut short: shards that
 // committed stay committed), returning its state.
+//
+// Its continue-as-new input and its result carry the per-shard table
+// folded by owner (CoordinatorState.Groups): a few dozen bytes a shard,
+// so 20,000 shards stay well under Temporal's 2 MB payload limit. The
+// next run has every shard's owner, epoch, status, last round and
+// checkpoint id; cursors, bytes and durations come back with the next
+// round that checkpoints the shard, and only a few hundred errors and
+// handoffs are carried (running handoffs first).
 func CoordinatorWorkflow(ctx workflow.Context, in CoordinatorInput) (CoordinatorState, error) {
 	if err := in.Validate(); err != nil {
 		return CoordinatorState{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, nil)
@@ -122,6 +130,7 @@ func (c *coordinator) unanswered(ctx workflow.Context, sh *share) bool {
 func (c *coordinator) run(ctx workflow.Context) (CoordinatorState, error) {
 	if c.in.State != nil {
 		c.st = *c.in.State
+		c.st.Shards, c.st.Groups, c.st.Notes = c.st.Table(), nil, nil
 		c.st.Generation++
 		c.in.State = nil
 	} else {
@@ -926,7 +935,7 @@ func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflo
 		c.noteHandoff(r.shard, r.to, "still running at the coordinator's continue-as-new; its result is in workflow "+r.id)
 	}
 	next := c.in
-	st = c.st
+	st = c.st.folded(c.handoffRunning())
 	next.State = &st
 	return c.st, true, workflow.NewContinueAsNewErrorWithOptions(ctx, workflow.ContinueAsNewErrorOptions{
 		InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
@@ -937,7 +946,17 @@ func (c *coordinator) continueAsNew(ctx workflow.Context, stopCh, goneCh workflo
 func (c *coordinator) finish(ctx workflow.Context) (CoordinatorState, error) {
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && c.pendingStarts == 0 })
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("stopped (%s) after round %d", c.stopReason, c.st.Round))
-	return c.st, nil
+	return c.st.folded(c.handoffRunning()), nil
+}
+
+// handoffRunning says whether a handoff started in this run for shard is
+// still running.
+func (c *coordinator) handoffRunning() func(streaming.ShardID) bool {
+	set := make(map[streaming.ShardID]bool, len(c.running))
+	for _, r := range c.running {
+		set[r.shard] = true
+	}
+	return func(shard streaming.ShardID) bool { return set[shard] }
 }
 
 // showDetails tells the web UI where the coordinator is.

@@ -7,10 +7,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/tflo-io/tflo/activities"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -76,4 +78,50 @@ func TestHandoffRunningAtContinueAsNewSaysSo(t *testing.T) {
 	row := rowOf(t, *next.State, "readings/0")
 	id := workflows.HandoffWorkflowIDAt("iot", "readings/0", 2)
 	assert.Equal(t, "w1@1 → w2@2: still running at the coordinator's continue-as-new; its result is in workflow "+id, row.Handoff)
+}
+
+// earlierBuildInput is a coordinator's continue-as-new input as builds
+// before the folded table wrote it: the whole table in "shards".
+const earlierBuildInput = `{"pipeline":"iot","interval":"10s","state":{"pipeline":"iot","round":7,"complete":6,"partial":1,"failed":0,"breaker":"closed","search_breaker":"closed",` +
+	`"workers":[{"worker_id":"w1","task_queue":"tflo-worker-w1","status":"live","shards":1,"last_round":7,"instance":"w1-1"},{"worker_id":"w2","task_queue":"tflo-worker-w2","status":"live","shards":1,"last_round":7,"instance":"w2-1"}],` +
+	`"shards":[{"shard":"readings/0","owner":{"worker_id":"w1","task_queue":"tflo-worker-w1","epoch":3},"status":"ok","round":7,"checkpoint_id":7,"cursor":"readings/0@41","bytes":1000,"duration":"3ms","at":"2026-12-07T21:00:00Z","local":2},` +
+	`{"shard":"readings/1","owner":{"worker_id":"w2","task_queue":"tflo-worker-w2","epoch":4},"status":"failed","round":6,"checkpoint_id":6,"cursor":"readings/1@40","at":"2026-12-07T20:59:50Z","error":"commit: timeout","handoff":"w1@3 → w2@4: done in 1s, final checkpoint 5"}],` +
+	`"generation":2}}`
+
+// TestCoordinatorTakesTheWholeTableOfAnEarlierBuild: a run of an earlier
+// build continuing as new into this one hands over its whole table; the
+// new run has every row as it was and its round asks each owner for its
+// shards at their epochs.
+func TestCoordinatorTakesTheWholeTableOfAnEarlierBuild(t *testing.T) {
+	var in workflows.CoordinatorInput
+	payload := &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)}, Data: []byte(earlierBuildInput)}
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(payload, &in))
+	env, f := newCoordinatorEnv(t)
+	var table []workflows.ShardRow
+	env.RegisterDelayedCallback(func() { queryInto(t, env, workflows.QueryShards, &table) }, 5*time.Second)
+	stopCoordinatorAfter(env, 15*time.Second)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, in)
+	st := coordinatorResult(t, env)
+	assert.Equal(t, 3, st.Generation)
+	assert.Equal(t, uint64(8), st.Round)
+
+	at := time.Date(2026, 12, 7, 21, 0, 0, 0, time.UTC)
+	assert.Equal(t, []workflows.ShardRow{
+		{Shard: "readings/0", Owner: workflows.Owner{WorkerID: "w1", TaskQueue: "tflo-worker-w1", Epoch: 3}, Status: workflows.ShardOK, Round: 7, CheckpointID: 7,
+			Cursor: "readings/0@41", Bytes: 1000, Duration: activities.Duration(3 * time.Millisecond), At: at, Local: 2},
+		{Shard: "readings/1", Owner: workflows.Owner{WorkerID: "w2", TaskQueue: "tflo-worker-w2", Epoch: 4}, Status: workflows.ShardFailed, Round: 6, CheckpointID: 6,
+			Cursor: "readings/1@40", At: at.Add(-10 * time.Second), Error: "commit: timeout", Handoff: "w1@3 → w2@4: done in 1s, final checkpoint 5"},
+	}, table, "the table before the new run's first round")
+
+	asked := map[string][]activities.ShardEpoch{}
+	for _, c := range f.roundCalls() {
+		assert.Equal(t, uint64(8), c.in.Round)
+		asked[c.in.WorkerID] = c.in.Shards
+	}
+	assert.Equal(t, map[string][]activities.ShardEpoch{"w1": {{Shard: "readings/0", Epoch: 3}}, "w2": {{Shard: "readings/1", Epoch: 4}}}, asked)
+	// Round 8 checkpointed both; the local count and the handoff stay.
+	assert.Equal(t, int64(2), rowOf(t, st, "readings/0").Local)
+	assert.Equal(t, workflows.ShardOK, rowOf(t, st, "readings/1").Status)
+	assert.Equal(t, uint64(8), rowOf(t, st, "readings/1").Round)
+	assert.Equal(t, "w1@3 → w2@4: done in 1s, final checkpoint 5", rowOf(t, st, "readings/1").Handoff)
 }

@@ -156,12 +156,12 @@ func queryInto(t *testing.T, env *testsuite.TestWorkflowEnvironment, query strin
 
 func rowOf(t *testing.T, st workflows.CoordinatorState, shard streaming.ShardID) workflows.ShardRow {
 	t.Helper()
-	for _, r := range st.Shards {
+	for _, r := range st.Table() {
 		if r.Shard == shard {
 			return r
 		}
 	}
-	t.Fatalf("no row for shard %s in %+v", shard, st.Shards)
+	t.Fatalf("no row for shard %s in %+v", shard, st.Table())
 	return workflows.ShardRow{}
 }
 
@@ -613,9 +613,9 @@ func TestCoordinatorContinuesAsNewWithItsState(t *testing.T) {
 	require.NotNil(t, next.State)
 	assert.Equal(t, uint64(2), next.State.Round)
 	assert.EqualValues(t, workflow.ContinueAsNewVersioningBehaviorAutoUpgrade, can.InitialVersioningBehavior)
-	require.Len(t, next.State.Shards, 1)
-	assert.Equal(t, "w1", next.State.Shards[0].Owner.WorkerID)
-	assert.Equal(t, uint64(2), next.State.Shards[0].CheckpointID)
+	require.Len(t, next.State.Table(), 1)
+	assert.Equal(t, "w1", next.State.Table()[0].Owner.WorkerID)
+	assert.Equal(t, uint64(2), next.State.Table()[0].CheckpointID)
 	assert.Equal(t, workflows.BreakerClosed, next.State.SearchBreaker)
 
 	// The next run goes on from there.

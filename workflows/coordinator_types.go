@@ -3,6 +3,8 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tflo-io/tflo/activities"
@@ -320,6 +322,17 @@ func HumanBytes(n int64) string {
 // CoordinatorState is the coordinator's memory, carried across
 // continue-as-new: owners and the last checkpoint of every shard, the
 // workers, the breaker and the counters.
+//
+// Within a run the per-shard table is Shards (QueryShards). Across
+// continue-as-new and in the result at stop it is folded into Groups and
+// Notes instead (Shards is then empty; Table unfolds it), so that the
+// payload grows by a shard's name and checkpoint id per shard, about 35
+// bytes as JSON, not by its whole row (about 450 bytes, past Temporal's
+// 2 MB payload limit from some 4,700 shards). Dropped on the way: the cursor,
+// bytes and duration of each shard's last checkpoint (the next round that
+// checkpoints it refreshes them), and the error and handoff of all but
+// maxCarriedNotes shards. An input of an earlier build, whose Shards holds
+// the whole table, is taken as it is.
 type CoordinatorState struct {
 	Pipeline string `json:"pipeline"`
 	// Round is the number of the last round started.
@@ -340,9 +353,14 @@ type CoordinatorState struct {
 	// attribute (upserts happen only on change).
 	SearchBreaker string `json:"search_breaker,omitempty"`
 
-	Workers []WorkerRow   `json:"workers,omitempty"`
-	Shards  []ShardRow    `json:"shards,omitempty"`
-	Last    *RoundSummary `json:"last,omitempty"`
+	Workers []WorkerRow `json:"workers,omitempty"`
+	// Shards is the per-shard table, sorted by shard, within a run.
+	Shards []ShardRow `json:"shards,omitempty"`
+	// Groups and Notes carry the table across continue-as-new and in the
+	// result at stop (see Table).
+	Groups []ShardGroup  `json:"shard_groups,omitempty"`
+	Notes  []ShardNote   `json:"shard_notes,omitempty"`
+	Last   *RoundSummary `json:"last,omitempty"`
 	// Generation counts continue-as-new runs.
 	Generation int `json:"generation,omitempty"`
 }
@@ -357,4 +375,130 @@ type CoordinatorStatus struct {
 	// is running).
 	NextRoundAt time.Time `json:"next_round_at,omitzero"`
 	Stopping    bool      `json:"stopping,omitempty"`
+}
+
+// ShardGroup is the shards that share their owner, status, last round and
+// when it was recorded: the per-shard table as continue-as-new carries it
+// (CoordinatorState.Groups). A worker's shards of one round share all
+// four, so a pipeline's table is a few groups per worker.
+type ShardGroup struct {
+	Owner  Owner     `json:"owner"`
+	Status string    `json:"status"`
+	Round  uint64    `json:"round,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+	// Shards are the group's shards, sorted.
+	Shards []streaming.ShardID `json:"shards"`
+	// CheckpointIDs and Local are each shard's, in the order of Shards
+	// (omitted when all are zero).
+	CheckpointIDs []uint64 `json:"checkpoint_ids,omitempty"`
+	Local         []int64  `json:"local,omitempty"`
+}
+
+// ShardNote is the error and handoff of one shard's row, carried with its
+// group (CoordinatorState.Notes).
+type ShardNote struct {
+	Shard   streaming.ShardID `json:"shard"`
+	Error   string            `json:"error,omitempty"`
+	Handoff string            `json:"handoff,omitempty"`
+}
+
+// maxCarriedNotes bounds the errors and handoffs carried across
+// continue-as-new and in the result at stop (a few hundred bytes each):
+// handoffs still running come first, as their rows name the workflow that
+// holds their result; then other rows with an error or a handoff, in shard
+// order.
+const maxCarriedNotes = 256
+
+// Table returns the per-shard table, sorted by shard: Shards, and the
+// rows Groups and Notes carry (CheckpointIDs and Local beyond a group's
+// shards are ignored; missing ones are zero).
+func (st CoordinatorState) Table() []ShardRow {
+	if len(st.Groups) == 0 {
+		return st.Shards
+	}
+	n := len(st.Shards)
+	for _, g := range st.Groups {
+		n += len(g.Shards)
+	}
+	unsorted := make([]ShardRow, 0, n)
+	unsorted = append(unsorted, st.Shards...)
+	for _, g := range st.Groups {
+		for i, shard := range g.Shards {
+			row := ShardRow{Shard: shard, Owner: g.Owner, Status: g.Status, Round: g.Round, At: g.At}
+			if i < len(g.CheckpointIDs) {
+				row.CheckpointID = g.CheckpointIDs[i]
+			}
+			if i < len(g.Local) {
+				row.Local = g.Local[i]
+			}
+			unsorted = append(unsorted, row)
+		}
+	}
+	// Sorted by index: a row is some 200 bytes to swap.
+	order := make([]int, len(unsorted))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(string(unsorted[a].Shard), string(unsorted[b].Shard)) })
+	rows := make([]ShardRow, len(order))
+	for i, j := range order {
+		rows[i] = unsorted[j]
+	}
+	for _, n := range st.Notes {
+		i, ok := slices.BinarySearchFunc(rows, n.Shard, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
+		if ok {
+			rows[i].Error, rows[i].Handoff = n.Error, n.Handoff
+		}
+	}
+	return rows
+}
+
+// folded returns st with its table folded into Groups and Notes, as
+// continue-as-new carries it; running says which shards' handoffs are
+// still running (their notes come first).
+func (st CoordinatorState) folded(running func(streaming.ShardID) bool) CoordinatorState {
+	type key struct {
+		owner  Owner
+		status string
+		round  uint64
+		at     time.Time
+	}
+	rows := st.Table()
+	st.Shards, st.Groups, st.Notes = nil, nil, nil
+	index := map[key]int{}
+	for _, r := range rows {
+		k := key{r.Owner, r.Status, r.Round, r.At.UTC().Round(0)}
+		i, ok := index[k]
+		if !ok {
+			i = len(st.Groups)
+			index[k] = i
+			st.Groups = append(st.Groups, ShardGroup{Owner: r.Owner, Status: r.Status, Round: r.Round, At: r.At})
+		}
+		g := &st.Groups[i]
+		// Zeros for the shards before the first that has one.
+		if r.CheckpointID != 0 && g.CheckpointIDs == nil {
+			g.CheckpointIDs = make([]uint64, len(g.Shards))
+		}
+		if r.Local != 0 && g.Local == nil {
+			g.Local = make([]int64, len(g.Shards))
+		}
+		g.Shards = append(g.Shards, r.Shard)
+		if g.CheckpointIDs != nil {
+			g.CheckpointIDs = append(g.CheckpointIDs, r.CheckpointID)
+		}
+		if g.Local != nil {
+			g.Local = append(g.Local, r.Local)
+		}
+	}
+	for _, first := range []bool{true, false} {
+		for _, r := range rows {
+			if len(st.Notes) == maxCarriedNotes {
+				break
+			}
+			if (r.Error != "" || r.Handoff != "") && first == running(r.Shard) {
+				st.Notes = append(st.Notes, ShardNote{Shard: r.Shard, Error: r.Error, Handoff: r.Handoff})
+			}
+		}
+	}
+	return st
 }
