@@ -48,7 +48,8 @@ const continueAsNewEvents = 10_000
 // committed stay committed), returning its state.
 //
 // Its continue-as-new input and its result carry the per-shard table
-// folded by owner (CoordinatorState.Groups): a few dozen bytes a shard,
+// whole up to 1,000 shards, and past that folded by owner
+// (CoordinatorState.Groups): a few dozen bytes a shard,
 // so 20,000 shards stay well under Temporal's 2 MB payload limit. The
 // next run has every shard's owner, epoch, status, last round and
 // checkpoint id; cursors, bytes and durations come back with the next

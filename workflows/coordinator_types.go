@@ -324,8 +324,9 @@ func HumanBytes(n int64) string {
 // workers, the breaker and the counters.
 //
 // Within a run the per-shard table is Shards (QueryShards). Across
-// continue-as-new and in the result at stop it is folded into Groups and
-// Notes instead (Shards is then empty; Table unfolds it), so that the
+// continue-as-new and in the result at stop, past 1,000 shards, it is
+// folded into Groups and Notes instead (Shards is then empty; Table
+// unfolds it; a smaller table travels whole, as earlier builds read it), so that the
 // payload grows by a shard's name and checkpoint id per shard, about 35
 // bytes as JSON, not by its whole row (about 450 bytes, past Temporal's
 // 2 MB payload limit from some 4,700 shards). Dropped on the way: the cursor,
@@ -453,9 +454,17 @@ func (st CoordinatorState) Table() []ShardRow {
 	return rows
 }
 
-// folded returns st with its table folded into Groups and Notes, as
-// continue-as-new carries it; running says which shards' handoffs are
-// still running (their notes come first).
+// foldShardsAbove: a table of at most this many shards travels whole, as
+// earlier builds carried it (under Temporal's 512 KB warning at about
+// 450 bytes a shard), so a coordinator of that size can still be rolled
+// back to such a build; a larger one, which those builds could not carry
+// past some 4,700 shards anyway, travels folded.
+const foldShardsAbove = 1000
+
+// folded returns st with its table as continue-as-new carries it: whole
+// rows in Shards up to foldShardsAbove shards, else folded into Groups
+// and Notes; running says which shards' handoffs are still running
+// (their notes come first).
 func (st CoordinatorState) folded(running func(streaming.ShardID) bool) CoordinatorState {
 	type key struct {
 		owner  Owner
@@ -465,6 +474,10 @@ func (st CoordinatorState) folded(running func(streaming.ShardID) bool) Coordina
 	}
 	rows := st.Table()
 	st.Shards, st.Groups, st.Notes = nil, nil, nil
+	if len(rows) <= foldShardsAbove {
+		st.Shards = rows
+		return st
+	}
 	index := map[key]int{}
 	for _, r := range rows {
 		k := key{r.Owner, r.Status, r.Round, r.At.UTC().Round(0)}
