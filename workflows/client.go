@@ -57,8 +57,9 @@ func CoordinatorStartOptions(in CoordinatorInput) client.StartWorkflowOptions {
 		"- a worker that does not pick a round up within %s is unreachable for that round (not a failure)\n"+
 		"- breaker: opens after %d consecutive rounds with storage failures, probes again after %s\n"+
 		"- workers checkpoint on their own after %s without a round\n\n"+
-		"Current details: the last round. Queries: `%s` (summary), `%s` (per-shard table).",
-		d.Pipeline, rounds, d.ReachTimeout, d.BreakerThreshold, d.BreakerCoolDown, d.MaxCheckpointAge, QueryStatus, QueryShards)
+		"Current details: the last round. Queries: `%s` (summary), `%s` (per-shard table; refused past some 4,600 shards), "+
+		"`%s` (a page of it: `{\"after\": \"<last shard of the previous page>\"}`).",
+		d.Pipeline, rounds, d.ReachTimeout, d.BreakerThreshold, d.BreakerCoolDown, d.MaxCheckpointAge, QueryStatus, QueryShards, QueryShardsPage)
 	return client.StartWorkflowOptions{
 		ID:                       CoordinatorWorkflowID(in.Pipeline),
 		TaskQueue:                ControlTaskQueue,

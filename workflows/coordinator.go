@@ -42,8 +42,9 @@ const continueAsNewEvents = 10_000
 // worker-gone notices and stop are all handled while a round is in flight.
 // It keeps its search attributes (TfloPipeline, TfloBreakerState) current
 // by upserting on change, shows the round as current details, answers
-// QueryStatus and QueryShards, and continues as new before its history
-// grows large, after draining signals and waiting for its handlers.
+// QueryStatus, QueryShards and QueryShardsPage, and continues as new
+// before its history grows large, after draining signals and waiting for
+// its handlers.
 // SignalStop ends it (an in-flight round is cut short: shards that
 // committed stay committed), returning its state.
 //
@@ -307,6 +308,13 @@ func (c *coordinator) setHandlers(ctx workflow.Context) error {
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryShards, func() ([]ShardRow, error) {
 		return slices.Clone(c.st.Shards), nil
+	}); err != nil {
+		return err
+	}
+	// A query adds no event to the history and issues no command: a
+	// new one needs no workflow.GetVersion.
+	if err := workflow.SetQueryHandler(ctx, QueryShardsPage, func(req ShardsPageRequest) (ShardsPage, error) {
+		return shardsPage(c.st.Shards, req), nil
 	}); err != nil {
 		return err
 	}

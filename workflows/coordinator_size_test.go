@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -194,4 +195,84 @@ func TestCoordinatorContinuesAsNewWith20000Shards(t *testing.T) {
 		}
 		require.Equal(t, 98_800+uint64(p%7), row.CheckpointID, row.Shard)
 	}
+}
+
+// queryPages reads the coordinator's per-shard table a page of limit
+// rows at a time (QueryShardsPage), failing t on a page without rows that
+// says more remain.
+func queryPages(t *testing.T, env *testsuite.TestWorkflowEnvironment, limit int) (rows []workflows.ShardRow, pages []workflows.ShardsPage) {
+	t.Helper()
+	var after streaming.ShardID
+	for {
+		var page workflows.ShardsPage
+		queryInto(t, env, workflows.QueryShardsPage, &page, workflows.ShardsPageRequest{After: after, Limit: limit})
+		pages = append(pages, page)
+		rows = append(rows, page.Rows...)
+		if !page.More {
+			return rows, pages
+		}
+		require.NotEmpty(t, page.Rows, "page %d after %q says more remain but has no row", len(pages), after)
+		after = page.Rows[len(page.Rows)-1].Shard
+	}
+}
+
+// TestCoordinatorTableInPagesOf20000Shards: QueryShards answers the whole
+// table, about 450 bytes a shard: Temporal refuses an answer over 2 MB
+// (QueryFailed "Blob data size exceeds limit." from some 4,700 shards;
+// past 4 MB the gRPC message is refused too). QueryShardsPage answers it
+// in pages of at most MaxShardsPage rows, each under Temporal's 512 KB
+// warning, and paging gives every row once, in shard order.
+func TestCoordinatorTableInPagesOf20000Shards(t *testing.T) {
+	const n = 20_000
+	st := realisticTable(n, 16)
+	env, _ := newCoordinatorEnv(t)
+	// Whole rows of 20,000 shards: see TestCoordinatorContinuesAsNewWith20000Shards.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	var rows, small []workflows.ShardRow
+	var pages []workflows.ShardsPage
+	env.RegisterDelayedCallback(func() {
+		rows, pages = queryPages(t, env, 0)
+		small, _ = queryPages(t, env, 7)
+		// A page after the last shard is empty and the end.
+		var end workflows.ShardsPage
+		queryInto(t, env, workflows.QueryShardsPage, &end, workflows.ShardsPageRequest{After: st.Shards[n-1].Shard})
+		assert.Empty(t, end.Rows)
+		assert.False(t, end.More)
+	}, time.Second)
+	stopCoordinatorAfter(env, time.Minute)
+	// Manual: no round changes the table while it is read.
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, workflows.CoordinatorInput{Pipeline: "iot", Manual: true, State: &st})
+	coordinatorResult(t, env)
+
+	require.Len(t, pages, n/workflows.MaxShardsPage, "pages of the default size")
+	for i, p := range pages {
+		require.Len(t, p.Rows, workflows.MaxShardsPage, "rows of page %d", i)
+		require.Less(t, encodedBytes(t, p), blobWarn, "page %d is over Temporal's payload warning", i)
+	}
+	require.Equal(t, st.Shards, rows, "every row once, in shard order")
+	require.Equal(t, st.Shards, small, "every row once, in shard order, 7 at a time")
+}
+
+// TestCoordinatorTablePageOfLongErrorsStaysUnderTheLimit: rows with long
+// errors end a page before its rows pass 1 MB, so it stays under the
+// 2 MB limit on a query's answer whatever the rows hold.
+func TestCoordinatorTablePageOfLongErrorsStaysUnderTheLimit(t *testing.T) {
+	const n = 40
+	st := realisticTable(n, 4)
+	for i := range st.Shards {
+		st.Shards[i].Error = strings.Repeat("e", 100_000)
+	}
+	env, _ := newCoordinatorEnv(t)
+	var rows []workflows.ShardRow
+	var pages []workflows.ShardsPage
+	env.RegisterDelayedCallback(func() { rows, pages = queryPages(t, env, 0) }, time.Second)
+	stopCoordinatorAfter(env, time.Minute)
+	env.ExecuteWorkflow(workflows.CoordinatorWorkflow, workflows.CoordinatorInput{Pipeline: "iot", Manual: true, State: &st})
+	coordinatorResult(t, env)
+
+	require.Greater(t, len(pages), 1, "4 MB of rows take more than one page")
+	for i, p := range pages {
+		require.LessOrEqual(t, encodedBytes(t, p), 1<<20+4096, "page %d of %d rows", i, len(p.Rows))
+	}
+	require.Equal(t, st.Shards, rows, "every row once, in shard order")
 }

@@ -147,9 +147,9 @@ func coordinatorResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) wor
 	return st
 }
 
-func queryInto(t *testing.T, env *testsuite.TestWorkflowEnvironment, query string, into any) {
+func queryInto(t *testing.T, env *testsuite.TestWorkflowEnvironment, query string, into any, args ...any) {
 	t.Helper()
-	v, err := env.QueryWorkflow(query)
+	v, err := env.QueryWorkflow(query, args...)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(into))
 }

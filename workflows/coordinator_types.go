@@ -219,6 +219,87 @@ type ShardRow struct {
 	Handoff string `json:"handoff,omitempty"`
 }
 
+// ShardsPageRequest asks for a page of the coordinator's per-shard table
+// (QueryShardsPage).
+type ShardsPageRequest struct {
+	// After is the last shard of the previous page ("": from the first).
+	After streaming.ShardID `json:"after,omitempty"`
+	// Limit is the most rows wanted (0 or less: MaxShardsPage, also its
+	// cap).
+	Limit int `json:"limit,omitempty"`
+}
+
+// ShardsPage is a page of the coordinator's per-shard table: the rows
+// after the request's shard, sorted by shard.
+type ShardsPage struct {
+	Rows []ShardRow `json:"rows"`
+	// More says rows remain after the page's last (ask again with After
+	// set to its shard).
+	More bool `json:"more,omitempty"`
+}
+
+// MaxShardsPage is the most rows a page of the per-shard table holds:
+// about 450 KB of rows as a long-running pipeline has them, under
+// Temporal's 512 KB warning; a page also stops before its rows pass
+// maxShardsPageBytes (long errors), so it stays under the 2 MB limit on
+// a query's answer.
+const MaxShardsPage = 1000
+
+// maxShardsPageBytes bounds a page's rows as JSON, as rowJSONBound
+// reckons them (a page has at least one row).
+const maxShardsPageBytes = 1 << 20
+
+// rowJSONBound is at least the size of r as JSON: its keys, numbers and
+// time in fixed room, its strings as if every byte JSON escapes were
+// escaped (\u003c: 6 bytes) and every other non-ASCII byte doubled.
+// Counted, not encoded: encoding/json is not for workflow code
+// (workflowcheck), and a query handler is workflow code.
+func rowJSONBound(r ShardRow) int {
+	const fixed = 400
+	n := fixed
+	for _, s := range []string{string(r.Shard), r.Owner.WorkerID, r.Owner.TaskQueue, r.Status, r.Cursor, r.Error, r.Handoff} {
+		for i := 0; i < len(s); i++ {
+			switch b := s[i]; {
+			case b < 0x20 || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&':
+				n += 6
+			case b >= 0x80:
+				n += 2
+			default:
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// shardsPage returns the page of rows (sorted by shard) that req asks for.
+func shardsPage(rows []ShardRow, req ShardsPageRequest) ShardsPage {
+	limit := req.Limit
+	if limit <= 0 || limit > MaxShardsPage {
+		limit = MaxShardsPage
+	}
+	i := 0
+	if req.After != "" {
+		var found bool
+		i, found = slices.BinarySearchFunc(rows, req.After, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
+		if found {
+			i++
+		}
+	}
+	page := ShardsPage{Rows: []ShardRow{}}
+	size := 0
+	for ; i < len(rows) && len(page.Rows) < limit; i++ {
+		b := rowJSONBound(rows[i])
+		if len(page.Rows) > 0 && size+b > maxShardsPageBytes {
+			break
+		}
+		size += b
+		page.Rows = append(page.Rows, rows[i])
+	}
+	page.More = i < len(rows)
+	return page
+}
+
 // Worker statuses in the coordinator's table.
 const (
 	WorkerLive        = "live"

@@ -34,8 +34,15 @@ const (
 	UpdateAnnounce = "announce"
 	// SignalWorkerGone tells a coordinator that a worker died (WorkerGone).
 	SignalWorkerGone = "worker-gone"
-	// QueryShards returns a coordinator's per-shard table ([]ShardRow).
+	// QueryShards returns a coordinator's whole per-shard table
+	// ([]ShardRow): Temporal refuses an answer over 2 MB, about 4,600
+	// shards of rows as a long-running pipeline has them. Kept for
+	// starters of earlier builds; QueryShardsPage reads any size.
 	QueryShards = "shards"
+	// QueryShardsPage returns a page of a coordinator's per-shard table
+	// (ShardsPageRequest → ShardsPage), well under Temporal's limits at
+	// any shard count.
+	QueryShardsPage = "shards-page"
 
 	// SignalOwner tells a handoff that waits for its new owner (started
 	// by a lease workflow without a coordinator) who that is (Owner).
