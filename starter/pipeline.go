@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/tflo-io/tflo/activities"
+	"github.com/tflo-io/tflo/streaming"
 	"github.com/tflo-io/tflo/workflows"
 )
 
@@ -173,10 +174,13 @@ func (a *app) pipelineStatus() *cobra.Command {
 		Long: `Show the per-shard table of the pipeline's checkpoint coordinator: the
 shard, its owner and epoch, its status in the last round, the round and
 checkpoint (id, cursor, age, duration, bytes) that last committed it, the
-checkpoints its owners took on their own (LOCAL) and the last error. A
-pipeline without a running coordinator prints an empty table ([] under
--o json) and exits 0. A running coordinator with no control worker polling
-task queue tflo-control (nothing would answer its shards query) exits 1 at
+checkpoints its owners took on their own (LOCAL) and the last error.
+The table is read 1,000 shards at a time (the coordinator's shards-page
+query); a coordinator of an earlier build is asked its shards query, the
+whole table, which Temporal refuses past some 4,600 shards. A pipeline
+without a running coordinator prints an empty table ([] under -o json)
+and exits 0. A running coordinator with no control worker polling task
+queue tflo-control (nothing would answer its shards query) exits 1 at
 once, saying so.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial(cmd.Context())
@@ -197,7 +201,10 @@ once, saying so.`,
 }
 
 // coordinatorShards returns the coordinator's per-shard table (empty when
-// no coordinator runs).
+// no coordinator runs), a page at a time (QueryShardsPage): the whole
+// table in one answer (QueryShards) is refused past 2 MB, some 4,600
+// shards. A coordinator of an earlier build, which knows no page query,
+// is asked for the whole table.
 func coordinatorShards(ctx context.Context, c client.Client, pipeline string) ([]workflows.ShardRow, error) {
 	rows := []workflows.ShardRow{}
 	id := workflows.CoordinatorWorkflowID(pipeline)
@@ -210,6 +217,52 @@ func coordinatorShards(ctx context.Context, c client.Client, pipeline string) ([
 	if err := noControlWorker(ctx, c, fmt.Sprintf("checkpoint coordinator %s runs, but no worker answers its shards query", id)); err != nil {
 		return nil, err
 	}
+	var after streaming.ShardID
+	for {
+		asked := time.Now()
+		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryShardsPage, workflows.ShardsPageRequest{After: after})
+		if err != nil {
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return []workflows.ShardRow{}, nil // ended since
+			}
+			if after == "" && unknownQuery(err) {
+				return wholeCoordinatorTable(ctx, c, id)
+			}
+			return nil, fmt.Errorf("query %s%s: %w%s", id, pageAfter(after), err, noWorkerHint(ctx, c, err, time.Since(asked)))
+		}
+		var page workflows.ShardsPage
+		if err := v.Get(&page); err != nil {
+			return nil, fmt.Errorf("decode the shards of %s%s: %w", id, pageAfter(after), err)
+		}
+		rows = append(rows, page.Rows...)
+		if !page.More || len(page.Rows) == 0 {
+			return rows, nil
+		}
+		after = page.Rows[len(page.Rows)-1].Shard
+	}
+}
+
+// pageAfter names the page of the per-shard table after shard, but the
+// first.
+func pageAfter(shard streaming.ShardID) string {
+	if shard == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (page after shard %s)", shard)
+}
+
+// unknownQuery says whether err is a workflow's answer that it has no
+// handler of the query (the SDK's "unknown queryType").
+func unknownQuery(err error) bool {
+	var qf *serviceerror.QueryFailed
+	return errors.As(err, &qf) && strings.Contains(qf.Message, "unknown queryType")
+}
+
+// wholeCoordinatorTable returns the per-shard table of coordinator id of
+// an earlier build in one answer (QueryShards).
+func wholeCoordinatorTable(ctx context.Context, c client.Client, id string) ([]workflows.ShardRow, error) {
+	rows := []workflows.ShardRow{}
 	asked := time.Now()
 	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryShards)
 	if err != nil {
@@ -217,7 +270,7 @@ func coordinatorShards(ctx context.Context, c client.Client, pipeline string) ([
 		if errors.As(err, &nf) {
 			return rows, nil // ended since
 		}
-		return nil, fmt.Errorf("query %s: %w%s", id, err, noWorkerHint(ctx, c, err, time.Since(asked)))
+		return nil, fmt.Errorf("query %s (%s, its build knows no %s): %w%s", id, workflows.QueryShards, workflows.QueryShardsPage, err, noWorkerHint(ctx, c, err, time.Since(asked)))
 	}
 	if err := v.Get(&rows); err != nil {
 		return nil, fmt.Errorf("decode the shards of %s: %w", id, err)
