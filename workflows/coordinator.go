@@ -1026,7 +1026,7 @@ func (c *coordinator) upsertSearch(ctx workflow.Context, first bool) {
 
 // row returns the table row of shard, or nil.
 func (c *coordinator) row(shard streaming.ShardID) *ShardRow {
-	i, ok := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
+	i, ok := shardIndex(c.st.Shards, shard)
 	if !ok {
 		return nil
 	}
@@ -1034,7 +1034,7 @@ func (c *coordinator) row(shard streaming.ShardID) *ShardRow {
 }
 
 func (c *coordinator) addRow(shard streaming.ShardID) *ShardRow {
-	i, _ := slices.BinarySearchFunc(c.st.Shards, shard, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
+	i, _ := shardIndex(c.st.Shards, shard)
 	c.st.Shards = slices.Insert(c.st.Shards, i, ShardRow{Shard: shard, Status: ShardNew})
 	return &c.st.Shards[i]
 }

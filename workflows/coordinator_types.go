@@ -272,6 +272,12 @@ func rowJSONBound(r ShardRow) int {
 	return n
 }
 
+// shardIndex finds shard in rows sorted by shard: its index, or where it
+// would be inserted, and whether it is there.
+func shardIndex(rows []ShardRow, shard streaming.ShardID) (int, bool) {
+	return slices.BinarySearchFunc(rows, shard, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
+}
+
 // shardsPage returns the page of rows (sorted by shard) that req asks for.
 func shardsPage(rows []ShardRow, req ShardsPageRequest) ShardsPage {
 	limit := req.Limit
@@ -281,7 +287,7 @@ func shardsPage(rows []ShardRow, req ShardsPageRequest) ShardsPage {
 	i := 0
 	if req.After != "" {
 		var found bool
-		i, found = slices.BinarySearchFunc(rows, req.After, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
+		i, found = shardIndex(rows, req.After)
 		if found {
 			i++
 		}
@@ -527,7 +533,7 @@ func (st CoordinatorState) Table() []ShardRow {
 		rows[i] = unsorted[j]
 	}
 	for _, n := range st.Notes {
-		i, ok := slices.BinarySearchFunc(rows, n.Shard, func(r ShardRow, s streaming.ShardID) int { return strings.Compare(string(r.Shard), string(s)) })
+		i, ok := shardIndex(rows, n.Shard)
 		if ok {
 			rows[i].Error, rows[i].Handoff = n.Error, n.Handoff
 		}
