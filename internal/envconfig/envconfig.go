@@ -541,10 +541,12 @@ func set(f reflect.Value, s string) error {
 			return u.UnmarshalText([]byte(s))
 		}
 	}
+	// A value that does not parse is worded as a file's (decode.go), not
+	// as strconv's or time's ("strconv.ParseInt: parsing ...").
 	if f.Type() == durationType {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return err
+			return errors.New("not a duration like 10s or 1m30s")
 		}
 		f.SetInt(int64(d))
 		return nil
@@ -561,19 +563,22 @@ func set(f reflect.Value, s string) error {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(s, 10, f.Type().Bits())
 		if err != nil {
-			return err
+			return errors.New("not " + kindWord(f.Type()))
 		}
 		f.SetInt(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		n, err := strconv.ParseUint(s, 10, f.Type().Bits())
 		if err != nil {
-			return err
+			return errors.New("not " + kindWord(f.Type()))
 		}
 		f.SetUint(n)
 	case reflect.Float32, reflect.Float64:
 		n, err := strconv.ParseFloat(s, f.Type().Bits())
+		if errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("out of the range of %s", f.Type())
+		}
 		if err != nil {
-			return err
+			return errors.New("not " + kindWord(f.Type()))
 		}
 		f.SetFloat(n)
 	case reflect.Slice:

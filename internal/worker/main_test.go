@@ -96,6 +96,15 @@ func TestRunMainUsage(t *testing.T) {
 		{"unknown key in the config names its line", []string{"--config", bad, "--pipeline", spec("sma-readings.yaml")}, nil, worker.ExitUsage, []string{"line 1: worker_idd: unknown key"}},
 		{"unknown operator names the node and line", []string{"--pipeline", badSpec}, nil, worker.ExitUsage, []string{`graph node "s" (line 7)`, `unknown operator type "smaa"`}},
 		{"bad environment value names the variable", []string{"--pipeline", spec("sma-readings.yaml")}, map[string]string{"TFLO_COORDINATION_LEASE_TTL": "soon"}, worker.ExitUsage, []string{"TFLO_COORDINATION_LEASE_TTL"}},
+		// Bug: a variable of the wrong type was worded by strconv and time
+		// (`strconv.ParseInt: parsing "abc": invalid syntax`), where the
+		// file's same mistake says what the key wants.
+		{"a mistyped environment value says what its key wants", []string{"--pipeline", spec("sma-readings.yaml"), "--check"},
+			map[string]string{"TFLO_STATE_MAX_KEYS": "abc", "TFLO_CHECKPOINT_INTERVAL": "5", "TFLO_LIMITS_MAX_ABS_VALUE": "x", "TFLO_SOURCE_MQTT_RECEIVE_MAXIMUM": "70000"}, worker.ExitUsage,
+			[]string{`environment TFLO_STATE_MAX_KEYS (state.max_keys): "abc": not an integer`,
+				`environment TFLO_CHECKPOINT_INTERVAL (checkpoint.interval): "5": not a duration like 10s or 1m30s`,
+				`environment TFLO_LIMITS_MAX_ABS_VALUE (limits.max_abs_value): "x": not a number`,
+				`environment TFLO_SOURCE_MQTT_RECEIVE_MAXIMUM (source.mqtt.receive_maximum): "70000": not a non-negative integer of 16 bits`}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		// Bug: --check started the metrics listener, so a check beside the
 		// running worker (docker compose exec) failed on its port.
@@ -150,6 +159,10 @@ func TestRunMainUsage(t *testing.T) {
 			require.Equal(t, c.code, code, errOut.String())
 			for _, s := range c.contains {
 				require.Contains(t, errOut.String(), s)
+			}
+			if code == worker.ExitUsage {
+				// A usage error is in its own words, not Go's packages'.
+				require.NotRegexp(t, `strconv\.|time: invalid`, errOut.String())
 			}
 		})
 	}
