@@ -189,7 +189,6 @@ const (
 // returns the process exit code.
 func RunMain(m Main, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet(m.Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	path := fs.String("config", "", "YAML config file (optional: every key can also come from the environment)")
 	if m.Flags != nil {
 		m.Flags(fs)
@@ -204,11 +203,18 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 	probe := fs.String("probe", "", "GET this URL (the /readyz or /healthz this binary serves on its metrics address), exit 0 on 200 and 1 otherwise, and nothing else: a container health check for images without curl")
 	pprofOn := fs.Bool("pprof", false, "also serve Go's profiles (net/http/pprof) at /debug/pprof/ on the metrics address")
 	showVersion := version.Flag(fs)
-	fs.Usage = func() { Usage(stderr, m, fs) }
+	// The flag package prints a parse error and then the usage; the
+	// usage (every key, a few hundred lines) buried the error, so a bad
+	// flag prints the error and where the help is, as starter does.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr) // Usage's PrintDefaults writes there
+			Usage(stderr, m, fs)
 			return ExitOK
 		}
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", m.Name, err, m.Name)
 		return ExitUsage
 	}
 	if fs.NArg() > 0 {

@@ -90,7 +90,10 @@ func TestRunMainUsage(t *testing.T) {
 	}{
 		{"help lists every key with its variable", []string{"--help"}, nil, worker.ExitOK,
 			[]string{"worker_id", "TFLO_WORKER_ID", "temporal.tls_ca_path", "TFLO_TEMPORAL_TLS_CA_PATH", "backfill.kafka_brokers", "-version", "TFLO_METRICS_ADDR", "Pipeline spec keys", "source.kafka.brokers", "TFLO_SOURCE_KAFKA_BROKERS", "TFLO_STATE_DIR"}},
-		{"unknown flag", []string{"--nope"}, nil, worker.ExitUsage, []string{"nope"}},
+		// Bug: a bad flag printed the flag package's error, then the whole
+		// help (some 150 lines of keys) after it, burying the error.
+		{"unknown flag", []string{"--pipelin", "p.yaml"}, nil, worker.ExitUsage, []string{"worker: flag provided but not defined: -pipelin\nRun 'worker --help' for usage.\n"}},
+		{"a flag without its value", []string{"--pipeline"}, nil, worker.ExitUsage, []string{"worker: flag needs an argument: -pipeline\nRun 'worker --help' for usage.\n"}},
 		{"stray argument", []string{"extra"}, nil, worker.ExitUsage, []string{"unexpected arguments"}},
 		{"no spec", nil, nil, worker.ExitUsage, []string{"--pipeline FILE is required"}},
 		{"unknown key in the config names its line", []string{"--config", bad, "--pipeline", spec("sma-readings.yaml")}, nil, worker.ExitUsage, []string{"line 1: worker_idd: unknown key"}},
@@ -161,7 +164,9 @@ func TestRunMainUsage(t *testing.T) {
 				require.Contains(t, errOut.String(), s)
 			}
 			if code == worker.ExitUsage {
-				// A usage error is in its own words, not Go's packages'.
+				// A usage error says what is wrong, not the whole help,
+				// and in its own words, not Go's packages'.
+				require.NotContains(t, errOut.String(), "Keys (key, variable, type")
 				require.NotRegexp(t, `strconv\.|time: invalid`, errOut.String())
 			}
 		})
