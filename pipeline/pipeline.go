@@ -559,6 +559,10 @@ func (p Pipeline) validate(line func(key string) int) error {
 	p = p.withDefaults()
 	var errs []error
 	add := func(format string, args ...any) {
+		if p.Name == "" {
+			errs = append(errs, fmt.Errorf("pipeline: "+format, args...))
+			return
+		}
 		errs = append(errs, fmt.Errorf("pipeline %q: "+format, append([]any{p.Name}, args...)...))
 	}
 	addAt := func(key, format string, args ...any) {
@@ -583,7 +587,11 @@ func (p Pipeline) validate(line func(key string) int) error {
 		}
 		return found
 	}
-	if !validName(p.Name) {
+	switch {
+	case p.Name == "":
+		// A spec without name: said only that "" was a bad name.
+		add("name is not set (it names the pipeline's workflows, checkpoints, consumer group, archive files and metrics): give one of letters, digits, '.', '_' or '-'")
+	case !validName(p.Name):
 		addAt("name", "the name must be letters, digits, '.', '_' or '-'")
 	}
 	switch s := p.Source.(type) {

@@ -108,6 +108,10 @@ func TestRunMainUsage(t *testing.T) {
 				`environment TFLO_CHECKPOINT_INTERVAL (checkpoint.interval): "5": not a duration like 10s or 1m30s`,
 				`environment TFLO_LIMITS_MAX_ABS_VALUE (limits.max_abs_value): "x": not a number`,
 				`environment TFLO_SOURCE_MQTT_RECEIVE_MAXIMUM (source.mqtt.receive_maximum): "70000": not a non-negative integer of 16 bits`}},
+		// Bug: a spec without a name said `pipeline "": the name must be
+		// letters, digits, '.', '_' or '-'`, not that the name was missing.
+		{"a spec without a name says the name is not set", []string{"--pipeline", writeFile(t, "noname.yaml", strings.TrimPrefix(tradesSpec, "name: trades\n"))}, nil, worker.ExitUsage,
+			[]string{"noname.yaml: pipeline: name is not set (it names the pipeline's workflows"}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		// Bug: --check started the metrics listener, so a check beside the
 		// running worker (docker compose exec) failed on its port.
