@@ -584,6 +584,51 @@ func TestWorkerWaitsForTheCoordinationStore(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// TestWorkerWaitsForACoordinationStoreNameThatDoesNotResolveYet: a
+// store whose host name did not resolve (a compose service or a
+// Kubernetes Service not up yet; here a name under .invalid, which never
+// resolves) stopped the worker at once ("dial tcp: lookup nats ...: no
+// such host"), though a worker waits for its store while no server is
+// reachable. It now waits for it as for a server that refuses, saying so,
+// until it is stopped.
+func TestWorkerWaitsForACoordinationStoreNameThatDoesNotResolveYet(t *testing.T) {
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1})
+	require.NoError(t, err)
+	defer k.Close()
+	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
+	t.Setenv("STATE_DIR", t.TempDir())
+	cfg := worker.PipelineConfig{WorkerID: "late-dns", Coordination: worker.CoordinationConfig{NATSURL: "nats://tflo-nats.invalid:4222", Job: "wait-dns", LeaseTTL: 2 * time.Second}}
+	p, err := pipeline.Load(spec("sma-readings.yaml"))
+	require.NoError(t, err)
+	var logs logtest.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.RunPipeline(ctx, p, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	}()
+	var stopErr error
+	stopped := false
+	require.Eventually(t, func() bool {
+		select {
+		case stopErr = <-done:
+			stopped = true
+			return true
+		default:
+		}
+		return strings.Count(logs.String(), "coordination store unreachable") >= 2 // it retried
+	}, 30*time.Second, 20*time.Millisecond, "the worker does not say it waits for the coordination store\n%s", logs.String())
+	require.False(t, stopped, "the worker stopped while its coordination store's name did not resolve: %v", stopErr)
+	require.Contains(t, logs.String(), "store=nats://tflo-nats.invalid:4222")
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker waiting for its coordination store did not stop when asked")
+	}
+}
+
 // TestTemporalMetricsOnTheWorkersRegistry: with a Temporal address the
 // worker's client sends the SDK's metrics into the worker's registry
 // (internal/temporalclient.WithMetrics), so /metrics shows

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -487,6 +488,16 @@ func runPipeline(ctx context.Context, p pipeline.Pipeline, cfg PipelineConfig, l
 	return w.Run(ctx)
 }
 
+// storeUnreachable tells a NATS server that cannot be reached now from a
+// failure waiting does not mend: no server answered (nats.ErrNoServers),
+// or the server's host name did not resolve, as a service's name does not
+// before its container or pod is up (docker compose, Kubernetes); nats.go
+// returns that lookup's error as it is.
+func storeUnreachable(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.Is(err, nats.ErrNoServers) || errors.As(err, &dnsErr)
+}
+
 // openNATS opens the job's JetStream KV buckets on the NATS server, with
 // the credentials file and TLS the config names. While no server is
 // reachable it waits (retrying with backoff, logging each attempt until
@@ -513,7 +524,7 @@ func openNATS(ctx context.Context, cc CoordinationConfig, workerID string, log *
 		opts = append(opts, nats.Secure(tc))
 	}
 	nc, err := nats.Connect(cc.NATSURL, opts...)
-	for backoff := time.Second; errors.Is(err, nats.ErrNoServers); backoff = min(2*backoff, 5*time.Second) {
+	for backoff := time.Second; storeUnreachable(err); backoff = min(2*backoff, 5*time.Second) {
 		log.Warn("coordination store unreachable; the worker waits for it before it serves", "store", envconfig.RedactURLs(cc.NATSURL), "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
