@@ -33,7 +33,9 @@ func openStateDB(dir string, budget int64) (*badger.DB, error) {
 	if dir == "" {
 		opts = opts.WithInMemory(true)
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("state folder %s: %w", dir, err)
+		// Named by its key, so a reader finds where it was set
+		// (${STATE_DIR:-...} in the repository's specs).
+		return nil, fmt.Errorf("state.dir %s: %w", dir, err)
 	}
 	db, err := badger.Open(opts)
 	if err != nil {

@@ -80,6 +80,7 @@ func TestRunMainUsage(t *testing.T) {
 	bad := writeFile(t, "c.yaml", "worker_idd: w\n")
 	badTTL := writeFile(t, "ttl.yaml", "coordination:\n  lease_ttl: soon\n")
 	badSpec := writeFile(t, "p.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: t}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
+	noDir := filepath.Join(writeFile(t, "a-file", ""), "state") // under a file: cannot be made
 	multiSpec := writeFile(t, "m.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: \"${TFLO_TEST_MULTI}\"}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
 	cases := []struct {
 		name     string
@@ -112,6 +113,11 @@ func TestRunMainUsage(t *testing.T) {
 		// letters, digits, '.', '_' or '-'`, not that the name was missing.
 		{"a spec without a name says the name is not set", []string{"--pipeline", writeFile(t, "noname.yaml", strings.TrimPrefix(tradesSpec, "name: trades\n"))}, nil, worker.ExitUsage,
 			[]string{"noname.yaml: pipeline: name is not set (it names the pipeline's workflows"}},
+		// Bug: a state folder the worker cannot create (the spec's default
+		// /var/lib/tflo/... for a user who is not root) was named as
+		// "state folder DIR", not by the key that sets it.
+		{"a state folder that cannot be made names its key", []string{"--pipeline", spec("sma-readings.yaml")},
+			map[string]string{"STATE_DIR": noDir, "KAFKA_BROKERS": "127.0.0.1:1"}, worker.ExitFailure, []string{"state.dir " + noDir + ": mkdir "}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		// Bug: --check started the metrics listener, so a check beside the
 		// running worker (docker compose exec) failed on its port.
