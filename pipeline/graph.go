@@ -65,7 +65,11 @@ func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int)
 	// A graph of no nodes is validate's problem (graph has no nodes).
 	if p.Graph.Built != nil || len(p.Graph.Nodes) > 0 {
 		var err error
-		if c.g, c.modes, err = buildGraph(p.Graph, reg); err != nil {
+		outputsLine := 0
+		if line != nil {
+			outputsLine = line("graph.outputs")
+		}
+		if c.g, c.modes, err = buildGraph(p.Graph, reg, outputsLine); err != nil {
 			errs = append(errs, fmt.Errorf("pipeline %q: %w", p.Name, err))
 		} else {
 			c.outs = c.g.Outputs()
@@ -121,8 +125,9 @@ func (c *compiled) checkEncoders(line func(key string) int) error {
 
 // buildGraph builds g's nodes from reg. Every node's type and parameter
 // problems are reported at once; wiring problems (unknown inputs,
-// cycles) name the node at fault.
-func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]map[streaming.Mode]string, error) {
+// cycles) name the node at fault, and a bad output the line of
+// graph.outputs (outputsLine, 0: none).
+func buildGraph(g Graph, reg *streaming.Registry, outputsLine int) (*streaming.Graph, map[string]map[streaming.Mode]string, error) {
 	modes := map[string]map[streaming.Mode]string{}
 	if g.Built != nil {
 		if g.Modes != nil {
@@ -189,14 +194,18 @@ func buildGraph(g Graph, reg *streaming.Registry) (*streaming.Graph, map[string]
 			}
 		}
 	}
+	at := ""
+	if outputsLine > 0 {
+		at = "line " + strconv.Itoa(outputsLine) + ": "
+	}
 	outs := map[string]int{}
 	for _, o := range g.Outputs {
 		// Once a name, however often it is repeated.
 		switch outs[o]++; {
 		case outs[o] == 1 && !known[o]:
-			errs = append(errs, fmt.Errorf("graph output %q is neither a node nor an input", o))
+			errs = append(errs, fmt.Errorf("%sgraph output %q is neither a node nor an input", at, o))
 		case outs[o] == 2:
-			errs = append(errs, fmt.Errorf("graph output %q is repeated: its values would be written twice", o))
+			errs = append(errs, fmt.Errorf("%sgraph output %q is repeated: its values would be written twice", at, o))
 		}
 	}
 	if len(errs) > 0 {

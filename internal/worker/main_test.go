@@ -118,6 +118,10 @@ func TestRunMainUsage(t *testing.T) {
 		// "state folder DIR", not by the key that sets it.
 		{"a state folder that cannot be made names its key", []string{"--pipeline", spec("sma-readings.yaml")},
 			map[string]string{"STATE_DIR": noDir, "KAFKA_BROKERS": "127.0.0.1:1"}, worker.ExitFailure, []string{"state.dir " + noDir + ": mkdir "}},
+		// Bug: a graph output naming no node was the one graph problem
+		// reported without its line.
+		{"a graph output naming no node names its line", []string{"--pipeline", writeFile(t, "outs.yaml", strings.Replace(tradesSpec, "  inputs: [value]\n", "  inputs: [value]\n  outputs: [smaa]\n", 1)), "--check"}, nil, worker.ExitUsage,
+			[]string{`pipeline "trades": line 6: graph output "smaa" is neither a node nor an input`}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		// Bug: --check started the metrics listener, so a check beside the
 		// running worker (docker compose exec) failed on its port.
