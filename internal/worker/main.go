@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"reflect"
@@ -437,6 +438,13 @@ const probeTimeout = 5 * time.Second
 // runProbe GETs url and returns ExitOK on 200, ExitFailure otherwise
 // (saying why on stderr).
 func runProbe(url string, stderr io.Writer) int {
+	// A URL without its scheme (127.0.0.1:9102/readyz) was refused in
+	// net/url's words ("first path segment in URL cannot contain colon").
+	// Still exit 1: a container runtime reserves a health check's 2.
+	if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		fmt.Fprintf(stderr, "probe %q: want an http:// or https:// URL of the metrics address, like http://127.0.0.1:9102/readyz\n", url)
+		return ExitFailure
+	}
 	c := &http.Client{Timeout: probeTimeout}
 	resp, err := c.Get(url)
 	if err != nil {

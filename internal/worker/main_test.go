@@ -122,6 +122,11 @@ func TestRunMainUsage(t *testing.T) {
 		// reported without its line.
 		{"a graph output naming no node names its line", []string{"--pipeline", writeFile(t, "outs.yaml", strings.Replace(tradesSpec, "  inputs: [value]\n", "  inputs: [value]\n  outputs: [smaa]\n", 1)), "--check"}, nil, worker.ExitUsage,
 			[]string{`pipeline "trades": line 6: graph output "smaa" is neither a node nor an input`}},
+		// Bug: a --probe URL without its scheme was refused in net/url's
+		// words ("first path segment in URL cannot contain colon"). Still
+		// exit 1, a health check's failure.
+		{"a probe URL without its scheme says what it wants", []string{"--probe", "127.0.0.1:9102/readyz"}, nil, worker.ExitFailure,
+			[]string{`probe "127.0.0.1:9102/readyz": want an http:// or https:// URL of the metrics address, like http://127.0.0.1:9102/readyz`}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		// Bug: --check started the metrics listener, so a check beside the
 		// running worker (docker compose exec) failed on its port.
