@@ -509,7 +509,10 @@ var refPattern = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\
 // ${NAME} whose variable is unset is a Problem naming its line.
 func Expand(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
 	b, _, err := expand(data, lookup)
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // remapLines sets the line of n and of every node under it to orig of
@@ -522,7 +525,10 @@ func remapLines(n *yaml.Node, orig func(int) int) {
 }
 
 // expand is Expand that also returns the line of data each line of the
-// result comes from (1-based): a value holding newlines adds lines.
+// result comes from (1-based): a value holding newlines adds lines. With
+// unset variables it returns their problems (*Errors) and the text too,
+// each unset ${NAME} replaced by nothing, so that the file's other
+// problems are found as well.
 func expand(data []byte, lookup func(string) (string, bool)) ([]byte, []int, error) {
 	var problems []Problem
 	expand := func(i int, l []byte) []byte {
@@ -539,7 +545,7 @@ func expand(data []byte, lookup func(string) (string, bool)) ([]byte, []int, err
 			}
 			problems = append(problems, Problem{Line: i + 1,
 				Msg: fmt.Sprintf("${%s}: the variable is not set (write ${%s:-default} for a default)", m[1], m[1])})
-			return ref
+			return nil // as if empty: the text is still read for its other problems
 		})
 	}
 	lines := bytes.Split(data, []byte("\n"))
@@ -567,14 +573,14 @@ func expand(data []byte, lookup func(string) (string, bool)) ([]byte, []int, err
 			}
 		}
 	}
-	if len(problems) > 0 {
-		return nil, nil, &Errors{Problems: problems}
-	}
 	var orig []int
 	for i, l := range lines {
 		for range bytes.Count(l, []byte("\n")) + 1 {
 			orig = append(orig, i+1)
 		}
+	}
+	if len(problems) > 0 {
+		return bytes.Join(lines, []byte("\n")), orig, &Errors{Problems: problems}
 	}
 	return bytes.Join(lines, []byte("\n")), orig, nil
 }
@@ -646,7 +652,7 @@ func readFile(path string) (b []byte, lines []int, err error) {
 	}
 	b, lines, err = expand(b, os.LookupEnv)
 	if err != nil {
-		return nil, nil, withFile(err, path)
+		return b, lines, withFile(err, path) // the unset variables; the text is still read
 	}
 	return b, lines, nil
 }

@@ -9,7 +9,8 @@
 // (kafka.topic, graph.nodes[2].params) and the line, and reports every
 // problem of the file at once ([Errors]). ${NAME} and ${NAME:-default}
 // are replaced by environment variables before parsing ([Expand]); a
-// bare $NAME is left alone. A type implementing [Positioned] learns the
+// bare $NAME is left alone, and a ${NAME} whose variable is unset is one
+// more problem of the file, reported with the others. A type implementing [Positioned] learns the
 // line it was declared on. Defaults that depend on other keys come last:
 // a config implementing [Defaulter] gets ApplyDefaults after the file and
 // the environment, then [Validator]'s Validate.

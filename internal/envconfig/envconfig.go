@@ -148,11 +148,20 @@ func DecodeOrigins(data []byte, file string, dst any) (Origins, error) {
 // adds lines), as Load's do.
 func ExpandOrigins(data []byte, file string, lookup func(string) (string, bool), dst any) (Origins, error) {
 	b, dataLines, err := expand(data, lookup)
-	if err != nil {
+	var unset *Errors
+	if err != nil && !errors.As(err, &unset) {
 		return nil, err
 	}
 	lines := map[string]int{}
 	err = decode(b, dst, lines, dataLines)
+	if unset != nil {
+		// The unset variables and the text's other problems, at once.
+		var es *Errors
+		if errors.As(err, &es) {
+			unset.Problems = append(unset.Problems, es.Problems...)
+		}
+		return nil, unset
+	}
 	origins := Origins{}
 	origins.addFile(file, lines)
 	return origins, err
@@ -165,8 +174,14 @@ func LoadOrigins(path, prefix string, dst any) (Origins, error) {
 	all := &Errors{File: path}
 	if path != "" {
 		b, fileLines, err := readFile(path)
-		if err != nil {
+		var unset *Errors
+		if err != nil && (b == nil || !errors.As(err, &unset)) {
 			return nil, err
+		}
+		if unset != nil {
+			// An unset ${NAME} is one of the file's problems: the rest
+			// of the file and the environment are still read.
+			all.Problems = append(all.Problems, unset.Problems...)
 		}
 		lines := map[string]int{}
 		err = decode(b, dst, lines, fileLines)

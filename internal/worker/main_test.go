@@ -80,6 +80,7 @@ func TestRunMainUsage(t *testing.T) {
 	bad := writeFile(t, "c.yaml", "worker_idd: w\n")
 	badTTL := writeFile(t, "ttl.yaml", "coordination:\n  lease_ttl: soon\n")
 	badSpec := writeFile(t, "p.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: t}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
+	unsetSpec := writeFile(t, "unset.yaml", strings.Replace(tradesSpec, "topic: readings", `topic: "${TFLO_TEST_NEVER_SET}"`, 1)+"checkpoint:\n  intervall: 1s\n")
 	noDir := filepath.Join(writeFile(t, "a-file", ""), "state") // under a file: cannot be made
 	multiSpec := writeFile(t, "m.yaml", "name: x\nsource:\n  kafka: {brokers: [k:1], topic: \"${TFLO_TEST_MULTI}\"}\ngraph:\n  inputs: [value]\n  nodes:\n    - {name: s, type: smaa, inputs: [value]}\n")
 	cases := []struct {
@@ -127,6 +128,10 @@ func TestRunMainUsage(t *testing.T) {
 		// exit 1, a health check's failure.
 		{"a probe URL without its scheme says what it wants", []string{"--probe", "127.0.0.1:9102/readyz"}, nil, worker.ExitFailure,
 			[]string{`probe "127.0.0.1:9102/readyz": want an http:// or https:// URL of the metrics address, like http://127.0.0.1:9102/readyz`}},
+		// Bug: an unset ${NAME} stopped the loading there: the file's
+		// other problems and the environment's came only on the next run.
+		{"an unset ${NAME} is reported with the file's and the environment's other problems", []string{"--pipeline", unsetSpec, "--check"}, map[string]string{"TFLO_STATE_MAX_KEYS": "abc"}, worker.ExitUsage,
+			[]string{"3 problems", "line 3: ${TFLO_TEST_NEVER_SET}: the variable is not set", "line 9: checkpoint.intervall: unknown key", `environment TFLO_STATE_MAX_KEYS (state.max_keys): "abc": not an integer`}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		// Bug: --check started the metrics listener, so a check beside the
 		// running worker (docker compose exec) failed on its port.
