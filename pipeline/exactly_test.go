@@ -295,7 +295,7 @@ func TestDeadLetters(t *testing.T) {
 	addrs := c.ListenAddrs()
 	j := newJournal()
 	bad := map[string]string{ // value → expected reason fragment
-		`{"sensor":"s-1","ts":1,"value":"hot"}`: "cannot unmarshal",
+		`{"sensor":"s-1","ts":1,"value":"hot"}`: `field "value" is a string, want a number`,
 		`not json at all`:                       "invalid character",
 		`{"ts":2,"value":3}`:                    `missing "sensor"`,
 		`{"sensor":"s-1","ts":3}`:               `missing "value"`,

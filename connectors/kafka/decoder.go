@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tflo-io/tflo/internal/jsonscan"
 	"github.com/tflo-io/tflo/streaming"
@@ -80,6 +81,23 @@ type jsonReading struct {
 func slowReading(b []byte) ([]byte, int64, float64, error) {
 	var r jsonReading
 	if err := json.Unmarshal(b, &r); err != nil {
+		// A field of the wrong type in the reading's words, not in
+		// encoding/json's ("cannot unmarshal string into Go struct field
+		// jsonReading.ts of type int64"): the dead letter's reason.
+		// Worded as the MQTT source's reading errors are.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			got := te.Value // "string", "number 1.5", "array", ...
+			if !strings.Contains(got, " ") {
+				got = article(got) + " " + got
+			}
+			if te.Field == "" {
+				return nil, 0, 0, fmt.Errorf("sensor reading: want a JSON object, got %s", got)
+			}
+			if want, ok := readingFieldKinds[te.Field]; ok {
+				return nil, 0, 0, fmt.Errorf("sensor reading: field %q is %s, want %s", te.Field, got, want)
+			}
+		}
 		return nil, 0, 0, fmt.Errorf("sensor reading: %w", err)
 	}
 	return checkReading(r.Sensor, r.TS, r.Value)
@@ -98,6 +116,21 @@ func checkReading(sensor *string, ts *int64, value *float64) ([]byte, int64, flo
 }
 
 var readingFields = []string{"sensor", "ts", "value"}
+
+// readingFieldKinds says what each field of a reading holds.
+var readingFieldKinds = map[string]string{
+	"sensor": "a string",
+	"ts":     "an integer of Unix milliseconds (or of the spec's time_unit)",
+	"value":  "a number",
+}
+
+// article is "an" before a word that starts with a vowel, else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
 
 // scanReading is the fast path (internal/jsonscan). It returns
 // errFallback for anything outside the shape it handles (see

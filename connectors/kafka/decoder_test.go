@@ -31,14 +31,20 @@ func TestJSONReadingDecoder(t *testing.T) {
 		{name: "escaped sensor (slow path)", in: `{"sensor":"s\u002d1","ts":1,"value":3}`, key: "s-1", ts: 1, v: 3},
 		{name: "case-insensitive field (slow path)", in: `{"Sensor":"k","TS":2,"Value":4}`, key: "k", ts: 2, v: 4},
 		{name: "duplicate field: last wins", in: `{"sensor":"a","sensor":"b","ts":1,"value":1}`, key: "b", ts: 1, v: 1},
-		{name: "string value", in: `{"sensor":"s","ts":1,"value":"hot"}`, wantErr: "cannot unmarshal"},
-		{name: "float ts", in: `{"sensor":"s","ts":1.5,"value":1}`, wantErr: "cannot unmarshal"},
+		{name: "string value", in: `{"sensor":"s","ts":1,"value":"hot"}`, wantErr: `sensor reading: field "value" is a string, want a number`},
+		{name: "float ts", in: `{"sensor":"s","ts":1.5,"value":1}`, wantErr: `sensor reading: field "ts" is number 1.5, want an integer of Unix milliseconds (or of the spec's time_unit)`},
+		// Bug: a field of the wrong type was dead-lettered in encoding/json's
+		// words ("json: cannot unmarshal string into Go struct field
+		// jsonReading.ts of type int64"), an RFC 3339 ts (which only an MQTT
+		// source takes) the likeliest.
+		{name: "RFC 3339 ts", in: `{"sensor":"s","ts":"2026-01-01T00:00:00Z","value":1}`, wantErr: `sensor reading: field "ts" is a string, want an integer of Unix milliseconds (or of the spec's time_unit)`},
+		{name: "number sensor", in: `{"sensor":7,"ts":1,"value":1}`, wantErr: `sensor reading: field "sensor" is a number, want a string`},
 		{name: "missing sensor", in: `{"ts":1,"value":1}`, wantErr: `missing "sensor"`},
 		{name: "empty sensor", in: `{"sensor":"","ts":1,"value":1}`, wantErr: `missing "sensor"`},
 		{name: "null value", in: `{"sensor":"s","ts":1,"value":null}`, wantErr: `missing "value"`},
 		{name: "missing ts", in: `{"sensor":"s","value":1}`, wantErr: `missing "ts"`},
 		{name: "trailing garbage", in: `{"sensor":"s","ts":1,"value":1} x`, wantErr: "invalid character"},
-		{name: "not an object", in: `[1]`, wantErr: "cannot unmarshal"},
+		{name: "not an object", in: `[1]`, wantErr: "sensor reading: want a JSON object, got an array"},
 		{name: "empty", in: ``, wantErr: "unexpected end"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
