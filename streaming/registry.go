@@ -325,6 +325,10 @@ func (r *Registry) Resolve(name string, raw map[string]any) (OperatorType, Param
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if _, ok := known[k]; !ok {
+			if len(t.Params) == 0 {
+				errs = append(errs, &ParamError{Operator: name, Param: k, Reason: "unknown parameter (the operator takes none)"})
+				continue
+			}
 			names := make([]string, len(t.Params))
 			for i, p := range t.Params {
 				names[i] = p.Name

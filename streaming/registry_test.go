@@ -85,6 +85,17 @@ func TestRegistryResolve(t *testing.T) {
 	}
 }
 
+// A parameter given to an operator that declares none says so. Bug: it
+// read "unknown parameter (accepted: )", an empty list.
+func TestRegistryResolveOfAnOperatorWithoutParameters(t *testing.T) {
+	r := streaming.NewRegistry()
+	bare := scaleType()
+	bare.Name, bare.Params = "bare", nil
+	require.NoError(t, r.Register(bare))
+	_, _, err := r.Resolve("bare", map[string]any{"window": 3})
+	require.EqualError(t, err, `operator "bare": parameter "window": unknown parameter (the operator takes none)`)
+}
+
 // A whole number the YAML decoder read as a float (written with an
 // exponent or a point) is an int parameter when it fits an int64, as a
 // config key's is; out of range it says so. Bug: past 2^53 it was "not an
