@@ -180,7 +180,11 @@ func buildGraph(g Graph, reg *streaming.Registry, outputsLine int) (*streaming.G
 			continue
 		}
 		if len(n.Inputs) < t.MinInputs || (t.MaxInputs >= 0 && len(n.Inputs) > t.MaxInputs) {
-			fail(fmt.Errorf("operator %q takes %s inputs (%s), wired with %d", n.Type, arity(t), t.Inputs, len(n.Inputs)))
+			noun := "inputs"
+			if t.MinInputs == 1 && t.MaxInputs == 1 {
+				noun = "input"
+			}
+			fail(fmt.Errorf("operator %q takes %s %s (%s), wired with %d", n.Type, arity(t), noun, t.Inputs, len(n.Inputs)))
 		}
 		if len(t.Modes) > 0 {
 			modes[n.Name] = t.Modes

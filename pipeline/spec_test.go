@@ -107,7 +107,7 @@ func TestSpecErrorsNameTheNodeAndLine(t *testing.T) {
     - {name: sma, type: sma, inputs: [a], params: {window: 3}}`,
 			[]string{`graph node "a" (line 9)`, `is part of a cycle: "a" -> "sma" -> "a"`}},
 		{"too many inputs", `    - {name: sma, type: sma, inputs: [value, value], params: {window: 3}}`,
-			[]string{`graph node "sma" (line 9)`, `takes 1 inputs`}},
+			[]string{`graph node "sma" (line 9)`, `operator "sma" takes 1 input (value), wired with 2`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := pipeline.Parse([]byte(smaSpec(tc.node)))

@@ -166,7 +166,11 @@ func (b *Builder) Build() (*Graph, error) {
 				} else if hi != lo {
 					want = fmt.Sprintf("%d to %d", lo, hi)
 				}
-				return nil, &GraphError{Node: spec.name, Reason: fmt.Sprintf("operator %q takes %s inputs, wired with %d", op.Name(), want, len(spec.inputs))}
+				noun := "inputs"
+				if lo == 1 && hi == 1 {
+					noun = "input"
+				}
+				return nil, &GraphError{Node: spec.name, Reason: fmt.Sprintf("operator %q takes %s %s, wired with %d", op.Name(), want, noun, len(spec.inputs))}
 			}
 		}
 		n := node{

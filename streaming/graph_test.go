@@ -51,7 +51,7 @@ func TestBuildRejectsBadWiring(t *testing.T) {
 		}, "a", `operator "add" takes 2 inputs, wired with 1`},
 		{"too many inputs", func() *streaming.Builder {
 			return streaming.NewBuilder().Input("x", "y").Node("s", newSum, "x", "y")
-		}, "s", `operator "sum" takes 1 inputs, wired with 2`},
+		}, "s", `operator "sum" takes 1 input, wired with 2`},
 		{"no inputs", func() *streaming.Builder {
 			return streaming.NewBuilder().Input("x").Node("s", newSum)
 		}, "s", "no inputs"},
