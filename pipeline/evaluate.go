@@ -15,8 +15,8 @@ type evalConfig struct {
 	reg *streaming.Registry
 }
 
-// EvalRegistry resolves the graph's operator types in r (default
-// DefaultRegistry).
+// EvalRegistry resolves the graph's operator types in r (default: the
+// registry the spec was loaded with, WithRegistry, else DefaultRegistry).
 func EvalRegistry(r *streaming.Registry) EvalOption { return func(c *evalConfig) { c.reg = r } }
 
 // EvalStats counts what Evaluate did.

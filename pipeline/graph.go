@@ -55,6 +55,9 @@ func compile(p Pipeline, reg *streaming.Registry) (*compiled, error) {
 func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int) (*compiled, error) {
 	p = p.withDefaults()
 	if reg == nil {
+		reg = p.registry
+	}
+	if reg == nil {
 		reg = DefaultRegistry()
 	}
 	var errs []error

@@ -73,6 +73,11 @@ type Pipeline struct {
 	State State
 	// Checkpoint is the checkpoint policy.
 	Checkpoint Checkpoint
+
+	// registry is the registry Load or Parse resolved the graph's
+	// operator types in (WithRegistry); Run, Evaluate and SinkEnv resolve
+	// them there too unless given another.
+	registry *streaming.Registry
 }
 
 // Source is where a pipeline's records come from: *KafkaSource or

@@ -367,6 +367,8 @@ type loadConfig struct {
 }
 
 // WithRegistry resolves operator types in r (default DefaultRegistry).
+// The Pipeline returned remembers r: Run, Evaluate and SinkEnv resolve
+// its types in r too, unless given another registry.
 func WithRegistry(r *streaming.Registry) LoadOption { return func(c *loadConfig) { c.reg = r } }
 
 // WithEnv makes Parse replace ${NAME} and ${NAME:-default} references
@@ -466,6 +468,7 @@ func (s Spec) check(path string, cfg loadConfig, line func(key string) int) (Pip
 	if err := errors.Join(cerr, err); err != nil {
 		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
 	}
+	p.registry = cfg.reg
 	return p, nil
 }
 

@@ -150,6 +150,40 @@ func TestSpecNamesTheNodeOfEachRefusalOfNew(t *testing.T) {
 	require.Equal(t, `graph node "sma" (line 9): operator "band": parameter "high": must not exceed 100`, lines[1])
 }
 
+// bandOp says whether its value is outside [0, 100] (mode 1) or not.
+type bandOp struct{ streaming.Base }
+
+func (bandOp) Name() string { return "band" }
+func (bandOp) Eval(in []streaming.Computed, _ int64) streaming.NodeOutput {
+	if v := in[0].Float64(); v < 0 || v > 100 {
+		return streaming.Sig(1, v)
+	}
+	return streaming.Sig(0, in[0].Float64())
+}
+
+// TestSpecRemembersItsRegistry: a spec loaded with WithRegistry resolves
+// its operator types in that registry when it runs, unless told another.
+// Bug: Parse accepted a type of the user's registry and then Evaluate,
+// SinkEnv and Run refused the same pipeline ('unknown operator type
+// "band"', naming the spec's line, the known list DefaultRegistry's).
+func TestSpecRemembersItsRegistry(t *testing.T) {
+	reg := pipeline.NewRegistry()
+	require.NoError(t, reg.Register(streaming.OperatorType{
+		Name: "band", Doc: "a band", MinInputs: 1, MaxInputs: 1, Output: "mode",
+		Modes: map[streaming.Mode]string{0: "in", 1: "out"},
+		New: func(streaming.Params) (func() streaming.Operator, error) {
+			return func() streaming.Operator { return bandOp{} }, nil
+		},
+	}))
+	p, err := pipeline.Parse([]byte(smaSpec(`    - {name: sma, type: band, inputs: [value]}`)), pipeline.WithRegistry(reg))
+	require.NoError(t, err)
+	env, err := p.SinkEnv(nil)
+	require.NoError(t, err)
+	require.Equal(t, map[streaming.Mode]string{0: "in", 1: "out"}, env.ModesOf("sma"))
+	_, err = p.SinkEnv(streaming.NewRegistry())
+	require.ErrorContains(t, err, `unknown operator type "band"`, "a registry given explicitly is the one used")
+}
+
 // TestSpecStrictKeys: unknown keys are refused with their path and line,
 // all of a file's problems at once, including inside unions.
 func TestSpecStrictKeys(t *testing.T) {

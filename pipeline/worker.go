@@ -88,8 +88,8 @@ func WithControlWorker() Option { return func(o *options) { o.controlWorker = tr
 // Run returns.
 func WithCoordination(s coordination.Store) Option { return func(o *options) { o.coord = s } }
 
-// WithOperators resolves the graph's operator types in r (default
-// DefaultRegistry).
+// WithOperators resolves the graph's operator types in r (default: the
+// registry the spec was loaded with, WithRegistry, else DefaultRegistry).
 func WithOperators(r *streaming.Registry) Option { return func(o *options) { o.registry = r } }
 
 // Run runs p until ctx ends or the source fails, then drains (see
