@@ -316,7 +316,11 @@ func (r *Registry) Types() []OperatorType {
 func (r *Registry) Resolve(name string, raw map[string]any) (OperatorType, Params, error) {
 	t, ok := r.Lookup(name)
 	if !ok {
-		return OperatorType{}, Params{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownOperator, name, strings.Join(r.names(), ", "))
+		known := r.names()
+		if len(known) == 0 {
+			return OperatorType{}, Params{}, fmt.Errorf("%w %q (the registry is empty: none is registered)", ErrUnknownOperator, name)
+		}
+		return OperatorType{}, Params{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownOperator, name, strings.Join(known, ", "))
 	}
 	known := map[string]Param{}
 	for _, p := range t.Params {

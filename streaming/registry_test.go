@@ -96,6 +96,15 @@ func TestRegistryResolveOfAnOperatorWithoutParameters(t *testing.T) {
 	require.EqualError(t, err, `operator "bare": parameter "window": unknown parameter (the operator takes none)`)
 }
 
+// An operator type looked up in an empty registry (streaming.NewRegistry,
+// not pipeline.NewRegistry, which holds tflo's catalogs) says the registry
+// is empty. Bug: it read 'unknown operator type "sma" (known: )'.
+func TestRegistryResolveInAnEmptyRegistry(t *testing.T) {
+	_, _, err := streaming.NewRegistry().Resolve("sma", nil)
+	require.ErrorIs(t, err, streaming.ErrUnknownOperator)
+	require.EqualError(t, err, `unknown operator type "sma" (the registry is empty: none is registered)`)
+}
+
 // A whole number the YAML decoder read as a float (written with an
 // exponent or a point) is an int parameter when it fits an int64, as a
 // config key's is; out of range it says so. Bug: past 2^53 it was "not an
