@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -69,8 +70,12 @@ func (s Settings) Line() int { return s.line }
 // Decode reads the settings into dst, a pointer to a struct with yaml
 // tags, as strictly as the rest of the spec: an unknown key, a repeated
 // key or a value of the wrong type is an error naming the key and its
-// line. No settings leave dst as it is.
+// line. No settings leave dst as it is. A dst that is not a non-nil
+// pointer is refused whether or not the spec gave settings.
 func (s Settings) Decode(dst any) error {
+	if v := reflect.ValueOf(dst); v.Kind() != reflect.Pointer || v.IsNil() {
+		return fmt.Errorf("Settings.Decode: destination is %T, want a non-nil pointer to a struct (a mistake in the New of %q, not in the spec)", dst, s.name)
+	}
 	if s.node == nil || s.node.Tag == "!!null" {
 		return nil
 	}

@@ -245,6 +245,38 @@ var registerNilPlugins = sync.OnceValue(func() error {
 			New: func(pipeline.Settings) (pipeline.SinkSpec, error) { return nil, nil }}))
 })
 
+// TestSettingsDecodeRefusesANonPointerWithoutSettings: a registered
+// decoder whose New decodes into a struct value, not a pointer, is refused
+// whether or not the spec gives it settings, naming Settings.Decode and
+// the decoder. Bug: without settings it was accepted (the mistake came only
+// with the first spec giving some), and with them the error spoke of an
+// internal package ("envconfig: destination is ...").
+func TestSettingsDecodeRefusesANonPointerWithoutSettings(t *testing.T) {
+	require.NoError(t, registerValueDecoder())
+	for _, decoder := range []string{"value_settings", `{value_settings: {separator: ";"}}`} {
+		spec := strings.Replace(smaSpec(goodNode), "graph:\n", "decoder: "+decoder+"\ngraph:\n", 1)
+		_, err := pipeline.Parse([]byte(spec))
+		require.ErrorContains(t, err, `line 6: decoder.value_settings: Settings.Decode: destination is pipeline_test.csvSettings, want a non-nil pointer to a struct (a mistake in the New of "value_settings", not in the spec)`, decoder)
+	}
+}
+
+type csvSettings struct {
+	Separator string `yaml:"separator"`
+}
+
+// registerValueDecoder registers, once per test binary, a decoder whose
+// New decodes its settings into a value, not a pointer.
+var registerValueDecoder = sync.OnceValue(func() error {
+	return pipeline.RegisterDecoder(pipeline.DecoderType{Name: "value_settings",
+		New: func(s pipeline.Settings) (pipeline.Decoder, error) {
+			var c csvSettings
+			if err := s.Decode(c); err != nil {
+				return nil, err
+			}
+			return pipeline.ReadingDecoder{}, nil
+		}})
+})
+
 // TestRegisteredTypeReturningNilIsRefused: a registered decoder whose New
 // returned nil and no error was replaced by the default, reading,
 // decoder without a word (and a sink's nil was "sink 0 is nil", naming
