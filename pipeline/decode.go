@@ -142,6 +142,11 @@ func (d jsonBound) Decode(m Message, r *Record) error {
 	if end := jsonscan.Members(m.Value, jsonscan.WS(m.Value, 0), d.names, vals); end < 0 || jsonscan.WS(m.Value, end) != len(m.Value) {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(m.Value, &obj); err != nil {
+			// Not an object: say what it wants, not encoding/json's
+			// "cannot unmarshal array into Go value of type map[...]".
+			if _, got, ok := jsonscan.TypeError(err); ok {
+				return fmt.Errorf("json record: want a JSON object with key field %q and time field %q, got %s", d.key, d.time, got)
+			}
 			return fmt.Errorf("json record: %w", err)
 		}
 		for i, n := range d.names {

@@ -46,7 +46,10 @@ func TestJSONDecoder(t *testing.T) {
 		{name: "missing time", in: `{"sym":"A","ts":null}`, fast: true, wantErr: `missing time field "ts"`},
 		{name: "string input", in: `{"sym":"A","ts":1,"px":"1.5"}`, fast: true, wantErr: `json record: field "px": "1.5" is not a finite number or a boolean`},
 		{name: "not JSON", in: `{"sym":"A","ts":1,}`, wantErr: `json record: invalid character '}'`},
-		{name: "not an object", in: `[1]`, wantErr: `json record: json: cannot unmarshal array`},
+		// Bug: it was worded by encoding/json ("json record: json: cannot
+		// unmarshal array into Go value of type map[string]json.RawMessage").
+		{name: "not an object", in: `[1]`, wantErr: `json record: want a JSON object with key field "sym" and time field "ts", got an array`},
+		{name: "a number", in: `7`, wantErr: `json record: want a JSON object with key field "sym" and time field "ts", got a number`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := bindJSON(t).(jsonBound)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/tflo-io/tflo/internal/jsonscan"
 	"github.com/tflo-io/tflo/streaming"
@@ -85,17 +84,12 @@ func slowReading(b []byte) ([]byte, int64, float64, error) {
 		// encoding/json's ("cannot unmarshal string into Go struct field
 		// jsonReading.ts of type int64"): the dead letter's reason.
 		// Worded as the MQTT source's reading errors are.
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			got := te.Value // "string", "number 1.5", "array", ...
-			if !strings.Contains(got, " ") {
-				got = article(got) + " " + got
+		if field, got, ok := jsonscan.TypeError(err); ok {
+			if field == "" {
+				return nil, 0, 0, fmt.Errorf("sensor reading: want a JSON object with sensor, ts and value, got %s", got)
 			}
-			if te.Field == "" {
-				return nil, 0, 0, fmt.Errorf("sensor reading: want a JSON object, got %s", got)
-			}
-			if want, ok := readingFieldKinds[te.Field]; ok {
-				return nil, 0, 0, fmt.Errorf("sensor reading: field %q is %s, want %s", te.Field, got, want)
+			if want, ok := readingFieldKinds[field]; ok {
+				return nil, 0, 0, fmt.Errorf("sensor reading: field %q is %s, want %s", field, got, want)
 			}
 		}
 		return nil, 0, 0, fmt.Errorf("sensor reading: %w", err)
@@ -122,14 +116,6 @@ var readingFieldKinds = map[string]string{
 	"sensor": "a string",
 	"ts":     "an integer of Unix milliseconds (or of the spec's time_unit)",
 	"value":  "a number",
-}
-
-// article is "an" before a word that starts with a vowel, else "a".
-func article(word string) string {
-	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
-		return "an"
-	}
-	return "a"
 }
 
 // scanReading is the fast path (internal/jsonscan). It returns

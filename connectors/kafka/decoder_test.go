@@ -44,7 +44,7 @@ func TestJSONReadingDecoder(t *testing.T) {
 		{name: "null value", in: `{"sensor":"s","ts":1,"value":null}`, wantErr: `missing "value"`},
 		{name: "missing ts", in: `{"sensor":"s","value":1}`, wantErr: `missing "ts"`},
 		{name: "trailing garbage", in: `{"sensor":"s","ts":1,"value":1} x`, wantErr: "invalid character"},
-		{name: "not an object", in: `[1]`, wantErr: "sensor reading: want a JSON object, got an array"},
+		{name: "not an object", in: `[1]`, wantErr: "sensor reading: want a JSON object with sensor, ts and value, got an array"},
 		{name: "empty", in: ``, wantErr: "unexpected end"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -76,6 +76,17 @@ func decodeReading(payload []byte, unit time.Duration) (Reading, error) {
 func slowReading(payload []byte, unit time.Duration) (Reading, error) {
 	var w wireReading
 	if err := json.Unmarshal(payload, &w); err != nil {
+		// A value of the wrong type in the reading's words, not in
+		// encoding/json's ("cannot unmarshal array into Go value of type
+		// mqtt.wireReading"), as the Kafka reading decoder words it.
+		if field, got, ok := jsonscan.TypeError(err); ok {
+			switch field {
+			case "":
+				return Reading{}, fmt.Errorf("%w: want a JSON object with sensor, ts and value, got %s", ErrMalformed, got)
+			case "sensor": // ts and value are read as they come
+				return Reading{}, fmt.Errorf("%w: field \"sensor\" is %s, want a string", ErrMalformed, got)
+			}
+		}
 		return Reading{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if w.Sensor == nil || *w.Sensor == "" {

@@ -29,7 +29,11 @@ func TestDecodeReading(t *testing.T) {
 		{"escaped sensor", `{"sensor":"b\u00e4r\"1","ts":5,"value":0}`, Reading{"bär\"1", 5, 0}, ""},
 		{"not json", `nope`, Reading{}, "invalid character"},
 		{"missing sensor", `{"ts":1,"value":1}`, Reading{}, `"sensor" is missing`},
-		{"sensor not a string", `{"sensor":7,"ts":1,"value":1}`, Reading{}, "cannot unmarshal"},
+		// Bug: these two were worded by encoding/json ("json: cannot
+		// unmarshal array into Go value of type mqtt.wireReading").
+		{"sensor not a string", `{"sensor":7,"ts":1,"value":1}`, Reading{}, `malformed reading: field "sensor" is a number, want a string`},
+		{"not an object", `[{"sensor":"a","ts":1,"value":1}]`, Reading{}, "malformed reading: want a JSON object with sensor, ts and value, got an array"},
+		{"a string", `"a"`, Reading{}, "malformed reading: want a JSON object with sensor, ts and value, got a string"},
 		{"missing ts", `{"sensor":"a","value":1}`, Reading{}, `"ts" is missing`},
 		{"null ts", `{"sensor":"a","ts":null,"value":1}`, Reading{}, `"ts" is missing`},
 		{"bad ts string", `{"sensor":"a","ts":"noon","value":1}`, Reading{}, `"ts" is "noon"`},
