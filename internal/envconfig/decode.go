@@ -648,13 +648,43 @@ func readFile(path string) (b []byte, lines []int, err error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, nil, fmt.Errorf("file %s: %w", path, err)
+		return nil, nil, &FileError{Path: path, Err: err}
 	}
 	b, lines, err = expand(b, os.LookupEnv)
 	if err != nil {
 		return b, lines, withFile(err, path) // the unset variables; the text is still read
 	}
 	return b, lines, nil
+}
+
+// FileError is a config file or spec that could not be read: "file
+// x.yaml: no such file or directory". A command whose flag named the
+// file sets Flag (FromFlag), and the error names the flag instead, as
+// starter's file flags do: `--pipeline "x.yaml": no such file or
+// directory`.
+type FileError struct {
+	Path string
+	Flag string // "--pipeline"; "" when no flag named it
+	Err  error  // the reason, without the PathError's "open x.yaml"
+}
+
+func (e *FileError) Error() string {
+	if e.Flag != "" {
+		return fmt.Sprintf("%s %q: %v", e.Flag, e.Path, e.Err)
+	}
+	return fmt.Sprintf("file %s: %v", e.Path, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// FromFlag names flag (say "--config") as what named the file of err's
+// FileError, if err holds one, and returns err.
+func FromFlag(err error, flag string) error {
+	var fe *FileError
+	if errors.As(err, &fe) {
+		fe.Flag = flag
+	}
+	return err
 }
 
 func withFile(err error, path string) error {

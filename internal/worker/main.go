@@ -236,6 +236,7 @@ func RunMain(m Main, args []string, stderr io.Writer) int {
 		return runProbe(*probe, stderr)
 	}
 	origins, err := envconfig.LoadOrigins(*path, m.prefix(), m.Config)
+	err = envconfig.FromFlag(err, "--config")
 	named := envconfig.Named(m.Config) // the variables holding its secrets
 	if m.NamedVariables != nil {
 		named = append(named, m.NamedVariables()...)

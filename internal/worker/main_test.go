@@ -132,6 +132,14 @@ func TestRunMainUsage(t *testing.T) {
 		// other problems and the environment's came only on the next run.
 		{"an unset ${NAME} is reported with the file's and the environment's other problems", []string{"--pipeline", unsetSpec, "--check"}, map[string]string{"TFLO_STATE_MAX_KEYS": "abc"}, worker.ExitUsage,
 			[]string{"3 problems", "line 3: ${TFLO_TEST_NEVER_SET}: the variable is not set", "line 9: checkpoint.intervall: unknown key", `environment TFLO_STATE_MAX_KEYS (state.max_keys): "abc": not an integer`}},
+		// Bug: a file that is not there was "file nope.yaml: no such file
+		// or directory", not naming the flag that named it.
+		{"a spec that is not there names --pipeline", []string{"--pipeline", "nope.yaml"}, nil, worker.ExitUsage,
+			[]string{"worker: --pipeline \"nope.yaml\": no such file or directory\n"}},
+		{"a spec that is not there names --pipeline to --check", []string{"--pipeline", "nope.yaml", "--check"}, nil, worker.ExitUsage,
+			[]string{"worker: --pipeline \"nope.yaml\": no such file or directory\n"}},
+		{"a config that is not there names --config", []string{"--config", "nope.yaml", "--pipeline", "nope2.yaml"}, nil, worker.ExitUsage,
+			[]string{"worker: invalid configuration:\n--config \"nope.yaml\": no such file or directory\n--pipeline \"nope2.yaml\": no such file or directory\n"}},
 		{"check loads the spec", []string{"--pipeline", spec("market-data.yaml"), "--check"}, nil, worker.ExitOK, nil},
 		// Bug: --check started the metrics listener, so a check beside the
 		// running worker (docker compose exec) failed on its port.

@@ -77,7 +77,7 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			if spec == "" {
 				return nil
 			}
-			p, err := pipeline.Load(spec)
+			p, err := loadSpec(spec)
 			if err != nil {
 				return err // the edits run on a spec that loads
 			}
@@ -91,14 +91,14 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 				fmt.Fprintf(w, "\n# pipeline spec: none (add --pipeline FILE to print it too)\n")
 				return nil
 			}
-			p, err := pipeline.Load(spec)
+			p, err := loadSpec(spec)
 			if err != nil {
 				return err
 			}
 			var s pipeline.Spec
 			origins, err := envconfig.LoadOrigins(spec, envconfig.Prefix, &s)
 			if err != nil {
-				return err
+				return envconfig.FromFlag(err, "--pipeline")
 			}
 			es := effectiveSpec(s, p)
 			if k := es.Source.Kafka; k != nil && cfg.WorkerID == "" && k.StaticMembership != nil && *k.StaticMembership {
@@ -159,7 +159,7 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			if spec == "" {
 				return usageError{errors.New("--pipeline FILE is required")}
 			}
-			p, err := pipeline.Load(spec)
+			p, err := loadSpec(spec)
 			if err != nil {
 				return usageError{err}
 			}
@@ -191,6 +191,14 @@ func PipelineMain(edits ...func(*pipeline.Pipeline) error) Main {
 			return runPipeline(ctx, p, *cfg, rt.Log, rt.Registry, rt.Ready)
 		},
 	}
+}
+
+// loadSpec is pipeline.Load of the spec --pipeline names: a file it
+// cannot read is named by the flag ('--pipeline "x.yaml": no such file
+// or directory').
+func loadSpec(spec string) (pipeline.Pipeline, error) {
+	p, err := pipeline.Load(spec)
+	return p, envconfig.FromFlag(err, "--pipeline")
 }
 
 // staticMembershipWithoutID is the warning for a spec that sets

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,6 +175,16 @@ func TestSimulatorRefusesABrokerURLItCannotDial(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSimulatorNamesTheFlagOfAConfigThatIsNotThere: a --config file that
+// is not there is a usage error (exit code 2) naming the flag. Bug: it
+// said "file nope.yaml: no such file or directory", naming no flag.
+func TestSimulatorNamesTheFlagOfAConfigThatIsNotThere(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	var errOut bytes.Buffer
+	require.Equal(t, worker.ExitUsage, worker.RunMain(Main(), []string{"--config", missing}, &errOut), "%s", &errOut)
+	require.Equal(t, "simulator: invalid configuration:\n--config \""+missing+"\": no such file or directory\n", errOut.String())
 }
 
 // TestSimulatorRefusesAMetricsAddressWithoutAPort: metrics.addr without a
