@@ -49,10 +49,10 @@ func compile(p Pipeline, reg *streaming.Registry) (*compiled, error) {
 }
 
 // compileSpec is compile locating the problems of a spec's keys with
-// line (see Pipeline.validate). Every problem is reported at once: what
+// where (see Pipeline.validate). Every problem is reported at once: what
 // validate finds, the graph's, the Kafka sinks' encoders' (once the
 // graph builds) and the decoder's binding to the graph's inputs.
-func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int) (*compiled, error) {
+func compileSpec(p Pipeline, reg *streaming.Registry, where func(key string) string) (*compiled, error) {
 	p = p.withDefaults()
 	if reg == nil {
 		reg = p.registry
@@ -61,22 +61,22 @@ func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int)
 		reg = DefaultRegistry()
 	}
 	var errs []error
-	if err := p.validate(line); err != nil {
+	if err := p.validate(where); err != nil {
 		errs = append(errs, err)
 	}
 	c := &compiled{p: p, scale: p.TimeUnit.Nanos()}
 	// A graph of no nodes is validate's problem (graph has no nodes).
 	if p.Graph.Built != nil || len(p.Graph.Nodes) > 0 {
 		var err error
-		outputsLine := 0
-		if line != nil {
-			outputsLine = line("graph.outputs")
+		outputsAt := ""
+		if where != nil {
+			outputsAt = where("graph.outputs")
 		}
-		if c.g, c.modes, err = buildGraph(p.Graph, reg, outputsLine); err != nil {
+		if c.g, c.modes, err = buildGraph(p.Graph, reg, outputsAt); err != nil {
 			errs = append(errs, fmt.Errorf("pipeline %q: %w", p.Name, err))
 		} else {
 			c.outs = c.g.Outputs()
-			if err := c.checkEncoders(line); err != nil {
+			if err := c.checkEncoders(where); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -105,7 +105,7 @@ func compileSpec(p Pipeline, reg *streaming.Registry, line func(key string) int)
 // checkEncoders builds the encoders of the Kafka sinks against the
 // graph (a format, an envelope's trigger, modes and payload), as opening
 // them would, so a spec's check refuses what the worker's start would.
-func (c *compiled) checkEncoders(line func(key string) int) error {
+func (c *compiled) checkEncoders(where func(key string) string) error {
 	env := c.sinkEnv(nil)
 	var errs []error
 	for i, s := range c.p.Sinks {
@@ -115,10 +115,8 @@ func (c *compiled) checkEncoders(line func(key string) int) error {
 		}
 		if _, err := k.encoder(env); err != nil {
 			at := ""
-			if line != nil {
-				if l := line(fmt.Sprintf("sinks[%d]", i)); l > 0 {
-					at = fmt.Sprintf("line %d: ", l)
-				}
+			if where != nil {
+				at = where(fmt.Sprintf("sinks[%d]", i))
 			}
 			errs = append(errs, fmt.Errorf("pipeline %q: %ssinks[%d]: %w", c.p.Name, at, i, err))
 		}
@@ -128,9 +126,10 @@ func (c *compiled) checkEncoders(line func(key string) int) error {
 
 // buildGraph builds g's nodes from reg. Every node's type and parameter
 // problems are reported at once; wiring problems (unknown inputs,
-// cycles) name the node at fault, and a bad output the line of
-// graph.outputs (outputsLine, 0: none).
-func buildGraph(g Graph, reg *streaming.Registry, outputsLine int) (*streaming.Graph, map[string]map[streaming.Mode]string, error) {
+// cycles) name the node at fault, and a bad output where graph.outputs
+// was set (outputsAt: "line 6: ", "environment TFLO_GRAPH_OUTPUTS: ", or
+// "").
+func buildGraph(g Graph, reg *streaming.Registry, outputsAt string) (*streaming.Graph, map[string]map[streaming.Mode]string, error) {
 	modes := map[string]map[streaming.Mode]string{}
 	if g.Built != nil {
 		if g.Modes != nil {
@@ -201,10 +200,7 @@ func buildGraph(g Graph, reg *streaming.Registry, outputsLine int) (*streaming.G
 			}
 		}
 	}
-	at := ""
-	if outputsLine > 0 {
-		at = "line " + strconv.Itoa(outputsLine) + ": "
-	}
+	at := outputsAt
 	outs := map[string]int{}
 	for _, o := range g.Outputs {
 		// Once a name, however often it is repeated.

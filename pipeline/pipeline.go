@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -557,10 +556,11 @@ func (s *MQTTSource) defaults(name string) {
 // (Run, Evaluate, or Load of a spec).
 func (p Pipeline) Validate() error { return p.validate(nil) }
 
-// validate is Validate that, given line (a spec file's line of a key
-// path, 0 when the file does not set it), starts the problem of one key
-// with its line, as the spec's decoding errors do.
-func (p Pipeline) validate(line func(key string) int) error {
+// validate is Validate that, given where (where a spec set a key path:
+// "line 7: " for the file's line, "environment TFLO_X: " for a variable,
+// "" for neither), starts the problem of one key with it, as the spec's
+// decoding errors do.
+func (p Pipeline) validate(where func(key string) string) error {
 	p = p.withDefaults()
 	var errs []error
 	add := func(format string, args ...any) {
@@ -571,10 +571,8 @@ func (p Pipeline) validate(line func(key string) int) error {
 		errs = append(errs, fmt.Errorf("pipeline %q: "+format, append([]any{p.Name}, args...)...))
 	}
 	addAt := func(key, format string, args ...any) {
-		if line != nil {
-			if l := line(key); l > 0 {
-				format = "line " + strconv.Itoa(l) + ": " + format
-			}
+		if where != nil {
+			format = where(key) + format
 		}
 		add(format, args...)
 	}
@@ -603,7 +601,7 @@ func (p Pipeline) validate(line func(key string) int) error {
 	case nil:
 		// A spec's (line) is converted first, and its conversion
 		// (Spec.Pipeline) reported the source section's problem.
-		if line == nil {
+		if where == nil {
 			add("no source: set a KafkaSource or an MQTTSource")
 		}
 	case *KafkaSource:

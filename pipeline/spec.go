@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -384,7 +385,8 @@ func WithEnv(lookup func(string) (string, bool)) LoadOption {
 // file at once; an unknown operator, an unknown or mistyped parameter, an
 // unknown input or a cycle names the node and its line; a value out of
 // range (a negative duration, an empty topic) names its key path, and its
-// line when the file set it. The problems that pass the decoding (values,
+// line when the file set it or its variable when a TFLO_* variable did.
+// The problems that pass the decoding (values,
 // graph, sinks, decoder) are reported together, every one at once. ${NAME} and
 // ${NAME:-default} are replaced by environment variables, and TFLO_*
 // variables override keys (internal/envconfig's rule: state.dir is
@@ -401,7 +403,7 @@ func Load(path string, opts ...LoadOption) (Pipeline, error) {
 	if err != nil {
 		return Pipeline{}, err
 	}
-	return s.check(path, cfg, specLine(origins))
+	return s.check(path, cfg, specWhere(origins))
 }
 
 // Parse is Load of spec bytes, without TFLO_* overrides and, unless
@@ -426,34 +428,43 @@ func Parse(data []byte, opts ...LoadOption) (Pipeline, error) {
 		}
 		return Pipeline{}, err
 	}
-	return s.check("", cfg, specLine(origins))
+	return s.check("", cfg, specWhere(origins))
 }
 
-// specLine is the line a problem of a key is reported at: the key's
-// own, else, for a key the file left out (not one a variable set), that
-// of the nearest section around it the file wrote (a missing
-// source.kafka.brokers is reported at "kafka:").
-func specLine(o envconfig.Origins) func(key string) int {
-	return func(key string) int {
-		if l := o.Line(key); l > 0 || o.Of(key) != "default" {
-			return l
+// specWhere says where the value of a key that has a problem was set,
+// to start the problem with: "line N: " for the file's line of the key,
+// else, for a key the file left out, that of the nearest section around
+// it the file wrote (a missing source.kafka.brokers is reported at
+// "kafka:"); "environment NAME: " for a key a TFLO_* variable set; ""
+// when nothing says.
+func specWhere(o envconfig.Origins) func(key string) string {
+	at := func(l int) string { return "line " + strconv.Itoa(l) + ": " }
+	return func(key string) string {
+		if v := o.Env(key); v != "" {
+			return "environment " + v + ": "
+		}
+		if l := o.Line(key); l > 0 {
+			return at(l)
+		}
+		if o.Of(key) != "default" {
+			return ""
 		}
 		for p := key; ; {
 			i := strings.LastIndexAny(p, ".[")
 			if i <= 0 {
-				return 0
+				return ""
 			}
 			p = p[:i]
 			if l := o.Line(p); l > 0 {
-				return l
+				return at(l)
 			}
 		}
 	}
 }
 
-// check converts s and builds its graph; line gives the line of a key
-// path in the file, for the problems of one key.
-func (s Spec) check(path string, cfg loadConfig, line func(key string) int) (Pipeline, error) {
+// check converts s and builds its graph; where says where a key path
+// was set (specWhere), for the problems of one key.
+func (s Spec) check(path string, cfg loadConfig, where func(key string) string) (Pipeline, error) {
 	name := path
 	if name == "" {
 		name = "pipeline spec"
@@ -464,7 +475,7 @@ func (s Spec) check(path string, cfg loadConfig, line func(key string) int) (Pip
 	// fixed one problem at a time met the next only on its next run.
 	p, cerr := s.Pipeline()
 	p = p.withDefaults()
-	_, err := compileSpec(p, cfg.reg, line)
+	_, err := compileSpec(p, cfg.reg, where)
 	if err := errors.Join(cerr, err); err != nil {
 		return Pipeline{}, fmt.Errorf("%s: %w", name, err)
 	}

@@ -343,10 +343,10 @@ func TestSpecValuesOutOfRange(t *testing.T) {
 	}
 	require.True(t, strings.HasPrefix(lerr.Error(), file+": "), lerr.Error())
 
-	// Set by a variable: the key path and no line.
+	// Set by a variable: the variable, and no line.
 	t.Setenv("TFLO_CHECKPOINT_HEARTBEAT_TIMEOUT", "-3s")
 	_, err := pipeline.Load(file)
-	require.ErrorContains(t, err, `pipeline "sma-readings": checkpoint.heartbeat_timeout -3s must not be negative`)
+	require.ErrorContains(t, err, `pipeline "sma-readings": environment TFLO_CHECKPOINT_HEARTBEAT_TIMEOUT: checkpoint.heartbeat_timeout -3s must not be negative`)
 }
 
 // TestSpecDeadLetterSink: dead_letter names the sink of a Kafka source's

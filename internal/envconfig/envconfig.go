@@ -112,6 +112,17 @@ func (o Origins) Line(path string) int {
 	return first
 }
 
+// Env returns the variable that set the value at path (Of's rule), ""
+// when the file or the default did: a problem of that value is the
+// variable's to name ("environment TFLO_GRAPH_OUTPUTS: ...").
+func (o Origins) Env(path string) string {
+	name, _ := strings.CutPrefix(o.Of(path), "env ")
+	if name == o.Of(path) {
+		return ""
+	}
+	return name
+}
+
 // fileLine is the line of an origin in a file ("FILE:LINE"), else 0.
 func fileLine(origin string) int {
 	i := strings.LastIndexByte(origin, ':')

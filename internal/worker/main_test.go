@@ -123,6 +123,13 @@ func TestRunMainUsage(t *testing.T) {
 		// reported without its line.
 		{"a graph output naming no node names its line", []string{"--pipeline", writeFile(t, "outs.yaml", strings.Replace(tradesSpec, "  inputs: [value]\n", "  inputs: [value]\n  outputs: [smaa]\n", 1)), "--check"}, nil, worker.ExitUsage,
 			[]string{`pipeline "trades": line 6: graph output "smaa" is neither a node nor an input`}},
+		// Bug: the same problems of a value a TFLO_ variable set named no
+		// variable: the user was sent looking for graph.outputs in a spec
+		// that has none.
+		{"a graph output from the environment naming no node names its variable", []string{"--pipeline", spec("sma-readings.yaml"), "--check"},
+			map[string]string{"TFLO_GRAPH_OUTPUTS": "smaa", "TFLO_CHECKPOINT_INTERVAL": "-1s"}, worker.ExitUsage,
+			[]string{`pipeline "sma-readings": environment TFLO_GRAPH_OUTPUTS: graph output "smaa" is neither a node nor an input`,
+				`pipeline "sma-readings": environment TFLO_CHECKPOINT_INTERVAL: checkpoint.interval -1s must not be negative`}},
 		// Bug: a --probe URL without its scheme was refused in net/url's
 		// words ("first path segment in URL cannot contain colon"). Still
 		// exit 1, a health check's failure.
