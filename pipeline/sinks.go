@@ -211,7 +211,13 @@ func (k KafkaSink) publisher(ctx context.Context, env SinkEnv, extra ...kafka.Pu
 	}
 	pub, err := kafka.NewPublisher(ctx, append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink: %w", err)
+		// Which key the brokers came from: the address alone (a
+		// refused 127.0.0.1:9092) did not say the sink took the source's.
+		from := "its kafka.brokers"
+		if len(splitLists(k.Brokers)) == 0 {
+			from = "source.kafka.brokers"
+		}
+		return nil, fmt.Errorf("kafka sink (brokers from %s): %w", from, err)
 	}
 	return pub, nil
 }

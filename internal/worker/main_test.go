@@ -123,6 +123,14 @@ func TestRunMainUsage(t *testing.T) {
 		// reported without its line.
 		{"a graph output naming no node names its line", []string{"--pipeline", writeFile(t, "outs.yaml", strings.Replace(tradesSpec, "  inputs: [value]\n", "  inputs: [value]\n  outputs: [smaa]\n", 1)), "--check"}, nil, worker.ExitUsage,
 			[]string{`pipeline "trades": line 6: graph output "smaa" is neither a node nor an input`}},
+		// Bug: a Kafka sink that took the source's brokers, not reached,
+		// named sinks[0] and the address, not where the address came from.
+		{"a kafka sink not reached says its brokers are the source's", []string{"--pipeline", spec("sma-readings.yaml")},
+			map[string]string{"STATE_DIR": t.TempDir(), "KAFKA_BROKERS": "127.0.0.1:1"}, worker.ExitFailure,
+			[]string{`sinks[0]: kafka sink (brokers from source.kafka.brokers): kafka publisher (topic `, "dial tcp 127.0.0.1:1: "}},
+		{"a kafka sink not reached names its own brokers key", []string{"--pipeline", writeFile(t, "own.yaml", strings.Replace(tradesSpec, "k:9092", "127.0.0.1:1", 1)+"sinks:\n  - kafka: {topic: trades.sma, brokers: [127.0.0.1:1]}\nstate:\n  dir: "+t.TempDir()+"\n")},
+			nil, worker.ExitFailure,
+			[]string{`sinks[0]: kafka sink (brokers from its kafka.brokers): kafka publisher (topic `, "dial tcp 127.0.0.1:1: "}},
 		// Bug: the same problems of a value a TFLO_ variable set named no
 		// variable: the user was sent looking for graph.outputs in a spec
 		// that has none.
