@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +66,10 @@ func TestBuiltBinary(t *testing.T) {
 	dir := buildBinaries(t)
 	starter := filepath.Join(dir, "starter")
 	missing := filepath.Join(t.TempDir(), "missing.pem")
+	// An instance metadata service that has no token to give (as on a
+	// machine that is no EC2 instance behind a proxy), and the S3 server.
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotFound) }))
+	t.Cleanup(imds.Close)
 	cases := []struct {
 		name   string
 		env    []string
@@ -100,6 +106,11 @@ func TestBuiltBinary(t *testing.T) {
 			[]string{`Error: temporal tls: TEMPORAL_TLS_CLIENT_CERT_PATH "` + missing + `": no such file or directory`, "..."}, ""},
 		{"a bad S3 response timeout names its variable", []string{"TFLO_S3_RESPONSE_TIMEOUT=soon"}, []string{"archive", "ls", "--archive", "file:///nonexistent"}, exitUsage,
 			[]string{`Error: TFLO_S3_RESPONSE_TIMEOUT "soon": not a Go duration (e.g. 30s or 2m)`, "Run 'starter archive ls --help' for usage."}, ""},
+		// Bug: the AWS SDK's default logger printed "SDK <time> WARN falling
+		// back to IMDSv1: ..." on stderr before the command's own error.
+		{"S3 without credentials prints its error alone", []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds.URL},
+			[]string{"archive", "ls", "--archive", "s3://b/p", "--s3-endpoint", imds.URL, "--s3-region", "us-east-1"}, exitFailure,
+			[]string{"Error: summarize the archive: list the archive's files: s3 archive: s3 list s3://b/p/* (endpoint " + imds.URL + "): operation error S3: ListObjectsV2, get identity: get credentials: ..."}, ""},
 		{"an unknown profile", nil, []string{"workers", "--profile", "prod"}, exitUsage,
 			[]string{`Error: --profile "prod": there is no Temporal config file to take it from ...`, "..."}, ""},
 		{"--version", nil, []string{"--version"}, exitOK, nil, "starter " + testVersion + " (go"},

@@ -333,14 +333,19 @@ func TestArchiveWithoutCredentialsSaysSo(t *testing.T) {
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
 	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.URL)
 	f := newFakeS3(t)
+	var logged bytes.Buffer
 	a, err := s3store.NewArchive(context.Background(), testBucket,
-		s3store.WithEndpoint(f.URL), s3store.WithPathStyle(true), s3store.WithRegion("us-east-1"))
+		s3store.WithEndpoint(f.URL), s3store.WithPathStyle(true), s3store.WithRegion("us-east-1"),
+		s3store.WithLogger(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.NoError(t, err)
 	_, err = a.List(context.Background(), "")
 	require.ErrorIs(t, err, s3store.ErrNoCredentials)
 	require.NotErrorIs(t, err, s3store.ErrAccessDenied)
 	require.ErrorContains(t, err, "s3://"+testBucket+"/")
 	require.ErrorContains(t, err, f.URL)
+	// The SDK's own warning goes to the archive's logger at debug
+	// level, not to stderr before the error (TestBuiltBinary).
+	require.Contains(t, logged.String(), `level=DEBUG msg="aws sdk: falling back to IMDSv1: `)
 }
 
 // TestArchiveRefusesBadNamesAsTheMemoryArchive: every S3 archive method

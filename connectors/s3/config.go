@@ -17,6 +17,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/tflo-io/tflo/internal/tlsconfig"
@@ -216,7 +217,8 @@ func WithShardOf(f func(key []byte) (shard string, ok bool)) Option {
 
 // WithLogger sets where background problems (a failed garbage delete; an
 // archive's Move that finds the move done by another but could not abort
-// its own copy's multipart upload) are logged. Default: slog.Default().
+// its own copy's multipart upload) are logged, and the AWS SDK's own log
+// lines, at debug level. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
 
 func (c *config) validate(bucket string) error {
@@ -296,7 +298,9 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 	if c.client != nil {
 		return c.client, nil
 	}
-	var loadOpts []func(*awsconfig.LoadOptions) error
+	// The SDK's own log lines go to c.logger at debug level, not to its
+	// default logger on stderr (sdkLogger).
+	loadOpts := []func(*awsconfig.LoadOptions) error{awsconfig.WithLogger(sdkLogger{c.logger})}
 	if c.region != "" {
 		loadOpts = append(loadOpts, awsconfig.WithRegion(c.region))
 	}
@@ -351,6 +355,18 @@ func (c *config) buildClient(ctx context.Context) (*awss3.Client, error) {
 		}
 		o.APIOptions = append(o.APIOptions, c.apiOptions...)
 	}), nil
+}
+
+// sdkLogger hands the AWS SDK's log lines to a client's logger at debug
+// level. The SDK's default logger printed them on stderr: "SDK ... WARN
+// falling back to IMDSv1: ..." before a command's own error whenever no
+// credentials were given and no instance metadata service answered,
+// though the error that follows says the same (the standard chain found
+// none, no EC2 IMDS role found).
+type sdkLogger struct{ log *slog.Logger }
+
+func (l sdkLogger) Logf(class logging.Classification, format string, v ...any) {
+	l.log.Debug("aws sdk: "+fmt.Sprintf(format, v...), "level", string(class))
 }
 
 func (c *config) tls() (*tls.Config, error) {
