@@ -563,6 +563,42 @@ func TestCoordinationOverNATS(t *testing.T) {
 	require.False(t, ok, "a graceful stop withdraws the presence lease")
 }
 
+// startWaitingForStore runs the SMA spec's worker (id workerID) with
+// its coordination store at natsURL (job), where no store answers, and
+// waits until it has said retries times that it waits for the store,
+// and has not stopped. cancel stops it; done gets what it returned.
+func startWaitingForStore(t *testing.T, workerID, job, natsURL string, retries int) (logs *logtest.Buffer, done chan error, cancel context.CancelFunc) {
+	t.Helper()
+	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close() })
+	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
+	t.Setenv("STATE_DIR", t.TempDir())
+	cfg := worker.PipelineConfig{WorkerID: workerID, Coordination: worker.CoordinationConfig{NATSURL: natsURL, Job: job, LeaseTTL: 2 * time.Second}}
+	p, err := pipeline.Load(spec("sma-readings.yaml"))
+	require.NoError(t, err)
+	logs = &logtest.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done = make(chan error, 1)
+	go func() {
+		done <- worker.RunPipeline(ctx, p, cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	}()
+	var stopErr error
+	stopped := false
+	require.Eventually(t, func() bool {
+		select {
+		case stopErr = <-done:
+			stopped = true
+			return true
+		default:
+		}
+		return strings.Count(logs.String(), "coordination store unreachable") >= retries
+	}, 30*time.Second, 20*time.Millisecond, "the worker does not say it waits for the coordination store\n%s", logs.String())
+	require.False(t, stopped, "the worker stopped while its coordination store was not there: %v", stopErr)
+	return logs, done, cancel
+}
+
 // TestWorkerWaitsForTheCoordinationStore: a worker started while its
 // coordination store (NATS) was down exited at once ("nats: no servers
 // available for connection"), so a worker restarted during a NATS outage
@@ -572,33 +608,7 @@ func TestWorkerWaitsForTheCoordinationStore(t *testing.T) {
 	addr := freePort(t) // nothing listens there yet
 	host, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
-	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1})
-	require.NoError(t, err)
-	defer k.Close()
-	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
-	t.Setenv("STATE_DIR", t.TempDir())
-	cfg := worker.PipelineConfig{WorkerID: "late-1", Coordination: worker.CoordinationConfig{NATSURL: "nats://" + addr, Job: "wait-test", LeaseTTL: 2 * time.Second}}
-	p, err := pipeline.Load(spec("sma-readings.yaml"))
-	require.NoError(t, err)
-	var logs logtest.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.RunPipeline(ctx, p, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
-	}()
-	stopped := false
-	var stopErr error
-	require.Eventually(t, func() bool {
-		select {
-		case stopErr = <-done:
-			stopped = true
-			return true
-		default:
-		}
-		return strings.Contains(logs.String(), "coordination store unreachable")
-	}, 30*time.Second, 20*time.Millisecond, "the worker does not say it waits for the coordination store")
-	require.False(t, stopped, "the worker stopped while its coordination store was down: %v", stopErr)
+	logs, done, cancel := startWaitingForStore(t, "late-1", "wait-test", "nats://"+addr, 1)
 
 	p2, err := strconv.Atoi(port)
 	require.NoError(t, err)
@@ -635,33 +645,7 @@ func TestWorkerWaitsForTheCoordinationStore(t *testing.T) {
 // reachable. It now waits for it as for a server that refuses, saying so,
 // until it is stopped.
 func TestWorkerWaitsForACoordinationStoreNameThatDoesNotResolveYet(t *testing.T) {
-	k, err := devstack.StartKafka(devstack.KafkaTopic{Name: "readings", Partitions: 1})
-	require.NoError(t, err)
-	defer k.Close()
-	t.Setenv("KAFKA_BROKERS", k.Addrs()[0])
-	t.Setenv("STATE_DIR", t.TempDir())
-	cfg := worker.PipelineConfig{WorkerID: "late-dns", Coordination: worker.CoordinationConfig{NATSURL: "nats://tflo-nats.invalid:4222", Job: "wait-dns", LeaseTTL: 2 * time.Second}}
-	p, err := pipeline.Load(spec("sma-readings.yaml"))
-	require.NoError(t, err)
-	var logs logtest.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- worker.RunPipeline(ctx, p, cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
-	}()
-	var stopErr error
-	stopped := false
-	require.Eventually(t, func() bool {
-		select {
-		case stopErr = <-done:
-			stopped = true
-			return true
-		default:
-		}
-		return strings.Count(logs.String(), "coordination store unreachable") >= 2 // it retried
-	}, 30*time.Second, 20*time.Millisecond, "the worker does not say it waits for the coordination store\n%s", logs.String())
-	require.False(t, stopped, "the worker stopped while its coordination store's name did not resolve: %v", stopErr)
+	logs, done, cancel := startWaitingForStore(t, "late-dns", "wait-dns", "nats://tflo-nats.invalid:4222", 2) // 2: it retried
 	require.Contains(t, logs.String(), "store=nats://tflo-nats.invalid:4222")
 
 	cancel()
